@@ -1,0 +1,1 @@
+"""``agentconsole bench``: every policy side by side on one workload, in virtual time."""

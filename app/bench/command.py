@@ -1,0 +1,142 @@
+"""The ``bench`` command: build the run matrix, run it in parallel, print and write reports."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+from agentconsole.bench.html_report import write_html
+from agentconsole.bench.runner import BenchSetup, load_programs, run_one
+from agentconsole.bench.sweep import max_rate
+from agentconsole.bench.table import metrics_table, sweep_table
+from agentconsole.kvtiers.toolwait import available_tool_wait_policies
+from agentconsole.sample_traces.generator import available_workloads
+from agentconsole.scheduler.policies import available
+
+T = TypeVar("T")
+BASELINE = "fcfs"
+#: default SLO: this multiple of the workload's P95 E2E when each program runs alone
+DEFAULT_SLO_FACTOR = 3.0
+
+
+def run_bench(**opts: Any) -> None:
+    console = Console(stderr=False)
+    if opts["list_only"]:
+        console.print("workloads:", ", ".join(available_workloads()))
+        console.print("policies:", ", ".join(available()))
+        console.print("kv policies:", ", ".join(available_tool_wait_policies()))
+        return
+    if not opts["workload"] and not opts["trace_path"]:
+        opts["workload"] = "seed-mix"
+    policies = _names(opts["policies"], available(), "policy")
+    kv_policies = _names(opts["kv_policy"], available_tool_wait_policies(), "kv policy")
+    setup = BenchSetup(
+        workload=None if opts["trace_path"] else opts["workload"],
+        trace=opts["trace_path"],
+        programs=opts["programs"],
+        rate=opts["rate"],
+        seed=opts["seed"],
+        gpu=opts["gpu"],
+        model=opts["model"],
+        tp=opts["tp"],
+        profile=opts["profile"],
+        max_running=opts["max_running"],
+    )
+    load_programs(setup)  # fail fast on a bad workload or trace, before forking workers
+    pairs = [(p, k) for p in policies for k in kv_policies]
+    label = (lambda p, k: p) if len(kv_policies) == 1 else (lambda p, k: f"{p}+{k}")
+    jobs = opts["jobs"] or os.cpu_count() or 1
+    with ProcessPoolExecutor(max_workers=jobs) as pool, _progress() as progress:
+        runs = _gather(
+            progress, "runs", {label(p, k): pool.submit(run_one, setup, p, k) for p, k in pairs}
+        )
+        result: dict[str, Any] = {"setup": _setup_json(setup), "policies": runs}
+        title = f"{setup.label} on {setup.gpu} x {setup.model} (tp {setup.tp})"
+        if opts["sweep"]:
+            slo = opts["slo_p95"] or DEFAULT_SLO_FACTOR * _ideal_p95(runs)
+            start = next(iter(runs.values()))["rate_programs_per_s"]
+            result["slo_p95_s"] = slo
+            result["sweep"] = _gather(
+                progress,
+                "sweep",
+                {label(p, k): pool.submit(max_rate, setup, p, k, slo, start) for p, k in pairs},
+            )
+    console.print(metrics_table(title, runs))
+    if "sweep" in result:
+        console.print(f"SLO: P95 E2E <= {result['slo_p95_s']:.1f} s")
+        base = BASELINE if BASELINE in result["sweep"] else next(iter(result["sweep"]))
+        console.print(sweep_table(result["sweep"], base))
+    if opts["json_path"]:
+        Path(opts["json_path"]).write_text(json.dumps(_clean(result), indent=2) + "\n")
+        console.print(f"wrote {opts['json_path']}")
+    if opts["html_path"]:
+        write_html(Path(opts["html_path"]), title, result)
+        console.print(f"wrote {opts['html_path']}")
+
+
+def _names(text: str, known: list[str], what: str) -> list[str]:
+    names = known if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise click.BadParameter(
+            f"unknown {what} {', '.join(unknown) or '(none)'}; choose from {', '.join(known)}"
+        )
+    return names
+
+
+def _progress() -> Progress:
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        transient=True,
+    )
+
+
+def _gather(progress: Progress, what: str, futures: dict[str, Future[T]]) -> dict[str, T]:
+    task = progress.add_task(what, total=len(futures))
+    done: dict[str, T] = {}
+
+    def tick(_: Future[T]) -> None:
+        progress.advance(task)
+
+    for fut in futures.values():
+        fut.add_done_callback(tick)
+    for name, fut in futures.items():
+        done[name] = fut.result()
+    return done
+
+
+def _ideal_p95(runs: dict[str, dict[str, Any]]) -> float:
+    values = [float(r["ideal_e2e_p95_s"]) for r in runs.values()]
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        raise click.UsageError("--sweep needs --slo-p95 for a trace without ideal E2E")
+    return values[0]
+
+
+def _setup_json(setup: BenchSetup) -> dict[str, Any]:
+    return {
+        k: (str(v) if isinstance(v, Path) else v)
+        for k, v in ((f, getattr(setup, f)) for f in setup.__dataclass_fields__)
+    }
+
+
+def _clean(value: Any) -> Any:
+    """JSON without NaN (null instead), so any JSON reader accepts the file."""
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value

@@ -1,0 +1,99 @@
+"""The bench's side-by-side table: one row per metric, one column per run."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from rich.table import Table
+
+#: (json key, printed name, format) in the order section 19 of the overview lists them
+ROWS: tuple[tuple[str, str, str], ...] = (
+    ("rate_programs_per_s", "arrival rate (programs/s)", "{:.3f}"),
+    ("finished", "programs finished", "{:d}"),
+    ("goodput_programs_per_s", "program success goodput (programs/s)", "{:.3f}"),
+    ("e2e_p50_s", "E2E P50 (s)", "{:.1f}"),
+    ("e2e_p95_s", "E2E P95 (s)", "{:.1f}"),
+    ("e2e_p99_s", "E2E P99 (s)", "{:.1f}"),
+    ("ttfp_p50_s", "time to first progress P50 (s)", "{:.2f}"),
+    ("ttft_p50_s", "TTFT P50 (s)", "{:.3f}"),
+    ("ttft_p95_s", "TTFT P95 (s)", "{:.3f}"),
+    ("tbt_p50_s", "TBT P50 (s)", "{:.4f}"),
+    ("tool_wait_mean_s", "tool wait per program (s)", "{:.2f}"),
+    ("cp_idle_queue_mean_s", "critical-path idle: queue (s)", "{:.2f}"),
+    ("cp_idle_kv_mean_s", "critical-path idle: KV reload/recompute (s)", "{:.3f}"),
+    ("cp_idle_tool_mean_s", "critical-path idle: tool (s)", "{:.2f}"),
+    ("gpu_s_per_success", "GPU seconds per success", "{:.2f}"),
+    ("tokens_per_success", "tokens per success", "{:,.0f}"),
+    ("discarded_branch_tokens", "discarded branch tokens", "{:,d}"),
+    ("kv_hbm_mean_bytes", "KV HBM bytes (mean)", "bytes"),
+    ("kv_dram_mean_bytes", "KV DRAM bytes (mean)", "bytes"),
+    ("prefix_hit_tokens", "prefix hit tokens", "{:,d}"),
+    ("migrations", "KV migrations (offload+reload)", "{:,d}"),
+    ("recomputes", "KV recomputes", "{:,d}"),
+    ("recompute_tokens", "recomputed tokens", "{:,d}"),
+    ("max_tenant_slowdown", "max per-tenant slowdown", "{:.2f}"),
+    ("max_tenant_starvation", "max per-tenant starvation (wait/service)", "{:.1f}"),
+    ("wall_s", "wall time of the run (s)", "{:.2f}"),
+)
+
+
+def fmt(value: Any, spec: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if spec == "bytes":
+        return _bytes(float(value))
+    if spec.endswith("d}") and isinstance(value, float):
+        value = int(value)
+    return spec.format(value)
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def metrics_table(title: str, runs: Mapping[str, Mapping[str, Any]]) -> Table:
+    table = Table(title=title, header_style="bold", show_lines=False)
+    table.add_column("metric")
+    for name in runs:
+        table.add_column(name, justify="right")
+    for key, label, spec in ROWS:
+        table.add_row(label, *(fmt(r.get(key), spec) for r in runs.values()))
+    tenants = sorted({t for r in runs.values() for t in r.get("tenants", {})})
+    for tenant in tenants:
+        table.add_row(
+            f"  slowdown of {tenant}",
+            *(
+                fmt(r.get("tenants", {}).get(tenant, {}).get("slowdown"), "{:.2f}")
+                for r in runs.values()
+            ),
+        )
+    return table
+
+
+def sweep_table(sweep: Mapping[str, Mapping[str, Any]], baseline: str) -> Table:
+    table = Table(title="max arrival rate meeting the SLO", header_style="bold")
+    for col in (
+        "policy",
+        "max rate (programs/s)",
+        f"ratio to {baseline}",
+        "E2E P95 at max (s)",
+        "max tenant slowdown at max",
+    ):
+        table.add_column(col, justify="right" if col != "policy" else "left")
+    base = sweep.get(baseline, {}).get("max_rate", math.nan)
+    for name, row in sweep.items():
+        ratio = row["max_rate"] / base if base and base == base and base > 0 else math.nan
+        table.add_row(
+            name,
+            fmt(row["max_rate"], "{:.3f}"),
+            fmt(ratio, "{:.2f}x"),
+            fmt(row.get("e2e_p95_s"), "{:.1f}"),
+            fmt(row.get("max_tenant_slowdown"), "{:.2f}"),
+        )
+    return table

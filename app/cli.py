@@ -1,0 +1,92 @@
+"""The ``agentconsole`` command line.
+
+Each subcommand imports its implementation only when it runs, so ``agentconsole --help`` and
+``agentconsole dashboard`` never import torch or SGLang (the vLLM CLI pattern).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from agentconsole import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="agentconsole")
+def main() -> None:
+    """Program-aware serving for LLM agents, with an operations console."""
+
+
+@main.command()
+@click.option("--workload", default=None, help="Named workload to generate (see --list).")
+@click.option(
+    "--trace",
+    "trace_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="JSONL trace file instead of a workload.",
+)
+@click.option(
+    "--policies",
+    default="all",
+    show_default=True,
+    help="Comma-separated scheduling policies, or 'all'.",
+)
+@click.option(
+    "--kv-policy",
+    default="adaptive",
+    show_default=True,
+    help="Tool-wait KV policy, or a comma-separated list to compare.",
+)
+@click.option("--programs", type=click.IntRange(min=1), default=500, show_default=True)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Program arrivals per second (default: the workload's own).",
+)
+@click.option("--sweep", is_flag=True, help="Find each policy's highest rate meeting the SLO.")
+@click.option(
+    "--slo-p95",
+    type=float,
+    default=None,
+    help="P95 E2E SLO in seconds for --sweep (default: 3x the workload's P95 alone).",
+)
+@click.option("--gpu", default="H200-141GB", show_default=True)
+@click.option("--model", default="llama-3.1-8b", show_default=True)
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--profile", default=None, help="Calibration profile (JSON file or bundled name).")
+@click.option(
+    "--max-running",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Engine --max-running-requests (default: the bench's engine default).",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes (default: CPU count).",
+)
+@click.option("--list", "list_only", is_flag=True, help="List workloads and policies.")
+def bench(**options: object) -> None:
+    """Replay a workload through every policy in virtual time and compare them side by side."""
+    from agentconsole.bench.command import run_bench
+
+    run_bench(**options)
+
+
+@main.command("make-model")
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--seed", type=int, default=0, show_default=True)
+def make_model(out_dir: Path, seed: int) -> None:
+    """Write a tiny random Llama-style model with a locally trained tokenizer to OUT_DIR."""
+    from agentconsole.server.runtime.sglang.tiny_model import make_tiny_model
+
+    path = make_tiny_model(out_dir, seed=seed)
+    click.echo(f"tiny model ready: {path}")

@@ -1,0 +1,139 @@
+"""Tool-latency distributions for the tool-wait cost model.
+
+Owns the :class:`LatencyDistribution` protocol (``mean``, ``quantile``, ``survival``), the
+helper :func:`expected_min` (``E[min(L, tau)]``, closed form when the distribution offers it,
+else a numeric integral of the survival function), and two implementations: :class:`LogNormal`
+(inter-turn gaps and tool latencies are close to log-normal, SAECache / llm-d) and
+:class:`Constant` (deterministic tools, tests).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Protocol, runtime_checkable
+
+_STD_NORMAL = NormalDist()
+_SQRT2 = math.sqrt(2.0)
+
+
+@runtime_checkable
+class LatencyDistribution(Protocol):
+    """A non-negative latency in seconds."""
+
+    def mean(self) -> float:
+        """Expected latency."""
+        ...
+
+    def quantile(self, q: float) -> float:
+        """Smallest ``t`` with ``P(L <= t) >= q``, for ``q`` in [0, 1] (``inf`` allowed at 1)."""
+        ...
+
+    def survival(self, t: float) -> float:
+        """``P(L > t)``."""
+        ...
+
+
+@runtime_checkable
+class HasExpectedMin(Protocol):
+    """A distribution that knows ``E[min(L, tau)]`` in closed form."""
+
+    def expected_min(self, tau: float) -> float:
+        """``E[min(L, tau)]``."""
+        ...
+
+
+def expected_min(dist: LatencyDistribution, tau: float, steps: int = 64) -> float:
+    """``E[min(L, tau)] = integral of survival over [0, tau]``: expected time held under a TTL.
+
+    Uses the distribution's closed form when it has one; otherwise Simpson's rule with
+    ``steps`` intervals (``tau = inf`` gives the mean).
+    """
+    if tau <= 0:
+        return 0.0
+    if math.isinf(tau):
+        return dist.mean()
+    if isinstance(dist, HasExpectedMin):
+        return dist.expected_min(tau)
+    n = steps + steps % 2
+    h = tau / n
+    total = dist.survival(0.0) + dist.survival(tau)
+    for i in range(1, n):
+        total += (4 if i % 2 else 2) * dist.survival(i * h)
+    return total * h / 3
+
+
+@dataclass(frozen=True, slots=True)
+class LogNormal:
+    """``L = exp(N(mu, sigma^2))`` seconds."""
+
+    mu: float
+    sigma: float
+
+    def __post_init__(self) -> None:
+        if not self.sigma > 0:
+            raise ValueError(f"sigma must be > 0, got {self.sigma}")
+
+    @classmethod
+    def from_median(cls, median: float, sigma: float) -> LogNormal:
+        """Log-normal with the given median (seconds) and log-space spread."""
+        return cls(math.log(median), sigma)
+
+    @classmethod
+    def from_quantiles(cls, median: float, p90: float) -> LogNormal:
+        """Log-normal through a median and a 90th percentile (``p90 > median > 0``)."""
+        if not p90 > median > 0:
+            raise ValueError(f"need p90 > median > 0, got median={median} p90={p90}")
+        return cls(math.log(median), math.log(p90 / median) / _STD_NORMAL.inv_cdf(0.9))
+
+    @classmethod
+    def from_mean_cv(cls, mean: float, cv: float) -> LogNormal:
+        """Log-normal with the given mean (seconds) and coefficient of variation."""
+        sigma2 = math.log1p(cv * cv)
+        return cls(math.log(mean) - sigma2 / 2, math.sqrt(sigma2))
+
+    def mean(self) -> float:
+        return math.exp(self.mu + self.sigma * self.sigma / 2)
+
+    def quantile(self, q: float) -> float:
+        if q <= 0:
+            return 0.0
+        if q >= 1:
+            return math.inf
+        return math.exp(self.mu + self.sigma * _STD_NORMAL.inv_cdf(q))
+
+    def survival(self, t: float) -> float:
+        if t <= 0:
+            return 1.0
+        z = (math.log(t) - self.mu) / self.sigma
+        return 0.5 * math.erfc(z / _SQRT2)
+
+    def expected_min(self, tau: float) -> float:
+        """``E[min(L, tau)] = mean * Phi((ln tau - mu - sigma^2) / sigma) + tau * S(tau)``."""
+        if tau <= 0:
+            return 0.0
+        if math.isinf(tau):
+            return self.mean()
+        z = (math.log(tau) - self.mu - self.sigma * self.sigma) / self.sigma
+        return self.mean() * 0.5 * math.erfc(-z / _SQRT2) + tau * self.survival(tau)
+
+
+@dataclass(frozen=True, slots=True)
+class Constant:
+    """A tool that always takes exactly ``seconds``."""
+
+    seconds: float
+
+    def mean(self) -> float:
+        return self.seconds
+
+    def quantile(self, q: float) -> float:
+        return self.seconds if q > 0 else 0.0
+
+    def survival(self, t: float) -> float:
+        return 1.0 if t < self.seconds else 0.0
+
+    def expected_min(self, tau: float) -> float:
+        """``min(seconds, tau)``."""
+        return max(0.0, min(self.seconds, tau))

@@ -1,0 +1,336 @@
+"""Tenant-scoped radix prefix index over tiered KV (SGLang radix cache + HiCache, in miniature).
+
+Owns the public operations on the tiered tree of :mod:`agentconsole.kvtiers.tree`: lookup
+(``match``/``peek``, counting *hit tokens*, not hit requests), ``insert``, ``lock``/``unlock``
+for running calls, soft ``retain`` for tool waits, explicit ``move``/``drop``, and
+``make_room``/``evict``.
+
+Namespacing: a block is stored in the shared (public) namespace only while it and every block
+before it are public; the first private block is keyed by ``PrivateKey(tenant, key)`` under its
+public parent and everything below it is that tenant's. So tenant B can never match tenant A's
+private blocks, even with identical keys.
+
+Invariants (checked by :meth:`PrefixIndex.check_integrity`):
+
+* per tier, used tokens = node tokens + reservations <= capacity;
+* tiers never get faster going down the tree (a node on HBM has its parent on HBM; HBM and DRAM
+  nodes are closed under parent), so the attention prefix of a device node is on device;
+* a locked node is never evicted, demoted or dropped; ``lock`` takes root paths, so a node's
+  lock count is at least each child's;
+* a private node's children are private to the same tenant.
+
+Per LLM call the simulator does: ``match`` -> ``lock(match.path)`` -> ``move`` DRAM/DISK hits
+to HBM (or recompute them) -> ``make_room(HBM, n)`` + ``reserve(HBM, n)`` for the call's own KV
+-> run -> ``release`` + ``insert`` the new context -> ``unlock(match.path)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+from agentconsole.kvtiers.integrity import check_integrity
+from agentconsole.kvtiers.node import Block, Node, PrivateKey
+from agentconsole.kvtiers.results import InsertResult, KVMove, Match, MoveResult
+from agentconsole.kvtiers.tiers import ALL_TIERS, Tier
+from agentconsole.kvtiers.tree import TierTree
+
+
+class PrefixIndex(TierTree):
+    """Radix tree of resident KV blocks over the tiers of a :class:`TierModel`.
+
+    Construct with ``PrefixIndex(model, strategy="lru" | "retention" | instance, demote=True)``.
+    """
+
+    def peek(self, tenant: str, blocks: Sequence[Block]) -> Match:
+        """The longest resident prefix of ``blocks`` for ``tenant``. Changes nothing.
+
+        ``ValueError`` if a resident block has the same key but a different token count.
+        """
+        node: Node | None = self._root
+        path: list[Node] = []
+        by_tier = [0, 0, 0]
+        requested = 0
+        public = True
+        for block in blocks:
+            requested += block.tokens
+            if node is None:
+                continue
+            if public and not block.public:
+                public = False
+                slot: Hashable = PrivateKey(tenant, block.key)
+            else:
+                slot = block.key
+            child = node.children.get(slot)
+            if child is None:
+                node = None
+                continue
+            if child.tokens != block.tokens:
+                raise ValueError(f"block {block.key!r}: {block.tokens} tokens, index has {child}")
+            path.append(child)
+            by_tier[child.tier] += child.tokens
+            node = child
+        return Match(path, by_tier, requested)
+
+    def match(self, tenant: str, blocks: Sequence[Block], now: float) -> Match:
+        """Like :meth:`peek`, and touches the matched path and counts the lookup.
+
+        Changes: ``last_access = now`` on every matched node (their eviction priority), and the
+        ``matches``/``lookup_tokens``/``hit_tokens`` counters.
+        """
+        found = self.peek(tenant, blocks)
+        for node in found.path:
+            node.last_access = now
+            if not node.lock_count and not node.child_tiers[node.tier]:
+                self._refresh(node)
+        c = self.counters
+        c.matches += 1
+        c.lookup_tokens += found.requested_tokens
+        for tier in ALL_TIERS:
+            c.hit_tokens[tier] += found.tokens_by_tier[tier]
+        return found
+
+    # ------------------------------------------------------------------ insert
+    def insert(
+        self,
+        tenant: str,
+        blocks: Sequence[Block],
+        now: float,
+        tier: Tier = Tier.HBM,
+        owner: str | None = None,
+    ) -> InsertResult:
+        """Make ``blocks`` resident for ``tenant``, extending the path on ``tier``.
+
+        Changes: touches (``last_access = now``) existing nodes; promotes existing nodes that
+        live on a slower tier than ``tier`` to ``tier`` (the caller recomputed or reloaded
+        them); creates nodes for missing blocks on ``tier`` with ``owner``. Existing nodes keep
+        their owner and are not counted again. Never evicts: it stops at the first block that
+        does not fit in ``free(tier)`` (``complete=False``), so call :meth:`make_room` (or
+        release the call's reservation) first. ``ValueError`` on a token-count mismatch (blocks
+        before it stay inserted).
+        """
+        node = self._root
+        path: list[Node] = []
+        free = self.free(tier)
+        new = 0
+        complete = True
+        public = True
+        for block in blocks:
+            if public and not block.public:
+                public = False
+                slot: Hashable = PrivateKey(tenant, block.key)
+            else:
+                slot = block.key
+            tokens = block.tokens
+            child = node.children.get(slot)
+            if child is None:
+                if tokens > free:
+                    complete = False
+                    break
+                child = Node(
+                    block.key, slot, tokens, tier, node, None if public else tenant, owner, now
+                )
+                node.children[slot] = child
+                node.child_tiers[tier] += 1
+                self._node_tokens[tier] += tokens
+                self._node_count[tier] += 1
+                self.counters.inserted_tokens += tokens
+                free -= tokens
+                new += tokens
+                self._refresh(child)
+            else:
+                if child.tokens != tokens:
+                    raise ValueError(f"block {block.key!r}: {tokens} tokens, index has {child}")
+                child.last_access = now
+                if child.tier > tier and tokens <= free:
+                    self.counters.promoted_tokens[tier] += tokens
+                    self._set_tier(child, tier)
+                    free -= tokens
+                    new += tokens
+                else:
+                    if not child.lock_count and not child.child_tiers[child.tier]:
+                        self._refresh(child)
+                    if child.tier > tier:  # cannot be promoted: no room
+                        complete = False
+                        break
+            path.append(child)
+            node = child
+        return InsertResult(new, path, complete)
+
+    # ------------------------------------------------------------------ locks and retention
+    def lock(self, path: Sequence[Node]) -> None:
+        """Mark ``path`` (root-first, live nodes, as in a match/insert result) in use.
+
+        Changes: lock counts along the path. Locked nodes are never evicted, demoted or
+        dropped (explicit promotion is allowed). ``ValueError`` if ``path`` is not a root path.
+        """
+        self._check_root_path(path)
+        locked = self._locked_tokens
+        for node in path:
+            if not node.lock_count:
+                locked[node.tier] += node.tokens
+            node.lock_count += 1
+
+    def unlock(self, path: Sequence[Node]) -> None:
+        """Undo one :meth:`lock` of the same ``path``; nodes reaching zero become evictable.
+
+        ``ValueError`` if ``path`` is not a root path or a node is not locked.
+        """
+        self._check_root_path(path)
+        if any(not node.lock_count for node in path):
+            raise ValueError("unlock of a node that is not locked")
+        locked = self._locked_tokens
+        for node in reversed(path):
+            node.lock_count -= 1
+            if not node.lock_count:
+                locked[node.tier] -= node.tokens
+                self._refresh(node)
+
+    def retain(self, nodes: Sequence[Node], until: float, now: float) -> int:
+        """Soft-retain ``nodes`` until time ``until`` (a deadline, not a pin).
+
+        Changes: ``retain_until = max(retain_until, until)`` on each live node, which raises its
+        eviction priority under a retention-aware strategy (``retention``) and is ignored by
+        others. Returns the tokens whose retention was extended; deadlines ``<= now`` do nothing.
+        """
+        if until <= now:
+            return 0
+        tokens = 0
+        for node in nodes:
+            if node.dead or node.retain_until >= until:
+                continue
+            node.retain_until = until
+            tokens += node.tokens
+            if not node.lock_count and not node.child_tiers[node.tier]:
+                self._refresh(node)
+        return tokens
+
+    def refresh(self, nodes: Sequence[Node]) -> None:
+        """Re-read the strategy's priority of ``nodes`` after outside state it reads changed."""
+        for node in nodes:
+            if not node.dead:
+                self._refresh(node)
+
+    # ------------------------------------------------------------------ explicit placement
+    def move(self, nodes: Sequence[Node], tier: Tier, now: float) -> MoveResult:
+        """Move ``nodes`` to ``tier`` (tool-wait offload, or reload before a call).
+
+        Promotion (to a faster tier) also promotes slower ancestors, root-first, and is allowed
+        for locked nodes; it is all-or-nothing and evicts from ``tier`` to make room, sparing
+        the promoted paths. Demotion also demotes each node's descendants that live on faster
+        tiers (children never sit on a faster tier than their parent); locked nodes are skipped
+        and so is a node for which ``tier`` has no room after eviction. Dead nodes are skipped.
+        Promotions run before demotions; in a call that mixes both (possible only with DISK),
+        making room for a demotion may evict a node the same call just promoted (``moves``
+        is chronological, so replaying it stays consistent).
+        """
+        result = MoveResult(tier)
+        promote: list[Node] = []
+        demote: list[Node] = []
+        for node in nodes:
+            if node.dead:
+                result.skipped_tokens += node.tokens
+            elif node.tier > tier:
+                promote.append(node)
+            elif node.tier < tier:
+                demote.append(node)
+        if promote:
+            self._promote(promote, tier, now, result)
+        for node in demote:
+            self._demote(node, tier, now, result)
+        return result
+
+    def drop(self, nodes: Sequence[Node], now: float) -> MoveResult:
+        """Drop ``nodes`` and their subtrees from the index (the recompute policy).
+
+        Locked nodes are skipped (``skipped_tokens``); already-dropped nodes are ignored.
+        ``now`` is unused (kept for a uniform signature with the other operations).
+        """
+        result = MoveResult(None)
+        for node in nodes:
+            if node.dead:
+                continue
+            if node.lock_count:
+                result.skipped_tokens += node.tokens
+                continue
+            start = len(result.moves)
+            self._drop(node, result.moves, False)
+            result.moved_tokens += sum(m.tokens for m in result.moves[start:])
+        return result
+
+    @staticmethod
+    def owned_suffix(path: Sequence[Node], owner: str) -> list[Node]:
+        """The longest suffix of ``path`` whose nodes ``owner`` inserted (its private context)."""
+        start = len(path)
+        while start > 0 and path[start - 1].owner == owner:
+            start -= 1
+        return list(path[start:])
+
+    def check_integrity(self) -> None:
+        """Check every invariant in O(nodes); raises ``AssertionError`` naming the first broken."""
+        check_integrity(self)
+
+    # ------------------------------------------------------------------ internals
+    def _check_root_path(self, path: Sequence[Node]) -> None:
+        prev = self._root
+        for node in path:
+            if node.parent is not prev or node.dead:
+                raise ValueError(f"not a root path of live nodes at {node!r}")
+            prev = node
+
+    def _promote(self, nodes: list[Node], tier: Tier, now: float, out: MoveResult) -> None:
+        todo: list[Node] = []
+        bottoms: list[Node] = []  # pinning these protects every promoted node and its ancestors
+        seen: set[int] = set()
+        for node in reversed(nodes):  # deepest first for root-first paths: one pin per path
+            chain: list[Node] = []
+            n = node
+            while n.tier > tier and id(n) not in seen:
+                seen.add(id(n))
+                chain.append(n)
+                assert n.parent is not None
+                n = n.parent
+            if chain:
+                bottoms.append(node)
+                chain.reverse()  # root-first; the chain's parent is faster or already in todo
+                todo.extend(chain)
+        need = sum(n.tokens for n in todo)
+        for node in bottoms:
+            self._pin(node)
+        if self.free(tier) < need:
+            out.moves.extend(self.make_room(tier, need, now).moves)
+        if self.free(tier) >= need:
+            for n in todo:
+                src = n.tier
+                self.counters.promoted_tokens[tier] += n.tokens
+                self._set_tier(n, tier)
+                out.moves.append(KVMove(n, n.tokens, src, tier))
+            out.moved_tokens += need
+        else:
+            out.skipped_tokens += need
+        for node in bottoms:
+            self._unpin(node)
+
+    def _demote(self, node: Node, tier: Tier, now: float, out: MoveResult) -> None:
+        if node.dead or node.tier >= tier:
+            return  # already moved as part of an earlier node's subtree
+        todo: list[Node] = []
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if n.lock_count:
+                out.skipped_tokens += node.tokens
+                return
+            todo.append(n)
+            stack.extend(c for c in n.children.values() if c.tier < tier)
+        need = sum(n.tokens for n in todo)
+        if self.free(tier) < need:
+            out.moves.extend(self.make_room(tier, need, now).moves)
+        if self.free(tier) < need:
+            out.skipped_tokens += need
+            return
+        for n in reversed(todo):  # children before parents keeps tiers monotone at each step
+            src = n.tier
+            self.counters.demoted_tokens[src] += n.tokens
+            self._set_tier(n, tier)
+            out.moves.append(KVMove(n, n.tokens, src, tier))
+        out.moved_tokens += need

@@ -1,0 +1,304 @@
+"""Tool-wait KV policies: keep (soft-retain on HBM), offload to DRAM, or drop and recompute.
+
+Owns the :class:`ToolWait` inputs, the :class:`Decision` output, the expected-cost model and the
+policy registry (``keep``, ``offload``, ``recompute``, ``adaptive``). Re-exports the latency
+distributions (:class:`LogNormal`, :class:`Constant`) from :mod:`agentconsole.kvtiers.latency`.
+
+Cost model. Every cost is in *delay-seconds* (seconds of someone's critical path), for the
+program's private KV only; its shared prefix stays resident under every option and cancels::
+
+    P          private tokens of the program          L   tool latency, S(t) = P(L > t)
+    H(tau)     = E[min(L, tau)] = integral_0^tau S(t) dt  (time held under a TTL tau)
+    x          = tiers.transfer_seconds(P, HBM, DRAM)  one copy over the host link
+    r          = recompute_seconds_per_token * P       prefill of the dropped tokens
+    pi_H       = pressure / call_tokens       delay others lose per HBM token-second held
+    pi_D       = dram_pressure / call_tokens  the same for DRAM
+    T          = lru_horizon_s                how long unprotected KV survives LRU churn
+    w          = priority                     weight of this program's own delay
+    d          = readmit_seconds              wait for HBM again when the KV is not resident
+    g          = gpu_pressure                 delay others lose per GPU-second consumed
+                                              (calls running or queued on the engine: a
+                                              prefill step delays every one of them)
+
+    keep(tau)  = pi_H * P * H(tau) + S(tau + T) * lapse
+      lapse    = pi_H * P * x + x + w * (x + d)   with write-back: the evicting call waits for
+                                                 the copy, this program later reloads
+               = w * (r + d) + g * r             without DRAM or write-back: dropped, recomputed
+    offload    = pi_H * P * x + pi_D * P * E[L] + w * (x + d)
+                 (copy out overlapped with the tool, HBM held while copying; only the reload
+                 is on the critical path; copies are DMA and take no GPU compute)
+    recompute  = w * (r + d) + g * r
+
+``keep`` is soft retention (CacheTTL / SGLang soft retention), not a pin: the KV is protected for
+``tau`` seconds and then ranks as if last used at ``tau`` (``retention`` eviction strategy), so
+it is lost only if the tool outlasts ``tau`` plus the LRU characteristic time ``T`` (Che's
+approximation: unused LRU entries survive about ``T = evictable tokens / allocation rate``;
+``T = 0``, the default, assumes contested memory is reclaimed at once). While protected it
+costs others ``pi_H`` per token-second; unprotected KV costs them nothing, since they can evict
+it. The fixed ``keep`` policy uses ``tau = quantile(0.9)``. ``adaptive`` evaluates ``keep`` at
+``tau`` in ``{0} ∪ {Q(q)}`` for a grid of quantiles that includes the fixed policy's, and picks
+the cheapest of keep, offload and recompute (ties: keep, then offload, then recompute), so its
+expected cost is never above any fixed policy's. Offloaded KV is soft-retained on DRAM for
+``quantile(0.9)``. Not modelled: eviction of retained KV before ``tau`` (retention is soft, but
+a retained node goes only after every unretained one), DRAM held after a lapse, prefetching.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar, TypeVar
+
+from agentconsole.kvtiers.latency import Constant, LatencyDistribution, LogNormal, expected_min
+from agentconsole.kvtiers.tiers import Tier, TierModel
+
+__all__ = [
+    "Action",
+    "Constant",
+    "Decision",
+    "LogNormal",
+    "ToolWait",
+    "ToolWaitPolicy",
+    "available_tool_wait_policies",
+    "get_tool_wait_policy",
+    "keep_cost",
+    "lru_horizon",
+    "offload_cost",
+    "pressure_from_queue",
+    "recompute_cost",
+    "register_tool_wait_policy",
+]
+
+#: The fixed ``keep`` policy's retention quantile (also where offloaded KV is retained to).
+KEEP_QUANTILE = 0.9
+#: Quantiles at which ``adaptive`` tries a retention deadline (it also tries 0).
+ADAPTIVE_QUANTILES = (0.5, 0.75, 0.9, 0.95, 0.99)
+
+
+class Action(StrEnum):
+    """What to do with a program's private KV while its tool runs."""
+
+    KEEP = "keep"
+    OFFLOAD = "offload"
+    RECOMPUTE = "recompute"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolWait:
+    """Everything a policy needs about one tool wait, as plain numbers (see module docstring)."""
+
+    private_tokens: int
+    shared_tokens: int
+    latency: LatencyDistribution
+    tiers: TierModel
+    recompute_seconds_per_token: float
+    pressure: float = 0.0
+    call_tokens: float = 8192.0
+    lru_horizon_s: float = 0.0
+    dram_pressure: float = 0.0
+    priority: float = 1.0
+    readmit_seconds: float = 0.0
+    gpu_pressure: float = 0.0
+    write_back: bool = True
+
+    def __post_init__(self) -> None:
+        if self.private_tokens < 0 or self.shared_tokens < 0:
+            raise ValueError("token counts must be >= 0")
+        if not (0 <= self.pressure < math.inf and 0 <= self.dram_pressure < math.inf):
+            raise ValueError("pressures must be finite and >= 0")
+        if not self.call_tokens > 0:
+            raise ValueError("call_tokens must be > 0")
+        if self.lru_horizon_s < 0 or self.gpu_pressure < 0:
+            raise ValueError("lru_horizon_s and gpu_pressure must be >= 0")
+        if self.recompute_seconds_per_token < 0 or self.priority < 0:
+            raise ValueError("recompute cost and priority must be >= 0")
+
+    @property
+    def hbm_price(self) -> float:
+        """``pi_H``: delay-seconds others lose per HBM token-second this program holds."""
+        return self.pressure / self.call_tokens
+
+    @property
+    def transfer_seconds(self) -> float:
+        """``x``: one copy of the private KV between HBM and DRAM (``inf`` without room)."""
+        if self.tiers.capacity(Tier.DRAM) < self.private_tokens:
+            return math.inf
+        return self.tiers.transfer_seconds(self.private_tokens, Tier.HBM, Tier.DRAM)
+
+    @property
+    def recompute_seconds(self) -> float:
+        """``r``: prefill time of the private tokens."""
+        return self.recompute_seconds_per_token * self.private_tokens
+
+
+def pressure_from_queue(queued_tokens: float, free_tokens: float) -> float:
+    """HBM pressure: queued demand tokens per free token (free counted as at least 1 token)."""
+    return max(0.0, queued_tokens) / max(1.0, free_tokens)
+
+
+def recompute_cost(wait: ToolWait) -> float:
+    """``w * (r + d) + g * r``: this program waits for the prefill, everyone else loses the
+    GPU time it burns."""
+    r = wait.recompute_seconds
+    return wait.priority * (r + wait.readmit_seconds) + wait.gpu_pressure * r
+
+
+def offload_cost(wait: ToolWait) -> float:
+    """``pi_H*P*x + pi_D*P*E[L] + w*(x + d)``; ``inf`` when DRAM cannot hold the KV."""
+    x = wait.transfer_seconds
+    if math.isinf(x):
+        return math.inf
+    p = wait.private_tokens
+    dram = wait.dram_pressure / wait.call_tokens * p * wait.latency.mean()
+    return wait.hbm_price * p * x + dram + wait.priority * (x + wait.readmit_seconds)
+
+
+def keep_cost(wait: ToolWait, retain_seconds: float) -> float:
+    """``pi_H*P*H(tau) + S(tau + T)*lapse`` for a soft retention of ``retain_seconds``."""
+    p = wait.private_tokens
+    price = wait.hbm_price
+    held = price * p * expected_min(wait.latency, retain_seconds) if price > 0 else 0.0
+    lost = wait.latency.survival(retain_seconds + wait.lru_horizon_s)
+    if lost <= 0:
+        return held
+    lapse = recompute_cost(wait)
+    x = wait.transfer_seconds
+    if wait.write_back and not math.isinf(x):
+        lapse = price * p * x + x + wait.priority * (x + wait.readmit_seconds)
+    return held + lost * lapse
+
+
+def lru_horizon(evictable_tokens: float, alloc_tokens_per_s: float) -> float:
+    """LRU characteristic time ``T``: seconds unused KV survives the current allocation churn."""
+    if alloc_tokens_per_s <= 0:
+        return math.inf
+    return max(0.0, evictable_tokens) / alloc_tokens_per_s
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A policy's choice: ``action``, how long to soft-retain the KV where it ends up, and the
+    expected cost of each option (keys ``keep``/``offload``/``recompute``; keep at the retention
+    the policy would use)."""
+
+    action: Action
+    retain_seconds: float
+    expected_costs: dict[str, float]
+
+    @property
+    def expected_cost(self) -> float:
+        """Expected cost of the chosen action."""
+        return self.expected_costs[self.action.value]
+
+
+class ToolWaitPolicy(ABC):
+    """Decides what happens to a program's private KV during a tool wait. Stateless."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+
+    @abstractmethod
+    def decide(self, wait: ToolWait) -> Decision:
+        """The decision for ``wait``. Must not mutate anything."""
+
+
+T = TypeVar("T", bound=type[ToolWaitPolicy])
+_REGISTRY: dict[str, Callable[..., ToolWaitPolicy]] = {}
+
+
+def register_tool_wait_policy(cls: T) -> T:
+    """Class decorator: make ``cls`` available under ``cls.name``."""
+    if cls.name in _REGISTRY:
+        raise ValueError(f"tool-wait policy {cls.name!r} registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def get_tool_wait_policy(name: str, **params: Any) -> ToolWaitPolicy:
+    """Instantiate the policy registered as ``name``; ``KeyError`` lists the choices."""
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        choices = ", ".join(available_tool_wait_policies())
+        raise KeyError(f"unknown tool-wait policy {name!r}; choose from {choices}") from None
+    return factory(**params)
+
+
+def available_tool_wait_policies() -> list[str]:
+    """Names of the registered tool-wait policies."""
+    return list(_REGISTRY)
+
+
+def _costs(wait: ToolWait, keep_tau: float) -> dict[str, float]:
+    return {
+        Action.KEEP.value: keep_cost(wait, keep_tau),
+        Action.OFFLOAD.value: offload_cost(wait),
+        Action.RECOMPUTE.value: recompute_cost(wait),
+    }
+
+
+@register_tool_wait_policy
+class Keep(ToolWaitPolicy):
+    """Soft-retain on HBM for a fixed quantile of the tool's latency (CacheTTL-style TTL)."""
+
+    name = "keep"
+    summary = "soft-retain the KV on HBM for a quantile of the tool latency"
+
+    def __init__(self, quantile: float = KEEP_QUANTILE) -> None:
+        self.quantile = quantile
+
+    def decide(self, wait: ToolWait) -> Decision:
+        tau = wait.latency.quantile(self.quantile)
+        return Decision(Action.KEEP, tau, _costs(wait, tau))
+
+
+@register_tool_wait_policy
+class Offload(ToolWaitPolicy):
+    """Copy the private KV to DRAM now and reload it when the tool returns."""
+
+    name = "offload"
+    summary = "offload the private KV to DRAM, reload on resume"
+
+    def decide(self, wait: ToolWait) -> Decision:
+        tau = wait.latency.quantile(KEEP_QUANTILE)
+        return Decision(Action.OFFLOAD, tau, _costs(wait, tau))
+
+
+@register_tool_wait_policy
+class Recompute(ToolWaitPolicy):
+    """Drop the private KV and prefill it again when the tool returns."""
+
+    name = "recompute"
+    summary = "drop the private KV, recompute it on resume"
+
+    def decide(self, wait: ToolWait) -> Decision:
+        return Decision(Action.RECOMPUTE, 0.0, _costs(wait, wait.latency.quantile(KEEP_QUANTILE)))
+
+
+@register_tool_wait_policy
+class Adaptive(ToolWaitPolicy):
+    """Cheapest expected option, with the retention deadline chosen over latency quantiles."""
+
+    name = "adaptive"
+    summary = "minimise expected cost over keep(tau), offload and recompute"
+
+    def __init__(self, quantiles: tuple[float, ...] = ADAPTIVE_QUANTILES) -> None:
+        # the fixed keep policy's quantile first, so ties keep its (Continuum-like) deadline
+        self.quantiles = (KEEP_QUANTILE, *(q for q in quantiles if q != KEEP_QUANTILE))
+
+    def decide(self, wait: ToolWait) -> Decision:
+        taus = [wait.latency.quantile(q) for q in self.quantiles]
+        taus.append(0.0)
+        best_tau = min(taus, key=lambda tau: keep_cost(wait, tau))
+        costs = _costs(wait, best_tau)
+        action = min(Action, key=lambda a: costs[a.value])  # enum order breaks ties
+        if action is Action.KEEP:
+            retain = best_tau
+        elif action is Action.OFFLOAD:
+            retain = wait.latency.quantile(KEEP_QUANTILE)
+        else:
+            retain = 0.0
+        return Decision(action, retain, costs)

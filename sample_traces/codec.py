@@ -1,0 +1,236 @@
+"""JSONL reading and writing of traces: one program per line, errors naming line and field.
+
+:func:`parse_program` turns one decoded line into a :class:`TraceProgram` (type and key checks
+here, value and DAG checks in the dataclasses); :func:`program_to_dict` is its inverse.
+:func:`load_trace` also checks what spans lines (:func:`validate_trace`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentconsole.sample_traces.errors import TraceError
+from agentconsole.sample_traces.format import (
+    Branch,
+    LLMNode,
+    NodeKind,
+    Outcome,
+    PrefixSegment,
+    Quotas,
+    ToolAttempt,
+    ToolKind,
+    ToolNode,
+    TraceNode,
+    TraceProgram,
+)
+from agentconsole.sample_traces.jsonfields import JsonObject, nested, string_item
+
+
+@nested
+def _prefix(o: JsonObject) -> PrefixSegment:
+    return PrefixSegment(
+        id=o.string("id"), tokens=o.integer("tokens"), public=o.boolean("public", False)
+    )
+
+
+@nested
+def _attempt(o: JsonObject) -> ToolAttempt:
+    return ToolAttempt(latency_s=o.number("latency_s"), outcome=o.enum("outcome", Outcome))
+
+
+@nested
+def _node(o: JsonObject) -> TraceNode:
+    kind = o.enum("kind", NodeKind)
+    node_id = o.string("id")
+    parents = tuple(o.items("parents", string_item, default=True))
+    branch = o.enum("branch", Branch, Branch.MAIN)
+    if kind is NodeKind.LLM:
+        return LLMNode(
+            id=node_id,
+            parents=parents,
+            branch=branch,
+            prompt_tokens=o.integer("prompt_tokens"),
+            output_tokens=o.integer("output_tokens"),
+            model=o.opt_string("model"),
+        )
+    return ToolNode(
+        id=node_id,
+        parents=parents,
+        branch=branch,
+        tool=o.string("tool"),
+        tool_kind=o.enum("tool_kind", ToolKind),
+        side_effect=o.boolean("side_effect", False),
+        idempotent=o.boolean("idempotent", True),
+        timeout_s=o.number("timeout_s"),
+        result_tokens=o.integer("result_tokens"),
+        attempts=tuple(o.items("attempts", _attempt)),
+    )
+
+
+def _quotas(o: JsonObject) -> Quotas:
+    return Quotas(
+        max_total_tokens=o.opt_integer("max_total_tokens"),
+        max_tool_calls=o.opt_integer("max_tool_calls"),
+        max_concurrent_tools=o.opt_integer("max_concurrent_tools"),
+        max_branches=o.opt_integer("max_branches"),
+        max_wall_s=o.opt_number("max_wall_s"),
+    )
+
+
+def parse_program(data: object, *, line: int | None = None) -> TraceProgram:
+    """Build a program from one decoded JSON line; raises :class:`TraceError` naming the field.
+
+    Optional fields may be absent or ``null``; unknown fields are rejected. ``line`` (1-based)
+    is only used in error messages.
+    """
+    try:
+        o = JsonObject(data)
+        raw_quotas = o.get("quotas", True)
+        program = TraceProgram(
+            id=o.string("id"),
+            tenant=o.string("tenant"),
+            workload=o.string("workload"),
+            shape=o.string("shape"),
+            arrival_s=o.number("arrival_s"),
+            deadline_s=o.opt_number("deadline_s"),
+            cancel_at_s=o.opt_number("cancel_at_s"),
+            prefix=tuple(o.items("prefix", _prefix, default=True)),
+            quotas=None if raw_quotas is None else nested(_quotas)(raw_quotas, "quotas"),
+            nodes=tuple(o.items("nodes", _node)),
+        )
+        o.done()
+    except TraceError as err:
+        raise (err if line is None else err.at_line(line)) from None
+    return program
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def _node_dict(node: TraceNode) -> dict[str, Any]:
+    head: dict[str, Any] = {
+        "id": node.id,
+        "kind": node.kind.value,
+        "parents": list(node.parents),
+        "branch": node.branch.value,
+    }
+    if isinstance(node, LLMNode):
+        tail: dict[str, Any] = {
+            "prompt_tokens": node.prompt_tokens,
+            "output_tokens": node.output_tokens,
+            "model": node.model,
+        }
+    else:
+        tail = {
+            "tool": node.tool,
+            "tool_kind": node.tool_kind.value,
+            "side_effect": node.side_effect,
+            "idempotent": node.idempotent,
+            "timeout_s": node.timeout_s,
+            "result_tokens": node.result_tokens,
+            "attempts": [
+                {"latency_s": a.latency_s, "outcome": a.outcome.value} for a in node.attempts
+            ],
+        }
+    return _drop_none(head | tail)
+
+
+def program_to_dict(program: TraceProgram) -> dict[str, Any]:
+    """The JSON-ready form of ``program`` (the inverse of :func:`parse_program`); omits ``None``."""
+    q = program.quotas
+    quotas = None
+    if q is not None:
+        quotas = _drop_none(
+            {
+                "max_total_tokens": q.max_total_tokens,
+                "max_tool_calls": q.max_tool_calls,
+                "max_concurrent_tools": q.max_concurrent_tools,
+                "max_branches": q.max_branches,
+                "max_wall_s": q.max_wall_s,
+            }
+        )
+    return _drop_none(
+        {
+            "id": program.id,
+            "tenant": program.tenant,
+            "workload": program.workload,
+            "shape": program.shape,
+            "arrival_s": program.arrival_s,
+            "deadline_s": program.deadline_s,
+            "cancel_at_s": program.cancel_at_s,
+            "prefix": [
+                {"id": p.id, "tokens": p.tokens, "public": p.public} for p in program.prefix
+            ],
+            "quotas": quotas,
+            "nodes": [_node_dict(n) for n in program.nodes],
+        }
+    )
+
+
+def dumps_program(program: TraceProgram) -> str:
+    """One compact JSON line (no newline) for ``program``."""
+    return json.dumps(program_to_dict(program), separators=(",", ":"))
+
+
+def validate_trace(programs: Sequence[TraceProgram]) -> None:
+    """Check what spans programs; raises :class:`TraceError` naming the (1-based) line.
+
+    Program ids are unique; a prefix id always has the same tokens and ``public`` flag; a
+    private prefix belongs to one tenant only (sharing it would leak across tenants).
+    """
+    ids: set[str] = set()
+    prefixes: dict[str, tuple[PrefixSegment, str]] = {}
+    for line, program in enumerate(programs, start=1):
+        if program.id in ids:
+            raise TraceError(f"duplicate program id {program.id!r}", field="id", line=line)
+        ids.add(program.id)
+        for i, seg in enumerate(program.prefix):
+            first = prefixes.setdefault(seg.id, (seg, program.tenant))
+            if first[0] != seg:
+                raise TraceError(
+                    f"prefix {seg.id!r} differs from its first use {first[0]}",
+                    field=f"prefix[{i}]",
+                    line=line,
+                )
+            if not seg.public and first[1] != program.tenant:
+                raise TraceError(
+                    f"private prefix {seg.id!r} is used by tenants {first[1]!r} and "
+                    f"{program.tenant!r}; mark it public or give each tenant its own",
+                    field=f"prefix[{i}].public",
+                    line=line,
+                )
+
+
+def loads_trace(text: str) -> list[TraceProgram]:
+    """Parse JSONL text (blank lines are skipped) and :func:`validate_trace` the result."""
+    programs: list[TraceProgram] = []
+    lines: list[int] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise TraceError(f"invalid JSON: {err.msg} (column {err.colno})", line=number) from None
+        programs.append(parse_program(data, line=number))
+        lines.append(number)
+    try:
+        validate_trace(programs)
+    except TraceError as err:
+        # validate_trace counts programs; report the file's line instead.
+        raise TraceError(err.message, field=err.field, line=lines[(err.line or 1) - 1]) from None
+    return programs
+
+
+def load_trace(path: str | Path) -> list[TraceProgram]:
+    """Read a JSONL trace file; raises :class:`TraceError` naming the line and field."""
+    return loads_trace(Path(path).read_text(encoding="utf-8"))
+
+
+def dump_trace(programs: Iterable[TraceProgram], path: str | Path) -> None:
+    """Write ``programs`` to ``path``, one line each (overwrites; ends with a newline)."""
+    Path(path).write_text("".join(dumps_program(p) + "\n" for p in programs), encoding="utf-8")

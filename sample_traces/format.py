@@ -1,0 +1,307 @@
+"""The trace format's values: one :class:`TraceProgram` per JSONL line, and its context rule.
+
+A trace is a *recording*: each program is a DAG of LLM and tool nodes whose sizes, latencies and
+outcomes are already known. A replayer reveals a node only when all its parents have finished.
+The dataclasses validate themselves on construction, so a program that exists is well formed;
+JSON reading and writing live in :mod:`agentconsole.sample_traces.codec`, and
+``sample_traces/README.md`` documents every field.
+
+Context rule: an LLM call's input is the program's prefix segments, then the segments of all of
+its ancestors in listing order (LLM: prompt then output; tool: result), then its own prompt.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import ClassVar
+
+from agentconsole.sample_traces.dag import ancestors, resolve_parents
+from agentconsole.sample_traces.errors import TraceError
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]*$"
+PREFIX_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"
+_ID = re.compile(ID_PATTERN)
+_PREFIX_ID = re.compile(PREFIX_ID_PATTERN)
+
+
+class NodeKind(StrEnum):
+    LLM = "llm"
+    TOOL = "tool"
+
+
+class Branch(StrEnum):
+    """Why a node exists. ``discarded`` nodes are speculative work whose result is thrown away."""
+
+    MAIN = "main"
+    REPAIR = "repair"
+    DISCARDED = "discarded"
+
+
+class ToolKind(StrEnum):
+    SEARCH = "search"
+    CODE_EXEC = "code_exec"
+    TEST_RUN = "test_run"
+    BROWSER = "browser"
+    DATABASE = "database"
+    FILE = "file"
+    HTTP = "http"
+
+
+class Outcome(StrEnum):
+    OK = "ok"
+    FAIL = "fail"
+    TIMEOUT = "timeout"
+
+
+def _check(ok: bool, message: str, name: str) -> None:
+    if not ok:
+        raise TraceError(message, field=name)
+
+
+def _check_id(value: str, name: str, pattern: re.Pattern[str] = _ID) -> None:
+    _check(bool(pattern.match(value)), f"{value!r} does not match {pattern.pattern}", name)
+
+
+def _check_seconds(value: float, name: str, *, positive: bool) -> None:
+    _check(math.isfinite(value), "must be a finite number", name)
+    if positive:
+        _check(value > 0, f"must be > 0, got {value}", name)
+    else:
+        _check(value >= 0, f"must be >= 0, got {value}", name)
+
+
+def _check_count(value: int, name: str, *, minimum: int = 0) -> None:
+    _check(value >= minimum, f"must be >= {minimum}, got {value}", name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrefixSegment:
+    """Tokens every call of the program starts with (system prompt, tool schemas, a repo).
+
+    The same ``id`` means the same tokens everywhere in a trace. ``public`` means the platform
+    marked it shareable across tenants; otherwise its KV is tenant-scoped.
+    """
+
+    id: str
+    tokens: int
+    public: bool = False
+
+    def __post_init__(self) -> None:
+        _check_id(self.id, "id", _PREFIX_ID)
+        _check_count(self.tokens, "tokens")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Quotas:
+    """Program-level caps (seed sections 13 and 17); ``None`` means uncapped."""
+
+    max_total_tokens: int | None = None
+    max_tool_calls: int | None = None
+    max_concurrent_tools: int | None = None
+    max_branches: int | None = None
+    max_wall_s: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_total_tokens", "max_tool_calls", "max_concurrent_tools", "max_branches"):
+            value: int | None = getattr(self, name)
+            if value is not None:
+                _check_count(value, name, minimum=1)
+        if self.max_wall_s is not None:
+            _check_seconds(self.max_wall_s, "max_wall_s", positive=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolAttempt:
+    """One try of a tool call: how long it occupied the tool and how it ended.
+
+    Checked by the owning :class:`ToolNode`, which knows the timeout it must respect.
+    """
+
+    latency_s: float
+    outcome: Outcome
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LLMNode:
+    """One model call. ``prompt_tokens`` are appended to the inherited context before the call."""
+
+    kind: ClassVar[NodeKind] = NodeKind.LLM
+    id: str
+    parents: tuple[str, ...] = ()
+    branch: Branch = Branch.MAIN
+    prompt_tokens: int
+    output_tokens: int
+    model: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_id(self.id, "id")
+        _check_count(self.prompt_tokens, "prompt_tokens")
+        _check_count(self.output_tokens, "output_tokens", minimum=1)
+        if self.model is not None:
+            _check(bool(self.model), "must not be empty", "model")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolNode:
+    """One tool call with its recorded attempts; ``result_tokens`` join the context at the end.
+
+    Attempts run back to back: a ``timeout`` attempt lasts exactly ``timeout_s``, ``ok``/``fail``
+    attempts at most that, and nothing follows an ``ok``. The result (an error text if the last
+    attempt did not succeed) is appended whatever the final outcome.
+    """
+
+    kind: ClassVar[NodeKind] = NodeKind.TOOL
+    id: str
+    parents: tuple[str, ...] = ()
+    branch: Branch = Branch.MAIN
+    tool: str
+    tool_kind: ToolKind
+    side_effect: bool = False
+    idempotent: bool = True
+    timeout_s: float
+    result_tokens: int
+    attempts: tuple[ToolAttempt, ...]
+
+    def __post_init__(self) -> None:
+        _check_id(self.id, "id")
+        _check(bool(self.tool), "must not be empty", "tool")
+        _check_seconds(self.timeout_s, "timeout_s", positive=True)
+        _check_count(self.result_tokens, "result_tokens")
+        _check(bool(self.attempts), "needs at least one attempt", "attempts")
+        for k, attempt in enumerate(self.attempts):
+            name = f"attempts[{k}]"
+            _check_seconds(attempt.latency_s, f"{name}.latency_s", positive=True)
+            if attempt.outcome is Outcome.TIMEOUT:
+                _check(
+                    math.isclose(attempt.latency_s, self.timeout_s, rel_tol=1e-9),
+                    f"a timeout lasts timeout_s={self.timeout_s}, got {attempt.latency_s}",
+                    f"{name}.latency_s",
+                )
+            else:
+                _check(
+                    attempt.latency_s <= self.timeout_s,
+                    f"{attempt.latency_s} exceeds timeout_s={self.timeout_s}",
+                    f"{name}.latency_s",
+                )
+            if k and self.attempts[k - 1].outcome is Outcome.OK:
+                raise TraceError("no attempt may follow an 'ok' attempt", field=name)
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the call finally ended (the last attempt's outcome)."""
+        return self.attempts[-1].outcome
+
+    @property
+    def duration_s(self) -> float:
+        """Wall time of all attempts together."""
+        return sum(a.latency_s for a in self.attempts)
+
+
+TraceNode = LLMNode | ToolNode
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceProgram:
+    """One agent program: when it arrives, what it starts from, and its node DAG.
+
+    ``deadline_s`` and ``cancel_at_s`` are seconds after ``arrival_s``. Nodes are listed
+    parents-first; a non-discarded node never depends on a discarded one.
+    """
+
+    id: str
+    tenant: str
+    workload: str
+    shape: str
+    arrival_s: float
+    prefix: tuple[PrefixSegment, ...] = ()
+    nodes: tuple[TraceNode, ...]
+    deadline_s: float | None = None
+    cancel_at_s: float | None = None
+    quotas: Quotas | None = None
+    _index: dict[str, int] = field(init=False, repr=False, compare=False, hash=False)
+    _parents: tuple[tuple[int, ...], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_id(self.id, "id")
+        _check_id(self.tenant, "tenant")
+        _check(bool(self.workload), "must not be empty", "workload")
+        _check(bool(self.shape), "must not be empty", "shape")
+        _check_seconds(self.arrival_s, "arrival_s", positive=False)
+        if self.deadline_s is not None:
+            _check_seconds(self.deadline_s, "deadline_s", positive=True)
+        if self.cancel_at_s is not None:
+            _check_seconds(self.cancel_at_s, "cancel_at_s", positive=False)
+        seen: set[str] = set()
+        for i, seg in enumerate(self.prefix):
+            _check(seg.id not in seen, f"duplicate prefix id {seg.id!r}", f"prefix[{i}].id")
+            seen.add(seg.id)
+        _check(bool(self.nodes), "a program needs at least one node", "nodes")
+        parents = resolve_parents([n.id for n in self.nodes], [n.parents for n in self.nodes])
+        for i, node in enumerate(self.nodes):
+            if node.branch is not Branch.DISCARDED:
+                for j in parents[i]:
+                    _check(
+                        self.nodes[j].branch is not Branch.DISCARDED,
+                        f"parent {self.nodes[j].id!r} is discarded; only discarded nodes "
+                        "may depend on discarded ones",
+                        f"nodes[{i}].parents",
+                    )
+        object.__setattr__(self, "_index", {n.id: i for i, n in enumerate(self.nodes)})
+        object.__setattr__(self, "_parents", parents)
+
+    def node(self, node_id: str) -> TraceNode:
+        """The node called ``node_id``; raises ``KeyError`` if there is none."""
+        return self.nodes[self._index[node_id]]
+
+    def ancestors(self, node_id: str) -> list[TraceNode]:
+        """All ancestors of ``node_id`` in listing order (a topological order)."""
+        return [self.nodes[j] for j in ancestors(self._parents, self._index[node_id])]
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A run of context tokens with a stable key, the unit a radix prefix index stores.
+
+    Keys: the prefix id for prefix segments, ``{program}/{node}/prompt``, ``/out`` (LLM output)
+    and ``/result`` (tool result) for node segments, which are never public.
+    """
+
+    key: str
+    tokens: int
+    public: bool
+
+
+def node_segments(program: TraceProgram, node: TraceNode) -> list[Segment]:
+    """What ``node`` adds to the context of its descendants: prompt + output, or the result."""
+    base = f"{program.id}/{node.id}"
+    if isinstance(node, LLMNode):
+        return [
+            Segment(f"{base}/prompt", node.prompt_tokens, False),
+            Segment(f"{base}/out", node.output_tokens, False),
+        ]
+    return [Segment(f"{base}/result", node.result_tokens, False)]
+
+
+def context_segments(program: TraceProgram, node_id: str) -> list[Segment]:
+    """The input context of ``node_id``: prefix, each ancestor's segments, then its own prompt.
+
+    For an LLM node this is exactly the prompt it prefills (its output is not included); for a
+    tool node it is the context its result will be appended to. Ancestors appear in listing
+    order, so siblings of a fan-out join in the order they are listed. Raises ``KeyError`` for
+    an unknown node id.
+    """
+    node = program.node(node_id)
+    out = [Segment(p.id, p.tokens, p.public) for p in program.prefix]
+    for ancestor in program.ancestors(node_id):
+        out.extend(node_segments(program, ancestor))
+    if isinstance(node, LLMNode):
+        out.append(Segment(f"{program.id}/{node.id}/prompt", node.prompt_tokens, False))
+    return out
+
+
+def context_tokens(program: TraceProgram, node_id: str) -> int:
+    """Total tokens of :func:`context_segments` (an LLM call's prompt length)."""
+    return sum(s.tokens for s in context_segments(program, node_id))

@@ -1,0 +1,1 @@
+"""Named synthetic workloads: shared sampling and building blocks, one module per workload."""

@@ -1,0 +1,423 @@
+"""The program controller: the one place that knows programs.
+
+It owns the program table, the estimators and the lifecycle rules (readiness, quotas, retries,
+repair branches, cancellation), and turns a program's standing into a :class:`CallTicket` that
+any runtime can order by. It is deliberately synchronous and clock-free (every method takes
+``now``): the simulator drives it in virtual time, the server in wall-clock time, and both get
+the same decisions. It never talks to a runtime itself: it returns what must happen (calls to
+abort, nodes now ready) and the caller acts on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agentconsole.scheduler import dag
+from agentconsole.scheduler.estimators import (
+    LogNormal,
+    OutputLengthEstimator,
+    PredictionLog,
+    RemainingWorkEstimator,
+    ToolLatencyEstimator,
+)
+from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
+from agentconsole.scheduler.program import (
+    Attempt,
+    Node,
+    NodeKind,
+    NodeState,
+    Program,
+    ProgramState,
+    Quotas,
+)
+from agentconsole.scheduler.ticket import CallTicket
+
+
+class QuotaExceeded(Exception):
+    """A program tried to exceed one of its quotas; ``quota`` names which."""
+
+    def __init__(self, program_id: str, quota: str, limit: float, value: float) -> None:
+        super().__init__(f"program {program_id!r} exceeds its {quota} quota ({value} > {limit})")
+        self.program_id = program_id
+        self.quota = quota
+        self.limit = limit
+        self.value = value
+
+
+class UnknownProgram(KeyError):
+    pass
+
+
+class ServiceModel(Protocol):
+    """The runtime's cost model, as far as the controller needs it for estimates."""
+
+    def call_seconds(self, uncached_prompt_tokens: int, output_tokens: float) -> float:
+        """Predicted GPU time of one call running alone."""
+
+
+@dataclass(slots=True)
+class CallUsage:
+    """What a finished LLM call reports back."""
+
+    prompt_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    service_s: float  # GPU time attributed to this call
+    queue_s: float = 0.0
+    kv_restore_s: float = 0.0
+
+
+@dataclass(slots=True)
+class _ProgramEstimates:
+    predictions: list[tuple[int, float]] = field(default_factory=list)
+
+
+class ProgramController:
+    """Program lifecycle and ticket issuing. Emits program/node/tool events to ``sink``."""
+
+    def __init__(
+        self,
+        sink: EventSink,
+        service_model: ServiceModel,
+        *,
+        mean_call_s: float = 0.2,
+        mean_tool_s: float = 1.0,
+    ) -> None:
+        self.sink = sink
+        self.service_model = service_model
+        self.programs: dict[str, Program] = {}
+        self.prediction_log = PredictionLog()
+        self.output_lengths = OutputLengthEstimator(log=self.prediction_log)
+        self.tool_latency = ToolLatencyEstimator(log=self.prediction_log)
+        self.remaining_work = RemainingWorkEstimator(log=self.prediction_log)
+        self._estimates: dict[str, _ProgramEstimates] = {}
+        # running means used to turn "remaining calls" into remaining critical-path seconds
+        self._mean_call_s = mean_call_s
+        self._mean_tool_s = mean_tool_s
+
+    # -- programs -------------------------------------------------------------------------
+    def open_program(
+        self,
+        program_id: str,
+        tenant: str,
+        now: float,
+        *,
+        deadline: float | None = None,
+        quotas: Quotas | None = None,
+        labels: Mapping[str, str] | None = None,
+        ideal_e2e_s: float | None = None,
+    ) -> Program:
+        """Create a program; raises ``ValueError`` if the id exists. ``ideal_e2e_s`` (its E2E
+        alone on an idle engine, when a simulator knows it) is recorded for slowdowns."""
+        if program_id in self.programs:
+            raise ValueError(f"program {program_id!r} already exists")
+        program = Program(program_id, tenant, now, deadline, quotas or Quotas(), dict(labels or {}))
+        self.programs[program_id] = program
+        self._estimates[program_id] = _ProgramEstimates()
+        self._emit(
+            now,
+            EventKind.PROGRAM_CREATED,
+            program,
+            data={"deadline": deadline, "ideal_e2e_s": ideal_e2e_s},
+        )
+        return program
+
+    def get(self, program_id: str) -> Program:
+        try:
+            return self.programs[program_id]
+        except KeyError:
+            raise UnknownProgram(program_id) from None
+
+    def finish_program(self, program_id: str, now: float, *, success: bool = True) -> Program:
+        """Mark the program finished (or failed); learns its total size for estimates."""
+        program = self.get(program_id)
+        if program.state.terminal:
+            return program
+        program.state = ProgramState.FINISHED if success else ProgramState.FAILED
+        program.finished_at = now
+        label = program.labels.get("workload", "")
+        self.remaining_work.observe_finished(
+            label, program.completed_calls, self._estimates[program_id].predictions
+        )
+        kind = EventKind.PROGRAM_FINISHED if success else EventKind.PROGRAM_FAILED
+        met = program.deadline is None or now <= program.deadline
+        self._emit(
+            now, kind, program, data={"e2e_s": now - program.created_at, "deadline_met": met}
+        )
+        return program
+
+    def cancel_program(self, program_id: str, now: float, *, reason: str = "user") -> list[Node]:
+        """Cancel every non-terminal node; returns the nodes that were RUNNING (to abort or
+        interrupt). Idempotent: a second cancel returns nothing."""
+        program = self.get(program_id)
+        if program.state.terminal:
+            return []
+        running = [n for n in program.nodes.values() if n.state is NodeState.RUNNING]
+        for node in program.nodes.values():
+            if not node.state.terminal:
+                node.state = NodeState.CANCELLED
+                node.finished_at = now
+                self._emit(now, EventKind.NODE_CANCELLED, program, node)
+        program.state = ProgramState.CANCELLED
+        program.finished_at = now
+        self._emit(now, EventKind.PROGRAM_CANCELLED, program, data={"reason": reason})
+        return running
+
+    def boost(self, program_id: str, amount: float) -> None:
+        """Operator boost: every later ticket of the program has its key lowered by
+        ``amount`` (the runtime re-ranks queued calls through ``ReadyQueue.rekey``)."""
+        self.get(program_id).boost = amount
+
+    # -- nodes ----------------------------------------------------------------------------
+    def add_node(self, program_id: str, node: Node, now: float) -> Node:
+        """Add a node (its parents must exist). Enforces the branch and tool-call quotas
+        before changing anything; marks the node READY if its parents are done."""
+        program = self.get(program_id)
+        if program.state.terminal:
+            raise ValueError(f"program {program_id!r} is {program.state.value}")
+        quotas = program.quotas
+        limit = quotas.tool_calls
+        if node.kind is NodeKind.TOOL and limit is not None and program.tool_calls + 1 > limit:
+            raise QuotaExceeded(program_id, "tool_calls", limit, program.tool_calls + 1)
+        branches_before = program.branches
+        node.program_id = program_id
+        node.created_at = now
+        dag.add_node(program, node)
+        if quotas.branches is not None and program.branches > quotas.branches:
+            # undo: quotas are checked before the node becomes visible to anyone
+            del program.nodes[node.node_id]
+            del program.children[node.node_id]
+            for parent in node.parents:
+                program.children[parent].remove(node.node_id)
+            value = program.branches
+            program.branches = branches_before
+            raise QuotaExceeded(program_id, "branches", quotas.branches, value)
+        if node.kind is NodeKind.TOOL:
+            program.tool_calls += 1
+        if node.is_llm and not node.expected_output_tokens:
+            node.expected_output_tokens = self.output_lengths.predict(
+                program.labels.get("model", "")
+            )
+        self._emit(
+            now,
+            EventKind.NODE_ADDED,
+            program,
+            node,
+            data={
+                "kind": node.kind.value,
+                "parents": ",".join(node.parents),
+                "branch": node.branch.value,
+            },
+        )
+        if dag.parents_done(program, node):
+            self._mark_ready(program, node, now)
+        return node
+
+    def _mark_ready(self, program: Program, node: Node, now: float) -> None:
+        node.state = NodeState.READY
+        node.ready_at = now
+        self._emit(now, EventKind.NODE_READY, program, node)
+
+    def ticket(
+        self,
+        program_id: str,
+        node_id: str,
+        now: float,
+        *,
+        prompt_tokens: int,
+        cached_tokens: int = 0,
+        restore_cost_s: float = 0.0,
+    ) -> CallTicket:
+        """Issue the ticket for queueing LLM node ``node_id`` now (does not change state)."""
+        program = self.get(program_id)
+        node = program.nodes[node_id]
+        expected = node.expected_output_tokens or self.output_lengths.predict()
+        service = self.service_model.call_seconds(max(prompt_tokens - cached_tokens, 0), expected)
+        label = program.labels.get("workload", "")
+        remaining_calls = self.remaining_work.remaining_calls(label, program.completed_calls)
+        after_this = max(remaining_calls - 1.0, 0.0)
+        remaining_cp = (
+            service + restore_cost_s + after_this * (self._mean_call_s + self._mean_tool_s)
+        )
+        node.cp_before_s = self._cp_before(program, node)
+        self._estimates[program_id].predictions.append((program.completed_calls, remaining_calls))
+        return CallTicket(
+            call_id=f"{program_id}/{node_id}/{node.attempt + 1}",
+            program_id=program_id,
+            node_id=node_id,
+            tenant=program.tenant,
+            arrival=now,
+            attempt=node.attempt + 1,
+            prompt_tokens=prompt_tokens,
+            cached_tokens=cached_tokens,
+            expected_output_tokens=expected,
+            service_estimate_s=service,
+            restore_cost_s=restore_cost_s,
+            program_service_s=program.attained_service_s,
+            cp_service_s=node.cp_before_s,
+            program_wait_s=program.wait_s,
+            completed_calls=program.completed_calls,
+            remaining_cp_s=remaining_cp,
+            unlock_value=float(max(dag.unlock_value(program, node_id), 1)),
+            deadline=program.deadline,
+            boost=program.boost,
+        )
+
+    @staticmethod
+    def _cp_before(program: Program, node: Node) -> float:
+        """ATLAS signal: the heaviest GPU service along any path into ``node``. Parents are
+        done when a node runs, so their own values are already final."""
+        return max(
+            (program.nodes[p].cp_before_s + program.nodes[p].service_s for p in node.parents),
+            default=0.0,
+        )
+
+    def start_node(self, program_id: str, node_id: str, now: float) -> Node:
+        """The node's call (LLM) or tool began running: opens an attempt."""
+        program = self.get(program_id)
+        node = program.nodes[node_id]
+        node.state = NodeState.RUNNING
+        if node.started_at is None:
+            node.started_at = now
+        node.attempts.append(Attempt(node.attempt + 1, now))
+        node.cp_before_s = self._cp_before(program, node)
+        if node.ready_at is not None and node.is_llm:
+            waited = max(now - node.ready_at, 0.0)
+            node.queue_s += waited
+            program.wait_s += waited
+        if node.kind is NodeKind.TOOL and node.tool is not None:
+            self._emit(
+                now,
+                EventKind.TOOL_STARTED,
+                program,
+                node,
+                data={
+                    "tool": node.tool.name,
+                    "tool_kind": node.tool.kind.value,
+                    "side_effect": node.tool.side_effect,
+                },
+            )
+        return node
+
+    def first_token(self, program_id: str, node_id: str, now: float) -> None:
+        program = self.get(program_id)
+        node = program.nodes[node_id]
+        if node.first_token_at is None:
+            node.first_token_at = now
+        if program.first_progress_at is None:
+            program.first_progress_at = now
+
+    def requeue_node(self, program_id: str, node_id: str, now: float) -> None:
+        """A running LLM call was preempted: it waits again (its attempt stays open)."""
+        node = self.get(program_id).nodes[node_id]
+        node.state = NodeState.READY
+        node.ready_at = now
+
+    def finish_llm(self, program_id: str, node_id: str, now: float, usage: CallUsage) -> list[Node]:
+        """An LLM call finished: account service and tokens, learn, unlock children.
+
+        Returns the nodes that became ready. Raises :class:`QuotaExceeded` (after recording
+        the usage) if the program went over its token quota; the caller cancels it.
+        """
+        program = self.get(program_id)
+        node = program.nodes[node_id]
+        node.state = NodeState.DONE
+        node.finished_at = now
+        node.attempts[-1].finished_at = now
+        node.attempts[-1].outcome = "ok"
+        node.prompt_tokens, node.cached_tokens = usage.prompt_tokens, usage.cached_tokens
+        node.output_tokens = usage.output_tokens
+        node.service_s += usage.service_s
+        node.kv_restore_s += usage.kv_restore_s
+        program.attained_service_s += usage.service_s
+        program.completed_calls += 1
+        program.tokens_used += usage.prompt_tokens - usage.cached_tokens + usage.output_tokens
+        self.output_lengths.observe(program.labels.get("model", ""), usage.output_tokens)
+        self._mean_call_s += 0.02 * (usage.service_s - self._mean_call_s)
+        quota = program.quotas.tokens
+        if quota is not None and program.tokens_used > quota:
+            raise QuotaExceeded(program_id, "tokens", quota, program.tokens_used)
+        return self._unlock(program, node, now)
+
+    def finish_tool(
+        self,
+        program_id: str,
+        node_id: str,
+        now: float,
+        *,
+        outcome: str,
+        latency_s: float,
+        final: bool = False,
+    ) -> tuple[list[Node], bool]:
+        """A tool attempt ended with ``outcome`` (``ok``, ``fail`` or ``timeout``).
+
+        Returns (nodes now ready, retry?). ``ok`` completes the node. Otherwise, if ``final``
+        the agent takes the error as the tool's result (the node completes, its children run:
+        e.g. a failing test opens a repair branch); else the node is retried when its retry
+        policy allows and a retry cannot repeat a side effect, and fails when not (the caller
+        then fails or cancels the program: a side effect with no key is never re-run).
+        """
+        program = self.get(program_id)
+        node = program.nodes[node_id]
+        attempt = node.attempts[-1]
+        attempt.finished_at, attempt.outcome = now, outcome
+        node.tool_s += latency_s
+        spec = node.tool
+        if spec is not None:
+            self.tool_latency.observe(spec.name, spec.kind.value, latency_s)
+        self._mean_tool_s += 0.02 * (latency_s - self._mean_tool_s)
+        self._emit(
+            now,
+            EventKind.TOOL_FINISHED,
+            program,
+            node,
+            data={
+                "outcome": outcome,
+                "latency_s": latency_s,
+                "tool": spec.name if spec else "",
+                "final": final,
+            },
+        )
+        if outcome == "ok" or final:
+            node.state = NodeState.DONE
+            node.finished_at = now
+            return self._unlock(program, node, now), False
+        retry_safe = spec is None or spec.auto_retry_safe
+        if retry_safe and node.attempt < node.retry.max_attempts:
+            node.state = NodeState.READY
+            node.ready_at = now
+            return [], True
+        node.state = NodeState.FAILED
+        node.finished_at = now
+        return [], False
+
+    def tool_distribution(self, tool: str, kind: str) -> LogNormal:
+        return self.tool_latency.distribution(tool, kind)
+
+    def _unlock(self, program: Program, node: Node, now: float) -> list[Node]:
+        ready = dag.unlocked_by(program, node.node_id)
+        for child in ready:
+            self._mark_ready(program, child, now)
+        return ready
+
+    def _emit(
+        self,
+        now: float,
+        kind: EventKind,
+        program: Program,
+        node: Node | None = None,
+        data: Mapping[str, Scalar] | None = None,
+    ) -> None:
+        self.sink.emit(
+            Event(
+                now,
+                kind,
+                program.program_id,
+                node.node_id if node else "",
+                node.attempt if node else 0,
+                program.tenant,
+                data or {},
+            )
+        )

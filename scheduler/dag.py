@@ -1,0 +1,151 @@
+"""DAG algorithms over a :class:`~agentconsole.scheduler.program.Program`.
+
+A node may only name parents that already exist, so a program's node dict, in insertion order,
+is always a topological order and the graph can never hold a cycle. Everything here relies on
+that: longest paths are one forward pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+from agentconsole.scheduler.program import Branch, Node, NodeState, Program
+
+
+class DagError(ValueError):
+    """The requested change would break the DAG (unknown parent, duplicate id, ...)."""
+
+
+class CriticalPath(NamedTuple):
+    length: float
+    nodes: tuple[str, ...]  # root to sink
+
+
+def add_node(program: Program, node: Node) -> None:
+    """Insert ``node`` into ``program``.
+
+    Changes ``program.nodes``, ``program.children`` and ``program.branches``: a node added
+    under a parent that already has a child, or on a repair branch, opens a new branch.
+    Raises :class:`DagError` if the id exists or a parent is unknown (which is also what keeps
+    the graph acyclic).
+    """
+    if node.node_id in program.nodes:
+        raise DagError(f"node {node.node_id!r} already exists in program {program.program_id!r}")
+    for parent in node.parents:
+        if parent not in program.nodes:
+            raise DagError(f"node {node.node_id!r} names unknown parent {parent!r}")
+    if len(set(node.parents)) != len(node.parents):
+        raise DagError(f"node {node.node_id!r} lists a parent twice")
+    opens_branch = node.branch is Branch.REPAIR or any(
+        program.children.get(p) for p in node.parents
+    )
+    program.nodes[node.node_id] = node
+    program.children.setdefault(node.node_id, [])
+    for parent in node.parents:
+        program.children[parent].append(node.node_id)
+    if opens_branch:
+        program.branches += 1
+
+
+def parents_done(program: Program, node: Node) -> bool:
+    return all(program.nodes[p].state is NodeState.DONE for p in node.parents)
+
+
+def unlocked_by(program: Program, node_id: str) -> list[Node]:
+    """Known pending children that become ready once ``node_id`` is done (and it is done)."""
+    out = []
+    for child_id in program.children.get(node_id, ()):
+        child = program.nodes[child_id]
+        if child.state is NodeState.PENDING and parents_done(program, child):
+            out.append(child)
+    return out
+
+
+def unlock_value(program: Program, node_id: str) -> int:
+    """How many known pending children this node is the last unfinished parent of."""
+    count = 0
+    for child_id in program.children.get(node_id, ()):
+        child = program.nodes[child_id]
+        if child.state is not NodeState.PENDING:
+            continue
+        others = (p for p in child.parents if p != node_id)
+        if all(program.nodes[p].state is NodeState.DONE for p in others):
+            count += 1
+    return count
+
+
+def descendants(program: Program, node_id: str) -> Iterator[Node]:
+    """All nodes reachable from ``node_id`` (excluding it), each once, in topological order."""
+    seen = {node_id}
+    stack = [node_id]
+    found: set[str] = set()
+    while stack:
+        for child in program.children.get(stack.pop(), ()):
+            if child not in seen:
+                seen.add(child)
+                found.add(child)
+                stack.append(child)
+    return (n for nid, n in program.nodes.items() if nid in found)
+
+
+def cancel_subtree(program: Program, node_id: str, now: float) -> list[Node]:
+    """Cancel ``node_id`` and every non-terminal descendant.
+
+    Returns the nodes whose state changed; those that were RUNNING need an abort in the
+    runtime (LLM) or an interrupt (tool), which is the caller's job.
+    """
+    changed = []
+    for node in (program.nodes[node_id], *descendants(program, node_id)):
+        if not node.state.terminal:
+            node.state = NodeState.CANCELLED
+            node.finished_at = now
+            changed.append(node)
+    return changed
+
+
+def critical_path(program: Program, weight: Callable[[Node], float]) -> CriticalPath:
+    """The heaviest root-to-sink path, where a path weighs the sum of its nodes' ``weight``.
+
+    Cancelled nodes weigh nothing and end no path. O(nodes + edges).
+    """
+    best: dict[str, float] = {}
+    via: dict[str, str | None] = {}
+    top, top_id = 0.0, ""
+    for nid, node in program.nodes.items():
+        if node.state is NodeState.CANCELLED:
+            continue
+        prev, prev_id = 0.0, None
+        for p in node.parents:
+            if p in best and best[p] > prev:
+                prev, prev_id = best[p], p
+        best[nid] = prev + weight(node)
+        via[nid] = prev_id
+        if best[nid] > top or not top_id:
+            top, top_id = best[nid], nid
+    if not top_id:
+        return CriticalPath(0.0, ())
+    path: list[str] = []
+    cursor: str | None = top_id
+    while cursor is not None:
+        path.append(cursor)
+        cursor = via[cursor]
+    return CriticalPath(top, tuple(reversed(path)))
+
+
+def observed_critical_path(program: Program) -> tuple[str, ...]:
+    """The chain of nodes that determined when the program ended.
+
+    Starting from the node that finished last, repeatedly step to the parent that finished
+    last: the classic "last arriving input" critical path used for critical-path idle.
+    """
+    finished = [n for n in program.nodes.values() if n.finished_at is not None]
+    if not finished:
+        return ()
+    node = max(finished, key=lambda n: n.finished_at or 0.0)
+    path = [node.node_id]
+    while node.parents:
+        parents = [program.nodes[p] for p in node.parents]
+        node = max(parents, key=lambda n: n.finished_at or 0.0)
+        path.append(node.node_id)
+    return tuple(reversed(path))

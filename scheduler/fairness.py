@@ -1,0 +1,104 @@
+"""The fairness guard every policy runs under.
+
+Two rules, both mechanism rather than policy, so they apply to whichever policy orders:
+
+* **Aging bound** (Autellix's wait/service promotion): a call whose program has waited more than
+  ``beta`` times the service it received (at least ``service_floor_s``) is *starving* and goes
+  before everything that is not, oldest starvation first. No program waits forever.
+* **Weighted tenant share**: each tenant's recent service (exponentially decayed) is compared
+  with its weighted share among the tenants that have calls waiting; a tenant below
+  ``(1 - share_slack)`` of its share is *underserved* and its calls go before those of tenants at
+  or above their share. A light tenant is never starved by a flooding one.
+
+The result is an effective key ``(tier, policy_key)``: tier 0 starving, 1 underserved tenant,
+2 the rest. Both the simulator's queue and the SGLang plugin order by it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from agentconsole.scheduler.ticket import CallTicket
+
+TIER_STARVING, TIER_UNDERSERVED, TIER_NORMAL = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class FairnessConfig:
+    enabled: bool = True
+    beta: float = 10.0  # max program wait / service before promotion
+    # service assumed for programs that received less: without it a new program (no service
+    # yet) would starve at once and every policy would collapse into FIFO under load
+    service_floor_s: float = 5.0
+    share_slack: float = 0.25
+    half_life_s: float = 30.0  # memory of a tenant's recent service
+    tenant_weights: Mapping[str, float] = field(default_factory=dict)
+
+    def weight(self, tenant: str) -> float:
+        return self.tenant_weights.get(tenant, 1.0)
+
+
+class FairnessGuard:
+    """Holds per-tenant decayed service; answers starvation and share questions."""
+
+    __slots__ = ("_decay_per_s", "_service", "config")
+
+    def __init__(self, config: FairnessConfig | None = None) -> None:
+        self.config = config or FairnessConfig()
+        self._decay_per_s = math.log(2) / max(self.config.half_life_s, 1e-9)
+        self._service: dict[str, tuple[float, float]] = {}  # tenant -> (value, as of time)
+
+    def starve_at(self, ticket: CallTicket) -> float:
+        """The time at which ``ticket`` becomes starving (+inf with the guard disabled)."""
+        if not self.config.enabled:
+            return math.inf
+        floor = max(ticket.program_service_s, self.config.service_floor_s)
+        return ticket.arrival + self.config.beta * floor - ticket.program_wait_s
+
+    def record_service(self, tenant: str, seconds: float, now: float) -> None:
+        """Credit ``tenant`` with ``seconds`` of GPU service received at ``now``."""
+        self._service[tenant] = (self.recent_service(tenant, now) + seconds, now)
+
+    def recent_service(self, tenant: str, now: float) -> float:
+        value, since = self._service.get(tenant, (0.0, now))
+        if now <= since:
+            return value
+        return value * math.exp(-self._decay_per_s * (now - since))
+
+    def underserved(self, backlogged: Iterable[str], now: float) -> frozenset[str]:
+        """Tenants among ``backlogged`` (tenants with waiting calls) below their share."""
+        if not self.config.enabled:
+            return frozenset()
+        tenants = list(backlogged)
+        if len(tenants) < 2:
+            return frozenset()
+        service = [self.recent_service(t, now) for t in tenants]
+        total = sum(service)
+        if total <= 0:
+            return frozenset()
+        weights = [self.config.weight(t) for t in tenants]
+        weight_sum = sum(weights)
+        limit = 1.0 - self.config.share_slack
+        return frozenset(
+            t
+            for t, s, w in zip(tenants, service, weights, strict=True)
+            if s < limit * total * w / weight_sum
+        )
+
+    def tier(self, ticket: CallTicket, now: float, underserved: frozenset[str]) -> int:
+        if now >= self.starve_at(ticket):
+            return TIER_STARVING
+        if ticket.tenant in underserved:
+            return TIER_UNDERSERVED
+        return TIER_NORMAL
+
+    def effective_key(
+        self, ticket: CallTicket, policy_key: float, now: float, underserved: frozenset[str]
+    ) -> tuple[int, float, int]:
+        """The full sort key: starving calls by starvation time, the rest by policy key."""
+        tier = self.tier(ticket, now, underserved)
+        if tier == TIER_STARVING:
+            return (tier, self.starve_at(ticket), ticket.seq)
+        return (tier, policy_key, ticket.seq)

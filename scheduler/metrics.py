@@ -1,0 +1,352 @@
+"""Every program-level metric, computed from events in one place.
+
+:class:`MetricsAggregator` consumes the event stream incrementally (``observe``) and reports
+the metrics of overview sections 11 and 19 (``report``). ``bench`` feeds it a finished run's
+events; ``serve`` feeds it live events for ``/metrics``, the SSE feed and the consoles.
+
+Event data keys it reads (producers: the controller and the runtimes):
+
+* ``node.added``: ``kind``, ``parents`` (comma-separated), ``branch``
+* ``call.scheduled``: ``hit_tokens``, ``recompute_tokens``
+* ``call.finished`` / ``call.aborted``: ``prompt_tokens``, ``cached_tokens``,
+  ``computed_tokens`` (prefilled), ``output_tokens``, ``service_s``, ``queue_s``,
+  ``restore_s`` (KV reload/recompute time), ``ttft_s``, ``tbt_s``
+* ``tool.finished``: ``latency_s``, ``outcome``
+* ``kv.*``: ``tokens``; ``engine.stats``: ``busy_s`` (cumulative), ``hbm_bytes``, ``dram_bytes``
+* ``call.ghost_tokens``: ``tokens``
+
+Critical-path idle: along the observed critical path (the chain of last-finishing parents),
+the program's time not spent computing on that path, split into queue (waiting for the engine),
+KV (reloading or recomputing evicted context) and tool (waiting for tools). A tenant's
+*slowdown* is the mean of E2E / (E2E − queue idle − KV idle) over its finished programs: how
+much longer programs took than their own work and tools required; when the simulator knows a
+program's E2E alone on a warm idle engine (``ideal_e2e_s`` on ``program.created``), that is the
+denominator instead, so batch interference counts too. *Starvation* is the largest
+wait/service ratio of any of its programs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentconsole.scheduler.events import Event, EventKind
+
+SERVICE_FLOOR_S = 0.05  # service below this counts as this for wait/service ratios
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (``q`` in 0..100); NaN for no data."""
+    if not values:
+        return math.nan
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+@dataclass(slots=True)
+class _Node:
+    kind: str = "llm"
+    parents: tuple[str, ...] = ()
+    branch: str = "main"
+    finished_at: float | None = None
+    queue_s: float = 0.0
+    restore_s: float = 0.0
+    tool_s: float = 0.0
+    service_s: float = 0.0
+
+
+@dataclass(slots=True)
+class _Program:
+    tenant: str
+    created_at: float
+    ideal_e2e_s: float | None = None
+    nodes: dict[str, _Node] = field(default_factory=dict)
+    first_token_at: float | None = None
+    service_s: float = 0.0
+    wait_s: float = 0.0
+    tool_s: float = 0.0
+
+
+@dataclass(slots=True)
+class TenantMetrics:
+    programs: int = 0
+    finished: int = 0
+    slowdown: float = math.nan
+    starvation: float = math.nan  # max wait/service ratio
+    max_queue_wait_s: float = 0.0
+    e2e_p95_s: float = math.nan
+    tokens: int = 0
+
+
+class MetricsAggregator:
+    """Folds events into program and tenant statistics; ``report()`` is cheap to call often."""
+
+    def __init__(self) -> None:
+        self._live: dict[str, _Program] = {}
+        self._tenant_of: dict[str, str] = {}
+        self.e2e: list[float] = []
+        self.ideal: list[float] = []
+        self.ttfp: list[float] = []
+        self.ttft: list[float] = []
+        self.tbt: list[float] = []
+        self.tool_wait: list[float] = []
+        self.cp_idle: dict[str, list[float]] = {"queue": [], "kv": [], "tool": []}
+        self.counts: dict[str, float] = defaultdict(float)
+        self._tenant_slowdowns: dict[str, list[float]] = defaultdict(list)
+        self._tenant_e2e: dict[str, list[float]] = defaultdict(list)
+        self._tenant_starvation: dict[str, float] = defaultdict(float)
+        self._tenant_programs: dict[str, int] = defaultdict(int)
+        self._tenant_max_wait: dict[str, float] = defaultdict(float)
+        self._tenant_tokens: dict[str, int] = defaultdict(int)
+        self._hbm: list[float] = []
+        self._dram: list[float] = []
+        self.busy_s = 0.0
+        self.first_t = math.inf
+        self.last_t = -math.inf
+
+    # -- ingest -----------------------------------------------------------------------------
+    def observe(self, e: Event) -> None:
+        self.first_t = min(self.first_t, e.t)
+        self.last_t = max(self.last_t, e.t)
+        handler = _HANDLERS.get(e.kind)
+        if handler is not None:
+            handler(self, e)
+
+    def observe_all(self, events: list[Event]) -> MetricsAggregator:
+        for e in events:
+            self.observe(e)
+        return self
+
+    def _created(self, e: Event) -> None:
+        ideal = e.data.get("ideal_e2e_s")
+        if isinstance(ideal, int | float):
+            self.ideal.append(float(ideal))
+        self._live[e.program_id] = _Program(
+            e.tenant, e.t, float(ideal) if isinstance(ideal, int | float) else None
+        )
+        self._tenant_of[e.program_id] = e.tenant
+        self._tenant_programs[e.tenant] += 1
+        self.counts["programs"] += 1
+
+    def _node_added(self, e: Event) -> None:
+        program = self._live.get(e.program_id)
+        if program is None:
+            return
+        parents = str(e.data.get("parents") or "")
+        program.nodes[e.node_id] = _Node(
+            kind=str(e.data.get("kind", "llm")),
+            parents=tuple(p for p in parents.split(",") if p),
+            branch=str(e.data.get("branch", "main")),
+        )
+
+    def _scheduled(self, e: Event) -> None:
+        self.counts["prefix_hit_tokens"] += _num(e, "hit_tokens")
+        self.counts["recompute_tokens"] += _num(e, "recompute_tokens")
+
+    def _first_token(self, e: Event) -> None:
+        program = self._live.get(e.program_id)
+        if program is not None and program.first_token_at is None:
+            program.first_token_at = e.t
+            self.ttfp.append(e.t - program.created_at)
+
+    def _call_done(self, e: Event) -> None:
+        finished = e.kind is EventKind.CALL_FINISHED
+        computed = _num(e, "computed_tokens")
+        output = _num(e, "output_tokens")
+        self.counts["computed_tokens"] += computed
+        self.counts["output_tokens"] += output
+        self.counts["calls_finished" if finished else "calls_aborted"] += 1
+        tenant = self._tenant_of.get(e.program_id, e.tenant)
+        self._tenant_tokens[tenant] += int(computed + output)
+        program = self._live.get(e.program_id)
+        node = program.nodes.get(e.node_id) if program else None
+        if node is not None and program is not None:
+            node.queue_s += _num(e, "queue_s")
+            node.restore_s += _num(e, "restore_s")
+            node.service_s += _num(e, "service_s")
+            program.service_s += _num(e, "service_s")
+            program.wait_s += _num(e, "queue_s")
+            self._tenant_max_wait[tenant] = max(self._tenant_max_wait[tenant], _num(e, "queue_s"))
+            if node.branch == "discarded":
+                self.counts["discarded_branch_tokens"] += computed + output
+            if finished:
+                node.finished_at = e.t
+        if not finished:
+            self.counts["aborted_tokens"] += computed + output
+            return
+        if "ttft_s" in e.data:
+            self.ttft.append(_num(e, "ttft_s"))
+        if output > 1 and "tbt_s" in e.data:
+            self.tbt.append(_num(e, "tbt_s"))
+
+    def _tool_done(self, e: Event) -> None:
+        program = self._live.get(e.program_id)
+        latency = _num(e, "latency_s")
+        if program is None:
+            return
+        program.tool_s += latency
+        node = program.nodes.get(e.node_id)
+        if node is not None:
+            node.tool_s += latency
+            if e.data.get("outcome") == "ok":
+                node.finished_at = e.t
+
+    def _program_end(self, e: Event) -> None:
+        program = self._live.pop(e.program_id, None)
+        if program is None:
+            return
+        outcome = {
+            EventKind.PROGRAM_FINISHED: "finished",
+            EventKind.PROGRAM_FAILED: "failed",
+            EventKind.PROGRAM_CANCELLED: "cancelled",
+        }[e.kind]
+        self.counts[outcome] += 1
+        tenant = program.tenant
+        ratio = program.wait_s / max(program.service_s, SERVICE_FLOOR_S)
+        self._tenant_starvation[tenant] = max(self._tenant_starvation[tenant], ratio)
+        if outcome != "finished":
+            return
+        e2e = e.t - program.created_at
+        self.e2e.append(e2e)
+        self._tenant_e2e[tenant].append(e2e)
+        self.tool_wait.append(program.tool_s)
+        queue, kv, tool = _critical_path_idle(program)
+        self.cp_idle["queue"].append(queue)
+        self.cp_idle["kv"].append(kv)
+        self.cp_idle["tool"].append(tool)
+        if e.data.get("deadline_met") is False:
+            self.counts["late"] += 1
+        alone = program.ideal_e2e_s or max(e2e - queue - kv, 1e-9)
+        self._tenant_slowdowns[tenant].append(e2e / alone)
+
+    def _kv(self, e: Event) -> None:
+        self.counts[f"{e.kind.value}_tokens"] += _num(e, "tokens")
+        self.counts[f"{e.kind.value}_count"] += 1
+
+    def _stats(self, e: Event) -> None:
+        self.busy_s = max(self.busy_s, _num(e, "busy_s"))
+        self._hbm.append(_num(e, "hbm_bytes"))
+        self._dram.append(_num(e, "dram_bytes"))
+
+    def _ghost(self, e: Event) -> None:
+        self.counts["ghost_tokens"] += _num(e, "tokens")
+
+    # -- report -----------------------------------------------------------------------------
+    def tenants(self) -> dict[str, TenantMetrics]:
+        out = {}
+        for tenant, n in sorted(self._tenant_programs.items()):
+            slowdowns = self._tenant_slowdowns.get(tenant, [])
+            out[tenant] = TenantMetrics(
+                programs=n,
+                finished=len(slowdowns),
+                slowdown=_mean(slowdowns),
+                starvation=self._tenant_starvation.get(tenant, math.nan),
+                max_queue_wait_s=self._tenant_max_wait.get(tenant, 0.0),
+                e2e_p95_s=percentile(self._tenant_e2e.get(tenant, []), 95),
+                tokens=self._tenant_tokens.get(tenant, 0),
+            )
+        return out
+
+    def ideal_p95(self) -> float:
+        """P95 of the programs' E2E alone on an idle engine (NaN when unknown)."""
+        return percentile(self.ideal, 95)
+
+    def report(self) -> dict[str, Any]:
+        """The metrics, named as printed in snake case with their unit."""
+        c = self.counts
+        finished = int(c["finished"])
+        span = max(self.last_t - self.first_t, 1e-9) if finished else math.nan
+        per_success = max(finished, 1)
+        tenants = self.tenants()
+        slowdowns = [t.slowdown for t in tenants.values() if not math.isnan(t.slowdown)]
+        return {
+            "programs": int(c["programs"]),
+            "finished": finished,
+            "failed": int(c["failed"]),
+            "cancelled": int(c["cancelled"]),
+            "goodput_programs_per_s": (finished - c["late"]) / span if finished else 0.0,
+            "e2e_p50_s": percentile(self.e2e, 50),
+            "e2e_p95_s": percentile(self.e2e, 95),
+            "e2e_p99_s": percentile(self.e2e, 99),
+            "e2e_mean_s": _mean(self.e2e),
+            "ttfp_p50_s": percentile(self.ttfp, 50),
+            "ttfp_p95_s": percentile(self.ttfp, 95),
+            "ttft_p50_s": percentile(self.ttft, 50),
+            "ttft_p95_s": percentile(self.ttft, 95),
+            "tbt_p50_s": percentile(self.tbt, 50),
+            "tbt_p95_s": percentile(self.tbt, 95),
+            "tool_wait_mean_s": _mean(self.tool_wait),
+            "cp_idle_queue_mean_s": _mean(self.cp_idle["queue"]),
+            "cp_idle_kv_mean_s": _mean(self.cp_idle["kv"]),
+            "cp_idle_tool_mean_s": _mean(self.cp_idle["tool"]),
+            "gpu_s_per_success": self.busy_s / per_success,
+            "tokens_per_success": (c["computed_tokens"] + c["output_tokens"]) / per_success,
+            "discarded_branch_tokens": int(c["discarded_branch_tokens"]),
+            "aborted_tokens": int(c["aborted_tokens"]),
+            "ghost_tokens": int(c["ghost_tokens"]),
+            "kv_hbm_mean_bytes": _mean(self._hbm),
+            "kv_hbm_peak_bytes": max(self._hbm, default=math.nan),
+            "kv_dram_mean_bytes": _mean(self._dram),
+            "kv_dram_peak_bytes": max(self._dram, default=math.nan),
+            "prefix_hit_tokens": int(c["prefix_hit_tokens"]),
+            "migrations": int(c["kv.offloaded_count"] + c["kv.reloaded_count"]),
+            "recomputes": int(c["kv.recomputed_count"]),
+            "recompute_tokens": int(c["recompute_tokens"]),
+            "max_tenant_slowdown": max(slowdowns, default=math.nan),
+            "max_tenant_starvation": max(
+                (t.starvation for t in tenants.values() if not math.isnan(t.starvation)),
+                default=math.nan,
+            ),
+        }
+
+
+def _num(e: Event, key: str) -> float:
+    value = e.data.get(key)
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def _critical_path_idle(program: _Program) -> tuple[float, float, float]:
+    done = {nid: n for nid, n in program.nodes.items() if n.finished_at is not None}
+    if not done:
+        return 0.0, 0.0, 0.0
+    nid = max(done, key=lambda k: done[k].finished_at or 0.0)
+    queue = kv = tool = 0.0
+    while True:
+        node = done[nid]
+        queue += node.queue_s
+        kv += node.restore_s
+        tool += node.tool_s
+        parents = [p for p in node.parents if p in done]
+        if not parents:
+            return queue, kv, tool
+        nid = max(parents, key=lambda k: done[k].finished_at or 0.0)
+
+
+_HANDLERS = {
+    EventKind.PROGRAM_CREATED: MetricsAggregator._created,
+    EventKind.NODE_ADDED: MetricsAggregator._node_added,
+    EventKind.CALL_SCHEDULED: MetricsAggregator._scheduled,
+    EventKind.CALL_FIRST_TOKEN: MetricsAggregator._first_token,
+    EventKind.CALL_FINISHED: MetricsAggregator._call_done,
+    EventKind.CALL_ABORTED: MetricsAggregator._call_done,
+    EventKind.TOOL_FINISHED: MetricsAggregator._tool_done,
+    EventKind.PROGRAM_FINISHED: MetricsAggregator._program_end,
+    EventKind.PROGRAM_FAILED: MetricsAggregator._program_end,
+    EventKind.PROGRAM_CANCELLED: MetricsAggregator._program_end,
+    EventKind.KV_OFFLOADED: MetricsAggregator._kv,
+    EventKind.KV_RELOADED: MetricsAggregator._kv,
+    EventKind.KV_DROPPED: MetricsAggregator._kv,
+    EventKind.KV_EVICTED: MetricsAggregator._kv,
+    EventKind.KV_RECOMPUTED: MetricsAggregator._kv,
+    EventKind.GHOST_TOKENS: MetricsAggregator._ghost,
+    EventKind.ENGINE_STATS: MetricsAggregator._stats,
+}

@@ -1,0 +1,50 @@
+"""Program critical-path policies.
+
+``critical-path`` is shortest-remaining-critical-path-first at the program level: the call of the
+program that would finish soonest goes first (SRPT on E2E), nodes that release more work get a
+bonus (unlock value), and programs close to missing a deadline jump ahead.
+
+``cp-cache`` adds cache affinity: a call whose context must first be reloaded from host memory
+or recomputed pays that restore cost in its key, so resident contexts are served while they are
+resident and cold ones do not push them out.
+"""
+
+from __future__ import annotations
+
+from agentconsole.scheduler.policies.base import Policy, register
+from agentconsole.scheduler.ticket import CallTicket
+
+
+@register
+class CriticalPath(Policy):
+    name = "critical-path"
+    summary = "remaining critical-path work, unlock value and deadline slack"
+
+    def __init__(
+        self, unlock_bonus_s: float = 0.05, urgent_slack_s: float = 5.0, urgency_s: float = 1e4
+    ):
+        self.unlock_bonus_s = unlock_bonus_s
+        self.urgent_slack_s = urgent_slack_s
+        self.urgency_s = urgency_s
+
+    def key(self, ticket: CallTicket, now: float) -> float:
+        key = ticket.remaining_cp_s - self.unlock_bonus_s * ticket.unlock_value - ticket.boost
+        if ticket.deadline is not None:
+            slack = ticket.deadline - now - ticket.remaining_cp_s
+            if slack < self.urgent_slack_s:
+                # urgent calls go first, ordered by slack (least slack first)
+                key = slack - self.urgency_s - ticket.boost
+        return key
+
+
+@register
+class CriticalPathCache(CriticalPath):
+    name = "cp-cache"
+    summary = "critical path plus cache affinity (restore cost of the call's KV)"
+
+    def __init__(self, restore_weight: float = 1.0, **kwargs: float):
+        super().__init__(**kwargs)
+        self.restore_weight = restore_weight
+
+    def key(self, ticket: CallTicket, now: float) -> float:
+        return super().key(ticket, now) + self.restore_weight * ticket.restore_cost_s

@@ -1,0 +1,188 @@
+"""The program model: programs, nodes, attempts, quotas and retry policy.
+
+An agent run is a *program*: a dynamic DAG whose nodes are LLM calls and tool calls. Nodes
+appear only when the model has answered (their parents are known when they are added), so the
+scheduler is never clairvoyant. These are plain mutable dataclasses owned by the controller;
+the DAG algorithms live in :mod:`agentconsole.scheduler.dag`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class NodeKind(StrEnum):
+    LLM = "llm"
+    TOOL = "tool"
+
+
+class ToolKind(StrEnum):
+    """What a tool does; tools of one kind share a latency distribution by default."""
+
+    SEARCH = "search"
+    CODE_EXEC = "code_exec"
+    TEST_RUN = "test_run"
+    BROWSER = "browser"
+    DATABASE = "database"
+    FILE = "file"
+    HTTP = "http"
+    OTHER = "other"
+
+
+class NodeState(StrEnum):
+    PENDING = "pending"  # known, some parent not finished
+    READY = "ready"  # all parents done; queued (LLM) or about to start (tool)
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL_NODE
+
+
+_TERMINAL_NODE = frozenset({NodeState.DONE, NodeState.FAILED, NodeState.CANCELLED})
+
+
+class ProgramState(StrEnum):
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self is not ProgramState.RUNNING
+
+
+class Branch(StrEnum):
+    MAIN = "main"
+    REPAIR = "repair"  # opened after a verifier failure
+    DISCARDED = "discarded"  # speculative branch whose result is thrown away
+
+
+@dataclass(slots=True)
+class Quotas:
+    """The four per-program limits of seed section 17; ``None`` means unlimited."""
+
+    wall_time_s: float | None = None
+    tokens: int | None = None
+    tool_calls: int | None = None
+    branches: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How a failed attempt is retried. Side-effecting, non-idempotent tools are never
+    retried automatically regardless of ``max_attempts`` (seed section 12)."""
+
+    max_attempts: int = 3
+    backoff_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    kind: ToolKind = ToolKind.OTHER
+    side_effect: bool = False
+    idempotent: bool = True
+    timeout_s: float | None = None
+
+    @property
+    def auto_retry_safe(self) -> bool:
+        """A retry cannot repeat an effect: read-only, or the tool deduplicates by key."""
+        return not self.side_effect or self.idempotent
+
+
+@dataclass(slots=True)
+class Attempt:
+    number: int
+    started_at: float
+    finished_at: float | None = None
+    outcome: str = ""  # ok | fail | timeout | aborted | preempted
+
+
+@dataclass(slots=True)
+class Node:
+    """One LLM or tool call of a program.
+
+    Token fields are estimates until the call finishes, then actuals: ``prompt_tokens`` is the
+    whole context the call prefills (cached or not), ``output_tokens`` what it generated.
+    """
+
+    node_id: str
+    program_id: str
+    kind: NodeKind
+    parents: tuple[str, ...] = ()
+    tool: ToolSpec | None = None
+    branch: Branch = Branch.MAIN
+    context_refs: tuple[str, ...] = ()  # prefix/segment ids this call's context is built from
+    model_candidates: tuple[str, ...] = ()
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    state: NodeState = NodeState.PENDING
+    attempts: list[Attempt] = field(default_factory=list)
+    created_at: float = 0.0
+    ready_at: float | None = None
+    started_at: float | None = None
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    expected_output_tokens: float = 0.0
+    service_s: float = 0.0  # GPU time attained by this node (all attempts)
+    tool_s: float = 0.0  # tool execution time (all attempts)
+    cp_before_s: float = 0.0  # ATLAS: GPU service along the heaviest path into this node
+    queue_s: float = 0.0  # time spent ready but not running
+    kv_restore_s: float = 0.0  # reload/recompute time on this node's critical path
+
+    @property
+    def is_llm(self) -> bool:
+        return self.kind is NodeKind.LLM
+
+    @property
+    def attempt(self) -> int:
+        """The current (or last) attempt number, 1-based; 0 before the first start."""
+        return len(self.attempts)
+
+
+@dataclass(slots=True)
+class Program:
+    """A program and the bookkeeping every policy reads.
+
+    ``attained_service_s`` is PLAS's signal (service of all completed work);
+    ``cp_service_s`` is ATLAS's (attained service along the critical path so far).
+    """
+
+    program_id: str
+    tenant: str
+    created_at: float
+    deadline: float | None = None  # absolute time
+    quotas: Quotas = field(default_factory=Quotas)
+    labels: dict[str, str] = field(default_factory=dict)
+    nodes: dict[str, Node] = field(default_factory=dict)
+    children: dict[str, list[str]] = field(default_factory=dict)
+    state: ProgramState = ProgramState.RUNNING
+    finished_at: float | None = None
+    attained_service_s: float = 0.0
+    cp_service_s: float = 0.0
+    wait_s: float = 0.0  # accumulated queue time of its LLM calls
+    completed_calls: int = 0
+    tokens_used: int = 0
+    tool_calls: int = 0
+    branches: int = 1
+    first_progress_at: float | None = None
+    boost: float = 0.0  # operator boost: subtracted from every policy key of this program
+
+    @property
+    def known_nodes(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def done_nodes(self) -> int:
+        return sum(1 for n in self.nodes.values() if n.state is NodeState.DONE)
+
+    def running_nodes(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.state is NodeState.RUNNING]

@@ -1,0 +1,1 @@
+"""Litestar API, store, tool gateway and runtimes."""

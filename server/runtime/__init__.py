@@ -1,0 +1,1 @@
+"""Runtimes behind one protocol: SGLang in-process and the simulated engine."""

@@ -1,0 +1,1 @@
+"""Simulated runtime: roofline step costs, hardware presets and calibration profiles."""

@@ -1,0 +1,84 @@
+"""One LLM call inside the simulated engine, and the engine's configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from enum import Enum, auto
+
+from agentconsole.kvtiers.node import Block, Node
+from agentconsole.scheduler.ticket import CallTicket
+
+
+class Phase(Enum):
+    QUEUED = auto()
+    LOADING = auto()  # admitted; waiting for its host-memory prefix to reload over PCIe
+    PREFILL = auto()
+    DECODE = auto()
+    DONE = auto()
+    ABORTED = auto()
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """SGLang-like engine knobs (names follow SGLang's server arguments)."""
+
+    max_running_requests: int = 256
+    chunked_prefill_size: int = 8192
+    #: decode tokens ride along with prefill chunks in one step (SGLang --enable-mixed-chunk,
+    #: vLLM v1's default); without it decoding stalls while any prefill is pending
+    mixed_chunk: bool = True
+    mem_fraction_static: float = 0.9
+    #: host DRAM tier for demoted/offloaded KV (HiCache); 0 disables the tier
+    host_kv_tokens: int | None = None
+    eviction: str = "retention"
+    #: longest run of fused decode steps (bounds the error of the closed form's averaging)
+    max_fused_decode_steps: int = 64
+    stats_interval_s: float = 1.0
+
+
+@dataclass(slots=True, eq=False)
+class SimCall:
+    """A call's request and its progress through the engine.
+
+    ``blocks`` is the whole prompt context (prefix first). ``output_tokens`` is how many tokens
+    the call will generate: the engine needs it to know when to stop, the *policy* never sees it
+    (tickets carry the controller's estimate).
+    """
+
+    ticket: CallTicket
+    blocks: list[Block]
+    output_tokens: int
+    output_key: Hashable
+    phase: Phase = Phase.QUEUED
+    prompt_tokens: int = 0
+    path: list[Node] = field(default_factory=list)  # locked matched prefix
+    reserved: int = 0
+    prefill_left: int = 0
+    context_done: int = 0  # tokens of KV present for attention
+    generated: int = 0
+    submitted_at: float = 0.0
+    queued_at: float = 0.0
+    admitted_at: float = 0.0
+    ready_at: float = 0.0
+    first_token_at: float | None = None
+    last_token_at: float = 0.0
+    hit_tokens: int = 0
+    recompute_tokens: int = 0
+    service_s: float = 0.0
+    queue_s: float = 0.0
+    restore_s: float = 0.0
+    computed_tokens: int = 0
+    retractions: int = 0
+    rank: tuple[int, float, int] = (0, 0.0, 0)  # effective queue key when admitted
+
+    def __post_init__(self) -> None:
+        self.prompt_tokens = sum(b.tokens for b in self.blocks)
+
+    @property
+    def call_id(self) -> str:
+        return self.ticket.call_id
+
+    @property
+    def remaining_tokens(self) -> int:
+        return self.output_tokens - self.generated

@@ -1,0 +1,502 @@
+"""A discrete-event model of an SGLang-like engine: the mechanism under every policy.
+
+Mental model: the engine runs *blocks*. ``plan(now, horizon)`` admits queued calls in policy
+order (fairness-guarded, O(log n) per decision) while slots and KV allow, possibly preempting a
+worse-ranked running call, then starts one block: a chunked-prefill step (prefill chunks in
+policy order, decode tokens riding along as with SGLang's mixed chunks) or, when nothing needs
+prefill, a run of k decode steps whose total time has a closed form, with k cut at the first
+call to finish, at ``horizon`` (the next outside event) and at ``max_fused_decode_steps``.
+``complete(now)`` applies the block's tokens. Nothing outside the engine can happen inside a
+block, so fusing decode steps is exact up to the closed form; a single step is atomic, as on a
+GPU.
+
+KV lives in a :class:`PrefixIndex` over HBM and host DRAM: a running call locks its matched
+prefix and reserves HBM for its uncached prompt and its output; on finish its whole context is
+inserted (unlocked, evictable by the eviction strategy, demoted to DRAM when there is room).
+A prefix found in DRAM is reloaded over PCIe before prefill; a prefix that was computed before
+and is gone is recomputed (counted as such). Eviction to admit a call spares KV that is softly
+retained for a program in tool wait, unless the call is starving.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agentconsole.kvtiers.node import Block, Node
+from agentconsole.kvtiers.prefix_index import PrefixIndex
+from agentconsole.kvtiers.results import EvictionResult, InsertResult
+from agentconsole.kvtiers.tiers import Tier, TierModel
+from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
+from agentconsole.scheduler.fairness import FairnessConfig, FairnessGuard
+from agentconsole.scheduler.policies.base import Policy
+from agentconsole.scheduler.preemption import PreemptionRule
+from agentconsole.scheduler.queue import ReadyQueue
+from agentconsole.scheduler.runtime import CacheAction
+from agentconsole.server.runtime.sim.calls import EngineConfig, Phase, SimCall
+from agentconsole.server.runtime.sim.costmodel import CostModel, attention_pairs
+
+
+@dataclass(slots=True)
+class _Block:
+    end: float
+    duration: float
+    prefill: list[tuple[SimCall, int]] = field(default_factory=list)
+    decode: list[SimCall] = field(default_factory=list)
+    decode_steps: int = 0
+
+
+@dataclass(slots=True)
+class Note:
+    """Something the driver must react to: ``started``, ``first_token``, ``finished``,
+    ``preempted``."""
+
+    what: str
+    call: SimCall
+    path: list[Node] = field(default_factory=list)
+
+
+class SimEngine:
+    def __init__(
+        self,
+        cost: CostModel,
+        policy: Policy,
+        sink: EventSink,
+        *,
+        config: EngineConfig | None = None,
+        fairness: FairnessConfig | None = None,
+        preemption: PreemptionRule | None = None,
+    ) -> None:
+        self.cost = cost
+        self.config = config or EngineConfig()
+        self.sink = sink
+        self.guard = FairnessGuard(fairness)
+        self.queue = ReadyQueue(policy, self.guard)
+        self.preemption = preemption or PreemptionRule()
+        dram = self.config.host_kv_tokens
+        if dram is None:
+            dram = cost.dram_kv_capacity_tokens()
+        self.tiers = TierModel.build(
+            kv_bytes_per_token=cost.kv_bytes_per_token,
+            hbm_tokens=cost.hbm_kv_capacity_tokens(self.config.mem_fraction_static),
+            dram_tokens=dram,
+            dram_bandwidth=cost.gpu.host_link_bw * cost.tp,
+        )
+        self.index = PrefixIndex(self.tiers, self.config.eviction, demote=dram > 0)
+        self.calls: dict[str, SimCall] = {}
+        self.running: dict[str, SimCall] = {}  # admitted, in admission order
+        self._prefilling: dict[str, SimCall] = {}
+        self._decoding: dict[str, SimCall] = {}
+        self._loading: dict[str, SimCall] = {}
+        self._decode_context = 0
+        self._computed: set[object] = set()
+        self._link_free_at = 0.0
+        self._block: _Block | None = None
+        self._notes: list[Note] = []
+        self.busy_s = 0.0
+        self.paused = False
+        self._next_stats = 0.0
+
+    # -- requests -------------------------------------------------------------------------
+    def submit(self, call: SimCall, now: float) -> None:
+        """Queue ``call`` under its ticket (its id must be new to the engine)."""
+        call.phase = Phase.QUEUED
+        call.submitted_at = call.queued_at = now
+        self.calls[call.call_id] = call
+        self.queue.push(call.ticket, now)
+        self._emit(now, EventKind.CALL_QUEUED, call, {"prompt_tokens": call.prompt_tokens})
+
+    def abort(self, call_id: str, now: float) -> bool:
+        """Remove a queued or running call at once; no token of it is delivered afterwards."""
+        call = self.calls.pop(call_id, None)
+        if call is None or call.phase in (Phase.DONE, Phase.ABORTED):
+            return False
+        if call.phase is Phase.QUEUED:
+            self.queue.remove(call_id)
+        else:
+            self._leave_running(call)
+            self._release(call)
+        call.phase = Phase.ABORTED
+        self._emit(now, EventKind.CALL_ABORTED, call, self._usage(call, now))
+        return True
+
+    def preempt(self, call_id: str, now: float) -> bool:
+        """Operator preempt: take a running call off the GPU and requeue it."""
+        call = self.running.get(call_id)
+        if call is None:
+            return False
+        self._preempt(call, now)
+        return True
+
+    def apply_cache_action(
+        self, program_id: str, nodes: list[Node], action: CacheAction, retain_s: float, now: float
+    ) -> int:
+        """Apply a tool-wait decision to ``nodes`` (the program's private context); returns the
+        tokens it affected."""
+        if not nodes:
+            return 0
+        if action is CacheAction.KEEP:
+            return self.index.retain(nodes, now + retain_s, now)
+        if action is CacheAction.OFFLOAD:
+            moved = self.index.move(nodes, Tier.DRAM, now)
+            if moved.moved_tokens:
+                start = max(now, self._link_free_at)
+                self._link_free_at = start + self.cost.transfer_seconds(moved.moved_tokens)
+                self._emit_kv(now, EventKind.KV_OFFLOADED, program_id, moved.moved_tokens)
+            return moved.moved_tokens
+        dropped = self.index.drop(nodes, now)
+        if dropped.moved_tokens:
+            self._emit_kv(now, EventKind.KV_DROPPED, program_id, dropped.moved_tokens)
+        return dropped.moved_tokens
+
+    def drain_notes(self) -> list[Note]:
+        notes, self._notes = self._notes, []
+        return notes
+
+    # -- the loop ---------------------------------------------------------------------------
+    def plan(self, now: float, horizon: float) -> float | None:
+        """Admit what fits and start the next block; returns when to call :meth:`complete`
+        (a block's end, or a wake-up for a reload finishing), or None when idle."""
+        if self._block is not None:
+            raise RuntimeError("plan() while a block is in flight")
+        self._admit(now)
+        for call in [c for c in self._loading.values() if c.ready_at <= now]:
+            del self._loading[call.call_id]
+            call.phase = Phase.PREFILL
+            self._prefilling[call.call_id] = call
+        if self._prefilling:
+            return self._start_prefill(now)
+        wake = min((c.ready_at for c in self._loading.values()), default=None)
+        if self._decoding:
+            return self._start_decode(now, min(horizon, wake) if wake is not None else horizon)
+        return wake
+
+    def complete(self, now: float) -> None:
+        """Apply the block that ends at ``now`` (a no-op at a mere wake-up)."""
+        block, self._block = self._block, None
+        if block is not None:
+            self.busy_s += block.duration
+            if block.decode:
+                self._complete_decode(block, now)
+            if block.prefill:
+                self._complete_prefill(block, now)
+        if now >= self._next_stats:
+            self._next_stats = now + self.config.stats_interval_s
+            self._emit_stats(now)
+
+    @property
+    def in_flight(self) -> bool:
+        """A block is running (the engine will be back at its end)."""
+        return self._block is not None
+
+    def idle(self) -> bool:
+        return self._block is None and not self.running and not len(self.queue)
+
+    # -- admission and preemption -----------------------------------------------------------
+    def _admit(self, now: float) -> None:
+        if self.paused:
+            return
+        while len(self.queue):
+            head = self.queue.peek(now)
+            if head is None:
+                break
+            call = self.calls[head.ticket.call_id]
+            starving = now >= head.starve_at
+            if len(self.running) < self.config.max_running_requests and self._start(
+                call, now, override_retention=starving
+            ):
+                call.rank = (0 if starving else 1, head.key, head.ticket.seq)
+                continue
+            if not self._preempt_for(head.ticket.call_id, now):
+                break
+
+    def _start(self, call: SimCall, now: float, *, override_retention: bool) -> bool:
+        """Admit ``call`` if its KV fits. Eviction never touches KV softly retained for a
+        program in tool wait (its priority is in the future) unless the call is starving:
+        new work waits instead of destroying the context of work in flight."""
+        index = self.index
+        tenant = call.ticket.tenant
+        found = index.match(tenant, call.blocks, now)
+        index.lock(found.path)
+        slow = [n for n in found.path if n.tier is not Tier.HBM]
+        slow_tokens = sum(n.tokens for n in slow)
+        miss = found.miss_tokens + call.generated  # a resumed call recomputes what it generated
+        own = miss + call.remaining_tokens
+        room = index.make_room(
+            Tier.HBM, own + slow_tokens, now, max_priority=None if override_retention else now
+        )
+        self._emit_evictions(room, now)
+        if not room.ok:
+            index.unlock(found.path)
+            return False
+        self.queue.remove(call.call_id)
+        if slow:
+            moved = index.move(slow, Tier.HBM, now)
+            start = max(now, self._link_free_at)
+            self._link_free_at = start + self.cost.transfer_seconds(moved.moved_tokens)
+            call.ready_at = self._link_free_at
+            call.restore_s += call.ready_at - now
+            self._emit_kv(now, EventKind.KV_RELOADED, call.ticket.program_id, moved.moved_tokens)
+        else:
+            call.ready_at = now
+        if not index.reserve(Tier.HBM, own):
+            raise AssertionError("make_room succeeded but the reservation does not fit")
+        call.reserved = own
+        call.path = found.path
+        recompute = call.generated
+        covered = len(found.path)
+        for block in call.blocks[covered:]:
+            if block.key in self._computed:
+                recompute += block.tokens
+        call.recompute_tokens += recompute
+        if recompute:
+            self._emit_kv(now, EventKind.KV_RECOMPUTED, call.ticket.program_id, recompute)
+        call.hit_tokens = found.hit_tokens
+        call.prefill_left = max(miss, 1)  # the last token is always recomputed for its logits
+        call.context_done = call.prompt_tokens + call.generated - call.prefill_left
+        call.queue_s += now - call.queued_at
+        call.admitted_at = now
+        self.running[call.call_id] = call
+        if slow:
+            call.phase = Phase.LOADING
+            self._loading[call.call_id] = call
+        else:
+            call.phase = Phase.PREFILL
+            self._prefilling[call.call_id] = call
+        self._emit(
+            now,
+            EventKind.CALL_SCHEDULED,
+            call,
+            {
+                "queue_s": now - call.queued_at,
+                "hit_tokens": found.hit_tokens,
+                "reload_tokens": slow_tokens,
+                "recompute_tokens": recompute,
+            },
+        )
+        self._notes.append(Note("started", call))
+        return True
+
+    def _preempt_for(self, call_id: str, now: float) -> bool:
+        if not (self.queue.policy.preemptive and self.preemption.enabled) or not self.running:
+            return False
+        head = self.queue.entry(call_id)
+        if head is None:
+            return False
+        backlogged = {c.ticket.tenant for c in self.running.values()} | {head.ticket.tenant}
+        underserved = self.guard.underserved(backlogged, now)
+        effective = self.guard.effective_key
+        policy = self.queue.policy
+        want = effective(head.ticket, head.key, now, underserved)
+        victim = max(
+            self.running.values(),
+            key=lambda c: effective(c.ticket, policy.key(c.ticket, now), now, underserved),
+        )
+        worst = effective(victim.ticket, policy.key(victim.ticket, now), now, underserved)
+        per_token = self.cost.decode_step_seconds(1, victim.prompt_tokens)
+        expected_left = max(victim.ticket.expected_output_tokens - victim.generated, 1.0)
+        remaining_s = expected_left * per_token
+        restore_s = self.cost.prefill_seconds(victim.context_done)
+        if not self.preemption.allows(
+            want, worst, now - victim.admitted_at, remaining_s, restore_s
+        ):
+            return False
+        self._preempt(victim, now)
+        return True
+
+    def _preempt(self, call: SimCall, now: float) -> None:
+        self._leave_running(call)
+        self._release(call)
+        if call.context_done >= call.prompt_tokens:
+            # its prompt was fully prefilled: keep that KV as ordinary (evictable) cache
+            self._insert(call.ticket.tenant, call.blocks, call.ticket.program_id, now)
+            self._computed.update(b.key for b in call.blocks)
+        call.retractions += 1
+        call.phase = Phase.QUEUED
+        call.queued_at = now
+        self.queue.push(call.ticket, now)
+        self._emit(now, EventKind.CALL_PREEMPTED, call, {"generated": call.generated})
+        self._notes.append(Note("preempted", call))
+
+    def _release(self, call: SimCall) -> None:
+        if call.path:
+            self.index.unlock(call.path)
+            call.path = []
+        if call.reserved:
+            self.index.release(Tier.HBM, call.reserved)
+            call.reserved = 0
+
+    def _leave_running(self, call: SimCall) -> None:
+        self.running.pop(call.call_id, None)
+        self._prefilling.pop(call.call_id, None)
+        self._loading.pop(call.call_id, None)
+        if self._decoding.pop(call.call_id, None) is not None:
+            self._decode_context -= call.prompt_tokens + call.generated
+
+    # -- blocks -------------------------------------------------------------------------------
+    def _start_prefill(self, now: float) -> float:
+        """One step: prefill chunks in rank order (the policy's order, not admission order,
+        so a short urgent prompt is not stuck behind a long one), plus, with mixed chunks,
+        one token for every decoding call."""
+        budget = self.config.chunked_prefill_size
+        items: list[tuple[SimCall, int]] = []
+        tokens = pairs = context = 0
+        for call in sorted(self._prefilling.values(), key=lambda c: c.rank):
+            if budget <= 0:
+                break
+            chunk = min(call.prefill_left, budget)
+            budget -= chunk
+            items.append((call, chunk))
+            tokens += chunk
+            pairs += attention_pairs(chunk, call.context_done)
+            context += call.context_done
+        decode = list(self._decoding.values()) if self.config.mixed_chunk else []
+        duration = self.cost.step_seconds(tokens, pairs, len(decode), self._decode_context, context)
+        share = duration / (tokens + len(decode))
+        record = self.guard.record_service
+        for call, chunk in items:
+            call.service_s += share * chunk
+            record(call.ticket.tenant, share * chunk, now)
+        for call in decode:
+            call.service_s += share
+            record(call.ticket.tenant, share, now)
+        self._block = _Block(
+            now + duration, duration, prefill=items, decode=decode, decode_steps=1 if decode else 0
+        )
+        return now + duration
+
+    def _start_decode(self, now: float, horizon: float) -> float:
+        calls = list(self._decoding.values())
+        batch = len(calls)
+        steps = min(min(c.remaining_tokens for c in calls), self.config.max_fused_decode_steps)
+        seconds = self.cost.decode_steps_seconds
+        duration = seconds(batch, self._decode_context, steps)
+        if steps > 1 and now + duration > horizon:
+            lo, hi = 1, steps  # largest k with now + time(k) <= horizon, at least 1
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if now + seconds(batch, self._decode_context, mid) <= horizon:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            steps = lo
+            duration = seconds(batch, self._decode_context, steps)
+        share = duration / batch
+        record = self.guard.record_service
+        for call in calls:
+            call.service_s += share
+            record(call.ticket.tenant, share, now)
+        self._block = _Block(now + duration, duration, decode=calls, decode_steps=steps)
+        return now + duration
+
+    def _complete_prefill(self, block: _Block, now: float) -> None:
+        for call, chunk in block.prefill:
+            if call.phase is not Phase.PREFILL:
+                continue  # aborted or preempted while the step ran
+            call.prefill_left -= chunk
+            call.context_done += chunk
+            call.computed_tokens += chunk
+            if call.prefill_left:
+                continue
+            if call.recompute_tokens:
+                miss = max(call.computed_tokens, 1)
+                call.restore_s += call.service_s * min(call.recompute_tokens / miss, 1.0)
+            del self._prefilling[call.call_id]
+            call.generated += 1
+            call.first_token_at = call.last_token_at = now
+            self._emit(now, EventKind.CALL_FIRST_TOKEN, call, {"ttft_s": now - call.submitted_at})
+            self._notes.append(Note("first_token", call))
+            if call.remaining_tokens <= 0:
+                self._finish(call, now)
+            else:
+                call.phase = Phase.DECODE
+                self._decoding[call.call_id] = call
+                self._decode_context += call.prompt_tokens + call.generated
+
+    def _complete_decode(self, block: _Block, now: float) -> None:
+        steps = block.decode_steps
+        grew = 0
+        for call in block.decode:
+            if call.phase is not Phase.DECODE:
+                continue
+            call.generated += steps
+            call.last_token_at = now
+            grew += steps
+        self._decode_context += grew
+        for call in block.decode:
+            if call.phase is Phase.DECODE and call.remaining_tokens <= 0:
+                self._finish(call, now)
+
+    def _finish(self, call: SimCall, now: float) -> None:
+        self._leave_running(call)
+        self._release(call)
+        call.phase = Phase.DONE
+        self.calls.pop(call.call_id, None)
+        blocks = [*call.blocks, Block(call.output_key, call.output_tokens)]
+        tenant, program = call.ticket.tenant, call.ticket.program_id
+        inserted = self._insert(tenant, blocks, program, now)
+        self._computed.update(b.key for b in blocks)
+        self._emit(now, EventKind.CALL_FINISHED, call, self._usage(call, now))
+        self._notes.append(Note("finished", call, inserted.path))
+
+    def _insert(self, tenant: str, blocks: list[Block], owner: str, now: float) -> InsertResult:
+        """Cache a finished context; evicts only if the call's released reservation (which
+        covered its new tokens) was not enough, e.g. after sharing blocks changed."""
+        inserted = self.index.insert(tenant, blocks, now, owner=owner)
+        if not inserted.complete:
+            need = sum(b.tokens for b in blocks[len(inserted.path) :])
+            self._emit_evictions(self.index.make_room(Tier.HBM, need, now), now)
+            inserted = self.index.insert(tenant, blocks, now, owner=owner)
+        return inserted
+
+    # -- events ---------------------------------------------------------------------------------
+    def _usage(self, call: SimCall, now: float) -> dict[str, Scalar]:
+        first = call.first_token_at
+        decode_tokens = max(call.generated - 1, 0)
+        tbt = (call.last_token_at - first) / decode_tokens if first and decode_tokens else 0.0
+        return {
+            "prompt_tokens": call.prompt_tokens,
+            "cached_tokens": call.hit_tokens,
+            "computed_tokens": call.computed_tokens,
+            "output_tokens": call.generated,
+            "service_s": call.service_s,
+            "queue_s": call.queue_s,
+            "restore_s": call.restore_s,
+            "ttft_s": (first - call.submitted_at) if first else 0.0,
+            "tbt_s": tbt,
+            "retractions": call.retractions,
+        }
+
+    def _emit(self, now: float, kind: EventKind, call: SimCall, data: dict[str, Scalar]) -> None:
+        t = call.ticket
+        self.sink.emit(Event(now, kind, t.program_id, t.node_id, t.attempt, t.tenant, data))
+
+    def _emit_kv(self, now: float, kind: EventKind, program_id: str, tokens: int) -> None:
+        self.sink.emit(
+            Event(
+                now,
+                kind,
+                program_id,
+                data={"tokens": tokens, "bytes": tokens * self.cost.kv_bytes_per_token},
+            )
+        )
+
+    def _emit_evictions(self, result: EvictionResult, now: float) -> None:
+        if result.moves:
+            tokens = sum(move.tokens for move in result.moves)
+            self._emit_kv(now, EventKind.KV_EVICTED, "", tokens)
+
+    def _emit_stats(self, now: float) -> None:
+        per_token = self.cost.kv_bytes_per_token
+        self.sink.emit(
+            Event(
+                now,
+                EventKind.ENGINE_STATS,
+                data={
+                    "busy_s": self.busy_s,
+                    "hbm_bytes": self.index.used(Tier.HBM) * per_token,
+                    "dram_bytes": self.index.used(Tier.DRAM) * per_token,
+                    "running": len(self.running),
+                    "queued": len(self.queue),
+                },
+            )
+        )

@@ -1,0 +1,188 @@
+"""Hardware and model specifications for the simulated runtime, with named presets.
+
+Owns two frozen value types, ``GpuSpec`` (one accelerator and what hangs off it) and
+``ModelSpec`` (a dense decoder-only transformer), and the registries ``GPUS`` / ``MODELS``.
+All sizes are bytes, all rates bytes or FLOPs per second, and every per-host resource (host
+DRAM, disk) is given *per GPU*, because SGLang sizes its host KV pool per tensor-parallel rank
+(``--hicache-size`` is GB per rank) and every rank moves its own KV shard over its own link.
+Numbers are datasheet leads unless a comment says measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """One accelerator: memory, peak rates and the links the simulator charges transfers to.
+
+    ``nvlink_bw`` is the datasheet aggregate (both directions); the cost model applies
+    ``Efficiency.allreduce_bw_eff`` to it. ``nvlink_bw == 0`` means no GPU interconnect, which
+    only allows tensor parallel degree 1. ``disk_bw is None`` means no disk KV tier.
+    """
+
+    name: str
+    hbm_bytes: int
+    peak_flops: float
+    hbm_bw: float
+    host_link_bw: float
+    nvlink_bw: float
+    host_dram_bytes: int
+    disk_bw: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.hbm_bytes <= 0 or self.peak_flops <= 0 or self.hbm_bw <= 0:
+            raise ValueError(f"{self.name}: memory, FLOP/s and bandwidth must be positive")
+        if self.host_link_bw <= 0 or self.nvlink_bw < 0 or self.host_dram_bytes < 0:
+            raise ValueError(f"{self.name}: link rates and host DRAM must be non-negative")
+        if self.disk_bw is not None and self.disk_bw <= 0:
+            raise ValueError(f"{self.name}: disk_bw must be positive or None")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """A dense Llama-style decoder: grouped-query attention, gated MLP, untied LM head.
+
+    ``params`` is the published total (embedding and LM head included) and sizes the weights in
+    HBM; the per-token FLOPs come from the architecture fields (``layer_params``).
+    """
+
+    name: str
+    params: int
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    dtype_bytes: int = 2
+
+    def __post_init__(self) -> None:
+        dims = (self.params, self.layers, self.hidden, self.heads, self.kv_heads, self.head_dim)
+        if min(dims) <= 0 or self.intermediate <= 0 or self.vocab <= 0 or self.dtype_bytes <= 0:
+            raise ValueError(f"{self.name}: every dimension must be positive")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"{self.name}: heads must be a multiple of kv_heads")
+
+    @property
+    def layer_params(self) -> int:
+        """Matrix parameters of all decoder layers (Q, K, V, O, gated MLP; norms left out)."""
+        q_o = 2 * self.hidden * self.heads * self.head_dim
+        k_v = 2 * self.hidden * self.kv_heads * self.head_dim
+        mlp = 3 * self.hidden * self.intermediate
+        return self.layers * (q_o + k_v + mlp)
+
+    @property
+    def lm_head_params(self) -> int:
+        """Parameters of the output projection (hidden x vocab), read once per step."""
+        return self.hidden * self.vocab
+
+
+GPUS: dict[str, GpuSpec] = {
+    spec.name: spec
+    for spec in (
+        # H100 SXM5 datasheet: 989 TFLOP/s dense bf16, 3.35 TB/s HBM3, NVLink 4 900 GB/s.
+        # HBM as nvidia-smi reports it (81559 MiB). PCIe Gen5 x16 ~55 GB/s effective (64 GB/s
+        # raw). Host DRAM: a DGX/HGX H100 has 2 TB for 8 GPUs; 192 GiB per GPU is left for KV.
+        # Disk: one Gen4 NVMe per GPU (DGX H100 ships 8 x 3.84 TB), ~6 GB/s sequential read.
+        GpuSpec(
+            name="H100-80GB",
+            hbm_bytes=81559 * MIB,
+            peak_flops=989e12,
+            hbm_bw=3.35e12,
+            host_link_bw=55e9,
+            nvlink_bw=900e9,
+            host_dram_bytes=192 * GIB,
+            disk_bw=6e9,
+        ),
+        # H200 SXM datasheet: H100 compute, 141 GB HBM3e at 4.8 TB/s. HBM 143771 MiB as
+        # nvidia-smi reported on this workplace's H200 (/work/.library/device/KINDS.md).
+        GpuSpec(
+            name="H200-141GB",
+            hbm_bytes=143771 * MIB,
+            peak_flops=989e12,
+            hbm_bw=4.8e12,
+            host_link_bw=55e9,
+            nvlink_bw=900e9,
+            host_dram_bytes=192 * GIB,
+            disk_bw=6e9,
+        ),
+        # The CI / embedded default: SGLang on 2 CPU cores serving tiny-llama. "HBM" is the RAM
+        # SGLang may use, the "peak" is 2 AVX2 cores in fp32 (~2 x 3 GHz x 32 FLOP/cycle), and
+        # there is no host tier (HiCache needs a GPU) and no interconnect. Rough leads only:
+        # step time on this device is overhead-bound (see its calibration profile).
+        GpuSpec(
+            name="cpu-2core",
+            hbm_bytes=4 * GIB,
+            peak_flops=190e9,
+            hbm_bw=20e9,
+            host_link_bw=20e9,
+            nvlink_bw=0.0,
+            host_dram_bytes=0,
+            disk_bw=None,
+        ),
+    )
+}
+
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        # Hugging Face config.json of meta-llama/Llama-3.1-8B and -70B; params as published.
+        ModelSpec(
+            name="llama-3.1-8b",
+            params=8_030_261_248,
+            layers=32,
+            hidden=4096,
+            heads=32,
+            kv_heads=8,
+            head_dim=128,
+            intermediate=14336,
+            vocab=128256,
+        ),
+        ModelSpec(
+            name="llama-3.1-70b",
+            params=70_553_706_496,
+            layers=80,
+            hidden=8192,
+            heads=64,
+            kv_heads=8,
+            head_dim=128,
+            intermediate=28672,
+            vocab=128256,
+        ),
+        # The project's locally generated CPU model (server/runtime/sglang/tiny_model.py, whose
+        # LlamaConfig sets intermediate_size=128); params counted from that config, norms in.
+        ModelSpec(
+            name="tiny-llama",
+            params=139_584,
+            layers=2,
+            hidden=64,
+            heads=4,
+            kv_heads=2,
+            head_dim=16,
+            intermediate=128,
+            vocab=512,
+        ),
+    )
+}
+
+
+def gpu(name: str) -> GpuSpec:
+    """Return the GPU preset ``name``; raises ``KeyError`` naming the known presets."""
+    try:
+        return GPUS[name]
+    except KeyError:
+        raise KeyError(f"unknown GPU {name!r}; known: {sorted(GPUS)}") from None
+
+
+def model(name: str) -> ModelSpec:
+    """Return the model preset ``name``; raises ``KeyError`` naming the known presets."""
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise KeyError(f"unknown model {name!r}; known: {sorted(MODELS)}") from None

@@ -1,0 +1,1 @@
+"""Calibration profiles (JSON), one per GPU x model x tensor-parallel preset."""

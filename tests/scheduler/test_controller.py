@@ -1,0 +1,161 @@
+"""The controller's lifecycle rules: readiness, quotas, retries, cancel, tickets."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
+from agentconsole.scheduler.events import EventKind, EventLog
+from agentconsole.scheduler.program import (
+    Node,
+    NodeKind,
+    NodeState,
+    ProgramState,
+    Quotas,
+    RetryPolicy,
+    ToolKind,
+    ToolSpec,
+)
+
+
+class FlatCost:
+    def call_seconds(self, uncached_prompt_tokens: int, output_tokens: float) -> float:
+        return uncached_prompt_tokens * 1e-4 + output_tokens * 1e-2
+
+
+def _controller() -> tuple[ProgramController, EventLog]:
+    log = EventLog()
+    return ProgramController(log, FlatCost()), log
+
+
+def _llm(nid: str, *parents: str) -> Node:
+    return Node(nid, "", NodeKind.LLM, parents=parents)
+
+
+def _tool(nid: str, *parents: str, side_effect: bool = False, idempotent: bool = True) -> Node:
+    spec = ToolSpec("run_tests", ToolKind.TEST_RUN, side_effect=side_effect, idempotent=idempotent)
+    return Node(nid, "", NodeKind.TOOL, parents=parents, tool=spec, retry=RetryPolicy(2))
+
+
+def _usage(service: float = 0.5) -> CallUsage:
+    return CallUsage(prompt_tokens=1000, cached_tokens=400, output_tokens=50, service_s=service)
+
+
+def test_serial_program_lifecycle_and_events() -> None:
+    c, log = _controller()
+    c.open_program("p", "acme", 0.0, labels={"workload": "w"})
+    n1 = c.add_node("p", _llm("n1"), 0.0)
+    assert n1.state is NodeState.READY
+    t = c.ticket("p", "n1", 0.0, prompt_tokens=1000, cached_tokens=400)
+    assert t.call_id == "p/n1/1"
+    assert t.tenant == "acme"
+    assert t.completed_calls == 0
+    assert t.service_estimate_s == pytest.approx(600 * 1e-4 + t.expected_output_tokens * 1e-2)
+    c.start_node("p", "n1", 1.0)
+    tool = c.add_node("p", _tool("t1", "n1"), 1.5)
+    assert tool.state is NodeState.PENDING  # its parent is still running
+    ready = c.finish_llm("p", "n1", 2.0, _usage())
+    assert [n.node_id for n in ready] == ["t1"]
+    program = c.get("p")
+    assert program.attained_service_s == 0.5
+    assert program.completed_calls == 1
+    assert program.wait_s == pytest.approx(1.0)  # ready at 0, started at 1
+    assert program.tokens_used == 650
+    c.start_node("p", "t1", 2.0)
+    ready, retry = c.finish_tool("p", "t1", 3.0, outcome="ok", latency_s=1.0)
+    assert not retry
+    assert ready == []
+    c.finish_program("p", 3.0)
+    kinds = [e.kind for e in log]
+    assert kinds[0] is EventKind.PROGRAM_CREATED
+    assert kinds[-1] is EventKind.PROGRAM_FINISHED
+    assert EventKind.TOOL_STARTED in kinds
+    assert EventKind.TOOL_FINISHED in kinds
+
+
+def test_atlas_signal_follows_heaviest_parent_path() -> None:
+    c, _ = _controller()
+    c.open_program("p", "t", 0.0)
+    for nid, parents, service in [("a", (), 1.0), ("b", ("a",), 3.0), ("c", ("a",), 0.5)]:
+        c.add_node("p", _llm(nid, *parents), 0.0)
+        c.start_node("p", nid, 0.0)
+        c.finish_llm("p", nid, 0.0, _usage(service))
+    c.add_node("p", _llm("d", "b", "c"), 0.0)
+    t = c.ticket("p", "d", 0.0, prompt_tokens=10)
+    assert t.cp_service_s == pytest.approx(4.0)  # a + b, not a + b + c
+    assert t.program_service_s == pytest.approx(4.5)
+
+
+def test_failed_tool_retries_only_when_safe() -> None:
+    c, _ = _controller()
+    c.open_program("p", "t", 0.0)
+    c.add_node("p", _tool("safe"), 0.0)
+    c.start_node("p", "safe", 0.0)
+    _, retry = c.finish_tool("p", "safe", 1.0, outcome="timeout", latency_s=1.0)
+    assert retry
+    assert c.get("p").nodes["safe"].state is NodeState.READY
+    c.start_node("p", "safe", 1.0)
+    _, retry = c.finish_tool("p", "safe", 2.0, outcome="timeout", latency_s=1.0)
+    assert not retry
+    assert c.get("p").nodes["safe"].state is NodeState.FAILED
+
+    c.add_node("p", _tool("email", side_effect=True, idempotent=False), 2.0)
+    c.start_node("p", "email", 2.0)
+    _, retry = c.finish_tool("p", "email", 3.0, outcome="timeout", latency_s=1.0)
+    assert not retry  # a side effect without a key is never re-run automatically
+
+
+def test_quotas() -> None:
+    c, _ = _controller()
+    c.open_program("p", "t", 0.0, quotas=Quotas(tokens=1000, tool_calls=1, branches=2))
+    c.add_node("p", _llm("a"), 0.0)
+    c.add_node("p", _tool("t1", "a"), 0.0)
+    with pytest.raises(QuotaExceeded) as err:
+        c.add_node("p", _tool("t2", "a"), 0.0)
+    assert err.value.quota == "tool_calls"
+    c.add_node("p", _llm("b", "a"), 0.0)  # second branch under a
+    with pytest.raises(QuotaExceeded) as err:
+        c.add_node("p", _llm("c", "a"), 0.0)
+    assert err.value.quota == "branches"
+    assert "c" not in c.get("p").nodes
+    assert c.get("p").branches == 2
+    c.start_node("p", "a", 0.0)
+    with pytest.raises(QuotaExceeded) as err:
+        c.finish_llm("p", "a", 1.0, CallUsage(5000, 0, 10, 0.1))
+    assert err.value.quota == "tokens"
+
+
+def test_cancel_returns_running_nodes_and_is_idempotent() -> None:
+    c, log = _controller()
+    c.open_program("p", "t", 0.0)
+    c.add_node("p", _llm("a"), 0.0)
+    c.start_node("p", "a", 0.0)
+    c.add_node("p", _llm("b", "a"), 0.0)
+    running = c.cancel_program("p", 1.0)
+    assert [n.node_id for n in running] == ["a"]
+    program = c.get("p")
+    assert program.state is ProgramState.CANCELLED
+    assert all(n.state is NodeState.CANCELLED for n in program.nodes.values())
+    assert c.cancel_program("p", 2.0) == []
+    assert sum(e.kind is EventKind.PROGRAM_CANCELLED for e in log) == 1
+    with pytest.raises(ValueError, match="cancelled"):
+        c.add_node("p", _llm("c"), 3.0)
+
+
+def test_remaining_work_is_learned_and_errors_recorded() -> None:
+    c, _ = _controller()
+    for i in range(10):
+        pid = f"p{i}"
+        c.open_program(pid, "t", 0.0, labels={"workload": "w"})
+        prev: tuple[str, ...] = ()
+        for k in range(4):
+            c.add_node(pid, _llm(f"n{k}", *prev), 0.0)
+            c.ticket(pid, f"n{k}", 0.0, prompt_tokens=10)
+            c.start_node(pid, f"n{k}", 0.0)
+            c.finish_llm(pid, f"n{k}", 0.0, _usage(0.1))
+            prev = (f"n{k}",)
+        c.finish_program(pid, 1.0)
+    assert c.remaining_work.remaining_calls("w", 1) == pytest.approx(3.0)
+    summary = c.prediction_log.summary()
+    assert summary["remaining_calls"]["count"] == 40
+    assert "output_tokens" in summary

@@ -1,0 +1,1 @@
+"""Operator consoles: the Textual dashboard and the browser page."""
