@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.sample_traces.trace_cases import handmade
 
 from agentconsole.sample_traces import TraceProgram, parse_program
+from tests.sample_traces.trace_cases import handmade
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.sample_traces.trace_cases import BAD
 
 from agentconsole.sample_traces import (
     Branch,
@@ -26,6 +25,7 @@ from agentconsole.sample_traces import (
     parse_program,
     program_to_dict,
 )
+from tests.sample_traces.trace_cases import BAD
 
 
 def test_handmade_program_parses_with_defaults(program: TraceProgram) -> None:

@@ -9,7 +9,6 @@ from typing import Any
 
 import jsonschema
 import pytest
-from tests.sample_traces.trace_cases import BAD
 
 import agentconsole.sample_traces as sample_traces
 from agentconsole.sample_traces import (
@@ -20,6 +19,7 @@ from agentconsole.sample_traces import (
     program_to_dict,
 )
 from agentconsole.sample_traces.codec import dumps_program
+from tests.sample_traces.trace_cases import BAD
 
 
 @pytest.fixture(scope="module")

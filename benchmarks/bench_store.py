@@ -1,0 +1,156 @@
+"""Store benchmark: event ingest rate and append-to-ack latency on a real DuckDB file.
+
+Run: ``.venv/bin/python benchmarks/bench_store.py [--events N] [--seconds S] [--dir PATH]``.
+Goals (issue "Serve"): ingest >= 100,000 events/s; p99 append-to-ack <= 50 ms.
+
+* ``ingest``: one producer thread emits N pre-built events (fire and forget) as fast as it
+  can, then waits for a flush; rate = N / (first emit -> flush acknowledged).
+* ``ack @ R/s``: a producer appends acknowledged events at a paced rate R for S seconds; each
+  latency is from ``append()`` to the future resolving (after its batch's COMMIT/fsync).
+* ``ack @ R/s + bg``: the same with a second thread emitting background load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+from agentconsole.scheduler.events import Event, EventKind
+from agentconsole.server.store import Store, StoreConfig
+
+
+def _events(n: int) -> list[Event]:
+    kinds = list(EventKind)
+    now = time.time()
+    return [
+        Event(
+            t=now + i * 1e-6,
+            kind=kinds[i % len(kinds)],
+            program_id=f"prog-{i % 500}",
+            node_id=f"node-{i % 20}",
+            attempt=i % 3,
+            tenant=f"tenant-{i % 4}",
+            data={"tokens": i % 4096, "cached": i % 1024, "ok": True, "dur_s": 0.25},
+        )
+        for i in range(n)
+    ]
+
+
+def bench_ingest(store: Store, n: int) -> dict[str, float]:
+    """Fire-and-forget ingest of ``n`` events; returns rates and batch figures."""
+    events = _events(n)
+    before = store.writer.stats.batches
+    start = time.perf_counter()
+    emit = store.writer.emit
+    for event in events:
+        emit(event)
+    enqueued = time.perf_counter()
+    store.writer.flush().result(timeout=600)
+    done = time.perf_counter()
+    batches = store.writer.stats.batches - before
+    return {
+        "events": n,
+        "enqueue_per_s": n / (enqueued - start),
+        "ingest_per_s": n / (done - start),
+        "mean_batch": n / max(batches, 1),
+        "dropped": store.writer.stats.dropped,
+    }
+
+
+def _paced_acks(store: Store, rate: float, seconds: float) -> list[float]:
+    latencies: list[float] = []
+    lock = threading.Lock()
+    pending: list[Future[int]] = []
+    event = _events(1)[0]
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    n = int(rate * seconds)
+    for i in range(n):
+        target = start + i * interval
+        delay = target - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        sent = time.perf_counter()
+        future = store.writer.append(event)
+
+        def done(_: Future[int], sent: float = sent) -> None:
+            with lock:
+                latencies.append(time.perf_counter() - sent)
+
+        future.add_done_callback(done)
+        pending.append(future)
+    for future in pending:
+        future.result(timeout=60)
+    return latencies
+
+
+def bench_latency(store: Store, rate: float, seconds: float, background: float) -> dict[str, float]:
+    """Append-to-ack latency at ``rate`` acked events/s, with ``background`` events/s emitted
+    by another thread."""
+    stop = threading.Event()
+
+    def load() -> None:
+        events = _events(10_000)
+        chunk = max(1, int(background / 100))
+        i = 0
+        while not stop.is_set():
+            tick = time.perf_counter()
+            for _ in range(chunk):
+                store.writer.emit(events[i % len(events)])
+                i += 1
+            time.sleep(max(0.0, 0.01 - (time.perf_counter() - tick)))
+
+    thread = threading.Thread(target=load, daemon=True)
+    if background > 0:
+        thread.start()
+    try:
+        lat = sorted(_paced_acks(store, rate, seconds))
+    finally:
+        stop.set()
+        if background > 0:
+            thread.join()
+    return {
+        "acked": len(lat),
+        "p50_ms": statistics.median(lat) * 1e3,
+        "p99_ms": lat[int(len(lat) * 0.99) - 1] * 1e3,
+        "max_ms": lat[-1] * 1e3,
+    }
+
+
+def main() -> None:
+    """Run the three measurements and print a table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=300_000)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rate", type=float, default=2_000.0, help="acked appends per second")
+    parser.add_argument("--background", type=float, default=50_000.0, help="emitted events/s")
+    parser.add_argument("--linger-ms", type=float, default=0.0)
+    parser.add_argument("--dir", type=Path, default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        config = StoreConfig(linger_s=args.linger_ms / 1e3)
+        with Store.open(Path(tmp) / "bench.duckdb", config) as store:
+            ingest = bench_ingest(store, args.events)
+            quiet = bench_latency(store, args.rate, args.seconds, 0.0)
+            loaded = bench_latency(store, args.rate, args.seconds, args.background)
+    print(f"{'measurement':34s} {'value':>12s}  goal")
+    print(f"{'ingest (emit -> committed) ev/s':34s} {ingest['ingest_per_s']:12,.0f}  >= 100,000")
+    print(f"{'  enqueue only, ev/s':34s} {ingest['enqueue_per_s']:12,.0f}")
+    print(f"{'  mean batch (events/commit)':34s} {ingest['mean_batch']:12,.0f}")
+    print(f"{'  dropped':34s} {ingest['dropped']:12,.0f}  0")
+    for name, res in (
+        (f"ack @ {args.rate:,.0f}/s", quiet),
+        (f"ack @ {args.rate:,.0f}/s + {args.background:,.0f}/s bg", loaded),
+    ):
+        print(f"{name + ' p50 ms':34s} {res['p50_ms']:12.2f}")
+        print(f"{name + ' p99 ms':34s} {res['p99_ms']:12.2f}  <= 50")
+        print(f"{name + ' max ms':34s} {res['max_ms']:12.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""Opening the DuckDB file read-write, or refusing to with a message an operator can act on.
+
+Nothing here deletes, copies, truncates or rewrites a file: a database or WAL that cannot be
+opened cleanly stops start-up and is left exactly as found, because the usual "fix" (delete
+the ``.wal``) throws committed transactions away. An existing file is first opened
+read-only as a probe (DuckDB then replays the WAL in memory and writes nothing), checked by
+:mod:`preflight`, closed, and only then opened read-write: a read-write open checkpoints a
+replayed WAL into the file, so it must not be the first to meet a damaged one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from agentconsole.server.store.config import StoreConfig
+from agentconsole.server.store.errors import StoreOpenError
+from agentconsole.server.store.preflight import missing_blocks, wal_path, wal_problem
+
+_KEEP = "Both files were left untouched; keep them (a copy is the safe way to experiment)"
+_LOCK_HOLDER = re.compile(r"held in (?P<prog>.*?) \(PID (?P<pid>\d+)\)")
+# DuckDB hands a second connect() of the same file in one process the *same* instance, which
+# would give one file two writers; this registry refuses that instead.
+_open_in_process: set[str] = set()
+_registry_lock = threading.Lock()
+_IN_PROCESS = "Use the open Store object (reads: Store.cursor(), export: pass the Store)."
+
+
+@dataclass(frozen=True, slots=True)
+class OpenInfo:
+    """What was found at open: ``wal_bytes`` > 0 means the last shutdown was not clean."""
+
+    path: Path
+    created: bool
+    wal_bytes: int
+
+
+def refuse_unsafe_paths(path: Path) -> None:
+    """Raise :class:`StoreOpenError` for a missing directory, a non-file, or a bad WAL."""
+    if not path.parent.is_dir():
+        raise StoreOpenError(
+            path, f"the directory {path.parent} does not exist", "Create it or choose another path."
+        )
+    if path.exists() and not path.is_file():
+        raise StoreOpenError(path, "it is not a regular file", "Choose a file path.")
+    problem = wal_problem(path)
+    if problem is not None:
+        raise StoreOpenError(
+            path,
+            problem,
+            f"{_KEEP}. Inspect them with the duckdb {duckdb.__version__} CLI, or restore from a "
+            "backup; deleting the WAL loses the transactions in it.",
+        )
+
+
+def explain_open_error(path: Path, error: Exception) -> StoreOpenError:
+    """Turn DuckDB's open error into a :class:`StoreOpenError` with a remedy."""
+    message = str(error)
+    wal = wal_path(path)
+    if "different configuration" in message:
+        return StoreOpenError(path, "it is already open in this process", _IN_PROCESS)
+    if "Could not set lock" in message or "Conflicting lock" in message:
+        holder = _LOCK_HOLDER.search(message)
+        who = f" (PID {holder['pid']}, {holder['prog']})" if holder else ""
+        return StoreOpenError(
+            path,
+            f"it is locked by another process{who}",
+            "Only the serve process may open the store, read-only openers included (consoles "
+            "read through the HTTP API). Stop the other process or use another file.",
+        )
+    if "replaying WAL" in message or "WAL file" in message:
+        return StoreOpenError(
+            path,
+            f"its write-ahead log {wal} cannot be replayed ({message})",
+            f"{_KEEP}. Restore from a backup, or inspect them with the duckdb "
+            f"{duckdb.__version__} CLI; deleting the WAL loses the transactions in it.",
+        )
+    if "not a valid DuckDB database file" in message:
+        return StoreOpenError(
+            path,
+            "the file exists but is not a DuckDB database",
+            "Check the path. agentconsole never overwrites a file it did not create.",
+        )
+    if "version" in message.lower() and "storage" in message.lower():
+        return StoreOpenError(
+            path,
+            f"it was written by an incompatible DuckDB version ({message})",
+            f"Open it with the DuckDB version that wrote it and export it; this build uses "
+            f"{duckdb.__version__}.",
+        )
+    if isinstance(error, PermissionError) or "Permission denied" in message:
+        return StoreOpenError(
+            path, f"permission denied ({message})", "Fix the file's owner or mode."
+        )
+    return StoreOpenError(
+        path,
+        f"the database file is damaged or unreadable ({message})",
+        f"{_KEEP}. Restore from a backup or the last Parquet export.",
+    )
+
+
+def probe(path: Path, config: StoreConfig) -> None:
+    """Open an existing ``path`` read-only, check it, close it; raise :class:`StoreOpenError`
+    for anything :func:`explain_open_error` or :func:`missing_blocks` objects to."""
+    settings: dict[str, str | bool | int | float | list[str]] = {
+        "memory_limit": config.memory_limit,
+        "threads": str(config.threads),
+    }
+    try:
+        con = duckdb.connect(str(path), read_only=True, config=settings)
+    except (duckdb.Error, OSError) as error:
+        raise explain_open_error(path, error) from error
+    try:
+        problem = missing_blocks(con, path)
+    except duckdb.Error as error:
+        raise explain_open_error(path, error) from error
+    finally:
+        con.close()
+    if problem is not None:
+        raise StoreOpenError(path, problem, f"{_KEEP}. Restore from a backup or the last export.")
+
+
+def open_connection(path: Path, config: StoreConfig) -> tuple[duckdb.DuckDBPyConnection, OpenInfo]:
+    """Open ``path`` read-write with ``config`` applied at open time (before WAL replay).
+
+    Creates the file if it does not exist. Raises :class:`StoreOpenError` if the directory is
+    missing, the file is locked by another process (or already open in this one), is not a
+    DuckDB database, is damaged or truncated, or its WAL cannot be replayed or fails
+    :func:`wal_problem`; the files are then unchanged.
+    """
+    path = path.absolute()
+    refuse_unsafe_paths(path)
+    key = os.path.realpath(path)
+    with _registry_lock:
+        if key in _open_in_process:
+            raise StoreOpenError(path, "it is already open in this process", _IN_PROCESS)
+        created = not path.exists()
+        wal = wal_path(path)
+        wal_bytes = wal.stat().st_size if wal.is_file() else 0
+        if not created:
+            probe(path, config)
+        try:
+            con = duckdb.connect(str(path), config=config.duckdb_config())
+        except (duckdb.Error, OSError) as error:
+            raise explain_open_error(path, error) from error
+        _open_in_process.add(key)
+    return con, OpenInfo(path=path, created=created, wal_bytes=wal_bytes)
+
+
+def release(path: Path) -> None:
+    """Forget that ``path`` is open in this process (after its connection was closed)."""
+    with _registry_lock:
+        _open_in_process.discard(os.path.realpath(path))

@@ -1,0 +1,272 @@
+"""Read queries the API and consoles need, each in one place.
+
+Every method opens its own short-lived cursor on the writer's database instance (a separate
+DuckDB connection, hence its own MVCC snapshot of committed data), so reads run in the
+caller's thread in parallel with the writer and never delay a commit. Methods are safe to
+call from any thread, including from a thread pool under asyncio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, cast
+
+import duckdb
+
+from agentconsole.scheduler.events import Event, EventKind, Scalar
+from agentconsole.server.store.catalog import ApiKeyRecord, TenantRecord, ToolRecord
+from agentconsole.server.store.intent_types import IntentRecord, IntentState
+from agentconsole.server.store.journal import MetricSample, OperatorAction
+from agentconsole.server.store.jsonutil import loads_object
+from agentconsole.server.store.records import AttemptRecord, NodeRecord, ProgramRecord
+
+CursorFactory = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event with the sequence number the writer gave it."""
+
+    seq: int
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAction:
+    """An audited operator action with its id."""
+
+    action_id: int
+    action: OperatorAction
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramView:
+    """A program with its nodes (DAG order of creation) and every attempt of them."""
+
+    program: ProgramRecord
+    nodes: tuple[NodeRecord, ...]
+    attempts: tuple[AttemptRecord, ...]
+
+
+def _cols(names: tuple[str, ...]) -> str:
+    return ", ".join(names)
+
+
+_EVENT_COLS = "seq, ts, kind, program_id, node_id, attempt, tenant, data"
+_INTENT_COLS = (
+    "tool_call_id, params_hash, program_id, node_id, tool, side_effect, idempotent, state,"
+    " epoch, created_at, updated_at, error"
+)
+
+
+def _event(r: tuple[Any, ...]) -> StoredEvent:
+    data = cast(Mapping[str, Scalar], loads_object(r[7]))
+    event = Event(
+        t=r[1],
+        kind=EventKind(r[2]),
+        program_id=r[3] or "",
+        node_id=r[4] or "",
+        attempt=r[5] or 0,
+        tenant=r[6] or "",
+        data=data,
+    )
+    return StoredEvent(seq=int(r[0]), event=event)
+
+
+def _intent(r: tuple[Any, ...]) -> IntentRecord:
+    return IntentRecord(
+        tool_call_id=r[0],
+        params_hash=r[1],
+        program_id=r[2],
+        node_id=r[3],
+        tool=r[4],
+        side_effect=r[5],
+        idempotent=r[6],
+        state=IntentState(r[7]),
+        epoch=r[8],
+        created_at=r[9],
+        updated_at=r[10],
+        error=r[11],
+    )
+
+
+class Repository:
+    """Typed read access to the store's tables."""
+
+    def __init__(self, cursor: CursorFactory) -> None:
+        self._cursor = cursor
+
+    def _all(self, sql: str, params: list[object] | None = None) -> list[tuple[Any, ...]]:
+        with self._cursor() as cur:
+            return cur.execute(sql, params or []).fetchall()
+
+    def get_program(self, program_id: str) -> ProgramView | None:
+        """The program with its nodes and attempts, or ``None`` if unknown. The three reads
+        share one snapshot."""
+        p, n, a = ProgramRecord.SPEC, NodeRecord.SPEC, AttemptRecord.SPEC
+        with self._cursor() as cur:
+            cur.execute("BEGIN TRANSACTION")
+            row = cur.execute(
+                f"SELECT {_cols(p.names)} FROM programs WHERE program_id = ?", [program_id]
+            ).fetchone()
+            nodes = cur.execute(
+                f"SELECT {_cols(n.names)} FROM nodes WHERE program_id = ?"
+                " ORDER BY created_at, node_id",
+                [program_id],
+            ).fetchall()
+            attempts = cur.execute(
+                f"SELECT {_cols(a.names)} FROM attempts WHERE program_id = ?"
+                " ORDER BY started_at, node_id, attempt",
+                [program_id],
+            ).fetchall()
+            cur.execute("COMMIT")
+        if row is None:
+            return None
+        return ProgramView(
+            ProgramRecord.from_row(row),
+            tuple(NodeRecord.from_row(r) for r in nodes),
+            tuple(AttemptRecord.from_row(r) for r in attempts),
+        )
+
+    def list_programs(
+        self,
+        *,
+        tenant: str | None = None,
+        state: str | None = None,
+        label: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[ProgramRecord]:
+        """Programs matching every given filter, newest first. ``label`` matches one entry
+        of ``labels`` exactly."""
+        where: list[str] = ["TRUE"]
+        params: list[object] = []
+        for column, value in (("tenant", tenant), ("state", state)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if label is not None:
+            where.append("list_contains(labels, ?)")
+            params.append(label)
+        sql = (
+            f"SELECT {_cols(ProgramRecord.SPEC.names)} FROM programs"
+            f" WHERE {' AND '.join(where)} ORDER BY created_at DESC, program_id"
+            " LIMIT ? OFFSET ?"
+        )
+        return [ProgramRecord.from_row(r) for r in self._all(sql, [*params, limit, offset])]
+
+    def events_since(
+        self,
+        seq: int,
+        *,
+        limit: int = 1000,
+        program_id: str | None = None,
+        tenant: str | None = None,
+    ) -> list[StoredEvent]:
+        """Events with ``seq`` greater than ``seq``, in order (SSE catch-up from a
+        ``Last-Event-ID``). A scan: ``events`` has no index by design."""
+        where: list[str] = ["seq > ?"]
+        params: list[object] = [seq]
+        for column, value in (("program_id", program_id), ("tenant", tenant)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        sql = f"SELECT {_EVENT_COLS} FROM events WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?"
+        return [_event(r) for r in self._all(sql, [*params, limit])]
+
+    def last_seq(self) -> int:
+        """The highest committed event ``seq`` (0 when empty)."""
+        return int(self._all("SELECT coalesce(max(seq), 0) FROM events")[0][0])
+
+    def audit_log(
+        self,
+        *,
+        limit: int = 100,
+        before_id: int | None = None,
+        actor: str | None = None,
+        target: str | None = None,
+    ) -> list[StoredAction]:
+        """Operator actions, newest first; page with ``before_id``."""
+        where: list[str] = ["TRUE"]
+        params: list[object] = []
+        for clause, value in (
+            ("action_id < ?", before_id),
+            ("actor = ?", actor),
+            ("target = ?", target),
+        ):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        names = _cols(OperatorAction.SPEC.names)
+        sql = (
+            f"SELECT {names} FROM operator_actions WHERE {' AND '.join(where)}"
+            " ORDER BY action_id DESC LIMIT ?"
+        )
+        return [
+            StoredAction(int(r[0]), OperatorAction.from_row(r[1:]))
+            for r in self._all(sql, [*params, limit])
+        ]
+
+    def get_intent(self, tool_call_id: str) -> IntentRecord | None:
+        """One tool intent, or ``None``."""
+        rows = self._all(
+            f"SELECT {_INTENT_COLS} FROM tool_intents WHERE tool_call_id = ?", [tool_call_id]
+        )
+        return _intent(rows[0]) if rows else None
+
+    def list_intents(
+        self, *, state: IntentState | None = None, program_id: str | None = None, limit: int = 100
+    ) -> list[IntentRecord]:
+        """Tool intents, most recently changed first (``needs_reconcile`` for the console)."""
+        where: list[str] = ["TRUE"]
+        params: list[object] = []
+        for column, value in (("state", state), ("program_id", program_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(str(value))
+        sql = (
+            f"SELECT {_INTENT_COLS} FROM tool_intents WHERE {' AND '.join(where)}"
+            " ORDER BY updated_at DESC, tool_call_id LIMIT ?"
+        )
+        return [_intent(r) for r in self._all(sql, [*params, limit])]
+
+    def tools(self, tenant: str) -> list[ToolRecord]:
+        """Tools visible to ``tenant``: its own and the platform-wide ones (``tenant=''``);
+        a tenant's tool shadows a platform tool of the same name."""
+        sql = (
+            f"SELECT {_cols(ToolRecord.SPEC.names)} FROM tools WHERE tenant IN (?, '')"
+            " QUALIFY row_number() OVER (PARTITION BY name ORDER BY tenant DESC) = 1"
+            " ORDER BY name"
+        )
+        return [ToolRecord.from_row(r) for r in self._all(sql, [tenant])]
+
+    def tenants(self) -> list[TenantRecord]:
+        """Every tenant, by id."""
+        sql = f"SELECT {_cols(TenantRecord.SPEC.names)} FROM tenants ORDER BY tenant"
+        return [TenantRecord.from_row(r) for r in self._all(sql)]
+
+    def api_key(self, key_hash: str) -> ApiKeyRecord | None:
+        """The unrevoked key with this hash, or ``None``."""
+        sql = (
+            f"SELECT {_cols(ApiKeyRecord.SPEC.names)} FROM api_keys"
+            " WHERE key_hash = ? AND revoked_at IS NULL"
+        )
+        rows = self._all(sql, [key_hash])
+        return ApiKeyRecord.from_row(rows[0]) if rows else None
+
+    def metrics_since(
+        self, ts: float, *, name: str | None = None, limit: int = 10_000
+    ) -> list[MetricSample]:
+        """Metric samples taken after ``ts``, oldest first."""
+        where: list[str] = ["ts > ?"]
+        params: list[object] = [ts]
+        if name is not None:
+            where.append("name = ?")
+            params.append(name)
+        sql = (
+            f"SELECT {_cols(MetricSample.SPEC.names)} FROM metric_snapshots"
+            f" WHERE {' AND '.join(where)} ORDER BY ts LIMIT ?"
+        )
+        return [MetricSample.from_row(r) for r in self._all(sql, [*params, limit])]

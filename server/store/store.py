@@ -1,0 +1,184 @@
+"""The store's front door: open safely, migrate, recover, serve, close cleanly.
+
+Start-up order: refuse unsafe files (:mod:`opening`), migrate the schema, resolve tool
+intents a crash left in progress, ``CHECKPOINT`` (so neither DDL nor recovery sits in the WAL
+while serving), then start the writer thread. Close: stop taking writes, commit everything
+queued, wait for readers, ``CHECKPOINT``, close the connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+
+import duckdb
+
+from agentconsole.server.store.config import StoreConfig
+from agentconsole.server.store.errors import StoreClosedError, StoreOpenError
+from agentconsole.server.store.intent_types import RecoveryReport
+from agentconsole.server.store.intents import ToolIntents, recover_intents
+from agentconsole.server.store.opening import (
+    OpenInfo,
+    explain_open_error,
+    open_connection,
+    release,
+)
+from agentconsole.server.store.repository import Repository
+from agentconsole.server.store.schema import MigrationReport, SchemaError, migrate
+from agentconsole.server.store.writer import StoreWriter
+
+log = logging.getLogger(__name__)
+
+
+class Store:
+    """An open store. Build it with :meth:`open`; one per process and file."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        info: OpenInfo,
+        migration: MigrationReport,
+        recovery: RecoveryReport,
+        config: StoreConfig,
+    ) -> None:
+        self._con = con
+        self._config = config
+        self.info = info
+        self.migration = migration
+        self.writer = StoreWriter(con, config)
+        self.intents = ToolIntents(self.writer, recovery)
+        self.repo = Repository(self.cursor)
+        self._read_root = con.cursor()
+        self._cursor_lock = threading.Lock()
+        self._readers = 0
+        self._readers_done = threading.Condition()
+        self._closed = False
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self.info.path
+
+    @classmethod
+    def open(cls, path: str | Path, config: StoreConfig | None = None) -> Store:
+        """Open (or create) the store at ``path`` and start its writer.
+
+        Raises :class:`StoreOpenError` when the file is locked by another process, is not a
+        DuckDB database, is damaged, has a WAL that cannot be replayed, or has a schema this
+        build cannot migrate; these refusals happen before anything is written, so the files
+        are left exactly as they were.
+        """
+        config = config or StoreConfig()
+        con, info = open_connection(Path(path), config)
+        try:
+            migration = migrate(con)
+            recovery = recover_intents(con, time.time())
+            con.execute("CHECKPOINT")
+        except SchemaError as error:
+            cls._abandon(con, info)
+            raise StoreOpenError(
+                info.path,
+                f"its schema cannot be used ({error})",
+                "Use the agentconsole release that wrote it, or export it and start afresh.",
+            ) from error
+        except duckdb.Error as error:
+            cls._abandon(con, info)
+            raise explain_open_error(info.path, error) from error
+        if recovery.needs_reconcile or recovery.retryable:
+            log.warning(
+                "recovered tool intents: %d re-executable, %d need reconciling",
+                len(recovery.retryable),
+                len(recovery.needs_reconcile),
+            )
+        store = cls(con, info, migration, recovery, config)
+        store.writer.start()
+        return store
+
+    @staticmethod
+    def _abandon(con: duckdb.DuckDBPyConnection, info: OpenInfo) -> None:
+        try:
+            con.close()
+        finally:
+            release(info.path)
+
+    @contextmanager
+    def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A fresh read cursor (its own connection and snapshot), closed on exit.
+
+        Use from any thread; never write through it (writes go through :attr:`writer`).
+        Raises :class:`StoreClosedError` once :meth:`close` has begun.
+        """
+        with self._readers_done:
+            if self._closed:
+                raise StoreClosedError("the store is closed")
+            self._readers += 1
+        try:
+            with self._cursor_lock:
+                cur = self._read_root.cursor()
+            try:
+                yield cur
+            finally:
+                cur.close()
+        finally:
+            with self._readers_done:
+                self._readers -= 1
+                self._readers_done.notify_all()
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """Commit everything queued, wait for readers, ``CHECKPOINT``, close. Idempotent.
+
+        Returns False if the writer died, or did not finish (or readers did not) within
+        ``timeout``: then nothing is checkpointed, and the next start replays the WAL. A
+        connection still in use by a stuck thread is left open rather than pulled away.
+        """
+        deadline = time.monotonic() + timeout
+        with self._readers_done:
+            if self._closed:
+                return True
+        stopped = self.writer.stop(timeout)
+        with self._readers_done:
+            self._closed = True
+            idle = self._readers_done.wait_for(
+                lambda: self._readers == 0, max(0.0, deadline - time.monotonic())
+            )
+        if not stopped or not idle or self.writer.failure is not None:
+            log.error(
+                "store %s not closed cleanly (writer stopped: %s, failure: %r, readers idle: %s)",
+                self.path,
+                stopped,
+                self.writer.failure,
+                idle,
+            )
+            if stopped and idle:
+                self._disconnect()
+            return False
+        try:
+            self.writer.checkpoint_now()
+        finally:
+            self._disconnect()
+        return True
+
+    def _disconnect(self) -> None:
+        try:
+            self._read_root.close()
+            self._con.close()
+        except duckdb.Error as error:  # an invalidated instance may refuse even this
+            log.error("closing store %s: %s", self.path, error)
+        finally:
+            release(self.path)
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

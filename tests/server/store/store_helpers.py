@@ -1,0 +1,59 @@
+"""Helpers shared by the store tests: events, file digests, the crash child process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from agentconsole.scheduler.events import Event, EventKind
+
+CHILD = Path(__file__).with_name("crash_child.py")
+
+
+def make_event(i: int, program: str = "p", tenant: str = "t") -> Event:
+    """A distinguishable event number ``i``."""
+    return Event(
+        t=float(i),
+        kind=EventKind.CALL_FINISHED,
+        program_id=f"{program}{i % 7}",
+        node_id=f"n{i}",
+        attempt=i % 3,
+        tenant=tenant,
+        data={"i": i, "ok": i % 2 == 0},
+    )
+
+
+def digest(*paths: Path) -> dict[str, str | None]:
+    """SHA-256 of each path (``None`` if absent), to prove files were not touched.
+
+    Hashed in a child process on purpose: closing any descriptor of a database file in the
+    process that holds it open drops DuckDB's POSIX lock on it.
+    """
+    script = (
+        "import hashlib, sys\n"
+        "for p in sys.argv[1:]:\n"
+        "    print(hashlib.sha256(open(p, 'rb').read()).hexdigest())"
+    )
+    present = [p for p in paths if p.exists()]
+    out = subprocess.run(
+        [sys.executable, "-c", script, *map(str, present)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    hashes = dict(zip(map(str, present), out, strict=True))
+    return {str(p): hashes.get(str(p)) for p in paths}
+
+
+def spawn(
+    mode: str, db: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """Start :mod:`crash_child` in ``mode`` on ``db`` with stdout as a text pipe."""
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), mode, str(db), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )

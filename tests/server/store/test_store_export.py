@@ -1,0 +1,70 @@
+"""Parquet export from a live store and from a closed file."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from agentconsole.server.store import TABLES, OperatorAction, Store, StoreOpenError, export_parquet
+from agentconsole.server.store.preflight import wal_path
+from tests.server.store.store_helpers import digest, make_event, spawn
+
+
+def _fill(store: Store) -> None:
+    for i in range(1000):
+        store.writer.emit(make_event(i))
+    store.writer.put(OperatorAction(1.0, "alice", "drain", "worker-1", "ok"))
+    store.intents.claim("k", "h", "p", "n", "t", side_effect=False, idempotent=True).result(10)
+    store.writer.flush().result(10)
+
+
+def test_export_of_a_live_store_writes_one_readable_file_per_table(
+    store: Store, tmp_path: Path
+) -> None:
+    _fill(store)
+    files = export_parquet(store, tmp_path / "out")
+    assert sorted(f.stem for f in files) == sorted(TABLES)
+    events = pq.read_table(tmp_path / "out" / "events.parquet")
+    assert events.num_rows == 1000
+    assert events.column("seq").to_pylist() == list(range(1, 1001))
+    assert pq.read_table(tmp_path / "out" / "operator_actions.parquet").num_rows == 1
+    assert pq.read_table(tmp_path / "out" / "tool_intents.parquet").num_rows == 1
+    assert store.writer.append(make_event(1)).result(10) == 1001  # still serving
+
+
+def test_export_of_a_closed_file_does_not_modify_it(db_path: Path, tmp_path: Path) -> None:
+    with Store.open(db_path) as store:
+        _fill(store)
+    before = digest(db_path, wal_path(db_path))
+    export_parquet(db_path, tmp_path / "out")
+    assert digest(db_path, wal_path(db_path)) == before
+    assert pq.read_table(tmp_path / "out" / "events.parquet").num_rows == 1000
+
+
+def test_export_refuses_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(StoreOpenError, match="does not exist"):
+        export_parquet(tmp_path / "missing.duckdb", tmp_path / "out")
+
+
+def test_export_after_a_crash_reads_the_wal_without_replaying_it_into_the_file(
+    db_path: Path, tmp_path: Path
+) -> None:
+    child = spawn("events", db_path, "1000000")
+    assert child.stdout is not None
+    acked = 0
+    for line in child.stdout:
+        if line.startswith("ACK"):
+            acked = int(line.split()[1])
+            if acked >= 500:
+                break
+    child.send_signal(signal.SIGKILL)
+    child.wait(10)
+    assert wal_path(db_path).stat().st_size > 0
+    before = digest(db_path, wal_path(db_path))
+    export_parquet(db_path, tmp_path / "out")
+    assert digest(db_path, wal_path(db_path)) == before
+    seqs = pq.read_table(tmp_path / "out" / "events.parquet").column("seq").to_pylist()
+    assert max(seqs) >= acked

@@ -1,0 +1,133 @@
+"""Current-state upserts and the read queries the API needs."""
+
+from __future__ import annotations
+
+from agentconsole.server.store import (
+    ApiKeyRecord,
+    AttemptRecord,
+    MetricSample,
+    NodeRecord,
+    OperatorAction,
+    ProgramRecord,
+    Store,
+    TenantRecord,
+    ToolRecord,
+)
+from tests.server.store.store_helpers import make_event
+
+
+def _program(
+    pid: str, tenant: str, state: str, t: float, labels: tuple[str, ...] = ()
+) -> ProgramRecord:
+    return ProgramRecord(
+        pid, tenant, state, created_at=t, updated_at=t, labels=labels, data={"priority": t}
+    )
+
+
+def test_upserts_keep_one_row_per_key_last_write_wins(store: Store) -> None:
+    store.writer.put(_program("p1", "a", "queued", 1.0))
+    store.writer.put(_program("p1", "a", "running", 1.0))
+    store.writer.flush().result(10)  # a later batch replaces the stored row too
+    store.writer.put_durable(_program("p1", "a", "finished", 1.0, ("done",))).result(10)
+    with store.cursor() as cur:
+        assert cur.execute("SELECT count(*) FROM programs").fetchone() == (1,)
+    view = store.repo.get_program("p1")
+    assert view is not None
+    assert (view.program.state, view.program.labels) == ("finished", ("done",))
+    assert view.program.data == {"priority": 1.0}
+
+
+def test_get_program_returns_nodes_and_attempts(store: Store) -> None:
+    store.writer.put(_program("p1", "a", "running", 1.0))
+    store.writer.put(NodeRecord("p1", "n2", "tool", "waiting", 3.0, 3.0, parents=("n1",)))
+    store.writer.put(NodeRecord("p1", "n1", "llm", "done", 2.0, 2.0))
+    store.writer.put(NodeRecord("p1", "n1", "llm", "done", 2.0, 4.0, attempt=1))
+    store.writer.put(NodeRecord("other", "n1", "llm", "done", 2.0, 2.0))
+    store.writer.put(AttemptRecord("p1", "n1", 0, "failed", 2.0, 2.5, {"error": "x"}))
+    store.writer.put(AttemptRecord("p1", "n1", 1, "done", 2.6, 3.0))
+    store.writer.flush().result(10)
+    view = store.repo.get_program("p1")
+    assert view is not None
+    assert [(n.node_id, n.attempt, n.parents) for n in view.nodes] == [
+        ("n1", 1, ()),
+        ("n2", 0, ("n1",)),
+    ]
+    assert [(a.attempt, a.state, a.finished_at) for a in view.attempts] == [
+        (0, "failed", 2.5),
+        (1, "done", 3.0),
+    ]
+    assert store.repo.get_program("missing") is None
+
+
+def test_list_programs_filters_by_tenant_state_and_label(store: Store) -> None:
+    for i, (tenant, state, labels) in enumerate(
+        [
+            ("a", "running", ("x",)),
+            ("a", "finished", ("x", "y")),
+            ("b", "running", ("y",)),
+        ]
+    ):
+        store.writer.put(_program(f"p{i}", tenant, state, float(i), labels))
+    store.writer.flush().result(10)
+
+    def ids(rows: list[ProgramRecord]) -> list[str]:
+        return [r.program_id for r in rows]
+
+    assert ids(store.repo.list_programs()) == ["p2", "p1", "p0"]
+    assert ids(store.repo.list_programs(tenant="a")) == ["p1", "p0"]
+    assert ids(store.repo.list_programs(state="running")) == ["p2", "p0"]
+    assert ids(store.repo.list_programs(label="y")) == ["p2", "p1"]
+    assert ids(store.repo.list_programs(tenant="a", label="y", state="finished")) == ["p1"]
+    assert ids(store.repo.list_programs(limit=1, offset=1)) == ["p1"]
+
+
+def test_events_since_pages_and_filters(store: Store) -> None:
+    for i in range(50):
+        store.writer.emit(make_event(i, tenant="a" if i % 2 else "b"))
+    store.writer.flush().result(10)
+    page = store.repo.events_since(10, limit=5)
+    assert [e.seq for e in page] == [11, 12, 13, 14, 15]
+    assert page[0].event == make_event(10, tenant="b")
+    assert all(e.event.tenant == "a" for e in store.repo.events_since(0, tenant="a"))
+    assert len(store.repo.events_since(0, tenant="a")) == 25
+    assert [e.event.program_id for e in store.repo.events_since(0, program_id="p3")] == ["p3"] * 7
+    assert store.repo.last_seq() == 50
+    assert store.repo.events_since(50) == []
+
+
+def test_audit_log_is_numbered_and_newest_first(store: Store) -> None:
+    for i, actor in enumerate(["alice", "bob", "alice"]):
+        store.writer.put_durable(
+            OperatorAction(float(i), actor, "cancel", f"p{i}", "ok", {"reason": i})
+        ).result(10)
+    log = store.repo.audit_log()
+    assert [(e.action_id, e.action.actor) for e in log] == [(3, "alice"), (2, "bob"), (1, "alice")]
+    assert log[0].action.args == {"reason": 2}
+    assert [e.action_id for e in store.repo.audit_log(actor="alice", before_id=3)] == [1]
+    assert [e.action_id for e in store.repo.audit_log(target="p1")] == [2]
+
+
+def test_tools_tenants_keys_and_metrics(store: Store) -> None:
+    schema = '{"type": "object"}'
+    store.writer.put(ToolRecord("search", "", schema, False, True, 5.0, 0.0, 0.0))
+    store.writer.put(ToolRecord("mail", "", schema, True, False, 9.0, 0.0, 0.0))
+    store.writer.put(ToolRecord("mail", "acme", schema, True, True, 3.0, 0.0, 0.0, ("send",)))
+    store.writer.put(TenantRecord("acme", "Acme", 0.0, 0.0, weight=2.0, quotas={"tokens": 10}))
+    store.writer.put(ApiKeyRecord("k1", "acme", "hash1", "tenant", 0.0))
+    store.writer.put(ApiKeyRecord("k2", "acme", "hash2", "operator", 0.0, revoked_at=1.0))
+    for i in range(3):
+        store.writer.put(MetricSample(float(i), "goodput", float(i * 10), {"tenant": "acme"}))
+    store.writer.flush().result(10)
+    tools = {t.name: t for t in store.repo.tools("acme")}
+    assert (tools["mail"].tenant, tools["mail"].timeout_s, tools["mail"].permissions) == (
+        "acme",
+        3.0,
+        ("send",),
+    )
+    assert [t.tenant for t in store.repo.tools("other")] == ["", ""]
+    assert store.repo.tenants()[0].quotas == {"tokens": 10}
+    key = store.repo.api_key("hash1")
+    assert key is not None
+    assert key.role == "tenant"
+    assert store.repo.api_key("hash2") is None
+    assert [m.value for m in store.repo.metrics_since(0.0, name="goodput")] == [10.0, 20.0]

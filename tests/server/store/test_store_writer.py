@@ -1,0 +1,191 @@
+"""The single writer: ordering, acknowledgement after commit, isolation, liveness, close."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import duckdb
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentconsole.scheduler.events import Event, EventKind, EventSink
+from agentconsole.server.store import Store, StoreClosedError, StoreConfig
+from tests.server.store.store_helpers import make_event
+
+
+def _seqs(store: Store) -> list[int]:
+    with store.cursor() as cur:
+        return [int(r[0]) for r in cur.execute("SELECT seq FROM events ORDER BY seq").fetchall()]
+
+
+def test_events_round_trip_in_order_without_loss_duplicates_or_gaps(store: Store) -> None:
+    n = 5000
+    producers = 4
+
+    def produce(worker: int) -> list[int]:
+        futures = [store.writer.append(make_event(worker * n + i)) for i in range(n // producers)]
+        return [f.result(timeout=30) for f in futures]
+
+    with ThreadPoolExecutor(producers) as pool:
+        acked = [seq for seqs in pool.map(produce, range(producers)) for seq in seqs]
+    assert sorted(acked) == list(range(1, n + 1))
+    assert _seqs(store) == list(range(1, n + 1))
+    stored = store.repo.events_since(0, limit=n)
+    by_seq = {s.seq: s.event for s in stored}
+    # Within one producer, queue order is seq order: event ids increase with seq.
+    for worker in range(producers):
+        ids = [int(s.event.data["i"] or 0) for s in stored]
+        mine = [i for i in ids if worker * n <= i < (worker + 1) * n]
+        assert mine == sorted(mine)
+        assert len(mine) == n // producers
+    assert by_seq[acked[0]] == make_event(0)
+
+
+def test_writer_is_an_event_sink_and_emit_is_durable_after_flush(store: Store) -> None:
+    sink: EventSink = store.writer
+    for i in range(300):
+        sink.emit(make_event(i))
+    store.writer.flush().result(timeout=30)
+    assert _seqs(store) == list(range(1, 301))
+    assert store.writer.stats.events_written == 300
+
+
+def test_ack_resolves_only_after_the_batch_commits(store: Store) -> None:
+    gate, entered = threading.Event(), threading.Event()
+
+    def block(_: duckdb.DuckDBPyConnection) -> None:
+        entered.set()
+        gate.wait(10)
+
+    blocker = store.writer.call(block)
+    assert entered.wait(10)
+    future = store.writer.append(make_event(1))
+    assert not future.done()
+    assert _seqs(store) == []  # nothing visible to readers: not committed
+    gate.set()
+    seq = future.result(timeout=10)
+    blocker.result(timeout=10)
+    assert _seqs(store) == [seq]
+    assert store.writer.stats.busy_since is None
+
+
+def test_a_failing_item_fails_alone(store: Store) -> None:
+    def boom(_: duckdb.DuckDBPyConnection) -> None:
+        raise ValueError("bad op")
+
+    gate = threading.Event()
+    store.writer.call(lambda _: gate.wait(10))
+    before = store.writer.append(make_event(1))
+    bad = store.writer.call(boom)
+    after = store.writer.append(make_event(2))
+    gate.set()
+    assert before.result(timeout=10) == 1
+    assert after.result(timeout=10) == 2
+    with pytest.raises(ValueError, match="bad op"):
+        bad.result(timeout=10)
+    assert store.writer.stats.failed_items == 1
+    assert store.writer.alive
+
+
+def test_fatal_error_kills_writer_and_fails_pending_work(db_path: Path) -> None:
+    store = Store.open(db_path)
+    gate = threading.Event()
+
+    def fatal(_: duckdb.DuckDBPyConnection) -> None:
+        gate.wait(10)
+        raise duckdb.FatalException("database has been invalidated")
+
+    dying = store.writer.call(fatal)
+    queued = store.writer.append(make_event(1))
+    gate.set()
+    with pytest.raises(StoreClosedError):
+        dying.result(timeout=10)
+    with pytest.raises(StoreClosedError):
+        queued.result(timeout=10)
+    assert not store.writer.alive
+    with pytest.raises(StoreClosedError, match="died"):
+        store.writer.append(make_event(2))
+    store.writer.emit(make_event(3))
+    assert store.writer.stats.dropped == 1
+    assert store.close() is False
+    with Store.open(db_path) as again:  # the file is fine; the instance was not
+        assert again.writer.alive
+
+
+def test_full_queue_drops_fire_and_forget_events_and_counts_them(db_path: Path) -> None:
+    with Store.open(db_path, StoreConfig(max_queue=0)) as store:
+        for i in range(10):
+            store.writer.emit(make_event(i))
+        assert store.writer.stats.dropped == 10
+        assert store.writer.append(make_event(99)).result(timeout=10) == 1
+
+
+def test_close_drains_the_queue_and_later_writes_are_refused(db_path: Path) -> None:
+    store = Store.open(db_path)
+    for i in range(20_000):
+        store.writer.emit(make_event(i))
+    assert store.close() is True
+    assert store.close() is True
+    assert not store.writer.alive
+    with pytest.raises(StoreClosedError):
+        store.writer.flush()
+    with pytest.raises(StoreClosedError):
+        store.repo.last_seq()
+    assert not Path(f"{db_path}.wal").exists()  # checkpointed at shutdown
+    with Store.open(db_path) as again:
+        assert again.repo.last_seq() == 20_000
+        assert again.writer.append(make_event(1)).result(timeout=10) == 20_001
+
+
+def test_stats_report_liveness(store: Store) -> None:
+    assert store.writer.alive
+    assert store.writer.stats.last_commit_wall is None
+    store.writer.append(make_event(1)).result(timeout=10)
+    stats = store.writer.stats
+    assert stats.last_commit_wall is not None
+    assert stats.batches >= 1
+    assert stats.stuck_for() == 0.0
+
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**53), max_value=2**53),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+)
+_events = st.builds(
+    Event,
+    t=st.floats(min_value=0, max_value=4e9, allow_nan=False),
+    kind=st.sampled_from(list(EventKind)),
+    program_id=st.text(max_size=12),
+    node_id=st.text(max_size=12),
+    attempt=st.integers(min_value=0, max_value=2**31 - 1),
+    tenant=st.text(max_size=8),
+    data=st.dictionaries(st.text(max_size=8), _scalars, max_size=5),
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(batch=st.lists(_events, min_size=1, max_size=40))
+def test_any_events_read_back_equal(store: Store, batch: list[Event]) -> None:
+    start = store.repo.last_seq()
+    for event in batch[:-1]:
+        store.writer.emit(event)
+    last = store.writer.append(batch[-1]).result(timeout=10)
+    assert last == start + len(batch)
+    stored = store.repo.events_since(start, limit=len(batch) + 1)
+    assert [s.seq for s in stored] == list(range(start + 1, last + 1))
+    assert [s.event for s in stored] == batch
+
+
+def test_non_finite_floats_are_stored_as_null(store: Store) -> None:
+    event = Event(t=1.0, kind=EventKind.CALL_FAILED, data={"a": float("nan"), "b": 1.5})
+    seq = store.writer.append(event).result(timeout=10)
+    (stored,) = store.repo.events_since(seq - 1)
+    assert stored.event.data == {"a": None, "b": 1.5}
