@@ -9,7 +9,6 @@ from agentconsole.kvtiers.eviction import (
     get_strategy,
     register_strategy,
 )
-from agentconsole.kvtiers.latency import Constant, LatencyDistribution, LogNormal, expected_min
 from agentconsole.kvtiers.node import Block, Node
 from agentconsole.kvtiers.prefix_index import PrefixIndex
 from agentconsole.kvtiers.results import (
@@ -31,6 +30,7 @@ from agentconsole.kvtiers.toolwait import (
     get_tool_wait_policy,
     register_tool_wait_policy,
 )
+from agentconsole.scheduler.latency import Constant, LatencyDistribution, LogNormal, expected_min
 
 __all__ = [
     "ALL_TIERS",

@@ -2,7 +2,7 @@
 
 Owns the :class:`ToolWait` inputs, the :class:`Decision` output, the expected-cost model and the
 policy registry (``keep``, ``offload``, ``recompute``, ``adaptive``). Re-exports the latency
-distributions (:class:`LogNormal`, :class:`Constant`) from :mod:`agentconsole.kvtiers.latency`.
+distributions (:class:`LogNormal`, :class:`Constant`) from :mod:`agentconsole.scheduler.latency`.
 
 Cost model. Every cost is in *delay-seconds* (seconds of someone's critical path), for the
 program's private KV only; its shared prefix stays resident under every option and cancels::
@@ -52,8 +52,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, TypeVar
 
-from agentconsole.kvtiers.latency import Constant, LatencyDistribution, LogNormal, expected_min
 from agentconsole.kvtiers.tiers import Tier, TierModel
+from agentconsole.scheduler.latency import Constant, LatencyDistribution, LogNormal, expected_min
 
 __all__ = [
     "Action",

@@ -16,13 +16,13 @@ from typing import Protocol
 
 from agentconsole.scheduler import dag
 from agentconsole.scheduler.estimators import (
-    LogNormal,
     OutputLengthEstimator,
     PredictionLog,
     RemainingWorkEstimator,
     ToolLatencyEstimator,
 )
 from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
+from agentconsole.scheduler.latency import LogNormal
 from agentconsole.scheduler.program import (
     Attempt,
     Node,

@@ -10,9 +10,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from statistics import NormalDist
 
-_STD_NORMAL = NormalDist()
+from agentconsole.scheduler.latency import LogNormal
 
 
 @dataclass(slots=True)
@@ -63,29 +62,6 @@ class PredictionLog:
             }
             for kind, s in sorted(self.stats.items())
         }
-
-
-@dataclass(frozen=True, slots=True)
-class LogNormal:
-    """A log-normal latency distribution (tool latencies are heavy-tailed, TraceLab)."""
-
-    mu: float
-    sigma: float
-
-    def mean(self) -> float:
-        return math.exp(self.mu + self.sigma * self.sigma / 2)
-
-    def quantile(self, q: float) -> float:
-        q = min(max(q, 1e-9), 1 - 1e-9)
-        return math.exp(self.mu + self.sigma * _STD_NORMAL.inv_cdf(q))
-
-    def survival(self, t: float) -> float:
-        """P(latency > t)."""
-        if t <= 0:
-            return 1.0
-        if self.sigma <= 0:
-            return 1.0 if math.log(t) < self.mu else 0.0
-        return 1.0 - _STD_NORMAL.cdf((math.log(t) - self.mu) / self.sigma)
 
 
 @dataclass(slots=True)

@@ -68,24 +68,25 @@ class FairnessGuard:
         return value * math.exp(-self._decay_per_s * (now - since))
 
     def underserved(self, backlogged: Iterable[str], now: float) -> frozenset[str]:
-        """Tenants among ``backlogged`` (tenants with waiting calls) below their share."""
+        """Tenants among ``backlogged`` (tenants with waiting calls) below their share.
+
+        Shares are among the tenants competing now: the backlogged ones plus those that
+        received service recently (a tenant whose calls all run is still competing)."""
         if not self.config.enabled:
             return frozenset()
-        tenants = list(backlogged)
-        if len(tenants) < 2:
+        waiting = set(backlogged)
+        if not waiting:
             return frozenset()
-        service = [self.recent_service(t, now) for t in tenants]
-        total = sum(service)
+        service = {t: self.recent_service(t, now) for t in self._service.keys() | waiting}
+        total = sum(service.values())
         if total <= 0:
             return frozenset()
-        weights = [self.config.weight(t) for t in tenants]
-        weight_sum = sum(weights)
-        limit = 1.0 - self.config.share_slack
-        return frozenset(
-            t
-            for t, s, w in zip(tenants, service, weights, strict=True)
-            if s < limit * total * w / weight_sum
-        )
+        competing = [t for t, v in service.items() if t in waiting or v > 1e-3 * total]
+        if len(competing) < 2:
+            return frozenset()
+        weight_sum = sum(self.config.weight(t) for t in competing)
+        limit = (1.0 - self.config.share_slack) * total / weight_sum
+        return frozenset(t for t in waiting if service[t] < limit * self.config.weight(t))
 
     def tier(self, ticket: CallTicket, now: float, underserved: frozenset[str]) -> int:
         if now >= self.starve_at(ticket):

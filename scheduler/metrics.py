@@ -109,7 +109,8 @@ class MetricsAggregator:
         self._tenant_tokens: dict[str, int] = defaultdict(int)
         self._hbm: list[float] = []
         self._dram: list[float] = []
-        self.busy_s = 0.0
+        # engine name -> (busy_s, hbm_bytes, dram_bytes) as last reported
+        self._engines: dict[str, tuple[float, float, float]] = {}
         self.first_t = math.inf
         self.last_t = -math.inf
 
@@ -233,9 +234,17 @@ class MetricsAggregator:
         self.counts[f"{e.kind.value}_count"] += 1
 
     def _stats(self, e: Event) -> None:
-        self.busy_s = max(self.busy_s, _num(e, "busy_s"))
-        self._hbm.append(_num(e, "hbm_bytes"))
-        self._dram.append(_num(e, "dram_bytes"))
+        """Engines report cumulative busy time and current KV bytes; a sample of the cluster
+        is the sum of every engine's latest report."""
+        engine = str(e.data.get("engine", ""))
+        self._engines[engine] = (_num(e, "busy_s"), _num(e, "hbm_bytes"), _num(e, "dram_bytes"))
+        self._hbm.append(sum(v[1] for v in self._engines.values()))
+        self._dram.append(sum(v[2] for v in self._engines.values()))
+
+    @property
+    def busy_s(self) -> float:
+        """GPU-busy seconds summed over engines."""
+        return sum(v[0] for v in self._engines.values())
 
     def _ghost(self, e: Event) -> None:
         self.counts["ghost_tokens"] += _num(e, "tokens")

@@ -25,6 +25,8 @@ class QueueEntry:
     key: float
     starve_at: float
     alive: bool = True
+    #: the effective key ``(tier, key, seq)`` this entry had when ``peek`` last chose it
+    rank: tuple[int, float, int] = (0, 0.0, 0)
 
 
 _HeapItem = tuple[float, int, QueueEntry]
@@ -100,6 +102,8 @@ class ReadyQueue:
                 continue
             if best is None or cand < best:
                 best, best_entry = cand, top[2]
+        if best_entry is not None and best is not None:
+            best_entry.rank = best
         return best_entry
 
     def pop(self, now: float) -> CallTicket | None:

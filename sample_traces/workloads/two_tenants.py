@@ -1,7 +1,8 @@
 """``two-tenants``: a bursty heavy tenant flooding the system beside a light steady one.
 
 Seed section 13 asks for tenant isolation; this workload is its stress case. Both tenants run
-the ``seed-mix`` shapes on the same public 80K platform prefix, each with a private 2K prefix.
+the ``seed-mix`` shapes and the same 80K prefix composition (16K public platform context, a
+private 2K tenant profile, 62K of the program's own task context).
 The heavy tenant (90% of programs by default) arrives in bursts: burst starts are Poisson and
 each burst brings a geometric number of programs a few tens of milliseconds apart; the light
 tenant arrives as a plain Poisson process.
@@ -20,7 +21,12 @@ from agentconsole.sample_traces.workloads.builder import (
     program_id,
 )
 from agentconsole.sample_traces.workloads.sampling import Draw, poisson_arrivals
-from agentconsole.sample_traces.workloads.shapes import ShapeKnobs, mixed_program, platform_prefix
+from agentconsole.sample_traces.workloads.shapes import (
+    ShapeKnobs,
+    mixed_program,
+    platform_prefix,
+    task_context,
+)
 
 NAME = "two-tenants"
 HEAVY = "tenant-heavy"
@@ -52,8 +58,9 @@ def two_tenants(
     burst_mean: float = 8.0,
     burst_gap_s: float = 0.05,
     mix: Sequence[float] = (1.0, 1.0, 1.0),
-    shared_prefix_tokens: int = 80_000,
+    shared_prefix_tokens: int = 16_000,
     tenant_prefix_tokens: int = 2_000,
+    task_context_tokens: int = 62_000,
     p_timeout: float = 0.01,
     p_cancel: float = 0.01,
     deadline_slack: float | None = 4.0,
@@ -83,7 +90,10 @@ def two_tenants(
             tenant=tenant,
             workload=NAME,
             arrival_s=arrival,
-            prefix=platform_prefix(tenant, shared_prefix_tokens, tenant_prefix_tokens),
+            prefix=[
+                *platform_prefix(tenant, shared_prefix_tokens, tenant_prefix_tokens),
+                *task_context(program_id(NAME, seed, i), task_context_tokens),
+            ],
         )
         for i, (arrival, tenant) in enumerate(merged)
     ]

@@ -16,7 +16,6 @@ from agentconsole.kvtiers import (
     ToolWait,
     get_tool_wait_policy,
 )
-from agentconsole.kvtiers.latency import Constant
 from agentconsole.kvtiers.toolwait import (
     Keep,
     available_tool_wait_policies,
@@ -27,6 +26,7 @@ from agentconsole.kvtiers.toolwait import (
     recompute_cost,
     register_tool_wait_policy,
 )
+from agentconsole.scheduler.latency import Constant
 
 KV = 131072.0  # bytes per token, Llama-3-8B in bf16
 FAST = TierModel.build(kv_bytes_per_token=KV, hbm_tokens=700_000, dram_tokens=4_000_000)

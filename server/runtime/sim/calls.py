@@ -28,13 +28,16 @@ class EngineConfig:
     #: decode tokens ride along with prefill chunks in one step (SGLang --enable-mixed-chunk,
     #: vLLM v1's default); without it decoding stalls while any prefill is pending
     mixed_chunk: bool = True
+    #: while calls ranked better than every pending prefill are decoding, run decode-only
+    #: steps (the policy orders the step's work, not only admission)
+    rank_aware_steps: bool = True
     mem_fraction_static: float = 0.9
     #: host DRAM tier for demoted/offloaded KV (HiCache); 0 disables the tier
     host_kv_tokens: int | None = None
     eviction: str = "retention"
     #: longest run of fused decode steps (bounds the error of the closed form's averaging)
     max_fused_decode_steps: int = 64
-    stats_interval_s: float = 1.0
+    stats_interval_s: float = 5.0
 
 
 @dataclass(slots=True, eq=False)

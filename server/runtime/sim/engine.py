@@ -20,6 +20,7 @@ retained for a program in tool wait, unless the call is starving.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from agentconsole.kvtiers.node import Block, Node
@@ -27,7 +28,7 @@ from agentconsole.kvtiers.prefix_index import PrefixIndex
 from agentconsole.kvtiers.results import EvictionResult, InsertResult
 from agentconsole.kvtiers.tiers import Tier, TierModel
 from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
-from agentconsole.scheduler.fairness import FairnessConfig, FairnessGuard
+from agentconsole.scheduler.fairness import TIER_UNDERSERVED, FairnessConfig, FairnessGuard
 from agentconsole.scheduler.policies.base import Policy
 from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.queue import ReadyQueue
@@ -38,17 +39,19 @@ from agentconsole.server.runtime.sim.costmodel import CostModel, attention_pairs
 
 @dataclass(slots=True)
 class _Block:
+    start: float
     end: float
     duration: float
     prefill: list[tuple[SimCall, int]] = field(default_factory=list)
     decode: list[SimCall] = field(default_factory=list)
     decode_steps: int = 0
+    decode_context: int = 0  # KV tokens the block's decoders attend to at its first step
 
 
 @dataclass(slots=True)
 class Note:
     """Something the driver must react to: ``started``, ``first_token``, ``finished``,
-    ``preempted``."""
+    ``preempted`` or ``failed`` (the call can never run here)."""
 
     what: str
     call: SimCall
@@ -65,7 +68,9 @@ class SimEngine:
         config: EngineConfig | None = None,
         fairness: FairnessConfig | None = None,
         preemption: PreemptionRule | None = None,
+        name: str = "0",
     ) -> None:
+        self.name = name
         self.cost = cost
         self.config = config or EngineConfig()
         self.sink = sink
@@ -93,6 +98,7 @@ class SimEngine:
         self._block: _Block | None = None
         self._notes: list[Note] = []
         self.busy_s = 0.0
+        self.queued_demand = 0.0  # tokens the queued calls will need (tool-wait pressure)
         self.paused = False
         self._next_stats = 0.0
 
@@ -101,8 +107,14 @@ class SimEngine:
         """Queue ``call`` under its ticket (its id must be new to the engine)."""
         call.phase = Phase.QUEUED
         call.submitted_at = call.queued_at = now
+        if call.prompt_tokens + call.output_tokens > self.index.capacity(Tier.HBM):
+            # it could never be admitted: fail it now rather than block the queue forever
+            call.phase = Phase.ABORTED
+            self._emit(now, EventKind.CALL_FAILED, call, {"reason": "context exceeds KV capacity"})
+            self._notes.append(Note("failed", call))
+            return
         self.calls[call.call_id] = call
-        self.queue.push(call.ticket, now)
+        self._enqueue(call, now)
         self._emit(now, EventKind.CALL_QUEUED, call, {"prompt_tokens": call.prompt_tokens})
 
     def abort(self, call_id: str, now: float) -> bool:
@@ -111,7 +123,7 @@ class SimEngine:
         if call is None or call.phase in (Phase.DONE, Phase.ABORTED):
             return False
         if call.phase is Phase.QUEUED:
-            self.queue.remove(call_id)
+            self._dequeue(call)
         else:
             self._leave_running(call)
             self._release(call)
@@ -153,9 +165,10 @@ class SimEngine:
         return notes
 
     # -- the loop ---------------------------------------------------------------------------
-    def plan(self, now: float, horizon: float) -> float | None:
+    def plan(self, now: float) -> float | None:
         """Admit what fits and start the next block; returns when to call :meth:`complete`
-        (a block's end, or a wake-up for a reload finishing), or None when idle."""
+        (a block's end, or a wake-up for a reload finishing), or None when idle. A decode
+        block may later be cut short by :meth:`interrupt` when new work arrives."""
         if self._block is not None:
             raise RuntimeError("plan() while a block is in flight")
         self._admit(now)
@@ -163,11 +176,17 @@ class SimEngine:
             del self._loading[call.call_id]
             call.phase = Phase.PREFILL
             self._prefilling[call.call_id] = call
-        if self._prefilling:
-            return self._start_prefill(now)
         wake = min((c.ready_at for c in self._loading.values()), default=None)
+        until = wake if wake is not None else math.inf
+        if self._prefilling:
+            urgent = self._outranking_decoders()
+            if not urgent:
+                return self._start_prefill(now)
+            # better-ranked calls are decoding: run them alone until the first of them is
+            # done, so a worse-ranked long prefill does not stretch their steps
+            return self._start_decode(now, until, min(c.remaining_tokens for c in urgent))
         if self._decoding:
-            return self._start_decode(now, min(horizon, wake) if wake is not None else horizon)
+            return self._start_decode(now, until)
         return wake
 
     def complete(self, now: float) -> None:
@@ -175,6 +194,7 @@ class SimEngine:
         block, self._block = self._block, None
         if block is not None:
             self.busy_s += block.duration
+            self._attribute_service(block, now)
             if block.decode:
                 self._complete_decode(block, now)
             if block.prefill:
@@ -182,6 +202,62 @@ class SimEngine:
         if now >= self._next_stats:
             self._next_stats = now + self.config.stats_interval_s
             self._emit_stats(now)
+
+    def interrupt(self, now: float) -> float | None:
+        """New work arrived while a run of fused decode steps is in flight: cut the run at the
+        first step boundary at or after ``now`` (a single step is atomic, as on a GPU).
+        Returns the block's new end if it changed, else None."""
+        block = self._block
+        if block is None or block.prefill or block.decode_steps <= 1 or now >= block.end:
+            return None
+        seconds = self.cost.decode_steps_seconds
+        batch, context = len(block.decode), block.decode_context
+        lo, hi = 1, block.decode_steps  # smallest k with start + time(k) >= now
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if block.start + seconds(batch, context, mid) >= now:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo == block.decode_steps:
+            return None
+        block.decode_steps = lo
+        block.duration = seconds(batch, context, lo)
+        block.end = block.start + block.duration
+        return block.end
+
+    def _attribute_service(self, block: _Block, now: float) -> None:
+        """Split the block's GPU time over the tokens it processed; credit tenants once each."""
+        steps = block.decode_steps
+        tokens = sum(chunk for _, chunk in block.prefill) + len(block.decode) * steps
+        if not tokens:
+            return
+        share = block.duration / tokens
+        by_tenant: dict[str, float] = {}
+        for call, chunk in block.prefill:
+            call.service_s += share * chunk
+            by_tenant[call.ticket.tenant] = by_tenant.get(call.ticket.tenant, 0.0) + share * chunk
+        per_call = share * steps
+        for call in block.decode:
+            call.service_s += per_call
+            by_tenant[call.ticket.tenant] = by_tenant.get(call.ticket.tenant, 0.0) + per_call
+        for tenant, seconds in by_tenant.items():
+            self.guard.record_service(tenant, seconds, now)
+
+    @property
+    def prefill_load(self) -> float:
+        """Tokens waiting to be prefilled here (queued demand plus admitted prompts)."""
+        return self.queued_demand + sum(c.prefill_left for c in self._prefilling.values())
+
+    @property
+    def load(self) -> float:
+        """Prefill plus decode load, for picking the least loaded replica."""
+        return self.prefill_load + self._decode_context
+
+    @property
+    def decode_load(self) -> int:
+        """KV tokens the decode batch attends to (the router's decode load)."""
+        return self._decode_context
 
     @property
     def in_flight(self) -> bool:
@@ -200,19 +276,22 @@ class SimEngine:
             if head is None:
                 break
             call = self.calls[head.ticket.call_id]
-            starving = now >= head.starve_at
+            # softly retained KV yields to a tenant below its fair share, and to any call
+            # when nothing runs at all: an idle GPU never waits for a program's tool
+            reclaim = head.rank[0] == TIER_UNDERSERVED or not self.running
             if len(self.running) < self.config.max_running_requests and self._start(
-                call, now, override_retention=starving
+                call, now, reclaim_retained=reclaim
             ):
-                call.rank = (0 if starving else 1, head.key, head.ticket.seq)
+                call.rank = head.rank
                 continue
             if not self._preempt_for(head.ticket.call_id, now):
                 break
 
-    def _start(self, call: SimCall, now: float, *, override_retention: bool) -> bool:
-        """Admit ``call`` if its KV fits. Eviction never touches KV softly retained for a
-        program in tool wait (its priority is in the future) unless the call is starving:
-        new work waits instead of destroying the context of work in flight."""
+    def _start(self, call: SimCall, now: float, *, reclaim_retained: bool = False) -> bool:
+        """Admit ``call`` if its KV fits. Eviction spares KV softly retained for a program in
+        tool wait (its priority is in the future) unless ``reclaim_retained``: new work waits
+        instead of destroying the context of work in flight; retention deadlines bound the
+        wait."""
         index = self.index
         tenant = call.ticket.tenant
         found = index.match(tenant, call.blocks, now)
@@ -222,13 +301,13 @@ class SimEngine:
         miss = found.miss_tokens + call.generated  # a resumed call recomputes what it generated
         own = miss + call.remaining_tokens
         room = index.make_room(
-            Tier.HBM, own + slow_tokens, now, max_priority=None if override_retention else now
+            Tier.HBM, own + slow_tokens, now, max_priority=None if reclaim_retained else now
         )
         self._emit_evictions(room, now)
         if not room.ok:
             index.unlock(found.path)
             return False
-        self.queue.remove(call.call_id)
+        self._dequeue(call)
         if slow:
             moved = index.move(slow, Tier.HBM, now)
             start = max(now, self._link_free_at)
@@ -277,27 +356,24 @@ class SimEngine:
         return True
 
     def _preempt_for(self, call_id: str, now: float) -> bool:
+        """Preempt the worst-ranked running call for queued ``call_id`` if the rule allows.
+
+        Running calls are compared by the rank they were admitted with (their effective key
+        then), which keeps this O(running) with no key recomputation."""
         if not (self.queue.policy.preemptive and self.preemption.enabled) or not self.running:
             return False
         head = self.queue.entry(call_id)
         if head is None:
             return False
-        backlogged = {c.ticket.tenant for c in self.running.values()} | {head.ticket.tenant}
-        underserved = self.guard.underserved(backlogged, now)
-        effective = self.guard.effective_key
-        policy = self.queue.policy
-        want = effective(head.ticket, head.key, now, underserved)
-        victim = max(
-            self.running.values(),
-            key=lambda c: effective(c.ticket, policy.key(c.ticket, now), now, underserved),
-        )
-        worst = effective(victim.ticket, policy.key(victim.ticket, now), now, underserved)
+        want = head.rank
+        victim = max(self.running.values(), key=lambda c: c.rank)
         per_token = self.cost.decode_step_seconds(1, victim.prompt_tokens)
         expected_left = max(victim.ticket.expected_output_tokens - victim.generated, 1.0)
         remaining_s = expected_left * per_token
         restore_s = self.cost.prefill_seconds(victim.context_done)
+        resident_s = now - victim.admitted_at
         if not self.preemption.allows(
-            want, worst, now - victim.admitted_at, remaining_s, restore_s
+            want, victim.rank, resident_s, remaining_s, restore_s, victim.retractions
         ):
             return False
         self._preempt(victim, now)
@@ -313,9 +389,22 @@ class SimEngine:
         call.retractions += 1
         call.phase = Phase.QUEUED
         call.queued_at = now
-        self.queue.push(call.ticket, now)
+        self._enqueue(call, now)
         self._emit(now, EventKind.CALL_PREEMPTED, call, {"generated": call.generated})
         self._notes.append(Note("preempted", call))
+
+    @staticmethod
+    def _demand(call: SimCall) -> float:
+        t = call.ticket
+        return t.prompt_tokens - t.cached_tokens + t.expected_output_tokens
+
+    def _enqueue(self, call: SimCall, now: float) -> None:
+        self.queue.push(call.ticket, now)
+        self.queued_demand += self._demand(call)
+
+    def _dequeue(self, call: SimCall) -> None:
+        self.queue.remove(call.call_id)
+        self.queued_demand -= self._demand(call)
 
     def _release(self, call: SimCall) -> None:
         if call.path:
@@ -351,41 +440,67 @@ class SimEngine:
             context += call.context_done
         decode = list(self._decoding.values()) if self.config.mixed_chunk else []
         duration = self.cost.step_seconds(tokens, pairs, len(decode), self._decode_context, context)
-        share = duration / (tokens + len(decode))
-        record = self.guard.record_service
-        for call, chunk in items:
-            call.service_s += share * chunk
-            record(call.ticket.tenant, share * chunk, now)
-        for call in decode:
-            call.service_s += share
-            record(call.ticket.tenant, share, now)
         self._block = _Block(
-            now + duration, duration, prefill=items, decode=decode, decode_steps=1 if decode else 0
+            now, now + duration, duration, items, decode, decode_steps=1 if decode else 0
         )
         return now + duration
 
-    def _start_decode(self, now: float, horizon: float) -> float:
+    def _outranking_decoders(self) -> list[SimCall]:
+        """Decoding calls ranked better than every call waiting to prefill (rank-aware steps:
+        the step's composition follows the policy, not only its admission order)."""
+        if not (self.config.rank_aware_steps and self._decoding):
+            return []
+        best = min(c.rank for c in self._prefilling.values())
+        return [c for c in self._decoding.values() if c.rank < best]
+
+    def _decode_lane(self, now: float) -> list[SimCall]:
+        """The decoders that step next. Normally all of them; but while a tenant below its
+        fair share has calls decoding, only that tenant's calls step (the others pause, KV
+        kept): decode is bound by reading KV, so sharing a step with a flood of other calls
+        would slow it down however the queue was ordered."""
         calls = list(self._decoding.values())
+        if len(calls) < 2 or not self.guard.config.enabled:
+            return calls
+        tenants = {c.ticket.tenant for c in calls} | {e.ticket.tenant for e in self.queue}
+        underserved = self.guard.underserved(tenants, now)
+        if not underserved:
+            return calls
+        lane = [c for c in calls if c.ticket.tenant in underserved]
+        return lane or calls
+
+    def _start_decode(self, now: float, until: float, cap: int | None = None) -> float:
+        """A run of decode steps, cut at the first call to finish, at ``max_fused_decode_steps``,
+        at ``cap`` steps and at ``until`` (a reload finishing, after which prefill must run)."""
+        calls = self._decode_lane(now)
         batch = len(calls)
+        context = (
+            self._decode_context
+            if batch == len(self._decoding)
+            else sum(c.prompt_tokens + c.generated for c in calls)
+        )
         steps = min(min(c.remaining_tokens for c in calls), self.config.max_fused_decode_steps)
+        if cap is not None:
+            steps = min(steps, cap)
         seconds = self.cost.decode_steps_seconds
-        duration = seconds(batch, self._decode_context, steps)
-        if steps > 1 and now + duration > horizon:
-            lo, hi = 1, steps  # largest k with now + time(k) <= horizon, at least 1
+        duration = seconds(batch, context, steps)
+        if steps > 1 and now + duration > until:
+            lo, hi = 1, steps  # largest k with now + time(k) <= until, at least 1
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                if now + seconds(batch, self._decode_context, mid) <= horizon:
+                if now + seconds(batch, context, mid) <= until:
                     lo = mid
                 else:
                     hi = mid - 1
             steps = lo
-            duration = seconds(batch, self._decode_context, steps)
-        share = duration / batch
-        record = self.guard.record_service
-        for call in calls:
-            call.service_s += share
-            record(call.ticket.tenant, share, now)
-        self._block = _Block(now + duration, duration, decode=calls, decode_steps=steps)
+            duration = seconds(batch, context, steps)
+        self._block = _Block(
+            now,
+            now + duration,
+            duration,
+            decode=calls,
+            decode_steps=steps,
+            decode_context=context,
+        )
         return now + duration
 
     def _complete_prefill(self, block: _Block, now: float) -> None:

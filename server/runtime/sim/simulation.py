@@ -14,13 +14,13 @@ everything is deterministic for a given trace and configuration.
 from __future__ import annotations
 
 import heapq
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agentconsole.kvtiers.latency import LatencyDistribution
 from agentconsole.kvtiers.node import Block, Node
+from agentconsole.kvtiers.results import Match
+from agentconsole.kvtiers.router import RouteWeights, WorkerState, choose_worker
 from agentconsole.kvtiers.tiers import Tier
 from agentconsole.kvtiers.toolwait import (
     ToolWait,
@@ -39,6 +39,7 @@ from agentconsole.sample_traces.format import (
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
 from agentconsole.scheduler.events import Event, EventKind, EventLog
 from agentconsole.scheduler.fairness import FairnessConfig
+from agentconsole.scheduler.latency import LatencyDistribution
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.program import (
@@ -69,6 +70,8 @@ _KV_ACTION = {
 class SimConfig:
     policy: str = "cp-cache"
     kv_policy: str = "adaptive"
+    #: data-parallel engine replicas behind the cache-aware router
+    replicas: int = 1
     engine: EngineConfig = field(default_factory=EngineConfig)
     fairness: FairnessConfig = field(default_factory=FairnessConfig)
     preemption: PreemptionRule = field(default_factory=PreemptionRule)
@@ -91,8 +94,10 @@ class _Run:
     waiting_parents: list[int]
     children: list[list[int]]
     needed: int  # non-discarded nodes still to finish
-    llm_calls: dict[str, int] = field(default_factory=dict)  # call id -> node index
+    llm_calls: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (node, engine)
     tools: dict[int, int] = field(default_factory=dict)  # node index -> attempt index
+    engine: int | None = None  # replica that ran its last call (where its context lives)
+    contexts: dict[str, list[Block]] = field(default_factory=dict)  # LLM node -> its prompt
     ended: bool = False
 
 
@@ -101,8 +106,13 @@ class SimResult:
     events: EventLog
     wall_s: float
     sim_s: float
-    engine: SimEngine
+    engines: list[SimEngine]
     controller: ProgramController
+
+    @property
+    def engine(self) -> SimEngine:
+        """The first (with one replica, the only) engine."""
+        return self.engines[0]
 
 
 class Simulation:
@@ -113,21 +123,31 @@ class Simulation:
         self.cost = cost
         self.log = EventLog()
         self.controller = ProgramController(self.log, CostServiceModel(cost))
-        self.engine = SimEngine(
-            cost,
-            get_policy(self.config.policy),
-            self.log,
-            config=self.config.engine,
-            fairness=self.config.fairness,
-            preemption=self.config.preemption,
+        if self.config.replicas < 1:
+            raise ValueError("replicas must be >= 1")
+        self.engines = [
+            SimEngine(
+                cost,
+                get_policy(self.config.policy),
+                self.log,
+                config=self.config.engine,
+                fairness=self.config.fairness,
+                preemption=self.config.preemption,
+                name=str(i),
+            )
+            for i in range(self.config.replicas)
+        ]
+        self._route = RouteWeights(
+            recompute_seconds_per_token=cost.prefill_seconds(8192) / 8192,
+            tiers=self.engines[0].tiers,
         )
         self.kv_policy: ToolWaitPolicy = get_tool_wait_policy(self.config.kv_policy)
         self._programs = programs
         self._runs: dict[str, _Run] = {}
         self._heap: list[tuple[float, int, int, object, int]] = []
         self._seq = 0
-        self._engine_at: float | None = None
-        self._engine_stamp = 0
+        self._engine_at: list[float | None] = [None] * len(self.engines)
+        self._engine_stamp = [0] * len(self.engines)
         self._ended = 0
         for program in programs:
             self._push(program.arrival_s, _ARRIVE, program, 0)
@@ -145,8 +165,9 @@ class Simulation:
         while heap:
             now, _, kind, payload, extra = heapq.heappop(heap)
             if kind == _ENGINE:
-                if extra == self._engine_stamp:
-                    self._engine_step(now)
+                assert isinstance(payload, int)
+                if extra == self._engine_stamp[payload]:
+                    self._engine_step(payload, now)
             elif kind == _TOOL_DONE:
                 assert isinstance(payload, tuple)
                 self._tool_done(payload[0], payload[1], extra, now)
@@ -160,33 +181,43 @@ class Simulation:
                 progress(self._ended, len(self._programs), now)
         if progress is not None:
             progress(self._ended, len(self._programs), now)
-        self.engine.complete(now)  # final stats sample
-        return SimResult(self.log, time.perf_counter() - started, now, self.engine, self.controller)
+        for engine in self.engines:
+            engine.complete(now)  # final stats sample
+        return SimResult(
+            self.log, time.perf_counter() - started, now, self.engines, self.controller
+        )
 
     def _push(self, t: float, kind: int, payload: object, extra: int) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (t, self._seq, kind, payload, extra))
 
-    def _kick(self, now: float) -> None:
-        """Make sure the engine plans at ``now`` unless a block is already in flight."""
-        if self._engine_at is not None and (self.engine.in_flight or self._engine_at <= now):
+    def _kick(self, e: int, now: float) -> None:
+        """Make sure engine ``e`` looks at new work soon: plan at ``now`` if it is idle or only
+        waiting, else cut its run of fused decode steps at the next step boundary."""
+        engine = self.engines[e]
+        if engine.in_flight:
+            end = engine.interrupt(now)
+            if end is not None:
+                self._schedule_engine(e, end)
             return
-        self._engine_stamp += 1
-        self._engine_at = now
-        self._push(now, _ENGINE, None, self._engine_stamp)
+        at = self._engine_at[e]
+        if at is None or at > now:
+            self._schedule_engine(e, now)
 
-    def _engine_step(self, now: float) -> None:
-        engine = self.engine
-        self._engine_at = None
+    def _schedule_engine(self, e: int, t: float) -> None:
+        self._engine_stamp[e] += 1
+        self._engine_at[e] = t
+        self._push(t, _ENGINE, e, self._engine_stamp[e])
+
+    def _engine_step(self, e: int, now: float) -> None:
+        engine = self.engines[e]
+        self._engine_at[e] = None
         engine.complete(now)
-        self._handle(engine.drain_notes(), now)
-        horizon = self._heap[0][0] if self._heap else math.inf
-        wake = engine.plan(now, horizon)
-        self._handle(engine.drain_notes(), now)
+        self._handle(e, engine.drain_notes(), now)
+        wake = engine.plan(now)
+        self._handle(e, engine.drain_notes(), now)
         if wake is not None:
-            self._engine_stamp += 1
-            self._engine_at = wake
-            self._push(wake, _ENGINE, None, self._engine_stamp)
+            self._schedule_engine(e, wake)
 
     # -- programs --------------------------------------------------------------------------
     def _arrive(self, program: TraceProgram, now: float) -> None:
@@ -199,6 +230,7 @@ class Simulation:
         needed = sum(1 for n in program.nodes if n.branch is not TraceBranch.DISCARDED)
         run = _Run(program, waiting, children, needed)
         self._runs[program.id] = run
+        ideal = self._prepare(run)
         q = program.quotas
         quotas = (
             Quotas(
@@ -218,15 +250,17 @@ class Simulation:
             deadline=deadline,
             quotas=quotas,
             labels={"workload": program.shape},
-            ideal_e2e_s=self._ideal_e2e(program),
+            ideal_e2e_s=ideal,
         )
         for i, count in enumerate(waiting):
             if count == 0:
                 self._reveal(run, i, now)
 
-    def _ideal_e2e(self, program: TraceProgram) -> float:
-        """E2E of the program alone on a warm engine (shared prefix cached): the denominator
-        of its slowdown. One pass over the DAG in listing (topological) order."""
+    def _prepare(self, run: _Run) -> float:
+        """Build every LLM node's prompt blocks once, and return the program's E2E alone on a
+        warm engine (shared prefix cached): the denominator of its slowdown. One pass over
+        the DAG in listing (topological) order."""
+        program = run.trace
         cost = self.cost
         seen = {p.id for p in program.prefix}
         finish: dict[str, float] = {}
@@ -236,6 +270,7 @@ class Simulation:
                 finish[node.id] = start + node.duration_s
                 continue
             segments = context_segments(program, node.id)
+            run.contexts[node.id] = [Block(s.key, s.tokens, s.public) for s in segments if s.tokens]
             total = sum(s.tokens for s in segments)
             new = sum(s.tokens for s in segments if s.key not in seen)
             seen.update(s.key for s in segments)
@@ -289,12 +324,9 @@ class Simulation:
 
     def _submit_llm(self, run: _Run, i: int, tnode: LLMNode, now: float) -> None:
         program = run.trace
-        blocks = [
-            Block(s.key, s.tokens, s.public)
-            for s in context_segments(program, tnode.id)
-            if s.tokens > 0
-        ]
-        found = self.engine.index.peek(program.tenant, blocks)
+        blocks = run.contexts[tnode.id]
+        e, found = self._route_call(run, blocks)
+        run.engine = e
         slow = found.tokens_on(Tier.DRAM) + found.tokens_on(Tier.DISK)
         own = (
             blocks[-1].tokens
@@ -315,9 +347,37 @@ class Simulation:
             restore_cost_s=restore,
         )
         call = SimCall(ticket, blocks, tnode.output_tokens, f"{program.id}/{tnode.id}/out")
-        run.llm_calls[ticket.call_id] = i
-        self.engine.submit(call, now)
-        self._kick(now)
+        run.llm_calls[ticket.call_id] = (i, e)
+        self.engines[e].submit(call, now)
+        self._kick(e, now)
+
+    def _route_call(self, run: _Run, blocks: list[Block]) -> tuple[int, Match]:
+        """The replica to run a call on (Dynamo-style KV-aware score) and its match there.
+
+        A program's first call is scored on every replica; later calls only on the replica
+        holding its context and the least loaded one (where else could it be cheaper?)."""
+        engines = self.engines
+        tenant = run.trace.tenant
+        if len(engines) == 1:
+            return 0, engines[0].index.peek(tenant, blocks)
+        if run.engine is None:
+            candidates = list(range(len(engines)))
+        else:
+            idle = min(range(len(engines)), key=lambda k: engines[k].load)
+            candidates = [run.engine] if idle == run.engine else [run.engine, idle]
+        matches = [engines[k].index.peek(tenant, blocks) for k in candidates]
+        prompt = matches[0].requested_tokens
+        workers = [
+            WorkerState(
+                engines[k].name,
+                m.tokens_by_tier,
+                int(engines[k].prefill_load),
+                engines[k].decode_load,
+            )
+            for k, m in zip(candidates, matches, strict=True)
+        ]
+        best = choose_worker(prompt, workers, self._route)
+        return candidates[best], matches[best]
 
     def _start_tool(self, run: _Run, i: int, attempt: int, now: float) -> None:
         tnode = run.trace.nodes[i]
@@ -345,7 +405,7 @@ class Simulation:
         else:  # an unsafe retry was refused: the program cannot continue
             self._end(run, now, success=False)
 
-    def _handle(self, notes: list[Note], now: float) -> None:
+    def _handle(self, e: int, notes: list[Note], now: float) -> None:
         controller = self.controller
         for note in notes:
             ticket = note.call.ticket
@@ -358,12 +418,15 @@ class Simulation:
                 controller.first_token(ticket.program_id, ticket.node_id, now)
             elif note.what == "preempted":
                 controller.requeue_node(ticket.program_id, ticket.node_id, now)
+            elif note.what == "failed":
+                run.llm_calls.pop(ticket.call_id, None)
+                self._end(run, now, success=False)
             else:
-                self._llm_done(run, note, now)
+                self._llm_done(run, e, note, now)
 
-    def _llm_done(self, run: _Run, note: Note, now: float) -> None:
+    def _llm_done(self, run: _Run, e: int, note: Note, now: float) -> None:
         call = note.call
-        i = run.llm_calls.pop(call.call_id)
+        i, _ = run.llm_calls.pop(call.call_id)
         usage = CallUsage(
             call.prompt_tokens,
             call.hit_tokens,
@@ -378,9 +441,9 @@ class Simulation:
             self._end(run, now, success=False)
             return
         self._node_done(run, i, now)
-        program_aware = self.engine.queue.policy.program_aware
+        program_aware = self.engines[e].queue.policy.program_aware
         if program_aware and not run.ended and run.tools and not run.llm_calls:
-            self._tool_wait(run, note.path, now)
+            self._tool_wait(run, self.engines[e], note.path, now)
 
     def _node_done(self, run: _Run, i: int, now: float) -> None:
         if run.trace.nodes[i].branch is not TraceBranch.DISCARDED:
@@ -395,7 +458,7 @@ class Simulation:
                 if run.ended:
                     return
 
-    def _tool_wait(self, run: _Run, path: list[Node], now: float) -> None:
+    def _tool_wait(self, run: _Run, engine: SimEngine, path: list[Node], now: float) -> None:
         """The program waits on tools only: decide what happens to its KV meanwhile."""
         pid = run.trace.id
         mine = f"{pid}/"  # trace segment keys of the program's own nodes start so
@@ -404,15 +467,9 @@ class Simulation:
         if not private_tokens:
             return
         latency = self._slowest_tool(run)
-        engine = self.engine
         index = engine.index
         free = index.free(Tier.HBM) + index.evictable(Tier.HBM)
-        # queued demand: what the waiting calls still need to allocate (tickets carry the
-        # cached tokens seen at queueing, the controller's output estimate)
-        demand = [
-            e.ticket.prompt_tokens - e.ticket.cached_tokens + e.ticket.expected_output_tokens
-            for e in engine.queue
-        ]
+        demand, queued = engine.queued_demand, len(engine.queue)
         per_token = self.cost.prefill_seconds(private_tokens) / private_tokens
         wait = ToolWait(
             private_tokens=private_tokens,
@@ -420,8 +477,8 @@ class Simulation:
             latency=latency,
             tiers=engine.tiers,
             recompute_seconds_per_token=per_token,
-            pressure=pressure_from_queue(sum(demand), free),
-            call_tokens=max(sum(demand) / len(demand), 1.0) if demand else 8192.0,
+            pressure=pressure_from_queue(demand, free),
+            call_tokens=max(demand / queued, 1.0) if queued else 8192.0,
             gpu_pressure=float(len(engine.running) + len(engine.queue)),
         )
         decision = self.kv_policy.decide(wait)
@@ -468,7 +525,7 @@ class Simulation:
     def _stop(self, run: _Run, now: float) -> None:
         run.ended = True
         self._ended += 1
-        for call_id in list(run.llm_calls):
-            self.engine.abort(call_id, now)
+        for call_id, (_, e) in run.llm_calls.items():
+            self.engines[e].abort(call_id, now)
         run.llm_calls.clear()
         run.tools.clear()

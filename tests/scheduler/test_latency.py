@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentconsole.kvtiers.latency import Constant, LatencyDistribution, LogNormal, expected_min
+from agentconsole.scheduler.latency import Constant, LatencyDistribution, LogNormal, expected_min
 
 
 class NumericOnly:

@@ -1,4 +1,4 @@
-"""Tool-latency distributions for the tool-wait cost model.
+"""Tool-latency distributions: what the estimators learn and the tool-wait policies price.
 
 Owns the :class:`LatencyDistribution` protocol (``mean``, ``quantile``, ``survival``), the
 helper :func:`expected_min` (``E[min(L, tau)]``, closed form when the distribution offers it,
@@ -35,15 +35,6 @@ class LatencyDistribution(Protocol):
         ...
 
 
-@runtime_checkable
-class HasExpectedMin(Protocol):
-    """A distribution that knows ``E[min(L, tau)]`` in closed form."""
-
-    def expected_min(self, tau: float) -> float:
-        """``E[min(L, tau)]``."""
-        ...
-
-
 def expected_min(dist: LatencyDistribution, tau: float, steps: int = 64) -> float:
     """``E[min(L, tau)] = integral of survival over [0, tau]``: expected time held under a TTL.
 
@@ -54,8 +45,11 @@ def expected_min(dist: LatencyDistribution, tau: float, steps: int = 64) -> floa
         return 0.0
     if math.isinf(tau):
         return dist.mean()
-    if isinstance(dist, HasExpectedMin):
-        return dist.expected_min(tau)
+    # a distribution with a closed form offers ``expected_min(tau)``; duck-typed, because
+    # isinstance() on a runtime Protocol is slow on this hot path
+    closed_form = getattr(dist, "expected_min", None)
+    if closed_form is not None:
+        return float(closed_form(tau))
     n = steps + steps % 2
     h = tau / n
     total = dist.survival(0.0) + dist.survival(tau)

@@ -1,0 +1,217 @@
+"""Simulator invariants, the seed's section-4 case, and tenant fairness under a flood."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentconsole.kvtiers.tiers import Tier
+from agentconsole.sample_traces.format import (
+    LLMNode,
+    Outcome,
+    PrefixSegment,
+    ToolAttempt,
+    ToolKind,
+    ToolNode,
+    TraceProgram,
+)
+from agentconsole.sample_traces.generator import generate
+from agentconsole.scheduler.events import Event, EventKind
+from agentconsole.scheduler.metrics import MetricsAggregator
+from agentconsole.server.runtime.sim.calls import EngineConfig
+from agentconsole.server.runtime.sim.costmodel import preset
+from agentconsole.server.runtime.sim.engine import SimEngine
+from agentconsole.server.runtime.sim.simulation import SimConfig, SimResult, Simulation
+
+COST = preset("H200-141GB", "llama-3.1-8b", 1)
+PROGRAM_AWARE = ["progress", "critical-path", "cp-cache", "plas", "atlas"]
+ENDS = {EventKind.PROGRAM_FINISHED, EventKind.PROGRAM_FAILED, EventKind.PROGRAM_CANCELLED}
+
+
+def _run(programs: list[TraceProgram], **config: object) -> SimResult:
+    return Simulation(programs, COST, SimConfig(**config)).run()  # type: ignore[arg-type]
+
+
+def _checked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Check KV capacity and index integrity after every engine block."""
+    problems: list[str] = []
+    original = SimEngine.complete
+
+    blocks = [0]
+
+    def complete(self: SimEngine, now: float) -> None:
+        original(self, now)
+        for tier in (Tier.HBM, Tier.DRAM):
+            if self.index.used(tier) > self.index.capacity(tier):
+                problems.append(f"{tier.name} over capacity at {now}")
+        blocks[0] += 1
+        if blocks[0] % 25 == 0:  # O(nodes): sampled, and once more at the end
+            self.index.check_integrity()
+
+    monkeypatch.setattr(SimEngine, "complete", complete)
+    return problems
+
+
+@given(
+    seed=st.integers(0, 10_000),
+    workload=st.sampled_from(["seed-mix", "wide-fanout"]),
+    policy=st.sampled_from(["fcfs", "sjf", *PROGRAM_AWARE]),
+)
+@settings(max_examples=8, deadline=None)
+def test_invariants_hold_under_memory_pressure(seed: int, workload: str, policy: str) -> None:
+    monkeypatch = pytest.MonkeyPatch()
+    try:
+        problems = _checked(monkeypatch)
+        # a small HBM and host tier (a fraction of an H200) forces eviction and reloads
+        small = EngineConfig(mem_fraction_static=0.2, host_kv_tokens=200_000)
+        programs = generate(workload, n_programs=12, rate=0.2, seed=seed)
+        result = _run(programs, policy=policy, engine=small)
+    finally:
+        monkeypatch.undo()
+    assert problems == []
+    for sim_engine in result.engines:
+        sim_engine.index.check_integrity()
+    ends = Counter(e.kind for e in result.events if e.kind in ENDS)
+    assert sum(ends.values()) == len(programs)  # every program ends exactly once
+    kinds = Counter(e.kind for e in result.events)
+    assert kinds[EventKind.CALL_QUEUED] == (
+        kinds[EventKind.CALL_FINISHED] + kinds[EventKind.CALL_ABORTED]
+    )
+    assert all(not e.running and not len(e.queue) for e in result.engines)
+
+
+def test_tokens_are_conserved() -> None:
+    programs = generate("seed-mix", n_programs=40, rate=0.05, seed=3, p_cancel=0.0)
+    result = _run(programs, policy="cp-cache")
+    generated: dict[str, int] = defaultdict(int)
+    for e in result.events:
+        if e.kind is EventKind.CALL_FINISHED:
+            generated[e.program_id] += int(e.data["output_tokens"] or 0)
+    finished = {e.program_id for e in result.events if e.kind is EventKind.PROGRAM_FINISHED}
+    assert finished
+    for program in programs:
+        if program.id in finished:
+            expected = sum(n.output_tokens for n in program.nodes if isinstance(n, LLMNode))
+            assert generated[program.id] == expected
+
+
+def _signature(events: list[Event]) -> list[tuple[float, str, str, str]]:
+    return [(round(e.t, 9), e.kind.value, e.program_id, e.node_id) for e in events]
+
+
+def test_same_seed_same_result() -> None:
+    programs = generate("seed-mix", n_programs=30, rate=0.05, seed=7)
+    a = _run(programs, policy="cp-cache", replicas=2)
+    b = _run(programs, policy="cp-cache", replicas=2)
+    assert _signature(a.events.events) == _signature(b.events.events)
+    other = _run(generate("seed-mix", n_programs=30, rate=0.05, seed=8), policy="cp-cache")
+    assert _signature(other.events.events) != _signature(a.events.events)
+
+
+# -- the seed's section 4: a program at 9/10 with one short verifier left vs a new 100K prefill
+
+
+def _nearly_done(arrival: float) -> TraceProgram:
+    nodes: list[LLMNode | ToolNode] = []
+    parent: tuple[str, ...] = ()
+    for i in range(10):
+        out = 30 if i == 9 else 200  # the last call is a short verifier
+        nodes.append(LLMNode(id=f"c{i}", parents=parent, prompt_tokens=300, output_tokens=out))
+        if i < 9:
+            nodes.append(
+                ToolNode(
+                    id=f"t{i}",
+                    parents=(f"c{i}",),
+                    tool="run_tests",
+                    tool_kind=ToolKind.TEST_RUN,
+                    timeout_s=10.0,
+                    result_tokens=500,
+                    attempts=(ToolAttempt(latency_s=1.0, outcome=Outcome.OK),),
+                )
+            )
+            parent = (f"t{i}",)
+    return TraceProgram(
+        id="A",
+        tenant="t",
+        workload="section-4",
+        shape="serial",
+        arrival_s=arrival,
+        prefix=(PrefixSegment(id="A/task", tokens=20_000),),
+        nodes=tuple(nodes),
+    )
+
+
+def _fresh_big(arrival: float) -> TraceProgram:
+    return TraceProgram(
+        id="B",
+        tenant="t",
+        workload="section-4",
+        shape="planner",
+        arrival_s=arrival,
+        prefix=(PrefixSegment(id="B/repo", tokens=100_000),),
+        nodes=(LLMNode(id="plan", prompt_tokens=500, output_tokens=200),),
+    )
+
+
+def _last_call_ready(policy: str) -> float:
+    alone = _run([_nearly_done(0.0)], policy=policy)
+    return next(e.t for e in alone.events if e.kind is EventKind.NODE_READY and e.node_id == "c9")
+
+
+def _section4(policy: str) -> tuple[float, float]:
+    """(A's finish time, B's first token time) with B arriving just before A's last call."""
+    t = _last_call_ready(policy)
+    result = _run([_nearly_done(0.0), _fresh_big(t - 0.01)], policy=policy)
+    a_done = next(
+        e.t for e in result.events if e.kind is EventKind.PROGRAM_FINISHED and e.program_id == "A"
+    )
+    b_first = next(
+        e.t for e in result.events if e.kind is EventKind.CALL_FIRST_TOKEN and e.program_id == "B"
+    )
+    return a_done, b_first
+
+
+@pytest.mark.parametrize("policy", ["progress", "critical-path", "cp-cache"])
+def test_section4_nearly_done_program_finishes_first_under_program_aware(policy: str) -> None:
+    a_done, b_first = _section4(policy)
+    assert a_done < b_first
+
+
+@pytest.mark.parametrize("policy", ["plas", "atlas"])
+def test_section4_least_attained_service_favours_the_new_program(policy: str) -> None:
+    """Autellix's PLAS/ATLAS rank by attained service: the new program has none, so it goes
+    first by design (short programs are not stuck behind long ones)."""
+    a_done, b_first = _section4(policy)
+    assert b_first < a_done
+
+
+def test_section4_fcfs_makes_the_nearly_done_program_wait() -> None:
+    a_done, b_first = _section4("fcfs")
+    assert a_done > b_first
+
+
+# -- tenants: a light tenant beside a flooding one
+
+
+def _light_slowdown(programs: list[TraceProgram], policy: str, fair: bool = True) -> float:
+    from agentconsole.scheduler.fairness import FairnessConfig
+
+    result = _run(programs, policy=policy, fairness=FairnessConfig(enabled=fair))
+    return MetricsAggregator().observe_all(result.events.events).tenants()["tenant-light"].slowdown
+
+
+@pytest.mark.parametrize("policy", ["cp-cache", "fcfs"])
+def test_light_tenant_slowdown_stays_within_fairness_bound(policy: str) -> None:
+    """Fairness bound: beside a heavy tenant flooding at 9x its rate, the light tenant's
+    slowdown is at most 1.5x its slowdown with the engine to itself."""
+    programs = generate("two-tenants", n_programs=150, rate=0.012, seed=0)
+    light = [p for p in programs if p.tenant == "tenant-light"]
+    alone = _light_slowdown(light, policy)
+    flooded = _light_slowdown(programs, policy)
+    assert flooded <= 1.5 * alone
+    heavy_result = _run(programs, policy=policy)
+    heavy = MetricsAggregator().observe_all(heavy_result.events.events).tenants()["tenant-heavy"]
+    assert heavy.slowdown > flooded  # the flood is real: the heavy tenant pays for it
