@@ -49,6 +49,7 @@ def run_bench(**opts: Any) -> None:
         tp=opts["tp"],
         profile=opts["profile"],
         max_running=opts["max_running"],
+        replicas=opts["replicas"],
     )
     load_programs(setup)  # fail fast on a bad workload or trace, before forking workers
     pairs = [(p, k) for p in policies for k in kv_policies]
@@ -59,7 +60,7 @@ def run_bench(**opts: Any) -> None:
             progress, "runs", {label(p, k): pool.submit(run_one, setup, p, k) for p, k in pairs}
         )
         result: dict[str, Any] = {"setup": _setup_json(setup), "policies": runs}
-        title = f"{setup.label} on {setup.gpu} x {setup.model} (tp {setup.tp})"
+        title = f"{setup.label} on {setup.replicas} x {setup.gpu} x {setup.model} (tp {setup.tp})"
         if opts["sweep"]:
             slo = opts["slo_p95"] or DEFAULT_SLO_FACTOR * _ideal_p95(runs)
             start = next(iter(runs.values()))["rate_programs_per_s"]

@@ -37,6 +37,7 @@ class BenchSetup:
     tp: int = 1
     profile: str | None = None
     max_running: int | None = None
+    replicas: int = 1
 
     @property
     def label(self) -> str:
@@ -94,7 +95,9 @@ def run_one(
 ) -> dict[str, Any]:
     """Simulate one (policy, kv policy) pair; returns the metrics report plus run facts."""
     programs = load_programs(setup, rate)
-    config = SimConfig(policy=policy, kv_policy=kv_policy, engine=engine_config(setup))
+    config = SimConfig(
+        policy=policy, kv_policy=kv_policy, engine=engine_config(setup), replicas=setup.replicas
+    )
     result = Simulation(programs, cost_model(setup), config).run()
     metrics = MetricsAggregator().observe_all(result.events.events)
     report = metrics.report()

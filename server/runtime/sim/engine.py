@@ -179,12 +179,12 @@ class SimEngine:
         wake = min((c.ready_at for c in self._loading.values()), default=None)
         until = wake if wake is not None else math.inf
         if self._prefilling:
-            urgent = self._outranking_decoders()
-            if not urgent:
-                return self._start_prefill(now)
-            # better-ranked calls are decoding: run them alone until the first of them is
-            # done, so a worse-ranked long prefill does not stretch their steps
-            return self._start_decode(now, until, min(c.remaining_tokens for c in urgent))
+            if not self._outranking_decoders():
+                return self._start_prefill(now, self.config.chunked_prefill_size)
+            # better-ranked calls are decoding: prefill only as much as hides under their
+            # step's memory time (stall-free), so a worse-ranked long prefill neither
+            # stretches their steps nor stops
+            return self._start_prefill(now, self._stall_free_budget())
         if self._decoding:
             return self._start_decode(now, until)
         return wake
@@ -422,11 +422,24 @@ class SimEngine:
             self._decode_context -= call.prompt_tokens + call.generated
 
     # -- blocks -------------------------------------------------------------------------------
-    def _start_prefill(self, now: float) -> float:
+    def _stall_free_budget(self) -> int:
+        """The largest prefill chunk that lengthens the current decode step by at most 10%
+        (at least 1 token, so prefill always progresses)."""
+        batch, context = len(self._decoding), self._decode_context
+        limit = 1.1 * self.cost.decode_step_seconds(batch, context)
+        lo, hi = 1, self.config.chunked_prefill_size
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.cost.step_seconds(mid, mid * mid // 2, batch, context) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _start_prefill(self, now: float, budget: int) -> float:
         """One step: prefill chunks in rank order (the policy's order, not admission order,
-        so a short urgent prompt is not stuck behind a long one), plus, with mixed chunks,
-        one token for every decoding call."""
-        budget = self.config.chunked_prefill_size
+        so a short urgent prompt is not stuck behind a long one) within ``budget`` tokens,
+        plus, with mixed chunks, one token for every decoding call."""
         items: list[tuple[SimCall, int]] = []
         tokens = pairs = context = 0
         for call in sorted(self._prefilling.values(), key=lambda c: c.rank):
