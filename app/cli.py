@@ -64,6 +64,13 @@ def main() -> None:
     default=None,
     help="Engine --max-running-requests (default: the bench's engine default).",
 )
+@click.option(
+    "--replicas",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Data-parallel engine replicas behind the KV-aware router.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path))
