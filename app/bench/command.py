@@ -70,7 +70,10 @@ def run_bench(**opts: Any) -> None:
                 "sweep",
                 {label(p, k): pool.submit(max_rate, setup, p, k, slo, start) for p, k in pairs},
             )
-    console.print(metrics_table(title, runs))
+    # never squeeze the side-by-side table: a narrow terminal scrolls instead of truncating
+    needed = 50 + 15 * len(runs)
+    wide = Console(width=max(console.width, needed)) if console.width < needed else console
+    wide.print(metrics_table(title, runs))
     if "sweep" in result:
         console.print(f"SLO: P95 E2E <= {result['slo_p95_s']:.1f} s")
         base = BASELINE if BASELINE in result["sweep"] else next(iter(result["sweep"]))

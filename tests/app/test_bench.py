@@ -1,0 +1,112 @@
+"""``agentconsole bench``: the side-by-side table, its JSON and its self-contained HTML."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+from plotly.offline import get_plotlyjs
+
+from agentconsole.cli import main
+from agentconsole.scheduler.policies import available
+
+
+def _bench(tmp_path: Path, *args: str) -> tuple[str, dict[str, Any], str]:
+    out_json, out_html = tmp_path / "b.json", tmp_path / "b.html"
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--programs",
+            "20",
+            "--jobs",
+            "1",
+            "--json",
+            str(out_json),
+            "--html",
+            str(out_html),
+            *args,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    return result.output, json.loads(out_json.read_text()), out_html.read_text()
+
+
+def test_every_policy_side_by_side_with_section19_metrics(tmp_path: Path) -> None:
+    output, data, page = _bench(tmp_path, "--workload", "seed-mix", "--rate", "0.05")
+    policies = data["policies"]
+    assert isinstance(policies, dict)
+    assert set(policies) == set(available())
+    for name in available():
+        assert name in output  # one column per policy in the printed table
+        report = policies[name]
+        for key in (
+            "goodput_programs_per_s",
+            "e2e_p50_s",
+            "e2e_p95_s",
+            "e2e_p99_s",
+            "ttfp_p50_s",
+            "ttft_p50_s",
+            "tbt_p50_s",
+            "tool_wait_mean_s",
+            "cp_idle_queue_mean_s",
+            "cp_idle_kv_mean_s",
+            "cp_idle_tool_mean_s",
+            "gpu_s_per_success",
+            "tokens_per_success",
+            "discarded_branch_tokens",
+            "kv_hbm_mean_bytes",
+            "kv_dram_mean_bytes",
+            "prefix_hit_tokens",
+            "migrations",
+            "recomputes",
+            "max_tenant_slowdown",
+        ):
+            assert key in report, key
+        assert report["finished"] + report["cancelled"] + report["failed"] == 20
+        assert report["prefix_hit_tokens"] > 0
+        for tenant in report["tenants"].values():
+            assert tenant["slowdown"] is None or tenant["slowdown"] >= 1.0
+    assert "program success goodput" in output
+    assert "E2E P95" in output
+    # self-contained: plotly.js inlined, nothing fetched from anywhere
+    assert "Plotly" in page
+    assert len(page) > 1_000_000
+    # nothing loaded from elsewhere (plotly.js itself only holds attribution links)
+    assert not re.search(r"<script[^>]+src=", page)
+    assert "<link" not in page
+    # the page's own markup names no CDN (the inlined plotly.js carries an unused default
+    # topojson URL for geo maps, which no chart here loads)
+    own = page.replace(get_plotlyjs(), "")
+    assert "cdn." not in own
+    assert "https://" not in own
+
+
+def test_sweep_reports_max_rate_and_ratio(tmp_path: Path) -> None:
+    output, data, _ = _bench(
+        tmp_path, "--policies", "fcfs,cp-cache", "--rate", "0.02", "--sweep", "--slo-p95", "200"
+    )
+    sweep = data["sweep"]
+    assert isinstance(sweep, dict)
+    assert set(sweep) == {"fcfs", "cp-cache"}
+    for row in sweep.values():
+        assert row["max_rate"] > 0
+        assert row["e2e_p95_s"] <= 200
+    assert "ratio to fcfs" in output
+
+
+def test_kv_policy_comparison_and_trace_input(tmp_path: Path) -> None:
+    trace = Path(__file__).parents[2] / "sample_traces" / "seed-mix.small.jsonl"
+    _, data, _ = _bench(
+        tmp_path, "--trace", str(trace), "--policies", "cp-cache", "--kv-policy", "keep,adaptive"
+    )
+    assert set(data["policies"]) == {"cp-cache+keep", "cp-cache+adaptive"}
+
+
+def test_unknown_policy_is_a_clear_error() -> None:
+    result = CliRunner().invoke(main, ["bench", "--policies", "nope"])
+    assert result.exit_code != 0
+    assert "unknown policy nope" in result.output
