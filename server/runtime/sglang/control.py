@@ -1,0 +1,154 @@
+"""Live control of the plugin inside SGLang's scheduler process, through a small state folder.
+
+The adapter (server process) and the plugin (spawned scheduler process) share one directory,
+whose path reaches the scheduler in the environment variable ``AGENTCONSOLE_SGLANG_STATE_DIR``
+(inherited when SGLang spawns it). Three kinds of files, each replaced atomically
+(write to a temporary name, then ``os.replace``), so a reader never sees half a file:
+
+* ``control.json`` — written by the adapter: policy name, drain flag, operator boosts,
+  re-prioritised tickets, preempt requests, tool-wait retention hints, fairness and preemption
+  settings, and a ``version`` that grows by one with every change.
+* ``status.json`` — written by the plugin a few times a second: the waiting queue in policy
+  order, the running batch, KV use, per-tenant service and the control ``version`` it applied
+  (the adapter waits on that to confirm a change reached the scheduler).
+* ``plugin-<pid>.json`` — the marker the plugin's policy writes when SGLang constructs it in a
+  scheduler process: proof that the plugin is active where it must be (SGLang only logs plugin
+  load failures).
+
+Why files rather than a socket or SGLang RPC: the scheduler loop is synchronous and owned by
+SGLang; a ``stat`` per loop pass (rate-limited, with mtime caching) costs microseconds and
+needs no thread, no port and no change to SGLang's message types, and the folder doubles as a
+debugging record. Pure Python; no SGLang import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+STATE_DIR_ENV = "AGENTCONSOLE_SGLANG_STATE_DIR"
+CONTROL_FILE = "control.json"
+STATUS_FILE = "status.json"
+MARKER_PREFIX = "plugin-"
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionHint:
+    """A tool-wait decision for a program's last context: ``keep`` until ``until`` (wall clock),
+    or ``drop`` / ``offload`` (evict first). ``seq`` tells a repeated hint from a new one."""
+
+    action: str
+    until: float
+    seq: int
+
+
+@dataclass(slots=True)
+class ControlState:
+    version: int = 0
+    policy: str = "cp-cache"
+    paused: bool = False
+    #: program id -> operator boost (replaces the boost in that program's tickets)
+    boosts: dict[str, float] = field(default_factory=dict)
+    #: call id -> ticket params (``CallTicket.to_params``) replacing the submitted ticket
+    tickets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: call id -> wall time the operator preempted it
+    preempted: dict[str, float] = field(default_factory=dict)
+    retention: dict[str, RetentionHint] = field(default_factory=dict)
+    #: ``FairnessConfig`` fields (``tenant_weights`` as a dict)
+    fairness: dict[str, Any] = field(default_factory=dict)
+    #: ``PreemptionRule`` fields
+    preemption: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["retention"] = {k: asdict(v) for k, v in self.retention.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ControlState:
+        """Inverse of :meth:`to_json`; unknown keys are ignored (versions may differ)."""
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["retention"] = {
+            str(k): RetentionHint(str(v["action"]), float(v["until"]), int(v["seq"]))
+            for k, v in dict(data.get("retention", {})).items()
+        }
+        return cls(**kwargs)
+
+
+def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    """Replace ``path`` with ``data`` as JSON in one step (temporary file + ``os.replace``)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, separators=(",", ":"))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or None when it is missing or unreadable."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class CachedJsonFile:
+    """Reads a JSON file again only when its mtime or size changed, at most every
+    ``min_interval_s`` (the plugin polls it on every scheduler loop pass)."""
+
+    __slots__ = ("_checked", "_data", "_sig", "min_interval_s", "path")
+
+    def __init__(self, path: Path, min_interval_s: float = 0.02) -> None:
+        self.path = path
+        self.min_interval_s = min_interval_s
+        self._checked = -1e300
+        self._sig: tuple[int, int] | None = None
+        self._data: dict[str, Any] | None = None
+
+    def poll(self, now: float) -> tuple[dict[str, Any] | None, bool]:
+        """(content, changed since the previous call). ``now`` is any monotonic clock."""
+        if now - self._checked < self.min_interval_s:
+            return self._data, False
+        self._checked = now
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return self._data, False
+        sig = (st.st_mtime_ns, st.st_size)
+        if sig == self._sig:
+            return self._data, False
+        data = read_json(self.path)
+        if data is None:  # replaced between stat and read: try again next time
+            return self._data, False
+        self._sig, self._data = sig, data
+        return data, True
+
+
+class ControlWriter:
+    """The adapter's side of ``control.json``: keeps the state, bumps ``version``, writes."""
+
+    def __init__(self, state_dir: Path, initial: ControlState | None = None) -> None:
+        self.path = state_dir / CONTROL_FILE
+        self.state = initial or ControlState()
+        self.write()
+
+    def write(self) -> int:
+        """Bump the version and write the state; returns the new version."""
+        self.state.version += 1
+        write_json_atomic(self.path, self.state.to_json())
+        return self.state.version
+
+
+def marker_files(state_dir: Path) -> list[Path]:
+    """The plugin markers in ``state_dir`` (one per scheduler process that built the policy)."""
+    return sorted(state_dir.glob(f"{MARKER_PREFIX}*.json"))

@@ -1,0 +1,118 @@
+"""How the adapter configures ``sglang.Engine``: server arguments and process environment.
+
+:class:`EngineSettings` is what the runtime needs to know (from ``RuntimeOptions``);
+:func:`engine_kwargs` turns it into ``Engine(**kwargs)`` and :func:`engine_env` into the
+environment the engine's spawned processes must inherit. CPU facts (see
+``/work/shared/research/sglang-0.5.23-on-cpu.md``): ``device=cpu`` with the ``torch_native``
+attention backend, no CUDA graphs, no overlap scheduler, an explicit ``max_total_tokens``
+(else SGLang sizes the KV pool from host RAM and takes ~30 s to allocate it), fp32 for the
+tiny fp32 model (``auto`` would downcast it), and ``SGLANG_USE_CPU_ENGINE=1`` before SGLang is
+imported.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentconsole.server.runtime.sglang import retention, symbols
+from agentconsole.server.runtime.sglang.control import STATE_DIR_ENV
+from agentconsole.server.runtime.sglang.processes import on_sigquit
+from agentconsole.server.runtime.sglang.tiny_model import MARKER as TINY_MARKER
+
+CPU_DEFAULT_MAX_TOTAL_TOKENS = 16384
+#: SGLang's plugin whitelist value that matches no plugin (stock SGLang)
+NO_PLUGINS = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    model_path: Path
+    device: str = "cpu"  # "cpu" or "cuda"
+    #: run agentconsole's plugin in the scheduler (False: stock SGLang, e.g. as a baseline)
+    plugin: bool = True
+    #: SGLang's own schedule policy; with the plugin it only decides what the plugin leaves
+    #: to SGLang (nothing for ordering); without it, the stock baseline (fcfs, lpm, ...)
+    schedule_policy: str = "fcfs"
+    max_total_tokens: int | None = None
+    max_running_requests: int | None = None
+    tp: int = 1
+    enable_metrics: bool = True
+    #: extra ``Engine`` keyword arguments, applied last (they win)
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device == "cpu"
+
+
+def is_tiny_model(model_path: Path) -> bool:
+    """True for a model made by ``tiny_model.make_tiny_model`` (it is fp32)."""
+    return (model_path / TINY_MARKER).is_file()
+
+
+def engine_kwargs(settings: EngineSettings) -> dict[str, Any]:
+    """``Engine(**kwargs)`` for ``settings``. Raises ``ValueError`` for tp > 1 with the plugin
+    (its time-dependent keys would let tensor-parallel ranks disagree on the batch)."""
+    if settings.plugin and settings.tp > 1:
+        raise ValueError("the agentconsole SGLang plugin supports tp=1 only")
+    kw: dict[str, Any] = {
+        "model_path": str(settings.model_path),
+        "tp_size": settings.tp,
+        "enable_metrics": settings.enable_metrics,
+        "log_level": "warning",
+        "custom_sigquit_handler": on_sigquit,
+        "schedule_policy": settings.schedule_policy,
+        # SGLang's scheduler spins when idle; sleeping on its sockets frees a core on small
+        # machines and adds no latency (it wakes on the next message)
+        "sleep_on_idle": True,
+    }
+    if settings.plugin:
+        kw.update(
+            enable_priority_scheduling=True,
+            default_priority_value=0,
+            schedule_policy="fcfs",
+            radix_eviction_policy=retention.STRATEGY_NAME,
+        )
+    if settings.max_running_requests is not None:
+        kw["max_running_requests"] = settings.max_running_requests
+    if settings.is_cpu:
+        kw.update(
+            device="cpu",
+            attention_backend="torch_native",
+            disable_cuda_graph=True,
+            disable_overlap_schedule=True,
+            max_total_tokens=settings.max_total_tokens or CPU_DEFAULT_MAX_TOTAL_TOKENS,
+        )
+        if is_tiny_model(settings.model_path):
+            kw["dtype"] = "float32"
+    elif settings.max_total_tokens is not None:
+        kw["max_total_tokens"] = settings.max_total_tokens
+    kw.update(settings.overrides)
+    return kw
+
+
+def engine_env(settings: EngineSettings, state_dir: Path) -> dict[str, str | None]:
+    """Environment for the engine's processes (None = unset). The adapter applies it only
+    while the engine is being constructed: spawned children inherit it, the server keeps its
+    own environment."""
+    if not settings.plugin:
+        return {symbols.PLUGINS_ENV: NO_PLUGINS, STATE_DIR_ENV: None}
+    return {
+        STATE_DIR_ENV: str(state_dir),
+        symbols.TREE_CORE_ENV: "python",  # the eviction plugin needs Python tree nodes
+        symbols.PLUGINS_ENV: None,
+    }
+
+
+def apply_env(changes: dict[str, str | None]) -> dict[str, str | None]:
+    """Apply ``changes`` to ``os.environ``; returns what to pass back to undo them."""
+    previous = {k: os.environ.get(k) for k in changes}
+    for key, value in changes.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    return previous

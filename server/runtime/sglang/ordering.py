@@ -1,0 +1,241 @@
+"""The plugin's decisions as pure functions: queue order, preemption victims, service meter.
+
+Everything here runs inside SGLang's scheduler process but imports nothing of SGLang, so it
+is unit-tested on its own. The order is exactly the simulator's: for each waiting call
+``FairnessGuard.effective_key(ticket, policy.key(ticket, now), now, underserved)`` with the
+same policy objects (``get_policy``) and the same guard, ties broken by arrival in the
+scheduler. Two tiers are added behind the guard's three (0 starving, 1 underserved tenant,
+2 normal):
+
+* tier 3, *demoted*: a call the operator preempted, until it runs again. Its starvation clock
+  restarts at the preempt, so the aging bound still brings it back.
+* tier 4, *untracked*: requests without a ticket (SGLang's own health checks, clients that talk
+  to the engine directly). They run FCFS among themselves behind every ticketed call, and the
+  aging bound (``beta * service_floor_s`` after they arrived) promotes them to tier 0, so they
+  never starve.
+
+Tier -1 is the adapter's health probe: one token, always first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from agentconsole.scheduler.fairness import TIER_STARVING, FairnessGuard
+from agentconsole.scheduler.policies import get_policy
+from agentconsole.scheduler.policies.base import Policy
+from agentconsole.scheduler.preemption import PreemptionRule
+from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.runtime.sglang.wire import CallKind, WireTicket
+
+TIER_PROBE, TIER_DEMOTED, TIER_UNTRACKED = -1, 3, 4
+EffectiveKey = tuple[int, float, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A request as the orderer sees it: its id, its ticket (if any), when the plugin first saw
+    it (wall clock) and, if the operator preempted it and it has not run since, when."""
+
+    rid: str
+    wire: WireTicket | None
+    first_seen: float
+    preempted_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    candidate: Candidate
+    key: EffectiveKey
+    policy_key: float
+    tenant: str
+    program_id: str
+
+
+class Orderer:
+    """Computes effective keys with one policy and one fairness guard (state: the guard's
+    per-tenant service, fed by :class:`ServiceMeter`, and the policy chosen by name)."""
+
+    def __init__(self, guard: FairnessGuard, policy: str = "cp-cache") -> None:
+        self.guard = guard
+        self.policy_name = policy
+        self.policy: Policy = get_policy(policy)
+
+    def set_policy(self, name: str) -> bool:
+        """Switch to the policy registered as ``name``; False (policy kept) if unknown."""
+        if name == self.policy_name:
+            return True
+        try:
+            self.policy = get_policy(name)
+        except KeyError:
+            return False
+        self.policy_name = name
+        return True
+
+    def rank(
+        self,
+        candidates: Sequence[Candidate],
+        wall: float,
+        *,
+        boosts: Mapping[str, float] | None = None,
+        tickets: Mapping[str, CallTicket] | None = None,
+    ) -> list[Ranked]:
+        """Effective keys of ``candidates`` at wall-clock time ``wall``, in input order.
+
+        ``boosts`` (program -> amount) replaces the tickets' boost: the operator's boost
+        reaches calls already queued. ``tickets`` (rid -> ticket) replaces a request's ticket
+        (re-prioritisation). Does not mutate the candidates' tickets.
+        """
+        boosts = boosts or {}
+        tickets = tickets or {}
+        order = sorted(range(len(candidates)), key=lambda i: (candidates[i].first_seen, i))
+        seq = {i: n for n, i in enumerate(order)}
+        resolved: list[CallTicket | None] = []
+        for c in candidates:
+            base = tickets.get(c.rid) or (c.wire.ticket if c.wire is not None else None)
+            if base is not None and base.program_id in boosts:
+                base = replace(base, boost=boosts[base.program_id])
+            resolved.append(base)
+        backlogged = {t.tenant for t in resolved if t is not None}
+        underserved = self.guard.underserved(backlogged, wall)
+        out = []
+        for i, (c, ticket) in enumerate(zip(candidates, resolved, strict=True)):
+            out.append(self._one(c, ticket, seq[i], wall, underserved))
+        return out
+
+    def _one(
+        self,
+        c: Candidate,
+        ticket: CallTicket | None,
+        seq: int,
+        wall: float,
+        underserved: frozenset[str],
+    ) -> Ranked:
+        if ticket is None or c.wire is None:
+            synthetic = CallTicket(c.rid, "", "", "", arrival=c.first_seen)
+            starve = self.guard.starve_at(synthetic)
+            key = (TIER_STARVING, starve, seq) if wall >= starve else (TIER_UNTRACKED, 0.0, seq)
+            return Ranked(c, key, math.inf, "", "")
+        now = c.wire.now(wall)
+        if c.wire.kind is CallKind.PROBE:
+            return Ranked(c, (TIER_PROBE, 0.0, seq), 0.0, ticket.tenant, ticket.program_id)
+        ticket = replace(ticket, seq=seq)
+        if c.preempted_at is not None:
+            ticket = replace(ticket, arrival=max(ticket.arrival, c.wire.now(c.preempted_at)))
+        policy_key = self.policy.key(ticket, now)
+        key = self.guard.effective_key(ticket, policy_key, now, underserved)
+        if c.preempted_at is not None and key[0] != TIER_STARVING:
+            key = (TIER_DEMOTED, policy_key, seq)
+        return Ranked(c, key, policy_key, ticket.tenant, ticket.program_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RunningView:
+    """A running request as the preemption decision needs it."""
+
+    rid: str
+    key: EffectiveKey
+    resident_s: float
+    remaining_s: float
+    restore_s: float
+    protected: bool = False  # e.g. the health probe, or a request without a ticket
+
+
+def preemption_victims(
+    want: EffectiveKey,
+    running: Sequence[RunningView],
+    rule: PreemptionRule,
+    *,
+    preemptive: bool,
+) -> list[str]:
+    """Running requests the waiting one (effective key ``want``) may displace, worst first.
+
+    The simulator's rule (``PreemptionRule.allows``: better key, minimum residency, remaining
+    work larger than the restore cost) applied to every running request; SGLang then preempts
+    from the front of this list until the waiting request fits. Empty when the policy is not
+    preemptive.
+    """
+    if not preemptive or not rule.enabled:
+        return []
+    allowed = [
+        r
+        for r in running
+        if not r.protected and rule.allows(want, r.key, r.resident_s, r.remaining_s, r.restore_s)
+    ]
+    allowed.sort(key=lambda r: r.key, reverse=True)
+    return [r.rid for r in allowed]
+
+
+def preemption_priorities(
+    victims: Sequence[str], others: Sequence[str], threshold: int
+) -> tuple[int, dict[str, int]]:
+    """Temporary ``Req.priority`` values that make SGLang's ``preempt_to_schedule`` (higher
+    value = more important; a difference above ``threshold`` allows preemption) pick exactly
+    ``victims``, worst first, and never ``others``. Returns (waiting request's priority,
+    running rid -> priority)."""
+    top = len(victims) + threshold + 1
+    prio = {rid: n for n, rid in enumerate(victims)}
+    prio.update({rid: top for rid in others if rid not in prio})
+    return top, prio
+
+
+class ServiceMeter:
+    """Credits measured engine time to tenants (for the guard's share rule) and keeps running
+    estimates of a decode step and of prefill time (for the preemption rule).
+
+    Step time is split between the requests of a step in proportion to the tokens each
+    computed (its prefill chunk, or 1 when decoding), as the simulator does. Prefill time is
+    fitted online as ``fixed + per_token * tokens`` (exponentially weighted least squares), since
+    on small steps the fixed part dominates and a plain per-token average would be far off.
+    """
+
+    def __init__(self, guard: FairnessGuard, *, smoothing: float = 0.1) -> None:
+        self.guard = guard
+        self.smoothing = smoothing
+        self.decode_step_s = 0.005
+        self.prefill_fixed_s = 0.005
+        self.prefill_token_s = 2e-5
+        self._sums = [0.0] * 5  # weighted n, x, x^2, y, x*y of (tokens, seconds)
+        self.service_s: dict[str, float] = {}  # tenant -> total seconds (for the status file)
+
+    def credit(
+        self, shares: Sequence[tuple[str, int]], seconds: float, wall: float, *, prefill: bool
+    ) -> None:
+        """Credit ``seconds`` of one step to ``shares`` ((tenant, tokens) per request; the
+        empty tenant, for requests without a ticket, is not credited)."""
+        total = sum(tokens for _, tokens in shares)
+        if total <= 0 or seconds <= 0:
+            return
+        for tenant, tokens in shares:
+            if tenant and tokens > 0:
+                part = seconds * tokens / total
+                self.guard.record_service(tenant, part, wall)
+                self.service_s[tenant] = self.service_s.get(tenant, 0.0) + part
+        if prefill:
+            self._fit_prefill(float(total), seconds)
+        else:
+            self.decode_step_s += self.smoothing * (seconds - self.decode_step_s)
+
+    def _fit_prefill(self, x: float, y: float) -> None:
+        decay = 1.0 - self.smoothing / 2
+        s = self._sums
+        for i, v in enumerate((1.0, x, x * x, y, x * y)):
+            s[i] = s[i] * decay + v
+        n, sx, sxx, sy, sxy = s
+        det = n * sxx - sx * sx
+        if det <= 1e-9 * max(n * sxx, 1.0):
+            return  # every sample the same size so far: nothing to separate
+        slope = (n * sxy - sx * sy) / det
+        self.prefill_token_s = max(slope, 0.0)
+        self.prefill_fixed_s = max((sy - self.prefill_token_s * sx) / n, 0.0)
+
+    def remaining_s(self, ticket: CallTicket | None, generated: int) -> float:
+        """Expected decode time left for a running request (at least one step)."""
+        expected = ticket.expected_output_tokens if ticket is not None else 0.0
+        return max(expected - generated, 1.0) * self.decode_step_s
+
+    def restore_s(self, context_tokens: int) -> float:
+        """Time to recompute ``context_tokens`` of KV if a preempted request lost it."""
+        return self.prefill_fixed_s + context_tokens * self.prefill_token_s

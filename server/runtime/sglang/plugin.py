@@ -1,0 +1,156 @@
+"""The SGLang plugin: program-aware ordering, preemption, drain and KV retention *inside*
+SGLang's scheduler process.
+
+SGLang loads the ``sglang.srt.plugins`` entry point ``agentconsole`` (``pyproject.toml``) in
+every process it starts; schedulers are spawned, so this is the only way in. :func:`register`
+is inert unless ``AGENTCONSOLE_SGLANG_STATE_DIR`` names the adapter's state folder (so other
+SGLang users of this environment are unaffected). When active it registers with
+``HookRegistry``:
+
+* class REPLACE of ``SchedulePolicy``: ``calc_priority`` sorts the waiting queue in place by
+  the simulator's effective key (``ordering.Orderer``); the constructor writes the marker file.
+* class REPLACE of ``PrefillAdder``: ``preempt_to_schedule`` lets SGLang's own priority
+  preemption act on *our* decision: the plugin picks the victims with the simulator's
+  ``PreemptionRule`` and sets temporary ``Req.priority`` values only for the duration of that
+  call (SGLang then releases their KV and requeues them); ``add_one_req`` admits nothing while
+  the operator drains.
+* AFTER hook on ``Scheduler.get_next_batch_to_run`` (every loop pass): poll ``control.json``,
+  apply retention hints, write ``status.json``.
+* AROUND hooks on ``Scheduler.run_batch`` and ``process_batch_result``: time each step and
+  credit it to the tenants of its requests (the fairness guard's share rule).
+* the ``agentconsole`` radix eviction strategy (``retention``).
+
+Every hook body is guarded: an exception is counted, logged and reported in ``status.json``,
+and SGLang's own behaviour is used for that pass, so a plugin bug never stops the scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from agentconsole.server.runtime.sglang import retention, symbols
+from agentconsole.server.runtime.sglang.control import STATE_DIR_ENV
+from agentconsole.server.runtime.sglang.plugin_state import PluginState
+
+logger = logging.getLogger("agentconsole.sglang.plugin")
+_STATE: PluginState | None = None
+
+
+def state() -> PluginState | None:
+    """This process's plugin state (None when the plugin is inert)."""
+    return _STATE
+
+
+def register() -> None:
+    """SGLang's entry point: register the hooks when the adapter configured a state folder.
+
+    Changes SGLang's hook registry and eviction-strategy table in this process; idempotent per
+    process (SGLang calls it once per process anyway).
+    """
+    global _STATE
+    folder = os.environ.get(STATE_DIR_ENV)
+    if not folder or _STATE is not None:
+        return
+    _STATE = PluginState(Path(folder))
+    registry = symbols.load(symbols.HOOK_REGISTRY)
+    hook_type = symbols.load(symbols.HOOK_TYPE)
+    registry.register(
+        symbols.dotted(symbols.SCHEDULE_POLICY), _policy_class(_STATE), hook_type.REPLACE
+    )
+    registry.register(
+        symbols.dotted(symbols.PREFILL_ADDER), _adder_class(_STATE), hook_type.REPLACE
+    )
+    registry.register(symbols.dotted(symbols.NEXT_BATCH), _after_next_batch, hook_type.AFTER)
+    registry.register(symbols.dotted(symbols.RUN_BATCH), _timed, hook_type.AROUND)
+    registry.register(symbols.dotted(symbols.PROCESS_RESULT), _timed, hook_type.AROUND)
+    if not retention.install_strategy():
+        logger.error("agentconsole: cannot install the eviction strategy on this SGLang")
+
+
+def _policy_class(st: PluginState) -> type[Any]:
+    base = symbols.load(symbols.SCHEDULE_POLICY)
+
+    class ProgramAwareSchedulePolicy(base):  # type: ignore[misc,valid-type]  # SGLang class
+        """SGLang's ``SchedulePolicy`` with the waiting queue ordered by agentconsole."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            st.write_marker(self)
+
+        def calc_priority(
+            self, waiting_queue: list[Any], running_batch: Any = None, processed_tokens: int = 0
+        ) -> None:
+            try:
+                st.sort_waiting(waiting_queue, time.time(), self.tree_cache)
+            except Exception as err:
+                st.record_error("calc_priority", err)
+                super().calc_priority(waiting_queue, running_batch, processed_tokens)
+
+    return ProgramAwareSchedulePolicy
+
+
+def _adder_class(st: PluginState) -> type[Any]:
+    base = symbols.load(symbols.PREFILL_ADDER)
+    add_result = symbols.load(symbols.ADD_REQ_RESULT)
+
+    class ProgramAwarePrefillAdder(base):  # type: ignore[misc,valid-type]  # SGLang class
+        """SGLang's ``PrefillAdder`` with agentconsole's preemption rule and drain gate."""
+
+        def add_one_req(self, req: Any, *args: Any, **kwargs: Any) -> Any:
+            if st.paused:
+                return add_result.OTHER
+            return super().add_one_req(req, *args, **kwargs)
+
+        def preempt_to_schedule(self, req: Any) -> bool:
+            running = list(self.running_batch.reqs)
+            try:
+                plan = st.plan_preemption(
+                    req, running, int(self.priority_scheduling_preemption_threshold)
+                )
+            except Exception as err:
+                st.record_error("preempt_to_schedule", err)
+                return False
+            if plan is None:
+                return False
+            mine, theirs = plan
+            saved = [(r, r.priority) for r in [req, *running]]
+            before = len(self.preempt_list)
+            try:
+                req.priority = mine
+                for r in running:
+                    r.priority = theirs.get(r.rid, mine)
+                ok = bool(super().preempt_to_schedule(req))
+            finally:
+                for r, p in saved:
+                    r.priority = p
+            if ok:
+                st.on_preempted(len(self.preempt_list) - before)
+            return ok
+
+    return ProgramAwarePrefillAdder
+
+
+def _after_next_batch(result: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:
+    st = _STATE
+    if st is None:
+        return
+    try:
+        st.on_loop(scheduler)
+    except Exception as err:
+        st.record_error("get_next_batch_to_run", err)
+
+
+def _timed(original: Any, scheduler: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
+    start = time.perf_counter()
+    out = original(scheduler, batch, *args, **kwargs)
+    st = _STATE
+    if st is not None and batch is not None:
+        try:
+            st.on_step(batch, time.perf_counter() - start)
+        except Exception as err:
+            st.record_error("step accounting", err)
+    return out

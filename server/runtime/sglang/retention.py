@@ -1,0 +1,125 @@
+"""Tool-wait KV decisions on SGLang's real radix cache: the ``agentconsole`` eviction strategy.
+
+Mechanism (runs in the scheduler process, Python tree core only):
+
+* :func:`install_strategy` registers an eviction strategy named ``agentconsole`` with SGLang
+  (``_EVICTION_POLICY_FACTORIES``, a private dict, plus the public choices list), selected with
+  ``--radix-eviction-policy agentconsole``. SGLang's default Rust tree core rejects unknown
+  strategy names, so the adapter runs the engine with the Python core
+  (``SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=python``).
+* The strategy's victim order is ``(class, last_access_time)``: class 2 for nodes a program in
+  tool wait keeps (until its retention deadline), 1 for ordinary nodes, 0 for nodes a ``drop``
+  or ``offload`` decision marked. Without hints it is exactly LRU. Retention is *soft*: kept
+  nodes are evicted last, but they are evicted when nothing else is left, and the mark decays
+  at its deadline (the design's "priority that decays after the predicted wait").
+* :func:`mark_context` applies a decision: it matches the program's last context (token ids
+  recorded when its request ran) in the tree and marks the nodes on that path. ``keep`` marks
+  the whole path (shared prefix included: the program needs it back); ``drop``/``offload``
+  mark only the program's exclusive suffix (below the deepest node other sequences branch
+  from), so a shared system prompt is never pushed out by one program's decision.
+
+Why not ``--radix-eviction-policy priority`` with request priorities: a node's priority is the
+maximum over the requests that inserted it, fixed when the request finishes, while the
+tool-wait decision is taken *after* the call finished and must decay; and SGLang also reads
+``Req.priority`` for preemption. ``offload`` on a GPU with HiCache: marked nodes are evicted
+first, and eviction demotes backed-up nodes to host memory, so offload happens on demand.
+On CPU there is no host tier and ``offload`` behaves as ``drop``.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agentconsole.server.runtime.sglang import symbols
+
+STRATEGY_NAME = "agentconsole"
+#: attribute the plugin sets on Python tree-core nodes: wall-clock retention deadline
+UNTIL_ATTR = "_agentconsole_until"
+DROPPED = float("-inf")
+CLASS_DROPPED, CLASS_NORMAL, CLASS_KEPT = 0, 1, 2
+
+
+def node_class(until: float | None, now: float) -> int:
+    """Eviction class of a node with retention mark ``until`` at wall time ``now``."""
+    if until is None:
+        return CLASS_NORMAL
+    if until == DROPPED:
+        return CLASS_DROPPED
+    return CLASS_KEPT if until > now else CLASS_NORMAL
+
+
+def install_strategy(clock: Callable[[], float] = time.time) -> bool:
+    """Register the ``agentconsole`` eviction strategy with SGLang (idempotent).
+
+    Changes SGLang's strategy table and choices list in this process. Returns False when the
+    symbols are missing (another SGLang version): the engine then refuses the policy name at
+    start-up, which the adapter reports.
+    """
+    try:
+        base = symbols.load(symbols.EVICTION_STRATEGY)
+        factories = symbols.load(symbols.EVICTION_FACTORIES)
+        choices = symbols.load(symbols.EVICTION_CHOICES)
+    except (ImportError, AttributeError):
+        return False
+
+    class RetentionStrategy(base):  # type: ignore[misc,valid-type]  # SGLang's ABC, typed Any
+        def get_priority(self, node: Any) -> tuple[int, float]:
+            until = getattr(node, UNTIL_ATTR, None)
+            return (node_class(until, clock()), node.last_access_time)
+
+    factories[STRATEGY_NAME] = RetentionStrategy
+    if STRATEGY_NAME not in choices:
+        choices.append(STRATEGY_NAME)
+    return True
+
+
+@dataclass(slots=True)
+class Context:
+    """The token ids and cache namespace of a program's most recent request (by reference:
+    SGLang appends decoded tokens to ``output`` in place)."""
+
+    origin: Any
+    output: Any
+    extra_key: str | None
+    cache_salt: str | None
+
+    def token_ids(self) -> Any:
+        ids = array("q", self.origin)
+        ids.extend(self.output)
+        return ids
+
+
+def mark_context(tree_cache: Any, ctx: Context, until: float, *, whole_path: bool) -> int:
+    """Mark the cached path of ``ctx`` with deadline ``until`` (``DROPPED`` = evict first);
+    returns the tokens marked (0 when nothing of it is cached).
+
+    Requires the Python tree core (nodes are Python objects that accept an attribute).
+    ``whole_path=False`` stops below the deepest node another sequence continues from, so only
+    the context's exclusive suffix is marked.
+    """
+    radix_key = symbols.load(symbols.RADIX_KEY)
+    params = symbols.load(symbols.MATCH_PARAMS)
+    key = radix_key(token_ids=ctx.token_ids(), extra_key=ctx.extra_key, cache_salt=ctx.cache_salt)
+    result = tree_cache.match_prefix(params(key=key))
+    if not result.device_prefix_len:
+        return 0
+    node = tree_cache.resolve_node_handle(result.last_device_node)
+    path = []
+    while node is not None and node.parent is not None:
+        path.append(node)
+        node = node.parent
+    if not whole_path:
+        # a node other sequences continue from is shared: it and everything above it stay
+        for i, n in enumerate(path):
+            if len(n.children) > (0 if i == 0 else 1):
+                path = path[:i]
+                break
+    tokens = 0
+    for n in path:
+        setattr(n, UNTIL_ATTR, until)
+        tokens += len(n.key) if n.key is not None else 0
+    return tokens

@@ -1,0 +1,90 @@
+"""What the plugin reports from inside SGLang's scheduler: ``status.json`` and its reading.
+
+The plugin writes a :class:`SchedulerStatus` a few times a second (and at once after applying a
+control change); the adapter turns it into the ``RuntimeSnapshot`` the server shows. Queued and
+running entries are small lists rather than objects to keep the file cheap to write on every
+loop pass of a busy scheduler. Pure Python; no SGLang import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agentconsole.scheduler.runtime import QueuedCall, RunningCall, TierUsage
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedEntry:
+    rid: str
+    program_id: str
+    tenant: str
+    tier: int  # fairness tier: 0 starving, 1 underserved tenant, 2 normal, 3 untracked/demoted
+    key: float  # policy key (lower runs first)
+    waited_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunningEntry:
+    rid: str
+    program_id: str
+    tenant: str
+    context_tokens: int
+    generated: int
+    running_s: float
+
+
+@dataclass(slots=True)
+class SchedulerStatus:
+    pid: int = 0
+    written_at: float = 0.0  # wall clock
+    control_version: int = 0  # the last control.json version the plugin applied
+    policy: str = ""
+    paused: bool = False
+    queued: list[QueuedEntry] = field(default_factory=list)
+    running: list[RunningEntry] = field(default_factory=list)
+    kv_used_tokens: int = 0
+    kv_capacity_tokens: int = 0
+    kv_evictable_tokens: int = 0
+    kv_bytes_per_token: int = 0
+    retained_tokens: dict[str, int] = field(default_factory=dict)  # program -> kept tokens
+    tenant_service_s: dict[str, float] = field(default_factory=dict)
+    preemptions: int = 0
+    errors: int = 0
+    last_error: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["queued"] = [list(asdict(q).values()) for q in self.queued]
+        data["running"] = [list(asdict(r).values()) for r in self.running]
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SchedulerStatus:
+        """Inverse of :meth:`to_json`; raises ``TypeError``/``ValueError`` on a bad file."""
+        plain = {k: v for k, v in data.items() if k not in ("queued", "running")}
+        status = cls(**plain)
+        status.queued = [QueuedEntry(*row) for row in data.get("queued", [])]
+        status.running = [RunningEntry(*row) for row in data.get("running", [])]
+        return status
+
+    def queued_calls(self, now: float) -> tuple[QueuedCall, ...]:
+        """The waiting queue in run order, waits advanced to ``now`` (wall clock)."""
+        age = max(now - self.written_at, 0.0)
+        return tuple(
+            QueuedCall(q.rid, q.program_id, q.tenant, q.key, q.waited_s + age) for q in self.queued
+        )
+
+    def running_calls(self) -> tuple[RunningCall, ...]:
+        return tuple(
+            RunningCall(r.rid, r.program_id, r.tenant, r.context_tokens, r.generated, r.running_s)
+            for r in self.running
+        )
+
+    def device_tier(self) -> TierUsage:
+        return TierUsage(
+            self.kv_used_tokens,
+            self.kv_capacity_tokens,
+            self.kv_used_tokens * self.kv_bytes_per_token,
+        )

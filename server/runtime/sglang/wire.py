@@ -1,0 +1,110 @@
+"""What travels with a request into SGLang's scheduler process: the ticket and the cache salt.
+
+Owns the namespaced layout of ``sampling_params.custom_params`` (one key, ``agentconsole``, so
+other users of ``custom_params`` are left alone), the static ``priority`` a request carries,
+and the ``cache_salt`` that scopes a request's radix-cache entries to its tenant.
+
+Pure Python: the adapter (server process) encodes, the plugin (scheduler process) decodes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from agentconsole.scheduler.ticket import CallTicket
+
+PARAMS_KEY = "agentconsole"
+WIRE_VERSION = 1
+PUBLIC_SALT = "public"
+#: bound on the static priority so SGLang's per-priority metric labels stay few
+PRIORITY_LIMIT = 1000
+
+
+class CallKind(StrEnum):
+    """``call``: an LLM call of a program; ``probe``: the adapter's health probe (runs first)."""
+
+    CALL = "call"
+    PROBE = "probe"
+
+
+@dataclass(frozen=True, slots=True)
+class WireTicket:
+    """A decoded ticket plus how to read its times in the scheduler process.
+
+    ``clock_offset`` is ``ticket clock - time.time()`` measured by the adapter at submit, so
+    the plugin computes the ticket-clock "now" as ``time.time() + clock_offset``.
+    """
+
+    ticket: CallTicket
+    clock_offset: float = 0.0
+    kind: CallKind = CallKind.CALL
+
+    def now(self, wall: float) -> float:
+        """The ticket clock's reading when the wall clock reads ``wall``."""
+        return wall + self.clock_offset
+
+
+def encode(
+    ticket: CallTicket, *, clock_offset: float, kind: CallKind = CallKind.CALL
+) -> dict[str, Any]:
+    """``custom_params`` for a request of ``ticket`` (JSON scalars and dicts only)."""
+    return {
+        PARAMS_KEY: {
+            "v": WIRE_VERSION,
+            "kind": kind.value,
+            "clock_offset": clock_offset,
+            "ticket": ticket.to_params(),
+        }
+    }
+
+
+def decode(custom_params: object) -> WireTicket | None:
+    """The ticket in ``custom_params``, or None when there is none or it is malformed.
+
+    Never raises: the scheduler must keep running whatever a client put in ``custom_params``.
+    """
+    if not isinstance(custom_params, dict):
+        return None
+    body = custom_params.get(PARAMS_KEY)
+    if not isinstance(body, dict) or body.get("v") != WIRE_VERSION:
+        return None
+    raw = body.get("ticket")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        ticket = CallTicket.from_params(raw)
+        kind = CallKind(body.get("kind", CallKind.CALL.value))
+        offset = float(body.get("clock_offset", 0.0))
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(offset):
+        offset = 0.0
+    return WireTicket(ticket, offset, kind)
+
+
+def static_priority(ticket: CallTicket) -> int:
+    """The ``priority`` sent with the request: the operator/client boost, rounded and bounded.
+
+    The plugin orders by policy keys and ignores it; it matters when the plugin is disabled and
+    stock SGLang runs with ``--enable-priority-scheduling`` (higher runs first), and it labels
+    SGLang's per-priority metrics (bounded so the label set stays small).
+    """
+    boost = ticket.boost if math.isfinite(ticket.boost) else 0.0
+    return max(-PRIORITY_LIMIT, min(PRIORITY_LIMIT, round(boost)))
+
+
+def cache_salt(namespace: str, *, prompt_chars: int, public_prefix_chars: int) -> str:
+    """The ``cache_salt`` of a request: its tenant's namespace, or ``public``.
+
+    SGLang 0.5.23 puts ``cache_salt`` into every radix key of the request (the whole tree path,
+    ``mem_cache/common.py:_req_radix_key``), so salting is all-or-nothing per request: a prefix
+    the platform marks public is shared across tenants only when the *whole* prompt is public.
+    A partly public prompt is salted with its tenant, so its public part is cached once per
+    tenant. ``namespace`` must come from the authenticated tenant, never from the client.
+    """
+    if prompt_chars > 0 and public_prefix_chars >= prompt_chars:
+        return PUBLIC_SALT
+    return f"t:{namespace}"

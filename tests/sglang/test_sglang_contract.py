@@ -1,0 +1,32 @@
+"""Contract with the pinned SGLang: every symbol the project uses resolves (one list,
+``symbols.SYMBOLS``, also what the code loads), and the version is the pinned one."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+from agentconsole.server.runtime.sglang import symbols
+
+pytestmark = pytest.mark.sglang
+
+
+def test_pinned_version_is_installed() -> None:
+    assert importlib.metadata.version("sglang") == symbols.SGLANG_VERSION
+
+
+def test_every_symbol_the_project_uses_resolves() -> None:
+    assert symbols.missing() == []
+
+
+def test_the_symbol_list_is_the_one_the_code_uses() -> None:
+    names = {v for k, v in vars(symbols).items() if k.isupper() and isinstance(v, str)}
+    listed = {s for s in names if ":" in s}
+    assert listed == set(symbols.SYMBOLS)
+    assert set(symbols.SYMBOLS) >= symbols.PRIVATE
+
+
+def test_a_missing_symbol_is_reported() -> None:
+    with pytest.raises(AttributeError):
+        symbols.load("sglang.srt.managers.schedule_policy:NoSuchPolicy")
