@@ -1,0 +1,49 @@
+"""Audit records of the gateway: every rejected call or registration, every registration and
+every reconcile, written to the store's ``operator_actions`` table (``GET /v1/operator/audit``).
+
+Records are queued without waiting (a flood of rejected calls must not wait on fsync); they
+commit with the writer's next batch, so a crash can lose the last few milliseconds of them.
+The arguments of a rejected call are never stored, only where they failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from agentconsole.server.gateway.errors import GatewayError
+from agentconsole.server.store import OperatorAction, StoreWriter
+from agentconsole.server.store.jsonutil import JSONValue
+
+log = logging.getLogger(__name__)
+
+
+class Auditor:
+    """Writes audit rows; counts rejections by error type (for tests and metrics)."""
+
+    def __init__(self, writer: StoreWriter) -> None:
+        self._writer = writer
+        self.rejections: dict[str, int] = {}
+
+    def record(
+        self, actor: str, action: str, target: str, result: str, args: Mapping[str, JSONValue]
+    ) -> None:
+        """Queue one audit row (never blocks, never raises)."""
+        self._writer.put(
+            OperatorAction(
+                ts=time.time(), actor=actor, action=action, target=target, result=result, args=args
+            )
+        )
+
+    def rejected(
+        self, actor: str, action: str, target: str, error: GatewayError, context: Mapping[str, str]
+    ) -> None:
+        """Record that ``action`` by ``actor`` on ``target`` was refused with ``error``."""
+        self.rejections[error.type] = self.rejections.get(error.type, 0) + 1
+        args: dict[str, JSONValue] = {"status": error.status, "message": error.message[:300]}
+        if error.field is not None:
+            args["field"] = error.field[:200]
+        args.update(context)
+        self.record(actor, action, target, error.type, args)
+        log.info("%s rejected for %s on %s: %s", action, actor, target, error.type)

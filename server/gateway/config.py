@@ -1,0 +1,30 @@
+"""Settings of the tool gateway (limits, which builtins tenants may use, the ledger file)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """Knobs of :class:`agentconsole.server.gateway.gateway.ToolGateway`.
+
+    ``tenant_builtins`` lists the builtin executors a tenant key may register (operators may
+    register every builtin); ``None`` allows all, for tests. ``ledger_path`` is where the
+    side-effecting ``ledger``/``keyed_ledger`` builtins append their effects; without it they
+    cannot be registered. ``allow_private_executor_urls`` lets *tenants* register ``http``
+    executors on loopback or private addresses (operators always may): for development only.
+    """
+
+    max_body_bytes: int = 64 * 1024
+    max_result_bytes: int = 1024 * 1024
+    max_timeout_s: float = 600.0
+    default_timeout_s: float = 30.0
+    tenant_builtins: frozenset[str] | None = field(default=frozenset({"echo", "sleep"}))
+    ledger_path: Path | None = None
+    allow_private_executor_urls: bool = False
+    #: How long a duplicate waits for the first call beyond the tool's timeout before 409.
+    attach_grace_s: float = 30.0
+    #: Extra lease beyond the tool's timeout before a stalled re-executable call is taken over.
+    lease_grace_s: float = 30.0

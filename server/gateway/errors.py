@@ -1,0 +1,120 @@
+"""Errors the tool gateway answers with: each knows its HTTP status and wire ``type``.
+
+The wire shape is the API's ``{"error": {"type", "message", "field"?, ...extra}}``. Every
+rejection is a 4xx; a 5xx from the gateway is a bug. A tool that ran and failed is answered
+with 424 (Failed Dependency): the gateway itself worked, the dependency did not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from agentconsole.server.store.jsonutil import JSONValue
+
+
+class GatewayError(Exception):
+    """A call or registration the gateway refuses (or a tool that failed)."""
+
+    status: int = 400
+    type: str = "bad_request"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        extra: Mapping[str, JSONValue] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.extra: dict[str, JSONValue] = dict(extra or {})
+        self.headers: dict[str, str] = dict(headers or {})
+
+    def body(self) -> dict[str, JSONValue]:
+        """The JSON response body."""
+        error: dict[str, JSONValue] = {"type": self.type, "message": self.message}
+        if self.field is not None:
+            error["field"] = self.field
+        error.update(self.extra)
+        return {"error": error}
+
+
+class BodyTooLarge(GatewayError):
+    status, type = 413, "payload_too_large"
+
+
+class InvalidRequest(GatewayError):
+    """The request body itself is malformed (not the tool's arguments)."""
+
+    status, type = 422, "invalid_request"
+
+
+class ToolNotFound(GatewayError):
+    status, type = 404, "tool_not_found"
+
+
+class ProgramNotFoundError(GatewayError):
+    status, type = 404, "not_found"
+
+
+class Forbidden(GatewayError):
+    status, type = 403, "forbidden"
+
+
+class Conflict(GatewayError):
+    status, type = 409, "conflict"
+
+
+class ProgramNotRunning(GatewayError):
+    status, type = 409, "program_not_running"
+
+
+class RateLimited(GatewayError):
+    status, type = 429, "rate_limited"
+
+
+class QuotaExceededError(GatewayError):
+    status, type = 429, "quota_exceeded"
+
+
+class InvalidArguments(GatewayError):
+    """The arguments fail the tool's JSON Schema."""
+
+    status, type = 422, "invalid_arguments"
+
+
+class UnsafeArguments(GatewayError):
+    """The arguments pass the schema but fail a semantic check (path, URL, characters)."""
+
+    status, type = 422, "unsafe_arguments"
+
+
+class InvalidTool(GatewayError):
+    """A tool registration is refused (schema not strict, bad executor, bad limits)."""
+
+    status, type = 422, "invalid_tool"
+
+
+class IdempotencyMismatch(GatewayError):
+    status, type = 422, "idempotency_mismatch"
+
+
+class NeedsReconcile(GatewayError):
+    status, type = 409, "needs_reconcile"
+
+
+class InProgress(GatewayError):
+    status, type = 409, "in_progress"
+
+
+class ToolFailed(GatewayError):
+    """The tool ran (or may have run) and did not succeed; ``retryable`` says whether the
+    same ``tool_call_id`` may be called again."""
+
+    status, type = 424, "tool_failed"
+
+
+class ToolTimeout(ToolFailed):
+    type = "tool_timeout"

@@ -1,0 +1,94 @@
+"""The gateway as an extension of the server app (``server.app.Extension``).
+
+Mount it with ``create_app(config, extensions=[GatewayExtension(GatewayConfig(...))])``: it
+adds the gateway's controllers and the ``gateway``/``program_port`` providers (the app
+provides ``tenant`` and ``operator``), builds the :class:`ToolGateway` on the live store once
+the app has started, answers cancels of the program service (read-only tools interrupted,
+side effects left to commit) and closes the gateway before the store closes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
+
+from litestar.di import Provide
+from litestar.types import ControllerRouterHandler
+
+from agentconsole.server.gateway.config import GatewayConfig
+from agentconsole.server.gateway.errors import GatewayError
+from agentconsole.server.gateway.gateway import ToolGateway
+from agentconsole.server.gateway.ports import ProgramPort
+from agentconsole.server.gateway.routes import GATEWAY_CONTROLLERS
+from agentconsole.server.store import Store
+
+CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
+
+
+class ProgramServiceLike(ProgramPort, Protocol):
+    """The program core as the extension needs it: the port, plus cancel notifications."""
+
+    def add_cancel_listener(self, listener: CancelListener) -> None:
+        """Call ``listener(program_id, interrupted, flagged)`` on every program cancel."""
+
+
+class LiveLike(Protocol):
+    """The app's live objects as far as the gateway uses them."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def service(self) -> ProgramServiceLike: ...
+
+
+class GatewayUnavailable(GatewayError):
+    """A request arrived before start-up finished (or after shutdown began)."""
+
+    status, type = 503, "unavailable"
+
+
+class GatewayExtension:
+    """Mounts the tool gateway; see the module docstring."""
+
+    route_handlers: Sequence[ControllerRouterHandler] = GATEWAY_CONTROLLERS
+
+    def __init__(self, config: GatewayConfig | None = None) -> None:
+        self.config = config or GatewayConfig()
+        self.gateway: ToolGateway | None = None
+        self._port: ProgramPort | None = None
+
+    def dependencies(self) -> Mapping[str, Provide]:
+        """``gateway`` and ``program_port``, resolved per request (they exist once started)."""
+        return {
+            "gateway": Provide(self._provide_gateway, sync_to_thread=False),
+            "program_port": Provide(self._provide_port, sync_to_thread=False),
+        }
+
+    def _provide_gateway(self) -> ToolGateway:
+        if self.gateway is None:
+            raise GatewayUnavailable("the tool gateway is not running")
+        return self.gateway
+
+    def _provide_port(self) -> ProgramPort:
+        if self._port is None:
+            raise GatewayUnavailable("the tool gateway is not running")
+        return self._port
+
+    async def start(self, live: LiveLike) -> None:
+        """Build the gateway on the live store and load the registered tools."""
+        gateway = ToolGateway(live.store, self.config)
+        await gateway.start()
+        live.service.add_cancel_listener(self._cancelled)
+        self._port = live.service
+        self.gateway = gateway
+
+    def _cancelled(self, program_id: str, interrupted: list[str], flagged: list[str]) -> None:
+        if self.gateway is not None:
+            self.gateway.cancel_program(program_id)
+
+    async def stop(self) -> None:
+        """Let running calls commit (read-only ones are interrupted); the store stays open."""
+        gateway, self.gateway = self.gateway, None
+        if gateway is not None:
+            await gateway.close()

@@ -1,0 +1,236 @@
+"""The tool gateway: registration, listing, and the call pipeline in its fixed order.
+
+``call`` runs, in this order (research §3.4): body size cap -> tool allowlist (exact name) ->
+authz (the tenant may use the tool; the program is the tenant's) -> per-tenant+tool rate
+limit and concurrency cap -> JSON-Schema validation -> semantic validators -> program/node
+bookkeeping and the tool-call quota -> idempotency claim -> execute with timeout -> commit
+(epoch-fenced) -> event (through the program port). Authentication happened before (the app
+hands in the tenant). Every refusal is audited and answered with a 4xx before the executor
+is reached; :mod:`.runner` documents what is and is not exactly-once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
+import httpx
+from jsonschema.exceptions import best_match
+
+from agentconsole.server.gateway.audit import Auditor
+from agentconsole.server.gateway.builtin_tools import builtin_functions
+from agentconsole.server.gateway.config import GatewayConfig
+from agentconsole.server.gateway.definition import ToolDefinition
+from agentconsole.server.gateway.errors import (
+    Forbidden,
+    GatewayError,
+    InvalidArguments,
+    InvalidRequest,
+    ToolFailed,
+    ToolNotFound,
+)
+from agentconsole.server.gateway.executors import Executor, HttpExecutor, Invocation
+from agentconsole.server.gateway.limits import Admission
+from agentconsole.server.gateway.operations import ToolOperations
+from agentconsole.server.gateway.outcome import CallResult
+from agentconsole.server.gateway.ports import ProgramPort, port_errors
+from agentconsole.server.gateway.registration import Registrant, parse_registration
+from agentconsole.server.gateway.registry import CompiledTool, ToolRegistry
+from agentconsole.server.gateway.reports import AgentReports
+from agentconsole.server.gateway.request import CallRequest, parse_body, parse_call
+from agentconsole.server.gateway.runner import CancelReport, Job, Runner, RunningTool
+from agentconsole.server.gateway.schema_rules import check_parameters_schema
+from agentconsole.server.gateway.semantic import check_arguments
+from agentconsole.server.store import Store
+from agentconsole.server.store.jsonutil import JSONValue
+
+
+class _Builtin:
+    """An in-process builtin as an :class:`Executor`."""
+
+    def __init__(self, fn: Callable[[Invocation], Awaitable[JSONValue]]) -> None:
+        self._fn = fn
+
+    async def run(self, invocation: Invocation) -> JSONValue:
+        return await self._fn(invocation)
+
+
+class ToolGateway:
+    """One per ``serve`` process. Build, ``await start()``, serve, ``await close()``."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: GatewayConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.config = config or GatewayConfig()
+        self.store = store
+        self.registry = ToolRegistry(store)
+        self.admission = Admission(clock)
+        self.audit = Auditor(store.writer)
+        self.runner = Runner(store.intents, self.config)
+        self._builtins = builtin_functions(self.config.ledger_path)
+        self._http = http_client
+        self._own_http = http_client is None
+        self.reports = AgentReports(self.registry, self.audit, self.config)
+        self.operations = ToolOperations(store, self.audit, self.config)
+
+    async def start(self) -> int:
+        """Load the registered tools; returns how many."""
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=httpx.Timeout(self.config.max_timeout_s))
+        return await asyncio.to_thread(self.registry.load)
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Let running calls finish (read-only ones are interrupted), then release the HTTP
+        client. Does not close the store."""
+        await self.runner.close(timeout)
+        if self._http is not None and self._own_http:
+            await self._http.aclose()
+
+    # ------------------------------------------------------------------ registry
+    async def register(self, tenant: str, operator: bool, raw: bytes) -> ToolDefinition:
+        """Register (or replace) a tool from a ``POST /v1/tools`` body; an operator's is
+        platform-wide. Raises (and audits) :class:`InvalidTool` or :class:`InvalidRequest`."""
+        try:
+            body = parse_body(raw, self.config.max_body_bytes)
+            definition = parse_registration(
+                body,
+                Registrant(tenant, operator),
+                self.config,
+                frozenset(self._builtins),
+                time.time(),
+            )
+            validator = check_parameters_schema(body.get("parameters"))
+        except GatewayError as error:
+            self.audit.rejected(tenant, "tool.register", "tool", error, {})
+            raise
+        definition = await self.registry.register(
+            _with_schema(definition, validator.schema), validator
+        )
+        self.audit.record(
+            tenant,
+            "tool.register",
+            f"tool:{definition.name}",
+            "ok",
+            {
+                "owner": definition.tenant,
+                "side_effect": definition.side_effect,
+                "idempotent": definition.idempotent,
+                "executor": definition.executor.type,
+            },
+        )
+        return definition
+
+    def tools(self, tenant: str, *, operator: bool) -> list[ToolDefinition]:
+        """The tools ``tenant`` may see and call (operators: all)."""
+        return self.registry.visible(tenant, operator=operator)
+
+    # ------------------------------------------------------------------ call
+    async def call(self, tenant: str, name: str, raw: bytes, port: ProgramPort) -> CallResult:
+        """Run the pipeline for ``POST /v1/tools/{name}/call``; see the module docstring.
+
+        Returns the committed or replayed result. Raises a :class:`GatewayError`: a 4xx
+        refusal (audited, and the executor was not reached) or a 424 for a tool that failed.
+        """
+        context: dict[str, str] = {}
+        try:
+            request = parse_call(parse_body(raw, self.config.max_body_bytes))
+            context = {"program_id": request.program_id, "node_id": request.node_id}
+            compiled = self._allowed_tool(tenant, name)
+            async with port_errors():
+                await port.check_program(tenant, request.program_id)
+            tool = compiled.definition
+            self.admission.admit(
+                tenant,
+                tool.name,
+                rate_per_s=tool.rate_limit_per_s,
+                burst=tool.burst,
+                max_concurrency=tool.max_concurrency,
+            )
+        except GatewayError as error:
+            self.audit.rejected(tenant, "tool.call", f"tool:{name}", error, context)
+            raise
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.admission.release(tenant, tool.name)
+
+        try:
+            job = await self._prepare(tenant, compiled, request, port, release)
+        except GatewayError as error:
+            release()
+            self.audit.rejected(tenant, "tool.call", f"tool:{name}", error, context)
+            raise
+        except BaseException:
+            release()
+            raise
+        try:
+            async with port_errors():
+                return await self.runner.run(job)
+        except ToolFailed:
+            raise  # an execution outcome, not a refusal
+        except GatewayError as error:
+            self.audit.rejected(tenant, "tool.call", f"tool:{name}", error, context)
+            raise
+
+    def _allowed_tool(self, tenant: str, name: str) -> CompiledTool:
+        compiled = self.registry.resolve(tenant, name)
+        if compiled is None:
+            raise ToolNotFound(f"no tool named {name[:64]!r}", field="name")
+        if not compiled.definition.allows(tenant):
+            raise Forbidden(f"tenant may not call tool {name!r}", field="name")
+        if compiled.definition.executor.type == "agent":
+            raise InvalidRequest(
+                f"tool {name!r} is run by the agent itself: report it with"
+                " /v1/programs/{id}/tool-calls/start and /finish"
+            )
+        return compiled
+
+    async def _prepare(
+        self,
+        tenant: str,
+        compiled: CompiledTool,
+        request: CallRequest,
+        port: ProgramPort,
+        release: Callable[[], None],
+    ) -> Job:
+        error = best_match(compiled.validator.iter_errors(request.arguments))
+        if error is not None:
+            pointer = "/".join(str(p) for p in error.absolute_path)
+            raise InvalidArguments(error.message[:300], field=f"arguments/{pointer}".rstrip("/"))
+        check_arguments(request.arguments)
+        tool = compiled.definition
+        async with port_errors():
+            await port.ensure_tool_node(tenant, request.program_id, request.node_id, tool.spec())
+        return Job(tool, self._executor(tool), tenant, request, port, release)
+
+    def _executor(self, tool: ToolDefinition) -> Executor:
+        spec = tool.executor
+        if spec.type == "http" and spec.url is not None and self._http is not None:
+            return HttpExecutor(spec.url, self._http)
+        if spec.type == "builtin" and spec.name in self._builtins:
+            return _Builtin(self._builtins[spec.name])
+        raise ToolNotFound(f"tool {tool.name!r} has no executor available in this server")
+
+    # ------------------------------------------------------------------ cancel / observe
+    def cancel_program(self, program_id: str) -> CancelReport:
+        """Interrupt the program's running read-only tools and flag its side-effecting ones
+        (they finish and commit). For ``ProgramService.cancel``."""
+        return self.runner.cancel_program(program_id)
+
+    def running(self) -> list[RunningTool]:
+        """Tool executions in flight."""
+        return self.runner.running()
+
+
+def _with_schema(definition: ToolDefinition, schema: object) -> ToolDefinition:
+    return replace(definition, parameters=schema if isinstance(schema, dict) else {})

@@ -1,0 +1,82 @@
+"""What a tool call answers, and the JSON the store keeps for it.
+
+A committed result is stored as ``{"result": ..., "latency_s": ...}`` so that a replay answers
+exactly what the first call answered; a failure as ``{"type", "message", "outcome"}`` in the
+intent's ``error`` column.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+from agentconsole.server.gateway.errors import ToolFailed, ToolTimeout
+from agentconsole.server.gateway.ports import ToolOutcome
+from agentconsole.server.store.jsonutil import JSONValue
+
+CallStatus = Literal["committed", "replayed"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    """The answer to a successful tool call (first execution or replay)."""
+
+    tool_call_id: str
+    status: CallStatus
+    result: JSONValue
+    latency_s: float
+
+    def to_json(self) -> dict[str, JSONValue]:
+        """The API body ``{tool_call_id, status, result, latency_s}``."""
+        return {
+            "tool_call_id": self.tool_call_id,
+            "status": self.status,
+            "result": self.result,
+            "latency_s": self.latency_s,
+        }
+
+
+def encode_result(result: JSONValue, latency_s: float) -> str:
+    """The stored form of a committed result; ``ValueError`` for NaN or infinities."""
+    return json.dumps(
+        {"result": result, "latency_s": latency_s}, separators=(",", ":"), allow_nan=False
+    )
+
+
+def decode_result(tool_call_id: str, text: str | None) -> CallResult:
+    """A replay of a stored result; a result an operator stored by hand (not an envelope)
+    is answered as is, with latency 0."""
+    value = json.loads(text) if text else None
+    if isinstance(value, dict) and set(value) == {"result", "latency_s"}:
+        latency = value["latency_s"]
+        return CallResult(
+            tool_call_id,
+            "replayed",
+            value["result"],
+            float(latency) if isinstance(latency, int | float) else 0.0,
+        )
+    return CallResult(tool_call_id, "replayed", value, 0.0)
+
+
+def encode_failure(kind: str, message: str, outcome: ToolOutcome) -> str:
+    """The stored form of a failure (the intent's ``error`` column)."""
+    return json.dumps({"type": kind, "message": message, "outcome": outcome})
+
+
+def failure_error(
+    tool_call_id: str, text: str | None, *, retryable: bool, replayed: bool
+) -> ToolFailed:
+    """The 424 error for a failure stored as :func:`encode_failure` (or as plain text)."""
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        value = {"message": text}
+    if not isinstance(value, dict):
+        value = {"message": str(value)}
+    message = str(value.get("message") or "the tool failed")
+    cls = ToolTimeout if value.get("type") == ToolTimeout.type else ToolFailed
+    return cls(
+        message,
+        extra={"tool_call_id": tool_call_id, "retryable": retryable, "replayed": replayed},
+    )

@@ -1,0 +1,131 @@
+"""The port through which the tool gateway tells the program core about tool nodes.
+
+The server core's ``ProgramService`` implements :class:`ProgramPort`; the gateway only calls
+it, so the gateway never imports the core. The Litestar handlers of
+:mod:`agentconsole.server.gateway.routes` receive it by dependency injection under the name
+``program_port`` (see :func:`agentconsole.server.gateway.routes.gateway_dependencies`).
+
+Error contract of every method: raise :class:`ProgramNotFound` for a program that belongs to
+another tenant (the API answers 404, never 403, so existence does not leak), or for a node the
+core does not know (``tool_started``/``tool_finished`` only); :class:`ProgramClosed` for a
+program that no longer runs (finished, failed or cancelled: 409); and
+``agentconsole.scheduler.controller.QuotaExceeded`` when the program's ``tool_calls`` quota
+would be exceeded (429). An error with an integer 4xx ``status`` and a string ``type``
+attribute (the core's own ``ServiceError`` family) is answered with that status and type, so
+the core may raise its own errors instead. Anything else is a bug and reaches the client as a
+5xx.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Literal, Protocol
+
+from agentconsole.scheduler.controller import QuotaExceeded
+from agentconsole.scheduler.program import ToolSpec
+from agentconsole.server.gateway.errors import (
+    GatewayError,
+    ProgramNotFoundError,
+    ProgramNotRunning,
+    QuotaExceededError,
+)
+
+ToolOutcome = Literal["ok", "fail", "timeout"]
+
+
+class ProgramNotFound(LookupError):
+    """The program (or node) is unknown to the caller's tenant: another tenant's, or absent."""
+
+    def __init__(self, program_id: str, node_id: str | None = None) -> None:
+        what = f"program {program_id!r}" + (f" node {node_id!r}" if node_id else "")
+        super().__init__(f"{what} not found")
+        self.program_id = program_id
+        self.node_id = node_id
+
+
+class ProgramClosed(Exception):
+    """The program is no longer running (finished, failed or cancelled)."""
+
+    def __init__(self, program_id: str, state: str) -> None:
+        super().__init__(f"program {program_id!r} is {state}, not running")
+        self.program_id = program_id
+        self.state = state
+
+
+class ProgramPort(Protocol):
+    """What the gateway needs from the program core (implemented by ``ProgramService``)."""
+
+    async def check_program(self, tenant: str, program_id: str) -> None:
+        """Authorise ``tenant`` to act on ``program_id`` without changing anything.
+
+        An unknown id passes (it will be created on first sight by :meth:`ensure_tool_node`).
+        Raises :class:`ProgramNotFound` for another tenant's program and
+        :class:`ProgramClosed` for one that no longer runs. Called before any argument is
+        validated, so a rejected call leaves no node behind.
+        """
+
+    async def ensure_tool_node(
+        self, tenant: str, program_id: str, node_id: str, tool: ToolSpec
+    ) -> None:
+        """Create the program (first sight) and the tool node ``node_id`` if they do not exist.
+
+        ``tool`` carries the registered flags (``side_effect``, ``idempotent``, ``timeout_s``),
+        so a cancel can tell read-only tools (interrupted) from side effects (flagged).
+
+        Idempotent: a retry of the same call finds the node and changes nothing (and must not
+        count against the ``tool_calls`` quota again). Raises as :meth:`check_program`, plus
+        ``QuotaExceeded`` when a new tool node would exceed the program's ``tool_calls``
+        quota; nothing is created then.
+        """
+
+    async def tool_started(self, program_id: str, node_id: str) -> None:
+        """The tool of ``node_id`` starts executing now: the program waits on a tool.
+
+        Raises :class:`ProgramClosed` if the program was cancelled meanwhile; the gateway then
+        does not execute the tool.
+        """
+
+    async def tool_finished(
+        self, program_id: str, node_id: str, outcome: ToolOutcome, latency_s: float
+    ) -> None:
+        """The tool of ``node_id`` ended with ``outcome`` after ``latency_s`` seconds.
+
+        Must not raise for a program cancelled meanwhile (the result is committed anyway);
+        the gateway logs and swallows any error from this method.
+        """
+
+
+def _refusal(error: Exception) -> GatewayError | None:
+    """A gateway error for a core error that carries its own 4xx ``status`` and ``type``
+    (the core's ``ServiceError`` family), so the port need not know the gateway's errors."""
+    status, kind = getattr(error, "status", None), getattr(error, "type", None)
+    if not isinstance(status, int) or not 400 <= status < 500 or not isinstance(kind, str):
+        return None
+    refusal = GatewayError(str(error), field=getattr(error, "field", None))
+    refusal.status, refusal.type = status, kind
+    refusal.headers.update(getattr(error, "headers", None) or {})
+    return refusal
+
+
+@asynccontextmanager
+async def port_errors() -> AsyncIterator[None]:
+    """Translate the program port's errors into the gateway's 4xx errors: the ones named in
+    the module docstring, and any error carrying a 4xx ``status`` and a ``type``."""
+    try:
+        yield
+    except GatewayError:
+        raise
+    except ProgramNotFound as error:
+        raise ProgramNotFoundError(str(error), field="program_id") from error
+    except ProgramClosed as error:
+        raise ProgramNotRunning(str(error), extra={"state": error.state}) from error
+    except QuotaExceeded as error:
+        raise QuotaExceededError(
+            str(error), extra={"quota": error.quota, "limit": error.limit}
+        ) from error
+    except Exception as error:
+        refusal = _refusal(error)
+        if refusal is None:
+            raise
+        raise refusal from error

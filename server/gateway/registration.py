@@ -1,0 +1,175 @@
+"""Parse and check a ``POST /v1/tools`` body into a :class:`ToolDefinition` (all but the
+parameter schema, which :mod:`.schema_rules` checks)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agentconsole.server.gateway.config import GatewayConfig
+from agentconsole.server.gateway.definition import ExecutorSpec, ToolDefinition
+from agentconsole.server.gateway.errors import InvalidTool, UnsafeArguments
+from agentconsole.server.gateway.semantic import check_characters, check_url
+from agentconsole.server.store.jsonutil import JSONValue
+
+NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+_FIELDS = frozenset(
+    {
+        "name",
+        "description",
+        "parameters",
+        "side_effect",
+        "idempotent",
+        "timeout_s",
+        "allowed_tenants",
+        "rate_limit_per_s",
+        "burst",
+        "max_concurrency",
+        "executor",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Registrant:
+    """Who registers: a tenant (its own tool) or an operator (a platform-wide tool)."""
+
+    tenant: str
+    operator: bool
+
+
+def parse_registration(
+    body: Mapping[str, JSONValue],
+    who: Registrant,
+    config: GatewayConfig,
+    builtins: frozenset[str],
+    now: float,
+) -> ToolDefinition:
+    """Check a ``POST /v1/tools`` body (everything but ``parameters``, which
+    :func:`~agentconsole.server.gateway.schema_rules.check_parameters_schema` checks) and
+    build the definition. Raises :class:`InvalidTool` naming the field. Pure."""
+    unknown = sorted(set(body) - _FIELDS)
+    if unknown:
+        raise InvalidTool(f"unknown field {unknown[0]!r}", field=unknown[0])
+    name = body.get("name")
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise InvalidTool(f"name must match {NAME_PATTERN.pattern}", field="name")
+    description = body.get("description", "")
+    if not isinstance(description, str) or len(description) > 4096:
+        raise InvalidTool(
+            "description must be a string of at most 4096 characters", field="description"
+        )
+    try:
+        check_characters(description, "description")
+    except UnsafeArguments as error:
+        raise InvalidTool(error.message, field="description") from error
+    side_effect = _bool(body, "side_effect", False)
+    idempotent = _bool(body, "idempotent", not side_effect)
+    timeout = _number(body, "timeout_s", config.default_timeout_s)
+    if timeout is None or not 0 < timeout <= config.max_timeout_s:
+        raise InvalidTool(f"timeout_s must be in (0, {config.max_timeout_s:g}]", field="timeout_s")
+    rate = _number(body, "rate_limit_per_s", None)
+    if rate is not None and rate <= 0:
+        raise InvalidTool("rate_limit_per_s must be > 0 or null", field="rate_limit_per_s")
+    return ToolDefinition(
+        name=name,
+        tenant="" if who.operator else who.tenant,
+        description=description,
+        parameters={},  # filled in by the caller once the schema passed
+        side_effect=side_effect,
+        idempotent=idempotent,
+        timeout_s=timeout,
+        executor=_executor(body.get("executor"), who, config, builtins),
+        created_at=now,
+        updated_at=now,
+        allowed_tenants=_allowed_tenants(body.get("allowed_tenants"), who),
+        rate_limit_per_s=rate,
+        burst=_count(body, "burst"),
+        max_concurrency=_count(body, "max_concurrency"),
+    )
+
+
+def _bool(body: Mapping[str, JSONValue], key: str, default: bool) -> bool:
+    value = body.get(key, default)
+    if not isinstance(value, bool):
+        raise InvalidTool(f"{key} must be true or false", field=key)
+    return value
+
+
+def _number(body: Mapping[str, JSONValue], key: str, default: float | None) -> float | None:
+    value = body.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidTool(f"{key} must be a finite number", field=key)
+    return float(value)
+
+
+def _count(body: Mapping[str, JSONValue], key: str) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
+        raise InvalidTool(f"{key} must be an integer in [1, 1000000] or null", field=key)
+    return value
+
+
+def _allowed_tenants(value: JSONValue, who: Registrant) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not who.operator:
+        raise InvalidTool(
+            "only operators register tools for other tenants", field="allowed_tenants"
+        )
+    if not isinstance(value, list) or len(value) > 1000:
+        raise InvalidTool(
+            "allowed_tenants must be a list of tenant ids or null", field="allowed_tenants"
+        )
+    tenants: list[str] = []
+    for item in value:
+        if not isinstance(item, str) or not TENANT_PATTERN.match(item):
+            raise InvalidTool(f"not a tenant id: {item!r}", field="allowed_tenants")
+        tenants.append(item)
+    return tuple(sorted(set(tenants)))
+
+
+def _executor(
+    value: JSONValue, who: Registrant, config: GatewayConfig, builtins: frozenset[str]
+) -> ExecutorSpec:
+    if not isinstance(value, dict):
+        raise InvalidTool(
+            'executor must be {"type": "builtin"|"http"|"agent", ...}', field="executor"
+        )
+    kind = value.get("type")
+    extra = set(value) - {"type", {"builtin": "name", "http": "url"}.get(str(kind), "type")}
+    if extra:
+        raise InvalidTool(f"unknown executor field {sorted(extra)[0]!r}", field="executor")
+    if kind == "agent":
+        return ExecutorSpec("agent")
+    if kind == "builtin":
+        name = value.get("name")
+        allowed = (
+            builtins
+            if who.operator or config.tenant_builtins is None
+            else (builtins & config.tenant_builtins)
+        )
+        if not isinstance(name, str) or name not in allowed:
+            raise InvalidTool(
+                f"unknown builtin; this key may use: {', '.join(sorted(allowed))}",
+                field="executor/name",
+            )
+        return ExecutorSpec("builtin", name=name)
+    if kind == "http":
+        url = value.get("url")
+        if not isinstance(url, str) or len(url) > 2048:
+            raise InvalidTool("executor url must be a string", field="executor/url")
+        private_ok = who.operator or config.allow_private_executor_urls
+        try:
+            check_url(url, "executor/url", allow_private=private_ok)
+        except UnsafeArguments as error:
+            raise InvalidTool(error.message, field="executor/url") from error
+        return ExecutorSpec("http", url=url)
+    raise InvalidTool('executor type must be "builtin", "http" or "agent"', field="executor/type")

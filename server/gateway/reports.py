@@ -1,0 +1,85 @@
+"""Tools the agent runs itself: it reports start and finish so the scheduler knows the
+program waits on a tool (``/v1/programs/{id}/tool-calls/start|finish``). Nothing is executed
+here, so there is no idempotency claim; the same checks as a call guard the reports."""
+
+from __future__ import annotations
+
+import time
+
+from agentconsole.scheduler.program import ToolSpec
+from agentconsole.server.gateway.audit import Auditor
+from agentconsole.server.gateway.config import GatewayConfig
+from agentconsole.server.gateway.errors import Forbidden, GatewayError
+from agentconsole.server.gateway.ports import ProgramPort, port_errors
+from agentconsole.server.gateway.registry import ToolRegistry
+from agentconsole.server.gateway.request import (
+    check_program_id,
+    parse_body,
+    parse_finished,
+    parse_started,
+)
+from agentconsole.server.store.jsonutil import JSONValue
+
+#: Start times kept for reports whose finish never comes (oldest dropped first).
+MAX_OPEN_REPORTS = 100_000
+
+
+class AgentReports:
+    """Start/finish reports of agent-run tools."""
+
+    def __init__(self, registry: ToolRegistry, audit: Auditor, config: GatewayConfig) -> None:
+        self._registry = registry
+        self._audit = audit
+        self._config = config
+        self._started: dict[tuple[str, str], float] = {}
+
+    async def started(
+        self, tenant: str, program_id: str, raw: bytes, port: ProgramPort
+    ) -> dict[str, JSONValue]:
+        """The agent starts running ``tool`` for ``node_id``: create the node if needed
+        (counts against the ``tool_calls`` quota) and mark the program as waiting on it.
+
+        A tool of that name registered for the platform but not for this tenant is 403;
+        unregistered names are accepted (the agent owns its tools)."""
+        try:
+            check_program_id(program_id)
+            node_id, tool = parse_started(parse_body(raw, self._config.max_body_bytes))
+            compiled = self._registry.resolve(tenant, tool)
+            if compiled is not None and not compiled.definition.allows(tenant):
+                raise Forbidden(f"tenant may not use tool {tool!r}", field="tool")
+            async with port_errors():
+                await port.check_program(tenant, program_id)
+                spec = compiled.definition.spec() if compiled is not None else ToolSpec(tool)
+                await port.ensure_tool_node(tenant, program_id, node_id, spec)
+                await port.tool_started(program_id, node_id)
+        except GatewayError as error:
+            self._audit.rejected(tenant, "tool.report", f"program:{program_id}", error, {})
+            raise
+        if len(self._started) >= MAX_OPEN_REPORTS:
+            self._started.pop(next(iter(self._started)))
+        self._started[(program_id, node_id)] = time.monotonic()
+        return {"program_id": program_id, "node_id": node_id, "tool": tool, "state": "running"}
+
+    async def finished(
+        self, tenant: str, program_id: str, raw: bytes, port: ProgramPort
+    ) -> dict[str, JSONValue]:
+        """The agent's tool for ``node_id`` ended; ``latency_s`` defaults to the time since
+        its start report (0 without one)."""
+        try:
+            check_program_id(program_id)
+            node_id, outcome, latency = parse_finished(parse_body(raw, self._config.max_body_bytes))
+            async with port_errors():
+                await port.check_program(tenant, program_id)
+                started = self._started.pop((program_id, node_id), None)
+                if latency is None:
+                    latency = 0.0 if started is None else time.monotonic() - started
+                await port.tool_finished(program_id, node_id, outcome, latency)
+        except GatewayError as error:
+            self._audit.rejected(tenant, "tool.report", f"program:{program_id}", error, {})
+            raise
+        return {
+            "program_id": program_id,
+            "node_id": node_id,
+            "outcome": outcome,
+            "latency_s": latency,
+        }

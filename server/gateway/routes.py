@@ -1,0 +1,201 @@
+"""HTTP routes of the tool gateway, as Litestar controllers wired by dependency injection.
+
+Wiring (``server/app.py``)::
+
+    gateway = ToolGateway(store, GatewayConfig(...))
+    app = Litestar(
+        route_handlers=[..., *GATEWAY_CONTROLLERS],
+        dependencies={**gateway_dependencies(gateway, program_service), "tenant": ...,
+                      "operator": ...},
+        on_startup=[gateway.start], on_shutdown=[gateway.close],  # before the store closes
+    )
+
+Dependency names the handlers require (none has a default, so a missing one fails at start-up
+instead of silently becoming a query parameter):
+
+* ``gateway``: the :class:`ToolGateway`;
+* ``program_port``: the :class:`~agentconsole.server.gateway.ports.ProgramPort`
+  (``ProgramService``);
+* ``tenant``: ``str``, the authenticated caller's tenant;
+* ``operator``: ``bool``, whether the key is an operator key.
+
+Routes: ``POST/GET /v1/tools``, ``POST /v1/tools/{name}/call``,
+``POST /v1/programs/{program_id}/tool-calls/start|finish``,
+``GET /v1/operator/tool-calls`` and ``POST /v1/operator/tool-calls/{tool_call_id}/reconcile``.
+Errors are answered by the controllers' own handler in the API's error shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+from litestar import Controller, Request, Response, get, post
+from litestar.di import NamedDependency, Provide
+from litestar.params import FromPath, FromQuery, QueryParameter, SkipValidation
+from litestar.types import ExceptionHandlersMap
+
+from agentconsole.server.gateway.errors import Forbidden, GatewayError
+from agentconsole.server.gateway.gateway import ToolGateway
+from agentconsole.server.gateway.ports import ProgramPort
+from agentconsole.server.store import StoreError
+
+log = logging.getLogger(__name__)
+Body = dict[str, Any]
+Gateway = NamedDependency[SkipValidation[ToolGateway]]
+Port = NamedDependency[SkipValidation[ProgramPort]]
+Tenant = NamedDependency[str]
+Operator = NamedDependency[bool]
+
+
+def gateway_error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[Body]:
+    """The API error body for a :class:`GatewayError` (its status, ``Retry-After`` etc.)."""
+    if isinstance(exc, GatewayError):
+        return Response(exc.body(), status_code=exc.status, headers=exc.headers)
+    log.error("store unavailable during %s %s: %r", request.method, request.url.path, exc)
+    body = {"error": {"type": "unavailable", "message": "the store is not available"}}
+    return Response(body, status_code=503)
+
+
+EXCEPTION_HANDLERS: ExceptionHandlersMap = {
+    GatewayError: gateway_error_response,
+    StoreError: gateway_error_response,
+}
+
+
+async def read_limited(request: Request[Any, Any, Any], limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the body: enough for the gateway to see it is over the
+    cap (and audit it), without buffering an attacker's megabytes."""
+    if (request.content_length or 0) > limit:
+        return b" " * (limit + 1)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            break
+    return b"".join(chunks)
+
+
+def gateway_dependencies(gateway: ToolGateway, port: ProgramPort) -> dict[str, Provide]:
+    """The ``gateway`` and ``program_port`` providers (the app adds ``tenant``/``operator``)."""
+
+    def provide_gateway() -> ToolGateway:
+        return gateway
+
+    def provide_port() -> ProgramPort:
+        return port
+
+    return {
+        "gateway": Provide(provide_gateway, use_cache=True, sync_to_thread=False),
+        "program_port": Provide(provide_port, use_cache=True, sync_to_thread=False),
+    }
+
+
+class ToolsController(Controller):
+    """``/v1/tools``: register, list, call."""
+
+    path = "/v1/tools"
+    tags = ("tools",)
+    exception_handlers = EXCEPTION_HANDLERS
+
+    @post("/", status_code=201, summary="Register (or replace) a tool")
+    async def register(
+        self, request: Request[Any, Any, Any], gateway: Gateway, tenant: Tenant, operator: Operator
+    ) -> Body:
+        raw = await read_limited(request, gateway.config.max_body_bytes)
+        return (await gateway.register(tenant, operator, raw)).to_json()
+
+    @get("/", summary="Tools the caller may call")
+    async def list_tools(self, gateway: Gateway, tenant: Tenant, operator: Operator) -> Body:
+        return {"tools": [t.to_json() for t in gateway.tools(tenant, operator=operator)]}
+
+    @post("/{name:str}/call", status_code=200, summary="Call a tool (idempotent by node)")
+    async def call(
+        self,
+        request: Request[Any, Any, Any],
+        name: FromPath[str],
+        gateway: Gateway,
+        program_port: Port,
+        tenant: Tenant,
+    ) -> Body:
+        raw = await read_limited(request, gateway.config.max_body_bytes)
+        return (await gateway.call(tenant, name, raw, program_port)).to_json()
+
+
+class ToolReportsController(Controller):
+    """``/v1/programs/{program_id}/tool-calls``: tools the agent runs itself."""
+
+    path = "/v1/programs/{program_id:str}/tool-calls"
+    tags = ("tools",)
+    exception_handlers = EXCEPTION_HANDLERS
+
+    @post("/start", status_code=200, summary="The agent starts running a tool")
+    async def start(
+        self,
+        request: Request[Any, Any, Any],
+        program_id: FromPath[str],
+        gateway: Gateway,
+        program_port: Port,
+        tenant: Tenant,
+    ) -> Body:
+        raw = await read_limited(request, gateway.config.max_body_bytes)
+        return await gateway.reports.started(tenant, program_id, raw, program_port)
+
+    @post("/finish", status_code=200, summary="The agent's tool ended")
+    async def finish(
+        self,
+        request: Request[Any, Any, Any],
+        program_id: FromPath[str],
+        gateway: Gateway,
+        program_port: Port,
+        tenant: Tenant,
+    ) -> Body:
+        raw = await read_limited(request, gateway.config.max_body_bytes)
+        return await gateway.reports.finished(tenant, program_id, raw, program_port)
+
+
+class ToolOperatorController(Controller):
+    """``/v1/operator/tool-calls``: intents for operators, and reconciling them."""
+
+    path = "/v1/operator/tool-calls"
+    tags = ("operator",)
+    exception_handlers = EXCEPTION_HANDLERS
+
+    @get("/", summary="Tool calls by state (needs_reconcile: decisions pending)")
+    async def list_calls(
+        self,
+        gateway: Gateway,
+        tenant: Tenant,
+        operator: Operator,
+        intent_state: Annotated[str | None, QueryParameter(name="state")] = None,
+        program_id: FromQuery[str | None] = None,
+        limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+    ) -> Body:
+        _require_operator(operator)
+        return {"tool_calls": await gateway.operations.list(intent_state, program_id, limit)}
+
+    @post("/{tool_call_id:str}/reconcile", status_code=200, summary="Settle a tool call")
+    async def reconcile(
+        self,
+        request: Request[Any, Any, Any],
+        tool_call_id: FromPath[str],
+        gateway: Gateway,
+        tenant: Tenant,
+        operator: Operator,
+    ) -> Body:
+        if not operator:
+            error = Forbidden("operator key required")
+            gateway.audit.rejected(tenant, "tool.reconcile", f"tool_call:{tool_call_id}", error, {})
+            raise error
+        raw = await read_limited(request, gateway.config.max_body_bytes)
+        return await gateway.operations.reconcile(tenant, tool_call_id, raw)
+
+
+def _require_operator(operator: bool) -> None:
+    if not operator:
+        raise Forbidden("operator key required")
+
+
+GATEWAY_CONTROLLERS = (ToolsController, ToolReportsController, ToolOperatorController)

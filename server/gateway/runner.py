@@ -1,0 +1,315 @@
+"""Claim, execute at most once per claim, commit: the durable half of the call pipeline.
+
+Exactly-once is impossible in general, and this module does not pretend otherwise
+(research §1.1): it gives exactly-once *recording* and, per tool class,
+
+* read-only or idempotent tools (``auto_retry_safe``): at-least-once execution, every
+  delivery carrying the same ``tool_call_id`` so an idempotent downstream applies it once;
+* side-effecting tools without a downstream key: at-most-once. The intent is durable before
+  the executor starts; if the process dies between the effect and the commit, start-up
+  recovery marks the call ``needs_reconcile`` and no one re-runs it automatically. A timeout
+  or an ambiguous error leaves it ``failed`` (not retryable) for the same reason: the effect
+  may or may not have happened, and only a new logical attempt (a new key) runs it again.
+
+Each call runs in its own task, shielded from the HTTP request: a client that disconnects
+mid-call does not strand an intent in progress, and concurrent duplicates attach to the one
+execution and replay its result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agentconsole.server.gateway.config import GatewayConfig
+from agentconsole.server.gateway.definition import ToolDefinition
+from agentconsole.server.gateway.errors import (
+    IdempotencyMismatch,
+    InProgress,
+    NeedsReconcile,
+    ProgramNotRunning,
+    ToolFailed,
+    ToolTimeout,
+)
+from agentconsole.server.gateway.executors import ExecutionFailed, Executor, Invocation
+from agentconsole.server.gateway.outcome import (
+    CallResult,
+    decode_result,
+    encode_failure,
+    encode_result,
+    failure_error,
+)
+from agentconsole.server.gateway.ports import ProgramPort, ToolOutcome
+from agentconsole.server.gateway.request import CallRequest
+from agentconsole.server.store import (
+    Claim,
+    ClaimStatus,
+    CommitOutcome,
+    ToolIntents,
+    make_tool_call_id,
+    params_hash,
+)
+from agentconsole.server.store.crash import CrashPoints
+from agentconsole.server.store.jsonutil import JSONValue
+
+log = logging.getLogger(__name__)
+INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One admitted, validated call; ``release`` frees its concurrency slot (called once)."""
+
+    tool: ToolDefinition
+    executor: Executor
+    tenant: str
+    request: CallRequest
+    port: ProgramPort
+    release: Callable[[], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RunningTool:
+    """A tool execution in flight (for cancel reports and the console)."""
+
+    tool_call_id: str
+    program_id: str
+    node_id: str
+    tool: str
+    side_effect: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CancelReport:
+    """What cancelling a program did to its running tools: read-only ones were interrupted,
+    side-effecting ones were left to finish (an effect must not be cut in half) and flagged."""
+
+    interrupted: tuple[RunningTool, ...] = ()
+    flagged: tuple[RunningTool, ...] = ()
+
+
+@dataclass(slots=True)
+class _Execution:
+    info: RunningTool
+    task: asyncio.Task[JSONValue]
+    interrupted: bool = False
+
+
+@dataclass(slots=True)
+class _Failure:
+    kind: str
+    message: str
+    outcome: ToolOutcome
+    ambiguous: bool
+    permanent: bool = False
+
+
+def _retrieve(task: asyncio.Task[CallResult]) -> None:
+    if not task.cancelled():
+        task.exception()  # the request may have gone; the error was answered or logged
+
+
+@dataclass(slots=True)
+class Runner:
+    """Runs admitted calls through the intent state machine of the store."""
+
+    intents: ToolIntents
+    config: GatewayConfig
+    crash: CrashPoints = field(default_factory=CrashPoints.from_env)
+    #: Executor invocations so far (tests count them).
+    executions: int = 0
+    _calls: set[asyncio.Task[CallResult]] = field(default_factory=set)
+    _running: dict[str, _Execution] = field(default_factory=dict)
+
+    async def run(self, job: Job) -> CallResult:
+        """Claim ``job``'s key and execute, replay, attach or refuse; see the module doc.
+
+        Raises the 4xx :class:`GatewayError` that answers a refused or failed call. The work
+        continues if the caller is cancelled; ``job.release`` is called when it ends.
+        """
+        task = asyncio.create_task(self._run(job))
+        self._calls.add(task)
+        task.add_done_callback(self._calls.discard)
+        task.add_done_callback(_retrieve)
+        return await asyncio.shield(task)
+
+    async def _run(self, job: Job) -> CallResult:
+        try:
+            req, tool = job.request, job.tool
+            key = make_tool_call_id(req.program_id, req.node_id, req.attempt)
+            claim = await asyncio.wrap_future(
+                self.intents.claim(
+                    key,
+                    params_hash({"tool": tool.name, "arguments": req.arguments}),
+                    req.program_id,
+                    req.node_id,
+                    tool.name,
+                    side_effect=tool.side_effect,
+                    idempotent=tool.idempotent,
+                    lease_s=tool.timeout_s + self.config.lease_grace_s,
+                )
+            )
+            if claim.execute:
+                return await self._execute(job, claim)
+            return await self._answer(job, claim)
+        finally:
+            job.release()
+
+    async def _answer(self, job: Job, claim: Claim) -> CallResult:
+        key = claim.tool_call_id
+        ids: dict[str, JSONValue] = {"tool_call_id": key}
+        if claim.status is ClaimStatus.IN_PROGRESS:
+            claim = await self._attach(job, key)
+        if claim.status is ClaimStatus.COMMITTED:
+            return decode_result(key, claim.result_json)
+        if claim.status is ClaimStatus.FAILED:
+            raise failure_error(key, claim.error, retryable=claim.retryable, replayed=True)
+        if claim.status is ClaimStatus.MISMATCH:
+            raise IdempotencyMismatch(
+                "this tool_call_id was first called with other arguments; call with a new"
+                " attempt number to run the tool with new ones",
+                field="arguments",
+                extra=ids,
+            )
+        if claim.status is ClaimStatus.NEEDS_RECONCILE:
+            raise NeedsReconcile(
+                "a crash interrupted this side-effecting call: its effect may or may not have"
+                " happened, so it is never re-run automatically; an operator must reconcile"
+                " it (POST /v1/operator/tool-calls/{tool_call_id}/reconcile)",
+                extra=ids,
+            )
+        raise InProgress("the call is still in progress; retry later", extra=ids)
+
+    async def _attach(self, job: Job, key: str) -> Claim:
+        wait = job.tool.timeout_s + self.config.attach_grace_s
+        try:
+            claim = await asyncio.wait_for(asyncio.wrap_future(self.intents.attach(key)), wait)
+        except TimeoutError:
+            claim = None
+        if claim is None or claim.status is ClaimStatus.IN_PROGRESS:
+            raise InProgress(
+                "a call with this tool_call_id is still in progress; retry later",
+                extra={"tool_call_id": key},
+            )
+        return claim
+
+    async def _execute(self, job: Job, claim: Claim) -> CallResult:
+        req, tool, key = job.request, job.tool, claim.tool_call_id
+        try:
+            await job.port.tool_started(req.program_id, req.node_id)
+        except Exception as error:  # nothing ran: the same key may run later
+            await self._fail(key, claim.epoch, _Failure("not_started", str(error), "fail", False))
+            raise
+        info = RunningTool(key, req.program_id, req.node_id, tool.name, tool.side_effect)
+        invocation = Invocation(
+            tool.name, key, job.tenant, req.program_id, req.node_id, req.arguments
+        )
+        started = time.monotonic()
+        self.executions += 1
+        execution = _Execution(info, asyncio.create_task(job.executor.run(invocation)))
+        self._running[key] = execution
+        failure: _Failure | None = None
+        result: JSONValue = None
+        try:
+            result = await asyncio.wait_for(execution.task, tool.timeout_s)
+        except TimeoutError:
+            failure = _Failure(
+                ToolTimeout.type, f"no answer within {tool.timeout_s:g} s", "timeout", True
+            )
+        except ExecutionFailed as error:
+            failure = _Failure(
+                ToolFailed.type, error.message, "fail", error.ambiguous, error.permanent
+            )
+        except asyncio.CancelledError:
+            failure = _Failure(INTERRUPTED, "the tool was interrupted", "fail", tool.side_effect)
+            if not execution.interrupted:  # the gateway is closing: record, then stop
+                await self._fail(key, claim.epoch, failure, tool.auto_retry_safe)
+                raise
+        except Exception as error:
+            log.exception("tool %s executor crashed", tool.name)
+            failure = _Failure(ToolFailed.type, f"executor error: {error!r}"[:500], "fail", True)
+        finally:
+            self._running.pop(key, None)
+        self.crash.hit("after_external_call")
+        latency = time.monotonic() - started
+        text = ""
+        if failure is None:
+            try:
+                text = encode_result(result, latency)
+            except (TypeError, ValueError):
+                failure = _Failure(
+                    ToolFailed.type, "the tool's result is not JSON", "fail", True, True
+                )
+        if failure is None and len(text) > self.config.max_result_bytes:
+            failure = _Failure(
+                ToolFailed.type, "the tool's result is too large", "fail", True, True
+            )
+        if failure is not None:
+            return await self._failed(job, claim, failure, latency)
+        outcome = await asyncio.wrap_future(self.intents.commit(key, text, claim.epoch))
+        await self._finished(job, "ok", latency)
+        if outcome is CommitOutcome.ACCEPTED:
+            return CallResult(key, "committed", result, latency)
+        # Fenced off: the key was re-claimed meanwhile; answer what that execution settles.
+        return await self._answer(job, await self._attach(job, key))
+
+    async def _failed(
+        self, job: Job, claim: Claim, failure: _Failure, latency: float
+    ) -> CallResult:
+        retryable = not failure.permanent and (not failure.ambiguous or job.tool.auto_retry_safe)
+        await self._fail(claim.tool_call_id, claim.epoch, failure, retryable)
+        await self._finished(job, failure.outcome, latency)
+        if failure.kind == INTERRUPTED:
+            raise ProgramNotRunning(
+                "the program was cancelled while its tool ran; the tool was interrupted",
+                extra={"tool_call_id": claim.tool_call_id, "retryable": retryable},
+            )
+        stored = encode_failure(failure.kind, failure.message, failure.outcome)
+        raise failure_error(claim.tool_call_id, stored, retryable=retryable, replayed=False)
+
+    async def _fail(self, key: str, epoch: int, failure: _Failure, retryable: bool = True) -> None:
+        text = encode_failure(failure.kind, failure.message, failure.outcome)
+        await asyncio.wrap_future(self.intents.fail(key, text, epoch, retryable=retryable))
+
+    async def _finished(self, job: Job, outcome: ToolOutcome, latency: float) -> None:
+        try:
+            await job.port.tool_finished(
+                job.request.program_id, job.request.node_id, outcome, latency
+            )
+        except Exception:  # the result is committed whatever the core thinks of it now
+            log.exception("tool_finished failed for %s", job.request.program_id)
+
+    def running(self) -> list[RunningTool]:
+        """Executions in flight, oldest first."""
+        return [e.info for e in self._running.values()]
+
+    def cancel_program(self, program_id: str) -> CancelReport:
+        """Interrupt ``program_id``'s running read-only tools; flag its side-effecting ones,
+        which finish and commit (seed §12: an effect is not cut off half way)."""
+        interrupted: list[RunningTool] = []
+        flagged: list[RunningTool] = []
+        for execution in list(self._running.values()):
+            if execution.info.program_id != program_id:
+                continue
+            if execution.info.side_effect:
+                flagged.append(execution.info)
+            else:
+                execution.interrupted = True
+                execution.task.cancel()
+                interrupted.append(execution.info)
+        return CancelReport(tuple(interrupted), tuple(flagged))
+
+    async def close(self, timeout: float) -> None:
+        """Interrupt read-only executions, give the others ``timeout`` seconds to commit,
+        then cancel what is left (start-up recovery settles those intents)."""
+        for execution in list(self._running.values()):
+            if not execution.info.side_effect:
+                execution.interrupted = True
+                execution.task.cancel()
+        if self._calls:
+            _, pending = await asyncio.wait(set(self._calls), timeout=timeout)
+            for task in pending:
+                task.cancel()

@@ -1,0 +1,152 @@
+"""Registration-time rules for a tool's parameter schema, and its compiled validator.
+
+A tool's ``parameters`` must be a valid JSON Schema 2020-12 for an object, and every schema in
+it that can accept an object must say ``"additionalProperties": false``: unknown properties
+are the first thing an injected or confused model sends, and a schema that lets them through
+turns the tool into an arbitrary RPC (seed section 13, research section 3.4). A subschema
+that constrains nothing (``{}``, ``true``, no ``type``/``enum``/``const``/``$ref``/combinator)
+accepts objects with any properties, so it is refused as well.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from agentconsole.server.gateway.errors import InvalidTool
+
+MAX_SCHEMA_BYTES = 64 * 1024
+MAX_SCHEMA_DEPTH = 32
+
+# Where a keyword's subschemas apply: to the value of a property or item (VALUE: must be
+# constrained), to the same instance as their parent (BRANCH: may leave ``type`` to it), or
+# nowhere a value is admitted by them (SKIP: ``not`` and ``if`` only exclude or select, and
+# ``propertyNames`` sees strings), so a closed object there would change nothing or mislead.
+VALUE, BRANCH, SKIP = "value", "branch", "skip"
+_ONE = {
+    "additionalProperties": VALUE,
+    "unevaluatedProperties": VALUE,
+    "items": VALUE,
+    "contains": VALUE,
+    "unevaluatedItems": VALUE,
+    "contentSchema": VALUE,
+    "not": SKIP,
+    "if": SKIP,
+    "then": BRANCH,
+    "else": BRANCH,
+    "propertyNames": SKIP,
+}
+_LIST = {"prefixItems": VALUE, "allOf": BRANCH, "anyOf": BRANCH, "oneOf": BRANCH}
+_MAP = {
+    "properties": VALUE,
+    "patternProperties": VALUE,
+    "$defs": VALUE,
+    "definitions": VALUE,
+    "dependentSchemas": BRANCH,
+}
+# A subschema with one of these is constrained by something besides ``additionalProperties``.
+_CONSTRAINED = ("type", "enum", "const", "$ref", "$dynamicRef", "allOf", "anyOf", "oneOf")
+_OBJECT_HINTS = (
+    "properties",
+    "patternProperties",
+    "required",
+    "minProperties",
+    "maxProperties",
+    "dependentRequired",
+    "dependentSchemas",
+    "propertyNames",
+)
+
+
+def _children(node: Mapping[str, Any], path: str) -> Iterator[tuple[str, Any, str]]:
+    for key, role in _ONE.items():
+        if key in node:
+            yield f"{path}/{key}", node[key], role
+    for key, role in _LIST.items():
+        if isinstance(node.get(key), list):
+            for i, sub in enumerate(node[key]):
+                yield f"{path}/{key}/{i}", sub, role
+    for key, role in _MAP.items():
+        if isinstance(node.get(key), Mapping):
+            for name, sub in node[key].items():
+                yield f"{path}/{key}/{name}", sub, role
+
+
+def _may_be_object(node: Mapping[str, Any]) -> bool:
+    declared = node.get("type")
+    if declared is None:
+        return any(hint in node for hint in _OBJECT_HINTS)
+    return declared == "object" or (isinstance(declared, list) and "object" in declared)
+
+
+def _check_node(node: Any, path: str, depth: int, role: str, parent_closed: bool = False) -> None:
+    """Check ``node``; a BRANCH of a closed object schema cannot admit more than its parent,
+    so it need not close itself (``then: {required: [...]}``)."""
+    if depth > MAX_SCHEMA_DEPTH:
+        raise InvalidTool(f"schema nests deeper than {MAX_SCHEMA_DEPTH} levels", field=path)
+    if node is False or role == SKIP or (node is True and role != VALUE):
+        return
+    if not isinstance(node, Mapping):
+        raise InvalidTool(
+            "a `true` subschema accepts any value, objects with any properties included;"
+            " declare a type",
+            field=path,
+        )
+    if role == VALUE and not any(key in node for key in _CONSTRAINED):
+        raise InvalidTool(
+            "this subschema accepts any value (no type, enum, const or $ref); declare a type",
+            field=path,
+        )
+    closed = node.get("additionalProperties") is False
+    if _may_be_object(node) and not closed and not (role == BRANCH and parent_closed):
+        raise InvalidTool('every object schema must set "additionalProperties": false', field=path)
+    for child_path, child, child_role in _children(node, path):
+        inherits = closed or (role == BRANCH and parent_closed)
+        _check_node(child, child_path, depth + 1, child_role, child_role == BRANCH and inherits)
+
+
+def check_parameters_schema(schema: object) -> Draft202012Validator:
+    """Validate a registration's ``parameters`` and return its compiled validator.
+
+    Requires a 2020-12 schema (``$schema`` absent or the 2020-12 URI) whose root is ``type:
+    object``, at most :data:`MAX_SCHEMA_BYTES` of JSON and :data:`MAX_SCHEMA_DEPTH` levels.
+    Raises :class:`InvalidTool` naming the offending JSON pointer in ``field``. ``$ref`` may
+    only point inside the schema (``#...``): a remote reference would be fetched.
+    """
+    if not isinstance(schema, Mapping):
+        raise InvalidTool("parameters must be a JSON Schema object", field="parameters")
+    if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
+        raise InvalidTool(f"parameters exceeds {MAX_SCHEMA_BYTES} bytes", field="parameters")
+    dialect = schema.get("$schema")
+    if dialect is not None and dialect != Draft202012Validator.META_SCHEMA["$id"]:
+        raise InvalidTool("only JSON Schema 2020-12 is supported", field="parameters/$schema")
+    if schema.get("type") != "object":
+        raise InvalidTool('the root schema must be {"type": "object", ...}', field="parameters")
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as error:
+        pointer = "/".join(str(p) for p in error.absolute_path)
+        raise InvalidTool(
+            f"not a valid JSON Schema 2020-12: {error.message}",
+            field=f"parameters/{pointer}".rstrip("/"),
+        ) from error
+    _check_refs(schema, "parameters")
+    _check_node(schema, "parameters", 0, VALUE)
+    return Draft202012Validator(schema)
+
+
+def _check_refs(node: Any, path: str) -> None:
+    if isinstance(node, Mapping):
+        for key in ("$ref", "$dynamicRef"):
+            ref = node.get(key)
+            if isinstance(ref, str) and not ref.startswith("#"):
+                raise InvalidTool("only local references (#...) are allowed", field=path)
+        for key, value in node.items():
+            _check_refs(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _check_refs(value, f"{path}/{i}")

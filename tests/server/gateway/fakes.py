@@ -1,0 +1,72 @@
+"""An in-memory :class:`ProgramPort` standing in for the server core's ProgramService."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agentconsole.scheduler.controller import QuotaExceeded
+from agentconsole.scheduler.program import ToolSpec
+from agentconsole.server.gateway import ProgramClosed, ProgramNotFound, ToolOutcome
+
+
+@dataclass(slots=True)
+class FakeProgram:
+    """One program: owner, state, tool nodes and the tool-call quota."""
+
+    tenant: str
+    state: str = "running"
+    nodes: dict[str, ToolSpec] = field(default_factory=dict)
+    tool_calls_quota: int | None = None
+
+
+@dataclass(slots=True)
+class FakePort:
+    """Programs by id, created on first sight; records every start/finish."""
+
+    programs: dict[str, FakeProgram] = field(default_factory=dict)
+    events: list[tuple[str, str, str, str]] = field(default_factory=list)
+
+    def create(self, tenant: str, program_id: str, tool_calls: int | None = None) -> FakeProgram:
+        """Open ``program_id`` for ``tenant`` (a test's explicit ``POST /v1/programs``)."""
+        program = self.programs.setdefault(program_id, FakeProgram(tenant))
+        program.tool_calls_quota = tool_calls
+        return program
+
+    async def check_program(self, tenant: str, program_id: str) -> None:
+        program = self.programs.get(program_id)
+        if program is None:
+            return
+        if program.tenant != tenant:
+            raise ProgramNotFound(program_id)
+        if program.state != "running":
+            raise ProgramClosed(program_id, program.state)
+
+    async def ensure_tool_node(
+        self, tenant: str, program_id: str, node_id: str, tool: ToolSpec
+    ) -> None:
+        await self.check_program(tenant, program_id)
+        program = self.programs.setdefault(program_id, FakeProgram(tenant))
+        if node_id in program.nodes:
+            return
+        quota = program.tool_calls_quota
+        if quota is not None and len(program.nodes) >= quota:
+            raise QuotaExceeded(program_id, "tool_calls", quota, len(program.nodes) + 1)
+        program.nodes[node_id] = tool
+
+    def _node(self, program_id: str, node_id: str) -> FakeProgram:
+        program = self.programs.get(program_id)
+        if program is None or node_id not in program.nodes:
+            raise ProgramNotFound(program_id, node_id)
+        return program
+
+    async def tool_started(self, program_id: str, node_id: str) -> None:
+        program = self._node(program_id, node_id)
+        if program.state != "running":
+            raise ProgramClosed(program_id, program.state)
+        self.events.append(("started", program_id, node_id, ""))
+
+    async def tool_finished(
+        self, program_id: str, node_id: str, outcome: ToolOutcome, latency_s: float
+    ) -> None:
+        self._node(program_id, node_id)
+        self.events.append(("finished", program_id, node_id, outcome))
