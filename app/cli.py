@@ -65,6 +65,12 @@ def main() -> None:
     help="Engine --max-running-requests (default: the bench's engine default).",
 )
 @click.option(
+    "--host-tier/--no-host-tier",
+    default=True,
+    show_default=True,
+    help="Host-DRAM KV tier (HiCache); without it evicted KV is recomputed.",
+)
+@click.option(
     "--replicas",
     type=click.IntRange(min=1),
     default=1,

@@ -50,6 +50,7 @@ def run_bench(**opts: Any) -> None:
         profile=opts["profile"],
         max_running=opts["max_running"],
         replicas=opts["replicas"],
+        host_tier=opts["host_tier"],
     )
     load_programs(setup)  # fail fast on a bad workload or trace, before forking workers
     pairs = [(p, k) for p in policies for k in kv_policies]

@@ -38,6 +38,7 @@ class BenchSetup:
     profile: str | None = None
     max_running: int | None = None
     replicas: int = 1
+    host_tier: bool = True
 
     @property
     def label(self) -> str:
@@ -51,7 +52,7 @@ def cost_model(setup: BenchSetup) -> CostModel:
 
 
 def engine_config(setup: BenchSetup) -> EngineConfig:
-    base = EngineConfig()
+    base = EngineConfig() if setup.host_tier else EngineConfig(host_kv_tokens=0)
     if setup.max_running is None:
         return base
     return replace(base, max_running_requests=setup.max_running)
