@@ -103,3 +103,64 @@ def make_model(out_dir: Path, seed: int) -> None:
 
     path = make_tiny_model(out_dir, seed=seed)
     click.echo(f"tiny model ready: {path}")
+
+
+@main.command()
+@click.option("--url", default="http://127.0.0.1:8000", show_default=True, help="Server URL.")
+@click.option(
+    "--trace",
+    "trace_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="JSONL trace [the bundled seed-mix.small.jsonl].",
+)
+@click.option(
+    "--api-key",
+    default="sk-dev",
+    show_default=True,
+    envvar="AGENTCONSOLE_API_KEY",
+    help="Key for every trace tenant not given by --key.",
+)
+@click.option("--key", "keys", multiple=True, metavar="TENANT=KEY", help="One tenant's key.")
+@click.option(
+    "--speed", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True
+)
+@click.option(
+    "--tools", type=click.Choice(["gateway", "agent"]), default="gateway", show_default=True
+)
+@click.option(
+    "--token-scale",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="Scale prompt sizes (about 0.02 for the tiny CPU model).",
+)
+@click.option("--max-output-tokens", type=click.IntRange(min=1), default=None)
+@click.option("--programs", "limit", type=click.IntRange(min=1), default=None, help="First N.")
+@click.option("--model", default="default", show_default=True)
+def replay(
+    url: str,
+    trace_path: Path | None,
+    api_key: str,
+    keys: tuple[str, ...],
+    speed: float,
+    tools: str,
+    token_scale: float,
+    max_output_tokens: int | None,
+    limit: int | None,
+    model: str,
+) -> None:
+    """Drive a live server with a trace's programs in real time; print E2E p50/p95."""
+    from agentconsole.replay.command import parse_keys, run_replay_command
+
+    run_replay_command(
+        url,
+        trace_path,
+        parse_keys(keys, api_key),
+        speed=speed,
+        tools="agent" if tools == "agent" else "gateway",
+        token_scale=token_scale,
+        max_output_tokens=max_output_tokens,
+        limit=limit,
+        model=model,
+    )
