@@ -106,6 +106,44 @@ def make_model(out_dir: Path, seed: int) -> None:
 
 
 @main.command()
+@click.option("--runtime", type=click.Choice(["sglang", "sim"]), default=None, help="[sglang]")
+@click.option("--model", default=None, help="SGLang model path, or sim model preset.")
+@click.option("--host", default=None, help="[127.0.0.1]")
+@click.option("--port", type=click.IntRange(0, 65535), default=None, help="[8000]")
+@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--policy", default=None, help="Scheduling policy [cp-cache].")
+@click.option("--kv-policy", default=None, help="Tool-wait KV policy [adaptive].")
+@click.option("--time-scale", type=click.FloatRange(min=0), default=None, help="Sim only.")
+@click.option("--demo/--no-demo", default=None, help="Demo tenants and built-in agents.")
+@click.option("--tui/--no-tui", default=None, help="Open the terminal dashboard.")
+@click.option("--log-level", default=None)
+@click.option(
+    "--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+def serve(config_file: Path | None, **options: object) -> None:
+    """Serve the OpenAI-compatible and program API (flags > AGENTCONSOLE_* env > --config)."""
+    from agentconsole.serve import serve_command
+
+    serve_command(config_file, options)
+
+
+@main.command()
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("agentconsole.duckdb"),
+    show_default=True,
+)
+def export(out_dir: Path, db: Path) -> None:
+    """Write every store table to OUT_DIR as Parquet (stop serve first: it holds the file)."""
+    from agentconsole.export import run_export
+
+    for path in run_export(db, out_dir):
+        click.echo(path)
+
+
+@main.command()
 @click.option("--url", default="http://127.0.0.1:8000", show_default=True, help="Server URL.")
 @click.option(
     "--trace",

@@ -1,0 +1,163 @@
+"""``agentconsole serve``: the API server (uvicorn + the Litestar app) and its optional demo
+agents and terminal dashboard.
+
+The server holds the DuckDB file exclusively while it runs; ``agentconsole export`` works on
+the file once serve has stopped (or, while it runs, ask the server: the store is its alone).
+
+Hooks: ``--demo`` runs ``agentconsole.replay.demo:run_demo(url, keys)`` when the replay
+package provides it, else the built-in minimal agents of :mod:`agentconsole.demo`; ``--tui``
+runs ``agentconsole.ui.tui.app:run_dashboard(url, key)`` in the foreground (the server then
+runs in a background thread and stops when the dashboard quits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+import uvicorn
+from litestar import Litestar
+from pydantic import ValidationError
+
+from agentconsole.server.app import create_app
+from agentconsole.settings import Settings, load_settings
+
+log = logging.getLogger(__name__)
+DemoRunner = Callable[[str, Mapping[str, str]], Awaitable[None]]
+
+
+def demo_runner() -> DemoRunner:
+    """The replay engineer's demo if installed, else the built-in one."""
+    try:
+        module = importlib.import_module("agentconsole.replay.demo")
+        runner: DemoRunner = module.run_demo
+        return runner
+    except (ImportError, AttributeError):
+        from agentconsole.demo import run_demo
+
+        return run_demo
+
+
+class Server(uvicorn.Server):
+    """uvicorn with two additions: on shutdown the SSE feeds are closed first (uvicorn waits
+    for open connections before the app's lifespan ends), and ``on_started`` runs once the
+    sockets listen (it receives the base URL)."""
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        app: Litestar,
+        on_started: Callable[[str], Coroutine[Any, Any, None]] | None = None,
+    ) -> None:
+        super().__init__(config)
+        self.app = app
+        self.on_started = on_started
+        self.url = ""
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        if self.should_exit or not self.servers:
+            return
+        host, port = self.servers[0].sockets[0].getsockname()[:2]
+        self.url = f"http://{host}:{port}"
+        click.echo(f"agentconsole serving on {self.url}", err=True)
+        if self.on_started is not None:
+            task = asyncio.create_task(self.on_started(self.url))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def shutdown(self, sockets: Any = None) -> None:
+        live = getattr(self.app.state, "live", None)
+        if live is not None:
+            live.hub.close()
+        for task in self._tasks:
+            task.cancel()
+        await super().shutdown(sockets)
+
+
+def banner(settings: Settings) -> str:
+    """What ``serve`` prints at start: runtime, store and the API keys in use."""
+    tenants, operators = settings.keys()
+    lines = [
+        f"runtime: {settings.runtime.name}  policy: {settings.runtime.policy}"
+        f"  kv-policy: {settings.runtime.kv_policy}",
+        f"store:   {settings.store.db}",
+    ]
+    lines += [f"tenant key:   {key}  (tenant {tenant})" for key, tenant in tenants.items()]
+    lines += [f"operator key: {key}" for key in operators]
+    return "\n".join(lines)
+
+
+def run_serve(settings: Settings) -> None:
+    """Serve until interrupted (or until the dashboard quits with ``tui``)."""
+    logging.basicConfig(level=settings.server.log_level.upper(), stream=sys.stderr)
+    click.echo(banner(settings), err=True)
+    app = create_app(settings.server_config())
+    tenants, operators = settings.keys()
+    on_started = None
+    if settings.demo:
+        run_demo = demo_runner()
+
+        async def on_started(url: str) -> None:
+            await run_demo(url, tenants)
+
+    config = uvicorn.Config(
+        app,
+        host=settings.server.host,
+        port=settings.server.port,
+        log_level=settings.server.log_level,
+        timeout_graceful_shutdown=5,
+        lifespan="on",
+    )
+    server = Server(config, app, on_started)
+    if not settings.tui:
+        # uvicorn re-raises the signal that stopped it once it has shut down cleanly
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run()
+        return
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    while not server.started and thread.is_alive():
+        thread.join(0.1)
+    if server.started:
+        dashboard = importlib.import_module("agentconsole.ui.tui.app")
+        try:
+            dashboard.run_dashboard(server.url, operators[0])
+        finally:
+            server.should_exit = True
+    thread.join()
+
+
+def serve_command(config_file: Path | None, options: Mapping[str, object]) -> None:
+    """The ``serve`` CLI: flags (None = not given) over env over the config file."""
+    overrides = {
+        "server": {
+            "host": options.get("host"),
+            "port": options.get("port"),
+            "log_level": options.get("log_level"),
+        },
+        "runtime": {
+            "name": options.get("runtime"),
+            "model": options.get("model"),
+            "policy": options.get("policy"),
+            "kv_policy": options.get("kv_policy"),
+            "time_scale": options.get("time_scale"),
+        },
+        "store": {"db": options.get("db")},
+        "demo": options.get("demo"),
+        "tui": options.get("tui"),
+    }
+    try:
+        settings = load_settings(config_file, overrides)
+    except ValidationError as error:
+        raise click.UsageError(str(error)) from error
+    run_serve(settings)

@@ -1,0 +1,198 @@
+"""The one settings object of ``agentconsole serve``.
+
+Sources, highest first: command-line flags > environment (``AGENTCONSOLE_`` prefix, ``__``
+between nested names, e.g. ``AGENTCONSOLE_RUNTIME__POLICY=fcfs``) > a TOML config file
+(``--config``; the same nesting as tables, e.g. ``[runtime] policy = "fcfs"``) > defaults.
+Read once at start and passed down; nothing else reads the environment.
+
+API keys: ``auth.tenant_keys`` maps a key to its tenant, ``auth.operator_keys`` lists operator
+keys. With none configured the development defaults of docs/API.md are used (and printed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from agentconsole.server.api.config import (
+    DEMO_TENANT_KEYS,
+    DEV_OPERATOR_KEYS,
+    DEV_TENANT_KEYS,
+    ServerConfig,
+)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class ServerSection(_Section):
+    host: str = "127.0.0.1"
+    """Interface to listen on."""
+    port: int = Field(default=8000, ge=0, le=65535)
+    """TCP port (0: any free port)."""
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    """Largest request body accepted; larger ones answer 413."""
+    log_level: str = "info"
+    """uvicorn and application log level."""
+
+
+class RuntimeSection(_Section):
+    name: str = "sglang"
+    """Runtime: ``sglang`` (the real engine; on a CPU-only machine the tiny local model) or
+    ``sim`` (the simulated engine)."""
+    model: str | None = None
+    """SGLang: a model path; sim: a model preset (default llama-3.1-8b)."""
+    policy: str = "cp-cache"
+    """Scheduling policy (``agentconsole bench --list`` shows them)."""
+    kv_policy: str = "adaptive"
+    """Tool-wait KV policy: keep, offload, recompute or adaptive."""
+    gpu: str = "H200-141GB"
+    """Sim: the GPU preset."""
+    tp: int = Field(default=1, ge=1)
+    """Tensor-parallel size."""
+    profile: str | None = None
+    """Sim: a calibration profile (file or bundled name) instead of gpu/model."""
+    time_scale: float = Field(default=1.0, ge=0)
+    """Sim: wall seconds per simulated second; 0 makes every step free (API benchmarks)."""
+    served_model_name: str | None = None
+    """The model name ``/v1/models`` reports (default: derived from ``model``)."""
+    extra: dict[str, Any] = Field(default_factory=dict)
+    """Runtime-specific options passed through to the runtime factory."""
+
+
+class StoreSection(_Section):
+    db: Path = Path("agentconsole.duckdb")
+    """The DuckDB file. ``serve`` holds it exclusively while it runs."""
+
+
+class AuthSection(_Section):
+    tenant_keys: dict[str, str] = Field(default_factory=dict)
+    """API key -> tenant. Empty: the development key ``sk-dev`` (tenant ``default``)."""
+    operator_keys: list[str] = Field(default_factory=list)
+    """Operator keys. Empty: the development key ``sk-operator``."""
+
+
+class LimitsSection(_Section):
+    default_max_tokens: int = Field(default=1024, ge=1)
+    """``max_tokens`` of a chat call that gives none."""
+    max_tokens_limit: int = Field(default=32_768, ge=1)
+    """Largest ``max_tokens`` accepted (422 above)."""
+    ready_timeout_s: float = Field(default=30.0, gt=0)
+    """How long a call waits for a runtime that is still starting before 503."""
+    inferred_idle_s: float = Field(default=300.0, gt=0)
+    """An inferred program with no activity for this long is finished."""
+    retain_finished_s: float = Field(default=600.0, ge=0)
+    """Ended programs stay in memory this long (then they are read from the store)."""
+
+
+class Settings(BaseSettings):
+    """Everything ``serve`` can be told; see the module docstring for the sources."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AGENTCONSOLE_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        use_attribute_docstrings=True,
+    )
+    #: the TOML file of this load (set by :func:`load_settings`)
+    config_file: ClassVar[Path | None] = None
+
+    server: ServerSection = Field(default_factory=lambda: ServerSection())
+    """HTTP server."""
+    runtime: RuntimeSection = Field(default_factory=lambda: RuntimeSection())
+    """The LLM runtime and its policies."""
+    store: StoreSection = Field(default_factory=lambda: StoreSection())
+    """The DuckDB store."""
+    auth: AuthSection = Field(default_factory=lambda: AuthSection())
+    """API keys."""
+    limits: LimitsSection = Field(default_factory=lambda: LimitsSection())
+    """Request limits and housekeeping."""
+    demo: bool = False
+    """Add the demo tenants and run built-in agents against the server."""
+    tui: bool = False
+    """Open the terminal dashboard on the server once it is up."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if cls.config_file is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=cls.config_file))
+        return tuple(sources)
+
+    def keys(self) -> tuple[dict[str, str], list[str]]:
+        """(tenant keys, operator keys), with the development defaults when none are set."""
+        tenants = dict(self.auth.tenant_keys) or dict(DEV_TENANT_KEYS)
+        if self.demo:
+            tenants = {**tenants, **DEMO_TENANT_KEYS}
+        operators = list(self.auth.operator_keys) or list(DEV_OPERATOR_KEYS)
+        return tenants, operators
+
+    def server_config(self) -> ServerConfig:
+        """The server's view of these settings."""
+        tenants, operators = self.keys()
+        runtime, limits = self.runtime, self.limits
+        extra = dict(runtime.extra)
+        if runtime.name == "sim":
+            extra.setdefault("time_scale", runtime.time_scale)
+        return ServerConfig(
+            db_path=self.store.db,
+            runtime=runtime.name,
+            model=runtime.model,
+            policy=runtime.policy,
+            kv_policy=runtime.kv_policy,
+            gpu=runtime.gpu,
+            tp=runtime.tp,
+            profile=runtime.profile,
+            runtime_extra=extra,
+            tenant_keys=tenants,
+            operator_keys=tuple(operators),
+            max_body_bytes=self.server.max_body_bytes,
+            default_max_tokens=limits.default_max_tokens,
+            max_tokens_limit=limits.max_tokens_limit,
+            ready_timeout_s=limits.ready_timeout_s,
+            inferred_idle_s=limits.inferred_idle_s,
+            retain_finished_s=limits.retain_finished_s,
+            served_model_name=runtime.served_model_name,
+        )
+
+
+def load_settings(
+    config_file: Path | None = None, overrides: Mapping[str, Any] | None = None
+) -> Settings:
+    """Settings from ``overrides`` (nested dicts of CLI values; None values are ignored) >
+    environment > ``config_file`` > defaults. Raises ``pydantic.ValidationError``."""
+
+    class _Loaded(Settings):
+        pass
+
+    _Loaded.config_file = config_file
+    return _Loaded(**_without_none(overrides or {}))
+
+
+def _without_none(values: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            nested = _without_none(value)
+            if nested:
+                out[key] = nested
+        elif value is not None:
+            out[key] = value
+    return out

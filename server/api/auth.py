@@ -1,0 +1,66 @@
+"""API keys: ``Authorization: Bearer <key>`` -> a tenant, or an operator.
+
+Keys are held only as SHA-256 hashes. A tenant key acts for its tenant and sees nothing of
+other tenants; an operator key sees every tenant and may call ``/v1/operator/*`` (acting, for
+its own chat calls, as tenant ``operator``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from agentconsole.server.api.errors import ApiError
+
+OPERATOR_TENANT = "operator"
+
+
+def key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling. ``scope`` is the tenant filter of reads (None: every tenant)."""
+
+    tenant: str
+    operator: bool
+    key_id: str
+
+    @property
+    def scope(self) -> str | None:
+        return None if self.operator else self.tenant
+
+
+class KeyRing:
+    """Resolves bearer keys; built once from the settings."""
+
+    def __init__(self, tenant_keys: Mapping[str, str], operator_keys: Sequence[str]) -> None:
+        self._keys: dict[str, Principal] = {}
+        for key, tenant in tenant_keys.items():
+            digest = key_hash(key)
+            self._keys[digest] = Principal(tenant, False, f"key-{digest[:8]}")
+        for key in operator_keys:
+            digest = key_hash(key)
+            self._keys[digest] = Principal(OPERATOR_TENANT, True, f"operator-{digest[:8]}")
+
+    @property
+    def tenants(self) -> list[str]:
+        """The tenants that have keys."""
+        return sorted({p.tenant for p in self._keys.values() if not p.operator})
+
+    def resolve(self, authorization: str | None) -> Principal:
+        """The principal of an ``Authorization`` header value; 401 when missing or unknown."""
+        if not authorization:
+            raise ApiError(401, "missing API key (Authorization: Bearer <key>)", headers=_CHALLENGE)
+        scheme, _, key = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            raise ApiError(401, "use Authorization: Bearer <key>", headers=_CHALLENGE)
+        principal = self._keys.get(key_hash(key.strip()))
+        if principal is None:
+            raise ApiError(401, "invalid API key", headers=_CHALLENGE)
+        return principal
+
+
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}

@@ -1,0 +1,44 @@
+"""What the server needs to start, as plain values (``app/settings.py`` builds it from the
+one settings object; tests build it directly)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEV_TENANT_KEYS = {"sk-dev": "default"}
+DEV_OPERATOR_KEYS = ("sk-operator",)
+DEMO_TENANT_KEYS = {"sk-tenant-a": "tenant-a", "sk-tenant-b": "tenant-b", "sk-tenant-c": "tenant-c"}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """See the fields of ``agentconsole.settings.Settings`` for their meaning."""
+
+    db_path: Path = Path("agentconsole.duckdb")
+    runtime: str = "sim"
+    model: str | None = None
+    policy: str = "cp-cache"
+    kv_policy: str = "adaptive"
+    gpu: str = "H200-141GB"
+    tp: int = 1
+    profile: str | None = None
+    runtime_extra: Mapping[str, Any] = field(default_factory=dict)
+    tenant_keys: Mapping[str, str] = field(default_factory=lambda: dict(DEV_TENANT_KEYS))
+    operator_keys: tuple[str, ...] = DEV_OPERATOR_KEYS
+    max_body_bytes: int = 4 * 1024 * 1024
+    default_max_tokens: int = 1024
+    max_tokens_limit: int = 32_768
+    ready_timeout_s: float = 30.0
+    inferred_idle_s: float = 300.0
+    retain_finished_s: float = 600.0
+    sse_coalesce_s: float = 0.1
+    sse_batch_max: int = 500
+    served_model_name: str | None = None
+
+    @property
+    def model_name(self) -> str:
+        """The name ``/v1/models`` reports."""
+        return self.served_model_name or self.model or f"{self.runtime}-default"

@@ -1,0 +1,83 @@
+"""The objects the handlers use, and their Litestar dependency providers.
+
+The lifespan of :func:`agentconsole.server.app.create_app` builds one :class:`Live` and puts it
+in ``app.state.live``; handlers receive it (``live``) and the caller's :class:`Principal`
+(``principal``, or ``operator_principal`` which also requires the operator role) by injection.
+The tool gateway's handlers get ``tenant`` and ``operator`` the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from litestar import Request
+from litestar.di import NamedDependency, Provide
+from litestar.params import SkipValidation
+
+from agentconsole.scheduler.metrics import MetricsAggregator
+from agentconsole.server.api.auth import KeyRing, Principal
+from agentconsole.server.api.config import ServerConfig
+from agentconsole.server.api.errors import ApiError
+from agentconsole.server.live.hub import EventHub
+from agentconsole.server.live.observe import Observer
+from agentconsole.server.live.operator import OperatorDesk
+from agentconsole.server.live.queries import ProgramQueries
+from agentconsole.server.live.service import ProgramService
+from agentconsole.server.prometheus import PrometheusMetrics
+from agentconsole.server.store.store import Store
+
+
+@dataclass(slots=True)
+class Live:
+    """Everything the running server holds (one per app)."""
+
+    config: ServerConfig
+    keys: KeyRing
+    store: Store
+    hub: EventHub
+    service: ProgramService
+    metrics: MetricsAggregator
+    prometheus: PrometheusMetrics
+    observer: Observer
+    queries: ProgramQueries
+    desk: OperatorDesk
+    started_at: float = field(default_factory=time.time)
+
+
+LiveDep = NamedDependency[SkipValidation[Live]]
+PrincipalDep = NamedDependency[SkipValidation[Principal]]
+
+
+def provide_live(request: Request[Any, Any, Any]) -> Live:
+    live: Live = request.app.state.live
+    return live
+
+
+def provide_principal(request: Request[Any, Any, Any]) -> Principal:
+    live: Live = request.app.state.live
+    return live.keys.resolve(request.headers.get("authorization"))
+
+
+def provide_operator(principal: PrincipalDep) -> Principal:
+    if not principal.operator:
+        raise ApiError(403, "this action needs an operator key")
+    return principal
+
+
+def provide_tenant(principal: PrincipalDep) -> str:
+    return principal.tenant
+
+
+def provide_is_operator(principal: PrincipalDep) -> bool:
+    return principal.operator
+
+
+DEPENDENCIES: dict[str, Provide] = {
+    "live": Provide(provide_live, sync_to_thread=False),
+    "principal": Provide(provide_principal, sync_to_thread=False),
+    "operator_principal": Provide(provide_operator, sync_to_thread=False),
+    "tenant": Provide(provide_tenant, sync_to_thread=False),
+    "operator": Provide(provide_is_operator, sync_to_thread=False),
+}

@@ -1,0 +1,85 @@
+"""Every error answers ``{"error": {"type", "message", "field"?}}`` with a 4xx status.
+
+One handler, registered for ``Exception`` on the app, maps the service's refusals, Litestar's
+own client errors (validation 422, malformed JSON 400, oversized body 413, unknown route 404,
+wrong method 405) and anything else (500: a bug, logged with its traceback).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+
+from agentconsole.server.live.errors import ServiceError
+
+log = logging.getLogger(__name__)
+
+_TYPES = {
+    400: "invalid_json",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    429: "rate_limited",
+    503: "unavailable",
+}
+
+
+class ApiError(ServiceError):
+    """A refusal made by the HTTP layer itself (auth, headers, query parameters)."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str | None = None,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, field=field, headers=headers)
+        self.status = status
+        self.type = type or _TYPES.get(status, "error")
+
+
+def error_body(kind: str, message: str, field: str | None = None) -> dict[str, Any]:
+    """The JSON error shape of API.md."""
+    error: dict[str, Any] = {"type": kind, "message": message}
+    if field:
+        error["field"] = field
+    return {"error": error}
+
+
+def _validation(exc: ValidationException) -> tuple[str, str | None]:
+    details = exc.extra if isinstance(exc.extra, list) else []
+    for item in details:
+        if isinstance(item, dict):
+            key = item.get("key")
+            message = str(item.get("message", exc.detail))
+            return (f"{key}: {message}" if key else message), (str(key) if key else None)
+    return str(exc.detail), None
+
+
+def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    """The app's one exception handler (see the module docstring)."""
+    if isinstance(exc, ServiceError):
+        body = error_body(exc.type, str(exc), exc.field)
+        return Response(body, status_code=exc.status, headers=exc.headers)
+    if isinstance(exc, ValidationException):
+        if "JSON" in str(exc.detail) or "decode" in str(exc.detail).lower():
+            return Response(error_body("invalid_json", str(exc.detail)), status_code=400)
+        message, field = _validation(exc)
+        return Response(error_body("invalid_request", message, field), status_code=422)
+    if isinstance(exc, HTTPException) and exc.status_code < 500:
+        status = exc.status_code
+        body = error_body(_TYPES.get(status, "error"), str(exc.detail))
+        return Response(body, status_code=status, headers=exc.headers or None)
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    return Response(error_body("internal_error", "internal server error"), status_code=status)

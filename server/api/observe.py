@@ -1,0 +1,128 @@
+"""What the consoles read: ``/v1/overview``, ``/v1/tenants``, ``/v1/kv``, ``/v1/runtime`` and the
+``/v1/events`` Server-Sent Events feed.
+
+The feed coalesces: after the first new event a client waits ``sse_coalesce_s`` (100 ms), then
+sends what accumulated as ``event: batch`` frames of at most ``sse_batch_max`` (500) events,
+back to back until it has caught up; a burst of any size therefore costs a client a few frames,
+never one per event. ``event: overview`` carries the overview once a second (and keeps idle
+connections alive). A client resumes with ``?since=<seq>`` (or ``Last-Event-ID``); events
+older than the hub's ring are read from the store. Tenant keys receive their own events only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Controller, Request, get
+from litestar.background_tasks import BackgroundTask
+from litestar.params import QueryParameter
+from litestar.response import Stream
+
+from agentconsole.scheduler.events import Event
+from agentconsole.server.api.deps import LiveDep, PrincipalDep
+
+JSON = dict[str, Any]
+_encode = msgspec.json.Encoder().encode
+
+
+def _event(seq: int, event: Event) -> JSON:
+    return {"seq": seq, **event.to_json()}
+
+
+def _frame(kind: str, payload: JSON, seq: int | None = None) -> bytes:
+    head = f"event: {kind}\n" + (f"id: {seq}\n" if seq is not None else "")
+    return head.encode() + b"data: " + _encode(payload) + b"\n\n"
+
+
+async def _batches(live: LiveDep, tenant: str | None, cursor: int) -> AsyncIterator[bytes]:
+    """Frames of everything after ``cursor`` for ``tenant``, until caught up."""
+    hub, limit = live.hub, live.config.sse_batch_max
+    while cursor < hub.last_seq:
+        try:
+            items, cursor = hub.since(cursor, tenant=tenant, limit=limit)
+        except LookupError:  # fell out of the ring: read the store
+            stored = await asyncio.to_thread(
+                live.store.repo.events_since, cursor, limit=limit, tenant=tenant
+            )
+            items = [(s.seq, s.event) for s in stored]
+            cursor = items[-1][0] if len(items) == limit else hub.oldest_seq() - 1
+        if items:
+            events = [_event(seq, e) for seq, e in items]
+            yield _frame("batch", {"seq": items[-1][0], "events": events}, items[-1][0])
+
+
+async def event_feed(live: LiveDep, tenant: str | None, since: int) -> AsyncGenerator[bytes, None]:
+    """The SSE body of ``GET /v1/events`` (module docstring)."""
+    hub = live.hub
+    cursor = since
+    next_overview = 0.0
+    yield b": agentconsole events\n\n"
+    while not hub.is_closed():
+        now = time.monotonic()
+        if now >= next_overview:
+            next_overview = now + 1.0
+            yield _frame("overview", live.observer.overview())
+        if cursor >= hub.last_seq:
+            try:
+                async with asyncio.timeout(next_overview - now):
+                    await asyncio.shield(hub.changed())
+            except TimeoutError:
+                continue
+            if hub.is_closed():
+                return
+            await asyncio.sleep(live.config.sse_coalesce_s)
+        async for frame in _batches(live, tenant, cursor):
+            yield frame
+        cursor = max(cursor, hub.last_seq)
+
+
+class ObserveController(Controller):
+    path = "/v1"
+    tags = ("observation",)
+
+    @get("/overview", summary="Platform overview")
+    async def overview(self, live: LiveDep, principal: PrincipalDep) -> JSON:
+        """Policies, program counts, throughput, E2E percentiles, queue, KV, hits, ghosts."""
+        del principal
+        return live.observer.overview()
+
+    @get("/tenants", summary="Tenants")
+    async def tenants(self, live: LiveDep, principal: PrincipalDep) -> JSON:
+        """Per tenant: programs, slowdown, starvation, quota use (a tenant sees itself)."""
+        return live.observer.tenants(principal.scope)
+
+    @get("/kv", summary="KV tiers")
+    async def kv(self, live: LiveDep, principal: PrincipalDep) -> JSON:
+        """Tier occupancy, retained contexts, migrations, recomputes, placement."""
+        return live.observer.kv(principal.scope)
+
+    @get("/runtime", summary="Runtime snapshot")
+    async def runtime(self, live: LiveDep, principal: PrincipalDep) -> JSON:
+        """Queued and running calls, tiers, paused (a tenant sees its own calls)."""
+        return live.observer.runtime(principal.scope)
+
+    @get("/events", summary="Live event feed (SSE)")
+    async def events(
+        self,
+        request: Request[Any, Any, Any],
+        live: LiveDep,
+        principal: PrincipalDep,
+        since: Annotated[
+            int | None, QueryParameter(ge=0, description="Resume after this seq")
+        ] = None,
+    ) -> Stream:
+        """``event: batch`` frames ``{"seq", "events": [Event]}`` and ``event: overview``."""
+        if since is None:
+            last = request.headers.get("last-event-id", "")
+            since = int(last) if last.isdigit() else live.hub.last_seq
+        feed = event_feed(live, principal.scope, since)
+        return Stream(
+            feed,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            background=BackgroundTask(feed.aclose),
+        )

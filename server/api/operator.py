@@ -1,0 +1,90 @@
+"""``/v1/operator/*``: preempt, cancel, boost, drain, policy, audit (operator key only).
+
+Every action is written to the audit table before the answer (refusals too) and emitted as an
+``operator.action`` event; see :mod:`agentconsole.server.live.operator`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from litestar import Controller, get, post
+from litestar.params import JSONBody, PathParameter, QueryParameter
+
+from agentconsole.server.api.deps import LiveDep, PrincipalDep
+from agentconsole.server.api.schemas import ID_PATTERN, BoostIn, DrainIn, PolicyIn
+
+JSON = dict[str, Any]
+ProgramId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Program id")]
+
+
+class OperatorController(Controller):
+    path = "/v1/operator"
+    tags = ("operator",)
+
+    @post("/programs/{program_id:str}/preempt", status_code=200, summary="Preempt a program")
+    async def preempt(
+        self, program_id: ProgramId, live: LiveDep, operator_principal: PrincipalDep
+    ) -> JSON:
+        """Take the program's running calls off the GPU; they are requeued."""
+        return await live.desk.preempt(operator_principal.key_id, program_id)
+
+    @post("/programs/{program_id:str}/cancel", status_code=200, summary="Cancel a program")
+    async def cancel(
+        self, program_id: ProgramId, live: LiveDep, operator_principal: PrincipalDep
+    ) -> JSON:
+        """As the tenant cancel, for any tenant's program."""
+        return await live.desk.cancel(operator_principal.key_id, program_id)
+
+    @post("/programs/{program_id:str}/boost", status_code=200, summary="Boost a program")
+    async def boost(
+        self,
+        program_id: ProgramId,
+        live: LiveDep,
+        operator_principal: PrincipalDep,
+        data: JSONBody[BoostIn | None],
+    ) -> JSON:
+        """Re-rank the program's queued calls first (its policy keys lowered by ``amount``)."""
+        amount = data.amount if data is not None else BoostIn().amount
+        return await live.desk.boost(operator_principal.key_id, program_id, amount)
+
+    @post("/drain", status_code=200, summary="Stop or resume admitting calls")
+    async def drain(
+        self, data: JSONBody[DrainIn], live: LiveDep, operator_principal: PrincipalDep
+    ) -> JSON:
+        """``enabled: true`` stops admitting new calls into the runtime (they wait);
+        running calls continue."""
+        return await live.desk.drain(operator_principal.key_id, data.enabled)
+
+    @post("/policy", status_code=200, summary="Switch policies live")
+    async def policy(
+        self, data: JSONBody[PolicyIn], live: LiveDep, operator_principal: PrincipalDep
+    ) -> JSON:
+        """Switch the scheduling policy and/or the tool-wait KV policy by name."""
+        return await live.desk.set_policy(operator_principal.key_id, data.policy, data.kv_policy)
+
+    @get("/audit", summary="The audit log")
+    async def audit(
+        self,
+        live: LiveDep,
+        operator_principal: PrincipalDep,
+        limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+    ) -> JSON:
+        """Operator actions, newest first."""
+        del operator_principal
+        rows = await asyncio.to_thread(live.store.repo.audit_log, limit=limit)
+        return {
+            "actions": [
+                {
+                    "id": row.action_id,
+                    "ts": row.action.ts,
+                    "actor": row.action.actor,
+                    "action": row.action.action,
+                    "target": row.action.target,
+                    "args": dict(row.action.args),
+                    "result": row.action.result,
+                }
+                for row in rows
+            ]
+        }

@@ -1,0 +1,202 @@
+"""The Litestar application: one factory, one lifespan that wires everything.
+
+Start-up (the lifespan): open the store (its writer thread starts), create the event hub
+(numbered after the store's last event), the runtime from the registry (its engine events go to
+the hub), the live service, the metrics projections and the store projector; then start the
+runtime *in the background* so ``/health`` answers at once while ``/ready`` says 503 until the
+runtime answers. Shutdown, in reverse: close the SSE feeds, stop the sweeper, abort calls in
+flight, stop the runtime, write the last rows, close the store (commit, checkpoint).
+
+Extensions (the tool gateway, the consoles) plug in with :class:`Extension`: their handlers
+and dependency providers are added to the app, ``start(live)`` runs once the live objects
+exist and ``stop()`` before the store closes. OpenAPI is served at ``/schema``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Protocol
+
+from litestar import Litestar
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.types import ControllerRouterHandler
+
+from agentconsole.scheduler.metrics import MetricsAggregator
+from agentconsole.scheduler.runtime import Runtime
+from agentconsole.server.api.auth import KeyRing
+from agentconsole.server.api.chat import ChatController
+from agentconsole.server.api.config import ServerConfig
+from agentconsole.server.api.deps import DEPENDENCIES, Live
+from agentconsole.server.api.errors import handle_error
+from agentconsole.server.api.observe import ObserveController
+from agentconsole.server.api.operator import OperatorController
+from agentconsole.server.api.programs import ProgramsController
+from agentconsole.server.api.system import SystemController
+from agentconsole.server.live.hub import EventHub
+from agentconsole.server.live.observe import Observer
+from agentconsole.server.live.operator import OperatorDesk
+from agentconsole.server.live.projector import StoreProjector
+from agentconsole.server.live.queries import ProgramQueries
+from agentconsole.server.live.service import ProgramService
+from agentconsole.server.live.sweeper import Sweeper
+from agentconsole.server.prometheus import PrometheusMetrics
+from agentconsole.server.runtime.registry import RuntimeOptions, create_runtime
+from agentconsole.server.store.catalog import TenantRecord
+from agentconsole.server.store.journal import OperatorAction
+from agentconsole.server.store.store import Store
+
+log = logging.getLogger(__name__)
+API_VERSION = "1"
+
+
+class Extension(Protocol):
+    """A feature mounted on the app (see the module docstring)."""
+
+    route_handlers: Sequence[ControllerRouterHandler]
+
+    def dependencies(self) -> Mapping[str, Provide]: ...
+
+    async def start(self, live: Live) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def _audit_writer(store: Store) -> Any:
+    async def audit(
+        ts: float, actor: str, action: str, target: str, args: Mapping[str, Any], result: str
+    ) -> None:
+        record = OperatorAction(ts, actor, action, target, result, dict(args))
+        await asyncio.wrap_future(store.writer.put_durable(record))
+
+    return audit
+
+
+def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub: EventHub) -> Live:
+    """Wire the live objects around an open store (the runtime is not started)."""
+    if runtime is None:
+        options = RuntimeOptions(
+            model=config.model,
+            policy=config.policy,
+            kv_policy=config.kv_policy,
+            gpu=config.gpu,
+            tp=config.tp,
+            profile=config.profile,
+            extra={**config.runtime_extra, "event_sink": hub},
+        )
+        runtime = create_runtime(config.runtime, options)
+    service = ProgramService(
+        runtime,
+        hub,
+        policy=config.policy,
+        kv_policy=config.kv_policy,
+        ready_timeout_s=config.ready_timeout_s,
+    )
+    metrics = MetricsAggregator()
+    projector = StoreProjector(service.controller, store.writer)
+
+    def gauges() -> dict[str, float]:
+        running = sum(1 for p in service.controller.programs.values() if not p.state.terminal)
+        return {"programs_running": running, "draining": float(service.draining)}
+
+    prometheus = PrometheusMetrics(metrics, runtime.snapshot, gauges)
+    for subscriber in (store.writer.emit, metrics.observe, prometheus.observe, projector.observe):
+        hub.subscribe(subscriber)
+    return Live(
+        config=config,
+        keys=KeyRing(config.tenant_keys, config.operator_keys),
+        store=store,
+        hub=hub,
+        service=service,
+        metrics=metrics,
+        prometheus=prometheus,
+        observer=Observer(service, metrics),
+        queries=ProgramQueries(service, store, projector),
+        desk=OperatorDesk(service, _audit_writer(store)),
+    )
+
+
+async def _start_runtime(live: Live) -> None:
+    try:
+        await live.service.runtime.start()
+    except Exception:
+        log.exception("the %s runtime failed to start", live.config.runtime)
+        return
+    live.service.runtime_ready.set()
+    log.info("runtime %s ready", live.config.runtime)
+
+
+def create_app(
+    config: ServerConfig,
+    *,
+    runtime: Runtime | None = None,
+    extensions: Sequence[Extension] = (),
+) -> Litestar:
+    """The app. ``runtime`` replaces the one ``config.runtime`` names (tests, benchmarks)."""
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        store = await asyncio.to_thread(Store.open, config.db_path)
+        hub = EventHub(first_seq=store.repo.last_seq() + 1)
+        live = build_live(config, store, runtime, hub)
+        app.state.live = live
+        now = time.time()
+        for tenant in live.keys.tenants:
+            store.writer.put(TenantRecord(tenant, tenant, now, now))
+        projector = live.queries.projector
+        sweeper = Sweeper(
+            live.service,
+            inferred_idle_s=config.inferred_idle_s,
+            retain_s=config.retain_finished_s,
+        )
+        starting = asyncio.create_task(_start_runtime(live), name="runtime-start")
+        projector.start()
+        sweeper.start()
+        for extension in extensions:
+            await extension.start(live)
+        try:
+            yield
+        finally:
+            hub.close()
+            for extension in reversed(extensions):
+                await extension.stop()
+            await sweeper.stop()
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+            await live.service.stop()
+            await live.service.runtime.stop()
+            await projector.stop()
+            await asyncio.to_thread(store.close)
+
+    handlers: list[ControllerRouterHandler] = [
+        SystemController,
+        ChatController,
+        ProgramsController,
+        OperatorController,
+        ObserveController,
+    ]
+    dependencies = dict(DEPENDENCIES)
+    for extension in extensions:
+        handlers.extend(extension.route_handlers)
+        dependencies.update(extension.dependencies())
+    return Litestar(
+        route_handlers=handlers,
+        dependencies=dependencies,
+        lifespan=[lifespan],
+        exception_handlers={Exception: handle_error},
+        request_max_body_size=config.max_body_bytes,
+        openapi_config=OpenAPIConfig(
+            title="agentconsole",
+            version=API_VERSION,
+            path="/schema",
+            render_plugins=[SwaggerRenderPlugin(path="/swagger")],
+        ),
+        debug=False,
+    )

@@ -1,0 +1,188 @@
+"""One LLM call in flight: the pump from the runtime's stream to the client, and its abort.
+
+A :class:`LiveCall` owns an asyncio task (the pump) that reads the runtime's token stream,
+forwards each delta to the client's queue and reports progress to the service's
+:class:`CallHooks` (first token, quota checks, the end). The call lives independently of the
+HTTP connection: a client that goes away calls :meth:`LiveCall.abort`.
+
+Abort rules (research report, section 4.3): :meth:`abort` first stops forwarding (so no token
+reaches the client after the abort was asked for), then awaits ``runtime.abort(call_id)``
+exactly once per call, shielded so that a cancelled caller cannot lose it; later callers share
+the same confirmation. Tokens the runtime still produces afterwards are *ghost tokens*: the
+pump drains and counts them, and the larger of that count and what the runtime's final
+accounting implies is reported to the hooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from agentconsole.scheduler.runtime import (
+    GenerationRequest,
+    GenerationResult,
+    GenerationStream,
+    Runtime,
+    TokenDelta,
+)
+from agentconsole.server.live.errors import ServiceError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    """How a call ended: ``finish_reason`` (stop, length, tool_calls is decided later, abort,
+    error), the text the client received, the runtime's accounting when it gave one, and the
+    service's refusal when the call was stopped by a quota."""
+
+    finish_reason: str
+    text: str
+    result: GenerationResult | None
+    error: ServiceError | None = None
+
+
+class CallHooks(Protocol):
+    """What the service does as a call progresses (all synchronous, on the event loop)."""
+
+    def first_token(self, call: LiveCall) -> None: ...
+
+    def progress(self, call: LiveCall) -> None:
+        """After each forwarded delta; may call :meth:`LiveCall.stop` (quota)."""
+        ...
+
+    def ended(self, call: LiveCall, result: GenerationResult | None) -> None:
+        """Once, when the runtime's stream is over; ``result`` is None if it failed."""
+        ...
+
+
+class LiveCall:
+    """A call between ``runtime.submit`` and its end; see the module docstring."""
+
+    def __init__(
+        self,
+        request: GenerationRequest,
+        runtime: Runtime,
+        hooks: CallHooks,
+        *,
+        tools_offered: bool = False,
+    ) -> None:
+        ticket = request.ticket
+        self.request = request
+        self.call_id = ticket.call_id
+        self.program_id = ticket.program_id
+        self.node_id = ticket.node_id
+        self.tenant = ticket.tenant
+        self.tools_offered = tools_offered
+        self.submitted_at = time.time()
+        self.first_token_at: float | None = None
+        self.received = 0  # tokens forwarded to the client
+        self.ghost = 0  # tokens produced after the abort was asked for
+        self.closed = False  # abort asked: nothing more is forwarded
+        self.abort_reason = ""
+        self.error: ServiceError | None = None
+        self._runtime = runtime
+        self._hooks = hooks
+        self._text: list[str] = []
+        self._out: asyncio.Queue[TokenDelta | None] = asyncio.Queue()
+        self._abort: asyncio.Future[bool] | None = None
+        self._done: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
+        self._stream: GenerationStream = runtime.submit(request)
+        self._task = asyncio.create_task(self._pump(), name=f"call {self.call_id}")
+
+    @property
+    def finished(self) -> bool:
+        """The pump is over and the outcome is known."""
+        return self._done.done()
+
+    # -- the pump -----------------------------------------------------------------------------
+    async def _pump(self) -> None:
+        result: GenerationResult | None = None
+        try:
+            async for delta in self._stream:
+                if self.closed:
+                    self.ghost += delta.tokens
+                    continue
+                self.received += delta.tokens
+                self._text.append(delta.text)
+                if self.first_token_at is None:
+                    self.first_token_at = time.time()
+                    self._hooks.first_token(self)
+                self._out.put_nowait(delta)
+                self._hooks.progress(self)
+            result = await self._stream.result()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("runtime stream of %s failed", self.call_id)
+        finally:
+            self._out.put_nowait(None)
+        if result is not None and self.closed:
+            self.ghost = max(self.ghost, result.output_tokens - self.received)
+        try:
+            self._hooks.ended(self, result)
+        except Exception:
+            log.exception("accounting the end of %s failed", self.call_id)
+        finally:
+            reason = "error" if result is None else result.finish_reason
+            if self.closed:
+                reason = "length" if self.error is not None else "abort"
+            self._done.set_result(CallOutcome(reason, "".join(self._text), result, self.error))
+
+    # -- consumers ----------------------------------------------------------------------------
+    async def deltas(self) -> AsyncIterator[TokenDelta]:
+        """The deltas forwarded to the client, until the call ends or is aborted."""
+        while True:
+            delta = await self._out.get()
+            if delta is None:
+                self._out.put_nowait(None)
+                return
+            yield delta
+
+    async def outcome(self) -> CallOutcome:
+        """Wait for the end (safe to cancel: the call goes on)."""
+        return await asyncio.shield(self._done)
+
+    # -- stopping -----------------------------------------------------------------------------
+    def stop(self, error: ServiceError) -> None:
+        """Stop the call because of ``error`` (a quota): forwarding ends now, the abort runs
+        in the background."""
+        self.error = error
+        self._start_abort("quota")
+
+    async def abort(self, reason: str, *, wait_s: float = 5.0) -> bool:
+        """Abort the call (idempotent). Returns True once the runtime confirmed the call gone,
+        False if it had already ended. Then waits up to ``wait_s`` for the pump to finish, so
+        the call's events and accounting are in place when this returns."""
+        confirmed = await asyncio.shield(self._start_abort(reason))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait_s):
+                await asyncio.shield(self._done)
+        return confirmed
+
+    def abandon(self, reason: str) -> None:
+        """The client went away: abort unless the call already ended. Synchronous (usable
+        where awaiting is impossible, e.g. inside a cancelled scope); the abort runs on."""
+        if not self._done.done():
+            self._start_abort(reason)
+
+    def _start_abort(self, reason: str) -> asyncio.Future[bool]:
+        if self._abort is None:
+            self.closed = True
+            self.abort_reason = reason
+            while not self._out.empty():  # not yet sent: the client must never see it
+                self._out.get_nowait()
+            self._out.put_nowait(None)
+            self._abort = asyncio.ensure_future(self._runtime.abort(self.call_id))
+        return self._abort
+
+    async def close(self) -> None:
+        """Cancel the pump (server shutdown, after the runtime has stopped)."""
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task

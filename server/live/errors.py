@@ -1,0 +1,65 @@
+"""What the live service refuses, as exceptions the HTTP layer maps to status codes.
+
+The service never imports the web framework: each error carries the HTTP status it means, an
+error ``type`` for the JSON body, an optional ``field`` and extra headers (``Retry-After``).
+"""
+
+from __future__ import annotations
+
+
+class ServiceError(Exception):
+    """A refusal with an HTTP meaning; ``str(error)`` is the message for the client."""
+
+    status = 400
+    type = "invalid_request"
+
+    def __init__(
+        self, message: str, *, field: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.field = field
+        self.headers = headers or {}
+
+
+class InvalidRequest(ServiceError):
+    """The request is well-formed but not acceptable (unknown parent, wrong node kind)."""
+
+    status = 422
+
+
+class NotFound(ServiceError):
+    """Unknown, or owned by another tenant (the two are indistinguishable on purpose)."""
+
+    status = 404
+    type = "not_found"
+
+
+class Conflict(ServiceError):
+    """The program or node is not in a state that allows this (finished, already running)."""
+
+    status = 409
+    type = "conflict"
+
+
+class QuotaError(ServiceError):
+    """A program quota is exhausted: 429 for tokens, tool calls and branches; 403 for wall
+    time (it will never pass)."""
+
+    status = 429
+    type = "quota_exceeded"
+
+    def __init__(self, program_id: str, quota: str, limit: float, used: float) -> None:
+        super().__init__(
+            f"program {program_id!r} exceeded its {quota} quota ({used:g} of {limit:g})",
+            field=f"quotas.{quota}",
+        )
+        self.quota = quota
+        if quota == "wall_time_s":
+            self.status = 403
+
+
+class Unavailable(ServiceError):
+    """The runtime is not ready (still starting, or stopped)."""
+
+    status = 503
+    type = "unavailable"

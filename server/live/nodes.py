@@ -1,0 +1,124 @@
+"""Creating a program's nodes from API requests: ids, default parents, refusals.
+
+Agents often name neither node nor parents. Then an LLM node's parents are the tool nodes
+added since the program's last LLM node (the results it reads), or that LLM node itself; a
+tool node's parent is the last LLM node (the call that asked for it). Node ids default to
+``llm-<n>`` / ``tool-<n>``. A node id that exists is reused as a new attempt of that node.
+"""
+
+from __future__ import annotations
+
+from agentconsole.scheduler.controller import ProgramController, QuotaExceeded
+from agentconsole.scheduler.dag import DagError
+from agentconsole.scheduler.program import (
+    Branch,
+    Node,
+    NodeKind,
+    NodeState,
+    Program,
+    ToolSpec,
+)
+from agentconsole.server.live.errors import Conflict, InvalidRequest, QuotaError
+
+
+def default_parents(program: Program, kind: NodeKind) -> tuple[str, ...]:
+    """The parents an agent that names none most likely means (module docstring)."""
+    since_llm: list[str] = []
+    for node in reversed(program.nodes.values()):
+        if node.kind is NodeKind.LLM:
+            if kind is NodeKind.TOOL or not since_llm:
+                return (node.node_id,)
+            break
+        if node.state is not NodeState.CANCELLED:
+            since_llm.append(node.node_id)
+    return tuple(reversed(since_llm)) if kind is NodeKind.LLM else ()
+
+
+class NodeBook:
+    """Adds nodes through the controller, translating its refusals into service errors."""
+
+    def __init__(self, controller: ProgramController) -> None:
+        self.controller = controller
+
+    def add(
+        self,
+        program: Program,
+        node_id: str | None,
+        kind: NodeKind,
+        parents: tuple[str, ...] | None,
+        now: float,
+        *,
+        tool: ToolSpec | None = None,
+        branch: Branch = Branch.MAIN,
+    ) -> Node:
+        """Add a new node (id and parents defaulted when None). Raises InvalidRequest for an
+        unknown parent, Conflict for a duplicate id, QuotaError for the tool-call and branch quotas,
+        Conflict for a program that has ended."""
+        if program.state.terminal:
+            raise Conflict(f"program {program.program_id!r} is {program.state.value}")
+        if node_id is None:
+            node_id = self._fresh_id(program, kind)
+        elif node_id in program.nodes:
+            raise Conflict(f"node {node_id!r} already exists", field="node_id")
+        if parents is None:
+            parents = default_parents(program, kind)
+        node = Node(node_id, program.program_id, kind, parents, tool=tool, branch=branch)
+        try:
+            return self.controller.add_node(program.program_id, node, now)
+        except DagError as error:
+            raise InvalidRequest(str(error), field="parents") from None
+        except QuotaExceeded as error:
+            raise QuotaError(program.program_id, error.quota, error.limit, error.value) from None
+
+    def llm_node(
+        self, program: Program, node_id: str | None, parents: tuple[str, ...] | None, now: float
+    ) -> Node:
+        """The node a chat call runs as: new, or a new attempt of an existing LLM node."""
+        existing = program.nodes.get(node_id) if node_id is not None else None
+        if existing is None:
+            return self.add(program, node_id, NodeKind.LLM, parents, now)
+        self._check_rerun(existing, NodeKind.LLM)
+        return existing
+
+    def tool_node(
+        self,
+        program: Program,
+        node_id: str,
+        spec: ToolSpec,
+        parents: tuple[str, ...] | None,
+        now: float,
+    ) -> Node:
+        """The tool node ``node_id``: new, or the existing one unchanged (idempotent: a retry
+        neither fails nor counts against the tool-call quota again)."""
+        existing = program.nodes.get(node_id)
+        if existing is None:
+            return self.add(program, node_id, NodeKind.TOOL, parents, now, tool=spec)
+        if existing.kind is not NodeKind.TOOL:
+            raise InvalidRequest(f"node {node_id!r} is not a tool node", field="node_id")
+        return existing
+
+    @staticmethod
+    def _check_rerun(node: Node, kind: NodeKind) -> None:
+        if node.kind is not kind:
+            raise InvalidRequest(
+                f"node {node.node_id!r} is a {node.kind.value} node, not {kind.value}",
+                field="node_id",
+            )
+        if node.state is NodeState.RUNNING:
+            raise Conflict(f"node {node.node_id!r} is already running", field="node_id")
+
+    @staticmethod
+    def _fresh_id(program: Program, kind: NodeKind) -> str:
+        n = len(program.nodes) + 1
+        while f"{kind.value}-{n}" in program.nodes:
+            n += 1
+        return f"{kind.value}-{n}"
+
+    @staticmethod
+    def fail_attempt(program: Program, node_id: str, now: float) -> None:
+        """Close the open attempt of a call the runtime refused; the node can be retried.
+        (The controller has no call for this.)"""
+        node = program.nodes[node_id]
+        if node.attempts and node.attempts[-1].finished_at is None:
+            node.attempts[-1].finished_at, node.attempts[-1].outcome = now, "failed"
+        node.state = NodeState.FAILED

@@ -1,0 +1,144 @@
+"""Operator actions (preempt, cancel, boost, drain, policy switch), each one audited.
+
+Every action, whether it succeeds or is refused, is written to the audit table (durably,
+before the HTTP answer) and emitted as an ``operator.action`` event for the consoles. The
+audit writer is injected (``Store.writer.put_durable`` in the server), so this module does not
+depend on the store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from agentconsole.scheduler.events import Event, EventKind
+from agentconsole.scheduler.policies import get_policy
+from agentconsole.scheduler.runtime import GenerationRequest
+from agentconsole.server.live.errors import InvalidRequest, ServiceError
+from agentconsole.server.live.service import ProgramService
+
+Audit = Callable[[float, str, str, str, Mapping[str, Any], str], Awaitable[None]]
+
+
+class OperatorDesk:
+    """The operator's actions on the live service."""
+
+    def __init__(self, service: ProgramService, audit: Audit) -> None:
+        self.service = service
+        self._audit = audit
+
+    async def _record(
+        self, actor: str, action: str, target: str, args: Mapping[str, Any], result: str
+    ) -> None:
+        now = time.time()
+        program = self.service.controller.programs.get(target)
+        self.service.hub.emit(
+            Event(
+                now,
+                EventKind.OPERATOR_ACTION,
+                program.program_id if program else "",
+                tenant=program.tenant if program else "",
+                data={"actor": actor, "action": action, "target": target, "result": result},
+            )
+        )
+        await self._audit(now, actor, action, target, args, result)
+
+    async def _run(
+        self,
+        actor: str,
+        action: str,
+        target: str,
+        args: Mapping[str, Any],
+        work: Callable[[], Awaitable[dict[str, Any]]],
+    ) -> dict[str, Any]:
+        try:
+            outcome = await work()
+        except ServiceError as error:
+            await self._record(actor, action, target, args, f"refused: {error}")
+            raise
+        await self._record(actor, action, target, args, "ok")
+        return outcome
+
+    async def preempt(self, actor: str, program_id: str) -> dict[str, Any]:
+        """Take the program's running calls off the GPU; they are requeued."""
+
+        async def work() -> dict[str, Any]:
+            self.service.owned(None, program_id)
+            done = []
+            for call in self.service.calls_of(program_id):
+                if await self.service.runtime.preempt(call.call_id):
+                    self.service.controller.requeue_node(program_id, call.node_id, time.time())
+                    done.append(call.call_id)
+            return {"program_id": program_id, "preempted_calls": done}
+
+        return await self._run(actor, "preempt", program_id, {}, work)
+
+    async def cancel(self, actor: str, program_id: str) -> dict[str, Any]:
+        """As the tenant cancel, for any tenant's program."""
+
+        async def work() -> dict[str, Any]:
+            report = await self.service.cancel_program(None, program_id, reason="operator")
+            return {
+                "program_id": program_id,
+                "state": "cancelled",
+                "aborted_calls": report.aborted_calls,
+                "interrupted_tools": report.interrupted_tools,
+                "flagged_tools": report.flagged_tools,
+            }
+
+        return await self._run(actor, "cancel", program_id, {}, work)
+
+    async def boost(self, actor: str, program_id: str, amount: float) -> dict[str, Any]:
+        """Lower every later policy key of the program by ``amount`` and re-rank its queued
+        calls."""
+
+        async def work() -> dict[str, Any]:
+            self.service.owned(None, program_id)
+            self.service.controller.boost(program_id, amount)
+            reranked = []
+            for call in self.service.calls_of(program_id):
+                request: GenerationRequest = call.request
+                ticket = replace(request.ticket, boost=request.ticket.boost + amount)
+                if await self.service.runtime.reprioritise(call.call_id, ticket):
+                    reranked.append(call.call_id)
+            return {"program_id": program_id, "boost": amount, "reranked_calls": reranked}
+
+        return await self._run(actor, "boost", program_id, {"amount": amount}, work)
+
+    async def drain(self, actor: str, enabled: bool) -> dict[str, Any]:
+        """Stop (or resume) admitting calls into the runtime; running calls continue."""
+
+        async def work() -> dict[str, Any]:
+            if enabled:
+                await self.service.runtime.pause()
+            else:
+                await self.service.runtime.resume()
+            self.service.draining = enabled
+            return {"draining": enabled}
+
+        return await self._run(actor, "drain", "", {"enabled": enabled}, work)
+
+    async def set_policy(
+        self, actor: str, policy: str | None, kv_policy: str | None
+    ) -> dict[str, Any]:
+        """Switch the scheduling and/or tool-wait policy live (InvalidRequest if unknown)."""
+        args = {"policy": policy, "kv_policy": kv_policy}
+
+        async def work() -> dict[str, Any]:
+            service = self.service
+            try:
+                new_policy = get_policy(policy) if policy is not None else service.policy
+                if kv_policy is not None:
+                    service.toolwait.set_policy(kv_policy)
+            except KeyError as error:
+                raise InvalidRequest(str(error.args[0]), field="policy") from None
+            if policy is not None:
+                service.runtime.set_policy(policy)
+                service.policy = new_policy
+            data = {"policy": service.policy.name, "kv_policy": service.toolwait.policy_name}
+            service.hub.emit(Event(time.time(), EventKind.POLICY_CHANGED, data=data))
+            return data
+
+        return await self._run(actor, "policy", "", args, work)

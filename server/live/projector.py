@@ -1,0 +1,83 @@
+"""Keeps the store's ``programs``, ``nodes`` and ``attempts`` rows in step with the controller.
+
+Subscribed to the hub, it only marks programs and nodes dirty (O(1) per event); a task writes
+the current rows of dirty ones every ``interval_s`` through the store writer (fire and
+forget, group-committed). :meth:`sync` writes at once and waits for the commit, so a listing
+read right after a change sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from agentconsole.scheduler.controller import ProgramController
+from agentconsole.scheduler.events import Event
+from agentconsole.server.live.periodic import Periodic
+from agentconsole.server.live.views import node_record, program_record
+from agentconsole.server.store.records import AttemptRecord
+from agentconsole.server.store.writer import StoreWriter
+
+
+class StoreProjector:
+    """See the module docstring."""
+
+    def __init__(
+        self, controller: ProgramController, writer: StoreWriter, interval_s: float = 0.25
+    ) -> None:
+        self.controller = controller
+        self.writer = writer
+        self.interval_s = interval_s
+        self._dirty: dict[str, set[str]] = {}
+        self._periodic = Periodic("store-projector", interval_s, self._tick)
+
+    def observe(self, event: Event) -> None:
+        """Hub subscriber: remember what changed."""
+        if event.program_id:
+            nodes = self._dirty.setdefault(event.program_id, set())
+            if event.node_id:
+                nodes.add(event.node_id)
+
+    def write(self) -> int:
+        """Queue the rows of everything dirty; returns how many programs were written."""
+        dirty, self._dirty = self._dirty, {}
+        now = time.time()
+        put = self.writer.put
+        for pid, node_ids in dirty.items():
+            program = self.controller.programs.get(pid)
+            if program is None:
+                continue
+            put(program_record(program, now))
+            for nid in node_ids:
+                node = program.nodes.get(nid)
+                if node is None:
+                    continue
+                put(node_record(program, node, now))
+                for attempt in node.attempts:
+                    put(
+                        AttemptRecord(
+                            program_id=pid,
+                            node_id=nid,
+                            attempt=attempt.number,
+                            state=attempt.outcome or "running",
+                            started_at=attempt.started_at,
+                            finished_at=attempt.finished_at,
+                        )
+                    )
+        return len(dirty)
+
+    async def sync(self) -> None:
+        """Write everything dirty and wait until it (and all before it) has committed."""
+        self.write()
+        await asyncio.wrap_future(self.writer.flush())
+
+    def start(self) -> None:
+        self._periodic.start()
+
+    async def stop(self) -> None:
+        """Stop the task and write what is still dirty (the store commits it on close)."""
+        await self._periodic.stop()
+        self.write()
+
+    async def _tick(self) -> None:
+        self.write()

@@ -1,0 +1,114 @@
+"""Program reads for the API: live programs from memory, the rest from the store.
+
+A listing is answered by the store (so it covers programs of earlier runs and programs the
+sweeper dropped from memory), after :meth:`StoreProjector.sync` so it includes every change
+made before the request; rows of programs still in memory are then shown with their live
+values. Store reads run in a worker thread so they never block the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from agentconsole.server.live.errors import NotFound
+from agentconsole.server.live.projector import StoreProjector
+from agentconsole.server.live.service import ProgramService
+from agentconsole.server.live.views import (
+    key_of,
+    node_json,
+    program_json,
+    stored_node,
+    stored_program,
+    stored_summary,
+    summary_json,
+)
+from agentconsole.server.store.store import Store
+
+JSON = dict[str, Any]
+
+
+class ProgramQueries:
+    """``GET /v1/programs``, ``/v1/programs/{id}`` and ``/v1/programs/{id}/nodes/{node}``."""
+
+    def __init__(self, service: ProgramService, store: Store, projector: StoreProjector) -> None:
+        self.service = service
+        self.store = store
+        self.projector = projector
+
+    def _key(self, program_id: str) -> float | None:
+        program = self.service.controller.programs[program_id]
+        tickets = [c.request.ticket for c in self.service.calls_of(program_id)]
+        return key_of(program, self.service.policy, tickets, time.time())
+
+    def live_summary(self, program_id: str) -> JSON:
+        return summary_json(self.service.controller.programs[program_id], self._key(program_id))
+
+    async def list_programs(
+        self,
+        tenant: str | None,
+        *,
+        state: str | None,
+        label: str | None,
+        limit: int,
+        offset: int,
+    ) -> JSON:
+        """``{"programs": [ProgramSummary], "total": n}``, newest first."""
+        await self.projector.sync()
+        repo = self.store.repo
+        records = await asyncio.to_thread(
+            repo.list_programs, tenant=tenant, state=state, label=label, limit=limit, offset=offset
+        )
+        total = await asyncio.to_thread(self._count, tenant, state, label)
+        live = self.service.controller.programs
+        rows = [
+            self.live_summary(r.program_id) if r.program_id in live else stored_summary(r)
+            for r in records
+        ]
+        return {"programs": rows, "total": total}
+
+    def _count(self, tenant: str | None, state: str | None, label: str | None) -> int:
+        # The repository has no count query; this mirrors list_programs' filters.
+        where, params = ["TRUE"], []
+        for column, value in (("tenant", tenant), ("state", state)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if label is not None:
+            where.append("list_contains(labels, ?)")
+            params.append(label)
+        with self.store.cursor() as cur:
+            row = cur.execute(
+                f"SELECT count(*) FROM programs WHERE {' AND '.join(where)}", params
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    async def get_program(self, tenant: str | None, program_id: str) -> JSON:
+        """``Program`` (live, else stored); NotFound when unknown or another tenant's."""
+        program = self.service.controller.programs.get(program_id)
+        if program is not None:
+            self.service.owned(tenant, program_id)
+            placement = self.service.runtime.snapshot().placement.get(program_id, {})
+            return program_json(program, self._key(program_id), placement)
+        view = await asyncio.to_thread(self.store.repo.get_program, program_id)
+        if view is None or (tenant is not None and view.program.tenant != tenant):
+            raise NotFound(f"program {program_id!r} not found", field="program_id")
+        return stored_program(view)
+
+    async def get_node(self, tenant: str | None, program_id: str, node_id: str) -> JSON:
+        """``Node`` (live, else stored); NotFound when unknown or another tenant's."""
+        program = self.service.controller.programs.get(program_id)
+        if program is not None:
+            self.service.owned(tenant, program_id)
+            node = program.nodes.get(node_id)
+            if node is None:
+                raise NotFound(f"node {node_id!r} not found", field="node_id")
+            return node_json(node)
+        view = await asyncio.to_thread(self.store.repo.get_program, program_id)
+        if view is None or (tenant is not None and view.program.tenant != tenant):
+            raise NotFound(f"program {program_id!r} not found", field="program_id")
+        for record in view.nodes:
+            if record.node_id == node_id:
+                return stored_node(record)
+        raise NotFound(f"node {node_id!r} not found", field="node_id")

@@ -1,0 +1,78 @@
+"""Background housekeeping of the live service, twice a second.
+
+* Wall-time quotas: a running program past its ``wall_time_s`` is cancelled (its calls
+  aborted) within one sweep, so the kill lands well under a second after the limit.
+* Inferred programs end themselves: an agent that sends no program identity never says it is
+  done, so an inferred program with no call or tool running and no activity for
+  ``inferred_idle_s`` is finished.
+* Memory: programs that ended more than ``retain_s`` ago leave the controller's table (the
+  store keeps them; reads fall back to it).
+"""
+
+from __future__ import annotations
+
+import time
+
+from agentconsole.scheduler.program import NodeState, Program
+from agentconsole.server.live.errors import QuotaError
+from agentconsole.server.live.periodic import Periodic
+from agentconsole.server.live.service import ProgramService
+
+
+def last_activity(program: Program) -> float:
+    """When anything of the program last happened."""
+    latest = program.created_at
+    for node in program.nodes.values():
+        latest = max(latest, node.created_at, node.started_at or 0.0, node.finished_at or 0.0)
+    return latest
+
+
+class Sweeper:
+    """Owns one asyncio task; see the module docstring."""
+
+    def __init__(
+        self,
+        service: ProgramService,
+        *,
+        interval_s: float = 0.5,
+        inferred_idle_s: float = 300.0,
+        retain_s: float = 600.0,
+    ) -> None:
+        self.service = service
+        self.interval_s = interval_s
+        self.inferred_idle_s = inferred_idle_s
+        self.retain_s = retain_s
+        self._periodic = Periodic("sweeper", interval_s, self._tick)
+
+    def start(self) -> None:
+        self._periodic.start()
+
+    async def stop(self) -> None:
+        await self._periodic.stop()
+
+    async def _tick(self) -> None:
+        await self.sweep(time.time())
+
+    async def sweep(self, now: float) -> None:
+        """One pass (see the module docstring). Changes program states and the table."""
+        service = self.service
+        for program in list(service.controller.programs.values()):
+            pid = program.program_id
+            if program.state.terminal:
+                ended = program.finished_at or now
+                if now - ended > self.retain_s and not service.calls_of(pid):
+                    service.forget(pid)
+                continue
+            limit = program.quotas.wall_time_s
+            if limit is not None and now - program.created_at > limit:
+                error = QuotaError(pid, "wall_time_s", limit, now - program.created_at)
+                await service.stop_for_quota(pid, error)
+            elif program.labels.get("inferred") == "true" and self._idle(program, now):
+                service.finish_program(None, pid, success=True)
+
+    def _idle(self, program: Program, now: float) -> bool:
+        if self.service.calls_of(program.program_id):
+            return False
+        if any(n.state is NodeState.RUNNING for n in program.nodes.values()):
+            return False
+        return now - last_activity(program) > self.inferred_idle_s

@@ -1,0 +1,214 @@
+"""The JSON shapes of programs and nodes (``ProgramSummary``, ``Program``, ``Node`` of API.md),
+from the controller's live objects or from store records.
+
+Derived fields: ``critical_path`` is the observed one (the chain of last-finishing parents);
+``critical_path_idle_s`` sums queue, KV-restore and tool time along it; ``priority_key`` is the
+active policy's key of the program's call in flight with the lowest key (``null`` when none);
+``deadline_slack_s`` is the deadline minus the end (or now).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from agentconsole.scheduler import dag
+from agentconsole.scheduler.policies.base import Policy
+from agentconsole.scheduler.program import Node, NodeKind, Program
+from agentconsole.server.store.records import NodeRecord, ProgramRecord
+from agentconsole.server.store.repository import ProgramView
+
+JSON = dict[str, Any]
+
+
+def finite(value: float | None) -> float | None:
+    """``value``, or None for NaN and infinities (JSON has neither)."""
+    if value is None or not math.isfinite(value):
+        return None
+    return value
+
+
+def labels_list(labels: Mapping[str, str]) -> tuple[str, ...]:
+    """Labels as stored (``k:v`` strings)."""
+    return tuple(f"{k}:{v}" for k, v in sorted(labels.items()))
+
+
+def labels_dict(labels: tuple[str, ...]) -> dict[str, str]:
+    """Inverse of :func:`labels_list`."""
+    return dict(item.partition(":")[::2] for item in labels)
+
+
+def timeline(node: Node) -> list[JSON]:
+    """Phases of the node's last run: queue, kv, prefill, decode (LLM) or tool."""
+    if node.started_at is None:
+        return []
+    start = node.started_at
+    if node.kind is NodeKind.TOOL:
+        return [{"phase": "tool", "start": start, "end": node.finished_at}]
+    spans: list[JSON] = []
+    cursor = start
+    for phase, length in (("queue", node.queue_s), ("kv", node.kv_restore_s)):
+        if length > 0:
+            spans.append({"phase": phase, "start": cursor, "end": cursor + length})
+            cursor += length
+    if node.first_token_at is not None:
+        spans.append({"phase": "prefill", "start": cursor, "end": node.first_token_at})
+        spans.append({"phase": "decode", "start": node.first_token_at, "end": node.finished_at})
+    return spans
+
+
+def node_json(node: Node, kv_tier: str | None = None) -> JSON:
+    """``Node`` of API.md."""
+    return {
+        "node_id": node.node_id,
+        "kind": node.kind.value,
+        "state": node.state.value,
+        "parents": list(node.parents),
+        "branch": node.branch.value,
+        "tool": node.tool.name if node.tool is not None else None,
+        "attempts": node.attempt,
+        "created_at": node.created_at,
+        "ready_at": node.ready_at,
+        "started_at": node.started_at,
+        "first_token_at": node.first_token_at,
+        "finished_at": node.finished_at,
+        "prompt_tokens": node.prompt_tokens,
+        "cached_tokens": node.cached_tokens,
+        "output_tokens": node.output_tokens,
+        "queue_s": node.queue_s,
+        "service_s": node.service_s,
+        "tool_s": node.tool_s,
+        "kv_restore_s": node.kv_restore_s,
+        "kv_tier": kv_tier,
+        "timeline": timeline(node),
+    }
+
+
+def summary_json(program: Program, priority_key: float | None = None) -> JSON:
+    """``ProgramSummary`` of API.md."""
+    path = dag.observed_critical_path(program)
+    idle = sum(
+        program.nodes[n].queue_s + program.nodes[n].kv_restore_s + program.nodes[n].tool_s
+        for n in path
+    )
+    end = program.finished_at if program.finished_at is not None else time.time()
+    slack = program.deadline - end if program.deadline is not None else None
+    return {
+        "program_id": program.program_id,
+        "tenant": program.tenant,
+        "state": program.state.value,
+        "created_at": program.created_at,
+        "finished_at": program.finished_at,
+        "deadline": program.deadline,
+        "labels": dict(program.labels),
+        "nodes_done": program.done_nodes,
+        "nodes_known": program.known_nodes,
+        "attained_service_s": program.attained_service_s,
+        "priority_key": finite(priority_key),
+        "critical_path_idle_s": idle,
+        "deadline_slack_s": slack,
+        "tokens_used": program.tokens_used,
+        "tool_calls": program.tool_calls,
+        "branches": program.branches,
+    }
+
+
+def quotas_json(program: Program) -> JSON:
+    """The program's four quotas (``null`` = unlimited)."""
+    q = program.quotas
+    return {
+        "wall_time_s": q.wall_time_s,
+        "tokens": q.tokens,
+        "tool_calls": q.tool_calls,
+        "branches": q.branches,
+    }
+
+
+def program_json(
+    program: Program, priority_key: float | None, placement: Mapping[str, int]
+) -> JSON:
+    """``Program`` of API.md: the summary plus quotas, the DAG and KV placement."""
+    tier = max(placement, key=lambda t: placement[t]) if placement else None
+    out = summary_json(program, priority_key)
+    nodes = program.nodes.values()
+    out.update(
+        quotas=quotas_json(program),
+        nodes=[node_json(n, tier if n.kind is NodeKind.LLM else None) for n in nodes],
+        edges=[[p, n.node_id] for n in program.nodes.values() for p in n.parents],
+        critical_path=list(dag.observed_critical_path(program)),
+        kv={f"{t}_tokens": placement.get(t, 0) for t in ("hbm", "dram", "disk")},
+    )
+    return out
+
+
+def key_of(program: Program, policy: Policy, tickets: list[Any], now: float) -> float | None:
+    """The lowest policy key among the program's calls in flight (``tickets``)."""
+    keys = [policy.key(t, now) for t in tickets if t.program_id == program.program_id]
+    return min(keys) if keys else None
+
+
+# -- store records --------------------------------------------------------------------------------
+def program_record(program: Program, now: float) -> ProgramRecord:
+    """The store row of ``program``: its summary goes in ``data``."""
+    return ProgramRecord(
+        program_id=program.program_id,
+        tenant=program.tenant,
+        state=program.state.value,
+        created_at=program.created_at,
+        updated_at=now,
+        labels=labels_list(program.labels),
+        finished_at=program.finished_at,
+        deadline=program.deadline,
+        data={**summary_json(program), "quotas": quotas_json(program)},
+    )
+
+
+def node_record(program: Program, node: Node, now: float) -> NodeRecord:
+    """The store row of ``node``: its ``Node`` JSON goes in ``data``."""
+    return NodeRecord(
+        program_id=program.program_id,
+        node_id=node.node_id,
+        kind=node.kind.value,
+        state=node.state.value,
+        created_at=node.created_at,
+        updated_at=now,
+        parents=node.parents,
+        attempt=node.attempt,
+        data=node_json(node),
+    )
+
+
+def stored_summary(record: ProgramRecord) -> JSON:
+    """``ProgramSummary`` of a program known only to the store."""
+    out: JSON = dict(record.data)
+    out.update(
+        program_id=record.program_id,
+        tenant=record.tenant,
+        state=record.state,
+        created_at=record.created_at,
+        finished_at=record.finished_at,
+        deadline=record.deadline,
+        labels=labels_dict(record.labels),
+    )
+    return out
+
+
+def stored_program(view: ProgramView) -> JSON:
+    """``Program`` of a program known only to the store."""
+    out = stored_summary(view.program)
+    nodes = [dict(n.data) for n in view.nodes]
+    out.update(
+        quotas=out.get("quotas", {}),
+        nodes=nodes,
+        edges=[[p, n.node_id] for n in view.nodes for p in n.parents],
+        critical_path=[],
+        kv={"hbm_tokens": 0, "dram_tokens": 0, "disk_tokens": 0},
+    )
+    return out
+
+
+def stored_node(record: NodeRecord) -> JSON:
+    """``Node`` of a node known only to the store."""
+    return dict(record.data)

@@ -1,0 +1,152 @@
+"""``GET /metrics``: Prometheus text, ``agentconsole_*`` series, no per-program labels.
+
+Counters are read at scrape time from the :class:`MetricsAggregator`'s counts (the numbers
+the consoles show), histograms are filled from the hub's events as they pass, and gauges are
+read from the runtime snapshot and the live service. Labels stay bounded (``tier``,
+``state``, ``action``, ``outcome``, ``kind``): never a program, node, call or tenant id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from agentconsole.scheduler.events import Event, EventKind
+from agentconsole.scheduler.metrics import MetricsAggregator
+from agentconsole.scheduler.runtime import RuntimeSnapshot
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_LONG = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
+
+#: aggregator count -> (series name without prefix, help)
+_COUNTS = {
+    "programs": ("programs_created_total", "Programs created."),
+    "calls_finished": ("llm_calls_finished_total", "LLM calls that finished."),
+    "calls_aborted": ("llm_calls_aborted_total", "LLM calls aborted (cancel, disconnect, quota)."),
+    "computed_tokens": ("prompt_tokens_computed_total", "Prompt tokens prefilled (not cached)."),
+    "output_tokens": ("generation_tokens_total", "Tokens generated."),
+    "prefix_hit_tokens": ("prefix_cache_hit_tokens_total", "Prompt tokens served from cache."),
+    "ghost_tokens": ("ghost_tokens_total", "Tokens generated after a cancel or disconnect."),
+    "discarded_branch_tokens": ("discarded_branch_tokens_total", "Tokens of discarded branches."),
+    "recompute_tokens": ("kv_recompute_tokens_total", "KV tokens recomputed after eviction."),
+}
+_KV_KINDS = ("offloaded", "reloaded", "dropped", "evicted", "recomputed")
+
+
+class _Scrape(Collector):
+    def __init__(
+        self,
+        metrics: MetricsAggregator,
+        snapshot: Callable[[], RuntimeSnapshot],
+        gauges: Callable[[], dict[str, float]],
+    ) -> None:
+        self.metrics = metrics
+        self.snapshot = snapshot
+        self.gauges = gauges
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        counts = self.metrics.counts
+        for key, (name, text) in _COUNTS.items():
+            yield CounterMetricFamily(f"agentconsole_{name}", text, value=counts.get(key, 0.0))
+        ended = CounterMetricFamily(
+            "agentconsole_programs_ended_total", "Programs that ended, by state.", labels=["state"]
+        )
+        for state in ("finished", "failed", "cancelled"):
+            ended.add_metric([state], counts.get(state, 0.0))
+        yield ended
+        moves = CounterMetricFamily(
+            "agentconsole_kv_moves_total", "KV tier operations, by kind.", labels=["kind"]
+        )
+        for kind in _KV_KINDS:
+            moves.add_metric([kind], counts.get(f"kv.{kind}_count", 0.0))
+        yield moves
+        snap = self.snapshot()
+        yield GaugeMetricFamily(
+            "agentconsole_requests_running", "LLM calls running.", value=len(snap.running)
+        )
+        yield GaugeMetricFamily(
+            "agentconsole_requests_waiting", "LLM calls queued.", value=len(snap.queued)
+        )
+        used = GaugeMetricFamily(
+            "agentconsole_kv_tier_used_tokens", "KV tokens resident per tier.", labels=["tier"]
+        )
+        cap = GaugeMetricFamily(
+            "agentconsole_kv_tier_capacity_tokens", "KV capacity per tier.", labels=["tier"]
+        )
+        size = GaugeMetricFamily(
+            "agentconsole_kv_tier_bytes", "KV bytes resident per tier.", labels=["tier"]
+        )
+        for tier, usage in snap.tiers.items():
+            used.add_metric([tier], usage.used_tokens)
+            cap.add_metric([tier], usage.capacity_tokens)
+            size.add_metric([tier], usage.used_bytes)
+        yield from (used, cap, size)
+        for name, value in self.gauges().items():
+            yield GaugeMetricFamily(f"agentconsole_{name}", name.replace("_", " "), value=value)
+
+
+class PrometheusMetrics:
+    """Owns a private registry; :meth:`observe` is a hub subscriber."""
+
+    def __init__(
+        self,
+        metrics: MetricsAggregator,
+        snapshot: Callable[[], RuntimeSnapshot],
+        gauges: Callable[[], dict[str, float]],
+    ) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_Scrape(metrics, snapshot, gauges))
+        r = self.registry
+        self.ttft = Histogram(
+            "agentconsole_time_to_first_token_seconds",
+            "LLM call TTFT.",
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.e2e = Histogram(
+            "agentconsole_llm_call_seconds", "LLM call end to end.", buckets=_LATENCY, registry=r
+        )
+        self.queue = Histogram(
+            "agentconsole_llm_queue_seconds", "LLM call queue time.", buckets=_LATENCY, registry=r
+        )
+        self.tool = Histogram(
+            "agentconsole_tool_seconds", "Tool latency.", ["outcome"], buckets=_LONG, registry=r
+        )
+        self.program = Histogram(
+            "agentconsole_program_e2e_seconds", "Program end to end.", buckets=_LONG, registry=r
+        )
+        self.decisions = Counter(
+            "agentconsole_kv_decisions", "Tool-wait KV decisions.", ["action"], registry=r
+        )
+        self.operator = Counter(
+            "agentconsole_operator_actions", "Operator actions.", ["action"], registry=r
+        )
+
+    def observe(self, event: Event) -> None:
+        """Hub subscriber: fill the histograms and labelled counters."""
+        kind, data = event.kind, event.data
+        if kind is EventKind.CALL_FIRST_TOKEN:
+            self.ttft.observe(_num(data.get("ttft_s")))
+        elif kind is EventKind.CALL_FINISHED:
+            self.e2e.observe(_num(data.get("e2e_s")))
+            self.queue.observe(_num(data.get("queue_s")))
+        elif kind is EventKind.TOOL_FINISHED:
+            self.tool.labels(str(data.get("outcome", "ok"))).observe(_num(data.get("latency_s")))
+        elif kind is EventKind.PROGRAM_FINISHED:
+            self.program.observe(_num(data.get("e2e_s")))
+        elif kind is EventKind.KV_DECISION:
+            self.decisions.labels(str(data.get("action", ""))).inc()
+        elif kind is EventKind.OPERATOR_ACTION:
+            self.operator.labels(str(data.get("action", ""))).inc()
+
+    def render(self) -> bytes:
+        """The exposition text."""
+        return generate_latest(self.registry)
+
+
+def _num(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0

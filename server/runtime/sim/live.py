@@ -1,0 +1,445 @@
+"""The simulated runtime in wall-clock time: :class:`SimEngine` behind the Runtime protocol.
+
+``serve --runtime sim`` runs this instead of SGLang. One asyncio task (the driver) plays the
+engine: it plans a block, sleeps until the block's end, completes it and streams the tokens the
+block produced to the calls' streams. A submit, abort or preempt wakes it: a run of fused
+decode steps in flight is then cut at the next step boundary (``SimEngine.interrupt``), so a
+new arrival waits at most one engine step for the next plan.
+
+Engine time is a virtual clock that runs ``1 / time_scale`` times as fast as the wall clock:
+``time_scale=1`` is real time, ``0`` the zero-cost mode (every block takes no wall time, for
+measuring the API's own overhead). Tickets are shifted into engine time on submit; timings in
+results are wall seconds (engine seconds times ``time_scale``).
+
+Events: the engine's ``call.scheduled``, ``call.preempted``, ``kv.*`` and ``engine.stats``
+events go to ``options.extra["event_sink"]`` (restamped with wall-clock time); the call
+lifecycle events (queued, first token, finished, aborted) are the caller's to emit, as with any
+runtime. Aborts are synchronous: when :meth:`abort` returns, the call has left the engine and
+its stream has ended; tokens produced but not yet read are discarded, never delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agentconsole.kvtiers.node import Node
+from agentconsole.kvtiers.tiers import Tier
+from agentconsole.scheduler.events import Event, EventKind, EventSink
+from agentconsole.scheduler.policies import get_policy
+from agentconsole.scheduler.runtime import (
+    CacheAction,
+    GenerationRequest,
+    GenerationResult,
+    QueuedCall,
+    RunningCall,
+    RuntimeSnapshot,
+    TierUsage,
+    TokenDelta,
+)
+from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.runtime.registry import RuntimeOptions
+from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
+from agentconsole.server.runtime.sim.costmodel import CostModel, load_profile, preset
+from agentconsole.server.runtime.sim.engine import Note, SimEngine
+from agentconsole.server.runtime.sim.live_text import natural_length, output_pieces, prompt_blocks
+
+_FORWARDED = frozenset(
+    {
+        EventKind.CALL_SCHEDULED,
+        EventKind.CALL_PREEMPTED,
+        EventKind.KV_OFFLOADED,
+        EventKind.KV_RELOADED,
+        EventKind.KV_DROPPED,
+        EventKind.KV_EVICTED,
+        EventKind.KV_RECOMPUTED,
+        EventKind.ENGINE_STATS,
+    }
+)
+_TIER_NAMES = {Tier.HBM: "hbm", Tier.DRAM: "dram", Tier.DISK: "disk"}
+
+
+class _Forward:
+    """The engine's sink: passes the engine-level events on, in wall-clock time."""
+
+    def __init__(self, sink: EventSink | None) -> None:
+        self.sink = sink
+
+    def emit(self, event: Event) -> None:
+        if self.sink is not None and event.kind in _FORWARDED:
+            self.sink.emit(replace(event, t=time.time()))
+
+
+@dataclass(slots=True, eq=False)
+class _Live:
+    """One call in flight: its engine call, its token texts and its stream's queue."""
+
+    call: SimCall
+    pieces: list[str]
+    capped: bool  # the answer was cut at max_tokens
+    submitted: float
+    queue: asyncio.Queue[TokenDelta | None] = field(default_factory=asyncio.Queue)
+    done: asyncio.Future[GenerationResult] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    delivered: int = 0
+    consumed: int = 0
+    first_at: float | None = None
+
+
+class SimStream:
+    """The GenerationStream of one simulated call."""
+
+    def __init__(self, live: _Live) -> None:
+        self._live = live
+
+    def __aiter__(self) -> SimStream:
+        return self
+
+    async def __anext__(self) -> TokenDelta:
+        delta = await self._live.queue.get()
+        if delta is None:
+            self._live.queue.put_nowait(None)  # stay ended for any later reader
+            raise StopAsyncIteration
+        self._live.consumed += delta.tokens
+        return delta
+
+    async def result(self) -> GenerationResult:
+        return await asyncio.shield(self._live.done)
+
+
+class SimLiveRuntime:
+    """The Runtime protocol over a wall-clock :class:`SimEngine`; see the module docstring."""
+
+    name = "sim"
+
+    def __init__(
+        self,
+        cost: CostModel,
+        *,
+        policy: str = "cp-cache",
+        time_scale: float = 1.0,
+        event_sink: EventSink | None = None,
+        config: EngineConfig | None = None,
+        start_delay_s: float = 0.0,
+        output_tokens: int | None = None,
+    ) -> None:
+        if time_scale < 0:
+            raise ValueError(f"time_scale must be >= 0, got {time_scale}")
+        self.cost = cost
+        self.policy_name = policy
+        self.engine = SimEngine(cost, get_policy(policy), _Forward(event_sink), config=config)
+        self.time_scale = time_scale
+        self._start_delay_s = start_delay_s
+        self._output_tokens = output_tokens
+        self._calls: dict[str, _Live] = {}
+        self._last_path: dict[str, list[Node]] = {}
+        self._kick = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._v = time.time()  # engine clock at the anchor
+        self._anchor = time.monotonic()
+        self._wake: float | None = None
+        self._placement: tuple[float, dict[str, dict[str, int]]] = (-math.inf, {})
+
+    # -- clock --------------------------------------------------------------------------------
+    def _now(self) -> float:
+        if self.time_scale <= 0:
+            return self._v
+        return self._v + (time.monotonic() - self._anchor) / self.time_scale
+
+    def _set_now(self, v: float) -> None:
+        self._v, self._anchor = v, time.monotonic()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the driver task (after ``start_delay_s``, which tests use to see /ready wait)."""
+        if self._start_delay_s > 0:
+            await asyncio.sleep(self._start_delay_s)
+        self._set_now(time.time())
+        self._task = asyncio.create_task(self._drive(), name="sim-runtime")
+
+    async def stop(self) -> None:
+        """Stop the driver; every call in flight ends with ``abort``."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for call_id in list(self._calls):
+            self._end_aborted(call_id)
+
+    async def healthy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    # -- calls ---------------------------------------------------------------------------------
+    def submit(self, request: GenerationRequest) -> SimStream:
+        """Queue a call; its ticket's times are shifted into engine time."""
+        ticket = request.ticket
+        if ticket.call_id in self._calls:
+            raise ValueError(f"call {ticket.call_id!r} is already in flight")
+        now = self._now()
+        shift = now - time.time()
+        engine_ticket = replace(
+            ticket,
+            arrival=ticket.arrival + shift,
+            deadline=None if ticket.deadline is None else ticket.deadline + shift,
+        )
+        blocks = prompt_blocks(request.prompt, request.cache_namespace, request.public_prefix_chars)
+        want = request.forced_output_tokens
+        if want is None:
+            want = self._output_tokens or natural_length(request.prompt)
+        tokens = max(1, min(want, request.max_tokens))
+        forced = request.forced_output_tokens is not None
+        pieces = output_pieces(request.prompt, tokens, allow_tool_call=not forced)
+        call = SimCall(engine_ticket, blocks, len(pieces), f"{ticket.call_id}/out")
+        # ignore_eos-style forced lengths end at max_tokens like SGLang's: "length"
+        capped = want > request.max_tokens or (forced and tokens >= request.max_tokens)
+        live = _Live(call, pieces, capped=capped, submitted=time.time())
+        self._calls[ticket.call_id] = live
+        self.engine.submit(call, now)
+        self._kick.set()
+        return SimStream(live)
+
+    async def abort(self, call_id: str) -> bool:
+        """Remove the call from the engine now and end its stream (undelivered tokens are
+        dropped). False if the call is unknown or already over."""
+        if call_id not in self._calls:
+            return False
+        self.engine.abort(call_id, self._now())
+        self._end_aborted(call_id)
+        self._kick.set()
+        return True
+
+    async def reprioritise(self, call_id: str, ticket: CallTicket) -> bool:
+        """Re-rank a queued call under ``ticket`` (running calls keep their place)."""
+        live = self._calls.get(call_id)
+        if live is None or self.engine.queue.remove(call_id) is None:
+            return False
+        shift = self._now() - time.time()
+        live.call.ticket = replace(
+            ticket,
+            arrival=live.call.ticket.arrival,
+            deadline=None if ticket.deadline is None else ticket.deadline + shift,
+        )
+        self.engine.queue.push(live.call.ticket, self._now())
+        self._kick.set()
+        return True
+
+    async def preempt(self, call_id: str) -> bool:
+        ok = self.engine.preempt(call_id, self._now())
+        self._kick.set()
+        return ok
+
+    async def cache_hint(self, program_id: str, action: CacheAction, retain_s: float) -> None:
+        """Apply a tool-wait decision to the program's private context (its last call's)."""
+        path = self._last_path.get(program_id)
+        if not path:
+            return
+        private = self.engine.index.owned_suffix(path, program_id)
+        self.engine.apply_cache_action(
+            program_id, private, action, retain_s / max(self.time_scale, 1e-9), self._now()
+        )
+        if action is CacheAction.DROP:
+            self._last_path.pop(program_id, None)
+
+    def set_policy(self, name: str) -> None:
+        """Switch the ordering policy; ``KeyError`` for an unknown name."""
+        policy = get_policy(name)
+        self.engine.queue.set_policy(policy, self._now())
+        self.policy_name = name
+        self._kick.set()
+
+    async def pause(self) -> None:
+        self.engine.paused = True
+
+    async def resume(self) -> None:
+        self.engine.paused = False
+        self._kick.set()
+
+    # -- the driver ------------------------------------------------------------------------------
+    async def _drive(self) -> None:
+        engine = self.engine
+        while True:
+            wake = self._wake
+            if wake is not None and self.time_scale > 0 and wake > self._now():
+                if not await self._kicked_within((wake - self._now()) * self.time_scale):
+                    continue
+                if engine.in_flight:  # new work: cut a run of decode steps short
+                    end = engine.interrupt(self._now())
+                    if end is not None:
+                        self._wake = end
+                    continue
+                self._wake = None  # only a reload was pending: plan now
+            elif wake is not None:
+                self._set_now(max(self._now(), wake))
+                self._wake = None
+                engine.complete(wake)
+                self._after_step(engine.drain_notes())
+            self._wake = engine.plan(self._now())
+            self._after_step(engine.drain_notes())
+            if self._wake is None:
+                self._kick.clear()
+                await self._kick.wait()
+            elif self.time_scale <= 0:
+                await asyncio.sleep(0)  # zero-cost blocks: still let the server run
+
+    async def _kicked_within(self, delay: float) -> bool:
+        self._kick.clear()
+        try:  # asyncio.timeout, not wait_for: wait_for can swallow a cancel on 3.11
+            async with asyncio.timeout(delay):
+                await self._kick.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def _after_step(self, notes: list[Note]) -> None:
+        for note in notes:
+            live = self._calls.get(note.call.call_id)
+            if live is None:
+                continue
+            if note.what == "first_token":
+                live.first_at = time.time()
+            elif note.what == "finished":
+                self._last_path[note.call.ticket.program_id] = note.path
+                self._deliver(live)
+                self._end_finished(live)
+        for call in self.engine.running.values():
+            live = self._calls.get(call.call_id)
+            if live is not None and call.generated > live.delivered:
+                self._deliver(live)
+
+    def _deliver(self, live: _Live) -> None:
+        upto = min(live.call.generated, len(live.pieces))
+        if upto > live.delivered:
+            text = "".join(live.pieces[live.delivered : upto])
+            live.queue.put_nowait(TokenDelta(text, upto - live.delivered))
+            live.delivered = upto
+
+    def _end_finished(self, live: _Live) -> None:
+        call = live.call
+        del self._calls[call.call_id]
+        live.queue.put_nowait(None)
+        now, scale = time.time(), self.time_scale
+        live.done.set_result(
+            GenerationResult(
+                finish_reason="length" if live.capped else "stop",
+                text="".join(live.pieces),
+                prompt_tokens=call.prompt_tokens,
+                cached_tokens=call.hit_tokens,
+                output_tokens=call.generated,
+                queue_s=call.queue_s * scale,
+                ttft_s=(live.first_at or now) - live.submitted,
+                e2e_s=now - live.submitted,
+                service_s=call.service_s * scale,
+                restore_s=call.restore_s * scale,
+                retractions=call.retractions,
+            )
+        )
+
+    def _end_aborted(self, call_id: str) -> None:
+        live = self._calls.pop(call_id)
+        while not live.queue.empty():  # produced but not read: never delivered
+            live.queue.get_nowait()
+        live.queue.put_nowait(None)
+        call, now, scale = live.call, time.time(), self.time_scale
+        if not live.done.done():
+            live.done.set_result(
+                GenerationResult(
+                    finish_reason="abort",
+                    text="".join(live.pieces[: live.consumed]),
+                    prompt_tokens=call.prompt_tokens,
+                    cached_tokens=call.hit_tokens,
+                    output_tokens=live.consumed,
+                    queue_s=call.queue_s * scale,
+                    ttft_s=(live.first_at - live.submitted) if live.first_at else 0.0,
+                    e2e_s=now - live.submitted,
+                    service_s=call.service_s * scale,
+                    restore_s=call.restore_s * scale,
+                    retractions=call.retractions,
+                )
+            )
+
+    # -- observation ----------------------------------------------------------------------------
+    def snapshot(self) -> RuntimeSnapshot:
+        """Queue, batch, tier use and (at most once a second) per-program placement."""
+        engine, now = self.engine, self._now()
+        queued = tuple(
+            QueuedCall(
+                e.ticket.call_id,
+                e.ticket.program_id,
+                e.ticket.tenant,
+                e.key,
+                now - e.ticket.arrival,
+            )
+            for e in engine.queue.ordered(now)
+        )
+        running = tuple(
+            RunningCall(
+                c.call_id,
+                c.ticket.program_id,
+                c.ticket.tenant,
+                c.prompt_tokens + c.generated,
+                c.generated,
+                (now - c.admitted_at) * self.time_scale,
+            )
+            for c in engine.running.values()
+        )
+        index, per_token = engine.index, int(self.cost.kv_bytes_per_token)
+        tiers = {
+            _TIER_NAMES[tier]: TierUsage(
+                index.used(tier), engine.tiers.capacity(tier), index.used(tier) * per_token
+            )
+            for tier in (Tier.HBM, Tier.DRAM)
+            if engine.tiers.has(tier)
+        }
+        hits = sum(index.counters.hit_tokens)
+        return RuntimeSnapshot(
+            runtime=self.name,
+            policy=self.policy_name,
+            queued=queued,
+            running=running,
+            tiers=tiers,
+            placement=self._placement_by_program(),
+            prefix_hit_tokens=hits,
+            paused=engine.paused,
+        )
+
+    def _placement_by_program(self) -> dict[str, dict[str, int]]:
+        at, cached = self._placement
+        if time.monotonic() - at < 1.0:
+            return cached
+        out: dict[str, dict[str, int]] = {}
+        for node in self.engine.index.nodes():
+            if node.owner:
+                tiers = out.setdefault(node.owner, {})
+                name = _TIER_NAMES[node.tier]
+                tiers[name] = tiers.get(name, 0) + node.tokens
+        self._placement = (time.monotonic(), out)
+        return out
+
+
+def create_runtime(options: RuntimeOptions) -> SimLiveRuntime:
+    """The registry factory. ``options.model`` names a model preset (default llama-3.1-8b) on
+    ``options.gpu``; ``options.profile`` overrides both. ``options.extra`` may hold
+    ``time_scale`` (0 = zero cost), ``event_sink``, ``start_delay_s``, ``output_tokens``."""
+    if options.profile:
+        cost = CostModel.from_profile(load_profile(options.profile))
+    else:
+        cost = preset(options.gpu, options.model or "llama-3.1-8b", options.tp)
+    config = EngineConfig()
+    if options.max_running_requests is not None:
+        config = replace(config, max_running_requests=options.max_running_requests)
+    extra: dict[str, Any] = dict(options.extra)
+    return SimLiveRuntime(
+        cost,
+        policy=options.policy,
+        time_scale=float(extra.get("time_scale", 1.0)),
+        event_sink=extra.get("event_sink"),
+        config=config,
+        start_delay_s=float(extra.get("start_delay_s", 0.0)),
+        output_tokens=extra.get("output_tokens"),
+    )

@@ -1,0 +1,166 @@
+"""Text for the wall-clock simulated runtime: prompt blocks, synthetic output, tool calls.
+
+The simulated runtime has no tokenizer and no model, so it fakes both deterministically:
+
+* **Tokens.** One token is :data:`CHARS_PER_TOKEN` characters. A prompt is cut into blocks of
+  :data:`BLOCK_CHARS` characters whose keys form a hash chain, so two prompts share exactly
+  their common whole blocks. The chain is seeded with the request's ``cache_namespace`` (the
+  authenticated tenant) for every block outside the platform-public prefix, so prompts of two
+  tenants never share a private block, whatever the client sends.
+* **Output.** Lorem-ipsum words chosen by a generator seeded from the prompt, so the same
+  prompt always gets the same answer.
+* **Tool calls (the convention).** The simulated model reads ChatML prompts with Hermes-style
+  tool declarations (``<tools>`` ... ``</tools>`` in the system turn, one JSON function per
+  line), which is what :mod:`agentconsole.server.live.prompt` renders. When tools are declared
+  and the last turn before the assistant's is not a ``tool`` turn (or the prompt carries the
+  line ``tool_choice: required``), it answers with one ``<tool_call>`` for the first declared
+  function, with a placeholder value for each required parameter. So an agent loop gets a tool
+  call first and a plain answer once the tool result is in the context.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import zlib
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from agentconsole.kvtiers.node import Block
+
+CHARS_PER_TOKEN = 4
+BLOCK_CHARS = 256  # 64 tokens per block: coarse enough to keep the radix tree small
+TOOLS_OPEN, TOOLS_CLOSE = "<tools>\n", "\n</tools>"
+REQUIRED_MARK = "tool_choice: required"
+TURN = "<|im_start|>"
+
+_WORDS = (
+    "lorem",
+    "ipsum",
+    "dolor",
+    "sit",
+    "amet",
+    "consectetur",
+    "adipiscing",
+    "elit",
+    "sed",
+    "do",
+    "eiusmod",
+    "tempor",
+    "incididunt",
+    "ut",
+    "labore",
+    "et",
+    "dolore",
+    "magna",
+    "aliqua",
+    "enim",
+    "ad",
+    "minim",
+    "veniam",
+    "quis",
+    "nostrud",
+    "exercitation",
+    "ullamco",
+    "laboris",
+    "nisi",
+    "aliquip",
+    "ex",
+    "ea",
+    "commodo",
+    "consequat",
+)
+
+
+def count_tokens(text: str) -> int:
+    """Tokens of ``text`` under the simulated tokenizer (at least 1 for non-empty text)."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def prompt_blocks(prompt: str, namespace: str, public_chars: int = 0) -> list[Block]:
+    """The prompt as prefix-index blocks; see the module docstring for the keying."""
+    blocks: list[Block] = []
+    key: Hashable = ("public",)
+    for start in range(0, len(prompt), BLOCK_CHARS):
+        chunk = prompt[start : start + BLOCK_CHARS]
+        public = start + len(chunk) <= public_chars
+        key = hash((key, chunk)) if public else hash((key, namespace, chunk))
+        blocks.append(Block(key, count_tokens(chunk), public))
+    return blocks
+
+
+def _placeholder(schema: Mapping[str, Any]) -> object:
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    values: dict[str, object] = {
+        "string": "sim",
+        "integer": 0,
+        "number": 0,
+        "boolean": False,
+        "array": [],
+        "object": {},
+        "null": None,
+    }
+    return values.get(kind if isinstance(kind, str) else "string", "sim")
+
+
+def _declared_tools(prompt: str) -> list[dict[str, Any]]:
+    start = prompt.rfind(TOOLS_OPEN)
+    if start < 0:
+        return []
+    end = prompt.find(TOOLS_CLOSE, start)
+    if end < 0:
+        return []
+    tools = []
+    for line in prompt[start + len(TOOLS_OPEN) : end].splitlines():
+        try:
+            spec = json.loads(line)
+        except ValueError:
+            continue
+        function = spec.get("function", spec) if isinstance(spec, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            tools.append(function)
+    return tools
+
+
+def tool_call_text(prompt: str) -> str | None:
+    """The ``<tool_call>`` the simulated model answers ``prompt`` with, or None (plain text)."""
+    tools = _declared_tools(prompt)
+    if not tools:
+        return None
+    turns = prompt.rsplit(TURN, 2)
+    last_role = turns[-2].split("\n", 1)[0].strip() if len(turns) == 3 else ""
+    if last_role == "tool" and REQUIRED_MARK not in prompt:
+        return None
+    function = tools[0]
+    params = function.get("parameters")
+    props = params.get("properties", {}) if isinstance(params, dict) else {}
+    required = params.get("required", []) if isinstance(params, dict) else []
+    arguments = {
+        name: _placeholder(props.get(name, {}) if isinstance(props, dict) else {})
+        for name in required
+        if isinstance(name, str)
+    }
+    call = json.dumps({"name": function["name"], "arguments": arguments})
+    return f"<tool_call>\n{call}\n</tool_call>"
+
+
+def output_pieces(prompt: str, tokens: int, *, allow_tool_call: bool = True) -> list[str]:
+    """The synthetic answer to ``prompt`` as ``tokens`` token texts, or fewer for a tool call
+    that fits in ``tokens`` (its natural length). Deterministic."""
+    call = tool_call_text(prompt) if allow_tool_call else None
+    if call is not None:
+        pieces = [call[i : i + CHARS_PER_TOKEN] for i in range(0, len(call), CHARS_PER_TOKEN)]
+        return pieces[:tokens]
+    rng = random.Random(zlib.crc32(prompt[-BLOCK_CHARS:].encode()))
+    return [("" if i == 0 else " ") + rng.choice(_WORDS) for i in range(tokens)]
+
+
+def natural_length(prompt: str, lo: int = 16, hi: int = 64) -> int:
+    """How many tokens the simulated model wants to say to ``prompt`` (tool call or text)."""
+    call = tool_call_text(prompt)
+    if call is not None:
+        return count_tokens(call)
+    return lo + zlib.crc32(prompt.encode()) % (hi - lo + 1)

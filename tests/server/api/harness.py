@@ -1,0 +1,121 @@
+"""A real server for tests: the app under uvicorn on a loopback port, in a thread.
+
+Litestar's in-process test clients hang on infinite SSE streams, so every API test talks real
+HTTP to this server. It runs on its own event loop in a thread; :meth:`LiveServer.run` executes
+a coroutine on that loop (to inspect or poke the live objects).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Coroutine
+from dataclasses import replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+import uvicorn
+
+from agentconsole.scheduler.runtime import Runtime
+from agentconsole.serve import Server
+from agentconsole.server.api.config import ServerConfig
+from agentconsole.server.api.deps import Live
+from agentconsole.server.app import create_app
+
+T = TypeVar("T")
+TENANT_KEYS = {"sk-a": "tenant-a", "sk-b": "tenant-b", "sk-dev": "default"}
+OPERATOR = "sk-operator"
+
+
+def make_config(db: Path, **changes: Any) -> ServerConfig:
+    """A sim server config with tenants a and b, a fast runtime by default."""
+    base = ServerConfig(
+        db_path=db,
+        runtime="sim",
+        runtime_extra={"time_scale": 0.05},
+        tenant_keys=TENANT_KEYS,
+        operator_keys=(OPERATOR,),
+        ready_timeout_s=5.0,
+    )
+    return replace(base, **changes)
+
+
+class LiveServer:
+    """Context manager: start on enter (waits until it listens), stop on exit."""
+
+    def __init__(self, config: ServerConfig, runtime: Runtime | None = None) -> None:
+        self.app = create_app(config, runtime=runtime)
+        uconfig = uvicorn.Config(
+            self.app,
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=3,
+        )
+        self.server = Server(uconfig, self.app, self._started)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.url = ""
+        self._thread = threading.Thread(target=self.server.run, daemon=True)
+
+    async def _started(self, url: str) -> None:
+        self.loop = asyncio.get_running_loop()
+
+    def __enter__(self) -> LiveServer:
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while self.loop is None:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("test server did not start")
+            time.sleep(0.02)
+        self.url = self.server.url
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.server.should_exit = True
+        self._thread.join(30)
+
+    @property
+    def live(self) -> Live:
+        live: Live = self.app.state.live
+        return live
+
+    def client(self, key: str | None = "sk-a", **kwargs: Any) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        kwargs.setdefault("timeout", 30)
+        return httpx.Client(base_url=self.url, headers=headers, **kwargs)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30) -> T:
+        """Run ``coro`` on the server's loop and return its result."""
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def wait_ready(self, timeout: float = 10) -> None:
+        with self.client(None) as c:
+            deadline = time.monotonic() + timeout
+            while c.get("/ready").status_code != 200:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("server not ready")
+                time.sleep(0.05)
+
+
+def chat_body(text: str = "hello", **extra: Any) -> dict[str, Any]:
+    """A minimal chat request."""
+    return {"model": "sim", "messages": [{"role": "user", "content": text}], **extra}
+
+
+def wait_until(predicate: Any, timeout: float = 10, interval: float = 0.02) -> None:
+    """Poll ``predicate()`` until it is true (TimeoutError after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met")
+        time.sleep(interval)

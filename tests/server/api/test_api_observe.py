@@ -1,0 +1,140 @@
+"""Observation endpoints, Prometheus metrics and the coalescing SSE feed."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from typing import Any
+
+from agentconsole.scheduler.events import Event, EventKind
+from tests.server.api.harness import LiveServer, chat_body, wait_until
+
+
+class FeedReader:
+    """Reads ``/v1/events`` in a thread; collects ``(event, data)`` frames."""
+
+    def __init__(self, server: LiveServer, key: str, since: int | None = None) -> None:
+        self.frames: list[tuple[str, dict[str, Any]]] = []
+        self.connected = threading.Event()
+        self._stop = False
+        params = {} if since is None else {"since": since}
+        self._thread = threading.Thread(target=self._run, args=(server, key, params), daemon=True)
+        self._thread.start()
+        assert self.connected.wait(10)
+
+    def _run(self, server: LiveServer, key: str, params: dict[str, int]) -> None:
+        with server.client(key) as client, client.stream("GET", "/v1/events", params=params) as r:
+            kind = ""
+            for line in r.iter_lines():
+                self.connected.set()
+                if self._stop:
+                    return
+                if line.startswith("event: "):
+                    kind = line[7:]
+                elif line.startswith("data: "):
+                    self.frames.append((kind, json.loads(line[6:])))
+
+    def events(self) -> list[dict[str, Any]]:
+        return [e for kind, data in self.frames if kind == "batch" for e in data["events"]]
+
+    def batches(self) -> int:
+        return sum(1 for kind, _ in self.frames if kind == "batch")
+
+    def close(self) -> None:
+        self._stop = True
+
+
+async def _burst(server: LiveServer, n: int, tenants: tuple[str, ...]) -> int:
+    hub = server.live.hub
+    first = hub.last_seq + 1
+    for i in range(n):
+        tenant = tenants[i % len(tenants)]
+        hub.emit(Event(time.time(), EventKind.ENGINE_STATS, tenant=tenant, data={"i": i}))
+    return first
+
+
+def test_a_burst_arrives_in_few_coalesced_batches(server: LiveServer) -> None:
+    reader = FeedReader(server, "sk-operator")
+    time.sleep(0.2)
+    first = server.run(_burst(server, 2000, ("tenant-a", "tenant-b")))
+    wait_until(lambda: len([e for e in reader.events() if e["seq"] >= first]) >= 2000, 10)
+    reader.close()
+    burst = [e for e in reader.events() if e["seq"] >= first]
+    seqs = [e["seq"] for e in burst]
+    assert seqs == list(range(first, first + 2000))  # in order, no gap, no duplicate
+    batches = [d for k, d in reader.frames if k == "batch" and d["seq"] >= first]
+    assert all(len(b["events"]) <= 500 for b in batches)
+    assert len(batches) <= 6  # 2000 events: 4 full batches, plus timing slack
+    assert any(k == "overview" for k, _ in reader.frames)
+
+
+def test_tenants_receive_only_their_events(server: LiveServer) -> None:
+    reader = FeedReader(server, "sk-b")
+    time.sleep(0.2)
+    first = server.run(_burst(server, 200, ("tenant-a", "tenant-b")))
+    wait_until(lambda: len([e for e in reader.events() if e["seq"] >= first]) >= 100, 10)
+    time.sleep(0.3)
+    reader.close()
+    mine = [e for e in reader.events() if e["seq"] >= first]
+    assert len(mine) == 100
+    assert {e["tenant"] for e in reader.events()} == {"tenant-b"}
+
+
+def test_resume_from_since_replays_missed_events(server: LiveServer) -> None:
+    first = server.run(_burst(server, 50, ("tenant-a",)))
+    reader = FeedReader(server, "sk-a", since=first - 1)
+    wait_until(lambda: len([e for e in reader.events() if e["seq"] >= first]) >= 50, 10)
+    reader.close()
+    assert [e["seq"] for e in reader.events()][:50] == list(range(first, first + 50))
+
+
+def test_overview_tenants_kv_runtime_shapes(server: LiveServer) -> None:
+    with server.client("sk-a") as c:
+        c.post("/v1/chat/completions", json=chat_body(agentconsole={"program_id": "obs-1"}))
+        c.post("/v1/programs/obs-1/finish", json={"success": True})
+        # percentiles come from the aggregator's report, refreshed at most once a second
+        wait_until(lambda: c.get("/v1/overview").json()["e2e_p50_s"] is not None, 3)
+        overview = c.get("/v1/overview").json()
+        tenants = c.get("/v1/tenants").json()["tenants"]
+        kv = c.get("/v1/kv").json()
+        runtime = c.get("/v1/runtime").json()
+        models = c.get("/v1/models").json()
+    assert overview["programs"]["finished"] >= 1
+    assert overview["runtime"] == "sim"
+    assert "hbm" in overview["kv"]
+    assert overview["e2e_p50_s"] is not None
+    assert overview["ghost_tokens"] == 0
+    assert tenants[0]["tenant"] == "tenant-a"
+    assert tenants[0]["programs"] >= 1
+    assert set(tenants[0]["quota_use"]) == {"tokens", "tool_calls"}
+    assert set(kv) == {"tiers", "retained", "migrations", "recomputes", "placement"}
+    assert set(runtime) >= {"queued", "running", "tiers", "paused"}
+    assert models["data"][0]["object"] == "model"
+
+
+def test_metrics_are_prometheus_without_program_labels(server: LiveServer) -> None:
+    with server.client("sk-a") as c:
+        c.post("/v1/chat/completions", json=chat_body(agentconsole={"program_id": "met-xyz"}))
+    with server.client(None) as c:
+        response = c.get("/metrics")
+    text = response.text
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    assert "agentconsole_llm_calls_finished_total" in text
+    assert "agentconsole_time_to_first_token_seconds_bucket" in text
+    assert 'agentconsole_kv_tier_used_tokens{tier="hbm"}' in text
+    assert "met-xyz" not in text
+    labels = set(re.findall(r"[{,]([a-z_]+)=", text))
+    assert labels <= {"tier", "state", "kind", "action", "outcome", "le"}
+    assert all(
+        line.startswith(("#", "agentconsole_")) for line in text.splitlines() if line.strip()
+    )
+
+
+def test_openapi_schema_is_published(server: LiveServer) -> None:
+    with server.client(None) as c:
+        schema = c.get("/schema/openapi.json").json()
+    assert "/v1/chat/completions" in schema["paths"]
+    assert "/v1/programs/{program_id}" in schema["paths"]

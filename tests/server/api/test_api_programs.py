@@ -1,0 +1,123 @@
+"""Programs and the DAG endpoint over real HTTP, persisted in the DuckDB file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.server.api.harness import LiveServer, chat_body
+
+
+def _call(
+    client: httpx.Client, pid: str, node: str, parents: list[str] | None = None
+) -> dict[str, Any]:
+    extras: dict[str, object] = {"program_id": pid, "node_id": node}
+    if parents is not None:
+        extras["parent_ids"] = parents
+    body = chat_body(f"{pid} {node}", agentconsole=extras)
+    response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200, response.text
+    out: dict[str, Any] = response.json()
+    return out
+
+
+def test_create_get_finish_and_dag(server: LiveServer) -> None:
+    with server.client() as c:
+        created = c.post(
+            "/v1/programs",
+            json={"program_id": "dag-1", "labels": {"team": "x"}, "quotas": {"tokens": 10**6}},
+        )
+        assert created.status_code == 201
+        assert created.json()["state"] == "running"
+        assert created.json()["quotas"]["tokens"] == 10**6
+        assert c.post("/v1/programs", json={"program_id": "dag-1"}).status_code == 409
+        _call(c, "dag-1", "plan")
+        tool = {"node_id": "search", "kind": "tool", "parents": ["plan"], "tool": "web"}
+        assert c.post("/v1/programs/dag-1/nodes", json=tool).status_code == 201
+        assert c.post("/v1/programs/dag-1/nodes", json=tool).status_code == 409
+        _call(c, "dag-1", "answer", ["plan", "search"])
+        detail = c.get("/v1/programs/dag-1").json()
+        assert {n["node_id"] for n in detail["nodes"]} == {"plan", "search", "answer"}
+        assert ["plan", "answer"] in detail["edges"]
+        assert ["search", "answer"] in detail["edges"]
+        assert detail["critical_path"][-1] == "answer"
+        answer = c.get("/v1/programs/dag-1/nodes/answer").json()
+        assert answer["state"] == "done"
+        assert answer["output_tokens"] > 0
+        assert [p["phase"] for p in answer["timeline"]][-1] == "decode"
+        assert c.get("/v1/programs/dag-1/nodes/nope").status_code == 404
+        finished = c.post("/v1/programs/dag-1/finish", json={"success": True}).json()
+        assert finished["state"] == "finished"
+        assert finished["finished_at"] is not None
+        assert (
+            c.post(
+                "/v1/chat/completions", json=chat_body(agentconsole={"program_id": "dag-1"})
+            ).status_code
+            == 409
+        )
+
+
+def test_list_filters_and_total(server: LiveServer) -> None:
+    with server.client("sk-b") as c:
+        for i in range(3):
+            c.post("/v1/programs", json={"program_id": f"lst-{i}", "labels": {"batch": "l"}})
+        c.post("/v1/programs/lst-0/finish", json={"success": True})
+        page = c.get("/v1/programs", params={"label": "batch:l", "limit": 2}).json()
+        assert page["total"] == 3
+        assert len(page["programs"]) == 2
+        running = c.get("/v1/programs", params={"label": "batch:l", "state": "running"}).json()
+        assert {p["program_id"] for p in running["programs"]} == {"lst-1", "lst-2"}
+        summary = running["programs"][0]
+        for key in ("nodes_done", "attained_service_s", "priority_key", "deadline_slack_s"):
+            assert key in summary
+
+
+def test_unidentified_calls_join_an_inferred_program(server: LiveServer) -> None:
+    first = [{"role": "user", "content": "inferred chain start 7f3a"}]
+    with server.client() as c:
+        one = c.post("/v1/chat/completions", json={"model": "m", "messages": first}).json()
+        reply = one["choices"][0]["message"]["content"]
+        second = [
+            *first,
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": "more"},
+        ]
+        two = c.post("/v1/chat/completions", json={"model": "m", "messages": second}).json()
+        other = c.post("/v1/chat/completions", json=chat_body("unrelated 9e1c")).json()
+    pid = one["agentconsole"]["program_id"]
+    assert pid.startswith("inferred-")
+    assert two["agentconsole"]["program_id"] == pid
+    assert other["agentconsole"]["program_id"] != pid
+    with server.client() as c:
+        node = c.get(f"/v1/programs/{pid}/nodes/{two['agentconsole']['node_id']}").json()
+    assert node["parents"] == [one["agentconsole"]["node_id"]]
+
+
+def test_headers_carry_identity(server: LiveServer) -> None:
+    with server.client() as c:
+        headers = {"X-Program-Id": "hdr-1", "X-Node-Id": "n1"}
+        response = c.post("/v1/chat/completions", json=chat_body(rid="my-rid"), headers=headers)
+        assert response.headers["x-program-id"] == "hdr-1"
+        assert response.headers["x-node-id"] == "n1"
+        assert response.headers["x-request-id"] == "my-rid"
+        headers = {"X-Program-Id": "hdr-1", "X-Node-Id": "n2", "X-Parent-Ids": "n1"}
+        c.post("/v1/chat/completions", json=chat_body(), headers=headers)
+        assert c.get("/v1/programs/hdr-1/nodes/n2").json()["parents"] == ["n1"]
+
+
+def test_programs_survive_in_the_store(server: LiveServer) -> None:
+    with server.client() as c:
+        c.post("/v1/programs", json={"program_id": "stored-1"})
+        c.get("/v1/programs")  # syncs the projector
+    server.run(_forget(server, "stored-1"))
+    with server.client() as c:
+        stored = c.get("/v1/programs/stored-1")
+    assert stored.status_code == 200
+    assert stored.json()["tenant"] == "tenant-a"
+    with server.client("sk-b") as c:
+        assert c.get("/v1/programs/stored-1").status_code == 404
+
+
+async def _forget(server: LiveServer, pid: str) -> None:
+    server.live.service.forget(pid)

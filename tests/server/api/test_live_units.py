@@ -1,0 +1,200 @@
+"""Units of the live service: the hub, prompts and tool-call parsing, prefix chains, and a
+call's abort and ghost-token accounting against a runtime that ignores aborts for a while."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentconsole.scheduler.events import Event, EventKind
+from agentconsole.scheduler.runtime import GenerationRequest, GenerationResult, TokenDelta
+from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.live.calls import LiveCall
+from agentconsole.server.live.hub import EventHub
+from agentconsole.server.live.identity import PrefixChains, chain_hashes
+from agentconsole.server.live.prompt import ToolCallFilter, parse_tool_calls, render_chat
+from agentconsole.server.runtime.sim.live_text import tool_call_text
+
+
+def _event(tenant: str = "t") -> Event:
+    return Event(time.time(), EventKind.ENGINE_STATS, tenant=tenant)
+
+
+def test_hub_numbers_fans_out_and_filters() -> None:
+    hub = EventHub(first_seq=10, ring_size=8)
+    seen: list[Event] = []
+    hub.subscribe(seen.append)
+    hub.resolve_tenants(lambda pid: "owner" if pid == "p" else None)
+    for i in range(12):
+        hub.emit(_event("a" if i % 2 else "b"))
+    hub.emit(Event(time.time(), EventKind.KV_DROPPED, "p"))
+    assert len(seen) == 13
+    assert hub.last_seq == 22
+    assert seen[-1].tenant == "owner"  # resolved from the program
+    items, cursor = hub.since(hub.last_seq - 6, tenant="a")
+    assert cursor == hub.last_seq
+    assert all(e.tenant == "a" for _, e in items)
+    assert len(items) == 3
+    with pytest.raises(LookupError):
+        hub.since(10)  # fell out of the 8-event ring
+
+
+@given(st.text(max_size=80), st.lists(st.integers(1, 7), max_size=30))
+def test_filter_passes_plain_text_through_unchanged(text: str, cuts: list[int]) -> None:
+    pieces, rest = [], text
+    for n in cuts:
+        pieces.append(rest[:n])
+        rest = rest[n:]
+    pieces.append(rest)
+    held = ToolCallFilter(enabled=True)
+    out = "".join(held.feed(p) for p in pieces)
+    tail, calls = held.finish()
+    if calls is None:
+        assert out + tail == text
+    else:
+        assert "<tool_call>" in text
+        assert "<tool_call>" not in out
+
+
+@given(st.lists(st.integers(1, 9), min_size=1, max_size=40))
+def test_filter_turns_a_streamed_tool_call_into_calls(cuts: list[int]) -> None:
+    text = '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>'
+    held, out, at = ToolCallFilter(enabled=True), "", 0
+    for n in cuts:
+        out += held.feed(text[at : at + n])
+        at += n
+    out += held.feed(text[at:])
+    tail, calls = held.finish()
+    assert out == ""
+    assert tail == ""
+    assert calls is not None
+    assert calls[0].name == "f"
+    assert json.loads(calls[0].arguments) == {"x": 1}
+
+
+def test_render_and_the_sim_tool_convention_agree() -> None:
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"q": {"type": "string"}},
+                    "required": ["q"],
+                },
+            },
+        }
+    ]
+    user = [{"role": "user", "content": "hi"}]
+    prompt = render_chat(user, tools, "auto")
+    call = tool_call_text(prompt)
+    assert call is not None
+    parsed = parse_tool_calls(call)
+    assert parsed is not None
+    assert parsed[0].name == "get"
+    assert json.loads(parsed[0].arguments) == {"q": "sim"}
+    assert tool_call_text(render_chat(user, tools, "none")) is None
+    answered: list[dict[str, Any]] = [
+        *user,
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "get", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "content": "42"},
+    ]
+    assert tool_call_text(render_chat(answered, tools, "auto")) is None
+    assert tool_call_text(render_chat(answered, tools, "required")) is not None
+    assert parse_tool_calls("text <tool_call>{}</tool_call>") is None
+
+
+def test_prefix_chains_find_the_longest_recorded_prefix() -> None:
+    chains = PrefixChains(capacity=3)
+    msgs = [{"role": "user", "content": str(i)} for i in range(5)]
+    chains.record("t", chain_hashes(msgs[:2]), "p1", "n1")
+    chains.record("t", chain_hashes(msgs[:4]), "p1", "n2")
+    assert chains.find("t", chain_hashes(msgs)) == ("p1", "n2")
+    assert chains.find("t", chain_hashes(msgs[:3])) == ("p1", "n1")
+    assert chains.find("other", chain_hashes(msgs)) is None
+    for i in range(3):
+        chains.record("t", chain_hashes([{"role": "user", "content": f"x{i}"}]), "q", "n")
+    assert len(chains) == 3  # bounded
+
+
+class _StubbornRuntime:
+    """Streams ``total`` tokens; keeps producing ``late`` more after an abort."""
+
+    name = "stub"
+
+    def __init__(self, total: int, late: int) -> None:
+        self.total, self.late = total, late
+        self.aborted = asyncio.Event()
+        self.abort_calls = 0
+
+    def submit(self, request: GenerationRequest) -> _StubStream:
+        return _StubStream(self)
+
+    async def abort(self, call_id: str) -> bool:
+        self.abort_calls += 1
+        self.aborted.set()
+        return True
+
+
+class _StubStream:
+    def __init__(self, runtime: _StubbornRuntime) -> None:
+        self.runtime, self.produced = runtime, 0
+
+    async def _gen(self) -> AsyncIterator[TokenDelta]:
+        while self.produced < self.runtime.total:
+            if self.runtime.aborted.is_set():
+                for _ in range(self.runtime.late):
+                    self.produced += 1
+                    yield TokenDelta(" late", 1)
+                return
+            self.produced += 1
+            yield TokenDelta(" tok", 1)
+            await asyncio.sleep(0.001)
+
+    def __aiter__(self) -> AsyncIterator[TokenDelta]:
+        return self._gen()
+
+    async def result(self) -> GenerationResult:
+        return GenerationResult("abort", "", 5, 0, self.produced)
+
+
+class _Hooks:
+    def first_token(self, call: LiveCall) -> None: ...
+
+    def progress(self, call: LiveCall) -> None: ...
+
+    def ended(self, call: LiveCall, result: GenerationResult | None) -> None: ...
+
+
+def test_abort_stops_forwarding_and_counts_ghost_tokens() -> None:
+    async def scenario() -> tuple[int, int, int, int]:
+        runtime = _StubbornRuntime(total=10_000, late=7)
+        ticket = CallTicket("p/n/1", "p", "n", "t", time.time())
+        call = LiveCall(GenerationRequest(ticket, "x", 10_000), runtime, _Hooks())  # type: ignore[arg-type]
+        got = 0
+        async for _ in call.deltas():
+            got += 1
+            if got == 20:
+                await asyncio.gather(call.abort("cancel"), call.abort("cancel"))
+        outcome = await call.outcome()
+        assert outcome.finish_reason == "abort"
+        return got, call.received, call.ghost, runtime.abort_calls
+
+    got, received, ghost, aborts = asyncio.run(scenario())
+    assert got == 20  # nothing reached the client after the abort was asked for
+    assert received >= 20
+    assert ghost == 7
+    assert aborts == 1  # exactly one abort per call, however many callers
