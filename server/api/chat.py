@@ -40,6 +40,7 @@ from agentconsole.server.live.errors import Conflict
 from agentconsole.server.live.prompt import ToolCallFilter, parse_tool_calls
 
 _ID = re.compile(ID_PATTERN)
+QUICK_S = 0.05
 
 
 def _header_id(request: Request[Any, Any, Any], name: str) -> str | None:
@@ -137,7 +138,13 @@ async def _stream(
 
 
 async def _wait_for_client_or_call(request: Request[Any, Any, Any], call: LiveCall) -> bool:
-    """True once the call has ended; False if the client disconnected first."""
+    """True once the call has ended; False if the client disconnected first. Calls that end
+    within ``QUICK_S`` are not raced against the client (two tasks per call cost more than
+    such a call)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(QUICK_S):
+            await call.outcome()
+            return True
 
     async def disconnected() -> None:
         while (await request.receive())["type"] != "http.disconnect":

@@ -49,13 +49,14 @@ class ProgramsController(Controller):
         principal: PrincipalDep,
         state_filter: Annotated[State | None, QueryParameter(name="state")] = None,
         label: Annotated[str | None, QueryParameter(pattern=r"^[^:]{1,128}:.{0,256}$")] = None,
-        tenant: Annotated[str | None, QueryParameter(max_length=128)] = None,
+        # not named ``tenant``: that name is the caller's tenant (a dependency)
+        tenant_filter: Annotated[str | None, QueryParameter(name="tenant", max_length=128)] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
         offset: Annotated[int, QueryParameter(ge=0, le=10_000_000)] = 0,
     ) -> JSON:
         """Newest first; ``label`` is ``key:value``; ``tenant`` is for operators (a tenant key
         always sees its own tenant only)."""
-        scope = principal.scope if principal.scope is not None else tenant
+        scope = principal.scope if principal.scope is not None else tenant_filter
         return await live.queries.list_programs(
             scope, state=state_filter, label=label, limit=limit, offset=offset
         )

@@ -1,7 +1,7 @@
 """Keeps the store's ``programs``, ``nodes`` and ``attempts`` rows in step with the controller.
 
 Subscribed to the hub, it only marks programs and nodes dirty (O(1) per event); a task writes
-the current rows of dirty ones every ``interval_s`` through the store writer (fire and
+the current rows of dirty ones every ``interval_s`` (1 s) through the store writer (fire and
 forget, group-committed). :meth:`sync` writes at once and waits for the commit, so a listing
 read right after a change sees it.
 """
@@ -23,7 +23,7 @@ class StoreProjector:
     """See the module docstring."""
 
     def __init__(
-        self, controller: ProgramController, writer: StoreWriter, interval_s: float = 0.25
+        self, controller: ProgramController, writer: StoreWriter, interval_s: float = 1.0
     ) -> None:
         self.controller = controller
         self.writer = writer

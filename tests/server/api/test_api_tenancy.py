@@ -27,6 +27,7 @@ def test_other_tenants_program_is_404_everywhere(server: LiveServer) -> None:
         body = chat_body(agentconsole={"program_id": "iso-a"})
         assert b.post("/v1/chat/completions", json=body).status_code == 404
         assert b.post("/v1/programs", json={"program_id": "iso-a"}).status_code == 409
+        assert b.post("/v1/programs", json={"program_id": "iso-b"}).status_code == 201
         listed = b.get("/v1/programs", params={"limit": 1000}).json()["programs"]
         assert all(p["tenant"] == "tenant-b" for p in listed)
         assert b.get("/v1/programs", params={"tenant": "tenant-a"}).json()["total"] == len(
@@ -34,6 +35,11 @@ def test_other_tenants_program_is_404_everywhere(server: LiveServer) -> None:
         )
     with server.client("sk-operator") as op:
         assert op.get("/v1/programs/iso-a").json()["tenant"] == "tenant-a"
+        everyone = op.get("/v1/programs", params={"limit": 1000}).json()["programs"]
+        assert {"tenant-a", "tenant-b"} <= {p["tenant"] for p in everyone}
+        only_a = op.get("/v1/programs", params={"tenant": "tenant-a", "limit": 1000}).json()
+        assert only_a["total"] >= 1
+        assert {p["tenant"] for p in only_a["programs"]} == {"tenant-a"}
 
 
 def test_prefix_cache_is_tenant_scoped(server: LiveServer) -> None:

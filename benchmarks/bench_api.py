@@ -1,0 +1,230 @@
+"""API overhead: latency the HTTP API adds to a call, and calls per second, against calling the
+runtime directly. Both use the zero-cost simulated runtime (every engine step takes no time), so
+what is measured is the software around the engine.
+
+* direct: ``runtime.submit`` + read the stream + ``result()`` in-process (asyncio).
+* API: ``agentconsole serve --runtime sim --time-scale 0`` in its own process (real DuckDB file,
+  event hub, metrics, store writer), driven over loopback HTTP/1.1 keep-alive by a minimal
+  asyncio client (a full HTTP client library costs more CPU per call than the server, and on
+  2 cores it would compete with the server for the same CPUs).
+
+Added latency = API percentile minus direct percentile, one call at a time. Throughput runs
+``--concurrency`` calls in flight. Prints a table; ``--json`` also writes the numbers.
+
+    .venv/bin/python benchmarks/bench_api.py [--calls 3000] [--concurrency 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from agentconsole.scheduler.runtime import GenerationRequest
+from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.runtime.registry import RuntimeOptions, create_runtime
+
+CLI = str(Path(sys.executable).with_name("agentconsole"))
+TOKENS = 16
+
+
+def percentile(xs: list[float], q: float) -> float:
+    ordered = sorted(xs)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+# -- direct ---------------------------------------------------------------------------------------
+async def direct(calls: int, concurrency: int) -> tuple[list[float], float]:
+    """Per-call latencies (sequential) and calls/s (``concurrency`` in flight)."""
+    runtime = create_runtime("sim", RuntimeOptions(extra={"time_scale": 0.0}))
+    await runtime.start()
+    counter = 0
+
+    async def one() -> None:
+        nonlocal counter
+        counter += 1
+        ticket = CallTicket(f"p{counter}/n/1", f"p{counter}", "n", "t", time.time())
+        stream = runtime.submit(
+            GenerationRequest(ticket, "hello " * 20, TOKENS, forced_output_tokens=TOKENS)
+        )
+        async for _ in stream:
+            pass
+        await stream.result()
+
+    latencies = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        await one()
+        latencies.append(time.perf_counter() - started)
+    rate = await _throughput(one, calls, concurrency)
+    await runtime.stop()
+    return latencies, rate
+
+
+async def _throughput(one: Any, calls: int, concurrency: int) -> float:
+    remaining = calls
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            await one()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return calls / (time.perf_counter() - started)
+
+
+# -- over HTTP ------------------------------------------------------------------------------------
+class Connection:
+    """One keep-alive HTTP/1.1 connection; ``post`` returns (status, body)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, host: str, port: int) -> Connection:
+        return cls(*await asyncio.open_connection(host, port))
+
+    async def post(self, path: str, body: bytes, headers: str) -> tuple[int, bytes]:
+        self.writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n{headers}\r\n".encode()
+            + body
+        )
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        return status, await self.reader.readexactly(length)
+
+
+def start_server(db: Path) -> tuple[subprocess.Popen[str], str, int]:
+    proc = subprocess.Popen(
+        [
+            CLI,
+            "serve",
+            "--runtime",
+            "sim",
+            "--time-scale",
+            "0",
+            "--port",
+            "0",
+            "--db",
+            str(db),
+            "--log-level",
+            "warning",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "agentconsole serving on " in line:
+            host, port = line.rsplit("//", 1)[1].strip().split(":")
+            return proc, host, int(port)
+    raise RuntimeError("server did not start")
+
+
+async def over_http(
+    host: str, port: int, calls: int, concurrency: int
+) -> tuple[list[float], float]:
+    headers = "Authorization: Bearer sk-dev\r\n"
+    counter = 0
+
+    def body() -> bytes:
+        nonlocal counter
+        counter += 1
+        program = f"bench-{counter // 100}"  # a fresh program every 100 calls
+        return json.dumps(
+            {
+                "model": "sim",
+                "max_tokens": TOKENS,
+                "ignore_eos": True,
+                "messages": [{"role": "user", "content": "hello " * 20}],
+                "agentconsole": {"program_id": program, "node_id": f"n{counter}", "parent_ids": []},
+            }
+        ).encode()
+
+    first = await Connection.open(host, port)
+    for _ in range(200):  # warm-up
+        await first.post("/v1/chat/completions", body(), headers)
+    latencies = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        status, _ = await first.post("/v1/chat/completions", body(), headers)
+        latencies.append(time.perf_counter() - started)
+        assert status == 200, status
+    pool = [await Connection.open(host, port) for _ in range(concurrency)]
+    free: asyncio.Queue[Connection] = asyncio.Queue()
+    for conn in pool:
+        free.put_nowait(conn)
+
+    async def one() -> None:
+        conn = await free.get()
+        status, _ = await conn.post("/v1/chat/completions", body(), headers)
+        assert status == 200, status
+        free.put_nowait(conn)
+
+    rate = await _throughput(one, calls, concurrency)
+    return latencies, rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    d_lat, d_rate = asyncio.run(direct(args.calls, args.concurrency))
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, host, port = start_server(Path(tmp) / "bench.duckdb")
+        try:
+            a_lat, a_rate = asyncio.run(over_http(host, port, args.calls, args.concurrency))
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    ms = 1000.0
+    rows = [
+        ("runtime direct", percentile(d_lat, 50) * ms, percentile(d_lat, 99) * ms, d_rate),
+        ("through the API", percentile(a_lat, 50) * ms, percentile(a_lat, 99) * ms, a_rate),
+    ]
+    added = (rows[1][1] - rows[0][1], rows[1][2] - rows[0][2])
+    print(
+        f"zero-cost sim runtime, {TOKENS} output tokens per call, {os.cpu_count()} CPUs,"
+        f" {args.calls} calls, throughput at {args.concurrency} in flight"
+    )
+    print(f"{'':18}{'p50 ms':>9}{'p99 ms':>9}{'calls/s':>10}")
+    for name, p50, p99, rate in rows:
+        print(f"{name:18}{p50:9.3f}{p99:9.3f}{rate:10.0f}")
+    print(f"{'added by the API':18}{added[0]:9.3f}{added[1]:9.3f}")
+    print(
+        f"mean API latency {statistics.fmean(a_lat) * ms:.3f} ms; goals: p99 added <= 2 ms,"
+        f" >= 2000 calls/s"
+    )
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "direct": {"p50_ms": rows[0][1], "p99_ms": rows[0][2], "calls_per_s": d_rate},
+                    "api": {"p50_ms": rows[1][1], "p99_ms": rows[1][2], "calls_per_s": a_rate},
+                    "added": {"p50_ms": added[0], "p99_ms": added[1]},
+                },
+                indent=2,
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
