@@ -64,15 +64,15 @@ class AgentReports:
         self, tenant: str, program_id: str, raw: bytes, port: ProgramPort
     ) -> dict[str, JSONValue]:
         """The agent's tool for ``node_id`` ended; ``latency_s`` defaults to the time since
-        its start report (0 without one)."""
+        its start report (without one, the core measures it)."""
         try:
             check_program_id(program_id)
             node_id, outcome, latency = parse_finished(parse_body(raw, self._config.max_body_bytes))
             async with port_errors():
                 await port.check_program(tenant, program_id)
                 started = self._started.pop((program_id, node_id), None)
-                if latency is None:
-                    latency = 0.0 if started is None else time.monotonic() - started
+                if latency is None and started is not None:
+                    latency = time.monotonic() - started
                 await port.tool_finished(program_id, node_id, outcome, latency)
         except GatewayError as error:
             self._audit.rejected(tenant, "tool.report", f"program:{program_id}", error, {})

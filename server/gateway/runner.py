@@ -225,8 +225,11 @@ class Runner:
             )
         except asyncio.CancelledError:
             failure = _Failure(INTERRUPTED, "the tool was interrupted", "fail", tool.side_effect)
-            if not execution.interrupted:  # the gateway is closing: record, then stop
-                await self._fail(key, claim.epoch, failure, tool.auto_retry_safe)
+            if not execution.interrupted:
+                # The gateway is closing. A re-executable call is released for a retry; an
+                # effect in doubt stays in progress, so the next start flags it for operators.
+                if tool.auto_retry_safe:
+                    await self._fail(key, claim.epoch, failure)
                 raise
         except Exception as error:
             log.exception("tool %s executor crashed", tool.name)

@@ -66,7 +66,7 @@ class FakePort:
         self.events.append(("started", program_id, node_id, ""))
 
     async def tool_finished(
-        self, program_id: str, node_id: str, outcome: ToolOutcome, latency_s: float
+        self, program_id: str, node_id: str, outcome: ToolOutcome, latency_s: float | None
     ) -> None:
         self._node(program_id, node_id)
         self.events.append(("finished", program_id, node_id, outcome))

@@ -18,7 +18,7 @@ from agentconsole.server.gateway.errors import (
     ToolFailed,
     ToolTimeout,
 )
-from agentconsole.server.store import IntentState, make_tool_call_id
+from agentconsole.server.store import IntentState, Store, make_tool_call_id
 from tests.server.gateway.fakes import FakePort
 from tests.server.gateway.helpers import (
     applied,
@@ -216,3 +216,25 @@ async def test_every_refusal_is_audited(gateway: ToolGateway, port: FakePort) ->
     rejected = [r for r in rows if r.action.action == "tool.call" and r.action.result != "ok"]
     assert len(rejected) == refusals
     assert {r.action.actor for r in rejected} == {"t1"}
+
+
+async def test_closing_mid_effect_leaves_it_for_recovery_to_flag(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s.duckdb")
+    gateway = ToolGateway(store)
+    await gateway.start()
+    port = FakePort()
+    body = tool_body("effect", SLEEP, parameters=SLEEP_PARAMS, side_effect=True, idempotent=False)
+    await register(gateway, body)
+    await register(gateway, tool_body("sleep", SLEEP, parameters=SLEEP_PARAMS))
+    effect = asyncio.create_task(call(gateway, port, "effect", {"seconds": 5}, node="w"))
+    read = asyncio.create_task(call(gateway, port, "sleep", {"seconds": 5}, node="r"))
+    while len(gateway.running()) < 2:
+        await asyncio.sleep(0.01)
+    await gateway.close(timeout=0.2)
+    await asyncio.gather(effect, read, return_exceptions=True)
+    store.close()
+    with Store.open(tmp_path / "s.duckdb") as reopened:
+        assert reopened.intents.recovery.needs_reconcile == (make_tool_call_id("p1", "w", 1),)
+        read_intent = reopened.repo.get_intent(make_tool_call_id("p1", "r", 1))
+        assert read_intent is not None
+        assert read_intent.state is IntentState.RETRYABLE
