@@ -8,6 +8,8 @@ what is measured is the software around the engine.
   asyncio client (a full HTTP client library costs more CPU per call than the server, and on
   2 cores it would compete with the server for the same CPUs).
 
+A middle row runs the live service in-process without HTTP (controller, event hub, store
+writer, metrics, projector), to split the overhead between the service and the HTTP stack.
 Added latency = API percentile minus direct percentile, one call at a time. Throughput runs
 ``--concurrency`` calls in flight. Prints a table; ``--json`` also writes the numbers.
 
@@ -30,7 +32,12 @@ from typing import Any
 
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.api.config import ServerConfig
+from agentconsole.server.app import build_live
+from agentconsole.server.live.admission import ChatCall
+from agentconsole.server.live.hub import EventHub
 from agentconsole.server.runtime.registry import RuntimeOptions, create_runtime
+from agentconsole.server.store import Store
 
 CLI = str(Path(sys.executable).with_name("agentconsole"))
 TOKENS = 16
@@ -81,6 +88,43 @@ async def _throughput(one: Any, calls: int, concurrency: int) -> float:
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return calls / (time.perf_counter() - started)
+
+
+# -- the live service without HTTP ----------------------------------------------------------------
+async def service_only(db: Path, calls: int, concurrency: int) -> tuple[list[float], float]:
+    """The server's own work per call without the HTTP stack: the live service (controller,
+    events to store, metrics and projector) over the zero-cost runtime, in-process."""
+    config = ServerConfig(db_path=db, runtime="sim", runtime_extra={"time_scale": 0.0})
+    store = Store.open(db)
+    hub = EventHub(first_seq=store.repo.last_seq() + 1)
+    live = build_live(config, store, None, hub)
+    await live.service.runtime.start()
+    live.service.runtime_ready.set()
+    counter = 0
+
+    async def one() -> None:
+        nonlocal counter
+        counter += 1
+        chat = ChatCall(
+            messages=[{"role": "user", "content": "hello " * 20}],
+            max_tokens=TOKENS,
+            program_id=f"svc-{counter // 100}",
+            node_id=f"n{counter}",
+            parent_ids=(),
+            ignore_eos=True,
+        )
+        call = await live.service.start_call("default", chat)
+        await call.outcome()
+
+    latencies = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        await one()
+        latencies.append(time.perf_counter() - started)
+    rate = await _throughput(one, calls, concurrency)
+    await live.service.runtime.stop()
+    store.close()
+    return latencies, rate
 
 
 # -- over HTTP ------------------------------------------------------------------------------------
@@ -189,6 +233,7 @@ def main() -> None:
     args = parser.parse_args()
     d_lat, d_rate = asyncio.run(direct(args.calls, args.concurrency))
     with tempfile.TemporaryDirectory() as tmp:
+        s_lat, s_rate = asyncio.run(service_only(Path(tmp) / "svc.duckdb", args.calls, 32))
         proc, host, port = start_server(Path(tmp) / "bench.duckdb")
         try:
             a_lat, a_rate = asyncio.run(over_http(host, port, args.calls, args.concurrency))
@@ -198,9 +243,10 @@ def main() -> None:
     ms = 1000.0
     rows = [
         ("runtime direct", percentile(d_lat, 50) * ms, percentile(d_lat, 99) * ms, d_rate),
+        ("service, no HTTP", percentile(s_lat, 50) * ms, percentile(s_lat, 99) * ms, s_rate),
         ("through the API", percentile(a_lat, 50) * ms, percentile(a_lat, 99) * ms, a_rate),
     ]
-    added = (rows[1][1] - rows[0][1], rows[1][2] - rows[0][2])
+    added = (rows[2][1] - rows[0][1], rows[2][2] - rows[0][2])
     print(
         f"zero-cost sim runtime, {TOKENS} output tokens per call, {os.cpu_count()} CPUs,"
         f" {args.calls} calls, throughput at {args.concurrency} in flight"
@@ -218,7 +264,8 @@ def main() -> None:
             json.dumps(
                 {
                     "direct": {"p50_ms": rows[0][1], "p99_ms": rows[0][2], "calls_per_s": d_rate},
-                    "api": {"p50_ms": rows[1][1], "p99_ms": rows[1][2], "calls_per_s": a_rate},
+                    "service": {"p50_ms": rows[1][1], "p99_ms": rows[1][2], "calls_per_s": s_rate},
+                    "api": {"p50_ms": rows[2][1], "p99_ms": rows[2][2], "calls_per_s": a_rate},
                     "added": {"p50_ms": added[0], "p99_ms": added[1]},
                 },
                 indent=2,

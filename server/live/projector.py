@@ -39,32 +39,46 @@ class StoreProjector:
                 nodes.add(event.node_id)
 
     def write(self) -> int:
-        """Queue the rows of everything dirty; returns how many programs were written."""
+        """Queue the rows of everything dirty at once; returns how many programs."""
         dirty, self._dirty = self._dirty, {}
-        now = time.time()
-        put = self.writer.put
         for pid, node_ids in dirty.items():
-            program = self.controller.programs.get(pid)
-            if program is None:
-                continue
-            put(program_record(program, now))
-            for nid in node_ids:
-                node = program.nodes.get(nid)
-                if node is None:
-                    continue
-                put(node_record(program, node, now))
-                for attempt in node.attempts:
-                    put(
-                        AttemptRecord(
-                            program_id=pid,
-                            node_id=nid,
-                            attempt=attempt.number,
-                            state=attempt.outcome or "running",
-                            started_at=attempt.started_at,
-                            finished_at=attempt.finished_at,
-                        )
-                    )
+            self._write_program(pid, node_ids, time.time())
         return len(dirty)
+
+    async def write_gradually(self, chunk: int = 32) -> None:
+        """As :meth:`write`, yielding to the event loop after every ``chunk`` programs or
+        nodes, so a second's worth of changes never stalls calls in flight."""
+        dirty, self._dirty = self._dirty, {}
+        done = 0
+        for pid, node_ids in dirty.items():
+            done += 1 + self._write_program(pid, node_ids, time.time())
+            if done >= chunk:
+                done = 0
+                await asyncio.sleep(0)
+
+    def _write_program(self, pid: str, node_ids: set[str], now: float) -> int:
+        program = self.controller.programs.get(pid)
+        if program is None:
+            return 0
+        put = self.writer.put
+        put(program_record(program, now))
+        for nid in node_ids:
+            node = program.nodes.get(nid)
+            if node is None:
+                continue
+            put(node_record(program, node, now))
+            for attempt in node.attempts:
+                put(
+                    AttemptRecord(
+                        program_id=pid,
+                        node_id=nid,
+                        attempt=attempt.number,
+                        state=attempt.outcome or "running",
+                        started_at=attempt.started_at,
+                        finished_at=attempt.finished_at,
+                    )
+                )
+        return len(node_ids)
 
     async def sync(self) -> None:
         """Write everything dirty and wait until it (and all before it) has committed."""
@@ -80,4 +94,4 @@ class StoreProjector:
         self.write()
 
     async def _tick(self) -> None:
-        self.write()
+        await self.write_gradually()
