@@ -8,8 +8,8 @@ Exactly-once is impossible in general, and this module does not pretend otherwis
 * side-effecting tools without a downstream key: at-most-once. The intent is durable before
   the executor starts; if the process dies between the effect and the commit, start-up
   recovery marks the call ``needs_reconcile`` and no one re-runs it automatically. A timeout
-  or an ambiguous error leaves it ``failed`` (not retryable) for the same reason: the effect
-  may or may not have happened, and only a new logical attempt (a new key) runs it again.
+  or an ambiguous error marks it ``needs_reconcile`` too (409 to the caller): the effect may
+  or may not have happened, so an operator settles it (a result, or one more execution).
 
 Each call runs in its own task, shielded from the HTTP request: a client that disconnects
 mid-call does not strand an intent in progress, and concurrent duplicates attach to the one
@@ -262,6 +262,17 @@ class Runner:
     async def _failed(
         self, job: Job, claim: Claim, failure: _Failure, latency: float
     ) -> CallResult:
+        if failure.ambiguous and not job.tool.auto_retry_safe and failure.kind != INTERRUPTED:
+            # the effect may have happened: an operator decides, nothing re-runs it
+            text = encode_failure(failure.kind, failure.message, failure.outcome)
+            await asyncio.wrap_future(self.intents.flag(claim.tool_call_id, text, claim.epoch))
+            await self._finished(job, failure.outcome, latency)
+            raise NeedsReconcile(
+                f"the side-effecting call ended in doubt ({failure.message}): its effect may or"
+                " may not have happened, so it is never re-run automatically; an operator must"
+                " reconcile it (POST /v1/operator/tool-calls/{tool_call_id}/reconcile)",
+                extra={"tool_call_id": claim.tool_call_id, "retryable": False},
+            )
         retryable = not failure.permanent and (not failure.ambiguous or job.tool.auto_retry_safe)
         await self._fail(claim.tool_call_id, claim.epoch, failure, retryable)
         await self._finished(job, failure.outcome, latency)

@@ -142,7 +142,7 @@ class ClaimOp(Op[Claim]):
 class FinishOp(Op[CommitOutcome]):
     """Commit a result (``result_json`` set) or record a failure, fenced by ``epoch``."""
 
-    __slots__ = ("book", "epoch", "error", "key", "result_json", "retryable")
+    __slots__ = ("book", "epoch", "error", "in_doubt", "key", "result_json", "retryable")
 
     def __init__(
         self,
@@ -152,10 +152,12 @@ class FinishOp(Op[CommitOutcome]):
         result_json: str | None,
         error: str | None = None,
         retryable: bool = False,
+        in_doubt: bool = False,
     ) -> None:
         super().__init__()
         self.book, self.key, self.epoch = book, key, epoch
         self.result_json, self.error, self.retryable = result_json, error, retryable
+        self.in_doubt = in_doubt
 
     def apply(self, txn: Txn) -> CommitOutcome:
         row = txn.con.execute(_SELECT, [self.key]).fetchone()
@@ -170,6 +172,10 @@ class FinishOp(Op[CommitOutcome]):
             txn.con.execute(_SET_STATE, ["committed", self.epoch, None, txn.now, self.key])
             txn.wrote_result = True
             claim = Claim(ClaimStatus.COMMITTED, self.key, self.epoch, self.result_json)
+        elif self.in_doubt:
+            state = IntentState.NEEDS_RECONCILE
+            txn.con.execute(_SET_STATE, [state.value, self.epoch, self.error, txn.now, self.key])
+            claim = Claim(ClaimStatus.NEEDS_RECONCILE, self.key, self.epoch, error=self.error)
         else:
             state = IntentState.RETRYABLE if self.retryable else IntentState.FAILED
             txn.con.execute(_SET_STATE, [state.value, self.epoch, self.error, txn.now, self.key])

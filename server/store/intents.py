@@ -132,6 +132,14 @@ class ToolIntents:
             FinishOp(self._book, tool_call_id, epoch, None, error=error, retryable=retryable)
         )
 
+    def flag(self, tool_call_id: str, error: str, epoch: int) -> Future[CommitOutcome]:
+        """The execution at ``epoch`` ended in doubt (a timeout or a lost connection on a
+        side-effecting tool without a downstream key): mark it ``needs_reconcile`` so an
+        operator decides; nothing re-runs it automatically."""
+        return self._writer.submit(
+            FinishOp(self._book, tool_call_id, epoch, None, error=error, in_doubt=True)
+        )
+
     def attach(self, tool_call_id: str) -> Future[Claim | None]:
         """Resolve with the outcome once ``tool_call_id`` is no longer in progress (at once
         if it is not); ``None`` for an unknown key. Waiters do not survive a restart."""

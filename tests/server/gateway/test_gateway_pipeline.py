@@ -12,6 +12,7 @@ from agentconsole.server.gateway.errors import (
     GatewayError,
     IdempotencyMismatch,
     InvalidArguments,
+    NeedsReconcile,
     ProgramNotFoundError,
     ProgramNotRunning,
     QuotaExceededError,
@@ -136,18 +137,20 @@ async def test_timeout_of_a_read_only_tool_is_retryable_with_the_same_key(
     assert ("finished", "p1", "n1", "timeout") in port.events
 
 
-async def test_timeout_of_a_non_idempotent_side_effect_is_final(
+async def test_timeout_of_a_non_idempotent_side_effect_needs_reconcile(
     gateway: ToolGateway, port: FakePort
 ) -> None:
     body = tool_body("sleepy_effect", SLEEP, parameters=SLEEP_PARAMS, timeout_s=0.05)
     await register(gateway, {**body, "side_effect": True, "idempotent": False})
-    with pytest.raises(ToolTimeout) as info:
+    with pytest.raises(NeedsReconcile) as info:
         await call(gateway, port, "sleepy_effect", {"seconds": 1})
     assert info.value.extra["retryable"] is False
-    with pytest.raises(ToolFailed) as again:
+    with pytest.raises(NeedsReconcile):  # a retry is refused too: the effect is in doubt
         await call(gateway, port, "sleepy_effect", {"seconds": 1})
-    assert again.value.extra["replayed"] is True
-    assert gateway.runner.executions == 1  # never re-run: the effect is in doubt
+    assert gateway.runner.executions == 1  # never re-run automatically
+    intent = gateway.store.repo.get_intent(make_tool_call_id("p1", "n1", 1))
+    assert intent is not None
+    assert intent.state == "needs_reconcile"  # listed for operators
 
 
 async def test_a_definite_failure_is_retryable_even_for_side_effects(
