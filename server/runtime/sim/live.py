@@ -24,92 +24,30 @@ import asyncio
 import contextlib
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from agentconsole.kvtiers.node import Node
 from agentconsole.kvtiers.tiers import Tier
-from agentconsole.scheduler.events import Event, EventKind, EventSink
+from agentconsole.scheduler.events import EventSink
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.runtime import (
     CacheAction,
     GenerationRequest,
-    GenerationResult,
     QueuedCall,
     RunningCall,
     RuntimeSnapshot,
     TierUsage,
-    TokenDelta,
 )
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.registry import RuntimeOptions
 from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
 from agentconsole.server.runtime.sim.costmodel import CostModel, load_profile, preset
 from agentconsole.server.runtime.sim.engine import Note, SimEngine
+from agentconsole.server.runtime.sim.live_stream import Forward, LiveCall, SimStream
 from agentconsole.server.runtime.sim.live_text import natural_length, output_pieces, prompt_blocks
 
-_FORWARDED = frozenset(
-    {
-        EventKind.CALL_SCHEDULED,
-        EventKind.CALL_PREEMPTED,
-        EventKind.KV_OFFLOADED,
-        EventKind.KV_RELOADED,
-        EventKind.KV_DROPPED,
-        EventKind.KV_EVICTED,
-        EventKind.KV_RECOMPUTED,
-        EventKind.ENGINE_STATS,
-    }
-)
 _TIER_NAMES = {Tier.HBM: "hbm", Tier.DRAM: "dram", Tier.DISK: "disk"}
-
-
-class _Forward:
-    """The engine's sink: passes the engine-level events on, in wall-clock time."""
-
-    def __init__(self, sink: EventSink | None) -> None:
-        self.sink = sink
-
-    def emit(self, event: Event) -> None:
-        if self.sink is not None and event.kind in _FORWARDED:
-            self.sink.emit(replace(event, t=time.time()))
-
-
-@dataclass(slots=True, eq=False)
-class _Live:
-    """One call in flight: its engine call, its token texts and its stream's queue."""
-
-    call: SimCall
-    pieces: list[str]
-    capped: bool  # the answer was cut at max_tokens
-    submitted: float
-    queue: asyncio.Queue[TokenDelta | None] = field(default_factory=asyncio.Queue)
-    done: asyncio.Future[GenerationResult] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    delivered: int = 0
-    consumed: int = 0
-    first_at: float | None = None
-
-
-class SimStream:
-    """The GenerationStream of one simulated call."""
-
-    def __init__(self, live: _Live) -> None:
-        self._live = live
-
-    def __aiter__(self) -> SimStream:
-        return self
-
-    async def __anext__(self) -> TokenDelta:
-        delta = await self._live.queue.get()
-        if delta is None:
-            self._live.queue.put_nowait(None)  # stay ended for any later reader
-            raise StopAsyncIteration
-        self._live.consumed += delta.tokens
-        return delta
-
-    async def result(self) -> GenerationResult:
-        return await asyncio.shield(self._live.done)
 
 
 class SimLiveRuntime:
@@ -132,11 +70,11 @@ class SimLiveRuntime:
             raise ValueError(f"time_scale must be >= 0, got {time_scale}")
         self.cost = cost
         self.policy_name = policy
-        self.engine = SimEngine(cost, get_policy(policy), _Forward(event_sink), config=config)
+        self.engine = SimEngine(cost, get_policy(policy), Forward(event_sink), config=config)
         self.time_scale = time_scale
         self._start_delay_s = start_delay_s
         self._output_tokens = output_tokens
-        self._calls: dict[str, _Live] = {}
+        self._calls: dict[str, LiveCall] = {}
         self._last_path: dict[str, list[Node]] = {}
         self._kick = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -198,7 +136,7 @@ class SimLiveRuntime:
         call = SimCall(engine_ticket, blocks, len(pieces), f"{ticket.call_id}/out")
         # ignore_eos-style forced lengths end at max_tokens like SGLang's: "length"
         capped = want > request.max_tokens or (forced and tokens >= request.max_tokens)
-        live = _Live(call, pieces, capped=capped, submitted=time.time())
+        live = LiveCall(call, pieces, capped=capped, submitted=time.time())
         self._calls[ticket.call_id] = live
         self.engine.submit(call, now)
         self._kick.set()
@@ -312,56 +250,15 @@ class SimLiveRuntime:
             if live is not None and call.generated > live.delivered:
                 self._deliver(live)
 
-    def _deliver(self, live: _Live) -> None:
-        upto = min(live.call.generated, len(live.pieces))
-        if upto > live.delivered:
-            text = "".join(live.pieces[live.delivered : upto])
-            live.queue.put_nowait(TokenDelta(text, upto - live.delivered))
-            live.delivered = upto
+    def _deliver(self, live: LiveCall) -> None:
+        live.deliver()
 
-    def _end_finished(self, live: _Live) -> None:
-        call = live.call
-        del self._calls[call.call_id]
-        live.queue.put_nowait(None)
-        now, scale = time.time(), self.time_scale
-        live.done.set_result(
-            GenerationResult(
-                finish_reason="length" if live.capped else "stop",
-                text="".join(live.pieces),
-                prompt_tokens=call.prompt_tokens,
-                cached_tokens=call.hit_tokens,
-                output_tokens=call.generated,
-                queue_s=call.queue_s * scale,
-                ttft_s=(live.first_at or now) - live.submitted,
-                e2e_s=now - live.submitted,
-                service_s=call.service_s * scale,
-                restore_s=call.restore_s * scale,
-                retractions=call.retractions,
-            )
-        )
+    def _end_finished(self, live: LiveCall) -> None:
+        del self._calls[live.call.call_id]
+        live.finish(self.time_scale)
 
     def _end_aborted(self, call_id: str) -> None:
-        live = self._calls.pop(call_id)
-        while not live.queue.empty():  # produced but not read: never delivered
-            live.queue.get_nowait()
-        live.queue.put_nowait(None)
-        call, now, scale = live.call, time.time(), self.time_scale
-        if not live.done.done():
-            live.done.set_result(
-                GenerationResult(
-                    finish_reason="abort",
-                    text="".join(live.pieces[: live.consumed]),
-                    prompt_tokens=call.prompt_tokens,
-                    cached_tokens=call.hit_tokens,
-                    output_tokens=live.consumed,
-                    queue_s=call.queue_s * scale,
-                    ttft_s=(live.first_at - live.submitted) if live.first_at else 0.0,
-                    e2e_s=now - live.submitted,
-                    service_s=call.service_s * scale,
-                    restore_s=call.restore_s * scale,
-                    retractions=call.retractions,
-                )
-            )
+        self._calls.pop(call_id).end_aborted(self.time_scale)
 
     # -- observation ----------------------------------------------------------------------------
     def snapshot(self) -> RuntimeSnapshot:
