@@ -27,7 +27,9 @@ import uvicorn
 from litestar import Litestar
 from pydantic import ValidationError
 
-from agentconsole.server.app import create_app
+from agentconsole.server.app import Extension, create_app
+from agentconsole.server.gateway.config import GatewayConfig
+from agentconsole.server.gateway.extension import GatewayExtension
 from agentconsole.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
@@ -97,11 +99,16 @@ def banner(settings: Settings) -> str:
     return "\n".join(lines)
 
 
+def extensions(settings: Settings) -> list[Extension]:
+    """The features mounted on the core API: the tool gateway (``/v1/tools*``)."""
+    return [GatewayExtension(GatewayConfig())]
+
+
 def run_serve(settings: Settings) -> None:
     """Serve until interrupted (or until the dashboard quits with ``tui``)."""
     logging.basicConfig(level=settings.server.log_level.upper(), stream=sys.stderr)
     click.echo(banner(settings), err=True)
-    app = create_app(settings.server_config())
+    app = create_app(settings.server_config(), extensions=extensions(settings))
     tenants, operators = settings.keys()
     on_started = None
     if settings.demo:
