@@ -67,6 +67,9 @@ class CallUsage:
     service_s: float  # GPU time attributed to this call
     queue_s: float = 0.0
     kv_restore_s: float = 0.0
+    #: time the call waited inside the runtime after ``start_node`` (a live runtime queues
+    #: internally; the simulator calls ``start_node`` at admission, so it passes 0)
+    runtime_queue_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -164,6 +167,33 @@ class ProgramController:
         program.finished_at = now
         self._emit(now, EventKind.PROGRAM_CANCELLED, program, data={"reason": reason})
         return running
+
+    def close_node(self, program_id: str, node_id: str, now: float, outcome: str) -> list[Node]:
+        """A running node will not finish (its client left, the runtime failed it): close its
+        attempt with ``outcome`` and cancel it and its pending descendants. Returns the nodes
+        that changed; the program itself keeps running."""
+        program = self.get(program_id)
+        node = program.nodes[node_id]
+        if node.state.terminal:
+            return []
+        if node.attempts and node.attempts[-1].finished_at is None:
+            node.attempts[-1].finished_at, node.attempts[-1].outcome = now, outcome
+        changed = dag.cancel_subtree(program, node_id, now)
+        for n in changed:
+            self._emit(now, EventKind.NODE_CANCELLED, program, n, data={"reason": outcome})
+        return changed
+
+    def forget(self, program_id: str) -> Program | None:
+        """Drop an ended program from memory (a long-running server keeps the store's copy).
+        Returns it, or None if unknown; raises ``ValueError`` if it is still running."""
+        program = self.programs.get(program_id)
+        if program is None:
+            return None
+        if not program.state.terminal:
+            raise ValueError(f"program {program_id!r} is still running")
+        del self.programs[program_id]
+        self._estimates.pop(program_id, None)
+        return program
 
     def boost(self, program_id: str, amount: float) -> None:
         """Operator boost: every later ticket of the program has its key lowered by
@@ -331,6 +361,8 @@ class ProgramController:
         node.output_tokens = usage.output_tokens
         node.service_s += usage.service_s
         node.kv_restore_s += usage.kv_restore_s
+        node.queue_s += usage.runtime_queue_s
+        program.wait_s += usage.runtime_queue_s
         program.attained_service_s += usage.service_s
         program.completed_calls += 1
         program.tokens_used += usage.prompt_tokens - usage.cached_tokens + usage.output_tokens

@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from agentconsole.scheduler import dag
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
 from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
 from agentconsole.scheduler.program import NodeState, Program
@@ -118,10 +117,8 @@ class CallAccounting:
         if call.closed and call.error is None:
             self._close_node(program, call.node_id, "aborted", now)
             return
-        # The controller counts queue time from readiness to start; the runtime knows the
-        # time the call then waited inside the engine, which belongs there too.
-        node.queue_s += result.queue_s
-        program.wait_s += result.queue_s
+        # The controller counts queue time from readiness to submission; the runtime knows
+        # the time the call then waited inside the engine, which belongs there too.
         usage = CallUsage(
             result.prompt_tokens,
             result.cached_tokens,
@@ -129,6 +126,7 @@ class CallAccounting:
             result.service_s,
             result.queue_s,
             result.restore_s,
+            runtime_queue_s=result.queue_s,
         )
         try:
             self.controller.finish_llm(call.program_id, call.node_id, now, usage)
@@ -140,23 +138,6 @@ class CallAccounting:
             self.on_quota(call.program_id, call.error)
 
     def _close_node(self, program: Program, node_id: str, outcome: str, now: float) -> None:
-        """End a running LLM node that will not finish (client gone, runtime failure): it and
-        its pending descendants are cancelled. The controller has no call for this, so the
-        attempt is closed here."""
-        node = program.nodes.get(node_id)
-        if node is None or node.state.terminal:
-            return
-        if node.attempts and node.attempts[-1].finished_at is None:
-            node.attempts[-1].finished_at, node.attempts[-1].outcome = now, outcome
-        for changed in dag.cancel_subtree(program, node_id, now):
-            self.sink.emit(
-                Event(
-                    now,
-                    EventKind.NODE_CANCELLED,
-                    program.program_id,
-                    changed.node_id,
-                    changed.attempt,
-                    program.tenant,
-                    {"reason": outcome},
-                )
-            )
+        """End a running LLM node that will not finish (client gone, runtime failure)."""
+        if node_id in program.nodes:
+            self.controller.close_node(program.program_id, node_id, now, outcome)

@@ -113,9 +113,10 @@ class ProgramService:
         return list(self._by_program.get(program_id, {}).values())
 
     def forget(self, program_id: str) -> None:
-        """Drop an ended program from memory (the store keeps it). The controller offers no
-        call for this; its per-program estimate lists stay behind (small)."""
-        self.controller.programs.pop(program_id, None)
+        """Drop an ended program from memory (the store keeps it)."""
+        program = self.controller.programs.get(program_id)
+        if program is not None and program.state.terminal:
+            self.controller.forget(program_id)
         self.ended_by.pop(program_id, None)
         self.toolwait.released(program_id)
 

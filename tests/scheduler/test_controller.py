@@ -159,3 +159,39 @@ def test_remaining_work_is_learned_and_errors_recorded() -> None:
     summary = c.prediction_log.summary()
     assert summary["remaining_calls"]["count"] == 40
     assert "output_tokens" in summary
+
+
+def test_close_node_cancels_its_subtree_and_keeps_the_program() -> None:
+    c, log = _controller()
+    c.open_program("p", "t", 0.0)
+    c.add_node("p", _llm("a"), 0.0)
+    c.start_node("p", "a", 0.0)
+    c.add_node("p", _llm("b", "a"), 0.0)
+    changed = c.close_node("p", "a", 1.0, "aborted")
+    assert {n.node_id for n in changed} == {"a", "b"}
+    program = c.get("p")
+    assert program.state is ProgramState.RUNNING
+    assert program.nodes["a"].attempts[-1].outcome == "aborted"
+    assert c.close_node("p", "a", 2.0, "aborted") == []
+    assert sum(e.kind is EventKind.NODE_CANCELLED for e in log) == 2
+
+
+def test_forget_only_ended_programs() -> None:
+    c, _ = _controller()
+    c.open_program("p", "t", 0.0)
+    with pytest.raises(ValueError, match="still running"):
+        c.forget("p")
+    c.finish_program("p", 1.0)
+    assert c.forget("p") is not None
+    assert "p" not in c.programs
+    assert c.forget("p") is None
+
+
+def test_runtime_queue_time_counts_as_wait() -> None:
+    c, _ = _controller()
+    c.open_program("p", "t", 0.0)
+    c.add_node("p", _llm("a"), 0.0)
+    c.start_node("p", "a", 0.0)
+    c.finish_llm("p", "a", 3.0, CallUsage(100, 0, 10, 0.5, runtime_queue_s=2.0))
+    assert c.get("p").wait_s == pytest.approx(2.0)
+    assert c.get("p").nodes["a"].queue_s == pytest.approx(2.0)
