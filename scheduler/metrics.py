@@ -28,7 +28,8 @@ wait/service ratio of any of its programs.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import defaultdict, deque
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,18 +38,18 @@ from agentconsole.scheduler.events import Event, EventKind
 SERVICE_FLOOR_S = 0.05  # service below this counts as this for wait/service ratios
 
 
-def percentile(values: list[float], q: float) -> float:
+def percentile(values: Iterable[float], q: float) -> float:
     """Linear-interpolated percentile (``q`` in 0..100); NaN for no data."""
-    if not values:
-        return math.nan
     xs = sorted(values)
+    if not xs:
+        return math.nan
     pos = (len(xs) - 1) * q / 100
     lo = math.floor(pos)
     hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def _mean(values: list[float]) -> float:
+def _mean(values: Collection[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
@@ -90,25 +91,31 @@ class TenantMetrics:
 class MetricsAggregator:
     """Folds events into program and tenant statistics; ``report()`` is cheap to call often."""
 
-    def __init__(self) -> None:
+    def __init__(self, window: int | None = None) -> None:
+        """``window``: keep only the latest this many samples per distribution (a live server
+        runs for weeks); None keeps everything (a bench run)."""
+
+        def samples() -> deque[float]:
+            return deque(maxlen=window)
+
         self._live: dict[str, _Program] = {}
         self._tenant_of: dict[str, str] = {}
-        self.e2e: list[float] = []
-        self.ideal: list[float] = []
-        self.ttfp: list[float] = []
-        self.ttft: list[float] = []
-        self.tbt: list[float] = []
-        self.tool_wait: list[float] = []
-        self.cp_idle: dict[str, list[float]] = {"queue": [], "kv": [], "tool": []}
+        self.e2e: deque[float] = samples()
+        self.ideal: deque[float] = samples()
+        self.ttfp: deque[float] = samples()
+        self.ttft: deque[float] = samples()
+        self.tbt: deque[float] = samples()
+        self.tool_wait: deque[float] = samples()
+        self.cp_idle: dict[str, deque[float]] = {k: samples() for k in ("queue", "kv", "tool")}
         self.counts: dict[str, float] = defaultdict(float)
-        self._tenant_slowdowns: dict[str, list[float]] = defaultdict(list)
-        self._tenant_e2e: dict[str, list[float]] = defaultdict(list)
+        self._tenant_slowdowns: dict[str, deque[float]] = defaultdict(samples)
+        self._tenant_e2e: dict[str, deque[float]] = defaultdict(samples)
         self._tenant_starvation: dict[str, float] = defaultdict(float)
         self._tenant_programs: dict[str, int] = defaultdict(int)
         self._tenant_max_wait: dict[str, float] = defaultdict(float)
         self._tenant_tokens: dict[str, int] = defaultdict(int)
-        self._hbm: list[float] = []
-        self._dram: list[float] = []
+        self._hbm: deque[float] = samples()
+        self._dram: deque[float] = samples()
         # engine name -> (busy_s, hbm_bytes, dram_bytes) as last reported
         self._engines: dict[str, tuple[float, float, float]] = {}
         self.first_t = math.inf
@@ -253,14 +260,14 @@ class MetricsAggregator:
     def tenants(self) -> dict[str, TenantMetrics]:
         out = {}
         for tenant, n in sorted(self._tenant_programs.items()):
-            slowdowns = self._tenant_slowdowns.get(tenant, [])
+            slowdowns: Collection[float] = self._tenant_slowdowns.get(tenant, ())
             out[tenant] = TenantMetrics(
                 programs=n,
                 finished=len(slowdowns),
                 slowdown=_mean(slowdowns),
                 starvation=self._tenant_starvation.get(tenant, math.nan),
                 max_queue_wait_s=self._tenant_max_wait.get(tenant, 0.0),
-                e2e_p95_s=percentile(self._tenant_e2e.get(tenant, []), 95),
+                e2e_p95_s=percentile(self._tenant_e2e.get(tenant, ()), 95),
                 tokens=self._tenant_tokens.get(tenant, 0),
             )
         return out

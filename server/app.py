@@ -98,7 +98,7 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         kv_policy=config.kv_policy,
         ready_timeout_s=config.ready_timeout_s,
     )
-    metrics = MetricsAggregator()
+    metrics = MetricsAggregator(window=10_000)  # bounded: serve runs for weeks
     projector = StoreProjector(service.controller, store.writer)
 
     def gauges() -> dict[str, float]:
