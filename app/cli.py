@@ -202,3 +202,25 @@ def replay(
         limit=limit,
         model=model,
     )
+
+
+@main.command()
+@click.option(
+    "--url",
+    envvar="AGENTCONSOLE_URL",
+    default="http://127.0.0.1:8000",
+    show_default=True,
+    help="Server URL [env AGENTCONSOLE_URL].",
+)
+@click.option(
+    "--key",
+    envvar="AGENTCONSOLE_KEY",
+    default="sk-operator",
+    show_default=True,
+    help="API key; operator actions need an operator key [env AGENTCONSOLE_KEY].",
+)
+def dashboard(url: str, key: str) -> None:
+    """The terminal dashboard: a client of a running server's HTTP API and live feed."""
+    from agentconsole.ui.tui.app import run_dashboard
+
+    run_dashboard(url, key)

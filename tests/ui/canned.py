@@ -1,0 +1,77 @@
+"""An in-memory :class:`ConsoleApi` over a :class:`StubWorld`, for deterministic snapshots.
+
+Goes through the same JSON projections and model parsers as the HTTP client, without a
+socket or a clock. Its feed delivers the world's recorded events once, then stays quiet
+(but connected) until stopped.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from agentconsole.ui.client.feed import EventBatch, FeedItem, FeedStatus, OverviewTick
+from agentconsole.ui.client.http import ActionResult, ApiError
+from agentconsole.ui.client.models import (
+    AuditEntry,
+    FeedEvent,
+    KVState,
+    Overview,
+    ProgramDetail,
+    ProgramPage,
+    ProgramSummary,
+    TenantRow,
+)
+from tests.ui.stub_world import StubWorld
+
+
+class CannedClient:
+    """A :class:`ConsoleApi` answering from ``world`` in-process."""
+
+    def __init__(self, world: StubWorld) -> None:
+        self.world = world
+        self.calls: list[str] = []
+
+    def overview(self) -> Overview:
+        return Overview.parse(self.world.overview_json())
+
+    def programs(self, state: str | None = None, limit: int = 2000) -> ProgramPage:
+        body = self.world.list_json(state, None, limit, 0)
+        rows = tuple(ProgramSummary.parse(p) for p in body["programs"])
+        return ProgramPage(rows, int(body["total"]))
+
+    def program(self, program_id: str) -> ProgramDetail:
+        body = self.world.program_json(program_id)
+        if body is None:
+            raise ApiError(404, "not_found", f"no program {program_id}")
+        return ProgramDetail.parse(body)
+
+    def tenants(self) -> list[TenantRow]:
+        return [TenantRow.parse(t) for t in self.world.tenants_json()["tenants"]]
+
+    def kv(self) -> KVState:
+        return KVState.parse(self.world.kv_json())
+
+    def audit(self, limit: int = 100) -> list[AuditEntry]:
+        return [AuditEntry.parse(a) for a in self.world.audit_json(limit)["actions"]]
+
+    def act(self, action: str, program_id: str, amount: float | None = None) -> ActionResult:
+        self.calls.append(f"{action} {program_id}")
+        status, body = self.world.act(
+            action, program_id, {} if amount is None else {"amount": amount}
+        )
+        if status >= 400:
+            raise ApiError(status, body["error"]["type"], body["error"]["message"])
+        return ActionResult(action, program_id, body)
+
+    def drain(self, enabled: bool) -> Mapping[str, Any]:
+        self.world.draining = enabled
+        return {"draining": enabled}
+
+    def feed(self, stop: threading.Event) -> Iterator[FeedItem]:
+        yield FeedStatus(True, "live")
+        events = tuple(FeedEvent.parse(e) for e in self.world.events)
+        yield EventBatch(self.world.seq, events)
+        yield OverviewTick(self.overview())
+        stop.wait()

@@ -1,0 +1,350 @@
+"""The stub server's state: canned programs, their JSON projections, actions and a live tick.
+
+Every method returns exactly the JSON shapes of ``docs/API.md``. A :class:`StubWorld` is
+deterministic for a given seed: :meth:`tick` advances a virtual clock and the same
+``random.Random``, so two worlds built and ticked alike are equal. Thread-safe (one lock).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import deque
+from typing import Any
+
+from tests.ui.stub_gen import (
+    BASE_T,
+    TENANTS,
+    StubProgram,
+    critical_path,
+    grow,
+    history,
+    make_program,
+)
+
+CAPACITY = {"hbm": 1_200_000, "dram": 8_000_000, "disk": 64_000_000}
+BYTES_PER_TOKEN = 131_072  # Llama-3.1-8B, bf16: 2 x 32 layers x 8 KV heads x 128 x 2 bytes
+BIG_PROGRAM = "prog-0001"
+
+
+class StubWorld:
+    """Programs, events and audit rows behind the stub server."""
+
+    def __init__(
+        self, programs: int = 40, *, seed: int = 7, big_nodes: int = 240, all_running: bool = False
+    ) -> None:
+        self._lock = threading.RLock()
+        self.rng = random.Random(seed)
+        self.now = BASE_T + 60.0
+        self.programs: dict[str, StubProgram] = {}
+        self.events: deque[dict[str, Any]] = deque(maxlen=20_000)
+        self.seq = 0
+        self.audit: list[dict[str, Any]] = []
+        self.migrations = 37
+        self.recomputes = 12
+        self.draining = False
+        # programs the live tick leaves alone (tests act on them; the big one stays big)
+        self.pinned: set[str] = {BIG_PROGRAM}
+        past: list[tuple[float, str, StubProgram, str, dict[str, Any]]] = []
+        for index in range(programs):
+            size = big_nodes if index == 1 else None
+            forced = "running" if size or all_running else None
+            prog = make_program(self.rng, index, size=size, state=forced)
+            self.programs[prog.program_id] = prog
+            past.extend(history(prog))
+        past.sort(key=lambda item: item[0])
+        for t, kind, prog, node_id, data in past:
+            self._emit(kind, prog, node_id, data, t=t)
+        self._record("system", "set_policy", "scheduler", {"policy": "cp-cache"}, "ok")
+
+    # -- events and audit ------------------------------------------------------------
+    def _emit(
+        self,
+        kind: str,
+        prog: StubProgram,
+        node_id: str,
+        data: dict[str, Any],
+        *,
+        t: float | None = None,
+    ) -> None:
+        self.seq += 1
+        self.events.append(
+            {
+                "seq": self.seq,
+                "t": round(self.now if t is None else t, 3),
+                "kind": kind,
+                "program_id": prog.program_id,
+                "node_id": node_id,
+                "attempt": 1,
+                "tenant": prog.tenant,
+                "data": data,
+            }
+        )
+
+    def _record(self, actor: str, action: str, target: str, args: Any, result: Any) -> None:
+        self.audit.append(
+            {
+                "ts": round(self.now, 3),
+                "actor": actor,
+                "action": action,
+                "target": target,
+                "args": args,
+                "result": result,
+            }
+        )
+
+    def events_after(self, since: int | None, limit: int = 500) -> tuple[int, list[Any]]:
+        """Events with ``seq > since`` (the last ``limit`` when ``since`` is None)."""
+        with self._lock:
+            if since is None:
+                return self.seq, []
+            out = [e for e in self.events if e["seq"] > since][:limit]
+            return (out[-1]["seq"] if out else since), out
+
+    # -- projections -----------------------------------------------------------------
+    def summary(self, prog: StubProgram) -> dict[str, Any]:
+        """The API's ``ProgramSummary``."""
+        done = sum(1 for n in prog.nodes if n.state == "done")
+        service = sum(n.seconds("prefill", "decode") for n in prog.nodes)
+        path = set(critical_path(prog))
+        idle = sum(n.seconds("queue", "kv") for n in prog.nodes if n.node_id in path)
+        end = prog.finished_at or self.now
+        slack = None
+        if prog.deadline is not None and prog.state == "running":
+            slack = round(prog.deadline - end - (prog.planned - done) * 1.5, 3)
+        tokens = sum(n.prompt_tokens - n.cached_tokens + n.output_tokens for n in prog.nodes)
+        return {
+            "program_id": prog.program_id,
+            "tenant": prog.tenant,
+            "state": prog.state,
+            "created_at": prog.created_at,
+            "finished_at": prog.finished_at,
+            "deadline": prog.deadline,
+            "labels": {"workload": prog.workload},
+            "nodes_done": done,
+            "nodes_known": len(prog.nodes),
+            "attained_service_s": round(service, 3),
+            "priority_key": [0 if prog.boost else 1, round(service - prog.boost, 3)],
+            "critical_path_idle_s": round(idle, 3),
+            "deadline_slack_s": slack,
+            "tokens_used": tokens,
+            "tool_calls": sum(1 for n in prog.nodes if n.kind == "tool"),
+            "branches": 1,
+        }
+
+    def program_json(self, program_id: str) -> dict[str, Any] | None:
+        """The API's ``Program`` or None if unknown."""
+        with self._lock:
+            prog = self.programs.get(program_id)
+            if prog is None:
+                return None
+            body = self.summary(prog)
+            edges = [[p, n.node_id] for n in prog.nodes for p in n.parents]
+            body.update(
+                quotas={"wall_time_s": 600, "tokens": 2_000_000, "tool_calls": 200, "branches": 4},
+                nodes=[n.to_json() for n in prog.nodes],
+                edges=edges,
+                critical_path=critical_path(prog),
+                kv=self._placement(prog, full=True),
+            )
+            return body
+
+    def list_json(self, state: str | None, tenant: str | None, limit: int, offset: int) -> Any:
+        """``GET /v1/programs``."""
+        with self._lock:
+            rows = [
+                p
+                for p in self.programs.values()
+                if (state is None or p.state == state) and (tenant is None or p.tenant == tenant)
+            ]
+            page = rows[offset : offset + limit]
+            return {"programs": [self.summary(p) for p in page], "total": len(rows)}
+
+    def _placement(self, prog: StubProgram, *, full: bool = False) -> dict[str, int]:
+        tiers = {"hbm": 0, "dram": 0, "disk": 0}
+        for node in prog.nodes:
+            if node.kv_tier and prog.state == "running":
+                tiers[node.kv_tier] += node.prompt_tokens // 4
+        if full:
+            return {f"{tier}_tokens": tokens for tier, tokens in tiers.items()}
+        return {tier: tokens for tier, tokens in tiers.items() if tokens}
+
+    def tiers_json(self) -> dict[str, Any]:
+        """Occupancy per tier."""
+        used = {"hbm": 0, "dram": 0, "disk": 0}
+        for prog in self.programs.values():
+            for tier, tokens in self._placement(prog).items():
+                used[tier] += tokens
+        return {
+            tier: {
+                "used_tokens": min(used[tier], CAPACITY[tier]),
+                "capacity_tokens": CAPACITY[tier],
+                "used_bytes": min(used[tier], CAPACITY[tier]) * BYTES_PER_TOKEN,
+            }
+            for tier in CAPACITY
+        }
+
+    def overview_json(self) -> dict[str, Any]:
+        """``GET /v1/overview``."""
+        with self._lock:
+            counts = {"running": 0, "finished": 0, "failed": 0, "cancelled": 0}
+            durations = []
+            for prog in self.programs.values():
+                counts[prog.state] = counts.get(prog.state, 0) + 1
+                if prog.finished_at is not None:
+                    durations.append(prog.finished_at - prog.created_at)
+            durations.sort()
+            elapsed = max(1.0, self.now - BASE_T)
+
+            def pct(q: float) -> float | None:
+                return round(durations[int(q * (len(durations) - 1))], 3) if durations else None
+
+            running = [p for p in self.programs.values() if p.state == "running"]
+            return {
+                "policy": "cp-cache",
+                "kv_policy": "adaptive",
+                "runtime": "sim:H200-141GB/llama-3.1-8b",
+                "draining": self.draining,
+                "programs": counts,
+                "throughput_programs_per_s": round(
+                    (counts["finished"] + counts["failed"]) / elapsed, 3
+                ),
+                "goodput_programs_per_s": round(counts["finished"] / elapsed, 3),
+                "e2e_p50_s": pct(0.5),
+                "e2e_p95_s": pct(0.95),
+                "e2e_p99_s": pct(0.99),
+                "queue_depth": sum(1 for p in running for n in p.nodes if n.state == "ready"),
+                "running_calls": sum(
+                    1 for p in running for n in p.nodes if n.state == "running" and n.kind == "llm"
+                ),
+                "kv": self.tiers_json(),
+                "prefix_hit_tokens": sum(
+                    n.cached_tokens for p in self.programs.values() for n in p.nodes
+                ),
+                "ghost_tokens": 0,
+            }
+
+    def tenants_json(self) -> dict[str, Any]:
+        """``GET /v1/tenants``."""
+        with self._lock:
+            rows = []
+            for index, tenant in enumerate(TENANTS):
+                progs = [p for p in self.programs.values() if p.tenant == tenant]
+                tokens = sum(self.summary(p)["tokens_used"] for p in progs)
+                waits = [n.seconds("queue") for p in progs for n in p.nodes]
+                rows.append(
+                    {
+                        "tenant": tenant,
+                        "programs": len(progs),
+                        "running": sum(1 for p in progs if p.state == "running"),
+                        "slowdown": round(1.2 + 0.45 * index, 2),
+                        "starvation": round(0.05 + 0.11 * index, 3),
+                        "max_queue_wait_s": round(max(waits, default=0.0), 3),
+                        "tokens_used": tokens,
+                        "quota_use": {
+                            "tokens": round(min(1.0, tokens / 5e7), 3),
+                            "tool_calls": 0.1 * (index + 1),
+                        },
+                    }
+                )
+            return {"tenants": rows}
+
+    def kv_json(self) -> dict[str, Any]:
+        """``GET /v1/kv``."""
+        with self._lock:
+            retained = []
+            placement = {}
+            for prog in self.programs.values():
+                spots = self._placement(prog)
+                if spots:
+                    placement[prog.program_id] = spots
+                last = prog.nodes[-1] if prog.nodes else None
+                if prog.state == "running" and last is not None and last.kind == "tool":
+                    tier, tokens = max(spots.items(), key=lambda kv: kv[1], default=("hbm", 0))
+                    retained.append(
+                        {
+                            "program_id": prog.program_id,
+                            "tenant": prog.tenant,
+                            "tokens": tokens,
+                            "tier": tier,
+                            "until": round(last.end() + 2.0, 3),
+                        }
+                    )
+            return {
+                "tiers": self.tiers_json(),
+                "retained": retained,
+                "migrations": self.migrations,
+                "recomputes": self.recomputes,
+                "placement": placement,
+            }
+
+    def audit_json(self, limit: int) -> dict[str, Any]:
+        """``GET /v1/operator/audit``, newest first."""
+        with self._lock:
+            return {"actions": list(reversed(self.audit))[:limit]}
+
+    # -- actions -----------------------------------------------------------------------
+    def act(self, action: str, program_id: str, args: dict[str, Any]) -> tuple[int, Any]:
+        """Apply an operator action; returns (HTTP status, body)."""
+        with self._lock:
+            prog = self.programs.get(program_id)
+            if prog is None:
+                return 404, {"error": {"type": "not_found", "message": f"no program {program_id}"}}
+            if prog.state != "running":
+                message = f"program {program_id} is {prog.state}"
+                return 409, {"error": {"type": "conflict", "message": message}}
+            active = [n for n in prog.nodes if n.state in ("running", "ready")]
+            if action == "cancel":
+                prog.state = "cancelled"
+                prog.finished_at = self.now
+                for node in active:
+                    node.state = "cancelled"
+                    node.kv_tier = None
+                self._emit("program.cancelled", prog, "", {"by": "operator"})
+                result: dict[str, Any] = {
+                    "program_id": program_id,
+                    "state": "cancelled",
+                    "aborted_calls": [n.node_id for n in active if n.kind == "llm"],
+                    "interrupted_tools": [n.node_id for n in active if n.kind == "tool"],
+                    "flagged_tools": [],
+                }
+            elif action == "preempt":
+                calls = [n for n in active if n.kind == "llm" and n.state == "running"]
+                for node in calls:
+                    node.state = "ready"
+                    self._emit("call.preempted", prog, node.node_id, {"by": "operator"})
+                result = {"program_id": program_id, "preempted_calls": [n.node_id for n in calls]}
+            else:
+                prog.boost += float(args.get("amount", 1.0))
+                result = {"program_id": program_id, "boost": prog.boost}
+            self._record("operator", action, program_id, args, "ok")
+            return 200, result
+
+    # -- live ------------------------------------------------------------------------
+    def tick(self, dt: float = 0.1, steps: int = 5) -> None:
+        """Advance the clock by ``dt`` and move ``steps`` running programs one step on."""
+        with self._lock:
+            self.now += dt
+            running = [
+                p
+                for p in self.programs.values()
+                if p.state == "running" and p.program_id not in self.pinned
+            ]
+            for prog in self.rng.sample(running, min(steps, len(running))):
+                for node in prog.nodes:
+                    if node.state in ("running", "ready"):
+                        node.state = "done"
+                        kind = "call.finished" if node.kind == "llm" else "tool.finished"
+                        self._emit(kind, prog, node.node_id, {"tokens": node.output_tokens})
+                if len(prog.nodes) >= prog.planned:
+                    prog.state = "finished"
+                    prog.finished_at = self.now
+                    self._emit("program.finished", prog, "", {"ok": True})
+                    replacement = make_program(self.rng, len(self.programs), state="running")
+                    self.programs[replacement.program_id] = replacement
+                    self._emit("program.created", replacement, "", {})
+                    continue
+                grow(self.rng, prog, finish=False)
+                node = prog.nodes[-1]
+                kind = "call.scheduled" if node.kind == "llm" else "tool.started"
+                self._emit(kind, prog, node.node_id, {"tool": node.tool or ""})

@@ -1,0 +1,249 @@
+"""The browser console in Debian's headless Chromium, driven by Playwright.
+
+Every request the page makes is recorded (and anything not on the server's loopback origin is
+blocked and fails the test). A screenshot of each view is saved under the screenshot folder
+printed at the end of the run (``build/ui-screenshots`` unless ``AGENTCONSOLE_SCREENSHOTS``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, Route, sync_playwright
+
+from tests.ui.browser_target import ConsoleTarget, console_target
+from tests.ui.chromium import ARGS, CHROMIUM
+from tests.ui.stub_server import RunningStub, serve_stub
+from tests.ui.stub_world import BIG_PROGRAM
+
+pytestmark = pytest.mark.browser
+VIEWS = ("overview", "programs", "tenants", "kv", "audit", "events")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    assert CHROMIUM.exists(), "Debian's chromium is missing: run scripts/setup.sh --test"
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleTarget]:
+    with console_target(tmp_path_factory.mktemp("web")) as server:
+        yield server
+
+
+class Session:
+    """A page plus everything it asked for and complained about."""
+
+    def __init__(self, page: Page, origin: str) -> None:
+        self.page = page
+        self.origin = origin
+        self.requests: list[str] = []
+        self.blocked: list[str] = []
+        self.errors: list[str] = []
+
+    def route(self, route: Route) -> None:
+        url = route.request.url
+        self.requests.append(url)
+        if url.startswith((self.origin + "/", "data:", "blob:")) or url == self.origin:
+            route.continue_()
+        else:
+            self.blocked.append(url)
+            route.abort()
+
+    def eval(self, script: str) -> object:
+        return self.page.evaluate(script)
+
+    def wait(self, script: str, timeout_s: float = 20.0) -> None:
+        """Poll ``script`` until truthy (not ``wait_for_function``: the page's CSP forbids
+        the eval it relies on, while ``evaluate`` goes through the debugger protocol)."""
+        deadline = time.monotonic() + timeout_s
+        while not self.page.evaluate(f"() => !!({script})"):
+            assert time.monotonic() < deadline, f"not true within {timeout_s}s: {script}"
+            self.page.wait_for_timeout(100)
+
+    def check_clean(self) -> None:
+        assert self.blocked == [], f"requests left the machine: {self.blocked}"
+        assert all(u.startswith((self.origin, "data:", "blob:")) for u in self.requests)
+        assert self.errors == [], self.errors
+
+
+def _open(browser: Browser, url: str) -> Iterator[Session]:
+    context = browser.new_context(viewport={"width": 1400, "height": 950}, service_workers="block")
+    page = context.new_page()
+    session = Session(page, url)
+    context.route("**/*", session.route)
+    page.on("console", lambda m: session.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: session.errors.append(f"page error: {e}"))
+    yield session
+    context.close()
+
+
+@pytest.fixture
+def session(browser: Browser, target: ConsoleTarget) -> Iterator[Session]:
+    yield from _open(browser, target.url)
+
+
+def _shot(session: Session, directory: Path, name: str) -> None:
+    session.page.screenshot(path=str(directory / f"{name}.png"), full_page=False)
+
+
+def test_views_load_offline_render_charts_and_are_screenshotted(
+    session: Session, target: ConsoleTarget, screenshot_dir: Path
+) -> None:
+    page = session.page
+    page.goto(target.url + "/")
+    session.wait("window.AC && AC.state.live && AC.state.overview !== null")
+    session.wait("document.getElementById('chart-rates').data?.length === 2")
+    session.wait("document.querySelector('#chart-kv .main-svg') !== null")
+    for view in VIEWS:
+        page.click(f"#tabs a[data-view={view}]")
+        ready: dict[str, str] = {
+            "overview": "document.querySelectorAll('#cards .card').length >= 10",
+            "programs": "document.querySelectorAll('#programs tbody tr').length > 0",
+            "tenants": "document.getElementById('chart-tenants').data?.length === 2",
+            "kv": "document.getElementById('chart-tiers').data?.length === 1",
+            "audit": "AC.state.audit !== null",
+            "events": "document.querySelectorAll('#tail div').length > 0",
+        }
+        session.wait(ready[view])
+        page.wait_for_timeout(300)
+        _shot(session, screenshot_dir, f"{target.kind}-{view}")
+    first = page.locator("#programs tbody tr").first
+    page.click("#tabs a[data-view=programs]")
+    first.click()
+    session.wait("AC.state.view === 'program' && AC.state.detail !== null")
+    session.wait(
+        "document.querySelectorAll('#dag svg g.node').length === AC.state.detail.nodes.length"
+    )
+    session.wait("document.getElementById('chart-timeline').data?.length === 5")
+    _shot(session, screenshot_dir, f"{target.kind}-program")
+    session.check_clean()
+
+
+def _program_state(target: ConsoleTarget, program_id: str) -> object:
+    return target.get(f"/v1/programs/{program_id}")["state"]
+
+
+def _until(check: Callable[[], bool], timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.1)
+
+
+def test_cancel_from_the_page_cancels_the_program(session: Session, target: ConsoleTarget) -> None:
+    kept, doomed = target.new_running_program(), target.new_running_program()
+    page = session.page
+    page.goto(target.url + "/#/programs")
+    session.wait("AC.state.live")
+    for program_id, answer in ((kept, "Keep"), (doomed, "Cancel program")):
+        page.fill("#filter", program_id)
+        row = page.locator(f'#programs tbody tr[data-id="{program_id}"]')
+        row.wait_for()
+        row.locator("button[data-action=cancel]").click()
+        assert page.locator("#confirm").is_visible()
+        assert program_id in (page.text_content("#confirm-text") or "")
+        page.get_by_role("button", name=answer, exact=True).click()
+    page.locator(".toast", has_text=f"cancelled {doomed}").wait_for()
+    _until(lambda: _program_state(target, doomed) == "cancelled")
+    assert _program_state(target, kept) == "running"
+    actions = target.get("/v1/operator/audit?limit=50")["actions"]
+    assert isinstance(actions, list)
+    assert ("cancel", doomed) in [(a["action"], a["target"]) for a in actions]
+    assert ("cancel", kept) not in [(a["action"], a["target"]) for a in actions]
+    session.check_clean()
+
+
+def test_preempt_and_boost_buttons_reach_the_operator_api(
+    session: Session, target: ConsoleTarget
+) -> None:
+    program_id = target.new_running_program()
+    page = session.page
+    page.goto(f"{target.url}/#/program/{program_id}")
+    session.wait("AC.state.detail !== null")
+    page.click("#view-program button[data-action=preempt]")
+    page.click("#view-program button[data-action=boost]")
+    expected = {("preempt", program_id), ("boost", program_id)}
+
+    def audited() -> bool:
+        actions = target.get("/v1/operator/audit?limit=50")["actions"]
+        assert isinstance(actions, list)
+        return expected <= {(a["action"], a["target"]) for a in actions}
+
+    _until(audited)
+    session.check_clean()
+
+
+def test_a_refused_key_is_asked_for_and_kept_out_of_the_url(
+    session: Session, target: ConsoleTarget
+) -> None:
+    page = session.page
+    page.goto(target.url + "/#key=sk-wrong")
+    page.locator("#banner", has_text="refused").wait_for()
+    assert "sk-wrong" not in page.url
+    assert session.eval("sessionStorage.getItem('agentconsole-key')") == "sk-wrong"
+    page.fill("#key", target.key)
+    page.click("#keyform button[type=submit]")
+    session.wait("AC.state.live && AC.state.key === " + repr(target.key))
+    assert page.locator("#banner").is_hidden()
+    session.errors.clear()  # the refused requests were logged as resource errors, as they should
+    session.check_clean()
+
+
+@pytest.fixture(scope="module")
+def big_stub() -> Iterator[RunningStub]:
+    with serve_stub(live=True) as stub:
+        yield stub
+
+
+def test_a_dag_of_hundreds_of_nodes_is_drawn_without_overlaps(
+    browser: Browser, big_stub: RunningStub, screenshot_dir: Path
+) -> None:
+    for session in _open(browser, big_stub.url):
+        session.page.goto(f"{big_stub.url}/#/program/{BIG_PROGRAM}")
+        session.wait("AC.state.detail !== null && AC.state.detail.nodes.length >= 200")
+        session.wait(
+            "document.querySelectorAll('#dag svg g.node').length === AC.state.detail.nodes.length"
+        )
+        overlaps = session.eval(
+            """() => {
+              const boxes = [...document.querySelectorAll('#dag svg g.node rect')]
+                .map((r) => r.getBoundingClientRect());
+              let bad = 0;
+              for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+                const a = boxes[i], b = boxes[j];
+                const apart = a.right <= b.left || b.right <= a.left
+                  || a.bottom <= b.top || b.bottom <= a.top;
+                if (!apart) bad++;
+              }
+              return bad;
+            }"""
+        )
+        assert overlaps == 0
+        marked = int(str(session.eval("document.querySelectorAll('#dag svg g.node.cp').length")))
+        assert marked == session.eval("AC.state.detail.critical_path.length")
+        assert (
+            session.eval("document.querySelectorAll('#dag svg path.edge.cp').length") == marked - 1
+        )
+        session.page.click("#dag g.node[data-node=n7]")
+        assert session.page.locator("#nodes tr.picked").get_attribute("data-node") == "n7"
+        _shot(session, screenshot_dir, "stub-big-program")
+        session.check_clean()
+
+
+def test_live_feed_updates_the_page(browser: Browser, big_stub: RunningStub) -> None:
+    for session in _open(browser, big_stub.url):
+        session.page.goto(big_stub.url + "/#/events")
+        session.wait("AC.state.live && AC.state.eventsSeen > 0")
+        seen = session.eval("AC.state.eventsSeen")
+        points = session.eval("AC.state.history.length")
+        session.wait(f"AC.state.eventsSeen > {seen} && AC.state.history.length > {points}")
+        session.wait("document.querySelectorAll('#tail div').length > 0")
+        session.check_clean()

@@ -1,0 +1,138 @@
+"""The HTTP client and the feed reader, against the stub server and scripted transports."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import httpx
+import pytest
+
+from agentconsole.ui.client.feed import EventBatch, FeedStatus, OverviewTick, read_feed
+from agentconsole.ui.client.http import ApiError, HttpConsoleClient
+from tests.ui.stub_server import RunningStub
+
+
+def test_reads_every_view(stub: RunningStub) -> None:
+    client = HttpConsoleClient(stub.url, stub.key)
+    try:
+        assert client.overview().policy == "cp-cache"
+        page = client.programs()
+        assert page.total == 40
+        assert len(page.programs) == 40
+        running = client.programs("running")
+        assert running.programs
+        assert all(p.state == "running" for p in running.programs)
+        assert client.program(running.programs[0].program_id).nodes
+        assert [t.tenant for t in client.tenants()] == ["tenant-a", "tenant-b", "tenant-c"]
+        assert client.kv().tiers
+        assert client.audit()[0].action == "set_policy"
+    finally:
+        client.close()
+
+
+def test_paging_collects_past_one_page(stub: RunningStub) -> None:
+    client = HttpConsoleClient(stub.url, stub.key)
+    try:
+        page = client.programs(limit=7)
+        assert len(page.programs) == 7
+        assert page.hidden == 33
+    finally:
+        client.close()
+
+
+def test_errors_carry_status_and_server_message(stub: RunningStub) -> None:
+    bad = HttpConsoleClient(stub.url, "sk-wrong")
+    good = HttpConsoleClient(stub.url, stub.key)
+    try:
+        with pytest.raises(ApiError) as refused:
+            bad.overview()
+        assert refused.value.status == 401
+        with pytest.raises(ApiError) as missing:
+            good.program("nope")
+        assert missing.value.status == 404
+        assert "nope" in missing.value.message
+        finished = next(p for p in good.programs().programs if p.state == "finished")
+        with pytest.raises(ApiError) as conflict:
+            good.act("cancel", finished.program_id)
+        assert conflict.value.status == 409
+    finally:
+        bad.close()
+        good.close()
+
+
+def test_unreachable_server_is_an_api_error() -> None:
+    client = HttpConsoleClient("http://127.0.0.1:9", "k", timeout_s=1)
+    with pytest.raises(ApiError) as error:
+        client.overview()
+    assert error.value.status == 0
+
+
+def test_actions_change_the_server(stub: RunningStub) -> None:
+    client = HttpConsoleClient(stub.url, stub.key)
+    try:
+        target = client.programs("running").programs[3].program_id
+        assert client.act("boost", target, amount=2.0).body["boost"] == 2.0
+        result = client.act("cancel", target)
+        assert result.body["state"] == "cancelled"
+        assert client.program(target).summary.state == "cancelled"
+        assert [a.action for a in client.audit()[:2]] == ["cancel", "boost"]
+        with pytest.raises(ValueError, match="unknown operator action"):
+            client.act("delete", target)
+    finally:
+        client.close()
+
+
+def test_live_feed_from_the_stub(stub: RunningStub) -> None:
+    client = HttpConsoleClient(stub.url, stub.key)
+    stop = threading.Event()
+    timer = threading.Timer(15, stop.set)  # bounds the test if the event never comes
+    timer.start()
+    target = client.programs("running").programs[0].program_id
+    seen: list[object] = []
+    for item in client.feed(stop):
+        seen.append(item)
+        if isinstance(item, FeedStatus) and item.connected:
+            client.act("cancel", target)
+        if isinstance(item, EventBatch) and any(
+            e.kind == "program.cancelled" and e.program_id == target for e in item.events
+        ):
+            stop.set()
+    timer.cancel()
+    client.close()
+    cancelled = [
+        e for i in seen if isinstance(i, EventBatch) for e in i.events if e.program_id == target
+    ]
+    assert [e.kind for e in cancelled] == ["program.cancelled"]
+
+
+def _sse(*messages: tuple[str, object]) -> bytes:
+    return "".join(f"event: {e}\ndata: {json.dumps(d)}\n\n" for e, d in messages).encode()
+
+
+def test_reader_reconnects_and_resumes_after_the_last_seq() -> None:
+    requests: list[str] = []
+    stop = threading.Event()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(str(request.url.params.get("since")))
+        if len(requests) == 1:
+            events = [{"seq": 1, "kind": "a"}, {"seq": 2, "kind": "b"}]
+            return httpx.Response(200, content=_sse(("batch", {"seq": 2, "events": events})))
+        if len(requests) == 2:
+            return httpx.Response(503, content=b"")
+        events = [{"seq": 2, "kind": "b"}, {"seq": 3, "kind": "c"}]
+        body = _sse(("batch", {"seq": 3, "events": events}), ("overview", {"policy": "fcfs"}))
+        return httpx.Response(200, content=body)
+
+    client = httpx.Client(transport=httpx.MockTransport(handler), base_url="http://test")
+    items = []
+    for item in read_feed(client, stop, min_delay_s=0.001, max_delay_s=0.002):
+        items.append(item)
+        if isinstance(item, OverviewTick):
+            stop.set()
+    batches = [i for i in items if isinstance(i, EventBatch)]
+    assert [e.kind for b in batches for e in b.events] == ["a", "b", "c"]  # no duplicate "b"
+    assert requests[:3] == ["None", "2", "2"]
+    statuses = [i for i in items if isinstance(i, FeedStatus)]
+    assert any(not s.connected and "503" in s.detail for s in statuses)

@@ -1,0 +1,150 @@
+"""Drive the terminal dashboard like an operator, against the real ``serve --runtime sim --demo``.
+
+Every effect is checked through the API, not through the dashboard's own state.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from agentconsole.ui.client.http import HttpConsoleClient
+from agentconsole.ui.tui.app import DashboardApp
+from agentconsole.ui.tui.views.detail import ProgramScreen
+from agentconsole.ui.tui.views.dialogs import ConfirmScreen, HelpScreen
+from agentconsole.ui.tui.views.programs import ProgramsView
+from tests.ui.real_server import RealServer
+from tests.ui.waiting import until
+
+pytestmark = [pytest.mark.tui, pytest.mark.anyio]
+
+
+def _audit(server: RealServer) -> list[tuple[str, str]]:
+    actions = server.get("/v1/operator/audit?limit=200")["actions"]
+    assert isinstance(actions, list)
+    return [(a["action"], a["target"]) for a in actions]
+
+
+def _confirming(app: DashboardApp) -> bool:
+    """Whether the cancel confirmation is on top (a function, so mypy does not narrow)."""
+    return isinstance(app.screen, ConfirmScreen)
+
+
+def _state(server: RealServer, program_id: str) -> object:
+    return server.get(f"/v1/programs/{program_id}")["state"]
+
+
+async def test_navigate_preempt_and_cancel_with_confirmation(real: RealServer) -> None:
+    target = f"ui-pilot-{uuid.uuid4().hex[:8]}"
+    real.open_program(target)
+    client = HttpConsoleClient(real.url, real.key)
+    app = DashboardApp(client, url=real.url, poll_s=0.5)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.state.feed_live and app.state.overview is not None)
+        await pilot.press("2")
+        view = app.query_one(ProgramsView)
+        await until(pilot, lambda: target in app.state.programs and view.table.row_count > 0)
+        await pilot.press("slash", *target, "enter")
+        await until(pilot, lambda: view.selected() == target)
+        await pilot.press("enter")
+        await until(
+            pilot, lambda: isinstance(app.screen, ProgramScreen) and app.screen.detail is not None
+        )
+        screen = app.screen
+        assert isinstance(screen, ProgramScreen)
+        assert screen.detail is not None
+        assert [n.node_id for n in screen.detail.nodes] == ["n0", "n1"]
+
+        await pilot.press("p")
+        await until(pilot, lambda: ("preempt", target) in _audit(real))
+        assert _state(real, target) == "running"
+
+        await pilot.press("c")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("tab", "enter")  # k9s: Tab to the destructive button, then Enter
+        await until(pilot, lambda: _state(real, target) == "cancelled")
+        assert _audit(real)[0] == ("cancel", target)
+        await until(
+            pilot,
+            lambda: (
+                isinstance(app.screen, ProgramScreen)
+                and app.screen.detail is not None
+                and app.screen.detail.summary.state == "cancelled"
+            ),
+        )
+    client.close()
+
+
+async def test_cancel_declined_changes_nothing(real: RealServer) -> None:
+    target = f"ui-keep-{uuid.uuid4().hex[:8]}"
+    real.open_program(target)
+    client = HttpConsoleClient(real.url, real.key)
+    app = DashboardApp(client, url=real.url, poll_s=0.5)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        view = app.query_one(ProgramsView)
+        await until(pilot, lambda: target in app.state.programs)
+        await pilot.press("slash", *target, "enter")
+        await until(pilot, lambda: view.selected() == target)
+        await pilot.press("c")
+        assert _confirming(app)
+        await pilot.press("enter")  # focus starts on "Keep"
+        assert not _confirming(app)
+        await pilot.press("c")
+        assert _confirming(app)
+        await pilot.press("n")
+        assert not _confirming(app)
+        await pilot.pause(0.3)
+    client.close()
+    assert _state(real, target) == "running"
+    assert ("cancel", target) not in _audit(real)
+
+
+async def test_demo_shows_without_set_up(real: RealServer) -> None:
+    """``serve --demo`` and the dashboard with the development default key: data appears."""
+    client = HttpConsoleClient(real.url, "sk-operator")
+    app = DashboardApp(client, url=real.url, poll_s=0.5)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.state.overview is not None and app.state.feed_live)
+        await pilot.press("2", "a")  # all states: the demo's programs finish quickly
+        await until(
+            pilot,
+            lambda: any(p.labels.get("source") == "demo" for p in app.state.programs.values()),
+            timeout=30,
+        )
+        await until(pilot, lambda: app.state.events_seen > 0, timeout=30)
+    client.close()
+
+
+async def test_palette_help_and_views(real: RealServer) -> None:
+    client = HttpConsoleClient(real.url, real.key)
+    app = DashboardApp(client, url=real.url, poll_s=0.5)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.press("colon", *"view tenants")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await until(pilot, lambda: app.active_view == "tenants" and bool(app.state.tenants))
+        for key, view in (("4", "kv"), ("5", "audit"), ("6", "events"), ("1", "overview")):
+            await pilot.press(key)
+            assert app.active_view == view
+        await until(pilot, lambda: app.state.kv is not None)
+        before = _audit(real)
+        await pilot.press("p")  # nothing selected on the overview: a warning, no request
+        await pilot.pause(0.3)
+    client.close()
+    assert _audit(real) == before
+
+
+async def test_unreachable_server_is_reported_not_raised() -> None:
+    client = HttpConsoleClient("http://127.0.0.1:9", "sk-operator", timeout_s=0.5)
+    app = DashboardApp(client, url="http://127.0.0.1:9", poll_s=0.5)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: "reconnecting" in app.state.feed_detail)
+        await until(pilot, lambda: "overview" in app._errors)
+        assert not app.state.feed_live
+        await pilot.press("2", "3", "1")
+    client.close()

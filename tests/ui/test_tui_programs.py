@@ -1,0 +1,76 @@
+"""The program list keeps up with a changing server: rows, order, cursor and the header."""
+
+from __future__ import annotations
+
+import pytest
+from rich.text import Text
+
+from agentconsole.ui.client.models import ProgramSummary
+from agentconsole.ui.tui.app import DashboardApp
+from agentconsole.ui.tui.selection import select
+from agentconsole.ui.tui.views.program_rows import GAP, LABELS, cells, header, line, styles, widths
+from agentconsole.ui.tui.views.programs import ProgramsView
+from tests.ui.canned import CannedClient
+from tests.ui.stub_world import StubWorld
+from tests.ui.waiting import until
+
+pytestmark = [pytest.mark.tui, pytest.mark.anyio]
+
+
+def _shown(view: ProgramsView) -> list[str]:
+    table = view.table
+    out = []
+    for key in table.rows:
+        cell = table.get_row(key)[0]
+        assert isinstance(cell, Text)
+        out.append(cell.plain.split()[0])
+    return out
+
+
+def _expected(app: DashboardApp, view: ProgramsView) -> list[str]:
+    rows = select(app.state.programs.values(), view.query_text, view.sort, view.reverse)
+    return [p.program_id for p in rows]
+
+
+async def test_rows_follow_polls_and_the_cursor_stays_on_its_program() -> None:
+    world = StubWorld()
+    app = DashboardApp(CannedClient(world), poll_s=3600)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("2")
+        view = app.query_one(ProgramsView)
+        await until(pilot, lambda: view.table.row_count > 10)
+        for _ in range(5):
+            await pilot.press("down")
+        chosen = view.selected()
+        assert chosen is not None
+        before = _expected(app, view)
+        # programs ahead of the cursor go away, new ones arrive at the end
+        for program_id in before[:3]:
+            world.act("cancel", program_id, {})
+        world.tick(0.5, 25)
+        app.refresh_data()
+        await until(pilot, lambda: _shown(view) == _expected(app, view) != before)
+        assert view.selected() == chosen
+        assert _shown(view)[view.table.cursor_row] == chosen
+        # a sort change rebuilds in the new order and still keeps the cursor
+        await pilot.press("s", "s", "s", "s", "S")
+        assert view.sort == "service"
+        assert view.reverse
+        assert _shown(view) == _expected(app, view)
+        assert view.selected() == chosen
+        head = str(app.query_one("#programs-header").render())
+        assert "Service ▼" in head
+
+
+def test_row_layout_fits_the_room_and_aligns_numbers() -> None:
+    programs = CannedClient(StubWorld()).programs().programs
+    texts = [cells(p) for p in programs]
+    sizes = widths(texts, 76)
+    assert sum(sizes) + GAP * (len(LABELS) - 1) <= 76
+    row = line(texts[0], styles(programs[0]), sizes)
+    assert row.cell_len == sum(sizes) + GAP * (len(LABELS) - 1)
+    assert header(sizes).plain.startswith("Program")
+    long = ProgramSummary.parse({"program_id": "x" * 60, "state": "running"})
+    narrow = widths([cells(long)], 76)
+    assert narrow[0] < 60
+    assert line(cells(long), styles(long), narrow).plain.startswith("x" * (narrow[0] - 1) + "…")

@@ -1,0 +1,400 @@
+"""Typed, immutable views of the API's observation JSON (``docs/API.md``), parsed at the edge.
+
+Each ``parse`` function accepts the decoded JSON of one response (or one item of it) and never
+raises on missing or extra fields; see :mod:`agentconsole.ui.client.jsonread`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentconsole.ui.client import jsonread as j
+
+TIER_ORDER = ("hbm", "dram", "disk")
+
+
+@dataclass(frozen=True, slots=True)
+class TierUse:
+    """Occupancy of one KV tier."""
+
+    tier: str
+    used_tokens: int
+    capacity_tokens: int
+    used_bytes: int
+
+    @property
+    def fraction(self) -> float:
+        """Used share of capacity in [0, 1]; 0 when the capacity is unknown."""
+        if self.capacity_tokens <= 0:
+            return 0.0
+        return min(1.0, self.used_tokens / self.capacity_tokens)
+
+
+def parse_tiers(data: Any) -> tuple[TierUse, ...]:
+    """``{tier: {used_tokens, capacity_tokens, used_bytes}}`` in HBM, DRAM, disk order."""
+    raw = j.obj(data)
+    names = sorted(raw, key=lambda n: (TIER_ORDER.index(n) if n in TIER_ORDER else 9, n))
+    out = []
+    for name in names:
+        item = j.obj(raw[name])
+        out.append(
+            TierUse(
+                tier=name,
+                used_tokens=j.integer(item, "used_tokens"),
+                capacity_tokens=j.integer(item, "capacity_tokens"),
+                used_bytes=j.integer(item, "used_bytes"),
+            )
+        )
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """``GET /v1/overview`` and the feed's ``overview`` event."""
+
+    policy: str
+    kv_policy: str
+    runtime: str
+    draining: bool
+    programs: Mapping[str, int]
+    throughput: float
+    goodput: float
+    e2e_p50_s: float | None
+    e2e_p95_s: float | None
+    e2e_p99_s: float | None
+    queue_depth: int
+    running_calls: int
+    kv: tuple[TierUse, ...]
+    prefix_hit_tokens: int
+    ghost_tokens: int
+
+    @staticmethod
+    def parse(data: Any) -> Overview:
+        """Parse the overview object."""
+        d = j.obj(data)
+        counts = j.obj(d.get("programs"))
+        return Overview(
+            policy=j.text(d, "policy", "?"),
+            kv_policy=j.text(d, "kv_policy", "?"),
+            runtime=j.text(d, "runtime", "?"),
+            draining=j.flag(d, "draining"),
+            programs={str(k): int(v) for k, v in counts.items() if isinstance(v, int | float)},
+            throughput=j.num(d, "throughput_programs_per_s"),
+            goodput=j.num(d, "goodput_programs_per_s"),
+            e2e_p50_s=j.opt_num(d, "e2e_p50_s"),
+            e2e_p95_s=j.opt_num(d, "e2e_p95_s"),
+            e2e_p99_s=j.opt_num(d, "e2e_p99_s"),
+            queue_depth=j.integer(d, "queue_depth"),
+            running_calls=j.integer(d, "running_calls"),
+            kv=parse_tiers(d.get("kv")),
+            prefix_hit_tokens=j.integer(d, "prefix_hit_tokens"),
+            ghost_tokens=j.integer(d, "ghost_tokens"),
+        )
+
+
+def _priority(value: Any) -> tuple[str, tuple[float, ...]]:
+    """A display string and a numeric sort key for an opaque ``priority_key``."""
+    items = value if isinstance(value, list) else [value]
+    nums = tuple(float(v) for v in items if isinstance(v, int | float) and not isinstance(v, bool))
+    if value is None:
+        return "-", ()
+    shown = ", ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in items)
+    return shown, nums
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramSummary:
+    """One row of ``GET /v1/programs``."""
+
+    program_id: str
+    tenant: str
+    state: str
+    created_at: float
+    finished_at: float | None
+    deadline: float | None
+    labels: Mapping[str, str]
+    nodes_done: int
+    nodes_known: int
+    attained_service_s: float
+    priority: str
+    priority_sort: tuple[float, ...]
+    critical_path_idle_s: float
+    deadline_slack_s: float | None
+    tokens_used: int
+    tool_calls: int
+    branches: int
+
+    @staticmethod
+    def parse(data: Any) -> ProgramSummary:
+        """Parse a ``ProgramSummary`` (or the summary fields of a ``Program``)."""
+        d = j.obj(data)
+        shown, sort_key = _priority(d.get("priority_key"))
+        return ProgramSummary(
+            program_id=j.text(d, "program_id"),
+            tenant=j.text(d, "tenant"),
+            state=j.text(d, "state", "unknown"),
+            created_at=j.num(d, "created_at"),
+            finished_at=j.opt_num(d, "finished_at"),
+            deadline=j.opt_num(d, "deadline"),
+            labels=j.str_map(d.get("labels")),
+            nodes_done=j.integer(d, "nodes_done"),
+            nodes_known=j.integer(d, "nodes_known"),
+            attained_service_s=j.num(d, "attained_service_s"),
+            priority=shown,
+            priority_sort=sort_key,
+            critical_path_idle_s=j.num(d, "critical_path_idle_s"),
+            deadline_slack_s=j.opt_num(d, "deadline_slack_s"),
+            tokens_used=j.integer(d, "tokens_used"),
+            tool_calls=j.integer(d, "tool_calls"),
+            branches=j.integer(d, "branches"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramPage:
+    """Programs fetched from a paged listing; ``total`` may exceed ``len(programs)``."""
+
+    programs: tuple[ProgramSummary, ...]
+    total: int
+
+    @property
+    def hidden(self) -> int:
+        """How many matching programs were not fetched (shown as "N hidden")."""
+        return max(0, self.total - len(self.programs))
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """One span of a node's timeline."""
+
+    phase: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node of a program's DAG (``Node`` in the API)."""
+
+    node_id: str
+    kind: str
+    state: str
+    parents: tuple[str, ...]
+    branch: str
+    tool: str | None
+    attempts: int
+    prompt_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    queue_s: float
+    service_s: float
+    tool_s: float
+    kv_restore_s: float
+    kv_tier: str | None
+    timeline: tuple[Phase, ...]
+
+    @staticmethod
+    def parse(data: Any) -> Node:
+        """Parse one node."""
+        d = j.obj(data)
+        spans = tuple(
+            Phase(j.text(p, "phase"), j.num(p, "start"), j.num(p, "end"))
+            for p in j.objects(d.get("timeline"))
+        )
+        return Node(
+            node_id=j.text(d, "node_id"),
+            kind=j.text(d, "kind", "llm"),
+            state=j.text(d, "state", "unknown"),
+            parents=j.strings(d.get("parents")),
+            branch=j.text(d, "branch", "main"),
+            tool=j.opt_text(d, "tool"),
+            attempts=j.integer(d, "attempts"),
+            prompt_tokens=j.integer(d, "prompt_tokens"),
+            cached_tokens=j.integer(d, "cached_tokens"),
+            output_tokens=j.integer(d, "output_tokens"),
+            queue_s=j.num(d, "queue_s"),
+            service_s=j.num(d, "service_s"),
+            tool_s=j.num(d, "tool_s"),
+            kv_restore_s=j.num(d, "kv_restore_s"),
+            kv_tier=j.opt_text(d, "kv_tier"),
+            timeline=spans,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramDetail:
+    """``GET /v1/programs/{id}``: the summary plus the DAG."""
+
+    summary: ProgramSummary
+    quotas: Mapping[str, float]
+    nodes: tuple[Node, ...]
+    edges: tuple[tuple[str, str], ...]
+    critical_path: tuple[str, ...]
+    kv: Mapping[str, float]
+
+    @staticmethod
+    def parse(data: Any) -> ProgramDetail:
+        """Parse a ``Program``; edges missing from ``edges`` are taken from node parents."""
+        d = j.obj(data)
+        nodes = tuple(Node.parse(n) for n in j.objects(d.get("nodes")))
+        edges: list[tuple[str, str]] = []
+        raw_edges = d.get("edges")
+        for edge in raw_edges if isinstance(raw_edges, list) else []:
+            if isinstance(edge, list) and len(edge) == 2:
+                edges.append((str(edge[0]), str(edge[1])))
+        if not edges:
+            edges = [(p, n.node_id) for n in nodes for p in n.parents]
+        return ProgramDetail(
+            summary=ProgramSummary.parse(d),
+            quotas=j.num_map(d.get("quotas")),
+            nodes=nodes,
+            edges=tuple(edges),
+            critical_path=j.strings(d.get("critical_path")),
+            kv=j.num_map(d.get("kv")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRow:
+    """One tenant of ``GET /v1/tenants``."""
+
+    tenant: str
+    programs: int
+    running: int
+    slowdown: float | None
+    starvation: float
+    max_queue_wait_s: float
+    tokens_used: int
+    quota_use: Mapping[str, float]
+
+    @staticmethod
+    def parse(data: Any) -> TenantRow:
+        """Parse one tenant row."""
+        d = j.obj(data)
+        return TenantRow(
+            tenant=j.text(d, "tenant"),
+            programs=j.integer(d, "programs"),
+            running=j.integer(d, "running"),
+            slowdown=j.opt_num(d, "slowdown"),
+            starvation=j.num(d, "starvation"),
+            max_queue_wait_s=j.num(d, "max_queue_wait_s"),
+            tokens_used=j.integer(d, "tokens_used"),
+            quota_use=j.num_map(d.get("quota_use")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RetainedPrefix:
+    """KV kept for a program that waits on a tool."""
+
+    program_id: str
+    tenant: str
+    tokens: int
+    tier: str
+    until: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class KVState:
+    """``GET /v1/kv``."""
+
+    tiers: tuple[TierUse, ...]
+    retained: tuple[RetainedPrefix, ...]
+    migrations: int
+    recomputes: int
+    placement: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    @staticmethod
+    def parse(data: Any) -> KVState:
+        """Parse the KV object."""
+        d = j.obj(data)
+        retained = tuple(
+            RetainedPrefix(
+                program_id=j.text(r, "program_id"),
+                tenant=j.text(r, "tenant"),
+                tokens=j.integer(r, "tokens"),
+                tier=j.text(r, "tier"),
+                until=j.opt_num(r, "until"),
+            )
+            for r in j.objects(d.get("retained"))
+        )
+        placement = {
+            str(pid): {tier: int(tokens) for tier, tokens in j.num_map(tiers).items()}
+            for pid, tiers in j.obj(d.get("placement")).items()
+        }
+        return KVState(
+            tiers=parse_tiers(d.get("tiers")),
+            retained=retained,
+            migrations=j.integer(d, "migrations"),
+            recomputes=j.integer(d, "recomputes"),
+            placement=placement,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One operator action of ``GET /v1/operator/audit``."""
+
+    ts: float
+    actor: str
+    action: str
+    target: str
+    args: str
+    result: str
+
+    @staticmethod
+    def parse(data: Any) -> AuditEntry:
+        """Parse one audit row; ``args``/``result`` are kept as compact text."""
+        d = j.obj(data)
+        return AuditEntry(
+            ts=j.num(d, "ts"),
+            actor=j.text(d, "actor"),
+            action=j.text(d, "action"),
+            target=j.text(d, "target"),
+            args=compact(d.get("args")),
+            result=compact(d.get("result")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FeedEvent:
+    """One ``Event`` of the SSE feed."""
+
+    seq: int
+    t: float
+    kind: str
+    program_id: str
+    node_id: str
+    attempt: int
+    tenant: str
+    data: str
+
+    @staticmethod
+    def parse(data: Any) -> FeedEvent:
+        """Parse one event; ``data`` is kept as compact text for the tail."""
+        d = j.obj(data)
+        return FeedEvent(
+            seq=j.integer(d, "seq"),
+            t=j.num(d, "t"),
+            kind=j.text(d, "kind"),
+            program_id=j.text(d, "program_id"),
+            node_id=j.text(d, "node_id"),
+            attempt=j.integer(d, "attempt"),
+            tenant=j.text(d, "tenant"),
+            data=compact(d.get("data")),
+        )
+
+
+def compact(value: Any) -> str:
+    """A short one-line rendering of a JSON value (``k=v k2=v2`` for objects)."""
+    if value is None:
+        return ""
+    if isinstance(value, Mapping):
+        return " ".join(f"{k}={compact(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ",".join(compact(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

@@ -1,0 +1,362 @@
+"""The terminal dashboard (``agentconsole dashboard``): a Textual client of the HTTP API.
+
+Data flows one way. A feed worker reads the SSE stream into a :class:`FeedBuffer` and wakes the
+UI with a coalescing message; a poll worker reads what the visible view needs once a second (and
+at once after a view switch or an action) and posts typed messages; handlers write the
+:class:`DashboardState` and redraw only the visible view. Operator actions run on workers too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from typing import ClassVar, Protocol
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
+
+from agentconsole.ui.client.feed import EventBatch, FeedStatus, OverviewTick
+from agentconsole.ui.client.http import ApiError, ConsoleApi, HttpConsoleClient
+from agentconsole.ui.tui import messages as m
+from agentconsole.ui.tui.commands import ProgramsProvider, system_commands
+from agentconsole.ui.tui.feedbuffer import FeedBuffer
+from agentconsole.ui.tui.loader import VIEWS, load
+from agentconsole.ui.tui.outcome import describe
+from agentconsole.ui.tui.state import DashboardState
+from agentconsole.ui.tui.topbar import topbar
+from agentconsole.ui.tui.views.audit import AuditView
+from agentconsole.ui.tui.views.detail import ProgramScreen
+from agentconsole.ui.tui.views.dialogs import ConfirmScreen, HelpScreen
+from agentconsole.ui.tui.views.events import EventsView
+from agentconsole.ui.tui.views.kv import KVView
+from agentconsole.ui.tui.views.overview import OverviewView
+from agentconsole.ui.tui.views.programs import ProgramsView
+from agentconsole.ui.tui.views.tenants import TenantsView
+
+View = OverviewView | ProgramsView | TenantsView | KVView | AuditView | EventsView
+
+
+class Showable(Protocol):
+    """A view that redraws itself from the state."""
+
+    def show(self, state: DashboardState) -> None:
+        """Redraw from ``state``."""
+
+
+class DashboardApp(App[None]):
+    """Overview, programs, program detail, tenants, KV tiers, audit and a live event tail."""
+
+    CSS_PATH = "dashboard.tcss"
+    TITLE = "agentconsole"
+    COMMANDS = App.COMMANDS | {ProgramsProvider}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *(Binding(str(i + 1), f"view('{v}')", v.title(), show=False) for i, v in enumerate(VIEWS)),
+        Binding("colon", "command_palette", "Cmd", key_display=":"),
+        Binding("p", "act('preempt')", "Preempt"),
+        Binding("c", "act('cancel')", "Cancel"),
+        Binding("b", "act('boost')", "Boost"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("r", "refresh", "Refresh", show=False),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self, api: ConsoleApi, *, url: str = "", feed: bool = True, poll_s: float = 1.0
+    ) -> None:
+        super().__init__()
+        self.api = api
+        self.url = url
+        self.state = DashboardState()
+        self.buffer = FeedBuffer()
+        self.update_costs: deque[tuple[str, float]] = deque(maxlen=100_000)
+        self.all_states = False
+        self._feed_enabled = feed
+        self._poll_s = poll_s
+        self._stop = threading.Event()
+        self._polling = False
+        self._poll_again = False
+        self._errors: dict[str, str] = {}
+
+    # -- layout ---------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(id="topbar")
+        with TabbedContent(id="views", initial="overview"):
+            for view, widget in zip(VIEWS, self._views(), strict=True):
+                with TabPane(view.title() if view != "kv" else "KV", id=view):
+                    yield widget
+        yield Footer()
+
+    @staticmethod
+    def _views() -> Iterable[View]:
+        yield OverviewView(id="view-overview")
+        yield ProgramsView(id="view-programs")
+        yield TenantsView(id="view-tenants")
+        yield KVView(id="view-kv")
+        yield AuditView(id="view-audit")
+        yield EventsView(id="view-events")
+
+    def on_mount(self) -> None:
+        self._draw_topbar()
+        if self._feed_enabled:
+            self._run_feed()
+        self.refresh_data()
+        self.set_interval(self._poll_s, self.refresh_data)
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from system_commands(self)
+        yield from super().get_system_commands(screen)
+
+    # -- where we are -----------------------------------------------------------------
+    @property
+    def active_view(self) -> str:
+        """The id of the visible view tab."""
+        return self.query_one("#views", TabbedContent).active or "overview"
+
+    def view(self, name: str) -> Showable:
+        """The widget of view ``name``."""
+        widget = self.query_one(f"#view-{name}")
+        assert isinstance(widget, View)
+        return widget
+
+    def detail_screen(self) -> ProgramScreen | None:
+        """The open program screen, if it is on top."""
+        return self.screen if isinstance(self.screen, ProgramScreen) else None
+
+    def selected_program(self) -> str | None:
+        """The program an action applies to: the open one, else the highlighted row."""
+        screen = self.detail_screen()
+        if screen is not None:
+            return screen.program_id
+        if self.screen is self.screen_stack[0] and self.active_view == "programs":
+            view = self.view("programs")
+            assert isinstance(view, ProgramsView)
+            return view.selected()
+        return None
+
+    # -- workers ------------------------------------------------------------------------
+    @work(thread=True, group="feed", exit_on_error=False)
+    def _run_feed(self) -> None:
+        for item in self.api.feed(self._stop):
+            if isinstance(item, EventBatch):
+                if self.buffer.push(item.events):
+                    self.post_message(m.FeedPending())
+            elif isinstance(item, OverviewTick):
+                self.post_message(m.OverviewLoaded(item.overview, tick=True))
+            elif isinstance(item, FeedStatus):
+                self.post_message(m.FeedChanged(item.connected, item.detail))
+
+    def refresh_data(self) -> None:
+        """Start a poll of what the visible view needs (queued if one is in flight)."""
+        if self._polling:
+            self._poll_again = True
+            return
+        self._polling = True
+        wanted: tuple[str, ...] = (self.active_view,)
+        if not self.state.feed_live or self.state.overview is None:
+            wanted = ("overview", *wanted)
+        screen = self.detail_screen()
+        self._poll(wanted, screen.program_id if screen else None, self.all_states)
+
+    @work(thread=True, group="poll", exit_on_error=False)
+    def _poll(self, wanted: tuple[str, ...], program_id: str | None, all_states: bool) -> None:
+        try:
+            for message in load(self.api, wanted, program_id=program_id, all_states=all_states):
+                self.post_message(message)
+        finally:
+            self.call_from_thread(self._poll_finished)
+
+    def _poll_finished(self) -> None:
+        self._polling = False
+        if self._poll_again:
+            self._poll_again = False
+            self.refresh_data()
+
+    @work(thread=True, group="actions", exit_on_error=False)
+    def _act(self, action: str, program_id: str) -> None:
+        try:
+            result = self.api.act(action, program_id)
+            self.post_message(m.ActionDone(action, program_id, True, describe(result)))
+        except ApiError as error:
+            self.post_message(m.ActionDone(action, program_id, False, error.message))
+
+    @work(thread=True, group="actions", exit_on_error=False)
+    def _drain(self, enabled: bool) -> None:
+        try:
+            self.api.drain(enabled)
+            text = "draining: new calls are refused" if enabled else "admitting new calls"
+            self.post_message(m.ActionDone("drain", "", True, text))
+        except ApiError as error:
+            self.post_message(m.ActionDone("drain", "", False, error.message))
+
+    # -- message handlers -----------------------------------------------------------------
+    def _timed(self, kind: str, start: float) -> None:
+        self.update_costs.append((kind, time.perf_counter() - start))
+
+    @on(m.FeedPending)
+    def _feed_pending(self, _: m.FeedPending) -> None:
+        start = time.perf_counter()
+        events = self.buffer.drain()
+        touched = self.state.apply_events(events)
+        if self.screen is self.screen_stack[0]:
+            if self.active_view == "events":
+                view = self.view("events")
+                assert isinstance(view, EventsView)
+                view.append(events)
+            elif self.active_view == "programs":
+                self.view("programs").show(self.state)
+        screen = self.detail_screen()
+        if screen is not None and screen.program_id in touched:
+            self.refresh_data()
+        self._timed("feed", start)
+
+    @on(m.FeedChanged)
+    def _feed_changed(self, message: m.FeedChanged) -> None:
+        self.state.set_feed(message.live, message.detail)
+        self._draw_topbar()
+
+    @on(m.OverviewLoaded)
+    def _overview_loaded(self, message: m.OverviewLoaded) -> None:
+        start = time.perf_counter()
+        self.state.set_overview(message.overview, sample=message.tick)
+        self._draw_topbar()
+        if self.active_view == "overview":
+            self.view("overview").show(self.state)
+        self._timed("overview", start)
+
+    @on(m.ProgramsLoaded)
+    def _programs_loaded(self, message: m.ProgramsLoaded) -> None:
+        start = time.perf_counter()
+        self.state.set_programs(message.page)
+        if self.active_view == "programs":
+            self.view("programs").show(self.state)
+        self._timed("programs", start)
+
+    @on(m.ProgramLoaded)
+    def _program_loaded(self, message: m.ProgramLoaded) -> None:
+        start = time.perf_counter()
+        screen = self.detail_screen()
+        if screen is not None and screen.program_id == message.detail.summary.program_id:
+            self.state.set_detail(message.detail)
+            screen.show(message.detail)
+        self._timed("program", start)
+
+    @on(m.TenantsLoaded)
+    def _tenants_loaded(self, message: m.TenantsLoaded) -> None:
+        self.state.tenants = message.tenants
+        if self.active_view == "tenants":
+            self.view("tenants").show(self.state)
+
+    @on(m.KVLoaded)
+    def _kv_loaded(self, message: m.KVLoaded) -> None:
+        self.state.kv = message.kv
+        if self.active_view == "kv":
+            self.view("kv").show(self.state)
+
+    @on(m.AuditLoaded)
+    def _audit_loaded(self, message: m.AuditLoaded) -> None:
+        self.state.audit = message.actions
+        if self.active_view == "audit":
+            self.view("audit").show(self.state)
+
+    @on(m.LoadFailed)
+    def _load_failed(self, message: m.LoadFailed) -> None:
+        if self._errors.get(message.what) != message.error:
+            self._errors[message.what] = message.error
+            self.notify(message.error, title=f"cannot load {message.what}", severity="error")
+
+    @on(m.ActionDone)
+    def _action_done(self, message: m.ActionDone) -> None:
+        self.notify(
+            message.text, title=message.action, severity="information" if message.ok else "error"
+        )
+        self.refresh_data()
+
+    @on(TabbedContent.TabActivated, "#views")
+    def _view_switched(self) -> None:
+        view = self.view(self.active_view)
+        view.show(self.state)
+        if isinstance(view, ProgramsView | TenantsView | AuditView):
+            view.query_one(DataTable).focus()
+        self.refresh_data()
+
+    @on(ProgramsView.ScopeChanged)
+    def _scope_changed(self, message: ProgramsView.ScopeChanged) -> None:
+        self.all_states = message.all_states
+        self.refresh_data()
+
+    @on(DataTable.RowSelected, "#programs-table")
+    def _row_selected(self, message: DataTable.RowSelected) -> None:
+        if message.row_key.value is not None:
+            self.open_program(message.row_key.value)
+
+    def _draw_topbar(self) -> None:
+        bar: Text = topbar(self.state, self.url)
+        self.query_one("#topbar", Static).update(bar)
+
+    # -- actions -----------------------------------------------------------------------
+    def open_program(self, program_id: str) -> None:
+        """Push the detail screen of ``program_id`` and load it."""
+        if self.detail_screen() is not None:
+            self.pop_screen()
+        self.push_screen(ProgramScreen(program_id))
+        self.call_after_refresh(self.refresh_data)
+
+    def action_view(self, name: str) -> None:
+        """Show view ``name`` (closing the program screen if open)."""
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, ConfirmScreen):
+            self.pop_screen()
+        self.query_one("#views", TabbedContent).active = name
+
+    def action_act(self, action: str) -> None:
+        """Preempt, boost or (after confirmation) cancel the selected program."""
+        program_id = self.selected_program()
+        if program_id is None:
+            self.notify("select a program first (2: programs)", severity="warning")
+            return
+        if action != "cancel":
+            self._act(action, program_id)
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._act("cancel", program_id)
+
+        question = (
+            f"Cancel program [b]{program_id}[/b]?\n\nIts running calls are aborted, pending "
+            "nodes dropped and KV reclaimed. This cannot be undone."
+        )
+        self.push_screen(ConfirmScreen(question, "Cancel program"), answered)
+
+    def action_drain(self, enabled: bool) -> None:
+        """Stop (or resume) admitting new calls."""
+        self._drain(enabled)
+
+    def action_refresh(self) -> None:
+        """Poll now."""
+        self.refresh_data()
+
+    def action_help(self) -> None:
+        """Show the key reference."""
+        self.push_screen(HelpScreen())
+
+
+def run_dashboard(url: str, key: str) -> None:
+    """Run the terminal dashboard against the server at ``url`` with API key ``key``.
+
+    Blocks until the operator quits. Requires a terminal; works with any key (a tenant key
+    sees only its tenant, and operator actions then fail with the server's 403).
+    """
+    client = HttpConsoleClient(url, key)
+    try:
+        DashboardApp(client, url=url).run()
+    finally:
+        client.close()

@@ -1,0 +1,77 @@
+"""Command palette entries (opened with ``:``, as in k9s, or Ctrl+P).
+
+System commands cover the views and the actions on the selected program; a provider offers
+"open program <id>" for every program the dashboard knows, fuzzy-matched as you type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+from typing import TYPE_CHECKING
+
+from textual.app import SystemCommand
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:
+    from agentconsole.ui.tui.app import DashboardApp
+
+VIEW_HELP = {
+    "overview": "throughput, goodput, latency, queue, KV by tier, policy",
+    "programs": "every program with its scheduling state",
+    "tenants": "slowdown, starvation and quota use per tenant",
+    "kv": "tier occupancy, retained prefixes, migrations",
+    "audit": "operator actions",
+    "events": "live event tail",
+}
+
+
+def system_commands(app: DashboardApp) -> Iterator[SystemCommand]:
+    """The dashboard's own palette entries."""
+    for view, text in VIEW_HELP.items():
+        yield SystemCommand(f"view {view}", text, partial(app.action_view, view))
+    for action in ("preempt", "cancel", "boost"):
+        yield SystemCommand(
+            f"{action} selected program",
+            f"{action} the program under the cursor (or the one open)",
+            partial(app.action_act, action),
+        )
+    yield SystemCommand("drain on", "stop admitting new calls", partial(app.action_drain, True))
+    yield SystemCommand("drain off", "admit new calls again", partial(app.action_drain, False))
+    yield SystemCommand("refresh", "reload the visible view now", app.action_refresh)
+    yield SystemCommand("help", "keys and glyphs", app.action_help)
+
+
+class ProgramsProvider(Provider):
+    """``program <id>``: open any program the dashboard has listed."""
+
+    def _ids(self) -> list[str]:
+        state = getattr(self.app, "state", None)
+        programs = getattr(state, "programs", {})
+        return sorted(programs)
+
+    def _open(self, program_id: str) -> None:
+        open_program = getattr(self.app, "open_program", None)
+        if callable(open_program):
+            open_program(program_id)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for program_id in self._ids():
+            command = f"program {program_id}"
+            score = matcher.match(command)
+            if score > 0:
+                yield Hit(
+                    score,
+                    matcher.highlight(command),
+                    partial(self._open, program_id),
+                    help="open the program detail",
+                )
+
+    async def discover(self) -> Hits:
+        for program_id in self._ids()[:20]:
+            yield DiscoveryHit(
+                f"program {program_id}",
+                partial(self._open, program_id),
+                help="open the program detail",
+            )

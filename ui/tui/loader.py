@@ -1,0 +1,64 @@
+"""What each view needs from the API, fetched on a worker thread and returned as messages.
+
+The app calls :func:`load` from a thread worker with the names of the visible view (and the
+open program, if any) and posts what comes back. Failures become :class:`LoadFailed`
+messages, never exceptions, so one broken endpoint does not stop the others from updating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual.message import Message
+
+from agentconsole.ui.client.http import ApiError, ConsoleApi
+from agentconsole.ui.tui.messages import (
+    AuditLoaded,
+    KVLoaded,
+    LoadFailed,
+    OverviewLoaded,
+    ProgramLoaded,
+    ProgramsLoaded,
+    TenantsLoaded,
+)
+
+VIEWS = ("overview", "programs", "tenants", "kv", "audit", "events")
+
+
+def _reader(api: ConsoleApi, what: str, all_states: bool) -> Callable[[], Message] | None:
+    readers: dict[str, Callable[[], Message]] = {
+        "overview": lambda: OverviewLoaded(api.overview()),
+        "programs": lambda: ProgramsLoaded(api.programs(None if all_states else "running")),
+        "tenants": lambda: TenantsLoaded(api.tenants()),
+        "kv": lambda: KVLoaded(api.kv()),
+        "audit": lambda: AuditLoaded(api.audit()),
+    }
+    return readers.get(what)
+
+
+def load(
+    api: ConsoleApi,
+    wanted: tuple[str, ...],
+    *,
+    program_id: str | None = None,
+    all_states: bool = False,
+) -> list[Message]:
+    """Fetch ``wanted`` reads (view names) and the detail of ``program_id``.
+
+    Unknown names are ignored (``events`` needs no read: the feed brings them).
+    """
+    out: list[Message] = []
+    for what in wanted:
+        reader = _reader(api, what, all_states)
+        if reader is None:
+            continue
+        try:
+            out.append(reader())
+        except ApiError as error:
+            out.append(LoadFailed(what, str(error)))
+    if program_id is not None:
+        try:
+            out.append(ProgramLoaded(api.program(program_id)))
+        except ApiError as error:
+            out.append(LoadFailed(f"program {program_id}", str(error)))
+    return out

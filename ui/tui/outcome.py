@@ -1,0 +1,31 @@
+"""One-line descriptions of operator action results, for notifications."""
+
+from __future__ import annotations
+
+from collections.abc import Sized
+from typing import Any
+
+from agentconsole.ui.client.http import ActionResult
+
+
+def _n(body: Any, key: str) -> int:
+    value = body.get(key)
+    return len(value) if isinstance(value, Sized) and not isinstance(value, str) else 0
+
+
+def describe(result: ActionResult) -> str:
+    """``cancelled prog-1: 2 calls aborted, 1 tool interrupted`` and the like."""
+    body, pid = result.body, result.program_id
+    if result.action == "cancel":
+        text = f"cancelled {pid}: {_n(body, 'aborted_calls')} calls aborted"
+        tools = _n(body, "interrupted_tools")
+        flagged = _n(body, "flagged_tools")
+        if tools:
+            text += f", {tools} tools interrupted"
+        if flagged:
+            text += f", {flagged} side-effecting tools flagged"
+        return text
+    if result.action == "preempt":
+        calls = _n(body, "preempted_calls") or _n(body, "requeued_calls")
+        return f"preempted {pid}: {calls} running calls requeued"
+    return f"{result.action} {pid}: done"

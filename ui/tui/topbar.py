@@ -1,0 +1,31 @@
+"""The one-line status bar at the top: feed state, policy, load, draining, server."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from agentconsole.ui.tui.state import DashboardState
+
+
+def topbar(state: DashboardState, url: str) -> Text:
+    """The top line: ``agentconsole ● live cp-cache/adaptive run 24 q 5 … url``."""
+    text = Text()
+    text.append("agentconsole ", style="bold")
+    if state.feed_live:
+        text.append("● live ", style="bold green")
+    else:
+        text.append(f"○ {state.feed_detail} ", style="bold yellow")
+    o = state.overview
+    if o is not None:
+        text.append(f"{o.policy}/{o.kv_policy} ", style="cyan")
+        text.append(f"run {o.programs.get('running', 0)} ")
+        text.append(f"q {o.queue_depth} ", style="dim")
+        text.append(f"calls {o.running_calls} ", style="dim")
+        if o.draining:
+            text.append("DRAINING ", style="bold white on red")
+        text.append(o.runtime + " ", style="dim")
+    if url:
+        text.append(url, style="dim")
+    text.no_wrap = True
+    text.overflow = "ellipsis"
+    return text

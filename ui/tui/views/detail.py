@@ -1,0 +1,120 @@
+"""The program detail screen: summary, layered DAG with the critical path, node timelines."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
+
+from agentconsole.ui.client.models import ProgramDetail
+from agentconsole.ui.tui import fmt
+from agentconsole.ui.tui.graph import legend, render_dag, span, timeline_bar
+from agentconsole.ui.tui.views.tables import Table
+
+NODE_COLUMNS = ("node", "kind", "state", "kv", "queue", "service", "tool", "timeline")
+NODE_LABELS = ("Node", "Kind", "State", "KV now", "Queue", "Service", "Tool", "Timeline")
+FIXED_WIDTH = 62  # the columns before the timeline bar, with cell padding
+
+
+def summary(detail: ProgramDetail) -> Text:
+    """Two lines of program facts, each cut with an ellipsis on narrow terminals."""
+    s = detail.summary
+    kv = " ".join(
+        f"{name.removesuffix('_tokens')} {fmt.count(v)}" for name, v in detail.kv.items() if v
+    )
+    first = Text()
+    first.append(s.program_id, style="bold")
+    first.append(f" {s.tenant} ")
+    first.append_text(fmt.state(s.state))
+    second = Text()
+    for label, value in (
+        ("nodes", f"{s.nodes_done}/{s.nodes_known}"),
+        ("service", fmt.secs(s.attained_service_s)),
+        ("prio", s.priority),
+        ("cp idle", fmt.secs(s.critical_path_idle_s)),
+        ("slack", fmt.secs(s.deadline_slack_s)),
+        ("tokens", fmt.count(s.tokens_used)),
+        ("kv", kv or "-"),
+    ):
+        target = first if label in ("nodes", "service", "prio") else second
+        target.append(f"  {label} " if target is first else f"{label} ", style="dim")
+        target.append(value + ("" if target is first else "  "))
+    text = Text("\n").join([first, second])
+    text.no_wrap = True
+    text.overflow = "ellipsis"
+    return text
+
+
+class ProgramScreen(Screen[None]):
+    """One program; ``p``/``c``/``b`` act on it (bound by the app), Escape goes back."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("t", "toggle_tab", "DAG/Timeline"),
+    ]
+
+    def __init__(self, program_id: str) -> None:
+        super().__init__()
+        self.program_id = program_id
+        self.detail: ProgramDetail | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"loading {self.program_id}…", id="detail-summary")
+        with TabbedContent(id="detail-tabs"):
+            with TabPane("DAG", id="tab-dag"), VerticalScroll(id="dag-scroll"):
+                yield Static(id="dag")
+            with TabPane("Timeline", id="tab-timeline"):
+                table = Table(id="nodes-table", cursor_type="row")
+                yield table
+        yield Static(legend(), id="detail-legend")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#nodes-table", DataTable)
+        for column, label in zip(NODE_COLUMNS, NODE_LABELS, strict=True):
+            table.add_column(label, key=column)
+
+    def action_toggle_tab(self) -> None:
+        tabs = self.query_one(TabbedContent)
+        tabs.active = "tab-timeline" if tabs.active == "tab-dag" else "tab-dag"
+
+    def show(self, detail: ProgramDetail) -> None:
+        """Redraw everything from ``detail``."""
+        if detail == self.detail:
+            return
+        self.detail = detail
+        self.query_one("#detail-summary", Static).update(summary(detail))
+        width = max(30, self.size.width - 4)
+        self.query_one("#dag", Static).update(render_dag(detail, width))
+        self._timeline(detail)
+
+    def _timeline(self, detail: ProgramDetail) -> None:
+        table = self.query_one("#nodes-table", DataTable)
+        t0, t1 = span(detail)
+        bar_width = max(8, self.size.width - FIXED_WIDTH)
+        path = set(detail.critical_path)
+        keep = table.cursor_row
+        table.clear()
+        for node in detail.nodes:
+            name = Text(
+                ("◆" if node.node_id in path else " ") + node.node_id,
+                style="bold" if node.node_id in path else "",
+            )
+            table.add_row(
+                name,
+                fmt.short(node.tool or node.kind, 9),
+                fmt.state(node.state),
+                fmt.tier(node.kv_tier),
+                fmt.secs(node.queue_s),
+                fmt.secs(node.service_s),
+                fmt.secs(node.tool_s),
+                timeline_bar(node, t0, t1, bar_width),
+                key=node.node_id,
+            )
+        if detail.nodes:
+            table.move_cursor(row=min(max(keep, 0), len(detail.nodes) - 1), animate=False)

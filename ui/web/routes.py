@@ -1,0 +1,117 @@
+"""The browser console's routes: ``GET /`` (the page) and ``GET /static/{name}`` (its assets).
+
+Mount with ``Litestar(route_handlers=[..., *console_routes()])``. The handlers carry
+``opt={"exclude_from_auth": True}`` (the page and assets need no key; the page asks the
+operator for one and sends it with every API call) and are left out of the OpenAPI schema.
+
+Assets are the files of ``ui/web/static/`` plus ``plotly.min.js``, taken from the *installed*
+plotly package (``plotly.offline.get_plotlyjs()``), never a CDN. Every response carries a
+Content-Security-Policy that forbids any origin but the server's own, so even a mistake in
+the page cannot make the browser reach out.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from importlib import resources
+from typing import Any
+
+from litestar import Response, get
+from litestar.exceptions import NotFoundException
+from litestar.handlers import HTTPRouteHandler
+from litestar.params import FromPath
+
+PLOTLY_JS = "plotly.min.js"
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; "
+    "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+_OPT: dict[str, Any] = {"exclude_from_auth": True}
+
+
+@functools.cache
+def _plotly_js() -> bytes:
+    from plotly.offline import get_plotlyjs
+
+    return str(get_plotlyjs()).encode()
+
+
+@functools.cache
+def asset(name: str) -> bytes | None:
+    """The bytes of one asset, or None when there is no such asset.
+
+    Only plain file names of ``static/`` with a web suffix are served (no folders, no Python
+    files), so a crafted name cannot escape the folder or read the package's code.
+    """
+    if name == PLOTLY_JS:
+        return _plotly_js()
+    if "/" in name or "\\" in name or name.startswith(".") or _suffix(name) not in _TYPES:
+        return None
+    path = resources.files("agentconsole.ui.web.static").joinpath(name)
+    return path.read_bytes() if path.is_file() else None
+
+
+@functools.cache
+def asset_version(name: str) -> str:
+    """A short content hash, appended to asset URLs so browsers may cache them for long."""
+    data = asset(name)
+    return hashlib.sha256(data).hexdigest()[:12] if data is not None else "0"
+
+
+def _suffix(name: str) -> str:
+    return name[name.rfind(".") :] if "." in name else ""
+
+
+def _content_type(name: str) -> str:
+    return _TYPES.get(_suffix(name), "application/octet-stream")
+
+
+def render_page() -> bytes:
+    """``index.html`` with each ``{{asset:NAME}}`` replaced by its versioned URL."""
+    page = asset("index.html")
+    if page is None:
+        raise NotFoundException("console page missing from the installed package")
+    html = page.decode()
+    for name in ("app.css", "app.js", "dag.js", "views.js", "charts.js", PLOTLY_JS):
+        html = html.replace("{{asset:" + name + "}}", f"/static/{name}?v={asset_version(name)}")
+    return html.encode()
+
+
+@get("/", include_in_schema=False, opt=_OPT, sync_to_thread=False)
+def console_page() -> Response[bytes]:
+    """The single-page console."""
+    return Response(
+        render_page(),
+        media_type="text/html; charset=utf-8",
+        headers={"Content-Security-Policy": CSP, "Cache-Control": "no-cache"},
+    )
+
+
+@get("/static/{name:str}", include_in_schema=False, opt=_OPT, sync_to_thread=False)
+def console_static(name: FromPath[str]) -> Response[bytes]:
+    """One asset; versioned URLs make long caching safe."""
+    data = asset(name)
+    if data is None:
+        raise NotFoundException(f"no asset {name!r}")
+    return Response(
+        data,
+        media_type=_content_type(name),
+        headers={
+            "Cache-Control": "public, max-age=86400",
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": CSP,
+        },
+    )
+
+
+def console_routes() -> list[HTTPRouteHandler]:
+    """The route handlers of the browser console, for the server app to mount."""
+    return [console_page, console_static]

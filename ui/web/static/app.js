@@ -1,0 +1,258 @@
+// agentconsole browser console: state, API key, API calls, live feed, polling and routing.
+// Talks to the server's HTTP API and SSE feed only (docs/API.md); every request goes to the
+// page's own origin. Rendering lives in views.js, charts.js and dag.js.
+"use strict";
+(function () {
+  const AC = (window.AC = window.AC || {});
+  // The documented development default (docs/API.md): tried only when no key was given, so a
+  // plain `serve --demo` needs no set-up; a server with real keys answers 401 and we ask.
+  const DEV_KEY = "sk-operator";
+  const HISTORY = 300;
+  const TAIL = 1000;
+  const TERMINAL = { "program.finished": "finished", "program.failed": "failed", "program.cancelled": "cancelled" };
+
+  const state = (AC.state = {
+    key: "", keySource: "", live: false, overview: null, history: [],
+    programs: new Map(), programsTotal: 0, programsVersion: 0, scope: "running",
+    filter: "", sort: { col: "program_id", dir: 1 },
+    detailId: null, detail: null, tenants: [], kv: null, audit: [],
+    events: [], eventsSeen: 0, lastSeq: null, view: "overview", tailPaused: false,
+    stats: { updates: [], batches: 0, polls: 0 },
+  });
+
+  // -- key -------------------------------------------------------------------------------
+  function loadKey() {
+    const m = location.hash.match(/[#&]key=([^&]+)/);
+    if (m) {
+      sessionStorage.setItem("agentconsole-key", decodeURIComponent(m[1]));
+      history.replaceState(null, "", location.pathname + "#/overview");
+    }
+    const stored = sessionStorage.getItem("agentconsole-key");
+    state.key = stored || DEV_KEY;
+    state.keySource = stored ? "key set for this tab" : "development default key";
+    AC.views.keyState();
+  }
+
+  AC.setKey = function (key) {
+    if (key) sessionStorage.setItem("agentconsole-key", key);
+    else sessionStorage.removeItem("agentconsole-key");
+    loadKey();
+    AC.views.banner("");
+    restartFeed();
+    poll(true);
+  };
+
+  // -- API ---------------------------------------------------------------------------------
+  AC.api = async function (path, opts) {
+    opts = opts || {};
+    const headers = { Accept: "application/json", Authorization: "Bearer " + state.key };
+    if (opts.body !== undefined) headers["Content-Type"] = "application/json";
+    const res = await fetch(path, {
+      method: opts.method || "GET", headers, cache: "no-store",
+      body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+    });
+    let body = null;
+    try { body = await res.json(); } catch (e) { body = null; }
+    if (!res.ok) {
+      const err = (body && body.error) || {};
+      const error = new Error(err.message || res.statusText || "request failed");
+      error.status = res.status;
+      if (res.status === 401) AC.views.banner("The server refused the key. Enter the operator key that `agentconsole serve` printed.");
+      throw error;
+    }
+    return body;
+  };
+
+  AC.act = async function (action, programId) {
+    try {
+      const body = await AC.api("/v1/operator/programs/" + encodeURIComponent(programId) + "/" + action,
+        { method: "POST", body: action === "boost" ? { amount: 1.0 } : {} });
+      AC.views.toast(AC.views.describe(action, programId, body), false);
+    } catch (e) {
+      AC.views.toast(action + " " + programId + ": " + e.message, true);
+    }
+    poll(true);
+  };
+
+  // -- live feed (fetch streaming: EventSource cannot send the Authorization header) -------
+  function SSEParser() { this.buf = ""; this.event = ""; this.data = []; }
+  SSEParser.prototype.feed = function (chunk) {
+    this.buf += chunk;
+    const out = [];
+    let m;
+    while ((m = /\r\n|\n|\r(?=[^\n])/.exec(this.buf)) !== null) {
+      const line = this.buf.slice(0, m.index);
+      this.buf = this.buf.slice(m.index + m[0].length);
+      if (line === "") {
+        if (this.data.length) out.push({ event: this.event || "message", data: this.data.join("\n") });
+        this.event = ""; this.data = [];
+      } else if (line[0] !== ":") {
+        const i = line.indexOf(":");
+        const name = i < 0 ? line : line.slice(0, i);
+        let value = i < 0 ? "" : line.slice(i + 1);
+        if (value[0] === " ") value = value.slice(1);
+        if (name === "event") this.event = value;
+        else if (name === "data") this.data.push(value);
+      }
+    }
+    return out;
+  };
+  AC.SSEParser = SSEParser;
+
+  let feedAbort = null;
+  function restartFeed() { if (feedAbort) feedAbort.abort(); }
+
+  async function runFeed() {
+    let delay = 500;
+    for (;;) {
+      const ctrl = new AbortController();
+      feedAbort = ctrl;
+      try {
+        const since = state.lastSeq === null ? "" : "?since=" + state.lastSeq;
+        const res = await fetch("/v1/events" + since, {
+          headers: { Authorization: "Bearer " + state.key, Accept: "text/event-stream" },
+          signal: ctrl.signal, cache: "no-store",
+        });
+        if (!res.ok) throw new Error("feed refused: HTTP " + res.status);
+        setLive(true, "live");
+        delay = 500;
+        const reader = res.body.getReader();
+        const decoder = new TextDecoder();
+        const parser = new SSEParser();
+        for (;;) {
+          const chunk = await reader.read();
+          if (chunk.done) break;
+          for (const msg of parser.feed(decoder.decode(chunk.value, { stream: true }))) onMessage(msg);
+        }
+        setLive(false, "reconnecting");
+      } catch (e) {
+        setLive(false, e.name === "AbortError" ? "reconnecting" : String(e.message || e));
+        if (e.name === "AbortError") { delay = 0; }
+      }
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(5000, Math.max(500, delay * 2));
+    }
+  }
+
+  function setLive(live, text) {
+    state.live = live;
+    AC.views.live(live, text);
+  }
+
+  function onMessage(msg) {
+    let data;
+    try { data = JSON.parse(msg.data); } catch (e) { return; }
+    if (msg.event === "overview") {
+      state.overview = data;
+      state.history.push({ t: new Date(), o: data });
+      if (state.history.length > HISTORY) state.history.shift();
+      schedule("overview");
+    } else if (msg.event === "batch") {
+      onBatch(data);
+    }
+  }
+
+  function onBatch(batch) {
+    const events = (batch && batch.events) || [];
+    state.stats.batches += 1;
+    if (typeof batch.seq === "number") state.lastSeq = Math.max(state.lastSeq || 0, batch.seq);
+    let touched = false;
+    for (const e of events) {
+      state.events.push(e);
+      state.eventsSeen += 1;
+      const next = TERMINAL[e.kind];
+      const row = next && state.programs.get(e.program_id);
+      if (row && row.state !== next) { row.state = next; state.programsVersion += 1; }
+      if (e.program_id && e.program_id === state.detailId) touched = true;
+    }
+    if (state.events.length > TAIL) state.events.splice(0, state.events.length - TAIL);
+    if (touched) poll(true);
+    schedule("batch");
+  }
+
+  // -- rendering is coalesced to one pass per animation frame ------------------------------
+  let pending = false;
+  function schedule() {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => {
+      pending = false;
+      const t0 = performance.now();
+      AC.views.render(state.view);
+      const spent = performance.now() - t0;
+      state.stats.updates.push(spent);
+      if (state.stats.updates.length > 5000) state.stats.updates.shift();
+    });
+  }
+  AC.schedule = schedule;
+
+  // -- polling: what the visible view needs, once a second --------------------------------
+  let polling = false;
+  let again = false;
+  async function poll(now) {
+    if (polling) { again = again || !!now; return; }
+    polling = true;
+    try {
+      const view = state.view;
+      const jobs = [];
+      if (!state.live || !state.overview) jobs.push(AC.api("/v1/overview").then((o) => { state.overview = o; }));
+      if (view === "programs") {
+        const q = state.scope === "all" ? "" : "&state=running";
+        jobs.push(fetchPrograms(q));
+      }
+      if (view === "program" && state.detailId) {
+        jobs.push(AC.api("/v1/programs/" + encodeURIComponent(state.detailId)).then((d) => { state.detail = d; }));
+      }
+      if (view === "tenants") jobs.push(AC.api("/v1/tenants").then((b) => { state.tenants = b.tenants || []; }));
+      if (view === "kv") jobs.push(AC.api("/v1/kv").then((b) => { state.kv = b; }));
+      if (view === "audit") jobs.push(AC.api("/v1/operator/audit?limit=200").then((b) => { state.audit = b.actions || []; }));
+      await Promise.allSettled(jobs);
+      state.stats.polls += 1;
+      schedule();
+    } finally {
+      polling = false;
+      if (again) { again = false; poll(); }
+    }
+  }
+  AC.poll = poll;
+
+  async function fetchPrograms(query) {
+    const rows = new Map();
+    let total = 0;
+    for (let offset = 0; offset < 5000; offset += 500) {
+      const body = await AC.api("/v1/programs?limit=500&offset=" + offset + query);
+      for (const p of body.programs || []) rows.set(p.program_id, p);
+      total = body.total || rows.size;
+      if (!(body.programs || []).length || rows.size >= total) break;
+    }
+    state.programs = rows;
+    state.programsTotal = total;
+    state.programsVersion += 1;
+  }
+
+  // -- routing -----------------------------------------------------------------------------
+  function route() {
+    const hash = location.hash || "#/overview";
+    const m = hash.match(/^#\/program\/(.+)$/);
+    if (m) {
+      state.view = "program";
+      const id = decodeURIComponent(m[1]);
+      if (id !== state.detailId) { state.detailId = id; state.detail = null; }
+    } else {
+      const view = hash.replace(/^#\/?/, "") || "overview";
+      state.view = ["overview", "programs", "tenants", "kv", "audit", "events"].includes(view) ? view : "overview";
+    }
+    AC.views.show(state.view);
+    poll(true);
+    schedule();
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    AC.views.bind();
+    loadKey();
+    window.addEventListener("hashchange", route);
+    route();
+    runFeed();
+    setInterval(poll, 1000);
+  });
+})();

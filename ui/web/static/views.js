@@ -1,0 +1,334 @@
+// agentconsole browser console: DOM rendering of every view, and the operator controls.
+// Text from the server (program ids, labels, tenants) is only ever set as textContent.
+"use strict";
+(function () {
+  const AC = (window.AC = window.AC || {});
+  const $ = (sel) => document.querySelector(sel);
+  const views = (AC.views = {});
+  const TIER_ORDER = ["hbm", "dram", "disk"];
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") node.className = v;
+      else if (k.startsWith("data-")) node.setAttribute(k, v);
+      else node[k] = v;
+    }
+    for (const c of children) if (c !== null && c !== undefined) node.append(c);
+    return node;
+  }
+  views.el = el;
+
+  const fmt = (views.fmt = {
+    secs(v) {
+      if (v === null || v === undefined) return "-";
+      const a = Math.abs(v), s = v < 0 ? "-" : "";
+      if (a < 10) return s + a.toFixed(2) + "s";
+      if (a < 60) return s + a.toFixed(1) + "s";
+      if (a < 3600) return s + Math.floor(a / 60) + "m" + String(Math.floor(a % 60)).padStart(2, "0") + "s";
+      return s + Math.floor(a / 3600) + "h" + String(Math.floor((a % 3600) / 60)).padStart(2, "0") + "m";
+    },
+    count(v) {
+      const a = Math.abs(v || 0);
+      for (const [lim, suf] of [[1e9, "G"], [1e6, "M"], [1e3, "K"]]) if (a >= lim) return (v / lim).toPrecision(3) + suf;
+      return String(Math.round(v || 0));
+    },
+    rate: (v) => (v || 0).toPrecision(3) + "/s",
+    pct: (v) => Math.round((v || 0) * 100) + "%",
+    clock(t) { return t ? new Date(t * 1000).toISOString().slice(11, 23) : "-"; },
+    prio(p) {
+      if (p === null || p === undefined) return "-";
+      const items = Array.isArray(p) ? p : [p];
+      return items.map((x) => (typeof x === "number" && !Number.isInteger(x) ? x.toPrecision(3) : String(x))).join(", ");
+    },
+    compact(v) {
+      if (v === null || v === undefined) return "";
+      if (typeof v === "object" && !Array.isArray(v)) return Object.entries(v).map(([k, x]) => k + "=" + fmt.compact(x)).join(" ");
+      if (Array.isArray(v)) return v.map(fmt.compact).join(",");
+      return typeof v === "number" && !Number.isInteger(v) ? String(+v.toPrecision(4)) : String(v);
+    },
+  });
+
+  // -- header, banner, toasts -------------------------------------------------------------
+  views.live = function (live, text) {
+    const pill = $("#live");
+    pill.textContent = live ? "● live" : "○ " + text;
+    pill.className = "pill " + (live ? "pill-ok" : "pill-warn");
+  };
+  views.keyState = function () { $("#keystate").textContent = AC.state.keySource; };
+  views.banner = function (text) { const b = $("#banner"); b.textContent = text; b.hidden = !text; };
+  views.toast = function (text, error) {
+    const t = el("div", { class: "toast" + (error ? " error" : "") }, text);
+    $("#toasts").append(t);
+    setTimeout(() => t.remove(), 6000);
+  };
+  views.describe = function (action, id, body) {
+    const n = (k) => (Array.isArray(body && body[k]) ? body[k].length : 0);
+    if (action === "cancel") return "cancelled " + id + ": " + n("aborted_calls") + " calls aborted, " + n("interrupted_tools") + " tools interrupted";
+    if (action === "preempt") return "preempted " + id + ": " + n("preempted_calls") + " running calls requeued";
+    return "boosted " + id;
+  };
+
+  function header(o) {
+    $("#policy").textContent = o ? o.policy + " / " + o.kv_policy + " · " + o.runtime : "";
+    $("#draining").hidden = !(o && o.draining);
+  }
+
+  views.show = function (view) {
+    for (const s of document.querySelectorAll(".view")) s.hidden = s.id !== "view-" + view;
+    for (const a of document.querySelectorAll("#tabs a")) {
+      a.classList.toggle("active", a.dataset.view === view || (view === "program" && a.dataset.view === "programs"));
+    }
+  };
+
+  // Views fed by one polled object redraw only when a new object arrives.
+  const SOURCES = { overview: (st) => st.overview, tenants: (st) => st.tenants, kv: (st) => st.kv, audit: (st) => st.audit };
+  const drawn = {};
+  views.render = function (view) {
+    const st = AC.state;
+    header(st.overview);
+    if (SOURCES[view]) {
+      const source = SOURCES[view](st);
+      if (source === drawn[view]) return;
+      drawn[view] = source;
+    }
+    if (view === "overview") renderOverview(st);
+    else if (view === "programs") renderPrograms(st);
+    else if (view === "program") renderDetail(st);
+    else if (view === "tenants") renderTenants(st);
+    else if (view === "kv") renderKV(st);
+    else if (view === "audit") renderAudit(st);
+    else if (view === "events") renderTail(st);
+  };
+
+  function cards(target, items) {
+    target.replaceChildren(...items.map(([label, value, cls]) =>
+      el("div", { class: "card" }, el("div", { class: "label" }, label), el("div", { class: "value " + (cls || "") }, value))));
+  }
+
+  function renderOverview(st) {
+    const o = st.overview;
+    if (!o) return;
+    const p = o.programs || {};
+    cards($("#cards"), [
+      ["running", String(p.running || 0)], ["finished", String(p.finished || 0)],
+      ["failed", String(p.failed || 0)], ["cancelled", String(p.cancelled || 0)],
+      ["throughput", fmt.rate(o.throughput_programs_per_s)], ["goodput", fmt.rate(o.goodput_programs_per_s)],
+      ["E2E p50", fmt.secs(o.e2e_p50_s)], ["E2E p95", fmt.secs(o.e2e_p95_s)], ["E2E p99", fmt.secs(o.e2e_p99_s)],
+      ["queue depth", String(o.queue_depth || 0)], ["running calls", String(o.running_calls || 0)],
+      ["prefix hit tokens", fmt.count(o.prefix_hit_tokens)], ["ghost tokens", fmt.count(o.ghost_tokens)],
+      ["policy", o.policy + " / " + o.kv_policy], ["admission", o.draining ? "DRAINING" : "open", o.draining ? "late" : ""],
+    ]);
+    AC.charts.overview(st.history, o);
+  }
+
+  // -- programs ----------------------------------------------------------------------------
+  function matches(p, query) {
+    const q = query.trim();
+    const invert = q.startsWith("!");
+    const words = q.replace(/^!/, "").toLowerCase().split(/\s+/).filter(Boolean);
+    if (!words.length) return true;
+    const labels = Object.entries(p.labels || {}).map(([k, v]) => k + ":" + v).join(" ");
+    const hay = (p.program_id + " " + p.tenant + " " + p.state + " " + labels).toLowerCase();
+    return words.every((w) => hay.includes(w)) !== invert;
+  }
+  views.matches = matches;
+
+  function sortValue(p, col) {
+    if (col === "progress") return p.nodes_known ? p.nodes_done / p.nodes_known : 0;
+    if (col === "priority") return Array.isArray(p.priority_key) ? p.priority_key[0] : p.priority_key;
+    if (col === "deadline_slack_s") return p.deadline_slack_s === null ? Infinity : p.deadline_slack_s;
+    return p[col];
+  }
+
+  function programCells(p) {
+    const late = p.deadline_slack_s !== null && p.deadline_slack_s < 0;
+    return [
+      [p.program_id, ""], [p.tenant, ""], [p.state, "st-" + p.state],
+      [p.nodes_done + "/" + p.nodes_known, "num"], [fmt.secs(p.attained_service_s), "num"],
+      [fmt.prio(p.priority_key), ""], [fmt.secs(p.critical_path_idle_s), "num"],
+      [fmt.secs(p.deadline_slack_s), "num" + (late ? " late" : "")],
+    ];
+  }
+
+  const rowCache = new Map();
+  function programRow(p) {
+    let tr = rowCache.get(p.program_id);
+    if (!tr) {
+      tr = el("tr", { "data-id": p.program_id });
+      for (let i = 0; i < 8; i++) tr.append(el("td"));
+      const id = p.program_id;
+      tr.append(el("td", {},
+        el("button", { "data-action": "preempt", title: "preempt", onclick: (e) => { e.stopPropagation(); AC.act("preempt", id); } }, "P"),
+        el("button", { "data-action": "boost", title: "boost", onclick: (e) => { e.stopPropagation(); AC.act("boost", id); } }, "B"),
+        el("button", { class: "danger", "data-action": "cancel", title: "cancel…", onclick: (e) => { e.stopPropagation(); views.confirmCancel(id); } }, "C")));
+      tr.addEventListener("click", () => { location.hash = "#/program/" + encodeURIComponent(id); });
+      rowCache.set(p.program_id, tr);
+    }
+    const cells = programCells(p);
+    const tds = tr.children;
+    for (let i = 0; i < cells.length; i++) {
+      const [text, cls] = cells[i];
+      if (tds[i].textContent !== text) tds[i].textContent = text;
+      if (tds[i].className !== cls) tds[i].className = cls;
+    }
+    const running = p.state === "running";
+    for (const b of tr.children[8].children) b.disabled = !running;
+    return tr;
+  }
+
+  // A table of thousands of rows costs the browser a long layout on every change; past this
+  // many the rest is counted as hidden (filter or sort to reach it), as Ray's dashboard does.
+  const MAX_ROWS = 500;
+  let shownKey = "";
+  let programsSeen = "";
+  function renderPrograms(st) {
+    const { col, dir } = st.sort;
+    const seen = [st.programsVersion, st.filter, col, dir].join("|");
+    if (seen === programsSeen) return;
+    programsSeen = seen;
+    const rows = [];
+    for (const p of st.programs.values()) if (matches(p, st.filter)) rows.push(p);
+    rows.sort((a, b) => {
+      const x = sortValue(a, col), y = sortValue(b, col);
+      if (x === y) return a.program_id < b.program_id ? -1 : 1;
+      return (x < y ? -1 : 1) * dir;
+    });
+    const body = $("#programs tbody");
+    const shown = rows.slice(0, MAX_ROWS);
+    const key = shown.map((p) => p.program_id).join("\n");
+    const trs = shown.map(programRow);
+    if (key !== shownKey) { body.replaceChildren(...trs); shownKey = key; }
+    for (const id of rowCache.keys()) if (!st.programs.has(id)) rowCache.delete(id);
+    const hidden = Math.max(0, st.programsTotal - st.programs.size) + (rows.length - shown.length);
+    $("#programs-count").textContent = shown.length + " shown of " + st.programs.size +
+      (hidden ? " · " + hidden + " hidden (filter or sort to reach them)" : "");
+    for (const th of document.querySelectorAll("#programs th[data-sort]")) {
+      th.classList.toggle("sorted", th.dataset.sort === col);
+      th.classList.toggle("desc", th.dataset.sort === col && dir < 0);
+    }
+  }
+
+  // -- program detail ----------------------------------------------------------------------
+  function renderDetail(st) {
+    const d = st.detail;
+    $("#detail-title").textContent = st.detailId || "";
+    if (!d || d.program_id !== st.detailId) return;
+    const kv = d.kv || {};
+    cards($("#detail-summary"), [
+      ["state", d.state, "st-" + d.state], ["tenant", d.tenant], ["nodes", d.nodes_done + "/" + d.nodes_known],
+      ["service", fmt.secs(d.attained_service_s)], ["priority", fmt.prio(d.priority_key)],
+      ["CP idle", fmt.secs(d.critical_path_idle_s)], ["slack", fmt.secs(d.deadline_slack_s)],
+      ["tokens", fmt.count(d.tokens_used)], ["tool calls", String(d.tool_calls)],
+      ["KV hbm / dram / disk", TIER_ORDER.map((t) => fmt.count(kv[t + "_tokens"] || 0)).join(" / ")],
+    ]);
+    for (const b of document.querySelectorAll("#view-program button.act")) b.disabled = d.state !== "running";
+    const stamp = JSON.stringify([d.nodes, d.critical_path]);
+    if (stamp === renderDetail.stamp) return;
+    renderDetail.stamp = stamp;
+    AC.dag.draw($("#dag"), d, $("#dag-fit").checked);
+    $("#dag-legend").textContent = d.nodes.length + " nodes · critical path " + (d.critical_path || []).length;
+    AC.charts.timeline(d);
+    const path = new Set(d.critical_path || []);
+    $("#nodes tbody").replaceChildren(...d.nodes.map((n) => el("tr", { "data-node": n.node_id },
+      el("td", { class: path.has(n.node_id) ? "late" : "" }, (path.has(n.node_id) ? "◆ " : "") + n.node_id),
+      el("td", {}, n.tool || n.kind), el("td", { class: "st-" + n.state }, n.state),
+      el("td", { class: "tier-" + (n.kv_tier || "none") }, n.kv_tier || "-"),
+      el("td", { class: "num" }, fmt.secs(n.queue_s)), el("td", { class: "num" }, fmt.secs(n.service_s)),
+      el("td", { class: "num" }, fmt.secs(n.tool_s)), el("td", { class: "num" }, fmt.secs(n.kv_restore_s)),
+      el("td", { class: "num" }, fmt.count(n.prompt_tokens)), el("td", { class: "num" }, fmt.count(n.cached_tokens)),
+      el("td", { class: "num" }, fmt.count(n.output_tokens)))));
+  }
+  views.pickNode = function (nodeId) {
+    for (const tr of document.querySelectorAll("#nodes tr.picked")) tr.classList.remove("picked");
+    const tr = document.querySelector('#nodes tr[data-node="' + CSS.escape(nodeId) + '"]');
+    if (tr) { tr.classList.add("picked"); tr.scrollIntoView({ block: "nearest" }); }
+  };
+
+  // -- tenants, KV, audit, events ----------------------------------------------------------
+  function fill(tbody, rows) {
+    tbody.replaceChildren(...rows.map((cells) => el("tr", {}, ...cells.map(([t, c]) => el("td", { class: c || "" }, t)))));
+  }
+
+  function renderTenants(st) {
+    fill($("#tenants tbody"), st.tenants.map((t) => [
+      [t.tenant], [String(t.programs), "num"], [String(t.running), "num"],
+      [t.slowdown === null || t.slowdown === undefined ? "-" : t.slowdown.toFixed(2) + "x", "num" + (t.slowdown > 2 ? " late" : "")],
+      [(t.starvation || 0).toFixed(3), "num"], [fmt.secs(t.max_queue_wait_s), "num"], [fmt.count(t.tokens_used), "num"],
+      [Object.entries(t.quota_use || {}).map(([k, v]) => k + " " + fmt.pct(v)).join("  ") || "-"],
+    ]));
+    AC.charts.tenants(st.tenants);
+  }
+
+  function renderKV(st) {
+    const kv = st.kv;
+    if (!kv) return;
+    const tiers = kv.tiers || {};
+    cards($("#kv-cards"), [
+      ...Object.keys(tiers).map((t) => [t + " used", fmt.count(tiers[t].used_tokens) + " / " + fmt.count(tiers[t].capacity_tokens)]),
+      ["migrations", String(kv.migrations || 0)], ["recomputes", String(kv.recomputes || 0)],
+      ["retained prefixes", String((kv.retained || []).length)],
+    ]);
+    fill($("#retained tbody"), (kv.retained || []).map((r) => [
+      [r.program_id], [r.tenant], [fmt.count(r.tokens), "num"], [r.tier, "tier-" + r.tier], [fmt.clock(r.until)],
+    ]));
+    AC.charts.kv(kv);
+  }
+
+  function renderAudit(st) {
+    fill($("#audit tbody"), st.audit.map((a) => [
+      [fmt.clock(a.ts)], [a.actor], [a.action, a.action === "cancel" ? "late" : ""], [a.target],
+      [fmt.compact(a.args)], [fmt.compact(a.result)],
+    ]));
+  }
+
+  let tailSeen = 0;
+  function renderTail(st) {
+    $("#events-count").textContent = st.eventsSeen + " events received · showing the last " + st.events.length;
+    if (st.tailPaused || tailSeen === st.eventsSeen) return;
+    tailSeen = st.eventsSeen;
+    const box = $("#tail");
+    const atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
+    box.replaceChildren(...st.events.slice(-400).map((e) => el("div", {},
+      fmt.clock(e.t) + " ", el("span", { class: "k-" + e.kind.split(".")[0] }, e.kind.padEnd(18)),
+      " " + e.program_id + (e.node_id ? "/" + e.node_id : "") + " " + (e.tenant || "") + " " + fmt.compact(e.data))));
+    if (atEnd) box.scrollTop = box.scrollHeight;
+  }
+
+  // -- controls ----------------------------------------------------------------------------
+  views.confirmCancel = function (programId) {
+    const dialog = $("#confirm");
+    $("#confirm-text").textContent = "Cancel program " + programId + "? Its running calls are aborted, " +
+      "pending nodes dropped and KV reclaimed. This cannot be undone.";
+    dialog.returnValue = "";
+    dialog.onclose = () => { if (dialog.returnValue === "yes") AC.act("cancel", programId); };
+    dialog.showModal();
+  };
+
+  views.bind = function () {
+    $("#keyform").addEventListener("submit", (e) => { e.preventDefault(); AC.setKey($("#key").value.trim()); $("#key").value = ""; });
+    $("#forget").addEventListener("click", () => AC.setKey(""));
+    $("#filter").addEventListener("input", (e) => { AC.state.filter = e.target.value; AC.schedule(); });
+    $("#scope").addEventListener("change", (e) => { AC.state.scope = e.target.value; AC.poll(true); });
+    for (const th of document.querySelectorAll("#programs th[data-sort]")) {
+      th.addEventListener("click", () => {
+        const s = AC.state.sort;
+        AC.state.sort = { col: th.dataset.sort, dir: s.col === th.dataset.sort ? -s.dir : 1 };
+        AC.schedule();
+      });
+    }
+    for (const b of document.querySelectorAll("#view-program button.act")) {
+      b.addEventListener("click", () => {
+        const id = AC.state.detailId;
+        if (b.dataset.action === "cancel") views.confirmCancel(id);
+        else AC.act(b.dataset.action, id);
+      });
+    }
+    $("#dag-fit").addEventListener("change", () => { renderDetail.stamp = ""; AC.schedule(); });
+    $("#pause-tail").addEventListener("click", (e) => {
+      AC.state.tailPaused = !AC.state.tailPaused;
+      e.target.textContent = AC.state.tailPaused ? "Resume" : "Pause";
+      AC.schedule();
+    });
+  };
+})();
