@@ -144,6 +144,33 @@ def export(out_dir: Path, db: Path) -> None:
 
 
 @main.command()
+@click.option(
+    "--model",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Model directory (default: the tiny CPU model, made once in the cache).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("cpu-2core__tiny-llama__tp1.calibrated.json"),
+    show_default=True,
+    help="Where to write the fitted profile (load it with --profile).",
+)
+@click.option("--programs", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--max-total-tokens", type=click.IntRange(min=1024), default=32768, show_default=True)
+@click.option("--quick", is_flag=True, help="A smaller step grid (for tests).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
+def calibrate(**options: object) -> None:
+    """Measure the live SGLang engine, write a simulator profile, report the simulator's error."""
+    from agentconsole.calibrate import run_calibrate
+
+    run_calibrate(**options)
+
+
+@main.command()
 @click.option("--url", default="http://127.0.0.1:8000", show_default=True, help="Server URL.")
 @click.option(
     "--trace",

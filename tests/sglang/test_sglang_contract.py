@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +31,12 @@ def test_the_symbol_list_is_the_one_the_code_uses() -> None:
 def test_a_missing_symbol_is_reported() -> None:
     with pytest.raises(AttributeError):
         symbols.load("sglang.srt.managers.schedule_policy:NoSuchPolicy")
+
+
+def test_engine_arguments_are_server_args_fields(tmp_path: Path) -> None:
+    from agentconsole.server.runtime.sglang.engine_config import EngineSettings, engine_kwargs
+
+    fields = set(symbols.load("sglang.srt.server_args:ServerArgs").__struct_fields__)
+    for plugin in (True, False):
+        kwargs = engine_kwargs(EngineSettings(model_path=tmp_path, plugin=plugin))
+        assert set(kwargs) <= fields, set(kwargs) - fields

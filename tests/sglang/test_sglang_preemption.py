@@ -15,10 +15,10 @@ pytestmark = pytest.mark.sglang
 
 
 async def _urgent_during_long(rt: Any, tag: str) -> tuple[Outcome, Outcome]:
-    long = ticket(f"long-{tag}", remaining_cp_s=60.0, expected_output_tokens=400)
-    slow = asyncio.ensure_future(consume(rt, request(long, "a long essay " * 4, 400)))
+    long = ticket(f"long-{tag}", remaining_cp_s=60.0, expected_output_tokens=1500)
+    slow = asyncio.ensure_future(consume(rt, request(long, "a long essay " * 4, 1500)))
     await started(rt, long.call_id)
-    await asyncio.sleep(0.5)  # past the minimum residency (0.25 s)
+    await asyncio.sleep(0.4)  # past the minimum residency (0.25 s)
     urgent = ticket(
         f"urgent-{tag}", completed_calls=9, remaining_cp_s=0.05, expected_output_tokens=4
     )
@@ -33,7 +33,7 @@ def test_better_ranked_call_preempts_a_long_running_one(
     quick, slow = run(_urgent_during_long(rt, "cp"))
     assert quick.finished_at < slow.finished_at
     assert slow.result.retractions >= 1
-    assert slow.result.output_tokens == 400  # resumed and completed after the preemption
+    assert slow.result.output_tokens == 1500  # resumed and completed after the preemption
     assert rt.read_status().preemptions > before
 
 

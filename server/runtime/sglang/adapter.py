@@ -6,25 +6,21 @@ Identity and ordering: each call is sent as a ``GenerateReqInput`` with ``rid = 
 bounded static ``priority`` (the boost) and ``cache_salt`` = the tenant's namespace, so no
 prefix is shared across tenants (a wholly public prompt uses the shared ``public`` salt).
 The plugin orders SGLang's waiting queue by the same policy key and fairness guard as the
-simulator. Live control (policy, drain, boost, re-prioritise, preempt, tool-wait retention)
-reaches the scheduler through ``control.json`` (see ``control``); the adapter waits for the
-plugin's acknowledgement in ``status.json`` where the order of effects matters.
+simulator; live control (``live_control``) reaches it through ``control.json``.
 
 Abort goes by exact rid through the tokenizer manager (SGLang ignores unknown or prefix rids
 and does not abort when a task is cancelled, so every rid is tracked here) and returns once
-the engine sent the request's final chunk. Operator preempt: SGLang has no per-request
-preempt, so the plugin first demotes the call (``control.preempted``), then the adapter asks
-SGLang to retract the running batch (``pause_generation(mode="retract")`` + continue): every
-running call is requeued with its KV kept in the radix cache, and the plugin re-admits all but
-the demoted one at once (they keep their better keys). Drain (``pause``) is the plugin's
-admission gate: running calls continue, queued ones wait (SGLang's own pause would freeze
-running calls too). Without the plugin (stock baselines) drain holds new calls in the adapter.
+the engine sent the request's final chunk. The engine is started in a worker thread (the
+server's loop keeps answering) with its processes and signal handling kept in bounds by
+``processes``; ``stop`` ends only the engine's own processes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import logging
 import os
 import shutil
 import signal
@@ -34,11 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agentconsole.scheduler.policies import get_policy
-from agentconsole.scheduler.runtime import (
-    CacheAction,
-    GenerationRequest,
-    RuntimeSnapshot,
-)
+from agentconsole.scheduler.runtime import GenerationRequest, RuntimeSnapshot
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.registry import RuntimeOptions
 from agentconsole.server.runtime.sglang import engine_config, processes, retention, symbols, wire
@@ -47,19 +39,20 @@ from agentconsole.server.runtime.sglang.control import (
     CachedJsonFile,
     ControlState,
     ControlWriter,
-    RetentionHint,
     marker_files,
 )
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
+from agentconsole.server.runtime.sglang.factory import default_model_dir, settings_from_options
+from agentconsole.server.runtime.sglang.live_control import LiveControl
 from agentconsole.server.runtime.sglang.snapshot import build_snapshot
-from agentconsole.server.runtime.sglang.status import SchedulerStatus
 from agentconsole.server.runtime.sglang.stream import LiveCall, SGLangStream
 
-_ACK_TIMEOUT_S = 3.0
+logger = logging.getLogger("agentconsole.sglang")
 _HEALTH_FRESH_S = 5.0
+_METRICS_IN_PROCESS = False  # an engine with SGLang's metrics was started in this process
 
 
-class SGLangRuntime:
+class SGLangRuntime(LiveControl):
     """See the module docstring. Create with :func:`create_runtime` or directly."""
 
     name = "sglang"
@@ -98,39 +91,57 @@ class SGLangRuntime:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Start the engine (in a worker thread, so the server's loop keeps answering) and
-        check the plugin is active in the scheduler. Raises ``RuntimeError`` if it is not."""
+        """Start the engine (in a worker thread, so the server's loop keeps answering); with
+        the plugin, return once it reported from the scheduler (``RuntimeError`` if it never
+        does: SGLang only logs plugin failures)."""
         if self.engine is not None:
             return
         if self.settings.is_cpu:
             os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
         if self.settings.plugin:
             await asyncio.to_thread(retention.install_strategy)  # the choice, in this process
+        global _METRICS_IN_PROCESS
+        if self.settings.enable_metrics and _METRICS_IN_PROCESS:
+            # SGLang registers its tokenizer-side metrics in the process-wide Prometheus
+            # registry: a second engine with metrics in one process fails at start
+            logger.warning("SGLang metrics already registered in this process: disabled")
+            self.settings = dataclasses.replace(self.settings, enable_metrics=False)
+        _METRICS_IN_PROCESS |= self.settings.enable_metrics
         kwargs = engine_config.engine_kwargs(self.settings)
         env = engine_config.engine_env(self.settings, self.state_dir)
+        if self.settings.enable_metrics:
+            # SGLang's processes write Prometheus files there, the tokenizer manager in this
+            # process lazily too; SGLang would reuse (and on the next start delete) the folder
+            # of an earlier engine, so each engine gets its own and the variable stays set
+            metrics_dir = self.state_dir / "prometheus"
+            metrics_dir.mkdir(exist_ok=True)
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         previous_sigterm = signal.getsignal(signal.SIGTERM)
         self.engine = await asyncio.to_thread(self._construct, kwargs, env)
         tm = self.engine.tokenizer_manager
         tm.auto_create_handle_loop()
         processes.reclaim_signals(previous_sigterm)
         self._started_at = time.time()
-        if self.settings.plugin and not marker_files(self.state_dir):
-            await self.stop()
-            raise RuntimeError(
-                "the agentconsole plugin is not active in SGLang's scheduler "
-                f"(no marker in {self.state_dir}); see the engine log for 'Failed to load plugin'"
-            )
+        if self.settings.plugin:
+            deadline = time.monotonic() + 10.0  # the scheduler's first loop pass writes it
+            while self.read_status() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            if not marker_files(self.state_dir) or self.read_status() is None:
+                await self.stop()
+                raise RuntimeError(
+                    "the agentconsole plugin is not active in SGLang's scheduler (no marker or "
+                    f"status in {self.state_dir}); see the engine log for 'Failed to load plugin'"
+                )
 
     def _construct(self, kwargs: dict[str, Any], env: dict[str, str | None]) -> Any:
         engine_cls = symbols.load(symbols.ENGINE)
         previous = engine_config.apply_env(env)
         try:
             with processes.launching() as launch:
-                try:
-                    engine = engine_cls(**kwargs)
-                except BaseException:
-                    processes.EngineProcesses(launch.children).stop()
-                    raise
+                engine = engine_cls(**kwargs)
+        except BaseException:
+            processes.EngineProcesses(launch.children).stop()  # what it started, nothing else
+            raise
         finally:
             engine_config.apply_env(previous)
         self._procs = processes.EngineProcesses(launch.children)
@@ -168,6 +179,7 @@ class SGLangRuntime:
             raise ValueError(f"call {rid!r} is already in flight")
         call = LiveCall(request)
         self._calls[rid] = call
+        self._release(request.ticket.program_id)
         call.task = asyncio.create_task(self._pump(call), name=f"sglang:{rid}")
         return SGLangStream(call)
 
@@ -248,80 +260,6 @@ class SGLangRuntime:
             await asyncio.shield(call.done)
         return True
 
-    async def reprioritise(self, call_id: str, ticket: CallTicket) -> bool:
-        """Re-rank a call in the engine under ``ticket`` (applied at the scheduler's next
-        ordering pass); False for an unknown or ended call."""
-        if call_id not in self._calls:
-            return False
-        self.control.state.tickets[call_id] = ticket.to_params()
-        self.control.write()
-        return True
-
-    async def boost(self, program_id: str, amount: float) -> None:
-        """Operator boost: the program's calls already in the engine are re-ranked with
-        ``amount`` as their boost (later tickets carry it from the controller)."""
-        self.control.state.boosts[program_id] = amount
-        await self._ack(self.control.write())
-
-    async def preempt(self, call_id: str) -> bool:
-        """Take a running call off the engine and requeue it behind the others (see the module
-        docstring for the mechanism). False when the call is not running."""
-        call = self._calls.get(call_id)
-        status = self.read_status()
-        running = status is not None and any(r.rid == call_id for r in status.running)
-        if call is None or call.done.done() or not (running or call.first_at is not None):
-            return False
-        if not self.settings.plugin:
-            return False
-        self.control.state.preempted[call_id] = time.time()
-        await self._ack(self.control.write())
-        tm = self.engine.tokenizer_manager
-        await tm.pause_generation(symbols.load(symbols.PAUSE_REQ)(mode="retract"))
-        await tm.continue_generation(symbols.load(symbols.CONTINUE_REQ)(torch_empty_cache=False))
-        return True
-
-    async def cache_hint(self, program_id: str, action: CacheAction, retain_s: float) -> None:
-        """Apply a tool-wait decision to the program's last context in SGLang's radix tree
-        (``keep``: evicted last until ``retain_s`` from now; ``drop``/``offload``: evicted
-        first). Returns once the scheduler applied it; a no-op without the plugin."""
-        if not self.settings.plugin:
-            return
-        now = time.time()
-        self._retention_seq += 1
-        state = self.control.state
-        state.retention[program_id] = RetentionHint(
-            action.value, now + retain_s, self._retention_seq
-        )
-        for pid in [p for p, h in state.retention.items() if h.until < now - 60.0]:
-            del state.retention[pid]
-        await self._ack(self.control.write())
-
-    def set_policy(self, name: str) -> None:
-        """Switch the ordering policy (``KeyError`` for an unknown name); the scheduler applies
-        it at its next ordering pass."""
-        get_policy(name)
-        if name != self.control.state.policy:
-            self.policy_name = name
-            self.control.state.policy = name
-            self.control.write()
-
-    async def pause(self) -> None:
-        """Drain: admit nothing new; running calls continue. Returns once the scheduler
-        acknowledged (with the plugin)."""
-        if self.settings.plugin:
-            if not self.control.state.paused:
-                self.control.state.paused = True
-                await self._ack(self.control.write())
-        else:
-            self._gate.clear()
-
-    async def resume(self) -> None:
-        """End a drain: queued calls are admitted again."""
-        if self.settings.plugin and self.control.state.paused:
-            self.control.state.paused = False
-            await self._ack(self.control.write())
-        self._gate.set()
-
     async def flush_cache(self) -> bool:
         """Empty SGLang's radix cache; SGLang refuses (False) unless the engine is idle."""
         out = await self.engine.tokenizer_manager.flush_cache()
@@ -357,16 +295,6 @@ class SGLangRuntime:
         return result.output_tokens >= 1
 
     # -- observation ---------------------------------------------------------------------------
-    def read_status(self) -> SchedulerStatus | None:
-        """The plugin's latest ``status.json`` (None without the plugin or before the first)."""
-        data, _ = self._status.poll(time.monotonic())
-        if data is None:
-            return None
-        try:
-            return SchedulerStatus.from_json(data)
-        except (TypeError, ValueError):
-            return None
-
     def snapshot(self) -> RuntimeSnapshot:
         """Queue in policy order, running batch and KV use, from the plugin's status file and
         the adapter's own calls (non-blocking: reads a small file at most)."""
@@ -378,72 +306,6 @@ class SGLangRuntime:
             hit_tokens=self._hit_tokens,
             paused=self.control.state.paused or not self._gate.is_set(),
         )
-
-    # -- helpers -------------------------------------------------------------------------------
-    async def _ack(self, version: int) -> bool:
-        """Wait until the plugin applied control ``version`` (True) or a timeout (False).
-
-        Returns at once when no call of ours is in the engine: an idle scheduler sleeps on its
-        sockets (up to 1 s) but re-reads the control file before it orders the next request,
-        so the change is in force before it matters."""
-        if not self.settings.plugin or self.engine is None or not self._calls:
-            return False
-        deadline = time.monotonic() + _ACK_TIMEOUT_S
-        while time.monotonic() < deadline:
-            status = self.read_status()
-            if status is not None and status.control_version >= version:
-                return True
-            await asyncio.sleep(0.005)
-        return False
-
-    def _forget_control(self, rid: str) -> None:
-        state = self.control.state
-        if rid in state.tickets or rid in state.preempted:
-            state.tickets.pop(rid, None)
-            state.preempted.pop(rid, None)
-            self.control.write()
-
-
-def default_model_dir(options: RuntimeOptions) -> Path:
-    """Where the tiny CPU model lives: ``extra["model_cache_dir"]``, else
-    ``$AGENTCONSOLE_MODEL_CACHE``, else ``~/.cache/agentconsole/tiny-llama``."""
-    explicit = options.extra.get("model_cache_dir") or os.environ.get("AGENTCONSOLE_MODEL_CACHE")
-    if explicit:
-        return Path(str(explicit))
-    return Path.home() / ".cache" / "agentconsole" / "tiny-llama"
-
-
-def settings_from_options(options: RuntimeOptions) -> EngineSettings:
-    """Engine settings for ``options``: a CUDA GPU when torch sees one, else the CPU engine;
-    with no model on a CPU machine, the tiny model (made once, in the cache folder)."""
-    extra = options.extra
-    device = str(extra.get("device") or _default_device())
-    if options.model:
-        model = Path(options.model)
-    elif device == "cpu":
-        from agentconsole.server.runtime.sglang.tiny_model import make_tiny_model
-
-        model = make_tiny_model(default_model_dir(options))
-    else:
-        raise ValueError("the SGLang runtime on a GPU needs a model (RuntimeOptions.model)")
-    return EngineSettings(
-        model_path=model,
-        device=device,
-        plugin=bool(extra.get("plugin", True)),
-        schedule_policy=str(extra.get("schedule_policy", "fcfs")),
-        max_total_tokens=options.max_total_tokens,
-        max_running_requests=options.max_running_requests,
-        tp=options.tp,
-        enable_metrics=bool(extra.get("enable_metrics", True)),
-        overrides=dict(extra.get("engine_args", {})),
-    )
-
-
-def _default_device() -> str:
-    import importlib
-
-    torch = importlib.import_module("torch")
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def create_runtime(options: RuntimeOptions) -> SGLangRuntime:
@@ -463,4 +325,4 @@ def create_runtime(options: RuntimeOptions) -> SGLangRuntime:
     )
 
 
-__all__ = ["SGLangRuntime", "create_runtime"]
+__all__ = ["SGLangRuntime", "create_runtime", "default_model_dir"]

@@ -11,6 +11,8 @@ whose path reaches the scheduler in the environment variable ``AGENTCONSOLE_SGLA
 * ``status.json`` — written by the plugin a few times a second: the waiting queue in policy
   order, the running batch, KV use, per-tenant service and the control ``version`` it applied
   (the adapter waits on that to confirm a change reached the scheduler).
+* ``steps.jsonl`` — only while ``record_steps`` is on (calibration): one line per engine step
+  with its composition and timing.
 * ``plugin-<pid>.json`` — the marker the plugin's policy writes when SGLang constructs it in a
   scheduler process: proof that the plugin is active where it must be (SGLang only logs plugin
   load failures).
@@ -34,6 +36,7 @@ from typing import Any
 STATE_DIR_ENV = "AGENTCONSOLE_SGLANG_STATE_DIR"
 CONTROL_FILE = "control.json"
 STATUS_FILE = "status.json"
+STEPS_FILE = "steps.jsonl"
 MARKER_PREFIX = "plugin-"
 
 
@@ -63,6 +66,8 @@ class ControlState:
     fairness: dict[str, Any] = field(default_factory=dict)
     #: ``PreemptionRule`` fields
     preemption: dict[str, Any] = field(default_factory=dict)
+    #: calibration: the plugin appends every engine step to ``steps.jsonl``
+    record_steps: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -115,9 +120,10 @@ class CachedJsonFile:
         self._sig: tuple[int, int] | None = None
         self._data: dict[str, Any] | None = None
 
-    def poll(self, now: float) -> tuple[dict[str, Any] | None, bool]:
-        """(content, changed since the previous call). ``now`` is any monotonic clock."""
-        if now - self._checked < self.min_interval_s:
+    def poll(self, now: float, *, force: bool = False) -> tuple[dict[str, Any] | None, bool]:
+        """(content, changed since the previous call). ``now`` is any monotonic clock;
+        ``force`` looks at the file even if it was looked at less than the interval ago."""
+        if not force and now - self._checked < self.min_interval_s:
             return self._data, False
         self._checked = now
         try:

@@ -14,8 +14,8 @@ SGLang users of this environment are unaffected). When active it registers with
   ``PreemptionRule`` and sets temporary ``Req.priority`` values only for the duration of that
   call (SGLang then releases their KV and requeues them); ``add_one_req`` admits nothing while
   the operator drains.
-* AFTER hook on ``Scheduler.get_next_batch_to_run`` (every loop pass): poll ``control.json``,
-  apply retention hints, write ``status.json``.
+* AROUND hook on ``Scheduler.get_next_batch_to_run`` (every loop pass): poll ``control.json``,
+  apply retention hints, write ``status.json``; time the scheduling (calibration).
 * AROUND hooks on ``Scheduler.run_batch`` and ``process_batch_result``: time each step and
   credit it to the tenants of its requests (the fairness guard's share rule).
 * the ``agentconsole`` radix eviction strategy (``retention``).
@@ -64,9 +64,9 @@ def register() -> None:
     registry.register(
         symbols.dotted(symbols.PREFILL_ADDER), _adder_class(_STATE), hook_type.REPLACE
     )
-    registry.register(symbols.dotted(symbols.NEXT_BATCH), _after_next_batch, hook_type.AFTER)
-    registry.register(symbols.dotted(symbols.RUN_BATCH), _timed, hook_type.AROUND)
-    registry.register(symbols.dotted(symbols.PROCESS_RESULT), _timed, hook_type.AROUND)
+    registry.register(symbols.dotted(symbols.NEXT_BATCH), _around_next_batch, hook_type.AROUND)
+    registry.register(symbols.dotted(symbols.RUN_BATCH), _timed_forward, hook_type.AROUND)
+    registry.register(symbols.dotted(symbols.PROCESS_RESULT), _timed_result, hook_type.AROUND)
     if not retention.install_strategy():
         logger.error("agentconsole: cannot install the eviction strategy on this SGLang")
 
@@ -134,23 +134,44 @@ def _adder_class(st: PluginState) -> type[Any]:
     return ProgramAwarePrefillAdder
 
 
-def _after_next_batch(result: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:
+def _around_next_batch(original: Any, scheduler: Any, *args: Any, **kwargs: Any) -> Any:
+    start = time.perf_counter()
+    plan = original(scheduler, *args, **kwargs)
+    seconds = time.perf_counter() - start
     st = _STATE
-    if st is None:
-        return
-    try:
-        st.on_loop(scheduler)
-    except Exception as err:
-        st.record_error("get_next_batch_to_run", err)
+    if st is not None:
+        try:
+            st.on_loop(scheduler)
+            st.on_scheduled(plan, seconds)
+        except Exception as err:
+            st.record_error("get_next_batch_to_run", err)
+    return plan
 
 
-def _timed(original: Any, scheduler: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
+def _timed_forward(original: Any, scheduler: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
+    return _timed(original, scheduler, batch, args, kwargs, forward=True)
+
+
+def _timed_result(original: Any, scheduler: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
+    return _timed(original, scheduler, batch, args, kwargs, forward=False)
+
+
+def _timed(
+    original: Any,
+    scheduler: Any,
+    batch: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    forward: bool,
+) -> Any:
+    wall = time.time()
     start = time.perf_counter()
     out = original(scheduler, batch, *args, **kwargs)
     st = _STATE
     if st is not None and batch is not None:
         try:
-            st.on_step(batch, time.perf_counter() - start)
+            st.on_step(batch, wall, time.perf_counter() - start, forward=forward)
         except Exception as err:
             st.record_error("step accounting", err)
     return out

@@ -13,7 +13,6 @@ shifted by the adapter's ``clock_offset``.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -25,11 +24,11 @@ from typing import Any
 from agentconsole.scheduler.fairness import FairnessConfig, FairnessGuard
 from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.ticket import CallTicket
-from agentconsole.server.runtime.sglang import retention, wire
+from agentconsole.server.runtime.sglang import plugin_status, retention, symbols, wire
 from agentconsole.server.runtime.sglang.control import (
     CONTROL_FILE,
-    MARKER_PREFIX,
     STATUS_FILE,
+    STEPS_FILE,
     CachedJsonFile,
     ControlState,
     write_json_atomic,
@@ -43,11 +42,13 @@ from agentconsole.server.runtime.sglang.ordering import (
     preemption_priorities,
     preemption_victims,
 )
-from agentconsole.server.runtime.sglang.status import QueuedEntry, RunningEntry, SchedulerStatus
+from agentconsole.server.runtime.sglang.status import SchedulerStatus
+from agentconsole.server.runtime.sglang.steps import StepRecorder
 
 logger = logging.getLogger("agentconsole.sglang.plugin")
 _MAX_CONTEXTS = 4096
 _STATUS_INTERVAL_S = 0.1
+_TOUCH_EVERY, _TOUCH_MAX = 32, 128  # SGLang's own cadence and bound for the same refresh
 
 
 def _config(cls: type[Any], data: dict[str, Any]) -> Any:
@@ -73,16 +74,20 @@ class PluginState:
         self._contexts: OrderedDict[str, retention.Context] = OrderedDict()
         self._retention_seq: dict[str, int] = {}
         self._retained: dict[str, tuple[int, float]] = {}  # program -> (tokens, until)
+        self.steps = StepRecorder(state_dir / STEPS_FILE)
         self._status_at = 0.0
+        self._passes = 0
         self._status_dirty = True
         self.preemptions = 0
         self.errors = 0
         self.last_error = ""
 
     # -- control ----------------------------------------------------------------------------------
-    def refresh(self, wall: float) -> bool:
-        """Re-read ``control.json`` if it changed; returns True when it did."""
-        data, changed = self._control_file.poll(time.monotonic())
+    def refresh(self, wall: float, *, force: bool = False) -> bool:
+        """Re-read ``control.json`` if it changed; returns True when it did. Without ``force``
+        the file is looked at most every 20 ms (the loop-pass hook); the ordering pass forces
+        a look, so a change is always in force before the scheduler orders its queue."""
+        data, changed = self._control_file.poll(time.monotonic(), force=force)
         if not changed or data is None:
             return False
         control = ControlState.from_json(data)
@@ -130,7 +135,7 @@ class PluginState:
     def sort_waiting(self, waiting: list[Any], wall: float, tree: Any = None) -> None:
         """Sort SGLang's waiting queue in place, best effective key first (after applying a
         control change, so retention marks are in place before this pass allocates KV)."""
-        if self.refresh(wall):
+        if self.refresh(wall, force=True):
             self.apply_retention(tree, wall)
         ranked = self.rank(waiting, wall)
         for req, r in zip(waiting, ranked, strict=True):
@@ -138,6 +143,20 @@ class PluginState:
                 self._requeued.add(req.rid)
         order = sorted(range(len(waiting)), key=lambda i: ranked[i].key)
         waiting[:] = [waiting[i] for i in order]
+        self._touch_waiting(waiting, tree)
+
+    def _touch_waiting(self, waiting: list[Any], tree: Any) -> None:
+        """Refresh the recency of waiting requests' cached prefixes, head of the queue last
+        (so LRU evicts them in reverse run order), every few passes: what stock SGLang does
+        for its ``lru`` policy (``SchedulePolicy._touch_waiting_prefixes``), which a custom
+        eviction strategy does not get. Without it a request's prefix can be evicted while it
+        waits, and it pays the prefill again."""
+        self._passes += 1
+        if tree is None or not waiting or self._passes % _TOUCH_EVERY:
+            return
+        touch = symbols.load(symbols.TOUCH_WAITING)
+        for req in reversed(waiting[:_TOUCH_MAX]):
+            touch(req, tree)
 
     def plan_preemption(
         self, req: Any, running: list[Any], threshold: int
@@ -171,38 +190,55 @@ class PluginState:
         return preemption_priorities(victims, others, threshold)
 
     # -- steps ------------------------------------------------------------------------------------
-    def on_step(self, batch: Any, seconds: float) -> None:
-        """Credit one measured step (a forward, or its result processing) to its requests."""
+    def on_step(self, batch: Any, start: float, seconds: float, *, forward: bool) -> None:
+        """Credit one measured step phase (a forward, or its result processing) to its
+        requests; with ``record_steps`` on, record it for calibration."""
         wall = time.time()
         reqs = list(getattr(batch, "reqs", None) or [])
         try:
             prefill = bool(batch.forward_mode.is_extend())
         except AttributeError:
             prefill = False
+        extend = list(getattr(batch, "extend_lens", None) or []) if prefill else []
+        if len(extend) != len(reqs):
+            extend = [1] * len(reqs)
         shares = []
-        for req in reqs:
+        for req, tokens in zip(reqs, extend, strict=True):
             w = self.wire_of(req)
-            tokens = int(getattr(req, "extend_input_len", 1) or 1) if prefill else 1
-            shares.append((w.ticket.tenant if w else "", tokens))
-            rid = req.rid
-            if rid not in self._admitted:
-                self._admitted[rid] = wall
-            if rid in self._requeued:
-                self._requeued.discard(rid)
-                self._resumed.add(rid)
-            if w is not None and w.kind is wire.CallKind.CALL:
-                ctx = retention.Context(
-                    req.origin_input_ids,
-                    req.output_ids,
-                    getattr(req, "extra_key", None),
-                    getattr(req, "cache_salt", None),
-                )
-                program = w.ticket.program_id
-                self._contexts[program] = ctx
-                self._contexts.move_to_end(program)
-                while len(self._contexts) > _MAX_CONTEXTS:
-                    self._contexts.popitem(last=False)
+            shares.append((w.ticket.tenant if w else "", int(tokens)))
+            self._note_running(req, w, wall)
         self.meter.credit(shares, seconds, wall, prefill=prefill)
+        if not self.control.record_steps:
+            return
+        if forward:
+            self.steps.forward(batch, reqs, extend if prefill else [], start, seconds)
+        else:
+            self.steps.result(batch, seconds)
+
+    def on_scheduled(self, plan: Any, seconds: float) -> None:
+        """The scheduler spent ``seconds`` forming ``plan`` (its next batch, if any)."""
+        if self.control.record_steps:
+            self.steps.scheduled(getattr(plan, "batch_to_run", None), seconds)
+
+    def _note_running(self, req: Any, w: wire.WireTicket | None, wall: float) -> None:
+        rid = req.rid
+        if rid not in self._admitted:
+            self._admitted[rid] = wall
+        if rid in self._requeued:
+            self._requeued.discard(rid)
+            self._resumed.add(rid)
+        if w is not None and w.kind is wire.CallKind.CALL:
+            ctx = retention.Context(
+                req.origin_input_ids,
+                req.output_ids,
+                getattr(req, "extra_key", None),
+                getattr(req, "cache_salt", None),
+            )
+            program = w.ticket.program_id
+            self._contexts[program] = ctx
+            self._contexts.move_to_end(program)
+            while len(self._contexts) > _MAX_CONTEXTS:
+                self._contexts.popitem(last=False)
 
     def on_preempted(self, count: int) -> None:
         self.preemptions += count
@@ -226,10 +262,10 @@ class PluginState:
             ctx = self._contexts.get(program)
             if ctx is None or tree is None:
                 continue
-            keep = hint.action == "keep"
-            until = hint.until if keep else retention.DROPPED
-            tokens = retention.mark_context(tree, ctx, until, whole_path=keep)
-            if keep:
+            until = retention.mark_for(hint.action, hint.until)
+            whole = hint.action != "drop" and hint.action != "offload"
+            tokens = retention.mark_context(tree, ctx, until, whole_path=whole)
+            if hint.action == "keep":
                 self._retained[program] = (tokens, hint.until)
             else:
                 self._retained.pop(program, None)
@@ -240,58 +276,25 @@ class PluginState:
         running_batch = getattr(scheduler, "running_batch", None)
         running = [r for r in (getattr(running_batch, "reqs", None) or []) if not r.finished()]
         ranked = sorted(self.rank(waiting, wall), key=lambda r: r.key) if waiting else []
-        queued = [
-            QueuedEntry(
-                r.candidate.rid,
-                r.program_id,
-                r.tenant,
-                r.key[0],
-                r.policy_key if r.policy_key != float("inf") else 1e30,
-                wall - r.candidate.first_seen,
-            )
-            for r in ranked
-        ]
-        run_entries = []
-        for req in running:
-            w = self.wire_of(req)
-            t = w.ticket if w else None
-            generated = len(req.output_ids)
-            run_entries.append(
-                RunningEntry(
-                    req.rid,
-                    t.program_id if t else "",
-                    t.tenant if t else "",
-                    len(req.origin_input_ids) + generated,
-                    generated,
-                    wall - self._admitted.get(req.rid, wall),
-                )
-            )
         status = SchedulerStatus(
             pid=os.getpid(),
             written_at=wall,
             control_version=self.control.version,
             policy=self.orderer.policy_name,
             paused=self.paused,
-            queued=queued,
-            running=run_entries,
+            queued=plugin_status.queued_entries(ranked, wall),
+            running=plugin_status.running_entries(running, self.wire_of, self._admitted, wall),
             retained_tokens={p: n for p, (n, until) in self._retained.items() if until > wall},
             tenant_service_s=dict(self.meter.service_s),
             preemptions=self.preemptions,
             errors=self.errors,
             last_error=self.last_error,
         )
-        _fill_kv(status, scheduler)
+        plugin_status.fill_kv(status, scheduler)
         write_json_atomic(self.state_dir / STATUS_FILE, status.to_json())
         self._status_at = wall
         self._status_dirty = False
-        live = {r.rid for r in waiting} | {r.rid for r in running}
-        # between steps a request may sit only in the batch just formed or as a chunked prefill
-        last = getattr(scheduler, "last_batch", None)
-        live |= {r.rid for r in (getattr(last, "reqs", None) or [])}
-        chunked = getattr(scheduler, "chunked_req", None)
-        if chunked is not None:
-            live.add(chunked.rid)
-        self._prune(live)
+        self._prune(plugin_status.live_rids(scheduler, waiting, running))
 
     def _prune(self, live: set[str]) -> None:
         for table in (self._wires, self._first_seen, self._admitted):
@@ -300,38 +303,6 @@ class PluginState:
         self._requeued &= live
         self._resumed &= live | set(self.control.preempted)
 
-    # -- marker -----------------------------------------------------------------------------------
     def write_marker(self, policy: Any) -> None:
         """Record that SGLang built our policy in this process (the adapter checks it)."""
-        tree = getattr(policy, "tree_cache", None)
-        core = getattr(tree, "tree_core", None)
-        strategy = getattr(core, "eviction_strategy", None)
-        info = {
-            "pid": os.getpid(),
-            "written_at": time.time(),
-            "policy_class": type(policy).__name__,
-            "tree_cache": type(tree).__name__,
-            "tree_core": type(core).__name__,
-            "eviction_strategy": type(strategy).__name__,
-        }
-        path = self.state_dir / f"{MARKER_PREFIX}{os.getpid()}.json"
-        write_json_atomic(path, info)
-        logger.warning("agentconsole plugin active in scheduler: %s", json.dumps(info))
-
-
-def _fill_kv(status: SchedulerStatus, scheduler: Any) -> None:
-    """KV use of the scheduler's token pool (best effort: fields differ across builds)."""
-    try:
-        capacity = int(scheduler.max_total_num_tokens)
-        available = int(scheduler.token_to_kv_pool_allocator.available_size())
-        status.kv_capacity_tokens = capacity
-        status.kv_used_tokens = max(capacity - available, 0)
-        status.kv_evictable_tokens = int(scheduler.tree_cache.evictable_size())
-    except (AttributeError, TypeError, ValueError):
-        pass
-    try:
-        pool = scheduler.token_to_kv_pool_allocator.get_kvcache()
-        k_bytes, v_bytes = pool.get_kv_size_bytes()
-        status.kv_bytes_per_token = int((k_bytes + v_bytes) // max(int(pool.size), 1))
-    except (AttributeError, TypeError, ValueError, ZeroDivisionError):
-        pass
+        plugin_status.write_marker(self.state_dir, policy)

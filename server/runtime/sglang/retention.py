@@ -16,7 +16,10 @@ Mechanism (runs in the scheduler process, Python tree core only):
   recorded when its request ran) in the tree and marks the nodes on that path. ``keep`` marks
   the whole path (shared prefix included: the program needs it back); ``drop``/``offload``
   mark only the program's exclusive suffix (below the deepest node other sequences branch
-  from), so a shared system prompt is never pushed out by one program's decision.
+  from), so a shared system prompt is never pushed out by one program's decision. When the
+  program's next call arrives the adapter sends ``release``: the kept path becomes ordinary
+  LRU cache again (otherwise contexts of programs that moved on or ended would stay
+  protected until their deadline and crowd out active ones).
 
 Why not ``--radix-eviction-policy priority`` with request priorities: a node's priority is the
 maximum over the requests that inserted it, fixed when the request finishes, while the
@@ -50,6 +53,19 @@ def node_class(until: float | None, now: float) -> int:
     if until == DROPPED:
         return CLASS_DROPPED
     return CLASS_KEPT if until > now else CLASS_NORMAL
+
+
+RELEASE = "release"  # the program is back: its context is ordinary cache again
+
+
+def mark_for(action: str, until: float) -> float | None:
+    """The node mark of a hint: its deadline for ``keep``, ``DROPPED`` for ``drop`` and
+    ``offload``, None (ordinary LRU) for ``release``."""
+    if action == "keep":
+        return until
+    if action == RELEASE:
+        return None
+    return DROPPED
 
 
 def install_strategy(clock: Callable[[], float] = time.time) -> bool:
@@ -93,9 +109,9 @@ class Context:
         return ids
 
 
-def mark_context(tree_cache: Any, ctx: Context, until: float, *, whole_path: bool) -> int:
-    """Mark the cached path of ``ctx`` with deadline ``until`` (``DROPPED`` = evict first);
-    returns the tokens marked (0 when nothing of it is cached).
+def mark_context(tree_cache: Any, ctx: Context, until: float | None, *, whole_path: bool) -> int:
+    """Mark the cached path of ``ctx`` with deadline ``until`` (``DROPPED`` = evict first,
+    None = ordinary); returns the tokens marked (0 when nothing of it is cached).
 
     Requires the Python tree core (nodes are Python objects that accept an attribute).
     ``whole_path=False`` stops below the deepest node another sequence continues from, so only

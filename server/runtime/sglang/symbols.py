@@ -52,6 +52,7 @@ MATCH_PARAMS = "sglang.srt.mem_cache.base_prefix_cache:MatchPrefixParams"
 URC_MATCH = "sglang.srt.mem_cache.unified_radix_cache:UnifiedRadixCache.match_prefix"
 URC_RESOLVE = "sglang.srt.mem_cache.unified_radix_cache:UnifiedRadixCache.resolve_node_handle"
 URC_EVICTABLE = "sglang.srt.mem_cache.unified_radix_cache:UnifiedRadixCache.evictable_size"
+TOUCH_WAITING = "sglang.srt.mem_cache.common:touch_waiting_prefix"
 
 #: environment variable selecting SGLang's radix tree core (the eviction plugin needs "python")
 TREE_CORE_ENV = "SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"
@@ -93,6 +94,7 @@ SYMBOLS: tuple[str, ...] = (
     URC_MATCH,
     URC_RESOLVE,
     URC_EVICTABLE,
+    TOUCH_WAITING,
 )
 PRIVATE: frozenset[str] = frozenset({EVICTION_FACTORIES})
 

@@ -1,0 +1,171 @@
+"""Live control of the SGLang runtime: what reaches calls already inside the engine.
+
+Mixed into ``SGLangRuntime``. Each operation edits the plugin's ``control.json`` (see
+``control``): policy switch, drain, operator boost, re-prioritisation, operator preempt,
+tool-wait retention hints. The plugin applies a change at the scheduler's next ordering pass
+(it re-reads the file at most every 20 ms, and always before it orders the queue); where the
+order of effects matters (drain, boost, preempt) the call waits for the plugin to acknowledge
+the control version in ``status.json``.
+
+Operator preempt: SGLang has no per-request preempt, so the plugin first demotes the call
+(``control.preempted``), then the runtime asks SGLang to retract its running batch
+(``pause_generation(mode="retract")`` then ``continue_generation``): every running call is
+requeued with its KV kept in the radix cache, and the plugin re-admits all but the demoted
+one at once (they keep their better keys). Drain is the plugin's admission gate: running
+calls continue, queued ones wait (SGLang's own pause would freeze running calls too); without
+the plugin, new calls are held in the runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from agentconsole.scheduler.policies import get_policy
+from agentconsole.scheduler.runtime import CacheAction
+from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.runtime.sglang import retention, symbols
+from agentconsole.server.runtime.sglang.control import (
+    CachedJsonFile,
+    ControlWriter,
+    RetentionHint,
+)
+from agentconsole.server.runtime.sglang.engine_config import EngineSettings
+from agentconsole.server.runtime.sglang.status import SchedulerStatus
+from agentconsole.server.runtime.sglang.stream import LiveCall
+
+_ACK_TIMEOUT_S = 3.0
+
+
+class LiveControl:
+    """The control operations of ``SGLangRuntime`` (state lives there)."""
+
+    settings: EngineSettings
+    policy_name: str
+    control: ControlWriter
+    engine: Any
+    _calls: dict[str, LiveCall]
+    _gate: asyncio.Event
+    _status: CachedJsonFile
+    _retention_seq: int
+
+    async def reprioritise(self, call_id: str, ticket: CallTicket) -> bool:
+        """Re-rank a call in the engine under ``ticket`` (applied at the scheduler's next
+        ordering pass); False for an unknown or ended call."""
+        if call_id not in self._calls:
+            return False
+        self.control.state.tickets[call_id] = ticket.to_params()
+        self.control.write()
+        return True
+
+    async def boost(self, program_id: str, amount: float) -> None:
+        """Operator boost: the program's calls already in the engine are re-ranked with
+        ``amount`` as their boost (later tickets carry it from the controller)."""
+        self.control.state.boosts[program_id] = amount
+        await self._ack(self.control.write())
+
+    async def preempt(self, call_id: str) -> bool:
+        """Take a running call off the engine and requeue it behind the others (see the module
+        docstring for the mechanism). False when the call is not running."""
+        call = self._calls.get(call_id)
+        status = self.read_status()
+        running = status is not None and any(r.rid == call_id for r in status.running)
+        if call is None or call.done.done() or not (running or call.first_at is not None):
+            return False
+        if not self.settings.plugin:
+            return False
+        self.control.state.preempted[call_id] = time.time()
+        await self._ack(self.control.write())
+        tm = self.engine.tokenizer_manager
+        await tm.pause_generation(symbols.load(symbols.PAUSE_REQ)(mode="retract"))
+        await tm.continue_generation(symbols.load(symbols.CONTINUE_REQ)(torch_empty_cache=False))
+        return True
+
+    async def cache_hint(self, program_id: str, action: CacheAction, retain_s: float) -> None:
+        """Apply a tool-wait decision to the program's last context in SGLang's radix tree
+        (``keep``: evicted last until ``retain_s`` from now; ``drop``/``offload``: evicted
+        first). Does not wait: the scheduler applies it when it next orders its queue, before
+        that pass allocates (and so evicts) anything. A no-op without the plugin."""
+        if not self.settings.plugin:
+            return
+        now = time.time()
+        self._retention_seq += 1
+        state = self.control.state
+        state.retention[program_id] = RetentionHint(
+            action.value, now + retain_s, self._retention_seq
+        )
+        for pid in [p for p, h in state.retention.items() if h.until < now - 60.0]:
+            del state.retention[pid]
+        self.control.write()
+
+    def set_policy(self, name: str) -> None:
+        """Switch the ordering policy (``KeyError`` for an unknown name); the scheduler applies
+        it at its next ordering pass."""
+        get_policy(name)
+        if name != self.control.state.policy:
+            self.policy_name = name
+            self.control.state.policy = name
+            self.control.write()
+
+    async def pause(self) -> None:
+        """Drain: admit nothing new; running calls continue. Returns once the scheduler
+        acknowledged (with the plugin)."""
+        if self.settings.plugin:
+            if not self.control.state.paused:
+                self.control.state.paused = True
+                await self._ack(self.control.write())
+        else:
+            self._gate.clear()
+
+    async def resume(self) -> None:
+        """End a drain: queued calls are admitted again."""
+        if self.settings.plugin and self.control.state.paused:
+            self.control.state.paused = False
+            await self._ack(self.control.write())
+        self._gate.set()
+
+    def _release(self, program_id: str) -> None:
+        """The program is back from its tool wait: end the retention of its context."""
+        hint = self.control.state.retention.get(program_id)
+        if hint is not None and hint.action == "keep":
+            self._retention_seq += 1
+            self.control.state.retention[program_id] = RetentionHint(
+                retention.RELEASE, time.time(), self._retention_seq
+            )
+            self.control.write()
+
+    # -- observation ---------------------------------------------------------------------------
+    def read_status(self) -> SchedulerStatus | None:
+        """The plugin's latest ``status.json`` (None without the plugin or before the first)."""
+        data, _ = self._status.poll(time.monotonic())
+        if data is None:
+            return None
+        try:
+            return SchedulerStatus.from_json(data)
+        except (TypeError, ValueError):
+            return None
+
+    # -- helpers -------------------------------------------------------------------------------
+    async def _ack(self, version: int) -> bool:
+        """Wait until the plugin applied control ``version`` (True) or a timeout (False).
+
+        Returns at once when no call of ours is in the engine: an idle scheduler sleeps on its
+        sockets (up to 1 s) but re-reads the control file before it orders the next request,
+        so the change is in force before it matters."""
+        if not self.settings.plugin or self.engine is None or not self._calls:
+            return False
+        deadline = time.monotonic() + _ACK_TIMEOUT_S
+        while time.monotonic() < deadline:
+            status = self.read_status()
+            if status is not None and status.control_version >= version:
+                return True
+            await asyncio.sleep(0.005)
+        return False
+
+    def _forget_control(self, rid: str) -> None:
+        state = self.control.state
+        if rid in state.tickets or rid in state.preempted:
+            state.tickets.pop(rid, None)
+            state.preempted.pop(rid, None)
+            self.control.write()

@@ -1,0 +1,111 @@
+"""What the plugin reports from the scheduler process: status entries, KV use, the marker.
+
+Helpers of ``PluginState.publish`` (``status.json``) and of the marker file the policy writes
+when SGLang builds it. SGLang objects are duck-typed and read best effort: a field missing in
+another build leaves its number at zero rather than stopping the scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from agentconsole.server.runtime.sglang import wire
+from agentconsole.server.runtime.sglang.control import MARKER_PREFIX, write_json_atomic
+from agentconsole.server.runtime.sglang.ordering import Ranked
+from agentconsole.server.runtime.sglang.status import QueuedEntry, RunningEntry, SchedulerStatus
+
+logger = logging.getLogger("agentconsole.sglang.plugin")
+
+
+def queued_entries(ranked: list[Ranked], wall: float) -> list[QueuedEntry]:
+    """The waiting queue in run order (``ranked`` sorted by effective key)."""
+    return [
+        QueuedEntry(
+            r.candidate.rid,
+            r.program_id,
+            r.tenant,
+            r.key[0],
+            r.policy_key if r.policy_key != float("inf") else 1e30,
+            wall - r.candidate.first_seen,
+        )
+        for r in ranked
+    ]
+
+
+def running_entries(
+    running: list[Any],
+    wire_of: Callable[[Any], wire.WireTicket | None],
+    admitted: Mapping[str, float],
+    wall: float,
+) -> list[RunningEntry]:
+    """The running batch: program, tenant, context and generated tokens, time running."""
+    out = []
+    for req in running:
+        w = wire_of(req)
+        t = w.ticket if w else None
+        generated = len(req.output_ids)
+        out.append(
+            RunningEntry(
+                req.rid,
+                t.program_id if t else "",
+                t.tenant if t else "",
+                len(req.origin_input_ids) + generated,
+                generated,
+                wall - admitted.get(req.rid, wall),
+            )
+        )
+    return out
+
+
+def live_rids(scheduler: Any, waiting: list[Any], running: list[Any]) -> set[str]:
+    """Every request the scheduler holds: queued, running, in the batch just formed, or as
+    the chunked prefill in progress."""
+    live = {r.rid for r in waiting} | {r.rid for r in running}
+    last = getattr(scheduler, "last_batch", None)
+    live |= {r.rid for r in (getattr(last, "reqs", None) or [])}
+    chunked = getattr(scheduler, "chunked_req", None)
+    if chunked is not None:
+        live.add(chunked.rid)
+    return live
+
+
+def fill_kv(status: SchedulerStatus, scheduler: Any) -> None:
+    """KV use of the scheduler's token pool (best effort: fields differ across builds)."""
+    try:
+        capacity = int(scheduler.max_total_num_tokens)
+        available = int(scheduler.token_to_kv_pool_allocator.available_size())
+        status.kv_capacity_tokens = capacity
+        status.kv_used_tokens = max(capacity - available, 0)
+        status.kv_evictable_tokens = int(scheduler.tree_cache.evictable_size())
+    except (AttributeError, TypeError, ValueError):
+        pass
+    try:
+        pool = scheduler.token_to_kv_pool_allocator.get_kvcache()
+        k_bytes, v_bytes = pool.get_kv_size_bytes()
+        status.kv_bytes_per_token = int((k_bytes + v_bytes) // max(int(pool.size), 1))
+    except (AttributeError, TypeError, ValueError, ZeroDivisionError):
+        pass
+
+
+def write_marker(state_dir: Path, policy: Any) -> None:
+    """Write ``plugin-<pid>.json``: SGLang built our policy in this process, with this tree
+    cache, tree core and eviction strategy."""
+    tree = getattr(policy, "tree_cache", None)
+    core = getattr(tree, "tree_core", None)
+    strategy = getattr(core, "eviction_strategy", None)
+    info = {
+        "pid": os.getpid(),
+        "written_at": time.time(),
+        "policy_class": type(policy).__name__,
+        "tree_cache": type(tree).__name__,
+        "tree_core": type(core).__name__,
+        "eviction_strategy": type(strategy).__name__,
+    }
+    write_json_atomic(state_dir / f"{MARKER_PREFIX}{os.getpid()}.json", info)
+    logger.warning("agentconsole plugin active in scheduler: %s", json.dumps(info))
