@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import signal
 import statistics
 import subprocess
@@ -59,7 +60,8 @@ def row(name: str, seconds: Sequence[float]) -> Row:
     if not seconds:
         return Row(name, 0, float("nan"), float("nan"), float("nan"))
     ms = sorted(s * 1000 for s in seconds)
-    return Row(name, len(ms), statistics.median(ms), ms[int(0.95 * (len(ms) - 1))], ms[-1])
+    p95 = ms[max(0, math.ceil(0.95 * len(ms)) - 1)]  # nearest rank
+    return Row(name, len(ms), statistics.median(ms), p95, ms[-1])
 
 
 @contextlib.contextmanager

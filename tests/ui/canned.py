@@ -13,16 +13,8 @@ from typing import Any
 
 from agentconsole.ui.client.feed import EventBatch, FeedItem, FeedStatus, OverviewTick
 from agentconsole.ui.client.http import ActionResult, ApiError
-from agentconsole.ui.client.models import (
-    AuditEntry,
-    FeedEvent,
-    KVState,
-    Overview,
-    ProgramDetail,
-    ProgramPage,
-    ProgramSummary,
-    TenantRow,
-)
+from agentconsole.ui.client.models import AuditEntry, FeedEvent, KVState, Overview, TenantRow
+from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
 from tests.ui.stub_world import StubWorld
 
 

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from agentconsole.ui.client.models import (
-    AuditEntry,
-    KVState,
-    Overview,
-    ProgramDetail,
-    ProgramSummary,
-    compact,
-)
+from agentconsole.ui.client.models import AuditEntry, KVState, Overview, compact
+from agentconsole.ui.client.programs import ProgramDetail, ProgramSummary
 from tests.ui.stub_world import BIG_PROGRAM, StubWorld
 
 

@@ -7,7 +7,8 @@ import threading
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentconsole.ui.client.models import FeedEvent, Node, Phase, ProgramDetail, ProgramPage
+from agentconsole.ui.client.models import FeedEvent
+from agentconsole.ui.client.programs import Node, Phase, ProgramDetail, ProgramPage
 from agentconsole.ui.tui import fmt
 from agentconsole.ui.tui.feedbuffer import FeedBuffer
 from agentconsole.ui.tui.graph import layers, render_dag, timeline_bar

@@ -1,17 +1,20 @@
-"""The program list keeps up with a changing server: rows, order, cursor and the header."""
+"""The program list keeps up with a changing server (rows, order, cursor, header), and the
+detail timeline zooms."""
 
 from __future__ import annotations
 
 import pytest
 from rich.text import Text
+from textual.widgets import DataTable
 
-from agentconsole.ui.client.models import ProgramSummary
+from agentconsole.ui.client.programs import ProgramSummary
 from agentconsole.ui.tui.app import DashboardApp
 from agentconsole.ui.tui.selection import select
+from agentconsole.ui.tui.views.detail import ProgramScreen
 from agentconsole.ui.tui.views.program_rows import GAP, LABELS, cells, header, line, styles, widths
 from agentconsole.ui.tui.views.programs import ProgramsView
 from tests.ui.canned import CannedClient
-from tests.ui.stub_world import StubWorld
+from tests.ui.stub_world import BIG_PROGRAM, StubWorld
 from tests.ui.waiting import until
 
 pytestmark = [pytest.mark.tui, pytest.mark.anyio]
@@ -74,3 +77,25 @@ def test_row_layout_fits_the_room_and_aligns_numbers() -> None:
     narrow = widths([cells(long)], 76)
     assert narrow[0] < 60
     assert line(cells(long), styles(long), narrow).plain.startswith("x" * (narrow[0] - 1) + "…")
+
+
+async def test_zoom_scales_the_bars_to_the_rows_on_screen() -> None:
+    app = DashboardApp(CannedClient(StubWorld()), poll_s=3600)
+    async with app.run_test(size=(120, 30)) as pilot:
+        app.open_program(BIG_PROGRAM)
+        await until(pilot, lambda: isinstance(app.screen, ProgramScreen) and app.screen.detail)
+        await pilot.press("t")
+        table = app.screen.query_one("#nodes-table", DataTable)
+
+        def filled(node_id: str) -> int:
+            bar = table.get_cell(node_id, "timeline")
+            assert isinstance(bar, Text)
+            return len(bar.plain) - bar.plain.count("·")
+
+        whole = filled("n2")
+        await pilot.press("z")
+        assert filled("n2") > 2 * whole  # the first page spans seconds, the run minutes
+        last = f"n{len(table.rows) - 1}"
+        assert filled(last) == 0  # far outside the window: not piled on an edge
+        await pilot.press("z")
+        assert filled("n2") == whole

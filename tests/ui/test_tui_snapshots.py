@@ -37,7 +37,7 @@ def _steps(
         await until(pilot, lambda: app.state.events_seen > 0)
         for key in keys:
             await pilot.press(key)
-        await until(pilot, lambda: ready(app) and not app._polling)
+        await until(pilot, lambda: ready(app) and not app.sync.busy)
         await until(pilot, lambda: _settled(app))
         for log in app.screen.query(RichLog):
             log.scroll_end(animate=False, immediate=True)
@@ -50,7 +50,8 @@ def _settled(app: DashboardApp) -> bool:
     """No table still owes its column widths (DataTable sizes new rows on its next idle)
     and no log still holds lines it could not lay out yet."""
     tables = not any(
-        t._require_update_dimensions or t._new_rows for t in app.screen.query(DataTable)
+        t._require_update_dimensions or t._new_rows or t._updated_cells
+        for t in app.screen.query(DataTable)
     )
     logs = not any(log._deferred_renders for log in app.screen.query(RichLog))
     return tables and logs
@@ -85,7 +86,10 @@ def test_view_at_80x24(
     assert snap_compare(_app(), terminal_size=(80, 24), run_before=_steps(*keys, ready=ready))
 
 
-@pytest.mark.parametrize(("name", "keys"), [("overview", ()), ("detail", ("2", "enter", "t"))])
+@pytest.mark.parametrize(
+    ("name", "keys"),
+    [("overview", ()), ("detail", ("2", "enter", "t")), ("zoomed", ("2", "enter", "t", "z"))],
+)
 def test_larger_terminal_shows_more(
     snap_compare: SnapCompare, name: str, keys: tuple[str, ...]
 ) -> None:

@@ -16,15 +16,8 @@ import httpx
 
 from agentconsole.ui.client import jsonread as j
 from agentconsole.ui.client.feed import FeedItem, read_feed
-from agentconsole.ui.client.models import (
-    AuditEntry,
-    KVState,
-    Overview,
-    ProgramDetail,
-    ProgramPage,
-    ProgramSummary,
-    TenantRow,
-)
+from agentconsole.ui.client.models import AuditEntry, KVState, Overview, TenantRow
+from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
 
 PAGE_SIZE = 500
 

@@ -1,34 +1,32 @@
 """The terminal dashboard (``agentconsole dashboard``): a Textual client of the HTTP API.
 
-Data flows one way. A feed worker reads the SSE stream into a :class:`FeedBuffer` and wakes the
-UI with a coalescing message; a poll worker reads what the visible view needs once a second (and
-at once after a view switch or an action) and posts typed messages; handlers write the
-:class:`DashboardState` and redraw only the visible view. Operator actions run on workers too.
+Data flows one way. :class:`DataSync` (``sync``) runs the workers: the feed worker reads the
+SSE stream into a buffer and wakes the UI with a coalescing message; the poll worker reads
+what the visible view needs once a second (and at once after a view switch or an action);
+actions run on workers too. The handlers here write the :class:`DashboardState` and redraw
+only the visible view.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import deque
 from collections.abc import Iterable
 from typing import ClassVar, Protocol
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from agentconsole.ui.client.feed import EventBatch, FeedStatus, OverviewTick
-from agentconsole.ui.client.http import ApiError, ConsoleApi, HttpConsoleClient
+from agentconsole.ui.client.http import ConsoleApi, HttpConsoleClient
 from agentconsole.ui.tui import messages as m
 from agentconsole.ui.tui.commands import ProgramsProvider, system_commands
-from agentconsole.ui.tui.feedbuffer import FeedBuffer
-from agentconsole.ui.tui.loader import VIEWS, load
-from agentconsole.ui.tui.outcome import describe
+from agentconsole.ui.tui.loader import VIEWS
 from agentconsole.ui.tui.state import DashboardState
+from agentconsole.ui.tui.sync import DataSync
 from agentconsole.ui.tui.topbar import topbar
 from agentconsole.ui.tui.views.audit import AuditView
 from agentconsole.ui.tui.views.detail import ProgramScreen
@@ -73,14 +71,11 @@ class DashboardApp(App[None]):
         self.api = api
         self.url = url
         self.state = DashboardState()
-        self.buffer = FeedBuffer()
+        self.sync = DataSync(self, api, again=self.refresh_data)
         self.update_costs: deque[tuple[str, float]] = deque(maxlen=100_000)
         self.all_states = False
         self._feed_enabled = feed
         self._poll_s = poll_s
-        self._stop = threading.Event()
-        self._polling = False
-        self._poll_again = False
         self._errors: dict[str, str] = {}
 
     # -- layout ---------------------------------------------------------------------
@@ -104,12 +99,12 @@ class DashboardApp(App[None]):
     def on_mount(self) -> None:
         self._draw_topbar()
         if self._feed_enabled:
-            self._run_feed()
+            self.sync.start_feed()
         self.refresh_data()
         self.set_interval(self._poll_s, self.refresh_data)
 
     def on_unmount(self) -> None:
-        self._stop.set()
+        self.sync.stop.set()
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from system_commands(self)
@@ -142,60 +137,14 @@ class DashboardApp(App[None]):
             return view.selected()
         return None
 
-    # -- workers ------------------------------------------------------------------------
-    @work(thread=True, group="feed", exit_on_error=False)
-    def _run_feed(self) -> None:
-        for item in self.api.feed(self._stop):
-            if isinstance(item, EventBatch):
-                if self.buffer.push(item.events):
-                    self.post_message(m.FeedPending())
-            elif isinstance(item, OverviewTick):
-                self.post_message(m.OverviewLoaded(item.overview, tick=True))
-            elif isinstance(item, FeedStatus):
-                self.post_message(m.FeedChanged(item.connected, item.detail))
-
+    # -- data ---------------------------------------------------------------------------
     def refresh_data(self) -> None:
-        """Start a poll of what the visible view needs (queued if one is in flight)."""
-        if self._polling:
-            self._poll_again = True
-            return
-        self._polling = True
+        """Poll what the visible view (and the open program) needs."""
         wanted: tuple[str, ...] = (self.active_view,)
         if not self.state.feed_live or self.state.overview is None:
             wanted = ("overview", *wanted)
         screen = self.detail_screen()
-        self._poll(wanted, screen.program_id if screen else None, self.all_states)
-
-    @work(thread=True, group="poll", exit_on_error=False)
-    def _poll(self, wanted: tuple[str, ...], program_id: str | None, all_states: bool) -> None:
-        try:
-            for message in load(self.api, wanted, program_id=program_id, all_states=all_states):
-                self.post_message(message)
-        finally:
-            self.call_from_thread(self._poll_finished)
-
-    def _poll_finished(self) -> None:
-        self._polling = False
-        if self._poll_again:
-            self._poll_again = False
-            self.refresh_data()
-
-    @work(thread=True, group="actions", exit_on_error=False)
-    def _act(self, action: str, program_id: str) -> None:
-        try:
-            result = self.api.act(action, program_id)
-            self.post_message(m.ActionDone(action, program_id, True, describe(result)))
-        except ApiError as error:
-            self.post_message(m.ActionDone(action, program_id, False, error.message))
-
-    @work(thread=True, group="actions", exit_on_error=False)
-    def _drain(self, enabled: bool) -> None:
-        try:
-            self.api.drain(enabled)
-            text = "draining: new calls are refused" if enabled else "admitting new calls"
-            self.post_message(m.ActionDone("drain", "", True, text))
-        except ApiError as error:
-            self.post_message(m.ActionDone("drain", "", False, error.message))
+        self.sync.poll(wanted, screen.program_id if screen else None, self.all_states)
 
     # -- message handlers -----------------------------------------------------------------
     def _timed(self, kind: str, start: float) -> None:
@@ -204,7 +153,7 @@ class DashboardApp(App[None]):
     @on(m.FeedPending)
     def _feed_pending(self, _: m.FeedPending) -> None:
         start = time.perf_counter()
-        events = self.buffer.drain()
+        events = self.sync.buffer.drain()
         touched = self.state.apply_events(events)
         if self.screen is self.screen_stack[0]:
             if self.active_view == "events":
@@ -323,12 +272,12 @@ class DashboardApp(App[None]):
             self.notify("select a program first (2: programs)", severity="warning")
             return
         if action != "cancel":
-            self._act(action, program_id)
+            self.sync.act(action, program_id)
             return
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self._act("cancel", program_id)
+                self.sync.act("cancel", program_id)
 
         question = (
             f"Cancel program [b]{program_id}[/b]?\n\nIts running calls are aborted, pending "
@@ -338,7 +287,7 @@ class DashboardApp(App[None]):
 
     def action_drain(self, enabled: bool) -> None:
         """Stop (or resume) admitting new calls."""
-        self._drain(enabled)
+        self.sync.drain(enabled)
 
     def action_refresh(self) -> None:
         """Poll now."""

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from agentconsole.ui.client.models import Node, ProgramDetail
+from agentconsole.ui.client.programs import Node, ProgramDetail
 from agentconsole.ui.tui import fmt
 
 PHASES = {
@@ -118,12 +118,15 @@ def timeline_bar(node: Node, t0: float, t1: float, width: int) -> Text:
     """``node``'s phases painted over ``width`` cells spanning ``[t0, t1]``.
 
     Every span gets at least one cell, so short phases (a 20 ms KV reload) stay visible; a
-    later span overwrites an earlier one where they share a cell.
+    later span overwrites an earlier one where they share a cell; spans outside the window are
+    left out and spans across its edges are cut.
     """
     width = max(1, width)
     step = (t1 - t0) / width
     cells: list[str | None] = [None] * width
     for phase in node.timeline:
+        if phase.end < t0 or phase.start > t1:
+            continue  # outside the window: drawn by nothing rather than piled on an edge
         first = int((phase.start - t0) / step) if step > 0 else 0
         last = math.ceil((phase.end - t0) / step) - 1 if step > 0 else 0
         first = min(max(first, 0), width - 1)

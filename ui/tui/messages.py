@@ -12,14 +12,8 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from agentconsole.ui.client.models import (
-    AuditEntry,
-    KVState,
-    Overview,
-    ProgramDetail,
-    ProgramPage,
-    TenantRow,
-)
+from agentconsole.ui.client.models import AuditEntry, KVState, Overview, TenantRow
+from agentconsole.ui.client.programs import ProgramDetail, ProgramPage
 
 
 @dataclass

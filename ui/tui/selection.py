@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from agentconsole.ui.client.models import ProgramSummary
+from agentconsole.ui.client.programs import ProgramSummary
 
 
 def _progress(p: ProgramSummary) -> float:

@@ -12,16 +12,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from agentconsole.ui.client.models import (
-    AuditEntry,
-    FeedEvent,
-    KVState,
-    Overview,
-    ProgramDetail,
-    ProgramPage,
-    ProgramSummary,
-    TenantRow,
-)
+from agentconsole.ui.client.models import AuditEntry, FeedEvent, KVState, Overview, TenantRow
+from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
 
 TERMINAL_KINDS = {
     "program.finished": "finished",

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from agentconsole.ui.client.models import ProgramDetail
+from agentconsole.ui.client.programs import ProgramDetail
 from agentconsole.ui.tui import fmt
 from agentconsole.ui.tui.graph import legend, render_dag, span, timeline_bar
 from agentconsole.ui.tui.views.tables import Table
@@ -19,6 +21,7 @@ from agentconsole.ui.tui.views.tables import Table
 NODE_COLUMNS = ("node", "kind", "state", "kv", "queue", "service", "tool", "timeline")
 NODE_LABELS = ("Node", "Kind", "State", "KV now", "Queue", "Service", "Tool", "Timeline")
 FIXED_WIDTH = 62  # the columns before the timeline bar, with cell padding
+ZOOM_ROWS = 20  # the zoom window before the table has been laid out
 
 
 def summary(detail: ProgramDetail) -> Text:
@@ -56,12 +59,15 @@ class ProgramScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("t", "toggle_tab", "DAG/Timeline"),
+        Binding("z", "zoom", "Zoom bars"),
     ]
 
     def __init__(self, program_id: str) -> None:
         super().__init__()
         self.program_id = program_id
         self.detail: ProgramDetail | None = None
+        self.zoom = False
+        self._window: tuple[float, float] = (0.0, 1.0)
 
     def compose(self) -> ComposeResult:
         yield Static(f"loading {self.program_id}…", id="detail-summary")
@@ -92,11 +98,50 @@ class ProgramScreen(Screen[None]):
         width = max(30, self.size.width - 4)
         self.query_one("#dag", Static).update(render_dag(detail, width))
         self._timeline(detail)
+        if self.zoom:
+            self.call_after_refresh(self._rescale)
+
+    def action_zoom(self) -> None:
+        """Scale the bars to the page of nodes around the cursor (or back to the whole run)."""
+        self.zoom = not self.zoom
+        self._rescale()
+        self.call_after_refresh(self._rescale)  # again once the table has its size
+        self.notify("bars scaled to the nodes on screen" if self.zoom else "bars span the run")
+
+    @on(DataTable.RowHighlighted, "#nodes-table")
+    def _moved(self) -> None:
+        if self.zoom:
+            self._rescale()
+
+    def _scale(self, detail: ProgramDetail) -> tuple[float, float]:
+        """The time window of the bars: the run, or the rows the table shows now."""
+        if not self.zoom or not detail.nodes:
+            return span(detail)
+        table = self.query_one("#nodes-table", DataTable)
+        rows = max(1, table.size.height - 1) if table.size.height else ZOOM_ROWS
+        first = min(round(table.scroll_y), max(0, len(detail.nodes) - rows))
+        return span(replace(detail, nodes=detail.nodes[first : first + rows]))
+
+    def _rescale(self) -> None:
+        detail = self.detail
+        if detail is None:
+            return
+        window = self._scale(detail)
+        if window == self._window:
+            return
+        self._window = window
+        table = self.query_one("#nodes-table", DataTable)
+        width = self._bar_width()
+        for node in detail.nodes:
+            table.update_cell(node.node_id, "timeline", timeline_bar(node, *window, width))
+
+    def _bar_width(self) -> int:
+        return max(8, self.size.width - FIXED_WIDTH)
 
     def _timeline(self, detail: ProgramDetail) -> None:
         table = self.query_one("#nodes-table", DataTable)
-        t0, t1 = span(detail)
-        bar_width = max(8, self.size.width - FIXED_WIDTH)
+        t0, t1 = self._window = self._scale(detail)
+        bar_width = self._bar_width()
         path = set(detail.critical_path)
         keep = table.cursor_row
         table.clear()

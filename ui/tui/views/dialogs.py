@@ -14,9 +14,9 @@ from textual.widgets import Button, Static
 HELP = """\
 [b]Views[/b]      1 overview  2 programs  3 tenants  4 kv  5 audit  6 events
 [b]Commands[/b]   :  command palette (views, actions, drain, go to program)
-[b]Programs[/b]   enter open   / filter (! inverts)   s sort   S reverse   a running/all
+[b]Programs[/b]   enter open  / filter (! inverts)  s sort  S reverse  a running/all
 [b]Actions[/b]    p preempt    c cancel (asks first)  b boost
-[b]Detail[/b]     t DAG/timeline   escape back
+[b]Detail[/b]     t DAG/timeline   z zoom bars to the rows on screen   escape back
 [b]Other[/b]      r refresh now    ? this help        q quit
 
 DAG: one line per layer; ◆ marks the critical path; ⇠ names parents

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from rich.text import Text
 
-from agentconsole.ui.client.models import ProgramSummary
+from agentconsole.ui.client.programs import ProgramSummary
 from agentconsole.ui.tui import fmt
 
 LABELS = ("Program", "Tenant", "State", "Nodes", "Service", "Priority", "CP idle", "Slack")

@@ -20,7 +20,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 from textual.widgets.data_table import RowDoesNotExist
 
-from agentconsole.ui.client.models import ProgramSummary
+from agentconsole.ui.client.programs import ProgramSummary
 from agentconsole.ui.tui.selection import SORT_ORDER, next_sort, select
 from agentconsole.ui.tui.state import DashboardState
 from agentconsole.ui.tui.views.program_rows import cells, header, line, styles, widths

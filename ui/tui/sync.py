@@ -1,0 +1,102 @@
+"""The dashboard's data movement: the feed worker, the one-at-a-time poller, the actions.
+
+Everything here runs on Textual thread workers (``app.run_worker(thread=True)``) and talks to
+the UI only by posting typed messages (see ``messages``), so no network call ever blocks the
+screen. Feed events go through a :class:`FeedBuffer` with one coalescing wake-up message.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from functools import partial
+
+from textual.app import App
+
+from agentconsole.ui.client.feed import EventBatch, FeedStatus, OverviewTick
+from agentconsole.ui.client.http import ApiError, ConsoleApi
+from agentconsole.ui.tui import messages as m
+from agentconsole.ui.tui.feedbuffer import FeedBuffer
+from agentconsole.ui.tui.loader import load
+from agentconsole.ui.tui.outcome import describe
+
+
+class DataSync:
+    """Feeds ``app`` from ``api``; ``again`` is called when a poll asked for meanwhile may run."""
+
+    def __init__(self, app: App[None], api: ConsoleApi, again: Callable[[], None]) -> None:
+        self.app = app
+        self.api = api
+        self.buffer = FeedBuffer()
+        self.stop = threading.Event()
+        self._again = again
+        self._polling = False
+        self._queued = False
+
+    @property
+    def busy(self) -> bool:
+        """Whether a poll is in flight."""
+        return self._polling
+
+    def start_feed(self) -> None:
+        """Read the SSE feed on a worker until :attr:`stop` is set."""
+        self.app.run_worker(self._feed, thread=True, group="feed", exit_on_error=False)
+
+    def _feed(self) -> None:
+        post = self.app.post_message
+        for item in self.api.feed(self.stop):
+            if isinstance(item, EventBatch):
+                if self.buffer.push(item.events):
+                    post(m.FeedPending())
+            elif isinstance(item, OverviewTick):
+                post(m.OverviewLoaded(item.overview, tick=True))
+            elif isinstance(item, FeedStatus):
+                post(m.FeedChanged(item.connected, item.detail))
+
+    def poll(self, wanted: tuple[str, ...], program_id: str | None, all_states: bool) -> None:
+        """Read ``wanted`` (and the open program) on a worker; while one poll is in flight a
+        new request only marks that another is wanted, so a slow server never piles them up."""
+        if self._polling:
+            self._queued = True
+            return
+        self._polling = True
+        work = partial(self._poll, wanted, program_id, all_states)
+        self.app.run_worker(work, thread=True, group="poll", exit_on_error=False)
+
+    def _poll(self, wanted: tuple[str, ...], program_id: str | None, all_states: bool) -> None:
+        try:
+            for message in load(self.api, wanted, program_id=program_id, all_states=all_states):
+                self.app.post_message(message)
+        finally:
+            self.app.call_from_thread(self._finished)
+
+    def _finished(self) -> None:
+        self._polling = False
+        if self._queued:
+            self._queued = False
+            self._again()
+
+    def act(self, action: str, program_id: str) -> None:
+        """Preempt, cancel or boost ``program_id`` on a worker; the answer comes as a message."""
+
+        def run() -> None:
+            try:
+                result = self.api.act(action, program_id)
+                self.app.post_message(m.ActionDone(action, program_id, True, describe(result)))
+            except ApiError as error:
+                self.app.post_message(m.ActionDone(action, program_id, False, error.message))
+
+        self.app.run_worker(run, thread=True, group="actions", exit_on_error=False)
+
+    def drain(self, enabled: bool) -> None:
+        """Stop (or resume) admitting new calls, on a worker."""
+
+        def run() -> None:
+            try:
+                self.api.drain(enabled)
+                text = "draining: new calls are refused" if enabled else "admitting new calls"
+                self.app.post_message(m.ActionDone("drain", "", True, text))
+            except ApiError as error:
+                self.app.post_message(m.ActionDone("drain", "", False, error.message))
+
+        self.app.run_worker(run, thread=True, group="actions", exit_on_error=False)
