@@ -18,19 +18,23 @@ import importlib
 import logging
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 import uvicorn
 from litestar import Litestar
+from litestar.di import Provide
+from litestar.types import ControllerRouterHandler
 from pydantic import ValidationError
 
+from agentconsole.server.api.deps import Live
 from agentconsole.server.app import Extension, create_app
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.extension import GatewayExtension
 from agentconsole.settings import Settings, load_settings
+from agentconsole.ui.web.routes import console_routes
 
 log = logging.getLogger(__name__)
 DemoRunner = Callable[[str, Mapping[str, str]], Awaitable[None]]
@@ -99,9 +103,25 @@ def banner(settings: Settings) -> str:
     return "\n".join(lines)
 
 
+class ConsoleExtension:
+    """The browser console (``/`` and ``/static/*``): static routes, nothing to start."""
+
+    route_handlers: Sequence[ControllerRouterHandler] = tuple(console_routes())
+
+    def dependencies(self) -> Mapping[str, Provide]:
+        return {}
+
+    async def start(self, live: Live) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+
 def extensions(settings: Settings) -> list[Extension]:
-    """The features mounted on the core API: the tool gateway (``/v1/tools*``)."""
-    return [GatewayExtension(GatewayConfig())]
+    """The features mounted on the core API: the tool gateway (``/v1/tools*``) and the
+    browser console (``/``)."""
+    return [GatewayExtension(GatewayConfig()), ConsoleExtension()]
 
 
 def run_serve(settings: Settings) -> None:
