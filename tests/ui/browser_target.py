@@ -1,15 +1,14 @@
-"""What the browser tests drive: the real server when it serves the console, else the stub.
+"""What the browser tests drive: the real ``agentconsole serve --runtime sim --demo``.
 
-The real ``serve --runtime sim --demo`` is preferred. Until ``server/app.py`` mounts
-``agentconsole.ui.web.routes.console_routes()``, ``/`` is not there and the tests fall back to
-the stub server (which mounts the same routes) with a warning saying so.
+The page must be served by the real server (``app/serve.py`` mounts
+``agentconsole.ui.web.routes.console_routes()``); the stub server is kept only for the tests
+where canned data is the better unit test (a DAG of hundreds of nodes, a steady event stream).
 """
 
 from __future__ import annotations
 
 import contextlib
 import uuid
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,12 +16,6 @@ from pathlib import Path
 import httpx
 
 from tests.ui.real_server import serve_real
-from tests.ui.stub_server import serve_stub
-
-MOUNT_MISSING = (
-    "server/app.py does not mount agentconsole.ui.web.routes.console_routes() yet: "
-    "the browser tests ran against the stub server"
-)
 
 
 @dataclass(slots=True)
@@ -42,36 +35,17 @@ class ConsoleTarget:
         return body
 
 
-def _serves_console(url: str) -> bool:
-    response = httpx.get(url + "/")
-    return response.status_code == 200 and "agentconsole" in response.text
-
-
 @contextlib.contextmanager
 def console_target(tmp: Path) -> Iterator[ConsoleTarget]:
-    """The real server if it serves the page, else the live stub."""
+    """The real server, checked to serve the console page at ``/``."""
     with serve_real(tmp) as real:
-        if _serves_console(real.url):
+        page = httpx.get(real.url + "/")
+        assert page.status_code == 200, "serve does not mount the console at / (console_routes)"
+        assert "agentconsole" in page.text
 
-            def opened() -> str:
-                program_id = f"ui-web-{uuid.uuid4().hex[:8]}"
-                real.open_program(program_id)
-                return program_id
+        def opened() -> str:
+            program_id = f"ui-web-{uuid.uuid4().hex[:8]}"
+            real.open_program(program_id)
+            return program_id
 
-            yield ConsoleTarget(real.url, real.key, "real", opened)
-            return
-    warnings.warn(MOUNT_MISSING, stacklevel=2)
-    with serve_stub(live=True, tick_steps=2) as stub:
-
-        def running() -> str:
-            body = httpx.get(
-                stub.url + "/v1/programs?state=running&limit=500",
-                headers={"Authorization": f"Bearer {stub.key}"},
-            ).json()
-            for row in body["programs"]:
-                if row["program_id"] not in stub.world.pinned:
-                    stub.world.pinned.add(row["program_id"])
-                    return str(row["program_id"])
-            raise AssertionError("no running program left in the stub")
-
-        yield ConsoleTarget(stub.url, stub.key, "stub", running)
+        yield ConsoleTarget(real.url, real.key, "real", opened)

@@ -136,3 +136,11 @@ def test_formatting() -> None:
     assert fmt.clock(1_767_225_600.25) == "00:00:00.250"
     assert fmt.bar(0.5, 10).plain == "█████░░░░░"
     assert fmt.short("abcdef", 4) == "abc…"
+
+
+def test_middle_ellipsis_keeps_both_ends_of_an_id() -> None:
+    cut = fmt.middle("demo-13cf10-0-seed-mix-s0-00013", 13)
+    assert cut == "demo-1…-00013"
+    assert len(cut) == 13
+    assert fmt.middle("short", 13) == "short"
+    assert fmt.middle("abcdefgh", 3) == "ab…"

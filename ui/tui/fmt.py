@@ -100,3 +100,15 @@ def tier(value: str | None) -> Text:
 def short(value: str, width: int) -> str:
     """``value`` cut to ``width`` cells with an ellipsis."""
     return value if len(value) <= width else value[: max(0, width - 1)] + "…"
+
+
+def middle(value: str, width: int) -> str:
+    """``value`` cut to ``width`` cells in the middle, keeping the distinguishing ends of ids
+    such as ``demo-13cf10-0-seed-mix-s0-00013`` (``demo-13…00013``)."""
+    if len(value) <= width:
+        return value
+    if width < 5:
+        return short(value, width)
+    tail = (width - 1) // 2
+    head = width - 1 - tail
+    return value[:head] + "…" + value[len(value) - tail :]

@@ -23,12 +23,11 @@ def _grid() -> Table:
 
 
 def programs_panel(o: Overview) -> Table:
-    """Program counts and the two rates."""
+    """Program counts and the prefix-cache and ghost-token totals."""
     grid = _grid()
     p = o.programs
     grid.add_row("running", str(p.get("running", 0)), "finished", str(p.get("finished", 0)))
     grid.add_row("failed", str(p.get("failed", 0)), "cancelled", str(p.get("cancelled", 0)))
-    grid.add_row("throughput", fmt.rate(o.throughput), "goodput", fmt.rate(o.goodput))
     grid.add_row(
         "prefix hits", fmt.count(o.prefix_hit_tokens), "ghost tok", fmt.count(o.ghost_tokens)
     )
@@ -36,11 +35,12 @@ def programs_panel(o: Overview) -> Table:
 
 
 def latency_panel(o: Overview) -> Table:
-    """E2E percentiles, queue depth and running calls."""
+    """E2E percentiles, the two rates, queue depth and running calls."""
     grid = _grid()
-    grid.add_row("E2E p50", fmt.secs(o.e2e_p50_s), "queue", str(o.queue_depth))
-    grid.add_row("E2E p95", fmt.secs(o.e2e_p95_s), "running", str(o.running_calls))
-    grid.add_row("E2E p99", fmt.secs(o.e2e_p99_s), "", "")
+    grid.add_row("E2E p50", fmt.secs(o.e2e_p50_s), "throughput", fmt.rate(o.throughput))
+    grid.add_row("E2E p95", fmt.secs(o.e2e_p95_s), "goodput", fmt.rate(o.goodput))
+    grid.add_row("E2E p99", fmt.secs(o.e2e_p99_s), "queue", str(o.queue_depth))
+    grid.add_row("", "", "running", str(o.running_calls))
     return grid
 
 
@@ -96,7 +96,7 @@ class OverviewView(Vertical):
     def on_mount(self) -> None:
         titles = {
             "#ov-programs": "Programs",
-            "#ov-latency": "Latency",
+            "#ov-latency": "Rates and latency",
             "#ov-kv": "KV by tier",
             "#ov-policy": "Policy",
             "#ov-throughput": "Throughput /s",

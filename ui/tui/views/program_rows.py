@@ -59,7 +59,7 @@ def line(values: Sequence[str], looks: Sequence[str], sizes: Sequence[int]) -> T
     """One row (or the header) laid out to ``sizes``."""
     text = Text(no_wrap=True, overflow="ellipsis")
     for i, (value, look, size) in enumerate(zip(values, looks, sizes, strict=True)):
-        shown = fmt.short(value, size)
+        shown = fmt.middle(value, size) if i == 0 else fmt.short(value, size)
         padded = shown.rjust(size) if i in RIGHT else shown.ljust(size)
         text.append(padded, style=look)
         if i < len(sizes) - 1:
