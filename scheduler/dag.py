@@ -134,15 +134,20 @@ def critical_path(program: Program, weight: Callable[[Node], float]) -> Critical
 
 
 def observed_critical_path(program: Program) -> tuple[str, ...]:
-    """The chain of nodes that determined when the program ended.
+    """The chain of nodes that determined when the program ended (or where it is now).
 
-    Starting from the node that finished last, repeatedly step to the parent that finished
-    last: the classic "last arriving input" critical path used for critical-path idle.
+    The sink is the running node that started last, else the node that finished last; from
+    there, repeatedly step to the parent that finished last: the classic "last arriving input"
+    critical path used for critical-path idle.
     """
+    running = [n for n in program.nodes.values() if n.state is NodeState.RUNNING]
     finished = [n for n in program.nodes.values() if n.finished_at is not None]
-    if not finished:
+    if running:
+        node = max(running, key=lambda n: n.started_at or 0.0)
+    elif finished:
+        node = max(finished, key=lambda n: n.finished_at or 0.0)
+    else:
         return ()
-    node = max(finished, key=lambda n: n.finished_at or 0.0)
     path = [node.node_id]
     while node.parents:
         parents = [program.nodes[p] for p in node.parents]

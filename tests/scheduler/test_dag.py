@@ -110,3 +110,12 @@ def test_observed_critical_path_follows_last_finisher() -> None:
     for nid, t in {"n0": 1.0, "n1": 5.0, "n2": 3.0, "n3": 6.0}.items():
         program.nodes[nid].finished_at = t
     assert dag.observed_critical_path(program) == ("n0", "n1", "n3")
+
+
+def test_observed_critical_path_ends_at_the_running_node() -> None:
+    program = _program([[], [0], [0], [1, 2]], [1] * 4)
+    for nid, t in {"n0": 1.0, "n1": 5.0, "n2": 3.0}.items():
+        program.nodes[nid].finished_at = t
+    program.nodes["n3"].state = NodeState.RUNNING
+    program.nodes["n3"].started_at = 5.0
+    assert dag.observed_critical_path(program) == ("n0", "n1", "n3")
