@@ -149,10 +149,13 @@ class SGLangRuntime(LiveControl):
 
     async def stop(self) -> None:
         """End every call with ``abort``, then stop the engine's processes (only those)."""
-        for call in list(self._calls.values()):
+        calls = list(self._calls.values())
+        for call in calls:
             call.begin_abort()
             if call.task is not None:
                 call.task.cancel()
+        await asyncio.gather(*(c.task for c in calls if c.task is not None), return_exceptions=True)
+        for call in calls:
             call.finish()
         self._calls.clear()
         engine, self.engine = self.engine, None

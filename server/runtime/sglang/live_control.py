@@ -61,8 +61,12 @@ class LiveControl:
 
     async def boost(self, program_id: str, amount: float) -> None:
         """Operator boost: the program's calls already in the engine are re-ranked with
-        ``amount`` as their boost (later tickets carry it from the controller)."""
-        self.control.state.boosts[program_id] = amount
+        ``amount`` as their boost (later tickets carry it from the controller); 0 removes the
+        program's entry (do so when it ends)."""
+        if amount:
+            self.control.state.boosts[program_id] = amount
+        else:
+            self.control.state.boosts.pop(program_id, None)
         await self._ack(self.control.write())
 
     async def preempt(self, call_id: str) -> bool:

@@ -255,6 +255,9 @@ class PluginState:
 
     def apply_retention(self, tree: Any, wall: float) -> None:
         """Mark the radix tree for every retention hint not applied yet."""
+        for program in [p for p in self._retention_seq if p not in self.control.retention]:
+            del self._retention_seq[program]  # the adapter dropped the hint: forget it too
+            self._retained.pop(program, None)
         for program, hint in self.control.retention.items():
             if self._retention_seq.get(program) == hint.seq:
                 continue
