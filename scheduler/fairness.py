@@ -34,6 +34,7 @@ class FairnessConfig:
     service_floor_s: float = 5.0
     share_slack: float = 0.25
     half_life_s: float = 30.0  # memory of a tenant's recent service
+    refresh_s: float = 0.05  # how long a tenant-share decision stands
     tenant_weights: Mapping[str, float] = field(default_factory=dict)
 
     def weight(self, tenant: str) -> float:
@@ -43,12 +44,15 @@ class FairnessConfig:
 class FairnessGuard:
     """Holds per-tenant decayed service; answers starvation and share questions."""
 
-    __slots__ = ("_decay_per_s", "_service", "config")
+    __slots__ = ("_cache", "_decay_per_s", "_service", "config")
 
     def __init__(self, config: FairnessConfig | None = None) -> None:
         self.config = config or FairnessConfig()
         self._decay_per_s = math.log(2) / max(self.config.half_life_s, 1e-9)
         self._service: dict[str, tuple[float, float]] = {}  # tenant -> (value, as of time)
+        # the last share decision: (time, waiting tenants, answer); shares move slowly, so a
+        # decision stands for ``refresh_s`` (this sits on every scheduling decision)
+        self._cache: tuple[float, frozenset[str], frozenset[str]] | None = None
 
     def starve_at(self, ticket: CallTicket) -> float:
         """The time at which ``ticket`` becomes starving (+inf with the guard disabled)."""
@@ -74,9 +78,21 @@ class FairnessGuard:
         received service recently (a tenant whose calls all run is still competing)."""
         if not self.config.enabled:
             return frozenset()
-        waiting = set(backlogged)
+        waiting = frozenset(backlogged)
         if not waiting:
             return frozenset()
+        cache = self._cache
+        if (
+            cache is not None
+            and cache[1] == waiting
+            and 0 <= now - cache[0] < self.config.refresh_s
+        ):
+            return cache[2]
+        answer = self._underserved(waiting, now)
+        self._cache = (now, waiting, answer)
+        return answer
+
+    def _underserved(self, waiting: frozenset[str], now: float) -> frozenset[str]:
         service = {t: self.recent_service(t, now) for t in self._service.keys() | waiting}
         total = sum(service.values())
         if total <= 0:

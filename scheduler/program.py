@@ -40,10 +40,8 @@ class NodeState(StrEnum):
 
     @property
     def terminal(self) -> bool:
-        return self in _TERMINAL_NODE
-
-
-_TERMINAL_NODE = frozenset({NodeState.DONE, NodeState.FAILED, NodeState.CANCELLED})
+        # identity tests: hashing an enum member runs Python code, and this is on hot paths
+        return self is NodeState.DONE or self is NodeState.FAILED or self is NodeState.CANCELLED
 
 
 class ProgramState(StrEnum):

@@ -318,13 +318,30 @@ class CostModel:
         c1 = self._c_pair * batch
         m0 = self._m_weights + self._m_kv * (total_context + batch)
         m1 = self._m_kv * batch
-        # Steps [0, split) follow the side that is larger at j = 0, the rest the other side.
-        first, second = ((c0, c1), (m0, m1)) if c0 >= m0 else ((m0, m1), (c0, c1))
-        split = steps
-        if second[1] > first[1]:
-            split = min(steps, max(0, math.ceil((first[0] - second[0]) / (second[1] - first[1]))))
         fixed = self._fixed + self._per_tok * batch + self._per_seq * batch
-        return _linear_sum(*first, 0, split) + _linear_sum(*second, split, steps) + fixed * steps
+        return _run_seconds(c0, c1, m0, m1, fixed, steps)
+
+    def mixed_steps_seconds(
+        self, chunk: int, prefill_done: int, batch: int, decode_context: int, steps: int
+    ) -> float:
+        """Seconds of ``steps`` consecutive mixed steps: each prefills ``chunk`` more tokens of
+        one prompt (``prefill_done`` already computed before the first) beside one decode
+        token for each of ``batch`` requests attending ``decode_context`` tokens (growing by
+        ``batch`` per step). Closed form, equal to the loop of ``step_seconds``."""
+        if steps <= 0 or chunk + batch <= 0:
+            return 0.0
+        pairs0 = attention_pairs(chunk, prefill_done)
+        c0 = (
+            self._c_tok * (chunk + batch)
+            + self._c_lm * batch
+            + self._c_pair * (pairs0 + decode_context)
+        )
+        c1 = self._c_pair * (chunk * chunk + batch)
+        tokens = chunk + batch
+        m0 = self._m_weights + self._m_kv * (decode_context + prefill_done + tokens)
+        m1 = self._m_kv * (batch + chunk)
+        fixed = self._fixed + self._per_tok * tokens + self._per_seq * batch
+        return _run_seconds(c0, c1, m0, m1, fixed, steps)
 
     def transfer_seconds(self, tokens: int, link: Link | str = Link.PCIE) -> float:
         """Seconds to move ``tokens`` of KV between HBM and host DRAM (``pcie``) or disk.
@@ -353,6 +370,16 @@ class CostModel:
         rest = self._fixed - self.efficiency.step_overhead_s
         rest += self._per_tok * tokens + self._per_seq * point.decode_batch
         return compute, m_weights + m_kv * kv, rest
+
+
+def _run_seconds(c0: float, c1: float, m0: float, m1: float, fixed: float, steps: int) -> float:
+    """Sum over j in [0, steps) of ``max(c0 + c1 j, m0 + m1 j) + fixed``: both roofline sides
+    are linear in the step index, so the larger one switches at most once."""
+    first, second = ((c0, c1), (m0, m1)) if c0 >= m0 else ((m0, m1), (c0, c1))
+    split = steps
+    if second[1] > first[1]:
+        split = min(steps, max(0, math.ceil((first[0] - second[0]) / (second[1] - first[1]))))
+    return _linear_sum(*first, 0, split) + _linear_sum(*second, split, steps) + fixed * steps
 
 
 def _linear_sum(a: float, b: float, start: int, stop: int) -> float:

@@ -21,6 +21,7 @@ retained for a program in tool wait, unless the call is starving.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentconsole.kvtiers.node import Block, Node
@@ -46,6 +47,8 @@ class _Block:
     decode: list[SimCall] = field(default_factory=list)
     decode_steps: int = 0
     decode_context: int = 0  # KV tokens the block's decoders attend to at its first step
+    chunk: int = 0  # a fused run of mixed steps: prefill tokens per step (0: not such a run)
+    prefill_done: int = 0  # its prompt's computed tokens before the first step
 
 
 @dataclass(slots=True)
@@ -93,6 +96,8 @@ class SimEngine:
         self._decoding: dict[str, SimCall] = {}
         self._loading: dict[str, SimCall] = {}
         self._decode_context = 0
+        self._prefill_pending = 0  # prompt tokens admitted calls still have to prefill
+        self._budgets: dict[tuple[int, int], int] = {}
         self._computed: set[object] = set()
         self._link_free_at = 0.0
         self._block: _Block | None = None
@@ -184,7 +189,7 @@ class SimEngine:
             # better-ranked calls are decoding: prefill only as much as hides under their
             # step's memory time (stall-free), so a worse-ranked long prefill neither
             # stretches their steps nor stops
-            return self._start_prefill(now, self._stall_free_budget())
+            return self._start_stall_free(now, until)
         if self._decoding:
             return self._start_decode(now, until)
         return wake
@@ -208,7 +213,11 @@ class SimEngine:
         first step boundary at or after ``now`` (a single step is atomic, as on a GPU).
         Returns the block's new end if it changed, else None."""
         block = self._block
-        if block is None or block.prefill or block.decode_steps <= 1 or now >= block.end:
+        if block is None or block.decode_steps <= 1 or now >= block.end:
+            return None
+        if block.chunk:
+            return self._cut_mixed_run(block, now)
+        if block.prefill:
             return None
         seconds = self.cost.decode_steps_seconds
         batch, context = len(block.decode), block.decode_context
@@ -247,7 +256,7 @@ class SimEngine:
     @property
     def prefill_load(self) -> float:
         """Tokens waiting to be prefilled here (queued demand plus admitted prompts)."""
-        return self.queued_demand + sum(c.prefill_left for c in self._prefilling.values())
+        return self.queued_demand + self._prefill_pending
 
     @property
     def load(self) -> float:
@@ -331,6 +340,7 @@ class SimEngine:
             self._emit_kv(now, EventKind.KV_RECOMPUTED, call.ticket.program_id, recompute)
         call.hit_tokens = found.hit_tokens
         call.prefill_left = max(miss, 1)  # the last token is always recomputed for its logits
+        self._prefill_pending += call.prefill_left
         call.context_done = call.prompt_tokens + call.generated - call.prefill_left
         call.queue_s += now - call.queued_at
         call.admitted_at = now
@@ -416,21 +426,103 @@ class SimEngine:
 
     def _leave_running(self, call: SimCall) -> None:
         self.running.pop(call.call_id, None)
-        self._prefilling.pop(call.call_id, None)
+        if self._prefilling.pop(call.call_id, None) or self._loading.get(call.call_id):
+            self._prefill_pending -= call.prefill_left
         self._loading.pop(call.call_id, None)
         if self._decoding.pop(call.call_id, None) is not None:
             self._decode_context -= call.prompt_tokens + call.generated
 
     # -- blocks -------------------------------------------------------------------------------
+    def _cut_mixed_run(self, block: _Block, now: float) -> float | None:
+        call, _ = block.prefill[0]
+        seconds = self._mixed_run_seconds(
+            block.chunk, block.prefill_done, len(block.decode), block.decode_context
+        )
+        lo, hi = 1, block.decode_steps  # smallest k with start + time(k) >= now
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if block.start + seconds(mid) >= now:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo >= block.decode_steps:
+            return None
+        block.prefill = [(call, block.chunk * lo)]
+        block.decode_steps = lo
+        block.duration = seconds(lo)
+        block.end = block.start + block.duration
+        return block.end
+
     def _stall_free_budget(self) -> int:
         """The largest prefill chunk that lengthens the current decode step by at most 10%
-        (at least 1 token, so prefill always progresses)."""
+        (at least 1 token, so prefill always progresses). Memoised on the batch shape."""
         batch, context = len(self._decoding), self._decode_context
+        key = (batch, context >> 11)
+        budget = self._budgets.get(key)
+        if budget is None:
+            budget = self._budgets[key] = self._solve_budget(batch, context)
+        return budget
+
+    def _solve_budget(self, batch: int, context: int) -> int:
         limit = 1.1 * self.cost.decode_step_seconds(batch, context)
         lo, hi = 1, self.config.chunked_prefill_size
         while lo < hi:
             mid = (lo + hi + 1) // 2
             if self.cost.step_seconds(mid, mid * mid // 2, batch, context) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _start_stall_free(self, now: float, until: float) -> float:
+        """Stall-free steps while better-ranked calls decode: each step prefills ``budget``
+        tokens of the best-ranked prompt beside the decoders. While that prompt alone fills
+        the budget and no decoder finishes, the steps are fused into one block (closed form,
+        ``CostModel.mixed_steps_seconds``); an arrival cuts the run at a step boundary."""
+        budget = self._stall_free_budget()
+        head = min(self._prefilling.values(), key=lambda c: c.rank)
+        decode = list(self._decoding.values())
+        steps = min(
+            head.prefill_left // budget,
+            min(c.remaining_tokens for c in decode),
+            self.config.max_fused_decode_steps,
+        )
+        if steps < 2:
+            return self._start_prefill(now, budget)
+        seconds = self._mixed_run_seconds(
+            budget, head.context_done, len(decode), self._decode_context
+        )
+        steps = self._steps_within(seconds, steps, until - now)
+        total = seconds(steps)
+        self._block = _Block(
+            now,
+            now + total,
+            total,
+            [(head, budget * steps)],
+            decode,
+            decode_steps=steps,
+            decode_context=self._decode_context,
+            chunk=budget,
+            prefill_done=head.context_done,
+        )
+        return now + total
+
+    def _mixed_run_seconds(
+        self, chunk: int, done: int, batch: int, context: int
+    ) -> Callable[[int], float]:
+        mixed = self.cost.mixed_steps_seconds
+        return lambda k: mixed(chunk, done, batch, context, k)
+
+    @staticmethod
+    def _steps_within(seconds: Callable[[int], float], steps: int, span: float) -> int:
+        """The largest k in [1, steps] with ``seconds(k) <= span`` (1 if even one step is
+        longer: a step is atomic)."""
+        if seconds(steps) <= span:
+            return steps
+        lo, hi = 1, steps
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if seconds(mid) <= span:
                 lo = mid
             else:
                 hi = mid - 1
@@ -521,6 +613,7 @@ class SimEngine:
             if call.phase is not Phase.PREFILL:
                 continue  # aborted or preempted while the step ran
             call.prefill_left -= chunk
+            self._prefill_pending -= chunk
             call.context_done += chunk
             call.computed_tokens += chunk
             if call.prefill_left:

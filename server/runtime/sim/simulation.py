@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from agentconsole.kvtiers.node import Block, Node
@@ -29,6 +29,7 @@ from agentconsole.kvtiers.toolwait import (
     pressure_from_queue,
 )
 from agentconsole.sample_traces.format import Branch as TraceBranch
+from agentconsole.sample_traces.format import ToolKind as TraceToolKind
 from agentconsole.sample_traces.format import (
     LLMNode,
     Outcome,
@@ -64,6 +65,16 @@ _KV_ACTION = {
     "offload": CacheAction.OFFLOAD,
     "recompute": CacheAction.DROP,
 }
+
+
+# trace enums -> program enums, looked up once (Enum(value) runs Python code on a hot path)
+_BRANCH = {b: Branch(b.value) for b in TraceBranch}
+_TOOL_KIND = {k: ToolKind(k.value) for k in TraceToolKind}
+
+
+def _block(key: str, tokens: int) -> list[Block]:
+    """A private segment as a (possibly empty) block list: zero-token segments are skipped."""
+    return [Block(key, tokens)] if tokens > 0 else []
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,19 +273,24 @@ class Simulation:
         the DAG in listing (topological) order."""
         program = run.trace
         cost = self.cost
-        seen = {p.id for p in program.prefix}
+        seen: set[Hashable] = {p.id for p in program.prefix}
         finish: dict[str, float] = {}
+        through: dict[str, list[Block]] = {}  # context a node's children inherit
         for node in program.nodes:
             start = max((finish[p] for p in node.parents), default=0.0)
             if isinstance(node, ToolNode):
                 finish[node.id] = start + node.duration_s
+                if len(node.parents) == 1 and node.parents[0] in through:
+                    result = _block(f"{program.id}/{node.id}/result", node.result_tokens)
+                    through[node.id] = through[node.parents[0]] + result
                 continue
-            segments = context_segments(program, node.id)
-            run.contexts[node.id] = [Block(s.key, s.tokens, s.public) for s in segments if s.tokens]
+            segments = self._context(run, node, through)
+            run.contexts[node.id] = segments
             total = sum(s.tokens for s in segments)
             new = sum(s.tokens for s in segments if s.key not in seen)
             seen.update(s.key for s in segments)
             seen.add(f"{program.id}/{node.id}/out")
+            through[node.id] = segments + _block(f"{program.id}/{node.id}/out", node.output_tokens)
             took = cost.prefill_seconds(
                 max(new, 1), total - new, self.config.engine.chunked_prefill_size
             )
@@ -282,14 +298,26 @@ class Simulation:
             finish[node.id] = start + took
         return max(finish.values(), default=0.0)
 
+    @staticmethod
+    def _context(run: _Run, node: LLMNode, through: dict[str, list[Block]]) -> list[Block]:
+        """The node's prompt blocks (the trace's context rule). Along a chain a child's
+        context is its parent's plus the parent's own segments, so it is built from the
+        parent's in O(1); joins and roots take the general rule."""
+        program = run.trace
+        own = _block(f"{program.id}/{node.id}/prompt", node.prompt_tokens)
+        if len(node.parents) == 1 and node.parents[0] in through:
+            return through[node.parents[0]] + own
+        segments = context_segments(program, node.id)
+        return [Block(s.key, s.tokens, s.public) for s in segments if s.tokens]
+
     def _reveal(self, run: _Run, i: int, now: float) -> None:
         tnode = run.trace.nodes[i]
         pid = run.trace.id
-        branch = Branch(tnode.branch.value)
+        branch = _BRANCH[tnode.branch]
         if isinstance(tnode, ToolNode):
             spec = ToolSpec(
                 tnode.tool,
-                ToolKind(tnode.tool_kind.value),
+                _TOOL_KIND[tnode.tool_kind],
                 tnode.side_effect,
                 tnode.idempotent,
                 tnode.timeout_s,

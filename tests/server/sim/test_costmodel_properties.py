@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentconsole.server.runtime.sim.costmodel import CostModel, MeasuredStep, preset
+from agentconsole.server.runtime.sim.costmodel import (
+    CostModel,
+    MeasuredStep,
+    attention_pairs,
+    preset,
+)
 from agentconsole.server.runtime.sim.hardware import GpuSpec, model
 
 PRESETS = [
@@ -140,3 +145,22 @@ def test_hbm_capacity_grows_with_mem_fraction(
     m = preset(*which)
     low, high = min(low, high), max(low, high)
     assert 0 <= m.hbm_kv_capacity_tokens(low) <= m.hbm_kv_capacity_tokens(high)
+
+
+@given(
+    chunk=st.integers(1, 8192),
+    done=st.integers(0, 200_000),
+    batch=st.integers(0, 256),
+    context=st.integers(0, 2_000_000),
+    steps=st.integers(1, 80),
+)
+@settings(max_examples=200, deadline=None)
+def test_mixed_steps_closed_form_equals_the_loop(
+    chunk: int, done: int, batch: int, context: int, steps: int
+) -> None:
+    cost = preset("H200-141GB", "llama-3.1-8b", 1)
+    loop = 0.0
+    for j in range(steps):
+        d = done + j * chunk
+        loop += cost.step_seconds(chunk, attention_pairs(chunk, d), batch, context + j * batch, d)
+    assert cost.mixed_steps_seconds(chunk, done, batch, context, steps) == pytest.approx(loop)

@@ -215,3 +215,23 @@ def test_light_tenant_slowdown_stays_within_fairness_bound(policy: str) -> None:
     heavy_result = _run(programs, policy=policy)
     heavy = MetricsAggregator().observe_all(heavy_result.events.events).tenants()["tenant-heavy"]
     assert heavy.slowdown > flooded  # the flood is real: the heavy tenant pays for it
+
+
+@pytest.mark.parametrize("workload", ["seed-mix", "coding-agent", "wide-fanout"])
+def test_prompt_blocks_follow_the_trace_context_rule(workload: str) -> None:
+    from agentconsole.kvtiers.node import Block
+    from agentconsole.sample_traces.format import context_segments
+
+    programs = generate(workload, n_programs=5, rate=1.0, seed=1)
+    sim = Simulation(programs, COST, SimConfig())
+    sim.run()
+    for program in programs:
+        run = sim._runs[program.id]
+        for node in program.nodes:
+            if isinstance(node, LLMNode):
+                expected = [
+                    Block(s.key, s.tokens, s.public)
+                    for s in context_segments(program, node.id)
+                    if s.tokens
+                ]
+                assert run.contexts[node.id] == expected
