@@ -29,7 +29,6 @@ from agentconsole.kvtiers.toolwait import (
     pressure_from_queue,
 )
 from agentconsole.sample_traces.format import Branch as TraceBranch
-from agentconsole.sample_traces.format import ToolKind as TraceToolKind
 from agentconsole.sample_traces.format import (
     LLMNode,
     Outcome,
@@ -37,6 +36,7 @@ from agentconsole.sample_traces.format import (
     TraceProgram,
     context_segments,
 )
+from agentconsole.sample_traces.format import ToolKind as TraceToolKind
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
 from agentconsole.scheduler.events import Event, EventKind, EventLog
 from agentconsole.scheduler.fairness import FairnessConfig
