@@ -274,7 +274,8 @@ class ProgramController:
         node.cp_before_s = self._cp_before(program, node)
         self._estimates[program_id].predictions.append((program.completed_calls, remaining_calls))
         return CallTicket(
-            call_id=f"{program_id}/{node_id}/{node.attempt + 1}",
+            # fixed-width attempt: SGLang aborts by rid *prefix*, so no id may prefix another
+            call_id=f"{program_id}/{node_id}/{node.attempt + 1:04d}",
             program_id=program_id,
             node_id=node_id,
             tenant=program.tenant,

@@ -14,7 +14,7 @@ from typing import Any
 
 @dataclass(slots=True)
 class CallTicket:
-    call_id: str  # the runtime request id: "program/node/attempt"
+    call_id: str  # the runtime request id: "program/node/attempt" (attempt zero-padded)
     program_id: str
     node_id: str
     tenant: str

@@ -96,7 +96,7 @@ def test_no_token_after_the_cancel_is_acknowledged(realtime: LiveServer) -> None
     assert ack.status_code == 200
     body = ack.json()
     assert body["state"] == "cancelled"
-    assert body["aborted_calls"] == ["cx-1/llm-1/1"]
+    assert body["aborted_calls"] == ["cx-1/llm-1/0001"]
     assert not _in_runtime(realtime, "cx-1")  # confirmed out of the runtime at the ack
     assert reader.done.wait(5)
     late = [t for t, _ in reader.content_frames() if t > acked_at + 0.05]
@@ -153,7 +153,7 @@ def test_preempted_call_is_requeued_and_completes(realtime: LiveServer) -> None:
     wait_until(lambda: reader.tokens() >= 5, 10)
     with realtime.client("sk-operator") as op:
         preempted = op.post("/v1/operator/programs/pre-1/preempt").json()
-    assert preempted["preempted_calls"] == ["pre-1/llm-1/1"]
+    assert preempted["preempted_calls"] == ["pre-1/llm-1/0001"]
     assert reader.done.wait(15)
     finals = [f for _, f in reader.frames if isinstance(f, dict) and f.get("choices")]
     assert finals[-1]["choices"][0]["finish_reason"] == "length"

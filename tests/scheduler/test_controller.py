@@ -47,7 +47,7 @@ def test_serial_program_lifecycle_and_events() -> None:
     n1 = c.add_node("p", _llm("n1"), 0.0)
     assert n1.state is NodeState.READY
     t = c.ticket("p", "n1", 0.0, prompt_tokens=1000, cached_tokens=400)
-    assert t.call_id == "p/n1/1"
+    assert t.call_id == "p/n1/0001"
     assert t.tenant == "acme"
     assert t.completed_calls == 0
     assert t.service_estimate_s == pytest.approx(600 * 1e-4 + t.expected_output_tokens * 1e-2)
