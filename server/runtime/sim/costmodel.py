@@ -63,12 +63,23 @@ class Efficiency:
     allreduce_latency_s: float = 1e-5
     allreduce_bw_eff: float = 0.5
     per_seq_overhead_s: float = 0.0
+    #: extra fixed time of a step that prefills (CPU backends: ~3 ms against ~1 ms for decode)
+    prefill_overhead_s: float = 0.0
+    #: time per cached context token a prefill step reads (attention over the prefix outside
+    #: the roofline's reach, e.g. the CPU's torch-native attention)
+    prefill_context_token_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("mfu", "bw_eff", "allreduce_bw_eff"):
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
-        for name in ("step_overhead_s", "allreduce_latency_s", "per_seq_overhead_s"):
+        for name in (
+            "step_overhead_s",
+            "allreduce_latency_s",
+            "per_seq_overhead_s",
+            "prefill_overhead_s",
+            "prefill_context_token_s",
+        ):
             if getattr(self, name) < 0.0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 
@@ -185,6 +196,8 @@ class CostModel:
         "_m_weights",
         "_per_seq",
         "_per_tok",
+        "_pf_ctx",
+        "_pf_fixed",
         "_raw",
         "efficiency",
         "gpu",
@@ -233,6 +246,7 @@ class CostModel:
             self._fixed += n * eff.allreduce_latency_s
             self._per_tok = n * ring / (gpu.nvlink_bw * eff.allreduce_bw_eff)
         self._per_seq = eff.per_seq_overhead_s
+        self._pf_fixed, self._pf_ctx = eff.prefill_overhead_s, eff.prefill_context_token_s
 
     @classmethod
     def from_profile(cls, profile: Profile | str | Path) -> CostModel:
@@ -282,7 +296,10 @@ class CostModel:
         )
         memory = self._m_weights + self._m_kv * (decode_context + prefill_context_tokens + tokens)
         roof = compute if compute > memory else memory
-        return roof + self._fixed + self._per_tok * tokens + self._per_seq * decode_batch
+        step = roof + self._fixed + self._per_tok * tokens + self._per_seq * decode_batch
+        if prefill_tokens:
+            step += self._pf_fixed + self._pf_ctx * prefill_context_tokens
+        return step
 
     def decode_step_seconds(self, batch: int, total_context: int) -> float:
         """Seconds of one pure decode step; ``total_context`` is summed over the batch."""
@@ -341,7 +358,10 @@ class CostModel:
         m0 = self._m_weights + self._m_kv * (decode_context + prefill_done + tokens)
         m1 = self._m_kv * (batch + chunk)
         fixed = self._fixed + self._per_tok * tokens + self._per_seq * batch
-        return _run_seconds(c0, c1, m0, m1, fixed, steps)
+        fixed += self._pf_fixed + self._pf_ctx * prefill_done
+        return _run_seconds(c0, c1, m0, m1, fixed, steps) + _linear_sum(
+            0.0, self._pf_ctx * chunk, 0, steps
+        )
 
     def transfer_seconds(self, tokens: int, link: Link | str = Link.PCIE) -> float:
         """Seconds to move ``tokens`` of KV between HBM and host DRAM (``pcie``) or disk.
@@ -371,6 +391,13 @@ class CostModel:
         rest += self._per_tok * tokens + self._per_seq * point.decode_batch
         return compute, m_weights + m_kv * kv, rest
 
+    def prefill_terms(self, point: MeasuredStep) -> tuple[float, float]:
+        """(1, cached context tokens) for a step that prefills, else (0, 0): the features of
+        the prefill overheads in :func:`fit_efficiency`."""
+        if not point.prefill_tokens:
+            return 0.0, 0.0
+        return 1.0, float(point.prefill_context_tokens)
+
 
 def _run_seconds(c0: float, c1: float, m0: float, m1: float, fixed: float, steps: int) -> float:
     """Sum over j in [0, steps) of ``max(c0 + c1 j, m0 + m1 j) + fixed``: both roofline sides
@@ -395,61 +422,76 @@ def preset(gpu: str = "H200-141GB", model: str = "llama-3.1-8b", tp: int = 1) ->
 
 
 def fit_efficiency(cost: CostModel, points: Sequence[MeasuredStep]) -> Efficiency:
-    """Fit ``mfu``, ``bw_eff`` and ``step_overhead_s`` to measured step times.
+    """Fit ``mfu``, ``bw_eff``, ``step_overhead_s`` and the two prefill overheads to measured
+    step times.
 
-    Minimises the relative squared error of ``max(C/mfu, M/bw_eff) + overhead + rest`` with the
-    other knobs held at ``cost.efficiency``. Alternates between assigning each point to its
-    bound and a linear least-squares solve, from several starts, and keeps the best. A knob
-    that no point constrains (say, no compute-bound point) keeps its prior value. Results are
-    clipped to valid ranges. Requires at least one point with positive seconds.
+    Minimises the relative squared error of ``max(C/mfu, M/bw_eff) + overhead + rest`` (plus
+    ``prefill_overhead_s + prefill_context_token_s * cached`` for prefill steps) with the other
+    knobs held at ``cost.efficiency``. Alternates between assigning each point to its bound and
+    a linear least-squares solve, from several starts, and keeps the best. A knob that no point
+    constrains (say, no compute-bound point) keeps its prior value. Results are clipped to
+    valid ranges. Requires at least one point with positive seconds.
     """
-    rows = [(*cost.roofline_terms(p), p.seconds) for p in points if p.seconds > 0]
+    rows = [
+        (*cost.roofline_terms(p), *cost.prefill_terms(p), p.seconds)
+        for p in points
+        if p.seconds > 0
+    ]
     if not rows:
         raise ValueError("fit_efficiency needs at least one point with seconds > 0")
     prior = cost.efficiency
-    starts = [(1 / prior.mfu, 1 / prior.bw_eff, prior.step_overhead_s)]
-    starts += [(1 / m, 1 / b, prior.step_overhead_s) for m in (0.2, 0.5, 0.9) for b in (0.3, 0.9)]
-    best: tuple[float, tuple[float, float, float]] | None = None
+    tail = (prior.step_overhead_s, prior.prefill_overhead_s, prior.prefill_context_token_s)
+    starts = [(1 / prior.mfu, 1 / prior.bw_eff, *tail)]
+    starts += [(1 / m, 1 / b, *tail) for m in (0.2, 0.5, 0.9) for b in (0.3, 0.9)]
+    best: tuple[float, Theta] | None = None
     for start in starts:
         theta = _alternate(rows, start)
-        err = sum(
-            ((max(theta[0] * c, theta[1] * m) + theta[2] + r) / s - 1) ** 2 for c, m, r, s in rows
-        )
+        err = sum((_predict(theta, row) / row[-1] - 1) ** 2 for row in rows)
         if best is None or err < best[0]:
             best = (err, theta)
     assert best is not None
-    inv_mfu, inv_bw, overhead = best[1]
+    inv_mfu, inv_bw, overhead, prefill_fixed, prefill_ctx = best[1]
     return replace(
         prior,
         mfu=min(1.0, 1 / max(inv_mfu, 1.0)),
         bw_eff=min(1.0, 1 / max(inv_bw, 1.0)),
         step_overhead_s=max(0.0, overhead),
+        prefill_overhead_s=max(0.0, prefill_fixed),
+        prefill_context_token_s=max(0.0, prefill_ctx),
     )
 
 
-def _alternate(
-    rows: Sequence[tuple[float, float, float, float]], theta: tuple[float, float, float]
-) -> tuple[float, float, float]:
+Theta = tuple[float, float, float, float, float]
+Row = tuple[float, float, float, float, float, float]  # compute, memory, rest, pf, ctx, seconds
+
+
+def _predict(theta: Theta, row: Row) -> float:
+    c, m, r, pf, ctx, _ = row
+    return max(theta[0] * c, theta[1] * m) + theta[2] + r + theta[3] * pf + theta[4] * ctx
+
+
+def _alternate(rows: Sequence[Row], theta: Theta) -> Theta:
     """Regime assignment / weighted least squares until the assignment stops changing."""
     seen: set[tuple[bool, ...]] = set()
     for _ in range(50):
-        compute_bound = tuple(theta[0] * c >= theta[1] * m for c, m, _, _ in rows)
+        compute_bound = tuple(theta[0] * row[0] >= theta[1] * row[1] for row in rows)
         if compute_bound in seen:
             break
         seen.add(compute_bound)
-        # Features per point (weighted by 1/seconds): compute term, memory term, 1.
+        # Features per point (weighted by 1/seconds): compute term, memory term, 1, prefill
+        # step, cached context tokens of a prefill step; target: seconds minus the rest.
         x = [
-            ((c if cb else 0.0) / s, (0.0 if cb else m) / s, 1.0 / s, (s - r) / s)
-            for (c, m, r, s), cb in zip(rows, compute_bound, strict=True)
+            ((c if cb else 0.0) / s, (0.0 if cb else m) / s, 1.0 / s, pf / s, ctx / s, (s - r) / s)
+            for (c, m, r, pf, ctx, s), cb in zip(rows, compute_bound, strict=True)
         ]
-        free = [k for k in range(3) if any(row[k] for row in x)]
-        solved = _least_squares([[row[k] for k in free] for row in x], [row[3] for row in x])
+        free = [k for k in range(5) if any(row[k] for row in x)]
+        solved = _least_squares([[row[k] for k in free] for row in x], [row[5] for row in x])
         if solved is None:
             break
         new = list(theta)
         for k, value in zip(free, solved, strict=True):
             new[k] = value
-        theta = (new[0], new[1], new[2])
+        theta = (new[0], new[1], new[2], new[3], new[4])
     return theta
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,25 @@ def test_fit_recovers_known_efficiency(which: tuple[str, str, int]) -> None:
     assert noisy.mfu == pytest.approx(0.42, rel=0.05)
     assert noisy.bw_eff == pytest.approx(0.71, rel=0.05)
     assert noisy.step_overhead_s == pytest.approx(1.3e-3, abs=3e-4)
+
+
+def test_fit_recovers_prefill_overheads() -> None:
+    """The CPU engine's shape: prefill steps cost more fixed time than decode steps and pay per
+    cached context token."""
+    prior = preset("cpu-2core", "tiny-llama", 1)
+    true = replace(
+        prior.efficiency,
+        mfu=0.05,
+        bw_eff=0.5,
+        step_overhead_s=1.1e-3,
+        prefill_overhead_s=1.9e-3,
+        prefill_context_token_s=5e-6,
+    )
+    truth = CostModel(prior.gpu, prior.model, prior.tp, true)
+    fitted = fit_efficiency(prior, _synthetic_points(truth, 0.0, 0))
+    assert fitted.prefill_overhead_s == pytest.approx(1.9e-3, rel=1e-3)
+    assert fitted.prefill_context_token_s == pytest.approx(5e-6, rel=1e-3)
+    assert fitted.step_overhead_s == pytest.approx(1.1e-3, rel=1e-3)
 
 
 def test_fit_keeps_unconstrained_knobs_at_their_prior() -> None:
