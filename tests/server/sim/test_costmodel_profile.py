@@ -124,9 +124,9 @@ def test_fit_recovers_prefill_overheads() -> None:
     )
     truth = CostModel(prior.gpu, prior.model, prior.tp, true)
     fitted = fit_efficiency(prior, _synthetic_points(truth, 0.0, 0))
-    assert fitted.prefill_overhead_s == pytest.approx(1.9e-3, rel=1e-3)
-    assert fitted.prefill_context_token_s == pytest.approx(5e-6, rel=1e-3)
-    assert fitted.step_overhead_s == pytest.approx(1.1e-3, rel=1e-3)
+    assert fitted.prefill_overhead_s == pytest.approx(1.9e-3, rel=1e-2)
+    assert fitted.prefill_context_token_s == pytest.approx(5e-6, rel=1e-2)
+    assert fitted.step_overhead_s == pytest.approx(1.1e-3, rel=1e-2)
 
 
 def test_fit_keeps_unconstrained_knobs_at_their_prior() -> None:

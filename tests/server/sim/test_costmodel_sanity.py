@@ -120,10 +120,13 @@ def test_transfer_times() -> None:
 
 
 def test_cpu_preset_matches_measured_sglang_rates() -> None:
-    # research/sglang-0.5.23-on-cpu.md: 250-340 tok/s single stream, 1688 tok/s for 64 requests.
+    # the project's fp32 tiny model on the real CPU engine (scripts/sglang_cpu/smoke_engine.py,
+    # 2026-11-29): 870-990 tok/s single stream, 3,400-4,300 for 8, 7,500-9,400 for 64 requests;
+    # the bundled profile is the calibrated fit, so it must land near (within ~25%)
     m = preset("cpu-2core", "tiny-llama", 1)
-    assert 250 <= 1 / m.decode_step_seconds(1, 100) <= 340
-    assert 1400 <= 64 / m.decode_step_seconds(64, 64 * 100) <= 2000
+    assert 650 <= 1 / m.decode_step_seconds(1, 100) <= 1240
+    assert 2550 <= 8 / m.decode_step_seconds(8, 8 * 100) <= 5400
+    assert 5600 <= 64 / m.decode_step_seconds(64, 64 * 100) <= 11800
 
 
 def test_invalid_deployments_are_rejected() -> None:
