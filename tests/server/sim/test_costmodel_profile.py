@@ -123,7 +123,16 @@ def test_fit_recovers_prefill_overheads() -> None:
         prefill_context_token_s=5e-6,
     )
     truth = CostModel(prior.gpu, prior.model, prior.tp, true)
-    fitted = fit_efficiency(prior, _synthetic_points(truth, 0.0, 0))
+    points = [
+        MeasuredStep(truth.decode_step_seconds(b, b * 500), decode_batch=b, decode_context=b * 500)
+        for b in (1, 8, 64)
+    ]
+    for new in (256, 1024, 4096):
+        for cached in (0, 4096, 16384):
+            pairs = attention_pairs(new, cached)
+            seconds = truth.step_seconds(new, pairs, 0, 0, cached)
+            points.append(MeasuredStep(seconds, new, pairs, 0, 0, cached))
+    fitted = fit_efficiency(prior, points)
     assert fitted.prefill_overhead_s == pytest.approx(1.9e-3, rel=1e-2)
     assert fitted.prefill_context_token_s == pytest.approx(5e-6, rel=1e-2)
     assert fitted.step_overhead_s == pytest.approx(1.1e-3, rel=1e-2)
