@@ -56,7 +56,7 @@ def _records_table(spec: TableSpec, rows: Sequence[tuple[object, ...]]) -> pa.Ta
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in spec.columns]
     arrays = {
         name: pa.array(list(values), type_)
-        for (name, type_), values in zip(spec.columns, columns, strict=True)
+        for (name, type_), values in zip(spec.arrow_types, columns, strict=True)
     }
     return pa.table(arrays)
 

@@ -4,54 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
 
-from agentconsole.server.store.jsonutil import JSONValue, dumps, loads_object
+from agentconsole.server.store.jsonutil import JSONValue
 from agentconsole.server.store.tablespec import (
     BOOL,
     FLOAT,
+    JSON,
     NO_DATA,
     STR,
     STR_LIST,
+    TableRecord,
     TableSpec,
-    opt_float,
 )
 
 
 @dataclass(frozen=True, slots=True)
-class TenantRecord:
+class TenantRecord(TableRecord):
     """A tenant: display name, fair-share weight and quotas."""
 
-    SPEC: ClassVar[TableSpec]
     tenant: str
     display_name: str
     created_at: float
     updated_at: float
     weight: float = 1.0
     quotas: Mapping[str, JSONValue] = field(default_factory=lambda: NO_DATA)
-
-    def row(self) -> tuple[object, ...]:
-        """Values in ``SPEC.columns`` order."""
-        return (
-            self.tenant,
-            self.display_name,
-            self.weight,
-            dumps(self.quotas),
-            self.created_at,
-            self.updated_at,
-        )
-
-    @classmethod
-    def from_row(cls, r: tuple[Any, ...]) -> TenantRecord:
-        """Inverse of :meth:`row`."""
-        return cls(
-            tenant=r[0],
-            display_name=r[1],
-            weight=r[2],
-            quotas=loads_object(r[3]),
-            created_at=r[4],
-            updated_at=r[5],
-        )
 
 
 TenantRecord.SPEC = TableSpec(
@@ -60,7 +36,7 @@ TenantRecord.SPEC = TableSpec(
         ("tenant", STR),
         ("display_name", STR),
         ("weight", FLOAT),
-        ("quotas", STR),
+        ("quotas", JSON),
         ("created_at", FLOAT),
         ("updated_at", FLOAT),
     ),
@@ -69,39 +45,15 @@ TenantRecord.SPEC = TableSpec(
 
 
 @dataclass(frozen=True, slots=True)
-class ApiKeyRecord:
+class ApiKeyRecord(TableRecord):
     """An API key, stored only as a hash, with its tenant and role."""
 
-    SPEC: ClassVar[TableSpec]
     key_id: str
     tenant: str
     key_hash: str
     role: str
     created_at: float
     revoked_at: float | None = None
-
-    def row(self) -> tuple[object, ...]:
-        """Values in ``SPEC.columns`` order."""
-        return (
-            self.key_id,
-            self.tenant,
-            self.key_hash,
-            self.role,
-            self.created_at,
-            self.revoked_at,
-        )
-
-    @classmethod
-    def from_row(cls, r: tuple[Any, ...]) -> ApiKeyRecord:
-        """Inverse of :meth:`row`."""
-        return cls(
-            key_id=r[0],
-            tenant=r[1],
-            key_hash=r[2],
-            role=r[3],
-            created_at=r[4],
-            revoked_at=opt_float(r[5]),
-        )
 
 
 ApiKeyRecord.SPEC = TableSpec(
@@ -119,10 +71,9 @@ ApiKeyRecord.SPEC = TableSpec(
 
 
 @dataclass(frozen=True, slots=True)
-class ToolRecord:
+class ToolRecord(TableRecord):
     """A registered tool. ``tenant`` is ``""`` for a platform-wide tool."""
 
-    SPEC: ClassVar[TableSpec]
     name: str
     tenant: str
     json_schema: str
@@ -133,37 +84,6 @@ class ToolRecord:
     updated_at: float
     permissions: tuple[str, ...] = ()
     flags: Mapping[str, JSONValue] = field(default_factory=lambda: NO_DATA)
-
-    def row(self) -> tuple[object, ...]:
-        """Values in ``SPEC.columns`` order."""
-        return (
-            self.name,
-            self.tenant,
-            self.json_schema,
-            self.side_effect,
-            self.idempotent,
-            self.timeout_s,
-            list(self.permissions),
-            dumps(self.flags),
-            self.created_at,
-            self.updated_at,
-        )
-
-    @classmethod
-    def from_row(cls, r: tuple[Any, ...]) -> ToolRecord:
-        """Inverse of :meth:`row`."""
-        return cls(
-            name=r[0],
-            tenant=r[1],
-            json_schema=r[2],
-            side_effect=r[3],
-            idempotent=r[4],
-            timeout_s=r[5],
-            permissions=tuple(r[6] or ()),
-            flags=loads_object(r[7]),
-            created_at=r[8],
-            updated_at=r[9],
-        )
 
 
 ToolRecord.SPEC = TableSpec(
@@ -176,7 +96,7 @@ ToolRecord.SPEC = TableSpec(
         ("idempotent", BOOL),
         ("timeout_s", FLOAT),
         ("permissions", STR_LIST),
-        ("flags", STR),
+        ("flags", JSON),
         ("created_at", FLOAT),
         ("updated_at", FLOAT),
     ),

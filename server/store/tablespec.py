@@ -1,35 +1,58 @@
-"""How a record type maps to its table: columns with Arrow types, upsert key, numbering.
+"""How a record type maps to its table: typed columns, upsert key, numbering, row codec.
 
-Every record class names its :class:`TableSpec`, so the writer has one generic bulk path
-and no per-table code.
+Every record class is a frozen dataclass that names its :class:`TableSpec` and inherits
+:class:`TableRecord`, so ``row()``/``from_row()`` are derived from the one column list and the
+writer has one generic bulk path with no per-table code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import pyarrow as pa
 
-from agentconsole.server.store.jsonutil import JSONValue
+from agentconsole.server.store.jsonutil import JSONValue, dumps, loads_object
 
 #: The default of every JSON-object field.
 NO_DATA: Mapping[str, JSONValue] = MappingProxyType({})
-STR = pa.string()
-FLOAT = pa.float64()
-INT = pa.int32()
-BOOL = pa.bool_()
-STR_LIST = pa.list_(pa.string())
+
+
+def opt_float(value: Any) -> float | None:
+    """``None`` stays ``None``; anything else becomes a float."""
+    return None if value is None else float(value)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """A column type: its Arrow type and how a field value is written and read back."""
+
+    arrow: Any
+    encode: Callable[[Any], object] = _same
+    decode: Callable[[Any], Any] = _same
+
+
+STR = Kind(pa.string())
+INT = Kind(pa.int32())
+BOOL = Kind(pa.bool_())
+FLOAT = Kind(pa.float64(), decode=opt_float)  # nullable: None stays None
+STR_LIST = Kind(pa.list_(pa.string()), encode=list, decode=lambda v: tuple(v or ()))
+JSON = Kind(pa.string(), encode=dumps, decode=loads_object)  # a JSON object in a text column
 
 
 @dataclass(frozen=True, slots=True)
 class TableSpec:
-    """How records of one type are written: table, ``(column, arrow type)`` pairs, key."""
+    """How records of one type are written: table, ``(column, kind)`` pairs (the column is
+    the record's field of the same name), upsert key, writer-assigned sequence column."""
 
     table: str
-    columns: tuple[tuple[str, Any], ...]
+    columns: tuple[tuple[str, Kind], ...]
     key: tuple[str, ...] = ()
     seq_column: str | None = None
 
@@ -39,7 +62,31 @@ class TableSpec:
         head = (self.seq_column,) if self.seq_column else ()
         return head + tuple(name for name, _ in self.columns)
 
+    @property
+    def arrow_types(self) -> tuple[tuple[str, Any], ...]:
+        """``(column, Arrow type)`` pairs, for the bulk writer."""
+        return tuple((name, kind.arrow) for name, kind in self.columns)
 
-def opt_float(value: Any) -> float | None:
-    """``None`` stays ``None``; anything else becomes a float."""
-    return None if value is None else float(value)
+    def encode(self, record: object) -> tuple[object, ...]:
+        """The record's values in column order, as stored."""
+        return tuple(kind.encode(getattr(record, name)) for name, kind in self.columns)
+
+    def decode(self, row: tuple[Any, ...]) -> dict[str, Any]:
+        """Field values of a ``SELECT`` of the columns (without ``seq_column``)."""
+        return {name: kind.decode(v) for (name, kind), v in zip(self.columns, row, strict=True)}
+
+
+class TableRecord:
+    """Mixin of the record dataclasses: the row codec from the class's ``SPEC``."""
+
+    __slots__ = ()
+    SPEC: ClassVar[TableSpec]
+
+    def row(self) -> tuple[object, ...]:
+        """Values in ``SPEC.columns`` order (without the writer-assigned ``seq_column``)."""
+        return self.SPEC.encode(self)
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> Self:
+        """Inverse of :meth:`row` for a ``SELECT`` of the columns."""
+        return cls(**cls.SPEC.decode(row))
