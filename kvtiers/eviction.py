@@ -21,10 +21,10 @@ Built-in strategies:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar
 
 from agentconsole.kvtiers.node import Node
+from agentconsole.scheduler.registry import Registry
 
 
 class EvictionStrategy(ABC):
@@ -42,31 +42,10 @@ class EvictionStrategy(ABC):
         """
 
 
-S = TypeVar("S", bound=type[EvictionStrategy])
-_REGISTRY: dict[str, Callable[..., EvictionStrategy]] = {}
-
-
-def register_strategy(cls: S) -> S:
-    """Class decorator: make ``cls`` available under ``cls.name``."""
-    if cls.name in _REGISTRY:
-        raise ValueError(f"eviction strategy {cls.name!r} registered twice")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def get_strategy(name: str, **params: Any) -> EvictionStrategy:
-    """Instantiate the strategy registered as ``name``; ``KeyError`` lists the choices."""
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        choices = ", ".join(available_strategies())
-        raise KeyError(f"unknown eviction strategy {name!r}; choose from {choices}") from None
-    return factory(**params)
-
-
-def available_strategies() -> list[str]:
-    """Names of the registered strategies."""
-    return list(_REGISTRY)
+STRATEGIES: Registry[EvictionStrategy] = Registry("eviction strategy")
+register_strategy = STRATEGIES.register
+get_strategy = STRATEGIES.create
+available_strategies = STRATEGIES.names
 
 
 @register_strategy

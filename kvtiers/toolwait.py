@@ -47,13 +47,13 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar
 
 from agentconsole.kvtiers.tiers import Tier, TierModel
 from agentconsole.scheduler.latency import Constant, LatencyDistribution, LogNormal, expected_min
+from agentconsole.scheduler.registry import Registry
 
 __all__ = [
     "Action",
@@ -205,31 +205,10 @@ class ToolWaitPolicy(ABC):
         """The decision for ``wait``. Must not mutate anything."""
 
 
-T = TypeVar("T", bound=type[ToolWaitPolicy])
-_REGISTRY: dict[str, Callable[..., ToolWaitPolicy]] = {}
-
-
-def register_tool_wait_policy(cls: T) -> T:
-    """Class decorator: make ``cls`` available under ``cls.name``."""
-    if cls.name in _REGISTRY:
-        raise ValueError(f"tool-wait policy {cls.name!r} registered twice")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def get_tool_wait_policy(name: str, **params: Any) -> ToolWaitPolicy:
-    """Instantiate the policy registered as ``name``; ``KeyError`` lists the choices."""
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        choices = ", ".join(available_tool_wait_policies())
-        raise KeyError(f"unknown tool-wait policy {name!r}; choose from {choices}") from None
-    return factory(**params)
-
-
-def available_tool_wait_policies() -> list[str]:
-    """Names of the registered tool-wait policies."""
-    return list(_REGISTRY)
+TOOL_WAIT_POLICIES: Registry[ToolWaitPolicy] = Registry("tool-wait policy")
+register_tool_wait_policy = TOOL_WAIT_POLICIES.register
+get_tool_wait_policy = TOOL_WAIT_POLICIES.create
+available_tool_wait_policies = TOOL_WAIT_POLICIES.names
 
 
 def _costs(wait: ToolWait, keep_tau: float) -> dict[str, float]:

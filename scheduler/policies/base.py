@@ -9,9 +9,9 @@ a policy's name: they look a policy up here and call ``key``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
+from agentconsole.scheduler.registry import Registry
 from agentconsole.scheduler.ticket import CallTicket
 
 
@@ -40,26 +40,7 @@ class Policy(ABC):
         }
 
 
-P = TypeVar("P", bound=type[Policy])
-_REGISTRY: dict[str, Callable[..., Policy]] = {}
-
-
-def register(cls: P) -> P:
-    """Class decorator: make ``cls`` available under ``cls.name``."""
-    if cls.name in _REGISTRY:
-        raise ValueError(f"policy {cls.name!r} registered twice")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def get_policy(name: str, **params: Any) -> Policy:
-    """Instantiate the policy registered as ``name``; raises ``KeyError`` listing the choices."""
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"unknown policy {name!r}; choose from {', '.join(available())}") from None
-    return factory(**params)
-
-
-def available() -> list[str]:
-    return list(_REGISTRY)
+POLICIES: Registry[Policy] = Registry("policy")
+register = POLICIES.register
+get_policy = POLICIES.create
+available = POLICIES.names
