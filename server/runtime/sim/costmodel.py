@@ -63,6 +63,9 @@ class Efficiency:
     allreduce_latency_s: float = 1e-5
     allreduce_bw_eff: float = 0.5
     per_seq_overhead_s: float = 0.0
+    #: efficiency of the attention FLOPs when it differs from the GEMMs' (None: ``mfu``); CPU
+    #: attention kernels run far from their matrix multiplies' rate
+    attention_mfu: float | None = None
     #: extra fixed time of a step that prefills (CPU backends: ~3 ms against ~1 ms for decode)
     prefill_overhead_s: float = 0.0
     #: time per cached context token a prefill step reads (attention over the prefix outside
@@ -70,6 +73,8 @@ class Efficiency:
     prefill_context_token_s: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.attention_mfu is not None and not 0.0 < self.attention_mfu <= 1.0:
+            raise ValueError(f"attention_mfu must be in (0, 1], got {self.attention_mfu}")
         for name in ("mfu", "bw_eff", "allreduce_bw_eff"):
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
@@ -235,7 +240,8 @@ class CostModel:
             self.kv_bytes_per_token_per_gpu / bw,
         )
         c_tok, c_lm, c_pair, m_weights, m_kv = self._raw
-        self._c_tok, self._c_lm, self._c_pair = c_tok / eff.mfu, c_lm / eff.mfu, c_pair / eff.mfu
+        self._c_tok, self._c_lm = c_tok / eff.mfu, c_lm / eff.mfu
+        self._c_pair = c_pair / (eff.attention_mfu or eff.mfu)
         self._m_weights, self._m_kv = m_weights / eff.bw_eff, m_kv / eff.bw_eff
         self._fixed = eff.step_overhead_s
         self._per_tok = 0.0
@@ -377,19 +383,17 @@ class CostModel:
             rate = self.gpu.disk_bw
         return tokens * self.kv_bytes_per_token_per_gpu / rate
 
-    def roofline_terms(self, point: MeasuredStep) -> tuple[float, float, float]:
-        """(compute s at mfu 1, memory s at bw_eff 1, the rest) of a step under this model."""
+    def roofline_terms(self, point: MeasuredStep) -> tuple[float, float, float, float]:
+        """(GEMM compute s at mfu 1, attention compute s at mfu 1, memory s at bw_eff 1, the
+        rest) of a step under this model."""
         c_tok, c_lm, c_pair, m_weights, m_kv = self._raw
         tokens = point.prefill_tokens + point.decode_batch
-        compute = (
-            c_tok * tokens
-            + c_lm * point.decode_batch
-            + c_pair * (point.prefill_attn_pairs + point.decode_context)
-        )
+        gemm = c_tok * tokens + c_lm * point.decode_batch
+        attention = c_pair * (point.prefill_attn_pairs + point.decode_context)
         kv = point.decode_context + point.prefill_context_tokens + tokens
         rest = self._fixed - self.efficiency.step_overhead_s
         rest += self._per_tok * tokens + self._per_seq * point.decode_batch
-        return compute, m_weights + m_kv * kv, rest
+        return gemm, attention, m_weights + m_kv * kv, rest
 
     def prefill_terms(self, point: MeasuredStep) -> tuple[float, float]:
         """(1, cached context tokens) for a step that prefills, else (0, 0): the features of
@@ -422,15 +426,15 @@ def preset(gpu: str = "H200-141GB", model: str = "llama-3.1-8b", tp: int = 1) ->
 
 
 def fit_efficiency(cost: CostModel, points: Sequence[MeasuredStep]) -> Efficiency:
-    """Fit ``mfu``, ``bw_eff``, ``step_overhead_s`` and the two prefill overheads to measured
-    step times.
+    """Fit ``mfu``, ``attention_mfu``, ``bw_eff``, ``step_overhead_s`` and the two prefill
+    overheads to measured step times.
 
-    Minimises the relative squared error of ``max(C/mfu, M/bw_eff) + overhead + rest`` (plus
-    ``prefill_overhead_s + prefill_context_token_s * cached`` for prefill steps) with the other
-    knobs held at ``cost.efficiency``. Alternates between assigning each point to its bound and
-    a linear least-squares solve, from several starts, and keeps the best. A knob that no point
-    constrains (say, no compute-bound point) keeps its prior value. Results are clipped to
-    valid ranges. Requires at least one point with positive seconds.
+    Minimises the relative squared error of ``max(G/mfu + A/attention_mfu, M/bw_eff) +
+    overhead + rest`` (plus ``prefill_overhead_s + prefill_context_token_s * cached`` for
+    prefill steps) with the other knobs held at ``cost.efficiency``. Alternates between
+    assigning each point to its bound and a linear least-squares solve, from several starts,
+    and keeps the best. A knob that no point constrains (say, no compute-bound point) keeps its
+    prior value. Results are clipped to valid ranges. Requires a point with positive seconds.
     """
     rows = [
         (*cost.roofline_terms(p), *cost.prefill_terms(p), p.seconds)
@@ -440,9 +444,10 @@ def fit_efficiency(cost: CostModel, points: Sequence[MeasuredStep]) -> Efficienc
     if not rows:
         raise ValueError("fit_efficiency needs at least one point with seconds > 0")
     prior = cost.efficiency
+    inv_attn = 1 / (prior.attention_mfu or prior.mfu)
     tail = (prior.step_overhead_s, prior.prefill_overhead_s, prior.prefill_context_token_s)
-    starts = [(1 / prior.mfu, 1 / prior.bw_eff, *tail)]
-    starts += [(1 / m, 1 / b, *tail) for m in (0.2, 0.5, 0.9) for b in (0.3, 0.9)]
+    starts = [(1 / prior.mfu, inv_attn, 1 / prior.bw_eff, *tail)]
+    starts += [(1 / m, 1 / m, 1 / b, *tail) for m in (0.2, 0.5, 0.9) for b in (0.3, 0.9)]
     best: tuple[float, Theta] | None = None
     for start in starts:
         theta = _alternate(rows, start)
@@ -450,10 +455,13 @@ def fit_efficiency(cost: CostModel, points: Sequence[MeasuredStep]) -> Efficienc
         if best is None or err < best[0]:
             best = (err, theta)
     assert best is not None
-    inv_mfu, inv_bw, overhead, prefill_fixed, prefill_ctx = best[1]
+    inv_mfu, inv_attn, inv_bw, overhead, prefill_fixed, prefill_ctx = best[1]
+    mfu = min(1.0, 1 / max(inv_mfu, 1.0))
+    attention_mfu = min(1.0, 1 / max(inv_attn, 1.0))
     return replace(
         prior,
-        mfu=min(1.0, 1 / max(inv_mfu, 1.0)),
+        mfu=mfu,
+        attention_mfu=None if math.isclose(attention_mfu, mfu) else attention_mfu,
         bw_eff=min(1.0, 1 / max(inv_bw, 1.0)),
         step_overhead_s=max(0.0, overhead),
         prefill_overhead_s=max(0.0, prefill_fixed),
@@ -461,37 +469,50 @@ def fit_efficiency(cost: CostModel, points: Sequence[MeasuredStep]) -> Efficienc
     )
 
 
-Theta = tuple[float, float, float, float, float]
-Row = tuple[float, float, float, float, float, float]  # compute, memory, rest, pf, ctx, seconds
+Theta = tuple[float, float, float, float, float, float]
+#: gemm, attention, memory, rest, prefill step, cached context tokens, seconds
+Row = tuple[float, float, float, float, float, float, float]
 
 
 def _predict(theta: Theta, row: Row) -> float:
-    c, m, r, pf, ctx, _ = row
-    return max(theta[0] * c, theta[1] * m) + theta[2] + r + theta[3] * pf + theta[4] * ctx
+    g, a, m, r, pf, ctx, _ = row
+    roof = max(theta[0] * g + theta[1] * a, theta[2] * m)
+    return roof + theta[3] + r + theta[4] * pf + theta[5] * ctx
 
 
 def _alternate(rows: Sequence[Row], theta: Theta) -> Theta:
     """Regime assignment / weighted least squares until the assignment stops changing."""
     seen: set[tuple[bool, ...]] = set()
     for _ in range(50):
-        compute_bound = tuple(theta[0] * row[0] >= theta[1] * row[1] for row in rows)
+        compute_bound = tuple(
+            theta[0] * row[0] + theta[1] * row[1] >= theta[2] * row[2] for row in rows
+        )
         if compute_bound in seen:
             break
         seen.add(compute_bound)
-        # Features per point (weighted by 1/seconds): compute term, memory term, 1, prefill
-        # step, cached context tokens of a prefill step; target: seconds minus the rest.
+        # Features per point (weighted by 1/seconds): GEMM and attention compute (when
+        # compute-bound), memory (when memory-bound), 1, prefill step, cached context tokens
+        # of a prefill step; target: seconds minus the rest.
         x = [
-            ((c if cb else 0.0) / s, (0.0 if cb else m) / s, 1.0 / s, pf / s, ctx / s, (s - r) / s)
-            for (c, m, r, pf, ctx, s), cb in zip(rows, compute_bound, strict=True)
+            (
+                (g if cb else 0.0) / s,
+                (a if cb else 0.0) / s,
+                (0.0 if cb else m) / s,
+                1.0 / s,
+                pf / s,
+                ctx / s,
+                (s - r) / s,
+            )
+            for (g, a, m, r, pf, ctx, s), cb in zip(rows, compute_bound, strict=True)
         ]
-        free = [k for k in range(5) if any(row[k] for row in x)]
-        solved = _least_squares([[row[k] for k in free] for row in x], [row[5] for row in x])
+        free = [k for k in range(6) if any(row[k] for row in x)]
+        solved = _least_squares([[row[k] for k in free] for row in x], [row[6] for row in x])
         if solved is None:
             break
         new = list(theta)
         for k, value in zip(free, solved, strict=True):
             new[k] = value
-        theta = (new[0], new[1], new[2], new[3], new[4])
+        theta = (new[0], new[1], new[2], new[3], new[4], new[5])
     return theta
 
 

@@ -124,8 +124,9 @@ def test_fit_recovers_prefill_overheads() -> None:
     )
     truth = CostModel(prior.gpu, prior.model, prior.tp, true)
     points = [
-        MeasuredStep(truth.decode_step_seconds(b, b * 500), decode_batch=b, decode_context=b * 500)
+        MeasuredStep(truth.decode_step_seconds(b, b * ctx), decode_batch=b, decode_context=b * ctx)
         for b in (1, 8, 64)
+        for ctx in (500, 4000)
     ]
     for new in (256, 1024, 4096):
         for cached in (0, 4096, 16384):
@@ -133,9 +134,9 @@ def test_fit_recovers_prefill_overheads() -> None:
             seconds = truth.step_seconds(new, pairs, 0, 0, cached)
             points.append(MeasuredStep(seconds, new, pairs, 0, 0, cached))
     fitted = fit_efficiency(prior, points)
-    assert fitted.prefill_overhead_s == pytest.approx(1.9e-3, rel=1e-2)
-    assert fitted.prefill_context_token_s == pytest.approx(5e-6, rel=1e-2)
-    assert fitted.step_overhead_s == pytest.approx(1.1e-3, rel=1e-2)
+    assert fitted.prefill_overhead_s == pytest.approx(1.9e-3, rel=5e-2)
+    assert fitted.prefill_context_token_s == pytest.approx(5e-6, rel=5e-2)
+    assert fitted.step_overhead_s == pytest.approx(1.1e-3, rel=5e-2)
 
 
 def test_fit_keeps_unconstrained_knobs_at_their_prior() -> None:

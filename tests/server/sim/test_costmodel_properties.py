@@ -28,10 +28,12 @@ def _loop(m: CostModel, batch: int, context: int, steps: int) -> float:
 
 
 def _is_compute_bound(m: CostModel, batch: int, context: int) -> bool:
-    compute, memory, _ = m.roofline_terms(
+    gemm, attention, memory, _ = m.roofline_terms(
         MeasuredStep(0.0, decode_batch=batch, decode_context=context)
     )
-    return compute / m.efficiency.mfu > memory / m.efficiency.bw_eff
+    eff = m.efficiency
+    compute = gemm / eff.mfu + attention / (eff.attention_mfu or eff.mfu)
+    return compute > memory / eff.bw_eff
 
 
 @given(
