@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import sys
 import logging
+import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
