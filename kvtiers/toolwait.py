@@ -135,8 +135,9 @@ class ToolWait:
 
 
 def pressure_from_queue(queued_tokens: float, free_tokens: float) -> float:
-    """HBM pressure: queued demand tokens per free token (free counted as at least 1 token)."""
-    return max(0.0, queued_tokens) / max(1.0, free_tokens)
+    """HBM pressure: queued demand the free memory cannot take, per free token (free counted
+    as at least 1 token). Zero while the queue fits: held KV then costs nobody anything."""
+    return max(0.0, queued_tokens - max(0.0, free_tokens)) / max(1.0, free_tokens)
 
 
 def recompute_cost(wait: ToolWait) -> float:

@@ -114,7 +114,8 @@ def test_fixed_policies_and_registry() -> None:
 
 def test_helpers() -> None:
     assert pressure_from_queue(0, 100) == 0.0
-    assert pressure_from_queue(300, 100) == 3.0
+    assert pressure_from_queue(80, 100) == 0.0  # the queue fits: no pressure
+    assert pressure_from_queue(300, 100) == 2.0
     assert pressure_from_queue(5, 0) == 5.0
     assert lru_horizon(1000, 100) == 10.0
     assert math.isinf(lru_horizon(1000, 0))
