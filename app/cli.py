@@ -65,6 +65,13 @@ def main() -> None:
     help="Engine --max-running-requests (default: the bench's engine default).",
 )
 @click.option(
+    "--set",
+    "workload_params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a workload parameter (JSON value), e.g. --set p_slow_tool=0.05.",
+)
+@click.option(
     "--host-tier/--no-host-tier",
     default=True,
     show_default=True,

@@ -51,6 +51,7 @@ def run_bench(**opts: Any) -> None:
         max_running=opts["max_running"],
         replicas=opts["replicas"],
         host_tier=opts["host_tier"],
+        params=tuple(_param(text) for text in opts["workload_params"]),
     )
     load_programs(setup)  # fail fast on a bad workload or trace, before forking workers
     pairs = [(p, k) for p in policies for k in kv_policies]
@@ -85,6 +86,16 @@ def run_bench(**opts: Any) -> None:
     if opts["html_path"]:
         write_html(Path(opts["html_path"]), title, result)
         console.print(f"wrote {opts['html_path']}")
+
+
+def _param(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise click.BadParameter(f"expected KEY=VALUE, got {text!r}", param_hint="--set")
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw
 
 
 def _names(text: str, known: list[str], what: str) -> list[str]:

@@ -39,6 +39,8 @@ class BenchSetup:
     max_running: int | None = None
     replicas: int = 1
     host_tier: bool = True
+    #: workload parameter overrides (``--set key=value``)
+    params: tuple[tuple[str, Any], ...] = ()
 
     @property
     def label(self) -> str:
@@ -67,7 +69,9 @@ def load_programs(setup: BenchSetup, rate: float | None = None) -> list[TracePro
     assert setup.workload is not None
     if rate is None:
         rate = DEFAULT_RATES.get(setup.workload, 0.05)
-    return generate(setup.workload, n_programs=setup.programs, rate=rate, seed=setup.seed)
+    return generate(
+        setup.workload, n_programs=setup.programs, rate=rate, seed=setup.seed, **dict(setup.params)
+    )
 
 
 @lru_cache(maxsize=4)

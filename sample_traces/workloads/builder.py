@@ -55,6 +55,10 @@ class Faults:
     max_attempts: int = 3
     #: deadline = slack x nominal life; ``None`` gives programs no deadline.
     deadline_slack: float | None = 4.0
+    #: share of tool calls that are *slow* (a long test suite, a human approval): their one
+    #: attempt lasts ``slow_range_s`` (log-uniform) under a timeout raised to match
+    p_slow: float = 0.0
+    slow_range_s: tuple[float, float] = (30.0, 300.0)
 
 
 def check_request(n_programs: int, rate: float) -> None:
@@ -122,6 +126,16 @@ class ProgramBuilder:
         profile = PROFILES[spec.kind]
         s = self.sizes
         median = profile.result_median if s.result_median is None else s.result_median
+        timeout_s = profile.timeout_s
+        result_tokens = self.tokens(median, s.result_sigma, *s.result_range)
+        # the slow draw is only taken when enabled, so default traces stay byte-identical
+        if self.faults.p_slow and self.draw.chance(self.faults.p_slow):
+            lo, hi = self.faults.slow_range_s
+            latency = round(lo * (hi / lo) ** self.draw.unit(), 3)
+            attempts: tuple[ToolAttempt, ...] = (ToolAttempt(latency_s=latency, outcome=outcome),)
+            timeout_s = max(timeout_s, hi)
+        else:
+            attempts = self._attempts(spec, outcome)
         node = ToolNode(
             id=self._next_id(),
             parents=tuple(parents),
@@ -130,9 +144,9 @@ class ProgramBuilder:
             tool_kind=spec.kind,
             side_effect=spec.side_effect,
             idempotent=spec.idempotent,
-            timeout_s=profile.timeout_s,
-            result_tokens=self.tokens(median, s.result_sigma, *s.result_range),
-            attempts=self._attempts(spec, outcome),
+            timeout_s=timeout_s,
+            result_tokens=result_tokens,
+            attempts=attempts,
         )
         self.nodes.append(node)
         return node.id

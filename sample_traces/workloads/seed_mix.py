@@ -48,10 +48,12 @@ def seed_mix(
     p_timeout: float = 0.01,
     p_cancel: float = 0.01,
     deadline_slack: float | None = 4.0,
+    p_slow_tool: float = 0.0,
 ) -> list[TraceProgram]:
     """``n_programs`` programs arriving as a Poisson process of ``rate`` per second.
 
     ``mix`` weighs the serial, fanout and repair shapes; tenants are drawn uniformly.
+    ``p_slow_tool`` makes that share of tool calls last 30-300 s (section 17: slow tools).
     Raises ``ValueError`` for a negative size, a non-positive rate or a bad ``mix``.
     """
     check_request(n_programs, rate)
@@ -60,7 +62,9 @@ def seed_mix(
     draw = root.child()
     names = tenant_names(tenants)
     knobs = ShapeKnobs(serial_rounds, fanout_width, fanout_stages, p_second_repair)
-    faults = Faults(p_timeout=p_timeout, p_cancel=p_cancel, deadline_slack=deadline_slack)
+    faults = Faults(
+        p_timeout=p_timeout, p_cancel=p_cancel, deadline_slack=deadline_slack, p_slow=p_slow_tool
+    )
     programs = []
     for i, arrival in enumerate(arrivals):
         tenant = names[draw.integer(0, len(names) - 1)]
