@@ -20,6 +20,7 @@ retained for a program in tool wait, unless the call is starving.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -97,6 +98,8 @@ class SimEngine:
         self._loading: dict[str, SimCall] = {}
         self._decode_context = 0
         self._prefill_pending = 0  # prompt tokens admitted calls still have to prefill
+        self._retained: list[tuple[float, int]] = []  # (deadline, tokens) of keep decisions
+        self._retained_tokens = 0
         self._budgets: dict[tuple[int, int], int] = {}
         self._computed: set[object] = set()
         self._link_free_at = 0.0
@@ -152,7 +155,10 @@ class SimEngine:
         if not nodes:
             return 0
         if action is CacheAction.KEEP:
-            return self.index.retain(nodes, now + retain_s, now)
+            kept = self.index.retain(nodes, now + retain_s, now)
+            heapq.heappush(self._retained, (now + retain_s, kept))
+            self._retained_tokens += kept
+            return kept
         if action is CacheAction.OFFLOAD:
             moved = self.index.move(nodes, Tier.DRAM, now)
             if moved.moved_tokens:
@@ -252,6 +258,13 @@ class SimEngine:
             by_tenant[call.ticket.tenant] = by_tenant.get(call.ticket.tenant, 0.0) + per_call
         for tenant, seconds in by_tenant.items():
             self.guard.record_service(tenant, seconds, now)
+
+    def retained_tokens(self, now: float) -> int:
+        """Tokens softly retained for programs in tool wait (an estimate: retention that ended
+        early, by a resume or an eviction, still counts until its deadline)."""
+        while self._retained and self._retained[0][0] <= now:
+            self._retained_tokens -= heapq.heappop(self._retained)[1]
+        return self._retained_tokens
 
     @property
     def prefill_load(self) -> float:

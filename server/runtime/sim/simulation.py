@@ -14,6 +14,7 @@ everything is deterministic for a given trace and configuration.
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -157,6 +158,7 @@ class Simulation:
         self._runs: dict[str, _Run] = {}
         self._heap: list[tuple[float, int, int, object, int]] = []
         self._seq = 0
+        self._pressure_avg = (0.0, 0.0)  # (as of, moving average of tool-wait pressure)
         self._engine_at: list[float | None] = [None] * len(self.engines)
         self._engine_stamp = [0] * len(self.engines)
         self._ended = 0
@@ -496,7 +498,9 @@ class Simulation:
             return
         latency = self._slowest_tool(run)
         index = engine.index
-        free = index.free(Tier.HBM) + index.evictable(Tier.HBM)
+        # what admission may take: free plus evictable, but not what the gate spares
+        reclaimable = max(index.evictable(Tier.HBM) - engine.retained_tokens(now), 0)
+        free = index.free(Tier.HBM) + reclaimable
         demand, queued = engine.queued_demand, len(engine.queue)
         per_token = self.cost.prefill_seconds(private_tokens) / private_tokens
         wait = ToolWait(
@@ -505,7 +509,7 @@ class Simulation:
             latency=latency,
             tiers=engine.tiers,
             recompute_seconds_per_token=per_token,
-            pressure=pressure_from_queue(demand, free),
+            pressure=self._pressure(pressure_from_queue(demand, free), now),
             call_tokens=max(demand / queued, 1.0) if queued else 8192.0,
             gpu_pressure=float(len(engine.running) + len(engine.queue)),
         )
@@ -527,6 +531,16 @@ class Simulation:
             )
         )
         engine.apply_cache_action(pid, private, action, decision.retain_seconds, now)
+
+    def _pressure(self, now_pressure: float, now: float) -> float:
+        """Memory pressure for a hold that lasts seconds to minutes: the larger of the present
+        pressure and its moving average over the last ~30 s (an empty queue at decision time
+        says little about the next minute)."""
+        last_t, last = self._pressure_avg
+        weight = math.exp(-(now - last_t) / 30.0) if now > last_t else 1.0
+        average = weight * last + (1.0 - weight) * now_pressure
+        self._pressure_avg = (now, average)
+        return max(now_pressure, average)
 
     def _slowest_tool(self, run: _Run) -> LatencyDistribution:
         best: LatencyDistribution | None = None
