@@ -40,7 +40,8 @@ from agentconsole.server.runtime.sglang.replay import LiveReplay, percentile
 from agentconsole.server.runtime.sglang.textbook import TextBook
 from agentconsole.server.runtime.sglang.workload_scale import tiny_seed_mix
 from agentconsole.server.runtime.sim.calls import EngineConfig
-from agentconsole.server.runtime.sim.costmodel import CostModel, Profile, save_profile
+from agentconsole.server.runtime.sim.costmodel import CostModel
+from agentconsole.server.runtime.sim.profile import Profile, save_profile
 from agentconsole.server.runtime.sim.simulation import CostServiceModel, SimConfig, Simulation
 
 GRID = tuple(GridPoint(b, c, 32) for b in (1, 4, 16) for c in (32, 256, 1024))

@@ -46,7 +46,8 @@ from agentconsole.server.runtime.sglang.textbook import TextBook
 from agentconsole.server.runtime.sglang.tiny_model import make_tiny_model
 from agentconsole.server.runtime.sglang.workload_scale import scaled_workload
 from agentconsole.server.runtime.sim.calls import EngineConfig
-from agentconsole.server.runtime.sim.costmodel import CostModel, Profile, save_profile
+from agentconsole.server.runtime.sim.costmodel import CostModel
+from agentconsole.server.runtime.sim.profile import Profile, save_profile
 from agentconsole.server.runtime.sim.simulation import CostServiceModel, SimConfig, Simulation
 
 MODEL = "llama-3.1-8b"

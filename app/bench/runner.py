@@ -17,7 +17,8 @@ from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.sample_traces.generator import generate
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.server.runtime.sim.calls import EngineConfig
-from agentconsole.server.runtime.sim.costmodel import CostModel, load_profile, preset
+from agentconsole.server.runtime.sim.costmodel import CostModel, preset
+from agentconsole.server.runtime.sim.profile import load_profile
 from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
 
 #: arrival rates (programs/s) that load a simulated H200 with Llama-3.1-8B to roughly half its

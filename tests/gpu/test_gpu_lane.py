@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.timeout(1800)
 def test_gpu_lane_calibrates_and_compares(tmp_path: Path) -> None:
-    from agentconsole.server.runtime.sim.costmodel import load_profile
+    from agentconsole.server.runtime.sim.profile import load_profile
 
     subprocess.run(
         [

@@ -17,7 +17,8 @@ from agentconsole.server.runtime.sglang.calibration import (
 )
 from agentconsole.server.runtime.sglang.steps import StepRecorder
 from agentconsole.server.runtime.sglang.workload_scale import longest_context, scaled_workload
-from agentconsole.server.runtime.sim.costmodel import Efficiency, MeasuredStep, attention_pairs
+from agentconsole.server.runtime.sim.costmodel import attention_pairs
+from agentconsole.server.runtime.sim.profile import Efficiency, MeasuredStep
 
 
 def _points(eff: Efficiency) -> list[MeasuredStep]:

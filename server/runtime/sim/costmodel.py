@@ -1,9 +1,9 @@
-"""Roofline cost of one SGLang-like engine step, its calibration profile and the profile fit.
+"""Roofline cost of one SGLang-like engine step.
 
 Owns ``CostModel`` (seconds for a mixed chunked-prefill + decode iteration, closed-form runs of
-decode steps, KV capacity per tier, host/disk transfer times), ``Efficiency`` (the calibration
-knobs), ``Profile`` with its JSON format and the bundled ``profiles/*.json``, ``preset`` lookup
-and ``fit_efficiency`` (least squares of measured step times).
+decode or mixed steps, KV capacity per tier, host/disk transfer times) and the ``preset``
+lookup. Its knobs and their JSON profiles are in :mod:`.profile`; fitting them to measured
+steps is :mod:`.fit`.
 
 The model, per GPU of a tensor-parallel group: ``time = max(FLOPs / (peak * mfu),
 bytes / (hbm_bw * bw_eff)) + all-reduces + fixed overheads``. FLOPs are 2 x layer parameters per
@@ -17,20 +17,19 @@ out: each is a few percent at most and ends up in the calibrated ``mfu``/``bw_ef
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from agentconsole.server.runtime.sim.hardware import GpuSpec, ModelSpec, gpu, model
-
-PROFILE_FORMAT = 1
-_PROFILES_PACKAGE = "agentconsole.server.runtime.sim.profiles"
+from agentconsole.server.runtime.sim.profile import (
+    Efficiency,
+    MeasuredStep,
+    Profile,
+    load_profile,
+    profile_name,
+)
 
 
 class Link(StrEnum):
@@ -38,142 +37,6 @@ class Link(StrEnum):
 
     PCIE = "pcie"
     DISK = "disk"
-
-
-@dataclass(frozen=True, slots=True)
-class Efficiency:
-    """Calibration knobs of a ``CostModel``; defaults are leads for an H100/H200 under SGLang.
-
-    - ``mfu`` 0.6: fraction of datasheet dense bf16 FLOP/s reached. A large bf16 GEMM measured
-      788 TFLOP/s (0.80) on this workplace's H200 (device KINDS.md); attention kernels, norms
-      and smaller GEMMs lose more, so 0.6 is an estimate until calibrated.
-    - ``bw_eff`` 0.8: fraction of datasheet HBM bandwidth; a device copy measured 4.3 of
-      4.8 TB/s (0.90, KINDS.md), and weight-streaming GEMVs reach less.
-    - ``step_overhead_s`` 0.5 ms: scheduler and launch time per iteration not hidden by CUDA
-      graphs and SGLang's overlap scheduler (estimate).
-    - ``allreduce_latency_s`` 10 µs: small-message all-reduce over NVLink (estimate).
-    - ``allreduce_bw_eff`` 0.5: ring bus bandwidth ≈ one direction of the 900 GB/s NVLink.
-    - ``per_seq_overhead_s`` 0: CPU time per decode request; hidden on a GPU by the overlap
-      scheduler, dominant on the CPU engine.
-    """
-
-    mfu: float = 0.6
-    bw_eff: float = 0.8
-    step_overhead_s: float = 5e-4
-    allreduce_latency_s: float = 1e-5
-    allreduce_bw_eff: float = 0.5
-    per_seq_overhead_s: float = 0.0
-    #: efficiency of the attention FLOPs when it differs from the GEMMs' (None: ``mfu``); CPU
-    #: attention kernels run far from their matrix multiplies' rate
-    attention_mfu: float | None = None
-    #: extra fixed time of a step that prefills (CPU backends: ~3 ms against ~1 ms for decode)
-    prefill_overhead_s: float = 0.0
-    #: time per cached context token a prefill step reads (attention over the prefix outside
-    #: the roofline's reach, e.g. the CPU's torch-native attention)
-    prefill_context_token_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.attention_mfu is not None and not 0.0 < self.attention_mfu <= 1.0:
-            raise ValueError(f"attention_mfu must be in (0, 1], got {self.attention_mfu}")
-        for name in ("mfu", "bw_eff", "allreduce_bw_eff"):
-            if not 0.0 < getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
-        for name in (
-            "step_overhead_s",
-            "allreduce_latency_s",
-            "per_seq_overhead_s",
-            "prefill_overhead_s",
-            "prefill_context_token_s",
-        ):
-            if getattr(self, name) < 0.0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-
-
-@dataclass(frozen=True, slots=True)
-class MeasuredStep:
-    """One measured engine iteration: the ``step_seconds`` arguments and the time it took."""
-
-    seconds: float
-    prefill_tokens: int = 0
-    prefill_attn_pairs: int = 0
-    decode_batch: int = 0
-    decode_context: int = 0
-    prefill_context_tokens: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Profile:
-    """A calibration profile: which preset it is for, its efficiency, sources and measurements."""
-
-    gpu: str
-    model: str
-    tp: int
-    efficiency: Efficiency = field(default_factory=Efficiency)
-    sources: Mapping[str, str] = field(default_factory=dict)
-    points: tuple[MeasuredStep, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the JSON-ready dict that ``profile_from_json`` reads back."""
-        return {
-            "format": PROFILE_FORMAT,
-            "gpu": self.gpu,
-            "model": self.model,
-            "tp": self.tp,
-            "efficiency": asdict(self.efficiency),
-            "sources": dict(self.sources),
-            "points": [asdict(p) for p in self.points],
-        }
-
-
-def profile_from_json(data: Mapping[str, Any]) -> Profile:
-    """Build a ``Profile`` from its JSON dict; raises ``ValueError`` on another format version.
-
-    Missing efficiency fields and point fields take their defaults; unknown keys raise
-    ``TypeError`` so that a typo in a hand-edited profile is not silently ignored.
-    """
-    if data.get("format") != PROFILE_FORMAT:
-        raise ValueError(f"profile format {data.get('format')!r}, expected {PROFILE_FORMAT}")
-    return Profile(
-        gpu=str(data["gpu"]),
-        model=str(data["model"]),
-        tp=int(data["tp"]),
-        efficiency=Efficiency(**data.get("efficiency", {})),
-        sources={str(k): str(v) for k, v in data.get("sources", {}).items()},
-        points=tuple(MeasuredStep(**p) for p in data.get("points", [])),
-    )
-
-
-def profile_name(gpu_name: str, model_name: str, tp: int) -> str:
-    """Name of the bundled profile for a preset, e.g. ``H200-141GB__llama-3.1-8b__tp1``."""
-    return f"{gpu_name}__{model_name}__tp{tp}"
-
-
-def profile_names() -> list[str]:
-    """Names of the bundled profiles (file stems under ``profiles/``), sorted."""
-    files = resources.files(_PROFILES_PACKAGE).iterdir()
-    return sorted(f.name.removesuffix(".json") for f in files if f.name.endswith(".json"))
-
-
-def load_profile(path_or_name: str | Path) -> Profile:
-    """Load a profile from a JSON file path, or else by bundled name (see ``profile_names``).
-
-    A ``Path``, or a string ending in ``.json``, is read as a file; raises ``FileNotFoundError``
-    when it is missing and ``KeyError`` for an unknown bundled name.
-    """
-    if isinstance(path_or_name, Path) or path_or_name.endswith(".json"):
-        text = Path(path_or_name).read_text(encoding="utf-8")
-    else:
-        resource = resources.files(_PROFILES_PACKAGE) / f"{path_or_name}.json"
-        if not resource.is_file():
-            raise KeyError(f"no bundled profile {path_or_name!r}; known: {profile_names()}")
-        text = resource.read_text(encoding="utf-8")
-    return profile_from_json(json.loads(text))
-
-
-def save_profile(profile: Profile, path: str | Path) -> None:
-    """Write ``profile`` as indented JSON to ``path`` (overwriting it)."""
-    text = json.dumps(profile.to_json(), indent=2) + "\n"
-    Path(path).write_text(text, encoding="utf-8")
 
 
 def attention_pairs(new_tokens: int, cached_tokens: int = 0) -> int:
@@ -423,116 +286,3 @@ def _linear_sum(a: float, b: float, start: int, stop: int) -> float:
 def preset(gpu: str = "H200-141GB", model: str = "llama-3.1-8b", tp: int = 1) -> CostModel:
     """The ``CostModel`` of a bundled profile; raises ``KeyError`` listing the known presets."""
     return CostModel.from_profile(profile_name(gpu, model, tp))
-
-
-def fit_efficiency(cost: CostModel, points: Sequence[MeasuredStep]) -> Efficiency:
-    """Fit ``mfu``, ``attention_mfu``, ``bw_eff``, ``step_overhead_s`` and the two prefill
-    overheads to measured step times.
-
-    Minimises the relative squared error of ``max(G/mfu + A/attention_mfu, M/bw_eff) +
-    overhead + rest`` (plus ``prefill_overhead_s + prefill_context_token_s * cached`` for
-    prefill steps) with the other knobs held at ``cost.efficiency``. Alternates between
-    assigning each point to its bound and a linear least-squares solve, from several starts,
-    and keeps the best. A knob that no point constrains (say, no compute-bound point) keeps its
-    prior value. Results are clipped to valid ranges. Requires a point with positive seconds.
-    """
-    rows = [
-        (*cost.roofline_terms(p), *cost.prefill_terms(p), p.seconds)
-        for p in points
-        if p.seconds > 0
-    ]
-    if not rows:
-        raise ValueError("fit_efficiency needs at least one point with seconds > 0")
-    prior = cost.efficiency
-    inv_attn = 1 / (prior.attention_mfu or prior.mfu)
-    tail = (prior.step_overhead_s, prior.prefill_overhead_s, prior.prefill_context_token_s)
-    starts = [(1 / prior.mfu, inv_attn, 1 / prior.bw_eff, *tail)]
-    starts += [(1 / m, 1 / m, 1 / b, *tail) for m in (0.2, 0.5, 0.9) for b in (0.3, 0.9)]
-    best: tuple[float, Theta] | None = None
-    for start in starts:
-        theta = _alternate(rows, start)
-        err = sum((_predict(theta, row) / row[-1] - 1) ** 2 for row in rows)
-        if best is None or err < best[0]:
-            best = (err, theta)
-    assert best is not None
-    inv_mfu, inv_attn, inv_bw, overhead, prefill_fixed, prefill_ctx = best[1]
-    mfu = min(1.0, 1 / max(inv_mfu, 1.0))
-    attention_mfu = min(1.0, 1 / max(inv_attn, 1.0))
-    return replace(
-        prior,
-        mfu=mfu,
-        attention_mfu=None if math.isclose(attention_mfu, mfu) else attention_mfu,
-        bw_eff=min(1.0, 1 / max(inv_bw, 1.0)),
-        step_overhead_s=max(0.0, overhead),
-        prefill_overhead_s=max(0.0, prefill_fixed),
-        prefill_context_token_s=max(0.0, prefill_ctx),
-    )
-
-
-Theta = tuple[float, float, float, float, float, float]
-#: gemm, attention, memory, rest, prefill step, cached context tokens, seconds
-Row = tuple[float, float, float, float, float, float, float]
-
-
-def _predict(theta: Theta, row: Row) -> float:
-    g, a, m, r, pf, ctx, _ = row
-    roof = max(theta[0] * g + theta[1] * a, theta[2] * m)
-    return roof + theta[3] + r + theta[4] * pf + theta[5] * ctx
-
-
-def _alternate(rows: Sequence[Row], theta: Theta) -> Theta:
-    """Regime assignment / weighted least squares until the assignment stops changing."""
-    seen: set[tuple[bool, ...]] = set()
-    for _ in range(50):
-        compute_bound = tuple(
-            theta[0] * row[0] + theta[1] * row[1] >= theta[2] * row[2] for row in rows
-        )
-        if compute_bound in seen:
-            break
-        seen.add(compute_bound)
-        # Features per point (weighted by 1/seconds): GEMM and attention compute (when
-        # compute-bound), memory (when memory-bound), 1, prefill step, cached context tokens
-        # of a prefill step; target: seconds minus the rest.
-        x = [
-            (
-                (g if cb else 0.0) / s,
-                (a if cb else 0.0) / s,
-                (0.0 if cb else m) / s,
-                1.0 / s,
-                pf / s,
-                ctx / s,
-                (s - r) / s,
-            )
-            for (g, a, m, r, pf, ctx, s), cb in zip(rows, compute_bound, strict=True)
-        ]
-        free = [k for k in range(6) if any(row[k] for row in x)]
-        solved = _least_squares([[row[k] for k in free] for row in x], [row[6] for row in x])
-        if solved is None:
-            break
-        new = list(theta)
-        for k, value in zip(free, solved, strict=True):
-            new[k] = value
-        theta = (new[0], new[1], new[2], new[3], new[4], new[5])
-    return theta
-
-
-def _least_squares(a: Sequence[Sequence[float]], y: Sequence[float]) -> list[float] | None:
-    """Solve min |a x - y|^2 by the normal equations; None when they are singular."""
-    n = len(a[0]) if a else 0
-    if n == 0:
-        return None
-    m = [
-        [sum(r[i] * r[j] for r in a) for j in range(n)]
-        + [sum(r[i] * v for r, v in zip(a, y, strict=True))]
-        for i in range(n)
-    ]
-    for col in range(n):
-        pivot = max(range(col, n), key=lambda i: abs(m[i][col]))
-        if abs(m[pivot][col]) < 1e-300:
-            return None
-        m[col], m[pivot] = m[pivot], m[col]
-        for i in range(n):
-            if i != col:
-                f = m[i][col] / m[col][col]
-                m[i] = [vi - f * vc for vi, vc in zip(m[i], m[col], strict=True)]
-    return [m[i][n] / m[i][i] for i in range(n)]

@@ -42,10 +42,11 @@ from agentconsole.scheduler.runtime import (
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.registry import RuntimeOptions
 from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
-from agentconsole.server.runtime.sim.costmodel import CostModel, load_profile, preset
+from agentconsole.server.runtime.sim.costmodel import CostModel, preset
 from agentconsole.server.runtime.sim.engine import Note, SimEngine
 from agentconsole.server.runtime.sim.live_stream import Forward, LiveCall, SimStream
 from agentconsole.server.runtime.sim.live_text import natural_length, output_pieces, prompt_blocks
+from agentconsole.server.runtime.sim.profile import load_profile
 
 _TIER_NAMES = {Tier.HBM: "hbm", Tier.DRAM: "dram", Tier.DISK: "disk"}
 

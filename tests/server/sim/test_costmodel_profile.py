@@ -9,15 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from agentconsole.server.runtime.sim.costmodel import (
-    CostModel,
+from agentconsole.server.runtime.sim.costmodel import CostModel, attention_pairs, preset
+from agentconsole.server.runtime.sim.fit import fit_efficiency
+from agentconsole.server.runtime.sim.profile import (
     Efficiency,
     MeasuredStep,
     Profile,
-    attention_pairs,
-    fit_efficiency,
     load_profile,
-    preset,
     profile_from_json,
     profile_name,
     profile_names,

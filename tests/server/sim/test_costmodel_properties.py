@@ -6,13 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentconsole.server.runtime.sim.costmodel import (
-    CostModel,
-    MeasuredStep,
-    attention_pairs,
-    preset,
-)
+from agentconsole.server.runtime.sim.costmodel import CostModel, attention_pairs, preset
 from agentconsole.server.runtime.sim.hardware import GpuSpec, model
+from agentconsole.server.runtime.sim.profile import MeasuredStep
 
 PRESETS = [
     ("H200-141GB", "llama-3.1-8b", 1),

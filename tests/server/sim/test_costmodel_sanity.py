@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentconsole.server.runtime.sim.costmodel import (
-    CostModel,
-    Efficiency,
-    attention_pairs,
-    preset,
-)
+from agentconsole.server.runtime.sim.costmodel import CostModel, attention_pairs, preset
 from agentconsole.server.runtime.sim.hardware import GPUS, MODELS, gpu, model
+from agentconsole.server.runtime.sim.profile import Efficiency
 
 H200, H100 = "H200-141GB", "H100-80GB"
 B8, B70 = "llama-3.1-8b", "llama-3.1-70b"
