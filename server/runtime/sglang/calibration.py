@@ -29,14 +29,10 @@ from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
 from agentconsole.server.runtime.sglang.control import STEPS_FILE
 from agentconsole.server.runtime.sglang.textbook import TextBook
-from agentconsole.server.runtime.sim.costmodel import (
-    CostModel,
-    Efficiency,
-    MeasuredStep,
-    Profile,
-    fit_efficiency,
-)
+from agentconsole.server.runtime.sim.costmodel import CostModel
+from agentconsole.server.runtime.sim.fit import fit_efficiency
 from agentconsole.server.runtime.sim.hardware import gpu, model
+from agentconsole.server.runtime.sim.profile import Efficiency, MeasuredStep, Profile
 
 
 @dataclass(frozen=True, slots=True)
