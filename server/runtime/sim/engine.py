@@ -1,14 +1,11 @@
 """A discrete-event model of an SGLang-like engine: the mechanism under every policy.
 
-Mental model: the engine runs *blocks*. ``plan(now, horizon)`` admits queued calls in policy
-order (fairness-guarded, O(log n) per decision) while slots and KV allow, possibly preempting a
-worse-ranked running call, then starts one block: a chunked-prefill step (prefill chunks in
-policy order, decode tokens riding along as with SGLang's mixed chunks) or, when nothing needs
-prefill, a run of k decode steps whose total time has a closed form, with k cut at the first
-call to finish, at ``horizon`` (the next outside event) and at ``max_fused_decode_steps``.
-``complete(now)`` applies the block's tokens. Nothing outside the engine can happen inside a
-block, so fusing decode steps is exact up to the closed form; a single step is atomic, as on a
-GPU.
+Mental model: the engine runs *blocks* (``blocks.py``). ``plan(now)`` admits queued calls in
+policy order (fairness-guarded, O(log n) per decision) while slots and KV allow, possibly
+preempting a worse-ranked running call, then starts one block: a chunked-prefill step, a fused
+run of stall-free mixed steps, or a fused run of decode steps whose total time has a closed
+form. ``complete(now)`` applies the block's tokens; ``interrupt(now)`` cuts a fused run at a
+step boundary when outside work arrives. A single step is atomic, as on a GPU.
 
 KV lives in a :class:`PrefixIndex` over HBM and host DRAM: a running call locks its matched
 prefix and reserves HBM for its uncached prompt and its output; on finish its whole context is
@@ -22,7 +19,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentconsole.kvtiers.node import Block, Node
@@ -35,21 +31,9 @@ from agentconsole.scheduler.policies.base import Policy
 from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.queue import ReadyQueue
 from agentconsole.scheduler.runtime import CacheAction
+from agentconsole.server.runtime.sim.blocks import BlockPlanner, StepBlock
 from agentconsole.server.runtime.sim.calls import EngineConfig, Phase, SimCall
-from agentconsole.server.runtime.sim.costmodel import CostModel, attention_pairs
-
-
-@dataclass(slots=True)
-class _Block:
-    start: float
-    end: float
-    duration: float
-    prefill: list[tuple[SimCall, int]] = field(default_factory=list)
-    decode: list[SimCall] = field(default_factory=list)
-    decode_steps: int = 0
-    decode_context: int = 0  # KV tokens the block's decoders attend to at its first step
-    chunk: int = 0  # a fused run of mixed steps: prefill tokens per step (0: not such a run)
-    prefill_done: int = 0  # its prompt's computed tokens before the first step
+from agentconsole.server.runtime.sim.costmodel import CostModel
 
 
 @dataclass(slots=True)
@@ -100,10 +84,10 @@ class SimEngine:
         self._prefill_pending = 0  # prompt tokens admitted calls still have to prefill
         self._retained: list[tuple[float, int]] = []  # (deadline, tokens) of keep decisions
         self._retained_tokens = 0
-        self._budgets: dict[tuple[int, int], int] = {}
         self._computed: set[object] = set()
         self._link_free_at = 0.0
-        self._block: _Block | None = None
+        self.planner = BlockPlanner(cost, self.config)
+        self._block: StepBlock | None = None
         self._notes: list[Note] = []
         self.busy_s = 0.0
         self.queued_demand = 0.0  # tokens the queued calls will need (tool-wait pressure)
@@ -189,15 +173,29 @@ class SimEngine:
             self._prefilling[call.call_id] = call
         wake = min((c.ready_at for c in self._loading.values()), default=None)
         until = wake if wake is not None else math.inf
-        if self._prefilling:
+        prefilling, decoding = self._prefilling.values(), self._decoding.values()
+        if prefilling:
             if not self._outranking_decoders():
-                return self._start_prefill(now, self.config.chunked_prefill_size)
+                budget = self.config.chunked_prefill_size
+                return self._run(
+                    self.planner.prefill_step(
+                        now, prefilling, decoding, self._decode_context, budget
+                    )
+                )
             # better-ranked calls are decoding: prefill only as much as hides under their
             # step's memory time (stall-free), so a worse-ranked long prefill neither
             # stretches their steps nor stops
-            return self._start_stall_free(now, until)
-        if self._decoding:
-            return self._start_decode(now, until)
+            return self._run(
+                self.planner.stall_free_run(now, until, prefilling, decoding, self._decode_context)
+            )
+        if decoding:
+            lane = self._decode_lane(now)
+            context = (
+                self._decode_context
+                if len(lane) == len(decoding)
+                else sum(c.prompt_tokens + c.generated for c in lane)
+            )
+            return self._run(self.planner.decode_run(now, until, lane, context))
         return wake
 
     def complete(self, now: float) -> None:
@@ -215,36 +213,17 @@ class SimEngine:
             self._emit_stats(now)
 
     def interrupt(self, now: float) -> float | None:
-        """New work arrived while a run of fused decode steps is in flight: cut the run at the
-        first step boundary at or after ``now`` (a single step is atomic, as on a GPU).
-        Returns the block's new end if it changed, else None."""
+        """New work arrived while a fused run is in flight: cut the run at the first step
+        boundary at or after ``now``. Returns the block's new end if it changed, else None."""
         block = self._block
-        if block is None or block.decode_steps <= 1 or now >= block.end:
+        if block is None or not self.planner.cut(block, now):
             return None
-        if block.chunk:
-            return self._cut_mixed_run(block, now)
-        if block.prefill:
-            return None
-        seconds = self.cost.decode_steps_seconds
-        batch, context = len(block.decode), block.decode_context
-        lo, hi = 1, block.decode_steps  # smallest k with start + time(k) >= now
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if block.start + seconds(batch, context, mid) >= now:
-                hi = mid
-            else:
-                lo = mid + 1
-        if lo == block.decode_steps:
-            return None
-        block.decode_steps = lo
-        block.duration = seconds(batch, context, lo)
-        block.end = block.start + block.duration
         return block.end
 
-    def _attribute_service(self, block: _Block, now: float) -> None:
+    def _attribute_service(self, block: StepBlock, now: float) -> None:
         """Split the block's GPU time over the tokens it processed; credit tenants once each."""
         steps = block.decode_steps
-        tokens = sum(chunk for _, chunk in block.prefill) + len(block.decode) * steps
+        tokens = block.tokens
         if not tokens:
             return
         share = block.duration / tokens
@@ -446,123 +425,6 @@ class SimEngine:
             self._decode_context -= call.prompt_tokens + call.generated
 
     # -- blocks -------------------------------------------------------------------------------
-    def _cut_mixed_run(self, block: _Block, now: float) -> float | None:
-        call, _ = block.prefill[0]
-        seconds = self._mixed_run_seconds(
-            block.chunk, block.prefill_done, len(block.decode), block.decode_context
-        )
-        lo, hi = 1, block.decode_steps  # smallest k with start + time(k) >= now
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if block.start + seconds(mid) >= now:
-                hi = mid
-            else:
-                lo = mid + 1
-        if lo >= block.decode_steps:
-            return None
-        block.prefill = [(call, block.chunk * lo)]
-        block.decode_steps = lo
-        block.duration = seconds(lo)
-        block.end = block.start + block.duration
-        return block.end
-
-    def _stall_free_budget(self) -> int:
-        """The largest prefill chunk that lengthens the current decode step by at most 10%
-        (at least 1 token, so prefill always progresses). Memoised on the batch shape."""
-        batch, context = len(self._decoding), self._decode_context
-        key = (batch, context >> 11)
-        budget = self._budgets.get(key)
-        if budget is None:
-            budget = self._budgets[key] = self._solve_budget(batch, context)
-        return budget
-
-    def _solve_budget(self, batch: int, context: int) -> int:
-        limit = 1.1 * self.cost.decode_step_seconds(batch, context)
-        lo, hi = 1, self.config.chunked_prefill_size
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self.cost.step_seconds(mid, mid * mid // 2, batch, context) <= limit:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
-    def _start_stall_free(self, now: float, until: float) -> float:
-        """Stall-free steps while better-ranked calls decode: each step prefills ``budget``
-        tokens of the best-ranked prompt beside the decoders. While that prompt alone fills
-        the budget and no decoder finishes, the steps are fused into one block (closed form,
-        ``CostModel.mixed_steps_seconds``); an arrival cuts the run at a step boundary."""
-        budget = self._stall_free_budget()
-        head = min(self._prefilling.values(), key=lambda c: c.rank)
-        decode = list(self._decoding.values())
-        steps = min(
-            head.prefill_left // budget,
-            min(c.remaining_tokens for c in decode),
-            self.config.max_fused_decode_steps,
-        )
-        if steps < 2:
-            return self._start_prefill(now, budget)
-        seconds = self._mixed_run_seconds(
-            budget, head.context_done, len(decode), self._decode_context
-        )
-        steps = self._steps_within(seconds, steps, until - now)
-        total = seconds(steps)
-        self._block = _Block(
-            now,
-            now + total,
-            total,
-            [(head, budget * steps)],
-            decode,
-            decode_steps=steps,
-            decode_context=self._decode_context,
-            chunk=budget,
-            prefill_done=head.context_done,
-        )
-        return now + total
-
-    def _mixed_run_seconds(
-        self, chunk: int, done: int, batch: int, context: int
-    ) -> Callable[[int], float]:
-        mixed = self.cost.mixed_steps_seconds
-        return lambda k: mixed(chunk, done, batch, context, k)
-
-    @staticmethod
-    def _steps_within(seconds: Callable[[int], float], steps: int, span: float) -> int:
-        """The largest k in [1, steps] with ``seconds(k) <= span`` (1 if even one step is
-        longer: a step is atomic)."""
-        if seconds(steps) <= span:
-            return steps
-        lo, hi = 1, steps
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if seconds(mid) <= span:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
-    def _start_prefill(self, now: float, budget: int) -> float:
-        """One step: prefill chunks in rank order (the policy's order, not admission order,
-        so a short urgent prompt is not stuck behind a long one) within ``budget`` tokens,
-        plus, with mixed chunks, one token for every decoding call."""
-        items: list[tuple[SimCall, int]] = []
-        tokens = pairs = context = 0
-        for call in sorted(self._prefilling.values(), key=lambda c: c.rank):
-            if budget <= 0:
-                break
-            chunk = min(call.prefill_left, budget)
-            budget -= chunk
-            items.append((call, chunk))
-            tokens += chunk
-            pairs += attention_pairs(chunk, call.context_done)
-            context += call.context_done
-        decode = list(self._decoding.values()) if self.config.mixed_chunk else []
-        duration = self.cost.step_seconds(tokens, pairs, len(decode), self._decode_context, context)
-        self._block = _Block(
-            now, now + duration, duration, items, decode, decode_steps=1 if decode else 0
-        )
-        return now + duration
-
     def _outranking_decoders(self) -> list[SimCall]:
         """Decoding calls ranked better than every call waiting to prefill (rank-aware steps:
         the step's composition follows the policy, not only its admission order)."""
@@ -586,42 +448,11 @@ class SimEngine:
         lane = [c for c in calls if c.ticket.tenant in underserved]
         return lane or calls
 
-    def _start_decode(self, now: float, until: float, cap: int | None = None) -> float:
-        """A run of decode steps, cut at the first call to finish, at ``max_fused_decode_steps``,
-        at ``cap`` steps and at ``until`` (a reload finishing, after which prefill must run)."""
-        calls = self._decode_lane(now)
-        batch = len(calls)
-        context = (
-            self._decode_context
-            if batch == len(self._decoding)
-            else sum(c.prompt_tokens + c.generated for c in calls)
-        )
-        steps = min(min(c.remaining_tokens for c in calls), self.config.max_fused_decode_steps)
-        if cap is not None:
-            steps = min(steps, cap)
-        seconds = self.cost.decode_steps_seconds
-        duration = seconds(batch, context, steps)
-        if steps > 1 and now + duration > until:
-            lo, hi = 1, steps  # largest k with now + time(k) <= until, at least 1
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if now + seconds(batch, context, mid) <= until:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            steps = lo
-            duration = seconds(batch, context, steps)
-        self._block = _Block(
-            now,
-            now + duration,
-            duration,
-            decode=calls,
-            decode_steps=steps,
-            decode_context=context,
-        )
-        return now + duration
+    def _run(self, block: StepBlock) -> float:
+        self._block = block
+        return block.end
 
-    def _complete_prefill(self, block: _Block, now: float) -> None:
+    def _complete_prefill(self, block: StepBlock, now: float) -> None:
         for call, chunk in block.prefill:
             if call.phase is not Phase.PREFILL:
                 continue  # aborted or preempted while the step ran
@@ -646,7 +477,7 @@ class SimEngine:
                 self._decoding[call.call_id] = call
                 self._decode_context += call.prompt_tokens + call.generated
 
-    def _complete_decode(self, block: _Block, now: float) -> None:
+    def _complete_decode(self, block: StepBlock, now: float) -> None:
         steps = block.decode_steps
         grew = 0
         for call in block.decode:
