@@ -1,0 +1,137 @@
+"""A trace program as the simulator plays it: its progress, its prompts, its program nodes.
+
+Everything here is computed from the trace alone, once per program, when it arrives: the
+scheduler still sees a node only when it is revealed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+from agentconsole.kvtiers.node import Block
+from agentconsole.sample_traces.format import Branch as TraceBranch
+from agentconsole.sample_traces.format import (
+    LLMNode,
+    ToolNode,
+    TraceProgram,
+    context_segments,
+)
+from agentconsole.sample_traces.format import ToolKind as TraceToolKind
+from agentconsole.scheduler.program import Branch, NodeKind, Quotas, RetryPolicy, ToolKind, ToolSpec
+from agentconsole.scheduler.program import Node as ProgramNode
+from agentconsole.server.runtime.sim.costmodel import CostModel
+
+# trace enums -> program enums, looked up once (Enum(value) runs Python code on a hot path)
+_BRANCH = {b: Branch(b.value) for b in TraceBranch}
+_TOOL_KIND = {k: ToolKind(k.value) for k in TraceToolKind}
+
+
+def segment(key: str, tokens: int) -> list[Block]:
+    """A private segment as a (possibly empty) block list: zero-token segments are skipped."""
+    return [Block(key, tokens)] if tokens > 0 else []
+
+
+@dataclass(slots=True, eq=False)
+class ProgramRun:
+    """One program being played: which nodes wait on parents, what runs, where its KV is."""
+
+    trace: TraceProgram
+    waiting_parents: list[int]
+    children: list[list[int]]
+    needed: int  # non-discarded nodes still to finish
+    llm_calls: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (node, engine)
+    tools: dict[int, int] = field(default_factory=dict)  # node index -> attempt index
+    engine: int | None = None  # replica that ran its last call (where its context lives)
+    contexts: dict[str, list[Block]] = field(default_factory=dict)  # LLM node -> its prompt
+    ended: bool = False
+
+    @classmethod
+    def of(cls, program: TraceProgram) -> ProgramRun:
+        """A run with no node started; its roots are the nodes with no waiting parents."""
+        index = {n.id: i for i, n in enumerate(program.nodes)}
+        waiting = [len(n.parents) for n in program.nodes]
+        children: list[list[int]] = [[] for _ in program.nodes]
+        for i, node in enumerate(program.nodes):
+            for parent in node.parents:
+                children[index[parent]].append(i)
+        needed = sum(1 for n in program.nodes if n.branch is not TraceBranch.DISCARDED)
+        return cls(program, waiting, children, needed)
+
+
+def build_contexts(run: ProgramRun, cost: CostModel, chunked_prefill_size: int) -> float:
+    """Fill ``run.contexts`` with every LLM node's prompt blocks, and return the program's E2E
+    alone on a warm engine (shared prefix cached): the denominator of its slowdown. One pass
+    over the DAG in listing (topological) order."""
+    program = run.trace
+    seen: set[Hashable] = {p.id for p in program.prefix}
+    finish: dict[str, float] = {}
+    through: dict[str, list[Block]] = {}  # context a node's children inherit
+    for node in program.nodes:
+        start = max((finish[p] for p in node.parents), default=0.0)
+        if isinstance(node, ToolNode):
+            finish[node.id] = start + node.duration_s
+            if len(node.parents) == 1 and node.parents[0] in through:
+                result = segment(f"{program.id}/{node.id}/result", node.result_tokens)
+                through[node.id] = through[node.parents[0]] + result
+            continue
+        segments = _context(program, node, through)
+        run.contexts[node.id] = segments
+        total = sum(s.tokens for s in segments)
+        new = sum(s.tokens for s in segments if s.key not in seen)
+        seen.update(s.key for s in segments)
+        seen.add(f"{program.id}/{node.id}/out")
+        through[node.id] = segments + segment(f"{program.id}/{node.id}/out", node.output_tokens)
+        took = cost.prefill_seconds(max(new, 1), total - new, chunked_prefill_size)
+        took += cost.decode_steps_seconds(1, total + 1, node.output_tokens - 1)
+        finish[node.id] = start + took
+    return max(finish.values(), default=0.0)
+
+
+def _context(program: TraceProgram, node: LLMNode, through: dict[str, list[Block]]) -> list[Block]:
+    """The node's prompt blocks (the trace's context rule). Along a chain a child's context is
+    its parent's plus the parent's own segments, so it is built from the parent's in O(1);
+    joins and roots take the general rule."""
+    own = segment(f"{program.id}/{node.id}/prompt", node.prompt_tokens)
+    if len(node.parents) == 1 and node.parents[0] in through:
+        return through[node.parents[0]] + own
+    segments = context_segments(program, node.id)
+    return [Block(s.key, s.tokens, s.public) for s in segments if s.tokens]
+
+
+def program_node(program_id: str, node: LLMNode | ToolNode) -> ProgramNode:
+    """The scheduler's view of a trace node (no recorded latency or outcome in it)."""
+    branch = _BRANCH[node.branch]
+    if isinstance(node, ToolNode):
+        spec = ToolSpec(
+            node.tool, _TOOL_KIND[node.tool_kind], node.side_effect, node.idempotent, node.timeout_s
+        )
+        return ProgramNode(
+            node.id,
+            program_id,
+            NodeKind.TOOL,
+            node.parents,
+            tool=spec,
+            branch=branch,
+            retry=RetryPolicy(max(len(node.attempts), 1)),
+        )
+    return ProgramNode(
+        node.id,
+        program_id,
+        NodeKind.LLM,
+        node.parents,
+        branch=branch,
+        model_candidates=(node.model,) if node.model else (),
+    )
+
+
+def program_quotas(program: TraceProgram) -> Quotas | None:
+    q = program.quotas
+    if q is None:
+        return None
+    return Quotas(
+        wall_time_s=q.max_wall_s,
+        tokens=q.max_total_tokens,
+        tool_calls=q.max_tool_calls,
+        branches=q.max_branches,
+    )
