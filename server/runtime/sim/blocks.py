@@ -184,11 +184,11 @@ class BlockPlanner:
     # -- timing -------------------------------------------------------------------------------
     def _stall_free_budget(self, batch: int, context: int) -> int:
         """A Sarathi-style token budget: the largest fresh prefill chunk that lengthens a
-        decode step by at most 10% (at least 1 token, so prefill always progresses),
-        memoised on the batch shape. It ignores the prompt's already computed context, so a
-        chunk deep into a long prompt lengthens the step more; a budget solved for that
-        context was measured (docs/BENCHMARKS.md) to cost 15-20% more GPU time per program
-        for no TBT gain, as its chunks shrink to a few hundred tokens."""
+        decode step by at most 10% beyond a one-token chunk (at least 1 token, so prefill
+        always progresses), memoised on the batch shape. It ignores the prompt's already
+        computed context, so a chunk deep into a long prompt lengthens the step more; a budget
+        solved for that context was measured (docs/BENCHMARKS.md) to cost 15-20% more GPU time
+        per program for no TBT gain, as its chunks shrink to a few hundred tokens."""
         key = (batch, context >> 11)
         budget = self._budgets.get(key)
         if budget is None:
@@ -196,7 +196,12 @@ class BlockPlanner:
         return budget
 
     def _solve_budget(self, batch: int, context: int) -> int:
-        limit = 1.1 * self.cost.decode_step_seconds(batch, context)
+        # the fixed cost of any prefill in a step (launch, sampling setup) is paid by the first
+        # token; the budget bounds what the chunk adds on top. Counting it in the 10% would,
+        # where it exceeds a tenth of a decode step (CPU engines), collapse the budget to one
+        # token per step and stretch a prompt's prefill a thousandfold.
+        limit = self.cost.step_seconds(1, 1, batch, context)
+        limit += 0.1 * self.cost.decode_step_seconds(batch, context)
         lo, hi = 1, self.config.chunked_prefill_size
         while lo < hi:
             mid = (lo + hi + 1) // 2

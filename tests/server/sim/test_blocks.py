@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,7 +15,7 @@ from agentconsole.server.runtime.sim.blocks import (
     steps_within,
 )
 from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
-from agentconsole.server.runtime.sim.costmodel import preset
+from agentconsole.server.runtime.sim.costmodel import CostModel, preset
 
 COST = preset("H200-141GB", "llama-3.1-8b", 1)
 
@@ -99,3 +101,15 @@ def test_a_prefill_step_serves_the_best_ranked_prompt_first() -> None:
     block = planner.prefill_step(0.0, [late, urgent], [], 0, 5000)
     assert block.prefill == [(urgent, 3000), (late, 2000)]
     assert block.tokens == 5000
+
+
+def test_a_large_fixed_prefill_cost_does_not_collapse_the_stall_free_budget() -> None:
+    """On a CPU engine the fixed cost of a prefill step exceeds a tenth of a decode step;
+    the budget must still let a prompt through in a few steps, not one token per step."""
+    cpu = CostModel.from_profile("cpu-2core__tiny-llama__tp1")
+    slow_launch = replace(cpu.efficiency, prefill_overhead_s=10 * cpu.decode_step_seconds(4, 4000))
+    cost = CostModel(cpu.gpu, cpu.model, cpu.tp, slow_launch)
+    planner = BlockPlanner(cost, EngineConfig(chunked_prefill_size=4096))
+    decoding = [_call(f"d{i}", 1000, 500, generated=1) for i in range(4)]
+    block = planner.stall_free_run(0.0, float("inf"), [_call("p", 1600, 10)], decoding, 4004)
+    assert block.chunk >= 64  # tokens per step
