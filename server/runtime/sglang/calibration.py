@@ -215,8 +215,16 @@ def fit_profile(
         efficiency=eff,
         sources={
             "mfu": "fit_efficiency on the measured steps below (agentconsole calibrate)",
-            "bw_eff": "fit_efficiency on the measured steps below",
-            "step_overhead_s": "fit_efficiency on the measured steps below",
+            **dict.fromkeys(
+                (
+                    "attention_mfu",
+                    "bw_eff",
+                    "step_overhead_s",
+                    "prefill_overhead_s",
+                    "prefill_context_token_s",
+                ),
+                "fit_efficiency on the measured steps below",
+            ),
             "per_seq_overhead_s": "1-D search (grid, golden section), fit_efficiency inside",
             "allreduce_latency_s": "unused (tp 1)",
             "allreduce_bw_eff": "unused (tp 1)",
