@@ -72,7 +72,8 @@ class RuntimeSection(_Section):
 
 class StoreSection(_Section):
     db: Path = Path("agentconsole.duckdb")
-    """The DuckDB file. ``serve`` holds it exclusively while it runs."""
+    """The DuckDB file. Its event log lives next to it (``x.duckdb`` -> ``x.events.duckdb``);
+    ``serve`` holds both exclusively while it runs."""
 
 
 class AuthSection(_Section):

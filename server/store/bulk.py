@@ -14,13 +14,14 @@ import duckdb
 import pyarrow as pa
 
 from agentconsole.scheduler.events import Event
+from agentconsole.server.store.event_log import EVENTS
 from agentconsole.server.store.jsonutil import dumps
 from agentconsole.server.store.records import Record
 from agentconsole.server.store.tablespec import TableSpec
 
 EVENT_COLUMNS = ("seq", "ts", "kind", "program_id", "node_id", "attempt", "tenant", "data")
 _EVENT_INSERT = (
-    f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) SELECT {', '.join(EVENT_COLUMNS)} FROM _ev"
+    f"INSERT INTO {EVENTS} ({', '.join(EVENT_COLUMNS)}) SELECT {', '.join(EVENT_COLUMNS)} FROM _ev"
 )
 _EMPTY_JSON = "{}"
 

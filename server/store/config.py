@@ -17,9 +17,10 @@ class StoreConfig:
 
     memory_limit: str = "1GB"
     threads: int = 2
-    #: WAL size that triggers DuckDB's automatic checkpoint inside a COMMIT. Each one stalls
-    #: the writer for 20-150 ms here (a checkpoint on another connection stalls commits
-    #: just the same); 2-8 MB gave no better ack p99 under load than DuckDB's 16 MB.
+    #: WAL size that triggers DuckDB's automatic checkpoint inside a COMMIT, per file. Each
+    #: stalls that file's writes for 40-130 ms here (a checkpoint on another connection stalls
+    #: them just the same), which is why events have a file of their own; 2-4 MB gave no
+    #: better ack p99 under load than DuckDB's 16 MB.
     checkpoint_threshold: str = "16MB"
     #: Most rows (events plus records) committed in one transaction.
     max_batch_rows: int = 5000

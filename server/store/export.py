@@ -1,8 +1,8 @@
 """Parquet export of every table, from a live store or from a closed database file.
 
 A live store is read through a cursor of its own instance (the file is locked by the serve
-process, so no other process could open it). A closed file is opened read-only: DuckDB then
-replays a leftover WAL in memory and writes nothing.
+process, so no other process could open it). A closed store is opened read-only, its event
+log attached read-only: DuckDB then replays leftover WALs in memory and writes nothing.
 """
 
 from __future__ import annotations
@@ -13,8 +13,13 @@ from pathlib import Path
 import duckdb
 
 from agentconsole.server.store.errors import StoreOpenError
-from agentconsole.server.store.opening import explain_open_error, refuse_unsafe_paths
-from agentconsole.server.store.schema import TABLES
+from agentconsole.server.store.event_log import EVENT_LOG, EVENTS
+from agentconsole.server.store.opening import (
+    attach_event_log,
+    explain_open_error,
+    refuse_unsafe_paths,
+)
+from agentconsole.server.store.schema import TABLES, current_version
 from agentconsole.server.store.store import Store
 
 
@@ -22,13 +27,22 @@ def _quote(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
+def _present(cur: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """Each store table present, mapped to how SQL names it (``events`` may be in either
+    file: the event log from schema version 2, the main file before)."""
+    rows = cur.execute(
+        "SELECT database_name, table_name FROM duckdb_tables()"
+        " WHERE database_name IN (current_database(), ?) AND schema_name = 'main'",
+        [EVENT_LOG],
+    ).fetchall()
+    present: dict[str, str] = {}
+    for database, table in sorted(rows, key=lambda r: r[0] == EVENT_LOG):
+        present[str(table)] = EVENTS if database == EVENT_LOG else str(table)
+    return present
+
+
 def _copy_all(cur: duckdb.DuckDBPyConnection, out_dir: Path) -> list[Path]:
-    present = {
-        str(r[0])
-        for r in cur.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
-        ).fetchall()
-    }
+    present = _present(cur)
     written = []
     cur.execute("BEGIN TRANSACTION")  # one snapshot for every table
     try:
@@ -36,7 +50,8 @@ def _copy_all(cur: duckdb.DuckDBPyConnection, out_dir: Path) -> list[Path]:
             if table not in present:
                 continue
             target = out_dir / f"{table}.parquet"
-            cur.execute(f"COPY (SELECT * FROM {table}) TO {_quote(target)} (FORMAT parquet)")
+            source = present[table]
+            cur.execute(f"COPY (SELECT * FROM {source}) TO {_quote(target)} (FORMAT parquet)")
             written.append(target)
     finally:
         cur.execute("COMMIT")
@@ -67,6 +82,9 @@ def export_parquet(
     except (duckdb.Error, OSError) as error:
         raise explain_open_error(path, error) from error
     try:
+        attach_event_log(con, path, current_version(con), read_only=True)
         return _copy_all(con, out)
+    except duckdb.Error as error:
+        raise explain_open_error(path, error) from error
     finally:
         con.close()

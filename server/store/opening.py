@@ -6,6 +6,9 @@ the ``.wal``) throws committed transactions away. An existing file is first open
 read-only as a probe (DuckDB then replays the WAL in memory and writes nothing), checked by
 :mod:`preflight`, closed, and only then opened read-write: a read-write open checkpoints a
 replayed WAL into the file, so it must not be the first to meet a damaged one.
+
+The store is two files, the database and its event log (:mod:`event_log`); both go through
+the same checks before either is opened read-write.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import duckdb
 
 from agentconsole.server.store.config import StoreConfig
 from agentconsole.server.store.errors import StoreOpenError
+from agentconsole.server.store.event_log import EVENT_LOG, REMEDY, SPLIT_VERSION, event_log_path
 from agentconsole.server.store.preflight import missing_blocks, wal_path, wal_problem
 
 _KEEP = "Both files were left untouched; keep them (a copy is the safe way to experiment)"
@@ -33,11 +37,17 @@ _IN_PROCESS = "Use the open Store object (reads: Store.cursor(), export: pass th
 
 @dataclass(frozen=True, slots=True)
 class OpenInfo:
-    """What was found at open: ``wal_bytes`` > 0 means the last shutdown was not clean."""
+    """What was found at open: ``wal_bytes`` > 0 (the two files' WALs together) means the last
+    shutdown was not clean."""
 
     path: Path
     created: bool
     wal_bytes: int
+
+    @property
+    def event_log(self) -> Path:
+        """The event log file next to :attr:`path`."""
+        return event_log_path(self.path)
 
 
 def refuse_unsafe_paths(path: Path) -> None:
@@ -134,25 +144,56 @@ def open_connection(path: Path, config: StoreConfig) -> tuple[duckdb.DuckDBPyCon
     :func:`wal_problem`; the files are then unchanged.
     """
     path = path.absolute()
-    refuse_unsafe_paths(path)
-    key = os.path.realpath(path)
+    files = (path, event_log_path(path))
+    for file in files:
+        refuse_unsafe_paths(file)
+    keys = [os.path.realpath(file) for file in files]
     with _registry_lock:
-        if key in _open_in_process:
+        if any(key in _open_in_process for key in keys):
             raise StoreOpenError(path, "it is already open in this process", _IN_PROCESS)
         created = not path.exists()
-        wal = wal_path(path)
-        wal_bytes = wal.stat().st_size if wal.is_file() else 0
-        if not created:
-            probe(path, config)
+        wal_bytes = 0
+        for file in files:
+            wal = wal_path(file)
+            wal_bytes += wal.stat().st_size if wal.is_file() else 0
+            if file.exists():
+                probe(file, config)
         try:
             con = duckdb.connect(str(path), config=config.duckdb_config())
         except (duckdb.Error, OSError) as error:
             raise explain_open_error(path, error) from error
-        _open_in_process.add(key)
+        _open_in_process.update(keys)
     return con, OpenInfo(path=path, created=created, wal_bytes=wal_bytes)
 
 
+def attach_event_log(
+    con: duckdb.DuckDBPyConnection, path: Path, schema_version: int, *, read_only: bool = False
+) -> bool:
+    """Attach the event log of the store at ``path`` as ``event_log``; False if there is none
+    to attach read-only (a store from before version 2 keeps its events in the main file).
+
+    Read-write, an event log is created for a store that has not moved its events yet.
+    Raises :class:`StoreOpenError` if a store of version 2 or later has lost its event log,
+    or DuckDB refuses the file (locked, damaged); nothing is written then.
+    """
+    log_path = event_log_path(path)
+    if not log_path.exists():
+        if schema_version >= SPLIT_VERSION:
+            raise StoreOpenError(log_path, "the store's event log is missing", REMEDY)
+        if read_only:
+            return False
+    quoted = "'" + str(log_path).replace("'", "''") + "'"
+    mode = " (READ_ONLY)" if read_only else ""
+    try:
+        con.execute(f"ATTACH {quoted} AS {EVENT_LOG}{mode}")
+    except (duckdb.Error, OSError) as error:
+        raise explain_open_error(log_path, error) from error
+    return True
+
+
 def release(path: Path) -> None:
-    """Forget that ``path`` is open in this process (after its connection was closed)."""
+    """Forget that the store at ``path`` is open in this process (after its connection was
+    closed)."""
     with _registry_lock:
-        _open_in_process.discard(os.path.realpath(path))
+        for file in (path, event_log_path(path)):
+            _open_in_process.discard(os.path.realpath(file))

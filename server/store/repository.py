@@ -17,6 +17,7 @@ import duckdb
 
 from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.server.store.catalog import ApiKeyRecord, TenantRecord, ToolRecord
+from agentconsole.server.store.event_log import EVENTS
 from agentconsole.server.store.intent_types import IntentRecord, IntentState
 from agentconsole.server.store.journal import MetricSample, OperatorAction
 from agentconsole.server.store.jsonutil import loads_object
@@ -173,12 +174,12 @@ class Repository:
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
-        sql = f"SELECT {_EVENT_COLS} FROM events WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?"
+        sql = f"SELECT {_EVENT_COLS} FROM {EVENTS} WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?"
         return [_event(r) for r in self._all(sql, [*params, limit])]
 
     def last_seq(self) -> int:
         """The highest committed event ``seq`` (0 when empty)."""
-        return int(self._all("SELECT coalesce(max(seq), 0) FROM events")[0][0])
+        return int(self._all(f"SELECT coalesce(max(seq), 0) FROM {EVENTS}")[0][0])
 
     def audit_log(
         self,

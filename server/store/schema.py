@@ -4,15 +4,19 @@ Migrations run once at start-up, each in its own transaction together with its
 ``schema_version`` row, and the caller checkpoints right after: DDL never sits in the WAL
 while the server runs, because WAL replay of DDL is where DuckDB's crash-recovery bugs
 cluster. Only the two small tool tables carry a primary key (the claim needs a unique key);
-``events`` has no index and no constraint at all (the writer numbers ``seq``).
+``events`` has no index and no constraint at all (the writer numbers ``seq``); from version 2
+it lives in the event log file (:mod:`event_log`), attached before :func:`migrate` runs.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import duckdb
+
+from agentconsole.server.store.event_log import SPLIT_VERSION, prepare_move
 
 _V1 = (
     """CREATE TABLE tenants (
@@ -64,19 +68,30 @@ _VERSION_TABLE = """CREATE TABLE schema_version (
 
 @dataclass(frozen=True, slots=True)
 class Migration:
-    """One schema step: its version, a description and the statements it runs."""
+    """One schema step: its version, a description and the statements it runs in one
+    transaction of the main file, after ``prepare`` (idempotent steps in other files)."""
 
     version: int
     description: str
     statements: tuple[str, ...]
+    prepare: Callable[[duckdb.DuckDBPyConnection], None] | None = None
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _V1),)
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _V1),
+    Migration(
+        SPLIT_VERSION,
+        "events move to the event log file",
+        ("DROP TABLE IF EXISTS events",),
+        prepare=prepare_move,
+    ),
+)
 LATEST_VERSION = MIGRATIONS[-1].version
 
-#: Every table the store owns, in export order.
+#: Every table the store owns, in export order (``events`` is ``event_log.events`` from v2).
 TABLES: tuple[str, ...] = (
     "schema_version",
+    "store_identity",
     "tenants",
     "api_keys",
     "programs",
@@ -119,14 +134,9 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
     return int(row[0]) if row else 0
 
 
-def migrate(con: duckdb.DuckDBPyConnection) -> MigrationReport:
-    """Apply every pending migration; a no-op (no statement written) when up to date.
-
-    Requires exclusive use of ``con`` and no open transaction. Raises :class:`SchemaError`
-    if the file was written by a newer build, or is a DuckDB database this project did not
-    create (tables but no ``schema_version``); nothing is changed in either case. A failing
-    migration is rolled back whole, with its version row.
-    """
+def migratable_version(con: duckdb.DuckDBPyConnection) -> int:
+    """The schema version of ``con``'s database; raises :class:`SchemaError` if this build
+    cannot migrate it (written by a newer build, or not an agentconsole store at all)."""
     tables = _table_names(con)
     before = current_version(con)
     if before > LATEST_VERSION:
@@ -136,9 +146,24 @@ def migrate(con: duckdb.DuckDBPyConnection) -> MigrationReport:
             f"the database has tables ({', '.join(sorted(tables)[:5])}) but no "
             "schema_version: it is not an agentconsole store"
         )
+    return before
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> MigrationReport:
+    """Apply every pending migration; a no-op (no statement written) when up to date.
+
+    Requires exclusive use of ``con``, no open transaction, and the event log attached
+    (:func:`~agentconsole.server.store.opening.attach_event_log`). Raises :class:`SchemaError`
+    if the file was written by a newer build, or is a DuckDB database this project did not
+    create (tables but no ``schema_version``); nothing is changed in either case. A failing
+    migration is rolled back whole, with its version row.
+    """
+    before = migratable_version(con)
     for migration in MIGRATIONS:
         if migration.version <= before:
             continue
+        if migration.prepare is not None:
+            migration.prepare(con)
         con.execute("BEGIN TRANSACTION")
         try:
             if migration.version == 1:

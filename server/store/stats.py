@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
 from typing import Protocol
 
 
@@ -53,6 +54,27 @@ class WriterStats:
         """Record one successful ``CHECKPOINT``."""
         self.checkpoints += 1
         self.commits_since_checkpoint = 0
+
+    @classmethod
+    def merged(cls, parts: Iterable[WriterStats]) -> WriterStats:
+        """One view of several writers' stats: counts add up, the latest commit's figures
+        and the longest stall win."""
+        parts = list(parts)
+        out = cls()
+        for f in fields(cls):
+            if f.type == "int":
+                setattr(out, f.name, sum(getattr(p, f.name) for p in parts))
+        out.max_commit_s = max((p.max_commit_s for p in parts), default=0.0)
+        committed = [p for p in parts if p.last_commit_mono is not None]
+        if committed:
+            latest = max(committed, key=lambda p: p.last_commit_mono or 0.0)
+            out.last_batch_rows = latest.last_batch_rows
+            out.last_commit_s = latest.last_commit_s
+            out.last_commit_wall = latest.last_commit_wall
+            out.last_commit_mono = latest.last_commit_mono
+        busy = [p.busy_since for p in parts if p.busy_since is not None]
+        out.busy_since = min(busy, default=None)
+        return out
 
     def stuck_for(self, now: float | None = None) -> float:
         """Seconds the current batch has been running (0 when idle)."""

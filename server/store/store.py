@@ -1,9 +1,11 @@
 """The store's front door: open safely, migrate, recover, serve, close cleanly.
 
-Start-up order: refuse unsafe files (:mod:`opening`), migrate the schema, resolve tool
-intents a crash left in progress, ``CHECKPOINT`` (so neither DDL nor recovery sits in the WAL
-while serving), then start the writer thread. Close: stop taking writes, commit everything
-queued, wait for readers, ``CHECKPOINT``, close the connection.
+A store is two DuckDB files, the database and its event log (:mod:`event_log`), in one
+DuckDB instance. Start-up order: refuse unsafe files (:mod:`opening`), attach the event log
+and check that it belongs to the database, migrate the schema, resolve tool intents a crash
+left in progress, ``CHECKPOINT`` both (so neither DDL nor recovery sits in a WAL while
+serving), then start the writer's threads. Close: stop taking writes, commit everything
+queued, wait for readers, ``CHECKPOINT`` both, close the connection.
 """
 
 from __future__ import annotations
@@ -20,16 +22,23 @@ import duckdb
 
 from agentconsole.server.store.config import StoreConfig
 from agentconsole.server.store.errors import StoreClosedError, StoreOpenError
+from agentconsole.server.store.event_log import EVENT_LOG, check_pair
 from agentconsole.server.store.intent_types import RecoveryReport
 from agentconsole.server.store.intents import ToolIntents, recover_intents
 from agentconsole.server.store.opening import (
     OpenInfo,
+    attach_event_log,
     explain_open_error,
     open_connection,
     release,
 )
 from agentconsole.server.store.repository import Repository
-from agentconsole.server.store.schema import MigrationReport, SchemaError, migrate
+from agentconsole.server.store.schema import (
+    MigrationReport,
+    SchemaError,
+    migratable_version,
+    migrate,
+)
 from agentconsole.server.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -50,7 +59,8 @@ class Store:
         self._config = config
         self.info = info
         self.migration = migration
-        self.writer = StoreWriter(con, config)
+        self._event_con = con.cursor()
+        self.writer = StoreWriter(con, self._event_con, config)
         self.intents = ToolIntents(self.writer, recovery)
         self.repo = Repository(self.cursor)
         self._read_root = con.cursor()
@@ -68,17 +78,25 @@ class Store:
     def open(cls, path: str | Path, config: StoreConfig | None = None) -> Store:
         """Open (or create) the store at ``path`` and start its writer.
 
-        Raises :class:`StoreOpenError` when the file is locked by another process, is not a
-        DuckDB database, is damaged, has a WAL that cannot be replayed, or has a schema this
-        build cannot migrate; these refusals happen before anything is written, so the files
-        are left exactly as they were.
+        Raises :class:`StoreOpenError` when either file is locked by another process, is not a
+        DuckDB database, is damaged, has a WAL that cannot be replayed, when the event log is
+        missing or belongs to another store, or the schema cannot be migrated by this build;
+        these refusals happen before anything is written, so the files are left exactly as
+        they were.
         """
         config = config or StoreConfig()
         con, info = open_connection(Path(path), config)
         try:
+            version = migratable_version(con)
+            attach_event_log(con, info.path, version)
+            check_pair(con, info.path, version)
             migration = migrate(con)
             recovery = recover_intents(con, time.time())
             con.execute("CHECKPOINT")
+            con.execute(f"CHECKPOINT {EVENT_LOG}")
+        except StoreOpenError:
+            cls._abandon(con, info)
+            raise
         except SchemaError as error:
             cls._abandon(con, info)
             raise StoreOpenError(
@@ -166,6 +184,7 @@ class Store:
     def _disconnect(self) -> None:
         try:
             self._read_root.close()
+            self._event_con.close()
             self._con.close()
         except duckdb.Error as error:  # an invalidated instance may refuse even this
             log.error("closing store %s: %s", self.path, error)

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from agentconsole.scheduler.events import Event, EventKind
+from agentconsole.server.store.event_log import event_log_path
+from agentconsole.server.store.preflight import wal_path
 
 CHILD = Path(__file__).with_name("crash_child.py")
 
@@ -22,6 +24,12 @@ def make_event(i: int, program: str = "p", tenant: str = "t") -> Event:
         tenant=tenant,
         data={"i": i, "ok": i % 2 == 0},
     )
+
+
+def store_files(db: Path) -> tuple[Path, ...]:
+    """Every file of the store at ``db``: the database, its event log, and their WALs."""
+    log = event_log_path(db)
+    return (db, wal_path(db), log, wal_path(log))
 
 
 def digest(*paths: Path) -> dict[str, str | None]:

@@ -15,6 +15,7 @@ import pytest
 from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.server.store import ClaimStatus, IntentState, Store
 from agentconsole.server.store.crash import ENV_VAR, CrashPoints
+from agentconsole.server.store.event_log import EVENTS
 from tests.server.store.store_helpers import spawn
 
 
@@ -39,7 +40,7 @@ def _assert_acked_events_present(db: Path, acked: list[int]) -> None:
     with Store.open(db) as store:
         assert store.info.wal_bytes > 0  # the data came back through WAL replay
         with store.cursor() as cur:
-            seqs = [r[0] for r in cur.execute("SELECT seq FROM events ORDER BY seq").fetchall()]
+            seqs = [r[0] for r in cur.execute(f"SELECT seq FROM {EVENTS} ORDER BY seq").fetchall()]
         # Every acknowledged event survived, numbering has no gap and no duplicate, and the
         # writer continues right after the last committed number.
         assert set(acked) <= set(seqs)

@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from agentconsole.server.store import TABLES, OperatorAction, Store, StoreOpenError, export_parquet
+from agentconsole.server.store.event_log import event_log_path
 from agentconsole.server.store.preflight import wal_path
-from tests.server.store.store_helpers import digest, make_event, spawn
+from tests.server.store.store_helpers import digest, make_event, spawn, store_files
 
 
 def _fill(store: Store) -> None:
@@ -38,9 +39,9 @@ def test_export_of_a_live_store_writes_one_readable_file_per_table(
 def test_export_of_a_closed_file_does_not_modify_it(db_path: Path, tmp_path: Path) -> None:
     with Store.open(db_path) as store:
         _fill(store)
-    before = digest(db_path, wal_path(db_path))
+    before = digest(*store_files(db_path))
     export_parquet(db_path, tmp_path / "out")
-    assert digest(db_path, wal_path(db_path)) == before
+    assert digest(*store_files(db_path)) == before
     assert pq.read_table(tmp_path / "out" / "events.parquet").num_rows == 1000
 
 
@@ -62,9 +63,9 @@ def test_export_after_a_crash_reads_the_wal_without_replaying_it_into_the_file(
                 break
     child.send_signal(signal.SIGKILL)
     child.wait(10)
-    assert wal_path(db_path).stat().st_size > 0
-    before = digest(db_path, wal_path(db_path))
+    assert wal_path(event_log_path(db_path)).stat().st_size > 0
+    before = digest(*store_files(db_path))
     export_parquet(db_path, tmp_path / "out")
-    assert digest(db_path, wal_path(db_path)) == before
+    assert digest(*store_files(db_path)) == before
     seqs = pq.read_table(tmp_path / "out" / "events.parquet").column("seq").to_pylist()
     assert max(seqs) >= acked

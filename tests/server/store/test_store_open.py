@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from agentconsole.server.store import Store, StoreOpenError
+from agentconsole.server.store import OperatorAction, Store, StoreOpenError
+from agentconsole.server.store.event_log import event_log_path
 from agentconsole.server.store.preflight import wal_path
-from tests.server.store.store_helpers import digest, make_event, spawn
+from tests.server.store.store_helpers import digest, make_event, spawn, store_files
 
 
 def _crashed_with_wal(db: Path) -> tuple[Path, bytes]:
-    """A store killed by SIGKILL with committed events still only in the WAL."""
+    """A store killed by SIGKILL with committed events still only in the event log's WAL."""
     child = spawn("events", db, "1000000")
     assert child.stdout is not None
     for line in child.stdout:
@@ -24,7 +25,7 @@ def _crashed_with_wal(db: Path) -> tuple[Path, bytes]:
             break
     child.send_signal(signal.SIGKILL)
     child.wait(10)
-    wal = wal_path(db)
+    wal = wal_path(event_log_path(db))
     assert wal.stat().st_size > 0
     return wal, wal.read_bytes()
 
@@ -32,14 +33,14 @@ def _crashed_with_wal(db: Path) -> tuple[Path, bytes]:
 def test_second_process_gets_store_open_error_and_file_is_untouched(store: Store) -> None:
     store.writer.append(make_event(1)).result(timeout=10)
     db = store.path
-    before = digest(db, wal_path(db))
+    before = digest(*store_files(db))
     child = spawn("open", db)
     out, err = child.communicate(timeout=60)
     assert child.returncode == 3, err
     assert "locked by another process" in out
     assert f"PID {os.getpid()}" in out
     assert str(db) in out
-    assert digest(db, wal_path(db)) == before
+    assert digest(*store_files(db)) == before
     assert store.writer.append(make_event(2)).result(timeout=10) == 2
 
 
@@ -80,22 +81,22 @@ def test_damaged_database_file_is_refused_and_byte_identical(
         for i in range(2000):
             store.writer.emit(make_event(i))
     db_path.write_bytes(damage(db_path.read_bytes()))
-    before = digest(db_path, wal_path(db_path))
+    before = digest(*store_files(db_path))
     with pytest.raises(StoreOpenError) as info:
         Store.open(db_path)
     assert str(db_path) in str(info.value)
     assert info.value.remedy
-    assert digest(db_path, wal_path(db_path)) == before
+    assert digest(*store_files(db_path)) == before
 
 
 def test_corrupt_wal_entry_is_refused_and_both_files_kept(db_path: Path, tmp_path: Path) -> None:
     wal, data = _crashed_with_wal(db_path)
     middle = len(data) // 2
     wal.write_bytes(data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1 :])
-    before = digest(db_path, wal)
+    before = digest(*store_files(db_path))
     with pytest.raises(StoreOpenError, match="cannot be replayed"):
         Store.open(db_path)
-    assert digest(db_path, wal) == before
+    assert digest(*store_files(db_path)) == before
 
 
 @pytest.mark.parametrize("kind", ["garbage-header", "foreign-wal", "orphan-wal"])
@@ -108,13 +109,13 @@ def test_wal_duckdb_would_silently_discard_is_refused(
     elif kind == "foreign-wal":
         other = tmp_path / "other.duckdb"
         _crashed_with_wal(other)
-        shutil.copyfile(wal_path(other), wal)
+        shutil.copyfile(wal_path(event_log_path(other)), wal)
     else:
-        db_path.unlink()
-    before = digest(db_path, wal)
+        event_log_path(db_path).unlink()
+    before = digest(*store_files(db_path))
     with pytest.raises(StoreOpenError, match="write-ahead log"):
         Store.open(db_path)
-    assert digest(db_path, wal) == before
+    assert digest(*store_files(db_path)) == before
 
 
 def test_missing_directory_is_refused(tmp_path: Path) -> None:
@@ -128,14 +129,18 @@ def test_not_a_file_is_refused(tmp_path: Path) -> None:
         Store.open(tmp_path)
 
 
-def test_truncation_anywhere_is_refused_and_byte_identical(db_path: Path) -> None:
+@pytest.mark.parametrize("which", ["database", "event log"])
+def test_truncation_anywhere_is_refused_and_byte_identical(db_path: Path, which: str) -> None:
     with Store.open(db_path) as store:
         for i in range(60_000):
             store.writer.emit(make_event(i))
-    data = db_path.read_bytes()
+        for i in range(2_000):
+            store.writer.put(OperatorAction(float(i), "alice", "boost", f"p{i}", "ok"))
+    target = db_path if which == "database" else event_log_path(db_path)
+    data = target.read_bytes()
     for fraction in (0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99):
-        db_path.write_bytes(data[: int(len(data) * fraction)])
-        before = digest(db_path, wal_path(db_path))
+        target.write_bytes(data[: int(len(data) * fraction)])
+        before = digest(*store_files(db_path))
         with pytest.raises(StoreOpenError, match=r"damaged|truncated|not a DuckDB"):
             Store.open(db_path)
-        assert digest(db_path, wal_path(db_path)) == before, fraction
+        assert digest(*store_files(db_path)) == before, fraction

@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 from agentconsole.server.store import LATEST_VERSION, TABLES, Store, StoreOpenError
-from agentconsole.server.store.schema import current_version, migrate
+from agentconsole.server.store.schema import MIGRATIONS, current_version, migrate
 from tests.server.store.store_helpers import digest
 
 
@@ -23,7 +23,7 @@ def test_new_file_is_migrated_to_latest_and_version_recorded(db_path: Path) -> N
             }
             versions = cur.execute("SELECT version FROM schema_version").fetchall()
     assert set(TABLES) <= tables
-    assert versions == [(LATEST_VERSION,)]
+    assert versions == [(m.version,) for m in MIGRATIONS]
 
 
 def test_reopening_applies_nothing_twice(db_path: Path) -> None:
@@ -33,7 +33,7 @@ def test_reopening_applies_nothing_twice(db_path: Path) -> None:
         assert not store.info.created
         with store.cursor() as cur:
             rows = cur.execute("SELECT count(*) FROM schema_version").fetchone()
-    assert rows == (1,)
+    assert rows == (len(MIGRATIONS),)
     con = duckdb.connect(str(db_path))
     try:
         report = migrate(con)

@@ -12,13 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentconsole.scheduler.events import Event, EventKind, EventSink
-from agentconsole.server.store import Store, StoreClosedError, StoreConfig
+from agentconsole.server.store import OperatorAction, Store, StoreClosedError, StoreConfig
+from agentconsole.server.store.event_log import EVENTS
 from tests.server.store.store_helpers import make_event
 
 
 def _seqs(store: Store) -> list[int]:
     with store.cursor() as cur:
-        return [int(r[0]) for r in cur.execute("SELECT seq FROM events ORDER BY seq").fetchall()]
+        return [int(r[0]) for r in cur.execute(f"SELECT seq FROM {EVENTS} ORDER BY seq").fetchall()]
 
 
 def test_events_round_trip_in_order_without_loss_duplicates_or_gaps(store: Store) -> None:
@@ -99,7 +100,7 @@ def test_fatal_error_kills_writer_and_fails_pending_work(db_path: Path) -> None:
         raise duckdb.FatalException("database has been invalidated")
 
     dying = store.writer.call(fatal)
-    queued = store.writer.append(make_event(1))
+    queued = store.writer.put_durable(OperatorAction(1.0, "alice", "drain", "w", "ok"))
     gate.set()
     with pytest.raises(StoreClosedError):
         dying.result(timeout=10)
@@ -107,7 +108,9 @@ def test_fatal_error_kills_writer_and_fails_pending_work(db_path: Path) -> None:
         queued.result(timeout=10)
     assert not store.writer.alive
     with pytest.raises(StoreClosedError, match="died"):
-        store.writer.append(make_event(2))
+        store.writer.append(make_event(2))  # the event lane stopped with the main lane
+    with pytest.raises(StoreClosedError, match="died"):
+        store.writer.flush()
     store.writer.emit(make_event(3))
     assert store.writer.stats.dropped == 1
     assert store.close() is False

@@ -1,0 +1,275 @@
+"""One writer lane: a thread that owns one DuckDB connection and group-commits its queue.
+
+The thread takes everything queued (up to ``max_batch_rows``), writes it in **one**
+transaction with one bulk statement per table, commits (one fsync), and only then resolves the
+futures of that batch. Batches grow by themselves while a commit is in flight, so there is no
+timer on the latency path; ``linger_s`` can add one.
+
+A failed batch is rolled back; a transaction conflict retries it, any other error retries
+each item alone so one bad item fails only its own future. A fatal DuckDB error (the
+database invalidated, e.g. by a failed fsync) stops the lane: ``alive`` turns false, every
+pending future fails with :class:`StoreClosedError`, and the process must restart (reopening
+replays the WAL).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from typing import Any
+
+import duckdb
+
+from agentconsole.server.store.batch import Batch, apply_batch, is_fatal
+from agentconsole.server.store.config import StoreConfig
+from agentconsole.server.store.crash import CrashPoints
+from agentconsole.server.store.errors import StoreClosedError
+from agentconsole.server.store.stats import WriterStats
+
+log = logging.getLogger(__name__)
+_STOP = object()
+
+
+def settle(future: Future[Any], value: Any = None, error: BaseException | None = None) -> None:
+    """Resolve ``future`` with ``value`` or ``error``; a future the caller cancelled is left
+    alone (the write itself stands)."""
+    try:
+        if error is None:
+            future.set_result(value)
+        else:
+            future.set_exception(error)
+    except InvalidStateError:
+        pass
+
+
+class WriterLane:
+    """Owns ``con`` from :meth:`start` until :meth:`stop` returns; see the module docstring.
+
+    ``numbered`` maps each writer-numbered sequence (``"events"``, a table name) to the table
+    and column its committed maximum is read from; ``database`` is what ``CHECKPOINT`` names.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        con: duckdb.DuckDBPyConnection,
+        config: StoreConfig,
+        crash: CrashPoints,
+        numbered: dict[str, tuple[str, str]],
+        database: str = "",
+        on_death: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.name = name
+        self._on_death = on_death
+        self._con = con
+        self._config = config
+        self._crash = crash
+        self._checkpoint_sql = f"CHECKPOINT {database}".strip()
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._submit_lock = threading.Lock()
+        self._closing = False
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._seqs = self._load_seqs(numbered)
+        self.stats = WriterStats()
+
+    def _load_seqs(self, numbered: dict[str, tuple[str, str]]) -> dict[str, int]:
+        """Next value of every writer-numbered column, from the committed maxima."""
+        seqs = {}
+        for key, (table, column) in numbered.items():
+            # fetchall, not fetchone: an unconsumed result keeps its transaction open, and an
+            # open transaction on this connection would block every CHECKPOINT until the
+            # lane's first batch.
+            rows = self._con.execute(f"SELECT coalesce(max({column}), 0) FROM {table}").fetchall()
+            seqs[key] = int(rows[0][0]) + 1
+        return seqs
+
+    # ----------------------------------------------------------------- producer side
+    def start(self) -> None:
+        """Start the lane's thread. From here on only that thread uses the connection."""
+        self._thread.start()
+
+    def offer(self, item: object, *, bounded: bool) -> None:
+        """Queue ``item`` without waiting; never blocks, never raises.
+
+        Dropped (and counted in ``stats.dropped``) when the lane is closed or dead, and, if
+        ``bounded``, when the queue is over ``max_queue``: the hot path must not stall.
+        """
+        if self._closing or (bounded and self._queue.qsize() >= self._config.max_queue):
+            self.stats.dropped += 1
+            return
+        self._queue.put(item)
+
+    def submit(self, item: object) -> None:
+        """Queue ``item``, which carries a future; raises :class:`StoreClosedError` if closed."""
+        # The lock orders this put against stop()'s sentinel: an item with a future is
+        # either refused here or processed before the thread exits, never left hanging.
+        with self._submit_lock:
+            if self._closing:
+                raise StoreClosedError(self._closed_reason())
+            self._queue.put(item)
+
+    def _closed_reason(self) -> str:
+        if self._failure is not None:
+            return f"the store writer died: {self._failure!r}"
+        return "the store is closed"
+
+    # ----------------------------------------------------------------- liveness
+    @property
+    def alive(self) -> bool:
+        """True while the thread runs and no fatal error has occurred."""
+        return self._thread.is_alive() and self._failure is None
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The fatal error that stopped the lane, if any."""
+        return self._failure
+
+    @property
+    def queue_depth(self) -> int:
+        """Items waiting (approximate)."""
+        return self._queue.qsize()
+
+    # ----------------------------------------------------------------- shutdown
+    def close_intake(self) -> None:
+        """Refuse new work; what is queued still commits. Idempotent."""
+        with self._submit_lock:
+            if not self._closing:
+                self._closing = True
+                self._queue.put(_STOP)
+
+    def abort(self, error: BaseException) -> None:
+        """Stop because another lane of the same DuckDB instance died of ``error``: refuse new
+        work and fail what is queued (the batch being written, if any, ends on its own)."""
+        with self._submit_lock:
+            if self._failure is None:
+                self._failure = error
+            if not self._closing:
+                self._closing = True
+                self._queue.put(_STOP)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to end; False if it did not within ``timeout``."""
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def checkpoint_now(self) -> None:
+        """Run ``CHECKPOINT``. Only the thread that owns the connection may call it."""
+        self._crash.hit("during_checkpoint")
+        self._con.execute(self._checkpoint_sql)
+        self.stats.checkpointed()
+
+    # ----------------------------------------------------------------- the thread
+    def _run(self) -> None:
+        idle = max(self._config.idle_checkpoint_s, 0.05)
+        stopping = False
+        while not stopping:
+            try:
+                items = self._take(idle)
+            except queue.Empty:
+                self._maybe_checkpoint()
+                continue
+            if items and items[-1] is _STOP:
+                items.pop()
+                items.extend(self._drain())
+                stopping = True
+            if self._failure is not None:  # aborted: nothing more is written
+                Batch.collect(items).fail(StoreClosedError(self._closed_reason()), settle)
+                return
+            if items and not self._process(items):
+                return
+
+    def _take(self, idle: float) -> list[object]:
+        first = self._queue.get(timeout=idle)
+        items = [first]
+        if first is _STOP:
+            return items
+        linger = self._config.linger_s
+        deadline = time.monotonic() + linger if linger > 0 else 0.0
+        while len(items) < self._config.max_batch_rows:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    item = self._queue.get(timeout=remaining)
+                except queue.Empty:
+                    break
+            items.append(item)
+            if item is _STOP:
+                break
+        return items
+
+    def _drain(self) -> list[object]:
+        items: list[object] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return items
+            if item is not _STOP:
+                items.append(item)
+
+    def _process(self, items: list[object]) -> bool:
+        """Write ``items`` (whole, or one by one after an error); False if the lane died."""
+        self.stats.busy_since = time.monotonic()
+        try:
+            batch = Batch.collect(items)
+            error = self._write(batch)
+            if error is None:
+                return True
+            if is_fatal(error):
+                self._die(error, batch)
+                return False
+            if len(items) == 1:
+                log.error("store write failed: %r", error)
+                self.stats.failed_items += 1
+                batch.fail(error, settle)
+                return True
+            # Isolate the bad item(s): each alone, stopping if the lane dies.
+            return all(self._process([item]) for item in items)
+        finally:
+            self.stats.busy_since = None
+
+    def _write(self, batch: Batch) -> BaseException | None:
+        for attempt in range(self._config.conflict_retries + 1):
+            started = time.monotonic()
+            try:
+                seqs = apply_batch(self._con, batch, dict(self._seqs), self._crash)
+            except duckdb.TransactionException as error:
+                if attempt == self._config.conflict_retries:
+                    return error
+                continue
+            except Exception as error:
+                return error
+            self._seqs = seqs
+            self.stats.committed(batch, time.monotonic() - started)
+            batch.resolve(settle)
+            return None
+        raise AssertionError("unreachable")
+
+    def _die(self, error: BaseException, batch: Batch) -> None:
+        log.critical("store writer %s stopped by a fatal DuckDB error: %r", self.name, error)
+        with self._submit_lock:
+            self._failure = error
+            self._closing = True
+        closed = StoreClosedError(self._closed_reason())
+        batch.fail(closed, settle)
+        Batch.collect(self._drain()).fail(closed, settle)
+        if self._on_death is not None:
+            self._on_death(error)
+
+    def _maybe_checkpoint(self) -> None:
+        if self.stats.commits_since_checkpoint == 0:
+            return
+        try:
+            self.checkpoint_now()
+        except duckdb.Error as error:  # e.g. a reader holds a transaction; try again later
+            log.info("idle checkpoint of %s skipped: %s", self.name, error)

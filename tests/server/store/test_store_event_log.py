@@ -1,0 +1,185 @@
+"""The event log file: events live apart from the main file, are paired with it, and a stalled
+event-log checkpoint never holds up an acknowledged write of the main file."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+from typing import Any, cast
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from agentconsole.server.store import (
+    OperatorAction,
+    Store,
+    StoreConfig,
+    StoreOpenError,
+    export_parquet,
+)
+from agentconsole.server.store.event_log import EVENT_LOG, EVENTS, event_log_path, prepare_move
+from agentconsole.server.store.opening import attach_event_log
+from agentconsole.server.store.preflight import wal_path
+from agentconsole.server.store.schema import MIGRATIONS
+from tests.server.store.store_helpers import digest, make_event, spawn, store_files
+
+# The schema_version table as version 1 created it (a historical format, kept verbatim).
+_V1_VERSION_TABLE = """CREATE TABLE schema_version (
+    version INTEGER NOT NULL, description VARCHAR NOT NULL, applied_at DOUBLE NOT NULL)"""
+
+
+def _v1_store_with_events(db: Path, n: int) -> None:
+    """A store as version 1 left it: ``events`` in the main file, no event log."""
+    con = duckdb.connect(str(db))
+    con.execute(_V1_VERSION_TABLE)
+    for statement in MIGRATIONS[0].statements:
+        con.execute(statement)
+    con.execute("INSERT INTO schema_version VALUES (1, 'initial schema', 0)")
+    con.execute(
+        "INSERT INTO events SELECT i, i, 'call.finished', 'p', 'n' || i, 0, 't', '{}'"
+        " FROM range(1, ?) t(i)",
+        [n + 1],
+    )
+    con.close()
+
+
+def _event_seqs(store: Store) -> list[int]:
+    with store.cursor() as cur:
+        return [int(r[0]) for r in cur.execute(f"SELECT seq FROM {EVENTS} ORDER BY seq").fetchall()]
+
+
+def test_events_go_to_the_event_log_and_records_to_the_main_file(store: Store) -> None:
+    main_wal = wal_path(store.path)
+    main_wal_before = main_wal.stat().st_size if main_wal.exists() else 0
+    for i in range(20_000):
+        store.writer.emit(make_event(i))
+    store.writer.flush().result(timeout=60)
+    assert (main_wal.stat().st_size if main_wal.exists() else 0) == main_wal_before
+    assert wal_path(store.info.event_log).stat().st_size > 0
+    store.writer.put_durable(OperatorAction(1.0, "alice", "drain", "w", "ok")).result(10)
+    assert main_wal.stat().st_size > main_wal_before
+    with store.cursor() as cur:
+        tables = cur.execute(
+            "SELECT database_name, table_name FROM duckdb_tables() WHERE table_name = 'events'"
+        ).fetchall()
+    assert tables == [(EVENT_LOG, "events")]
+    assert _event_seqs(store) == list(range(1, 20_001))
+
+
+class _StallingCheckpoints:
+    """A connection whose ``CHECKPOINT`` statements wait for ``gate`` (everything else passes)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def execute(self, sql: str, *args: Any) -> duckdb.DuckDBPyConnection:
+        if sql.startswith("CHECKPOINT"):
+            self.entered.set()
+            self.gate.wait(30)
+        return self._con.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+
+def test_a_stalled_event_log_checkpoint_does_not_hold_up_durable_writes(db_path: Path) -> None:
+    # DuckDB keeps one checkpoint lock per attached file, so this holds inside DuckDB too
+    # (measured in docs/BENCHMARKS.md section 6); here the event lane's own checkpoint stalls.
+    with Store.open(db_path, StoreConfig(idle_checkpoint_s=0.05)) as store:
+        lane = store.writer._events
+        stalling = _StallingCheckpoints(lane._con)
+        lane._con = cast(duckdb.DuckDBPyConnection, stalling)
+        try:
+            store.writer.append(make_event(1)).result(timeout=10)
+            assert stalling.entered.wait(10)  # the idle checkpoint of the event log began
+            for i in range(20):
+                action = OperatorAction(float(i), "alice", "boost", f"p{i}", "ok")
+                store.writer.put_durable(action).result(timeout=10)
+            assert len(store.repo.audit_log(limit=50)) == 20
+            pending = store.writer.append(make_event(2))
+            assert not pending.done()  # events wait for their own file's checkpoint only
+        finally:
+            stalling.gate.set()
+        assert pending.result(timeout=10) == 2
+
+
+def test_a_version_1_store_moves_its_events_and_keeps_numbering(
+    db_path: Path, tmp_path: Path
+) -> None:
+    _v1_store_with_events(db_path, 5000)
+    export_parquet(db_path, tmp_path / "before")  # a closed v1 file exports from the main file
+    assert pq.read_table(tmp_path / "before" / "events.parquet").num_rows == 5000
+    with Store.open(db_path) as store:
+        assert (store.migration.before, store.migration.after) == (1, MIGRATIONS[-1].version)
+        assert _event_seqs(store) == list(range(1, 5001))
+        assert store.writer.append(make_event(1)).result(timeout=10) == 5001
+        with store.cursor() as cur:
+            left = cur.execute(
+                "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'events'"
+                " AND database_name = current_database()"
+            ).fetchall()
+        assert left == [(0,)]
+    export_parquet(db_path, tmp_path / "after")  # a closed v2 store exports from the log
+    assert pq.read_table(tmp_path / "after" / "events.parquet").num_rows == 5001
+
+
+def test_a_move_interrupted_after_the_copy_completes_without_duplicates(db_path: Path) -> None:
+    _v1_store_with_events(db_path, 3000)
+    con = duckdb.connect(str(db_path))
+    attach_event_log(con, db_path, 1)
+    prepare_move(con)  # the copy committed; the crash came before the version row
+    prepare_move(con)  # and a second start got as far again
+    con.close()
+    with Store.open(db_path) as store:
+        assert _event_seqs(store) == list(range(1, 3001))
+
+
+def test_a_lost_event_log_is_refused_and_not_recreated(db_path: Path) -> None:
+    with Store.open(db_path) as store:
+        store.writer.append(make_event(1)).result(timeout=10)
+    event_log_path(db_path).unlink()
+    before = digest(*store_files(db_path))
+    with pytest.raises(StoreOpenError, match="event log is missing"):
+        Store.open(db_path)
+    assert digest(*store_files(db_path)) == before
+    assert not event_log_path(db_path).exists()
+
+
+def test_another_stores_event_log_is_refused(db_path: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other.duckdb"
+    for path in (db_path, other):
+        Store.open(path).close()
+    shutil.copyfile(event_log_path(other), event_log_path(db_path))
+    before = digest(*store_files(db_path))
+    with pytest.raises(StoreOpenError, match="belongs to another store"):
+        Store.open(db_path)
+    assert digest(*store_files(db_path)) == before
+
+
+def test_a_foreign_file_in_the_event_log_place_is_refused(db_path: Path) -> None:
+    con = duckdb.connect(str(event_log_path(db_path)))
+    con.execute("CREATE TABLE customers (id INTEGER)")
+    con.close()
+    with pytest.raises(StoreOpenError, match="not an agentconsole event log"):
+        Store.open(db_path)
+    with pytest.raises(StoreOpenError, match="not an agentconsole event log"):
+        Store.open(db_path)  # refused the same way again: nothing was half-done
+
+
+def test_an_event_log_held_by_another_process_is_refused(db_path: Path) -> None:
+    Store.open(db_path).close()
+    holder = spawn("hold", event_log_path(db_path))
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "HOLDING"
+        with pytest.raises(StoreOpenError, match="locked by another process") as info:
+            Store.open(db_path)
+        assert str(event_log_path(db_path)) in str(info.value)
+    finally:
+        holder.kill()
+        holder.wait(10)
+    Store.open(db_path).close()
