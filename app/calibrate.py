@@ -4,8 +4,8 @@ On this machine's CPU engine (the tiny model unless ``--model`` is given) it:
 
 1. measures engine step times over a small grid of batch sizes x context lengths (the plugin
    records every step; ``server/runtime/sglang/calibration.py``),
-2. fits the cost model and writes a ``Profile`` JSON that the simulated runtime loads
-   (``--profile``, ``bench --profile``),
+2. measures what a call spends outside engine steps, fits the cost model and writes a
+   ``Profile`` JSON that the simulated runtime loads (``--profile``, ``bench --profile``),
 3. reports the simulator's relative error on each measured step, and
 4. runs the same small workload (seed-mix scaled to the tiny model) on the real engine
    (``LiveReplay``) and in the simulator with the fitted profile, and reports the error on
@@ -32,8 +32,10 @@ from agentconsole.server.runtime.sglang.adapter import SGLangRuntime, default_mo
 from agentconsole.server.runtime.sglang.calibration import (
     GridPoint,
     fit_profile,
+    measure_call_overhead,
     measure_grid,
     step_errors,
+    with_call_overhead,
 )
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.replay import LiveReplay, percentile
@@ -100,7 +102,8 @@ async def _calibrate(opts: CalibrateOptions) -> CalibrationReport:
         await _warm_up(runtime, book)
         print("calibrate: measuring the step grid", flush=True)
         points = await measure_grid(runtime, book, QUICK_GRID if opts.quick else GRID)
-        profile = fit_profile(points)
+        overhead = await measure_call_overhead(runtime, book)
+        profile = with_call_overhead(fit_profile(points), overhead)
         opts.out.parent.mkdir(parents=True, exist_ok=True)
         save_profile(profile, opts.out)
         errors = step_errors(profile, points)

@@ -37,8 +37,10 @@ from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
 from agentconsole.server.runtime.sglang.calibration import (
     GridPoint,
     fit_profile,
+    measure_call_overhead,
     measure_grid,
     step_errors,
+    with_call_overhead,
 )
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.replay import LiveReplay, outcome_summary
@@ -174,10 +176,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 book = TextBook(runtime.engine.tokenizer_manager.tokenizer, seed=1)
                 grid = QUICK_GRID if args.quick else GRID
                 points = await measure_grid(runtime, book, grid, repeats=1, decode_by_interval=True)
-                profile = fit_profile(
-                    points,
-                    preset=preset,
-                    status="measured by benchmarks/gpu_lane.py (dummy weights)",
+                profile = with_call_overhead(
+                    fit_profile(
+                        points,
+                        preset=preset,
+                        status="measured by benchmarks/gpu_lane.py (dummy weights)",
+                    ),
+                    await measure_call_overhead(runtime, book),
                 )
                 path = out / f"{preset[0]}__{MODEL}__tp1.calibrated.json"
                 save_profile(profile, path)

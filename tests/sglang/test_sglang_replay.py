@@ -3,13 +3,20 @@ benchmark are built on), and exact-size prompt text from the engine's own tokeni
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from agentconsole.sample_traces.format import LLMNode
-from agentconsole.server.runtime.sglang.calibration import GridPoint, fit_profile, measure_grid
+from agentconsole.server.runtime.sglang.calibration import (
+    GridPoint,
+    fit_profile,
+    measure_call_overhead,
+    measure_grid,
+    with_call_overhead,
+)
 from agentconsole.server.runtime.sglang.replay import LiveReplay
 from agentconsole.server.runtime.sglang.textbook import TextBook
 from agentconsole.server.runtime.sglang.workload_scale import scaled_workload
@@ -68,3 +75,20 @@ def test_step_grid_is_measured_and_fitted(
     assert not rt.control.state.record_steps  # switched off again
     profile = fit_profile(points)
     assert 0 < profile.efficiency.mfu <= 1
+
+
+def test_call_overhead_is_the_part_of_a_call_outside_its_steps(
+    rt: Any, run: Callable[[Awaitable[Any]], Any], book: TextBook
+) -> None:
+    started = time.perf_counter()
+    overhead = run(measure_call_overhead(rt, book, calls=3, context=64))
+    per_call = (time.perf_counter() - started) / 3
+    # Positive (tokenising, the receive loop and detokenising cost something) and a part of
+    # each call, not all of it: the engine steps themselves take the rest.
+    assert 0.0 < overhead < per_call
+    assert not rt.control.state.record_steps
+    profile = with_call_overhead(
+        fit_profile(run(measure_grid(rt, book, [GridPoint(1, 64, 8)], repeats=1))), overhead
+    )
+    assert profile.efficiency.call_overhead_s == overhead
+    assert "call_overhead_s" in profile.sources

@@ -11,6 +11,9 @@
   ``fit_efficiency``) and ``per_seq_overhead_s`` (a search around the slope of decode time
   over batch size, which ``fit_efficiency`` holds fixed) and returns a ``Profile``.
 * :func:`step_errors` is the simulator's relative error on each measured step.
+* :func:`measure_call_overhead` is what a call spends outside engine steps (tokenising,
+  the scheduler's receive loop, detokenising, streaming): the cost model's
+  ``call_overhead_s``, which no step measurement can see.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ import itertools
 import json
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from agentconsole.scheduler.runtime import GenerationRequest
@@ -54,12 +59,8 @@ async def measure_grid(
     ``repeats`` times and summarised by medians (a shared machine is noisy). Changes the
     runtime's control (step recording on, then off again) and fills its cache with grid
     prompts."""
-    state = runtime.control.state
-    state.record_steps = True
-    runtime.control.write()
-    steps_file = runtime.state_dir / STEPS_FILE
     points: list[MeasuredStep] = []
-    try:
+    with _recording_steps(runtime) as steps_file:
         for n, g in enumerate(grid):
             rows: list[dict[str, Any]] = []
             for rep in range(repeats):
@@ -67,9 +68,6 @@ async def measure_grid(
                 await _run_point(runtime, book, g, tag=f"{n}-{rep}")
                 rows.extend(_read_steps(steps_file))
             points.extend(summarise(rows, decode_by_interval=decode_by_interval))
-    finally:
-        state.record_steps = False
-        runtime.control.write()
     return points
 
 
@@ -79,23 +77,59 @@ async def _run_point(runtime: SGLangRuntime, book: TextBook, g: GridPoint, tag: 
     keys = [f"calib/{tag}/{i}/{time.time_ns()}" for i in range(g.batch)]
 
     async def one(i: int, turn: int) -> None:
-        rid = f"calib-{tag}-{turn}/n{i}/1"
-        ticket = CallTicket(rid, f"calib-{tag}-{i}", "n", "calib", arrival=time.time())
         prompt = book.text(keys[i], g.context) + book.text(f"{keys[i]}/turn", 16 * turn)
-        req = GenerationRequest(
-            ticket,
-            prompt,
-            max_tokens=g.decode_tokens,
-            forced_output_tokens=g.decode_tokens,
-            cache_namespace="calib",
-        )
-        stream = runtime.submit(req)
-        async for _ in stream:
-            pass
-        await stream.result()
+        await _call(runtime, f"calib-{tag}-{i}/turn{turn}/1", prompt, g.decode_tokens)
 
     for turn in (0, 1):
         await asyncio.gather(*(one(i, turn) for i in range(g.batch)))
+
+
+async def measure_call_overhead(
+    runtime: SGLangRuntime, book: TextBook, *, calls: int = 8, context: int = 256
+) -> float:
+    """Median time a call spends outside engine steps (seconds): ``calls`` single calls one
+    after another, each call's wall time from ``submit`` to its result minus the recorded
+    steps it ran in. Changes the runtime's control like :func:`measure_grid`."""
+    outside: list[float] = []
+    with _recording_steps(runtime) as steps_file:
+        for i in range(calls):
+            steps_file.unlink(missing_ok=True)
+            rid = f"calib-call-{i}-{time.time_ns()}/call/1"
+            started = time.perf_counter()
+            await _call(runtime, rid, book.text(rid, context), 16)
+            wall = time.perf_counter() - started
+            outside.append(wall - sum(r["seconds"] for r in _read_steps(steps_file)))
+    return max(statistics.median(outside), 0.0)
+
+
+@contextmanager
+def _recording_steps(runtime: SGLangRuntime) -> Iterator[Path]:
+    """Switch the plugin's step recording on for the block; yields the steps file."""
+    runtime.control.state.record_steps = True
+    runtime.control.write()
+    try:
+        yield runtime.state_dir / STEPS_FILE
+    finally:
+        runtime.control.state.record_steps = False
+        runtime.control.write()
+
+
+async def _call(runtime: SGLangRuntime, rid: str, prompt: str, output_tokens: int) -> None:
+    """One call with exactly ``output_tokens`` generated, run to its end (``rid``:
+    program/node/attempt)."""
+    program, node, _ = rid.split("/")
+    ticket = CallTicket(rid, program, node, "calib", arrival=time.time())
+    req = GenerationRequest(
+        ticket,
+        prompt,
+        max_tokens=output_tokens,
+        forced_output_tokens=output_tokens,
+        cache_namespace="calib",
+    )
+    stream = runtime.submit(req)
+    async for _ in stream:
+        pass
+    await stream.result()
 
 
 def _read_steps(path: Any) -> list[dict[str, Any]]:
@@ -231,6 +265,18 @@ def fit_profile(
             "status": status,
         },
         points=tuple(points),
+    )
+
+
+def with_call_overhead(profile: Profile, seconds: float) -> Profile:
+    """``profile`` with ``call_overhead_s`` set to a measured ``seconds``."""
+    return replace(
+        profile,
+        efficiency=replace(profile.efficiency, call_overhead_s=seconds),
+        sources={
+            **profile.sources,
+            "call_overhead_s": "measure_call_overhead: a call's wall time minus its steps",
+        },
     )
 
 

@@ -49,6 +49,10 @@ class Efficiency:
     #: time per cached context token a prefill step reads (attention over the prefix outside
     #: the roofline's reach, e.g. the CPU's torch-native attention)
     prefill_context_token_s: float = 0.0
+    #: time each call spends outside engine steps on its way in and out (tokenising, the
+    #: scheduler's receive loop, detokenising, streaming back); on the call's critical path
+    #: but not on the engine's, so it delays the program without occupying the batch
+    call_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.attention_mfu is not None and not 0.0 < self.attention_mfu <= 1.0:
@@ -62,6 +66,7 @@ class Efficiency:
             "per_seq_overhead_s",
             "prefill_overhead_s",
             "prefill_context_token_s",
+            "call_overhead_s",
         ):
             if getattr(self, name) < 0.0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

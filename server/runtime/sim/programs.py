@@ -84,7 +84,7 @@ def build_contexts(run: ProgramRun, cost: CostModel, chunked_prefill_size: int) 
         through[node.id] = segments + segment(f"{program.id}/{node.id}/out", node.output_tokens)
         took = cost.prefill_seconds(max(new, 1), total - new, chunked_prefill_size)
         took += cost.decode_steps_seconds(1, total + 1, node.output_tokens - 1)
-        finish[node.id] = start + took
+        finish[node.id] = start + took + cost.efficiency.call_overhead_s
     return max(finish.values(), default=0.0)
 
 

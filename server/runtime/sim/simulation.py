@@ -41,7 +41,7 @@ from agentconsole.server.runtime.sim.programs import (
 )
 from agentconsole.server.runtime.sim.toolwait import SimToolWait
 
-_ARRIVE, _TOOL_DONE, _CANCEL, _ENGINE = 0, 1, 2, 3
+_ARRIVE, _TOOL_DONE, _CANCEL, _ENGINE, _LLM_DONE = 0, 1, 2, 3, 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +116,7 @@ class Simulation:
         self._engine_at: list[float | None] = [None] * len(self.engines)
         self._engine_stamp = [0] * len(self.engines)
         self._ended = 0
+        self._call_overhead_s = cost.efficiency.call_overhead_s
         for program in programs:
             self._push(program.arrival_s, _ARRIVE, program, 0)
             if program.cancel_at_s is not None:
@@ -138,6 +139,9 @@ class Simulation:
             elif kind == _TOOL_DONE:
                 assert isinstance(payload, tuple)
                 self._tool_done(payload[0], payload[1], extra, now)
+            elif kind == _LLM_DONE:
+                assert isinstance(payload, Note)
+                self._llm_returned(extra, payload, now)
             elif kind == _ARRIVE:
                 assert isinstance(payload, TraceProgram)
                 self._arrive(payload, now)
@@ -316,8 +320,16 @@ class Simulation:
             elif note.what == "failed":
                 run.llm_calls.pop(ticket.call_id, None)
                 self._end(run, now, success=False)
+            elif self._call_overhead_s > 0.0:
+                # the engine is done with it; the answer reaches the agent a little later
+                self._push(now + self._call_overhead_s, _LLM_DONE, note, e)
             else:
                 self._llm_done(run, e, note, now)
+
+    def _llm_returned(self, e: int, note: Note, now: float) -> None:
+        run = self._runs.get(note.call.ticket.program_id)
+        if run is not None and not run.ended:
+            self._llm_done(run, e, note, now)
 
     def _llm_done(self, run: ProgramRun, e: int, note: Note, now: float) -> None:
         call = note.call

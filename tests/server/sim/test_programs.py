@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
 from agentconsole.sample_traces.format import (
     LLMNode,
     Outcome,
@@ -12,8 +16,9 @@ from agentconsole.sample_traces.format import (
     TraceProgram,
 )
 from agentconsole.scheduler.program import NodeKind
-from agentconsole.server.runtime.sim.costmodel import preset
+from agentconsole.server.runtime.sim.costmodel import CostModel, preset
 from agentconsole.server.runtime.sim.programs import ProgramRun, build_contexts, program_node
+from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
 
 COST = preset("H200-141GB", "llama-3.1-8b", 1)
 
@@ -76,3 +81,20 @@ def test_program_nodes_carry_no_recorded_outcome() -> None:
     assert test.tool is not None
     assert test.tool.name == "pytest"
     assert program_node("p", trace.nodes[0]).kind is NodeKind.LLM
+
+
+def test_call_overhead_delays_each_llm_call_on_the_path_once() -> None:
+    """``call_overhead_s`` is time outside engine steps: a program alone gets slower by one
+    overhead per LLM call on its critical path (plan and fix), in the ideal E2E and in the
+    simulation alike, and the engine's own busy time does not change."""
+    slow = CostModel(COST.gpu, COST.model, 1, replace(COST.efficiency, call_overhead_s=0.25))
+    ideal = build_contexts(ProgramRun.of(_program()), COST, 8192)
+    ideal_slow = build_contexts(ProgramRun.of(_program()), slow, 8192)
+    assert ideal_slow == pytest.approx(ideal + 2 * 0.25)
+    e2e = {}
+    for name, cost in (("base", COST), ("slow", slow)):
+        result = Simulation([_program()], cost, SimConfig(policy="fcfs")).run()
+        program = result.controller.programs["p"]
+        assert program.finished_at is not None
+        e2e[name] = program.finished_at - program.created_at
+    assert e2e["slow"] == pytest.approx(e2e["base"] + 2 * 0.25, abs=1e-6)
