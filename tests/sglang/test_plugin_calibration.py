@@ -67,6 +67,7 @@ def test_recorder_writes_one_line_per_completed_step(tmp_path: Path) -> None:
     assert len(rows) == 2
     assert rows[0]["prefill_tokens"] == 120
     assert rows[0]["prefill_context_tokens"] == 50
+    assert rows[0]["prefill_context_sq"] == 0 * 0 + 50 * 50
     assert rows[0]["prefill_attn_pairs"] == attention_pairs(100) + attention_pairs(20, 50)
     assert abs(rows[0]["seconds"] - 0.024) < 1e-12
     assert rows[1]["decode_batch"] == 3

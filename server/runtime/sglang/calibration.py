@@ -171,6 +171,7 @@ def summarise(
                     prefill_tokens=pick["prefill_tokens"],
                     prefill_attn_pairs=pick["prefill_attn_pairs"],
                     prefill_context_tokens=pick["prefill_context_tokens"],
+                    prefill_context_sq=pick.get("prefill_context_sq", 0),
                 )
             )
         else:
@@ -256,6 +257,7 @@ def fit_profile(
                     "step_overhead_s",
                     "prefill_overhead_s",
                     "prefill_context_token_s",
+                    "prefill_context_sq_s",
                 ),
                 "fit_efficiency on the measured steps below",
             ),
@@ -295,6 +297,7 @@ def _predict(cost: CostModel, p: MeasuredStep) -> float:
         p.decode_batch,
         p.decode_context,
         p.prefill_context_tokens,
+        p.prefill_context_sq,
     )
 
 

@@ -43,6 +43,7 @@ class StepRecorder:
             "prefill_tokens": sum(extend),
             "prefill_attn_pairs": sum(map(attention_pairs, extend, prefix)),
             "prefill_context_tokens": sum(prefix),
+            "prefill_context_sq": sum(n * n for n in prefix),
             "decode_batch": 0 if extend else len(reqs),
             "decode_context": 0
             if extend

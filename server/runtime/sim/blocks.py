@@ -93,7 +93,7 @@ class BlockPlanner:
         so a short urgent prompt is not stuck behind a long one) within ``budget`` tokens,
         plus, with mixed chunks, one token for every decoding call."""
         items: list[tuple[SimCall, int]] = []
-        tokens = pairs = context = 0
+        tokens = pairs = context = context_sq = 0
         for call in sorted(prefilling, key=lambda c: c.rank):
             if budget <= 0:
                 break
@@ -103,8 +103,11 @@ class BlockPlanner:
             tokens += chunk
             pairs += attention_pairs(chunk, call.context_done)
             context += call.context_done
+            context_sq += call.context_done * call.context_done
         decode = list(decoding) if self.config.mixed_chunk else []
-        duration = self.cost.step_seconds(tokens, pairs, len(decode), decode_context, context)
+        duration = self.cost.step_seconds(
+            tokens, pairs, len(decode), decode_context, context, context_sq
+        )
         return StepBlock(
             now, now + duration, duration, items, decode, decode_steps=1 if decode else 0
         )

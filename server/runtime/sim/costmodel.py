@@ -65,6 +65,7 @@ class CostModel:
         "_per_seq",
         "_per_tok",
         "_pf_ctx",
+        "_pf_ctx_sq",
         "_pf_fixed",
         "_raw",
         "efficiency",
@@ -116,6 +117,7 @@ class CostModel:
             self._per_tok = n * ring / (gpu.nvlink_bw * eff.allreduce_bw_eff)
         self._per_seq = eff.per_seq_overhead_s
         self._pf_fixed, self._pf_ctx = eff.prefill_overhead_s, eff.prefill_context_token_s
+        self._pf_ctx_sq = eff.prefill_context_sq_s
 
     @classmethod
     def from_profile(cls, profile: Profile | str | Path) -> CostModel:
@@ -146,13 +148,15 @@ class CostModel:
         decode_batch: int = 0,
         decode_context: int = 0,
         prefill_context_tokens: int = 0,
+        prefill_context_sq: int = 0,
     ) -> float:
         """Seconds of one iteration running ``prefill_tokens`` of (chunked) prefill and one token
         for each of ``decode_batch`` requests, in one forward pass as SGLang mixes them.
 
         ``prefill_attn_pairs``: causal pairs of the prefill chunks (sum of ``attention_pairs``).
         ``decode_context``: KV tokens the decode batch attends to, summed over its requests.
-        ``prefill_context_tokens``: cached prefix tokens whose KV the prefill chunks read.
+        ``prefill_context_tokens``: cached prefix tokens whose KV the prefill chunks read;
+        ``prefill_context_sq``: the same per request, squared and summed.
         An empty step (no tokens) costs 0. Pure; callable in a hot loop.
         """
         tokens = prefill_tokens + decode_batch
@@ -167,7 +171,11 @@ class CostModel:
         roof = compute if compute > memory else memory
         step = roof + self._fixed + self._per_tok * tokens + self._per_seq * decode_batch
         if prefill_tokens:
-            step += self._pf_fixed + self._pf_ctx * prefill_context_tokens
+            step += (
+                self._pf_fixed
+                + self._pf_ctx * prefill_context_tokens
+                + self._pf_ctx_sq * prefill_context_sq
+            )
         return step
 
     def decode_step_seconds(self, batch: int, total_context: int) -> float:
@@ -187,7 +195,7 @@ class CostModel:
         while done < new_tokens:
             n = min(step, new_tokens - done)
             ctx = cached_tokens + done
-            total += self.step_seconds(n, attention_pairs(n, ctx), 0, 0, ctx)
+            total += self.step_seconds(n, attention_pairs(n, ctx), 0, 0, ctx, ctx * ctx)
             done += n
         return total
 
@@ -228,8 +236,14 @@ class CostModel:
         m1 = self._m_kv * (batch + chunk)
         fixed = self._fixed + self._per_tok * tokens + self._per_seq * batch
         fixed += self._pf_fixed + self._pf_ctx * prefill_done
-        return _run_seconds(c0, c1, m0, m1, fixed, steps) + _linear_sum(
-            0.0, self._pf_ctx * chunk, 0, steps
+        # the prompt's context before step j is prefill_done + j * chunk: its linear and
+        # squared per-context costs grow with j
+        grow = self._pf_ctx * chunk + 2.0 * self._pf_ctx_sq * prefill_done * chunk
+        squared = self._pf_ctx_sq * (
+            prefill_done * prefill_done * steps + chunk * chunk * _sum_sq(steps)
+        )
+        return (
+            _run_seconds(c0, c1, m0, m1, fixed, steps) + _linear_sum(0.0, grow, 0, steps) + squared
         )
 
     def transfer_seconds(self, tokens: int, link: Link | str = Link.PCIE) -> float:
@@ -258,12 +272,12 @@ class CostModel:
         rest += self._per_tok * tokens + self._per_seq * point.decode_batch
         return gemm, attention, m_weights + m_kv * kv, rest
 
-    def prefill_terms(self, point: MeasuredStep) -> tuple[float, float]:
-        """(1, cached context tokens) for a step that prefills, else (0, 0): the features of
-        the prefill overheads in :func:`fit_efficiency`."""
+    def prefill_terms(self, point: MeasuredStep) -> tuple[float, float, float]:
+        """(1, cached context tokens, their per-request squares summed) for a step that
+        prefills, else zeros: the features of the prefill overheads in :func:`fit_efficiency`."""
         if not point.prefill_tokens:
-            return 0.0, 0.0
-        return 1.0, float(point.prefill_context_tokens)
+            return 0.0, 0.0, 0.0
+        return 1.0, float(point.prefill_context_tokens), float(point.prefill_context_sq)
 
 
 def _run_seconds(c0: float, c1: float, m0: float, m1: float, fixed: float, steps: int) -> float:
@@ -274,6 +288,11 @@ def _run_seconds(c0: float, c1: float, m0: float, m1: float, fixed: float, steps
     if second[1] > first[1]:
         split = min(steps, max(0, math.ceil((first[0] - second[0]) / (second[1] - first[1]))))
     return _linear_sum(*first, 0, split) + _linear_sum(*second, split, steps) + fixed * steps
+
+
+def _sum_sq(n: int) -> float:
+    """Sum of j * j for j in [0, n)."""
+    return (n - 1) * n * (2 * n - 1) / 6 if n > 0 else 0.0
 
 
 def _linear_sum(a: float, b: float, start: int, stop: int) -> float:

@@ -11,15 +11,16 @@ from agentconsole.server.runtime.sim.profile import Efficiency, MeasuredStep
 
 
 def fit_efficiency(cost: CostModel, points: Sequence[MeasuredStep]) -> Efficiency:
-    """Fit ``mfu``, ``attention_mfu``, ``bw_eff``, ``step_overhead_s`` and the two prefill
+    """Fit ``mfu``, ``attention_mfu``, ``bw_eff``, ``step_overhead_s`` and the three prefill
     overheads to measured step times.
 
     Minimises the relative squared error of ``max(G/mfu + A/attention_mfu, M/bw_eff) +
-    overhead + rest`` (plus ``prefill_overhead_s + prefill_context_token_s * cached`` for
-    prefill steps) with the other knobs held at ``cost.efficiency``. Alternates between
-    assigning each point to its bound and a linear least-squares solve, from several starts,
-    and keeps the best. A knob that no point constrains (say, no compute-bound point) keeps its
-    prior value. Results are clipped to valid ranges. Requires a point with positive seconds.
+    overhead + rest`` (plus ``prefill_overhead_s + prefill_context_token_s * cached +
+    prefill_context_sq_s * cached_sq`` for prefill steps) with the other knobs held at
+    ``cost.efficiency``. Alternates between assigning each point to its bound and a linear
+    least-squares solve, from several starts, and keeps the best. A knob that no point
+    constrains (say, no compute-bound point) keeps its prior value. Results are clipped to
+    valid ranges. Requires a point with positive seconds.
     """
     rows = [
         (*cost.roofline_terms(p), *cost.prefill_terms(p), p.seconds)
@@ -30,7 +31,12 @@ def fit_efficiency(cost: CostModel, points: Sequence[MeasuredStep]) -> Efficienc
         raise ValueError("fit_efficiency needs at least one point with seconds > 0")
     prior = cost.efficiency
     inv_attn = 1 / (prior.attention_mfu or prior.mfu)
-    tail = (prior.step_overhead_s, prior.prefill_overhead_s, prior.prefill_context_token_s)
+    tail = (
+        prior.step_overhead_s,
+        prior.prefill_overhead_s,
+        prior.prefill_context_token_s,
+        prior.prefill_context_sq_s,
+    )
     starts = [(1 / prior.mfu, inv_attn, 1 / prior.bw_eff, *tail)]
     starts += [(1 / m, 1 / m, 1 / b, *tail) for m in (0.2, 0.5, 0.9) for b in (0.3, 0.9)]
     best: tuple[float, Theta] | None = None
@@ -40,7 +46,7 @@ def fit_efficiency(cost: CostModel, points: Sequence[MeasuredStep]) -> Efficienc
         if best is None or err < best[0]:
             best = (err, theta)
     assert best is not None
-    inv_mfu, inv_attn, inv_bw, overhead, prefill_fixed, prefill_ctx = best[1]
+    inv_mfu, inv_attn, inv_bw, overhead, prefill_fixed, prefill_ctx, prefill_ctx_sq = best[1]
     mfu = min(1.0, 1 / max(inv_mfu, 1.0))
     attention_mfu = min(1.0, 1 / max(inv_attn, 1.0))
     return replace(
@@ -51,18 +57,20 @@ def fit_efficiency(cost: CostModel, points: Sequence[MeasuredStep]) -> Efficienc
         step_overhead_s=max(0.0, overhead),
         prefill_overhead_s=max(0.0, prefill_fixed),
         prefill_context_token_s=max(0.0, prefill_ctx),
+        prefill_context_sq_s=max(0.0, prefill_ctx_sq),
     )
 
 
-Theta = tuple[float, float, float, float, float, float]
-#: gemm, attention, memory, rest, prefill step, cached context tokens, seconds
-Row = tuple[float, float, float, float, float, float, float]
+Theta = tuple[float, float, float, float, float, float, float]
+#: gemm, attention, memory, rest, prefill step, cached context tokens, their per-request
+#: squares, seconds
+Row = tuple[float, float, float, float, float, float, float, float]
 
 
 def _predict(theta: Theta, row: Row) -> float:
-    g, a, m, r, pf, ctx, _ = row
+    g, a, m, r, pf, ctx, ctx_sq, _ = row
     roof = max(theta[0] * g + theta[1] * a, theta[2] * m)
-    return roof + theta[3] + r + theta[4] * pf + theta[5] * ctx
+    return roof + theta[3] + r + theta[4] * pf + theta[5] * ctx + theta[6] * ctx_sq
 
 
 def _alternate(rows: Sequence[Row], theta: Theta) -> Theta:
@@ -77,7 +85,7 @@ def _alternate(rows: Sequence[Row], theta: Theta) -> Theta:
         seen.add(compute_bound)
         # Features per point (weighted by 1/seconds): GEMM and attention compute (when
         # compute-bound), memory (when memory-bound), 1, prefill step, cached context tokens
-        # of a prefill step; target: seconds minus the rest.
+        # of a prefill step and their per-request squares; target: seconds minus the rest.
         x = [
             (
                 (g if cb else 0.0) / s,
@@ -86,18 +94,19 @@ def _alternate(rows: Sequence[Row], theta: Theta) -> Theta:
                 1.0 / s,
                 pf / s,
                 ctx / s,
+                ctx_sq / s,
                 (s - r) / s,
             )
-            for (g, a, m, r, pf, ctx, s), cb in zip(rows, compute_bound, strict=True)
+            for (g, a, m, r, pf, ctx, ctx_sq, s), cb in zip(rows, compute_bound, strict=True)
         ]
-        free = [k for k in range(6) if any(row[k] for row in x)]
-        solved = _least_squares([[row[k] for k in free] for row in x], [row[6] for row in x])
+        free = [k for k in range(7) if any(row[k] for row in x)]
+        solved = _least_squares([[row[k] for k in free] for row in x], [row[7] for row in x])
         if solved is None:
             break
         new = list(theta)
         for k, value in zip(free, solved, strict=True):
             new[k] = value
-        theta = (new[0], new[1], new[2], new[3], new[4], new[5])
+        theta = (new[0], new[1], new[2], new[3], new[4], new[5], new[6])
     return theta
 
 

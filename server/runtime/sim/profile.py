@@ -49,6 +49,10 @@ class Efficiency:
     #: time per cached context token a prefill step reads (attention over the prefix outside
     #: the roofline's reach, e.g. the CPU's torch-native attention)
     prefill_context_token_s: float = 0.0
+    #: time per squared cached context token of each request a prefill step extends: a cost
+    #: convex in one request's context (the CPU's torch-native attention gathers each
+    #: request's KV; 16 new tokens over 256 cached cost ~1.1 ms, over 1,024 ~7 ms)
+    prefill_context_sq_s: float = 0.0
     #: time each call spends outside engine steps on its way in and out (tokenising, the
     #: scheduler's receive loop, detokenising, streaming back); on the call's critical path
     #: but not on the engine's, so it delays the program without occupying the batch
@@ -66,6 +70,7 @@ class Efficiency:
             "per_seq_overhead_s",
             "prefill_overhead_s",
             "prefill_context_token_s",
+            "prefill_context_sq_s",
             "call_overhead_s",
         ):
             if getattr(self, name) < 0.0:
@@ -82,6 +87,8 @@ class MeasuredStep:
     decode_batch: int = 0
     decode_context: int = 0
     prefill_context_tokens: int = 0
+    #: sum over the requests the step prefills of their cached context squared
+    prefill_context_sq: int = 0
 
 
 @dataclass(frozen=True, slots=True)

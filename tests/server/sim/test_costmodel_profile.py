@@ -109,8 +109,9 @@ def test_fit_recovers_known_efficiency(which: tuple[str, str, int]) -> None:
 
 
 def test_fit_recovers_prefill_overheads() -> None:
-    """The CPU engine's shape: prefill steps cost more fixed time than decode steps and pay per
-    cached context token."""
+    """The CPU engine's shape: prefill steps cost more fixed time than decode steps, pay per
+    cached context token, and per request convexly in its own context (steps extending
+    several requests at once separate that from the total)."""
     prior = preset("cpu-2core", "tiny-llama", 1)
     true = replace(
         prior.efficiency,
@@ -119,6 +120,7 @@ def test_fit_recovers_prefill_overheads() -> None:
         step_overhead_s=1.1e-3,
         prefill_overhead_s=1.9e-3,
         prefill_context_token_s=5e-6,
+        prefill_context_sq_s=3e-9,
     )
     truth = CostModel(prior.gpu, prior.model, prior.tp, true)
     points = [
@@ -129,11 +131,18 @@ def test_fit_recovers_prefill_overheads() -> None:
     for new in (256, 1024, 4096):
         for cached in (0, 4096, 16384):
             pairs = attention_pairs(new, cached)
-            seconds = truth.step_seconds(new, pairs, 0, 0, cached)
-            points.append(MeasuredStep(seconds, new, pairs, 0, 0, cached))
+            seconds = truth.step_seconds(new, pairs, 0, 0, cached, cached * cached)
+            points.append(MeasuredStep(seconds, new, pairs, 0, 0, cached, cached * cached))
+    for requests in (4, 15):  # 16 new tokens each over 256 or 1,024 cached
+        for cached in (256, 1024):
+            new, pairs = 16 * requests, requests * attention_pairs(16, cached)
+            ctx, sq = requests * cached, requests * cached * cached
+            seconds = truth.step_seconds(new, pairs, 0, 0, ctx, sq)
+            points.append(MeasuredStep(seconds, new, pairs, 0, 0, ctx, sq))
     fitted = fit_efficiency(prior, points)
     assert fitted.prefill_overhead_s == pytest.approx(1.9e-3, rel=5e-2)
     assert fitted.prefill_context_token_s == pytest.approx(5e-6, rel=5e-2)
+    assert fitted.prefill_context_sq_s == pytest.approx(3e-9, rel=5e-2)
     assert fitted.step_overhead_s == pytest.approx(1.1e-3, rel=5e-2)
 
 

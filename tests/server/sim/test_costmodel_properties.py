@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -156,9 +158,22 @@ def test_hbm_capacity_grows_with_mem_fraction(
 def test_mixed_steps_closed_form_equals_the_loop(
     chunk: int, done: int, batch: int, context: int, steps: int
 ) -> None:
-    cost = preset("H200-141GB", "llama-3.1-8b", 1)
-    loop = 0.0
-    for j in range(steps):
-        d = done + j * chunk
-        loop += cost.step_seconds(chunk, attention_pairs(chunk, d), batch, context + j * batch, d)
-    assert cost.mixed_steps_seconds(chunk, done, batch, context, steps) == pytest.approx(loop)
+    cpu = preset("cpu-2core", "tiny-llama", 1)
+    # the CPU shape with every prefill knob on, so each closed-form term is exercised
+    knobs = replace(
+        cpu.efficiency,
+        prefill_overhead_s=2e-3,
+        prefill_context_token_s=5e-6,
+        prefill_context_sq_s=3e-9,
+    )
+    for cost in (
+        preset("H200-141GB", "llama-3.1-8b", 1),
+        CostModel(cpu.gpu, cpu.model, 1, knobs),
+    ):
+        loop = 0.0
+        for j in range(steps):
+            d = done + j * chunk
+            pairs = attention_pairs(chunk, d)
+            loop += cost.step_seconds(chunk, pairs, batch, context + j * batch, d, d * d)
+        closed = cost.mixed_steps_seconds(chunk, done, batch, context, steps)
+        assert closed == pytest.approx(loop, rel=1e-9)
