@@ -13,9 +13,11 @@ everything is deterministic for a given trace and configuration.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from agentconsole.kvtiers.node import Block
@@ -42,6 +44,24 @@ from agentconsole.server.runtime.sim.programs import (
 from agentconsole.server.runtime.sim.toolwait import SimToolWait
 
 _ARRIVE, _TOOL_DONE, _CANCEL, _ENGINE, _LLM_DONE = 0, 1, 2, 3, 4
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector for the block, then restore it.
+
+    A simulated hour keeps ~230,000 events and their programs alive, so every full collection
+    rescans millions of objects that are all still in use: measured, a quarter of the run's
+    wall time (10.3 s -> 7.7 s for 3,000 programs). Nothing the run frees depends on it; the
+    few cycles it leaves are collected once the block ends.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +145,11 @@ class Simulation:
     # -- the loop -------------------------------------------------------------------------
     def run(self, progress: Callable[[int, int, float], None] | None = None) -> SimResult:
         """Play every program to its end; ``progress(ended, total, sim_time)`` is called now
-        and then."""
+        and then. Python's cyclic garbage collector is paused meanwhile (see ``_no_gc``)."""
+        with _no_gc():
+            return self._run(progress)
+
+    def _run(self, progress: Callable[[int, int, float], None] | None) -> SimResult:
         started = time.perf_counter()
         heap = self._heap
         now = 0.0
