@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 
 from agentconsole.server.store.errors import StoreOpenError
-from agentconsole.server.store.event_log import EVENT_LOG, EVENTS
+from agentconsole.server.store.event_log import EVENT_LOG, EVENTS, event_log_path
 from agentconsole.server.store.opening import (
     attach_event_log,
     explain_open_error,
@@ -77,6 +77,7 @@ def export_parquet(
     if not path.is_file():
         raise StoreOpenError(path, "the file does not exist", "Check the path.")
     refuse_unsafe_paths(path)
+    refuse_unsafe_paths(event_log_path(path))
     try:
         con = duckdb.connect(str(path), read_only=True)
     except (duckdb.Error, OSError) as error:

@@ -69,3 +69,14 @@ def test_export_after_a_crash_reads_the_wal_without_replaying_it_into_the_file(
     assert digest(*store_files(db_path)) == before
     seqs = pq.read_table(tmp_path / "out" / "events.parquet").column("seq").to_pylist()
     assert max(seqs) >= acked
+
+
+def test_export_refuses_an_event_log_wal_duckdb_would_ignore(db_path: Path, tmp_path: Path) -> None:
+    with Store.open(db_path) as store:
+        _fill(store)
+    wal = wal_path(event_log_path(db_path))
+    wal.write_bytes(b"\x00" * 64)  # a WAL where a clean shutdown left none: not DuckDB's
+    before = digest(*store_files(db_path))
+    with pytest.raises(StoreOpenError, match="write-ahead log"):
+        export_parquet(db_path, tmp_path / "out")
+    assert digest(*store_files(db_path)) == before
