@@ -17,7 +17,9 @@ Run on a machine with a CUDA GPU and the GPU install profile (``pip install '.[s
 4. the same workload runs in the simulator with the fitted profile, for the program-E2E error.
 
 Everything lands in ``OUT/gpu_lane.json`` (and is printed). ``--quick`` shrinks the grid and the
-workload to fit a short lease. ``tests/gpu/test_gpu_lane.py`` runs it (skipped without a GPU).
+workload to fit a short lease. ``--hicache-gb N`` gives the plugin's engine a HiCache host tier
+(not yet run on a GPU: the first lease should try it once). ``tests/gpu/test_gpu_lane.py``
+runs the lane (skipped without a GPU).
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ def settings(model: Path, plugin: bool, policy: str, args: argparse.Namespace) -
         max_total_tokens=args.max_total_tokens,
         max_running_requests=args.max_running,
         enable_metrics=False,  # SGLang's metrics cannot be registered twice in one process
+        hicache_size_gb=args.hicache_gb if plugin and args.hicache_gb > 0 else None,
         overrides={"load_format": "dummy", "context_length": 32768, "cuda_graph_max_bs_decode": 64},
     )
 
@@ -226,6 +229,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-running", type=int, default=None)
     p.add_argument("--max-total-tokens", type=int, default=196608)
+    p.add_argument(
+        "--hicache-gb",
+        type=int,
+        default=0,
+        help="HiCache host KV tier per rank for the plugin's engine (0: off); offload decisions "
+        "then demote to host memory",
+    )
     args = p.parse_args(argv)
     if args.programs is None:
         args.programs = 16 if args.quick else 48

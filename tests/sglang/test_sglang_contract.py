@@ -40,3 +40,8 @@ def test_engine_arguments_are_server_args_fields(tmp_path: Path) -> None:
     for plugin in (True, False):
         kwargs = engine_kwargs(EngineSettings(model_path=tmp_path, plugin=plugin))
         assert set(kwargs) <= fields, set(kwargs) - fields
+    gpu = engine_kwargs(EngineSettings(model_path=tmp_path, device="cuda", hicache_size_gb=64))
+    assert set(gpu) <= fields, set(gpu) - fields
+    assert (gpu["enable_hierarchical_cache"], gpu["hicache_size"]) == (True, 64)
+    with pytest.raises(ValueError, match="HiCache needs a CUDA GPU"):
+        engine_kwargs(EngineSettings(model_path=tmp_path, hicache_size_gb=8))

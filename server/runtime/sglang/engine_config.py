@@ -42,6 +42,10 @@ class EngineSettings:
     enable_metrics: bool = True
     #: CPU engine: OpenMP threads of the scheduler (None: half the cores, at least 1)
     cpu_threads: int | None = None
+    #: GPU only: a HiCache host-memory KV tier of this many GB per rank (None: off). With it,
+    #: KV the tool-wait policy marks for offload is demoted to host memory when evicted
+    #: instead of dropped. SGLang's HiCache needs CUDA (pinned host memory, sgl_kernel copies)
+    hicache_size_gb: int | None = None
     #: extra ``Engine`` keyword arguments, applied last (they win)
     overrides: dict[str, Any] = field(default_factory=dict)
 
@@ -60,6 +64,11 @@ def engine_kwargs(settings: EngineSettings) -> dict[str, Any]:
     (its time-dependent keys would let tensor-parallel ranks disagree on the batch)."""
     if settings.plugin and settings.tp > 1:
         raise ValueError("the agentconsole SGLang plugin supports tp=1 only")
+    if settings.hicache_size_gb is not None and settings.is_cpu:
+        raise ValueError(
+            "HiCache needs a CUDA GPU (pinned host memory and sgl_kernel's KV copies); "
+            "on the CPU engine evicted KV is recomputed"
+        )
     kw: dict[str, Any] = {
         "model_path": str(settings.model_path),
         "tp_size": settings.tp,
@@ -92,6 +101,10 @@ def engine_kwargs(settings: EngineSettings) -> dict[str, Any]:
             kw["dtype"] = "float32"
     elif settings.max_total_tokens is not None:
         kw["max_total_tokens"] = settings.max_total_tokens
+    if settings.hicache_size_gb is not None:
+        # SGLang's default write-through policy: a node is on host before it can be evicted,
+        # so evicting a marked node demotes it
+        kw.update(enable_hierarchical_cache=True, hicache_size=settings.hicache_size_gb)
     kw.update(settings.overrides)
     return kw
 
