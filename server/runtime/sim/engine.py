@@ -7,8 +7,9 @@ run of stall-free mixed steps, or a fused run of decode steps whose total time h
 form. ``complete(now)`` applies the block's tokens; ``interrupt(now)`` cuts a fused run at a
 step boundary when outside work arrives. A single step is atomic, as on a GPU.
 
-KV lives in a :class:`PrefixIndex` over HBM and host DRAM: a running call locks its matched
-prefix and reserves HBM for its uncached prompt and its output; on finish its whole context is
+KV lives in a :class:`PrefixIndex` over HBM and host DRAM, owned by :class:`EngineKv`
+(``kvstate.py``): a running call locks its matched prefix and reserves HBM for its uncached
+prompt and its output; on finish its whole context is
 inserted (unlocked, evictable by the eviction strategy, demoted to DRAM when there is room).
 A prefix found in DRAM is reloaded over PCIe before prefill; a prefix that was computed before
 and is gone is recomputed (counted as such). Eviction to admit a call spares KV that is softly
@@ -17,14 +18,11 @@ retained for a program in tool wait, unless the call is starving.
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass, field
 
 from agentconsole.kvtiers.node import Block, Node
-from agentconsole.kvtiers.prefix_index import PrefixIndex
-from agentconsole.kvtiers.results import EvictionResult, InsertResult
-from agentconsole.kvtiers.tiers import Tier, TierModel
+from agentconsole.kvtiers.tiers import Tier
 from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
 from agentconsole.scheduler.fairness import TIER_UNDERSERVED, FairnessConfig, FairnessGuard
 from agentconsole.scheduler.policies.base import Policy
@@ -34,6 +32,7 @@ from agentconsole.scheduler.runtime import CacheAction
 from agentconsole.server.runtime.sim.blocks import BlockPlanner, StepBlock
 from agentconsole.server.runtime.sim.calls import EngineConfig, Phase, SimCall
 from agentconsole.server.runtime.sim.costmodel import CostModel
+from agentconsole.server.runtime.sim.kvstate import EngineKv
 
 
 @dataclass(slots=True)
@@ -65,16 +64,9 @@ class SimEngine:
         self.guard = FairnessGuard(fairness)
         self.queue = ReadyQueue(policy, self.guard)
         self.preemption = preemption or PreemptionRule()
-        dram = self.config.host_kv_tokens
-        if dram is None:
-            dram = cost.dram_kv_capacity_tokens()
-        self.tiers = TierModel.build(
-            kv_bytes_per_token=cost.kv_bytes_per_token,
-            hbm_tokens=cost.hbm_kv_capacity_tokens(self.config.mem_fraction_static),
-            dram_tokens=dram,
-            dram_bandwidth=cost.gpu.host_link_bw * cost.tp,
-        )
-        self.index = PrefixIndex(self.tiers, self.config.eviction, demote=dram > 0)
+        self.kv = EngineKv(cost, self.config, sink)
+        self.index = self.kv.index
+        self.tiers = self.kv.tiers
         self.calls: dict[str, SimCall] = {}
         self.running: dict[str, SimCall] = {}  # admitted, in admission order
         self._prefilling: dict[str, SimCall] = {}
@@ -82,10 +74,6 @@ class SimEngine:
         self._loading: dict[str, SimCall] = {}
         self._decode_context = 0
         self._prefill_pending = 0  # prompt tokens admitted calls still have to prefill
-        self._retained: list[tuple[float, int]] = []  # (deadline, tokens) of keep decisions
-        self._retained_tokens = 0
-        self._computed: set[object] = set()
-        self._link_free_at = 0.0
         self.planner = BlockPlanner(cost, self.config)
         self._block: StepBlock | None = None
         self._notes: list[Note] = []
@@ -118,7 +106,7 @@ class SimEngine:
             self._dequeue(call)
         else:
             self._leave_running(call)
-            self._release(call)
+            self.kv.release(call)
         call.phase = Phase.ABORTED
         self._emit(now, EventKind.CALL_ABORTED, call, self._usage(call, now))
         return True
@@ -135,25 +123,8 @@ class SimEngine:
         self, program_id: str, nodes: list[Node], action: CacheAction, retain_s: float, now: float
     ) -> int:
         """Apply a tool-wait decision to ``nodes`` (the program's private context); returns the
-        tokens it affected."""
-        if not nodes:
-            return 0
-        if action is CacheAction.KEEP:
-            kept = self.index.retain(nodes, now + retain_s, now)
-            heapq.heappush(self._retained, (now + retain_s, kept))
-            self._retained_tokens += kept
-            return kept
-        if action is CacheAction.OFFLOAD:
-            moved = self.index.move(nodes, Tier.DRAM, now)
-            if moved.moved_tokens:
-                start = max(now, self._link_free_at)
-                self._link_free_at = start + self.cost.transfer_seconds(moved.moved_tokens)
-                self._emit_kv(now, EventKind.KV_OFFLOADED, program_id, moved.moved_tokens)
-            return moved.moved_tokens
-        dropped = self.index.drop(nodes, now)
-        if dropped.moved_tokens:
-            self._emit_kv(now, EventKind.KV_DROPPED, program_id, dropped.moved_tokens)
-        return dropped.moved_tokens
+        tokens it affected (see :meth:`EngineKv.apply_cache_action`)."""
+        return self.kv.apply_cache_action(program_id, nodes, action, retain_s, now)
 
     def drain_notes(self) -> list[Note]:
         notes, self._notes = self._notes, []
@@ -239,11 +210,8 @@ class SimEngine:
             self.guard.record_service(tenant, seconds, now)
 
     def retained_tokens(self, now: float) -> int:
-        """Tokens softly retained for programs in tool wait (an estimate: retention that ended
-        early, by a resume or an eviction, still counts until its deadline)."""
-        while self._retained and self._retained[0][0] <= now:
-            self._retained_tokens -= heapq.heappop(self._retained)[1]
-        return self._retained_tokens
+        """Tokens softly retained for programs in tool wait (:meth:`EngineKv.retained_tokens`)."""
+        return self.kv.retained_tokens(now)
 
     @property
     def prefill_load(self) -> float:
@@ -289,55 +257,23 @@ class SimEngine:
                 break
 
     def _start(self, call: SimCall, now: float, *, reclaim_retained: bool = False) -> bool:
-        """Admit ``call`` if its KV fits. Eviction spares KV softly retained for a program in
-        tool wait (its priority is in the future) unless ``reclaim_retained``: new work waits
-        instead of destroying the context of work in flight; retention deadlines bound the
-        wait."""
-        index = self.index
-        tenant = call.ticket.tenant
-        found = index.match(tenant, call.blocks, now)
-        index.lock(found.path)
-        slow = [n for n in found.path if n.tier is not Tier.HBM]
-        slow_tokens = sum(n.tokens for n in slow)
-        miss = found.miss_tokens + call.generated  # a resumed call recomputes what it generated
-        own = miss + call.remaining_tokens
-        room = index.make_room(
-            Tier.HBM, own + slow_tokens, now, max_priority=None if reclaim_retained else now
-        )
-        self._emit_evictions(room, now)
-        if not room.ok:
-            index.unlock(found.path)
+        """Admit ``call`` if its KV fits (:meth:`EngineKv.admit`: retained KV is spared unless
+        ``reclaim_retained``); it prefills, after a reload from DRAM if its prefix was there."""
+        got = self.kv.admit(call, now, reclaim_retained=reclaim_retained)
+        if got is None:
             return False
         self._dequeue(call)
-        if slow:
-            moved = index.move(slow, Tier.HBM, now)
-            start = max(now, self._link_free_at)
-            self._link_free_at = start + self.cost.transfer_seconds(moved.moved_tokens)
-            call.ready_at = self._link_free_at
-            call.restore_s += call.ready_at - now
-            self._emit_kv(now, EventKind.KV_RELOADED, call.ticket.program_id, moved.moved_tokens)
-        else:
-            call.ready_at = now
-        if not index.reserve(Tier.HBM, own):
-            raise AssertionError("make_room succeeded but the reservation does not fit")
-        call.reserved = own
-        call.path = found.path
-        recompute = call.generated
-        covered = len(found.path)
-        for block in call.blocks[covered:]:
-            if block.key in self._computed:
-                recompute += block.tokens
-        call.recompute_tokens += recompute
-        if recompute:
-            self._emit_kv(now, EventKind.KV_RECOMPUTED, call.ticket.program_id, recompute)
-        call.hit_tokens = found.hit_tokens
-        call.prefill_left = max(miss, 1)  # the last token is always recomputed for its logits
+        call.ready_at = got.ready_at
+        call.restore_s += got.ready_at - now
+        call.recompute_tokens += got.recompute_tokens
+        call.hit_tokens = got.hit_tokens
+        call.prefill_left = max(got.miss_tokens, 1)  # the last token is recomputed for logits
         self._prefill_pending += call.prefill_left
         call.context_done = call.prompt_tokens + call.generated - call.prefill_left
         call.queue_s += now - call.queued_at
         call.admitted_at = now
         self.running[call.call_id] = call
-        if slow:
+        if got.reload_tokens:
             call.phase = Phase.LOADING
             self._loading[call.call_id] = call
         else:
@@ -349,9 +285,9 @@ class SimEngine:
             call,
             {
                 "queue_s": now - call.queued_at,
-                "hit_tokens": found.hit_tokens,
-                "reload_tokens": slow_tokens,
-                "recompute_tokens": recompute,
+                "hit_tokens": got.hit_tokens,
+                "reload_tokens": got.reload_tokens,
+                "recompute_tokens": got.recompute_tokens,
             },
         )
         self._notes.append(Note("started", call))
@@ -383,11 +319,10 @@ class SimEngine:
 
     def _preempt(self, call: SimCall, now: float) -> None:
         self._leave_running(call)
-        self._release(call)
+        self.kv.release(call)
         if call.context_done >= call.prompt_tokens:
             # its prompt was fully prefilled: keep that KV as ordinary (evictable) cache
-            self._insert(call.ticket.tenant, call.blocks, call.ticket.program_id, now)
-            self._computed.update(b.key for b in call.blocks)
+            self.kv.insert(call.ticket.tenant, call.blocks, call.ticket.program_id, now)
         call.retractions += 1
         call.phase = Phase.QUEUED
         call.queued_at = now
@@ -407,14 +342,6 @@ class SimEngine:
     def _dequeue(self, call: SimCall) -> None:
         self.queue.remove(call.call_id)
         self.queued_demand -= self._demand(call)
-
-    def _release(self, call: SimCall) -> None:
-        if call.path:
-            self.index.unlock(call.path)
-            call.path = []
-        if call.reserved:
-            self.index.release(Tier.HBM, call.reserved)
-            call.reserved = 0
 
     def _leave_running(self, call: SimCall) -> None:
         self.running.pop(call.call_id, None)
@@ -493,25 +420,14 @@ class SimEngine:
 
     def _finish(self, call: SimCall, now: float) -> None:
         self._leave_running(call)
-        self._release(call)
+        self.kv.release(call)
         call.phase = Phase.DONE
         self.calls.pop(call.call_id, None)
         blocks = [*call.blocks, Block(call.output_key, call.output_tokens)]
         tenant, program = call.ticket.tenant, call.ticket.program_id
-        inserted = self._insert(tenant, blocks, program, now)
-        self._computed.update(b.key for b in blocks)
+        inserted = self.kv.insert(tenant, blocks, program, now)
         self._emit(now, EventKind.CALL_FINISHED, call, self._usage(call, now))
         self._notes.append(Note("finished", call, inserted.path))
-
-    def _insert(self, tenant: str, blocks: list[Block], owner: str, now: float) -> InsertResult:
-        """Cache a finished context; evicts only if the call's released reservation (which
-        covered its new tokens) was not enough, e.g. after sharing blocks changed."""
-        inserted = self.index.insert(tenant, blocks, now, owner=owner)
-        if not inserted.complete:
-            need = sum(b.tokens for b in blocks[len(inserted.path) :])
-            self._emit_evictions(self.index.make_room(Tier.HBM, need, now), now)
-            inserted = self.index.insert(tenant, blocks, now, owner=owner)
-        return inserted
 
     # -- events ---------------------------------------------------------------------------------
     def _usage(self, call: SimCall, now: float) -> dict[str, Scalar]:
@@ -534,21 +450,6 @@ class SimEngine:
     def _emit(self, now: float, kind: EventKind, call: SimCall, data: dict[str, Scalar]) -> None:
         t = call.ticket
         self.sink.emit(Event(now, kind, t.program_id, t.node_id, t.attempt, t.tenant, data))
-
-    def _emit_kv(self, now: float, kind: EventKind, program_id: str, tokens: int) -> None:
-        self.sink.emit(
-            Event(
-                now,
-                kind,
-                program_id,
-                data={"tokens": tokens, "bytes": tokens * self.cost.kv_bytes_per_token},
-            )
-        )
-
-    def _emit_evictions(self, result: EvictionResult, now: float) -> None:
-        if result.moves:
-            tokens = sum(move.tokens for move in result.moves)
-            self._emit_kv(now, EventKind.KV_EVICTED, "", tokens)
 
     def _emit_stats(self, now: float) -> None:
         per_token = self.cost.kv_bytes_per_token

@@ -1,0 +1,171 @@
+"""Where a simulated engine's KV lives: the prefix index over HBM and DRAM, the host link,
+soft retention for programs in tool wait, and what was ever computed (to count recomputes).
+
+:class:`EngineKv` is the KV half of ``SimEngine``: the engine decides *which* call runs; this
+decides whether its KV fits, what must be evicted, reloaded or recomputed first, and records
+the ``kv.*`` events. Every method changes the index only as its docstring says.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from agentconsole.kvtiers.node import Block, Node
+from agentconsole.kvtiers.prefix_index import PrefixIndex
+from agentconsole.kvtiers.results import EvictionResult, InsertResult
+from agentconsole.kvtiers.tiers import Tier, TierModel
+from agentconsole.scheduler.events import Event, EventKind, EventSink
+from agentconsole.scheduler.runtime import CacheAction
+from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
+from agentconsole.server.runtime.sim.costmodel import CostModel
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What admitting a call found: ``ready_at`` (after any reload from DRAM), the prefix
+    ``hit_tokens``, the ``reload_tokens`` moved back to HBM, the ``recompute_tokens`` that were
+    computed once and are gone, and the ``miss_tokens`` to prefill."""
+
+    ready_at: float
+    hit_tokens: int
+    reload_tokens: int
+    recompute_tokens: int
+    miss_tokens: int
+
+
+class EngineKv:
+    """The KV state of one simulated engine (see the module docstring)."""
+
+    def __init__(self, cost: CostModel, config: EngineConfig, sink: EventSink) -> None:
+        self.cost = cost
+        self.sink = sink
+        dram = config.host_kv_tokens
+        if dram is None:
+            dram = cost.dram_kv_capacity_tokens()
+        self.tiers = TierModel.build(
+            kv_bytes_per_token=cost.kv_bytes_per_token,
+            hbm_tokens=cost.hbm_kv_capacity_tokens(config.mem_fraction_static),
+            dram_tokens=dram,
+            dram_bandwidth=cost.gpu.host_link_bw * cost.tp,
+        )
+        self.index = PrefixIndex(self.tiers, config.eviction, demote=dram > 0)
+        self._retained: list[tuple[float, int]] = []  # (deadline, tokens) of keep decisions
+        self._retained_tokens = 0
+        self._computed: set[object] = set()
+        self._link_free_at = 0.0
+
+    # -- admission and release ----------------------------------------------------------------
+    def admit(self, call: SimCall, now: float, *, reclaim_retained: bool) -> Admission | None:
+        """Make room for ``call`` and take it: lock its matched prefix, start reloading what of
+        it sits in DRAM, reserve HBM for its misses and output (``call.path``,
+        ``call.reserved``). None, with nothing held, when it does not fit.
+
+        Eviction spares KV softly retained for a program in tool wait (its priority is in the
+        future) unless ``reclaim_retained``: new work waits instead of destroying the context
+        of work in flight; retention deadlines bound the wait."""
+        index = self.index
+        found = index.match(call.ticket.tenant, call.blocks, now)
+        index.lock(found.path)
+        slow = [n for n in found.path if n.tier is not Tier.HBM]
+        slow_tokens = sum(n.tokens for n in slow)
+        miss = found.miss_tokens + call.generated  # a resumed call recomputes what it generated
+        own = miss + call.remaining_tokens
+        room = index.make_room(
+            Tier.HBM, own + slow_tokens, now, max_priority=None if reclaim_retained else now
+        )
+        self.emit_evictions(room, now)
+        if not room.ok:
+            index.unlock(found.path)
+            return None
+        ready_at = now
+        if slow:
+            moved = index.move(slow, Tier.HBM, now)
+            ready_at = self._transfer(now, moved.moved_tokens)
+            self.emit(now, EventKind.KV_RELOADED, call.ticket.program_id, moved.moved_tokens)
+        if not index.reserve(Tier.HBM, own):
+            raise AssertionError("make_room succeeded but the reservation does not fit")
+        call.reserved = own
+        call.path = found.path
+        recompute = call.generated
+        for block in call.blocks[len(found.path) :]:
+            if block.key in self._computed:
+                recompute += block.tokens
+        if recompute:
+            self.emit(now, EventKind.KV_RECOMPUTED, call.ticket.program_id, recompute)
+        return Admission(ready_at, found.hit_tokens, slow_tokens, recompute, miss)
+
+    def release(self, call: SimCall) -> None:
+        """Unlock ``call``'s prefix and give back its reservation."""
+        if call.path:
+            self.index.unlock(call.path)
+            call.path = []
+        if call.reserved:
+            self.index.release(Tier.HBM, call.reserved)
+            call.reserved = 0
+
+    def insert(self, tenant: str, blocks: list[Block], owner: str, now: float) -> InsertResult:
+        """Cache a computed context (evictable) and remember its blocks as computed; evicts only
+        if the call's released reservation was not enough, e.g. after sharing blocks changed."""
+        inserted = self.index.insert(tenant, blocks, now, owner=owner)
+        if not inserted.complete:
+            need = sum(b.tokens for b in blocks[len(inserted.path) :])
+            self.emit_evictions(self.index.make_room(Tier.HBM, need, now), now)
+            inserted = self.index.insert(tenant, blocks, now, owner=owner)
+        self._computed.update(b.key for b in blocks)
+        return inserted
+
+    # -- tool waits ----------------------------------------------------------------------------
+    def apply_cache_action(
+        self, program_id: str, nodes: list[Node], action: CacheAction, retain_s: float, now: float
+    ) -> int:
+        """Apply a tool-wait decision to ``nodes`` (the program's private context); returns the
+        tokens it affected."""
+        if not nodes:
+            return 0
+        if action is CacheAction.KEEP:
+            kept = self.index.retain(nodes, now + retain_s, now)
+            heapq.heappush(self._retained, (now + retain_s, kept))
+            self._retained_tokens += kept
+            return kept
+        if action is CacheAction.OFFLOAD:
+            moved = self.index.move(nodes, Tier.DRAM, now)
+            if moved.moved_tokens:
+                self._transfer(now, moved.moved_tokens)
+                self.emit(now, EventKind.KV_OFFLOADED, program_id, moved.moved_tokens)
+            return moved.moved_tokens
+        dropped = self.index.drop(nodes, now)
+        if dropped.moved_tokens:
+            self.emit(now, EventKind.KV_DROPPED, program_id, dropped.moved_tokens)
+        return dropped.moved_tokens
+
+    def retained_tokens(self, now: float) -> int:
+        """Tokens softly retained for programs in tool wait (an estimate: retention that ended
+        early, by a resume or an eviction, still counts until its deadline)."""
+        while self._retained and self._retained[0][0] <= now:
+            self._retained_tokens -= heapq.heappop(self._retained)[1]
+        return self._retained_tokens
+
+    def _transfer(self, now: float, tokens: int) -> float:
+        """Queue a copy of ``tokens`` on the host link (one copy at a time); when it ends."""
+        start = max(now, self._link_free_at)
+        self._link_free_at = start + self.cost.transfer_seconds(tokens)
+        return self._link_free_at
+
+    # -- events --------------------------------------------------------------------------------
+    def emit(self, now: float, kind: EventKind, program_id: str, tokens: int) -> None:
+        """Record a ``kv.*`` event of ``tokens`` for ``program_id``."""
+        self.sink.emit(
+            Event(
+                now,
+                kind,
+                program_id,
+                data={"tokens": tokens, "bytes": tokens * self.cost.kv_bytes_per_token},
+            )
+        )
+
+    def emit_evictions(self, result: EvictionResult, now: float) -> None:
+        """Record what ``result`` evicted, if anything."""
+        if result.moves:
+            tokens = sum(move.tokens for move in result.moves)
+            self.emit(now, EventKind.KV_EVICTED, "", tokens)
