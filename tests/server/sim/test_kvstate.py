@@ -1,0 +1,91 @@
+"""The simulated engine's KV: admission holds nothing when it fails, a reused context is a
+hit, a dropped one is recomputed, tool-wait retention is counted until its deadline, and
+copies over the host link queue one behind the other."""
+
+from __future__ import annotations
+
+from agentconsole.kvtiers.node import Block
+from agentconsole.kvtiers.tiers import Tier
+from agentconsole.scheduler.events import EventKind, EventLog
+from agentconsole.scheduler.runtime import CacheAction
+from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
+from agentconsole.server.runtime.sim.costmodel import preset
+from agentconsole.server.runtime.sim.kvstate import EngineKv
+
+COST = preset("H200-141GB", "llama-3.1-8b", 1)
+
+
+def _kv(hbm_fraction: float = 0.9) -> tuple[EngineKv, EventLog]:
+    log = EventLog()
+    return EngineKv(COST, EngineConfig(mem_fraction_static=hbm_fraction), log), log
+
+
+def _call(program: str, blocks: list[Block], output: int = 100) -> SimCall:
+    prompt = sum(b.tokens for b in blocks)
+    ticket = CallTicket(f"{program}/n/1", program, "n", "t", 0.0, prompt_tokens=prompt)
+    return SimCall(ticket, blocks, output, (program, "out"))
+
+
+def test_admission_that_does_not_fit_holds_nothing() -> None:
+    kv, _ = _kv()
+    capacity = kv.index.capacity(Tier.HBM)
+    big = _call("p", [Block("huge", capacity)], output=1000)
+    assert kv.admit(big, 0.0, reclaim_retained=True) is None
+    assert kv.index.used(Tier.HBM) == 0
+    assert (big.path, big.reserved) == ([], 0)
+
+
+def test_a_finished_context_is_a_hit_and_release_gives_back_the_reservation() -> None:
+    kv, _ = _kv()
+    context = [Block("system", 16_000), Block("task", 40_000)]
+    first = _call("p", context)
+    got = kv.admit(first, 0.0, reclaim_retained=False)
+    assert got is not None
+    assert (got.hit_tokens, got.miss_tokens, got.recompute_tokens) == (0, 56_000, 0)
+    assert first.reserved == 56_000 + 100
+    kv.release(first)
+    kv.insert("t", context, "p", 1.0)
+    second = _call("p2", [*context, Block("turn", 500)])
+    again = kv.admit(second, 2.0, reclaim_retained=False)
+    assert again is not None
+    assert (again.hit_tokens, again.miss_tokens, again.reload_tokens) == (56_000, 500, 0)
+
+
+def test_a_dropped_context_is_recomputed_and_counted() -> None:
+    kv, log = _kv()
+    context = [Block("system", 8_000), Block("task", 20_000)]
+    kv.insert("t", context, "p", 0.0)
+    path = kv.index.match("t", context, 0.0).path
+    assert kv.apply_cache_action("p", path[1:], CacheAction.DROP, 0.0, 1.0) == 20_000
+    got = kv.admit(_call("p", context), 2.0, reclaim_retained=False)
+    assert got is not None
+    assert (got.hit_tokens, got.recompute_tokens) == (8_000, 20_000)
+    kinds = [e.kind for e in log.events]
+    assert kinds.count(EventKind.KV_DROPPED) == kinds.count(EventKind.KV_RECOMPUTED) == 1
+
+
+def test_retention_counts_until_its_deadline() -> None:
+    kv, _ = _kv()
+    context = [Block("ctx", 30_000)]
+    kv.insert("t", context, "p", 0.0)
+    path = kv.index.match("t", context, 0.0).path
+    assert kv.apply_cache_action("p", path, CacheAction.KEEP, 5.0, 0.0) == 30_000
+    assert kv.retained_tokens(4.9) == 30_000
+    assert kv.retained_tokens(5.0) == 0
+
+
+def test_offloads_and_reloads_share_one_host_link() -> None:
+    kv, log = _kv()
+    a, b = [Block("a", 40_000)], [Block("b", 40_000)]
+    for name, blocks in (("pa", a), ("pb", b)):
+        kv.insert("t", blocks, name, 0.0)
+        path = kv.index.match("t", blocks, 0.0).path
+        kv.apply_cache_action(name, path, CacheAction.OFFLOAD, 0.0, 0.0)
+    copy = COST.transfer_seconds(40_000)
+    reload = kv.admit(_call("pa", a), 0.0, reclaim_retained=False)
+    assert reload is not None
+    assert reload.reload_tokens == 40_000
+    # two offloads are on the link first: the reload ends after three copies
+    assert abs(reload.ready_at - 3 * copy) < 1e-9
+    assert [e.kind for e in log.events].count(EventKind.KV_OFFLOADED) == 2
