@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections.abc import Mapping
 
 ENV_VAR = "AGENTCONSOLE_CRASH_AT"
@@ -30,11 +31,12 @@ STORE_POINTS = frozenset(
 class CrashPoints:
     """Counts passes of named points and kills the process at the configured pass."""
 
-    __slots__ = ("_counts", "_targets", "armed")
+    __slots__ = ("_counts", "_lock", "_targets", "armed")
 
     def __init__(self, targets: Mapping[str, int] | None = None) -> None:
         self._targets = dict(targets or {})
         self._counts = dict.fromkeys(self._targets, 0)
+        self._lock = threading.Lock()  # the store's two writer lanes share one instance
         self.armed = bool(self._targets)
 
     @classmethod
@@ -54,6 +56,8 @@ class CrashPoints:
         """Count one pass of ``point``; SIGKILL this process if it is the configured pass."""
         if not self.armed or point not in self._targets:
             return
-        self._counts[point] += 1
-        if self._counts[point] == self._targets[point]:
+        with self._lock:
+            self._counts[point] += 1
+            due = self._counts[point] == self._targets[point]
+        if due:
             os.kill(os.getpid(), signal.SIGKILL)

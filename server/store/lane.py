@@ -178,7 +178,8 @@ class WriterLane:
                 items.pop()
                 items.extend(self._drain())
                 stopping = True
-            if self._failure is not None:  # aborted: nothing more is written
+            if self._failure is not None:  # aborted: nothing more is written, nothing hangs
+                items.extend(self._drain())
                 Batch.collect(items).fail(StoreClosedError(self._closed_reason()), settle)
                 return
             if items and not self._process(items):
@@ -233,8 +234,13 @@ class WriterLane:
                 self.stats.failed_items += 1
                 batch.fail(error, settle)
                 return True
-            # Isolate the bad item(s): each alone, stopping if the lane dies.
-            return all(self._process([item]) for item in items)
+            # Isolate the bad item(s): each alone; if the lane dies on one, fail the rest.
+            for n, item in enumerate(items):
+                if not self._process([item]):
+                    rest = Batch.collect(items[n + 1 :])
+                    rest.fail(StoreClosedError(self._closed_reason()), settle)
+                    return False
+            return True
         finally:
             self.stats.busy_since = None
 

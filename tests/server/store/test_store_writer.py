@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, cast
 
 import duckdb
 import pytest
@@ -192,3 +194,44 @@ def test_non_finite_floats_are_stored_as_null(store: Store) -> None:
     seq = store.writer.append(event).result(timeout=10)
     (stored,) = store.repo.events_since(seq - 1)
     assert stored.event.data == {"a": None, "b": 1.5}
+
+
+class _GatedBegin:
+    """A connection whose ``BEGIN`` waits for ``gate``: holds a lane inside its batch."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def execute(self, sql: str, *args: Any) -> duckdb.DuckDBPyConnection:
+        if sql.startswith("BEGIN"):
+            self.entered.set()
+            self.gate.wait(30)
+        return self._con.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+
+def test_a_death_in_one_lane_settles_every_future_of_the_other(db_path: Path) -> None:
+    store = Store.open(db_path, StoreConfig(max_batch_rows=10))
+    lane = store.writer._events
+    gated = _GatedBegin(lane._con)
+    lane._con = cast(duckdb.DuckDBPyConnection, gated)
+    first = store.writer.append(make_event(0))
+    assert gated.entered.wait(10)  # the event lane is inside a batch
+    backlog = [store.writer.append(make_event(i)) for i in range(1, 51)]  # five batches' worth
+    barrier = store.writer.flush()
+
+    def fatal(_: duckdb.DuckDBPyConnection) -> None:
+        raise duckdb.FatalException("database has been invalidated")
+
+    with pytest.raises(StoreClosedError):
+        store.writer.call(fatal).result(timeout=10)
+    gated.gate.set()
+    for future in [first, *backlog, barrier]:
+        with contextlib.suppress(StoreClosedError):  # committed before the abort, or failed
+            future.result(timeout=10)  # ... but never left hanging
+    assert not store.writer.alive
+    assert store.close() is False
