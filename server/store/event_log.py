@@ -35,7 +35,7 @@ _OWNER_DDL = f"CREATE TABLE IF NOT EXISTS {EVENT_LOG}.owner (store_id VARCHAR NO
 _IDENTITY_DDL = "CREATE TABLE store_identity (store_id VARCHAR NOT NULL)"
 REMEDY = (
     "Both files were left untouched. Put the event log that belongs to this database next "
-    "to it, or move the database aside to start a new store"
+    "to it, or move both files aside to start a new store"
 )
 
 
@@ -110,6 +110,7 @@ def prepare_move(con: duckdb.DuckDBPyConnection) -> None:
     if "events" in _tables(con):
         _in_transaction(
             con,
+            # every v1 row has a seq (the writer numbers them): copy in order, resumably
             f"INSERT INTO {EVENTS} SELECT * FROM events"
             f" WHERE seq > (SELECT coalesce(max(seq), 0) FROM {EVENTS}) ORDER BY seq",
         )

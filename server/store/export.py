@@ -13,10 +13,11 @@ from pathlib import Path
 import duckdb
 
 from agentconsole.server.store.errors import StoreOpenError
-from agentconsole.server.store.event_log import EVENT_LOG, EVENTS, event_log_path
+from agentconsole.server.store.event_log import EVENT_LOG, EVENTS, SPLIT_VERSION, event_log_path
 from agentconsole.server.store.opening import (
     attach_event_log,
     explain_open_error,
+    refuse_if_open_here,
     refuse_unsafe_paths,
 )
 from agentconsole.server.store.schema import TABLES, current_version
@@ -28,23 +29,31 @@ def _quote(path: Path) -> str:
 
 
 def _present(cur: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """Each store table present, mapped to how SQL names it (``events`` may be in either
-    file: the event log from schema version 2, the main file before)."""
+    """Each store table present, mapped to how SQL names it. ``events`` is the event log's
+    from schema version 2 and the main file's before (a crash in the middle of the move
+    leaves both, and only the main file's is complete)."""
     rows = cur.execute(
         "SELECT database_name, table_name FROM duckdb_tables()"
         " WHERE database_name IN (current_database(), ?) AND schema_name = 'main'",
         [EVENT_LOG],
     ).fetchall()
+    split = current_version(cur) >= SPLIT_VERSION
     present: dict[str, str] = {}
-    for database, table in sorted(rows, key=lambda r: r[0] == EVENT_LOG):
-        present[str(table)] = EVENTS if database == EVENT_LOG else str(table)
+    for database, table in rows:
+        if database != EVENT_LOG:
+            if not (split and table == "events"):
+                present[str(table)] = str(table)
+        elif table == "events" and split:
+            present["events"] = EVENTS
     return present
 
 
 def _copy_all(cur: duckdb.DuckDBPyConnection, out_dir: Path) -> list[Path]:
     present = _present(cur)
     written = []
-    cur.execute("BEGIN TRANSACTION")  # one snapshot for every table
+    # one snapshot per file (DuckDB starts each attached file's transaction at its first
+    # read; the two files are written by separate transactions anyway)
+    cur.execute("BEGIN TRANSACTION")
     try:
         for table in TABLES:
             if table not in present:
@@ -74,6 +83,7 @@ def export_parquet(
         with source.cursor() as cur:
             return _copy_all(cur, out)
     path = Path(source).absolute()
+    refuse_if_open_here(path)  # before any file access: it would drop the server's lock
     if not path.is_file():
         raise StoreOpenError(path, "the file does not exist", "Check the path.")
     refuse_unsafe_paths(path)

@@ -23,7 +23,13 @@ import duckdb
 
 from agentconsole.server.store.config import StoreConfig
 from agentconsole.server.store.errors import StoreOpenError
-from agentconsole.server.store.event_log import EVENT_LOG, REMEDY, SPLIT_VERSION, event_log_path
+from agentconsole.server.store.event_log import (
+    EVENT_LOG,
+    REMEDY,
+    SPLIT_VERSION,
+    check_pair,
+    event_log_path,
+)
 from agentconsole.server.store.preflight import missing_blocks, wal_path, wal_problem
 
 _KEEP = "Both files were left untouched; keep them (a copy is the safe way to experiment)"
@@ -145,13 +151,17 @@ def open_connection(path: Path, config: StoreConfig) -> tuple[duckdb.DuckDBPyCon
     """
     path = path.absolute()
     files = (path, event_log_path(path))
-    for file in files:
-        refuse_unsafe_paths(file)
     keys = [os.path.realpath(file) for file in files]
     with _registry_lock:
+        # first, before any file is touched: closing a descriptor of a file this process
+        # already serves would drop DuckDB's lock on it
         if any(key in _open_in_process for key in keys):
             raise StoreOpenError(path, "it is already open in this process", _IN_PROCESS)
+        for file in files:
+            refuse_unsafe_paths(file)
         created = not path.exists()
+        if created and files[1].exists():
+            raise StoreOpenError(files[1], "an event log exists but its database does not", REMEDY)
         wal_bytes = 0
         for file in files:
             wal = wal_path(file)
@@ -169,12 +179,15 @@ def open_connection(path: Path, config: StoreConfig) -> tuple[duckdb.DuckDBPyCon
 def attach_event_log(
     con: duckdb.DuckDBPyConnection, path: Path, schema_version: int, *, read_only: bool = False
 ) -> bool:
-    """Attach the event log of the store at ``path`` as ``event_log``; False if there is none
-    to attach read-only (a store from before version 2 keeps its events in the main file).
+    """Attach the event log of the store at ``path`` as ``event_log``, after checking that it
+    belongs to this store (:func:`check_pair`); False if there is none to attach read-only (a
+    store from before version 2 keeps its events in the main file).
 
-    Read-write, an event log is created for a store that has not moved its events yet.
-    Raises :class:`StoreOpenError` if a store of version 2 or later has lost its event log,
-    or DuckDB refuses the file (locked, damaged); nothing is written then.
+    Read-write, an existing event log is first attached read-only for the check (a
+    read-write attach replays its WAL into the file, so it must not be the first to meet a
+    foreign one), and one is created for a store that has not moved its events yet. Raises
+    :class:`StoreOpenError` if a store of version 2 or later has lost its event log, the log
+    belongs elsewhere, or DuckDB refuses the file (locked, damaged); nothing is written then.
     """
     log_path = event_log_path(path)
     if not log_path.exists():
@@ -182,13 +195,32 @@ def attach_event_log(
             raise StoreOpenError(log_path, "the store's event log is missing", REMEDY)
         if read_only:
             return False
+    elif not read_only:
+        _attach(con, log_path, read_only=True)
+        try:
+            check_pair(con, path, schema_version)
+        finally:
+            con.execute(f"DETACH {EVENT_LOG}")
+    _attach(con, log_path, read_only=read_only)
+    check_pair(con, path, schema_version)
+    return True
+
+
+def _attach(con: duckdb.DuckDBPyConnection, log_path: Path, *, read_only: bool) -> None:
     quoted = "'" + str(log_path).replace("'", "''") + "'"
     mode = " (READ_ONLY)" if read_only else ""
     try:
         con.execute(f"ATTACH {quoted} AS {EVENT_LOG}{mode}")
     except (duckdb.Error, OSError) as error:
         raise explain_open_error(log_path, error) from error
-    return True
+
+
+def refuse_if_open_here(path: Path) -> None:
+    """Raise :class:`StoreOpenError` if the store at ``path`` is open in this process (then
+    this process must not touch its files at all; read it through the open ``Store``)."""
+    with _registry_lock:
+        if any(os.path.realpath(file) in _open_in_process for file in (path, event_log_path(path))):
+            raise StoreOpenError(path, "it is already open in this process", _IN_PROCESS)
 
 
 def release(path: Path) -> None:

@@ -22,7 +22,7 @@ import duckdb
 
 from agentconsole.server.store.config import StoreConfig
 from agentconsole.server.store.errors import StoreClosedError, StoreOpenError
-from agentconsole.server.store.event_log import EVENT_LOG, check_pair
+from agentconsole.server.store.event_log import EVENT_LOG
 from agentconsole.server.store.intent_types import RecoveryReport
 from agentconsole.server.store.intents import ToolIntents, recover_intents
 from agentconsole.server.store.opening import (
@@ -87,9 +87,7 @@ class Store:
         config = config or StoreConfig()
         con, info = open_connection(Path(path), config)
         try:
-            version = migratable_version(con)
-            attach_event_log(con, info.path, version)
-            check_pair(con, info.path, version)
+            attach_event_log(con, info.path, migratable_version(con))
             migration = migrate(con)
             recovery = recover_intents(con, time.time())
             con.execute("CHECKPOINT")

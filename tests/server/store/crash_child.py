@@ -70,6 +70,18 @@ def try_open(db: str) -> None:
     _say("OPENED")
 
 
+def open_raw(db: str) -> None:
+    """Open the file read-write with plain DuckDB; print the error if that is refused."""
+    import duckdb
+
+    try:
+        duckdb.connect(db).close()
+    except duckdb.Error as error:
+        _say("REFUSED", error)
+        return
+    _say("OPENED")
+
+
 def hold_read_only(db: str) -> None:
     """Hold the file open read-only (like a misbehaving console) until killed."""
     import duckdb
@@ -90,5 +102,7 @@ if __name__ == "__main__":
         try_open(path)
     elif mode == "hold":
         hold_read_only(path)
+    elif mode == "open-raw":
+        open_raw(path)
     else:
         raise SystemExit(f"unknown mode {mode}")

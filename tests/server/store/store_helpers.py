@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,19 @@ def digest(*paths: Path) -> dict[str, str | None]:
     ).stdout.split()
     hashes = dict(zip(map(str, present), out, strict=True))
     return {str(p): hashes.get(str(p)) for p in paths}
+
+
+def kill_after_acks(db: Path, acks: int) -> None:
+    """Run the ``events`` child on ``db`` and SIGKILL it once ``acks`` events were
+    acknowledged: a store with committed events still only in its event log's WAL."""
+    child = spawn("events", db, "1000000")
+    assert child.stdout is not None
+    for line in child.stdout:
+        if line.startswith("ACK") and int(line.split()[1]) >= acks:
+            break
+    child.send_signal(signal.SIGKILL)
+    child.wait(10)
+    assert wal_path(event_log_path(db)).stat().st_size > 0
 
 
 def spawn(

@@ -23,7 +23,7 @@ from agentconsole.server.store.event_log import EVENT_LOG, EVENTS, event_log_pat
 from agentconsole.server.store.opening import attach_event_log
 from agentconsole.server.store.preflight import wal_path
 from agentconsole.server.store.schema import MIGRATIONS
-from tests.server.store.store_helpers import digest, make_event, spawn, store_files
+from tests.server.store.store_helpers import digest, kill_after_acks, make_event, spawn, store_files
 
 # The schema_version table as version 1 created it (a historical format, kept verbatim).
 _V1_VERSION_TABLE = """CREATE TABLE schema_version (
@@ -161,13 +161,60 @@ def test_another_stores_event_log_is_refused(db_path: Path, tmp_path: Path) -> N
 
 
 def test_a_foreign_file_in_the_event_log_place_is_refused(db_path: Path) -> None:
-    con = duckdb.connect(str(event_log_path(db_path)))
+    Store.open(db_path).close()
+    log = event_log_path(db_path)
+    log.unlink()
+    con = duckdb.connect(str(log))
     con.execute("CREATE TABLE customers (id INTEGER)")
     con.close()
-    with pytest.raises(StoreOpenError, match="not an agentconsole event log"):
+    before = digest(*store_files(db_path))
+    for _ in range(2):  # refused the same way again: nothing was half-done
+        with pytest.raises(StoreOpenError, match="not an agentconsole event log"):
+            Store.open(db_path)
+    assert digest(*store_files(db_path)) == before
+
+
+def test_an_event_log_without_its_database_is_refused_and_nothing_is_created(
+    db_path: Path,
+) -> None:
+    Store.open(db_path).close()
+    db_path.unlink()
+    before = digest(*store_files(db_path))
+    with pytest.raises(StoreOpenError, match="event log exists but its database does not"):
         Store.open(db_path)
-    with pytest.raises(StoreOpenError, match="not an agentconsole event log"):
-        Store.open(db_path)  # refused the same way again: nothing was half-done
+    assert digest(*store_files(db_path)) == before
+    assert not db_path.exists()
+
+
+def test_another_stores_crashed_event_log_is_refused_before_its_wal_is_replayed(
+    db_path: Path, tmp_path: Path
+) -> None:
+    Store.open(db_path).close()
+    other = tmp_path / "other.duckdb"
+    kill_after_acks(other, 200)
+    for source, target in zip(store_files(other)[2:], store_files(db_path)[2:], strict=True):
+        shutil.copyfile(source, target)  # the other store's event log and its WAL
+    assert wal_path(event_log_path(db_path)).stat().st_size > 0
+    before = digest(*store_files(db_path))
+    with pytest.raises(StoreOpenError, match="belongs to another store"):
+        Store.open(db_path)
+    assert digest(*store_files(db_path)) == before  # the WAL was not replayed into the file
+
+
+def test_a_second_open_in_the_serving_process_keeps_the_files_locked(
+    store: Store, tmp_path: Path
+) -> None:
+    store.writer.append(make_event(1)).result(timeout=10)
+    assert wal_path(store.info.event_log).stat().st_size > 0
+    with pytest.raises(StoreOpenError, match="already open in this process"):
+        Store.open(store.path)
+    with pytest.raises(StoreOpenError, match="already open in this process"):
+        export_parquet(store.path, tmp_path / "out")
+    # a refusal that had opened and closed the files would have dropped DuckDB's locks
+    for file in (store.path, store.info.event_log):
+        child = spawn("open-raw", file)
+        out, err = child.communicate(timeout=60)
+        assert "Conflicting lock" in out + err, (out, err)
 
 
 def test_an_event_log_held_by_another_process_is_refused(db_path: Path) -> None:
@@ -183,3 +230,18 @@ def test_an_event_log_held_by_another_process_is_refused(db_path: Path) -> None:
         holder.kill()
         holder.wait(10)
     Store.open(db_path).close()
+
+
+def test_export_in_the_middle_of_the_move_reads_the_complete_copy(
+    db_path: Path, tmp_path: Path
+) -> None:
+    _v1_store_with_events(db_path, 1000)
+    con = duckdb.connect(str(db_path))
+    attach_event_log(con, db_path, 1)
+    prepare_move(con)
+    con.execute(f"DELETE FROM {EVENTS}")  # as if killed before the copy committed
+    con.close()
+    export_parquet(db_path, tmp_path / "out")
+    assert pq.read_table(tmp_path / "out" / "events.parquet").num_rows == 1000
+    with Store.open(db_path) as store:  # and the next start finishes the move
+        assert _event_seqs(store) == list(range(1, 1001))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,20 +12,13 @@ import pytest
 from agentconsole.server.store import OperatorAction, Store, StoreOpenError
 from agentconsole.server.store.event_log import event_log_path
 from agentconsole.server.store.preflight import wal_path
-from tests.server.store.store_helpers import digest, make_event, spawn, store_files
+from tests.server.store.store_helpers import digest, kill_after_acks, make_event, spawn, store_files
 
 
 def _crashed_with_wal(db: Path) -> tuple[Path, bytes]:
     """A store killed by SIGKILL with committed events still only in the event log's WAL."""
-    child = spawn("events", db, "1000000")
-    assert child.stdout is not None
-    for line in child.stdout:
-        if line.startswith("ACK") and int(line.split()[1]) >= 300:
-            break
-    child.send_signal(signal.SIGKILL)
-    child.wait(10)
+    kill_after_acks(db, 300)
     wal = wal_path(event_log_path(db))
-    assert wal.stat().st_size > 0
     return wal, wal.read_bytes()
 
 

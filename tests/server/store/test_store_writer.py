@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
@@ -230,7 +230,8 @@ def test_a_death_in_one_lane_settles_every_future_of_the_other(db_path: Path) ->
     with pytest.raises(StoreClosedError):
         store.writer.call(fatal).result(timeout=10)
     gated.gate.set()
-    for future in [first, *backlog, barrier]:
+    futures: list[Future[Any]] = [first, *backlog, barrier]
+    for future in futures:
         with contextlib.suppress(StoreClosedError):  # committed before the abort, or failed
             future.result(timeout=10)  # ... but never left hanging
     assert not store.writer.alive
