@@ -23,8 +23,8 @@ import itertools
 import json
 import statistics
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -60,12 +60,14 @@ async def measure_grid(
     runtime's control (step recording on, then off again) and fills its cache with grid
     prompts."""
     points: list[MeasuredStep] = []
-    with _recording_steps(runtime) as steps_file:
+    async with _recording_steps(runtime) as steps_file:
         for n, g in enumerate(grid):
             rows: list[dict[str, Any]] = []
             for rep in range(repeats):
                 steps_file.unlink(missing_ok=True)
                 await _run_point(runtime, book, g, tag=f"{n}-{rep}")
+                # no settle pause here: a lost last row barely moves a median, while an idle
+                # pause lets the scheduler sleep and the next step pay its wake-up
                 rows.extend(_read_steps(steps_file))
             points.extend(summarise(rows, decode_by_interval=decode_by_interval))
     return points
@@ -90,24 +92,36 @@ async def measure_call_overhead(
     """Median time a call spends outside engine steps (seconds): ``calls`` single calls one
     after another, each call's wall time from ``submit`` to its result minus the recorded
     steps it ran in. Changes the runtime's control like :func:`measure_grid`."""
-    outside: list[float] = []
-    with _recording_steps(runtime) as steps_file:
+    spans: list[tuple[float, float, float]] = []  # (wall start, wall end, seconds)
+    async with _recording_steps(runtime) as steps_file:
+        steps_file.unlink(missing_ok=True)
         for i in range(calls):
-            steps_file.unlink(missing_ok=True)
             rid = f"calib-call-{i}-{time.time_ns()}/call/1"
-            started = time.perf_counter()
+            started, clock = time.time(), time.perf_counter()
             await _call(runtime, rid, book.text(rid, context), 16)
-            wall = time.perf_counter() - started
-            outside.append(wall - sum(r["seconds"] for r in _read_steps(steps_file)))
+            spans.append((started, time.time(), time.perf_counter() - clock))
+            await asyncio.sleep(_SETTLE_S)
+        rows = _read_steps(steps_file)
+    # a step belongs to the call whose span holds its start (calls run one at a time)
+    outside: list[float] = [
+        seconds - sum(float(r["seconds"]) for r in rows if begin <= r["start"] <= end)
+        for begin, end, seconds in spans
+    ]
     return max(statistics.median(outside), 0.0)
 
 
-@contextmanager
-def _recording_steps(runtime: SGLangRuntime) -> Iterator[Path]:
+#: Pause after switching recording on and after a call: the plugin reads its control file
+#: at most every 20 ms, and writes a step's row only after that step's output went out.
+_SETTLE_S = 0.05
+
+
+@asynccontextmanager
+async def _recording_steps(runtime: SGLangRuntime) -> AsyncIterator[Path]:
     """Switch the plugin's step recording on for the block; yields the steps file."""
     runtime.control.state.record_steps = True
     runtime.control.write()
     try:
+        await asyncio.sleep(_SETTLE_S)
         yield runtime.state_dir / STEPS_FILE
     finally:
         runtime.control.state.record_steps = False

@@ -224,6 +224,8 @@ class CostModel:
         ``batch`` per step). Closed form, equal to the loop of ``step_seconds``."""
         if steps <= 0 or chunk + batch <= 0:
             return 0.0
+        if chunk <= 0:  # nothing to prefill: plain decode steps, no prefill-step costs
+            return self.decode_steps_seconds(batch, decode_context, steps)
         pairs0 = attention_pairs(chunk, prefill_done)
         c0 = (
             self._c_tok * (chunk + batch)

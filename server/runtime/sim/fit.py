@@ -111,10 +111,22 @@ def _alternate(rows: Sequence[Row], theta: Theta) -> Theta:
 
 
 def _least_squares(a: Sequence[Sequence[float]], y: Sequence[float]) -> list[float] | None:
-    """Solve min |a x - y|^2 by the normal equations; None when they are singular."""
+    """Solve min |a x - y|^2 by the normal equations on columns scaled to a largest entry of
+    1 (the features span ~10 orders of magnitude: squared contexts beside constants); None
+    when they are singular."""
     n = len(a[0]) if a else 0
     if n == 0:
         return None
+    scale = [max((abs(r[j]) for r in a), default=0.0) or 1.0 for j in range(n)]
+    a = [[v / scale[j] for j, v in enumerate(r)] for r in a]
+    solved = _normal_equations(a, y, n)
+    return None if solved is None else [x / scale[j] for j, x in enumerate(solved)]
+
+
+def _normal_equations(
+    a: Sequence[Sequence[float]], y: Sequence[float], n: int
+) -> list[float] | None:
+    """Solve ``a^T a x = a^T y`` by Gauss-Jordan elimination with partial pivoting."""
     m = [
         [sum(r[i] * r[j] for r in a) for j in range(n)]
         + [sum(r[i] * v for r, v in zip(a, y, strict=True))]

@@ -51,6 +51,9 @@ class SimToolWait:
         ``path``, its last call's context, that belong to it alone) and apply it."""
         pid = run.trace.id
         mine = f"{pid}/"  # trace segment keys of the program's own nodes start so
+        # only what is still cached: the call's answer reaches the agent a little after the
+        # engine finished it (call_overhead_s), and eviction may have run in between
+        path = [n for n in path if not n.dead]
         private = [n for n in path if isinstance(n.key, str) and n.key.startswith(mine)]
         private_tokens = sum(n.tokens for n in private)
         if not private_tokens:
