@@ -184,6 +184,10 @@ class WriterLane:
                 return
             if items and not self._process(items):
                 return
+        # offer() takes no lock (it is the hot path), so a fire-and-forget item can land
+        # behind the stop sentinel: it is not written, but it is counted, not lost silently
+        # (items with futures cannot: submit() checks under the lock)
+        self.stats.dropped += len(self._drain())
 
     def _take(self, idle: float) -> list[object]:
         first = self._queue.get(timeout=idle)
