@@ -24,10 +24,15 @@ class StoreConfig:
     checkpoint_threshold: str = "16MB"
     #: Most rows (events plus records) committed in one transaction.
     max_batch_rows: int = 5000
-    #: How long the writer waits for more work after the first item of a batch, in seconds.
+    #: How long the main lane gathers work after a first item nobody waits on, in seconds.
     #: 0 commits as soon as the queue is empty: batches then grow on their own while a commit
-    #: (an fsync) is under way, which gives the lowest latency at every load.
+    #: (an fsync) is under way. A batch that starts with an item someone waits on is committed
+    #: at once; such an item arriving during a linger waits for the rest of it.
     linger_s: float = 0.0
+    #: The same for the event lane. Fire-and-forget events are its bulk, and each batch costs
+    #: the serving threads a wake-up and some GIL time: gathering 5 ms of them per commit
+    #: took ~0.5 ms off the API's p99 (docs/BENCHMARKS.md section 7).
+    event_linger_s: float = 0.005
     #: Queue length above which fire-and-forget events are dropped (and counted).
     max_queue: int = 1_000_000
     #: Idle time after which the writer checkpoints if anything was committed since.

@@ -28,6 +28,7 @@ from agentconsole.server.store.batch import Batch, apply_batch, is_fatal
 from agentconsole.server.store.config import StoreConfig
 from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.errors import StoreClosedError
+from agentconsole.server.store.ops import Op
 from agentconsole.server.store.stats import WriterStats
 
 log = logging.getLogger(__name__)
@@ -194,19 +195,16 @@ class WriterLane:
         items = [first]
         if first is _STOP:
             return items
-        linger = self._config.linger_s
-        deadline = time.monotonic() + linger if linger > 0 else 0.0
+        if self._config.linger_s > 0 and not isinstance(first, tuple | Op):
+            # nobody waits on this item: sleep, then take what came, so that one wake-up of
+            # this thread (which takes the GIL from the serving threads) and one commit cover
+            # many items; waiting on the queue instead would wake it for every single item
+            time.sleep(self._config.linger_s)
         while len(items) < self._config.max_batch_rows:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    item = self._queue.get(timeout=remaining)
-                except queue.Empty:
-                    break
+                break
             items.append(item)
             if item is _STOP:
                 break

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import TypeVar
 
 import duckdb
@@ -75,7 +76,7 @@ class StoreWriter:
         self._events = WriterLane(
             "store-event-writer",
             event_con,
-            config,
+            replace(config, linger_s=config.event_linger_s),
             crash,
             {"events": (EVENTS, "seq")},
             EVENT_LOG,

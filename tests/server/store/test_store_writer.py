@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
@@ -236,3 +237,19 @@ def test_a_death_in_one_lane_settles_every_future_of_the_other(db_path: Path) ->
             future.result(timeout=10)  # ... but never left hanging
     assert not store.writer.alive
     assert store.close() is False
+
+
+def test_the_event_linger_gathers_fire_and_forget_events_and_spares_an_idle_ack(
+    db_path: Path,
+) -> None:
+    with Store.open(db_path, StoreConfig(event_linger_s=0.5)) as store:
+        started = time.monotonic()
+        assert store.writer.append(make_event(0)).result(timeout=10) == 1
+        assert time.monotonic() - started < 0.45  # an ack to an idle lane does not linger
+        before = store.writer.stats.batches
+        for i in range(1, 201):
+            store.writer.emit(make_event(i))
+        # an ack that arrives while the lane lingers waits at most the linger, then rides
+        # in the same commit as the events gathered meanwhile
+        assert store.writer.append(make_event(201)).result(timeout=10) == 202
+        assert store.writer.stats.batches - before <= 3  # a batch or two, not 201
