@@ -24,6 +24,7 @@ STORE_POINTS = frozenset(
         "before_result_commit",
         "after_result_commit_before_ack",
         "during_checkpoint",
+        "after_migration_commit",
     }
 )
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import duckdb
 
+from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.errors import StoreOpenError
 
 #: The alias the event log is attached under; SQL names its table ``event_log.events``.
@@ -77,7 +78,9 @@ def check_pair(con: duckdb.DuckDBPyConnection, db_path: Path, schema_version: in
         raise StoreOpenError(path, "the store's event log is empty (replaced?)", REMEDY)
 
 
-def _in_transaction(con: duckdb.DuckDBPyConnection, *statements: str) -> None:
+def _in_transaction(
+    con: duckdb.DuckDBPyConnection, crash: CrashPoints | None, *statements: str
+) -> None:
     con.execute("BEGIN TRANSACTION")
     try:
         for statement in statements:
@@ -86,9 +89,11 @@ def _in_transaction(con: duckdb.DuckDBPyConnection, *statements: str) -> None:
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    if crash is not None:
+        crash.hit("after_migration_commit")
 
 
-def prepare_move(con: duckdb.DuckDBPyConnection) -> None:
+def prepare_move(con: duckdb.DuckDBPyConnection, crash: CrashPoints | None = None) -> None:
     """The cross-file steps of schema version 2, each its own transaction and idempotent.
 
     DuckDB lets one transaction write to one database only, so the move cannot be atomic;
@@ -98,10 +103,11 @@ def prepare_move(con: duckdb.DuckDBPyConnection) -> None:
     """
     if "store_identity" not in _tables(con):
         _in_transaction(
-            con, _IDENTITY_DDL, f"INSERT INTO store_identity VALUES ('{uuid.uuid4().hex}')"
+            con, crash, _IDENTITY_DDL, f"INSERT INTO store_identity VALUES ('{uuid.uuid4().hex}')"
         )
     _in_transaction(
         con,
+        crash,
         EVENTS_DDL,
         _OWNER_DDL,
         f"INSERT INTO {EVENT_LOG}.owner SELECT store_id FROM store_identity"
@@ -110,6 +116,7 @@ def prepare_move(con: duckdb.DuckDBPyConnection) -> None:
     if "events" in _tables(con):
         _in_transaction(
             con,
+            crash,
             # every v1 row has a seq (the writer numbers them): copy in order, resumably
             f"INSERT INTO {EVENTS} SELECT * FROM events"
             f" WHERE seq > (SELECT coalesce(max(seq), 0) FROM {EVENTS}) ORDER BY seq",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.event_log import SPLIT_VERSION, prepare_move
 
 _V1 = (
@@ -74,7 +75,7 @@ class Migration:
     version: int
     description: str
     statements: tuple[str, ...]
-    prepare: Callable[[duckdb.DuckDBPyConnection], None] | None = None
+    prepare: Callable[[duckdb.DuckDBPyConnection, CrashPoints | None], None] | None = None
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -149,7 +150,7 @@ def migratable_version(con: duckdb.DuckDBPyConnection) -> int:
     return before
 
 
-def migrate(con: duckdb.DuckDBPyConnection) -> MigrationReport:
+def migrate(con: duckdb.DuckDBPyConnection, crash: CrashPoints | None = None) -> MigrationReport:
     """Apply every pending migration; a no-op (no statement written) when up to date.
 
     Requires exclusive use of ``con``, no open transaction, and the event log attached
@@ -163,7 +164,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> MigrationReport:
         if migration.version <= before:
             continue
         if migration.prepare is not None:
-            migration.prepare(con)
+            migration.prepare(con, crash)
         con.execute("BEGIN TRANSACTION")
         try:
             if migration.version == 1:
@@ -178,4 +179,6 @@ def migrate(con: duckdb.DuckDBPyConnection) -> MigrationReport:
         except BaseException:
             con.execute("ROLLBACK")
             raise
+        if crash is not None:
+            crash.hit("after_migration_commit")
     return MigrationReport(before=before, after=max(before, LATEST_VERSION))

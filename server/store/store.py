@@ -21,6 +21,7 @@ from types import TracebackType
 import duckdb
 
 from agentconsole.server.store.config import StoreConfig
+from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.errors import StoreClosedError, StoreOpenError
 from agentconsole.server.store.event_log import EVENT_LOG
 from agentconsole.server.store.intent_types import RecoveryReport
@@ -88,7 +89,7 @@ class Store:
         con, info = open_connection(Path(path), config)
         try:
             attach_event_log(con, info.path, migratable_version(con))
-            migration = migrate(con)
+            migration = migrate(con, CrashPoints.from_env())
             recovery = recover_intents(con, time.time())
             con.execute("CHECKPOINT")
             con.execute(f"CHECKPOINT {EVENT_LOG}")

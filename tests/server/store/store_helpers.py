@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
+
 from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.server.store.event_log import event_log_path
 from agentconsole.server.store.preflight import wal_path
+from agentconsole.server.store.schema import MIGRATIONS
 
 CHILD = Path(__file__).with_name("crash_child.py")
 
@@ -79,3 +82,23 @@ def spawn(
         text=True,
         env=env,
     )
+
+
+# The schema_version table as version 1 created it (a historical format, kept verbatim).
+V1_VERSION_TABLE = """CREATE TABLE schema_version (
+    version INTEGER NOT NULL, description VARCHAR NOT NULL, applied_at DOUBLE NOT NULL)"""
+
+
+def v1_store_with_events(db: Path, n: int) -> None:
+    """A store as version 1 left it: ``events`` in the main file, no event log."""
+    con = duckdb.connect(str(db))
+    con.execute(V1_VERSION_TABLE)
+    for statement in MIGRATIONS[0].statements:
+        con.execute(statement)
+    con.execute("INSERT INTO schema_version VALUES (1, 'initial schema', 0)")
+    con.execute(
+        "INSERT INTO events SELECT i, i, 'call.finished', 'p', 'n' || i, 0, 't', '{}'"
+        " FROM range(1, ?) t(i)",
+        [n + 1],
+    )
+    con.close()

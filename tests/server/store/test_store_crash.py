@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from agentconsole.scheduler.events import Event, EventKind
-from agentconsole.server.store import ClaimStatus, IntentState, Store
+from agentconsole.server.store import LATEST_VERSION, ClaimStatus, IntentState, Store
 from agentconsole.server.store.crash import ENV_VAR, CrashPoints
 from agentconsole.server.store.event_log import EVENTS
-from tests.server.store.store_helpers import spawn
+from tests.server.store.store_helpers import spawn, v1_store_with_events
 
 
 def _run_to_death(db: Path, mode: str, crash_at: str, *args: str) -> list[list[str]]:
@@ -166,3 +166,27 @@ def test_crash_points_are_read_from_the_environment() -> None:
     child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert child.returncode == -signal.SIGKILL
     assert child.stdout.split() == ["alive"]
+
+
+@pytest.mark.parametrize("events", [0, 3000], ids=["new-store", "v1-store"])
+def test_kill_after_any_migration_commit_loses_nothing(tmp_path: Path, events: int) -> None:
+    """The v2 move spans two files and so several transactions: a kill -9 after each one,
+    then a clean start, ends at the latest schema with every event once and the numbering
+    continuing."""
+    for commit in range(1, 6):
+        db = tmp_path / f"{events}-{commit}" / "store.duckdb"
+        db.parent.mkdir()
+        if events:
+            v1_store_with_events(db, events)
+        child = spawn("open", db, env={**os.environ, ENV_VAR: f"after_migration_commit:{commit}"})
+        _, err = child.communicate(timeout=60)
+        assert child.returncode in (-signal.SIGKILL, 0), err  # 0: fewer commits than that
+        with Store.open(db) as store:
+            assert store.migration.after == LATEST_VERSION
+            with store.cursor() as cur:
+                seqs = [
+                    r[0] for r in cur.execute(f"SELECT seq FROM {EVENTS} ORDER BY seq").fetchall()
+                ]
+            assert seqs == list(range(1, events + 1)), commit
+            nxt = store.writer.append(Event(t=0.0, kind=EventKind.CALL_QUEUED)).result(timeout=10)
+            assert nxt == events + 1

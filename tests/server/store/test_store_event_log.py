@@ -23,26 +23,14 @@ from agentconsole.server.store.event_log import EVENT_LOG, EVENTS, event_log_pat
 from agentconsole.server.store.opening import attach_event_log
 from agentconsole.server.store.preflight import wal_path
 from agentconsole.server.store.schema import MIGRATIONS
-from tests.server.store.store_helpers import digest, kill_after_acks, make_event, spawn, store_files
-
-# The schema_version table as version 1 created it (a historical format, kept verbatim).
-_V1_VERSION_TABLE = """CREATE TABLE schema_version (
-    version INTEGER NOT NULL, description VARCHAR NOT NULL, applied_at DOUBLE NOT NULL)"""
-
-
-def _v1_store_with_events(db: Path, n: int) -> None:
-    """A store as version 1 left it: ``events`` in the main file, no event log."""
-    con = duckdb.connect(str(db))
-    con.execute(_V1_VERSION_TABLE)
-    for statement in MIGRATIONS[0].statements:
-        con.execute(statement)
-    con.execute("INSERT INTO schema_version VALUES (1, 'initial schema', 0)")
-    con.execute(
-        "INSERT INTO events SELECT i, i, 'call.finished', 'p', 'n' || i, 0, 't', '{}'"
-        " FROM range(1, ?) t(i)",
-        [n + 1],
-    )
-    con.close()
+from tests.server.store.store_helpers import (
+    digest,
+    kill_after_acks,
+    make_event,
+    spawn,
+    store_files,
+    v1_store_with_events,
+)
 
 
 def _event_seqs(store: Store) -> list[int]:
@@ -110,7 +98,7 @@ def test_a_stalled_event_log_checkpoint_does_not_hold_up_durable_writes(db_path:
 def test_a_version_1_store_moves_its_events_and_keeps_numbering(
     db_path: Path, tmp_path: Path
 ) -> None:
-    _v1_store_with_events(db_path, 5000)
+    v1_store_with_events(db_path, 5000)
     export_parquet(db_path, tmp_path / "before")  # a closed v1 file exports from the main file
     assert pq.read_table(tmp_path / "before" / "events.parquet").num_rows == 5000
     with Store.open(db_path) as store:
@@ -128,7 +116,7 @@ def test_a_version_1_store_moves_its_events_and_keeps_numbering(
 
 
 def test_a_move_interrupted_after_the_copy_completes_without_duplicates(db_path: Path) -> None:
-    _v1_store_with_events(db_path, 3000)
+    v1_store_with_events(db_path, 3000)
     con = duckdb.connect(str(db_path))
     attach_event_log(con, db_path, 1)
     prepare_move(con)  # the copy committed; the crash came before the version row
@@ -235,7 +223,7 @@ def test_an_event_log_held_by_another_process_is_refused(db_path: Path) -> None:
 def test_export_in_the_middle_of_the_move_reads_the_complete_copy(
     db_path: Path, tmp_path: Path
 ) -> None:
-    _v1_store_with_events(db_path, 1000)
+    v1_store_with_events(db_path, 1000)
     con = duckdb.connect(str(db_path))
     attach_event_log(con, db_path, 1)
     prepare_move(con)
