@@ -66,14 +66,20 @@ async def direct(calls: int, concurrency: int) -> tuple[list[float], float]:
             pass
         await stream.result()
 
+    latencies = await _one_at_a_time(one, calls)
+    rate = await _throughput(one, calls, concurrency)
+    await runtime.stop()
+    return latencies, rate
+
+
+async def _one_at_a_time(one: Any, calls: int) -> list[float]:
+    """Seconds of each of ``calls`` awaits of ``one()``, run one after another."""
     latencies = []
     for _ in range(calls):
         started = time.perf_counter()
         await one()
         latencies.append(time.perf_counter() - started)
-    rate = await _throughput(one, calls, concurrency)
-    await runtime.stop()
-    return latencies, rate
+    return latencies
 
 
 async def _throughput(one: Any, calls: int, concurrency: int) -> float:
@@ -116,11 +122,7 @@ async def service_only(db: Path, calls: int, concurrency: int) -> tuple[list[flo
         call = await live.service.start_call("default", chat)
         await call.outcome()
 
-    latencies = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        await one()
-        latencies.append(time.perf_counter() - started)
+    latencies = await _one_at_a_time(one, calls)
     rate = await _throughput(one, calls, concurrency)
     await live.service.runtime.stop()
     store.close()
@@ -204,12 +206,12 @@ async def over_http(
     first = await Connection.open(host, port)
     for _ in range(200):  # warm-up
         await first.post("/v1/chat/completions", body(), headers)
-    latencies = []
-    for _ in range(calls):
-        started = time.perf_counter()
+
+    async def sequential() -> None:
         status, _ = await first.post("/v1/chat/completions", body(), headers)
-        latencies.append(time.perf_counter() - started)
         assert status == 200, status
+
+    latencies = await _one_at_a_time(sequential, calls)
     pool = [await Connection.open(host, port) for _ in range(concurrency)]
     free: asyncio.Queue[Connection] = asyncio.Queue()
     for conn in pool:

@@ -22,6 +22,7 @@ import duckdb
 
 from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.errors import StoreOpenError
+from agentconsole.server.store.migration_steps import commit_step
 
 #: The alias the event log is attached under; SQL names its table ``event_log.events``.
 EVENT_LOG = "event_log"
@@ -78,21 +79,6 @@ def check_pair(con: duckdb.DuckDBPyConnection, db_path: Path, schema_version: in
         raise StoreOpenError(path, "the store's event log is empty (replaced?)", REMEDY)
 
 
-def _in_transaction(
-    con: duckdb.DuckDBPyConnection, crash: CrashPoints | None, *statements: str
-) -> None:
-    con.execute("BEGIN TRANSACTION")
-    try:
-        for statement in statements:
-            con.execute(statement)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    if crash is not None:
-        crash.hit("after_migration_commit")
-
-
 def prepare_move(con: duckdb.DuckDBPyConnection, crash: CrashPoints | None = None) -> None:
     """The cross-file steps of schema version 2, each its own transaction and idempotent.
 
@@ -102,22 +88,23 @@ def prepare_move(con: duckdb.DuckDBPyConnection, crash: CrashPoints | None = Non
     migration's own transaction then drops ``main.events`` and records the version.
     """
     if "store_identity" not in _tables(con):
-        _in_transaction(
-            con, crash, _IDENTITY_DDL, f"INSERT INTO store_identity VALUES ('{uuid.uuid4().hex}')"
+        commit_step(
+            con, crash, [_IDENTITY_DDL, f"INSERT INTO store_identity VALUES ('{uuid.uuid4().hex}')"]
         )
-    _in_transaction(
+    commit_step(
         con,
         crash,
-        EVENTS_DDL,
-        _OWNER_DDL,
-        f"INSERT INTO {EVENT_LOG}.owner SELECT store_id FROM store_identity"
-        f" WHERE NOT EXISTS (SELECT 1 FROM {EVENT_LOG}.owner)",
+        [
+            EVENTS_DDL,
+            _OWNER_DDL,
+            f"INSERT INTO {EVENT_LOG}.owner SELECT store_id FROM store_identity"
+            f" WHERE NOT EXISTS (SELECT 1 FROM {EVENT_LOG}.owner)",
+        ],
     )
     if "events" in _tables(con):
-        _in_transaction(
-            con,
-            crash,
-            # every v1 row has a seq (the writer numbers them): copy in order, resumably
+        # every v1 row has a seq (the writer numbers them): copy in order, resumably
+        copy = (
             f"INSERT INTO {EVENTS} SELECT * FROM events"
-            f" WHERE seq > (SELECT coalesce(max(seq), 0) FROM {EVENTS}) ORDER BY seq",
+            f" WHERE seq > (SELECT coalesce(max(seq), 0) FROM {EVENTS}) ORDER BY seq"
         )
+        commit_step(con, crash, [copy])

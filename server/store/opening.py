@@ -202,7 +202,8 @@ def attach_event_log(
         finally:
             con.execute(f"DETACH {EVENT_LOG}")
     _attach(con, log_path, read_only=read_only)
-    check_pair(con, path, schema_version)
+    if read_only:  # read-write, an existing log was checked above and a new one is empty
+        check_pair(con, path, schema_version)
     return True
 
 

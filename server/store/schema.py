@@ -18,6 +18,7 @@ import duckdb
 
 from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.event_log import SPLIT_VERSION, prepare_move
+from agentconsole.server.store.migration_steps import commit_step
 
 _V1 = (
     """CREATE TABLE tenants (
@@ -165,20 +166,10 @@ def migrate(con: duckdb.DuckDBPyConnection, crash: CrashPoints | None = None) ->
             continue
         if migration.prepare is not None:
             migration.prepare(con, crash)
-        con.execute("BEGIN TRANSACTION")
-        try:
-            if migration.version == 1:
-                con.execute(_VERSION_TABLE)
-            for statement in migration.statements:
-                con.execute(statement)
-            con.execute(
-                "INSERT INTO schema_version VALUES (?, ?, ?)",
-                [migration.version, migration.description, time.time()],
-            )
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        if crash is not None:
-            crash.hit("after_migration_commit")
+        version_row = (
+            "INSERT INTO schema_version VALUES (?, ?, ?)",
+            [migration.version, migration.description, time.time()],
+        )
+        first = [_VERSION_TABLE] if migration.version == 1 else []
+        commit_step(con, crash, [*first, *migration.statements, version_row])
     return MigrationReport(before=before, after=max(before, LATEST_VERSION))

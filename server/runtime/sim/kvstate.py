@@ -74,7 +74,7 @@ class EngineKv:
         room = index.make_room(
             Tier.HBM, own + slow_tokens, now, max_priority=None if reclaim_retained else now
         )
-        self.emit_evictions(room, now)
+        self._emit_evictions(room, now)
         if not room.ok:
             index.unlock(found.path)
             return None
@@ -82,7 +82,7 @@ class EngineKv:
         if slow:
             moved = index.move(slow, Tier.HBM, now)
             ready_at = self._transfer(now, moved.moved_tokens)
-            self.emit(now, EventKind.KV_RELOADED, call.ticket.program_id, moved.moved_tokens)
+            self._emit(now, EventKind.KV_RELOADED, call.ticket.program_id, moved.moved_tokens)
         if not index.reserve(Tier.HBM, own):
             raise AssertionError("make_room succeeded but the reservation does not fit")
         call.reserved = own
@@ -92,7 +92,7 @@ class EngineKv:
             if block.key in self._computed:
                 recompute += block.tokens
         if recompute:
-            self.emit(now, EventKind.KV_RECOMPUTED, call.ticket.program_id, recompute)
+            self._emit(now, EventKind.KV_RECOMPUTED, call.ticket.program_id, recompute)
         return Admission(ready_at, found.hit_tokens, slow_tokens, recompute, miss)
 
     def release(self, call: SimCall) -> None:
@@ -110,7 +110,7 @@ class EngineKv:
         inserted = self.index.insert(tenant, blocks, now, owner=owner)
         if not inserted.complete:
             need = sum(b.tokens for b in blocks[len(inserted.path) :])
-            self.emit_evictions(self.index.make_room(Tier.HBM, need, now), now)
+            self._emit_evictions(self.index.make_room(Tier.HBM, need, now), now)
             inserted = self.index.insert(tenant, blocks, now, owner=owner)
         self._computed.update(b.key for b in blocks)
         return inserted
@@ -132,11 +132,11 @@ class EngineKv:
             moved = self.index.move(nodes, Tier.DRAM, now)
             if moved.moved_tokens:
                 self._transfer(now, moved.moved_tokens)
-                self.emit(now, EventKind.KV_OFFLOADED, program_id, moved.moved_tokens)
+                self._emit(now, EventKind.KV_OFFLOADED, program_id, moved.moved_tokens)
             return moved.moved_tokens
         dropped = self.index.drop(nodes, now)
         if dropped.moved_tokens:
-            self.emit(now, EventKind.KV_DROPPED, program_id, dropped.moved_tokens)
+            self._emit(now, EventKind.KV_DROPPED, program_id, dropped.moved_tokens)
         return dropped.moved_tokens
 
     def retained_tokens(self, now: float) -> int:
@@ -153,7 +153,7 @@ class EngineKv:
         return self._link_free_at
 
     # -- events --------------------------------------------------------------------------------
-    def emit(self, now: float, kind: EventKind, program_id: str, tokens: int) -> None:
+    def _emit(self, now: float, kind: EventKind, program_id: str, tokens: int) -> None:
         """Record a ``kv.*`` event of ``tokens`` for ``program_id``."""
         self.sink.emit(
             Event(
@@ -164,8 +164,8 @@ class EngineKv:
             )
         )
 
-    def emit_evictions(self, result: EvictionResult, now: float) -> None:
+    def _emit_evictions(self, result: EvictionResult, now: float) -> None:
         """Record what ``result`` evicted, if anything."""
         if result.moves:
             tokens = sum(move.tokens for move in result.moves)
-            self.emit(now, EventKind.KV_EVICTED, "", tokens)
+            self._emit(now, EventKind.KV_EVICTED, "", tokens)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -102,3 +104,24 @@ def v1_store_with_events(db: Path, n: int) -> None:
         [n + 1],
     )
     con.close()
+
+
+class GatedConnection:
+    """A connection whose statements starting with ``prefix`` wait for ``gate`` (``entered``
+    is set when one does); everything else passes straight through. Holds a writer lane at
+    a chosen point, e.g. ``BEGIN`` (inside a batch) or ``CHECKPOINT``."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, prefix: str) -> None:
+        self._con = con
+        self._prefix = prefix
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def execute(self, sql: str, *args: Any) -> duckdb.DuckDBPyConnection:
+        if sql.startswith(self._prefix):
+            self.entered.set()
+            self.gate.wait(30)
+        return self._con.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)

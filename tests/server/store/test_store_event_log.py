@@ -4,9 +4,8 @@ event-log checkpoint never holds up an acknowledged write of the main file."""
 from __future__ import annotations
 
 import shutil
-import threading
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import duckdb
 import pyarrow.parquet as pq
@@ -24,6 +23,7 @@ from agentconsole.server.store.opening import attach_event_log
 from agentconsole.server.store.preflight import wal_path
 from agentconsole.server.store.schema import MIGRATIONS
 from tests.server.store.store_helpers import (
+    GatedConnection,
     digest,
     kill_after_acks,
     make_event,
@@ -56,30 +56,12 @@ def test_events_go_to_the_event_log_and_records_to_the_main_file(store: Store) -
     assert _event_seqs(store) == list(range(1, 20_001))
 
 
-class _StallingCheckpoints:
-    """A connection whose ``CHECKPOINT`` statements wait for ``gate`` (everything else passes)."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        self._con = con
-        self.entered = threading.Event()
-        self.gate = threading.Event()
-
-    def execute(self, sql: str, *args: Any) -> duckdb.DuckDBPyConnection:
-        if sql.startswith("CHECKPOINT"):
-            self.entered.set()
-            self.gate.wait(30)
-        return self._con.execute(sql, *args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._con, name)
-
-
 def test_a_stalled_event_log_checkpoint_does_not_hold_up_durable_writes(db_path: Path) -> None:
     # DuckDB keeps one checkpoint lock per attached file, so this holds inside DuckDB too
     # (measured in docs/BENCHMARKS.md section 6); here the event lane's own checkpoint stalls.
     with Store.open(db_path, StoreConfig(idle_checkpoint_s=0.05)) as store:
         lane = store.writer._events
-        stalling = _StallingCheckpoints(lane._con)
+        stalling = GatedConnection(lane._con, "CHECKPOINT")
         lane._con = cast(duckdb.DuckDBPyConnection, stalling)
         try:
             store.writer.append(make_event(1)).result(timeout=10)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from agentconsole.scheduler.events import Event, EventKind, EventSink
 from agentconsole.server.store import OperatorAction, Store, StoreClosedError, StoreConfig
 from agentconsole.server.store.event_log import EVENTS
-from tests.server.store.store_helpers import make_event
+from tests.server.store.store_helpers import GatedConnection, make_event
 
 
 def _seqs(store: Store) -> list[int]:
@@ -197,28 +197,10 @@ def test_non_finite_floats_are_stored_as_null(store: Store) -> None:
     assert stored.event.data == {"a": None, "b": 1.5}
 
 
-class _GatedBegin:
-    """A connection whose ``BEGIN`` waits for ``gate``: holds a lane inside its batch."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        self._con = con
-        self.entered = threading.Event()
-        self.gate = threading.Event()
-
-    def execute(self, sql: str, *args: Any) -> duckdb.DuckDBPyConnection:
-        if sql.startswith("BEGIN"):
-            self.entered.set()
-            self.gate.wait(30)
-        return self._con.execute(sql, *args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._con, name)
-
-
 def test_a_death_in_one_lane_settles_every_future_of_the_other(db_path: Path) -> None:
     store = Store.open(db_path, StoreConfig(max_batch_rows=10))
     lane = store.writer._events
-    gated = _GatedBegin(lane._con)
+    gated = GatedConnection(lane._con, "BEGIN")
     lane._con = cast(duckdb.DuckDBPyConnection, gated)
     first = store.writer.append(make_event(0))
     assert gated.entered.wait(10)  # the event lane is inside a batch
