@@ -22,7 +22,6 @@ from agentconsole.server.store.bulk import insert_events, write_records
 from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.ops import DEFERRED, Op, Txn
 from agentconsole.server.store.records import Record
-from agentconsole.server.store.tablespec import TableSpec
 
 Settle = Callable[..., None]
 
@@ -33,7 +32,7 @@ class Batch:
 
     events: list[Event] = field(default_factory=list)
     event_acks: list[tuple[int, Future[int]]] = field(default_factory=list)
-    records: dict[TableSpec, list[Record]] = field(default_factory=dict)
+    records: dict[type[Record], list[Record]] = field(default_factory=dict)
     record_acks: list[Future[None]] = field(default_factory=list)
     ops: list[Op[Any]] = field(default_factory=list)
     results: list[Any] = field(default_factory=list)
@@ -62,7 +61,8 @@ class Batch:
         return batch
 
     def _add_record(self, record: Any) -> None:
-        self.records.setdefault(type(record).SPEC, []).append(record)
+        # Grouped by class, whose hash is its id: a TableSpec's hash walks all its columns.
+        self.records.setdefault(type(record), []).append(record)
 
     @property
     def n_events(self) -> int:
@@ -118,7 +118,8 @@ def apply_batch(
             insert_events(con, batch.events, batch.first_seq)
             seqs["events"] += len(batch.events)
             crash.hit("mid_batch_commit")
-        for spec, records in batch.records.items():
+        for record_type, records in batch.records.items():
+            spec = record_type.SPEC
             first = seqs.get(spec.table, 0)
             write_records(con, spec, records, first)
             if spec.seq_column:

@@ -16,7 +16,10 @@ class StoreConfig:
     """
 
     memory_limit: str = "1GB"
-    threads: int = 2
+    #: DuckDB worker threads. One: the lane's own thread runs each statement, so DuckDB
+    #: never takes both of a 2-core machine's cores from the serving thread (measured: the
+    #: API's throughput 1,800-2,000 -> 2,150-2,600 calls/s, ingest 215 k -> 290 k events/s).
+    threads: int = 1
     #: WAL size that triggers DuckDB's automatic checkpoint inside a COMMIT, per file. Each
     #: stalls that file's writes for 40-130 ms here (a checkpoint on another connection stalls
     #: them just the same), which is why events have a file of their own; 2-4 MB gave no
@@ -26,13 +29,16 @@ class StoreConfig:
     max_batch_rows: int = 5000
     #: How long the main lane gathers work after a first item nobody waits on, in seconds.
     #: 0 commits as soon as the queue is empty: batches then grow on their own while a commit
-    #: (an fsync) is under way. A batch that starts with an item someone waits on is committed
-    #: at once; such an item arriving during a linger waits for the rest of it.
+    #: (an fsync) is under way. An item someone waits on never lingers: it ends a linger at
+    #: once, and a batch it starts is committed at once. Nor does a lane linger while a full
+    #: batch is queued.
     linger_s: float = 0.0
     #: The same for the event lane. Fire-and-forget events are its bulk, and each batch costs
-    #: the serving threads a wake-up and some GIL time: gathering 5 ms of them per commit
-    #: took ~0.5 ms off the API's p99 (docs/BENCHMARKS.md section 7).
-    event_linger_s: float = 0.005
+    #: the serving thread a wake-up and GIL time (Arrow conversion, DuckDB's scan of it):
+    #: gathering 100 ms of them per commit took the API's added p99 from 2.4-3.4 ms to
+    #: 1.5-1.8 ms (docs/BENCHMARKS.md section 7). The price: a crash loses at most the last
+    #: 100 ms of events nobody waited for.
+    event_linger_s: float = 0.1
     #: Queue length above which fire-and-forget events are dropped (and counted).
     max_queue: int = 1_000_000
     #: Idle time after which the writer checkpoints if anything was committed since.

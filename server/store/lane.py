@@ -72,6 +72,8 @@ class WriterLane:
         self._checkpoint_sql = f"CHECKPOINT {database}".strip()
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._submit_lock = threading.Lock()
+        # Set by every item someone waits on (and by shutdown): it cuts a linger short.
+        self._urgent = threading.Event()
         self._closing = False
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -113,6 +115,7 @@ class WriterLane:
             if self._closing:
                 raise StoreClosedError(self._closed_reason())
             self._queue.put(item)
+        self._urgent.set()
 
     def _closed_reason(self) -> str:
         if self._failure is not None:
@@ -142,6 +145,7 @@ class WriterLane:
             if not self._closing:
                 self._closing = True
                 self._queue.put(_STOP)
+        self._urgent.set()
 
     def abort(self, error: BaseException) -> None:
         """Stop because another lane of the same DuckDB instance died of ``error``: refuse new
@@ -152,6 +156,7 @@ class WriterLane:
             if not self._closing:
                 self._closing = True
                 self._queue.put(_STOP)
+        self._urgent.set()
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the thread to end; False if it did not within ``timeout``."""
@@ -195,20 +200,34 @@ class WriterLane:
         items = [first]
         if first is _STOP:
             return items
-        if self._config.linger_s > 0 and not isinstance(first, tuple | Op):
-            # nobody waits on this item: sleep, then take what came, so that one wake-up of
+        if self._should_linger(first):
+            # Nobody waits on this item: linger, then take what came, so that one wake-up of
             # this thread (which takes the GIL from the serving threads) and one commit cover
-            # many items; waiting on the queue instead would wake it for every single item
-            time.sleep(self._config.linger_s)
+            # many items; waiting on the queue instead would wake it for every single item.
+            # An item someone waits on ends the linger at once.
+            self._urgent.wait(self._config.linger_s)
+        # Whatever raised the signal so far is queued, and the drain below takes it; if the
+        # drain stops at a full batch, what is left may hold such an item: signal again.
+        self._urgent.clear()
         while len(items) < self._config.max_batch_rows:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                break
+                return items
             items.append(item)
             if item is _STOP:
-                break
+                return items
+        self._urgent.set()
         return items
+
+    def _should_linger(self, first: object) -> bool:
+        """Linger after ``first`` only if nobody waits on it and no full batch is queued
+        already (under a backlog a linger would only cap the ingest rate)."""
+        return (
+            self._config.linger_s > 0
+            and not isinstance(first, tuple | Op)
+            and self._queue.qsize() < self._config.max_batch_rows
+        )
 
     def _drain(self) -> list[object]:
         items: list[object] = []
