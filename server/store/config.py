@@ -20,11 +20,11 @@ class StoreConfig:
     #: never takes both of a 2-core machine's cores from the serving thread (measured: the
     #: API's throughput 1,800-2,000 -> 2,150-2,600 calls/s, ingest 215 k -> 290 k events/s).
     threads: int = 1
-    #: WAL size that triggers DuckDB's automatic checkpoint inside a COMMIT, per file. Each
-    #: stalls that file's writes for 40-130 ms here (a checkpoint on another connection stalls
-    #: them just the same), which is why events have a file of their own; 2-4 MB gave no
-    #: better ack p99 under load than DuckDB's 16 MB.
-    checkpoint_threshold: str = "16MB"
+    #: WAL size that triggers DuckDB's automatic checkpoint inside a COMMIT (one setting for
+    #: both files). A checkpoint stalls its file's writes, so small and frequent beats large
+    #: and rare: with the event log's small row groups (``event_log.ROW_GROUP_SIZE``) a 2 MB
+    #: WAL checkpoints in 10-35 ms here, where DuckDB's default of 16 MB took 40-80 ms.
+    checkpoint_threshold: str = "2MB"
     #: Most rows (events plus records) committed in one transaction.
     max_batch_rows: int = 5000
     #: How long the main lane gathers work after a first item nobody waits on, in seconds.
@@ -33,12 +33,13 @@ class StoreConfig:
     #: once, and a batch it starts is committed at once. Nor does a lane linger while a full
     #: batch is queued.
     linger_s: float = 0.0
-    #: The same for the event lane. Fire-and-forget events are its bulk, and each batch costs
-    #: the serving thread a wake-up and GIL time (Arrow conversion, DuckDB's scan of it):
-    #: gathering 100 ms of them per commit took the API's added p99 from 2.4-3.4 ms to
-    #: 1.5-1.8 ms (docs/BENCHMARKS.md section 7). The price: a crash loses at most the last
-    #: 100 ms of events nobody waited for.
-    event_linger_s: float = 0.1
+    #: The same for the event lane. Fire-and-forget events are its bulk, and each batch has
+    #: a fixed cost of ~1.4 ms of the writer's CPU and GIL time (DuckDB's Python layer,
+    #: the commit) taken from the serving thread: at 5 ms that was a fifth of a core under
+    #: the API's load. 20 ms keeps it to ~50 batches a second while an event still reaches
+    #: the disk within ~50 ms of being emitted (p99), which bounds what a crash can lose
+    #: (docs/BENCHMARKS.md sections 6 and 7).
+    event_linger_s: float = 0.02
     #: Queue length above which fire-and-forget events are dropped (and counted).
     max_queue: int = 1_000_000
     #: Idle time after which the writer checkpoints if anything was committed since.

@@ -29,6 +29,13 @@ EVENT_LOG = "event_log"
 EVENTS = f"{EVENT_LOG}.events"
 #: The schema version from which events live in the event log.
 SPLIT_VERSION = 2
+#: Rows per row group of the event log (DuckDB's default is 122,880), set at every read-write
+#: attach and applying to rows written from then on. A checkpoint that completes a row group
+#: compresses all of it while the file's writes wait: at 50 k events/s a default row group
+#: stalled them for ~100 ms every 2.5 s, a 16 K one stalls them for 10-35 ms (acknowledged
+#: event p99 under that load 148 -> 10 ms, docs/BENCHMARKS.md section 6). Scans of the log
+#: are by ``seq`` or time, which finer zone maps serve at least as well.
+ROW_GROUP_SIZE = 16_384
 
 EVENTS_DDL = f"""CREATE TABLE IF NOT EXISTS {EVENTS} (
     seq BIGINT, ts DOUBLE, kind VARCHAR, program_id VARCHAR, node_id VARCHAR,

@@ -26,6 +26,7 @@ from agentconsole.server.store.errors import StoreOpenError
 from agentconsole.server.store.event_log import (
     EVENT_LOG,
     REMEDY,
+    ROW_GROUP_SIZE,
     SPLIT_VERSION,
     check_pair,
     event_log_path,
@@ -209,7 +210,7 @@ def attach_event_log(
 
 def _attach(con: duckdb.DuckDBPyConnection, log_path: Path, *, read_only: bool) -> None:
     quoted = "'" + str(log_path).replace("'", "''") + "'"
-    mode = " (READ_ONLY)" if read_only else ""
+    mode = " (READ_ONLY)" if read_only else f" (ROW_GROUP_SIZE {ROW_GROUP_SIZE})"
     try:
         con.execute(f"ATTACH {quoted} AS {EVENT_LOG}{mode}")
     except (duckdb.Error, OSError) as error:

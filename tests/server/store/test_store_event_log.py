@@ -18,7 +18,13 @@ from agentconsole.server.store import (
     StoreOpenError,
     export_parquet,
 )
-from agentconsole.server.store.event_log import EVENT_LOG, EVENTS, event_log_path, prepare_move
+from agentconsole.server.store.event_log import (
+    EVENT_LOG,
+    EVENTS,
+    ROW_GROUP_SIZE,
+    event_log_path,
+    prepare_move,
+)
 from agentconsole.server.store.opening import attach_event_log
 from agentconsole.server.store.preflight import wal_path
 from agentconsole.server.store.schema import MIGRATIONS
@@ -54,6 +60,25 @@ def test_events_go_to_the_event_log_and_records_to_the_main_file(store: Store) -
         ).fetchall()
     assert tables == [(EVENT_LOG, "events")]
     assert _event_seqs(store) == list(range(1, 20_001))
+
+
+def test_the_event_log_is_written_in_small_row_groups(db_path: Path) -> None:
+    # A checkpoint that completes a row group compresses all of it while the file's writes
+    # wait, so the event log's row groups are small (ROW_GROUP_SIZE), also in a log that was
+    # created with DuckDB's default and is opened again.
+    n = 2 * ROW_GROUP_SIZE + 100
+    for _ in range(2):
+        with Store.open(db_path) as store:
+            for i in range(n):
+                store.writer.emit(make_event(i))
+            store.writer.flush().result(timeout=60)
+    with Store.open(db_path) as store, store.cursor() as cur:
+        rows = cur.execute(
+            f"SELECT count(*), count(DISTINCT row_group_id) FROM pragma_storage_info('{EVENTS}')"
+            " WHERE column_id = 0"
+        ).fetchall()
+        assert store.repo.last_seq() == 2 * n
+    assert rows[0][1] >= (2 * n) // ROW_GROUP_SIZE  # DuckDB's default would make it 1
 
 
 def test_a_stalled_event_log_checkpoint_does_not_hold_up_durable_writes(db_path: Path) -> None:
