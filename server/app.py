@@ -54,6 +54,9 @@ from agentconsole.server.store.catalog import TenantRecord
 from agentconsole.server.store.journal import OperatorAction
 from agentconsole.server.store.store import Store
 
+#: The cyclic collector's generation thresholds while serving (see the lifespan).
+GC_THRESHOLDS = (50_000, 20, 10)
+
 log = logging.getLogger(__name__)
 API_VERSION = "1"
 
@@ -166,12 +169,20 @@ def create_app(
         # collector's generations, so full collections stay short (latency tails).
         gc.collect()
         gc.freeze()
+        # A request allocates thousands of short-lived containers (Litestar, pydantic, the
+        # call's events); at CPython's default of a young collection every 700 of them,
+        # 32 requests in flight promoted their live objects into older generations and the
+        # collector took a quarter of the CPU. At 50,000 they die first: 2,250-2,400 ->
+        # 2,990-3,250 calls/s (docs/BENCHMARKS.md section 7).
+        gc_thresholds = gc.get_threshold()
+        gc.set_threshold(*GC_THRESHOLDS)
         # The store writer is a thread: with the default 5 ms GIL switch interval a commit's
         # Python work can hold a request for up to 5 ms; 0.5 ms bounds that wait.
         sys.setswitchinterval(0.0005)
         try:
             yield
         finally:
+            gc.set_threshold(*gc_thresholds)
             hub.close()
             for extension in reversed(extensions):
                 await extension.stop()
