@@ -106,6 +106,8 @@ class WriterLane:
             self.stats.dropped += 1
             return
         self._queue.put(item)
+        if self._ended():  # it closed between the check and the put: count, do not lose
+            self._count_leftovers()
 
     def submit(self, item: object) -> None:
         """Queue ``item``, which carries a future; raises :class:`StoreClosedError` if closed."""
@@ -159,10 +161,19 @@ class WriterLane:
         self._urgent.set()
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait for the thread to end; False if it did not within ``timeout``."""
+        """Wait for the thread to end; False if it did not within ``timeout``. Items that
+        were queued after the thread's last drain are counted as dropped."""
         if self._thread.is_alive():
             self._thread.join(timeout)
+        if self._ended():
+            self._count_leftovers()
         return not self._thread.is_alive()
+
+    def _ended(self) -> bool:
+        return self._thread.ident is not None and not self._thread.is_alive()
+
+    def _count_leftovers(self) -> None:
+        self.stats.dropped += len(self._drain())
 
     def checkpoint_now(self) -> None:
         """Run ``CHECKPOINT``. Only the thread that owns the connection may call it."""
@@ -192,8 +203,9 @@ class WriterLane:
                 return
         # offer() takes no lock (it is the hot path), so a fire-and-forget item can land
         # behind the stop sentinel: it is not written, but it is counted, not lost silently
-        # (items with futures cannot: submit() checks under the lock)
-        self.stats.dropped += len(self._drain())
+        # (items with futures cannot: submit() checks under the lock); one that lands after
+        # this drain is counted by offer() or join()
+        self._count_leftovers()
 
     def _take(self, idle: float) -> list[object]:
         first = self._queue.get(timeout=idle)

@@ -14,7 +14,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-PROFILE_FORMAT = 1
+#: The format this build writes. 2 added the efficiency fields ``prefill_context_sq_s`` and
+#: ``call_overhead_s`` (and the point field ``prefill_context_sq``): a build that reads only
+#: format 1 then refuses a new profile by its format, not with a TypeError on a field.
+PROFILE_FORMAT = 2
+#: The formats this build reads; a format-1 profile lacks only fields that default to 0.
+READABLE_FORMATS = (1, 2)
 _PROFILES_PACKAGE = "agentconsole.server.runtime.sim.profiles"
 
 
@@ -116,13 +121,16 @@ class Profile:
 
 
 def profile_from_json(data: Mapping[str, Any]) -> Profile:
-    """Build a ``Profile`` from its JSON dict; raises ``ValueError`` on another format version.
+    """Build a ``Profile`` from its JSON dict; raises ``ValueError`` on a format this build
+    cannot read (:data:`READABLE_FORMATS`).
 
     Missing efficiency fields and point fields take their defaults; unknown keys raise
     ``TypeError`` so that a typo in a hand-edited profile is not silently ignored.
     """
-    if data.get("format") != PROFILE_FORMAT:
-        raise ValueError(f"profile format {data.get('format')!r}, expected {PROFILE_FORMAT}")
+    if data.get("format") not in READABLE_FORMATS:
+        raise ValueError(
+            f"profile format {data.get('format')!r}, this build reads formats {READABLE_FORMATS}"
+        )
     return Profile(
         gpu=str(data["gpu"]),
         model=str(data["model"]),

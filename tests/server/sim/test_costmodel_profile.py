@@ -12,6 +12,7 @@ import pytest
 from agentconsole.server.runtime.sim.costmodel import CostModel, attention_pairs, preset
 from agentconsole.server.runtime.sim.fit import fit_efficiency
 from agentconsole.server.runtime.sim.profile import (
+    PROFILE_FORMAT,
     Efficiency,
     MeasuredStep,
     Profile,
@@ -68,6 +69,20 @@ def test_profile_loading_rejects_bad_input(tmp_path: Path) -> None:
         json.dumps({"format": 1, "gpu": "cpu-2core", "model": "tiny-llama", "tp": 1})
     )
     assert profile_from_json(minimal).efficiency == Efficiency()
+
+
+def test_profiles_are_written_in_the_current_format_and_format_1_still_reads() -> None:
+    # Format 2 added efficiency fields: a build that knew only format 1 must refuse a new
+    # profile by its format number instead of failing on an unknown field.
+    profile = load_profile("H200-141GB__llama-3.1-8b__tp1")
+    written = profile.to_json()
+    assert written["format"] == PROFILE_FORMAT == 2
+    assert "call_overhead_s" in written["efficiency"]
+    assert profile_from_json(written) == profile
+    old = {**written, "format": 1, "efficiency": {"mfu": 0.5}, "points": [{"seconds": 0.1}]}
+    loaded = profile_from_json(old)
+    assert loaded.efficiency.call_overhead_s == 0.0
+    assert loaded.points[0].prefill_context_sq == 0
 
 
 def _synthetic_points(truth: CostModel, noise: float, seed: int) -> list[MeasuredStep]:

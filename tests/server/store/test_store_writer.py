@@ -129,6 +129,21 @@ def test_full_queue_drops_fire_and_forget_events_and_counts_them(db_path: Path) 
         assert store.writer.append(make_event(99)).result(timeout=10) == 1
 
 
+def test_an_event_that_slips_past_the_closed_check_is_counted_not_lost(db_path: Path) -> None:
+    store = Store.open(db_path)
+    lane = store.writer._events
+    assert store.close() is True
+    # offer() checks "closed" without a lock: simulate an emit that passed that check just
+    # before the lane's last drain, and one whose put lands while join() runs
+    lane._closing = False
+    store.writer.emit(make_event(1))
+    assert store.writer.stats.dropped == 1
+    lane._queue.put(make_event(2))
+    assert lane.join(1) is True
+    assert store.writer.stats.dropped == 2
+    assert lane.queue_depth == 0
+
+
 def test_close_drains_the_queue_and_later_writes_are_refused(db_path: Path) -> None:
     store = Store.open(db_path)
     for i in range(20_000):
