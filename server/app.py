@@ -44,6 +44,7 @@ from agentconsole.server.api.system import SystemController
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.observe import Observer
 from agentconsole.server.live.operator import OperatorDesk
+from agentconsole.server.live.ownership import StoredIds
 from agentconsole.server.live.projector import StoreProjector
 from agentconsole.server.live.queries import ProgramQueries
 from agentconsole.server.live.service import ProgramService
@@ -102,6 +103,7 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         policy=config.policy,
         kv_policy=config.kv_policy,
         ready_timeout_s=config.ready_timeout_s,
+        stored_ids=StoredIds(store.repo.program_owner, store.repo.program_ids()),
     )
     metrics = MetricsAggregator(window=10_000)  # bounded: serve runs for weeks
     projector = StoreProjector(service.controller, store.writer)

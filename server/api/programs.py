@@ -33,6 +33,8 @@ class ProgramsController(Controller):
     ) -> JSON:
         """Create a program for the caller's tenant (409 if the id exists)."""
         quotas = Quotas(**data.quotas.model_dump()) if data.quotas else None
+        if data.program_id is not None:
+            await live.service.check_new_id(principal.tenant, data.program_id, explicit=True)
         program = live.service.open_program(
             principal.tenant,
             data.program_id,

@@ -67,6 +67,7 @@ class CallAdmission:
             hashes = chain_hashes(chat.messages)
             program, parents = self._inferred(tenant, hashes, chat)
         else:
+            await svc.check_new_id(tenant, chat.program_id, explicit=False)
             program = svc.program_for_call(tenant, chat.program_id, chat)
         svc.require_running(program)
         now = time.time()

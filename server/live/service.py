@@ -38,6 +38,7 @@ from agentconsole.server.live.errors import (
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.identity import PrefixChains
 from agentconsole.server.live.nodes import NodeBook
+from agentconsole.server.live.ownership import StoredIds
 from agentconsole.server.live.servicemodel import OnlineServiceModel
 from agentconsole.server.live.toolwait import ToolWaitAdvisor
 
@@ -64,8 +65,11 @@ class ProgramService:
         policy: str = "cp-cache",
         kv_policy: str = "adaptive",
         ready_timeout_s: float = 30.0,
+        stored_ids: StoredIds | None = None,
     ) -> None:
         self.runtime = runtime
+        #: ids the store may hold (programs no longer in memory); none without a store
+        self.stored_ids = stored_ids or StoredIds(lambda _: None)
         self.hub = hub
         self.model = OnlineServiceModel()
         self.controller = ProgramController(hub, self.model)
@@ -136,9 +140,26 @@ class ProgramService:
             raise Conflict(f"program {pid!r} already exists", field="program_id")
         now = time.time()
         deadline = now + deadline_s if deadline_s is not None else None
-        return self.controller.open_program(
+        program = self.controller.open_program(
             pid, tenant, now, deadline=deadline, quotas=quotas, labels=labels
         )
+        self.stored_ids.add(pid)
+        return program
+
+    async def check_new_id(self, tenant: str, program_id: str, *, explicit: bool) -> None:
+        """Before opening ``program_id`` for ``tenant`` when it is not in memory: an id the
+        store holds is Conflict for an explicit create, as in memory; on first sight
+        (a call, a tool) another tenant's is NotFound and the tenant's own is opened again
+        (an agent going on after a restart). See :mod:`ownership`."""
+        if program_id in self.controller.programs:
+            return
+        owner = await self.stored_ids.owner(program_id)
+        if owner is None or program_id in self.controller.programs:
+            return
+        if explicit:
+            raise Conflict(f"program {program_id!r} already exists", field="program_id")
+        if owner != tenant:
+            raise NotFound(f"program {program_id!r} not found", field="program_id")
 
     def program_for_call(self, tenant: str, program_id: str, chat: ChatCall) -> Program:
         """The named program, created on first sight; NotFound if another tenant owns it."""
@@ -248,6 +269,7 @@ class ProgramService:
         """Gateway port: make sure the program (created on first sight for ``tenant``) has a
         tool node ``node_id``; NotFound for another tenant's program, QuotaError (429) when
         the tool-call or branch quota is used up, Conflict when the program has ended."""
+        await self.check_new_id(tenant, program_id, explicit=False)
         program = self.controller.programs.get(program_id)
         if program is None:
             program = self.open_program(tenant, program_id)
@@ -260,7 +282,9 @@ class ProgramService:
 
     async def check_program(self, tenant: str, program_id: str) -> None:
         """Gateway port: may ``tenant`` act on ``program_id``? Unknown ids pass (created on
-        first sight); another tenant's is NotFound, a stopped one its stop reason or 409."""
+        first sight); another tenant's (in memory or in the store) is NotFound, a stopped
+        one its stop reason or 409."""
+        await self.check_new_id(tenant, program_id, explicit=False)
         program = self.controller.programs.get(program_id)
         if program is None:
             return

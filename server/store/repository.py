@@ -8,7 +8,7 @@ call from any thread, including from a thread pool under asyncio.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, cast
@@ -130,6 +130,18 @@ class Repository:
             tuple(NodeRecord.from_row(r) for r in nodes),
             tuple(AttemptRecord.from_row(r) for r in attempts),
         )
+
+    def program_owner(self, program_id: str) -> str | None:
+        """The tenant the store holds ``program_id`` for, or ``None``."""
+        rows = self._all("SELECT tenant FROM programs WHERE program_id = ? LIMIT 1", [program_id])
+        return str(rows[0][0]) if rows else None
+
+    def program_ids(self, chunk: int = 10_000) -> Iterator[str]:
+        """Every stored program id, read ``chunk`` rows at a time."""
+        with self._cursor() as cur:
+            cur.execute("SELECT program_id FROM programs")
+            while rows := cur.fetchmany(chunk):
+                yield from (str(row[0]) for row in rows)
 
     def list_programs(
         self,
