@@ -25,8 +25,12 @@ from agentconsole.server.store import Store
 CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
 
 
-class ProgramServiceLike(ProgramPort, Protocol):
-    """The program core as the extension needs it: the port, plus cancel notifications."""
+class ProgramServiceLike(Protocol):
+    """The program core as the extension needs it: its port, and cancel notifications."""
+
+    @property
+    def tools(self) -> ProgramPort:
+        """The port the gateway calls (tool nodes, permission checks, tool start and end)."""
 
     def add_cancel_listener(self, listener: CancelListener) -> None:
         """Call ``listener(program_id, interrupted, flagged)`` on every program cancel."""
@@ -80,7 +84,7 @@ class GatewayExtension:
         gateway = ToolGateway(live.store, self.config)
         await gateway.start()
         live.service.add_cancel_listener(self._cancelled)
-        self._port = live.service
+        self._port = live.service.tools
         self.gateway = gateway
 
     def _cancelled(self, program_id: str, interrupted: list[str], flagged: list[str]) -> None:

@@ -7,10 +7,11 @@ raises :class:`~agentconsole.server.live.errors.ServiceError` subclasses for ref
 
 Data flow of a chat call: resolve the program (explicit, or inferred from the prefix chain)
 -> quotas -> node -> prompt -> ticket -> ``runtime.submit`` -> :class:`LiveCall` pumps the
-stream -> :class:`CallAccounting` finishes the node. Tools: ``tool_started`` opens the tool
-node's attempt and, when the program then waits on tools only, asks the tool-wait policy what
-to do with its KV. Cancel: pending nodes cancelled, calls in flight aborted and confirmed,
-tools interrupted (read-only) or flagged (side effects), KV dropped.
+stream -> :class:`CallAccounting` finishes the node. Tools (:class:`ToolPort`, what the
+gateway calls): ``tool_started`` opens the tool node's attempt and, when the program then
+waits on tools only, asks the tool-wait policy what to do with its KV. Cancel: pending nodes
+cancelled, calls in flight aborted and confirmed, tools interrupted (read-only) or flagged
+(side effects), KV dropped.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from agentconsole.scheduler.controller import ProgramController
 from agentconsole.scheduler.policies import get_policy
-from agentconsole.scheduler.program import Node, NodeKind, NodeState, Program, Quotas, ToolSpec
+from agentconsole.scheduler.program import NodeKind, Program, Quotas
 from agentconsole.scheduler.runtime import CacheAction, Runtime
 from agentconsole.server.live.accounting import CallAccounting
 from agentconsole.server.live.admission import CallAdmission, ChatCall
@@ -40,6 +41,7 @@ from agentconsole.server.live.identity import PrefixChains
 from agentconsole.server.live.nodes import NodeBook
 from agentconsole.server.live.ownership import StoredIds
 from agentconsole.server.live.servicemodel import OnlineServiceModel
+from agentconsole.server.live.toolport import ToolPort
 from agentconsole.server.live.toolwait import ToolWaitAdvisor
 
 CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
@@ -89,6 +91,8 @@ class ProgramService:
         )
         self._by_program: dict[str, dict[str, LiveCall]] = {}
         self.admission = CallAdmission(self)
+        #: the tool gateway's port (``gateway.ports.ProgramPort``)
+        self.tools = ToolPort(self)
         self._cancel_listeners: list[CancelListener] = []
         self._background: set[asyncio.Task[Any]] = set()
         hub.resolve_tenants(self.tenant_of)
@@ -261,73 +265,3 @@ class ProgramService:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-    # -- tools ---------------------------------------------------------------------------------
-    async def ensure_tool_node(
-        self, tenant: str, program_id: str, node_id: str, tool: str | ToolSpec
-    ) -> None:
-        """Gateway port: make sure the program (created on first sight for ``tenant``) has a
-        tool node ``node_id``; NotFound for another tenant's program, QuotaError (429) when
-        the tool-call or branch quota is used up, Conflict when the program has ended."""
-        await self.check_new_id(tenant, program_id, explicit=False)
-        program = self.controller.programs.get(program_id)
-        if program is None:
-            program = self.open_program(tenant, program_id)
-        elif program.tenant != tenant:
-            raise NotFound(f"program {program_id!r} not found", field="program_id")
-        self.require_running(program)
-        await self.check_quotas(program, time.time())
-        spec = tool if isinstance(tool, ToolSpec) else ToolSpec(tool)
-        self.nodes.tool_node(program, node_id, spec, None, time.time())
-
-    async def check_program(self, tenant: str, program_id: str) -> None:
-        """Gateway port: may ``tenant`` act on ``program_id``? Unknown ids pass (created on
-        first sight); another tenant's (in memory or in the store) is NotFound, a stopped
-        one its stop reason or 409."""
-        await self.check_new_id(tenant, program_id, explicit=False)
-        program = self.controller.programs.get(program_id)
-        if program is None:
-            return
-        if program.tenant != tenant:
-            raise NotFound(f"program {program_id!r} not found", field="program_id")
-        self.require_running(program)
-
-    def _tool(self, program_id: str, node_id: str) -> tuple[Program, Node]:
-        program = self.controller.programs.get(program_id)
-        node = program.nodes.get(node_id) if program is not None else None
-        if program is None or node is None or node.kind is not NodeKind.TOOL:
-            raise NotFound(f"tool node {node_id!r} of {program_id!r} not found", field="node_id")
-        return program, node
-
-    async def tool_started(self, program_id: str, node_id: str) -> None:
-        """Gateway port: the tool of ``node_id`` began running (NotFound for an unknown tool
-        node, Conflict when the program has stopped). When the program then waits on tools
-        only, the tool-wait policy decides what happens to its KV."""
-        program, node = self._tool(program_id, node_id)
-        self.require_running(program)
-        if node.state is NodeState.RUNNING:
-            raise Conflict(f"tool node {node_id!r} is already running", field="node_id")
-        self.controller.start_node(program_id, node_id, time.time())
-        if self.policy.program_aware and not self._by_program.get(program_id):
-            demand = sum(
-                c.request.ticket.prompt_tokens for c in self.calls.values() if not c.first_token_at
-            )
-            await self.toolwait.tool_wait(program, node, float(demand))
-
-    async def tool_finished(
-        self, program_id: str, node_id: str, outcome: str, latency_s: float | None = None
-    ) -> None:
-        """Gateway port: the tool ended (``ok``, ``fail`` or ``timeout``); the agent takes the
-        result either way. A no-op for a node that is not running (cancelled meanwhile)."""
-        program = self.controller.programs.get(program_id)
-        node = program.nodes.get(node_id) if program is not None else None
-        if program is None or node is None or node.state is not NodeState.RUNNING:
-            return
-        now = time.time()
-        if latency_s is None:
-            latency_s = now - node.attempts[-1].started_at if node.attempts else 0.0
-        self.controller.finish_tool(
-            program_id, node_id, now, outcome=outcome, latency_s=latency_s, final=True
-        )
-        if not any(n.state is NodeState.RUNNING for n in program.nodes.values()):
-            self.toolwait.released(program_id)

@@ -62,7 +62,7 @@ def test_a_stored_programs_id_stays_with_its_tenant(server: LiveServer) -> None:
         assert b.post("/v1/chat/completions", json=body).status_code == 404
         assert b.get(f"/v1/programs/{pid}").status_code == 404
     with pytest.raises(NotFound):  # the tool gateway's check
-        server.run(server.live.service.check_program("tenant-b", pid))
+        server.run(server.live.service.tools.check_program("tenant-b", pid))
     with server.client("sk-a") as a:
         stored = a.get(f"/v1/programs/{pid}").json()
         assert stored["tenant"] == "tenant-a"

@@ -12,9 +12,9 @@ from tests.server.api.harness import LiveServer, chat_body
 
 
 async def _port(server: LiveServer, *steps: tuple[str, tuple[object, ...]]) -> None:
-    service = server.live.service
+    port = server.live.service.tools
     for name, args in steps:
-        await getattr(service, name)(*args)
+        await getattr(port, name)(*args)
 
 
 def test_tool_wait_decides_kv_and_cancel_reports_tools(server: LiveServer) -> None:

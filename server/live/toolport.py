@@ -1,0 +1,98 @@
+"""The tool gateway's port into the program service (``gateway.ports.ProgramPort``).
+
+The gateway runs tools; the program service owns programs. Through this port the gateway
+makes sure a tool node exists (creating the program on first sight), asks whether a tenant may
+act on a program, and reports a tool's start and end, so that the scheduler knows the program
+waits on a tool and the tool-wait policy can decide what happens to its KV meanwhile.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from agentconsole.scheduler.program import Node, NodeKind, NodeState, Program, ToolSpec
+from agentconsole.server.live.errors import Conflict, NotFound
+
+if TYPE_CHECKING:
+    from agentconsole.server.live.service import ProgramService
+
+
+class ToolPort:
+    """See the module docstring; every method runs on the service's event loop."""
+
+    def __init__(self, service: ProgramService) -> None:
+        self.service = service
+
+    async def ensure_tool_node(
+        self, tenant: str, program_id: str, node_id: str, tool: str | ToolSpec
+    ) -> None:
+        """Make sure the program (created on first sight for ``tenant``) has a tool node
+        ``node_id``; NotFound for another tenant's program, QuotaError (429) when the
+        tool-call or branch quota is used up, Conflict when the program has ended."""
+        svc = self.service
+        await svc.check_new_id(tenant, program_id, explicit=False)
+        program = svc.controller.programs.get(program_id)
+        if program is None:
+            program = svc.open_program(tenant, program_id)
+        elif program.tenant != tenant:
+            raise NotFound(f"program {program_id!r} not found", field="program_id")
+        svc.require_running(program)
+        await svc.check_quotas(program, time.time())
+        spec = tool if isinstance(tool, ToolSpec) else ToolSpec(tool)
+        svc.nodes.tool_node(program, node_id, spec, None, time.time())
+
+    async def check_program(self, tenant: str, program_id: str) -> None:
+        """May ``tenant`` act on ``program_id``? Unknown ids pass (created on first sight);
+        another tenant's (in memory or in the store) is NotFound, a stopped one its stop
+        reason or 409."""
+        svc = self.service
+        await svc.check_new_id(tenant, program_id, explicit=False)
+        program = svc.controller.programs.get(program_id)
+        if program is None:
+            return
+        if program.tenant != tenant:
+            raise NotFound(f"program {program_id!r} not found", field="program_id")
+        svc.require_running(program)
+
+    def _tool(self, program_id: str, node_id: str) -> tuple[Program, Node]:
+        program = self.service.controller.programs.get(program_id)
+        node = program.nodes.get(node_id) if program is not None else None
+        if program is None or node is None or node.kind is not NodeKind.TOOL:
+            raise NotFound(f"tool node {node_id!r} of {program_id!r} not found", field="node_id")
+        return program, node
+
+    async def tool_started(self, program_id: str, node_id: str) -> None:
+        """The tool of ``node_id`` began running (NotFound for an unknown tool node, Conflict
+        when the program has stopped). When the program then waits on tools only, the
+        tool-wait policy decides what happens to its KV."""
+        svc = self.service
+        program, node = self._tool(program_id, node_id)
+        svc.require_running(program)
+        if node.state is NodeState.RUNNING:
+            raise Conflict(f"tool node {node_id!r} is already running", field="node_id")
+        svc.controller.start_node(program_id, node_id, time.time())
+        if svc.policy.program_aware and not svc.calls_of(program_id):
+            demand = sum(
+                c.request.ticket.prompt_tokens for c in svc.calls.values() if not c.first_token_at
+            )
+            await svc.toolwait.tool_wait(program, node, float(demand))
+
+    async def tool_finished(
+        self, program_id: str, node_id: str, outcome: str, latency_s: float | None = None
+    ) -> None:
+        """The tool ended (``ok``, ``fail`` or ``timeout``); the agent takes the result either
+        way. A no-op for a node that is not running (cancelled meanwhile)."""
+        svc = self.service
+        program = svc.controller.programs.get(program_id)
+        node = program.nodes.get(node_id) if program is not None else None
+        if program is None or node is None or node.state is not NodeState.RUNNING:
+            return
+        now = time.time()
+        if latency_s is None:
+            latency_s = now - node.attempts[-1].started_at if node.attempts else 0.0
+        svc.controller.finish_tool(
+            program_id, node_id, now, outcome=outcome, latency_s=latency_s, final=True
+        )
+        if not any(n.state is NodeState.RUNNING for n in program.nodes.values()):
+            svc.toolwait.released(program_id)
