@@ -1,8 +1,9 @@
 """How a record type maps to its table: typed columns, upsert key, numbering, row codec.
 
 Every record class is a frozen dataclass that names its :class:`TableSpec` and inherits
-:class:`TableRecord`, so ``row()``/``from_row()`` are derived from the one column list and the
-writer has one generic bulk path with no per-table code.
+:class:`TableRecord`, so ``from_row()`` and the writer's Arrow columns (``bulk.py``, through
+each column's ``Kind.encode``) derive from the one column list: one generic bulk path, no
+per-table code.
 """
 
 from __future__ import annotations
@@ -63,15 +64,6 @@ class TableSpec:
         head = (self.seq_column,) if self.seq_column else ()
         return head + tuple(name for name, _ in self.columns)
 
-    @property
-    def arrow_types(self) -> tuple[tuple[str, Any], ...]:
-        """``(column, Arrow type)`` pairs, for the bulk writer."""
-        return tuple((name, kind.arrow) for name, kind in self.columns)
-
-    def encode(self, record: object) -> tuple[object, ...]:
-        """The record's values in column order, as stored."""
-        return tuple(kind.encode(getattr(record, name)) for name, kind in self.columns)
-
     def decode(self, row: tuple[Any, ...]) -> dict[str, Any]:
         """Field values of a ``SELECT`` of the columns (without ``seq_column``)."""
         return {name: kind.decode(v) for (name, kind), v in zip(self.columns, row, strict=True)}
@@ -83,11 +75,7 @@ class TableRecord:
     __slots__ = ()
     SPEC: ClassVar[TableSpec]
 
-    def row(self) -> tuple[object, ...]:
-        """Values in ``SPEC.columns`` order (without the writer-assigned ``seq_column``)."""
-        return self.SPEC.encode(self)
-
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> Self:
-        """Inverse of :meth:`row` for a ``SELECT`` of the columns."""
+        """The record of a ``SELECT`` of ``SPEC.columns`` (without ``seq_column``)."""
         return cls(**cls.SPEC.decode(row))
