@@ -43,6 +43,11 @@ class _Bloom:
     def __contains__(self, key: str) -> bool:
         return all(self._bits[p >> 3] & (1 << (p & 7)) for p in self._positions(key))
 
+    @property
+    def false_positive_rate(self) -> float:
+        """The expected share of never-added keys it claims, at its present fill."""
+        return (1 - math.exp(-_HASHES * self.count / self._size)) ** _HASHES
+
 
 class StoredIds:
     """Which program ids may be in the store, and their owner when they are.
@@ -84,7 +89,4 @@ class StoredIds:
     @property
     def false_positive_bound(self) -> float:
         """The filter's current false-positive rate, at most (the filters' sum)."""
-        return sum(
-            (1 - math.exp(-_HASHES * b.count / (len(b._bits) * 8))) ** _HASHES
-            for b in self._filters
-        )
+        return sum(bloom.false_positive_rate for bloom in self._filters)
