@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from agentconsole.ui.client.http import HttpConsoleClient
+from agentconsole.ui.tui import messages as m
 from agentconsole.ui.tui.app import DashboardApp
 from agentconsole.ui.tui.views.detail import ProgramScreen
 from agentconsole.ui.tui.views.dialogs import ConfirmScreen, HelpScreen
@@ -147,4 +148,19 @@ async def test_unreachable_server_is_reported_not_raised() -> None:
         await until(pilot, lambda: "overview" in app._errors)
         assert not app.state.feed_live
         await pilot.press("2", "3", "1")
+    client.close()
+
+
+async def test_data_arriving_while_the_app_shuts_down_is_dropped(real: RealServer) -> None:
+    """The sync worker posts from its own thread: a message handled after shutdown began
+    found no widgets (NoMatches: '#topbar') and crashed the app; now it is dropped."""
+    client = HttpConsoleClient(real.url, "sk-operator")
+    app = DashboardApp(client, url=real.url, poll_s=0.5)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.state.overview is not None)
+        overview = app.state.overview
+    assert overview is not None
+    assert not app.is_running
+    app._overview_loaded(m.OverviewLoaded(overview, tick=True))
+    app._feed_changed(m.FeedChanged(live=False, detail="closed"))
     client.close()

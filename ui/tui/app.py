@@ -9,15 +9,17 @@ only the visible view.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import deque
-from collections.abc import Iterable
-from typing import ClassVar, Protocol
+from collections.abc import Callable, Iterable
+from typing import ClassVar, Protocol, TypeVar, cast
 
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
@@ -38,6 +40,21 @@ from agentconsole.ui.tui.views.programs import ProgramsView
 from agentconsole.ui.tui.views.tenants import TenantsView
 
 View = OverviewView | ProgramsView | TenantsView | KVView | AuditView | EventsView
+
+
+_Handler = TypeVar("_Handler", bound=Callable[..., None])
+
+
+def while_running(handler: _Handler) -> _Handler:
+    """Drop a worker's message that is handled while the app shuts down: by then its screens
+    and widgets are being removed (a query for them raises), and the data is moot."""
+
+    @functools.wraps(handler)
+    def guarded(self: App[object], message: Message) -> None:
+        if self.is_running:
+            handler(self, message)
+
+    return cast(_Handler, guarded)
 
 
 class Showable(Protocol):
@@ -151,6 +168,7 @@ class DashboardApp(App[None]):
         self.update_costs.append((kind, time.perf_counter() - start))
 
     @on(m.FeedPending)
+    @while_running
     def _feed_pending(self, _: m.FeedPending) -> None:
         start = time.perf_counter()
         events = self.sync.buffer.drain()
@@ -168,11 +186,13 @@ class DashboardApp(App[None]):
         self._timed("feed", start)
 
     @on(m.FeedChanged)
+    @while_running
     def _feed_changed(self, message: m.FeedChanged) -> None:
         self.state.set_feed(message.live, message.detail)
         self._draw_topbar()
 
     @on(m.OverviewLoaded)
+    @while_running
     def _overview_loaded(self, message: m.OverviewLoaded) -> None:
         start = time.perf_counter()
         self.state.set_overview(message.overview, sample=message.tick)
@@ -182,6 +202,7 @@ class DashboardApp(App[None]):
         self._timed("overview", start)
 
     @on(m.ProgramsLoaded)
+    @while_running
     def _programs_loaded(self, message: m.ProgramsLoaded) -> None:
         start = time.perf_counter()
         self.state.set_programs(message.page)
@@ -190,6 +211,7 @@ class DashboardApp(App[None]):
         self._timed("programs", start)
 
     @on(m.ProgramLoaded)
+    @while_running
     def _program_loaded(self, message: m.ProgramLoaded) -> None:
         start = time.perf_counter()
         screen = self.detail_screen()
@@ -199,30 +221,35 @@ class DashboardApp(App[None]):
         self._timed("program", start)
 
     @on(m.TenantsLoaded)
+    @while_running
     def _tenants_loaded(self, message: m.TenantsLoaded) -> None:
         self.state.tenants = message.tenants
         if self.active_view == "tenants":
             self.view("tenants").show(self.state)
 
     @on(m.KVLoaded)
+    @while_running
     def _kv_loaded(self, message: m.KVLoaded) -> None:
         self.state.kv = message.kv
         if self.active_view == "kv":
             self.view("kv").show(self.state)
 
     @on(m.AuditLoaded)
+    @while_running
     def _audit_loaded(self, message: m.AuditLoaded) -> None:
         self.state.audit = message.actions
         if self.active_view == "audit":
             self.view("audit").show(self.state)
 
     @on(m.LoadFailed)
+    @while_running
     def _load_failed(self, message: m.LoadFailed) -> None:
         if self._errors.get(message.what) != message.error:
             self._errors[message.what] = message.error
             self.notify(message.error, title=f"cannot load {message.what}", severity="error")
 
     @on(m.ActionDone)
+    @while_running
     def _action_done(self, message: m.ActionDone) -> None:
         self.notify(
             message.text, title=message.action, severity="information" if message.ok else "error"
