@@ -106,7 +106,10 @@ class WriterLane:
             self.stats.dropped += 1
             return
         self._queue.put(item)
-        if self._ended():  # it closed between the check and the put: count, do not lose
+        # Closed between the check and the put? Then the lane may have drained for the last
+        # time already: count, do not lose. ``_closing`` first: a plain read, where asking
+        # the thread whether it lives costs more than the put.
+        if self._closing and self._ended():
             self._count_leftovers()
 
     def submit(self, item: object) -> None:

@@ -134,9 +134,25 @@ def test_an_event_that_slips_past_the_closed_check_is_counted_not_lost(db_path: 
     lane = store.writer._events
     assert store.close() is True
     # offer() checks "closed" without a lock: simulate an emit that passed that check just
-    # before the lane's last drain, and one whose put lands while join() runs
+    # before the lane's last drain (the lane closes between the check and the put), and one
+    # whose put lands while join() runs
+    real_queue = lane._queue
+
+    class ClosingBeforePut:
+        def qsize(self) -> int:
+            return real_queue.qsize()
+
+        def put(self, item: object) -> None:
+            lane._closing = True
+            real_queue.put(item)
+
+        def get_nowait(self) -> object:
+            return real_queue.get_nowait()
+
     lane._closing = False
+    lane._queue = cast(Any, ClosingBeforePut())
     store.writer.emit(make_event(1))
+    lane._queue = real_queue
     assert store.writer.stats.dropped == 1
     lane._queue.put(make_event(2))
     assert lane.join(1) is True
