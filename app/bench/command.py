@@ -14,12 +14,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
 from agentconsole.bench.html_report import write_html
-from agentconsole.bench.runner import BenchSetup, load_programs, run_one
+from agentconsole.bench.runner import BenchSetup, cost_model, load_programs, run_one
 from agentconsole.bench.sweep import max_rate
 from agentconsole.bench.table import metrics_table, sweep_table
 from agentconsole.kvtiers.toolwait import available_tool_wait_policies
 from agentconsole.sample_traces.generator import available_workloads
 from agentconsole.scheduler.policies import available
+from agentconsole.server.runtime.sim.bound import ThroughputBound, throughput_bound
 
 T = TypeVar("T")
 BASELINE = "fcfs"
@@ -67,6 +68,10 @@ def run_bench(**opts: Any) -> None:
             slo = opts["slo_p95"] or DEFAULT_SLO_FACTOR * _ideal_p95(runs)
             start = next(iter(runs.values()))["rate_programs_per_s"]
             result["slo_p95_s"] = slo
+            bound = throughput_bound(
+                load_programs(setup), cost_model(setup), replicas=setup.replicas
+            )
+            result["throughput_bound"] = _bound_json(bound)
             result["sweep"] = _gather(
                 progress,
                 "sweep",
@@ -79,7 +84,15 @@ def run_bench(**opts: Any) -> None:
     if "sweep" in result:
         console.print(f"SLO: P95 E2E <= {result['slo_p95_s']:.1f} s")
         base = BASELINE if BASELINE in result["sweep"] else next(iter(result["sweep"]))
-        console.print(sweep_table(result["sweep"], base))
+        bound_rate = result["throughput_bound"]["programs_per_s"]
+        sweep_console = Console(width=max(console.width, 110))
+        sweep_console.print(sweep_table(result["sweep"], base, bound_rate))
+        console.print(
+            f"No schedule can finish more than {bound_rate:.3f} programs/s on this hardware "
+            "(perfect prefix reuse, free weights, prefill fully hidden under decode: "
+            f"{result['throughput_bound']['seconds_per_program']:.2f} s of GPU per program); "
+            f"4x {base} would be {4 * result['sweep'][base]['max_rate']:.3f}."
+        )
     if opts["json_path"]:
         Path(opts["json_path"]).write_text(json.dumps(_clean(result), indent=2) + "\n")
         console.print(f"wrote {opts['json_path']}")
@@ -138,6 +151,16 @@ def _ideal_p95(runs: dict[str, dict[str, Any]]) -> float:
     if not values:
         raise click.UsageError("--sweep needs --slo-p95 for a trace without ideal E2E")
     return values[0]
+
+
+def _bound_json(bound: ThroughputBound) -> dict[str, float]:
+    per = max(bound.programs, 1)
+    return {
+        "programs_per_s": bound.programs_per_s,
+        "seconds_per_program": bound.seconds_per_program,
+        "compute_s_per_program": bound.compute_s / per,
+        "memory_s_per_program": bound.memory_s / per,
+    }
 
 
 def _setup_json(setup: BenchSetup) -> dict[str, Any]:

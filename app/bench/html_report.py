@@ -86,7 +86,8 @@ def figures(result: dict[str, Any]) -> list[go.Figure]:
         sweep = result["sweep"]
         figs.append(
             _bar(
-                f"Highest rate with P95 E2E <= {result['slo_p95_s']:.1f} s",
+                f"Highest rate with P95 E2E <= {result['slo_p95_s']:.1f} s (no schedule can "
+                f"exceed {result['throughput_bound']['programs_per_s']:.3f})",
                 list(sweep),
                 {"max rate": [float(v["max_rate"]) for v in sweep.values()]},
                 "programs / s",

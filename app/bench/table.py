@@ -77,12 +77,17 @@ def metrics_table(title: str, runs: Mapping[str, Mapping[str, Any]]) -> Table:
     return table
 
 
-def sweep_table(sweep: Mapping[str, Mapping[str, Any]], baseline: str) -> Table:
+def sweep_table(
+    sweep: Mapping[str, Mapping[str, Any]], baseline: str, bound_rate: float = math.nan
+) -> Table:
+    """Each policy's highest rate meeting the SLO, its ratio to ``baseline`` and its share of
+    ``bound_rate`` (the most any schedule could finish, see ``throughput_bound``)."""
     table = Table(title="max arrival rate meeting the SLO", header_style="bold")
     for col in (
         "policy",
         "max rate (programs/s)",
         f"ratio to {baseline}",
+        "share of bound",
         "E2E P95 at max (s)",
         "max tenant slowdown at max",
     ):
@@ -94,6 +99,7 @@ def sweep_table(sweep: Mapping[str, Mapping[str, Any]], baseline: str) -> Table:
             name,
             fmt(row["max_rate"], "{:.3f}"),
             fmt(ratio, "{:.2f}x"),
+            fmt(row["max_rate"] / bound_rate if bound_rate > 0 else math.nan, "{:.0%}"),
             fmt(row.get("e2e_p95_s"), "{:.1f}"),
             fmt(row.get("max_tenant_slowdown"), "{:.2f}"),
         )

@@ -109,8 +109,13 @@ class WriterLane:
         # Closed between the check and the put? Then the lane may have drained for the last
         # time already: count, do not lose. ``_closing`` first: a plain read, where asking
         # the thread whether it lives costs more than the put.
-        if self._closing and self._ended():
+        if self._closed_meanwhile() and self._ended():
             self._count_leftovers()
+
+    def _closed_meanwhile(self) -> bool:
+        """``_closing`` read again after a put: another thread may have set it since the
+        caller's check (a call, so the type checker does not carry that check's answer over)."""
+        return self._closing
 
     def submit(self, item: object) -> None:
         """Queue ``item``, which carries a future; raises :class:`StoreClosedError` if closed."""

@@ -178,6 +178,22 @@ class CostModel:
             )
         return step
 
+    def work_floor_seconds(
+        self, prefill_tokens: int, prefill_pairs: int, decode_tokens: int, decode_context: int
+    ) -> tuple[float, float]:
+        """(compute, memory) seconds this work needs however it is batched: the roofline's
+        terms with the weights read for free (an infinite batch) and no per-step overheads.
+        Each is a floor; a schedule at best overlaps them completely. ``decode_context``: KV
+        tokens the decode steps read, summed over the steps. Pure."""
+        compute = (
+            self._c_tok * (prefill_tokens + decode_tokens)
+            + self._c_lm * decode_tokens
+            + self._c_pair * (prefill_pairs + decode_context)
+        )
+        # every computed token's KV is written once; every decode step reads its context
+        memory = self._m_kv * (prefill_tokens + decode_context)
+        return compute, memory
+
     def decode_step_seconds(self, batch: int, total_context: int) -> float:
         """Seconds of one pure decode step; ``total_context`` is summed over the batch."""
         return self.step_seconds(0, 0, batch, total_context)
