@@ -54,7 +54,11 @@ def run_bench(**opts: Any) -> None:
         host_tier=opts["host_tier"],
         params=tuple(_param(text) for text in opts["workload_params"]),
     )
-    load_programs(setup)  # fail fast on a bad workload or trace, before forking workers
+    try:  # fail fast on a bad workload, trace, parameter or hardware, before forking workers
+        load_programs(setup)
+        cost_model(setup)
+    except (ValueError, KeyError) as exc:  # KeyError: an unknown GPU, model or profile
+        raise click.UsageError(str(exc.args[0] if exc.args else exc)) from None
     pairs = [(p, k) for p in policies for k in kv_policies]
     label = (lambda p, k: p) if len(kv_policies) == 1 else (lambda p, k: f"{p}+{k}")
     jobs = opts["jobs"] or os.cpu_count() or 1

@@ -16,6 +16,7 @@ from agentconsole.sample_traces.format import (
     Outcome,
     PrefixSegment,
     ToolAttempt,
+    ToolKind,
     ToolNode,
     TraceNode,
     TraceProgram,
@@ -59,6 +60,9 @@ class Faults:
     #: attempt lasts ``slow_range_s`` (log-uniform) under a timeout raised to match
     p_slow: float = 0.0
     slow_range_s: tuple[float, float] = (30.0, 300.0)
+    #: only tools of this kind are ever slow (slowness predictable per tool, as Continuum
+    #: observes of real agents); ``None``: any tool call may be
+    slow_kind: ToolKind | None = None
 
 
 def check_request(n_programs: int, rate: float) -> None:
@@ -129,7 +133,11 @@ class ProgramBuilder:
         timeout_s = profile.timeout_s
         result_tokens = self.tokens(median, s.result_sigma, *s.result_range)
         # the slow draw is only taken when enabled, so default traces stay byte-identical
-        if self.faults.p_slow and self.draw.chance(self.faults.p_slow):
+        if (
+            self.faults.p_slow
+            and self.faults.slow_kind in (None, spec.kind)
+            and self.draw.chance(self.faults.p_slow)
+        ):
             lo, hi = self.faults.slow_range_s
             latency = round(lo * (hi / lo) ** self.draw.unit(), 3)
             attempts: tuple[ToolAttempt, ...] = (ToolAttempt(latency_s=latency, outcome=outcome),)

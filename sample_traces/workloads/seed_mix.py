@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentconsole.sample_traces.format import TraceProgram
+from agentconsole.sample_traces.format import ToolKind, TraceProgram
 from agentconsole.sample_traces.workloads.builder import (
     Faults,
     ProgramBuilder,
@@ -49,21 +49,31 @@ def seed_mix(
     p_cancel: float = 0.01,
     deadline_slack: float | None = 4.0,
     p_slow_tool: float = 0.0,
+    slow_tool_kind: str | None = None,
 ) -> list[TraceProgram]:
     """``n_programs`` programs arriving as a Poisson process of ``rate`` per second.
 
     ``mix`` weighs the serial, fanout and repair shapes; tenants are drawn uniformly.
-    ``p_slow_tool`` makes that share of tool calls last 30-300 s (section 17: slow tools).
+    ``p_slow_tool`` makes that share of tool calls last 30-300 s (section 17: slow tools);
+    with ``slow_tool_kind`` (a :class:`ToolKind` value, e.g. ``test_run``) only that share of
+    that kind's calls, so a per-tool estimator can learn which waits are long.
     Raises ``ValueError`` for a negative size, a non-positive rate or a bad ``mix``.
     """
     check_request(n_programs, rate)
+    kinds = [k.value for k in ToolKind]
+    if slow_tool_kind is not None and slow_tool_kind not in kinds:
+        raise ValueError(f"slow_tool_kind {slow_tool_kind!r} is not one of {', '.join(kinds)}")
     root = Draw(seed)
     arrivals = poisson_arrivals(root.child(), n_programs, rate)
     draw = root.child()
     names = tenant_names(tenants)
     knobs = ShapeKnobs(serial_rounds, fanout_width, fanout_stages, p_second_repair)
     faults = Faults(
-        p_timeout=p_timeout, p_cancel=p_cancel, deadline_slack=deadline_slack, p_slow=p_slow_tool
+        p_timeout=p_timeout,
+        p_cancel=p_cancel,
+        deadline_slack=deadline_slack,
+        p_slow=p_slow_tool,
+        slow_kind=ToolKind(slow_tool_kind) if slow_tool_kind is not None else None,
     )
     programs = []
     for i, arrival in enumerate(arrivals):

@@ -119,3 +119,18 @@ def test_unknown_policy_is_a_clear_error() -> None:
     result = CliRunner().invoke(main, ["bench", "--policies", "nope"])
     assert result.exit_code != 0
     assert "unknown policy nope" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "slow_tool_kind=nope"], "not one of"),
+        (["--set", "nope=1"], "has no parameter nope"),
+        (["--gpu", "nope"], "no bundled profile"),
+    ],
+)
+def test_bad_workload_or_hardware_is_a_usage_error(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["bench", "--programs", "3", "--policies", "fcfs", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output

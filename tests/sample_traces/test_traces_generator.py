@@ -204,3 +204,37 @@ def test_committed_samples_match_the_documented_command(name: str, tmp_path: Pat
     ]
     subprocess.run(cmd, check=True, env={"PYTHONHASHSEED": "123"})
     assert out.read_text() == (SAMPLES / f"{name}.small.jsonl").read_text()
+
+
+def _tool_latencies(programs: list[Any]) -> list[tuple[str, float]]:
+    return [
+        (node.tool_kind.value, node.duration_s)
+        for program in programs
+        for node in program.nodes
+        if isinstance(node, ToolNode)
+    ]
+
+
+def test_slow_tools_last_minutes_under_a_timeout_raised_to_match() -> None:
+    plain = _tool_latencies(generate("seed-mix", n_programs=30, rate=0.05, seed=4))
+    assert max(seconds for _, seconds in plain) <= 30.0  # timeouts and retries included
+    programs = generate("seed-mix", n_programs=30, rate=0.05, seed=4, p_slow_tool=0.2)
+    slow = [s for _, s in _tool_latencies(programs) if s >= 30.0]
+    assert 0.1 < len(slow) / len(_tool_latencies(programs)) < 0.3
+    assert max(slow) <= 300.0
+    for program in programs:
+        for node in program.nodes:
+            if isinstance(node, ToolNode):
+                assert node.duration_s <= node.timeout_s * len(node.attempts)
+
+
+def test_slow_tool_kind_makes_only_that_kind_slow() -> None:
+    programs = generate(
+        "seed-mix", n_programs=30, rate=0.05, seed=4, p_slow_tool=1.0, slow_tool_kind="test_run"
+    )
+    latencies = _tool_latencies(programs)
+    assert any(kind == "test_run" for kind, _ in latencies)
+    for kind, seconds in latencies:
+        assert (seconds >= 30.0) == (kind == "test_run"), (kind, seconds)
+    with pytest.raises(ValueError, match=r"not one of .*test_run"):
+        generate("seed-mix", n_programs=2, rate=0.05, slow_tool_kind="nope")
