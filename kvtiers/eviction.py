@@ -20,6 +20,7 @@ Built-in strategies:
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
@@ -61,10 +62,13 @@ class LRU(EvictionStrategy):
 
 @register_strategy
 class Retention(EvictionStrategy):
-    """LRU where a retained node counts as used at its retention deadline (soft retention)."""
+    """LRU where a retained node counts as used at its retention deadline (soft retention),
+    and a node held by a queued call counts as used in the future (it is about to be)."""
 
     name = "retention"
-    summary = "LRU, but a retained node ranks as if used at its retention deadline"
+    summary = "LRU, but retained nodes rank as if used at their deadline, held ones last"
 
     def priority(self, node: Node) -> float:
+        if node.queued_holds:
+            return math.inf
         return max(node.last_access, node.retain_until)

@@ -51,6 +51,7 @@ def check_integrity(tree: TierTree) -> None:
             child_tiers[node.tier] += 1
             _ensure(node.parent is parent and node.slot == slot, f"bad link at {node!r}")
             _ensure(not node.dead and node.tokens > 0, f"dead or empty {node!r} in the tree")
+            _ensure(node.queued_holds >= 0, f"{node!r} released more holds than it had")
             _ensure(node.tier >= parent.tier, f"{node!r} on a faster tier than its parent")
             _check_namespace(node, parent)
             if parent is not root:

@@ -55,6 +55,8 @@ class Node:
     * ``lock_count``: running calls using it (locked nodes are never evicted or moved away).
     * ``last_access``: time of the last match or insert that reached it.
     * ``retain_until``: soft-retention deadline (``-inf`` when not retained).
+    * ``queued_holds``: queued calls waiting to use it (a soft hold, see
+      :meth:`~agentconsole.kvtiers.prefix_index.PrefixIndex.hold`).
     * ``dead``: True once the node was dropped from the index.
     """
 
@@ -68,6 +70,7 @@ class Node:
         "lock_count",
         "owner",
         "parent",
+        "queued_holds",
         "retain_until",
         "slot",
         "stamp",
@@ -101,6 +104,7 @@ class Node:
         self.lock_count = 0
         self.last_access = now
         self.retain_until = -float("inf")
+        self.queued_holds = 0
         self.dead = False
         #: eviction-heap bookkeeping: the stamp of this node's live heap entry (-1 = none)
         self.stamp = -1

@@ -204,6 +204,27 @@ class PrefixIndex(TierTree):
                 self._refresh(node)
         return tokens
 
+    def hold(self, nodes: Sequence[Node]) -> None:
+        """Soft-hold ``nodes`` for a queued call that will use them (undo with :meth:`unhold`).
+
+        Changes: ``queued_holds`` on each live node, which a hold-aware strategy
+        (``retention``) ranks after everything else: unlike a lock, a gate that may reclaim
+        soft-protected KV (``make_room(max_priority=None)``) can still take it, last.
+        """
+        self._count_holds(nodes, 1)
+
+    def unhold(self, nodes: Sequence[Node]) -> None:
+        """Undo one :meth:`hold` of the same ``nodes`` (dead ones are skipped)."""
+        self._count_holds(nodes, -1)
+
+    def _count_holds(self, nodes: Sequence[Node], step: int) -> None:
+        for node in nodes:
+            if node.dead:
+                continue
+            node.queued_holds += step
+            if not node.lock_count and not node.child_tiers[node.tier]:
+                self._refresh(node)
+
     def refresh(self, nodes: Sequence[Node]) -> None:
         """Re-read the strategy's priority of ``nodes`` after outside state it reads changed."""
         for node in nodes:

@@ -290,6 +290,7 @@ class MetricsAggregator:
             "failed": int(c["failed"]),
             "cancelled": int(c["cancelled"]),
             "goodput_programs_per_s": (finished - c["late"]) / span if finished else 0.0,
+            "throughput_programs_per_s": finished / span if finished else 0.0,
             "e2e_p50_s": percentile(self.e2e, 50),
             "e2e_p95_s": percentile(self.e2e, 95),
             "e2e_p99_s": percentile(self.e2e, 99),

@@ -13,6 +13,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("rate_programs_per_s", "arrival rate (programs/s)", "{:.3f}"),
     ("finished", "programs finished", "{:d}"),
     ("goodput_programs_per_s", "program success goodput (programs/s)", "{:.3f}"),
+    ("throughput_programs_per_s", "programs finished per second", "{:.3f}"),
     ("e2e_mean_s", "E2E mean (s)", "{:.1f}"),
     ("e2e_p50_s", "E2E P50 (s)", "{:.1f}"),
     ("e2e_p95_s", "E2E P95 (s)", "{:.1f}"),

@@ -24,7 +24,8 @@ class Policy(ABC):
     preemptive: ClassVar[bool] = True
     #: False for request-level policies (what stock engines ship): they see unrelated
     #: requests, so the runtime gives them no program-level help either (no tool-wait KV
-    #: decisions; plain LRU caching), which keeps the baselines honest.
+    #: decisions, no hold on a queued call's cached context; plain LRU caching), which keeps
+    #: the baselines honest.
     program_aware: ClassVar[bool] = True
 
     @abstractmethod

@@ -12,6 +12,7 @@ from agentconsole.kvtiers import Block, PrefixIndex, Tier, TierModel
     sizes=st.lists(st.integers(1, 9), min_size=1, max_size=12),
     touches=st.lists(st.integers(0, 11), max_size=20),
     retains=st.lists(st.tuples(st.integers(0, 11), st.floats(0, 60)), max_size=5),
+    holds=st.lists(st.integers(0, 11), max_size=4),
     strategy=st.sampled_from(["lru", "retention"]),
     need=st.integers(1, 60),
 )
@@ -19,6 +20,7 @@ def test_evicts_in_priority_order(
     sizes: list[int],
     touches: list[int],
     retains: list[tuple[int, float]],
+    holds: list[int],
     strategy: str,
     need: int,
 ) -> None:
@@ -34,6 +36,8 @@ def test_evicts_in_priority_order(
         ix.match("T", ctx[i % len(ctx)], now)
     for i, ttl in retains:
         ix.retain(ix.peek("T", ctx[i % len(ctx)]).path, now + ttl, now)
+    for i in holds:
+        ix.hold(ix.peek("T", ctx[i % len(ctx)]).path)
     nodes = list(ix.nodes())
     key = ix.strategy.priority
     expected: list[object] = []

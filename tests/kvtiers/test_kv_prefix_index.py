@@ -13,6 +13,7 @@ from agentconsole.kvtiers import (
     get_strategy,
 )
 from agentconsole.kvtiers.eviction import LRU, register_strategy
+from agentconsole.kvtiers.node import Node
 
 HBM, DRAM, DISK = Tier.HBM, Tier.DRAM, Tier.DISK
 
@@ -335,6 +336,47 @@ def test_retain_ignores_past_deadlines_and_dead_nodes() -> None:
     assert ix.retain(path, until=4.0, now=2.0) == 0  # never shortens
     ix.drop(path, 3.0)
     assert ix.retain(path, until=9.0, now=3.0) == 0
+
+
+def _dead(node: Node) -> bool:
+    """A call, so the type checker does not carry one assertion's answer into the next."""
+    return node.dead
+
+
+def test_a_queued_hold_outranks_recency_and_retention_until_released() -> None:
+    ix = make(hbm=40, dram=0, strategy="retention")
+    queued = ix.insert("T", seq(("queued", 20)), 0.0).path  # its program's next call waits
+    ix.hold(queued)
+    ix.hold(queued)  # two calls of the program (a fan-out) wait on it
+    retained = ix.insert("T", seq(("retained", 20)), 1.0).path
+    ix.retain(retained, until=100.0, now=1.0)
+    # under the gate (what new work may take) neither goes: both are spared
+    assert not ix.make_room(HBM, 20, 2.0, max_priority=2.0).ok
+    # reclaiming soft-protected KV takes the retained one first, the held one last
+    assert ix.make_room(HBM, 20, 2.0).ok
+    assert _dead(retained[0])
+    assert not _dead(queued[0])
+    newer = ix.insert("T", seq(("newer", 20)), 2.5).path  # memory full again
+    ix.unhold(queued)  # one call still waits: LRU would take the older node; the hold spares it
+    assert ix.make_room(HBM, 20, 3.0, max_priority=3.0).ok
+    assert _dead(newer[0])
+    assert not _dead(queued[0])
+    ix.insert("T", seq(("newest", 20)), 3.5)
+    ix.unhold(queued)  # no call waits any more: plain LRU again
+    assert ix.make_room(HBM, 20, 4.0, max_priority=4.0).ok
+    assert _dead(queued[0])
+    ix.unhold(queued)  # a dead node is skipped, not counted below zero
+    assert queued[0].queued_holds == 0
+    ix.check_integrity()
+
+
+def test_lru_ignores_queued_holds_as_stock_engines_do() -> None:
+    ix = make(hbm=40, dram=0, strategy="lru")
+    queued = ix.insert("T", seq(("queued", 20)), 0.0).path
+    ix.hold(queued)
+    ix.insert("T", seq(("newer", 20)), 1.0)
+    assert ix.make_room(HBM, 20, 2.0, max_priority=2.0).ok
+    assert queued[0].dead
 
 
 def test_owned_suffix_is_the_programs_private_tail() -> None:

@@ -56,6 +56,7 @@ class SimCall:
     phase: Phase = Phase.QUEUED
     prompt_tokens: int = 0
     path: list[Node] = field(default_factory=list)  # locked matched prefix
+    held: list[Node] = field(default_factory=list)  # cached prefix soft-held while queued
     reserved: int = 0
     prefill_left: int = 0
     context_done: int = 0  # tokens of KV present for attention

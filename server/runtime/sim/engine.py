@@ -63,6 +63,9 @@ class SimEngine:
         self.sink = sink
         self.guard = FairnessGuard(fairness)
         self.queue = ReadyQueue(policy, self.guard)
+        # a request-level policy gets stock caching (see Policy.program_aware); a program-aware
+        # one also keeps a queued call's cached context from being evicted under it
+        self._program_aware = policy.program_aware
         self.preemption = preemption or PreemptionRule()
         self.kv = EngineKv(cost, self.config, sink)
         self.index = self.kv.index
@@ -338,10 +341,13 @@ class SimEngine:
     def _enqueue(self, call: SimCall, now: float) -> None:
         self.queue.push(call.ticket, now)
         self.queued_demand += self._demand(call)
+        if self._program_aware:
+            self.kv.hold_queued(call)
 
     def _dequeue(self, call: SimCall) -> None:
         self.queue.remove(call.call_id)
         self.queued_demand -= self._demand(call)
+        self.kv.release_queued(call)
 
     def _leave_running(self, call: SimCall) -> None:
         self.running.pop(call.call_id, None)

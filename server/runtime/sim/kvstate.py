@@ -95,6 +95,20 @@ class EngineKv:
             self._emit(now, EventKind.KV_RECOMPUTED, call.ticket.program_id, recompute)
         return Admission(ready_at, found.hit_tokens, slow_tokens, recompute, miss)
 
+    def hold_queued(self, call: SimCall) -> None:
+        """Soft-hold what of ``call``'s context is cached while it waits in the queue
+        (:meth:`PrefixIndex.hold`): admissions spare it like retained KV, so a flood of new
+        programs cannot evict the context of a program in flight just before it is needed
+        (the thrash that makes stock engines recompute under overload)."""
+        call.held = self.index.peek(call.ticket.tenant, call.blocks).path
+        self.index.hold(call.held)
+
+    def release_queued(self, call: SimCall) -> None:
+        """Undo :meth:`hold_queued` (the call was admitted or aborted)."""
+        if call.held:
+            self.index.unhold(call.held)
+            call.held = []
+
     def release(self, call: SimCall) -> None:
         """Unlock ``call``'s prefix and give back its reservation."""
         if call.path:
