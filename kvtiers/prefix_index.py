@@ -217,11 +217,26 @@ class PrefixIndex(TierTree):
         """Undo one :meth:`hold` of the same ``nodes`` (dead ones are skipped)."""
         self._count_holds(nodes, -1)
 
+    def held_tokens(self, tier: Tier) -> int:
+        """Tokens on ``tier`` that eviction could free but a queued call holds: what admission
+        under the retention gate cannot take (O(held nodes))."""
+        return sum(
+            n.tokens
+            for n in self._held
+            if not n.dead and n.tier is tier and n.queued_holds and not n.lock_count
+        )
+
     def _count_holds(self, nodes: Sequence[Node], step: int) -> None:
+        held = self._held
         for node in nodes:
             if node.dead:
+                held.discard(node)
                 continue
             node.queued_holds += step
+            if node.queued_holds:
+                held.add(node)
+            else:
+                held.discard(node)
             if not node.lock_count and not node.child_tiers[node.tier]:
                 self._refresh(node)
 

@@ -52,6 +52,8 @@ class TierTree:
         self._reserved = [0, 0, 0]
         self._locked_tokens = [0, 0, 0]
         self._node_count = [0, 0, 0]
+        #: nodes some queued call holds (``PrefixIndex.hold``); dead ones leave lazily
+        self._held: set[Node] = set()
         self._heaps: list[list[tuple[float, int, Node]]] = [[], [], []]
         self._seq = 0
         self._demote_to = [model.next_slower(t) if demote else None for t in ALL_TIERS]

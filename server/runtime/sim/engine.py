@@ -212,9 +212,11 @@ class SimEngine:
         for tenant, seconds in by_tenant.items():
             self.guard.record_service(tenant, seconds, now)
 
-    def retained_tokens(self, now: float) -> int:
-        """Tokens softly retained for programs in tool wait (:meth:`EngineKv.retained_tokens`)."""
-        return self.kv.retained_tokens(now)
+    def protected_tokens(self, now: float) -> int:
+        """Evictable HBM tokens that admission under the retention gate cannot take: softly
+        retained for programs in tool wait (:meth:`EngineKv.retained_tokens`) or held for
+        queued calls (:meth:`PrefixIndex.held_tokens`)."""
+        return self.kv.retained_tokens(now) + self.index.held_tokens(Tier.HBM)
 
     @property
     def prefill_load(self) -> float:

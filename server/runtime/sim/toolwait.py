@@ -60,7 +60,7 @@ class SimToolWait:
             return
         index = engine.index
         # what admission may take: free plus evictable, but not what the gate spares
-        reclaimable = max(index.evictable(Tier.HBM) - engine.retained_tokens(now), 0)
+        reclaimable = max(index.evictable(Tier.HBM) - engine.protected_tokens(now), 0)
         free = index.free(Tier.HBM) + reclaimable
         demand, queued = engine.queued_demand, len(engine.queue)
         wait = ToolWait(
