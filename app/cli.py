@@ -78,6 +78,18 @@ def main() -> None:
     help="Host-DRAM KV tier (HiCache); without it evicted KV is recomputed.",
 )
 @click.option(
+    "--holds/--no-holds",
+    default=False,
+    show_default=True,
+    help="Program-aware policies hold a queued call's cached context until it runs.",
+)
+@click.option(
+    "--admission/--no-admission",
+    default=True,
+    show_default=True,
+    help="Program-aware policies start a new program only while memory holds the started ones.",
+)
+@click.option(
     "--replicas",
     type=click.IntRange(min=1),
     default=1,

@@ -52,6 +52,8 @@ def run_bench(**opts: Any) -> None:
         max_running=opts["max_running"],
         replicas=opts["replicas"],
         host_tier=opts["host_tier"],
+        holds=opts["holds"],
+        admission=opts["admission"],
         params=tuple(_param(text) for text in opts["workload_params"]),
     )
     try:  # fail fast on a bad workload, trace, parameter or hardware, before forking workers

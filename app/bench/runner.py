@@ -40,6 +40,10 @@ class BenchSetup:
     max_running: int | None = None
     replicas: int = 1
     host_tier: bool = True
+    #: program-aware mechanisms (section 2b of docs/BENCHMARKS.md): queued-call holds (off by
+    #: default) and the program admission gate (on)
+    holds: bool = False
+    admission: bool = True
     #: workload parameter overrides (``--set key=value``)
     params: tuple[tuple[str, Any], ...] = ()
 
@@ -55,7 +59,9 @@ def cost_model(setup: BenchSetup) -> CostModel:
 
 
 def engine_config(setup: BenchSetup) -> EngineConfig:
-    base = EngineConfig() if setup.host_tier else EngineConfig(host_kv_tokens=0)
+    base = EngineConfig(hold_queued_context=setup.holds)
+    if not setup.host_tier:
+        base = replace(base, host_kv_tokens=0)
     if setup.max_running is None:
         return base
     return replace(base, max_running_requests=setup.max_running)
@@ -102,7 +108,11 @@ def run_one(
     """Simulate one (policy, kv policy) pair; returns the metrics report plus run facts."""
     programs = load_programs(setup, rate)
     config = SimConfig(
-        policy=policy, kv_policy=kv_policy, engine=engine_config(setup), replicas=setup.replicas
+        policy=policy,
+        kv_policy=kv_policy,
+        engine=engine_config(setup),
+        replicas=setup.replicas,
+        program_admission=setup.admission,
     )
     result = Simulation(programs, cost_model(setup), config).run()
     metrics = MetricsAggregator().observe_all(result.events.events)

@@ -134,3 +134,10 @@ def test_bad_workload_or_hardware_is_a_usage_error(args: list[str], message: str
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_program_aware_mechanisms_can_be_ablated(tmp_path: Path) -> None:
+    _, data, _ = _bench(tmp_path, "--policies", "cp-cache", "--holds", "--no-admission")
+    setup = data["setup"]
+    assert setup["holds"] is True
+    assert setup["admission"] is False

@@ -35,6 +35,11 @@ class EngineConfig:
     #: host DRAM tier for demoted/offloaded KV (HiCache); 0 disables the tier
     host_kv_tokens: int | None = None
     eviction: str = "retention"
+    #: under a program-aware policy, hold a queued call's cached context until it is admitted
+    #: (``EngineKv.hold_queued``; request-level policies never do). Off by default: with the
+    #: simulator's program admission gate it only over-protects (docs/BENCHMARKS.md, 2b);
+    #: alone it stops thrash at 1.5x capacity, not at 3x
+    hold_queued_context: bool = False
     #: longest run of fused decode steps (bounds the error of the closed form's averaging)
     max_fused_decode_steps: int = 64
     stats_interval_s: float = 5.0

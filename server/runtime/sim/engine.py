@@ -65,7 +65,7 @@ class SimEngine:
         self.queue = ReadyQueue(policy, self.guard)
         # a request-level policy gets stock caching (see Policy.program_aware); a program-aware
         # one also keeps a queued call's cached context from being evicted under it
-        self._program_aware = policy.program_aware
+        self._holds = policy.program_aware and self.config.hold_queued_context
         self.preemption = preemption or PreemptionRule()
         self.kv = EngineKv(cost, self.config, sink)
         self.index = self.kv.index
@@ -343,7 +343,7 @@ class SimEngine:
     def _enqueue(self, call: SimCall, now: float) -> None:
         self.queue.push(call.ticket, now)
         self.queued_demand += self._demand(call)
-        if self._program_aware:
+        if self._holds:
             self.kv.hold_queued(call)
 
     def _dequeue(self, call: SimCall) -> None:

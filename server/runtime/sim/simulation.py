@@ -24,7 +24,7 @@ from agentconsole.kvtiers.node import Block
 from agentconsole.kvtiers.results import Match
 from agentconsole.kvtiers.router import RouteWeights, WorkerState, choose_worker
 from agentconsole.kvtiers.tiers import Tier
-from agentconsole.kvtiers.toolwait import get_tool_wait_policy
+from agentconsole.kvtiers.toolwait import Action, get_tool_wait_policy
 from agentconsole.sample_traces.format import Branch as TraceBranch
 from agentconsole.sample_traces.format import LLMNode, Outcome, ToolNode, TraceProgram
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
@@ -32,6 +32,7 @@ from agentconsole.scheduler.events import EventLog
 from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.preemption import PreemptionRule
+from agentconsole.server.runtime.sim.admission import ProgramGate
 from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
 from agentconsole.server.runtime.sim.costmodel import CostModel
 from agentconsole.server.runtime.sim.engine import Note, SimEngine
@@ -43,7 +44,7 @@ from agentconsole.server.runtime.sim.programs import (
 )
 from agentconsole.server.runtime.sim.toolwait import SimToolWait
 
-_ARRIVE, _TOOL_DONE, _CANCEL, _ENGINE, _LLM_DONE = 0, 1, 2, 3, 4
+_ARRIVE, _TOOL_DONE, _CANCEL, _ENGINE, _LLM_DONE, _GATE = 0, 1, 2, 3, 4, 5
 
 
 @contextmanager
@@ -73,6 +74,11 @@ class SimConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)
     fairness: FairnessConfig = field(default_factory=FairnessConfig)
     preemption: PreemptionRule = field(default_factory=PreemptionRule)
+    #: a program-aware policy starts a new program only while the private KV of those already
+    #: started fits HBM + DRAM (``admission.py``); request-level policies never wait at the door
+    program_admission: bool = True
+    #: share of HBM + DRAM the started programs' private contexts may claim
+    admission_memory_share: float = 0.9
 
 
 class CostServiceModel:
@@ -93,6 +99,8 @@ class SimResult:
     sim_s: float
     engines: list[SimEngine]
     controller: ProgramController
+    #: programs that waited at the admission gate before starting
+    parked_programs: int = 0
 
     @property
     def engine(self) -> SimEngine:
@@ -128,6 +136,11 @@ class Simulation:
         )
         self.tool_wait = SimToolWait(
             get_tool_wait_policy(self.config.kv_policy), cost, self.controller, self.log
+        )
+        memory = sum(e.index.capacity(Tier.HBM) + e.index.capacity(Tier.DRAM) for e in self.engines)
+        self.gate = ProgramGate(
+            int(memory * self.config.admission_memory_share),
+            enabled=self.config.program_admission and self.engines[0].queue.policy.program_aware,
         )
         self._programs = programs
         self._runs: dict[str, ProgramRun] = {}
@@ -169,6 +182,8 @@ class Simulation:
             elif kind == _ARRIVE:
                 assert isinstance(payload, TraceProgram)
                 self._arrive(payload, now)
+            elif kind == _GATE:
+                self._start_parked(self.gate.wake(now), now)
             else:
                 self._cancel(str(payload), now)
             handled += 1
@@ -178,8 +193,15 @@ class Simulation:
             progress(self._ended, len(self._programs), now)
         for engine in self.engines:
             engine.complete(now)  # final stats sample
+        if self.gate.parked:
+            raise AssertionError(f"{self.gate.parked} programs never passed the admission gate")
         return SimResult(
-            self.log, time.perf_counter() - started, now, self.engines, self.controller
+            self.log,
+            time.perf_counter() - started,
+            now,
+            self.engines,
+            self.controller,
+            self.gate.parked_total,
         )
 
     def _push(self, t: float, kind: int, payload: object, extra: int) -> None:
@@ -229,6 +251,11 @@ class Simulation:
             labels={"workload": program.shape},
             ideal_e2e_s=ideal,
         )
+        if self.gate.try_start(program.id, _private_tokens(run), now):
+            self._start(run, now)
+
+    def _start(self, run: ProgramRun, now: float) -> None:
+        """Reveal the program's root nodes (it passed the admission gate)."""
         for i, count in enumerate(run.waiting_parents):
             if count == 0:
                 self._reveal(run, i, now)
@@ -247,6 +274,7 @@ class Simulation:
 
     def _submit_llm(self, run: ProgramRun, i: int, tnode: LLMNode, now: float) -> None:
         program = run.trace
+        self.gate.rejoin(program.id)
         blocks = run.contexts[tnode.id]
         e, found = self._route_call(run, blocks)
         run.engine = e
@@ -374,7 +402,12 @@ class Simulation:
         self._node_done(run, i, now)
         program_aware = self.engines[e].queue.policy.program_aware
         if program_aware and not run.ended and run.tools and not run.llm_calls:
-            self.tool_wait.hold(run, self.engines[e], note.path, now)
+            engine = self.engines[e]
+            decision = self.tool_wait.hold(run, engine, note.path, now, self.gate.parked_tokens)
+            # its context stays in the working set as long as the decision keeps it
+            kept = decision is not None and decision.action is not Action.RECOMPUTE
+            until = now + decision.retain_seconds if kept and decision else now
+            self._start_parked(self.gate.step_out(run.trace.id, until, now), now)
 
     def _node_done(self, run: ProgramRun, i: int, now: float) -> None:
         if run.trace.nodes[i].branch is not TraceBranch.DISCARDED:
@@ -407,3 +440,22 @@ class Simulation:
             self.engines[e].abort(call_id, now)
         run.llm_calls.clear()
         run.tools.clear()
+        self._start_parked(self.gate.finish(run.trace.id, now), now)
+
+    def _start_parked(self, program_ids: list[str], now: float) -> None:
+        """Start the programs the gate let in; while others wait, wake it when the earliest
+        retention it still counts lapses."""
+        for pid in program_ids:
+            self._start(self._runs[pid], now)
+        wake = self.gate.next_expiry()
+        if wake is not None:
+            self._push(wake, _GATE, None, 0)
+
+
+def _private_tokens(run: ProgramRun) -> int:
+    """What a program's start is known to claim: the non-public tokens of its first call's
+    context (the task it was given; a tenant-wide prefix counts too, conservatively)."""
+    for node in run.trace.nodes:
+        if isinstance(node, LLMNode):
+            return sum(b.tokens for b in run.contexts[node.id] if not b.public)
+    return 0

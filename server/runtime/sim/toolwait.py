@@ -12,7 +12,7 @@ import math
 
 from agentconsole.kvtiers.node import Node
 from agentconsole.kvtiers.tiers import Tier
-from agentconsole.kvtiers.toolwait import ToolWait, ToolWaitPolicy, pressure_from_queue
+from agentconsole.kvtiers.toolwait import Decision, ToolWait, ToolWaitPolicy, pressure_from_queue
 from agentconsole.sample_traces.format import ToolNode
 from agentconsole.scheduler.controller import ProgramController
 from agentconsole.scheduler.events import Event, EventKind, EventSink
@@ -46,9 +46,18 @@ class SimToolWait:
         self.sink = sink
         self._pressure_avg = (0.0, 0.0)  # (as of, moving average of tool-wait pressure)
 
-    def hold(self, run: ProgramRun, engine: SimEngine, path: list[Node], now: float) -> None:
+    def hold(
+        self,
+        run: ProgramRun,
+        engine: SimEngine,
+        path: list[Node],
+        now: float,
+        door_tokens: float = 0.0,
+    ) -> Decision | None:
         """``run`` now waits on tools only: decide what happens to its private KV (the nodes of
-        ``path``, its last call's context, that belong to it alone) and apply it."""
+        ``path``, its last call's context, that belong to it alone), apply it and return the
+        decision (None: nothing of it was cached). ``door_tokens``: what programs waiting to
+        start will claim, demand as real as the engine's queue."""
         pid = run.trace.id
         mine = f"{pid}/"  # trace segment keys of the program's own nodes start so
         # only what is still cached: the call's answer reaches the agent a little after the
@@ -57,12 +66,12 @@ class SimToolWait:
         private = [n for n in path if isinstance(n.key, str) and n.key.startswith(mine)]
         private_tokens = sum(n.tokens for n in private)
         if not private_tokens:
-            return
+            return None
         index = engine.index
         # what admission may take: free plus evictable, but not what the gate spares
         reclaimable = max(index.evictable(Tier.HBM) - engine.protected_tokens(now), 0)
         free = index.free(Tier.HBM) + reclaimable
-        demand, queued = engine.queued_demand, len(engine.queue)
+        demand, queued = engine.queued_demand + door_tokens, len(engine.queue)
         wait = ToolWait(
             private_tokens=private_tokens,
             shared_tokens=sum(n.tokens for n in path) - private_tokens,
@@ -70,7 +79,7 @@ class SimToolWait:
             tiers=engine.tiers,
             recompute_seconds_per_token=self.cost.prefill_seconds(private_tokens) / private_tokens,
             pressure=self._pressure(pressure_from_queue(demand, free), now),
-            call_tokens=max(demand / queued, 1.0) if queued else 8192.0,
+            call_tokens=max(engine.queued_demand / queued, 1.0) if queued else 8192.0,
             gpu_pressure=float(len(engine.running) + len(engine.queue)),
         )
         decision = self.policy.decide(wait)
@@ -91,6 +100,7 @@ class SimToolWait:
         )
         action = _KV_ACTION[decision.action.value]
         engine.apply_cache_action(pid, private, action, decision.retain_seconds, now)
+        return decision
 
     def _pressure(self, now_pressure: float, now: float) -> float:
         """Memory pressure for a hold that lasts seconds to minutes: the larger of the present

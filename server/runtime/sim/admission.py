@@ -1,0 +1,141 @@
+"""Program-level admission: start a new program only while memory holds the working set of
+those already started.
+
+Why: above saturation, every program started competes for KV. Once the contexts the started
+programs will need again soon no longer fit in HBM plus host DRAM, each new start evicts one of
+them, and the engine spends its time recomputing (thrash: finished programs per second fall
+while the queue grows). A stock engine cannot tell a new program from a returning one; a
+program-aware server makes newcomers wait at the door instead, first come first served.
+
+The working set is what the tool-wait policy protects: a started program counts while it has
+calls in the engine, and through a tool wait for as long as its KV decision keeps (or, offloaded,
+retains) its context; once that lapses, or at once when the decision drops the context, it no
+longer counts until its next call (a program waiting minutes on a test suite does not hold the
+door shut). A returning program never waits at the door again, even if that over-commits.
+
+The gate only counts; the driver tells it what happens (:meth:`ProgramGate.try_start`,
+:meth:`~ProgramGate.step_out`, :meth:`~ProgramGate.rejoin`, :meth:`~ProgramGate.finish`,
+:meth:`~ProgramGate.wake` at :meth:`~ProgramGate.next_expiry`) and starts the programs each
+returns. A program's size is what is known when it starts: the private (non-public) tokens of
+its first call's context.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+
+class ProgramGate:
+    """Admits programs while their counted private contexts fit ``budget_tokens``.
+
+    A program larger than the whole budget still starts when nothing else counts (it could
+    never start otherwise). A disabled gate admits everything at once and counts nothing.
+    """
+
+    def __init__(self, budget_tokens: int, *, enabled: bool = True) -> None:
+        if budget_tokens < 0:
+            raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
+        self.budget_tokens = budget_tokens
+        self.enabled = enabled
+        self._share: dict[str, int] = {}  # started program -> private tokens it started with
+        self._counted: set[str] = set()  # started programs in the working set
+        self._version: dict[str, int] = {}  # bumped on every step out / rejoin
+        self._expiry: list[tuple[float, int, str]] = []  # (until, version, program)
+        self._parked: deque[tuple[str, int]] = deque()
+        self.used_tokens = 0
+        self.parked_total = 0  # programs that ever had to wait
+
+    # -- what the driver reports ---------------------------------------------------------------
+    def try_start(self, program_id: str, private_tokens: int, now: float) -> bool:
+        """Start ``program_id`` now (True) or park it behind earlier arrivals (False)."""
+        if not self.enabled:
+            return True
+        self._expire(now)
+        if not self._parked and self._fits(private_tokens):
+            self._share[program_id] = private_tokens
+            self._count(program_id)
+            return True
+        self._parked.append((program_id, private_tokens))
+        self.parked_total += 1
+        return False
+
+    def step_out(self, program_id: str, until: float, now: float) -> list[str]:
+        """``program_id`` waits on tools; its context counts until ``until`` (its retention;
+        ``<= now`` when it was dropped). Returns the parked programs that start now."""
+        if program_id not in self._share:
+            return []
+        version = self._version[program_id] = self._version.get(program_id, 0) + 1
+        if until > now:
+            heapq.heappush(self._expiry, (until, version, program_id))
+        else:
+            self._uncount(program_id)
+        return self._start_parked(now)
+
+    def rejoin(self, program_id: str) -> None:
+        """``program_id`` has a call again: it counts from now on (no door for it)."""
+        if program_id in self._share:
+            self._version[program_id] = self._version.get(program_id, 0) + 1
+            self._count(program_id)
+
+    def finish(self, program_id: str, now: float) -> list[str]:
+        """``program_id`` ended (or was cancelled, at the door or not): it no longer counts;
+        returns the parked programs, in arrival order, that start now."""
+        if program_id in self._share:
+            self._uncount(program_id)
+            del self._share[program_id]
+            self._version.pop(program_id, None)
+        elif any(pid == program_id for pid, _ in self._parked):
+            self._parked = deque(p for p in self._parked if p[0] != program_id)
+        return self._start_parked(now)
+
+    def wake(self, now: float) -> list[str]:
+        """Time passed: retentions that lapsed stop counting; returns programs that start."""
+        return self._start_parked(now)
+
+    # -- what the driver reads ---------------------------------------------------------------
+    def next_expiry(self) -> float | None:
+        """When the earliest retention still counted lapses (a wake-up worth scheduling while
+        programs are parked), or None."""
+        return self._expiry[0][0] if self._expiry and self._parked else None
+
+    @property
+    def parked(self) -> int:
+        """Programs waiting to start."""
+        return len(self._parked)
+
+    @property
+    def parked_tokens(self) -> int:
+        """Private tokens the programs at the door will claim (demand the engines do not see)."""
+        return sum(tokens for _, tokens in self._parked)
+
+    # -- counting --------------------------------------------------------------------------------
+    def _start_parked(self, now: float) -> list[str]:
+        self._expire(now)
+        started: list[str] = []
+        while self._parked and self._fits(self._parked[0][1]):
+            pid, tokens = self._parked.popleft()
+            self._share[pid] = tokens
+            self._count(pid)
+            started.append(pid)
+        return started
+
+    def _expire(self, now: float) -> None:
+        expiry = self._expiry
+        while expiry and expiry[0][0] <= now:
+            _, version, pid = heapq.heappop(expiry)
+            if self._version.get(pid) == version:  # not rejoined or stepped out again since
+                self._uncount(pid)
+
+    def _fits(self, tokens: int) -> bool:
+        return not self._counted or self.used_tokens + tokens <= self.budget_tokens
+
+    def _count(self, program_id: str) -> None:
+        if program_id not in self._counted:
+            self._counted.add(program_id)
+            self.used_tokens += self._share[program_id]
+
+    def _uncount(self, program_id: str) -> None:
+        if program_id in self._counted:
+            self._counted.discard(program_id)
+            self.used_tokens -= self._share[program_id]

@@ -1,0 +1,82 @@
+"""The program admission gate: first come, first served, within a memory budget that counts
+the working set (programs whose context is kept), not every program ever started."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentconsole.server.runtime.sim.admission import ProgramGate
+
+
+def test_programs_start_while_their_private_context_fits_then_wait_in_order() -> None:
+    gate = ProgramGate(100)
+    assert gate.try_start("a", 60, 0.0)
+    assert gate.try_start("b", 40, 0.0)
+    assert not gate.try_start("c", 50, 0.0)
+    assert not gate.try_start("d", 10, 0.0)  # would fit, but never overtakes an earlier arrival
+    assert (gate.used_tokens, gate.parked, gate.parked_tokens, gate.parked_total) == (100, 2, 60, 2)
+    assert gate.finish("b", 1.0) == []  # 60 + 50 > 100: c still waits, and d behind it
+    assert gate.finish("a", 2.0) == ["c", "d"]
+    assert gate.used_tokens == 60
+    assert gate.finish("c", 3.0) == []
+    assert gate.finish("d", 3.0) == []
+    assert (gate.used_tokens, gate.parked) == (0, 0)
+
+
+def test_a_program_larger_than_the_budget_starts_alone() -> None:
+    gate = ProgramGate(100)
+    assert gate.try_start("huge", 500, 0.0)  # nothing else counts: it could never start else
+    assert not gate.try_start("small", 1, 0.0)
+    assert gate.finish("huge", 1.0) == ["small"]
+
+
+def test_a_program_cancelled_at_the_door_leaves_the_queue() -> None:
+    gate = ProgramGate(100)
+    assert gate.try_start("a", 100, 0.0)
+    assert not gate.try_start("cancelled", 50, 0.0)
+    assert not gate.try_start("b", 50, 0.0)
+    assert gate.finish("cancelled", 1.0) == []  # it never starts
+    assert gate.finish("a", 2.0) == ["b"]
+    assert gate.parked == 0
+
+
+def test_a_dropped_context_leaves_the_working_set_until_its_program_returns() -> None:
+    gate = ProgramGate(100)
+    assert gate.try_start("tester", 80, 0.0)
+    assert not gate.try_start("new", 50, 0.0)
+    # a minutes-long test run: the tool-wait decision dropped the context, the door opens
+    assert gate.step_out("tester", until=1.0, now=1.0) == ["new"]
+    assert gate.used_tokens == 50
+    gate.rejoin("tester")  # back with a call: counted again at once, even over the budget
+    assert gate.used_tokens == 130
+    assert not gate.try_start("later", 1, 2.0)
+
+
+def test_a_kept_context_counts_until_its_retention_lapses() -> None:
+    gate = ProgramGate(100)
+    assert gate.try_start("a", 80, 0.0)
+    assert not gate.try_start("b", 50, 0.0)
+    assert gate.step_out("a", until=10.0, now=1.0) == []  # kept for 9 s: still counted
+    assert gate.next_expiry() == 10.0
+    assert gate.wake(5.0) == []
+    assert gate.wake(10.0) == ["b"]  # the retention lapsed while the tool still ran
+    assert gate.next_expiry() is None  # nobody waits: no wake-up needed
+
+
+def test_a_rejoin_cancels_the_pending_lapse() -> None:
+    gate = ProgramGate(100)
+    assert gate.try_start("a", 80, 0.0)
+    assert gate.step_out("a", until=10.0, now=1.0) == []
+    gate.rejoin("a")  # its tool returned early: the stale lapse must not uncount it
+    assert not gate.try_start("b", 50, 2.0)
+    assert gate.wake(10.0) == []
+    assert gate.used_tokens == 80
+
+
+def test_a_disabled_gate_admits_everything_and_counts_nothing() -> None:
+    gate = ProgramGate(0, enabled=False)
+    assert all(gate.try_start(str(i), 10**9, 0.0) for i in range(5))
+    assert gate.step_out("0", until=5.0, now=1.0) == []
+    assert (gate.used_tokens, gate.parked_total, gate.finish("0", 2.0)) == (0, 0, [])
+    with pytest.raises(ValueError, match="budget_tokens"):
+        ProgramGate(-1)
