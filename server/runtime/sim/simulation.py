@@ -27,12 +27,12 @@ from agentconsole.kvtiers.tiers import Tier
 from agentconsole.kvtiers.toolwait import Action, get_tool_wait_policy
 from agentconsole.sample_traces.format import Branch as TraceBranch
 from agentconsole.sample_traces.format import LLMNode, Outcome, ToolNode, TraceProgram
+from agentconsole.scheduler.admission import ProgramGate
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
 from agentconsole.scheduler.events import EventLog
 from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.preemption import PreemptionRule
-from agentconsole.server.runtime.sim.admission import ProgramGate
 from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
 from agentconsole.server.runtime.sim.costmodel import CostModel
 from agentconsole.server.runtime.sim.engine import Note, SimEngine

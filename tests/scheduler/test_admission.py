@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentconsole.server.runtime.sim.admission import ProgramGate
+from agentconsole.scheduler.admission import ProgramGate
 
 
 def test_programs_start_while_their_private_context_fits_then_wait_in_order() -> None:
