@@ -58,6 +58,15 @@ class ProgramRun:
         needed = sum(1 for n in program.nodes if n.branch is not TraceBranch.DISCARDED)
         return cls(program, waiting, children, needed)
 
+    def private_tokens_at_start(self) -> int:
+        """What the program is known to claim when it starts (the admission gate's size): the
+        non-public tokens of its first call's context (the task it was given; a tenant-wide
+        prefix counts too, conservatively). Needs ``contexts`` built."""
+        for node in self.trace.nodes:
+            if isinstance(node, LLMNode):
+                return sum(b.tokens for b in self.contexts[node.id] if not b.public)
+        return 0
+
 
 def build_contexts(run: ProgramRun, cost: CostModel, chunked_prefill_size: int) -> float:
     """Fill ``run.contexts`` with every LLM node's prompt blocks, and return the program's E2E

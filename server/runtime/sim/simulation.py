@@ -20,9 +20,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from agentconsole.kvtiers.node import Block
-from agentconsole.kvtiers.results import Match
-from agentconsole.kvtiers.router import RouteWeights, WorkerState, choose_worker
 from agentconsole.kvtiers.tiers import Tier
 from agentconsole.kvtiers.toolwait import Action, get_tool_wait_policy
 from agentconsole.sample_traces.format import Branch as TraceBranch
@@ -42,6 +39,7 @@ from agentconsole.server.runtime.sim.programs import (
     program_node,
     program_quotas,
 )
+from agentconsole.server.runtime.sim.routing import ReplicaRouter
 from agentconsole.server.runtime.sim.toolwait import SimToolWait
 
 _ARRIVE, _TOOL_DONE, _CANCEL, _ENGINE, _LLM_DONE, _GATE = 0, 1, 2, 3, 4, 5
@@ -130,10 +128,7 @@ class Simulation:
             )
             for i in range(self.config.replicas)
         ]
-        self._route = RouteWeights(
-            recompute_seconds_per_token=cost.prefill_seconds(8192) / 8192,
-            tiers=self.engines[0].tiers,
-        )
+        self.router = ReplicaRouter(self.engines, cost)
         self.tool_wait = SimToolWait(
             get_tool_wait_policy(self.config.kv_policy), cost, self.controller, self.log
         )
@@ -251,7 +246,7 @@ class Simulation:
             labels={"workload": program.shape},
             ideal_e2e_s=ideal,
         )
-        if self.gate.try_start(program.id, _private_tokens(run), now):
+        if self.gate.try_start(program.id, run.private_tokens_at_start(), now):
             self._start(run, now)
 
     def _start(self, run: ProgramRun, now: float) -> None:
@@ -276,7 +271,7 @@ class Simulation:
         program = run.trace
         self.gate.rejoin(program.id)
         blocks = run.contexts[tnode.id]
-        e, found = self._route_call(run, blocks)
+        e, found = self.router.route(run, blocks)
         run.engine = e
         slow = found.tokens_on(Tier.DRAM) + found.tokens_on(Tier.DISK)
         own = (
@@ -301,34 +296,6 @@ class Simulation:
         run.llm_calls[ticket.call_id] = (i, e)
         self.engines[e].submit(call, now)
         self._kick(e, now)
-
-    def _route_call(self, run: ProgramRun, blocks: list[Block]) -> tuple[int, Match]:
-        """The replica to run a call on (Dynamo-style KV-aware score) and its match there.
-
-        A program's first call is scored on every replica; later calls only on the replica
-        holding its context and the least loaded one (where else could it be cheaper?)."""
-        engines = self.engines
-        tenant = run.trace.tenant
-        if len(engines) == 1:
-            return 0, engines[0].index.peek(tenant, blocks)
-        if run.engine is None:
-            candidates = list(range(len(engines)))
-        else:
-            idle = min(range(len(engines)), key=lambda k: engines[k].load)
-            candidates = [run.engine] if idle == run.engine else [run.engine, idle]
-        matches = [engines[k].index.peek(tenant, blocks) for k in candidates]
-        prompt = matches[0].requested_tokens
-        workers = [
-            WorkerState(
-                engines[k].name,
-                m.tokens_by_tier,
-                int(engines[k].prefill_load),
-                engines[k].decode_load,
-            )
-            for k, m in zip(candidates, matches, strict=True)
-        ]
-        best = choose_worker(prompt, workers, self._route)
-        return candidates[best], matches[best]
 
     def _start_tool(self, run: ProgramRun, i: int, attempt: int, now: float) -> None:
         tnode = run.trace.nodes[i]
@@ -450,12 +417,3 @@ class Simulation:
         wake = self.gate.next_expiry()
         if wake is not None:
             self._push(wake, _GATE, None, 0)
-
-
-def _private_tokens(run: ProgramRun) -> int:
-    """What a program's start is known to claim: the non-public tokens of its first call's
-    context (the task it was given; a tenant-wide prefix counts too, conservatively)."""
-    for node in run.trace.nodes:
-        if isinstance(node, LLMNode):
-            return sum(b.tokens for b in run.contexts[node.id] if not b.public)
-    return 0
