@@ -94,6 +94,14 @@ class LimitsSection(_Section):
     """An inferred program with no activity for this long is finished."""
     retain_finished_s: float = Field(default=600.0, ge=0)
     """Ended programs stay in memory this long (then they are read from the store)."""
+    program_admission: bool = False
+    """Under a program-aware policy, a new program's first call waits at the door while the
+    working set of the started programs fills 90% of the runtime's KV memory (HBM + DRAM), so
+    overload does not thrash (docs/BENCHMARKS.md, 2b). Off until tuned on a real engine."""
+    admission_wait_s: float = Field(default=120.0, gt=0)
+    """How long a first call waits at the admission door before 503 with Retry-After."""
+    admission_budget_tokens: int | None = Field(default=None, ge=1)
+    """The door's budget in KV tokens (default: 90% of the runtime's HBM + DRAM)."""
 
 
 class Settings(BaseSettings):
@@ -170,6 +178,9 @@ class Settings(BaseSettings):
             ready_timeout_s=limits.ready_timeout_s,
             inferred_idle_s=limits.inferred_idle_s,
             retain_finished_s=limits.retain_finished_s,
+            program_admission=limits.program_admission,
+            admission_wait_s=limits.admission_wait_s,
+            admission_budget_tokens=limits.admission_budget_tokens,
             served_model_name=runtime.served_model_name,
         )
 

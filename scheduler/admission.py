@@ -94,6 +94,10 @@ class ProgramGate:
         return self._start_parked(now)
 
     # -- what the driver reads ---------------------------------------------------------------
+    def is_started(self, program_id: str) -> bool:
+        """``program_id`` passed the door (and has not finished)."""
+        return program_id in self._share
+
     def next_expiry(self) -> float | None:
         """When the earliest retention still counted lapses (a wake-up worth scheduling while
         programs are parked), or None."""

@@ -41,6 +41,7 @@ from agentconsole.server.api.observe import ObserveController
 from agentconsole.server.api.operator import OperatorController
 from agentconsole.server.api.programs import ProgramsController
 from agentconsole.server.api.system import SystemController
+from agentconsole.server.live.door import ProgramDoor
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.observe import Observer
 from agentconsole.server.live.operator import OperatorDesk
@@ -106,6 +107,12 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         kv_policy=config.kv_policy,
         ready_timeout_s=config.ready_timeout_s,
         stored_ids=StoredIds(store.repo.program_owner, store.repo.program_ids()),
+        door=ProgramDoor(
+            runtime,
+            enabled=config.program_admission,
+            wait_s=config.admission_wait_s,
+            budget_tokens=config.admission_budget_tokens,
+        ),
     )
     metrics = MetricsAggregator(window=10_000)  # bounded: serve runs for weeks
     projector = StoreProjector(service.controller, store.writer)

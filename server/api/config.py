@@ -34,6 +34,9 @@ class ServerConfig:
     ready_timeout_s: float = 30.0
     inferred_idle_s: float = 300.0
     retain_finished_s: float = 600.0
+    program_admission: bool = False
+    admission_wait_s: float = 120.0
+    admission_budget_tokens: int | None = None
     sse_coalesce_s: float = 0.1
     sse_batch_max: int = 500
     served_model_name: str | None = None

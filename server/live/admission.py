@@ -70,12 +70,15 @@ class CallAdmission:
             await svc.check_new_id(tenant, chat.program_id, explicit=False)
             program = svc.program_for_call(tenant, chat.program_id, chat)
         svc.require_running(program)
-        now = time.time()
-        await svc.check_quotas(program, now)
-        node = svc.nodes.llm_node(program, chat.node_id, parents, now)
+        await svc.check_quotas(program, time.time())
         render = getattr(svc.runtime, "render_chat", render_chat)
         prompt = render(chat.messages, chat.tools, chat.tool_choice)
         prompt_tokens = max(len(prompt) // CHARS_PER_TOKEN, 1)
+        aware = svc.policy.program_aware
+        await svc.door.enter(program.program_id, prompt_tokens, program_aware=aware)
+        svc.require_running(program)  # it may have been cancelled while at the door
+        now = time.time()
+        node = svc.nodes.llm_node(program, chat.node_id, parents, now)
         pid, nid = program.program_id, node.node_id
         ticket = svc.controller.ticket(pid, nid, now, prompt_tokens=prompt_tokens)
         ticket.boost += chat.priority * PRIORITY_UNIT_S

@@ -30,6 +30,7 @@ from agentconsole.scheduler.runtime import CacheAction, Runtime
 from agentconsole.server.live.accounting import CallAccounting
 from agentconsole.server.live.admission import CallAdmission, ChatCall
 from agentconsole.server.live.calls import LiveCall
+from agentconsole.server.live.door import ProgramDoor
 from agentconsole.server.live.errors import (
     Conflict,
     NotFound,
@@ -68,8 +69,11 @@ class ProgramService:
         kv_policy: str = "adaptive",
         ready_timeout_s: float = 30.0,
         stored_ids: StoredIds | None = None,
+        door: ProgramDoor | None = None,
     ) -> None:
         self.runtime = runtime
+        #: the admission door for new programs (off unless configured)
+        self.door = door or ProgramDoor(runtime)
         #: ids the store may hold (programs no longer in memory); none without a store
         self.stored_ids = stored_ids or StoredIds(lambda _: None)
         self.hub = hub
@@ -127,6 +131,7 @@ class ProgramService:
             self.controller.forget(program_id)
         self.ended_by.pop(program_id, None)
         self.toolwait.released(program_id)
+        self.door.finish(program_id)
 
     # -- programs -------------------------------------------------------------------------------
     def open_program(
@@ -203,6 +208,7 @@ class ProgramService:
         if program.state.terminal and program.state.value == "cancelled":
             raise Conflict(f"program {program_id!r} is cancelled")
         self.toolwait.released(program_id)
+        self.door.finish(program_id)
         return self.controller.finish_program(program_id, time.time(), success=success)
 
     async def cancel_program(
@@ -214,6 +220,7 @@ class ProgramService:
         if program.state.terminal and program.state.value != "cancelled":
             raise Conflict(f"program {program_id!r} is {program.state.value}")
         running = self.controller.cancel_program(program_id, time.time(), reason=reason)
+        self.door.finish(program_id)
         tools = [n for n in running if n.kind is NodeKind.TOOL]
         flagged = [n.node_id for n in tools if n.tool is not None and n.tool.side_effect]
         interrupted = [n.node_id for n in tools if n.node_id not in flagged]
@@ -256,6 +263,7 @@ class ProgramService:
             mine.pop(call.call_id, None)
             if not mine:
                 del self._by_program[call.program_id]
+                self.door.call_ended(call.program_id)
 
     def _quota_stop(self, program_id: str, error: ServiceError) -> None:
         self.spawn(self.stop_for_quota(program_id, error))

@@ -56,6 +56,7 @@ class Sweeper:
     async def sweep(self, now: float) -> None:
         """One pass (see the module docstring). Changes program states and the table."""
         service = self.service
+        service.door.tick(now)
         for program in list(service.controller.programs.values()):
             pid = program.program_id
             if program.state.terminal:

@@ -76,7 +76,8 @@ class ToolPort:
             demand = sum(
                 c.request.ticket.prompt_tokens for c in svc.calls.values() if not c.first_token_at
             )
-            await svc.toolwait.tool_wait(program, node, float(demand))
+            decision = await svc.toolwait.tool_wait(program, node, float(demand))
+            svc.door.tool_wait(program_id, decision)
 
     async def tool_finished(
         self, program_id: str, node_id: str, outcome: str, latency_s: float | None = None

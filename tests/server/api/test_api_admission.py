@@ -1,0 +1,76 @@
+"""The program admission door over real HTTP: a new program's first call waits while the
+started programs fill the (here: one-token) budget, and gets through when one of them ends."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.server.api.harness import LiveServer, chat_body, make_config
+
+
+def _call(client: httpx.Client, program_id: str) -> httpx.Response:
+    body = {**chat_body("hello", max_tokens=4), "agentconsole": {"program_id": program_id}}
+    return client.post("/v1/chat/completions", json=body)
+
+
+def _door_server(db: Path, **changes: Any) -> LiveServer:
+    config = make_config(db, program_admission=True, admission_budget_tokens=1, **changes)
+    return LiveServer(config)
+
+
+def test_a_new_program_waits_at_the_door_until_a_started_one_ends(tmp_path: Path) -> None:
+    with _door_server(tmp_path / "door.duckdb") as server, server.client() as c:
+        server.wait_ready()
+        assert _call(c, "door-a").status_code == 200  # alone: it starts whatever its size
+        result: dict[str, Any] = {}
+
+        def second() -> None:
+            with server.client() as c2:
+                result["response"] = _call(c2, "door-b")
+                result["at"] = time.monotonic()
+
+        waiter = threading.Thread(target=second)
+        waiter.start()
+        door = server.live.service.door
+        deadline = time.monotonic() + 5
+        while door.waiting == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert door.waiting == 1  # door-b waits: door-a still counts (idle grace)
+        time.sleep(0.3)
+        assert "response" not in result
+        finished_at = time.monotonic()
+        assert c.post("/v1/programs/door-a/finish", json={}).status_code == 200
+        waiter.join(10)
+        assert result["response"].status_code == 200, result["response"].text
+        # the finish opened the door, not the idle grace running out
+        assert result["at"] - finished_at < door.idle_grace_s
+        assert door.waiting == 0
+
+
+def test_a_first_call_that_waits_too_long_gets_503_and_leaves_the_queue(tmp_path: Path) -> None:
+    with _door_server(tmp_path / "door.duckdb", admission_wait_s=0.3) as server:
+        server.wait_ready()
+        with server.client() as c:
+            assert _call(c, "slow-a").status_code == 200
+            refused = _call(c, "slow-b")
+            assert refused.status_code == 503, refused.text
+            assert refused.headers["Retry-After"] == "10"
+            assert refused.json()["error"]["type"] == "unavailable"
+            assert "admission door" in refused.json()["error"]["message"]
+            assert server.live.service.door.waiting == 0
+            # a started program's later calls never wait at the door
+            assert _call(c, "slow-a").status_code == 200
+
+
+def test_request_level_policies_have_no_door(tmp_path: Path) -> None:
+    with _door_server(tmp_path / "door.duckdb", policy="fcfs") as server:
+        server.wait_ready()
+        with server.client() as c:
+            assert _call(c, "fcfs-a").status_code == 200
+            assert _call(c, "fcfs-b").status_code == 200
+            assert server.live.service.door.waiting == 0
