@@ -119,7 +119,11 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
 
     def gauges() -> dict[str, float]:
         running = sum(1 for p in service.controller.programs.values() if not p.state.terminal)
-        return {"programs_running": running, "draining": float(service.draining)}
+        return {
+            "programs_running": running,
+            "programs_at_door": float(service.door.waiting),
+            "draining": float(service.draining),
+        }
 
     prometheus = PrometheusMetrics(metrics, runtime.snapshot, gauges)
     for subscriber in (store.writer.emit, metrics.observe, prometheus.observe, projector.observe):

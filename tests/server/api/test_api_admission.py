@@ -41,6 +41,8 @@ def test_a_new_program_waits_at_the_door_until_a_started_one_ends(tmp_path: Path
         while door.waiting == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert door.waiting == 1  # door-b waits: door-a still counts (idle grace)
+        with server.client(None) as ops:
+            assert "agentconsole_programs_at_door 1.0" in ops.get("/metrics").text
         time.sleep(0.3)
         assert "response" not in result
         finished_at = time.monotonic()
