@@ -221,9 +221,7 @@ class PrefixIndex(TierTree):
         """Tokens on ``tier`` that eviction could free but a queued call holds: what admission
         under the retention gate cannot take (O(held nodes))."""
         return sum(
-            n.tokens
-            for n in self._held
-            if not n.dead and n.tier is tier and n.queued_holds and not n.lock_count
+            n.tokens for n in self._held if not n.dead and n.tier is tier and not n.lock_count
         )
 
     def _count_holds(self, nodes: Sequence[Node], step: int) -> None:

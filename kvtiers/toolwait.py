@@ -194,6 +194,12 @@ class Decision:
         """Expected cost of the chosen action."""
         return self.expected_costs[self.action.value]
 
+    @property
+    def context_kept_s(self) -> float:
+        """How long the program's context stays protected under this decision (what a working
+        set counts): its retention when kept or offloaded, none when dropped."""
+        return 0.0 if self.action is Action.RECOMPUTE else self.retain_seconds
+
 
 class ToolWaitPolicy(ABC):
     """Decides what happens to a program's private KV during a tool wait. Stateless."""

@@ -57,8 +57,8 @@ def run_bench(**opts: Any) -> None:
         params=tuple(_param(text) for text in opts["workload_params"]),
     )
     try:  # fail fast on a bad workload, trace, parameter or hardware, before forking workers
-        load_programs(setup)
-        cost_model(setup)
+        programs = load_programs(setup)
+        cost = cost_model(setup)
     except (ValueError, KeyError) as exc:  # KeyError: an unknown GPU, model or profile
         raise click.UsageError(str(exc.args[0] if exc.args else exc)) from None
     pairs = [(p, k) for p in policies for k in kv_policies]
@@ -74,9 +74,7 @@ def run_bench(**opts: Any) -> None:
             slo = opts["slo_p95"] or DEFAULT_SLO_FACTOR * _ideal_p95(runs)
             start = next(iter(runs.values()))["rate_programs_per_s"]
             result["slo_p95_s"] = slo
-            bound = throughput_bound(
-                load_programs(setup), cost_model(setup), replicas=setup.replicas
-            )
+            bound = throughput_bound(programs, cost, replicas=setup.replicas)
             result["throughput_bound"] = _bound_json(bound)
             result["sweep"] = _gather(
                 progress,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from agentconsole.kvtiers.toolwait import Action, Decision
+from agentconsole.kvtiers.toolwait import Decision
 from agentconsole.scheduler.admission import ProgramGate
 from agentconsole.scheduler.runtime import Runtime
 from agentconsole.server.live.errors import Unavailable
@@ -96,13 +96,8 @@ class ProgramDoor:
     def tool_wait(self, program_id: str, decision: Decision | None) -> None:
         """``program_id`` waits on a tool under ``decision`` (None: nothing of it cached)."""
         now = time.time()
-        if decision is None:
-            until = now + self.idle_grace_s
-        elif decision.action is Action.RECOMPUTE:
-            until = now
-        else:
-            until = now + decision.retain_seconds
-        self._open(self.gate.step_out(program_id, until, now))
+        kept = self.idle_grace_s if decision is None else decision.context_kept_s
+        self._open(self.gate.step_out(program_id, now + kept, now))
 
     def finish(self, program_id: str) -> None:
         """``program_id`` ended: it stops counting (and leaves the queue if it waited)."""

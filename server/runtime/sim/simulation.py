@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from agentconsole.kvtiers.tiers import Tier
-from agentconsole.kvtiers.toolwait import Action, get_tool_wait_policy
+from agentconsole.kvtiers.toolwait import get_tool_wait_policy
 from agentconsole.sample_traces.format import Branch as TraceBranch
 from agentconsole.sample_traces.format import LLMNode, Outcome, ToolNode, TraceProgram
 from agentconsole.scheduler.admission import ProgramGate
@@ -372,9 +372,8 @@ class Simulation:
             engine = self.engines[e]
             decision = self.tool_wait.hold(run, engine, note.path, now, self.gate.parked_tokens)
             # its context stays in the working set as long as the decision keeps it
-            kept = decision is not None and decision.action is not Action.RECOMPUTE
-            until = now + decision.retain_seconds if kept and decision else now
-            self._start_parked(self.gate.step_out(run.trace.id, until, now), now)
+            kept = decision.context_kept_s if decision is not None else 0.0
+            self._start_parked(self.gate.step_out(run.trace.id, now + kept, now), now)
 
     def _node_done(self, run: ProgramRun, i: int, now: float) -> None:
         if run.trace.nodes[i].branch is not TraceBranch.DISCARDED:
