@@ -18,6 +18,7 @@ FOLDERS = {
     "kvtiers": "agentconsole.kvtiers",
     "server": "agentconsole.server",
     "ui": "agentconsole.ui",
+    "httpclient": "agentconsole.httpclient",
     "sample_traces": "agentconsole.sample_traces",
 }
 

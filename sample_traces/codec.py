@@ -14,6 +14,8 @@ from typing import Any
 
 from agentconsole.sample_traces.errors import TraceError
 from agentconsole.sample_traces.format import (
+    QUOTA_FIELDS,
+    TRACE_TOOL_KINDS,
     Branch,
     LLMNode,
     NodeKind,
@@ -61,7 +63,7 @@ def _node(o: JsonObject) -> TraceNode:
         parents=parents,
         branch=branch,
         tool=o.string("tool"),
-        tool_kind=o.enum("tool_kind", ToolKind),
+        tool_kind=o.enum("tool_kind", ToolKind, allowed=TRACE_TOOL_KINDS),
         side_effect=o.boolean("side_effect", False),
         idempotent=o.boolean("idempotent", True),
         timeout_s=o.number("timeout_s"),
@@ -71,13 +73,11 @@ def _node(o: JsonObject) -> TraceNode:
 
 
 def _quotas(o: JsonObject) -> Quotas:
-    return Quotas(
-        max_total_tokens=o.opt_integer("max_total_tokens"),
-        max_tool_calls=o.opt_integer("max_tool_calls"),
-        max_concurrent_tools=o.opt_integer("max_concurrent_tools"),
-        max_branches=o.opt_integer("max_branches"),
-        max_wall_s=o.opt_number("max_wall_s"),
-    )
+    values: dict[str, Any] = {
+        attr: o.opt_number(name) if seconds else o.opt_integer(name)
+        for name, attr, seconds in QUOTA_FIELDS
+    }
+    return Quotas(**values)
 
 
 def parse_program(data: object, *, line: int | None = None) -> TraceProgram:
@@ -144,15 +144,7 @@ def program_to_dict(program: TraceProgram) -> dict[str, Any]:
     q = program.quotas
     quotas = None
     if q is not None:
-        quotas = _drop_none(
-            {
-                "max_total_tokens": q.max_total_tokens,
-                "max_tool_calls": q.max_tool_calls,
-                "max_concurrent_tools": q.max_concurrent_tools,
-                "max_branches": q.max_branches,
-                "max_wall_s": q.max_wall_s,
-            }
-        )
+        quotas = _drop_none({name: getattr(q, attr) for name, attr, _ in QUOTA_FIELDS})
     return _drop_none(
         {
             "id": program.id,

@@ -21,33 +21,31 @@ from typing import ClassVar
 from agentconsole.sample_traces.dag import ancestors, resolve_parents
 from agentconsole.sample_traces.errors import TraceError
 
+# The trace format speaks the scheduler's vocabulary: a trace's node kinds, branches, tool kinds
+# and quotas are the program model's own values (re-exported here as part of the format).
+from agentconsole.scheduler.program import Branch as Branch
+from agentconsole.scheduler.program import NodeKind as NodeKind
+from agentconsole.scheduler.program import Quotas as Quotas
+from agentconsole.scheduler.program import ToolKind as ToolKind
+
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]*$"
 PREFIX_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"
 _ID = re.compile(ID_PATTERN)
 _PREFIX_ID = re.compile(PREFIX_ID_PATTERN)
 
 
-class NodeKind(StrEnum):
-    LLM = "llm"
-    TOOL = "tool"
+#: The tool kinds a trace records: a recording knows what each tool did, so never ``other``.
+TRACE_TOOL_KINDS = tuple(k for k in ToolKind if k is not ToolKind.OTHER)
 
-
-class Branch(StrEnum):
-    """Why a node exists. ``discarded`` nodes are speculative work whose result is thrown away."""
-
-    MAIN = "main"
-    REPAIR = "repair"
-    DISCARDED = "discarded"
-
-
-class ToolKind(StrEnum):
-    SEARCH = "search"
-    CODE_EXEC = "code_exec"
-    TEST_RUN = "test_run"
-    BROWSER = "browser"
-    DATABASE = "database"
-    FILE = "file"
-    HTTP = "http"
+#: The quotas as the format writes them: the field's name in a trace, the :class:`Quotas`
+#: attribute it fills, and whether it is seconds (a finite number > 0) or a count (>= 1).
+QUOTA_FIELDS: tuple[tuple[str, str, bool], ...] = (
+    ("max_total_tokens", "tokens", False),
+    ("max_tool_calls", "tool_calls", False),
+    ("max_concurrent_tools", "concurrent_tools", False),
+    ("max_branches", "branches", False),
+    ("max_wall_s", "wall_time_s", True),
+)
 
 
 class Outcome(StrEnum):
@@ -94,23 +92,16 @@ class PrefixSegment:
         _check_count(self.tokens, "tokens")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Quotas:
-    """Program-level caps (seed sections 13 and 17); ``None`` means uncapped."""
-
-    max_total_tokens: int | None = None
-    max_tool_calls: int | None = None
-    max_concurrent_tools: int | None = None
-    max_branches: int | None = None
-    max_wall_s: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("max_total_tokens", "max_tool_calls", "max_concurrent_tools", "max_branches"):
-            value: int | None = getattr(self, name)
-            if value is not None:
-                _check_count(value, name, minimum=1)
-        if self.max_wall_s is not None:
-            _check_seconds(self.max_wall_s, "max_wall_s", positive=True)
+def _check_quotas(quotas: Quotas) -> None:
+    """A program's caps (``None``: uncapped), named by their trace fields in errors."""
+    for name, attr, seconds in QUOTA_FIELDS:
+        value = getattr(quotas, attr)
+        if value is None:
+            continue
+        if seconds:
+            _check_seconds(value, f"quotas.{name}", positive=True)
+        else:
+            _check_count(value, f"quotas.{name}", minimum=1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,6 +159,11 @@ class ToolNode:
     def __post_init__(self) -> None:
         _check_id(self.id, "id")
         _check(bool(self.tool), "must not be empty", "tool")
+        _check(
+            self.tool_kind in TRACE_TOOL_KINDS,
+            f"{self.tool_kind.value!r} is not a trace's tool kind (a recording knows the kind)",
+            "tool_kind",
+        )
         _check_seconds(self.timeout_s, "timeout_s", positive=True)
         _check_count(self.result_tokens, "result_tokens")
         _check(bool(self.attempts), "needs at least one attempt", "attempts")
@@ -234,6 +230,8 @@ class TraceProgram:
             _check_seconds(self.deadline_s, "deadline_s", positive=True)
         if self.cancel_at_s is not None:
             _check_seconds(self.cancel_at_s, "cancel_at_s", positive=False)
+        if self.quotas is not None:
+            _check_quotas(self.quotas)
         seen: set[str] = set()
         for i, seg in enumerate(self.prefix):
             _check(seg.id not in seen, f"duplicate prefix id {seg.id!r}", f"prefix[{i}].id")

@@ -7,7 +7,7 @@ keeps ``additionalProperties: false`` without a schema validator at load time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import TypeVar
 
@@ -70,13 +70,22 @@ class JsonObject:
             raise TraceError(f"expected true or false, got {_typename(value)}", field=key)
         return value
 
-    def enum(self, key: str, cls: type[E], default: E | None = None) -> E:
+    def enum(
+        self,
+        key: str,
+        cls: type[E],
+        default: E | None = None,
+        *,
+        allowed: Sequence[E] | None = None,
+    ) -> E:
+        """A member of ``cls`` given by its value; only one of ``allowed`` when given."""
+        members = tuple(cls) if allowed is None else tuple(allowed)
         value = self.get(key, default is not None)
         if value is None and default is not None:
             return default
-        if isinstance(value, str) and value in cls._value2member_map_:
+        if isinstance(value, str) and value in cls._value2member_map_ and cls(value) in members:
             return cls(value)
-        choices = ", ".join(repr(m.value) for m in cls)
+        choices = ", ".join(repr(m.value) for m in members)
         raise TraceError(f"{value!r} is not one of {choices}", field=key)
 
     def items(self, key: str, parse: Callable[[object, str], T], default: bool = False) -> list[T]:

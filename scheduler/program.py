@@ -61,14 +61,20 @@ class Branch(StrEnum):
     DISCARDED = "discarded"  # speculative branch whose result is thrown away
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Quotas:
-    """The four per-program limits of seed section 17; ``None`` means unlimited."""
+    """The per-program limits of seed sections 13 and 17; ``None`` means unlimited.
+
+    The controller and the live service enforce the first four; ``concurrent_tools`` (at most
+    that many tool calls of the program at once) is recorded by traces and carried through,
+    not enforced. A value: several programs, and a trace, may share one instance.
+    """
 
     wall_time_s: float | None = None
     tokens: int | None = None
     tool_calls: int | None = None
     branches: int | None = None
+    concurrent_tools: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,13 +15,27 @@
 
 Any OpenAI client works: give it ``openai_kwargs(...)`` (or ``program_headers(...)`` as
 ``default_headers`` / ``extra_headers``) and it speaks to agentconsole with program identity.
+The transport and the error classes are :mod:`agentconsole.httpclient`'s, shared with the
+consoles.
 """
 
 from __future__ import annotations
 
 from agentconsole.client.aio import AsyncAgentConsole
 from agentconsole.client.base import program_headers
-from agentconsole.client.errors import (
+from agentconsole.client.sync import AgentConsole
+from agentconsole.client.types import (
+    AuditAction,
+    CancelResult,
+    Node,
+    Program,
+    ProgramPage,
+    Tool,
+    ToolCallRecord,
+    ToolCallResult,
+    ToolOptions,
+)
+from agentconsole.httpclient.errors import (
     ApiError,
     AuthenticationError,
     ConflictError,
@@ -36,18 +50,6 @@ from agentconsole.client.errors import (
     ServerError,
     ToolFailedError,
     ValidationError,
-)
-from agentconsole.client.sync import AgentConsole
-from agentconsole.client.types import (
-    AuditAction,
-    CancelResult,
-    Node,
-    Program,
-    ProgramPage,
-    Tool,
-    ToolCallRecord,
-    ToolCallResult,
-    ToolOptions,
 )
 
 __all__ = [

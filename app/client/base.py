@@ -1,18 +1,15 @@
-"""What the sync and async clients share: the base URL, the key, and the helpers for using
-any OpenAI client against agentconsole with program identity in headers."""
+"""What the blocking and the asynchronous client share: the base URL and the key, every API
+method (each listed once, from its request builder in :mod:`agentconsole.client.calls`), and
+the helpers for using any OpenAI client against agentconsole with program identity in headers."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import httpx
-
 from agentconsole.client import calls
-from agentconsole.client.errors import error_for
-from agentconsole.client.types import JSON
-
-DEFAULT_TIMEOUT_S = 60.0
+from agentconsole.client.endpoint import endpoint
+from agentconsole.httpclient import Transport, auth_headers
 
 
 def program_headers(
@@ -29,16 +26,24 @@ def program_headers(
 
 
 class ClientBase:
-    """Settings shared by :class:`AgentConsole` and :class:`AsyncAgentConsole`."""
+    """Settings and methods shared by :class:`AgentConsole` and :class:`AsyncAgentConsole`."""
 
-    def __init__(self, base_url: str, api_key: str) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.api_key = api_key
+    _transport: Transport
+
+    @property
+    def base_url(self) -> str:
+        """The server's URL, without a trailing slash."""
+        return self._transport.base_url
+
+    @property
+    def api_key(self) -> str:
+        """The key every request carries."""
+        return self._transport.api_key
 
     @property
     def headers(self) -> dict[str, str]:
         """The authentication header every request carries."""
-        return {"Authorization": f"Bearer {self.api_key}"}
+        return auth_headers(self.api_key)
 
     def openai_headers(
         self, program_id: str, node_id: str | None = None, parents: Sequence[str] = ()
@@ -58,21 +63,29 @@ class ClientBase:
             "default_headers": program_headers(program_id, node_id, parents),
         }
 
-    @staticmethod
-    def _decode(call: calls.Call[Any], response: httpx.Response) -> Any:
-        if response.status_code >= 400:
-            raise error_for(response)
-        return call.parse(response.json() if response.content else {})
-
-    @staticmethod
-    def _tool_body(
-        name: str,
-        parameters: Mapping[str, Any],
-        executor: Mapping[str, Any],
-        options: Mapping[str, Any],
-    ) -> JSON:
-        return {"name": name, "parameters": dict(parameters), "executor": dict(executor), **options}
-
-    @staticmethod
-    def _reconcile_body(result: Any, retry: bool) -> JSON:
-        return {"action": "retry"} if retry else {"action": "commit", "result": result}
+    # -- programs and nodes --------------------------------------------------------------------
+    create_program = endpoint(calls.create_program)
+    get_program = endpoint(calls.get_program)
+    list_programs = endpoint(calls.list_programs)
+    cancel_program = endpoint(calls.cancel_program)
+    finish_program = endpoint(calls.finish_program)
+    add_node = endpoint(calls.add_node)
+    get_node = endpoint(calls.get_node)
+    # -- tools ---------------------------------------------------------------------------------
+    register_tool = endpoint(calls.register_tool)
+    list_tools = endpoint(calls.list_tools)
+    call_tool = endpoint(calls.call_tool)
+    tool_started = endpoint(calls.tool_started)
+    tool_finished = endpoint(calls.tool_finished)
+    # -- operators (operator key) --------------------------------------------------------------
+    preempt = endpoint(calls.preempt)
+    operator_cancel = endpoint(calls.operator_cancel)
+    boost = endpoint(calls.boost)
+    drain = endpoint(calls.drain)
+    set_policy = endpoint(calls.set_policy)
+    audit = endpoint(calls.audit)
+    tool_calls = endpoint(calls.tool_calls)
+    reconcile = endpoint(calls.reconcile)
+    # -- observation ---------------------------------------------------------------------------
+    health = endpoint(calls.health)
+    overview = endpoint(calls.overview)

@@ -1,15 +1,15 @@
-"""Every API request the clients make, built once: method, path, body and how to decode the
-answer. The sync and async clients only differ in how they send a :class:`Call`."""
+"""Every SDK method, written once as the builder of its request: the method's signature and
+documentation, its method, path and body, and the decoder of the answer. The clients
+(:class:`~agentconsole.client.sync.AgentConsole`, blocking, and
+:class:`~agentconsole.client.aio.AsyncAgentConsole`, awaited) expose each builder as a method
+(:mod:`agentconsole.client.endpoint`) and only differ in how they send its :class:`Call`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
-from urllib.parse import quote
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Unpack
 
 from agentconsole.client.types import (
-    JSON,
     AuditAction,
     CancelResult,
     Node,
@@ -18,157 +18,207 @@ from agentconsole.client.types import (
     Tool,
     ToolCallRecord,
     ToolCallResult,
+    ToolOptions,
 )
+from agentconsole.httpclient import JSON, Call, drop_none, segment
+from agentconsole.httpclient.jsonread import obj, objects
 
-T = TypeVar("T")
 Outcome = Literal["ok", "fail", "timeout"]
 
 
-def _seg(value: str) -> str:
-    """One path segment, percent-encoded (ids never change the path's shape)."""
-    return quote(value, safe="")
-
-
 def _json(data: Any) -> JSON:
-    return data if isinstance(data, dict) else {}
+    return dict(obj(data))
 
 
-def _drop_none(body: Mapping[str, Any]) -> JSON:
-    return {k: v for k, v in body.items() if v is not None}
-
-
-@dataclass(frozen=True, slots=True)
-class Call(Generic[T]):
-    """One request and the decoder of its JSON answer."""
-
-    method: str
-    path: str
-    parse: Callable[[Any], T]
-    json: JSON | None = None
-    params: Mapping[str, str | int] = field(default_factory=dict)
+def _program_path(program_id: str, *rest: str) -> str:
+    return "/".join(("/v1/programs", segment(program_id), *rest))
 
 
 # -- programs and nodes ------------------------------------------------------------------------
 def create_program(
-    program_id: str | None,
-    deadline_s: float | None,
-    quotas: Mapping[str, float | int | None] | None,
-    labels: Mapping[str, str] | None,
+    program_id: str | None = None,
+    *,
+    deadline_s: float | None = None,
+    quotas: Mapping[str, float | int | None] | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> Call[Program]:
-    body = _drop_none(
+    """Open a program (``POST /v1/programs``); the server picks an id when none is given.
+    ``quotas``: ``wall_time_s``, ``tokens``, ``tool_calls``, ``branches``."""
+    body = drop_none(
         {"program_id": program_id, "deadline_s": deadline_s,
          "quotas": dict(quotas) if quotas else None, "labels": dict(labels) if labels else None}
     )  # fmt: skip
-    return Call("POST", "/v1/programs", lambda d: Program.parse(_json(d)), body)
+    return Call("POST", "/v1/programs", Program.parse, body)
 
 
 def get_program(program_id: str) -> Call[Program]:
-    return Call("GET", f"/v1/programs/{_seg(program_id)}", lambda d: Program.parse(_json(d)))
+    """The program with its nodes, edges and critical path."""
+    return Call("GET", _program_path(program_id), Program.parse)
 
 
 def list_programs(
-    state: str | None, label: str | None, tenant: str | None, limit: int, offset: int
+    *,
+    state: str | None = None,
+    label: str | None = None,
+    tenant: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
 ) -> Call[ProgramPage]:
+    """One page of programs, newest first (``label`` is ``key:value``)."""
     params: dict[str, str | int] = {"limit": limit, "offset": offset}
     params.update({k: v for k, v in (("state", state), ("label", label), ("tenant", tenant)) if v})
-    return Call("GET", "/v1/programs", lambda d: ProgramPage.parse(_json(d)), params=params)
+    return Call("GET", "/v1/programs", ProgramPage.parse, params=params)
 
 
-def cancel_program(program_id: str, *, operator: bool = False) -> Call[CancelResult]:
-    prefix = "/v1/operator/programs" if operator else "/v1/programs"
-    path = f"{prefix}/{_seg(program_id)}/cancel"
-    return Call("POST", path, lambda d: CancelResult.parse(_json(d)), {})
+def cancel_program(program_id: str) -> Call[CancelResult]:
+    """Cancel the program: calls aborted, read-only tools interrupted, side effects
+    flagged. Idempotent."""
+    return Call("POST", _program_path(program_id, "cancel"), CancelResult.parse, {})
 
 
-def finish_program(program_id: str, success: bool) -> Call[Program]:
-    path = f"/v1/programs/{_seg(program_id)}/finish"
-    return Call("POST", path, lambda d: Program.parse(_json(d)), {"success": success})
+def finish_program(program_id: str, *, success: bool = True) -> Call[Program]:
+    """The agent is done with the program."""
+    return Call("POST", _program_path(program_id, "finish"), Program.parse, {"success": success})
 
 
 def add_node(
     program_id: str,
     node_id: str,
-    kind: Literal["llm", "tool"],
-    parents: Sequence[str],
-    tool: str | None,
-    branch: str | None,
+    *,
+    kind: Literal["llm", "tool"] = "llm",
+    parents: Sequence[str] = (),
+    tool: str | None = None,
+    branch: str | None = None,
 ) -> Call[Node]:
-    body = _drop_none(
+    """Declare a node and its parents before running it (the DAG edges)."""
+    body = drop_none(
         {"node_id": node_id, "kind": kind, "parents": list(parents), "tool": tool, "branch": branch}
     )
-    return Call(
-        "POST", f"/v1/programs/{_seg(program_id)}/nodes", lambda d: Node.parse(_json(d)), body
-    )
+    return Call("POST", _program_path(program_id, "nodes"), Node.parse, body)
 
 
 def get_node(program_id: str, node_id: str) -> Call[Node]:
-    path = f"/v1/programs/{_seg(program_id)}/nodes/{_seg(node_id)}"
-    return Call("GET", path, lambda d: Node.parse(_json(d)))
+    """One node with its timings."""
+    return Call("GET", _program_path(program_id, "nodes", segment(node_id)), Node.parse)
 
 
 # -- tools -------------------------------------------------------------------------------------
-def register_tool(body: JSON) -> Call[Tool]:
-    return Call("POST", "/v1/tools", lambda d: Tool.parse(_json(d)), _drop_none(body))
+def register_tool(
+    name: str,
+    parameters: Mapping[str, Any],
+    executor: Mapping[str, Any],
+    **options: Unpack[ToolOptions],
+) -> Call[Tool]:
+    """Register (or replace) a tool. ``parameters`` is a JSON Schema 2020-12 object with
+    ``"additionalProperties": false`` at every level; ``executor`` is ``{"type":
+    "builtin", "name": ...}``, ``{"type": "http", "url": ...}`` or ``{"type": "agent"}``."""
+    body = {"name": name, "parameters": dict(parameters), "executor": dict(executor), **options}
+    return Call("POST", "/v1/tools", Tool.parse, drop_none(body))
 
 
 def list_tools() -> Call[list[Tool]]:
-    return Call("GET", "/v1/tools", lambda d: [Tool.parse(t) for t in _json(d).get("tools", [])])
+    """The tools this key may call."""
+    return Call("GET", "/v1/tools", lambda d: [Tool.parse(t) for t in objects(obj(d).get("tools"))])
 
 
 def call_tool(
-    name: str, program_id: str, node_id: str, arguments: Mapping[str, Any], attempt: int
+    name: str, program_id: str, node_id: str, arguments: Mapping[str, Any], *, attempt: int = 1
 ) -> Call[ToolCallResult]:
+    """Call a tool through the gateway. Safe to retry: the same ``(program_id, node_id,
+    attempt)`` replays the committed result instead of running the tool again; use a new
+    ``attempt`` to run it again on purpose. Raises :class:`ToolFailedError` (424),
+    :class:`NeedsReconcileError` (409) or :class:`IdempotencyMismatchError` (422)."""
     body = {"program_id": program_id, "node_id": node_id, "arguments": dict(arguments),
             "attempt": attempt}  # fmt: skip
-    path = f"/v1/tools/{_seg(name)}/call"
-    return Call("POST", path, lambda d: ToolCallResult.parse(_json(d)), body)
+    return Call("POST", f"/v1/tools/{segment(name)}/call", ToolCallResult.parse, body)
 
 
 def tool_started(program_id: str, node_id: str, tool: str) -> Call[JSON]:
-    path = f"/v1/programs/{_seg(program_id)}/tool-calls/start"
+    """Report that the agent starts running ``tool`` itself (the program waits on it)."""
+    path = _program_path(program_id, "tool-calls", "start")
     return Call("POST", path, _json, {"node_id": node_id, "tool": tool})
 
 
 def tool_finished(
-    program_id: str, node_id: str, outcome: Outcome, latency_s: float | None
+    program_id: str, node_id: str, outcome: Outcome = "ok", *, latency_s: float | None = None
 ) -> Call[JSON]:
-    body = _drop_none({"node_id": node_id, "outcome": outcome, "latency_s": latency_s})
-    return Call("POST", f"/v1/programs/{_seg(program_id)}/tool-calls/finish", _json, body)
+    """Report that the agent's own tool ended."""
+    body = drop_none({"node_id": node_id, "outcome": outcome, "latency_s": latency_s})
+    return Call("POST", _program_path(program_id, "tool-calls", "finish"), _json, body)
 
 
-# -- operators ---------------------------------------------------------------------------------
-def operator_action(path: str, body: JSON | None = None) -> Call[JSON]:
-    return Call("POST", f"/v1/operator/{path}", _json, body or {})
+# -- operators (operator key) ------------------------------------------------------------------
+def _operator(path: str, body: JSON) -> Call[JSON]:
+    return Call("POST", f"/v1/operator/{path}", _json, body)
 
 
-def program_action(program_id: str, action: str, body: JSON | None = None) -> Call[JSON]:
-    return operator_action(f"programs/{_seg(program_id)}/{action}", body)
+def preempt(program_id: str) -> Call[JSON]:
+    """Take the program's running calls off the GPU and requeue them."""
+    return _operator(f"programs/{segment(program_id)}/preempt", {})
 
 
-def audit(limit: int) -> Call[list[AuditAction]]:
+def operator_cancel(program_id: str) -> Call[CancelResult]:
+    """Cancel any tenant's program."""
+    path = f"/v1/operator/programs/{segment(program_id)}/cancel"
+    return Call("POST", path, CancelResult.parse, {})
+
+
+def boost(program_id: str, amount: float | None = None) -> Call[JSON]:
+    """Rank the program's queued calls first."""
+    return _operator(f"programs/{segment(program_id)}/boost", drop_none({"amount": amount}))
+
+
+def drain(enabled: bool = True) -> Call[JSON]:
+    """Stop (or resume) admitting new calls."""
+    return _operator("drain", {"enabled": enabled})
+
+
+def set_policy(policy: str | None = None, kv_policy: str | None = None) -> Call[JSON]:
+    """Switch the scheduling and/or KV policy live."""
+    body = {k: v for k, v in (("policy", policy), ("kv_policy", kv_policy)) if v}
+    return _operator("policy", body)
+
+
+def audit(limit: int = 100) -> Call[list[AuditAction]]:
+    """The audit log, newest first."""
     return Call(
         "GET",
         "/v1/operator/audit",
-        lambda d: [AuditAction.parse(a) for a in _json(d).get("actions", [])],
+        lambda d: [AuditAction.parse(a) for a in objects(obj(d).get("actions"))],
         params={"limit": limit},
     )
 
 
-def tool_calls(state: str | None, program_id: str | None, limit: int) -> Call[list[ToolCallRecord]]:
+def tool_calls(
+    *, state: str | None = None, program_id: str | None = None, limit: int = 100
+) -> Call[list[ToolCallRecord]]:
+    """Durable tool-call states (``state="needs_reconcile"``: decisions pending)."""
     params: dict[str, str | int] = {"limit": limit}
     params.update({k: v for k, v in (("state", state), ("program_id", program_id)) if v})
     return Call(
         "GET",
         "/v1/operator/tool-calls",
-        lambda d: [ToolCallRecord.parse(c) for c in _json(d).get("tool_calls", [])],
+        lambda d: [ToolCallRecord.parse(c) for c in objects(obj(d).get("tool_calls"))],
         params=params,
     )
 
 
-def reconcile(tool_call_id: str, body: JSON) -> Call[ToolCallRecord]:
-    path = f"/v1/operator/tool-calls/{_seg(tool_call_id)}/reconcile"
-    return Call("POST", path, lambda d: ToolCallRecord.parse(_json(d)), body)
+def reconcile(
+    tool_call_id: str, *, result: Any = None, retry: bool = False
+) -> Call[ToolCallRecord]:
+    """Settle a ``needs_reconcile`` call: record ``result`` as what happened (replayed
+    from now on), or ``retry=True`` to allow one new execution with the same key."""
+    body = {"action": "retry"} if retry else {"action": "commit", "result": result}
+    path = f"/v1/operator/tool-calls/{segment(tool_call_id)}/reconcile"
+    return Call("POST", path, ToolCallRecord.parse, body)
 
 
-def get_json(path: str) -> Call[JSON]:
-    return Call("GET", path, _json)
+# -- observation -------------------------------------------------------------------------------
+def health() -> Call[JSON]:
+    """``GET /health``."""
+    return Call("GET", "/health", _json)
+
+
+def overview() -> Call[JSON]:
+    """``GET /v1/overview`` (platform numbers, as the consoles show them)."""
+    return Call("GET", "/v1/overview", _json)

@@ -1,6 +1,7 @@
 """Typed results of the API: frozen dataclasses with the fields clients use most, and
-``raw`` (the whole JSON object) for everything else. Parsing is lenient: a field the server
-leaves out gets its neutral value, so an older or newer server still decodes."""
+``raw`` (the whole JSON object) for everything else. Parsing is lenient
+(:mod:`agentconsole.httpclient.jsonread`): a field the server leaves out, or sends with another
+type, gets its neutral value, so an older or newer server still decodes."""
 
 from __future__ import annotations
 
@@ -8,39 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-JSON = dict[str, Any]
-
-
-def _str(data: Mapping[str, Any], key: str) -> str:
-    value = data.get(key)
-    return value if isinstance(value, str) else ""
-
-
-def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    return value if isinstance(value, str) else None
-
-
-def _num(data: Mapping[str, Any], key: str) -> float:
-    value = data.get(key)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
-
-
-def _opt_num(data: Mapping[str, Any], key: str) -> float | None:
-    value = data.get(key)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-def _int(data: Mapping[str, Any], key: str) -> int:
-    value = data.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _strs(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
-    value = data.get(key)
-    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+from agentconsole.httpclient import JSON
+from agentconsole.httpclient import jsonread as j
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,18 +30,19 @@ class Node:
     raw: JSON = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def parse(cls, data: Mapping[str, Any]) -> Node:
+    def parse(cls, value: Any) -> Node:
+        data = j.obj(value)
         return cls(
-            node_id=_str(data, "node_id"),
-            kind=_str(data, "kind"),
-            state=_str(data, "state"),
-            parents=_strs(data, "parents"),
-            branch=_str(data, "branch") or "main",
-            tool=_opt_str(data, "tool"),
-            attempts=_int(data, "attempts"),
-            prompt_tokens=_int(data, "prompt_tokens"),
-            cached_tokens=_int(data, "cached_tokens"),
-            output_tokens=_int(data, "output_tokens"),
+            node_id=j.text(data, "node_id"),
+            kind=j.text(data, "kind"),
+            state=j.text(data, "state"),
+            parents=j.strings(data.get("parents")),
+            branch=j.text(data, "branch") or "main",
+            tool=j.opt_text(data, "tool"),
+            attempts=j.integer(data, "attempts"),
+            prompt_tokens=j.integer(data, "prompt_tokens"),
+            cached_tokens=j.integer(data, "cached_tokens"),
+            output_tokens=j.integer(data, "output_tokens"),
             raw=dict(data),
         )
 
@@ -96,25 +67,22 @@ class Program:
     raw: JSON = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def parse(cls, data: Mapping[str, Any]) -> Program:
-        labels = data.get("labels")
-        nodes = data.get("nodes")
+    def parse(cls, value: Any) -> Program:
+        data = j.obj(value)
         return cls(
-            program_id=_str(data, "program_id"),
-            tenant=_str(data, "tenant"),
-            state=_str(data, "state"),
-            created_at=_num(data, "created_at"),
-            finished_at=_opt_num(data, "finished_at"),
-            deadline=_opt_num(data, "deadline"),
-            labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
-            nodes_done=_int(data, "nodes_done"),
-            nodes_known=_int(data, "nodes_known"),
-            tokens_used=_int(data, "tokens_used"),
-            tool_calls=_int(data, "tool_calls"),
-            nodes=tuple(Node.parse(n) for n in nodes if isinstance(n, dict))
-            if isinstance(nodes, list)
-            else (),
-            critical_path=_strs(data, "critical_path"),
+            program_id=j.text(data, "program_id"),
+            tenant=j.text(data, "tenant"),
+            state=j.text(data, "state"),
+            created_at=j.num(data, "created_at"),
+            finished_at=j.opt_num(data, "finished_at"),
+            deadline=j.opt_num(data, "deadline"),
+            labels=j.str_map(data.get("labels")),
+            nodes_done=j.integer(data, "nodes_done"),
+            nodes_known=j.integer(data, "nodes_known"),
+            tokens_used=j.integer(data, "tokens_used"),
+            tool_calls=j.integer(data, "tool_calls"),
+            nodes=tuple(map(Node.parse, j.objects(data.get("nodes")))),
+            critical_path=j.strings(data.get("critical_path")),
             raw=dict(data),
         )
 
@@ -134,14 +102,10 @@ class ProgramPage:
     total: int
 
     @classmethod
-    def parse(cls, data: Mapping[str, Any]) -> ProgramPage:
-        items = data.get("programs")
-        programs = (
-            tuple(Program.parse(p) for p in items if isinstance(p, dict))
-            if isinstance(items, list)
-            else ()
-        )
-        return cls(programs, _int(data, "total"))
+    def parse(cls, value: Any) -> ProgramPage:
+        data = j.obj(value)
+        programs = tuple(map(Program.parse, j.objects(data.get("programs"))))
+        return cls(programs, j.integer(data, "total"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,13 +119,14 @@ class CancelResult:
     flagged_tools: tuple[str, ...]
 
     @classmethod
-    def parse(cls, data: Mapping[str, Any]) -> CancelResult:
+    def parse(cls, value: Any) -> CancelResult:
+        data = j.obj(value)
         return cls(
-            program_id=_str(data, "program_id"),
-            state=_str(data, "state"),
-            aborted_calls=_strs(data, "aborted_calls"),
-            interrupted_tools=_strs(data, "interrupted_tools"),
-            flagged_tools=_strs(data, "flagged_tools"),
+            program_id=j.text(data, "program_id"),
+            state=j.text(data, "state"),
+            aborted_calls=j.strings(data.get("aborted_calls")),
+            interrupted_tools=j.strings(data.get("interrupted_tools")),
+            flagged_tools=j.strings(data.get("flagged_tools")),
         )
 
 
@@ -182,23 +147,20 @@ class Tool:
     raw: JSON = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def parse(cls, data: Mapping[str, Any]) -> Tool:
-        params, executor, allowed = (
-            data.get("parameters"),
-            data.get("executor"),
-            data.get("allowed_tenants"),
-        )
+    def parse(cls, value: Any) -> Tool:
+        data = j.obj(value)
+        allowed = data.get("allowed_tenants")
         return cls(
-            name=_str(data, "name"),
-            owner=_opt_str(data, "owner"),
-            description=_str(data, "description"),
-            parameters=params if isinstance(params, dict) else {},
-            side_effect=data.get("side_effect") is True,
-            idempotent=data.get("idempotent") is True,
-            timeout_s=_num(data, "timeout_s"),
-            executor=executor if isinstance(executor, dict) else {},
+            name=j.text(data, "name"),
+            owner=j.opt_text(data, "owner"),
+            description=j.text(data, "description"),
+            parameters=dict(j.obj(data.get("parameters"))),
+            side_effect=j.flag(data, "side_effect"),
+            idempotent=j.flag(data, "idempotent"),
+            timeout_s=j.num(data, "timeout_s"),
+            executor=dict(j.obj(data.get("executor"))),
             allowed_tenants=tuple(map(str, allowed)) if isinstance(allowed, list) else None,
-            rate_limit_per_s=_opt_num(data, "rate_limit_per_s"),
+            rate_limit_per_s=j.opt_num(data, "rate_limit_per_s"),
             raw=dict(data),
         )
 
@@ -218,10 +180,11 @@ class ToolCallResult:
         return self.status == "replayed"
 
     @classmethod
-    def parse(cls, data: Mapping[str, Any]) -> ToolCallResult:
+    def parse(cls, value: Any) -> ToolCallResult:
+        data = j.obj(value)
         return cls(
-            _str(data, "tool_call_id"), _str(data, "status"), data.get("result"),
-            _num(data, "latency_s"),
+            j.text(data, "tool_call_id"), j.text(data, "status"), data.get("result"),
+            j.num(data, "latency_s"),
         )  # fmt: skip
 
 
@@ -241,18 +204,19 @@ class ToolCallRecord:
     updated_at: float
 
     @classmethod
-    def parse(cls, data: Mapping[str, Any]) -> ToolCallRecord:
+    def parse(cls, value: Any) -> ToolCallRecord:
+        data = j.obj(value)
         return cls(
-            tool_call_id=_str(data, "tool_call_id"),
-            program_id=_str(data, "program_id"),
-            node_id=_str(data, "node_id"),
-            tool=_str(data, "tool"),
-            state=_str(data, "state"),
-            side_effect=data.get("side_effect") is True,
-            idempotent=data.get("idempotent") is True,
-            epoch=_int(data, "epoch"),
-            error=_opt_str(data, "error"),
-            updated_at=_num(data, "updated_at"),
+            tool_call_id=j.text(data, "tool_call_id"),
+            program_id=j.text(data, "program_id"),
+            node_id=j.text(data, "node_id"),
+            tool=j.text(data, "tool"),
+            state=j.text(data, "state"),
+            side_effect=j.flag(data, "side_effect"),
+            idempotent=j.flag(data, "idempotent"),
+            epoch=j.integer(data, "epoch"),
+            error=j.opt_text(data, "error"),
+            updated_at=j.num(data, "updated_at"),
         )
 
 
@@ -268,15 +232,15 @@ class AuditAction:
     args: JSON
 
     @classmethod
-    def parse(cls, data: Mapping[str, Any]) -> AuditAction:
-        args = data.get("args")
+    def parse(cls, value: Any) -> AuditAction:
+        data = j.obj(value)
         return cls(
-            ts=_num(data, "ts"),
-            actor=_str(data, "actor"),
-            action=_str(data, "action"),
-            target=_str(data, "target"),
-            result=_str(data, "result"),
-            args=args if isinstance(args, dict) else {},
+            ts=j.num(data, "ts"),
+            actor=j.text(data, "actor"),
+            action=j.text(data, "action"),
+            target=j.text(data, "target"),
+            result=j.text(data, "result"),
+            args=dict(j.obj(data.get("args"))),
         )
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import httpx
 
 from agentconsole.client import AsyncAgentConsole, ToolFailedError, program_headers
-from agentconsole.client.errors import error_for
+from agentconsole.httpclient import error_for
 from agentconsole.replay.results import ProgramOutcome, ReplayOptions
 from agentconsole.replay.text import chat_body
 from agentconsole.sample_traces import Branch, LLMNode, Outcome, ToolNode, TraceProgram

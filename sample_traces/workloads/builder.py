@@ -27,8 +27,8 @@ from agentconsole.sample_traces.workloads.tools import (
     MAX_LATENCY_S,
     MIN_LATENCY_S,
     PROFILES,
-    ToolSpec,
 )
+from agentconsole.scheduler.program import ToolSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +161,7 @@ class ProgramBuilder:
 
     def _attempts(self, spec: ToolSpec, outcome: Outcome) -> tuple[ToolAttempt, ...]:
         profile = PROFILES[spec.kind]
-        limit = self.faults.max_attempts if spec.retriable else 1
+        limit = self.faults.max_attempts if spec.auto_retry_safe else 1
         out: list[ToolAttempt] = []
         while len(out) < limit:
             if self.draw.chance(self.faults.p_timeout):

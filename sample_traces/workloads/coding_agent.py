@@ -24,8 +24,8 @@ from agentconsole.sample_traces.workloads.tools import (
     PYTHON,
     READ_FILE,
     RUN_TESTS,
-    ToolSpec,
 )
+from agentconsole.scheduler.program import ToolSpec
 
 NAME = "coding-agent"
 EXPLORE_TOOLS: tuple[tuple[ToolSpec, float], ...] = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentconsole.sample_traces.format import ToolKind, TraceProgram
+from agentconsole.sample_traces.format import TRACE_TOOL_KINDS, ToolKind, TraceProgram
 from agentconsole.sample_traces.workloads.builder import (
     Faults,
     ProgramBuilder,
@@ -60,7 +60,7 @@ def seed_mix(
     Raises ``ValueError`` for a negative size, a non-positive rate or a bad ``mix``.
     """
     check_request(n_programs, rate)
-    kinds = [k.value for k in ToolKind]
+    kinds = [k.value for k in TRACE_TOOL_KINDS]
     if slow_tool_kind is not None and slow_tool_kind not in kinds:
         raise ValueError(f"slow_tool_kind {slow_tool_kind!r} is not one of {', '.join(kinds)}")
     root = Draw(seed)

@@ -21,8 +21,8 @@ from agentconsole.sample_traces.workloads.tools import (
     RUN_TESTS,
     SQL_QUERY,
     WEB_SEARCH,
-    ToolSpec,
 )
+from agentconsole.scheduler.program import ToolSpec
 
 #: Tools of a serial ReAct loop, with weights; a rare non-idempotent POST exercises no-retry.
 SERIAL_TOOLS: tuple[tuple[ToolSpec, float], ...] = (

@@ -1,4 +1,5 @@
-"""Per-tool-kind latency, timeout and result-size profiles, and the named tools workloads use.
+"""Per-tool-kind latency, timeout and result-size profiles, and the named tools workloads use
+(the scheduler's :class:`~agentconsole.scheduler.program.ToolSpec`: name, kind, retry semantics).
 
 Latencies are log-normal with the stated 5th/95th percentiles, truncated to
 [``MIN_LATENCY_S``, min(``MAX_LATENCY_S``, timeout)], following seed section 19 (50 ms to 10 s)
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentconsole.sample_traces.format import ToolKind
+from agentconsole.scheduler.program import ToolKind, ToolSpec
 
 MIN_LATENCY_S = 0.05
 MAX_LATENCY_S = 10.0
@@ -35,21 +36,6 @@ PROFILES: dict[ToolKind, ToolProfile] = {
     ToolKind.DATABASE: ToolProfile(0.05, 1.5, 5.0, 800),
     ToolKind.HTTP: ToolProfile(0.1, 3.0, 5.0, 700),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """A named tool: its kind and retry semantics (seed section 2: side effects change retries)."""
-
-    name: str
-    kind: ToolKind
-    side_effect: bool = False
-    idempotent: bool = True
-
-    @property
-    def retriable(self) -> bool:
-        """Whether a timed-out attempt may be repeated: never for a non-idempotent effect."""
-        return self.idempotent or not self.side_effect
 
 
 WEB_SEARCH = ToolSpec("web_search", ToolKind.SEARCH)

@@ -16,15 +16,13 @@ import duckdb
 import pyarrow as pa
 
 from agentconsole.scheduler.events import Event, Scalar
-from agentconsole.server.store.event_log import EVENTS
+from agentconsole.server.store.event_log import EVENT_SPEC, EVENTS
 from agentconsole.server.store.jsonutil import dumps
 from agentconsole.server.store.records import Record
-from agentconsole.server.store.tablespec import TableSpec, same
+from agentconsole.server.store.tablespec import SEQ, TableSpec, same
 
-EVENT_COLUMNS = ("seq", "ts", "kind", "program_id", "node_id", "attempt", "tenant", "data")
-_EVENT_INSERT = (
-    f"INSERT INTO {EVENTS} ({', '.join(EVENT_COLUMNS)}) SELECT {', '.join(EVENT_COLUMNS)} FROM _ev"
-)
+_EVENT_COLUMNS = ", ".join(EVENT_SPEC.names)
+_EVENT_INSERT = f"INSERT INTO {EVENTS} ({_EVENT_COLUMNS}) SELECT {_EVENT_COLUMNS} FROM _ev"
 _EMPTY_JSON = "{}"
 
 
@@ -40,7 +38,7 @@ def events_table(events: Sequence[Event], first_seq: int) -> pa.Table:
 
     return pa.table(
         {
-            "seq": pa.array(range(first_seq, first_seq + len(events)), pa.int64()),
+            "seq": pa.array(range(first_seq, first_seq + len(events)), SEQ.arrow),
             "ts": pa.array(column("t"), pa.float64()),
             "kind": pa.array(column("kind"), pa.string()),
             "program_id": pa.array(column("program_id"), pa.string()),
@@ -93,7 +91,7 @@ def write_records(
         records = list(latest.values())
     table = _records_table(spec, records)
     if spec.seq_column:
-        seqs = pa.array(range(first_seq, first_seq + len(records)), pa.int64())
+        seqs = pa.array(range(first_seq, first_seq + len(records)), SEQ.arrow)
         table = table.add_column(0, spec.seq_column, seqs)
     names = ", ".join(spec.names)
     con.register("_rec", table)

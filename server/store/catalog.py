@@ -10,6 +10,7 @@ from agentconsole.server.store.tablespec import (
     BOOL,
     FLOAT,
     JSON,
+    JSON_TEXT,
     NO_DATA,
     STR,
     STR_LIST,
@@ -91,7 +92,7 @@ ToolRecord.SPEC = TableSpec(
     (
         ("name", STR),
         ("tenant", STR),
-        ("json_schema", STR),
+        ("json_schema", JSON_TEXT),
         ("side_effect", BOOL),
         ("idempotent", BOOL),
         ("timeout_s", FLOAT),

@@ -23,6 +23,7 @@ import duckdb
 from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.errors import StoreOpenError
 from agentconsole.server.store.migration_steps import commit_step
+from agentconsole.server.store.tablespec import FLOAT, INT, JSON, STR, TableSpec
 
 #: The alias the event log is attached under; SQL names its table ``event_log.events``.
 EVENT_LOG = "event_log"
@@ -37,6 +38,20 @@ SPLIT_VERSION = 2
 #: are by ``seq`` or time, which finer zone maps serve at least as well.
 ROW_GROUP_SIZE = 16_384
 
+#: The events table's columns (written by ``bulk.insert_events``, read by the repository).
+EVENT_SPEC = TableSpec(
+    "events",
+    (
+        ("ts", FLOAT),
+        ("kind", STR),
+        ("program_id", STR),
+        ("node_id", STR),
+        ("attempt", INT),
+        ("tenant", STR),
+        ("data", JSON),
+    ),
+    seq_column="seq",
+)
 EVENTS_DDL = f"""CREATE TABLE IF NOT EXISTS {EVENTS} (
     seq BIGINT, ts DOUBLE, kind VARCHAR, program_id VARCHAR, node_id VARCHAR,
     attempt INTEGER, tenant VARCHAR, data JSON)"""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentconsole.server.store.intent_types import (
+    TOOL_RESULTS,
     Claim,
     ClaimStatus,
     CommitOutcome,
@@ -33,7 +34,7 @@ _INSERT = (
 _SET_STATE = (
     "UPDATE tool_intents SET state = ?, epoch = ?, error = ?, updated_at = ? WHERE tool_call_id = ?"
 )
-_INSERT_RESULT = "INSERT INTO tool_results VALUES (?, ?, ?, ?)"
+_INSERT_RESULT = f"INSERT INTO tool_results ({', '.join(TOOL_RESULTS.names)}) VALUES (?, ?, ?, ?)"
 
 
 @dataclass(slots=True)

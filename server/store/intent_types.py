@@ -15,6 +15,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+import pyarrow as pa
+
+from agentconsole.server.store.tablespec import (
+    BOOL,
+    FLOAT,
+    INT,
+    JSON,
+    STR,
+    Kind,
+    TableRecord,
+    TableSpec,
+)
+
 
 class IntentState(StrEnum):
     """Stored state of one tool call."""
@@ -73,7 +86,7 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
-class IntentRecord:
+class IntentRecord(TableRecord):
     """One row of ``tool_intents`` (for the console and the API)."""
 
     tool_call_id: str
@@ -88,6 +101,32 @@ class IntentRecord:
     created_at: float
     updated_at: float
     error: str | None
+
+
+IntentRecord.SPEC = TableSpec(
+    "tool_intents",
+    (
+        ("tool_call_id", STR),
+        ("params_hash", STR),
+        ("program_id", STR),
+        ("node_id", STR),
+        ("tool", STR),
+        ("side_effect", BOOL),
+        ("idempotent", BOOL),
+        ("state", Kind("VARCHAR", pa.string(), decode=IntentState)),
+        ("epoch", INT),
+        ("created_at", FLOAT),
+        ("updated_at", FLOAT),
+        ("error", STR),
+    ),
+    key=("tool_call_id",),
+)
+#: The committed result of a tool call (one row per key, replaced by a later epoch's commit).
+TOOL_RESULTS = TableSpec(
+    "tool_results",
+    (("tool_call_id", STR), ("epoch", INT), ("result", JSON), ("committed_at", FLOAT)),
+    key=("tool_call_id",),
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import duckdb
 
 from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.server.store.catalog import ApiKeyRecord, TenantRecord, ToolRecord
-from agentconsole.server.store.event_log import EVENTS
+from agentconsole.server.store.event_log import EVENT_SPEC, EVENTS
 from agentconsole.server.store.intent_types import IntentRecord, IntentState
 from agentconsole.server.store.journal import MetricSample, OperatorAction
 from agentconsole.server.store.jsonutil import loads_object
@@ -55,11 +55,8 @@ def _cols(names: tuple[str, ...]) -> str:
     return ", ".join(names)
 
 
-_EVENT_COLS = "seq, ts, kind, program_id, node_id, attempt, tenant, data"
-_INTENT_COLS = (
-    "tool_call_id, params_hash, program_id, node_id, tool, side_effect, idempotent, state,"
-    " epoch, created_at, updated_at, error"
-)
+_EVENT_COLS = _cols(EVENT_SPEC.names)
+_INTENT_COLS = _cols(IntentRecord.SPEC.names)
 
 
 def _event(r: tuple[Any, ...]) -> StoredEvent:
@@ -74,23 +71,6 @@ def _event(r: tuple[Any, ...]) -> StoredEvent:
         data=data,
     )
     return StoredEvent(seq=int(r[0]), event=event)
-
-
-def _intent(r: tuple[Any, ...]) -> IntentRecord:
-    return IntentRecord(
-        tool_call_id=r[0],
-        params_hash=r[1],
-        program_id=r[2],
-        node_id=r[3],
-        tool=r[4],
-        side_effect=r[5],
-        idempotent=r[6],
-        state=IntentState(r[7]),
-        epoch=r[8],
-        created_at=r[9],
-        updated_at=r[10],
-        error=r[11],
-    )
 
 
 class Repository:
@@ -227,7 +207,7 @@ class Repository:
         rows = self._all(
             f"SELECT {_INTENT_COLS} FROM tool_intents WHERE tool_call_id = ?", [tool_call_id]
         )
-        return _intent(rows[0]) if rows else None
+        return IntentRecord.from_row(rows[0]) if rows else None
 
     def list_intents(
         self, *, state: IntentState | None = None, program_id: str | None = None, limit: int = 100
@@ -243,7 +223,7 @@ class Repository:
             f"SELECT {_INTENT_COLS} FROM tool_intents WHERE {' AND '.join(where)}"
             " ORDER BY updated_at DESC, tool_call_id LIMIT ?"
         )
-        return [_intent(r) for r in self._all(sql, [*params, limit])]
+        return [IntentRecord.from_row(r) for r in self._all(sql, [*params, limit])]
 
     def tools(self, tenant: str) -> list[ToolRecord]:
         """Tools visible to ``tenant``: its own and the platform-wide ones (``tenant=''``);

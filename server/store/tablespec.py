@@ -4,6 +4,11 @@ Every record class is a frozen dataclass that names its :class:`TableSpec` and i
 :class:`TableRecord`, so ``from_row()`` and the writer's Arrow columns (``bulk.py``, through
 each column's ``Kind.encode``) derive from the one column list: one generic bulk path, no
 per-table code.
+
+The tables themselves are made by the migrations (``schema.py``), whose DDL is frozen history:
+a migration must mean the same thing forever, so it is never generated from these specs, which
+change. Each :class:`Kind` names its DuckDB type, and ``tests/server/store/test_store_columns.py``
+checks every table of a migrated store against its spec, column by column (name, type, order).
 """
 
 from __future__ import annotations
@@ -33,19 +38,24 @@ def same(value: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Kind:
-    """A column type: its Arrow type and how a field value is written and read back."""
+    """A column type: its DuckDB type (as ``duckdb_columns()`` names it), its Arrow type and
+    how a field value is written and read back."""
 
+    sql: str
     arrow: Any
     encode: Callable[[Any], object] = same
     decode: Callable[[Any], Any] = same
 
 
-STR = Kind(pa.string())
-INT = Kind(pa.int32())
-BOOL = Kind(pa.bool_())
-FLOAT = Kind(pa.float64(), decode=opt_float)  # nullable: None stays None
-STR_LIST = Kind(pa.list_(pa.string()), encode=list, decode=lambda v: tuple(v or ()))
-JSON = Kind(pa.string(), encode=dumps, decode=loads_object)  # a JSON object in a text column
+STR = Kind("VARCHAR", pa.string())
+INT = Kind("INTEGER", pa.int32())
+BOOL = Kind("BOOLEAN", pa.bool_())
+FLOAT = Kind("DOUBLE", pa.float64(), decode=opt_float)  # nullable: None stays None
+STR_LIST = Kind("VARCHAR[]", pa.list_(pa.string()), encode=list, decode=lambda v: tuple(v or ()))
+JSON = Kind("JSON", pa.string(), encode=dumps, decode=loads_object)  # a JSON object as text
+JSON_TEXT = Kind("JSON", pa.string())  # JSON the record keeps as its text (written as is)
+#: The writer-assigned sequence column (``TableSpec.seq_column``, ``events.seq``).
+SEQ = Kind("BIGINT", pa.int64())
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +69,15 @@ class TableSpec:
     seq_column: str | None = None
 
     @property
+    def table_columns(self) -> tuple[tuple[str, Kind], ...]:
+        """``(column, kind)`` in table order, the writer-assigned ``seq_column`` first if any."""
+        head = ((self.seq_column, SEQ),) if self.seq_column else ()
+        return head + self.columns
+
+    @property
     def names(self) -> tuple[str, ...]:
         """Column names in table order, the writer-assigned ``seq_column`` first if any."""
-        head = (self.seq_column,) if self.seq_column else ()
-        return head + tuple(name for name, _ in self.columns)
+        return tuple(name for name, _ in self.table_columns)
 
     def decode(self, row: tuple[Any, ...]) -> dict[str, Any]:
         """Field values of a ``SELECT`` of the columns (without ``seq_column``)."""

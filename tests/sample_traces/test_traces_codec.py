@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from agentconsole.sample_traces import (
     parse_program,
     program_to_dict,
 )
+from agentconsole.scheduler.program import Quotas, ToolKind
 from tests.sample_traces.trace_cases import BAD
 
 
@@ -40,8 +42,25 @@ def test_handmade_program_parses_with_defaults(program: TraceProgram) -> None:
     assert s1.outcome is Outcome.OK
     assert s1.duration_s == pytest.approx(5.4)
     assert program.quotas is not None
-    assert program.quotas.max_tool_calls == 20
-    assert program.quotas.max_branches is None
+    assert program.quotas == Quotas(wall_time_s=600.0, tokens=500_000, tool_calls=20)
+
+
+def test_every_quota_maps_to_the_schedulers_quotas(program_dict: dict[str, Any]) -> None:
+    wire = {"max_total_tokens": 9, "max_tool_calls": 8, "max_concurrent_tools": 3,
+            "max_branches": 2, "max_wall_s": 1.5}  # fmt: skip
+    program_dict["quotas"] = wire
+    program = parse_program(program_dict)
+    assert program.quotas == Quotas(
+        wall_time_s=1.5, tokens=9, tool_calls=8, branches=2, concurrent_tools=3
+    )
+    assert program_to_dict(program)["quotas"] == wire
+
+
+def test_a_tool_node_built_in_code_cannot_be_of_the_catch_all_kind(program: TraceProgram) -> None:
+    tool = program.nodes[1]
+    assert isinstance(tool, ToolNode)
+    with pytest.raises(TraceError, match="tool_kind: 'other' is not a trace's tool kind"):
+        dataclasses.replace(tool, tool_kind=ToolKind.OTHER)
 
 
 def test_handmade_round_trip(program: TraceProgram, tmp_path: Path) -> None:

@@ -19,6 +19,8 @@ from agentconsole.sample_traces import (
     program_to_dict,
 )
 from agentconsole.sample_traces.codec import dumps_program
+from agentconsole.sample_traces.format import TRACE_TOOL_KINDS
+from agentconsole.scheduler.program import Branch, NodeKind
 from tests.sample_traces.trace_cases import BAD
 
 
@@ -36,6 +38,18 @@ def test_schema_is_2020_12_and_closed() -> None:
     closed = [d for d in objects if d.get("type") == "object"]
     assert len(closed) == 6
     assert all(d["additionalProperties"] is False for d in closed)
+
+
+def test_the_schema_enums_are_the_formats_values() -> None:
+    """The format's kinds are the scheduler's (its catch-all tool kind left out)."""
+    defs = load_schema()["$defs"]
+    assert defs["branch"]["enum"] == [b.value for b in Branch]
+    tool_kinds = defs["tool_node"]["properties"]["tool_kind"]["enum"]
+    assert tool_kinds == [k.value for k in TRACE_TOOL_KINDS]
+    kinds = [defs[f"{k.value}_node"]["properties"]["kind"]["const"] for k in NodeKind]
+    assert kinds == [k.value for k in NodeKind]
+    outcomes = defs["attempt"]["properties"]["outcome"]["enum"]
+    assert outcomes == [o.value for o in sample_traces.Outcome]
 
 
 @pytest.mark.parametrize("name", available_workloads())

@@ -236,6 +236,13 @@ BAD: dict[str, tuple[Mutator, str, str, bool]] = {
     "bad kind": (_set("nodes.0.kind", "agent"), "nodes[0].kind", "'agent' is not one of", True),
     "bad branch": (_set("nodes.0.branch", "side"), "nodes[0].branch", "not one of", True),
     "bad tool kind": (_set("nodes.1.tool_kind", "email"), "nodes[1].tool_kind", "not one of", True),
+    # the scheduler's catch-all kind is not a recording's: a trace knows what each tool did
+    "unrecorded tool kind": (
+        _set("nodes.1.tool_kind", "other"),
+        "nodes[1].tool_kind",
+        "not one of",
+        True,
+    ),
     "bad outcome": (
         _set("nodes.1.attempts.1.outcome", "maybe"),
         "nodes[1].attempts[1].outcome",
@@ -264,6 +271,7 @@ BAD: dict[str, tuple[Mutator, str, str, bool]] = {
     "unknown prefix field": (_set("prefix.0.sha", "x"), "prefix[0].sha", "unknown field", True),
     "unknown quota field": (_set("quotas.gpu", 1), "quotas.gpu", "unknown field", True),
     "zero quota": (_set("quotas.max_tool_calls", 0), "quotas.max_tool_calls", ">= 1", True),
+    "zero wall time": (_set("quotas.max_wall_s", 0), "quotas.max_wall_s", "> 0", True),
     "empty nodes": (_set("nodes", []), "nodes", "at least one node", True),
     "empty attempts": (_set("nodes.2.attempts", []), "nodes[2].attempts", "at least one", True),
     "timeout shorter than timeout_s": (

@@ -11,8 +11,9 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from agentconsole.httpclient import ApiError
 from agentconsole.ui.client.feed import EventBatch, FeedItem, FeedStatus, OverviewTick
-from agentconsole.ui.client.http import ActionResult, ApiError
+from agentconsole.ui.client.http import ActionResult
 from agentconsole.ui.client.models import AuditEntry, FeedEvent, KVState, Overview, TenantRow
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
 from tests.ui.stub_world import StubWorld

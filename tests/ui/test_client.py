@@ -8,8 +8,9 @@ import threading
 import httpx
 import pytest
 
+from agentconsole.httpclient import ApiError
 from agentconsole.ui.client.feed import EventBatch, FeedStatus, OverviewTick, read_feed
-from agentconsole.ui.client.http import ApiError, HttpConsoleClient
+from agentconsole.ui.client.http import HttpConsoleClient
 from tests.ui.stub_server import RunningStub
 
 

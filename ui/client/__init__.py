@@ -1,9 +1,11 @@
-"""The consoles' client of the HTTP API and the SSE feed (no other way into the server)."""
+"""The consoles' client of the HTTP API and the SSE feed (no other way into the server), on
+the transport, errors and JSON readers of :mod:`agentconsole.httpclient`."""
 
 from __future__ import annotations
 
+from agentconsole.httpclient import ApiError, UnreachableError
 from agentconsole.ui.client.feed import EventBatch, FeedItem, FeedStatus, OverviewTick
-from agentconsole.ui.client.http import ActionResult, ApiError, ConsoleApi, HttpConsoleClient
+from agentconsole.ui.client.http import ActionResult, ConsoleApi, HttpConsoleClient
 
 __all__ = [
     "ActionResult",
@@ -14,4 +16,5 @@ __all__ = [
     "FeedStatus",
     "HttpConsoleClient",
     "OverviewTick",
+    "UnreachableError",
 ]

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import httpx
 
-from agentconsole.ui.client import jsonread as j
+from agentconsole.httpclient import jsonread as j
+from agentconsole.httpclient.sse import SSEMessage, SSEParser
 from agentconsole.ui.client.models import FeedEvent, Overview
-from agentconsole.ui.client.sse import SSEMessage, SSEParser
 
 # The server sends an overview every second, so a silent minute means the link is dead.
 READ_TIMEOUT_S = 15.0

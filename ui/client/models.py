@@ -2,7 +2,7 @@
 the program shapes live in :mod:`agentconsole.ui.client.programs`.
 
 Each ``parse`` function accepts the decoded JSON of one response (or one item of it) and never
-raises on missing or extra fields; see :mod:`agentconsole.ui.client.jsonread`.
+raises on missing or extra fields; see :mod:`agentconsole.httpclient.jsonread`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentconsole.ui.client import jsonread as j
+from agentconsole.httpclient import jsonread as j
 
 TIER_ORDER = ("hbm", "dram", "disk")
 

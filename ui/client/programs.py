@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentconsole.ui.client import jsonread as j
+from agentconsole.httpclient import jsonread as j
 
 
 def _priority(value: Any) -> tuple[str, tuple[float, ...]]:

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from textual.app import SystemCommand
 from textual.command import DiscoveryHit, Hit, Hits, Provider
-
-if TYPE_CHECKING:
-    from agentconsole.ui.tui.app import DashboardApp
 
 VIEW_HELP = {
     "overview": "throughput, goodput, latency, queue, KV by tier, policy",
@@ -26,7 +23,18 @@ VIEW_HELP = {
 }
 
 
-def system_commands(app: DashboardApp) -> Iterator[SystemCommand]:
+class DashboardActions(Protocol):
+    """The dashboard's actions the palette calls (a protocol, so this module does not import
+    the app that imports it)."""
+
+    def action_view(self, name: str) -> None: ...
+    def action_act(self, action: str) -> None: ...
+    def action_drain(self, enabled: bool) -> None: ...
+    def action_refresh(self) -> None: ...
+    def action_help(self) -> None: ...
+
+
+def system_commands(app: DashboardActions) -> Iterator[SystemCommand]:
     """The dashboard's own palette entries."""
     for view, text in VIEW_HELP.items():
         yield SystemCommand(f"view {view}", text, partial(app.action_view, view))

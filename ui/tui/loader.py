@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 from textual.message import Message
 
-from agentconsole.ui.client.http import ApiError, ConsoleApi
+from agentconsole.httpclient import ApiError
+from agentconsole.ui.client.http import ConsoleApi
 from agentconsole.ui.tui.messages import (
     AuditLoaded,
     KVLoaded,

@@ -13,8 +13,9 @@ from functools import partial
 
 from textual.app import App
 
+from agentconsole.httpclient import ApiError
 from agentconsole.ui.client.feed import EventBatch, FeedStatus, OverviewTick
-from agentconsole.ui.client.http import ApiError, ConsoleApi
+from agentconsole.ui.client.http import ConsoleApi
 from agentconsole.ui.tui import messages as m
 from agentconsole.ui.tui.feedbuffer import FeedBuffer
 from agentconsole.ui.tui.loader import load

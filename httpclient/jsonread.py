@@ -1,8 +1,8 @@
 """Lenient readers for JSON values received from the HTTP API.
 
-The consoles must keep working when the server adds a field or leaves an optional one out, so
-every reader takes a default instead of raising; a wrong *type* falls back to the default too
-(a console that shows ``0`` beats one that crashes on a ``null``).
+The SDK's results and the consoles' views must keep working when the server adds a field or
+leaves an optional one out, so every reader takes a default instead of raising; a wrong *type*
+falls back to the default too (a console that shows ``0`` beats one that crashes on a ``null``).
 """
 
 from __future__ import annotations

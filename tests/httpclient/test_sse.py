@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentconsole.ui.client.sse import SSEMessage, SSEParser
+from agentconsole.httpclient.sse import SSEMessage, SSEParser
 
 STREAM = (
     ": keep-alive\n"

@@ -1,7 +1,9 @@
-"""Exceptions for the API's error answers: one class per meaning, chosen by status and type.
+"""The API's error answers as exceptions: one class per meaning, chosen by status and type.
 
 Every error carries ``status``, ``type``, ``message``, ``field`` and the decoded ``body``; the
-API's error shape is ``{"error": {"type", "message", "field"?, ...}}``.
+API's error shape is ``{"error": {"type", "message", "field"?, ...}}``. ``status`` 0 means no
+answer at all (:class:`UnreachableError`, raised by the consoles' client; the SDK lets
+``httpx`` transport errors through).
 """
 
 from __future__ import annotations
@@ -12,23 +14,36 @@ import httpx
 
 
 class ApiError(Exception):
-    """An answer of 400 or more from the server."""
+    """An answer of 400 or more from the server, an answer that is not JSON, or no answer."""
 
     def __init__(
-        self, status: int, type: str, message: str, field: str | None, body: dict[str, Any]
+        self,
+        status: int,
+        type: str,
+        message: str,
+        field: str | None = None,
+        body: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(f"{status} {type}: {message}" + (f" (field {field})" if field else ""))
+        head = f"{status} {type}: " if status else ""
+        super().__init__(head + message + (f" (field {field})" if field else ""))
         self.status = status
         self.type = type
         self.message = message
         self.field = field
-        self.body = body
+        self.body: dict[str, Any] = body if body is not None else {}
 
     @property
     def detail(self) -> dict[str, Any]:
         """The ``error`` object (extra keys such as ``tool_call_id`` included)."""
         error = self.body.get("error")
         return error if isinstance(error, dict) else {}
+
+
+class UnreachableError(ApiError):
+    """No answer: the server could not be reached or the connection broke (status 0)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, "unreachable", message)
 
 
 class ValidationError(ApiError):
@@ -134,7 +149,9 @@ def error_for(response: httpx.Response) -> ApiError:
     found = body.get("error")
     error: dict[str, Any] = found if isinstance(found, dict) else {}
     kind = str(error.get("type") or body.get("type") or "error")
-    message = str(error.get("message") or body.get("detail") or response.text[:200])
+    message = str(
+        error.get("message") or body.get("detail") or response.text[:200] or response.reason_phrase
+    )
     field = error.get("field")
     if "retry-after" in response.headers:
         body["_retry_after"] = response.headers["retry-after"]

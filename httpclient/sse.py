@@ -1,7 +1,8 @@
 """An incremental Server-Sent Events parser (the WHATWG event-stream format).
 
 Pure and synchronous: feed it decoded text as it arrives, in chunks of any size, and it returns
-the complete messages. Used by the feed reader; kept separate so it can be tested exhaustively.
+the complete messages. Used by the consoles' feed reader (``GET /v1/events``); kept separate so
+it can be tested exhaustively.
 """
 
 from __future__ import annotations
