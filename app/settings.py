@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -90,8 +90,15 @@ class LimitsSection(_Section):
     """Largest ``max_tokens`` accepted (422 above)."""
     ready_timeout_s: float = Field(default=30.0, gt=0)
     """How long a call waits for a runtime that is still starting before 503."""
-    inferred_idle_s: float = Field(default=300.0, gt=0)
-    """An inferred program with no activity for this long is finished."""
+    program_idle_s: float = Field(
+        default=300.0, gt=0, validation_alias=AliasChoices("program_idle_s", "inferred_idle_s")
+    )
+    """A program with nothing running and no activity for this long is finished: agents
+    that never say they are done (unmodified OpenAI clients, inferred programs) end this way.
+    A tool call the model asked for whose result never came back does not keep it open.
+    (``inferred_idle_s`` is read as this too.)"""
+    metrics_snapshot_s: float = Field(default=10.0, gt=0)
+    """How often the live metrics are sampled into the store's ``metric_snapshots`` table."""
     retain_finished_s: float = Field(default=600.0, ge=0)
     """Ended programs stay in memory this long (then they are read from the store)."""
     program_admission: bool = False
@@ -176,7 +183,8 @@ class Settings(BaseSettings):
             default_max_tokens=limits.default_max_tokens,
             max_tokens_limit=limits.max_tokens_limit,
             ready_timeout_s=limits.ready_timeout_s,
-            inferred_idle_s=limits.inferred_idle_s,
+            program_idle_s=limits.program_idle_s,
+            metrics_snapshot_s=limits.metrics_snapshot_s,
             retain_finished_s=limits.retain_finished_s,
             program_admission=limits.program_admission,
             admission_wait_s=limits.admission_wait_s,

@@ -22,7 +22,6 @@ from agentconsole.kvtiers.results import (
 from agentconsole.kvtiers.router import RouteWeights, WorkerState, choose_worker, route_cost
 from agentconsole.kvtiers.tiers import ALL_TIERS, Tier, TierModel, TierSpec
 from agentconsole.kvtiers.toolwait import (
-    Action,
     Decision,
     ToolWait,
     ToolWaitPolicy,
@@ -34,7 +33,6 @@ from agentconsole.scheduler.latency import Constant, LatencyDistribution, LogNor
 
 __all__ = [
     "ALL_TIERS",
-    "Action",
     "Block",
     "Constant",
     "Counters",

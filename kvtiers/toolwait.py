@@ -48,15 +48,14 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import ClassVar
 
 from agentconsole.kvtiers.tiers import Tier, TierModel
 from agentconsole.scheduler.latency import Constant, LatencyDistribution, LogNormal, expected_min
 from agentconsole.scheduler.registry import Registry
+from agentconsole.scheduler.runtime import CacheAction
 
 __all__ = [
-    "Action",
     "Constant",
     "Decision",
     "LogNormal",
@@ -76,14 +75,6 @@ __all__ = [
 KEEP_QUANTILE = 0.9
 #: Quantiles at which ``adaptive`` tries a retention deadline (it also tries 0).
 ADAPTIVE_QUANTILES = (0.5, 0.75, 0.9, 0.95, 0.99)
-
-
-class Action(StrEnum):
-    """What to do with a program's private KV while its tool runs."""
-
-    KEEP = "keep"
-    OFFLOAD = "offload"
-    RECOMPUTE = "recompute"
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +176,7 @@ class Decision:
     expected cost of each option (keys ``keep``/``offload``/``recompute``; keep at the retention
     the policy would use)."""
 
-    action: Action
+    action: CacheAction
     retain_seconds: float
     expected_costs: dict[str, float]
 
@@ -198,7 +189,7 @@ class Decision:
     def context_kept_s(self) -> float:
         """How long the program's context stays protected under this decision (what a working
         set counts): its retention when kept or offloaded, none when dropped."""
-        return 0.0 if self.action is Action.RECOMPUTE else self.retain_seconds
+        return 0.0 if self.action is CacheAction.RECOMPUTE else self.retain_seconds
 
 
 class ToolWaitPolicy(ABC):
@@ -220,9 +211,9 @@ available_tool_wait_policies = TOOL_WAIT_POLICIES.names
 
 def _costs(wait: ToolWait, keep_tau: float) -> dict[str, float]:
     return {
-        Action.KEEP.value: keep_cost(wait, keep_tau),
-        Action.OFFLOAD.value: offload_cost(wait),
-        Action.RECOMPUTE.value: recompute_cost(wait),
+        CacheAction.KEEP.value: keep_cost(wait, keep_tau),
+        CacheAction.OFFLOAD.value: offload_cost(wait),
+        CacheAction.RECOMPUTE.value: recompute_cost(wait),
     }
 
 
@@ -238,7 +229,7 @@ class Keep(ToolWaitPolicy):
 
     def decide(self, wait: ToolWait) -> Decision:
         tau = wait.latency.quantile(self.quantile)
-        return Decision(Action.KEEP, tau, _costs(wait, tau))
+        return Decision(CacheAction.KEEP, tau, _costs(wait, tau))
 
 
 @register_tool_wait_policy
@@ -250,7 +241,7 @@ class Offload(ToolWaitPolicy):
 
     def decide(self, wait: ToolWait) -> Decision:
         tau = wait.latency.quantile(KEEP_QUANTILE)
-        return Decision(Action.OFFLOAD, tau, _costs(wait, tau))
+        return Decision(CacheAction.OFFLOAD, tau, _costs(wait, tau))
 
 
 @register_tool_wait_policy
@@ -261,7 +252,9 @@ class Recompute(ToolWaitPolicy):
     summary = "drop the private KV, recompute it on resume"
 
     def decide(self, wait: ToolWait) -> Decision:
-        return Decision(Action.RECOMPUTE, 0.0, _costs(wait, wait.latency.quantile(KEEP_QUANTILE)))
+        return Decision(
+            CacheAction.RECOMPUTE, 0.0, _costs(wait, wait.latency.quantile(KEEP_QUANTILE))
+        )
 
 
 @register_tool_wait_policy
@@ -280,10 +273,10 @@ class Adaptive(ToolWaitPolicy):
         taus.append(0.0)
         best_tau = min(taus, key=lambda tau: keep_cost(wait, tau))
         costs = _costs(wait, best_tau)
-        action = min(Action, key=lambda a: costs[a.value])  # enum order breaks ties
-        if action is Action.KEEP:
+        action = min(CacheAction, key=lambda a: costs[a.value])  # enum order breaks ties
+        if action is CacheAction.KEEP:
             retain = best_tau
-        elif action is Action.OFFLOAD:
+        elif action is CacheAction.OFFLOAD:
             retain = wait.latency.quantile(KEEP_QUANTILE)
         else:
             retain = 0.0

@@ -98,6 +98,10 @@ class ProgramGate:
         """``program_id`` passed the door (and has not finished)."""
         return program_id in self._share
 
+    def is_parked(self, program_id: str) -> bool:
+        """``program_id`` waits at the door."""
+        return any(pid == program_id for pid, _ in self._parked)
+
     def next_expiry(self) -> float | None:
         """When the earliest retention still counted lapses (a wake-up worth scheduling while
         programs are parked), or None."""

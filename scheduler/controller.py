@@ -346,6 +346,21 @@ class ProgramController:
         node.state = NodeState.READY
         node.ready_at = now
 
+    def charge(self, program_id: str, node_id: str, usage: CallUsage) -> None:
+        """Count what a call that will not finish (aborted, cut off) already cost: its tokens
+        and GPU time go to the program's usage and attained service, so quotas, fairness and
+        PLAS/ATLAS see every token a program caused. Raises :class:`QuotaExceeded` after
+        counting, like :meth:`finish_llm`; the node's state is the caller's to close."""
+        program = self.get(program_id)
+        node = program.nodes[node_id]
+        node.output_tokens += usage.output_tokens
+        node.service_s += usage.service_s
+        program.attained_service_s += usage.service_s
+        program.tokens_used += usage.prompt_tokens - usage.cached_tokens + usage.output_tokens
+        quota = program.quotas.tokens
+        if quota is not None and program.tokens_used > quota:
+            raise QuotaExceeded(program_id, "tokens", quota, program.tokens_used)
+
     def finish_llm(self, program_id: str, node_id: str, now: float, usage: CallUsage) -> list[Node]:
         """An LLM call finished: account service and tokens, learn, unlock children.
 

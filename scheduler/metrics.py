@@ -49,6 +49,13 @@ def percentile(values: Iterable[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+def _max_known(a: float, b: float) -> float:
+    """The larger of two values where NaN means unknown (NaN only if both are)."""
+    if math.isnan(a):
+        return b
+    return a if math.isnan(b) else max(a, b)
+
+
 def _mean(values: Collection[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
@@ -75,6 +82,8 @@ class _Program:
     service_s: float = 0.0
     wait_s: float = 0.0
     tool_s: float = 0.0
+    #: node -> when its call was queued, while it waits for the engine (live starvation)
+    queued_since: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -156,12 +165,25 @@ class MetricsAggregator:
             branch=str(e.data.get("branch", "main")),
         )
 
+    def _queued(self, e: Event) -> None:
+        program = self._live.get(e.program_id)
+        if program is not None:
+            program.queued_since[e.node_id] = e.t
+
     def _scheduled(self, e: Event) -> None:
         self.counts["prefix_hit_tokens"] += _num(e, "hit_tokens")
         self.counts["recompute_tokens"] += _num(e, "recompute_tokens")
+        self._dequeued(e)
+
+    def _dequeued(self, e: Event) -> None:
+        program = self._live.get(e.program_id)
+        if program is not None:
+            program.queued_since.pop(e.node_id, None)
 
     def _first_token(self, e: Event) -> None:
         program = self._live.get(e.program_id)
+        if program is not None:
+            program.queued_since.pop(e.node_id, None)
         if program is not None and program.first_token_at is None:
             program.first_token_at = e.t
             self.ttfp.append(e.t - program.created_at)
@@ -177,6 +199,8 @@ class MetricsAggregator:
         self._tenant_tokens[tenant] += int(computed + output)
         program = self._live.get(e.program_id)
         node = program.nodes.get(e.node_id) if program else None
+        if program is not None:
+            program.queued_since.pop(e.node_id, None)
         if node is not None and program is not None:
             node.queue_s += _num(e, "queue_s")
             node.restore_s += _num(e, "restore_s")
@@ -257,7 +281,20 @@ class MetricsAggregator:
         self.counts["ghost_tokens"] += _num(e, "tokens")
 
     # -- report -----------------------------------------------------------------------------
-    def tenants(self) -> dict[str, TenantMetrics]:
+    def live_starvation(self, now: float) -> dict[str, float]:
+        """Per tenant, the largest wait/service ratio of its programs still running at
+        ``now``, their waiting calls' time in the queue so far included."""
+        out: dict[str, float] = {}
+        for program in self._live.values():
+            waiting = sum(max(now - t, 0.0) for t in program.queued_since.values())
+            ratio = (program.wait_s + waiting) / max(program.service_s, SERVICE_FLOOR_S)
+            out[program.tenant] = max(out.get(program.tenant, 0.0), ratio)
+        return out
+
+    def tenants(self, now: float | None = None) -> dict[str, TenantMetrics]:
+        """Per-tenant metrics; starvation counts programs still running (as of ``now``,
+        default the latest event) as well as those that ended."""
+        live = self.live_starvation(self.last_t if now is None else now)
         out = {}
         for tenant, n in sorted(self._tenant_programs.items()):
             slowdowns: Collection[float] = self._tenant_slowdowns.get(tenant, ())
@@ -265,7 +302,9 @@ class MetricsAggregator:
                 programs=n,
                 finished=len(slowdowns),
                 slowdown=_mean(slowdowns),
-                starvation=self._tenant_starvation.get(tenant, math.nan),
+                starvation=_max_known(
+                    self._tenant_starvation.get(tenant, math.nan), live.get(tenant, math.nan)
+                ),
                 max_queue_wait_s=self._tenant_max_wait.get(tenant, 0.0),
                 e2e_p95_s=percentile(self._tenant_e2e.get(tenant, ()), 95),
                 tokens=self._tenant_tokens.get(tenant, 0),
@@ -350,6 +389,8 @@ def _critical_path_idle(program: _Program) -> tuple[float, float, float]:
 
 _HANDLERS = {
     EventKind.PROGRAM_CREATED: MetricsAggregator._created,
+    EventKind.CALL_QUEUED: MetricsAggregator._queued,
+    EventKind.CALL_FAILED: MetricsAggregator._dequeued,
     EventKind.NODE_ADDED: MetricsAggregator._node_added,
     EventKind.CALL_SCHEDULED: MetricsAggregator._scheduled,
     EventKind.CALL_FIRST_TOKEN: MetricsAggregator._first_token,

@@ -12,20 +12,103 @@ Identity: every call is submitted with its :class:`CallTicket`; ``ticket.call_id
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from agentconsole.scheduler.ticket import CallTicket
 
 
 class CacheAction(StrEnum):
-    """What to do with a program's KV while it waits on a tool (the tool-wait decision)."""
+    """What to do with a program's private KV: the tool-wait decision, and a cancel's."""
 
     KEEP = "keep"  # stay on the GPU, softly retained for ``retain_s``
     OFFLOAD = "offload"  # move to host memory now, reload on return
-    DROP = "drop"  # free it; recompute on return
+    RECOMPUTE = "recompute"  # free it now; recomputed if it is ever needed again
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """A prompt as the served model reads it: its text, its size in the model's tokens and,
+    when the runtime has a tokenizer of its own, the token ids (sent to the engine as they are,
+    so it does not tokenize again)."""
+
+    text: str
+    tokens: int
+    token_ids: tuple[int, ...] | None = None
+    #: leading tokens the platform marked public (shareable across tenants)
+    public_tokens: int = 0
+    #: what the engine must do to read this prompt as the format means it, sent with the call
+    #: (SGLang: the ``sampling_params`` entries of a ``tool_choice`` constraint)
+    sampling: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def private_tokens(self) -> int:
+        """Tokens of this prompt that belong to its tenant (what a program claims)."""
+        return max(self.tokens - self.public_tokens, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixProbe:
+    """What an engine holds of one prompt, looked up (without changing anything) before the
+    call is queued: the ticket's ``cached_tokens`` and ``restore_cost_s`` come from it."""
+
+    prompt_tokens: int
+    #: prompt tokens resident in the fastest tier (HBM): served from cache
+    cached_tokens: int = 0
+    #: prompt tokens resident in a slower tier (host DRAM, disk): reloaded before prefill
+    slow_tokens: int = 0
+    #: prompt tokens this program's earlier calls computed that the engine no longer holds:
+    #: recomputed (the cost of having lost them)
+    lost_tokens: int = 0
+
+    @property
+    def hit_tokens(self) -> int:
+        """Prompt tokens found in any tier."""
+        return self.cached_tokens + self.slow_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryView:
+    """The engine's KV memory and queue as program-level decisions see it (the tool-wait
+    decision, the program door): one definition for every runtime.
+
+    ``evictable_tokens`` is HBM held by unlocked cache, of which ``protected_tokens`` is kept
+    for programs (tool-wait retention, holds): admission can take evictable minus protected
+    without hurting a program. ``queued_tokens`` is the prompt tokens the queued calls need.
+    """
+
+    hbm_capacity_tokens: int
+    free_tokens: int
+    evictable_tokens: int = 0
+    protected_tokens: int = 0
+    queued_tokens: float = 0.0
+    queued_calls: int = 0
+    running_calls: int = 0
+    dram_capacity_tokens: int = 0
+    kv_bytes_per_token: float = 1.0
+    #: bandwidth of the host link (HBM <-> DRAM), bytes per second
+    host_link_bytes_per_s: float = 25e9
+
+    @property
+    def reclaimable_tokens(self) -> int:
+        """HBM a new call can have without evicting anything a program is kept for."""
+        return self.free_tokens + max(self.evictable_tokens - self.protected_tokens, 0)
+
+    @property
+    def memory_tokens(self) -> int:
+        """HBM plus host DRAM, in tokens (what a working set can fill)."""
+        return self.hbm_capacity_tokens + self.dram_capacity_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramContext:
+    """A program's last context as the engine holds it: ``private_tokens`` belong to it alone
+    (its own prompt parts and outputs), ``shared_tokens`` are a prefix others use too."""
+
+    private_tokens: int
+    shared_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +125,10 @@ class GenerationRequest:
     public_prefix_chars: int = 0
     #: simulated runtimes only: generate exactly this many tokens when set
     forced_output_tokens: int | None = None
+    #: the prompt's token ids when the server tokenized it (the engine then skips tokenizing)
+    prompt_ids: tuple[int, ...] | None = None
+    #: engine-specific sampling entries the prompt's format asked for (``Prompt.sampling``)
+    sampling: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +201,52 @@ class RuntimeSnapshot:
     paused: bool = False
 
 
+#: one parsed tool call: (function name, arguments as JSON text)
+ToolCallTuple = tuple[str, str]
+Json = Mapping[str, Any]
+
+
+class ToolCallStream(Protocol):
+    """One streamed answer, split into text a client may see now and held tool-call markup."""
+
+    def feed(self, text: str) -> str:
+        """The part of the answer so far that can be sent now (markup is held back)."""
+
+    def finish(self) -> tuple[str, list[ToolCallTuple]]:
+        """(text still to send, the answer's tool calls) once the answer is complete."""
+
+
+class ChatFormat(Protocol):
+    """How the served model reads chats (its template, to a :class:`Prompt` in its tokens) and
+    writes tool calls (its parser). Messages and tools are OpenAI objects (plain dicts)."""
+
+    @property
+    def name(self) -> str:
+        """What the format is, for people (e.g. ``chatml``, ``template+llama3``)."""
+
+    def render(
+        self, messages: Sequence[Json], tools: Sequence[Json] | None, tool_choice: object
+    ) -> Prompt:
+        """The chat's prompt, up to the assistant's answer (``ValueError``: refused)."""
+
+    def encode(self, text: str) -> Prompt:
+        """A raw prompt (``/v1/completions``), tokenized as the engine would."""
+
+    def parse(self, text: str, tools: Sequence[Json]) -> tuple[str, list[ToolCallTuple]]:
+        """(plain text, tool calls) of a complete answer to a prompt that declared ``tools``."""
+
+    def stream(self, tools: Sequence[Json]) -> ToolCallStream:
+        """A filter for one streamed answer to a prompt that declared ``tools``."""
+
+
 class Runtime(Protocol):
     """An LLM engine the server can drive. All methods are safe to call concurrently."""
 
     name: str
+
+    @property
+    def chat_format(self) -> ChatFormat:
+        """How this runtime's model reads chats and writes tool calls (valid once started)."""
 
     async def start(self) -> None:
         """Bring the engine up; returns when it answers requests."""
@@ -159,4 +288,17 @@ class Runtime(Protocol):
 
     def snapshot(self) -> RuntimeSnapshot:
         """Queue, running batch and KV use per tier, without blocking the engine."""
+        ...
+
+    # -- what program-level decisions read (``scheduler.driver``); cheap, never blocking --------
+    def probe(self, program_id: str, prompt: Prompt, namespace: str) -> PrefixProbe:
+        """What the engine holds of ``prompt`` for ``program_id`` (tenant ``namespace``)."""
+        ...
+
+    def memory(self) -> MemoryView:
+        """The engine's KV memory and queue now."""
+        ...
+
+    def context_of(self, program_id: str) -> ProgramContext | None:
+        """The program's last context as the engine holds it (None: nothing of it cached)."""
         ...

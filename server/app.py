@@ -34,6 +34,7 @@ from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.runtime import Runtime
 from agentconsole.server.api.auth import KeyRing
 from agentconsole.server.api.chat import ChatController
+from agentconsole.server.api.completions import CompletionsController
 from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.api.deps import DEPENDENCIES, Live
 from agentconsole.server.api.errors import handle_error
@@ -41,14 +42,14 @@ from agentconsole.server.api.observe import ObserveController
 from agentconsole.server.api.operator import OperatorController
 from agentconsole.server.api.programs import ProgramsController
 from agentconsole.server.api.system import SystemController
-from agentconsole.server.live.door import ProgramDoor
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.observe import Observer
 from agentconsole.server.live.operator import OperatorDesk
 from agentconsole.server.live.ownership import StoredIds
 from agentconsole.server.live.projector import StoreProjector
 from agentconsole.server.live.queries import ProgramQueries
-from agentconsole.server.live.service import ProgramService
+from agentconsole.server.live.service import DoorSettings, ProgramService
+from agentconsole.server.live.snapshots import MetricRecorder
 from agentconsole.server.live.sweeper import Sweeper
 from agentconsole.server.prometheus import PrometheusMetrics
 from agentconsole.server.runtime.registry import RuntimeOptions, create_runtime
@@ -107,8 +108,7 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         kv_policy=config.kv_policy,
         ready_timeout_s=config.ready_timeout_s,
         stored_ids=StoredIds(store.repo.program_owner, store.repo.program_ids()),
-        door=ProgramDoor(
-            runtime,
+        door=DoorSettings(
             enabled=config.program_admission,
             wait_s=config.admission_wait_s,
             budget_tokens=config.admission_budget_tokens,
@@ -172,12 +172,19 @@ def create_app(
         projector = live.queries.projector
         sweeper = Sweeper(
             live.service,
-            inferred_idle_s=config.inferred_idle_s,
+            program_idle_s=config.program_idle_s,
             retain_s=config.retain_finished_s,
+        )
+        recorder = MetricRecorder(
+            live.metrics,
+            live.service.runtime.snapshot,
+            store.writer.put,
+            interval_s=config.metrics_snapshot_s,
         )
         starting = asyncio.create_task(_start_runtime(live), name="runtime-start")
         projector.start()
         sweeper.start()
+        recorder.start()
         for extension in extensions:
             await extension.start(live)
         # Everything built so far lives as long as the server: take it out of the cyclic
@@ -208,6 +215,7 @@ def create_app(
             for extension in reversed(extensions):
                 await extension.stop()
             await sweeper.stop()
+            await recorder.stop()
             starting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await starting
@@ -219,6 +227,7 @@ def create_app(
     handlers: list[ControllerRouterHandler] = [
         SystemController,
         ChatController,
+        CompletionsController,
         ProgramsController,
         OperatorController,
         ObserveController,

@@ -32,7 +32,8 @@ class ServerConfig:
     default_max_tokens: int = 1024
     max_tokens_limit: int = 32_768
     ready_timeout_s: float = 30.0
-    inferred_idle_s: float = 300.0
+    program_idle_s: float = 300.0
+    metrics_snapshot_s: float = 10.0
     retain_finished_s: float = 600.0
     program_admission: bool = False
     admission_wait_s: float = 120.0

@@ -1,30 +1,32 @@
-"""What happens when a call makes progress or ends: controller updates, events, quotas.
+"""What happens when a call makes progress or ends: events, the driver, quotas.
 
 :class:`CallAccounting` is the :class:`~agentconsole.server.live.calls.CallHooks` of every
-call. It turns the runtime's report into controller state (``first_token``, ``finish_llm``)
-and into the call events every metric is computed from (``call.first_token``,
-``call.finished`` / ``call.aborted`` / ``call.failed`` with the usage numbers
-:class:`MetricsAggregator` reads, and ``call.ghost_tokens``), and it stops a call whose
-program goes over its token quota (overshoot: at most one streamed delta).
+call. It turns the runtime's report into the call events every metric is computed from
+(``call.first_token``, ``call.finished`` / ``call.aborted`` / ``call.failed`` with the usage
+numbers :class:`MetricsAggregator` reads, and ``call.ghost_tokens``) and reports the call's end
+to the program driver, which completes or closes its node. Every token a call caused is
+charged to its program, aborted or not: tokens streamed before an abort and ghost tokens
+(produced after it) count towards usage, quotas and attained service. While a call streams,
+the tokens all of the program's calls in flight have received count against its token quota,
+so parallel streams cannot together go past it (overshoot: at most one streamed delta per
+stream).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
+from agentconsole.scheduler.controller import CallUsage
 from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
-from agentconsole.scheduler.program import NodeState, Program
 from agentconsole.scheduler.runtime import GenerationResult
-from agentconsole.server.live.errors import QuotaError, ServiceError
+from agentconsole.server.live.chatformat import format_of
+from agentconsole.server.live.errors import QuotaError
 from agentconsole.server.live.servicemodel import OnlineServiceModel
 
 if TYPE_CHECKING:
     from agentconsole.server.live.calls import LiveCall
-
-QuotaStop = Callable[[str, ServiceError], None]
+    from agentconsole.server.live.service import ProgramService
 
 
 def usage_data(result: GenerationResult) -> dict[str, Scalar]:
@@ -48,21 +50,12 @@ def usage_data(result: GenerationResult) -> dict[str, Scalar]:
 
 
 class CallAccounting:
-    """Hooks of every call; ``on_quota(program_id, error)`` cancels an over-quota program."""
+    """Hooks of every call of ``service``."""
 
-    def __init__(
-        self,
-        controller: ProgramController,
-        sink: EventSink,
-        model: OnlineServiceModel,
-        on_quota: QuotaStop,
-        on_end: Callable[[LiveCall], None],
-    ) -> None:
-        self.controller = controller
+    def __init__(self, service: ProgramService, sink: EventSink, model: OnlineServiceModel) -> None:
+        self.service = service
         self.sink = sink
         self.model = model
-        self.on_quota = on_quota
-        self.on_end = on_end
 
     def _emit(self, call: LiveCall, kind: EventKind, data: dict[str, Scalar]) -> None:
         attempt = int(call.call_id.rsplit("/", 1)[-1])
@@ -71,31 +64,32 @@ class CallAccounting:
         )
 
     def first_token(self, call: LiveCall) -> None:
-        if call.program_id in self.controller.programs:
-            self.controller.first_token(call.program_id, call.node_id, time.time())
+        controller = self.service.controller
+        if call.program_id in controller.programs:
+            controller.first_token(call.program_id, call.node_id, time.time())
         ttft = (call.first_token_at or call.submitted_at) - call.submitted_at
         self._emit(call, EventKind.CALL_FIRST_TOKEN, {"ttft_s": ttft})
 
     def progress(self, call: LiveCall) -> None:
-        program = self.controller.programs.get(call.program_id)
-        if program is None or call.closed:
+        """Stop the call when the program's finished calls plus what all its calls in flight
+        received go past its token quota."""
+        program = self.service.controller.programs.get(call.program_id)
+        if program is None or call.closed or program.quotas.tokens is None:
             return
-        quota = program.quotas.tokens
-        if quota is not None and program.tokens_used + call.received > quota:
-            error = QuotaError(
-                call.program_id, "tokens", quota, program.tokens_used + call.received
-            )
-            call.stop(error)
+        streaming = sum(c.received for c in self.service.calls_of(call.program_id))
+        used = program.tokens_used + streaming
+        if used > program.quotas.tokens:
+            call.stop(QuotaError(call.program_id, "tokens", program.quotas.tokens, used))
 
     def ended(self, call: LiveCall, result: GenerationResult | None) -> None:
-        """Account the call; never raises for a program that is gone."""
+        """Account the call and report its end to the driver; never raises for a program
+        that is gone."""
+        svc = self.service
         now = time.time()
-        self.on_end(call)
-        program = self.controller.programs.get(call.program_id)
+        svc.unregister(call)
         if result is None:
             self._emit(call, EventKind.CALL_FAILED, {"reason": "runtime error"})
-            if program is not None:
-                self._close_node(program, call.node_id, "failed", now)
+            self._report(call, None, "failed", now)
             return
         data = usage_data(result)
         if call.closed:
@@ -107,37 +101,33 @@ class CallAccounting:
             self._emit(call, EventKind.CALL_FINISHED, data)
         uncached = max(result.prompt_tokens - result.cached_tokens, 0)
         self.model.observe(uncached, result.output_tokens, result.service_s)
-        if program is None:
-            return
-        node = program.nodes.get(call.node_id)
-        if node is None or node.state is not NodeState.RUNNING:
-            if node is not None and node.attempts and node.attempts[-1].finished_at is None:
-                node.attempts[-1].finished_at, node.attempts[-1].outcome = now, "aborted"
-            return
-        if call.closed and call.error is None:
-            self._close_node(program, call.node_id, "aborted", now)
-            return
         # The controller counts queue time from readiness to submission; the runtime knows
         # the time the call then waited inside the engine, which belongs there too.
         usage = CallUsage(
             result.prompt_tokens,
             result.cached_tokens,
-            result.output_tokens,
+            # an aborted call pays for what it streamed and for its ghost tokens
+            max(result.output_tokens, call.received + call.ghost)
+            if call.closed
+            else result.output_tokens,
             result.service_s,
             result.queue_s,
             result.restore_s,
             runtime_queue_s=result.queue_s,
         )
-        try:
-            self.controller.finish_llm(call.program_id, call.node_id, now, usage)
-        except QuotaExceeded as exceeded:
-            error = QuotaError(call.program_id, "tokens", exceeded.limit, exceeded.value)
-            self.on_quota(call.program_id, call.error or error)
-            return
-        if call.error is not None:
-            self.on_quota(call.program_id, call.error)
+        outcome = "ok" if not call.closed or call.error is not None else "aborted"
+        if not call.closed and call.tools:
+            call.answer = format_of(svc.runtime).parse(call.text, call.tools)
+        self._report(call, usage, outcome, now)
+        if call.answer is not None and call.answer[1]:  # the agent runs these tools now
+            names = [name for name, _ in call.answer[1]]
+            svc.tool_calls.asked(call.program_id, call.node_id, call.call_id, names)
 
-    def _close_node(self, program: Program, node_id: str, outcome: str, now: float) -> None:
-        """End a running LLM node that will not finish (client gone, runtime failure)."""
-        if node_id in program.nodes:
-            self.controller.close_node(program.program_id, node_id, now, outcome)
+    def _report(self, call: LiveCall, usage: CallUsage | None, outcome: str, now: float) -> None:
+        svc = self.service
+        actions = svc.driver.call_ended(
+            call.program_id, call.node_id, call.call_id, now, usage, outcome=outcome
+        )
+        svc.settle(actions)
+        if call.error is not None:  # stopped by a quota while it streamed
+            svc.spawn(svc.stop_for_quota(call.program_id, call.error))

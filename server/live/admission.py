@@ -18,17 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.scheduler.program import Program
-from agentconsole.scheduler.runtime import GenerationRequest
+from agentconsole.scheduler.runtime import GenerationRequest, Prompt
 from agentconsole.server.live.calls import LiveCall
 from agentconsole.server.live.errors import Unavailable
 from agentconsole.server.live.identity import chain_hashes
-from agentconsole.server.live.prompt import offered_tools, render_chat
+from agentconsole.server.live.prompt import encode_prompt, offered_tools, render_prompt
 
 if TYPE_CHECKING:
     from agentconsole.server.live.service import ProgramService
 
 PRIORITY_UNIT_S = 1.0
-CHARS_PER_TOKEN = 4  # prompt-size estimate for the ticket; the runtime reports the truth
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +48,8 @@ class ChatCall:
     labels: Mapping[str, str] = field(default_factory=dict)
     priority: int = 0
     ignore_eos: bool = False
+    #: ``/v1/completions``: the prompt as is (``messages`` then only identify the call)
+    prompt_text: str | None = None
 
 
 class CallAdmission:
@@ -71,40 +72,58 @@ class CallAdmission:
             program = svc.program_for_call(tenant, chat.program_id, chat)
         svc.require_running(program)
         await svc.check_quotas(program, time.time())
-        render = getattr(svc.runtime, "render_chat", render_chat)
-        prompt = render(chat.messages, chat.tools, chat.tool_choice)
-        prompt_tokens = max(len(prompt) // CHARS_PER_TOKEN, 1)
-        aware = svc.policy.program_aware
-        await svc.door.enter(program.program_id, prompt_tokens, program_aware=aware)
-        svc.require_running(program)  # it may have been cancelled while at the door
+        if chat.prompt_text is not None:
+            prompt = encode_prompt(svc.runtime, chat.prompt_text)
+        else:
+            prompt = render_prompt(svc.runtime, chat.messages, chat.tools, chat.tool_choice)
+        await self._door(program, prompt)
+        svc.tool_calls.answered(program.program_id, chat.messages)
         now = time.time()
         node = svc.nodes.llm_node(program, chat.node_id, parents, now)
         pid, nid = program.program_id, node.node_id
-        ticket = svc.controller.ticket(pid, nid, now, prompt_tokens=prompt_tokens)
+        probe = svc.runtime.probe(pid, prompt, tenant)
+        ticket = svc.driver.queue_call(pid, nid, probe, now)
         ticket.boost += chat.priority * PRIORITY_UNIT_S
         svc.controller.start_node(pid, nid, now)
         request = GenerationRequest(
             ticket,
-            prompt,
+            prompt.text,
             chat.max_tokens,
             chat.temperature,
             chat.top_p,
             chat.stop,
             cache_namespace=tenant,
             forced_output_tokens=chat.max_tokens if chat.ignore_eos else None,
+            prompt_ids=prompt.token_ids,
+            sampling=prompt.sampling,
         )
+        prompt_tokens = prompt.tokens
         data = {"prompt_tokens": prompt_tokens, "priority": chat.priority}
         svc.hub.emit(Event(now, EventKind.CALL_QUEUED, pid, nid, ticket.attempt, tenant, data))
         declared, _ = offered_tools(chat.tools, chat.tool_choice)
         try:
-            call = LiveCall(request, svc.runtime, svc.accounting, tools_offered=bool(declared))
+            call = LiveCall(request, svc.runtime, svc.accounting, tools=tuple(declared))
         except Exception as error:
+            svc.driver.withdraw(pid, ticket.call_id)
             svc.nodes.fail_attempt(program, nid, now)
             raise Unavailable(f"the runtime refused the call: {error}") from error
         svc.register(call)
         if hashes is not None:
             svc.chains.record(tenant, hashes, pid, nid)
         return call
+
+    async def _door(self, program: Program, prompt: Prompt) -> None:
+        """Let the call through the program door: at once for a started program, else when
+        the driver starts it (``DoorRoom.wait``: 503 after the wait limit)."""
+        svc = self.service
+        if not svc.driver.door_open or program.nodes:
+            return  # no door, or the program started: its calls never wait there
+        memory = svc.runtime.memory().memory_tokens
+        pid = program.program_id
+        if svc.driver.arrive(pid, prompt.private_tokens, memory, time.time()):
+            return
+        await svc.door.wait(pid)
+        svc.require_running(program)  # it may have been cancelled while at the door
 
     def _inferred(
         self, tenant: str, hashes: list[bytes], chat: ChatCall

@@ -1,77 +1,34 @@
-"""The program door of ``serve``: a new program's first call waits while the working set of
-the programs already started fills the runtime's KV memory.
+"""The program door's waiting room in ``serve``: where a new program's first call waits while
+the program driver keeps it parked.
 
-Why: above saturation, starting every program at once makes new prefills evict the contexts of
-programs in flight, which then recompute them (the simulator measures fcfs at 3x capacity
-finishing a third of what the engine can). The counting is ``scheduler.admission.ProgramGate``,
-the same the simulator drives; this module feeds it from what ``serve`` sees:
-
-- a program counts from its first call; when its last call in flight ends it keeps counting
-  for ``idle_grace_s`` (the agent's next call or a tool start usually follows at once), so a
-  program an agent never finishes cannot hold the door shut;
-- through a tool wait it counts for as long as the tool-wait decision keeps its context
-  (``keep``/``offload``: the retention; ``recompute``: not at all);
-- finish, cancel and quota stops end it; the sweeper's tick lets lapsed retentions go.
-
-The budget is ``memory_share`` of the HBM + DRAM tokens the runtime reports (read when a
-program arrives), or ``budget_tokens`` when set; a runtime reporting no KV tiers has no door.
-Only program-aware policies have a door, as in the simulator. A first call that waits longer
-than ``wait_s`` gets 503 with ``Retry-After`` and leaves the queue.
+The counting is ``scheduler.driver.ProgramDriver`` (``ProgramGate`` underneath), the same
+object the simulator drives; this module only holds the asyncio side: a call of a parked
+program waits on an event the driver's :class:`~agentconsole.scheduler.driver.StartPrograms`
+sets (the calls of a fan-out wait together), and one that waits longer than ``wait_s`` gets
+503 with ``Retry-After`` and takes its program out of the queue (``on_leave``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+from collections.abc import Callable, Iterable
 
-from agentconsole.kvtiers.toolwait import Decision
-from agentconsole.scheduler.admission import ProgramGate
-from agentconsole.scheduler.runtime import Runtime
 from agentconsole.server.live.errors import Unavailable
 
 
-class ProgramDoor:
-    """Admits new programs into ``serve`` (see the module docstring)."""
+class DoorRoom:
+    """Parked programs' first calls, waiting to be let in."""
 
-    def __init__(
-        self,
-        runtime: Runtime,
-        *,
-        enabled: bool = False,
-        wait_s: float = 120.0,
-        budget_tokens: int | None = None,
-        memory_share: float = 0.9,
-        idle_grace_s: float = 5.0,
-    ) -> None:
-        self.runtime = runtime
+    def __init__(self, on_leave: Callable[[str], None], *, wait_s: float = 120.0) -> None:
+        self.on_leave = on_leave
         self.wait_s = wait_s
-        self.budget_tokens = budget_tokens
-        self.memory_share = memory_share
-        self.idle_grace_s = idle_grace_s
-        self.gate = ProgramGate(0, enabled=enabled)
         self._waiting: dict[str, asyncio.Event] = {}
 
-    @property
-    def enabled(self) -> bool:
-        return self.gate.enabled
-
-    async def enter(self, program_id: str, tokens: int, *, program_aware: bool) -> None:
-        """Let a call of ``program_id`` (``tokens`` of prompt) through: at once for a started
-        program (it counts again), else when the working set leaves room. Raises
-        :class:`Unavailable` after ``wait_s`` at the door."""
-        if not (self.gate.enabled and program_aware):
-            return
-        if self.gate.is_started(program_id):
-            self.gate.rejoin(program_id)
-            return
-        event = self._waiting.get(program_id)  # a fan-out's calls wait together
+    async def wait(self, program_id: str) -> None:
+        """Wait until ``program_id`` is let in; :class:`Unavailable` after ``wait_s`` (the
+        program then leaves the queue, as it does when the caller is cancelled)."""
+        event = self._waiting.get(program_id)
         if event is None:
-            budget = self._budget()
-            if budget is None:
-                return
-            self.gate.budget_tokens = budget
-            if self.gate.try_start(program_id, tokens, time.time()):
-                return
             event = self._waiting[program_id] = asyncio.Event()
         try:
             async with asyncio.timeout(self.wait_s):
@@ -79,7 +36,7 @@ class ProgramDoor:
         except (TimeoutError, asyncio.CancelledError) as error:
             if not event.is_set():  # still at the door: leave it
                 self._waiting.pop(program_id, None)
-                self._open(self.gate.finish(program_id, time.time()))
+                self.on_leave(program_id)
             if isinstance(error, TimeoutError):
                 raise Unavailable(
                     f"program {program_id!r} waited {self.wait_s:.0f} s at the admission door: "
@@ -88,39 +45,14 @@ class ProgramDoor:
                 ) from None
             raise
 
-    def call_ended(self, program_id: str) -> None:
-        """``program_id`` has no call in flight any more: it counts for ``idle_grace_s``."""
-        now = time.time()
-        self._open(self.gate.step_out(program_id, now + self.idle_grace_s, now))
-
-    def tool_wait(self, program_id: str, decision: Decision | None) -> None:
-        """``program_id`` waits on a tool under ``decision`` (None: nothing of it cached)."""
-        now = time.time()
-        kept = self.idle_grace_s if decision is None else decision.context_kept_s
-        self._open(self.gate.step_out(program_id, now + kept, now))
-
-    def finish(self, program_id: str) -> None:
-        """``program_id`` ended: it stops counting (and leaves the queue if it waited)."""
-        self._open(self.gate.finish(program_id, time.time()))
-
-    def tick(self, now: float) -> None:
-        """Time passed (the sweeper): lapsed retentions stop counting."""
-        self._open(self.gate.wake(now))
-
-    @property
-    def waiting(self) -> int:
-        """Programs at the door."""
-        return self.gate.parked
-
-    def _open(self, started: list[str]) -> None:
-        for program_id in started:
+    def open(self, program_ids: Iterable[str]) -> None:
+        """Let these programs in (their waiting calls go on)."""
+        for program_id in program_ids:
             event = self._waiting.pop(program_id, None)
             if event is not None:
                 event.set()
 
-    def _budget(self) -> int | None:
-        if self.budget_tokens is not None:
-            return self.budget_tokens
-        tiers = self.runtime.snapshot().tiers
-        memory = sum(t.capacity_tokens for name, t in tiers.items() if name in ("hbm", "dram"))
-        return int(memory * self.memory_share) if memory > 0 else None
+    @property
+    def waiting(self) -> int:
+        """Programs whose calls wait at the door."""
+        return len(self._waiting)

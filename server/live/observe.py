@@ -19,7 +19,7 @@ from typing import Any
 
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.program import ProgramState
-from agentconsole.scheduler.runtime import RuntimeSnapshot
+from agentconsole.scheduler.runtime import CacheAction, RuntimeSnapshot
 from agentconsole.server.live.service import ProgramService
 from agentconsole.server.live.views import finite
 
@@ -72,7 +72,7 @@ class Observer:
         throughput = finished / span if finished and span > 0 else 0.0
         return {
             "policy": service.policy.name,
-            "kv_policy": service.toolwait.policy_name,
+            "kv_policy": service.kv_policy,
             "runtime": snap.runtime,
             "draining": service.draining,
             "programs": {"running": running, **ended},
@@ -86,6 +86,12 @@ class Observer:
             "kv": self.tiers(snap),
             "prefix_hit_tokens": snap.prefix_hit_tokens,
             "ghost_tokens": int(counts.get("ghost_tokens", 0)),
+            # how far the online estimates the policies rank by were off (count, mean
+            # absolute and relative error, bias) per kind: output tokens, tool latency, ...
+            "estimator_errors": {
+                kind: {k: _clean(v) for k, v in stats.items()}
+                for kind, stats in service.controller.prediction_log.summary().items()
+            },
         }
 
     def tenants(self, tenant: str | None) -> JSON:
@@ -107,7 +113,7 @@ class Observer:
             if q.tool_calls:
                 row["tool_calls"] = max(row["tool_calls"], program.tool_calls / q.tool_calls)
         rows = []
-        for name, m in self.metrics.tenants().items():
+        for name, m in self.metrics.tenants(time.time()).items():
             if tenant is not None and name != tenant:
                 continue
             rows.append(
@@ -128,8 +134,14 @@ class Observer:
         """``GET /v1/kv``; a tenant sees its own retained contexts and placement only."""
         snap, report, now = self.snapshot(), self.report(), time.time()
         retained = [
-            asdict(r)
-            for r in self.service.toolwait.retained.values()
+            {
+                "program_id": r.program_id,
+                "tenant": r.tenant,
+                "tokens": r.tokens,
+                "tier": "hbm" if r.action is CacheAction.KEEP else "dram",
+                "until": r.until,
+            }
+            for r in self.service.driver.retained.values()
             if r.until > now and (tenant is None or r.tenant == tenant)
         ]
         placement = {

@@ -129,15 +129,15 @@ class OperatorDesk:
         async def work() -> dict[str, Any]:
             service = self.service
             try:
-                new_policy = get_policy(policy) if policy is not None else service.policy
+                if policy is not None:
+                    get_policy(policy)  # refuse an unknown name before changing anything
                 if kv_policy is not None:
-                    service.toolwait.set_policy(kv_policy)
+                    service.use_kv_policy(kv_policy)
+                if policy is not None:
+                    service.use_policy(policy)
             except KeyError as error:
                 raise InvalidRequest(str(error.args[0]), field="policy") from None
-            if policy is not None:
-                service.runtime.set_policy(policy)
-                service.policy = new_policy
-            data = {"policy": service.policy.name, "kv_policy": service.toolwait.policy_name}
+            data = {"policy": service.policy.name, "kv_policy": service.kv_policy}
             service.hub.emit(Event(time.time(), EventKind.POLICY_CHANGED, data=data))
             return data
 

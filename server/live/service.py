@@ -5,13 +5,15 @@ that turns requests into controller decisions and runtime actions. Every method 
 event loop, takes the caller's tenant (``None`` for an operator, who sees every tenant) and
 raises :class:`~agentconsole.server.live.errors.ServiceError` subclasses for refusals.
 
-Data flow of a chat call: resolve the program (explicit, or inferred from the prefix chain)
--> quotas -> node -> prompt -> ticket -> ``runtime.submit`` -> :class:`LiveCall` pumps the
-stream -> :class:`CallAccounting` finishes the node. Tools (:class:`ToolPort`, what the
-gateway calls): ``tool_started`` opens the tool node's attempt and, when the program then
-waits on tools only, asks the tool-wait policy what to do with its KV. Cancel: pending nodes
-cancelled, calls in flight aborted and confirmed, tools interrupted (read-only) or flagged
-(side effects), KV dropped.
+Every program-level decision is the :class:`ProgramDriver`'s (the same object ``bench``
+drives): the service feeds it what happens and carries out the actions it returns
+(:meth:`ProgramService.apply`) with asyncio. Data flow of a chat call: resolve the program
+(explicit, or inferred from the prefix chain) -> quotas -> prompt -> the door -> node ->
+probe and ticket -> ``runtime.submit`` -> :class:`LiveCall` pumps the stream ->
+:class:`CallAccounting` reports its end to the driver. Tools (:class:`ToolPort`, what the
+gateway calls) report their start and end to the driver, which decides what happens to the
+program's KV while it waits on them. Cancel: pending nodes cancelled, calls in flight aborted
+and confirmed, tools interrupted (read-only) or flagged (side effects), KV dropped.
 """
 
 from __future__ import annotations
@@ -23,14 +25,25 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentconsole.kvtiers.advisor import ToolWaitAdvisor
+from agentconsole.kvtiers.toolwait import get_tool_wait_policy
 from agentconsole.scheduler.controller import ProgramController
-from agentconsole.scheduler.policies import get_policy
-from agentconsole.scheduler.program import NodeKind, Program, Quotas
-from agentconsole.scheduler.runtime import CacheAction, Runtime
+from agentconsole.scheduler.driver import (
+    AbortCalls,
+    Action,
+    CacheHint,
+    ProgramDriver,
+    StartPrograms,
+    StopProgram,
+)
+from agentconsole.scheduler.policies import Policy, get_policy
+from agentconsole.scheduler.program import NodeKind, NodeState, Program, Quotas
+from agentconsole.scheduler.runtime import Runtime
 from agentconsole.server.live.accounting import CallAccounting
 from agentconsole.server.live.admission import CallAdmission, ChatCall
 from agentconsole.server.live.calls import LiveCall
-from agentconsole.server.live.door import ProgramDoor
+from agentconsole.server.live.door import DoorRoom
+from agentconsole.server.live.engineview import LiveCost, RuntimeView
 from agentconsole.server.live.errors import (
     Conflict,
     NotFound,
@@ -42,10 +55,20 @@ from agentconsole.server.live.identity import PrefixChains
 from agentconsole.server.live.nodes import NodeBook
 from agentconsole.server.live.ownership import StoredIds
 from agentconsole.server.live.servicemodel import OnlineServiceModel
+from agentconsole.server.live.toolcalls import ToolCallBook
 from agentconsole.server.live.toolport import ToolPort
-from agentconsole.server.live.toolwait import ToolWaitAdvisor
 
 CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class DoorSettings:
+    """The program door in ``serve`` (``limits.program_admission``, off by default)."""
+
+    enabled: bool = False
+    wait_s: float = 120.0
+    budget_tokens: int | None = None
+    memory_share: float = 0.9
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,20 +92,29 @@ class ProgramService:
         kv_policy: str = "adaptive",
         ready_timeout_s: float = 30.0,
         stored_ids: StoredIds | None = None,
-        door: ProgramDoor | None = None,
+        door: DoorSettings | None = None,
     ) -> None:
         self.runtime = runtime
-        #: the admission door for new programs (off unless configured)
-        self.door = door or ProgramDoor(runtime)
+        door = door or DoorSettings()
         #: ids the store may hold (programs no longer in memory); none without a store
         self.stored_ids = stored_ids or StoredIds(lambda _: None)
         self.hub = hub
         self.model = OnlineServiceModel()
         self.controller = ProgramController(hub, self.model)
-        self.policy = get_policy(policy)
-        self.toolwait = ToolWaitAdvisor(
-            kv_policy, runtime, hub, self.model, self.controller.tool_distribution
+        self.policy: Policy = get_policy(policy)
+        self.kv_policy = kv_policy
+        self.driver = ProgramDriver(
+            self.controller,
+            ToolWaitAdvisor(get_tool_wait_policy(kv_policy)),
+            LiveCost(self.model, runtime),
+            program_aware=self.policy.program_aware,
+            admission=door.enabled,
+            memory_share=door.memory_share,
+            budget_tokens=door.budget_tokens,
         )
+        self.view = RuntimeView(runtime)
+        #: first calls of programs the driver keeps at the door
+        self.door = DoorRoom(self._left_door, wait_s=door.wait_s)
         self.nodes = NodeBook(self.controller)
         self.chains = PrefixChains()
         self.draining = False
@@ -90,16 +122,60 @@ class ProgramService:
         self.ready_timeout_s = ready_timeout_s
         self.calls: dict[str, LiveCall] = {}
         self.ended_by: dict[str, ServiceError] = {}  # why a program was stopped early
-        self.accounting = CallAccounting(
-            self.controller, hub, self.model, self._quota_stop, self._call_ended
-        )
+        self.accounting = CallAccounting(self, hub, self.model)
         self._by_program: dict[str, dict[str, LiveCall]] = {}
         self.admission = CallAdmission(self)
         #: the tool gateway's port (``gateway.ports.ProgramPort``)
         self.tools = ToolPort(self)
+        #: tool calls models asked for, as tool nodes (agents that report no tools)
+        self.tool_calls = ToolCallBook(self)
         self._cancel_listeners: list[CancelListener] = []
         self._background: set[asyncio.Task[Any]] = set()
         hub.resolve_tenants(self.tenant_of)
+
+    # -- policies ----------------------------------------------------------------------------------
+    def use_policy(self, name: str) -> None:
+        """Order calls by policy ``name`` from now on (``KeyError`` if unknown)."""
+        policy = get_policy(name)
+        self.runtime.set_policy(name)
+        self.policy = policy
+        self.driver.program_aware = policy.program_aware
+
+    def use_kv_policy(self, name: str) -> None:
+        """Decide tool waits by tool-wait policy ``name`` from now on (``KeyError``)."""
+        self.driver.advisor = ToolWaitAdvisor(get_tool_wait_policy(name))
+        self.kv_policy = name
+
+    # -- the driver's actions ------------------------------------------------------------------
+    def settle(self, actions: list[Action] | None = None) -> None:
+        """Let the driver decide what the events just reported changed, and carry out those
+        actions and ``actions`` (asynchronous ones in the background)."""
+        now = time.time()
+        todo = [*(actions or ()), *self.driver.settle(self.view, now)]
+        if todo:
+            self.spawn(self.apply(todo))
+
+    async def settled(self, actions: list[Action] | None = None) -> None:
+        """:meth:`settle`, returning once the actions are carried out."""
+        await self.apply([*(actions or ()), *self.driver.settle(self.view, time.time())])
+
+    async def apply(self, actions: list[Action]) -> None:
+        """Carry out the driver's actions: let programs through the door, apply cache hints,
+        abort calls, stop programs over a quota."""
+        for action in actions:
+            if isinstance(action, StartPrograms):
+                self.door.open(action.program_ids)
+            elif isinstance(action, CacheHint):
+                await self.runtime.cache_hint(action.program_id, action.action, action.retain_s)
+            elif isinstance(action, AbortCalls):
+                live = [self.calls[c] for c in action.call_ids if c in self.calls]
+                await asyncio.gather(*(call.abort("cancel") for call in live))
+            elif isinstance(action, StopProgram):
+                error = QuotaError(action.program_id, action.quota, action.limit, action.value)
+                await self.stop_for_quota(action.program_id, error)
+
+    def _left_door(self, program_id: str) -> None:
+        self.settle(self.driver.forget(program_id, time.time()))
 
     async def stop(self) -> None:
         """Abort every call in flight (their clients get an end) and wait for background
@@ -130,8 +206,9 @@ class ProgramService:
         if program is not None and program.state.terminal:
             self.controller.forget(program_id)
         self.ended_by.pop(program_id, None)
-        self.toolwait.released(program_id)
-        self.door.finish(program_id)
+        self.tool_calls.forget(program_id)
+        self.tools.forget(program_id)
+        self.settle(self.driver.forget(program_id, time.time()))
 
     # -- programs -------------------------------------------------------------------------------
     def open_program(
@@ -207,9 +284,16 @@ class ProgramService:
         program = self.owned(tenant, program_id)
         if program.state.terminal and program.state.value == "cancelled":
             raise Conflict(f"program {program_id!r} is cancelled")
-        self.toolwait.released(program_id)
-        self.door.finish(program_id)
-        return self.controller.finish_program(program_id, time.time(), success=success)
+        if program.state.terminal:
+            return program
+        self.settle(self.driver.finish(program_id, time.time(), success=success))
+        return program
+
+    def finish_idle(self, program_id: str) -> None:
+        """The program has been idle past the limit: tool calls whose answer never came are
+        abandoned and it finishes (the sweeper)."""
+        self.tool_calls.abandon(program_id)
+        self.finish_program(None, program_id, success=True)
 
     async def cancel_program(
         self, tenant: str | None, program_id: str, *, reason: str = "user"
@@ -219,15 +303,12 @@ class ProgramService:
         program = self.owned(tenant, program_id)
         if program.state.terminal and program.state.value != "cancelled":
             raise Conflict(f"program {program_id!r} is {program.state.value}")
-        running = self.controller.cancel_program(program_id, time.time(), reason=reason)
-        self.door.finish(program_id)
+        running = [n for n in program.nodes.values() if n.state is NodeState.RUNNING]
+        calls = self.calls_of(program_id)
+        await self.settled(self.driver.cancel(program_id, time.time(), reason=reason))
         tools = [n for n in running if n.kind is NodeKind.TOOL]
         flagged = [n.node_id for n in tools if n.tool is not None and n.tool.side_effect]
         interrupted = [n.node_id for n in tools if n.node_id not in flagged]
-        calls = self.calls_of(program_id)
-        await asyncio.gather(*(call.abort("cancel") for call in calls))
-        self.toolwait.released(program_id)
-        await self.runtime.cache_hint(program_id, CacheAction.DROP, 0.0)
         for listener in self._cancel_listeners:
             pending = listener(program_id, interrupted, flagged)
             if pending is not None:
@@ -256,17 +337,14 @@ class ProgramService:
         self.calls[call.call_id] = call
         self._by_program.setdefault(call.program_id, {})[call.call_id] = call
 
-    def _call_ended(self, call: LiveCall) -> None:
+    def unregister(self, call: LiveCall) -> None:
+        """Stop tracking a call that ended."""
         self.calls.pop(call.call_id, None)
         mine = self._by_program.get(call.program_id)
         if mine is not None:
             mine.pop(call.call_id, None)
             if not mine:
                 del self._by_program[call.program_id]
-                self.door.call_ended(call.program_id)
-
-    def _quota_stop(self, program_id: str, error: ServiceError) -> None:
-        self.spawn(self.stop_for_quota(program_id, error))
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         """Run ``coro`` in the background, keeping a reference until it ends."""

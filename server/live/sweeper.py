@@ -2,9 +2,10 @@
 
 * Wall-time quotas: a running program past its ``wall_time_s`` is cancelled (its calls
   aborted) within one sweep, so the kill lands well under a second after the limit.
-* Inferred programs end themselves: an agent that sends no program identity never says it is
-  done, so an inferred program with no call or tool running and no activity for
-  ``inferred_idle_s`` is finished.
+* Programs end themselves: many agents never say they are done (an unmodified OpenAI client,
+  an inferred program), so a program with no call or tool running and no activity for
+  ``program_idle_s`` is finished. A tool call the model asked for whose result never came
+  back (``ToolCallBook``) does not count as running: it is closed as abandoned.
 * Memory: programs that ended more than ``retain_s`` ago leave the controller's table (the
   store keeps them; reads fall back to it).
 """
@@ -35,12 +36,12 @@ class Sweeper:
         service: ProgramService,
         *,
         interval_s: float = 0.5,
-        inferred_idle_s: float = 300.0,
+        program_idle_s: float = 300.0,
         retain_s: float = 600.0,
     ) -> None:
         self.service = service
         self.interval_s = interval_s
-        self.inferred_idle_s = inferred_idle_s
+        self.program_idle_s = program_idle_s
         self.retain_s = retain_s
         self._periodic = Periodic("sweeper", interval_s, self._tick)
 
@@ -56,7 +57,7 @@ class Sweeper:
     async def sweep(self, now: float) -> None:
         """One pass (see the module docstring). Changes program states and the table."""
         service = self.service
-        service.door.tick(now)
+        service.settle(service.driver.tick(now))
         for program in list(service.controller.programs.values()):
             pid = program.program_id
             if program.state.terminal:
@@ -68,12 +69,14 @@ class Sweeper:
             if limit is not None and now - program.created_at > limit:
                 error = QuotaError(pid, "wall_time_s", limit, now - program.created_at)
                 await service.stop_for_quota(pid, error)
-            elif program.labels.get("inferred") == "true" and self._idle(program, now):
-                service.finish_program(None, pid, success=True)
+            elif self._idle(program, now):
+                service.finish_idle(pid)
 
     def _idle(self, program: Program, now: float) -> bool:
         if self.service.calls_of(program.program_id):
             return False
-        if any(n.state is NodeState.RUNNING for n in program.nodes.values()):
-            return False
-        return now - last_activity(program) > self.inferred_idle_s
+        asked = self.service.tool_calls.pending(program.program_id)
+        for node in program.nodes.values():
+            if node.state is NodeState.RUNNING and node.node_id not in asked:
+                return False
+        return now - last_activity(program) > self.program_idle_s

@@ -2,8 +2,8 @@
 
 The gateway runs tools; the program service owns programs. Through this port the gateway
 makes sure a tool node exists (creating the program on first sight), asks whether a tenant may
-act on a program, and reports a tool's start and end, so that the scheduler knows the program
-waits on a tool and the tool-wait policy can decide what happens to its KV meanwhile.
+act on a program, and reports a tool's start and end to the program driver, which knows then
+that the program waits on a tool and decides what happens to its KV meanwhile.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ class ToolPort:
 
     def __init__(self, service: ProgramService) -> None:
         self.service = service
+        #: (program, node the agent names) -> the inferred tool node it reports
+        self._alias: dict[tuple[str, str], str] = {}
 
     async def ensure_tool_node(
         self, tenant: str, program_id: str, node_id: str, tool: str | ToolSpec
@@ -40,7 +42,17 @@ class ToolPort:
         svc.require_running(program)
         await svc.check_quotas(program, time.time())
         spec = tool if isinstance(tool, ToolSpec) else ToolSpec(tool)
+        if node_id not in program.nodes and (program_id, node_id) not in self._alias:
+            inferred = svc.tool_calls.adopt(program_id, spec.name)
+            if inferred is not None:  # the model asked for it: that node is this tool
+                self._alias[(program_id, node_id)] = inferred
+                return
         svc.nodes.tool_node(program, node_id, spec, None, time.time())
+
+    def forget(self, program_id: str) -> None:
+        """Drop what the port knows of an ended program."""
+        for key in [k for k in self._alias if k[0] == program_id]:
+            del self._alias[key]
 
     async def check_program(self, tenant: str, program_id: str) -> None:
         """May ``tenant`` act on ``program_id``? Unknown ids pass (created on first sight);
@@ -56,6 +68,7 @@ class ToolPort:
         svc.require_running(program)
 
     def _tool(self, program_id: str, node_id: str) -> tuple[Program, Node]:
+        node_id = self._alias.get((program_id, node_id), node_id)
         program = self.service.controller.programs.get(program_id)
         node = program.nodes.get(node_id) if program is not None else None
         if program is None or node is None or node.kind is not NodeKind.TOOL:
@@ -69,15 +82,12 @@ class ToolPort:
         svc = self.service
         program, node = self._tool(program_id, node_id)
         svc.require_running(program)
+        if (program_id, node_id) in self._alias and node.state is NodeState.RUNNING:
+            return  # inferred: it has been running since the model asked for it
         if node.state is NodeState.RUNNING:
             raise Conflict(f"tool node {node_id!r} is already running", field="node_id")
-        svc.controller.start_node(program_id, node_id, time.time())
-        if svc.policy.program_aware and not svc.calls_of(program_id):
-            demand = sum(
-                c.request.ticket.prompt_tokens for c in svc.calls.values() if not c.first_token_at
-            )
-            decision = await svc.toolwait.tool_wait(program, node, float(demand))
-            svc.door.tool_wait(program_id, decision)
+        svc.driver.tool_started(program_id, node.node_id, time.time())
+        await svc.settled()
 
     async def tool_finished(
         self, program_id: str, node_id: str, outcome: str, latency_s: float | None = None
@@ -85,6 +95,7 @@ class ToolPort:
         """The tool ended (``ok``, ``fail`` or ``timeout``); the agent takes the result either
         way. A no-op for a node that is not running (cancelled meanwhile)."""
         svc = self.service
+        node_id = self._alias.pop((program_id, node_id), node_id)
         program = svc.controller.programs.get(program_id)
         node = program.nodes.get(node_id) if program is not None else None
         if program is None or node is None or node.state is not NodeState.RUNNING:
@@ -92,8 +103,6 @@ class ToolPort:
         now = time.time()
         if latency_s is None:
             latency_s = now - node.attempts[-1].started_at if node.attempts else 0.0
-        svc.controller.finish_tool(
+        svc.driver.tool_finished(
             program_id, node_id, now, outcome=outcome, latency_s=latency_s, final=True
         )
-        if not any(n.state is NodeState.RUNNING for n in program.nodes.values()):
-            svc.toolwait.released(program_id)

@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentconsole.kvtiers import (
-    Action,
     LogNormal,
     Tier,
     TierModel,
@@ -27,6 +26,7 @@ from agentconsole.kvtiers.toolwait import (
     register_tool_wait_policy,
 )
 from agentconsole.scheduler.latency import Constant
+from agentconsole.scheduler.runtime import CacheAction
 
 KV = 131072.0  # bytes per token, Llama-3-8B in bf16
 FAST = TierModel.build(kv_bytes_per_token=KV, hbm_tokens=700_000, dram_tokens=4_000_000)
@@ -52,13 +52,13 @@ def wait(**kw: object) -> ToolWait:
 
 def test_short_wait_with_cheap_memory_keeps_with_retention() -> None:
     d = ADAPTIVE.decide(wait(latency=LogNormal.from_median(0.2, 0.8), pressure=0.05))
-    assert d.action is Action.KEEP
+    assert d.action is CacheAction.KEEP
     assert d.retain_seconds >= LogNormal.from_median(0.2, 0.8).quantile(0.9)
 
 
 def test_long_wait_with_fast_link_offloads() -> None:
     d = ADAPTIVE.decide(wait(latency=LogNormal.from_median(60.0, 0.8), pressure=1.0))
-    assert d.action is Action.OFFLOAD
+    assert d.action is CacheAction.OFFLOAD
     assert d.expected_cost == d.expected_costs["offload"] < d.expected_costs["keep"]
 
 
@@ -66,13 +66,13 @@ def test_small_context_with_slow_link_recomputes() -> None:
     d = ADAPTIVE.decide(
         wait(private_tokens=512, tiers=SLOW, latency=LogNormal.from_median(10, 0.8), pressure=1)
     )
-    assert d.action is Action.RECOMPUTE
+    assert d.action is CacheAction.RECOMPUTE
     assert d.retain_seconds == 0.0
 
 
 def test_idle_memory_is_kept_for_free() -> None:
     d = ADAPTIVE.decide(wait(latency=LogNormal.from_median(600.0, 1.0), lru_horizon_s=1e9))
-    assert d.action is Action.KEEP
+    assert d.action is CacheAction.KEEP
     assert d.expected_cost == pytest.approx(0.0, abs=1e-12)
 
 
@@ -80,13 +80,13 @@ def test_higher_priority_programs_are_kept_longer() -> None:
     lat = LogNormal.from_median(3.0, 0.5)
     low = ADAPTIVE.decide(wait(latency=lat, pressure=0.3, priority=1.0))
     high = ADAPTIVE.decide(wait(latency=lat, pressure=0.3, priority=30.0))
-    assert (low.action, high.action) == (Action.OFFLOAD, Action.KEEP)
+    assert (low.action, high.action) == (CacheAction.OFFLOAD, CacheAction.KEEP)
 
 
 def test_offload_is_impossible_without_dram() -> None:
     w = wait(tiers=NO_DRAM, latency=LogNormal.from_median(60.0, 0.8), pressure=1.0)
     assert math.isinf(offload_cost(w))
-    assert ADAPTIVE.decide(w).action is not Action.OFFLOAD
+    assert ADAPTIVE.decide(w).action is not CacheAction.OFFLOAD
     # an evicted KV cannot be written back either, so a lapse costs a recompute
     assert keep_cost(w, 0.0) == pytest.approx(recompute_cost(w))
 
@@ -103,7 +103,11 @@ def test_keep_cost_formula_for_a_deterministic_tool() -> None:
 
 def test_fixed_policies_and_registry() -> None:
     w = wait()
-    assert [p.decide(w).action for p in FIXED] == [Action.KEEP, Action.OFFLOAD, Action.RECOMPUTE]
+    assert [p.decide(w).action for p in FIXED] == [
+        CacheAction.KEEP,
+        CacheAction.OFFLOAD,
+        CacheAction.RECOMPUTE,
+    ]
     assert FIXED[0].decide(w).retain_seconds == pytest.approx(w.latency.quantile(0.9))
     assert set(available_tool_wait_policies()) >= {"keep", "offload", "recompute", "adaptive"}
     with pytest.raises(KeyError, match="choose from"):

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from agentconsole.scheduler.events import Event, EventKind
-from agentconsole.scheduler.metrics import MetricsAggregator, percentile
+from agentconsole.scheduler.metrics import SERVICE_FLOOR_S, MetricsAggregator, percentile
 
 K = EventKind
 
@@ -89,3 +89,13 @@ def test_window_bounds_samples() -> None:
         agg.observe_all(_program(f"p{i}", "t", float(i * 100)))
     assert len(agg.e2e) == 3
     assert agg.report()["finished"] == 10
+
+
+def test_starvation_counts_programs_still_waiting() -> None:
+    metrics = MetricsAggregator()
+    metrics.observe(Event(0.0, EventKind.PROGRAM_CREATED, "p", tenant="t"))
+    metrics.observe(Event(1.0, EventKind.CALL_QUEUED, "p", "n1", 1, "t"))
+    # nothing ended yet, but the program has waited 9 s with no service
+    assert metrics.tenants(now=10.0)["t"].starvation == 9.0 / SERVICE_FLOOR_S
+    metrics.observe(Event(10.0, EventKind.CALL_SCHEDULED, "p", "n1", 1, "t"))
+    assert metrics.tenants(now=20.0)["t"].starvation == 0.0  # scheduled: no longer waiting

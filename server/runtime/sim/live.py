@@ -34,6 +34,10 @@ from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.runtime import (
     CacheAction,
     GenerationRequest,
+    MemoryView,
+    PrefixProbe,
+    ProgramContext,
+    Prompt,
     QueuedCall,
     RunningCall,
     RuntimeSnapshot,
@@ -42,10 +46,16 @@ from agentconsole.scheduler.runtime import (
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.registry import RuntimeOptions
 from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
+from agentconsole.server.runtime.sim.carrier import memory_view
 from agentconsole.server.runtime.sim.costmodel import CostModel, preset
 from agentconsole.server.runtime.sim.engine import Note, SimEngine
 from agentconsole.server.runtime.sim.live_stream import Forward, LiveCall, SimStream
-from agentconsole.server.runtime.sim.live_text import natural_length, output_pieces, prompt_blocks
+from agentconsole.server.runtime.sim.live_text import (
+    chat_format,
+    natural_length,
+    output_pieces,
+    prompt_blocks,
+)
 from agentconsole.server.runtime.sim.profile import load_profile
 
 _TIER_NAMES = {Tier.HBM: "hbm", Tier.DRAM: "dram", Tier.DISK: "disk"}
@@ -73,6 +83,7 @@ class SimLiveRuntime:
         self.policy_name = policy
         self.engine = SimEngine(cost, get_policy(policy), Forward(event_sink), config=config)
         self.time_scale = time_scale
+        self.chat_format = chat_format()  # ChatML, simulated token counts
         self._start_delay_s = start_delay_s
         self._output_tokens = output_tokens
         self._calls: dict[str, LiveCall] = {}
@@ -182,7 +193,7 @@ class SimLiveRuntime:
         self.engine.apply_cache_action(
             program_id, private, action, retain_s / max(self.time_scale, 1e-9), self._now()
         )
-        if action is CacheAction.DROP:
+        if action is CacheAction.RECOMPUTE:
             self._last_path.pop(program_id, None)
 
     def set_policy(self, name: str) -> None:
@@ -305,6 +316,37 @@ class SimLiveRuntime:
             prefix_hit_tokens=hits,
             paused=engine.paused,
         )
+
+    # -- what the program driver reads ------------------------------------------------------------
+    def probe(self, program_id: str, prompt: Prompt, namespace: str) -> PrefixProbe:
+        """What the engine holds of ``prompt``: hits by tier from a peek at the prefix index,
+        and the tokens this program's last context shares with it that are gone (lost)."""
+        blocks = prompt_blocks(prompt.text, namespace)
+        found = self.engine.index.peek(namespace, blocks)
+        slow = found.tokens_on(Tier.DRAM) + found.tokens_on(Tier.DISK)
+        common = 0
+        for block, node in zip(blocks, self._last_path.get(program_id, ()), strict=False):
+            if block.key != node.key:
+                break
+            common += block.tokens
+        return PrefixProbe(
+            found.requested_tokens,
+            cached_tokens=found.hit_tokens - slow,
+            slow_tokens=slow,
+            lost_tokens=max(common - found.hit_tokens, 0),
+        )
+
+    def memory(self) -> MemoryView:
+        """The engine's KV memory and queue now (engine clock)."""
+        return memory_view(self.engine, self._now())
+
+    def context_of(self, program_id: str) -> ProgramContext | None:
+        """The program's last context still cached: its own suffix private, the rest shared."""
+        path = [n for n in self._last_path.get(program_id, ()) if not n.dead]
+        private = sum(n.tokens for n in self.engine.index.owned_suffix(path, program_id))
+        if not private:
+            return None
+        return ProgramContext(private, sum(n.tokens for n in path) - private)
 
     def _placement_by_program(self) -> dict[str, dict[str, int]]:
         at, cached = self._placement

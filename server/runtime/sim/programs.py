@@ -9,22 +9,16 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from agentconsole.kvtiers.node import Block
-from agentconsole.sample_traces.format import Branch as TraceBranch
+from agentconsole.kvtiers.node import Block, Node
 from agentconsole.sample_traces.format import (
     LLMNode,
     ToolNode,
     TraceProgram,
     context_segments,
 )
-from agentconsole.sample_traces.format import ToolKind as TraceToolKind
-from agentconsole.scheduler.program import Branch, NodeKind, Quotas, RetryPolicy, ToolKind, ToolSpec
+from agentconsole.scheduler.program import Branch, NodeKind, RetryPolicy, ToolSpec
 from agentconsole.scheduler.program import Node as ProgramNode
 from agentconsole.server.runtime.sim.costmodel import CostModel
-
-# trace enums -> program enums, looked up once (Enum(value) runs Python code on a hot path)
-_BRANCH = {b: Branch(b.value) for b in TraceBranch}
-_TOOL_KIND = {k: ToolKind(k.value) for k in TraceToolKind}
 
 
 def segment(key: str, tokens: int) -> list[Block]:
@@ -44,6 +38,8 @@ class ProgramRun:
     tools: dict[int, int] = field(default_factory=dict)  # node index -> attempt index
     engine: int | None = None  # replica that ran its last call (where its context lives)
     contexts: dict[str, list[Block]] = field(default_factory=dict)  # LLM node -> its prompt
+    #: the context of its last finished call, as the engine cached it (tool-wait decisions)
+    last_path: list[Node] = field(default_factory=list)
     ended: bool = False
 
     @classmethod
@@ -55,7 +51,7 @@ class ProgramRun:
         for i, node in enumerate(program.nodes):
             for parent in node.parents:
                 children[index[parent]].append(i)
-        needed = sum(1 for n in program.nodes if n.branch is not TraceBranch.DISCARDED)
+        needed = sum(1 for n in program.nodes if n.branch is not Branch.DISCARDED)
         return cls(program, waiting, children, needed)
 
     def private_tokens_at_start(self) -> int:
@@ -110,10 +106,9 @@ def _context(program: TraceProgram, node: LLMNode, through: dict[str, list[Block
 
 def program_node(program_id: str, node: LLMNode | ToolNode) -> ProgramNode:
     """The scheduler's view of a trace node (no recorded latency or outcome in it)."""
-    branch = _BRANCH[node.branch]
     if isinstance(node, ToolNode):
         spec = ToolSpec(
-            node.tool, _TOOL_KIND[node.tool_kind], node.side_effect, node.idempotent, node.timeout_s
+            node.tool, node.tool_kind, node.side_effect, node.idempotent, node.timeout_s
         )
         return ProgramNode(
             node.id,
@@ -121,7 +116,7 @@ def program_node(program_id: str, node: LLMNode | ToolNode) -> ProgramNode:
             NodeKind.TOOL,
             node.parents,
             tool=spec,
-            branch=branch,
+            branch=node.branch,
             retry=RetryPolicy(max(len(node.attempts), 1)),
         )
     return ProgramNode(
@@ -129,18 +124,6 @@ def program_node(program_id: str, node: LLMNode | ToolNode) -> ProgramNode:
         program_id,
         NodeKind.LLM,
         node.parents,
-        branch=branch,
+        branch=node.branch,
         model_candidates=(node.model,) if node.model else (),
-    )
-
-
-def program_quotas(program: TraceProgram) -> Quotas | None:
-    q = program.quotas
-    if q is None:
-        return None
-    return Quotas(
-        wall_time_s=q.max_wall_s,
-        tokens=q.max_total_tokens,
-        tool_calls=q.max_tool_calls,
-        branches=q.max_branches,
     )

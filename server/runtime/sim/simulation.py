@@ -1,14 +1,16 @@
-"""Virtual-time replay of a trace through the controller and the simulated engine.
+"""Virtual-time replay of a trace through the program driver and the simulated engines.
 
-The driver plays the agents: a program arrives, its root nodes are revealed, LLM nodes are
-queued in the engine with a ticket from the controller, tool nodes "run" for their recorded
-latency, and a node's children are revealed only once all its parents finished (the scheduler
-is never clairvoyant). When a program enters a tool wait, the tool-wait KV policy decides
-keep / offload / recompute from the *estimated* latency distribution. Cancels and failures
-propagate: running calls are aborted in the engine, pending tools are ignored.
+The simulation plays the agents: a program arrives, its root nodes are revealed, LLM nodes are
+queued in an engine with a ticket, tool nodes "run" for their recorded latency, and a node's
+children are revealed only once all its parents finished (the scheduler is never
+clairvoyant). Every program-level decision (the door, ticket inputs, tool-wait KV actions,
+what a call's end, a tool, a cancel mean) is the :class:`ProgramDriver`'s, the same object
+``serve`` drives; this module only carries its actions out in virtual time.
 
-One global event heap orders arrivals, tool completions, cancels and the engine's own blocks;
-everything is deterministic for a given trace and configuration.
+Typed events (:mod:`sim.timeline`) on one heap order arrivals, tool completions, cancels,
+answers reaching their agent and the engines' own blocks; the loop pops one, fires it and lets
+the driver settle what that instant changed. Everything is deterministic for a given trace and
+configuration.
 """
 
 from __future__ import annotations
@@ -20,29 +22,38 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from agentconsole.kvtiers.advisor import ToolWaitAdvisor
 from agentconsole.kvtiers.tiers import Tier
 from agentconsole.kvtiers.toolwait import get_tool_wait_policy
 from agentconsole.sample_traces.format import Branch as TraceBranch
 from agentconsole.sample_traces.format import LLMNode, Outcome, ToolNode, TraceProgram
-from agentconsole.scheduler.admission import ProgramGate
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
+from agentconsole.scheduler.driver import (
+    AbortCalls,
+    Action,
+    CacheHint,
+    ProgramDriver,
+    StartPrograms,
+    StopProgram,
+)
 from agentconsole.scheduler.events import EventLog
 from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.preemption import PreemptionRule
+from agentconsole.scheduler.runtime import PrefixProbe
+from agentconsole.server.runtime.sim import timeline
 from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
+from agentconsole.server.runtime.sim.carrier import CostServiceModel, SimEngines, private_nodes
 from agentconsole.server.runtime.sim.costmodel import CostModel
 from agentconsole.server.runtime.sim.engine import Note, SimEngine
 from agentconsole.server.runtime.sim.programs import (
     ProgramRun,
     build_contexts,
     program_node,
-    program_quotas,
 )
 from agentconsole.server.runtime.sim.routing import ReplicaRouter
-from agentconsole.server.runtime.sim.toolwait import SimToolWait
 
-_ARRIVE, _TOOL_DONE, _CANCEL, _ENGINE, _LLM_DONE, _GATE = 0, 1, 2, 3, 4, 5
+__all__ = ["CostServiceModel", "SimConfig", "SimResult", "Simulation"]
 
 
 @contextmanager
@@ -79,17 +90,6 @@ class SimConfig:
     admission_memory_share: float = 0.9
 
 
-class CostServiceModel:
-    """The controller's view of the cost model: one call running alone."""
-
-    def __init__(self, cost: CostModel) -> None:
-        self.cost = cost
-        self._per_decode = cost.decode_step_seconds(1, 8192)
-
-    def call_seconds(self, uncached_prompt_tokens: int, output_tokens: float) -> float:
-        return self.cost.prefill_seconds(uncached_prompt_tokens) + output_tokens * self._per_decode
-
-
 @dataclass(slots=True)
 class SimResult:
     events: EventLog
@@ -107,48 +107,58 @@ class SimResult:
 
 
 class Simulation:
+    """Plays ``programs`` against ``config.replicas`` engines; :meth:`run` once."""
+
     def __init__(
         self, programs: list[TraceProgram], cost: CostModel, config: SimConfig | None = None
     ) -> None:
-        self.config = config or SimConfig()
+        self.config = config = config or SimConfig()
+        if config.replicas < 1:
+            raise ValueError("replicas must be >= 1")
         self.cost = cost
         self.log = EventLog()
-        self.controller = ProgramController(self.log, CostServiceModel(cost))
-        if self.config.replicas < 1:
-            raise ValueError("replicas must be >= 1")
+        service = CostServiceModel(cost)
+        self.controller = ProgramController(self.log, service)
+        policy = get_policy(config.policy)
         self.engines = [
             SimEngine(
                 cost,
-                get_policy(self.config.policy),
+                get_policy(config.policy),
                 self.log,
-                config=self.config.engine,
-                fairness=self.config.fairness,
-                preemption=self.config.preemption,
+                config=config.engine,
+                fairness=config.fairness,
+                preemption=config.preemption,
                 name=str(i),
             )
-            for i in range(self.config.replicas)
+            for i in range(config.replicas)
         ]
         self.router = ReplicaRouter(self.engines, cost)
-        self.tool_wait = SimToolWait(
-            get_tool_wait_policy(self.config.kv_policy), cost, self.controller, self.log
+        self._runs: dict[str, ProgramRun] = {}
+        self.view = SimEngines(self.engines, self._runs)
+        self.driver = ProgramDriver(
+            self.controller,
+            ToolWaitAdvisor(get_tool_wait_policy(config.kv_policy)),
+            service,
+            program_aware=policy.program_aware,
+            admission=config.program_admission,
+            memory_share=config.admission_memory_share,
         )
-        memory = sum(e.index.capacity(Tier.HBM) + e.index.capacity(Tier.DRAM) for e in self.engines)
-        self.gate = ProgramGate(
-            int(memory * self.config.admission_memory_share),
-            enabled=self.config.program_admission and self.engines[0].queue.policy.program_aware,
+        self._memory_tokens = sum(
+            e.index.capacity(Tier.HBM) + e.index.capacity(Tier.DRAM) for e in self.engines
         )
         self._programs = programs
-        self._runs: dict[str, ProgramRun] = {}
-        self._heap: list[tuple[float, int, int, object, int]] = []
+        self._heap: list[tuple[float, int, timeline.SimEvent]] = []
         self._seq = 0
         self._engine_at: list[float | None] = [None] * len(self.engines)
         self._engine_stamp = [0] * len(self.engines)
         self._ended = 0
+        self._door_wake: float | None = None
         self._call_overhead_s = cost.efficiency.call_overhead_s
         for program in programs:
-            self._push(program.arrival_s, _ARRIVE, program, 0)
+            self._push(program.arrival_s, timeline.ProgramArrives(program))
             if program.cancel_at_s is not None:
-                self._push(program.arrival_s + program.cancel_at_s, _CANCEL, program.id, 0)
+                at = program.arrival_s + program.cancel_at_s
+                self._push(at, timeline.ProgramCancelled(program.id))
 
     # -- the loop -------------------------------------------------------------------------
     def run(self, progress: Callable[[int, int, float], None] | None = None) -> SimResult:
@@ -159,28 +169,12 @@ class Simulation:
 
     def _run(self, progress: Callable[[int, int, float], None] | None) -> SimResult:
         started = time.perf_counter()
-        heap = self._heap
-        now = 0.0
-        handled = 0
+        heap, pop, driver = self._heap, heapq.heappop, self.driver
+        now, handled = 0.0, 0
         while heap:
-            now, _, kind, payload, extra = heapq.heappop(heap)
-            if kind == _ENGINE:
-                assert isinstance(payload, int)
-                if extra == self._engine_stamp[payload]:
-                    self._engine_step(payload, now)
-            elif kind == _TOOL_DONE:
-                assert isinstance(payload, tuple)
-                self._tool_done(payload[0], payload[1], extra, now)
-            elif kind == _LLM_DONE:
-                assert isinstance(payload, Note)
-                self._llm_returned(extra, payload, now)
-            elif kind == _ARRIVE:
-                assert isinstance(payload, TraceProgram)
-                self._arrive(payload, now)
-            elif kind == _GATE:
-                self._start_parked(self.gate.wake(now), now)
-            else:
-                self._cancel(str(payload), now)
+            now, _, event = pop(heap)
+            event.fire(self, now)
+            self._apply(driver.settle(self.view, now), now)
             handled += 1
             if progress is not None and handled % 5000 == 0:
                 progress(self._ended, len(self._programs), now)
@@ -188,21 +182,44 @@ class Simulation:
             progress(self._ended, len(self._programs), now)
         for engine in self.engines:
             engine.complete(now)  # final stats sample
-        if self.gate.parked:
-            raise AssertionError(f"{self.gate.parked} programs never passed the admission gate")
+        if driver.gate.parked:
+            raise AssertionError(f"{driver.gate.parked} programs never passed the admission gate")
         return SimResult(
             self.log,
             time.perf_counter() - started,
             now,
             self.engines,
             self.controller,
-            self.gate.parked_total,
+            driver.gate.parked_total,
         )
 
-    def _push(self, t: float, kind: int, payload: object, extra: int) -> None:
+    def _push(self, t: float, event: timeline.SimEvent) -> None:
         self._seq += 1
-        heapq.heappush(self._heap, (t, self._seq, kind, payload, extra))
+        heapq.heappush(self._heap, (t, self._seq, event))
 
+    def _apply(self, actions: list[Action], now: float) -> None:
+        """Carry out the driver's actions; while programs wait at the door, wake it when the
+        earliest retention it counts lapses."""
+        for action in actions:
+            if isinstance(action, StartPrograms):
+                for pid in action.program_ids:
+                    self._start(self._runs[pid], now)
+            elif isinstance(action, CacheHint):
+                run = self._runs[action.program_id]
+                engine = self.engines[run.engine or 0]
+                nodes = private_nodes(run)
+                engine.apply_cache_action(run.trace.id, nodes, action.action, action.retain_s, now)
+            elif isinstance(action, AbortCalls):
+                for call_id in action.call_ids:
+                    self._abort(call_id, now)
+            elif isinstance(action, StopProgram):
+                self._end(self._runs[action.program_id], now, success=False)
+        wake = self.driver.next_wake()
+        if wake is not None and wake != self._door_wake:
+            self._door_wake = wake
+            self._push(wake, timeline.DoorWakes())
+
+    # -- engines ----------------------------------------------------------------------------
     def _kick(self, e: int, now: float) -> None:
         """Make sure engine ``e`` looks at new work soon: plan at ``now`` if it is idle or only
         waiting, else cut its run of fused decode steps at the next step boundary."""
@@ -219,20 +236,32 @@ class Simulation:
     def _schedule_engine(self, e: int, t: float) -> None:
         self._engine_stamp[e] += 1
         self._engine_at[e] = t
-        self._push(t, _ENGINE, e, self._engine_stamp[e])
+        self._push(t, timeline.EngineWakes(e, self._engine_stamp[e]))
 
-    def _engine_step(self, e: int, now: float) -> None:
+    def engine_wakes(self, e: int, stamp: int, now: float) -> None:
+        """Engine ``e`` completes its block and plans the next (a stale wake does nothing)."""
+        if stamp != self._engine_stamp[e]:
+            return
         engine = self.engines[e]
         self._engine_at[e] = None
         engine.complete(now)
         self._handle(e, engine.drain_notes(), now)
+        # decisions on what the block's end changed (a context to keep through a tool wait)
+        # come before the engine admits new work, which could evict it
+        self._apply(self.driver.settle(self.view, now), now)
         wake = engine.plan(now)
         self._handle(e, engine.drain_notes(), now)
         if wake is not None:
             self._schedule_engine(e, wake)
 
+    def door_wakes(self, now: float) -> None:
+        """A retention counted at the door lapsed: parked programs may start."""
+        self._door_wake = None
+        self._apply(self.driver.tick(now), now)
+
     # -- programs --------------------------------------------------------------------------
-    def _arrive(self, program: TraceProgram, now: float) -> None:
+    def arrive(self, program: TraceProgram, now: float) -> None:
+        """A program arrives: it is opened, and started unless the door parks it."""
         run = ProgramRun.of(program)
         self._runs[program.id] = run
         ideal = build_contexts(run, self.cost, self.config.engine.chunked_prefill_size)
@@ -242,15 +271,16 @@ class Simulation:
             program.tenant,
             now,
             deadline=deadline,
-            quotas=program_quotas(program),
+            quotas=program.quotas,
             labels={"workload": program.shape},
             ideal_e2e_s=ideal,
         )
-        if self.gate.try_start(program.id, run.private_tokens_at_start(), now):
+        size = run.private_tokens_at_start()
+        if self.driver.arrive(program.id, size, self._memory_tokens, now):
             self._start(run, now)
 
     def _start(self, run: ProgramRun, now: float) -> None:
-        """Reveal the program's root nodes (it passed the admission gate)."""
+        """Reveal the program's root nodes (it passed the admission door)."""
         for i, count in enumerate(run.waiting_parents):
             if count == 0:
                 self._reveal(run, i, now)
@@ -269,29 +299,23 @@ class Simulation:
 
     def _submit_llm(self, run: ProgramRun, i: int, tnode: LLMNode, now: float) -> None:
         program = run.trace
-        self.gate.rejoin(program.id)
         blocks = run.contexts[tnode.id]
         e, found = self.router.route(run, blocks)
         run.engine = e
-        slow = found.tokens_on(Tier.DRAM) + found.tokens_on(Tier.DISK)
         own = (
             blocks[-1].tokens
             if blocks and blocks[-1].key == f"{program.id}/{tnode.id}/prompt"
             else 0
         )
-        lost = max(found.miss_tokens - own, 0)  # earlier context no longer resident
-        restore = self.cost.transfer_seconds(slow) + (
-            self.cost.prefill_seconds(lost, found.hit_tokens) if lost else 0.0
+        slow = found.tokens_on(Tier.DRAM) + found.tokens_on(Tier.DISK)
+        probe = PrefixProbe(
+            found.requested_tokens,
+            cached_tokens=found.hit_tokens - slow,
+            slow_tokens=slow,
+            # the context before this call's own new prompt that is no longer resident
+            lost_tokens=max(found.miss_tokens - own, 0),
         )
-        prompt = found.requested_tokens
-        ticket = self.controller.ticket(
-            program.id,
-            tnode.id,
-            now,
-            prompt_tokens=prompt,
-            cached_tokens=found.hit_tokens,
-            restore_cost_s=restore,
-        )
+        ticket = self.driver.queue_call(program.id, tnode.id, probe, now)
         call = SimCall(ticket, blocks, tnode.output_tokens, f"{program.id}/{tnode.id}/out")
         run.llm_calls[ticket.call_id] = (i, e)
         self.engines[e].submit(call, now)
@@ -300,11 +324,13 @@ class Simulation:
     def _start_tool(self, run: ProgramRun, i: int, attempt: int, now: float) -> None:
         tnode = run.trace.nodes[i]
         assert isinstance(tnode, ToolNode)
-        self.controller.start_node(run.trace.id, tnode.id, now)
+        self.driver.tool_started(run.trace.id, tnode.id, now)
         run.tools[i] = attempt
-        self._push(now + tnode.attempts[attempt].latency_s, _TOOL_DONE, (run.trace.id, i), attempt)
+        latency = tnode.attempts[attempt].latency_s
+        self._push(now + latency, timeline.ToolReturns(run.trace.id, i, attempt))
 
-    def _tool_done(self, pid: str, i: int, attempt: int, now: float) -> None:
+    def tool_done(self, pid: str, i: int, attempt: int, now: float) -> None:
+        """Attempt ``attempt`` of tool node ``i`` ends with its recorded outcome."""
         run = self._runs[pid]
         if run.ended or run.tools.get(i) != attempt:
             return
@@ -313,8 +339,13 @@ class Simulation:
         assert isinstance(tnode, ToolNode)
         record = tnode.attempts[attempt]
         last = attempt + 1 >= len(tnode.attempts)
-        _, retry = self.controller.finish_tool(
-            pid, tnode.id, now, outcome=record.outcome.value, latency_s=record.latency_s, final=last
+        retry = self.driver.tool_finished(
+            pid,
+            tnode.id,
+            now,
+            outcome=record.outcome.value,
+            latency_s=record.latency_s,
+            final=last,
         )
         if record.outcome is Outcome.OK or last:
             self._node_done(run, i, now)
@@ -336,23 +367,26 @@ class Simulation:
                 controller.first_token(ticket.program_id, ticket.node_id, now)
             elif note.what == "preempted":
                 controller.requeue_node(ticket.program_id, ticket.node_id, now)
-            elif note.what == "failed":
+            elif note.what == "failed":  # it can never run here: the agent cannot go on
                 run.llm_calls.pop(ticket.call_id, None)
                 self._end(run, now, success=False)
             elif self._call_overhead_s > 0.0:
                 # the engine is done with it; the answer reaches the agent a little later
-                self._push(now + self._call_overhead_s, _LLM_DONE, note, e)
+                self._push(now + self._call_overhead_s, timeline.AnswerArrives(e, note))
             else:
-                self._llm_done(run, e, note, now)
+                self._llm_done(run, note, now)
 
-    def _llm_returned(self, e: int, note: Note, now: float) -> None:
+    def answer_arrives(self, e: int, note: Note, now: float) -> None:
+        """A finished call's answer reaches its agent."""
+        del e  # the engine is known from the call; kept for the event's record
         run = self._runs.get(note.call.ticket.program_id)
         if run is not None and not run.ended:
-            self._llm_done(run, e, note, now)
+            self._llm_done(run, note, now)
 
-    def _llm_done(self, run: ProgramRun, e: int, note: Note, now: float) -> None:
+    def _llm_done(self, run: ProgramRun, note: Note, now: float) -> None:
         call = note.call
         i, _ = run.llm_calls.pop(call.call_id)
+        run.last_path = note.path
         usage = CallUsage(
             call.prompt_tokens,
             call.hit_tokens,
@@ -361,19 +395,13 @@ class Simulation:
             call.queue_s,
             call.restore_s,
         )
-        try:
-            self.controller.finish_llm(run.trace.id, call.ticket.node_id, now, usage)
-        except QuotaExceeded:
-            self._end(run, now, success=False)
+        actions = self.driver.call_ended(
+            run.trace.id, call.ticket.node_id, call.call_id, now, usage
+        )
+        if actions:
+            self._apply(actions, now)
             return
         self._node_done(run, i, now)
-        program_aware = self.engines[e].queue.policy.program_aware
-        if program_aware and not run.ended and run.tools and not run.llm_calls:
-            engine = self.engines[e]
-            decision = self.tool_wait.hold(run, engine, note.path, now, self.gate.parked_tokens)
-            # its context stays in the working set as long as the decision keeps it
-            kept = decision.context_kept_s if decision is not None else 0.0
-            self._start_parked(self.gate.step_out(run.trace.id, now + kept, now), now)
 
     def _node_done(self, run: ProgramRun, i: int, now: float) -> None:
         if run.trace.nodes[i].branch is not TraceBranch.DISCARDED:
@@ -388,31 +416,28 @@ class Simulation:
                 if run.ended:
                     return
 
-    def _cancel(self, pid: str, now: float) -> None:
+    def cancel(self, pid: str, now: float) -> None:
+        """The trace cancels the program (a user gave up)."""
         run = self._runs.get(pid)
         if run is None or run.ended:
             return
-        self.controller.cancel_program(pid, now)
-        self._stop(run, now)
+        self._stop(run, self.driver.cancel(pid, now), now)
 
     def _end(self, run: ProgramRun, now: float, *, success: bool) -> None:
-        self.controller.finish_program(run.trace.id, now, success=success)
-        self._stop(run, now)
+        if not run.ended:
+            self._stop(run, self.driver.finish(run.trace.id, now, success=success), now)
 
-    def _stop(self, run: ProgramRun, now: float) -> None:
+    def _stop(self, run: ProgramRun, actions: list[Action], now: float) -> None:
         run.ended = True
         self._ended += 1
-        for call_id, (_, e) in run.llm_calls.items():
-            self.engines[e].abort(call_id, now)
-        run.llm_calls.clear()
+        for call_id in list(run.llm_calls):
+            self._abort(call_id, now)
         run.tools.clear()
-        self._start_parked(self.gate.finish(run.trace.id, now), now)
+        self._apply(actions, now)
 
-    def _start_parked(self, program_ids: list[str], now: float) -> None:
-        """Start the programs the gate let in; while others wait, wake it when the earliest
-        retention it still counts lapses."""
-        for pid in program_ids:
-            self._start(self._runs[pid], now)
-        wake = self.gate.next_expiry()
-        if wake is not None:
-            self._push(wake, _GATE, None, 0)
+    def _abort(self, call_id: str, now: float) -> None:
+        program_id = call_id.split("/", 1)[0]
+        run = self._runs.get(program_id)
+        where = run.llm_calls.pop(call_id, None) if run is not None else None
+        if where is not None:
+            self.engines[where[1]].abort(call_id, now)

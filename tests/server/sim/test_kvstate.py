@@ -57,7 +57,7 @@ def test_a_dropped_context_is_recomputed_and_counted() -> None:
     context = [Block("system", 8_000), Block("task", 20_000)]
     kv.insert("t", context, "p", 0.0)
     path = kv.index.match("t", context, 0.0).path
-    assert kv.apply_cache_action("p", path[1:], CacheAction.DROP, 0.0, 1.0) == 20_000
+    assert kv.apply_cache_action("p", path[1:], CacheAction.RECOMPUTE, 0.0, 1.0) == 20_000
     got = kv.admit(_call("p", context), 2.0, reclaim_retained=False)
     assert got is not None
     assert (got.hit_tokens, got.recompute_tokens) == (8_000, 20_000)

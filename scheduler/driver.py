@@ -1,0 +1,436 @@
+"""The program driver: every program-level decision, the same for ``bench`` and ``serve``.
+
+The :class:`ProgramController` keeps the books (programs, nodes, estimates, tickets); the
+driver decides what a program's events mean for the engine and for other programs:
+
+* **the door** (``scheduler.admission.ProgramGate``): is a new program started now or parked,
+  sized by its first prompt's private tokens against the engines' HBM + DRAM;
+* **ticket inputs**: the cached tokens and restore cost of a call, from what the engine holds
+  of its prompt (a :class:`~agentconsole.scheduler.runtime.PrefixProbe`);
+* **the tool-wait decision**: when a program waits on tools only, what happens to its KV
+  (asked of a :class:`KvAdvisor`, from one :class:`~agentconsole.scheduler.runtime.MemoryView`
+  and the slowest pending tool's learned latency), and how long the program then counts at the
+  door;
+* **what a call's end, a tool's start and end, a finish and a cancel do**.
+
+It is clock-free and knows no runtime, in the spirit of vLLM v1's scheduler interface: a
+carrier feeds it events and carries out the :data:`Action` values it returns. ``Simulation``
+carries them out in virtual time, ``ProgramService`` with asyncio; the parity test feeds both
+one event script. Decisions that depend on several simultaneous events (a call ends and
+reveals three tools at once) wait for :meth:`ProgramDriver.settle`, which a carrier calls once
+the events of one instant are in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agentconsole.scheduler.admission import ProgramGate
+from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
+from agentconsole.scheduler.events import Event, EventKind, Scalar
+from agentconsole.scheduler.latency import LatencyDistribution
+from agentconsole.scheduler.program import Node, NodeState
+from agentconsole.scheduler.runtime import CacheAction, MemoryView, PrefixProbe, ProgramContext
+from agentconsole.scheduler.ticket import CallTicket
+
+#: a program with no call in flight and no tool running counts at the door this long (an
+#: agent's next call or tool usually follows at once; one that never says it is done must
+#: not hold the door shut)
+IDLE_GRACE_S = 5.0
+
+
+# -- what the driver asks of others --------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ToolWaitFacts:
+    """One program entering a tool wait, in plain numbers (the advisor adds the memory)."""
+
+    program_id: str
+    private_tokens: int
+    shared_tokens: int
+    latency: LatencyDistribution  # of the slowest pending tool (learned, never recorded)
+    recompute_s: float  # prefill time of the private tokens
+    door_tokens: int  # private tokens the programs parked at the door will claim
+
+
+@dataclass(frozen=True, slots=True)
+class KvAdvice:
+    """A tool-wait decision: ``action`` on the private KV, retained ``retain_s`` where it
+    ends up, the context protected for ``kept_s`` (what the door counts) and the numbers
+    behind it (the ``kv.decision`` event's data)."""
+
+    action: CacheAction
+    retain_s: float
+    kept_s: float
+    data: Mapping[str, Scalar]
+
+
+class KvAdvisor(Protocol):
+    """Decides a tool wait (``kvtiers.advisor.ToolWaitAdvisor``); may keep running averages."""
+
+    def advise(self, facts: ToolWaitFacts, memory: MemoryView, now: float) -> KvAdvice:
+        """The decision for ``facts`` under ``memory`` at ``now``."""
+        ...
+
+
+class EngineView(Protocol):
+    """What the carrier's engines hold for one program (the engine its last call ran on)."""
+
+    def memory(self, program_id: str, now: float) -> MemoryView: ...
+
+    def context(self, program_id: str, now: float) -> ProgramContext | None:
+        """The program's last context still cached (None: nothing of it)."""
+        ...
+
+
+class CostView(Protocol):
+    """The time a restore takes (``ServiceModel`` extended by the host link)."""
+
+    def prefill_seconds(self, new_tokens: int, cached_tokens: int = 0) -> float: ...
+
+    def reload_seconds(self, tokens: int) -> float:
+        """Copying ``tokens`` of KV from host memory back to HBM."""
+        ...
+
+
+# -- what the driver tells its carrier -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class StartPrograms:
+    """These programs passed the door: reveal their first nodes / release their first calls."""
+
+    program_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheHint:
+    """Apply ``action`` to the program's private KV, retained ``retain_s``."""
+
+    program_id: str
+    action: CacheAction
+    retain_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class AbortCalls:
+    """Abort these calls in the engine (by exact call id)."""
+
+    call_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StopProgram:
+    """The program went over a quota: stop it (the carrier cancels or fails it)."""
+
+    program_id: str
+    quota: str
+    limit: float
+    value: float
+
+
+Action = StartPrograms | CacheHint | AbortCalls | StopProgram
+
+
+@dataclass(frozen=True, slots=True)
+class Retained:
+    """A program's context kept (or offloaded) through a tool wait, for the KV views."""
+
+    program_id: str
+    tenant: str
+    tokens: int
+    action: CacheAction
+    until: float
+
+
+@dataclass(slots=True)
+class _Flight:
+    """What of a program is in the engine or out at a tool right now."""
+
+    calls: set[str] = field(default_factory=set)  # call ids in flight
+    tools: set[str] = field(default_factory=set)  # tool nodes running
+    #: when the present wait was expected to end when it was decided (None: not decided);
+    #: a tool whose expected end is later extends the wait and is decided again
+    decided_until: float | None = None
+
+
+# -- the driver ------------------------------------------------------------------------------------
+class ProgramDriver:
+    """See the module docstring. ``program_aware`` is the active policy's flag: request-level
+    policies get no door and no tool-wait decisions (stock behaviour, honest baselines)."""
+
+    def __init__(
+        self,
+        controller: ProgramController,
+        advisor: KvAdvisor,
+        cost: CostView,
+        *,
+        program_aware: bool = True,
+        admission: bool = True,
+        memory_share: float = 0.9,
+        budget_tokens: int | None = None,
+        idle_grace_s: float = IDLE_GRACE_S,
+    ) -> None:
+        self.controller = controller
+        self.advisor = advisor
+        self.cost = cost
+        self.program_aware = program_aware
+        self.memory_share = memory_share
+        self.budget_tokens = budget_tokens
+        self.idle_grace_s = idle_grace_s
+        self.gate = ProgramGate(budget_tokens or 0, enabled=admission)
+        self.retained: dict[str, Retained] = {}
+        self._flights: dict[str, _Flight] = {}
+        self._dirty: dict[str, None] = {}  # an ordered set: decisions in event order
+
+    # -- the door
+    @property
+    def door_open(self) -> bool:
+        """New programs may have to wait (admission on under a program-aware policy)."""
+        return self.gate.enabled and self.program_aware
+
+    def arrive(self, program_id: str, private_tokens: int, memory_tokens: int, now: float) -> bool:
+        """A new program's first work is here; True when it starts now, False when it is
+        parked (a later :class:`StartPrograms` starts it). ``private_tokens``: its first
+        prompt's non-public tokens; ``memory_tokens``: the engines' HBM + DRAM now."""
+        if not self.door_open or self.gate.is_started(program_id):
+            return True
+        if self.budget_tokens is None and memory_tokens <= 0:
+            return True  # a runtime that reports no KV memory has no door
+        if self.gate.is_parked(program_id):
+            return False
+        self.gate.budget_tokens = (
+            self.budget_tokens
+            if self.budget_tokens is not None
+            else int(memory_tokens * self.memory_share)
+        )
+        return self.gate.try_start(program_id, private_tokens, now)
+
+    def tick(self, now: float) -> list[Action]:
+        """Time passed: retentions that lapsed stop counting at the door."""
+        return self._started(self.gate.wake(now))
+
+    def next_wake(self) -> float | None:
+        """When a retention counted at the door lapses while programs wait (None: never)."""
+        return self.gate.next_expiry()
+
+    # -- LLM calls ---------------------------------------------------------------------------------
+    def queue_call(
+        self, program_id: str, node_id: str, probe: PrefixProbe, now: float
+    ) -> CallTicket:
+        """The ticket of a call about to be queued, its cache inputs from ``probe``; the
+        program counts at the door again."""
+        restore = self.cost.reload_seconds(probe.slow_tokens)
+        if probe.lost_tokens:
+            restore += self.cost.prefill_seconds(probe.lost_tokens, probe.hit_tokens)
+        ticket = self.controller.ticket(
+            program_id,
+            node_id,
+            now,
+            prompt_tokens=probe.prompt_tokens,
+            cached_tokens=probe.hit_tokens,
+            restore_cost_s=restore,
+        )
+        flight = self._flight(program_id)
+        flight.calls.add(ticket.call_id)
+        flight.decided_until = None
+        self.gate.rejoin(program_id)
+        self._release(program_id)
+        return ticket
+
+    def withdraw(self, program_id: str, call_id: str) -> None:
+        """A queued call never reached the engine (the runtime refused it): forget it."""
+        flight = self._flights.get(program_id)
+        if flight is not None:
+            flight.calls.discard(call_id)
+
+    def call_ended(
+        self,
+        program_id: str,
+        node_id: str,
+        call_id: str,
+        now: float,
+        usage: CallUsage | None,
+        *,
+        outcome: str = "ok",
+    ) -> list[Action]:
+        """The engine is done with ``call_id``. ``outcome`` ``ok``: its node completes with
+        ``usage`` and its children become ready. Otherwise (``aborted``, ``failed``) the node
+        closes and the program goes on; what the call cost before it ended (``usage``, when
+        the runtime reported it) is still charged to the program. A token quota overrun
+        stops the program."""
+        flight = self._flights.get(program_id)
+        if flight is not None:
+            flight.calls.discard(call_id)
+        self._dirty[program_id] = None
+        program = self.controller.programs.get(program_id)
+        node = program.nodes.get(node_id) if program is not None else None
+        if program is None or node is None:
+            return []
+        try:
+            if outcome == "ok" and node.state is NodeState.RUNNING and usage is not None:
+                self.controller.finish_llm(program_id, node_id, now, usage)
+                return []
+            if usage is not None:  # a cancelled program pays for what it streamed too
+                self.controller.charge(program_id, node_id, usage)
+        except QuotaExceeded as over:
+            if program.state.terminal:
+                return []
+            return [StopProgram(program_id, over.quota, over.limit, over.value)]
+        finally:
+            if outcome != "ok" and node.state is NodeState.RUNNING:
+                self.controller.close_node(program_id, node_id, now, outcome)
+        return []
+
+    # -- tools
+    def tool_started(self, program_id: str, node_id: str, now: float) -> Node:
+        """A tool began running (its attempt opens); decided at the next :meth:`settle`."""
+        node = self.controller.start_node(program_id, node_id, now)
+        self._flight(program_id).tools.add(node_id)
+        self._dirty[program_id] = None
+        return node
+
+    def tool_finished(
+        self,
+        program_id: str,
+        node_id: str,
+        now: float,
+        *,
+        outcome: str,
+        latency_s: float,
+        final: bool,
+    ) -> bool:
+        """A tool attempt ended; returns True when it is retried (see
+        ``ProgramController.finish_tool``). The program's KV hold ends with its last tool."""
+        _, retry = self.controller.finish_tool(
+            program_id, node_id, now, outcome=outcome, latency_s=latency_s, final=final
+        )
+        flight = self._flights.get(program_id)
+        if flight is not None:
+            flight.tools.discard(node_id)
+            if not flight.tools:
+                self._release(program_id)
+        return retry
+
+    # -- ends
+    def finish(self, program_id: str, now: float, *, success: bool = True) -> list[Action]:
+        """The program is done (the agent said so, or the carrier knows it)."""
+        self.controller.finish_program(program_id, now, success=success)
+        return self._end(program_id, now)
+
+    def cancel(self, program_id: str, now: float, *, reason: str = "user") -> list[Action]:
+        """Cancel the program: its calls in flight are aborted and, under a program-aware
+        policy, its KV freed; parked programs may start. Returns nothing the second time."""
+        if self.controller.programs[program_id].state.terminal:
+            return self._end(program_id, now)
+        flight = self._flights.get(program_id)
+        calls = tuple(sorted(flight.calls)) if flight is not None else ()
+        self.controller.cancel_program(program_id, now, reason=reason)
+        actions: list[Action] = [AbortCalls(calls)] if calls else []
+        if self.program_aware:
+            actions.append(CacheHint(program_id, CacheAction.RECOMPUTE, 0.0))
+        return actions + self._end(program_id, now)
+
+    def forget(self, program_id: str, now: float) -> list[Action]:
+        """The carrier dropped the program from memory: nothing of it counts any more."""
+        return self._end(program_id, now)
+
+    # -- deciding
+    def settle(self, view: EngineView, now: float) -> list[Action]:
+        """Decide for the programs whose events came in since the last call: a program that
+        now waits on tools only gets a tool-wait decision (see :meth:`_tool_wait`), one with
+        nothing in flight counts at the door only for the idle grace."""
+        if not self._dirty:
+            return []
+        actions: list[Action] = []
+        dirty, self._dirty = self._dirty, {}
+        for program_id in dirty:
+            program = self.controller.programs.get(program_id)
+            flight = self._flights.get(program_id)
+            if program is None or program.state.terminal or flight is None or flight.calls:
+                continue
+            if not program.completed_calls:
+                continue  # nothing of it computed yet: it counts as admitted, for its first call
+            if flight.tools:
+                if self.program_aware:
+                    actions += self._tool_wait(program_id, flight, view, now)
+                continue
+            actions += self._started(self.gate.step_out(program_id, now + self.idle_grace_s, now))
+        return actions
+
+    def _tool_wait(
+        self, program_id: str, flight: _Flight, view: EngineView, now: float
+    ) -> list[Action]:
+        """Decide the wait on the running tool expected back last, unless that was done
+        already: tools started together are decided once, one that starts later is decided
+        again only when it is expected back after the wait decided for."""
+        latency, until = self._last_tool_back(program_id, flight)
+        if flight.decided_until is not None and until <= flight.decided_until:
+            return []
+        flight.decided_until = until
+        context = view.context(program_id, now)
+        if context is None or context.private_tokens <= 0:
+            # nothing of it is cached: it has no working set until its next call
+            return self._started(self.gate.step_out(program_id, now, now))
+        private = context.private_tokens
+        facts = ToolWaitFacts(
+            program_id,
+            private,
+            context.shared_tokens,
+            latency,
+            self.cost.prefill_seconds(private),
+            self.gate.parked_tokens,
+        )
+        advice = self.advisor.advise(facts, view.memory(program_id, now), now)
+        program = self.controller.programs[program_id]
+        self.controller.sink.emit(
+            Event(now, EventKind.KV_DECISION, program_id, tenant=program.tenant, data=advice.data)
+        )
+        if advice.action is not CacheAction.RECOMPUTE:
+            self.retained[program_id] = Retained(
+                program_id, program.tenant, private, advice.action, now + advice.retain_s
+            )
+        hint = CacheHint(program_id, advice.action, advice.retain_s)
+        return [hint, *self._started(self.gate.step_out(program_id, now + advice.kept_s, now))]
+
+    def _last_tool_back(
+        self, program_id: str, flight: _Flight
+    ) -> tuple[LatencyDistribution, float]:
+        """The running tool expected back last (by its learned mean latency from its start),
+        and when."""
+        program = self.controller.programs[program_id]
+        best: tuple[LatencyDistribution, float] | None = None
+        for node_id in sorted(flight.tools):
+            node = program.nodes[node_id]
+            if node.tool is None or not node.attempts:
+                continue
+            dist = self.controller.tool_distribution(node.tool.name, node.tool.kind.value)
+            back = node.attempts[-1].started_at + dist.mean()
+            if best is None or back > best[1]:
+                best = (dist, back)
+        assert best is not None, "a tool wait without a tool"
+        return best
+
+    # -- bookkeeping
+    def _flight(self, program_id: str) -> _Flight:
+        flight = self._flights.get(program_id)
+        if flight is None:
+            flight = self._flights[program_id] = _Flight()
+        return flight
+
+    def _release(self, program_id: str) -> None:
+        self.retained.pop(program_id, None)
+
+    def _end(self, program_id: str, now: float) -> list[Action]:
+        self._flights.pop(program_id, None)
+        self._dirty.pop(program_id, None)
+        self._release(program_id)
+        return self._started(self.gate.finish(program_id, now))
+
+    @staticmethod
+    def _started(program_ids: list[str]) -> list[Action]:
+        return [StartPrograms(tuple(program_ids))] if program_ids else []
+
+    def in_flight(self, program_id: str) -> int:
+        """Calls of the program in the engine."""
+        flight = self._flights.get(program_id)
+        return len(flight.calls) if flight is not None else 0
