@@ -4,14 +4,22 @@ Counters are read at scrape time from the :class:`MetricsAggregator`'s counts (t
 the consoles show), histograms are filled from the hub's events as they pass, and gauges are
 read from the runtime snapshot and the live service. Labels stay bounded (``tier``,
 ``state``, ``action``, ``outcome``, ``kind``): never a program, node, call or tenant id.
+
+The engine's own series follow ours: with the SGLang runtime and SGLang's metrics on (the
+default), SGLang's processes write Prometheus multiprocess files into a folder of the
+runtime's (``metrics_dir()``); each scrape merges them (``sglang:*`` series, SGLang's names,
+labels and help) into the same exposition. Their names never collide with ``agentconsole_*``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from agentconsole.scheduler.events import Event, EventKind
@@ -35,6 +43,46 @@ _COUNTS = {
     "recompute_tokens": ("kv_recompute_tokens_total", "KV tokens recomputed after eviction."),
 }
 _KV_KINDS = ("offloaded", "reloaded", "dropped", "evicted", "recomputed")
+log = logging.getLogger(__name__)
+ENGINE_PREFIX = "sglang:"
+MetricsDir = Callable[[], Path | None]
+
+
+class _EngineSeries(Collector):
+    """SGLang's series: its processes' multiprocess files, merged across processes the way
+    each metric's mode says, then the ``sglang:*`` families SGLang registered in this
+    process's default registry. Its tokenizer manager runs in the server's process, where
+    ``prometheus_client`` was imported before the engine set ``PROMETHEUS_MULTIPROC_DIR``, so
+    those (TTFT, end-to-end latency, prompt tokens) are kept in memory rather than in files."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def collect(self) -> Iterator[Metric]:
+        seen: set[str] = set()
+        if self.directory.is_dir():
+            files = CollectorRegistry(auto_describe=False)
+            MultiProcessCollector(files, path=str(self.directory))  # type: ignore[no-untyped-call]
+            for family in files.collect():
+                seen.add(family.name)
+                yield family
+        for family in REGISTRY.collect():
+            if family.name.startswith(ENGINE_PREFIX) and family.name not in seen:
+                yield family
+
+
+def engine_metrics(directory: Path) -> bytes:
+    """The exposition of SGLang's own series (``_EngineSeries``); empty when there are none."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_EngineSeries(directory))
+    return generate_latest(registry)
+
+
+def runtime_metrics_dir(snapshot: Callable[[], RuntimeSnapshot]) -> MetricsDir | None:
+    """The ``metrics_dir`` of the runtime whose bound ``snapshot`` method is given (the
+    SGLang runtime has one), or None."""
+    found = getattr(getattr(snapshot, "__self__", None), "metrics_dir", None)
+    return found if callable(found) else None
 
 
 class _Scrape(Collector):
@@ -97,7 +145,12 @@ class PrometheusMetrics:
         metrics: MetricsAggregator,
         snapshot: Callable[[], RuntimeSnapshot],
         gauges: Callable[[], dict[str, float]],
+        *,
+        engine_metrics_dir: MetricsDir | None = None,
     ) -> None:
+        """``engine_metrics_dir``: where the engine writes Prometheus multiprocess files
+        (default: the ``metrics_dir`` method of the runtime ``snapshot`` belongs to)."""
+        self.engine_metrics_dir = engine_metrics_dir or runtime_metrics_dir(snapshot)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Scrape(metrics, snapshot, gauges))
         r = self.registry
@@ -144,8 +197,16 @@ class PrometheusMetrics:
             self.operator.labels(str(data.get("action", ""))).inc()
 
     def render(self) -> bytes:
-        """The exposition text."""
-        return generate_latest(self.registry)
+        """The exposition text: our series, then the engine's own (if it writes any)."""
+        text = generate_latest(self.registry)
+        directory = self.engine_metrics_dir() if self.engine_metrics_dir else None
+        if directory is None:
+            return text
+        try:
+            return text + engine_metrics(directory)
+        except Exception:  # a half-written file must not fail the scrape of ours
+            log.warning("cannot read the engine's metrics in %s", directory, exc_info=True)
+            return text
 
 
 def _num(value: object) -> float:

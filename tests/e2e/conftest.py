@@ -32,8 +32,11 @@ class ServeProcess:
         return self.proc.wait(timeout)
 
 
-def start_serve(args: list[str], env: Mapping[str, str] | None = None) -> ServeProcess:
-    """Start ``agentconsole serve ARGS --port 0`` and wait until it listens and is ready."""
+def start_serve(
+    args: list[str], env: Mapping[str, str] | None = None, *, timeout_s: float = 60
+) -> ServeProcess:
+    """Start ``agentconsole serve ARGS --port 0`` and wait until it listens and ``/ready``
+    answers (within ``timeout_s`` in all; an SGLang engine takes a minute on 2 cores)."""
     proc = subprocess.Popen(
         [CLI, "serve", "--port", "0", *args],
         stderr=subprocess.PIPE,
@@ -53,14 +56,19 @@ def start_serve(args: list[str], env: Mapping[str, str] | None = None) -> ServeP
                 found.set()
 
     threading.Thread(target=pump, daemon=True).start()
-    if not found.wait(60):
-        proc.kill()
-        raise RuntimeError("serve did not start:\n" + "".join(served.output))
-    deadline = time.monotonic() + 30
-    while httpx.get(served.url + "/ready").status_code != 200:
-        if time.monotonic() > deadline:
-            raise RuntimeError("serve never became ready")
-        time.sleep(0.05)
+    deadline = time.monotonic() + timeout_s
+    try:
+        if not found.wait(timeout_s):
+            raise RuntimeError("serve did not start:\n" + "".join(served.output[-40:]))
+        while httpx.get(served.url + "/ready", timeout=10).status_code != 200:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("serve never became ready:\n" + "".join(served.output[-40:]))
+            time.sleep(0.05)
+    except BaseException:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(30)
+        raise
     return served
 
 

@@ -4,7 +4,8 @@ The engine runs with ``max_running_requests=1`` (contention is the point: the or
 are admitted in is the order they finish) and a 4096-token KV pool (small enough for the
 retention tests to force eviction). Everything runs on one event loop, because the runtime's
 streams and SGLang's tokenizer-manager task are bound to the loop that started them; tests
-call ``run(coro)``. The placeholder ``sgl_kernel`` logs any call to the file named by
+call ``run(coro)``. The engine's events (``call.scheduled``, ``kv.*``, ``engine.stats``) are
+kept in the ``events`` log. The placeholder ``sgl_kernel`` logs any call to the file named by
 ``AGENTCONSOLE_SGL_KERNEL_CALL_LOG``, set here before the engine's processes are spawned.
 """
 
@@ -47,7 +48,17 @@ def run(loop: asyncio.AbstractEventLoop) -> Callable[[Awaitable[Any]], Any]:
 
 
 @pytest.fixture(scope="session")
-def engine(run: Callable[[Awaitable[Any]], Any], sgl_kernel_log: Path) -> Iterator[Any]:
+def events() -> Any:
+    """The session engine's event sink (an ``EventLog``; tests read what they add)."""
+    from agentconsole.scheduler.events import EventLog
+
+    return EventLog()
+
+
+@pytest.fixture(scope="session")
+def engine(
+    run: Callable[[Awaitable[Any]], Any], sgl_kernel_log: Path, events: Any
+) -> Iterator[Any]:
     """The session's started ``SGLangRuntime`` (policy ``cp-cache``)."""
     from agentconsole.server.runtime.registry import RuntimeOptions
     from agentconsole.server.runtime.sglang.adapter import create_runtime
@@ -56,6 +67,7 @@ def engine(run: Callable[[Awaitable[Any]], Any], sgl_kernel_log: Path) -> Iterat
         policy="cp-cache",
         max_total_tokens=ENGINE_MAX_TOTAL_TOKENS,
         max_running_requests=1,
+        extra={"event_sink": events},
     )
     runtime = create_runtime(options)
     run(runtime.start())

@@ -11,6 +11,8 @@ whose path reaches the scheduler in the environment variable ``AGENTCONSOLE_SGLA
 * ``status.json`` — written by the plugin a few times a second: the waiting queue in policy
   order, the running batch, KV use, per-tenant service and the control ``version`` it applied
   (the adapter waits on that to confirm a change reached the scheduler).
+* ``placement.json`` — written by the plugin at most once a second: for each program it tracks,
+  the tokens of its last context still resident on the device (``status.Placement``).
 * ``steps.jsonl`` — only while ``record_steps`` is on (calibration): one line per engine step
   with its composition and timing.
 * ``plugin-<pid>.json`` — the marker the plugin's policy writes when SGLang constructs it in a
@@ -37,6 +39,7 @@ STATE_DIR_ENV = "AGENTCONSOLE_SGLANG_STATE_DIR"
 CONTROL_FILE = "control.json"
 STATUS_FILE = "status.json"
 STEPS_FILE = "steps.jsonl"
+PLACEMENT_FILE = "placement.json"
 MARKER_PREFIX = "plugin-"
 
 

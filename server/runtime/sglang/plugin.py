@@ -18,6 +18,8 @@ SGLang users of this environment are unaffected). When active it registers with
   apply retention hints, write ``status.json``; time the scheduling (calibration).
 * AROUND hooks on ``Scheduler.run_batch`` and ``process_batch_result``: time each step and
   credit it to the tenants of its requests (the fairness guard's share rule).
+* AROUND hook on ``BasePrefixCache.update_eviction_metrics``: count the device tokens each
+  eviction pass frees (telemetry: ``plugin_telemetry``).
 * the ``agentconsole`` radix eviction strategy (``retention``).
 
 Every hook body is guarded: an exception is counted, logged and reported in ``status.json``,
@@ -67,6 +69,7 @@ def register() -> None:
     registry.register(symbols.dotted(symbols.NEXT_BATCH), _around_next_batch, hook_type.AROUND)
     registry.register(symbols.dotted(symbols.RUN_BATCH), _timed_forward, hook_type.AROUND)
     registry.register(symbols.dotted(symbols.PROCESS_RESULT), _timed_result, hook_type.AROUND)
+    registry.register(symbols.dotted(symbols.EVICTION_METRICS), _counted_eviction, hook_type.AROUND)
     if not retention.install_strategy():
         logger.error("agentconsole: cannot install the eviction strategy on this SGLang")
 
@@ -174,4 +177,17 @@ def _timed(
             st.on_step(batch, wall, time.perf_counter() - start, forward=forward)
         except Exception as err:
             st.record_error("step accounting", err)
+    return out
+
+
+def _counted_eviction(
+    original: Any, cache: Any, num_evicted: Any, *args: Any, **kwargs: Any
+) -> Any:
+    out = original(cache, num_evicted, *args, **kwargs)
+    st = _STATE
+    if st is not None:
+        try:
+            st.telemetry.on_evicted(int(num_evicted), time.time())
+        except Exception as err:
+            st.record_error("eviction accounting", err)
     return out

@@ -42,6 +42,7 @@ from agentconsole.server.runtime.sglang.ordering import (
     preemption_priorities,
     preemption_victims,
 )
+from agentconsole.server.runtime.sglang.plugin_telemetry import PluginTelemetry
 from agentconsole.server.runtime.sglang.status import SchedulerStatus
 from agentconsole.server.runtime.sglang.steps import StepRecorder
 
@@ -75,6 +76,7 @@ class PluginState:
         self._retention_seq: dict[str, int] = {}
         self._retained: dict[str, tuple[int, float]] = {}  # program -> (tokens, until)
         self.steps = StepRecorder(state_dir / STEPS_FILE)
+        self.telemetry = PluginTelemetry(state_dir)  # evictions, busy time, placement
         self._status_at = 0.0
         self._passes = 0
         self._status_dirty = True
@@ -194,6 +196,8 @@ class PluginState:
         """Credit one measured step phase (a forward, or its result processing) to its
         requests; with ``record_steps`` on, record it for calibration."""
         wall = time.time()
+        if forward:
+            self.telemetry.on_forward(seconds)
         reqs = list(getattr(batch, "reqs", None) or [])
         try:
             prefill = bool(batch.forward_mode.is_extend())
@@ -252,6 +256,7 @@ class PluginState:
             self.apply_retention(getattr(scheduler, "tree_cache", None), wall)
         if self._status_dirty or wall - self._status_at >= _STATUS_INTERVAL_S:
             self.publish(scheduler, wall)
+        self.telemetry.on_loop(scheduler, self._contexts)
 
     def apply_retention(self, tree: Any, wall: float) -> None:
         """Mark the radix tree for every retention hint not applied yet."""
@@ -266,7 +271,7 @@ class PluginState:
             if ctx is None or tree is None:
                 continue
             until = retention.mark_for(hint.action, hint.until)
-            whole = hint.action != "drop" and hint.action != "offload"
+            whole = hint.action not in ("recompute", "drop", "offload")
             tokens = retention.mark_context(tree, ctx, until, whole_path=whole)
             if hint.action == "keep":
                 self._retained[program] = (tokens, hint.until)
@@ -285,7 +290,7 @@ class PluginState:
             control_version=self.control.version,
             policy=self.orderer.policy_name,
             paused=self.paused,
-            queued=plugin_status.queued_entries(ranked, wall),
+            queued=plugin_status.queued_entries(ranked, wall, waiting),
             running=plugin_status.running_entries(running, self.wire_of, self._admitted, wall),
             retained_tokens={p: n for p, (n, until) in self._retained.items() if until > wall},
             tenant_service_s=dict(self.meter.service_s),
@@ -294,6 +299,7 @@ class PluginState:
             last_error=self.last_error,
         )
         plugin_status.fill_kv(status, scheduler)
+        self.telemetry.fill(status, scheduler)
         write_json_atomic(self.state_dir / STATUS_FILE, status.to_json())
         self._status_at = wall
         self._status_dirty = False

@@ -23,8 +23,10 @@ from agentconsole.server.runtime.sglang.status import QueuedEntry, RunningEntry,
 logger = logging.getLogger("agentconsole.sglang.plugin")
 
 
-def queued_entries(ranked: list[Ranked], wall: float) -> list[QueuedEntry]:
-    """The waiting queue in run order (``ranked`` sorted by effective key)."""
+def queued_entries(ranked: list[Ranked], wall: float, waiting: list[Any]) -> list[QueuedEntry]:
+    """The waiting queue in run order (``ranked`` sorted by effective key; ``waiting`` the
+    requests, for their prompt sizes)."""
+    tokens = {req.rid: len(req.origin_input_ids) for req in waiting}
     return [
         QueuedEntry(
             r.candidate.rid,
@@ -33,6 +35,7 @@ def queued_entries(ranked: list[Ranked], wall: float) -> list[QueuedEntry]:
             r.key[0],
             r.policy_key if r.policy_key != float("inf") else 1e30,
             wall - r.candidate.first_seen,
+            tokens.get(r.candidate.rid, 0),
         )
         for r in ranked
     ]

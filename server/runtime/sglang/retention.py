@@ -109,6 +109,12 @@ class Context:
         return ids
 
 
+def radix_key(ctx: Context) -> Any:
+    """SGLang's radix key of ``ctx`` (its tokens in its cache namespace)."""
+    key_cls = symbols.load(symbols.RADIX_KEY)
+    return key_cls(token_ids=ctx.token_ids(), extra_key=ctx.extra_key, cache_salt=ctx.cache_salt)
+
+
 def mark_context(tree_cache: Any, ctx: Context, until: float | None, *, whole_path: bool) -> int:
     """Mark the cached path of ``ctx`` with deadline ``until`` (``DROPPED`` = evict first,
     None = ordinary); returns the tokens marked (0 when nothing of it is cached).
@@ -117,10 +123,8 @@ def mark_context(tree_cache: Any, ctx: Context, until: float | None, *, whole_pa
     ``whole_path=False`` stops below the deepest node another sequence continues from, so only
     the context's exclusive suffix is marked.
     """
-    radix_key = symbols.load(symbols.RADIX_KEY)
     params = symbols.load(symbols.MATCH_PARAMS)
-    key = radix_key(token_ids=ctx.token_ids(), extra_key=ctx.extra_key, cache_salt=ctx.cache_salt)
-    result = tree_cache.match_prefix(params(key=key))
+    result = tree_cache.match_prefix(params(key=radix_key(ctx)))
     if not result.device_prefix_len:
         return 0
     node = tree_cache.resolve_node_handle(result.last_device_node)

@@ -4,8 +4,10 @@ With the plugin, the scheduler's ``status.json`` gives the waiting queue in poli
 running batch and KV use; calls the adapter holds that SGLang has not registered yet are shown
 queued ahead of it (they are being tokenized or held by a drain). Without the plugin (stock
 SGLang), the adapter's own view is all there is: a call is running once its first token came.
-KV: one device tier, ``hbm`` (on the CPU engine that is host RAM; HiCache's host tier needs a
-GPU and is not reported here).
+KV: the device tier, ``hbm`` (on the CPU engine that is host RAM), and with HiCache (GPU only,
+untested here) its host tier as ``dram``. Placement per program: the tokens of its last context
+resident on the device, from the plugin's placement sweep (``placement.json``, at most a second
+old); a program kept for a tool wait that no sweep has seen yet shows its kept tokens.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from agentconsole.scheduler.runtime import QueuedCall, RunningCall, RuntimeSnapshot
-from agentconsole.server.runtime.sglang.status import SchedulerStatus
+from agentconsole.scheduler.runtime import QueuedCall, RunningCall, RuntimeSnapshot, TierUsage
+from agentconsole.server.runtime.sglang.status import Placement, SchedulerStatus
 from agentconsole.server.runtime.sglang.stream import LiveCall
 
 DEVICE_TIER = "hbm"
+HOST_TIER = "dram"
 
 
 def build_snapshot(
@@ -28,6 +31,7 @@ def build_snapshot(
     *,
     hit_tokens: int,
     paused: bool,
+    placement: Placement | None = None,
 ) -> RuntimeSnapshot:
     """Snapshot from the plugin's status (if any) and the adapter's calls in flight."""
     now = time.time()
@@ -44,13 +48,20 @@ def build_snapshot(
     pending = tuple(_queued(c, now) for c in calls if c.rid not in known and c.first_at is None)
     # the status file may be a moment old: calls that ended since are left out
     live = {c.rid for c in calls}
+    tiers: dict[str, TierUsage] = {DEVICE_TIER: status.device_tier()}
+    host = status.host_tier()
+    if host is not None:
+        tiers[HOST_TIER] = host
+    where = {p: {DEVICE_TIER: n} for p, n in status.retained_tokens.items()}
+    if placement is not None:
+        where.update({p: {DEVICE_TIER: n} for p, (n, _) in placement.programs.items()})
     return RuntimeSnapshot(
         runtime=name,
         policy=status.policy or policy,
         queued=pending + tuple(q for q in status.queued_calls(now) if q.call_id in live),
         running=tuple(r for r in status.running_calls() if r.call_id in live),
-        tiers={DEVICE_TIER: status.device_tier()},
-        placement={p: {DEVICE_TIER: n} for p, n in status.retained_tokens.items()},
+        tiers=tiers,
+        placement=where,
         prefix_hit_tokens=hit_tokens,
         paused=paused or status.paused,
     )

@@ -1,7 +1,10 @@
-"""What the plugin reports from inside SGLang's scheduler: ``status.json`` and its reading.
+"""What the plugin reports from inside SGLang's scheduler: ``status.json``, ``placement.json``
+and their reading.
 
 The plugin writes a :class:`SchedulerStatus` a few times a second (and at once after applying a
-control change); the adapter turns it into the ``RuntimeSnapshot`` the server shows. Queued and
+control change); the adapter turns it into the ``RuntimeSnapshot`` the server shows and its
+engine events (evictions, busy time). :class:`Placement` is written after each placement
+sweep (at most once a second). Queued and
 running entries are small lists rather than objects to keep the file cheap to write on every
 loop pass of a busy scheduler. Pure Python; no SGLang import.
 """
@@ -23,6 +26,7 @@ class QueuedEntry:
     tier: int  # fairness tier: 0 starving, 1 underserved tenant, 2 normal, 3 untracked/demoted
     key: float  # policy key (lower runs first)
     waited_s: float
+    prompt_tokens: int = 0  # what the call needs admitted (its whole prompt, before hits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,15 @@ class SchedulerStatus:
     kv_bytes_per_token: int = 0
     retained_tokens: dict[str, int] = field(default_factory=dict)  # program -> kept tokens
     tenant_service_s: dict[str, float] = field(default_factory=dict)
+    #: HiCache's host tier (GPU only; zero without HiCache)
+    host_used_tokens: int = 0
+    host_capacity_tokens: int = 0
+    #: seconds of forward passes since the scheduler started (the engine's busy time)
+    busy_s: float = 0.0
+    #: tokens evicted from the device radix cache since start, and the latest eviction
+    #: passes as ``[seq, wall time, tokens]`` (``plugin_telemetry.EvictionLog``)
+    evicted_tokens: int = 0
+    evictions: list[list[float]] = field(default_factory=list)
     preemptions: int = 0
     errors: int = 0
     last_error: str = ""
@@ -88,3 +101,38 @@ class SchedulerStatus:
             self.kv_capacity_tokens,
             self.kv_used_tokens * self.kv_bytes_per_token,
         )
+
+    def host_tier(self) -> TierUsage | None:
+        """HiCache's host tier (None without HiCache)."""
+        if self.host_capacity_tokens <= 0:
+            return None
+        return TierUsage(
+            self.host_used_tokens,
+            self.host_capacity_tokens,
+            self.host_used_tokens * self.kv_bytes_per_token,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """``placement.json``: the tokens of each tracked program's last context resident on the
+    device, and how many of them are its own (the exclusive suffix of its radix path; the rest
+    is a prefix other sequences share). Written by the plugin after each placement sweep."""
+
+    written_at: float = 0.0  # wall clock
+    #: program id -> (resident tokens, private tokens)
+    programs: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "written_at": self.written_at,
+            "programs": {k: list(v) for k, v in self.programs.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Placement:
+        """Inverse of :meth:`to_json`; raises ``TypeError``/``ValueError`` on a bad file."""
+        programs = {
+            str(k): (int(v[0]), int(v[1])) for k, v in dict(data.get("programs", {})).items()
+        }
+        return cls(float(data.get("written_at", 0.0)), programs)

@@ -35,6 +35,12 @@ class LiveCall:
     delivered_tokens: int = 0
     aborting: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    # telemetry (``telemetry.Telemetry``): SGLang's prompt and output ids as streamed, whether
+    # ``call.scheduled`` was emitted, and the estimated time spent recomputing lost context
+    prompt_ids: list[int] | None = None
+    output_ids: list[int] | None = None
+    scheduled: bool = False
+    restore_s: float = 0.0
 
     @property
     def rid(self) -> str:
@@ -97,6 +103,7 @@ class LiveCall:
             # residency in the engine: on a batching engine this is wall time in the running
             # batch, not a share of it (SGLang reports no per-request compute share)
             service_s=max(e2e - queue_s, 0.0),
+            restore_s=self.restore_s,
             retractions=int(meta.get("num_retractions") or 0),
         )
 

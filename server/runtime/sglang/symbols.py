@@ -53,6 +53,12 @@ URC_MATCH = "sglang.srt.mem_cache.unified_radix_cache:UnifiedRadixCache.match_pr
 URC_RESOLVE = "sglang.srt.mem_cache.unified_radix_cache:UnifiedRadixCache.resolve_node_handle"
 URC_EVICTABLE = "sglang.srt.mem_cache.unified_radix_cache:UnifiedRadixCache.evictable_size"
 TOUCH_WAITING = "sglang.srt.mem_cache.common:touch_waiting_prefix"
+#: called once per eviction pass with the device tokens it freed (both tree caches): telemetry
+EVICTION_METRICS = "sglang.srt.mem_cache.base_prefix_cache:BasePrefixCache.update_eviction_metrics"
+#: read-only device match (no split, no LRU touch): placement of a program's context
+DEVICE_MATCH = (
+    "sglang.srt.mem_cache.unified_cache.unified_tree_core:UnifiedTreeCore.match_full_device_prefix"
+)
 
 #: environment variable selecting SGLang's radix tree core (the eviction plugin needs "python")
 TREE_CORE_ENV = "SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"
@@ -95,6 +101,8 @@ SYMBOLS: tuple[str, ...] = (
     URC_RESOLVE,
     URC_EVICTABLE,
     TOUCH_WAITING,
+    EVICTION_METRICS,
+    DEVICE_MATCH,
 )
 PRIVATE: frozenset[str] = frozenset({EVICTION_FACTORIES})
 

@@ -1,0 +1,146 @@
+"""What program-level decisions read of the SGLang runtime: ``memory()``, ``context_of()`` and
+``probe()`` of the ``Runtime`` protocol (mixed into ``SGLangRuntime``).
+
+All three are cheap and never block the engine: they read the plugin's latest ``status.json``
+(KV pool, queue) and ``placement.json`` (each tracked program's resident context, at most a
+second old), and the adapter's own memory of each program's last context (``contexts``).
+
+* ``memory()``: capacity, free and evictable tokens of SGLang's device pool; ``protected`` is
+  what the ``agentconsole`` eviction strategy keeps for programs in tool wait; the queued
+  demand is the prompt tokens of calls waiting in SGLang plus those the adapter holds that
+  SGLang has not registered yet; with HiCache (GPU only, untested here) the host tier's
+  capacity.
+* ``context_of()``: the program's last context as resident now, split into its exclusive
+  suffix (private) and a prefix other sequences share, as the plugin measured it.
+* ``probe()``: the common prefix of the prompt with the program's last context (the prompt's
+  ids, else the engine's tokenizer), capped by the resident tokens last reported; what the
+  cap cuts off is lost (recomputed). On CPU there is no slower tier (``slow_tokens`` 0). An
+  estimate: hits on prefixes other programs cached are not counted.
+
+``metrics_dir()`` names the folder of SGLang's Prometheus multiprocess files, which
+``server.prometheus`` merges into ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from agentconsole.scheduler.runtime import MemoryView, PrefixProbe, ProgramContext, Prompt
+from agentconsole.server.runtime.sglang import wire
+from agentconsole.server.runtime.sglang.control import CachedJsonFile
+from agentconsole.server.runtime.sglang.engine_config import EngineSettings
+from agentconsole.server.runtime.sglang.status import Placement, SchedulerStatus
+from agentconsole.server.runtime.sglang.stream import LiveCall
+from agentconsole.server.runtime.sglang.telemetry import Telemetry
+
+
+class KVView:
+    """``memory``, ``context_of`` and ``probe`` of ``SGLangRuntime`` (state lives there)."""
+
+    settings: EngineSettings
+    engine: Any
+    state_dir: Path
+    telemetry: Telemetry
+    _calls: dict[str, LiveCall]
+    _placement: CachedJsonFile
+
+    def read_status(self) -> SchedulerStatus | None: ...  # LiveControl's
+
+    def read_placement(self) -> Placement | None:
+        """The plugin's latest ``placement.json`` (None before the first sweep)."""
+        data, _ = self._placement.poll(time.monotonic())
+        if data is None:
+            return None
+        try:
+            return Placement.from_json(data)
+        except (TypeError, ValueError, IndexError):
+            return None
+
+    def metrics_dir(self) -> Path | None:
+        """Where SGLang's processes write their Prometheus multiprocess files (the adapter
+        points ``PROMETHEUS_MULTIPROC_DIR`` there); None with SGLang's metrics off."""
+        if self.engine is None or not self.settings.enable_metrics:
+            return None
+        return self.state_dir / "prometheus"
+
+    def memory(self) -> MemoryView:
+        """The engine's KV pool and queue now (from the plugin's status; without the plugin,
+        the configured pool and the adapter's own calls)."""
+        status = self.read_status()
+        pending = [c for c in self._calls.values() if c.first_at is None]
+        if status is None:
+            capacity = self.settings.max_total_tokens or 0
+            return MemoryView(
+                hbm_capacity_tokens=capacity,
+                free_tokens=capacity,
+                queued_tokens=float(sum(_prompt_tokens(c) for c in pending)),
+                queued_calls=len(pending),
+                running_calls=len(self._calls) - len(pending),
+            )
+        known = {q.rid for q in status.queued} | {r.rid for r in status.running}
+        waiting_here = [c for c in pending if c.rid not in known]  # being tokenized or held
+        queued = sum(q.prompt_tokens for q in status.queued)
+        queued += sum(_prompt_tokens(c) for c in waiting_here)
+        return MemoryView(
+            hbm_capacity_tokens=status.kv_capacity_tokens,
+            free_tokens=max(status.kv_capacity_tokens - status.kv_used_tokens, 0),
+            evictable_tokens=status.kv_evictable_tokens,
+            # the plugin lists a kept context only until its retention deadline
+            protected_tokens=sum(status.retained_tokens.values()),
+            queued_tokens=float(queued),
+            queued_calls=len(status.queued) + len(waiting_here),
+            running_calls=len(status.running),
+            dram_capacity_tokens=status.host_capacity_tokens,
+            kv_bytes_per_token=float(status.kv_bytes_per_token or 1),
+        )
+
+    def context_of(self, program_id: str) -> ProgramContext | None:
+        """The program's last context as resident now (None: nothing of it is cached, or the
+        plugin does not track it)."""
+        placement = self.read_placement()
+        found = placement.programs.get(program_id) if placement is not None else None
+        if not found or found[0] <= 0:
+            return None
+        resident, private = found
+        return ProgramContext(private_tokens=private, shared_tokens=max(resident - private, 0))
+
+    def probe(self, program_id: str, prompt: Prompt, namespace: str) -> PrefixProbe:
+        """What the engine holds of ``prompt`` for ``program_id`` (see the module docstring);
+        changes nothing."""
+        ids = prompt.token_ids if prompt.token_ids is not None else self._tokenize(prompt.text)
+        if ids is None:
+            return PrefixProbe(prompt_tokens=prompt.tokens)
+        public = prompt.tokens > 0 and prompt.public_tokens >= prompt.tokens
+        salt = (
+            wire.PUBLIC_SALT
+            if public
+            else wire.cache_salt(namespace, prompt_chars=1, public_prefix_chars=0)
+        )
+        contexts = self.telemetry.contexts
+        last = contexts.get(program_id)
+        resident: int | None = None
+        placement = self.read_placement()
+        if last is not None and placement is not None and placement.written_at > last.at:
+            resident = placement.programs.get(program_id, (0, 0))[0]
+        reuse = contexts.reuse(program_id, salt, ids, resident)
+        return PrefixProbe(
+            prompt_tokens=len(ids), cached_tokens=reuse.resident, lost_tokens=reuse.lost
+        )
+
+    def _tokenize(self, text: str) -> list[int] | None:
+        """``text`` in the served model's tokens, as SGLang tokenizes a prompt (None before
+        the engine started)."""
+        tokenizer = getattr(getattr(self.engine, "tokenizer_manager", None), "tokenizer", None)
+        if tokenizer is None:
+            return None
+        return list(tokenizer.encode(text))
+
+
+def _prompt_tokens(call: LiveCall) -> int:
+    """The call's prompt size: its ids when known, else the ticket's count."""
+    r = call.request
+    if r.prompt_ids is not None:
+        return len(r.prompt_ids)
+    return len(call.prompt_ids) if call.prompt_ids is not None else r.ticket.prompt_tokens

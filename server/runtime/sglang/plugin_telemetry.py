@@ -1,0 +1,190 @@
+"""Telemetry the plugin gathers inside SGLang's scheduler process: evictions, busy time, where
+each tracked program's last context is (placement) and HiCache's host tier.
+
+* **Evictions**: an AROUND hook on ``BasePrefixCache.update_eviction_metrics`` (``plugin``),
+  which SGLang 0.5.23 calls once per eviction pass with the device tokens that pass freed, in
+  both tree caches and whether or not ``--enable-metrics`` is on. Why there: it is the one
+  place every pass goes through with its exact count (``evict`` and ``evict_for_alloc`` are
+  two entry points, and the second can run several passes), and observing it changes nothing
+  SGLang does. The eviction strategy's ``get_priority`` would not do (it is asked about
+  candidates, not victims), nor would deltas of ``evictable_size()`` (inserts and lock changes
+  move it too). With HiCache a pass also counts demotions (device slots freed, host copy kept).
+* **Placement**: for each program the plugin tracks (``PluginState._contexts``), the tokens of
+  its last context still resident on the device, and how many of those are its own exclusive
+  suffix (as ``retention.mark_context(whole_path=False)`` defines it). It uses the tree core's
+  read-only device match (``match_full_device_prefix``): ``match_prefix`` would split nodes and
+  refresh the recency of every tracked context, which would defeat LRU. A sweep runs at most
+  once a second, only after the tree may have changed (a forward pass or an eviction), and in
+  slices of at most 1 ms per scheduler loop pass, so a busy scheduler pays little.
+
+SGLang objects are duck-typed; every entry point is called from a guarded hook.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from agentconsole.server.runtime.sglang import retention
+from agentconsole.server.runtime.sglang.control import PLACEMENT_FILE, write_json_atomic
+from agentconsole.server.runtime.sglang.status import Placement, SchedulerStatus
+
+_EVICTIONS_KEPT = 64  # passes listed in status.json (the adapter reads it every 100 ms)
+_SWEEP_INTERVAL_S = 1.0
+_SWEEP_SLICE_S = 0.001
+_SWEEP_MAX_PROGRAMS = 512  # the most recently active programs
+
+
+class EvictionLog:
+    """Device tokens evicted since start, and the latest passes (for ``status.json``)."""
+
+    def __init__(self, keep: int = _EVICTIONS_KEPT) -> None:
+        self.total = 0
+        self.seq = 0
+        self.recent: deque[tuple[int, float, int]] = deque(maxlen=keep)
+
+    def record(self, tokens: int, wall: float) -> None:
+        """Count one eviction pass that freed ``tokens`` device tokens at ``wall``."""
+        if tokens <= 0:
+            return
+        self.seq += 1
+        self.total += tokens
+        self.recent.append((self.seq, wall, tokens))
+
+
+def context_residency(tree_cache: Any, ctx: retention.Context) -> tuple[int, int]:
+    """(resident, private): tokens of ``ctx`` resident on the device, and how many of them
+    form its exclusive suffix (below the deepest node another sequence continues from).
+    Changes nothing in the tree."""
+    core = tree_cache.tree_core
+    matched, node_id, pinned = core.match_full_device_prefix(retention.radix_key(ctx))
+    if matched <= 0:
+        return 0, 0
+    if pinned > matched:  # the context ends inside a node: a longer sequence holds it all
+        return int(matched), 0
+    try:
+        node = tree_cache.resolve_node_handle(node_id)
+        private, first = 0, True
+        while node is not None and node.parent is not None:
+            if len(node.children) > (0 if first else 1):
+                break
+            private += len(node.key) if node.key is not None else 0
+            node, first = node.parent, False
+    except AttributeError:  # a tree core without Python nodes: no split known
+        private = 0
+    return int(matched), min(private, int(matched))
+
+
+class PlacementSweep:
+    """Computes :class:`Placement` in slices and writes ``placement.json`` after each sweep."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        interval_s: float = _SWEEP_INTERVAL_S,
+        slice_s: float = _SWEEP_SLICE_S,
+        max_programs: int = _SWEEP_MAX_PROGRAMS,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.path = path
+        self.interval_s = interval_s
+        self.slice_s = slice_s
+        self.max_programs = max_programs
+        self.clock = clock
+        #: bumped whenever the tree may have changed; a sweep starts only after a change
+        self.changes = 0
+        self._swept_changes = -1
+        self._next_at = 0.0
+        self._todo: list[str] = []
+        self._found: dict[str, tuple[int, int]] = {}
+
+    def step(self, tree: Any, contexts: Mapping[str, retention.Context], wall: float) -> bool:
+        """Advance the sweep by one slice (starting one when due); True when a sweep
+        completed and ``placement.json`` was written."""
+        if tree is None:
+            return False
+        if not self._todo:
+            if wall < self._next_at or self.changes == self._swept_changes:
+                return False
+            self._swept_changes = self.changes
+            self._todo = list(contexts)[-self.max_programs :]  # oldest first: pop() newest
+            self._found = {}
+        deadline = self.clock() + self.slice_s
+        while self._todo:
+            program = self._todo.pop()
+            ctx = contexts.get(program)
+            if ctx is not None:
+                resident, private = context_residency(tree, ctx)
+                if resident > 0:
+                    self._found[program] = (resident, private)
+            if self.clock() >= deadline:
+                break
+        if self._todo:
+            return False
+        write_json_atomic(self.path, Placement(wall, self._found).to_json())
+        self._next_at = wall + self.interval_s
+        return True
+
+
+def host_usage(tree_cache: Any) -> tuple[int, int]:
+    """(used, capacity) tokens of HiCache's host pool; (0, 0) without HiCache. Best effort
+    (untested here: HiCache needs a GPU), read the way SGLang's own metrics reporter does."""
+    pool = getattr(tree_cache, "token_to_kv_pool_host", None) or getattr(
+        tree_cache, "full_kv_pool_host", None
+    )
+    if pool is None:
+        return 0, 0
+    try:
+        capacity = int(getattr(pool, "logical_size", None) or pool.size)
+        return max(capacity - int(pool.available_size()), 0), capacity
+    except (AttributeError, TypeError, ValueError):
+        return 0, 0
+
+
+class PluginTelemetry:
+    """The plugin's telemetry state: what ``PluginState`` feeds and publishes."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.evictions = EvictionLog()
+        self.placement: PlacementSweep | None = PlacementSweep(state_dir / PLACEMENT_FILE)
+        self.busy_s = 0.0
+        self._sweep_failures = 0
+
+    def on_evicted(self, tokens: int, wall: float) -> None:
+        """An eviction pass freed ``tokens`` device tokens."""
+        self.evictions.record(tokens, wall)
+        if self.placement is not None:
+            self.placement.changes += 1
+
+    def on_forward(self, seconds: float) -> None:
+        """A forward pass took ``seconds`` (the engine's busy time; it may change the tree)."""
+        self.busy_s += seconds
+        if self.placement is not None:
+            self.placement.changes += 1
+
+    def on_loop(self, scheduler: Any, contexts: Mapping[str, retention.Context]) -> None:
+        """Once per scheduler loop pass: advance the placement sweep. Raises what the sweep
+        raised (the caller records it); after three failures in a row the sweep is turned
+        off, so a tree it cannot read costs the scheduler nothing more."""
+        if self.placement is None:
+            return
+        try:
+            self.placement.step(getattr(scheduler, "tree_cache", None), contexts, time.time())
+            self._sweep_failures = 0
+        except Exception:
+            self._sweep_failures += 1
+            if self._sweep_failures >= 3:
+                self.placement = None
+            raise
+
+    def fill(self, status: SchedulerStatus, scheduler: Any) -> None:
+        """Write the telemetry fields of ``status``."""
+        status.busy_s = self.busy_s
+        status.evicted_tokens = self.evictions.total
+        status.evictions = [[s, t, n] for s, t, n in self.evictions.recent]
+        used, capacity = host_usage(getattr(scheduler, "tree_cache", None))
+        status.host_used_tokens, status.host_capacity_tokens = used, capacity

@@ -1,0 +1,213 @@
+"""The SGLang runtime's engine events, in the simulator's vocabulary, into the server's sink.
+
+``serve`` hands every runtime its ``EventHub`` as ``options.extra["event_sink"]``; the
+``MetricsAggregator``, Prometheus and the consoles then compute the same metrics for SGLang
+as for the simulator (``call.scheduled``, ``kv.*``, ``engine.stats``; data keys as in
+``scheduler.metrics``). Per-call events carry the call's program, node, attempt and tenant.
+
+Per call, from the call's own stream (nothing to lose, and the numbers are the call's):
+
+* ``call.scheduled`` once, at the first chunk (SGLang streams once the prefill is done):
+  ``hit_tokens`` is SGLang's ``cached_tokens`` (device plus host: exactly what the API returns
+  as cached tokens), ``reload_tokens`` its host part (HiCache), ``recompute_tokens`` the
+  tokens of the program's earlier context it prefilled again (``contexts``);
+* ``kv.recomputed`` when it recomputed any, ``kv.reloaded`` when HiCache loaded any back;
+* the restore time, where knowable: with SGLang's metrics on, ``meta_info`` has the call's
+  prefill span; its recomputed share of the tokens it prefilled is the call's ``restore_s``
+  (what critical-path KV idle adds up). An estimate: a prefill batched with other calls is
+  shared time.
+
+From the plugin's ``status.json`` (polled every 100 ms): ``kv.evicted`` per eviction pass
+(SGLang evicts to make room for an allocation, not for a program: no program id), and
+``engine.stats`` every 5 s (busy seconds, KV bytes on the device and, with HiCache, the host).
+Every entry point is guarded: telemetry never fails a call.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
+from agentconsole.server.live.periodic import Periodic
+from agentconsole.server.runtime.sglang import wire
+from agentconsole.server.runtime.sglang.contexts import ProgramContexts
+from agentconsole.server.runtime.sglang.status import SchedulerStatus
+from agentconsole.server.runtime.sglang.stream import LiveCall
+
+logger = logging.getLogger("agentconsole.sglang")
+ENGINE = "sglang"
+_POLL_S = 0.1
+_STATS_S = 5.0
+_PROBE_PROGRAM = "__probe__"
+
+
+def salt_of(call: LiveCall) -> str:
+    """The ``cache_salt`` the adapter sends with the call."""
+    r = call.request
+    return wire.cache_salt(
+        r.cache_namespace, prompt_chars=len(r.prompt), public_prefix_chars=r.public_prefix_chars
+    )
+
+
+def prefill_seconds(meta: Mapping[str, Any]) -> float | None:
+    """The call's prefill span from SGLang's ``meta_info`` (None without SGLang's metrics)."""
+    start, end = meta.get("forward_entry_time"), meta.get("prefill_finished_time")
+    if isinstance(start, int | float) and isinstance(end, int | float) and end >= start > 0:
+        return float(end - start)
+    return None
+
+
+class Telemetry:
+    """See the module docstring. ``sink`` None: nothing is emitted (contexts are still kept,
+    for ``probe``)."""
+
+    def __init__(
+        self,
+        sink: EventSink | None,
+        read_status: Callable[[], SchedulerStatus | None],
+        contexts: ProgramContexts,
+        *,
+        poll_s: float = _POLL_S,
+        stats_s: float = _STATS_S,
+    ) -> None:
+        self.sink = sink
+        self.read_status = read_status
+        self.contexts = contexts
+        self.poll_s = poll_s
+        self.stats_s = stats_s
+        self._poller: Periodic | None = None
+        self._status_at = -1.0
+        self._eviction_seq = 0
+        self._evicted = 0  # tokens emitted as kv.evicted
+        self._stats_at = 0.0
+        self._errors = 0
+
+    # -- per call ----------------------------------------------------------------------------
+    def on_chunk(self, call: LiveCall, chunk: Mapping[str, Any]) -> None:
+        """A streamed chunk of ``call``: keep its token ids; on the first one after the
+        prefill, emit the call's ``call.scheduled`` (and ``kv.*``) events."""
+        try:
+            self._on_chunk(call, chunk)
+        except Exception:
+            self._error("chunk")
+
+    def _on_chunk(self, call: LiveCall, chunk: Mapping[str, Any]) -> None:
+        ids = chunk.get("prompt_token_ids")
+        if ids is not None:
+            call.prompt_ids = ids
+        out = chunk.get("output_ids")
+        if out is not None:
+            call.output_ids = out
+        meta = chunk.get("meta_info") or {}
+        if call.scheduled or int(meta.get("completion_tokens") or 0) < 1:
+            return
+        call.scheduled = True
+        t = call.request.ticket
+        if t.program_id == _PROBE_PROGRAM:
+            return
+        hit = int(meta.get("cached_tokens") or 0)
+        details = meta.get("cached_tokens_details")
+        host = int(details.get("host") or 0) if isinstance(details, Mapping) else 0
+        prompt = call.prompt_ids if call.prompt_ids is not None else call.request.prompt_ids
+        recompute = (
+            self.contexts.recomputed(t.program_id, salt_of(call), prompt, hit) if prompt else 0
+        )
+        prompt_tokens = int(meta.get("prompt_tokens") or (len(prompt) if prompt else 0))
+        prefill_s = prefill_seconds(meta)
+        if recompute and prefill_s is not None:
+            call.restore_s = prefill_s * recompute / max(prompt_tokens - hit, 1)
+        queue_s = meta.get("queue_time")
+        self._emit_call(
+            call,
+            EventKind.CALL_SCHEDULED,
+            {
+                "queue_s": float(queue_s) if isinstance(queue_s, int | float) else 0.0,
+                "hit_tokens": hit,
+                "reload_tokens": host,
+                "recompute_tokens": recompute,
+                "restore_s": call.restore_s,
+            },
+        )
+        if recompute:
+            self._emit_call(call, EventKind.KV_RECOMPUTED, {"tokens": recompute})
+        if host:
+            self._emit_call(call, EventKind.KV_RELOADED, {"tokens": host})
+
+    def on_end(self, call: LiveCall) -> None:
+        """``call`` ended: a finished call's context becomes its program's last context."""
+        try:
+            reason = call.meta.get("finish_reason")
+            kind = reason.get("type") if isinstance(reason, Mapping) else None
+            prompt = call.prompt_ids if call.prompt_ids is not None else call.request.prompt_ids
+            t = call.request.ticket
+            if call.aborting or kind not in ("stop", "length") or not prompt:
+                return
+            if t.program_id == _PROBE_PROGRAM:
+                return
+            self.contexts.remember(t.program_id, salt_of(call), prompt, call.output_ids or ())
+        except Exception:
+            self._error("end")
+
+    def _emit_call(self, call: LiveCall, kind: EventKind, data: dict[str, Scalar]) -> None:
+        if self.sink is None:
+            return
+        t = call.request.ticket
+        self.sink.emit(Event(time.time(), kind, t.program_id, t.node_id, t.attempt, t.tenant, data))
+
+    # -- from the plugin's status ------------------------------------------------------------
+    def poll(self, now: float) -> None:
+        """Emit the eviction passes and (when due) the engine stats the plugin reported since
+        the last poll."""
+        status = self.read_status()
+        if status is None or self.sink is None or status.written_at == self._status_at:
+            return
+        self._status_at = status.written_at
+        for seq, at, tokens in status.evictions:
+            if seq > self._eviction_seq:
+                self._eviction_seq = int(seq)
+                self._evict(float(at), int(tokens))
+        missed = status.evicted_tokens - self._evicted  # passes that left the list unseen
+        if missed > 0:
+            self._evict(now, missed)
+        if now - self._stats_at >= self.stats_s:
+            self._stats_at = now
+            per_token = status.kv_bytes_per_token
+            data: dict[str, Scalar] = {
+                "engine": ENGINE,
+                "busy_s": status.busy_s,
+                "hbm_bytes": status.kv_used_tokens * per_token,
+                "dram_bytes": status.host_used_tokens * per_token,
+                "running": len(status.running),
+                "queued": len(status.queued),
+            }
+            self.sink.emit(Event(now, EventKind.ENGINE_STATS, data=data))
+
+    def _evict(self, at: float, tokens: int) -> None:
+        self._evicted += tokens
+        if self.sink is not None:
+            self.sink.emit(Event(at, EventKind.KV_EVICTED, data={"tokens": tokens}))
+
+    def start(self) -> None:
+        """Start polling the plugin's status (on the running loop)."""
+        if self._poller is None:
+            self._poller = Periodic("sglang-telemetry", self.poll_s, self._tick)
+            self._poller.start()
+
+    async def stop(self) -> None:
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            await poller.stop()
+
+    async def _tick(self) -> None:
+        try:
+            self.poll(time.time())
+        except Exception:
+            self._error("poll")
+
+    def _error(self, where: str) -> None:
+        self._errors += 1
+        if self._errors <= 5:  # a bug here must not flood the log of a busy server
+            logger.exception("SGLang telemetry error (%s)", where)
