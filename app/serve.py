@@ -8,16 +8,23 @@ Hooks: ``--demo`` runs ``agentconsole.replay.demo:run_demo(url, keys)`` when the
 package provides it, else the built-in minimal agents of :mod:`agentconsole.demo`; ``--tui``
 runs ``agentconsole.ui.tui.app:run_dashboard(url, key)`` in the foreground (the server then
 runs in a background thread and stops when the dashboard quits).
+
+The terminal shows what a user needs: the runtime, model, policies, store and keys (the
+banner), the URL once it listens, and one line when the runtime is ready (or a pointer to the
+engine log if it is not). SGLang's own output (its server-args dump, import warnings, its
+processes' logs) goes to the engine log next to the store, named in the banner.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib
 import logging
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +36,7 @@ from litestar.di import Provide
 from litestar.types import ControllerRouterHandler
 from pydantic import ValidationError
 
+from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.api.deps import Live
 from agentconsole.server.app import Extension, create_app
 from agentconsole.server.gateway.config import GatewayConfig
@@ -90,14 +98,27 @@ class Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
+def engine_log_path(settings: Settings) -> Path | None:
+    """Where SGLang's own output goes (next to the store), or None for the simulator."""
+    if settings.runtime.name != "sglang":
+        return None
+    configured = settings.runtime.extra.get("engine_log")
+    return Path(str(configured)) if configured else settings.store.db.with_suffix(".sglang.log")
+
+
 def banner(settings: Settings) -> str:
-    """What ``serve`` prints at start: runtime, store and the API keys in use."""
+    """What ``serve`` prints at start: runtime, model, policies, store, where the engine logs
+    and the API keys in use."""
     tenants, operators = settings.keys()
+    runtime = settings.runtime
+    model = runtime.model or ("the tiny CPU model" if runtime.name == "sglang" else "default")
     lines = [
-        f"runtime: {settings.runtime.name}  policy: {settings.runtime.policy}"
-        f"  kv-policy: {settings.runtime.kv_policy}",
+        f"runtime: {runtime.name}  policy: {runtime.policy}  kv-policy: {runtime.kv_policy}",
+        f"model:   {model}  (served as {settings.server_config().model_name})",
         f"store:   {settings.store.db}",
     ]
+    if (log_path := engine_log_path(settings)) is not None:
+        lines.append(f"engine log: {log_path}")
     lines += [f"tenant key:   {key}  (tenant {tenant})" for key, tenant in tenants.items()]
     lines += [f"operator key: {key}" for key in operators]
     return "\n".join(lines)
@@ -124,18 +145,60 @@ def extensions(settings: Settings) -> list[Extension]:
     return [GatewayExtension(GatewayConfig()), ConsoleExtension()]
 
 
+async def announce_ready(app: Litestar, since: float, log_path: Path | None) -> None:
+    """Print one line when the runtime is ready: how long it took, the model and its chat
+    format; meanwhile, every minute, that it is still starting."""
+    live: Live = app.state.live
+    runtime = live.service.runtime
+    while True:
+        try:
+            await asyncio.wait_for(live.service.runtime_ready.wait(), timeout=60)
+            break
+        except TimeoutError:
+            where = f" (engine log: {log_path})" if log_path else ""
+            click.echo(f"runtime {runtime.name} still starting{where}", err=True)
+    settings = getattr(runtime, "settings", None)
+    path = getattr(settings, "model_path", None)
+    model = live.config.model_name + (f" ({path})" if path else "")
+    click.echo(
+        f"runtime {runtime.name} ready in {time.monotonic() - since:.1f} s: model {model}, "
+        f"chat format {runtime.chat_format.name}",
+        err=True,
+    )
+
+
+def server_config(settings: Settings) -> ServerConfig:
+    """The server's config, with SGLang's output sent to the engine log."""
+    config = settings.server_config()
+    log_path = engine_log_path(settings)
+    if log_path is None:
+        return config
+    return dataclasses.replace(
+        config, runtime_extra={**config.runtime_extra, "engine_log": str(log_path)}
+    )
+
+
 def run_serve(settings: Settings) -> None:
     """Serve until interrupted (or until the dashboard quits with ``tui``)."""
+    since = time.monotonic()
     logging.basicConfig(level=settings.server.log_level.upper(), stream=sys.stderr)
     click.echo(banner(settings), err=True)
-    app = create_app(settings.server_config(), extensions=extensions(settings))
+    app = create_app(server_config(settings), extensions=extensions(settings))
     tenants, operators = settings.keys()
-    on_started = None
-    if settings.demo:
-        run_demo = demo_runner()
+    log_path = engine_log_path(settings)
+    run_demo = demo_runner() if settings.demo else None
 
-        async def on_started(url: str) -> None:
-            await run_demo(url, tenants)
+    async def on_started(url: str) -> None:
+        # with the dashboard in the foreground the terminal is its own: no lines printed
+        ready = None if settings.tui else asyncio.create_task(announce_ready(app, since, log_path))
+        try:
+            if run_demo is not None:
+                await run_demo(url, tenants)
+            if ready is not None:
+                await ready
+        finally:
+            if ready is not None:
+                ready.cancel()
 
     config = uvicorn.Config(
         app,

@@ -1,4 +1,5 @@
-"""OpenAI wire shapes of a chat completion: the response object, stream chunks, usage.
+"""OpenAI wire shapes of a chat completion and a text completion: responses, stream chunks,
+usage. ``model`` is always the served model's name (whatever the request said).
 
 ``usage.prompt_tokens_details.cached_tokens`` is what the runtime reports for the call; the
 runtime's cache is namespaced by the authenticated tenant, so it only ever counts hits on the
@@ -7,30 +8,30 @@ caller's own tenant's prefixes.
 
 from __future__ import annotations
 
-import hashlib
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
-from agentconsole.scheduler.runtime import GenerationResult
-from agentconsole.server.live.prompt import ToolCall
+from agentconsole.scheduler.runtime import GenerationResult, ToolCallTuple
+from agentconsole.server.live.toolcalls import tool_call_id
 
 JSON = dict[str, Any]
 _encode = msgspec.json.Encoder().encode
 
 
-def tool_calls_json(call_id: str, calls: list[ToolCall]) -> list[JSON]:
-    """``tool_calls`` entries with stable ids derived from the call id."""
+def tool_calls_json(call_id: str, calls: Sequence[ToolCallTuple]) -> list[JSON]:
+    """``tool_calls`` entries (from ``(name, arguments JSON)``) with stable ids derived from
+    the call id."""
     out = []
-    for index, call in enumerate(calls):
-        digest = hashlib.blake2b(f"{call_id}#{index}".encode(), digest_size=12).hexdigest()
+    for index, (name, arguments) in enumerate(calls):
         out.append(
             {
                 "index": index,
-                "id": f"call_{digest}",
+                "id": tool_call_id(call_id, index),
                 "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
+                "function": {"name": name, "arguments": arguments},
             }
         )
     return out
@@ -65,8 +66,9 @@ class Completion:
         usage: JSON,
         error: JSON | None = None,
     ) -> JSON:
-        """The non-streaming ``chat.completion``."""
-        message: JSON = {"role": "assistant", "content": None if tool_calls else text}
+        """The non-streaming ``chat.completion`` (with tool calls, ``content`` is the text the
+        model wrote beside them, or null)."""
+        message: JSON = {"role": "assistant", "content": (text or None) if tool_calls else text}
         if tool_calls:
             message["tool_calls"] = [
                 {k: v for k, v in call.items() if k != "index"} for call in tool_calls
@@ -112,6 +114,52 @@ class Completion:
     def error(kind: str, message: str) -> bytes:
         """An SSE frame carrying an error (OpenAI clients raise it as an APIError)."""
         return b"data: " + _encode({"error": {"type": kind, "message": message}}) + b"\n\n"
+
+
+class TextCompletion:
+    """Builds the ``text_completion`` objects of one ``/v1/completions`` call."""
+
+    def __init__(self, request_id: str, model: str, identity: JSON) -> None:
+        self.id = f"cmpl-{request_id}"
+        self.model = model
+        self.created = int(time.time())
+        self.identity = identity
+
+    def _body(self, choices: list[JSON]) -> JSON:
+        return {
+            "id": self.id,
+            "object": "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        }
+
+    @staticmethod
+    def _choice(text: str, finish_reason: str | None) -> JSON:
+        return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+
+    def response(self, text: str, finish_reason: str, usage: JSON) -> JSON:
+        """The non-streaming ``text_completion``."""
+        body = self._body([self._choice(text, finish_reason)])
+        body["usage"] = usage
+        body["agentconsole"] = self.identity
+        return body
+
+    def chunk(
+        self,
+        text: str,
+        finish_reason: str | None = None,
+        *,
+        usage: JSON | None = None,
+        extra: JSON | None = None,
+    ) -> bytes:
+        """One SSE ``data:`` frame (with ``usage``: the last, with no choices)."""
+        body = self._body([] if usage is not None else [self._choice(text, finish_reason)])
+        if usage is not None:
+            body["usage"] = usage
+        if extra is not None:
+            body["agentconsole"] = extra
+        return b"data: " + _encode(body) + b"\n\n"
 
 
 DONE = b"data: [DONE]\n\n"

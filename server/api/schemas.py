@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 Id = Annotated[str, Field(pattern=ID_PATTERN)]
@@ -122,6 +129,57 @@ class ChatCompletionRequest(BaseModel):
             if choice.function.name not in names:
                 raise ValueError(f"tool_choice names {choice.function.name!r}, not in tools")
         return self
+
+
+class CompletionRequest(BaseModel):
+    """``POST /v1/completions``: OpenAI's (legacy) completion request, one text prompt, plus
+    the chat request's agentconsole extras. What it cannot honour is refused (422): token-id
+    prompts, several prompts, ``n``/``best_of`` above 1, ``echo``, ``logprobs``, ``suffix``."""
+
+    model: Annotated[str, Field(max_length=256)]
+    prompt: str | Annotated[list[str], Field(min_length=1, max_length=1)]
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
+    stop: str | Annotated[list[str], Field(max_length=4)] | None = None
+    n: int | None = None
+    best_of: int | None = None
+    echo: bool = False
+    logprobs: int | None = None
+    suffix: str | None = None
+    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
+    rid: Annotated[str, Field(max_length=128)] | None = None
+    request_id: Annotated[str, Field(max_length=128)] | None = None
+    ignore_eos: bool = False
+    agentconsole: AgentExtras | None = None
+
+    @field_validator("n", "best_of")
+    @classmethod
+    def _one_choice(cls, n: int | None) -> int | None:
+        if n is not None and n != 1:
+            raise ValueError("only 1 is supported")
+        return n
+
+    @field_validator("echo", "logprobs", "suffix")
+    @classmethod
+    def _unsupported(cls, value: object, info: ValidationInfo) -> object:
+        if value not in (None, False):
+            raise ValueError(f"{info.field_name} is not supported")
+        return value
+
+    @field_validator("prompt")
+    @classmethod
+    def _not_empty(cls, prompt: str | list[str]) -> str | list[str]:
+        if not (prompt if isinstance(prompt, str) else prompt[0]):
+            raise ValueError("the prompt must not be empty")
+        return prompt
+
+    @property
+    def text(self) -> str:
+        """The prompt as one string."""
+        return self.prompt if isinstance(self.prompt, str) else self.prompt[0]
 
 
 class QuotasIn(_Strict):

@@ -19,9 +19,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from agentconsole.scheduler.runtime import (
     GenerationRequest,
@@ -29,6 +29,7 @@ from agentconsole.scheduler.runtime import (
     GenerationStream,
     Runtime,
     TokenDelta,
+    ToolCallTuple,
 )
 from agentconsole.server.live.errors import ServiceError
 
@@ -70,7 +71,7 @@ class LiveCall:
         runtime: Runtime,
         hooks: CallHooks,
         *,
-        tools_offered: bool = False,
+        tools: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         ticket = request.ticket
         self.request = request
@@ -78,7 +79,10 @@ class LiveCall:
         self.program_id = ticket.program_id
         self.node_id = ticket.node_id
         self.tenant = ticket.tenant
-        self.tools_offered = tools_offered
+        #: the tools the prompt declared (the answer may call them)
+        self.tools = tools
+        #: the answer as the model's format reads it, (content, tool calls), once finished
+        self.answer: tuple[str, list[ToolCallTuple]] | None = None
         self.submitted_at = time.time()
         self.first_token_at: float | None = None
         self.received = 0  # tokens forwarded to the client
@@ -94,6 +98,15 @@ class LiveCall:
         self._done: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
         self._stream: GenerationStream = runtime.submit(request)
         self._task = asyncio.create_task(self._pump(), name=f"call {self.call_id}")
+
+    @property
+    def tools_offered(self) -> bool:
+        return bool(self.tools)
+
+    @property
+    def text(self) -> str:
+        """The text forwarded to the client so far."""
+        return "".join(self._text)
 
     @property
     def finished(self) -> bool:

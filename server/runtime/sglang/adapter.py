@@ -13,6 +13,10 @@ and does not abort when a task is cancelled, so every rid is tracked here) and r
 the engine sent the request's final chunk. The engine is started in a worker thread (the
 server's loop keeps answering) with its processes and signal handling kept in bounds by
 ``processes``; ``stop`` ends only the engine's own processes.
+
+Telemetry (``telemetry``): per-call ``call.scheduled`` and ``kv.*`` events, evictions and
+engine stats go to ``options.extra["event_sink"]``; ``kvview`` answers ``memory``,
+``context_of`` and ``probe`` and says where SGLang's own Prometheus files are.
 """
 
 from __future__ import annotations
@@ -29,12 +33,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentconsole.scheduler.events import EventSink
 from agentconsole.scheduler.policies import get_policy
-from agentconsole.scheduler.runtime import GenerationRequest, RuntimeSnapshot
+from agentconsole.scheduler.runtime import ChatFormat, GenerationRequest, RuntimeSnapshot
 from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.live.chatformat import ChatMLFormat
 from agentconsole.server.runtime.registry import RuntimeOptions
 from agentconsole.server.runtime.sglang import engine_config, processes, retention, symbols, wire
+from agentconsole.server.runtime.sglang.chat_template import build_format
+from agentconsole.server.runtime.sglang.contexts import ProgramContexts
 from agentconsole.server.runtime.sglang.control import (
+    PLACEMENT_FILE,
     STATUS_FILE,
     CachedJsonFile,
     ControlState,
@@ -42,17 +51,21 @@ from agentconsole.server.runtime.sglang.control import (
     marker_files,
 )
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
+from agentconsole.server.runtime.sglang.engine_log import EngineLog
 from agentconsole.server.runtime.sglang.factory import default_model_dir, settings_from_options
+from agentconsole.server.runtime.sglang.kvview import KVView
 from agentconsole.server.runtime.sglang.live_control import LiveControl
 from agentconsole.server.runtime.sglang.snapshot import build_snapshot
 from agentconsole.server.runtime.sglang.stream import LiveCall, SGLangStream
+from agentconsole.server.runtime.sglang.telemetry import Telemetry
+from agentconsole.server.runtime.sglang.tool_choice import ServedFormat
 
 logger = logging.getLogger("agentconsole.sglang")
 _HEALTH_FRESH_S = 5.0
 _METRICS_IN_PROCESS = False  # an engine with SGLang's metrics was started in this process
 
 
-class SGLangRuntime(LiveControl):
+class SGLangRuntime(LiveControl, KVView):
     """See the module docstring. Create with :func:`create_runtime` or directly."""
 
     name = "sglang"
@@ -65,6 +78,7 @@ class SGLangRuntime(LiveControl):
         state_dir: Path | None = None,
         control: ControlState | None = None,
         clock: Any = time.time,
+        event_sink: EventSink | None = None,
     ) -> None:
         get_policy(policy)  # KeyError for an unknown name, before anything starts
         self.settings = settings
@@ -80,6 +94,8 @@ class SGLangRuntime(LiveControl):
         self._procs: processes.EngineProcesses | None = None
         self._calls: dict[str, LiveCall] = {}
         self._status = CachedJsonFile(self.state_dir / STATUS_FILE, min_interval_s=0.0)
+        self._placement = CachedJsonFile(self.state_dir / PLACEMENT_FILE, min_interval_s=0.2)
+        self.telemetry = Telemetry(event_sink, self.read_status, ProgramContexts())
         self._gate = asyncio.Event()
         self._gate.set()
         self._started_at = 0.0
@@ -88,6 +104,14 @@ class SGLangRuntime(LiveControl):
         self._retention_seq = 0
         self._probe_at = 0.0
         self._probe_ok = False
+        self._log = EngineLog(settings.log_file)  # SGLang's own output (None: the terminal)
+        self._format: ServedFormat | None = None  # the model's chat format, once it is up
+
+    @property
+    def chat_format(self) -> ChatFormat:
+        """The model's chat template and tool-call parser (``chat_template``); before the
+        engine is up, ChatML with estimated sizes."""
+        return self._format if self._format is not None else ChatMLFormat()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -99,7 +123,7 @@ class SGLangRuntime(LiveControl):
         if self.settings.is_cpu:
             os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
         if self.settings.plugin:
-            await asyncio.to_thread(retention.install_strategy)  # the choice, in this process
+            await asyncio.to_thread(self._log.run, retention.install_strategy)  # in this process
         global _METRICS_IN_PROCESS
         if self.settings.enable_metrics and _METRICS_IN_PROCESS:
             # SGLang registers its tokenizer-side metrics in the process-wide Prometheus
@@ -112,13 +136,21 @@ class SGLangRuntime(LiveControl):
         if self.settings.enable_metrics:
             # SGLang's processes write Prometheus files there, the tokenizer manager in this
             # process lazily too; SGLang would reuse (and on the next start delete) the folder
-            # of an earlier engine, so each engine gets its own and the variable stays set
+            # of an earlier engine, so each engine gets its own; the variable stays set while
+            # the engine runs and is removed when it stops (a process started later must not
+            # inherit a folder that is gone: prometheus_client would fail at its first metric)
             metrics_dir = self.state_dir / "prometheus"
             metrics_dir.mkdir(exist_ok=True)
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         previous_sigterm = signal.getsignal(signal.SIGTERM)
-        self.engine = await asyncio.to_thread(self._construct, kwargs, env)
+        self.engine = await asyncio.to_thread(self._log.run, self._construct, kwargs, env)
         tm = self.engine.tokenizer_manager
+        try:
+            parser = self.settings.tool_call_parser
+            self._format = await asyncio.to_thread(build_format, tm.tokenizer, parser)
+        except BaseException:
+            await self.stop()
+            raise
         tm.auto_create_handle_loop()
         processes.reclaim_signals(previous_sigterm)
         self._started_at = time.time()
@@ -132,6 +164,7 @@ class SGLangRuntime(LiveControl):
                     "the agentconsole plugin is not active in SGLang's scheduler (no marker or "
                     f"status in {self.state_dir}); see the engine log for 'Failed to load plugin'"
                 )
+        self.telemetry.start()
 
     def _construct(self, kwargs: dict[str, Any], env: dict[str, str | None]) -> Any:
         engine_cls = symbols.load(symbols.ENGINE)
@@ -149,6 +182,7 @@ class SGLangRuntime(LiveControl):
 
     async def stop(self) -> None:
         """End every call with ``abort``, then stop the engine's processes (only those)."""
+        await self.telemetry.stop()
         calls = list(self._calls.values())
         for call in calls:
             call.begin_abort()
@@ -169,8 +203,11 @@ class SGLangRuntime(LiveControl):
         if self._procs is not None:
             await asyncio.to_thread(self._procs.stop)
             self._procs = None
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR") == str(self.state_dir / "prometheus"):
+            del os.environ["PROMETHEUS_MULTIPROC_DIR"]
         if self._own_state_dir:
             shutil.rmtree(self.state_dir, ignore_errors=True)
+        self._log.close()
 
     # -- calls -------------------------------------------------------------------------------------
     def submit(self, request: GenerationRequest) -> SGLangStream:
@@ -198,6 +235,7 @@ class SGLangRuntime(LiveControl):
         }
         if request.stop:
             sampling["stop"] = list(request.stop)
+        sampling.update(request.sampling)  # what the chat format needs: tool_choice, ...
         if request.forced_output_tokens is not None:  # benchmarks: exact output lengths
             sampling["max_new_tokens"] = max(1, request.forced_output_tokens)
             sampling["ignore_eos"] = True
@@ -207,8 +245,16 @@ class SGLangRuntime(LiveControl):
             public_prefix_chars=request.public_prefix_chars,
         )
         req_cls = symbols.load(symbols.GENERATE_REQ)
+        # ids the server tokenized go as they are (SGLang skips tokenizing); SGLang returns
+        # the prompt ids it used either way (telemetry: recomputed tokens, probe)
+        prompt: dict[str, Any] = (
+            {"input_ids": list(request.prompt_ids)}
+            if request.prompt_ids is not None
+            else {"text": request.prompt}
+        )
         return req_cls(
-            text=request.prompt,
+            **prompt,
+            return_prompt_token_ids=True,
             sampling_params=sampling,
             rid=ticket.call_id,
             priority=wire.static_priority(ticket),
@@ -225,6 +271,7 @@ class SGLangRuntime(LiveControl):
             obj = self._request(call.request, kind)
             async for chunk in self.engine.tokenizer_manager.generate_request(obj, None):
                 call.feed(chunk)
+                self.telemetry.on_chunk(call, chunk)
                 self._last_output = time.time()
         except asyncio.CancelledError:
             raise
@@ -234,6 +281,7 @@ class SGLangRuntime(LiveControl):
             if self._calls.get(call.rid) is call:
                 del self._calls[call.rid]
             self._hit_tokens += int(call.meta.get("cached_tokens") or 0)
+            self.telemetry.on_end(call)
             call.finish(error)
             self._forget_control(call.rid)
 
@@ -308,6 +356,7 @@ class SGLangRuntime(LiveControl):
             list(self._calls.values()),
             hit_tokens=self._hit_tokens,
             paused=self.control.state.paused or not self._gate.is_set(),
+            placement=self.read_placement(),
         )
 
 
@@ -325,6 +374,7 @@ def create_runtime(options: RuntimeOptions) -> SGLangRuntime:
         policy=options.policy,
         state_dir=Path(str(state_dir)) if state_dir else None,
         control=control,
+        event_sink=options.extra.get("event_sink"),
     )
 
 

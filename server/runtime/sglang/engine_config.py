@@ -48,6 +48,12 @@ class EngineSettings:
     hicache_size_gb: int | None = None
     #: extra ``Engine`` keyword arguments, applied last (they win)
     overrides: dict[str, Any] = field(default_factory=dict)
+    #: SGLang's tool-call parser for the model's chat template (None: chosen from the
+    #: template, see ``chat_template.pick_parser``)
+    tool_call_parser: str | None = None
+    #: where SGLang's own output goes (server-args dump, import warnings, its processes'
+    #: logs); None: the server's terminal, as SGLang prints it (see ``engine_log``)
+    log_file: Path | None = None
 
     @property
     def is_cpu(self) -> bool:

@@ -5,7 +5,8 @@ model (made once, in a cache folder). Recognised ``RuntimeOptions.extra`` keys: 
 ``plugin`` (False: stock SGLang), ``schedule_policy`` (stock policy), ``enable_metrics``,
 ``cpu_threads``, ``hicache_size_gb`` (GPU: a HiCache host KV tier), ``engine_args`` (extra
 ``Engine`` keyword arguments), ``model_cache_dir``,
-``state_dir``, ``fairness`` and ``preemption`` (the plugin's settings).
+``state_dir``, ``fairness`` and ``preemption`` (the plugin's settings), ``tool_call_parser``
+(SGLang's parser name) and ``engine_log`` (a file for SGLang's own output).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def settings_from_options(options: RuntimeOptions) -> EngineSettings:
         cpu_threads=int(extra["cpu_threads"]) if extra.get("cpu_threads") else None,
         hicache_size_gb=int(extra["hicache_size_gb"]) if extra.get("hicache_size_gb") else None,
         overrides=dict(extra.get("engine_args", {})),
+        tool_call_parser=str(extra["tool_call_parser"]) if extra.get("tool_call_parser") else None,
+        log_file=Path(str(extra["engine_log"])) if extra.get("engine_log") else None,
     )
 
 

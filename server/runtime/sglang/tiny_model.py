@@ -2,6 +2,12 @@
 
 Nothing is downloaded: weights are random, the byte-level BPE tokenizer is trained on the spot
 on a built-in corpus, and ``HF_HUB_OFFLINE=1`` is set before transformers is imported.
+
+``chat_style`` picks the chat template written into the tokenizer: ``chatml`` (the default
+model: ChatML, tools ignored), ``llama3`` (a Llama-3.1-style template with JSON tool calls after
+``<|python_tag|>``, its markers added as special tokens, EOS ``<|eot_id|>``), or ``none`` (no
+template: the server then falls back to its built-in ChatML). Tests use the other styles to
+check that a model is served with its own template and tool-call format.
 """
 
 from __future__ import annotations
@@ -24,12 +30,54 @@ BOS, EOS, IM_START, IM_END, PAD = (
     "<|im_end|>",
     "<|pad|>",
 )
+#: the llama3 style's extra special tokens (header markers, end of turn, tool-call tag)
+HEADER_START, HEADER_END, EOT, PYTHON_TAG = (
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+    "<|python_tag|>",
+)
+CHAT_STYLES = ("chatml", "llama3", "none")
 # ChatML; ends each turn with <|im_end|>, which is also the tokenizer's EOS.
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+# Llama 3.1's shape, shortened: tools as JSON in the system turn ("Environment: ipython"), an
+# assistant tool call as <|python_tag|>{"name", "parameters"}, a tool result as an ipython turn.
+LLAMA3_TEMPLATE = (
+    "{{- bos_token }}"
+    "{%- set system = '' %}"
+    "{%- if messages and messages[0]['role'] == 'system' %}"
+    "{%- set system = messages[0]['content'] %}{%- set messages = messages[1:] %}"
+    "{%- endif %}"
+    "{{- '<|start_header_id|>system<|end_header_id|>\\n\\n' }}"
+    "{%- if tools %}"
+    "{{- 'Environment: ipython\\nYou may call these functions. To call one, answer '"
+    ' + \'<|python_tag|>{"name": function name, "parameters": arguments}.\\n\\n\' }}'
+    "{%- for t in tools %}{{- t | tojson }}{{- '\\n\\n' }}{%- endfor %}"
+    "{%- endif %}"
+    "{{- system + '<|eot_id|>' }}"
+    "{%- for message in messages %}"
+    "{%- if message['role'] == 'tool' %}"
+    "{{- '<|start_header_id|>ipython<|end_header_id|>\\n\\n' + message['content'] + '<|eot_id|>' }}"
+    "{%- elif message.get('tool_calls') %}"
+    "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+    "{%- for call in message['tool_calls'] %}"
+    "{{- '<|python_tag|>{\"name\": \"' + call['function']['name'] + '\", \"parameters\": ' }}"
+    "{{- call['function']['arguments'] | tojson }}{{- '}' }}"
+    "{%- endfor %}"
+    "{{- '<|eot_id|>' }}"
+    "{%- else %}"
+    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'"
+    " + message['content'] + '<|eot_id|>' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}"
+    "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+    "{%- endif %}"
 )
 _CORPUS = """\
 An agent is a program that calls a language model, then a tool, then the model again.
@@ -50,11 +98,26 @@ def _module(name: str) -> Any:
     return importlib.import_module(name)
 
 
-def _marker_content(seed: int) -> dict[str, object]:
-    return {"format": FORMAT_VERSION, "seed": seed, "vocab_size": VOCAB_SIZE}
+def _marker_content(seed: int, chat_style: str = "chatml") -> dict[str, object]:
+    marker: dict[str, object] = {"format": FORMAT_VERSION, "seed": seed, "vocab_size": VOCAB_SIZE}
+    if chat_style != "chatml":  # the default model's marker stays what it always was
+        marker["chat_style"] = chat_style
+    return marker
 
 
-def _train_tokenizer(out_dir: Path) -> None:
+def _style(chat_style: str) -> tuple[tuple[str, ...], str, str | None]:
+    """(extra special tokens, EOS token, chat template) of a chat style."""
+    if chat_style == "llama3":
+        return (HEADER_START, HEADER_END, EOT, PYTHON_TAG), EOT, LLAMA3_TEMPLATE
+    if chat_style == "none":
+        return (), IM_END, None
+    if chat_style == "chatml":
+        return (), IM_END, CHAT_TEMPLATE
+    raise ValueError(f"unknown chat style {chat_style!r}; choose from {', '.join(CHAT_STYLES)}")
+
+
+def _train_tokenizer(out_dir: Path, chat_style: str) -> None:
+    extra, eos, template = _style(chat_style)
     tk, tf = _module("tokenizers"), _module("transformers")
     tok = tk.Tokenizer(tk.models.BPE())
     tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -62,7 +125,7 @@ def _train_tokenizer(out_dir: Path) -> None:
     tok.post_processor = tk.processors.ByteLevel(trim_offsets=False)
     trainer = tk.trainers.BpeTrainer(
         vocab_size=VOCAB_SIZE,
-        special_tokens=[BOS, EOS, IM_START, IM_END, PAD],
+        special_tokens=[BOS, EOS, IM_START, IM_END, PAD, *extra],
         initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -71,15 +134,18 @@ def _train_tokenizer(out_dir: Path) -> None:
     fast = tf.PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token=BOS,
-        eos_token=IM_END,
+        eos_token=eos,
         pad_token=PAD,
         model_max_length=2048,
     )
-    fast.chat_template = CHAT_TEMPLATE
+    if template is not None:
+        fast.chat_template = template
     fast.save_pretrained(str(out_dir))
 
 
-def _write_model(out_dir: Path, seed: int, vocab_size: int, special: dict[str, int]) -> None:
+def _write_model(
+    out_dir: Path, seed: int, vocab_size: int, special: dict[str, int], eos: str
+) -> None:
     torch, tf = _module("torch"), _module("transformers")
     hf_logging = _module("transformers.utils.logging")
     config = tf.LlamaConfig(
@@ -91,7 +157,7 @@ def _write_model(out_dir: Path, seed: int, vocab_size: int, special: dict[str, i
         num_key_value_heads=2,
         max_position_embeddings=2048,
         bos_token_id=special[BOS],
-        eos_token_id=special[IM_END],
+        eos_token_id=special[eos],
         pad_token_id=special[PAD],
         tie_word_embeddings=False,
         dtype="float32",
@@ -108,7 +174,7 @@ def _write_model(out_dir: Path, seed: int, vocab_size: int, special: dict[str, i
             hf_logging.enable_progress_bar()
     tf.GenerationConfig(
         bos_token_id=special[BOS],
-        eos_token_id=[special[IM_END], special[EOS]],
+        eos_token_id=[special[eos], special[EOS]],
         pad_token_id=special[PAD],
     ).save_pretrained(str(out_dir))
 
@@ -120,19 +186,21 @@ def _is_complete(out_dir: Path, want: dict[str, object]) -> bool:
         return False
 
 
-def make_tiny_model(out_dir: Path, *, seed: int = 0) -> Path:
+def make_tiny_model(out_dir: Path, *, seed: int = 0, chat_style: str = "chatml") -> Path:
     """Write a tiny random Llama model with tokenizer and chat template into ``out_dir``.
 
     Writes ``config.json``, ``generation_config.json``, ``model.safetensors`` (2 layers, hidden
     64, 4 attention heads / 2 KV heads, vocab 512, float32, random weights from ``seed``),
     ``tokenizer.json``, ``tokenizer_config.json`` and ``chat_template.jinja`` (byte-level BPE
-    trained here, ChatML template, EOS ``<|im_end|>``), and last a marker file
-    ``.agentconsole-tiny-model.json``. If that marker is there with the same seed, nothing is
-    written. Files are built in a temporary sibling directory and moved in, so concurrent
-    callers never see a half-written model. Returns ``out_dir``.
+    trained here; by default a ChatML template, EOS ``<|im_end|>``; see the module docstring
+    for ``chat_style``), and last a marker file ``.agentconsole-tiny-model.json``. If that
+    marker is there with the same seed and style, nothing is written. Files are built in a
+    temporary sibling directory and moved in, so concurrent callers never see a half-written
+    model. Returns ``out_dir``.
     """
     out_dir = Path(out_dir)
-    want = _marker_content(seed)
+    extra, eos, _ = _style(chat_style)
+    want = _marker_content(seed, chat_style)
     if _is_complete(out_dir, want):
         return out_dir
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -140,10 +208,11 @@ def make_tiny_model(out_dir: Path, *, seed: int = 0) -> Path:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        _train_tokenizer(tmp)
+        _train_tokenizer(tmp, chat_style)
         tok = _module("tokenizers").Tokenizer.from_file(str(tmp / "tokenizer.json"))
-        special = {name: int(tok.token_to_id(name)) for name in (BOS, EOS, IM_START, IM_END, PAD)}
-        _write_model(tmp, seed, int(tok.get_vocab_size()), special)
+        names = (BOS, EOS, IM_START, IM_END, PAD, *extra)
+        special = {name: int(tok.token_to_id(name)) for name in names}
+        _write_model(tmp, seed, int(tok.get_vocab_size()), special, eos)
         (tmp / MARKER).write_text(json.dumps(want), encoding="utf-8")
         try:
             tmp.rename(out_dir)  # atomic when out_dir does not exist yet

@@ -16,6 +16,9 @@ The simulated runtime has no tokenizer and no model, so it fakes both determinis
   line ``tool_choice: required``), it answers with one ``<tool_call>`` for the first declared
   function, with a placeholder value for each required parameter. So an agent loop gets a tool
   call first and a plain answer once the tool result is in the context.
+* **Chat format.** :func:`chat_format` is the runtime's ``ChatFormat``: the built-in ChatML
+  (so ``tool_choice`` required or a named function is honoured by the convention above), sized
+  with :func:`count_tokens`.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from agentconsole.kvtiers.node import Block
+from agentconsole.scheduler.runtime import Prompt
+from agentconsole.server.live.chatformat import ChatMLFormat
 
 CHARS_PER_TOKEN = 4
 BLOCK_CHARS = 256  # 64 tokens per block: coarse enough to keep the radix tree small
@@ -76,6 +81,16 @@ _WORDS = (
 def count_tokens(text: str) -> int:
     """Tokens of ``text`` under the simulated tokenizer (at least 1 for non-empty text)."""
     return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def _sim_prompt(text: str, special: bool = False) -> Prompt:
+    del special  # the simulated tokenizer adds no special tokens
+    return Prompt(text, count_tokens(text))
+
+
+def chat_format() -> ChatMLFormat:
+    """The simulated model's chat format: ChatML sized by :func:`count_tokens`."""
+    return ChatMLFormat(_sim_prompt, name="chatml (simulated tokens)")
 
 
 def prompt_blocks(prompt: str, namespace: str, public_chars: int = 0) -> list[Block]:

@@ -1,0 +1,155 @@
+"""What the two generation endpoints (``/v1/chat/completions``, ``/v1/completions``) share:
+a call's place in its program from the request, the limit on ``max_tokens``, the identity a
+response carries, the SSE response, and waiting for a call while watching the client.
+
+Disconnects: the call runs in the live service, not in the handler, so a client that goes
+away must be noticed. Streaming: Litestar 2.25 cancels the response's task group on
+``http.disconnect``; the body generator's ``finally`` then starts the abort (synchronously:
+inside a cancelled anyio scope every ``await`` is cancelled again), and the response's
+background task does the same in case the cancellation hit while the generator was suspended.
+Non-streaming: the handler races the call against ``http.disconnect`` on the ASGI receive
+channel and aborts the call if the client leaves first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from litestar import Request, Response
+from litestar.background_tasks import BackgroundTask
+from litestar.response import Stream
+
+from agentconsole.server.api.deps import Live
+from agentconsole.server.api.errors import ApiError
+from agentconsole.server.api.schemas import ID_PATTERN, AgentExtras
+from agentconsole.server.live.calls import CallOutcome, LiveCall
+from agentconsole.server.live.errors import Conflict
+
+_ID = re.compile(ID_PATTERN)
+QUICK_S = 0.05
+
+
+def _header_id(request: Request[Any, Any, Any], name: str) -> str | None:
+    value = request.headers.get(name)
+    if value is None:
+        return None
+    value = value.strip()
+    if not _ID.match(value):
+        raise ApiError(422, f"{name} must match {ID_PATTERN}", field=name)
+    return value
+
+
+def program_identity(extras: AgentExtras | None, request: Request[Any, Any, Any]) -> dict[str, Any]:
+    """A call's place in its program (``ChatCall`` fields) from the body's ``agentconsole``
+    object, else the ``X-Program-Id`` / ``X-Node-Id`` / ``X-Parent-Ids`` headers."""
+    program_id = extras.program_id if extras and extras.program_id else None
+    program_id = program_id or _header_id(request, "x-program-id")
+    node_id = extras.node_id if extras and extras.node_id else _header_id(request, "x-node-id")
+    parents: tuple[str, ...] | None = None
+    if extras is not None and extras.parent_ids is not None:
+        parents = tuple(extras.parent_ids)
+    elif (raw := request.headers.get("x-parent-ids")) is not None:
+        parents = tuple(p.strip() for p in raw.split(",") if p.strip())
+        if any(not _ID.match(p) for p in parents):
+            raise ApiError(422, f"X-Parent-Ids must be ids matching {ID_PATTERN}", field=raw)
+    return {
+        "program_id": program_id,
+        "node_id": node_id,
+        "parent_ids": parents,
+        "deadline_s": extras.deadline_s if extras else None,
+        "labels": dict(extras.labels or {}) if extras else {},
+    }
+
+
+def checked_max_tokens(value: int, live: Live) -> int:
+    """``value`` unless it is over the server's limit (422)."""
+    if value > live.config.max_tokens_limit:
+        limit = live.config.max_tokens_limit
+        raise ApiError(422, f"max_tokens must be at most {limit}", field="max_tokens")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class CallIdentity:
+    """What a response says about its call: the request id (the client's ``rid`` /
+    ``request_id``, else the call id), the ``agentconsole`` identity object and the headers."""
+
+    request_id: str
+    body: dict[str, str]
+    headers: dict[str, str]
+
+    @classmethod
+    def of(cls, call: LiveCall, rid: str | None) -> CallIdentity:
+        request_id = rid or call.call_id.replace("/", "-")
+        body = {"program_id": call.program_id, "node_id": call.node_id, "call_id": call.call_id}
+        headers = {
+            "X-Program-Id": call.program_id,
+            "X-Node-Id": call.node_id,
+            "X-Request-Id": request_id,
+        }
+        return cls(request_id, body, headers)
+
+
+def event_stream(body: AsyncIterator[bytes], call: LiveCall, headers: dict[str, str]) -> Stream:
+    """The SSE response of a streaming call (the call is abandoned if the client leaves)."""
+    return Stream(
+        body,
+        media_type="text/event-stream",
+        headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        background=BackgroundTask(call.abandon, "disconnect"),
+    )
+
+
+async def finished(
+    request: Request[Any, Any, Any], call: LiveCall, headers: dict[str, str]
+) -> CallOutcome | Response[Any]:
+    """The call's outcome once it completed; 499 if the client left first (the call is
+    aborted); the refusal raised when it did not complete."""
+    if not await wait_for_client_or_call(request, call):
+        call.abandon("disconnect")
+        return Response({}, status_code=499, headers=headers)
+    outcome = await call.outcome()
+    refused = refusal(call, outcome)
+    if refused is not None:
+        raise refused
+    return outcome
+
+
+def refusal(call: LiveCall, outcome: CallOutcome) -> Exception | None:
+    """Why a call that did not complete is answered with an error (None: it completed)."""
+    if outcome.error is not None:
+        return outcome.error
+    if outcome.finish_reason in ("abort", "error"):
+        why = call.abort_reason or "runtime error"
+        return Conflict(f"the call was aborted ({why})")
+    return None
+
+
+async def wait_for_client_or_call(request: Request[Any, Any, Any], call: LiveCall) -> bool:
+    """True once the call has ended; False if the client disconnected first. Calls that end
+    within ``QUICK_S`` are not raced against the client (two tasks per call cost more than
+    such a call)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(QUICK_S):
+            await call.outcome()
+            return True
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    ended = asyncio.ensure_future(call.outcome())
+    gone = asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait({ended, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (ended, gone):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+    return call.finished

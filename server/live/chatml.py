@@ -1,0 +1,163 @@
+"""The built-in chat format's pieces: ChatML prompts and Hermes-style tool calls.
+
+The built-in template is ChatML with Hermes-style tools (the format Qwen 2.5/3 and SGLang's
+``qwen25`` tool parser use): the tools are declared as JSON lines between ``<tools>`` and
+``</tools>`` at the end of the system turn, and the model calls one by answering
+``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``. ``tool_choice="none"`` declares
+no tools; ``"required"`` or a named function adds the line ``tool_choice: required`` (a named
+function is the only one declared). :class:`~agentconsole.server.live.chatformat.ChatMLFormat`
+wraps these as a ``ChatFormat``; a model with a chat template of its own is served with that
+instead (``server/runtime/sglang/chat_template.py``).
+
+:class:`ToolCallFilter` splits a streamed answer into text that can be sent at once and a held
+tail that may be a tool call, so a client never sees the raw ``<tool_call>`` markup.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+START, END = "<|im_start|>", "<|im_end|>"
+CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
+_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+TOOLS_HELP = (
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One parsed tool call; ``arguments`` is the JSON text OpenAI clients expect."""
+
+    name: str
+    arguments: str
+
+
+def message_text(content: object) -> str:
+    """The text of a message's ``content``: a string, or the text parts of a part list."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "".join(parts)
+    return str(content)
+
+
+def offered_tools(
+    tools: Sequence[Mapping[str, Any]] | None, tool_choice: object
+) -> tuple[list[Mapping[str, Any]], bool]:
+    """The tools to declare and whether a call is required, from ``tools``/``tool_choice``."""
+    if not tools or tool_choice == "none":
+        return [], False
+    if isinstance(tool_choice, Mapping):
+        name = tool_choice.get("function", {}).get("name")
+        return [t for t in tools if t.get("function", {}).get("name") == name], True
+    return list(tools), tool_choice == "required"
+
+
+def render_chat(
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    tool_choice: object = "auto",
+) -> str:
+    """The ChatML prompt of ``messages``, ending with the assistant's header."""
+    declared, required = offered_tools(tools, tool_choice)
+    out: list[str] = []
+    system_done = not declared
+    for message in messages:
+        role = str(message.get("role", "user"))
+        role = "system" if role == "developer" else role
+        text = message_text(message.get("content"))
+        if role == "system" and not system_done:
+            text += _tools_section(declared, required)
+            system_done = True
+        for call in message.get("tool_calls") or ():
+            function = call.get("function", {})
+            body = {"name": function.get("name"), "arguments": _arguments(function)}
+            text += f"\n{CALL_OPEN}\n{json.dumps(body)}\n{CALL_CLOSE}"
+        out.append(f"{START}{role}\n{text}{END}\n")
+    if not system_done:
+        out.insert(0, f"{START}system\n{_tools_section(declared, required).lstrip()}{END}\n")
+    out.append(f"{START}assistant\n")
+    return "".join(out)
+
+
+def _arguments(function: Mapping[str, Any]) -> object:
+    raw = function.get("arguments", "{}")
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def _tools_section(tools: Sequence[Mapping[str, Any]], required: bool) -> str:
+    lines = "\n".join(json.dumps(dict(t), separators=(",", ":")) for t in tools)
+    mark = "\ntool_choice: required" if required else ""
+    return f"\n\n# Tools\n<tools>\n{lines}\n</tools>\n{TOOLS_HELP}{mark}"
+
+
+def parse_tool_calls(text: str) -> list[ToolCall] | None:
+    """The tool calls of an answer made only of ``<tool_call>`` blocks (and whitespace), or
+    None when it is anything else (then it is plain text)."""
+    calls: list[ToolCall] = []
+    rest = _CALL_RE.sub("", text).strip()
+    if rest:
+        return None
+    for body in _CALL_RE.findall(text):
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            return None
+        args = data.get("arguments", {})
+        calls.append(ToolCall(data["name"], args if isinstance(args, str) else json.dumps(args)))
+    return calls or None
+
+
+class ToolCallFilter:
+    """Holds back streamed text from the first ``<tool_call>`` (or a partial one at the end)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._held = ""
+        self._holding = False
+
+    def feed(self, text: str) -> str:
+        """Text that can be sent now; the rest is held until :meth:`finish`."""
+        if not self.enabled:
+            return text
+        if self._holding:
+            self._held += text
+            return ""
+        buffer = self._held + text
+        at = buffer.find(CALL_OPEN)
+        if at >= 0:
+            self._holding, self._held = True, buffer[at:]
+            return buffer[:at]
+        for keep in range(min(len(CALL_OPEN) - 1, len(buffer)), 0, -1):
+            if CALL_OPEN.startswith(buffer[-keep:]):
+                self._held = buffer[-keep:]
+                return buffer[:-keep]
+        self._held = ""
+        return buffer
+
+    def finish(self) -> tuple[str, list[ToolCall] | None]:
+        """(text still to send, the tool calls) once the answer is complete."""
+        held, self._held = self._held, ""
+        if not self._holding:
+            return held, None
+        calls = parse_tool_calls(held)
+        return ("", calls) if calls is not None else (held, None)
