@@ -34,8 +34,8 @@ from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.app import build_live
-from agentconsole.server.live.admission import ChatCall
 from agentconsole.server.live.hub import EventHub
+from agentconsole.server.live.intake import ChatCall
 from agentconsole.server.runtime.registry import RuntimeOptions, create_runtime
 from agentconsole.server.store import Store
 

@@ -13,9 +13,9 @@ retains) its context; once that lapses, or at once when the decision drops the c
 longer counts until its next call (a program waiting minutes on a test suite does not hold the
 door shut). A returning program never waits at the door again, even if that over-commits.
 
-The gate only counts; the driver tells it what happens (:meth:`ProgramGate.try_start`,
-:meth:`~ProgramGate.step_out`, :meth:`~ProgramGate.rejoin`, :meth:`~ProgramGate.finish`,
-:meth:`~ProgramGate.wake` at :meth:`~ProgramGate.next_expiry`) and starts the programs each
+The gate only counts; the driver tells it what happens (:meth:`ProgramDoor.try_start`,
+:meth:`~ProgramDoor.step_out`, :meth:`~ProgramDoor.rejoin`, :meth:`~ProgramDoor.finish`,
+:meth:`~ProgramDoor.wake` at :meth:`~ProgramDoor.next_expiry`) and starts the programs each
 returns. A program's size is what is known when it starts: the private (non-public) tokens of
 its first call's context.
 """
@@ -26,7 +26,7 @@ import heapq
 from collections import deque
 
 
-class ProgramGate:
+class ProgramDoor:
     """Admits programs while their counted private contexts fit ``budget_tokens``.
 
     A program larger than the whole budget still starts when nothing else counts (it could

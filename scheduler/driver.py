@@ -3,7 +3,7 @@
 The :class:`ProgramController` keeps the books (programs, nodes, estimates, tickets); the
 driver decides what a program's events mean for the engine and for other programs:
 
-* **the door** (``scheduler.admission.ProgramGate``): is a new program started now or parked,
+* **the door** (``scheduler.admission.ProgramDoor``): is a new program started now or parked,
   sized by its first prompt's private tokens against the engines' HBM + DRAM;
 * **ticket inputs**: the cached tokens and restore cost of a call, from what the engine holds
   of its prompt (a :class:`~agentconsole.scheduler.runtime.PrefixProbe`);
@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agentconsole.scheduler.admission import ProgramGate
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
+from agentconsole.scheduler.door import ProgramDoor
 from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.scheduler.latency import LatencyDistribution
 from agentconsole.scheduler.program import Node, NodeState
@@ -177,7 +177,7 @@ class ProgramDriver:
         self.memory_share = memory_share
         self.budget_tokens = budget_tokens
         self.idle_grace_s = idle_grace_s
-        self.gate = ProgramGate(budget_tokens or 0, enabled=admission)
+        self.door = ProgramDoor(budget_tokens or 0, enabled=admission)
         self.retained: dict[str, Retained] = {}
         self._flights: dict[str, _Flight] = {}
         self._dirty: dict[str, None] = {}  # an ordered set: decisions in event order
@@ -186,32 +186,32 @@ class ProgramDriver:
     @property
     def door_open(self) -> bool:
         """New programs may have to wait (admission on under a program-aware policy)."""
-        return self.gate.enabled and self.program_aware
+        return self.door.enabled and self.program_aware
 
     def arrive(self, program_id: str, private_tokens: int, memory_tokens: int, now: float) -> bool:
         """A new program's first work is here; True when it starts now, False when it is
         parked (a later :class:`StartPrograms` starts it). ``private_tokens``: its first
         prompt's non-public tokens; ``memory_tokens``: the engines' HBM + DRAM now."""
-        if not self.door_open or self.gate.is_started(program_id):
+        if not self.door_open or self.door.is_started(program_id):
             return True
         if self.budget_tokens is None and memory_tokens <= 0:
             return True  # a runtime that reports no KV memory has no door
-        if self.gate.is_parked(program_id):
+        if self.door.is_parked(program_id):
             return False
-        self.gate.budget_tokens = (
+        self.door.budget_tokens = (
             self.budget_tokens
             if self.budget_tokens is not None
             else int(memory_tokens * self.memory_share)
         )
-        return self.gate.try_start(program_id, private_tokens, now)
+        return self.door.try_start(program_id, private_tokens, now)
 
     def tick(self, now: float) -> list[Action]:
         """Time passed: retentions that lapsed stop counting at the door."""
-        return self._started(self.gate.wake(now))
+        return self._started(self.door.wake(now))
 
     def next_wake(self) -> float | None:
         """When a retention counted at the door lapses while programs wait (None: never)."""
-        return self.gate.next_expiry()
+        return self.door.next_expiry()
 
     # -- LLM calls ---------------------------------------------------------------------------------
     def queue_call(
@@ -233,7 +233,7 @@ class ProgramDriver:
         flight = self._flight(program_id)
         flight.calls.add(ticket.call_id)
         flight.decided_until = None
-        self.gate.rejoin(program_id)
+        self.door.rejoin(program_id)
         self._release(program_id)
         return ticket
 
@@ -354,7 +354,7 @@ class ProgramDriver:
                 if self.program_aware:
                     actions += self._tool_wait(program_id, flight, view, now)
                 continue
-            actions += self._started(self.gate.step_out(program_id, now + self.idle_grace_s, now))
+            actions += self._started(self.door.step_out(program_id, now + self.idle_grace_s, now))
         return actions
 
     def _tool_wait(
@@ -370,7 +370,7 @@ class ProgramDriver:
         context = view.context(program_id, now)
         if context is None or context.private_tokens <= 0:
             # nothing of it is cached: it has no working set until its next call
-            return self._started(self.gate.step_out(program_id, now, now))
+            return self._started(self.door.step_out(program_id, now, now))
         private = context.private_tokens
         facts = ToolWaitFacts(
             program_id,
@@ -378,7 +378,7 @@ class ProgramDriver:
             context.shared_tokens,
             latency,
             self.cost.prefill_seconds(private),
-            self.gate.parked_tokens,
+            self.door.parked_tokens,
         )
         advice = self.advisor.advise(facts, view.memory(program_id, now), now)
         program = self.controller.programs[program_id]
@@ -390,7 +390,7 @@ class ProgramDriver:
                 program_id, program.tenant, private, advice.action, now + advice.retain_s
             )
         hint = CacheHint(program_id, advice.action, advice.retain_s)
-        return [hint, *self._started(self.gate.step_out(program_id, now + advice.kept_s, now))]
+        return [hint, *self._started(self.door.step_out(program_id, now + advice.kept_s, now))]
 
     def _last_tool_back(
         self, program_id: str, flight: _Flight
@@ -424,7 +424,7 @@ class ProgramDriver:
         self._flights.pop(program_id, None)
         self._dirty.pop(program_id, None)
         self._release(program_id)
-        return self._started(self.gate.finish(program_id, now))
+        return self._started(self.door.finish(program_id, now))
 
     @staticmethod
     def _started(program_ids: list[str]) -> list[Action]:

@@ -32,7 +32,7 @@ from agentconsole.server.gateway.errors import (
     ToolNotFound,
 )
 from agentconsole.server.gateway.executors import Executor, HttpExecutor, Invocation
-from agentconsole.server.gateway.limits import Admission
+from agentconsole.server.gateway.limits import ToolLimits
 from agentconsole.server.gateway.operations import ToolOperations
 from agentconsole.server.gateway.outcome import CallResult
 from agentconsole.server.gateway.ports import ProgramPort, port_errors
@@ -71,7 +71,7 @@ class ToolGateway:
         self.config = config or GatewayConfig()
         self.store = store
         self.registry = ToolRegistry(store)
-        self.admission = Admission(clock)
+        self.limits = ToolLimits(clock)
         self.audit = Auditor(store.writer)
         self.runner = Runner(store.intents, self.config)
         self._builtins = builtin_functions(self.config.ledger_path)
@@ -146,7 +146,7 @@ class ToolGateway:
             async with port_errors():
                 await port.check_program(tenant, request.program_id)
             tool = compiled.definition
-            self.admission.admit(
+            self.limits.admit(
                 tenant,
                 tool.name,
                 rate_per_s=tool.rate_limit_per_s,
@@ -162,7 +162,7 @@ class ToolGateway:
             nonlocal released
             if not released:
                 released = True
-                self.admission.release(tenant, tool.name)
+                self.limits.release(tenant, tool.name)
 
         try:
             job = await self._prepare(tenant, compiled, request, port, release)

@@ -1,4 +1,5 @@
-"""Per-tenant, per-tool admission: a token-bucket rate limit and a concurrency cap.
+"""Per-tenant, per-tool limits (tool concurrency): a token-bucket rate limit and a concurrency
+cap.
 
 State is in memory (one process serves the API), keyed by ``(tenant, tool)``, and measured
 on the monotonic clock so a wall-clock step never opens or closes the gate. A refused call
@@ -25,7 +26,7 @@ class _Bucket:
 
 
 @dataclass(slots=True)
-class Admission:
+class ToolLimits:
     """Rate limits and concurrency caps for every ``(tenant, tool)`` pair."""
 
     clock: Clock = time.monotonic

@@ -1,7 +1,7 @@
 """The program door's waiting room in ``serve``: where a new program's first call waits while
 the program driver keeps it parked.
 
-The counting is ``scheduler.driver.ProgramDriver`` (``ProgramGate`` underneath), the same
+The counting is ``scheduler.driver.ProgramDriver`` (``ProgramDoor`` underneath), the same
 object the simulator drives; this module only holds the asyncio side: a call of a parked
 program waits on an event the driver's :class:`~agentconsole.scheduler.driver.StartPrograms`
 sets (the calls of a fan-out wait together), and one that waits longer than ``wait_s`` gets

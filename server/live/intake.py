@@ -52,7 +52,7 @@ class ChatCall:
     prompt_text: str | None = None
 
 
-class CallAdmission:
+class CallIntake:
     """The chat-call entry of :class:`ProgramService`."""
 
     def __init__(self, service: ProgramService) -> None:

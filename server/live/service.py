@@ -40,7 +40,6 @@ from agentconsole.scheduler.policies import Policy, get_policy
 from agentconsole.scheduler.program import NodeKind, NodeState, Program, Quotas
 from agentconsole.scheduler.runtime import Runtime
 from agentconsole.server.live.accounting import CallAccounting
-from agentconsole.server.live.admission import CallAdmission, ChatCall
 from agentconsole.server.live.calls import LiveCall
 from agentconsole.server.live.door import DoorRoom
 from agentconsole.server.live.engineview import LiveCost, RuntimeView
@@ -52,6 +51,7 @@ from agentconsole.server.live.errors import (
 )
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.identity import PrefixChains
+from agentconsole.server.live.intake import CallIntake, ChatCall
 from agentconsole.server.live.nodes import NodeBook
 from agentconsole.server.live.ownership import StoredIds
 from agentconsole.server.live.servicemodel import OnlineServiceModel
@@ -124,7 +124,7 @@ class ProgramService:
         self.ended_by: dict[str, ServiceError] = {}  # why a program was stopped early
         self.accounting = CallAccounting(self, hub, self.model)
         self._by_program: dict[str, dict[str, LiveCall]] = {}
-        self.admission = CallAdmission(self)
+        self.intake = CallIntake(self)
         #: the tool gateway's port (``gateway.ports.ProgramPort``)
         self.tools = ToolPort(self)
         #: tool calls models asked for, as tool nodes (agents that report no tools)
@@ -329,8 +329,8 @@ class ProgramService:
 
     # -- LLM calls -------------------------------------------------------------------------------
     async def start_call(self, tenant: str, chat: ChatCall) -> LiveCall:
-        """Admit a chat call and submit it to the runtime (see :mod:`admission`)."""
-        return await self.admission.start(tenant, chat)
+        """Admit a chat call and submit it to the runtime (see :mod:`intake`)."""
+        return await self.intake.start(tenant, chat)
 
     def register(self, call: LiveCall) -> None:
         """Track a call that was just submitted (until its accounting ends it)."""

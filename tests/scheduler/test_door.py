@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentconsole.scheduler.admission import ProgramGate
+from agentconsole.scheduler.door import ProgramDoor
 
 
 def test_programs_start_while_their_private_context_fits_then_wait_in_order() -> None:
-    gate = ProgramGate(100)
+    gate = ProgramDoor(100)
     assert gate.try_start("a", 60, 0.0)
     assert gate.try_start("b", 40, 0.0)
     assert not gate.try_start("c", 50, 0.0)
@@ -24,14 +24,14 @@ def test_programs_start_while_their_private_context_fits_then_wait_in_order() ->
 
 
 def test_a_program_larger_than_the_budget_starts_alone() -> None:
-    gate = ProgramGate(100)
+    gate = ProgramDoor(100)
     assert gate.try_start("huge", 500, 0.0)  # nothing else counts: it could never start else
     assert not gate.try_start("small", 1, 0.0)
     assert gate.finish("huge", 1.0) == ["small"]
 
 
 def test_a_program_cancelled_at_the_door_leaves_the_queue() -> None:
-    gate = ProgramGate(100)
+    gate = ProgramDoor(100)
     assert gate.try_start("a", 100, 0.0)
     assert not gate.try_start("cancelled", 50, 0.0)
     assert not gate.try_start("b", 50, 0.0)
@@ -41,7 +41,7 @@ def test_a_program_cancelled_at_the_door_leaves_the_queue() -> None:
 
 
 def test_a_dropped_context_leaves_the_working_set_until_its_program_returns() -> None:
-    gate = ProgramGate(100)
+    gate = ProgramDoor(100)
     assert gate.try_start("tester", 80, 0.0)
     assert not gate.try_start("new", 50, 0.0)
     # a minutes-long test run: the tool-wait decision dropped the context, the door opens
@@ -53,7 +53,7 @@ def test_a_dropped_context_leaves_the_working_set_until_its_program_returns() ->
 
 
 def test_a_kept_context_counts_until_its_retention_lapses() -> None:
-    gate = ProgramGate(100)
+    gate = ProgramDoor(100)
     assert gate.try_start("a", 80, 0.0)
     assert not gate.try_start("b", 50, 0.0)
     assert gate.step_out("a", until=10.0, now=1.0) == []  # kept for 9 s: still counted
@@ -64,7 +64,7 @@ def test_a_kept_context_counts_until_its_retention_lapses() -> None:
 
 
 def test_a_rejoin_cancels_the_pending_lapse() -> None:
-    gate = ProgramGate(100)
+    gate = ProgramDoor(100)
     assert gate.try_start("a", 80, 0.0)
     assert gate.step_out("a", until=10.0, now=1.0) == []
     gate.rejoin("a")  # its tool returned early: the stale lapse must not uncount it
@@ -74,9 +74,9 @@ def test_a_rejoin_cancels_the_pending_lapse() -> None:
 
 
 def test_a_disabled_gate_admits_everything_and_counts_nothing() -> None:
-    gate = ProgramGate(0, enabled=False)
+    gate = ProgramDoor(0, enabled=False)
     assert all(gate.try_start(str(i), 10**9, 0.0) for i in range(5))
     assert gate.step_out("0", until=5.0, now=1.0) == []
     assert (gate.used_tokens, gate.parked_total, gate.finish("0", 2.0)) == (0, 0, [])
     with pytest.raises(ValueError, match="budget_tokens"):
-        ProgramGate(-1)
+        ProgramDoor(-1)

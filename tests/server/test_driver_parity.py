@@ -27,8 +27,8 @@ from agentconsole.scheduler.driver import (
 )
 from agentconsole.scheduler.program import ToolKind, ToolSpec
 from agentconsole.scheduler.runtime import CacheAction, MemoryView
-from agentconsole.server.live.admission import ChatCall
 from agentconsole.server.live.hub import EventHub
+from agentconsole.server.live.intake import ChatCall
 from agentconsole.server.live.service import DoorSettings, ProgramService
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.live import SimLiveRuntime

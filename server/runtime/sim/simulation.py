@@ -84,7 +84,7 @@ class SimConfig:
     fairness: FairnessConfig = field(default_factory=FairnessConfig)
     preemption: PreemptionRule = field(default_factory=PreemptionRule)
     #: a program-aware policy starts a new program only while the private KV of those already
-    #: started fits HBM + DRAM (``admission.py``); request-level policies never wait at the door
+    #: started fits HBM + DRAM (``scheduler/door.py``); request-level policies never wait there
     program_admission: bool = True
     #: share of HBM + DRAM the started programs' private contexts may claim
     admission_memory_share: float = 0.9
@@ -182,15 +182,15 @@ class Simulation:
             progress(self._ended, len(self._programs), now)
         for engine in self.engines:
             engine.complete(now)  # final stats sample
-        if driver.gate.parked:
-            raise AssertionError(f"{driver.gate.parked} programs never passed the admission gate")
+        if driver.door.parked:
+            raise AssertionError(f"{driver.door.parked} programs never passed the admission gate")
         return SimResult(
             self.log,
             time.perf_counter() - started,
             now,
             self.engines,
             self.controller,
-            driver.gate.parked_total,
+            driver.door.parked_total,
         )
 
     def _push(self, t: float, event: timeline.SimEvent) -> None:

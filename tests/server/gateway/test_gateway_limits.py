@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentconsole.server.gateway.errors import RateLimited
-from agentconsole.server.gateway.limits import Admission
+from agentconsole.server.gateway.limits import ToolLimits
 
 
 class Clock:
@@ -20,7 +20,7 @@ class Clock:
 
 def test_the_bucket_admits_its_size_then_refuses_with_retry_after() -> None:
     clock = Clock()
-    gate = Admission(clock)
+    gate = ToolLimits(clock)
     for _ in range(3):
         gate.admit("t", "x", rate_per_s=0.5, burst=3, max_concurrency=None)
         gate.release("t", "x")
@@ -33,7 +33,7 @@ def test_the_bucket_admits_its_size_then_refuses_with_retry_after() -> None:
 
 
 def test_the_concurrency_cap_counts_unreleased_calls() -> None:
-    gate = Admission(Clock())
+    gate = ToolLimits(Clock())
     gate.admit("t", "x", rate_per_s=None, burst=None, max_concurrency=2)
     gate.admit("t", "x", rate_per_s=None, burst=None, max_concurrency=2)
     with pytest.raises(RateLimited):
@@ -52,7 +52,7 @@ def test_admitted_calls_never_exceed_bucket_plus_refill(
     rate: float, burst: int, gaps: list[float]
 ) -> None:
     clock = Clock()
-    gate = Admission(clock)
+    gate = ToolLimits(clock)
     admitted = 0
     for gap in gaps:
         clock.now += gap
