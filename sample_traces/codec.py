@@ -57,6 +57,7 @@ def _node(o: JsonObject) -> TraceNode:
             prompt_tokens=o.integer("prompt_tokens"),
             output_tokens=o.integer("output_tokens"),
             model=o.opt_string("model"),
+            compact=o.boolean("compact", False),
         )
     return ToolNode(
         id=node_id,
@@ -123,6 +124,7 @@ def _node_dict(node: TraceNode) -> dict[str, Any]:
             "prompt_tokens": node.prompt_tokens,
             "output_tokens": node.output_tokens,
             "model": node.model,
+            "compact": True if node.compact else None,  # written only when set
         }
     else:
         tail = {

@@ -7,7 +7,8 @@ JSON reading and writing live in :mod:`agentconsole.sample_traces.codec`, and
 ``sample_traces/README.md`` documents every field.
 
 Context rule: an LLM call's input is the program's prefix segments, then the segments of all of
-its ancestors in listing order (LLM: prompt then output; tool: result), then its own prompt.
+its ancestors in listing order (LLM: prompt then output; tool: result), then its own prompt. A
+``compact`` LLM call starts a fresh context instead (:mod:`agentconsole.sample_traces.scopes`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import ClassVar
 
 from agentconsole.sample_traces.dag import ancestors, resolve_parents
 from agentconsole.sample_traces.errors import TraceError
+from agentconsole.sample_traces.scopes import context_members, node_scopes
 
 # The trace format speaks the scheduler's vocabulary: a trace's node kinds, branches, tool kinds
 # and quotas are the program model's own values (re-exported here as part of the format).
@@ -117,7 +119,8 @@ class ToolAttempt:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LLMNode:
-    """One model call. ``prompt_tokens`` are appended to the inherited context before the call."""
+    """One model call. ``prompt_tokens`` are appended to the inherited context before the call;
+    a ``compact`` call inherits no history, only its parents' last segments (a fresh context)."""
 
     kind: ClassVar[NodeKind] = NodeKind.LLM
     id: str
@@ -126,6 +129,7 @@ class LLMNode:
     prompt_tokens: int
     output_tokens: int
     model: str | None = None
+    compact: bool = False
 
     def __post_init__(self) -> None:
         _check_id(self.id, "id")
@@ -219,6 +223,7 @@ class TraceProgram:
     quotas: Quotas | None = None
     _index: dict[str, int] = field(init=False, repr=False, compare=False, hash=False)
     _parents: tuple[tuple[int, ...], ...] = field(init=False, repr=False, compare=False)
+    _scopes: tuple[int, ...] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_id(self.id, "id")
@@ -249,6 +254,8 @@ class TraceProgram:
                     )
         object.__setattr__(self, "_index", {n.id: i for i, n in enumerate(self.nodes)})
         object.__setattr__(self, "_parents", parents)
+        compact = [isinstance(n, LLMNode) and n.compact for n in self.nodes]
+        object.__setattr__(self, "_scopes", node_scopes(parents, compact) if any(compact) else None)
 
     def node(self, node_id: str) -> TraceNode:
         """The node called ``node_id``; raises ``KeyError`` if there is none."""
@@ -257,6 +264,14 @@ class TraceProgram:
     def ancestors(self, node_id: str) -> list[TraceNode]:
         """All ancestors of ``node_id`` in listing order (a topological order)."""
         return [self.nodes[j] for j in ancestors(self._parents, self._index[node_id])]
+
+    def context_sources(self, node_id: str) -> list[tuple[TraceNode, bool]]:
+        """Ancestors feeding ``node_id``'s context in listing order, each with whether all its
+        segments do or only its last one (:mod:`~agentconsole.sample_traces.scopes`)."""
+        i = self._index[node_id]
+        if self._scopes is None:
+            return [(self.nodes[j], True) for j in ancestors(self._parents, i)]
+        return [(self.nodes[j], w) for j, w in context_members(self._parents, self._scopes, i)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +299,8 @@ def node_segments(program: TraceProgram, node: TraceNode) -> list[Segment]:
 
 
 def context_segments(program: TraceProgram, node_id: str) -> list[Segment]:
-    """The input context of ``node_id``: prefix, each ancestor's segments, then its own prompt.
+    """The input context of ``node_id``: prefix, its ancestors' segments, then its own prompt
+    (:meth:`TraceProgram.context_sources` says which ancestors and which of their segments).
 
     For an LLM node this is exactly the prompt it prefills (its output is not included); for a
     tool node it is the context its result will be appended to. Ancestors appear in listing
@@ -293,8 +309,9 @@ def context_segments(program: TraceProgram, node_id: str) -> list[Segment]:
     """
     node = program.node(node_id)
     out = [Segment(p.id, p.tokens, p.public) for p in program.prefix]
-    for ancestor in program.ancestors(node_id):
-        out.extend(node_segments(program, ancestor))
+    for ancestor, whole in program.context_sources(node_id):
+        segments = node_segments(program, ancestor)
+        out.extend(segments if whole else segments[-1:])
     if isinstance(node, LLMNode):
         out.append(Segment(f"{program.id}/{node.id}/prompt", node.prompt_tokens, False))
     return out

@@ -14,6 +14,7 @@ from typing import Any
 
 from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.sample_traces.workloads.coding_agent import coding_agent
+from agentconsole.sample_traces.workloads.long_coding import long_coding
 from agentconsole.sample_traces.workloads.seed_mix import seed_mix
 from agentconsole.sample_traces.workloads.two_tenants import two_tenants
 from agentconsole.sample_traces.workloads.wide_fanout import wide_fanout
@@ -56,6 +57,12 @@ WORKLOADS: dict[str, Workload] = {
             "wide-fanout",
             "LATS-style tree search, fan-out 4-8, discarded branches (Autellix MCTS)",
             wide_fanout,
+        ),
+        Workload(
+            "long-coding",
+            "Claude Code / Codex sessions: 17-1500 steps, ~150K context, compaction, subagents "
+            "(TraceLab)",
+            long_coding,
         ),
     )
 }

@@ -33,8 +33,14 @@ SAMPLES = Path(sample_traces.__file__).parent
 MODULE = "agentconsole.sample_traces.generator"
 
 
-def test_registry_lists_the_four_workloads() -> None:
-    assert available_workloads() == ["seed-mix", "coding-agent", "two-tenants", "wide-fanout"]
+def test_registry_lists_the_workloads() -> None:
+    assert available_workloads() == [
+        "seed-mix",
+        "coding-agent",
+        "two-tenants",
+        "wide-fanout",
+        "long-coding",
+    ]
     params = WORKLOADS["seed-mix"].parameters()
     assert (
         params["shared_prefix_tokens"]

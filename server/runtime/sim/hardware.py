@@ -49,6 +49,8 @@ class ModelSpec:
 
     ``params`` is the published total (embedding and LM head included) and sizes the weights in
     HBM; the per-token FLOPs come from the architecture fields (``layer_params``).
+    ``context_window`` is the longest context (prompt plus output) the model serves, ``None``
+    where unstated; the simulator does not enforce it, workloads and tests check against it.
     """
 
     name: str
@@ -61,11 +63,14 @@ class ModelSpec:
     intermediate: int
     vocab: int
     dtype_bytes: int = 2
+    context_window: int | None = None
 
     def __post_init__(self) -> None:
         dims = (self.params, self.layers, self.hidden, self.heads, self.kv_heads, self.head_dim)
         if min(dims) <= 0 or self.intermediate <= 0 or self.vocab <= 0 or self.dtype_bytes <= 0:
             raise ValueError(f"{self.name}: every dimension must be positive")
+        if self.context_window is not None and self.context_window <= 0:
+            raise ValueError(f"{self.name}: context_window must be positive or None")
         if self.heads % self.kv_heads:
             raise ValueError(f"{self.name}: heads must be a multiple of kv_heads")
 
@@ -143,6 +148,7 @@ MODELS: dict[str, ModelSpec] = {
             head_dim=128,
             intermediate=14336,
             vocab=128256,
+            context_window=131_072,
         ),
         ModelSpec(
             name="llama-3.1-70b",
@@ -154,6 +160,24 @@ MODELS: dict[str, ModelSpec] = {
             head_dim=128,
             intermediate=28672,
             vocab=128256,
+            context_window=131_072,
+        ),
+        # The long-context preset (the long-coding workload's default): Hugging Face config.json
+        # of Qwen/Qwen2.5-7B-Instruct-1M (max_position_embeddings 1,010,000, dual-chunk
+        # attention over 262,144-token chunks; Qwen2.5-1M technical report, arXiv 2501.15383).
+        # KV is 28 x 4 x 128 x 2 x 2 B = 56 KiB per token, so a 150K-token context is 8.6 GB.
+        # params = the published 7.62B counted from that config (q/k/v biases and norms in).
+        ModelSpec(
+            name="qwen2.5-7b-1m",
+            params=7_615_616_512,
+            layers=28,
+            hidden=3584,
+            heads=28,
+            kv_heads=4,
+            head_dim=128,
+            intermediate=18944,
+            vocab=152064,
+            context_window=1_010_000,
         ),
         # The project's locally generated CPU model (server/runtime/sglang/tiny_model.py, whose
         # LlamaConfig sets intermediate_size=128); params counted from that config, norms in.
@@ -167,6 +191,7 @@ MODELS: dict[str, ModelSpec] = {
             head_dim=16,
             intermediate=128,
             vocab=512,
+            context_window=2048,
         ),
     )
 }

@@ -69,7 +69,9 @@ def build_contexts(run: ProgramRun, cost: CostModel, chunked_prefill_size: int) 
     alone on a warm engine (shared prefix cached): the denominator of its slowdown. One pass
     over the DAG in listing (topological) order."""
     program = run.trace
-    seen: set[Hashable] = {p.id for p in program.prefix}
+    # a block is cached when it was seen right after the same block (a prefix-tree edge), so a
+    # summary or report re-read at a new place in a compacted context is prefilled again
+    seen = set(_edges([Block(p.id, p.tokens, p.public) for p in program.prefix if p.tokens]))
     finish: dict[str, float] = {}
     through: dict[str, list[Block]] = {}  # context a node's children inherit
     for node in program.nodes:
@@ -82,23 +84,29 @@ def build_contexts(run: ProgramRun, cost: CostModel, chunked_prefill_size: int) 
             continue
         segments = _context(program, node, through)
         run.contexts[node.id] = segments
-        total = sum(s.tokens for s in segments)
-        new = sum(s.tokens for s in segments if s.key not in seen)
-        seen.update(s.key for s in segments)
-        seen.add(f"{program.id}/{node.id}/out")
         through[node.id] = segments + segment(f"{program.id}/{node.id}/out", node.output_tokens)
+        edges = _edges(through[node.id])
+        total = sum(s.tokens for s in segments)
+        new = sum(s.tokens for s, edge in zip(segments, edges, strict=False) if edge not in seen)
+        seen.update(edges)
         took = cost.prefill_seconds(max(new, 1), total - new, chunked_prefill_size)
         took += cost.decode_steps_seconds(1, total + 1, node.output_tokens - 1)
         finish[node.id] = start + took + cost.efficiency.call_overhead_s
     return max(finish.values(), default=0.0)
 
 
+def _edges(blocks: list[Block]) -> list[tuple[Hashable | None, Hashable]]:
+    """Each block's key with the key before it: the prefix-tree edge that reaches it."""
+    keys = [b.key for b in blocks]
+    return list(zip([None, *keys], keys, strict=False))
+
+
 def _context(program: TraceProgram, node: LLMNode, through: dict[str, list[Block]]) -> list[Block]:
     """The node's prompt blocks (the trace's context rule). Along a chain a child's context is
     its parent's plus the parent's own segments, so it is built from the parent's in O(1);
-    joins and roots take the general rule."""
+    joins, roots and compact calls (a fresh context) take the general rule."""
     own = segment(f"{program.id}/{node.id}/prompt", node.prompt_tokens)
-    if len(node.parents) == 1 and node.parents[0] in through:
+    if len(node.parents) == 1 and node.parents[0] in through and not node.compact:
         return through[node.parents[0]] + own
     segments = context_segments(program, node.id)
     return [Block(s.key, s.tokens, s.public) for s in segments if s.tokens]
