@@ -49,6 +49,12 @@ def main() -> None:
 )
 @click.option("--sweep", is_flag=True, help="Find each policy's highest rate meeting the SLO.")
 @click.option(
+    "--loads",
+    default=None,
+    metavar="X,Y,...",
+    help="Run every policy at these multiples of the measured peak (e.g. 0.25,0.5,0.9,1.5,3,5).",
+)
+@click.option(
     "--slo-p95",
     type=float,
     default=None,

@@ -10,13 +10,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
 from agentconsole.bench.html_report import write_html
-from agentconsole.bench.runner import BenchSetup, cost_model, load_programs, run_one
+from agentconsole.bench.loads import run_loads
+from agentconsole.bench.runner import BASELINES, BenchSetup, cost_model, load_programs, run_one
 from agentconsole.bench.sweep import max_rate
-from agentconsole.bench.table import metrics_table, sweep_table
+from agentconsole.bench.table import loads_table, metrics_table, sweep_table
 from agentconsole.kvtiers.toolwait import available_tool_wait_policies
 from agentconsole.sample_traces.generator import available_workloads
 from agentconsole.scheduler.policies import available
@@ -24,6 +26,10 @@ from agentconsole.server.runtime.sim.bound import ThroughputBound, throughput_bo
 
 T = TypeVar("T")
 BASELINE = "fcfs"
+STOCK = "stock-sglang"
+#: a workload's model when ``--model`` is not given: one whose window holds its contexts
+#: (long-coding's reach 400K tokens, past Llama 3.1's 128K)
+WORKLOAD_MODELS = {"long-coding": "qwen2.5-7b-1m"}
 #: default SLO: this multiple of the workload's P95 E2E when each program runs alone
 DEFAULT_SLO_FACTOR = 3.0
 
@@ -32,12 +38,14 @@ def run_bench(**opts: Any) -> None:
     console = Console(stderr=False)
     if opts["list_only"]:
         console.print("workloads:", ", ".join(available_workloads()))
-        console.print("policies:", ", ".join(available()))
+        console.print("policies:", ", ".join([*available(), *BASELINES]))
         console.print("kv policies:", ", ".join(available_tool_wait_policies()))
         return
     if not opts["workload"] and not opts["trace_path"]:
         opts["workload"] = "seed-mix"
-    policies = _names(opts["policies"], available(), "policy")
+    if opts["workload"] in WORKLOAD_MODELS and not opts["trace_path"] and _defaulted("model"):
+        opts["model"] = WORKLOAD_MODELS[opts["workload"]]
+    policies = _names(opts["policies"], [*available(), *BASELINES], "policy")
     kv_policies = _names(opts["kv_policy"], available_tool_wait_policies(), "kv policy")
     setup = BenchSetup(
         workload=None if opts["trace_path"] else opts["workload"],
@@ -81,13 +89,19 @@ def run_bench(**opts: Any) -> None:
                 "sweep",
                 {label(p, k): pool.submit(max_rate, setup, p, k, slo, start) for p, k in pairs},
             )
+        if opts["loads"]:
+            loads = _loads(opts["loads"])
+            runs_at = [(label(p, k), p, k) for p, k in pairs]
+            result["load_sweep"] = run_loads(
+                pool, setup, runs_at, loads, lambda what, fs: _gather(progress, what, fs)
+            )
     # never squeeze the side-by-side table: a narrow terminal scrolls instead of truncating
     needed = 50 + 15 * len(runs)
     wide = Console(width=max(console.width, needed)) if console.width < needed else console
     wide.print(metrics_table(title, runs))
     if "sweep" in result:
         console.print(f"SLO: P95 E2E <= {result['slo_p95_s']:.1f} s")
-        base = BASELINE if BASELINE in result["sweep"] else next(iter(result["sweep"]))
+        base = _baseline(result["sweep"])
         bound_rate = result["throughput_bound"]["programs_per_s"]
         sweep_console = Console(width=max(console.width, 110))
         sweep_console.print(sweep_table(result["sweep"], base, bound_rate))
@@ -97,12 +111,50 @@ def run_bench(**opts: Any) -> None:
             f"{result['throughput_bound']['seconds_per_program']:.2f} s of GPU per program); "
             f"4x {base} would be {4 * result['sweep'][base]['max_rate']:.3f}."
         )
+    if "load_sweep" in result:
+        base = _baseline(result["load_sweep"]["loads"])
+        Console(width=max(console.width, 130)).print(loads_table(result["load_sweep"], base))
     if opts["json_path"]:
         Path(opts["json_path"]).write_text(json.dumps(_clean(result), indent=2) + "\n")
         console.print(f"wrote {opts['json_path']}")
     if opts["html_path"]:
         write_html(Path(opts["html_path"]), title, result)
         console.print(f"wrote {opts['html_path']}")
+
+
+def _baseline(rows: dict[str, Any]) -> str:
+    """The row ratios are taken to: stock SGLang when it ran, else ``fcfs``, else the first
+    (for a load sweep, ``rows`` maps loads to their rows)."""
+    names = next(iter(rows.values())) if rows and _is_load(next(iter(rows))) else rows
+    for name in (STOCK, BASELINE):
+        if name in names:
+            return name
+    return next(iter(names))
+
+
+def _is_load(key: str) -> bool:
+    try:
+        float(key)
+    except ValueError:
+        return False
+    return True
+
+
+def _loads(text: str) -> list[float]:
+    try:
+        loads = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected numbers, got {text!r}", param_hint="--loads") from None
+    if not loads or any(x <= 0 for x in loads):
+        raise click.BadParameter("loads must be positive multiples", param_hint="--loads")
+    return loads
+
+
+def _defaulted(option: str) -> bool:
+    """Whether the running command took ``option`` from its default (not from the user)."""
+    ctx = click.get_current_context(silent=True)
+    source = ctx.get_parameter_source(option) if ctx is not None else None
+    return source in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
 
 
 def _param(text: str) -> tuple[str, Any]:

@@ -27,6 +27,26 @@ DEFAULT_RATES = {"seed-mix": 0.04, "coding-agent": 0.05, "two-tenants": 0.04, "w
 
 
 @dataclass(frozen=True, slots=True)
+class Baseline:
+    """A configuration users run without agentconsole, named for it: a policy plus the engine
+    and program-level features it has (whatever the bench's own flags say)."""
+
+    policy: str
+    eviction: str
+    host_tier: bool
+    admission: bool
+    holds: bool
+
+
+#: ``stock-sglang``: SGLang as shipped: first come first served, plain LRU radix eviction, no
+#: host-memory tier (HiCache is opt-in), no program door, no holds. ``fcfs`` is the same order
+#: on agentconsole's engine features (retention-aware eviction, the host tier).
+BASELINES = {
+    "stock-sglang": Baseline("fcfs", "lru", host_tier=False, admission=False, holds=False),
+}
+
+
+@dataclass(frozen=True, slots=True)
 class BenchSetup:
     workload: str | None = "seed-mix"
     trace: Path | None = None
@@ -58,9 +78,12 @@ def cost_model(setup: BenchSetup) -> CostModel:
     return preset(setup.gpu, setup.model, setup.tp)
 
 
-def engine_config(setup: BenchSetup) -> EngineConfig:
-    base = EngineConfig(hold_queued_context=setup.holds)
-    if not setup.host_tier:
+def engine_config(setup: BenchSetup, baseline: Baseline | None = None) -> EngineConfig:
+    holds = setup.holds if baseline is None else baseline.holds
+    base = EngineConfig(hold_queued_context=holds)
+    if baseline is not None:
+        base = replace(base, eviction=baseline.eviction)
+    if not (setup.host_tier if baseline is None else baseline.host_tier):
         base = replace(base, host_kv_tokens=0)
     if setup.max_running is None:
         return base
@@ -105,14 +128,16 @@ def rescale(
 def run_one(
     setup: BenchSetup, policy: str, kv_policy: str, rate: float | None = None
 ) -> dict[str, Any]:
-    """Simulate one (policy, kv policy) pair; returns the metrics report plus run facts."""
+    """Simulate one (policy, kv policy) pair; returns the metrics report plus run facts.
+    ``policy`` may name a :data:`BASELINES` configuration."""
     programs = load_programs(setup, rate)
+    baseline = BASELINES.get(policy)
     config = SimConfig(
-        policy=policy,
+        policy=baseline.policy if baseline else policy,
         kv_policy=kv_policy,
-        engine=engine_config(setup),
+        engine=engine_config(setup, baseline),
         replicas=setup.replicas,
-        program_admission=setup.admission,
+        program_admission=baseline.admission if baseline else setup.admission,
     )
     result = Simulation(programs, cost_model(setup), config).run()
     metrics = MetricsAggregator().observe_all(result.events.events)

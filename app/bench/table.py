@@ -105,3 +105,43 @@ def sweep_table(
             fmt(row.get("max_tenant_slowdown"), "{:.2f}"),
         )
     return table
+
+
+def loads_table(loads: Mapping[str, Any], baseline: str) -> Table:
+    """``bench --loads``: each policy at each multiple of the measured peak: finished
+    programs/s and their share of the peak, P50/P95 E2E and the P95's ratio to ``baseline``,
+    recomputed tokens, and hit tokens as a share of an infinite cache's (the oracle)."""
+    peak = loads["peak_programs_per_s"]
+    oracle = loads["oracle"]["hit_tokens"]
+    table = Table(
+        title=f"load sweep: x the measured peak of {peak:.4f} programs/s", header_style="bold"
+    )
+    for col in (
+        "load",
+        "policy",
+        "finished/s",
+        "share of peak",
+        "E2E P50 (s)",
+        "E2E P95 (s)",
+        f"P95 / {baseline}",
+        "recomputed tokens",
+        "hits / oracle",
+    ):
+        table.add_column(col, justify="left" if col in ("load", "policy") else "right")
+    for load, rows in loads["loads"].items():
+        base = rows.get(baseline, {}).get("e2e_p95_s", math.nan)
+        for name, row in rows.items():
+            p95 = row["e2e_p95_s"]
+            table.add_row(
+                f"{load}x",
+                name,
+                fmt(row["throughput_programs_per_s"], "{:.4f}"),
+                fmt(row["share_of_peak"], "{:.0%}"),
+                fmt(row["e2e_p50_s"], "{:.1f}"),
+                fmt(p95, "{:.1f}"),
+                fmt(p95 / base if base and base == base else math.nan, "{:.2f}x"),
+                fmt(row["recompute_tokens"], "{:,d}"),
+                fmt(row["prefix_hit_tokens"] / oracle if oracle else math.nan, "{:.0%}"),
+            )
+        table.add_section()
+    return table

@@ -2,7 +2,11 @@
 
 ``critical-path`` is shortest-remaining-critical-path-first at the program level: the call of the
 program that would finish soonest goes first (SRPT on E2E), nodes that release more work get a
-bonus (unlock value), and programs close to missing a deadline jump ahead.
+bonus (unlock value), and programs close to missing a deadline jump ahead. SRPT alone makes the
+longest programs pay for the others' speed, call after call; every second a program has
+already waited in queues lowers its key by ``wait_weight`` seconds, which bounds that tail
+(measured on seed-mix at 0.5-0.9x capacity: P95 0.93-1.00x fcfs's instead of 1.00-1.04x,
+docs/BENCHMARKS.md section 2c).
 
 ``cp-cache`` adds cache affinity: a call whose context must first be reloaded from host memory
 or recomputed pays that restore cost in its key, so resident contexts are served while they are
@@ -21,14 +25,20 @@ class CriticalPath(Policy):
     summary = "remaining critical-path work, unlock value and deadline slack"
 
     def __init__(
-        self, unlock_bonus_s: float = 0.05, urgent_slack_s: float = 5.0, urgency_s: float = 1e4
+        self,
+        unlock_bonus_s: float = 0.05,
+        urgent_slack_s: float = 5.0,
+        urgency_s: float = 1e4,
+        wait_weight: float = 4.0,
     ):
         self.unlock_bonus_s = unlock_bonus_s
         self.urgent_slack_s = urgent_slack_s
         self.urgency_s = urgency_s
+        self.wait_weight = wait_weight
 
     def key(self, ticket: CallTicket, now: float) -> float:
         key = ticket.remaining_cp_s - self.unlock_bonus_s * ticket.unlock_value - ticket.boost
+        key -= self.wait_weight * ticket.program_wait_s
         if ticket.deadline is not None:
             slack = ticket.deadline - now - ticket.remaining_cp_s
             if slack < self.urgent_slack_s:

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from plotly.offline import get_plotlyjs
 
+from agentconsole.bench.runner import BASELINES
 from agentconsole.cli import main
 from agentconsole.scheduler.policies import available
 
@@ -40,7 +41,7 @@ def test_every_policy_side_by_side_with_section19_metrics(tmp_path: Path) -> Non
     output, data, page = _bench(tmp_path, "--workload", "seed-mix", "--rate", "0.05")
     policies = data["policies"]
     assert isinstance(policies, dict)
-    assert set(policies) == set(available())
+    assert set(policies) == {*available(), *BASELINES}
     for name in available():
         assert name in output  # one column per policy in the printed table
         report = policies[name]
@@ -141,3 +142,31 @@ def test_program_aware_mechanisms_can_be_ablated(tmp_path: Path) -> None:
     setup = data["setup"]
     assert setup["holds"] is True
     assert setup["admission"] is False
+
+
+def test_stock_sglang_and_the_load_sweep(tmp_path: Path) -> None:
+    """``stock-sglang`` is fcfs with plain LRU, no host tier and no door; ``--loads`` runs
+    every policy at multiples of the measured peak, with an infinite-cache oracle's hits."""
+    output, data, _ = _bench(
+        tmp_path,
+        "--workload",
+        "seed-mix",
+        "--programs",
+        "40",
+        "--policies",
+        "stock-sglang,cp-cache",
+        "--loads",
+        "0.5,3",
+    )
+    sweep = data["load_sweep"]
+    assert sweep["peak_programs_per_s"] > 0
+    assert set(sweep["loads"]) == {"0.5", "3"}
+    assert 0 < sweep["oracle"]["hit_tokens"] <= sweep["oracle"]["prompt_tokens"]
+    overloaded = sweep["loads"]["3"]
+    for row in overloaded.values():
+        assert row["prefix_hit_tokens"] <= sweep["oracle"]["hit_tokens"]
+    stock, aware = overloaded["stock-sglang"], overloaded["cp-cache"]
+    # above capacity the stock engine thrashes; the program door keeps the peak rate
+    assert aware["share_of_peak"] > stock["share_of_peak"]
+    assert aware["recompute_tokens"] < stock["recompute_tokens"]
+    assert "load sweep" in output

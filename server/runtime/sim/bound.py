@@ -26,6 +26,7 @@ from agentconsole.sample_traces.format import (
     LLMNode,
     TraceProgram,
     context_segments,
+    node_segments,
 )
 from agentconsole.server.runtime.sim.costmodel import CostModel, attention_pairs
 
@@ -97,3 +98,38 @@ def throughput_bound(
         work.prefill_tokens, work.prefill_pairs, work.decode_tokens, work.decode_context
     )
     return ThroughputBound(counted, compute_s, memory_s, replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class OracleHits:
+    """Prefix reuse with an infinite cache: every prompt token any earlier call of the same
+    scope (its tenant, or everyone for a public segment) computed is a hit."""
+
+    hit_tokens: int
+    prompt_tokens: int
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+def oracle_hits(programs: Iterable[TraceProgram]) -> OracleHits:
+    """The hit tokens an infinite, never-evicting cache would give ``programs`` (every LLM
+    call of every program, in arrival order; the ceiling a policy's hit tokens compare to)."""
+    seen: set[tuple[str, str]] = set()
+    hits = prompt = 0
+    for program in sorted(programs, key=lambda p: p.arrival_s):
+        for node in program.nodes:
+            if not isinstance(node, LLMNode):
+                continue
+            for segment in context_segments(program, node.id):
+                key = ("", segment.key) if segment.public else (program.tenant, segment.key)
+                prompt += segment.tokens
+                if key in seen:
+                    hits += segment.tokens
+                else:
+                    seen.add(key)
+            # its answer was decoded into the cache: a later call reading it hits
+            for segment in node_segments(program, node):
+                seen.add((program.tenant, segment.key))
+    return OracleHits(hits, prompt)
