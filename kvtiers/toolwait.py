@@ -23,11 +23,16 @@ program's private KV only; its shared prefix stays resident under every option a
     keep(tau)  = pi_H * P * H(tau) + S(tau + T) * lapse
       lapse    = pi_H * P * x + x + w * (x + d)   with write-back: the evicting call waits for
                                                  the copy, this program later reloads
-               = w * (r + d) + g * r             without DRAM or write-back: dropped, recomputed
+               = recompute                        without DRAM or write-back: dropped, recomputed
     offload    = pi_H * P * x + pi_D * P * E[L] + w * (x + d)
                  (copy out overlapped with the tool, HBM held while copying; only the reload
                  is on the critical path; copies are DMA and take no GPU compute)
-    recompute  = w * (r + d) + g * r
+    recompute  = w * (r + d) + max(g, 1) * r
+                 (the prefill runs when the program returns, at a load no decision sees now:
+                 its GPU time is priced as if at least one other call waits behind it, since
+                 guessing an idle engine wrong costs others unboundedly while guessing a busy
+                 one wrong costs at most r; measured on seed-mix at 0.9x capacity, pricing it
+                 at today's g dropped contexts that cost cp-cache 2-4% of P50/P95 on return)
 
 ``keep`` is soft retention (CacheTTL / SGLang soft retention), not a pin: the KV is protected for
 ``tau`` seconds and then ranks as if last used at ``tau`` (``retention`` eviction strategy), so
@@ -132,10 +137,10 @@ def pressure_from_queue(queued_tokens: float, free_tokens: float) -> float:
 
 
 def recompute_cost(wait: ToolWait) -> float:
-    """``w * (r + d) + g * r``: this program waits for the prefill, everyone else loses the
-    GPU time it burns."""
+    """``w * (r + d) + max(g, 1) * r``: this program waits for the prefill, everyone else loses
+    the GPU time it burns when the program returns."""
     r = wait.recompute_seconds
-    return wait.priority * (r + wait.readmit_seconds) + wait.gpu_pressure * r
+    return wait.priority * (r + wait.readmit_seconds) + max(wait.gpu_pressure, 1.0) * r
 
 
 def offload_cost(wait: ToolWait) -> float:
@@ -273,14 +278,7 @@ class Adaptive(ToolWaitPolicy):
         taus.append(0.0)
         best_tau = min(taus, key=lambda tau: keep_cost(wait, tau))
         costs = _costs(wait, best_tau)
-        # recompute only when host memory cannot take the context: a dropped context costs
-        # GPU time when its program returns, at a load no decision can know now, while an
-        # offload only uses the host link (measured: the one drop in 2,272 decisions of
-        # seed-mix at 0.9x capacity cost cp-cache 2-4% of its P50/P95 against fcfs)
-        options: list[CacheAction] = [CacheAction.KEEP, CacheAction.OFFLOAD]
-        if math.isinf(costs[CacheAction.OFFLOAD.value]):
-            options.append(CacheAction.RECOMPUTE)
-        action = min(options, key=lambda a: costs[a.value])  # enum order breaks ties
+        action = min(CacheAction, key=lambda a: costs[a.value])  # enum order breaks ties
         if action is CacheAction.KEEP:
             retain = best_tau
         elif action is CacheAction.OFFLOAD:

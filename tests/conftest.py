@@ -1,0 +1,53 @@
+"""Suite-wide guard: a test run leaves no process behind.
+
+An SGLang engine's scheduler and detokenizer processes, a ``serve`` subprocess whose shutdown
+timed out, or a browser can outlive the test that started them. Left alive they hold the run's
+output pipe open and Python's exit waits on its multiprocessing children, so the run never ends
+(CI then times out long after the last test passed). At the end of the session every process
+still descended from this one is listed in the summary, sent SIGTERM, and SIGKILL after a grace.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+#: Seconds a leftover process gets to exit after SIGTERM before it is killed.
+TERMINATE_GRACE_S = 5.0
+
+
+def _leftover_processes() -> list[str]:
+    """Terminate (then kill) every live descendant of this process; their command lines."""
+    import psutil
+
+    children = psutil.Process().children(recursive=True)
+    described: list[str] = []
+    for child in children:
+        try:
+            described.append(f"pid {child.pid}: {' '.join(child.cmdline())[:160]}")
+            child.terminate()
+        except psutil.Error:
+            continue
+    _, alive = psutil.wait_procs(children, timeout=TERMINATE_GRACE_S)
+    for child in alive:
+        try:
+            child.kill()
+        except psutil.Error:
+            continue
+    psutil.wait_procs(alive, timeout=TERMINATE_GRACE_S)
+    return described
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    leftovers = _leftover_processes()
+    session.config.stash[_LEFTOVERS] = leftovers
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    leftovers = terminalreporter.config.stash.get(_LEFTOVERS, [])
+    if leftovers:
+        terminalreporter.write_sep("-", f"{len(leftovers)} process(es) left behind, now ended")
+        for line in leftovers:
+            terminalreporter.write_line(line)
+
+
+_LEFTOVERS = pytest.StashKey[list[str]]()
