@@ -127,6 +127,14 @@ class ProgramController:
         )
         return program
 
+    def adopt(self, program: Program) -> None:
+        """Take ``program`` (rebuilt from a store after a restart) into the table as it is;
+        emits nothing. Raises ``ValueError`` if the id is in use."""
+        if program.program_id in self.programs:
+            raise ValueError(f"program {program.program_id!r} already exists")
+        self.programs[program.program_id] = program
+        self._estimates[program.program_id] = _ProgramEstimates()
+
     def get(self, program_id: str) -> Program:
         try:
             return self.programs[program_id]
@@ -398,6 +406,7 @@ class ProgramController:
         outcome: str,
         latency_s: float,
         final: bool = False,
+        result_bytes: int = 0,
     ) -> tuple[list[Node], bool]:
         """A tool attempt ended with ``outcome`` (``ok``, ``fail`` or ``timeout``).
 
@@ -426,6 +435,7 @@ class ProgramController:
                 "latency_s": latency_s,
                 "tool": spec.name if spec else "",
                 "final": final,
+                "result_bytes": result_bytes,
             },
         )
         if outcome == "ok" or final:

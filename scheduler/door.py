@@ -16,8 +16,10 @@ door shut). A returning program never waits at the door again, even if that over
 The gate only counts; the driver tells it what happens (:meth:`ProgramDoor.try_start`,
 :meth:`~ProgramDoor.step_out`, :meth:`~ProgramDoor.rejoin`, :meth:`~ProgramDoor.finish`,
 :meth:`~ProgramDoor.wake` at :meth:`~ProgramDoor.next_expiry`) and starts the programs each
-returns. A program's size is what is known when it starts: the private (non-public) tokens of
-its first call's context.
+returns. A program's size is its predicted peak working set (``resize``: the driver's growth
+estimate, corrected as the program grows). When the started programs outgrow the budget
+anyway, a started program reaching its next call boundary is parked there
+(:meth:`~ProgramDoor.park_started`) and starts again, before any newcomer, once room frees up.
 """
 
 from __future__ import annotations
@@ -43,8 +45,12 @@ class ProgramDoor:
         self._version: dict[str, int] = {}  # bumped on every step out / rejoin
         self._expiry: list[tuple[float, int, str]] = []  # (until, version, program)
         self._parked: deque[tuple[str, int]] = deque()
-        self.used_tokens = 0
+        self._returning: deque[str] = deque()  # started programs parked at a call boundary
+        self._held: dict[str, int] = {}  # started program -> private tokens it holds now
+        self.used_tokens = 0  # predicted working set of the counted programs
+        self.held_tokens = 0  # what the counted programs hold now
         self.parked_total = 0  # programs that ever had to wait
+        self.boundary_parks = 0  # times a started program was parked at a call boundary
 
     # -- what the driver reports ---------------------------------------------------------------
     def try_start(self, program_id: str, private_tokens: int, now: float) -> bool:
@@ -52,7 +58,7 @@ class ProgramDoor:
         if not self.enabled:
             return True
         self._expire(now)
-        if not self._parked and self._fits(private_tokens):
+        if not self._parked and not self._returning and self._fits(private_tokens):
             self._share[program_id] = private_tokens
             self._count(program_id)
             return True
@@ -72,6 +78,36 @@ class ProgramDoor:
             self._uncount(program_id)
         return self._start_parked(now)
 
+    def resize(self, program_id: str, predicted_tokens: int, current_tokens: int) -> None:
+        """``program_id`` holds ``current_tokens`` now and is predicted to reach
+        ``predicted_tokens`` (newcomers are admitted against the predictions; started
+        programs are parked only when what they hold outgrows the budget)."""
+        if program_id not in self._share:
+            return
+        if program_id in self._counted:
+            self.used_tokens += predicted_tokens - self._share[program_id]
+            self.held_tokens += current_tokens - self._held.get(program_id, 0)
+        self._share[program_id] = predicted_tokens
+        self._held[program_id] = current_tokens
+
+    @property
+    def over_budget(self) -> bool:
+        """What the started programs hold no longer fits: they outgrew memory."""
+        return self.enabled and self.held_tokens > self.budget_tokens and len(self._counted) > 1
+
+    def park_started(self, program_id: str) -> None:
+        """Park started program ``program_id`` at its call boundary: it stops counting and
+        waits, ahead of newcomers, until its working set fits again."""
+        if program_id in self._share and program_id not in self._returning:
+            self._uncount(program_id)
+            self._version[program_id] = self._version.get(program_id, 0) + 1
+            self._returning.append(program_id)
+            self.boundary_parks += 1
+
+    def is_returning(self, program_id: str) -> bool:
+        """``program_id`` was parked at a call boundary and waits to go on."""
+        return program_id in self._returning
+
     def rejoin(self, program_id: str) -> None:
         """``program_id`` has a call again: it counts from now on (no door for it)."""
         if program_id in self._share:
@@ -84,7 +120,10 @@ class ProgramDoor:
         if program_id in self._share:
             self._uncount(program_id)
             del self._share[program_id]
+            self._held.pop(program_id, None)
             self._version.pop(program_id, None)
+            if program_id in self._returning:
+                self._returning.remove(program_id)
         elif any(pid == program_id for pid, _ in self._parked):
             self._parked = deque(p for p in self._parked if p[0] != program_id)
         return self._start_parked(now)
@@ -105,12 +144,13 @@ class ProgramDoor:
     def next_expiry(self) -> float | None:
         """When the earliest retention still counted lapses (a wake-up worth scheduling while
         programs are parked), or None."""
-        return self._expiry[0][0] if self._expiry and self._parked else None
+        waiting = self._parked or self._returning
+        return self._expiry[0][0] if self._expiry and waiting else None
 
     @property
     def parked(self) -> int:
-        """Programs waiting to start."""
-        return len(self._parked)
+        """Programs waiting to start or to go on."""
+        return len(self._parked) + len(self._returning)
 
     @property
     def parked_tokens(self) -> int:
@@ -121,6 +161,13 @@ class ProgramDoor:
     def _start_parked(self, now: float) -> list[str]:
         self._expire(now)
         started: list[str] = []
+        # programs parked at a call boundary go on first: their context is half-built
+        while self._returning and self._fits(self._share[self._returning[0]]):
+            pid = self._returning.popleft()
+            self._count(pid)
+            started.append(pid)
+        if self._returning:
+            return started
         while self._parked and self._fits(self._parked[0][1]):
             pid, tokens = self._parked.popleft()
             self._share[pid] = tokens
@@ -142,8 +189,10 @@ class ProgramDoor:
         if program_id not in self._counted:
             self._counted.add(program_id)
             self.used_tokens += self._share[program_id]
+            self.held_tokens += self._held.setdefault(program_id, self._share[program_id])
 
     def _uncount(self, program_id: str) -> None:
         if program_id in self._counted:
             self._counted.discard(program_id)
             self.used_tokens -= self._share[program_id]
+            self.held_tokens -= self._held.get(program_id, 0)

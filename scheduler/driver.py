@@ -30,6 +30,7 @@ from typing import Protocol
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
 from agentconsole.scheduler.door import ProgramDoor
 from agentconsole.scheduler.events import Event, EventKind, Scalar
+from agentconsole.scheduler.growth import PeakEstimator, program_kind
 from agentconsole.scheduler.latency import LatencyDistribution
 from agentconsole.scheduler.program import Node, NodeState
 from agentconsole.scheduler.runtime import CacheAction, MemoryView, PrefixProbe, ProgramContext
@@ -151,6 +152,10 @@ class _Flight:
     #: when the present wait was expected to end when it was decided (None: not decided);
     #: a tool whose expected end is later extends the wait and is decided again
     decided_until: float | None = None
+    #: private tokens of its context now (its last call's prompt plus answer), and the most
+    #: it held so far: what the door sizes it by and what its kind's growth learns from
+    private_tokens: int = 0
+    peak_tokens: int = 0
 
 
 # -- the driver ------------------------------------------------------------------------------------
@@ -178,6 +183,8 @@ class ProgramDriver:
         self.budget_tokens = budget_tokens
         self.idle_grace_s = idle_grace_s
         self.door = ProgramDoor(budget_tokens or 0, enabled=admission)
+        #: peak working sets per kind of program: how the door sizes a program
+        self.growth = PeakEstimator()
         self.retained: dict[str, Retained] = {}
         self._flights: dict[str, _Flight] = {}
         self._dirty: dict[str, None] = {}  # an ordered set: decisions in event order
@@ -203,7 +210,27 @@ class ProgramDriver:
             if self.budget_tokens is not None
             else int(memory_tokens * self.memory_share)
         )
-        return self.door.try_start(program_id, private_tokens, now)
+        flight = self._flight(program_id)
+        flight.private_tokens = flight.peak_tokens = private_tokens
+        return self.door.try_start(program_id, self._predicted(program_id, private_tokens), now)
+
+    def at_boundary(self, program_id: str, view: EngineView, now: float) -> list[Action] | None:
+        """A started program's next call is ready: None to queue it, or, when the started
+        programs have outgrown memory, the actions that park the program here (its context
+        offloaded when host memory can take it, else dropped); a later
+        :class:`StartPrograms` lets it go on."""
+        door = self.door
+        if not (self.door_open and door.over_budget and door.is_started(program_id)):
+            return None
+        if self.in_flight(program_id) or door.is_returning(program_id):
+            return None  # a fan-out's sibling runs: it parks at a boundary of its own
+        door.park_started(program_id)
+        memory = view.memory(program_id, now)
+        flight = self._flight(program_id)
+        room = memory.dram_capacity_tokens >= flight.private_tokens > 0
+        action = CacheAction.OFFLOAD if room else CacheAction.RECOMPUTE
+        self._release(program_id)
+        return [CacheHint(program_id, action, 0.0)]
 
     def tick(self, now: float) -> list[Action]:
         """Time passed: retentions that lapsed stop counting at the door."""
@@ -215,10 +242,17 @@ class ProgramDriver:
 
     # -- LLM calls ---------------------------------------------------------------------------------
     def queue_call(
-        self, program_id: str, node_id: str, probe: PrefixProbe, now: float
+        self,
+        program_id: str,
+        node_id: str,
+        probe: PrefixProbe,
+        now: float,
+        *,
+        private_tokens: int | None = None,
     ) -> CallTicket:
         """The ticket of a call about to be queued, its cache inputs from ``probe``; the
-        program counts at the door again."""
+        program counts at the door again, sized by its context's ``private_tokens`` (default:
+        the whole prompt) and its kind's growth."""
         restore = self.cost.reload_seconds(probe.slow_tokens)
         if probe.lost_tokens:
             restore += self.cost.prefill_seconds(probe.lost_tokens, probe.hit_tokens)
@@ -233,6 +267,9 @@ class ProgramDriver:
         flight = self._flight(program_id)
         flight.calls.add(ticket.call_id)
         flight.decided_until = None
+        self._grow(
+            program_id, flight, probe.prompt_tokens if private_tokens is None else private_tokens
+        )
         self.door.rejoin(program_id)
         self._release(program_id)
         return ticket
@@ -266,6 +303,8 @@ class ProgramDriver:
         node = program.nodes.get(node_id) if program is not None else None
         if program is None or node is None:
             return []
+        if flight is not None and usage is not None:  # its answer joins its context
+            self._grow(program_id, flight, flight.private_tokens + usage.output_tokens)
         try:
             if outcome == "ok" and node.state is NodeState.RUNNING and usage is not None:
                 self.controller.finish_llm(program_id, node_id, now, usage)
@@ -298,11 +337,18 @@ class ProgramDriver:
         outcome: str,
         latency_s: float,
         final: bool,
+        result_bytes: int = 0,
     ) -> bool:
         """A tool attempt ended; returns True when it is retried (see
         ``ProgramController.finish_tool``). The program's KV hold ends with its last tool."""
         _, retry = self.controller.finish_tool(
-            program_id, node_id, now, outcome=outcome, latency_s=latency_s, final=final
+            program_id,
+            node_id,
+            now,
+            outcome=outcome,
+            latency_s=latency_s,
+            final=final,
+            result_bytes=result_bytes,
         )
         flight = self._flights.get(program_id)
         if flight is not None:
@@ -313,7 +359,11 @@ class ProgramDriver:
 
     # -- ends
     def finish(self, program_id: str, now: float, *, success: bool = True) -> list[Action]:
-        """The program is done (the agent said so, or the carrier knows it)."""
+        """The program is done (the agent said so, or the carrier knows it); its peak working
+        set teaches its kind's growth."""
+        flight = self._flights.get(program_id)
+        if success and flight is not None:
+            self.growth.observe(self._kind(program_id), flight.peak_tokens)
         self.controller.finish_program(program_id, now, success=success)
         return self._end(program_id, now)
 
@@ -409,6 +459,22 @@ class ProgramDriver:
                 best = (dist, back)
         assert best is not None, "a tool wait without a tool"
         return best
+
+    # -- growth
+    def _kind(self, program_id: str) -> str:
+        program = self.controller.programs[program_id]
+        return program_kind(program.labels, program.tenant)
+
+    def _predicted(self, program_id: str, tokens: int) -> int:
+        return self.growth.predict(self._kind(program_id), tokens)
+
+    def _grow(self, program_id: str, flight: _Flight, tokens: int) -> None:
+        """The program's context holds ``tokens`` private tokens now: the door counts its
+        predicted peak from here."""
+        flight.private_tokens = tokens
+        flight.peak_tokens = max(flight.peak_tokens, tokens)
+        if self.door.enabled:
+            self.door.resize(program_id, self._predicted(program_id, tokens), tokens)
 
     # -- bookkeeping
     def _flight(self, program_id: str) -> _Flight:

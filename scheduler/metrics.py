@@ -132,8 +132,11 @@ class MetricsAggregator:
 
     # -- ingest -----------------------------------------------------------------------------
     def observe(self, e: Event) -> None:
-        self.first_t = min(self.first_t, e.t)
-        self.last_t = max(self.last_t, e.t)
+        t = e.t  # comparisons, not min()/max(): this runs for every event of a live server
+        if t < self.first_t:
+            self.first_t = t
+        if t > self.last_t:
+            self.last_t = t
         handler = _HANDLERS.get(e.kind)
         if handler is not None:
             handler(self, e)
@@ -365,9 +368,12 @@ class MetricsAggregator:
         }
 
 
+_NUMBER = (int, float)  # a tuple: ``int | float`` would build a union at every call
+
+
 def _num(e: Event, key: str) -> float:
     value = e.data.get(key)
-    return float(value) if isinstance(value, int | float) else 0.0
+    return float(value) if isinstance(value, _NUMBER) else 0.0
 
 
 def _critical_path_idle(program: _Program) -> tuple[float, float, float]:

@@ -15,9 +15,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentconsole.scheduler.ticket import CallTicket
+
+if TYPE_CHECKING:
+    from agentconsole.scheduler.tokenstream import StreamListener
 
 
 class CacheAction(StrEnum):
@@ -153,9 +156,13 @@ class GenerationResult:
 
 
 class GenerationStream(Protocol):
-    """Tokens as they are generated, then the final result."""
+    """Tokens as they are generated, then the final result: iterated, or handed to a listener
+    (``scheduler.tokenstream.TokenStream``, which every runtime returns)."""
 
     def __aiter__(self) -> AsyncIterator[TokenDelta]: ...
+
+    def listen(self, listener: StreamListener) -> None:
+        """Hand the deltas and the end to ``listener`` as they come, instead of iterating."""
 
     async def result(self) -> GenerationResult:
         """Wait for the call to end (finished or aborted) and return its accounting."""

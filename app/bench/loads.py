@@ -1,8 +1,10 @@
 """``bench --loads``: every policy at fixed multiples of the engine's measured capacity.
 
 The capacity is measured, not assumed: every listed policy runs the workload's programs
-arriving at ``SATURATION_X`` times the default rate, and the highest finished-programs rate
-any of them sustains there is the engine's peak (a schedule that thrashes finishes fewer).
+arriving at ``SATURATION_X`` times the throughput bound (``sim/bound.py``: no schedule
+finishes more, so arrivals that fast saturate any of them), and the highest finished-programs
+rate any of them sustains there is the engine's peak (a schedule that thrashes finishes
+fewer).
 Each load is then that many times the peak as an arrival rate, and each policy's report says
 what share of the peak it finished, its P50/P95 E2E and the tokens it recomputed.
 """
@@ -13,11 +15,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-from agentconsole.bench.runner import BenchSetup, load_programs, run_one
-from agentconsole.server.runtime.sim.bound import oracle_hits
+from agentconsole.bench.runner import BenchSetup, cost_model, load_programs, run_one
+from agentconsole.server.runtime.sim.bound import oracle_hits, throughput_bound
 
-#: arrivals this many times the workload's default rate saturate any engine preset
-SATURATION_X = 20.0
+#: arrivals this many times the throughput bound saturate the engines
+SATURATION_X = 3.0
 #: what a load row keeps of a run's report
 KEPT = (
     "finished",
@@ -30,11 +32,9 @@ KEPT = (
 
 
 def saturation_rate(setup: BenchSetup) -> float:
-    """An arrival rate far above any engine's capacity for the setup's workload."""
-    programs = load_programs(setup)
-    span = max(p.arrival_s for p in programs) - min(p.arrival_s for p in programs)
-    rate = (len(programs) - 1) / span if span > 0 else 1.0
-    return rate * SATURATION_X
+    """An arrival rate far above what any schedule sustains for the setup's workload."""
+    bound = throughput_bound(load_programs(setup), cost_model(setup), replicas=setup.replicas)
+    return bound.programs_per_s * SATURATION_X
 
 
 def run_loads(

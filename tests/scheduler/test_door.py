@@ -80,3 +80,43 @@ def test_a_disabled_gate_admits_everything_and_counts_nothing() -> None:
     assert (gate.used_tokens, gate.parked_total, gate.finish("0", 2.0)) == (0, 0, [])
     with pytest.raises(ValueError, match="budget_tokens"):
         ProgramDoor(-1)
+
+
+def test_a_started_program_that_grows_is_resized_and_parked_at_its_boundary() -> None:
+    door = ProgramDoor(1_000)
+    assert door.try_start("a", 300, 0.0)
+    assert door.try_start("b", 300, 0.0)
+    door.resize("a", 2_000, 300)  # its kind is known to reach 2,000: admission counts that
+    assert (door.used_tokens, door.over_budget) == (2_300, False)  # what it holds still fits
+    assert not door.try_start("c", 10, 0.0)  # no newcomer while the predictions do not fit
+    door.resize("a", 2_000, 800)  # it grew: 1,100 held
+    assert (door.held_tokens, door.over_budget) == (1_100, True)
+    door.park_started("a")  # at its next call boundary
+    assert door.is_returning("a")
+    assert (door.held_tokens, door.over_budget) == (300, False)
+    assert not door.try_start("d", 10, 0.0)  # a newcomer waits behind the returning one
+    # room frees up: the parked started program goes on first, then the newcomers that fit
+    assert door.finish("b", 1.0) == ["a"]
+    assert door.finish("a", 2.0) == ["c", "d"]
+    assert door.boundary_parks == 1
+
+
+def test_one_program_alone_is_never_over_budget() -> None:
+    door = ProgramDoor(100)
+    assert door.try_start("huge", 5_000, 0.0)  # it could never start otherwise
+    assert not door.over_budget
+
+
+def test_the_peak_estimator_learns_per_kind_and_follows_growth() -> None:
+    from agentconsole.scheduler.growth import PeakEstimator, program_kind
+
+    peaks = PeakEstimator(learning_rate=0.5)
+    assert peaks.predict("coding", 20_000) == 20_000  # nothing learned yet
+    peaks.observe("coding", 200_000)
+    assert peaks.predict("coding", 20_000) == 200_000  # sized by its kind's peak
+    assert peaks.predict("coding", 250_000) == 250_000  # corrected as it outgrows it
+    peaks.observe("coding", 100_000)
+    assert peaks.known("coding") == 150_000
+    assert peaks.predict("search", 5_000) == 5_000
+    assert program_kind({"workload": "repair"}, "t") == "repair"
+    assert program_kind({}, "t") == "tenant:t"

@@ -56,8 +56,13 @@ class SimEngine:
         fairness: FairnessConfig | None = None,
         preemption: PreemptionRule | None = None,
         name: str = "0",
+        call_events: bool = True,
     ) -> None:
+        """``call_events=False``: no call lifecycle events (queued, first token, finished,
+        aborted, failed); for a caller that emits its own (``serve``'s live service), so they
+        are not built only to be dropped."""
         self.name = name
+        self._call_events = call_events
         self.cost = cost
         self.config = config or EngineConfig()
         self.sink = sink
@@ -93,12 +98,15 @@ class SimEngine:
         if call.prompt_tokens + call.output_tokens > self.index.capacity(Tier.HBM):
             # it could never be admitted: fail it now rather than block the queue forever
             call.phase = Phase.ABORTED
-            self._emit(now, EventKind.CALL_FAILED, call, {"reason": "context exceeds KV capacity"})
+            if self._call_events:
+                reason = "context exceeds KV capacity"
+                self._emit(now, EventKind.CALL_FAILED, call, {"reason": reason})
             self._notes.append(Note("failed", call))
             return
         self.calls[call.call_id] = call
         self._enqueue(call, now)
-        self._emit(now, EventKind.CALL_QUEUED, call, {"prompt_tokens": call.prompt_tokens})
+        if self._call_events:
+            self._emit(now, EventKind.CALL_QUEUED, call, {"prompt_tokens": call.prompt_tokens})
 
     def abort(self, call_id: str, now: float) -> bool:
         """Remove a queued or running call at once; no token of it is delivered afterwards."""
@@ -111,7 +119,8 @@ class SimEngine:
             self._leave_running(call)
             self.kv.release(call)
         call.phase = Phase.ABORTED
-        self._emit(now, EventKind.CALL_ABORTED, call, self._usage(call, now))
+        if self._call_events:
+            self._emit(now, EventKind.CALL_ABORTED, call, self._usage(call, now))
         return True
 
     def preempt(self, call_id: str, now: float) -> bool:
@@ -403,7 +412,9 @@ class SimEngine:
             del self._prefilling[call.call_id]
             call.generated += 1
             call.first_token_at = call.last_token_at = now
-            self._emit(now, EventKind.CALL_FIRST_TOKEN, call, {"ttft_s": now - call.submitted_at})
+            if self._call_events:
+                ttft = now - call.submitted_at
+                self._emit(now, EventKind.CALL_FIRST_TOKEN, call, {"ttft_s": ttft})
             self._notes.append(Note("first_token", call))
             if call.remaining_tokens <= 0:
                 self._finish(call, now)
@@ -434,7 +445,8 @@ class SimEngine:
         blocks = [*call.blocks, Block(call.output_key, call.output_tokens)]
         tenant, program = call.ticket.tenant, call.ticket.program_id
         inserted = self.kv.insert(tenant, blocks, program, now)
-        self._emit(now, EventKind.CALL_FINISHED, call, self._usage(call, now))
+        if self._call_events:
+            self._emit(now, EventKind.CALL_FINISHED, call, self._usage(call, now))
         self._notes.append(Note("finished", call, inserted.path))
 
     # -- events ---------------------------------------------------------------------------------

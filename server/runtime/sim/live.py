@@ -49,7 +49,7 @@ from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
 from agentconsole.server.runtime.sim.carrier import memory_view
 from agentconsole.server.runtime.sim.costmodel import CostModel, preset
 from agentconsole.server.runtime.sim.engine import Note, SimEngine
-from agentconsole.server.runtime.sim.live_stream import Forward, LiveCall, SimStream
+from agentconsole.server.runtime.sim.live_stream import Forward, SimStream
 from agentconsole.server.runtime.sim.live_text import (
     chat_format,
     natural_length,
@@ -81,12 +81,14 @@ class SimLiveRuntime:
             raise ValueError(f"time_scale must be >= 0, got {time_scale}")
         self.cost = cost
         self.policy_name = policy
-        self.engine = SimEngine(cost, get_policy(policy), Forward(event_sink), config=config)
+        self.engine = SimEngine(
+            cost, get_policy(policy), Forward(event_sink), config=config, call_events=False
+        )
         self.time_scale = time_scale
         self.chat_format = chat_format()  # ChatML, simulated token counts
         self._start_delay_s = start_delay_s
         self._output_tokens = output_tokens
-        self._calls: dict[str, LiveCall] = {}
+        self._calls: dict[str, SimStream] = {}
         self._last_path: dict[str, list[Node]] = {}
         self._kick = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -94,6 +96,11 @@ class SimLiveRuntime:
         self._anchor = time.monotonic()
         self._wake: float | None = None
         self._placement: tuple[float, dict[str, dict[str, int]]] = (-math.inf, {})
+
+    @property
+    def max_context_tokens(self) -> int | None:
+        """The model preset's context window (prompt plus output; None: unstated)."""
+        return self.cost.model.context_window
 
     # -- clock --------------------------------------------------------------------------------
     def _now(self) -> float:
@@ -132,12 +139,7 @@ class SimLiveRuntime:
         if ticket.call_id in self._calls:
             raise ValueError(f"call {ticket.call_id!r} is already in flight")
         now = self._now()
-        shift = now - time.time()
-        engine_ticket = replace(
-            ticket,
-            arrival=ticket.arrival + shift,
-            deadline=None if ticket.deadline is None else ticket.deadline + shift,
-        )
+        engine_ticket = ticket.shifted(now - time.time())
         blocks = prompt_blocks(request.prompt, request.cache_namespace, request.public_prefix_chars)
         want = request.forced_output_tokens
         if want is None:
@@ -148,11 +150,11 @@ class SimLiveRuntime:
         call = SimCall(engine_ticket, blocks, len(pieces), f"{ticket.call_id}/out")
         # ignore_eos-style forced lengths end at max_tokens like SGLang's: "length"
         capped = want > request.max_tokens or (forced and tokens >= request.max_tokens)
-        live = LiveCall(call, pieces, capped=capped, submitted=time.time())
-        self._calls[ticket.call_id] = live
+        stream = SimStream(call, pieces, capped=capped, submitted=time.time())
+        self._calls[ticket.call_id] = stream
         self.engine.submit(call, now)
         self._kick.set()
-        return SimStream(live)
+        return stream
 
     async def abort(self, call_id: str) -> bool:
         """Remove the call from the engine now and end its stream (undelivered tokens are
@@ -166,16 +168,16 @@ class SimLiveRuntime:
 
     async def reprioritise(self, call_id: str, ticket: CallTicket) -> bool:
         """Re-rank a queued call under ``ticket`` (running calls keep their place)."""
-        live = self._calls.get(call_id)
-        if live is None or self.engine.queue.remove(call_id) is None:
+        stream = self._calls.get(call_id)
+        if stream is None or self.engine.queue.remove(call_id) is None:
             return False
         shift = self._now() - time.time()
-        live.call.ticket = replace(
+        stream.call.ticket = replace(
             ticket,
-            arrival=live.call.ticket.arrival,
+            arrival=stream.call.ticket.arrival,
             deadline=None if ticket.deadline is None else ticket.deadline + shift,
         )
-        self.engine.queue.push(live.call.ticket, self._now())
+        self.engine.queue.push(stream.call.ticket, self._now())
         self._kick.set()
         return True
 
@@ -247,27 +249,22 @@ class SimLiveRuntime:
         return True
 
     def _after_step(self, notes: list[Note]) -> None:
+        calls = self._calls
         for note in notes:
-            live = self._calls.get(note.call.call_id)
-            if live is None:
+            stream = calls.get(note.call.call_id)
+            if stream is None:
                 continue
             if note.what == "first_token":
-                live.first_at = time.time()
+                stream.first_at = time.time()
             elif note.what == "finished":
                 self._last_path[note.call.ticket.program_id] = note.path
-                self._deliver(live)
-                self._end_finished(live)
+                stream.deliver()
+                del calls[note.call.call_id]
+                stream.finish(self.time_scale)
         for call in self.engine.running.values():
-            live = self._calls.get(call.call_id)
-            if live is not None and call.generated > live.delivered:
-                self._deliver(live)
-
-    def _deliver(self, live: LiveCall) -> None:
-        live.deliver()
-
-    def _end_finished(self, live: LiveCall) -> None:
-        del self._calls[live.call.call_id]
-        live.finish(self.time_scale)
+            stream = calls.get(call.call_id)
+            if stream is not None and call.generated > stream.delivered:
+                stream.deliver()
 
     def _end_aborted(self, call_id: str) -> None:
         self._calls.pop(call_id).end_aborted(self.time_scale)

@@ -7,8 +7,9 @@ The simulated runtime has no tokenizer and no model, so it fakes both determinis
   their common whole blocks. The chain is seeded with the request's ``cache_namespace`` (the
   authenticated tenant) for every block outside the platform-public prefix, so prompts of two
   tenants never share a private block, whatever the client sends.
-* **Output.** Lorem-ipsum words chosen by a generator seeded from the prompt, so the same
-  prompt always gets the same answer.
+* **Output.** Lorem-ipsum words: a slice, starting at a place the prompt's hash picks, of one
+  fixed random text, so the same prompt always gets the same answer (a slice, not a word drawn
+  at a time: this runs for every call of the zero-cost benchmarks).
 * **Tool calls (the convention).** The simulated model reads ChatML prompts with Hermes-style
   tool declarations (``<tools>`` ... ``</tools>`` in the system turn, one JSON function per
   line), which is what :mod:`agentconsole.server.live.prompt` renders. When tools are declared
@@ -76,6 +77,8 @@ _WORDS = (
     "commodo",
     "consequat",
 )
+#: the synthetic answers' text, one token a word, each after a space
+_LOREM = [" " + word for word in random.Random(0).choices(_WORDS, k=4096)]
 
 
 def count_tokens(text: str) -> int:
@@ -169,8 +172,13 @@ def output_pieces(prompt: str, tokens: int, *, allow_tool_call: bool = True) -> 
     if call is not None:
         pieces = [call[i : i + CHARS_PER_TOKEN] for i in range(0, len(call), CHARS_PER_TOKEN)]
         return pieces[:tokens]
-    rng = random.Random(zlib.crc32(prompt[-BLOCK_CHARS:].encode()))
-    return [("" if i == 0 else " ") + rng.choice(_WORDS) for i in range(tokens)]
+    start = zlib.crc32(prompt[-BLOCK_CHARS:].encode()) % len(_LOREM)
+    pieces = _LOREM[start : start + tokens]
+    while len(pieces) < tokens:
+        pieces += _LOREM[: tokens - len(pieces)]
+    if pieces:
+        pieces[0] = pieces[0].lstrip()
+    return pieces
 
 
 def natural_length(prompt: str, lo: int = 16, hi: int = 64) -> int:

@@ -40,6 +40,8 @@ class ProgramRun:
     contexts: dict[str, list[Block]] = field(default_factory=dict)  # LLM node -> its prompt
     #: the context of its last finished call, as the engine cached it (tool-wait decisions)
     last_path: list[Node] = field(default_factory=list)
+    #: LLM calls held at a call boundary while the door parks the program
+    held: list[tuple[int, LLMNode]] = field(default_factory=list)
     ended: bool = False
 
     @classmethod

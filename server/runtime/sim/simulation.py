@@ -203,7 +203,13 @@ class Simulation:
         for action in actions:
             if isinstance(action, StartPrograms):
                 for pid in action.program_ids:
-                    self._start(self._runs[pid], now)
+                    run = self._runs[pid]
+                    if run.held:  # parked at a call boundary: its calls go on
+                        held, run.held = run.held, []
+                        for i, tnode in held:
+                            self._submit_llm(run, i, tnode, now, boundary=False)
+                    else:
+                        self._start(run, now)
             elif isinstance(action, CacheHint):
                 run = self._runs[action.program_id]
                 engine = self.engines[run.engine or 0]
@@ -297,8 +303,16 @@ class Simulation:
         else:
             self._submit_llm(run, i, tnode, now)
 
-    def _submit_llm(self, run: ProgramRun, i: int, tnode: LLMNode, now: float) -> None:
+    def _submit_llm(
+        self, run: ProgramRun, i: int, tnode: LLMNode, now: float, *, boundary: bool = True
+    ) -> None:
         program = run.trace
+        if boundary and self.controller.programs[program.id].completed_calls:  # a boundary
+            parked = self.driver.at_boundary(program.id, self.view, now)
+            if parked is not None:
+                run.held.append((i, tnode))
+                self._apply(parked, now)
+                return
         blocks = run.contexts[tnode.id]
         e, found = self.router.route(run, blocks)
         run.engine = e
@@ -315,7 +329,8 @@ class Simulation:
             # the context before this call's own new prompt that is no longer resident
             lost_tokens=max(found.miss_tokens - own, 0),
         )
-        ticket = self.driver.queue_call(program.id, tnode.id, probe, now)
+        private = sum(b.tokens for b in blocks if not b.public)
+        ticket = self.driver.queue_call(program.id, tnode.id, probe, now, private_tokens=private)
         call = SimCall(ticket, blocks, tnode.output_tokens, f"{program.id}/{tnode.id}/out")
         run.llm_calls[ticket.call_id] = (i, e)
         self.engines[e].submit(call, now)

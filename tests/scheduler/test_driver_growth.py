@@ -1,0 +1,81 @@
+"""The program driver sizes programs by their predicted peak and parks a started program at
+its call boundary once the started ones outgrow memory (issue 12's growth-aware door)."""
+
+from __future__ import annotations
+
+from agentconsole.scheduler.controller import CallUsage, ProgramController
+from agentconsole.scheduler.driver import (
+    CacheHint,
+    KvAdvice,
+    ProgramDriver,
+    StartPrograms,
+    ToolWaitFacts,
+)
+from agentconsole.scheduler.events import EventLog
+from agentconsole.scheduler.program import Node, NodeKind
+from agentconsole.scheduler.runtime import CacheAction, MemoryView, PrefixProbe, ProgramContext
+
+
+class _Cost:
+    def call_seconds(self, uncached_prompt_tokens: int, output_tokens: float) -> float:
+        return 0.001 * uncached_prompt_tokens + 0.01 * output_tokens
+
+    def prefill_seconds(self, new_tokens: int, cached_tokens: int = 0) -> float:
+        return 0.001 * new_tokens
+
+    def reload_seconds(self, tokens: int) -> float:
+        return 0.0001 * tokens
+
+
+class _Advisor:
+    def advise(self, facts: ToolWaitFacts, memory: MemoryView, now: float) -> KvAdvice:
+        return KvAdvice(CacheAction.KEEP, 1.0, 1.0, {})
+
+
+class _View:
+    def memory(self, program_id: str, now: float) -> MemoryView:
+        return MemoryView(hbm_capacity_tokens=600, free_tokens=0, dram_capacity_tokens=4_000)
+
+    def context(self, program_id: str, now: float) -> ProgramContext | None:
+        return None
+
+
+def _driver() -> ProgramDriver:
+    controller = ProgramController(EventLog(), _Cost())
+    return ProgramDriver(controller, _Advisor(), _Cost(), budget_tokens=1_000)
+
+
+def _call(driver: ProgramDriver, pid: str, nid: str, tokens: int, now: float) -> None:
+    driver.controller.add_node(pid, Node(nid, pid, NodeKind.LLM), now)
+    ticket = driver.queue_call(pid, nid, PrefixProbe(tokens), now, private_tokens=tokens)
+    driver.controller.start_node(pid, nid, now)
+    usage = CallUsage(tokens, 0, 50, 0.1)
+    driver.call_ended(pid, nid, ticket.call_id, now + 1, usage)
+
+
+def test_a_kind_known_to_grow_is_admitted_by_its_peak() -> None:
+    driver = _driver()
+    for pid in ("done", "next", "third"):
+        driver.controller.open_program(pid, "t", 0.0, labels={"workload": "coding"})
+    assert driver.arrive("done", 100, 0, 0.0)
+    for step in range(5):  # it grows to ~900 tokens, then finishes
+        _call(driver, "done", f"n{step}", 100 + 150 * step, float(step))
+    driver.finish("done", 10.0)
+    assert driver.growth.known("coding") is not None
+    assert driver.arrive("next", 100, 0, 11.0)  # sized at ~750: alone, it starts
+    assert not driver.arrive("third", 100, 0, 11.0)  # two ~750-token peaks do not fit 1,000
+
+
+def test_started_programs_that_outgrow_memory_park_at_a_call_boundary() -> None:
+    driver, view = _driver(), _View()
+    for pid in ("a", "b"):
+        driver.controller.open_program(pid, "t", 0.0, labels={"workload": "new"})
+        assert driver.arrive(pid, 100, 0, 0.0)
+        _call(driver, pid, "n0", 100, 0.0)
+    assert driver.at_boundary("a", view, 2.0) is None  # 300 held of 1,000: go on
+    _call(driver, "a", "n1", 500, 2.0)
+    _call(driver, "b", "n1", 450, 2.0)  # together they now hold 1,050
+    parked = driver.at_boundary("a", view, 4.0)
+    assert parked == [CacheHint("a", CacheAction.OFFLOAD, 0.0)]  # host memory can take it
+    assert driver.at_boundary("b", view, 4.0) is None  # a alone no longer counts
+    assert driver.finish("b", 5.0) == [StartPrograms(("a",))]  # room: a goes on first
