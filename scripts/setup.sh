@@ -6,6 +6,9 @@
 #                             pinned `.[sglang]` extra on a GPU machine)
 #   scripts/setup.sh --test   also the test tools and Debian's Chromium for the browser lane
 #
+# Both profiles install Debian's bubblewrap (`bwrap`), the sandbox of the gateway's `sandbox`
+# executor (without it, registering a sandbox tool is refused).
+#
 # Idempotent and fast when nothing changed: dependency installs are skipped while a stamp
 # holding a hash of pyproject.toml matches; the package itself is always re-linked (1 s),
 # because the strict editable install only sees new modules after a reinstall.
@@ -43,11 +46,18 @@ else
     scripts/install_sglang_cpu.sh .venv
 fi
 
-if [[ $WITH_TESTS == 1 && ! -x /usr/bin/chromium ]]; then
-    echo "setup: installing Debian's chromium for the browser tests"
+# Debian packages: bubblewrap (and the Debian python3 and util-linux prlimit it runs) for the
+# gateway's sandboxed code executor, in both profiles (serve needs it); chromium for the tests.
+debs=()
+[[ -x /usr/bin/bwrap ]] || debs+=(bubblewrap)
+[[ -x /usr/bin/python3 ]] || debs+=(python3)
+[[ -x /usr/bin/prlimit ]] || debs+=(util-linux)
+[[ $WITH_TESTS == 1 && ! -x /usr/bin/chromium ]] && debs+=(chromium)
+if (( ${#debs[@]} )); then
+    echo "setup: installing Debian's ${debs[*]}"
     SUDO=""
     [[ $(id -u) != 0 ]] && SUDO="sudo"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${debs[@]}" >/dev/null
 fi
 echo "setup: ready (.venv)"

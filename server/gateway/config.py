@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from agentconsole.server.gateway.redaction import Redaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,3 +31,11 @@ class GatewayConfig:
     attach_grace_s: float = 30.0
     #: Extra lease beyond the tool's timeout before a stalled re-executable call is taken over.
     lease_grace_s: float = 30.0
+    #: What the store keeps of tool arguments and results (``redaction``): every tenant's
+    #: default, and named tenants' own.
+    redaction: Redaction = "full"
+    tenant_redaction: Mapping[str, Redaction] = field(default_factory=dict)
+
+    def redaction_for(self, tenant: str) -> Redaction:
+        """The redaction of ``tenant``'s tool data."""
+        return self.tenant_redaction.get(tenant, self.redaction)

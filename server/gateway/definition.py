@@ -8,27 +8,32 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agentconsole.scheduler.program import ToolSpec
+from agentconsole.server.gateway.sandbox_spec import SandboxSpec
 from agentconsole.server.store import ToolRecord
 from agentconsole.server.store.jsonutil import JSONValue
 
-ExecutorType = Literal["builtin", "http", "agent"]
+ExecutorType = Literal["builtin", "http", "agent", "sandbox"]
 
 
 @dataclass(frozen=True, slots=True)
 class ExecutorSpec:
-    """How a tool runs: a builtin by ``name``, an HTTP POST to ``url``, or by the agent."""
+    """How a tool runs: a builtin by ``name``, an HTTP POST to ``url``, by the agent, or in
+    the bubblewrap ``sandbox``."""
 
     type: ExecutorType
     name: str | None = None
     url: str | None = None
+    sandbox: SandboxSpec | None = None
 
     def to_json(self) -> dict[str, JSONValue]:
-        """The wire shape (``{"type": ..., "name"|"url": ...}``)."""
+        """The wire shape (``{"type": ..., "name"|"url"|<sandbox fields>: ...}``)."""
         out: dict[str, JSONValue] = {"type": self.type}
         if self.name is not None:
             out["name"] = self.name
         if self.url is not None:
             out["url"] = self.url
+        if self.sandbox is not None:
+            out.update(self.sandbox.to_json())
         return out
 
 
@@ -132,6 +137,7 @@ class ToolDefinition:
                 type=_executor_type(spec.get("type")),
                 name=_opt_str(spec.get("name")),
                 url=_opt_str(spec.get("url")),
+                sandbox=SandboxSpec.from_json(spec) if spec.get("type") == "sandbox" else None,
             ),
             created_at=record.created_at,
             updated_at=record.updated_at,
@@ -147,6 +153,8 @@ def _executor_type(value: object) -> ExecutorType:
         return "builtin"
     if value == "http":
         return "http"
+    if value == "sandbox":
+        return "sandbox"
     return "agent"
 
 

@@ -1,8 +1,10 @@
 """Errors the tool gateway answers with: each knows its HTTP status and wire ``type``.
 
-The wire shape is the API's ``{"error": {"type", "message", "field"?, ...extra}}``. Every
-rejection is a 4xx; a 5xx from the gateway is a bug. A tool that ran and failed is answered
-with 424 (Failed Dependency): the gateway itself worked, the dependency did not.
+The wire shape is the API's ``{"error": {"type", "message", "field"?, ...extra}}``, with the
+core routes' types for the same failures (400 ``invalid_json``, 413 ``too_large``, 422
+``invalid_request``). Every rejection is a 4xx; a 5xx from the gateway is a bug. A tool that
+ran and failed is answered with 424 (Failed Dependency): the gateway itself worked, the
+dependency did not.
 """
 
 from __future__ import annotations
@@ -42,7 +44,14 @@ class GatewayError(Exception):
 
 
 class BodyTooLarge(GatewayError):
-    status, type = 413, "payload_too_large"
+    status, type = 413, "too_large"
+
+
+class InvalidJson(GatewayError):
+    """The body is not JSON the server accepts (syntax, ``NaN``, a number out of range,
+    nesting too deep): as on the core routes."""
+
+    status, type = 400, "invalid_json"
 
 
 class InvalidRequest(GatewayError):

@@ -5,17 +5,21 @@ An executor gets an :class:`Invocation` and returns the result (any JSON value) 
 whether trying again could ever help (``permanent``). The gateway turns that into the intent's
 ``failed``/``retryable`` state. The ``tool_call_id`` travels to the executor as its
 idempotency key (the ``Idempotency-Key`` header for ``http``): only a downstream that honours
-it can make a repeated delivery harmless.
+it can make a repeated delivery harmless. ``sandbox`` runs code in bubblewrap
+(:mod:`.sandbox`); it has no effect outside its own scratch directory.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 from dataclasses import dataclass
 from typing import Protocol
 
 import httpx
 
+from agentconsole.server.gateway.sandbox import Sandbox, SandboxRun, SandboxUnavailable
+from agentconsole.server.gateway.sandbox_spec import CODE_ARGUMENT, SandboxSpec
 from agentconsole.server.store.jsonutil import JSONValue
 
 
@@ -96,3 +100,66 @@ class HttpExecutor:
         except ValueError as error:
             raise ExecutionFailed("tool answered with a non-JSON body", ambiguous=True) from error
         return result
+
+
+class SandboxExecutor:
+    """Runs the call's ``code`` argument (or the tool's fixed script) in the sandbox, the
+    other arguments as one JSON object on stdin; the result is :func:`sandbox_result`.
+
+    A program that fails (an exception, an exit status, a limit) is a *result*, so the agent
+    reads its traceback; only a sandbox that cannot run is a failure, and then nothing ran.
+    """
+
+    def __init__(self, sandbox: Sandbox, spec: SandboxSpec) -> None:
+        self._sandbox = sandbox
+        self._spec = spec
+
+    async def run(self, invocation: Invocation) -> JSONValue:
+        """One sandboxed run; no retry here."""
+        arguments = dict(invocation.arguments)
+        source = self._spec.script
+        if source is None:
+            code = arguments.pop(CODE_ARGUMENT, None)
+            if not isinstance(code, str):
+                raise ExecutionFailed(
+                    f"the {CODE_ARGUMENT!r} argument must be a string",
+                    ambiguous=False,
+                    permanent=True,
+                )
+            source = code
+        stdin = json.dumps(arguments, separators=(",", ":")).encode()
+        try:
+            done = await self._sandbox.run(self._spec.language, source, stdin, self._spec.limits)
+        except SandboxUnavailable as error:
+            message = f"sandbox unavailable: {error.message}"
+            raise ExecutionFailed(message, ambiguous=False) from error
+        except OSError as error:
+            message = f"the sandbox cannot start: {error}"
+            raise ExecutionFailed(message, ambiguous=False) from error
+        if not done.started:
+            detail = done.raw.stderr.decode(errors="replace").strip()[:300]
+            raise ExecutionFailed(f"the sandbox did not start: {detail}", ambiguous=False)
+        return sandbox_result(done)
+
+
+def sandbox_result(done: SandboxRun) -> JSONValue:
+    """``{exit_code, signal, stdout, stderr, truncated, killed, duration_s}``: ``exit_code``
+    as a shell reports it (128 + N for signal N; ``null`` when the executor killed the
+    sandbox: ``killed`` is then ``"timeout"`` or ``"output_limit"``)."""
+    raw = done.raw
+    code = raw.returncode
+    name: str | None = None
+    if code is not None and (code < 0 or 128 < code < 128 + signal.NSIG):
+        try:
+            name = signal.Signals(-code if code < 0 else code - 128).name
+        except ValueError:
+            name = None
+    return {
+        "exit_code": code,
+        "signal": name,
+        "stdout": raw.stdout.decode(errors="replace"),
+        "stderr": raw.stderr.decode(errors="replace"),
+        "truncated": raw.truncated,
+        "killed": raw.killed,
+        "duration_s": round(raw.duration_s, 3),
+    }

@@ -31,7 +31,12 @@ from agentconsole.server.gateway.errors import (
     ToolFailed,
     ToolNotFound,
 )
-from agentconsole.server.gateway.executors import Executor, HttpExecutor, Invocation
+from agentconsole.server.gateway.executors import (
+    Executor,
+    HttpExecutor,
+    Invocation,
+    SandboxExecutor,
+)
 from agentconsole.server.gateway.limits import ToolLimits
 from agentconsole.server.gateway.operations import ToolOperations
 from agentconsole.server.gateway.outcome import CallResult
@@ -41,6 +46,7 @@ from agentconsole.server.gateway.registry import CompiledTool, ToolRegistry
 from agentconsole.server.gateway.reports import AgentReports
 from agentconsole.server.gateway.request import CallRequest, parse_body, parse_call
 from agentconsole.server.gateway.runner import CancelReport, Job, Runner, RunningTool
+from agentconsole.server.gateway.sandbox import Sandbox, SandboxUnavailable
 from agentconsole.server.gateway.schema_rules import check_parameters_schema
 from agentconsole.server.gateway.semantic import check_arguments
 from agentconsole.server.store import Store
@@ -67,8 +73,10 @@ class ToolGateway:
         *,
         clock: Callable[[], float] = time.monotonic,
         http_client: httpx.AsyncClient | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.config = config or GatewayConfig()
+        self.sandbox = sandbox or Sandbox()
         self.store = store
         self.registry = ToolRegistry(store)
         self.limits = ToolLimits(clock)
@@ -105,8 +113,16 @@ class ToolGateway:
                 self.config,
                 frozenset(self._builtins),
                 time.time(),
+                self.sandbox.config,
             )
             validator = check_parameters_schema(body.get("parameters"))
+            if definition.executor.type == "sandbox":
+                reason = await self.sandbox.unavailable()
+                if reason is not None:
+                    raise SandboxUnavailable(
+                        f"sandbox tools cannot run on this server: {reason}",
+                        field="executor/type",
+                    )
         except GatewayError as error:
             self.audit.rejected(tenant, "tool.register", "tool", error, {})
             raise
@@ -219,6 +235,8 @@ class ToolGateway:
             return HttpExecutor(spec.url, self._http)
         if spec.type == "builtin" and spec.name in self._builtins:
             return _Builtin(self._builtins[spec.name])
+        if spec.type == "sandbox" and spec.sandbox is not None:
+            return SandboxExecutor(self.sandbox, spec.sandbox)
         raise ToolNotFound(f"tool {tool.name!r} has no executor available in this server")
 
     # ------------------------------------------------------------------ cancel / observe

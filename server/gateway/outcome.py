@@ -1,8 +1,9 @@
 """What a tool call answers, and the JSON the store keeps for it.
 
 A committed result is stored as ``{"result": ..., "latency_s": ...}`` so that a replay answers
-exactly what the first call answered; a failure as ``{"type", "message", "outcome"}`` in the
-intent's ``error`` column.
+exactly what the first call answered (or, for a tenant whose tool data is redacted, as
+``{"redacted", "latency_s", ...}``: see :mod:`redaction`); a failure as ``{"type", "message",
+"outcome"}`` in the intent's ``error`` column.
 """
 
 from __future__ import annotations
@@ -26,15 +27,24 @@ class CallResult:
     status: CallStatus
     result: JSONValue
     latency_s: float
+    #: a replay of a result stored redacted: ``hash`` (with ``sha256``) or ``none``
+    redacted: str | None = None
+    sha256: str | None = None
 
     def to_json(self) -> dict[str, JSONValue]:
-        """The API body ``{tool_call_id, status, result, latency_s}``."""
-        return {
+        """The API body ``{tool_call_id, status, result, latency_s}`` (plus ``redacted`` and
+        ``sha256`` for a redacted replay)."""
+        body: dict[str, JSONValue] = {
             "tool_call_id": self.tool_call_id,
             "status": self.status,
             "result": self.result,
             "latency_s": self.latency_s,
         }
+        if self.redacted is not None:
+            body["redacted"] = self.redacted
+            if self.sha256 is not None:
+                body["sha256"] = self.sha256
+        return body
 
 
 def encode_result(result: JSONValue, latency_s: float) -> str:
@@ -48,6 +58,17 @@ def decode_result(tool_call_id: str, text: str | None) -> CallResult:
     """A replay of a stored result; a result an operator stored by hand (not an envelope)
     is answered as is, with latency 0."""
     value = json.loads(text) if text else None
+    if isinstance(value, dict) and value.get("redacted") in ("hash", "none"):
+        latency = value.get("latency_s")
+        sha = value.get("sha256")
+        return CallResult(
+            tool_call_id,
+            "replayed",
+            None,
+            float(latency) if isinstance(latency, int | float) else 0.0,
+            redacted=str(value["redacted"]),
+            sha256=sha if isinstance(sha, str) else None,
+        )
     if isinstance(value, dict) and set(value) == {"result", "latency_s"}:
         latency = value["latency_s"]
         return CallResult(

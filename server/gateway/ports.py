@@ -87,10 +87,16 @@ class ProgramPort(Protocol):
         """
 
     async def tool_finished(
-        self, program_id: str, node_id: str, outcome: ToolOutcome, latency_s: float | None
+        self,
+        program_id: str,
+        node_id: str,
+        outcome: ToolOutcome,
+        latency_s: float | None,
+        result_bytes: int = 0,
     ) -> None:
         """The tool of ``node_id`` ended with ``outcome`` after ``latency_s`` seconds (``None``:
-        unknown to the gateway, the core measures from the attempt's start).
+        unknown to the gateway, the core measures from the attempt's start); the store keeps
+        ``result_bytes`` of its result.
 
         Must not raise for a program cancelled meanwhile (the result is committed anyway);
         the gateway logs and swallows any error from this method.

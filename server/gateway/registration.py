@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.definition import ExecutorSpec, ToolDefinition
 from agentconsole.server.gateway.errors import InvalidTool, UnsafeArguments
+from agentconsole.server.gateway.sandbox_spec import SandboxConfig, parse_sandbox
 from agentconsole.server.gateway.semantic import check_characters, check_url
 from agentconsole.server.store.jsonutil import JSONValue
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+#: bounds of ``rate_limit_per_s`` (a slower rate would answer a ``Retry-After`` of years)
+MIN_RATE_PER_S, MAX_RATE_PER_S = 0.001, 1_000_000.0
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _FIELDS = frozenset(
     {
@@ -47,10 +50,12 @@ def parse_registration(
     config: GatewayConfig,
     builtins: frozenset[str],
     now: float,
+    sandbox: SandboxConfig | None = None,
 ) -> ToolDefinition:
     """Check a ``POST /v1/tools`` body (everything but ``parameters``, which
     :func:`~agentconsole.server.gateway.schema_rules.check_parameters_schema` checks) and
-    build the definition. Raises :class:`InvalidTool` naming the field. Pure."""
+    build the definition. Raises :class:`InvalidTool` naming the field. Pure: whether the
+    sandbox works on this server is the gateway's check."""
     unknown = sorted(set(body) - _FIELDS)
     if unknown:
         raise InvalidTool(f"unknown field {unknown[0]!r}", field=unknown[0])
@@ -72,8 +77,23 @@ def parse_registration(
     if timeout is None or not 0 < timeout <= config.max_timeout_s:
         raise InvalidTool(f"timeout_s must be in (0, {config.max_timeout_s:g}]", field="timeout_s")
     rate = _number(body, "rate_limit_per_s", None)
-    if rate is not None and rate <= 0:
-        raise InvalidTool("rate_limit_per_s must be > 0 or null", field="rate_limit_per_s")
+    if rate is not None and not MIN_RATE_PER_S <= rate <= MAX_RATE_PER_S:
+        raise InvalidTool(
+            f"rate_limit_per_s must be in [{MIN_RATE_PER_S:g}, {MAX_RATE_PER_S:g}] or null",
+            field="rate_limit_per_s",
+        )
+    spec = body.get("executor")
+    if isinstance(spec, dict) and spec.get("type") == "sandbox":
+        if side_effect:
+            raise InvalidTool(
+                "a sandbox tool has no effect outside its scratch directory:"
+                " register it with side_effect false",
+                field="side_effect",
+            )
+        checked = parse_sandbox(spec, body.get("parameters"), timeout, sandbox or SandboxConfig())
+        executor = ExecutorSpec("sandbox", sandbox=checked)
+    else:
+        executor = _executor(spec, who, config, builtins)
     return ToolDefinition(
         name=name,
         tenant="" if who.operator else who.tenant,
@@ -82,7 +102,7 @@ def parse_registration(
         side_effect=side_effect,
         idempotent=idempotent,
         timeout_s=timeout,
-        executor=_executor(body.get("executor"), who, config, builtins),
+        executor=executor,
         created_at=now,
         updated_at=now,
         allowed_tenants=_allowed_tenants(body.get("allowed_tenants"), who),
@@ -110,6 +130,8 @@ def _number(body: Mapping[str, JSONValue], key: str, default: float | None) -> f
 
 def _count(body: Mapping[str, JSONValue], key: str) -> int | None:
     value = body.get(key)
+    if type(value) is float and value.is_integer():
+        value = int(value)  # JSON Schema's integer
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
@@ -141,7 +163,8 @@ def _executor(
 ) -> ExecutorSpec:
     if not isinstance(value, dict):
         raise InvalidTool(
-            'executor must be {"type": "builtin"|"http"|"agent", ...}', field="executor"
+            'executor must be {"type": "builtin"|"http"|"agent"|"sandbox", ...}',
+            field="executor",
         )
     kind = value.get("type")
     extra = set(value) - {"type", {"builtin": "name", "http": "url"}.get(str(kind), "type")}
@@ -172,4 +195,6 @@ def _executor(
         except UnsafeArguments as error:
             raise InvalidTool(error.message, field="executor/url") from error
         return ExecutorSpec("http", url=url)
-    raise InvalidTool('executor type must be "builtin", "http" or "agent"', field="executor/type")
+    raise InvalidTool(
+        'executor type must be "builtin", "http", "agent" or "sandbox"', field="executor/type"
+    )

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
-from agentconsole.server.gateway.errors import BodyTooLarge, InvalidRequest
+from agentconsole.server.api.jsonguard import TOO_DEEP, json_problem
+from agentconsole.server.gateway.errors import BodyTooLarge, InvalidJson, InvalidRequest
 from agentconsole.server.gateway.ports import ToolOutcome
 from agentconsole.server.gateway.registration import NAME_PATTERN
 from agentconsole.server.store.jsonutil import JSONValue
@@ -33,29 +34,50 @@ def _no_duplicates(pairs: list[tuple[str, JSONValue]]) -> dict[str, JSONValue]:
 
 
 def _no_constant(name: str) -> JSONValue:
-    raise InvalidRequest(f"{name} is not valid JSON")
+    raise InvalidJson(f"{name} is not valid JSON")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InvalidJson("number out of range")
+    return value
 
 
 def parse_body(raw: bytes, limit: int) -> dict[str, JSONValue]:
     """Decode ``raw`` as one JSON object of at most ``limit`` bytes.
 
-    Raises :class:`BodyTooLarge` (413) over the limit, :class:`InvalidRequest` (422) for
-    anything but a UTF-8 JSON object: duplicate keys (two parsers could disagree on which one
-    counts), ``NaN``/``Infinity``, nesting too deep for the parser, huge integers.
+    Raises :class:`BodyTooLarge` (413) over the limit; :class:`InvalidJson` (400) for what is
+    not acceptable JSON, as on the core routes (``api/jsonguard.py``: syntax, ``NaN``, a
+    number out of range, nesting too deep); :class:`InvalidRequest` (422) for JSON that is not
+    one object or has duplicate keys (two parsers could disagree on which one counts).
     """
     if len(raw) > limit:
         raise BodyTooLarge(f"request body over {limit} bytes")
     try:
         value = json.loads(
-            raw.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_no_constant
+            raw.decode("utf-8"),
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_constant,
+            parse_float=_float,
         )
-    except InvalidRequest:
+    except (InvalidRequest, InvalidJson):
         raise
-    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
-        raise InvalidRequest(f"body is not valid JSON: {str(error)[:200]}") from error
+    except RecursionError:
+        raise InvalidJson(TOO_DEEP) from None
+    except ValueError as error:  # UnicodeDecodeError is a ValueError
+        raise InvalidJson(f"body is not valid JSON: {str(error)[:200]}") from error
+    problem = json_problem(value)
+    if problem is not None:
+        raise InvalidJson(problem)
     if not isinstance(value, dict):
         raise InvalidRequest("body must be a JSON object")
     return cast(dict[str, JSONValue], value)
+
+
+def integral(value: JSONValue) -> JSONValue:
+    """A number with no fraction is an integer (JSON Schema's rule): ``5.0`` -> 5."""
+    return int(value) if type(value) is float and value.is_integer() else value
 
 
 def _check_fields(body: Mapping[str, JSONValue], allowed: frozenset[str]) -> None:
@@ -94,7 +116,7 @@ def parse_call(body: Mapping[str, JSONValue]) -> CallRequest:
     arguments = body.get("arguments", {})
     if not isinstance(arguments, dict):
         raise InvalidRequest("arguments must be a JSON object", field="arguments")
-    attempt = body.get("attempt", 1)
+    attempt = integral(body.get("attempt", 1))
     if isinstance(attempt, bool) or not isinstance(attempt, int) or not 1 <= attempt <= MAX_ATTEMPT:
         raise InvalidRequest(f"attempt must be an integer in [1, {MAX_ATTEMPT}]", field="attempt")
     return CallRequest(

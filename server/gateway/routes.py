@@ -22,19 +22,26 @@ instead of silently becoming a query parameter):
 Routes: ``POST/GET /v1/tools``, ``POST /v1/tools/{name}/call``,
 ``POST /v1/programs/{program_id}/tool-calls/start|finish``,
 ``GET /v1/operator/tool-calls`` and ``POST /v1/operator/tool-calls/{tool_call_id}/reconcile``.
-Errors are answered by the controllers' own handler in the API's error shape.
+Errors are answered by the controllers' own handler in the API's error shape; each route's
+body schema and statuses for the published contract are in :mod:`.openapi`. Path parameters
+are checked by the gateway itself (so its refusals are audited). A tenant key on an operator
+route is refused and audited.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency, Provide
-from litestar.params import FromPath, FromQuery, QueryParameter, SkipValidation
+from litestar.exceptions import ValidationException
+from litestar.params import FromPath, QueryParameter, SkipValidation
 from litestar.types import ExceptionHandlersMap
 
+from agentconsole.server.api.errors import handle_error
+from agentconsole.server.api.queryguard import strict_query
+from agentconsole.server.gateway import openapi
 from agentconsole.server.gateway.errors import Forbidden, GatewayError
 from agentconsole.server.gateway.gateway import ToolGateway
 from agentconsole.server.gateway.ports import ProgramPort
@@ -46,6 +53,7 @@ Gateway = NamedDependency[SkipValidation[ToolGateway]]
 Port = NamedDependency[SkipValidation[ProgramPort]]
 Tenant = NamedDependency[str]
 Operator = NamedDependency[bool]
+IntentState = Literal["in_progress", "committed", "failed", "retryable", "needs_reconcile"]
 
 
 def gateway_error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[Body]:
@@ -60,6 +68,8 @@ def gateway_error_response(request: Request[Any, Any, Any], exc: Exception) -> R
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     GatewayError: gateway_error_response,
     StoreError: gateway_error_response,
+    # path and query parameters: the API's 422, whichever app mounts the controllers
+    ValidationException: handle_error,
 }
 
 
@@ -100,18 +110,28 @@ class ToolsController(Controller):
     tags = ("tools",)
     exception_handlers = EXCEPTION_HANDLERS
 
-    @post("/", status_code=201, summary="Register (or replace) a tool")
+    @post(
+        "/",
+        status_code=201,
+        summary="Register (or replace) a tool",
+        opt=openapi.REGISTER_CONTRACT,
+    )
     async def register(
         self, request: Request[Any, Any, Any], gateway: Gateway, tenant: Tenant, operator: Operator
     ) -> Body:
         raw = await read_limited(request, gateway.config.max_body_bytes)
         return (await gateway.register(tenant, operator, raw)).to_json()
 
-    @get("/", summary="Tools the caller may call")
+    @get("/", summary="Tools the caller may call", opt=openapi.LIST_CONTRACT)
     async def list_tools(self, gateway: Gateway, tenant: Tenant, operator: Operator) -> Body:
         return {"tools": [t.to_json() for t in gateway.tools(tenant, operator=operator)]}
 
-    @post("/{name:str}/call", status_code=200, summary="Call a tool (idempotent by node)")
+    @post(
+        "/{name:str}/call",
+        status_code=200,
+        summary="Call a tool (idempotent by node)",
+        opt=openapi.CALL_CONTRACT,
+    )
     async def call(
         self,
         request: Request[Any, Any, Any],
@@ -131,7 +151,12 @@ class ToolReportsController(Controller):
     tags = ("tools",)
     exception_handlers = EXCEPTION_HANDLERS
 
-    @post("/start", status_code=200, summary="The agent starts running a tool")
+    @post(
+        "/start",
+        status_code=200,
+        summary="The agent starts running a tool",
+        opt=openapi.REPORT_STARTED_CONTRACT,
+    )
     async def start(
         self,
         request: Request[Any, Any, Any],
@@ -143,7 +168,12 @@ class ToolReportsController(Controller):
         raw = await read_limited(request, gateway.config.max_body_bytes)
         return await gateway.reports.started(tenant, program_id, raw, program_port)
 
-    @post("/finish", status_code=200, summary="The agent's tool ended")
+    @post(
+        "/finish",
+        status_code=200,
+        summary="The agent's tool ended",
+        opt=openapi.REPORT_FINISHED_CONTRACT,
+    )
     async def finish(
         self,
         request: Request[Any, Any, Any],
@@ -163,20 +193,35 @@ class ToolOperatorController(Controller):
     tags = ("operator",)
     exception_handlers = EXCEPTION_HANDLERS
 
-    @get("/", summary="Tool calls by state (needs_reconcile: decisions pending)")
+    @get(
+        "/",
+        summary="Tool calls by state (needs_reconcile: decisions pending)",
+        opt=openapi.INTENTS_CONTRACT,
+        guards=[strict_query],
+    )
     async def list_calls(
         self,
         gateway: Gateway,
         tenant: Tenant,
         operator: Operator,
-        intent_state: Annotated[str | None, QueryParameter(name="state")] = None,
-        program_id: FromQuery[str | None] = None,
+        intent_state: Annotated[IntentState | None, QueryParameter(name="state")] = None,
+        program_id: Annotated[
+            str | None, QueryParameter(pattern=openapi.ID_PATTERN.pattern)
+        ] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
     ) -> Body:
-        _require_operator(operator)
+        if not operator:
+            error = Forbidden("operator key required")
+            gateway.audit.rejected(tenant, "tool.list_calls", "tool_calls", error, {})
+            raise error
         return {"tool_calls": await gateway.operations.list(intent_state, program_id, limit)}
 
-    @post("/{tool_call_id:str}/reconcile", status_code=200, summary="Settle a tool call")
+    @post(
+        "/{tool_call_id:str}/reconcile",
+        status_code=200,
+        summary="Settle a tool call",
+        opt=openapi.RECONCILE_CONTRACT,
+    )
     async def reconcile(
         self,
         request: Request[Any, Any, Any],
@@ -191,11 +236,6 @@ class ToolOperatorController(Controller):
             raise error
         raw = await read_limited(request, gateway.config.max_body_bytes)
         return await gateway.operations.reconcile(tenant, tool_call_id, raw)
-
-
-def _require_operator(operator: bool) -> None:
-    if not operator:
-        raise Forbidden("operator key required")
 
 
 GATEWAY_CONTROLLERS = (ToolsController, ToolReportsController, ToolOperatorController)

@@ -43,6 +43,7 @@ from agentconsole.server.gateway.outcome import (
     failure_error,
 )
 from agentconsole.server.gateway.ports import ProgramPort, ToolOutcome
+from agentconsole.server.gateway.redaction import stored_arguments, stored_result
 from agentconsole.server.gateway.request import CallRequest
 from agentconsole.server.store import (
     Claim,
@@ -150,6 +151,9 @@ class Runner:
                     side_effect=tool.side_effect,
                     idempotent=tool.idempotent,
                     lease_s=tool.timeout_s + self.config.lease_grace_s,
+                    arguments=stored_arguments(
+                        req.arguments, self.config.redaction_for(job.tenant)
+                    ),
                 )
             )
             if claim.execute:
@@ -252,8 +256,11 @@ class Runner:
             )
         if failure is not None:
             return await self._failed(job, claim, failure, latency)
+        mode = self.config.redaction_for(job.tenant)
+        if mode != "full":  # what is stored; the caller still gets the result itself
+            text = stored_result(result, latency, mode)
         outcome = await asyncio.wrap_future(self.intents.commit(key, text, claim.epoch))
-        await self._finished(job, "ok", latency)
+        await self._finished(job, "ok", latency, len(text))
         if outcome is CommitOutcome.ACCEPTED:
             return CallResult(key, "committed", result, latency)
         # Fenced off: the key was re-claimed meanwhile; answer what that execution settles.
@@ -288,10 +295,12 @@ class Runner:
         text = encode_failure(failure.kind, failure.message, failure.outcome)
         await asyncio.wrap_future(self.intents.fail(key, text, epoch, retryable=retryable))
 
-    async def _finished(self, job: Job, outcome: ToolOutcome, latency: float) -> None:
+    async def _finished(
+        self, job: Job, outcome: ToolOutcome, latency: float, result_bytes: int = 0
+    ) -> None:
         try:
             await job.port.tool_finished(
-                job.request.program_id, job.request.node_id, outcome, latency
+                job.request.program_id, job.request.node_id, outcome, latency, result_bytes
             )
         except Exception:  # the result is committed whatever the core thinks of it now
             log.exception("tool_finished failed for %s", job.request.program_id)

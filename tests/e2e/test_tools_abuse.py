@@ -160,7 +160,7 @@ def corpus() -> list[Case]:
         cases += [_case("cross-tenant", t, g, 404, program=program) for t, g in GOOD.items()]
     cases += [_case("unknown-tool", name, {"path": "a"}, 404) for name in UNKNOWN_TOOLS]
     cases.append(_case("forbidden-tool", "restricted", GOOD["files.read"], 403))
-    cases += [Case("malformed", "files.read", raw, frozenset({413, 422})) for raw in BAD_JSON]
+    cases += [Case("malformed", "files.read", raw, frozenset({400, 413, 422})) for raw in BAD_JSON]
     for envelope in BAD_ENVELOPES:
         body = json.dumps({**envelope, "arguments": GOOD["files.read"]}).encode()
         cases.append(Case("bad-envelope", "files.read", body, frozenset({422})))

@@ -66,7 +66,12 @@ class FakePort:
         self.events.append(("started", program_id, node_id, ""))
 
     async def tool_finished(
-        self, program_id: str, node_id: str, outcome: ToolOutcome, latency_s: float | None
+        self,
+        program_id: str,
+        node_id: str,
+        outcome: ToolOutcome,
+        latency_s: float | None,
+        result_bytes: int = 0,
     ) -> None:
         self._node(program_id, node_id)
         self.events.append(("finished", program_id, node_id, outcome))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agentconsole.server.gateway import GatewayConfig, ToolGateway
-from agentconsole.server.gateway.errors import InvalidRequest, InvalidTool
+from agentconsole.server.gateway.errors import InvalidJson, InvalidTool
 from agentconsole.server.store import Store
 from tests.server.gateway.helpers import obj, raw, register, tool_body
 
@@ -93,7 +93,7 @@ async def test_operators_may_use_private_executor_urls(gateway: ToolGateway) -> 
 
 
 async def test_a_body_that_is_not_json_is_refused(gateway: ToolGateway) -> None:
-    with pytest.raises(InvalidRequest):
+    with pytest.raises(InvalidJson):
         await gateway.register("t1", False, b"{nope")
-    with pytest.raises(InvalidRequest):
+    with pytest.raises(InvalidJson):
         await gateway.register("t1", False, raw({"a": 1}) + b'{"b": 2}')

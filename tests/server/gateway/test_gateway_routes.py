@@ -73,7 +73,7 @@ def test_errors_have_the_api_shape(client: tuple[TestClient[Litestar], FakePort]
     }
     big = http.post("/v1/tools/echo/call", content=b"{" + b" " * 70_000 + b"}", headers=A)
     assert big.status_code == 413
-    assert big.json()["error"]["type"] == "payload_too_large"
+    assert big.json()["error"]["type"] == "too_large"
 
 
 def test_agent_run_tools_are_reported_not_executed(

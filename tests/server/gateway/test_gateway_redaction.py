@@ -1,0 +1,87 @@
+"""Per-tenant redaction of tool data: with ``hash`` or ``none`` the store (and so replays and
+exports) keeps no argument or result text; ``full`` keeps both and replays exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+from litestar.testing import TestClient
+
+from agentconsole.server.gateway import GatewayConfig, ToolGateway
+from agentconsole.server.gateway.redaction import digest
+from agentconsole.server.store import Store
+from agentconsole.server.store.export import export_parquet
+from agentconsole.server.store.jsonutil import JSONValue
+from tests.server.gateway.fakes import FakePort
+from tests.server.gateway.helpers import tool_body
+from tests.server.gateway.mini_server import build_app
+
+A = {"Authorization": "Bearer sk-tenant-a"}  # tenant-a: hash
+B = {"Authorization": "Bearer sk-tenant-b"}  # tenant-b: none
+SECRET = "card 4111-1111-1111-1111"
+
+
+def _stored(db: Path) -> str:
+    """Every argument and result the store keeps, as one text."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            "SELECT i.arguments, r.result FROM tool_intents i"
+            " LEFT JOIN tool_results r USING (tool_call_id)"
+        ).fetchall()
+    return json.dumps([[str(a), str(r)] for a, r in rows])
+
+
+def test_hash_and_none_keep_no_tool_text_and_full_replays_exactly(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    store = Store.open(db)
+    config = GatewayConfig(
+        ledger_path=tmp_path / "l.jsonl",
+        tenant_redaction={"tenant-a": "hash", "tenant-b": "none"},
+    )
+    gateway = ToolGateway(store, config)
+    echo = tool_body("echo", {"type": "builtin", "name": "echo"})
+    args: dict[str, JSONValue] = {"text": SECRET}
+    with TestClient(build_app(store, gateway, FakePort())) as http:
+        for headers in (A, B):
+            assert http.post("/v1/tools", json=echo, headers=headers).status_code == 201
+        body = {"program_id": "p", "node_id": "n", "arguments": args}
+        first = http.post("/v1/tools/echo/call", json=body, headers=A).json()
+        assert first["status"] == "committed"
+        assert first["result"] == {"arguments": args}  # the caller gets the result itself
+        replay = http.post("/v1/tools/echo/call", json=body, headers=A).json()
+        assert replay["status"] == "replayed"
+        assert replay["result"] is None
+        assert replay["redacted"] == "hash"
+        assert replay["sha256"] == digest({"arguments": args})["sha256"]
+        body_b = {"program_id": "q", "node_id": "n", "arguments": args}
+        http.post("/v1/tools/echo/call", json=body_b, headers=B)
+        replay_b = http.post("/v1/tools/echo/call", json=body_b, headers=B).json()
+        assert replay_b["redacted"] == "none"
+        assert "sha256" not in replay_b
+    store.close()
+    stored = _stored(db)
+    assert "4111" not in stored
+    assert str(digest(args)["sha256"]) in stored  # tenant-a's arguments: digest and size only
+    out = tmp_path / "export"
+    export_parquet(db, out)
+    for parquet in out.glob("*.parquet"):
+        assert b"4111" not in parquet.read_bytes(), parquet.name
+
+
+def test_full_keeps_arguments_and_results(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    store = Store.open(db)
+    gateway = ToolGateway(store, GatewayConfig(ledger_path=tmp_path / "l.jsonl"))
+    with TestClient(build_app(store, gateway, FakePort())) as http:
+        http.post(
+            "/v1/tools", json=tool_body("echo", {"type": "builtin", "name": "echo"}), headers=A
+        )
+        body = {"program_id": "p", "node_id": "n", "arguments": {"text": SECRET}}
+        http.post("/v1/tools/echo/call", json=body, headers=A)
+        replay = http.post("/v1/tools/echo/call", json=body, headers=A).json()
+        assert replay["result"] == {"arguments": {"text": SECRET}}
+        assert "redacted" not in replay
+    store.close()
+    assert _stored(db).count("4111") == 2  # the arguments and the result
