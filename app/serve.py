@@ -37,6 +37,7 @@ from litestar.types import ControllerRouterHandler
 from pydantic import ValidationError
 
 from agentconsole.server.api.config import ServerConfig
+from agentconsole.server.api.connections import HttpLimits, uvicorn_options
 from agentconsole.server.api.deps import Live
 from agentconsole.server.app import Extension, create_app
 from agentconsole.server.gateway.config import GatewayConfig
@@ -142,7 +143,9 @@ class ConsoleExtension:
 def extensions(settings: Settings) -> list[Extension]:
     """The features mounted on the core API: the tool gateway (``/v1/tools*``) and the
     browser console (``/``)."""
-    return [GatewayExtension(GatewayConfig()), ConsoleExtension()]
+    privacy = settings.privacy
+    gateway = GatewayConfig(redaction=privacy.tool_data, tenant_redaction=dict(privacy.tenants))
+    return [GatewayExtension(gateway), ConsoleExtension()]
 
 
 async def announce_ready(app: Litestar, since: float, log_path: Path | None) -> None:
@@ -178,6 +181,18 @@ def server_config(settings: Settings) -> ServerConfig:
     )
 
 
+def http_limits(settings: Settings) -> HttpLimits:
+    """The HTTP server's limits from the ``server`` settings (``connections.py``)."""
+    server = settings.server
+    return HttpLimits(
+        timeout_keep_alive=server.timeout_keep_alive,
+        timeout_headers_s=server.timeout_headers_s,
+        timeout_body_s=server.timeout_body_s,
+        limit_concurrency=server.limit_concurrency,
+        max_header_bytes=server.max_header_bytes,
+    )
+
+
 def run_serve(settings: Settings) -> None:
     """Serve until interrupted (or until the dashboard quits with ``tui``)."""
     since = time.monotonic()
@@ -205,8 +220,12 @@ def run_serve(settings: Settings) -> None:
         host=settings.server.host,
         port=settings.server.port,
         log_level=settings.server.log_level,
+        # uvicorn builds every request's access line before its logger drops it (~2 us a
+        # request): off unless the level shows it
+        access_log=settings.server.log_level.lower() in ("trace", "debug", "info"),
         timeout_graceful_shutdown=5,
         lifespan="on",
+        **uvicorn_options(http_limits(settings)),
     )
     server = Server(config, app, on_started)
     if not settings.tui:

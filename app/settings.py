@@ -29,6 +29,8 @@ from agentconsole.server.api.config import (
     DEV_TENANT_KEYS,
     ServerConfig,
 )
+from agentconsole.server.gateway.redaction import Redaction
+from agentconsole.server.live.tenants import TenantLimits
 
 
 class _Section(BaseModel):
@@ -44,6 +46,18 @@ class ServerSection(_Section):
     """Largest request body accepted; larger ones answer 413."""
     log_level: str = "info"
     """uvicorn and application log level."""
+    timeout_keep_alive: int = Field(default=5, ge=1, le=3600)
+    """Seconds an idle kept-alive connection stays open after a response."""
+    timeout_headers_s: float = Field(default=10.0, gt=0, le=3600)
+    """Seconds a request's head (request line and headers) may take, from the connection's
+    start or the request's first byte; then 408 (an idle new connection is closed)."""
+    timeout_body_s: float = Field(default=60.0, gt=0, le=3600)
+    """Seconds a request's body may take after its head; then 408."""
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    """Largest request head (target and headers); larger ones answer 431."""
+    limit_concurrency: int | None = Field(default=1000, ge=1)
+    """Connections and requests in flight at once (SSE feeds included); past it new requests
+    answer 503 with ``Retry-After``. None: no limit."""
 
 
 class RuntimeSection(_Section):
@@ -83,6 +97,17 @@ class AuthSection(_Section):
     """Operator keys. Empty: the development key ``sk-operator``."""
 
 
+class TenantLimitsSection(_Section):
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+    """Prompt tokens computed plus output tokens of all the tenant's calls in any 60 s; a call
+    past it gets 429 with ``Retry-After``. None: unlimited."""
+    concurrent_programs: int | None = Field(default=None, ge=1)
+    """Programs of the tenant running at once; a new one past it gets 429. None: unlimited."""
+    stored_bytes: int | None = Field(default=None, ge=1)
+    """Bytes the store keeps for the tenant (events, tool results); new programs and calls
+    past it get 429. None: unlimited."""
+
+
 class LimitsSection(_Section):
     default_max_tokens: int = Field(default=1024, ge=1)
     """``max_tokens`` of a chat call that gives none."""
@@ -97,6 +122,10 @@ class LimitsSection(_Section):
     that never say they are done (unmodified OpenAI clients, inferred programs) end this way.
     A tool call the model asked for whose result never came back does not keep it open.
     (``inferred_idle_s`` is read as this too.)"""
+    tenant: TenantLimitsSection = Field(default_factory=lambda: TenantLimitsSection())
+    """Tenant-level limits for every tenant (a tenant's programs together)."""
+    tenants: dict[str, TenantLimitsSection] = Field(default_factory=dict)
+    """Tenant-level limits of named tenants, replacing ``tenant`` for them."""
     metrics_snapshot_s: float = Field(default=10.0, gt=0)
     """How often the live metrics are sampled into the store's ``metric_snapshots`` table."""
     retain_finished_s: float = Field(default=600.0, ge=0)
@@ -109,6 +138,15 @@ class LimitsSection(_Section):
     """How long a first call waits at the admission door before 503 with Retry-After."""
     admission_budget_tokens: int | None = Field(default=None, ge=1)
     """The door's budget in KV tokens (default: 90% of the runtime's HBM + DRAM)."""
+
+
+class PrivacySection(_Section):
+    tool_data: Redaction = "full"
+    """What the store keeps of tool arguments and results: ``full`` (as they are; a retried
+    call replays its result exactly), ``hash`` (a SHA-256 digest and the size) or ``none``.
+    Exports and the consoles show only what is stored."""
+    tenants: dict[str, Redaction] = Field(default_factory=dict)
+    """``tool_data`` of named tenants, replacing the default for them."""
 
 
 class Settings(BaseSettings):
@@ -133,6 +171,8 @@ class Settings(BaseSettings):
     """API keys."""
     limits: LimitsSection = Field(default_factory=lambda: LimitsSection())
     """Request limits and housekeeping."""
+    privacy: PrivacySection = Field(default_factory=lambda: PrivacySection())
+    """What the store keeps of tenants' tool data."""
     demo: bool = False
     """Add the demo tenants and run built-in agents against the server."""
     tui: bool = False
@@ -185,6 +225,11 @@ class Settings(BaseSettings):
             ready_timeout_s=limits.ready_timeout_s,
             program_idle_s=limits.program_idle_s,
             metrics_snapshot_s=limits.metrics_snapshot_s,
+            tenant_limits=TenantLimits(**limits.tenant.model_dump()),
+            tenant_overrides={
+                name: TenantLimits(**section.model_dump())
+                for name, section in limits.tenants.items()
+            },
             retain_finished_s=limits.retain_finished_s,
             program_admission=limits.program_admission,
             admission_wait_s=limits.admission_wait_s,

@@ -52,7 +52,12 @@ class NullPort:
         return None
 
     async def tool_finished(
-        self, program_id: str, node_id: str, outcome: str, latency_s: float | None
+        self,
+        program_id: str,
+        node_id: str,
+        outcome: str,
+        latency_s: float | None,
+        result_bytes: int = 0,
     ) -> None:
         return None
 

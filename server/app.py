@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from litestar import Litestar
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.plugins.pydantic import PydanticPlugin
 from litestar.types import ControllerRouterHandler
 
 from agentconsole.scheduler.metrics import MetricsAggregator
@@ -36,8 +36,10 @@ from agentconsole.server.api.auth import KeyRing
 from agentconsole.server.api.chat import ChatController
 from agentconsole.server.api.completions import CompletionsController
 from agentconsole.server.api.config import ServerConfig
+from agentconsole.server.api.contract import fix_options_allow, render_plugins
 from agentconsole.server.api.deps import DEPENDENCIES, Live
 from agentconsole.server.api.errors import handle_error
+from agentconsole.server.api.jsonguard import GuardedRequest
 from agentconsole.server.api.observe import ObserveController
 from agentconsole.server.api.operator import OperatorController
 from agentconsole.server.api.programs import ProgramsController
@@ -51,10 +53,12 @@ from agentconsole.server.live.queries import ProgramQueries
 from agentconsole.server.live.service import DoorSettings, ProgramService
 from agentconsole.server.live.snapshots import MetricRecorder
 from agentconsole.server.live.sweeper import Sweeper
+from agentconsole.server.live.tenants import TenantBudgets
 from agentconsole.server.prometheus import PrometheusMetrics
 from agentconsole.server.runtime.registry import RuntimeOptions, create_runtime
 from agentconsole.server.store.catalog import TenantRecord
 from agentconsole.server.store.journal import OperatorAction
+from agentconsole.server.store.repository import ProgramView
 from agentconsole.server.store.store import Store
 
 #: The cyclic collector's generation thresholds while serving (see the lifespan).
@@ -88,6 +92,15 @@ def _audit_writer(store: Store) -> Any:
     return audit
 
 
+def _audit_note(store: Store) -> Any:
+    def note(
+        ts: float, actor: str, action: str, target: str, args: Mapping[str, Any], result: str
+    ) -> None:
+        store.writer.put(OperatorAction(ts, actor, action, target, result, dict(args)))
+
+    return note
+
+
 def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub: EventHub) -> Live:
     """Wire the live objects around an open store (the runtime is not started)."""
     if runtime is None:
@@ -108,10 +121,14 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         kv_policy=config.kv_policy,
         ready_timeout_s=config.ready_timeout_s,
         stored_ids=StoredIds(store.repo.program_owner, store.repo.program_ids()),
+        stored_program=store.repo.get_program,
         door=DoorSettings(
             enabled=config.program_admission,
             wait_s=config.admission_wait_s,
             budget_tokens=config.admission_budget_tokens,
+        ),
+        tenants=TenantBudgets(
+            config.tenant_limits, config.tenant_overrides, store.repo.stored_bytes_by_tenant()
         ),
     )
     metrics = MetricsAggregator(window=10_000)  # bounded: serve runs for weeks
@@ -126,7 +143,14 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         }
 
     prometheus = PrometheusMetrics(metrics, runtime.snapshot, gauges)
-    for subscriber in (store.writer.emit, metrics.observe, prometheus.observe, projector.observe):
+    subscribers = (
+        store.writer.emit,
+        metrics.observe,
+        prometheus.observe,
+        projector.observe,
+        service.tenants.observe,
+    )
+    for subscriber in subscribers:
         hub.subscribe(subscriber)
     return Live(
         config=config,
@@ -138,7 +162,7 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         prometheus=prometheus,
         observer=Observer(service, metrics),
         queries=ProgramQueries(service, store, projector),
-        desk=OperatorDesk(service, _audit_writer(store)),
+        desk=OperatorDesk(service, _audit_writer(store), _audit_note(store)),
     )
 
 
@@ -150,6 +174,16 @@ async def _start_runtime(live: Live) -> None:
         return
     live.service.runtime_ready.set()
     log.info("runtime %s ready", live.config.runtime)
+
+
+def _running_programs(store: Store) -> list[ProgramView]:
+    """Every program the store holds as running, with its nodes and attempts."""
+    views = []
+    for record in store.repo.list_programs(state="running", limit=1_000_000):
+        view = store.repo.get_program(record.program_id)
+        if view is not None:
+            views.append(view)
+    return views
 
 
 def create_app(
@@ -166,6 +200,8 @@ def create_app(
         hub = EventHub(first_seq=store.repo.last_seq() + 1)
         live = build_live(config, store, runtime, hub)
         app.state.live = live
+        for view in await asyncio.to_thread(_running_programs, store):
+            live.service.reopen(view)  # programs survive a restart (live/reopen.py)
         now = time.time()
         for tenant in live.keys.tenants:
             store.writer.put(TenantRecord(tenant, tenant, now, now))
@@ -236,17 +272,22 @@ def create_app(
     for extension in extensions:
         handlers.extend(extension.route_handlers)
         dependencies.update(extension.dependencies())
-    return Litestar(
+    app = Litestar(
         route_handlers=handlers,
         dependencies=dependencies,
         lifespan=[lifespan],
         exception_handlers={Exception: handle_error},
+        request_class=GuardedRequest,
+        # strict bodies: no string or boolean where a number is expected (schemas.py)
+        plugins=[PydanticPlugin(validate_strict=True)],
         request_max_body_size=config.max_body_bytes,
         openapi_config=OpenAPIConfig(
             title="agentconsole",
             version=API_VERSION,
             path="/schema",
-            render_plugins=[SwaggerRenderPlugin(path="/swagger")],
+            render_plugins=render_plugins(config.max_tokens_limit),
         ),
         debug=False,
     )
+    fix_options_allow(app)
+    return app

@@ -1,9 +1,10 @@
 """``GET /metrics``: Prometheus text, ``agentconsole_*`` series, no per-program labels.
 
 Counters are read at scrape time from the :class:`MetricsAggregator`'s counts (the numbers
-the consoles show), histograms are filled from the hub's events as they pass, and gauges are
-read from the runtime snapshot and the live service. Labels stay bounded (``tier``,
-``state``, ``action``, ``outcome``, ``kind``): never a program, node, call or tenant id.
+the consoles show), histograms are filled from the hub's events as they pass (the per-call ones
+with one bisect each, :class:`_Histogram`), and gauges are read from the runtime snapshot and
+the live service. Labels stay bounded (``tier``, ``state``, ``action``, ``outcome``, ``kind``):
+never a program, node, call or tenant id.
 
 The engine's own series follow ours: with the SGLang runtime and SGLang's metrics on (the
 default), SGLang's processes write Prometheus multiprocess files into a folder of the
@@ -14,15 +15,23 @@ labels and help) into the same exposition. Their names never collide with ``agen
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
-from agentconsole.scheduler.events import Event, EventKind
+from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.runtime import RuntimeSnapshot
 
@@ -46,6 +55,7 @@ _KV_KINDS = ("offloaded", "reloaded", "dropped", "evicted", "recomputed")
 log = logging.getLogger(__name__)
 ENGINE_PREFIX = "sglang:"
 MetricsDir = Callable[[], Path | None]
+EventData = Mapping[str, Scalar]
 
 
 class _EngineSeries(Collector):
@@ -83,6 +93,35 @@ def runtime_metrics_dir(snapshot: Callable[[], RuntimeSnapshot]) -> MetricsDir |
     SGLang runtime has one), or None."""
     found = getattr(getattr(snapshot, "__self__", None), "metrics_dir", None)
     return found if callable(found) else None
+
+
+class _Histogram(Collector):
+    """An unlabelled histogram observed on the hot path (every call): one bisect and two
+    additions, where ``prometheus_client.Histogram.observe`` takes a lock for the sum and one
+    for the bucket; the same exposition (buckets, count, sum, created) at scrape."""
+
+    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...]) -> None:
+        self.name, self.documentation = name, documentation
+        self.bounds = buckets
+        self.counts = [0] * (len(buckets) + 1)  # the last one: above every bound (+Inf)
+        self.sum = 0.0
+        self.created = time.time()
+
+    def observe(self, value: float) -> None:
+        """Count ``value`` in the first bucket whose bound is at least ``value``."""
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    def collect(self) -> Iterator[Metric]:
+        cumulative, buckets = 0, []
+        for bound, count in zip([*self.bounds, float("inf")], self.counts, strict=True):
+            cumulative += count
+            buckets.append((floatToGoString(bound), float(cumulative)))  # type: ignore[no-untyped-call]
+        family = HistogramMetricFamily(
+            self.name, self.documentation, buckets=buckets, sum_value=self.sum
+        )
+        family.add_sample(f"{self.name}_created", {}, self.created)
+        yield family
 
 
 class _Scrape(Collector):
@@ -154,18 +193,13 @@ class PrometheusMetrics:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Scrape(metrics, snapshot, gauges))
         r = self.registry
-        self.ttft = Histogram(
-            "agentconsole_time_to_first_token_seconds",
-            "LLM call TTFT.",
-            buckets=_LATENCY,
-            registry=r,
+        self.ttft = _Histogram(
+            "agentconsole_time_to_first_token_seconds", "LLM call TTFT.", _LATENCY
         )
-        self.e2e = Histogram(
-            "agentconsole_llm_call_seconds", "LLM call end to end.", buckets=_LATENCY, registry=r
-        )
-        self.queue = Histogram(
-            "agentconsole_llm_queue_seconds", "LLM call queue time.", buckets=_LATENCY, registry=r
-        )
+        self.e2e = _Histogram("agentconsole_llm_call_seconds", "LLM call end to end.", _LATENCY)
+        self.queue = _Histogram("agentconsole_llm_queue_seconds", "LLM call queue time.", _LATENCY)
+        for histogram in (self.ttft, self.e2e, self.queue):
+            r.register(histogram)
         self.tool = Histogram(
             "agentconsole_tool_seconds", "Tool latency.", ["outcome"], buckets=_LONG, registry=r
         )
@@ -180,21 +214,30 @@ class PrometheusMetrics:
         )
 
     def observe(self, event: Event) -> None:
-        """Hub subscriber: fill the histograms and labelled counters."""
-        kind, data = event.kind, event.data
-        if kind is EventKind.CALL_FIRST_TOKEN:
-            self.ttft.observe(_num(data.get("ttft_s")))
-        elif kind is EventKind.CALL_FINISHED:
-            self.e2e.observe(_num(data.get("e2e_s")))
-            self.queue.observe(_num(data.get("queue_s")))
-        elif kind is EventKind.TOOL_FINISHED:
-            self.tool.labels(str(data.get("outcome", "ok"))).observe(_num(data.get("latency_s")))
-        elif kind is EventKind.PROGRAM_FINISHED:
-            self.program.observe(_num(data.get("e2e_s")))
-        elif kind is EventKind.KV_DECISION:
-            self.decisions.labels(str(data.get("action", ""))).inc()
-        elif kind is EventKind.OPERATOR_ACTION:
-            self.operator.labels(str(data.get("action", ""))).inc()
+        """Hub subscriber: fill the histograms and labelled counters (one dict lookup for
+        the events no series counts)."""
+        fill = _FILLS.get(event.kind)
+        if fill is not None:
+            fill(self, event.data)
+
+    def _first_token(self, data: EventData) -> None:
+        self.ttft.observe(_num(data.get("ttft_s")))
+
+    def _call_finished(self, data: EventData) -> None:
+        self.e2e.observe(_num(data.get("e2e_s")))
+        self.queue.observe(_num(data.get("queue_s")))
+
+    def _tool_finished(self, data: EventData) -> None:
+        self.tool.labels(str(data.get("outcome", "ok"))).observe(_num(data.get("latency_s")))
+
+    def _program_finished(self, data: EventData) -> None:
+        self.program.observe(_num(data.get("e2e_s")))
+
+    def _kv_decision(self, data: EventData) -> None:
+        self.decisions.labels(str(data.get("action", ""))).inc()
+
+    def _operator_action(self, data: EventData) -> None:
+        self.operator.labels(str(data.get("action", ""))).inc()
 
     def render(self) -> bytes:
         """The exposition text: our series, then the engine's own (if it writes any)."""
@@ -209,5 +252,16 @@ class PrometheusMetrics:
             return text
 
 
+_FILLS: dict[EventKind, Callable[[PrometheusMetrics, EventData], None]] = {
+    EventKind.CALL_FIRST_TOKEN: PrometheusMetrics._first_token,
+    EventKind.CALL_FINISHED: PrometheusMetrics._call_finished,
+    EventKind.TOOL_FINISHED: PrometheusMetrics._tool_finished,
+    EventKind.PROGRAM_FINISHED: PrometheusMetrics._program_finished,
+    EventKind.KV_DECISION: PrometheusMetrics._kv_decision,
+    EventKind.OPERATOR_ACTION: PrometheusMetrics._operator_action,
+}
+_NUMBER = (int, float)  # a tuple: ``int | float`` would build a union at every call
+
+
 def _num(value: object) -> float:
-    return float(value) if isinstance(value, int | float) else 0.0
+    return float(value) if isinstance(value, _NUMBER) else 0.0

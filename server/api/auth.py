@@ -62,5 +62,12 @@ class KeyRing:
             raise ApiError(401, "invalid API key", headers=_CHALLENGE)
         return principal
 
+    @staticmethod
+    def actor_of(authorization: str | None) -> str:
+        """Who presented ``authorization`` that :meth:`resolve` refused, for the audit log:
+        ``anonymous`` without a key, else ``unknown-<hash prefix>`` (never the key itself)."""
+        key = (authorization or "").partition(" ")[2].strip()
+        return f"unknown-{key_hash(key)[:8]}" if key else "anonymous"
+
 
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}

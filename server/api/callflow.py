@@ -24,6 +24,7 @@ from litestar import Request, Response
 from litestar.background_tasks import BackgroundTask
 from litestar.response import Stream
 
+from agentconsole.server.api.contract import SSE, contract
 from agentconsole.server.api.deps import Live
 from agentconsole.server.api.errors import ApiError
 from agentconsole.server.api.schemas import ID_PATTERN, AgentExtras
@@ -32,6 +33,9 @@ from agentconsole.server.live.errors import Conflict
 
 _ID = re.compile(ID_PATTERN)
 QUICK_S = 0.05
+#: what a generation call may answer (``contract.py``): JSON or an SSE stream; 403 wall-time
+#: quota, 404 another tenant's program, 409 ended program or running node, 429 quotas
+GENERATION_CONTRACT = contract(403, 404, 409, 429, media=("application/json", SSE))
 
 
 def _header_id(request: Request[Any, Any, Any], name: str) -> str | None:
@@ -66,10 +70,13 @@ def program_identity(extras: AgentExtras | None, request: Request[Any, Any, Any]
     }
 
 
-def checked_max_tokens(value: int, live: Live) -> int:
-    """``value`` unless it is over the server's limit (422)."""
-    if value > live.config.max_tokens_limit:
-        limit = live.config.max_tokens_limit
+def checked_max_tokens(value: int | None, default: int, live: Live) -> int:
+    """``value`` unless it is over the server's limit (422); without one ``default``, capped
+    at the limit."""
+    limit = live.config.max_tokens_limit
+    if value is None:
+        return min(default, limit)
+    if value > limit:
         raise ApiError(422, f"max_tokens must be at most {limit}", field="max_tokens")
     return value
 
@@ -130,23 +137,39 @@ def refusal(call: LiveCall, outcome: CallOutcome) -> Exception | None:
     return None
 
 
+async def _ends_within(call: LiveCall, seconds: float) -> bool:
+    """True if the call ends within ``seconds`` (a timer handle that cancels the wait: a fifth
+    of what ``asyncio.timeout`` costs, and every non-streaming call pays it)."""
+    ended = call.ending()
+    timer = asyncio.get_running_loop().call_later(seconds, ended.cancel)
+    try:
+        await ended
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():  # cancelled from outside: pass it on
+            raise
+        return False  # the timer's cancel
+    finally:
+        timer.cancel()
+    return True
+
+
 async def wait_for_client_or_call(request: Request[Any, Any, Any], call: LiveCall) -> bool:
     """True once the call has ended; False if the client disconnected first. Calls that end
-    within ``QUICK_S`` are not raced against the client (two tasks per call cost more than
-    such a call)."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(QUICK_S):
-            await call.outcome()
-            return True
+    within ``QUICK_S`` are not raced against the client (a task watching the client costs
+    more than such a call)."""
+    if await _ends_within(call, QUICK_S):
+        return True
 
     async def disconnected() -> None:
         while (await request.receive())["type"] != "http.disconnect":
             pass
 
-    ended = asyncio.ensure_future(call.outcome())
+    ended = call.ending()
     gone = asyncio.ensure_future(disconnected())
+    race: set[asyncio.Future[Any]] = {ended, gone}
     try:
-        await asyncio.wait({ended, gone}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(race, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in (ended, gone):
             task.cancel()

@@ -20,6 +20,7 @@ from litestar.params import JSONBody
 
 from agentconsole.scheduler.runtime import ToolCallStream
 from agentconsole.server.api.callflow import (
+    GENERATION_CONTRACT,
     CallIdentity,
     checked_max_tokens,
     event_stream,
@@ -45,13 +46,13 @@ def chat_call(
     data: JSONBody[ChatCompletionRequest], request: Request[Any, Any, Any], live: LiveDep
 ) -> ChatCall:
     """The service's view of a validated chat request (identity, limits, defaults)."""
-    max_tokens = data.max_completion_tokens or data.max_tokens or live.config.default_max_tokens
+    max_tokens = data.max_completion_tokens or data.max_tokens
     stop = (data.stop,) if isinstance(data.stop, str) else tuple(data.stop or ())
     choice = data.tool_choice
     tool_choice = choice.model_dump() if isinstance(choice, NamedToolChoice) else choice or "auto"
     return ChatCall(
         messages=[m.model_dump(exclude_none=True) for m in data.messages],
-        max_tokens=checked_max_tokens(max_tokens, live),
+        max_tokens=checked_max_tokens(max_tokens, live.config.default_max_tokens, live),
         tools=[t.model_dump(exclude_none=True) for t in data.tools] if data.tools else None,
         tool_choice=tool_choice,
         temperature=1.0 if data.temperature is None else data.temperature,
@@ -102,7 +103,12 @@ class ChatController(Controller):
     path = "/v1"
     tags = ("agents",)
 
-    @post("/chat/completions", status_code=200, summary="Create a chat completion")
+    @post(
+        "/chat/completions",
+        status_code=200,
+        summary="Create a chat completion",
+        opt=GENERATION_CONTRACT,
+    )
     async def create(
         self,
         request: Request[Any, Any, Any],

@@ -17,6 +17,7 @@ from litestar import Controller, Request, Response, post
 from litestar.params import JSONBody
 
 from agentconsole.server.api.callflow import (
+    GENERATION_CONTRACT,
     CallIdentity,
     checked_max_tokens,
     event_stream,
@@ -43,7 +44,7 @@ def completion_call(
     prompt = data.text
     return ChatCall(
         messages=({"role": "prompt", "content": prompt},),
-        max_tokens=checked_max_tokens(data.max_tokens or DEFAULT_MAX_TOKENS, live),
+        max_tokens=checked_max_tokens(data.max_tokens, DEFAULT_MAX_TOKENS, live),
         temperature=1.0 if data.temperature is None else data.temperature,
         top_p=1.0 if data.top_p is None else data.top_p,
         stop=stop,
@@ -86,7 +87,12 @@ class CompletionsController(Controller):
     path = "/v1"
     tags = ("agents",)
 
-    @post("/completions", status_code=200, summary="Create a text completion")
+    @post(
+        "/completions",
+        status_code=200,
+        summary="Create a text completion",
+        opt=GENERATION_CONTRACT,
+    )
     async def create(
         self,
         request: Request[Any, Any, Any],

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentconsole.server.live.tenants import TenantLimits
+
 DEV_TENANT_KEYS = {"sk-dev": "default"}
 DEV_OPERATOR_KEYS = ("sk-operator",)
 DEMO_TENANT_KEYS = {"sk-tenant-a": "tenant-a", "sk-tenant-b": "tenant-b", "sk-tenant-c": "tenant-c"}
@@ -34,6 +36,8 @@ class ServerConfig:
     ready_timeout_s: float = 30.0
     program_idle_s: float = 300.0
     metrics_snapshot_s: float = 10.0
+    tenant_limits: TenantLimits = field(default_factory=TenantLimits)
+    tenant_overrides: Mapping[str, TenantLimits] = field(default_factory=dict)
     retain_finished_s: float = 600.0
     program_admission: bool = False
     admission_wait_s: float = 120.0

@@ -55,16 +55,40 @@ def provide_live(request: Request[Any, Any, Any]) -> Live:
     return live
 
 
+#: the operator routes (core and tool gateway): a refused call there is audited
+OPERATOR_PATH = "/v1/operator/"
+
+
+def audit_refusal(request: Request[Any, Any, Any], live: Live, actor: str, error: ApiError) -> None:
+    """Audit an operator route refused before it acted (action: the handler's
+    ``opt["audit_action"]`` or name; target: the program or tool call in the path)."""
+    handler = request.route_handler
+    params = request.path_params
+    target = str(params.get("program_id") or params.get("tool_call_id") or "")
+    action = str(handler.opt.get("audit_action", handler.handler_name))
+    live.desk.refused(actor, action, target, f"{error.status} {error}")
+
+
 def provide_principal(request: Request[Any, Any, Any], live: LiveDep) -> Principal:
     # Depending on ``live`` (not just reading app state) chains the two providers: Litestar
     # resolves providers of one level concurrently in an anyio task group, which costs more
     # than the providers themselves.
-    return live.keys.resolve(request.headers.get("authorization"))
+    authorization = request.headers.get("authorization")
+    try:
+        return live.keys.resolve(authorization)
+    except ApiError as error:
+        if request.scope["path"].startswith(OPERATOR_PATH):
+            audit_refusal(request, live, live.keys.actor_of(authorization), error)
+        raise
 
 
-def provide_operator(principal: PrincipalDep) -> Principal:
+def provide_operator(
+    request: Request[Any, Any, Any], principal: PrincipalDep, live: LiveDep
+) -> Principal:
     if not principal.operator:
-        raise ApiError(403, "this action needs an operator key")
+        error = ApiError(403, "this action needs an operator key")
+        audit_refusal(request, live, principal.key_id, error)
+        raise error
     return principal
 
 

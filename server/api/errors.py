@@ -2,7 +2,10 @@
 
 One handler, registered for ``Exception`` on the app, maps the service's refusals, Litestar's
 own client errors (validation 422, malformed JSON 400, oversized body 413, unknown route 404,
-wrong method 405) and anything else (500: a bug, logged with its traceback).
+wrong method 405) and anything else (500: a bug, logged with its traceback). The tool
+gateway's errors and the HTTP server's own refusals (``connections.py``: malformed HTTP 400,
+slow headers 408, oversized headers 431, connection limit 503) use the same shape and types;
+:data:`ERROR_SCHEMA` is that shape as JSON Schema (the OpenAPI contract's ``Error``).
 """
 
 from __future__ import annotations
@@ -11,14 +14,19 @@ import logging
 from typing import Any
 
 from litestar import Request, Response
-from litestar.exceptions import HTTPException, ValidationException
+from litestar.exceptions import HTTPException, InternalServerException, ValidationException
 
 from agentconsole.server.live.errors import ServiceError
 
 log = logging.getLogger(__name__)
+#: Litestar's detail when the client disconnected before its body was read
+_GONE = "client disconnected prematurely"
 
 _TYPES = {
     400: "invalid_json",
+    408: "request_timeout",
+    409: "conflict",
+    431: "headers_too_large",
     401: "unauthorized",
     403: "forbidden",
     404: "not_found",
@@ -45,7 +53,30 @@ class ApiError(ServiceError):
     ) -> None:
         super().__init__(message, field=field, headers=headers)
         self.status = status
-        self.type = type or _TYPES.get(status, "error")
+        self.type = type or error_type(status)
+
+
+#: the error shape as JSON Schema (gateway errors add keys such as ``tool_call_id``)
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["type", "message"],
+            "properties": {
+                "type": {"type": "string"},
+                "message": {"type": "string"},
+                "field": {"type": "string"},
+            },
+        }
+    },
+}
+
+
+def error_type(status: int) -> str:
+    """The ``type`` of a generic error of ``status``."""
+    return _TYPES.get(status, "error")
 
 
 def error_body(kind: str, message: str, field: str | None = None) -> dict[str, Any]:
@@ -62,6 +93,8 @@ def _validation(exc: ValidationException) -> tuple[str, str | None]:
         if isinstance(item, dict):
             key = item.get("key")
             message = str(item.get("message", exc.detail))
+            if key == "data" and item.get("source") == "body" and message == "'data'":
+                return "a JSON body is required", None  # Litestar's KeyError for no body
             return (f"{key}: {message}" if key else message), (str(key) if key else None)
     return str(exc.detail), None
 
@@ -80,6 +113,10 @@ def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[di
         status = exc.status_code
         body = error_body(_TYPES.get(status, "error"), str(exc.detail))
         return Response(body, status_code=status, headers=exc.headers or None)
+    if isinstance(exc, InternalServerException) and exc.detail == _GONE:
+        # the client left mid-body (or its body timed out): nobody reads this answer
+        log.debug("client left during %s %s", request.method, request.url.path)
+        return Response(error_body("client_disconnected", _GONE), status_code=400)
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     return Response(error_body("internal_error", "internal server error"), status_code=status)

@@ -23,10 +23,15 @@ from litestar.params import QueryParameter
 from litestar.response import Stream
 
 from agentconsole.scheduler.events import Event
+from agentconsole.server.api.contract import SSE, contract
 from agentconsole.server.api.deps import LiveDep, PrincipalDep
+from agentconsole.server.api.queryguard import strict_query
 
 JSON = dict[str, Any]
 _encode = msgspec.json.Encoder().encode
+#: the largest ``since`` (an event sequence is a 64-bit integer; ``Last-Event-ID`` has at
+#: most 18 digits)
+MAX_SEQ = 2**62
 
 
 def _event(seq: int, event: Event) -> JSON:
@@ -105,20 +110,26 @@ class ObserveController(Controller):
         """Queued and running calls, tiers, paused (a tenant sees its own calls)."""
         return live.observer.runtime(principal.scope)
 
-    @get("/events", summary="Live event feed (SSE)")
+    @get(
+        "/events",
+        summary="Live event feed (SSE)",
+        opt=contract(media=(SSE,)),
+        guards=[strict_query],
+    )
     async def events(
         self,
         request: Request[Any, Any, Any],
         live: LiveDep,
         principal: PrincipalDep,
         since: Annotated[
-            int | None, QueryParameter(ge=0, description="Resume after this seq")
+            int | None, QueryParameter(ge=0, le=MAX_SEQ, description="Resume after this seq")
         ] = None,
     ) -> Stream:
         """``event: batch`` frames ``{"seq", "events": [Event]}`` and ``event: overview``."""
         if since is None:
             last = request.headers.get("last-event-id", "")
-            since = int(last) if last.isdigit() else live.hub.last_seq
+            known = len(last) < 19 and last.isascii() and last.isdigit()
+            since = int(last) if known else live.hub.last_seq
         feed = event_feed(live, principal.scope, since)
         return Stream(
             feed,

@@ -1,7 +1,8 @@
 """``/v1/operator/*``: preempt, cancel, boost, drain, policy, audit (operator key only).
 
 Every action is written to the audit table before the answer (refusals too) and emitted as an
-``operator.action`` event; see :mod:`agentconsole.server.live.operator`.
+``operator.action`` event; see :mod:`agentconsole.server.live.operator`. A call refused before
+it acts (no key, an unknown key, a tenant key) is audited too (``deps.audit_refusal``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Annotated, Any
 from litestar import Controller, get, post
 from litestar.params import JSONBody, PathParameter, QueryParameter
 
+from agentconsole.server.api.contract import contract
 from agentconsole.server.api.deps import LiveDep, PrincipalDep
+from agentconsole.server.api.queryguard import strict_query
 from agentconsole.server.api.schemas import ID_PATTERN, BoostIn, DrainIn, PolicyIn
 
 JSON = dict[str, Any]
@@ -23,27 +26,42 @@ class OperatorController(Controller):
     path = "/v1/operator"
     tags = ("operator",)
 
-    @post("/programs/{program_id:str}/preempt", status_code=200, summary="Preempt a program")
+    @post(
+        "/programs/{program_id:str}/preempt",
+        status_code=200,
+        summary="Preempt a program",
+        opt=contract(404, 409),
+    )
     async def preempt(
         self, program_id: ProgramId, live: LiveDep, operator_principal: PrincipalDep
     ) -> JSON:
         """Take the program's running calls off the GPU; they are requeued."""
         return await live.desk.preempt(operator_principal.key_id, program_id)
 
-    @post("/programs/{program_id:str}/cancel", status_code=200, summary="Cancel a program")
+    @post(
+        "/programs/{program_id:str}/cancel",
+        status_code=200,
+        summary="Cancel a program",
+        opt=contract(404, 409),
+    )
     async def cancel(
         self, program_id: ProgramId, live: LiveDep, operator_principal: PrincipalDep
     ) -> JSON:
         """As the tenant cancel, for any tenant's program."""
         return await live.desk.cancel(operator_principal.key_id, program_id)
 
-    @post("/programs/{program_id:str}/boost", status_code=200, summary="Boost a program")
+    @post(
+        "/programs/{program_id:str}/boost",
+        status_code=200,
+        summary="Boost a program",
+        opt=contract(404, 409),
+    )
     async def boost(
         self,
         program_id: ProgramId,
         live: LiveDep,
         operator_principal: PrincipalDep,
-        data: JSONBody[BoostIn | None],
+        data: JSONBody[BoostIn | None] = None,
     ) -> JSON:
         """Re-rank the program's queued calls first (its policy keys lowered by ``amount``)."""
         amount = data.amount if data is not None else BoostIn().amount
@@ -64,7 +82,7 @@ class OperatorController(Controller):
         """Switch the scheduling policy and/or the tool-wait KV policy by name."""
         return await live.desk.set_policy(operator_principal.key_id, data.policy, data.kv_policy)
 
-    @get("/audit", summary="The audit log")
+    @get("/audit", summary="The audit log", guards=[strict_query])
     async def audit(
         self,
         live: LiveDep,

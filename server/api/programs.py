@@ -1,19 +1,25 @@
 """``/v1/programs``: create, list, get (with the DAG), cancel, finish; nodes: add, get.
 
 A tenant key sees only its tenant's programs: another tenant's program answers 404, exactly
-like an unknown one. Operators see every tenant (and may filter by ``tenant``).
+like an unknown one. Operators see every tenant (and may filter by ``tenant``); what an
+operator key changes here (create, cancel, finish, a node) is audited like an operator action
+(``OperatorDesk.run``: ``ok`` or ``refused: <why>``).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Literal
 
 from litestar import Controller, get, post
 from litestar.params import JSONBody, PathParameter, QueryParameter
 
 from agentconsole.scheduler.program import Branch, NodeKind, Quotas, ToolSpec
-from agentconsole.server.api.deps import LiveDep, PrincipalDep
+from agentconsole.server.api.auth import Principal
+from agentconsole.server.api.contract import contract
+from agentconsole.server.api.deps import Live, LiveDep, PrincipalDep
+from agentconsole.server.api.queryguard import strict_query
 from agentconsole.server.api.schemas import ID_PATTERN, NodeCreate, ProgramCreate, ProgramFinish
 from agentconsole.server.live.views import node_json
 
@@ -23,28 +29,47 @@ NodeId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Node id")
 State = Literal["running", "finished", "failed", "cancelled"]
 
 
+async def _acting(
+    live: Live,
+    principal: Principal,
+    action: str,
+    target: str,
+    args: Mapping[str, Any],
+    work: Callable[[], Awaitable[JSON]],
+) -> JSON:
+    """``work()``; audited when an operator key does it."""
+    if not principal.operator:
+        return await work()
+    return await live.desk.run(principal.key_id, action, target, args, work)
+
+
 class ProgramsController(Controller):
     path = "/v1/programs"
     tags = ("programs",)
 
-    @post("/", status_code=201, summary="Open a program")
+    @post("/", status_code=201, summary="Open a program", opt=contract(409, 429))
     async def create(
         self, data: JSONBody[ProgramCreate], live: LiveDep, principal: PrincipalDep
     ) -> JSON:
         """Create a program for the caller's tenant (409 if the id exists)."""
         quotas = Quotas(**data.quotas.model_dump()) if data.quotas else None
-        if data.program_id is not None:
-            await live.service.check_new_id(principal.tenant, data.program_id, explicit=True)
-        program = live.service.open_program(
-            principal.tenant,
-            data.program_id,
-            deadline_s=data.deadline_s,
-            quotas=quotas,
-            labels=data.labels,
-        )
-        return await live.queries.get_program(principal.scope, program.program_id)
 
-    @get("/", summary="List programs")
+        async def work() -> JSON:
+            if data.program_id is not None:
+                await live.service.check_new_id(principal.tenant, data.program_id, explicit=True)
+            program = live.service.open_program(
+                principal.tenant,
+                data.program_id,
+                deadline_s=data.deadline_s,
+                quotas=quotas,
+                labels=data.labels,
+            )
+            return await live.queries.get_program(principal.scope, program.program_id)
+
+        args = data.model_dump(exclude_none=True)
+        return await _acting(live, principal, "create", data.program_id or "", args, work)
+
+    @get("/", summary="List programs", guards=[strict_query])
     async def list_programs(
         self,
         live: LiveDep,
@@ -63,17 +88,25 @@ class ProgramsController(Controller):
             scope, state=state_filter, label=label, limit=limit, offset=offset
         )
 
-    @get("/{program_id:str}", summary="A program with its DAG")
+    @get("/{program_id:str}", summary="A program with its DAG", opt=contract(404))
     async def get_program(
         self, program_id: ProgramId, live: LiveDep, principal: PrincipalDep
     ) -> JSON:
         """The program, its nodes, edges, critical path and KV placement."""
         return await live.queries.get_program(principal.scope, program_id)
 
-    @post("/{program_id:str}/cancel", status_code=200, summary="Cancel a program")
+    @post(
+        "/{program_id:str}/cancel",
+        status_code=200,
+        summary="Cancel a program",
+        opt=contract(404, 409),
+    )
     async def cancel(self, program_id: ProgramId, live: LiveDep, principal: PrincipalDep) -> JSON:
         """Cancel pending nodes, abort running calls (confirmed before this returns),
-        interrupt read-only tools and flag side-effecting ones."""
+        interrupt read-only tools and flag side-effecting ones. With an operator key it is
+        the operator cancel (audited)."""
+        if principal.operator:
+            return await live.desk.cancel(principal.key_id, program_id)
         report = await live.service.cancel_program(principal.scope, program_id)
         return {
             "program_id": program_id,
@@ -83,20 +116,34 @@ class ProgramsController(Controller):
             "flagged_tools": report.flagged_tools,
         }
 
-    @post("/{program_id:str}/finish", status_code=200, summary="Finish a program")
+    @post(
+        "/{program_id:str}/finish",
+        status_code=200,
+        summary="Finish a program",
+        opt=contract(404, 409),
+    )
     async def finish(
         self,
         program_id: ProgramId,
         live: LiveDep,
         principal: PrincipalDep,
-        data: JSONBody[ProgramFinish | None],
+        data: JSONBody[ProgramFinish | None] = None,
     ) -> JSON:
         """The agent says the program is done (``success: false`` marks it failed)."""
         success = data.success if data is not None else True
-        live.service.finish_program(principal.scope, program_id, success=success)
-        return await live.queries.get_program(principal.scope, program_id)
 
-    @post("/{program_id:str}/nodes", status_code=201, summary="Add a node")
+        async def work() -> JSON:
+            live.service.finish_program(principal.scope, program_id, success=success)
+            return await live.queries.get_program(principal.scope, program_id)
+
+        return await _acting(live, principal, "finish", program_id, {"success": success}, work)
+
+    @post(
+        "/{program_id:str}/nodes",
+        status_code=201,
+        summary="Add a node",
+        opt=contract(404, 409, 429),
+    )
     async def add_node(
         self,
         program_id: ProgramId,
@@ -105,20 +152,25 @@ class ProgramsController(Controller):
         principal: PrincipalDep,
     ) -> JSON:
         """Declare a node (an LLM call or a tool call) and its parents."""
-        program = live.service.owned(principal.scope, program_id)
-        tool = ToolSpec(data.tool) if data.tool else None
-        node = live.service.nodes.add(
-            program,
-            data.node_id,
-            NodeKind(data.kind),
-            tuple(data.parents),
-            time.time(),
-            tool=tool,
-            branch=Branch(data.branch),
-        )
-        return node_json(node)
 
-    @get("/{program_id:str}/nodes/{node_id:str}", summary="A node")
+        async def work() -> JSON:
+            program = live.service.owned(principal.scope, program_id)
+            tool = ToolSpec(data.tool) if data.tool else None
+            node = live.service.nodes.add(
+                program,
+                data.node_id,
+                NodeKind(data.kind),
+                tuple(data.parents),
+                time.time(),
+                tool=tool,
+                branch=Branch(data.branch),
+            )
+            return node_json(node)
+
+        args = data.model_dump(exclude_none=True)
+        return await _acting(live, principal, "add_node", program_id, args, work)
+
+    @get("/{program_id:str}/nodes/{node_id:str}", summary="A node", opt=contract(404))
     async def get_node(
         self, program_id: ProgramId, node_id: NodeId, live: LiveDep, principal: PrincipalDep
     ) -> JSON:

@@ -1,7 +1,12 @@
 """Request bodies of the API (pydantic, validated at the edge; 422 names the bad field).
 
 The chat request follows OpenAI's (unknown OpenAI fields such as ``seed`` or ``user`` are
-accepted and ignored); every agentconsole body is strict (unknown fields are refused).
+accepted and ignored); every agentconsole body is strict (unknown fields are refused). Every
+body is validated in strict mode (no string or boolean where a number is expected, no float
+where an integer is) and every number is bounded. The published OpenAPI schema is these
+models' own JSON Schema (``contract.py``), so what the schema allows is what the server
+accepts; the one rule a JSON Schema cannot say (a named ``tool_choice`` must be among
+``tools``) is a 422 naming ``tool_choice``.
 """
 
 from __future__ import annotations
@@ -9,22 +14,65 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
 
+
+def _integral(value: object) -> object:
+    """A JSON number with no fraction is an integer (JSON Schema's rule): ``5.0`` -> 5."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+def _false(value: bool) -> bool:
+    if value:
+        raise ValueError("is not supported")
+    return value
+
+
+#: integers in strict mode (no string, boolean or fraction), ``5.0`` accepted as 5; the
+#: bounds come before the validator, so the JSON Schema carries them
+Integral = BeforeValidator(_integral)
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+#: a value the server echoes in a response header (``X-Request-Id``): visible ASCII only
+HEADER_VALUE_PATTERN = r"^[!-~]{1,128}$"
 Id = Annotated[str, Field(pattern=ID_PATTERN)]
 Label = Annotated[str, Field(min_length=1, max_length=128)]
 Labels = Annotated[dict[Label, Annotated[str, Field(max_length=256)]], Field(max_length=32)]
+RequestId = Annotated[str, Field(pattern=HEADER_VALUE_PATTERN)]
+#: bounds of ``max_tokens`` in the models; the server's own limit (``limits.max_tokens_limit``)
+#: is checked by the handler and published as the schema's maximum
+MAX_TOKENS_BOUND = 1 << 30
+TokenCount = Annotated[int, Field(ge=1, le=MAX_TOKENS_BOUND), Integral]
+Priority = Annotated[int, Field(ge=-1000, le=1000), Integral]
+Seconds = Annotated[float, Field(gt=0, le=86_400 * 7)]
+Temperature = Annotated[float, Field(ge=0, le=2)]
+TopP = Annotated[float, Field(gt=0, le=1)]
+One = Annotated[int, Field(ge=1, le=1), Integral]
+Unsupported = Annotated[bool, AfterValidator(_false), WithJsonSchema({"const": False})]
+Stop = str | Annotated[list[str], Field(max_length=4)]
+ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+
+
+class _Body(BaseModel):
+    """Strict types; unknown fields ignored (OpenAI's bodies)."""
+
+    model_config = ConfigDict(strict=True)
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Strict types; unknown fields refused (agentconsole's bodies)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
 
 
 class AgentExtras(_Strict):
@@ -33,54 +81,81 @@ class AgentExtras(_Strict):
     program_id: Id | None = None
     node_id: Id | None = None
     parent_ids: Annotated[list[Id], Field(max_length=256)] | None = None
-    deadline_s: Annotated[float, Field(gt=0, le=86_400 * 7)] | None = None
+    deadline_s: Seconds | None = None
     labels: Labels | None = None
 
 
-class FunctionDef(BaseModel):
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+class FunctionParameters(_Body):
+    """A function's ``parameters``: a JSON Schema object (the parts the server reads are
+    typed; any other keyword is passed through)."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    type: Literal["object"] | None = None
+    properties: Annotated[dict[str, dict[str, Any]], Field(max_length=1024)] | None = None
+    required: Annotated[list[str], Field(max_length=1024)] | None = None
+
+
+class FunctionDef(_Body):
+    name: ToolName
     description: Annotated[str, Field(max_length=4096)] | None = None
-    parameters: dict[str, Any] | None = None
+    parameters: FunctionParameters | None = None
     strict: bool | None = None
 
 
-class ToolDef(BaseModel):
+class ToolDef(_Body):
     type: Literal["function"] = "function"
     function: FunctionDef
 
 
-class NamedFunction(BaseModel):
-    name: str
+class NamedFunction(_Body):
+    name: Annotated[str, Field(max_length=64)]
 
 
-class NamedToolChoice(BaseModel):
+class NamedToolChoice(_Body):
     type: Literal["function"] = "function"
     function: NamedFunction
 
 
-class CalledFunction(BaseModel):
-    name: str
+class CalledFunction(_Body):
+    name: Annotated[str, Field(max_length=64)]
     arguments: str = "{}"
 
 
-class ToolCallIn(BaseModel):
-    id: str
+class ToolCallIn(_Body):
+    id: Annotated[str, Field(max_length=256)]
     type: Literal["function"] = "function"
     function: CalledFunction
 
 
-class ContentPart(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    type: str
+class ContentPart(_Body):
+    model_config = ConfigDict(strict=True, extra="allow")
+    type: Annotated[str, Field(max_length=64)]
     text: str | None = None
 
 
-class Message(BaseModel):
+#: what ``Message``'s validator says, as JSON Schema: content (not null), or an assistant
+#: message's tool calls
+_CONTENT_OR_CALLS: dict[str, Any] = {
+    "anyOf": [
+        {"required": ["content"], "properties": {"content": {"not": {"type": "null"}}}},
+        {
+            "required": ["role", "tool_calls"],
+            "properties": {
+                "role": {"const": "assistant"},
+                "tool_calls": {"type": "array", "minItems": 1},
+            },
+        },
+    ]
+}
+
+
+class Message(_Body):
+    model_config = ConfigDict(strict=True, json_schema_extra=_CONTENT_OR_CALLS)
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[ContentPart] | None = None
-    name: str | None = None
+    content: str | Annotated[list[ContentPart], Field(max_length=1024)] | None = None
+    name: Annotated[str, Field(max_length=256)] | None = None
     tool_calls: Annotated[list[ToolCallIn], Field(max_length=128)] | None = None
-    tool_call_id: str | None = None
+    tool_call_id: Annotated[str, Field(max_length=256)] | None = None
 
     @model_validator(mode="after")
     def _content_needed(self) -> Message:
@@ -89,92 +164,60 @@ class Message(BaseModel):
         return self
 
 
-class StreamOptions(BaseModel):
+class StreamOptions(_Body):
     include_usage: bool = False
 
 
-class ChatCompletionRequest(BaseModel):
-    """``POST /v1/chat/completions``: OpenAI's chat request plus agentconsole extras."""
+class _Generation(_Body):
+    """What chat and text completions share: sampling, streaming and the agentconsole
+    extras (``priority``, ``rid``/``request_id``, ``ignore_eos``, ``agentconsole``)."""
 
     model: Annotated[str, Field(max_length=256)]
-    messages: Annotated[list[Message], Field(min_length=1, max_length=10_000)]
     stream: bool = False
     stream_options: StreamOptions | None = None
-    max_tokens: Annotated[int, Field(ge=1)] | None = None
-    max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
-    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
-    stop: str | Annotated[list[str], Field(max_length=4)] | None = None
-    tools: Annotated[list[ToolDef], Field(max_length=128)] | None = None
-    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
-    n: int | None = None
-    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
-    rid: Annotated[str, Field(max_length=128)] | None = None
-    request_id: Annotated[str, Field(max_length=128)] | None = None
+    max_tokens: TokenCount | None = None
+    temperature: Temperature | None = None
+    top_p: TopP | None = None
+    stop: Stop | None = None
+    n: One | None = None
+    priority: Priority = 0
+    rid: RequestId | None = None
+    request_id: RequestId | None = None
     ignore_eos: bool = False
     agentconsole: AgentExtras | None = None
 
-    @field_validator("n")
-    @classmethod
-    def _one_choice(cls, n: int | None) -> int | None:
-        if n is not None and n != 1:
-            raise ValueError("only n=1 is supported")
-        return n
 
-    @model_validator(mode="after")
-    def _named_tool_exists(self) -> ChatCompletionRequest:
-        choice = self.tool_choice
+class ChatCompletionRequest(_Generation):
+    """``POST /v1/chat/completions``: OpenAI's chat request plus agentconsole extras."""
+
+    messages: Annotated[list[Message], Field(min_length=1, max_length=10_000)]
+    max_completion_tokens: TokenCount | None = None
+    tools: Annotated[list[ToolDef], Field(max_length=128)] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _named_tool_exists(cls, choice: object, info: ValidationInfo) -> object:
         if isinstance(choice, NamedToolChoice):
-            names = {t.function.name for t in self.tools or ()}
+            names = {t.function.name for t in info.data.get("tools") or ()}
             if choice.function.name not in names:
                 raise ValueError(f"tool_choice names {choice.function.name!r}, not in tools")
-        return self
+        return choice
 
 
-class CompletionRequest(BaseModel):
+class CompletionRequest(_Generation):
     """``POST /v1/completions``: OpenAI's (legacy) completion request, one text prompt, plus
     the chat request's agentconsole extras. What it cannot honour is refused (422): token-id
     prompts, several prompts, ``n``/``best_of`` above 1, ``echo``, ``logprobs``, ``suffix``."""
 
-    model: Annotated[str, Field(max_length=256)]
-    prompt: str | Annotated[list[str], Field(min_length=1, max_length=1)]
-    stream: bool = False
-    stream_options: StreamOptions | None = None
-    max_tokens: Annotated[int, Field(ge=1)] | None = None
-    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
-    stop: str | Annotated[list[str], Field(max_length=4)] | None = None
-    n: int | None = None
-    best_of: int | None = None
-    echo: bool = False
-    logprobs: int | None = None
-    suffix: str | None = None
-    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
-    rid: Annotated[str, Field(max_length=128)] | None = None
-    request_id: Annotated[str, Field(max_length=128)] | None = None
-    ignore_eos: bool = False
-    agentconsole: AgentExtras | None = None
-
-    @field_validator("n", "best_of")
-    @classmethod
-    def _one_choice(cls, n: int | None) -> int | None:
-        if n is not None and n != 1:
-            raise ValueError("only 1 is supported")
-        return n
-
-    @field_validator("echo", "logprobs", "suffix")
-    @classmethod
-    def _unsupported(cls, value: object, info: ValidationInfo) -> object:
-        if value not in (None, False):
-            raise ValueError(f"{info.field_name} is not supported")
-        return value
-
-    @field_validator("prompt")
-    @classmethod
-    def _not_empty(cls, prompt: str | list[str]) -> str | list[str]:
-        if not (prompt if isinstance(prompt, str) else prompt[0]):
-            raise ValueError("the prompt must not be empty")
-        return prompt
+    prompt: (
+        Annotated[str, Field(min_length=1)]
+        | Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=1)]
+    )
+    best_of: One | None = None
+    echo: Unsupported = False
+    logprobs: None = None
+    suffix: None = None
 
     @property
     def text(self) -> str:
@@ -183,17 +226,17 @@ class CompletionRequest(BaseModel):
 
 
 class QuotasIn(_Strict):
-    wall_time_s: Annotated[float, Field(gt=0)] | None = None
-    tokens: Annotated[int, Field(ge=1)] | None = None
-    tool_calls: Annotated[int, Field(ge=0)] | None = None
-    branches: Annotated[int, Field(ge=1)] | None = None
+    wall_time_s: Seconds | None = None
+    tokens: Annotated[int, Field(ge=1, le=10**12), Integral] | None = None
+    tool_calls: Annotated[int, Field(ge=0, le=10**6), Integral] | None = None
+    branches: Annotated[int, Field(ge=1, le=10**6), Integral] | None = None
 
 
 class ProgramCreate(_Strict):
     """``POST /v1/programs``."""
 
     program_id: Id | None = None
-    deadline_s: Annotated[float, Field(gt=0, le=86_400 * 7)] | None = None
+    deadline_s: Seconds | None = None
     quotas: QuotasIn | None = None
     labels: Labels | None = None
 
@@ -207,10 +250,18 @@ class ProgramFinish(_Strict):
 class NodeCreate(_Strict):
     """``POST /v1/programs/{id}/nodes``."""
 
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        json_schema_extra={
+            "if": {"properties": {"kind": {"const": "tool"}}},
+            "then": {"required": ["tool"], "properties": {"tool": {"type": "string"}}},
+        },
+    )
     node_id: Id
     kind: Literal["llm", "tool"]
     parents: Annotated[list[Id], Field(max_length=256)] = []
-    tool: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] | None = None
+    tool: ToolName | None = None
     branch: Literal["main", "repair", "discarded"] = "main"
 
     @model_validator(mode="after")
@@ -231,3 +282,16 @@ class DrainIn(_Strict):
 class PolicyIn(_Strict):
     policy: Annotated[str, Field(max_length=64)] | None = None
     kv_policy: Annotated[str, Field(max_length=64)] | None = None
+
+
+#: every request body model (their JSON Schemas are the published contract's)
+BODY_MODELS: tuple[type[BaseModel], ...] = (
+    ChatCompletionRequest,
+    CompletionRequest,
+    ProgramCreate,
+    ProgramFinish,
+    NodeCreate,
+    BoostIn,
+    DrainIn,
+    PolicyIn,
+)

@@ -11,10 +11,20 @@ from typing import Any
 
 from litestar import Controller, Response, get
 
+from agentconsole.server.api.contract import contract
 from agentconsole.server.api.deps import LiveDep
 from agentconsole.server.prometheus import CONTENT_TYPE
 
 PROBE_TIMEOUT_S = 2.0
+_READINESS = {
+    "type": "object",
+    "required": ["runtime", "store"],
+    "properties": {"runtime": {"type": "boolean"}, "store": {"type": "boolean"}},
+}
+_NOT_READY = {
+    "description": "Not ready: which part is not",
+    "content": {"application/json": {"schema": _READINESS}},
+}
 
 
 async def runtime_answers(live: LiveDep) -> bool:
@@ -32,19 +42,24 @@ class SystemController(Controller):
     path = "/"
     tags = ("system",)
 
-    @get("/health", summary="Liveness")
+    @get("/health", summary="Liveness", opt=contract(public=True))
     async def health(self) -> dict[str, str]:
         """200 while the process serves HTTP."""
         return {"status": "ok"}
 
-    @get("/ready", summary="Readiness")
+    @get("/ready", summary="Readiness", opt=contract(public=True, responses={503: _NOT_READY}))
     async def ready(self, live: LiveDep) -> Response[dict[str, Any]]:
         """200 when the runtime answers and the store writer is alive, else 503."""
         body = {"runtime": await runtime_answers(live), "store": live.store.writer.alive}
         ok = body["runtime"] and body["store"]
         return Response(body, status_code=200 if ok else 503)
 
-    @get("/metrics", summary="Prometheus metrics", media_type=CONTENT_TYPE)
+    @get(
+        "/metrics",
+        summary="Prometheus metrics",
+        media_type=CONTENT_TYPE,
+        opt=contract(public=True),
+    )
     async def metrics(self, live: LiveDep) -> Response[bytes]:
         """``agentconsole_*`` series (no per-program labels)."""
         return Response(live.prometheus.render(), media_type=CONTENT_TYPE)

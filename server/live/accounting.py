@@ -58,7 +58,7 @@ class CallAccounting:
         self.model = model
 
     def _emit(self, call: LiveCall, kind: EventKind, data: dict[str, Scalar]) -> None:
-        attempt = int(call.call_id.rsplit("/", 1)[-1])
+        attempt = call.request.ticket.attempt
         self.sink.emit(
             Event(time.time(), kind, call.program_id, call.node_id, attempt, call.tenant, data)
         )
@@ -101,6 +101,8 @@ class CallAccounting:
             self._emit(call, EventKind.CALL_FINISHED, data)
         uncached = max(result.prompt_tokens - result.cached_tokens, 0)
         self.model.observe(uncached, result.output_tokens, result.service_s)
+        charged = max(result.output_tokens, call.received + call.ghost)
+        svc.tenants.charge_tokens(call.tenant, uncached + charged, now)
         # The controller counts queue time from readiness to submission; the runtime knows
         # the time the call then waited inside the engine, which belongs there too.
         usage = CallUsage(

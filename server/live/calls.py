@@ -1,16 +1,20 @@
-"""One LLM call in flight: the pump from the runtime's stream to the client, and its abort.
+"""One LLM call in flight, from ``runtime.submit`` to its end, and its abort.
 
-A :class:`LiveCall` owns an asyncio task (the pump) that reads the runtime's token stream,
-forwards each delta to the client's queue and reports progress to the service's
-:class:`CallHooks` (first token, quota checks, the end). The call lives independently of the
-HTTP connection: a client that goes away calls :meth:`LiveCall.abort`.
+A :class:`LiveCall` listens to the runtime's stream (``GenerationStream.listen``): the runtime
+hands it each delta and the end in the runtime's own task, and the call forwards the delta to
+the client and reports progress to the service's :class:`CallHooks` (first token, quota
+checks, the end). So a call has no task of its own: on SGLang the adapter's task per call is
+the only one, on the simulator the engine's single task feeds every call. The call lives
+independently of the HTTP connection: a client that goes away calls :meth:`LiveCall.abort`.
 
 Abort rules (research report, section 4.3): :meth:`abort` first stops forwarding (so no token
-reaches the client after the abort was asked for), then awaits ``runtime.abort(call_id)``
-exactly once per call, shielded so that a cancelled caller cannot lose it; later callers share
-the same confirmation. Tokens the runtime still produces afterwards are *ghost tokens*: the
-pump drains and counts them, and the larger of that count and what the runtime's final
-accounting implies is reported to the hooks.
+reaches the client after the abort was asked for, including deltas forwarded but not yet sent),
+then awaits ``runtime.abort(call_id)`` (by the exact call id) exactly once per call, shielded
+so that a cancelled caller cannot lose it; later callers share the same confirmation. Tokens
+the runtime still produces afterwards are *ghost tokens*: the call counts them, and the larger
+of that count and what the runtime's final accounting implies is reported to the hooks, which
+charge them. :meth:`abort` returns once the outcome is known (the runtime's end has been
+accounted), or after ``wait_s``.
 """
 
 from __future__ import annotations
@@ -26,11 +30,11 @@ from typing import Any, Protocol
 from agentconsole.scheduler.runtime import (
     GenerationRequest,
     GenerationResult,
-    GenerationStream,
     Runtime,
     TokenDelta,
     ToolCallTuple,
 )
+from agentconsole.scheduler.tokenstream import wake
 from agentconsole.server.live.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -92,49 +96,43 @@ class LiveCall:
         self.error: ServiceError | None = None
         self._runtime = runtime
         self._hooks = hooks
-        self._text: list[str] = []
-        self._out: asyncio.Queue[TokenDelta | None] = asyncio.Queue()
+        self._forwarded: list[TokenDelta] = []  # what the client is given, in order
+        self._waiter: asyncio.Future[None] | None = None  # a streaming reader waiting
         self._abort: asyncio.Future[bool] | None = None
         self._done: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
-        self._stream: GenerationStream = runtime.submit(request)
-        self._task = asyncio.create_task(self._pump(), name=f"call {self.call_id}")
-
-    @property
-    def tools_offered(self) -> bool:
-        return bool(self.tools)
+        runtime.submit(request).listen(self)
 
     @property
     def text(self) -> str:
         """The text forwarded to the client so far."""
-        return "".join(self._text)
+        return "".join(d.text for d in self._forwarded)
 
     @property
     def finished(self) -> bool:
-        """The pump is over and the outcome is known."""
+        """The runtime's stream is over and the outcome is known."""
         return self._done.done()
 
-    # -- the pump -----------------------------------------------------------------------------
-    async def _pump(self) -> None:
-        result: GenerationResult | None = None
+    # -- the runtime's stream (StreamListener) -------------------------------------------------
+    def on_delta(self, delta: TokenDelta) -> None:
+        """Forward ``delta`` to the client (a ghost token once an abort was asked)."""
+        if self.closed:
+            self.ghost += delta.tokens
+            return
+        self.received += delta.tokens
+        self._forwarded.append(delta)
+        self._wake()
         try:
-            async for delta in self._stream:
-                if self.closed:
-                    self.ghost += delta.tokens
-                    continue
-                self.received += delta.tokens
-                self._text.append(delta.text)
-                if self.first_token_at is None:
-                    self.first_token_at = time.time()
-                    self._hooks.first_token(self)
-                self._out.put_nowait(delta)
-                self._hooks.progress(self)
-            result = await self._stream.result()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("runtime stream of %s failed", self.call_id)
-        finally:
-            self._out.put_nowait(None)
+            if self.first_token_at is None:
+                self.first_token_at = time.time()
+                self._hooks.first_token(self)
+            self._hooks.progress(self)
+        except Exception:  # the runtime's task must go on feeding the other calls
+            log.exception("accounting the progress of %s failed", self.call_id)
+
+    def on_end(self, result: GenerationResult | None, error: BaseException | None) -> None:
+        """Account the end (``result`` None: the runtime failed) and settle the outcome."""
+        if error is not None:
+            log.error("runtime stream of %s failed: %r", self.call_id, error)
         if result is not None and self.closed:
             self.ghost = max(self.ghost, result.output_tokens - self.received)
         try:
@@ -145,21 +143,38 @@ class LiveCall:
             reason = "error" if result is None else result.finish_reason
             if self.closed:
                 reason = "length" if self.error is not None else "abort"
-            self._done.set_result(CallOutcome(reason, "".join(self._text), result, self.error))
+            self._done.set_result(CallOutcome(reason, self.text, result, self.error))
+            self._wake()
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        wake(waiter)
 
     # -- consumers ----------------------------------------------------------------------------
     async def deltas(self) -> AsyncIterator[TokenDelta]:
-        """The deltas forwarded to the client, until the call ends or is aborted."""
-        while True:
-            delta = await self._out.get()
-            if delta is None:
-                self._out.put_nowait(None)
+        """The deltas forwarded to the client, until the call ends or is aborted (what was
+        forwarded but not yet taken from here when the abort was asked is never given)."""
+        sent = 0
+        while not self.closed:
+            if sent < len(self._forwarded):
+                sent += 1
+                yield self._forwarded[sent - 1]
+            elif self._done.done():
                 return
-            yield delta
+            else:
+                self._waiter = asyncio.get_running_loop().create_future()
+                await self._waiter
 
     async def outcome(self) -> CallOutcome:
         """Wait for the end (safe to cancel: the call goes on)."""
+        if self._done.done():
+            return self._done.result()
         return await asyncio.shield(self._done)
+
+    def ending(self) -> asyncio.Future[CallOutcome]:
+        """A future of the outcome, for ``asyncio.wait`` (cancelling it leaves the call
+        alone)."""
+        return asyncio.shield(self._done)
 
     # -- stopping -----------------------------------------------------------------------------
     def stop(self, error: ServiceError) -> None:
@@ -170,7 +185,7 @@ class LiveCall:
 
     async def abort(self, reason: str, *, wait_s: float = 5.0) -> bool:
         """Abort the call (idempotent). Returns True once the runtime confirmed the call gone,
-        False if it had already ended. Then waits up to ``wait_s`` for the pump to finish, so
+        False if it had already ended. Then waits up to ``wait_s`` for the runtime's end, so
         the call's events and accounting are in place when this returns."""
         confirmed = await asyncio.shield(self._start_abort(reason))
         with contextlib.suppress(TimeoutError):
@@ -186,16 +201,8 @@ class LiveCall:
 
     def _start_abort(self, reason: str) -> asyncio.Future[bool]:
         if self._abort is None:
-            self.closed = True
+            self.closed = True  # not yet sent: the client must never see it
             self.abort_reason = reason
-            while not self._out.empty():  # not yet sent: the client must never see it
-                self._out.get_nowait()
-            self._out.put_nowait(None)
+            self._wake()
             self._abort = asyncio.ensure_future(self._runtime.abort(self.call_id))
         return self._abort
-
-    async def close(self) -> None:
-        """Cancel the pump (server shutdown, after the runtime has stopped)."""
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task

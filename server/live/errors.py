@@ -27,6 +27,12 @@ class InvalidRequest(ServiceError):
     status = 422
 
 
+class ContextTooLong(InvalidRequest):
+    """The prompt and ``max_tokens`` do not fit in the served model's context."""
+
+    type = "context_length_exceeded"
+
+
 class NotFound(ServiceError):
     """Unknown, or owned by another tenant (the two are indistinguishable on purpose)."""
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import replace
 
 from agentconsole.scheduler.events import Event
 
@@ -58,8 +57,9 @@ class EventHub:
         """Number ``event``, keep it in the ring, hand it to every subscriber, wake readers."""
         if not event.tenant and event.program_id and self._tenant_of is not None:
             tenant = self._tenant_of(event.program_id)
-            if tenant:
-                event = replace(event, tenant=tenant)
+            if tenant:  # a new Event by hand: dataclasses.replace costs 4x as much
+                e = event
+                event = Event(e.t, e.kind, e.program_id, e.node_id, e.attempt, tenant, e.data)
         seq = self._next
         self._next += 1
         self._ring[seq % self._size] = (seq, event)

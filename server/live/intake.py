@@ -20,7 +20,7 @@ from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.scheduler.program import Program
 from agentconsole.scheduler.runtime import GenerationRequest, Prompt
 from agentconsole.server.live.calls import LiveCall
-from agentconsole.server.live.errors import Unavailable
+from agentconsole.server.live.errors import ContextTooLong, Unavailable
 from agentconsole.server.live.identity import chain_hashes
 from agentconsole.server.live.prompt import encode_prompt, offered_tools, render_prompt
 
@@ -52,6 +52,19 @@ class ChatCall:
     prompt_text: str | None = None
 
 
+def check_context(runtime: object, prompt_tokens: int, chat: ChatCall) -> None:
+    """422 ``context_length_exceeded`` when the prompt plus ``max_tokens`` exceed the served
+    model's context (the runtime's ``max_context_tokens``; a runtime without one: no check)."""
+    limit = getattr(runtime, "max_context_tokens", None)
+    if isinstance(limit, int) and prompt_tokens + chat.max_tokens > limit:
+        field = "prompt" if chat.prompt_text is not None else "messages"
+        raise ContextTooLong(
+            f"{prompt_tokens} prompt tokens + max_tokens {chat.max_tokens} exceed the"
+            f" model's context of {limit} tokens",
+            field="max_tokens" if prompt_tokens < limit else field,
+        )
+
+
 class CallIntake:
     """The chat-call entry of :class:`ProgramService`."""
 
@@ -72,17 +85,19 @@ class CallIntake:
             program = svc.program_for_call(tenant, chat.program_id, chat)
         svc.require_running(program)
         await svc.check_quotas(program, time.time())
+        svc.tenants.check_call(tenant, time.time())
         if chat.prompt_text is not None:
             prompt = encode_prompt(svc.runtime, chat.prompt_text)
         else:
             prompt = render_prompt(svc.runtime, chat.messages, chat.tools, chat.tool_choice)
+        check_context(svc.runtime, prompt.tokens, chat)
         await self._door(program, prompt)
         svc.tool_calls.answered(program.program_id, chat.messages)
         now = time.time()
         node = svc.nodes.llm_node(program, chat.node_id, parents, now)
         pid, nid = program.program_id, node.node_id
         probe = svc.runtime.probe(pid, prompt, tenant)
-        ticket = svc.driver.queue_call(pid, nid, probe, now)
+        ticket = svc.driver.queue_call(pid, nid, probe, now, private_tokens=prompt.private_tokens)
         ticket.boost += chat.priority * PRIORITY_UNIT_S
         svc.controller.start_node(pid, nid, now)
         request = GenerationRequest(
@@ -113,15 +128,24 @@ class CallIntake:
         return call
 
     async def _door(self, program: Program, prompt: Prompt) -> None:
-        """Let the call through the program door: at once for a started program, else when
-        the driver starts it (``DoorRoom.wait``: 503 after the wait limit)."""
+        """Let the call through the program door: a new program when the driver starts it, a
+        started one at once unless the started programs outgrew memory and the driver parks
+        it at this call boundary (``DoorRoom.wait``: 503 after the wait limit)."""
         svc = self.service
-        if not svc.driver.door_open or program.nodes:
-            return  # no door, or the program started: its calls never wait there
-        memory = svc.runtime.memory().memory_tokens
-        pid = program.program_id
-        if svc.driver.arrive(pid, prompt.private_tokens, memory, time.time()):
+        if not svc.driver.door_open:
             return
+        pid = program.program_id
+        if program.completed_calls:  # a started program at its next call boundary
+            parked = svc.driver.at_boundary(pid, svc.view, time.time())
+            if parked is None:
+                return
+            await svc.apply(parked)  # its context offloaded or dropped while it waits
+        elif program.nodes:
+            return  # started, nothing finished yet: no boundary to park it at
+        else:
+            memory = svc.runtime.memory().memory_tokens
+            if svc.driver.arrive(pid, prompt.private_tokens, memory, time.time()):
+                return
         await svc.door.wait(pid)
         svc.require_running(program)  # it may have been cancelled while at the door
 

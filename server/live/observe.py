@@ -113,7 +113,9 @@ class Observer:
             if q.tool_calls:
                 row["tool_calls"] = max(row["tool_calls"], program.tool_calls / q.tool_calls)
         rows = []
-        for name, m in self.metrics.tenants(time.time()).items():
+        now = time.time()
+        budgets = self.service.tenants
+        for name, m in self.metrics.tenants(now).items():
             if tenant is not None and name != tenant:
                 continue
             rows.append(
@@ -126,6 +128,9 @@ class Observer:
                     "max_queue_wait_s": m.max_queue_wait_s,
                     "tokens_used": tokens.get(name, 0),
                     "quota_use": use.get(name, {"tokens": 0.0, "tool_calls": 0.0}),
+                    # tenant-level limits (None: unlimited) and what counts against them
+                    "limits": asdict(budgets.limits(name)),
+                    **budgets.usage(name, now),
                 }
             )
         return {"tenants": rows}

@@ -1,9 +1,13 @@
 """Operator actions (preempt, cancel, boost, drain, policy switch), each one audited.
 
 Every action, whether it succeeds or is refused, is written to the audit table (durably,
-before the HTTP answer) and emitted as an ``operator.action`` event for the consoles. The
-audit writer is injected (``Store.writer.put_durable`` in the server), so this module does not
-depend on the store.
+before the HTTP answer) and emitted as an ``operator.action`` event for the consoles; so is
+what an operator key does on a tenant's route (:meth:`OperatorDesk.run`: a cancel, a finish,
+a node). A call refused before it could act (a missing, unknown or tenant key on an operator
+route: :meth:`OperatorDesk.refused`) is queued for the audit table without waiting (a flood of
+refused calls must not wait on the store's commits). The writers are injected
+(``Store.writer.put_durable`` and ``put`` in the server), so this module does not depend on
+the store.
 """
 
 from __future__ import annotations
@@ -20,19 +24,19 @@ from agentconsole.server.live.errors import InvalidRequest, ServiceError
 from agentconsole.server.live.service import ProgramService
 
 Audit = Callable[[float, str, str, str, Mapping[str, Any], str], Awaitable[None]]
+#: the audit row of a refused call, queued without waiting (see the module docstring)
+Note = Callable[[float, str, str, str, Mapping[str, Any], str], None]
 
 
 class OperatorDesk:
     """The operator's actions on the live service."""
 
-    def __init__(self, service: ProgramService, audit: Audit) -> None:
+    def __init__(self, service: ProgramService, audit: Audit, note: Note | None = None) -> None:
         self.service = service
         self._audit = audit
+        self._note = note
 
-    async def _record(
-        self, actor: str, action: str, target: str, args: Mapping[str, Any], result: str
-    ) -> None:
-        now = time.time()
+    def _emit(self, now: float, actor: str, action: str, target: str, result: str) -> None:
         program = self.service.controller.programs.get(target)
         self.service.hub.emit(
             Event(
@@ -43,9 +47,22 @@ class OperatorDesk:
                 data={"actor": actor, "action": action, "target": target, "result": result},
             )
         )
+
+    async def _record(
+        self, actor: str, action: str, target: str, args: Mapping[str, Any], result: str
+    ) -> None:
+        now = time.time()
+        self._emit(now, actor, action, target, result)
         await self._audit(now, actor, action, target, args, result)
 
-    async def _run(
+    def refused(self, actor: str, action: str, target: str, reason: str) -> None:
+        """Audit a call refused before it could act (``result`` ``refused: <reason>``)."""
+        now, result = time.time(), f"refused: {reason}"
+        self._emit(now, actor, action, target, result)
+        if self._note is not None:
+            self._note(now, actor, action, target, {}, result)
+
+    async def run(
         self,
         actor: str,
         action: str,
@@ -53,6 +70,8 @@ class OperatorDesk:
         args: Mapping[str, Any],
         work: Callable[[], Awaitable[dict[str, Any]]],
     ) -> dict[str, Any]:
+        """Do ``work`` as operator ``actor`` and audit it: ``ok``, or ``refused: <why>`` when
+        it raises the service's refusal (which is re-raised)."""
         try:
             outcome = await work()
         except ServiceError as error:
@@ -73,7 +92,7 @@ class OperatorDesk:
                     done.append(call.call_id)
             return {"program_id": program_id, "preempted_calls": done}
 
-        return await self._run(actor, "preempt", program_id, {}, work)
+        return await self.run(actor, "preempt", program_id, {}, work)
 
     async def cancel(self, actor: str, program_id: str) -> dict[str, Any]:
         """As the tenant cancel, for any tenant's program."""
@@ -88,7 +107,7 @@ class OperatorDesk:
                 "flagged_tools": report.flagged_tools,
             }
 
-        return await self._run(actor, "cancel", program_id, {}, work)
+        return await self.run(actor, "cancel", program_id, {}, work)
 
     async def boost(self, actor: str, program_id: str, amount: float) -> dict[str, Any]:
         """Lower every later policy key of the program by ``amount`` and re-rank its queued
@@ -105,7 +124,7 @@ class OperatorDesk:
                     reranked.append(call.call_id)
             return {"program_id": program_id, "boost": amount, "reranked_calls": reranked}
 
-        return await self._run(actor, "boost", program_id, {"amount": amount}, work)
+        return await self.run(actor, "boost", program_id, {"amount": amount}, work)
 
     async def drain(self, actor: str, enabled: bool) -> dict[str, Any]:
         """Stop (or resume) admitting calls into the runtime; running calls continue."""
@@ -118,7 +137,7 @@ class OperatorDesk:
             self.service.draining = enabled
             return {"draining": enabled}
 
-        return await self._run(actor, "drain", "", {"enabled": enabled}, work)
+        return await self.run(actor, "drain", "", {"enabled": enabled}, work)
 
     async def set_policy(
         self, actor: str, policy: str | None, kv_policy: str | None
@@ -141,4 +160,4 @@ class OperatorDesk:
             service.hub.emit(Event(time.time(), EventKind.POLICY_CHANGED, data=data))
             return data
 
-        return await self._run(actor, "policy", "", args, work)
+        return await self.run(actor, "policy", "", args, work)

@@ -13,9 +13,10 @@ import time
 
 from agentconsole.scheduler.controller import ProgramController
 from agentconsole.scheduler.events import Event
+from agentconsole.scheduler.program import Program
 from agentconsole.server.live.periodic import Periodic
 from agentconsole.server.live.views import node_record, program_record
-from agentconsole.server.store.records import AttemptRecord
+from agentconsole.server.store.records import AttemptRecord, Record
 from agentconsole.server.store.writer import StoreWriter
 
 
@@ -41,44 +42,66 @@ class StoreProjector:
     def write(self) -> int:
         """Queue the rows of everything dirty at once; returns how many programs."""
         dirty, self._dirty = self._dirty, {}
+        rows: list[Record] = []
         for pid, node_ids in dirty.items():
-            self._write_program(pid, node_ids, time.time())
+            program = self.controller.programs.get(pid)
+            if program is not None:
+                now = time.time()
+                rows.append(program_record(program, now))
+                for nid in node_ids:
+                    self._node_rows(program, nid, now, rows)
+        self._put(rows)
         return len(dirty)
 
-    async def write_gradually(self, chunk: int = 32) -> None:
-        """As :meth:`write`, yielding to the event loop after every ``chunk`` programs or
-        nodes, so a second's worth of changes never stalls calls in flight."""
+    async def write_gradually(self, chunk: int = 8) -> None:
+        """As :meth:`write`, but the rows are built ``chunk`` programs or nodes at a time,
+        yielding to the event loop in between (a program's hundred calls of the last second
+        took ~3 ms to build: the tail of the calls in flight), and queued together at the end,
+        so the writer commits them in one batch (each batch of upserts scans the tables; rows
+        queued a few at a time made twice as many batches and doubled the writer's CPU)."""
         dirty, self._dirty = self._dirty, {}
+        rows: list[Record] = []
         done = 0
-        for pid, node_ids in dirty.items():
-            done += 1 + self._write_program(pid, node_ids, time.time())
-            if done >= chunk:
-                done = 0
-                await asyncio.sleep(0)
+        try:
+            for pid, node_ids in dirty.items():
+                program = self.controller.programs.get(pid)
+                if program is None:
+                    continue
+                for nid in ("", *node_ids):  # "": the program's own row, first
+                    if done >= chunk:
+                        done = 0
+                        await asyncio.sleep(0)
+                    if nid:
+                        done += self._node_rows(program, nid, time.time(), rows)
+                    else:
+                        rows.append(program_record(program, time.time()))
+                        done += 1
+        finally:
+            self._put(rows)
 
-    def _write_program(self, pid: str, node_ids: set[str], now: float) -> int:
-        program = self.controller.programs.get(pid)
-        if program is None:
+    def _node_rows(self, program: Program, nid: str, now: float, rows: list[Record]) -> int:
+        """Add the rows of one node and its attempts to ``rows``; 1 if it exists (else 0)."""
+        node = program.nodes.get(nid)
+        if node is None:
             return 0
-        put = self.writer.put
-        put(program_record(program, now))
-        for nid in node_ids:
-            node = program.nodes.get(nid)
-            if node is None:
-                continue
-            put(node_record(program, node, now))
-            for attempt in node.attempts:
-                put(
-                    AttemptRecord(
-                        program_id=pid,
-                        node_id=nid,
-                        attempt=attempt.number,
-                        state=attempt.outcome or "running",
-                        started_at=attempt.started_at,
-                        finished_at=attempt.finished_at,
-                    )
+        rows.append(node_record(program, node, now))
+        for attempt in node.attempts:
+            rows.append(
+                AttemptRecord(
+                    program_id=program.program_id,
+                    node_id=nid,
+                    attempt=attempt.number,
+                    state=attempt.outcome or "running",
+                    started_at=attempt.started_at,
+                    finished_at=attempt.finished_at,
                 )
-        return len(node_ids)
+            )
+        return 1
+
+    def _put(self, rows: list[Record]) -> None:
+        put = self.writer.put
+        for row in rows:
+            put(row)
 
     async def sync(self) -> None:
         """Write everything dirty and wait until it (and all before it) has committed."""

@@ -9,7 +9,7 @@ Every program-level decision is the :class:`ProgramDriver`'s (the same object ``
 drives): the service feeds it what happens and carries out the actions it returns
 (:meth:`ProgramService.apply`) with asyncio. Data flow of a chat call: resolve the program
 (explicit, or inferred from the prefix chain) -> quotas -> prompt -> the door -> node ->
-probe and ticket -> ``runtime.submit`` -> :class:`LiveCall` pumps the stream ->
+probe and ticket -> ``runtime.submit`` -> :class:`LiveCall` listens to the stream ->
 :class:`CallAccounting` reports its end to the driver. Tools (:class:`ToolPort`, what the
 gateway calls) report their start and end to the driver, which decides what happens to the
 program's KV while it waits on them. Cancel: pending nodes cancelled, calls in flight aborted
@@ -54,9 +54,12 @@ from agentconsole.server.live.identity import PrefixChains
 from agentconsole.server.live.intake import CallIntake, ChatCall
 from agentconsole.server.live.nodes import NodeBook
 from agentconsole.server.live.ownership import StoredIds
+from agentconsole.server.live.reopen import rebuild
 from agentconsole.server.live.servicemodel import OnlineServiceModel
+from agentconsole.server.live.tenants import TenantBudgets
 from agentconsole.server.live.toolcalls import ToolCallBook
 from agentconsole.server.live.toolport import ToolPort
+from agentconsole.server.store.repository import ProgramView
 
 CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
 
@@ -93,12 +96,18 @@ class ProgramService:
         ready_timeout_s: float = 30.0,
         stored_ids: StoredIds | None = None,
         door: DoorSettings | None = None,
+        tenants: TenantBudgets | None = None,
+        stored_program: Callable[[str], ProgramView | None] | None = None,
     ) -> None:
         self.runtime = runtime
         door = door or DoorSettings()
         #: ids the store may hold (programs no longer in memory); none without a store
         self.stored_ids = stored_ids or StoredIds(lambda _: None)
+        #: a stored program's rows (to rebuild it after a restart); none without a store
+        self.stored_program = stored_program or (lambda _: None)
         self.hub = hub
+        #: tenant-level limits (tokens per minute, concurrent programs, stored bytes)
+        self.tenants = tenants or TenantBudgets()
         self.model = OnlineServiceModel()
         self.controller = ProgramController(hub, self.model)
         self.policy: Policy = get_policy(policy)
@@ -224,6 +233,7 @@ class ProgramService:
         pid = program_id or f"prog-{uuid.uuid4().hex[:12]}"
         if pid in self.controller.programs:
             raise Conflict(f"program {pid!r} already exists", field="program_id")
+        self.tenants.check_new_program(tenant, self._running_programs(tenant))
         now = time.time()
         deadline = now + deadline_s if deadline_s is not None else None
         program = self.controller.open_program(
@@ -231,6 +241,13 @@ class ProgramService:
         )
         self.stored_ids.add(pid)
         return program
+
+    def _running_programs(self, tenant: str) -> int:
+        """Running programs of ``tenant`` (counted only when a limit needs it)."""
+        if self.tenants.limits(tenant).concurrent_programs is None:
+            return 0
+        programs = self.controller.programs.values()
+        return sum(1 for p in programs if p.tenant == tenant and not p.state.terminal)
 
     async def check_new_id(self, tenant: str, program_id: str, *, explicit: bool) -> None:
         """Before opening ``program_id`` for ``tenant`` when it is not in memory: an id the
@@ -246,6 +263,16 @@ class ProgramService:
             raise Conflict(f"program {program_id!r} already exists", field="program_id")
         if owner != tenant:
             raise NotFound(f"program {program_id!r} not found", field="program_id")
+        view = await asyncio.to_thread(self.stored_program, program_id)
+        if view is not None and program_id not in self.controller.programs:
+            self.reopen(view)
+
+    def reopen(self, view: ProgramView) -> Program:
+        """Rebuild a stored program in memory with its DAG and standing (``reopen``)."""
+        program = rebuild(view, time.time())
+        self.controller.adopt(program)
+        self.stored_ids.add(program.program_id)
+        return program
 
     def program_for_call(self, tenant: str, program_id: str, chat: ChatCall) -> Program:
         """The named program, created on first sight; NotFound if another tenant owns it."""

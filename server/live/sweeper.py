@@ -8,12 +8,17 @@
   back (``ToolCallBook``) does not count as running: it is closed as abandoned.
 * Memory: programs that ended more than ``retain_s`` ago leave the controller's table (the
   store keeps them; reads fall back to it).
+
+A program's last activity is recomputed only when an event touched it since the last sweep
+(every change of a node is an event): scanning every node of every program twice a second
+stalled the event loop for milliseconds per thousand nodes.
 """
 
 from __future__ import annotations
 
 import time
 
+from agentconsole.scheduler.events import Event
 from agentconsole.scheduler.program import NodeState, Program
 from agentconsole.server.live.errors import QuotaError
 from agentconsole.server.live.periodic import Periodic
@@ -44,6 +49,14 @@ class Sweeper:
         self.program_idle_s = program_idle_s
         self.retain_s = retain_s
         self._periodic = Periodic("sweeper", interval_s, self._tick)
+        self._active: dict[str, float] = {}  # last_activity of running programs, as last seen
+        self._touched: set[str] = set()  # programs with events since the last sweep
+        service.hub.subscribe(self._observe)
+
+    def _observe(self, event: Event) -> None:
+        """Hub subscriber: remember which programs changed."""
+        if event.program_id:
+            self._touched.add(event.program_id)
 
     def start(self) -> None:
         self._periodic.start()
@@ -58,9 +71,11 @@ class Sweeper:
         """One pass (see the module docstring). Changes program states and the table."""
         service = self.service
         service.settle(service.driver.tick(now))
+        touched, self._touched = self._touched, set()
         for program in list(service.controller.programs.values()):
             pid = program.program_id
             if program.state.terminal:
+                self._active.pop(pid, None)
                 ended = program.finished_at or now
                 if now - ended > self.retain_s and not service.calls_of(pid):
                     service.forget(pid)
@@ -69,14 +84,18 @@ class Sweeper:
             if limit is not None and now - program.created_at > limit:
                 error = QuotaError(pid, "wall_time_s", limit, now - program.created_at)
                 await service.stop_for_quota(pid, error)
-            elif self._idle(program, now):
+            elif self._idle(program, now, pid in touched):
                 service.finish_idle(pid)
 
-    def _idle(self, program: Program, now: float) -> bool:
-        if self.service.calls_of(program.program_id):
+    def _idle(self, program: Program, now: float, touched: bool) -> bool:
+        pid = program.program_id
+        active = self._active.get(pid)
+        if active is None or touched:
+            active = self._active[pid] = last_activity(program)
+        if now - active <= self.program_idle_s or self.service.calls_of(pid):
             return False
-        asked = self.service.tool_calls.pending(program.program_id)
+        asked = self.service.tool_calls.pending(pid)
         for node in program.nodes.values():
             if node.state is NodeState.RUNNING and node.node_id not in asked:
                 return False
-        return now - last_activity(program) > self.program_idle_s
+        return True

@@ -90,7 +90,12 @@ class ToolPort:
         await svc.settled()
 
     async def tool_finished(
-        self, program_id: str, node_id: str, outcome: str, latency_s: float | None = None
+        self,
+        program_id: str,
+        node_id: str,
+        outcome: str,
+        latency_s: float | None = None,
+        result_bytes: int = 0,
     ) -> None:
         """The tool ended (``ok``, ``fail`` or ``timeout``); the agent takes the result either
         way. A no-op for a node that is not running (cancelled meanwhile)."""
@@ -104,5 +109,11 @@ class ToolPort:
         if latency_s is None:
             latency_s = now - node.attempts[-1].started_at if node.attempts else 0.0
         svc.driver.tool_finished(
-            program_id, node_id, now, outcome=outcome, latency_s=latency_s, final=True
+            program_id,
+            node_id,
+            now,
+            outcome=outcome,
+            latency_s=latency_s,
+            final=True,
+            result_bytes=result_bytes,
         )

@@ -28,8 +28,8 @@ _SELECT = (
 )
 _INSERT = (
     "INSERT INTO tool_intents (tool_call_id, params_hash, program_id, node_id, tool,"
-    " side_effect, idempotent, state, epoch, created_at, updated_at, error)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, 'in_progress', 1, ?, ?, NULL)"
+    " side_effect, idempotent, state, epoch, created_at, updated_at, error, arguments)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, 'in_progress', 1, ?, ?, NULL, ?)"
 )
 _SET_STATE = (
     "UPDATE tool_intents SET state = ?, epoch = ?, error = ?, updated_at = ? WHERE tool_call_id = ?"
@@ -76,6 +76,7 @@ class ClaimOp(Op[Claim]):
     """Claim ``tool_call_id``: insert the intent, re-arm it, or report why not."""
 
     __slots__ = (
+        "arguments",
         "book",
         "idempotent",
         "key",
@@ -98,9 +99,11 @@ class ClaimOp(Op[Claim]):
         side_effect: bool,
         idempotent: bool,
         lease_s: float,
+        arguments: str | None = None,
     ) -> None:
         super().__init__()
         self.book, self.key, self.params_hash = book, key, params_hash
+        self.arguments = arguments
         self.program_id, self.node_id, self.tool = program_id, node_id, tool
         self.side_effect, self.idempotent, self.lease_s = side_effect, idempotent, lease_s
 
@@ -125,6 +128,7 @@ class ClaimOp(Op[Claim]):
                     self.idempotent,
                     txn.now,
                     txn.now,
+                    self.arguments,
                 ],
             )
             return self._arm(txn, 1)

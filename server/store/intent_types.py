@@ -22,6 +22,7 @@ from agentconsole.server.store.tablespec import (
     FLOAT,
     INT,
     JSON,
+    JSON_TEXT,
     STR,
     Kind,
     TableRecord,
@@ -101,6 +102,8 @@ class IntentRecord(TableRecord):
     created_at: float
     updated_at: float
     error: str | None
+    #: what the store keeps of the call's arguments (JSON text per the tenant's redaction)
+    arguments: str | None = None
 
 
 IntentRecord.SPEC = TableSpec(
@@ -118,6 +121,7 @@ IntentRecord.SPEC = TableSpec(
         ("created_at", FLOAT),
         ("updated_at", FLOAT),
         ("error", STR),
+        ("arguments", JSON_TEXT),
     ),
     key=("tool_call_id",),
 )

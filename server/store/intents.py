@@ -94,12 +94,15 @@ class ToolIntents:
         side_effect: bool,
         idempotent: bool,
         lease_s: float = DEFAULT_LEASE_S,
+        arguments: str | None = None,
     ) -> Future[Claim]:
         """Atomically claim ``tool_call_id``; see :class:`ClaimStatus` for the answers.
 
         ``NEW`` resolves only after the intent is committed, so running the tool after it is
         safe. A holder whose ``lease_s`` ran out is taken over (``NEW`` with epoch + 1) only
         for re-executable tools (read-only or idempotent); others stay ``IN_PROGRESS``.
+        ``arguments`` is what the intent keeps of the call's arguments (JSON text, already
+        redacted by the caller; None: nothing).
         """
         return self._writer.submit(
             ClaimOp(
@@ -112,6 +115,7 @@ class ToolIntents:
                 side_effect,
                 idempotent,
                 lease_s,
+                arguments,
             )
         )
 

@@ -169,6 +169,26 @@ class Repository:
         sql = f"SELECT {_EVENT_COLS} FROM {EVENTS} WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?"
         return [_event(r) for r in self._all(sql, [*params, limit])]
 
+    def stored_bytes_by_tenant(self) -> dict[str, int]:
+        """What the store keeps per tenant, as ``live.tenants.event_bytes`` counts it: per
+        event a fixed 48 bytes, its ids and its data as JSON text; plus its tool results (a
+        scan, at start-up)."""
+        events = self._all(
+            "SELECT tenant, sum(48 + strlen(coalesce(program_id, '')) + strlen(coalesce(node_id,"
+            " '')) + strlen(tenant) + strlen(CAST(data AS VARCHAR)))"
+            f" FROM {EVENTS}"
+            " WHERE tenant IS NOT NULL GROUP BY tenant"
+        )
+        results = self._all(
+            "SELECT p.tenant, sum(strlen(CAST(r.result AS VARCHAR)))"
+            " FROM tool_results r JOIN tool_intents i USING (tool_call_id)"
+            " JOIN programs p ON p.program_id = i.program_id GROUP BY p.tenant"
+        )
+        out: dict[str, int] = {}
+        for tenant, nbytes in [*events, *results]:
+            out[str(tenant)] = out.get(str(tenant), 0) + int(nbytes or 0)
+        return out
+
     def last_seq(self) -> int:
         """The highest committed event ``seq`` (0 when empty)."""
         return int(self._all(f"SELECT coalesce(max(seq), 0) FROM {EVENTS}")[0][0])

@@ -87,6 +87,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         ("DROP TABLE IF EXISTS events",),
         prepare=prepare_move,
     ),
+    Migration(
+        SPLIT_VERSION + 1,
+        "tool call arguments, kept as each tenant's redaction says",
+        ("ALTER TABLE tool_intents ADD COLUMN arguments JSON",),
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -123,7 +123,8 @@ class Recorder:
             setattr(d, name, recorded)
 
         wrap("arrive", lambda pid, tokens, memory, now: (pid,))
-        wrap("queue_call", lambda pid, nid, probe, now: (pid, nid))
+        wrap("at_boundary", lambda pid, view, now: (pid,))
+        wrap("queue_call", lambda pid, nid, probe, now, **kw: (pid, nid))
         wrap("call_ended", lambda pid, nid, cid, now, usage, outcome="ok": (pid, nid, outcome))
         wrap("tool_started", lambda pid, nid, now: (pid, nid))
         wrap("tool_finished", lambda pid, nid, now, **kw: (pid, nid, kw["outcome"]))
@@ -224,6 +225,7 @@ def test_bench_and_serve_ask_the_driver_the_same_questions_and_get_the_same_answ
         ("hint", "par-1", "keep"),
         ("tool_finished", "par-1", "tool-2", "ok"),
         ("tool_finished", "par-1", "tool-3", "ok"),
+        ("at_boundary", "par-1"),
         ("queue_call", "par-1", "llm-4"),
         ("call_ended", "par-1", "llm-4", "ok"),
         ("finish", "par-1", True),

@@ -27,7 +27,7 @@ async def _abort_running(rt: Any) -> dict[str, Any]:
             ok = await rt.abort(t.call_id)
             returned_at = time.time()
     result = await stream.result()
-    engine_tokens = stream._call.tokens  # what the engine produced, delivered or not
+    engine_tokens = stream.tokens  # what the engine produced, delivered or not
     status = rt.read_status()
     return {
         "ok": ok,

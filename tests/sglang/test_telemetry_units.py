@@ -19,7 +19,7 @@ from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import plugin_telemetry, retention, wire
 from agentconsole.server.runtime.sglang.contexts import ProgramContexts, common_prefix
 from agentconsole.server.runtime.sglang.status import Placement, SchedulerStatus
-from agentconsole.server.runtime.sglang.stream import LiveCall
+from agentconsole.server.runtime.sglang.stream import SGLangStream
 from agentconsole.server.runtime.sglang.telemetry import Telemetry
 
 ids = st.lists(st.integers(0, 3), max_size=300)
@@ -52,13 +52,13 @@ def test_contexts_reuse_recompute_namespaces_and_bounds() -> None:
     assert len(ctx) == 1
 
 
-def _call(program: str, prompt: str = "hello", namespace: str = "t1") -> LiveCall:
+def _call(program: str, prompt: str = "hello", namespace: str = "t1") -> SGLangStream:
     t = CallTicket(f"{program}/n1/1", program, "n1", "tenant-1", arrival=0.0)
-    return LiveCall(GenerationRequest(t, prompt, max_tokens=4, cache_namespace=namespace))
+    return SGLangStream(GenerationRequest(t, prompt, max_tokens=4, cache_namespace=namespace))
 
 
 def test_call_events_carry_hits_recompute_and_restore_time() -> None:
-    async def scenario() -> tuple[EventLog, LiveCall, ProgramContexts]:
+    async def scenario() -> tuple[EventLog, SGLangStream, ProgramContexts]:
         log, contexts = EventLog(), ProgramContexts()
         tel = Telemetry(log, lambda: None, contexts)
         salt = wire.cache_salt("t1", prompt_chars=5, public_prefix_chars=0)
@@ -98,7 +98,7 @@ def test_call_events_carry_hits_recompute_and_restore_time() -> None:
     assert log.events[1].data["tokens"] == 60
     assert log.events[2].data["tokens"] == 1
     assert call.restore_s == pytest.approx(0.62 * 60 / (103 - 41))
-    assert call.result().restore_s == call.restore_s
+    assert call.result_now().restore_s == call.restore_s
     remembered = contexts.get("p")
     assert remembered is not None
     assert list(remembered.ids) == [*range(100), 5, 6, 9, 3, 4]

@@ -245,6 +245,13 @@ class StubWorld:
                             "tokens": round(min(1.0, tokens / 5e7), 3),
                             "tool_calls": 0.1 * (index + 1),
                         },
+                        "limits": {
+                            "tokens_per_minute": 200_000 if index == 0 else None,
+                            "concurrent_programs": None,
+                            "stored_bytes": None,
+                        },
+                        "tokens_last_minute": 12_000 * (index + 1),
+                        "stored_bytes": 3_500_000 * (index + 1),
                     }
                 )
             return {"tenants": rows}

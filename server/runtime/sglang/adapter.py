@@ -56,7 +56,7 @@ from agentconsole.server.runtime.sglang.factory import default_model_dir, settin
 from agentconsole.server.runtime.sglang.kvview import KVView
 from agentconsole.server.runtime.sglang.live_control import LiveControl
 from agentconsole.server.runtime.sglang.snapshot import build_snapshot
-from agentconsole.server.runtime.sglang.stream import LiveCall, SGLangStream
+from agentconsole.server.runtime.sglang.stream import SGLangStream
 from agentconsole.server.runtime.sglang.telemetry import Telemetry
 from agentconsole.server.runtime.sglang.tool_choice import ServedFormat
 
@@ -92,7 +92,7 @@ class SGLangRuntime(LiveControl, KVView):
         self.control = ControlWriter(self.state_dir, initial)
         self.engine: Any = None
         self._procs: processes.EngineProcesses | None = None
-        self._calls: dict[str, LiveCall] = {}
+        self._calls: dict[str, SGLangStream] = {}
         self._status = CachedJsonFile(self.state_dir / STATUS_FILE, min_interval_s=0.0)
         self._placement = CachedJsonFile(self.state_dir / PLACEMENT_FILE, min_interval_s=0.2)
         self.telemetry = Telemetry(event_sink, self.read_status, ProgramContexts())
@@ -112,6 +112,14 @@ class SGLangRuntime(LiveControl, KVView):
         """The model's chat template and tool-call parser (``chat_template``); before the
         engine is up, ChatML with estimated sizes."""
         return self._format if self._format is not None else ChatMLFormat()
+
+    @property
+    def max_context_tokens(self) -> int | None:
+        """The engine's context length (prompt plus output: its tokenizer manager's
+        ``context_len``, from the model config or ``--context-length``); None until it is up."""
+        manager = getattr(self.engine, "tokenizer_manager", None)
+        limit = getattr(manager, "context_len", None)
+        return limit if isinstance(limit, int) else None
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -211,17 +219,18 @@ class SGLangRuntime(LiveControl, KVView):
 
     # -- calls -------------------------------------------------------------------------------------
     def submit(self, request: GenerationRequest) -> SGLangStream:
-        """Send a call to the engine (a task streams it); ``ValueError`` if its id is in flight."""
+        """Send a call to the engine (its one task streams it); ``ValueError`` if its id is in
+        flight."""
         if self.engine is None:
             raise RuntimeError("the SGLang runtime is not started")
         rid = request.ticket.call_id
         if rid in self._calls:
             raise ValueError(f"call {rid!r} is already in flight")
-        call = LiveCall(request)
+        call = SGLangStream(request)
         self._calls[rid] = call
         self._release(request.ticket.program_id)
         call.task = asyncio.create_task(self._pump(call), name=f"sglang:{rid}")
-        return SGLangStream(call)
+        return call
 
     def _request(self, request: GenerationRequest, kind: wire.CallKind) -> Any:
         ticket = request.ticket
@@ -262,7 +271,7 @@ class SGLangRuntime(LiveControl, KVView):
             stream=True,
         )
 
-    async def _pump(self, call: LiveCall, kind: wire.CallKind = wire.CallKind.CALL) -> None:
+    async def _pump(self, call: SGLangStream, kind: wire.CallKind = wire.CallKind.CALL) -> None:
         error: BaseException | None = None
         try:
             await self._gate.wait()
@@ -270,8 +279,10 @@ class SGLangRuntime(LiveControl, KVView):
                 return
             obj = self._request(call.request, kind)
             async for chunk in self.engine.tokenizer_manager.generate_request(obj, None):
-                call.feed(chunk)
+                # telemetry first: its call.scheduled precedes the reader's call.first_token,
+                # which feeding the chunk emits (the reader listens in this task)
                 self.telemetry.on_chunk(call, chunk)
+                call.feed(chunk)
                 self._last_output = time.time()
         except asyncio.CancelledError:
             raise
@@ -289,13 +300,13 @@ class SGLangRuntime(LiveControl, KVView):
         """Abort by exact id; returns True once the engine sent the call's final chunk (no
         token is delivered after this is called), False for an unknown or ended call."""
         call = self._calls.get(call_id)
-        if call is None or call.done.done():
+        if call is None or call.ended:
             return False
         call.begin_abort()
         tm = self.engine.tokenizer_manager
         deadline = time.monotonic() + 30.0
         # SGLang drops an abort for a rid it has not registered yet (still tokenizing)
-        while call_id not in tm.rid_to_state and not call.done.done():
+        while call_id not in tm.rid_to_state and not call.ended:
             if call.task is not None and not self._gate.is_set():
                 call.task.cancel()  # held by the adapter's drain gate: never reached SGLang
                 with contextlib.suppress(asyncio.CancelledError):
@@ -305,10 +316,10 @@ class SGLangRuntime(LiveControl, KVView):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"call {call_id!r} never reached the engine")
             await asyncio.sleep(0.002)
-        if not call.done.done():
+        if not call.ended:
             tm.abort_request(call_id)
         with contextlib.suppress(Exception):
-            await asyncio.shield(call.done)
+            await call.result()
         return True
 
     async def flush_cache(self) -> bool:
@@ -335,11 +346,11 @@ class SGLangRuntime(LiveControl, KVView):
     async def _probe(self) -> bool:
         rid = f"__probe__/{time.time_ns()}/1"
         ticket = CallTicket(rid, "__probe__", "probe", "__probe__", arrival=self.clock())
-        call = LiveCall(GenerationRequest(ticket, "ok", max_tokens=1))
+        call = SGLangStream(GenerationRequest(ticket, "ok", max_tokens=1))
         self._calls[rid] = call
         call.task = asyncio.create_task(self._pump(call, wire.CallKind.PROBE))
         try:
-            result = await asyncio.wait_for(asyncio.shield(call.done), timeout=10.0)
+            result = await asyncio.wait_for(call.result(), timeout=10.0)
         except Exception:
             await self.abort(rid)
             return False

@@ -32,7 +32,7 @@ from agentconsole.server.runtime.sglang import wire
 from agentconsole.server.runtime.sglang.control import CachedJsonFile
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.status import Placement, SchedulerStatus
-from agentconsole.server.runtime.sglang.stream import LiveCall
+from agentconsole.server.runtime.sglang.stream import SGLangStream
 from agentconsole.server.runtime.sglang.telemetry import Telemetry
 
 
@@ -43,7 +43,7 @@ class KVView:
     engine: Any
     state_dir: Path
     telemetry: Telemetry
-    _calls: dict[str, LiveCall]
+    _calls: dict[str, SGLangStream]
     _placement: CachedJsonFile
 
     def read_status(self) -> SchedulerStatus | None: ...  # LiveControl's
@@ -138,7 +138,7 @@ class KVView:
         return list(tokenizer.encode(text))
 
 
-def _prompt_tokens(call: LiveCall) -> int:
+def _prompt_tokens(call: SGLangStream) -> int:
     """The call's prompt size: its ids when known, else the ticket's count."""
     r = call.request
     if r.prompt_ids is not None:

@@ -33,7 +33,7 @@ from agentconsole.server.runtime.sglang.control import (
 )
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.status import SchedulerStatus
-from agentconsole.server.runtime.sglang.stream import LiveCall
+from agentconsole.server.runtime.sglang.stream import SGLangStream
 
 _ACK_TIMEOUT_S = 3.0
 
@@ -45,7 +45,7 @@ class LiveControl:
     policy_name: str
     control: ControlWriter
     engine: Any
-    _calls: dict[str, LiveCall]
+    _calls: dict[str, SGLangStream]
     _gate: asyncio.Event
     _status: CachedJsonFile
     _retention_seq: int
@@ -75,7 +75,7 @@ class LiveControl:
         call = self._calls.get(call_id)
         status = self.read_status()
         running = status is not None and any(r.rid == call_id for r in status.running)
-        if call is None or call.done.done() or not (running or call.first_at is not None):
+        if call is None or call.ended or not (running or call.first_at is not None):
             return False
         if not self.settings.plugin:
             return False

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from agentconsole.scheduler.runtime import QueuedCall, RunningCall, RuntimeSnapshot, TierUsage
 from agentconsole.server.runtime.sglang.status import Placement, SchedulerStatus
-from agentconsole.server.runtime.sglang.stream import LiveCall
+from agentconsole.server.runtime.sglang.stream import SGLangStream
 
 DEVICE_TIER = "hbm"
 HOST_TIER = "dram"
@@ -27,7 +27,7 @@ def build_snapshot(
     name: str,
     policy: str,
     status: SchedulerStatus | None,
-    calls: Sequence[LiveCall],
+    calls: Sequence[SGLangStream],
     *,
     hit_tokens: int,
     paused: bool,
@@ -67,12 +67,12 @@ def build_snapshot(
     )
 
 
-def _queued(call: LiveCall, now: float) -> QueuedCall:
+def _queued(call: SGLangStream, now: float) -> QueuedCall:
     t = call.request.ticket
     return QueuedCall(t.call_id, t.program_id, t.tenant, 0.0, now - call.submitted)
 
 
-def _running(call: LiveCall, now: float) -> RunningCall:
+def _running(call: SGLangStream, now: float) -> RunningCall:
     t = call.request.ticket
     context = int(call.meta.get("prompt_tokens") or 0) + call.tokens
     return RunningCall(

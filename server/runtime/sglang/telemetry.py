@@ -35,7 +35,7 @@ from agentconsole.server.live.periodic import Periodic
 from agentconsole.server.runtime.sglang import wire
 from agentconsole.server.runtime.sglang.contexts import ProgramContexts
 from agentconsole.server.runtime.sglang.status import SchedulerStatus
-from agentconsole.server.runtime.sglang.stream import LiveCall
+from agentconsole.server.runtime.sglang.stream import SGLangStream
 
 logger = logging.getLogger("agentconsole.sglang")
 ENGINE = "sglang"
@@ -44,7 +44,7 @@ _STATS_S = 5.0
 _PROBE_PROGRAM = "__probe__"
 
 
-def salt_of(call: LiveCall) -> str:
+def salt_of(call: SGLangStream) -> str:
     """The ``cache_salt`` the adapter sends with the call."""
     r = call.request
     return wire.cache_salt(
@@ -86,7 +86,7 @@ class Telemetry:
         self._errors = 0
 
     # -- per call ----------------------------------------------------------------------------
-    def on_chunk(self, call: LiveCall, chunk: Mapping[str, Any]) -> None:
+    def on_chunk(self, call: SGLangStream, chunk: Mapping[str, Any]) -> None:
         """A streamed chunk of ``call``: keep its token ids; on the first one after the
         prefill, emit the call's ``call.scheduled`` (and ``kv.*``) events."""
         try:
@@ -94,7 +94,7 @@ class Telemetry:
         except Exception:
             self._error("chunk")
 
-    def _on_chunk(self, call: LiveCall, chunk: Mapping[str, Any]) -> None:
+    def _on_chunk(self, call: SGLangStream, chunk: Mapping[str, Any]) -> None:
         ids = chunk.get("prompt_token_ids")
         if ids is not None:
             call.prompt_ids = ids
@@ -136,7 +136,7 @@ class Telemetry:
         if host:
             self._emit_call(call, EventKind.KV_RELOADED, {"tokens": host})
 
-    def on_end(self, call: LiveCall) -> None:
+    def on_end(self, call: SGLangStream) -> None:
         """``call`` ended: a finished call's context becomes its program's last context."""
         try:
             reason = call.meta.get("finish_reason")
@@ -151,7 +151,7 @@ class Telemetry:
         except Exception:
             self._error("end")
 
-    def _emit_call(self, call: LiveCall, kind: EventKind, data: dict[str, Scalar]) -> None:
+    def _emit_call(self, call: SGLangStream, kind: EventKind, data: dict[str, Scalar]) -> None:
         if self.sink is None:
             return
         t = call.request.ticket

@@ -1,4 +1,5 @@
-"""A real server for tests: the app under uvicorn on a loopback port, in a thread.
+"""A real server for tests: the app under uvicorn on a loopback port, in a thread, with
+``serve``'s HTTP limits (``connections.py``; ``limits`` changes them) and any extensions.
 
 Litestar's in-process test clients hang on infinite SSE streams, so every API test talks real
 HTTP to this server. It runs on its own event loop in a thread; :meth:`LiveServer.run` executes
@@ -8,9 +9,10 @@ a coroutine on that loop (to inspect or poke the live objects).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -22,8 +24,10 @@ import uvicorn
 from agentconsole.scheduler.runtime import Runtime
 from agentconsole.serve import Server
 from agentconsole.server.api.config import ServerConfig
+from agentconsole.server.api.connections import HttpLimits, uvicorn_options
 from agentconsole.server.api.deps import Live
-from agentconsole.server.app import create_app
+from agentconsole.server.app import Extension, create_app
+from agentconsole.server.gateway import GatewayConfig, GatewayExtension
 
 T = TypeVar("T")
 TENANT_KEYS = {"sk-a": "tenant-a", "sk-b": "tenant-b", "sk-dev": "default"}
@@ -46,8 +50,15 @@ def make_config(db: Path, **changes: Any) -> ServerConfig:
 class LiveServer:
     """Context manager: start on enter (waits until it listens), stop on exit."""
 
-    def __init__(self, config: ServerConfig, runtime: Runtime | None = None) -> None:
-        self.app = create_app(config, runtime=runtime)
+    def __init__(
+        self,
+        config: ServerConfig,
+        runtime: Runtime | None = None,
+        *,
+        extensions: Sequence[Extension] = (),
+        limits: HttpLimits | None = None,
+    ) -> None:
+        self.app = create_app(config, runtime=runtime, extensions=extensions)
         uconfig = uvicorn.Config(
             self.app,
             host="127.0.0.1",
@@ -55,6 +66,7 @@ class LiveServer:
             log_level="warning",
             lifespan="on",
             timeout_graceful_shutdown=3,
+            **uvicorn_options(limits or HttpLimits()),
         )
         self.server = Server(uconfig, self.app, self._started)
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -105,6 +117,16 @@ class LiveServer:
                 if time.monotonic() > deadline:
                     raise TimeoutError("server not ready")
                 time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def gateway_server(db: Path, **changes: Any) -> Iterator[LiveServer]:
+    """A ready server (``make_config(db, **changes)``) with the tool gateway mounted; tenants
+    may register any builtin."""
+    gateway = GatewayExtension(GatewayConfig(tenant_builtins=None))
+    with LiveServer(make_config(db, **changes), extensions=[gateway]) as live:
+        live.wait_ready()
+        yield live
 
 
 def chat_body(text: str = "hello", **extra: Any) -> dict[str, Any]:

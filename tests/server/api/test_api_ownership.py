@@ -68,9 +68,12 @@ def test_a_stored_programs_id_stays_with_its_tenant(server: LiveServer) -> None:
         assert stored["tenant"] == "tenant-a"
         assert [n["node_id"] for n in stored["nodes"]] == ["a-node"]
         assert a.post("/v1/programs", json={"program_id": pid}).status_code == 409
-        # its owner goes on with it on first sight (an agent after a restart)
+        # its owner gets what it would get in memory: the program is rebuilt from the store
+        # and is finished (a running one goes on: test_api_restart.py)
         body = chat_body(agentconsole={"program_id": pid, "node_id": "a-next"})
-        assert a.post("/v1/chat/completions", json=body).status_code == 200
+        again = a.post("/v1/chat/completions", json=body)
+        assert again.status_code == 409
+        assert "finished" in again.json()["error"]["message"]
 
 
 def test_stored_ids_are_known_again_after_a_restart(tmp_path: Path) -> None:

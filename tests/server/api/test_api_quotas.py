@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 from tests.server.api.harness import LiveServer, chat_body, wait_until
@@ -81,3 +82,68 @@ def test_wall_time_quota_cancels_within_a_second_and_403s(server: LiveServer) ->
         )
     assert refused.status_code == 403
     assert refused.json()["error"]["type"] == "quota_exceeded"
+
+
+def _stream_tokens(server: LiveServer, pid: str, max_tokens: int, stop_after: int) -> int:
+    """Stream one call of ``pid`` and hang up after ``stop_after`` content chunks (or at the
+    end); returns the chunks with content received."""
+    body = chat_body("go", max_tokens=max_tokens, ignore_eos=True, stream=True)
+    body["agentconsole"] = {"program_id": pid}
+    got = 0
+    with server.client() as c, c.stream("POST", "/v1/chat/completions", json=body) as response:
+        for line in response.iter_lines():
+            if '"content":"' in line and '"content":""' not in line:
+                got += 1
+                if got >= stop_after:
+                    break
+    return got
+
+
+def test_parallel_streams_cut_short_cannot_beat_the_token_quota(server: LiveServer) -> None:
+    """Six streams of 250 tokens cut after ~200 used to deliver ~1,200 tokens under a 300-token
+    quota: the tokens all streams of a program received count together, and what a stream
+    delivered before its client left is charged."""
+    with server.client() as c:
+        _open(c, "q-bypass", tokens=300)
+    results: list[int] = []
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(_stream_tokens(server, "q-bypass", 250, 200))
+        )
+        for _ in range(6)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    # each stream overshoots by at most one delta once the program's total passed the quota
+    assert sum(results) <= 300 + 6
+    with server.client() as c:
+        again = c.post(
+            "/v1/chat/completions",
+            json={**chat_body("more", max_tokens=8), "agentconsole": {"program_id": "q-bypass"}},
+        )
+        assert again.status_code == 429, again.text
+        wait_until(lambda: c.get("/v1/programs/q-bypass").json()["state"] == "cancelled")
+        assert c.get("/v1/programs/q-bypass").json()["tokens_used"] >= sum(results)
+
+
+def test_a_cancelled_programs_usage_counts_the_tokens_it_was_sent(server: LiveServer) -> None:
+    with server.client() as c:
+        _open(c, "q-cancel")
+    received: list[int] = []
+    streamer = threading.Thread(
+        target=lambda: received.append(_stream_tokens(server, "q-cancel", 2000, 2000))
+    )
+    streamer.start()
+    with server.client() as c:
+        wait_until(lambda: len(c.get("/v1/programs/q-cancel").json()["nodes"]) == 1)
+        time.sleep(0.3)  # let it stream a while
+        assert c.post("/v1/programs/q-cancel/cancel", json={}).status_code == 200
+        streamer.join(30)
+        program = c.get("/v1/programs/q-cancel").json()
+    assert received[0] > 0
+    (node,) = program["nodes"]
+    assert node["output_tokens"] >= received[0]  # streamed before the cancel: charged
+    assert program["tokens_used"] >= received[0]
+    assert program["attained_service_s"] > 0

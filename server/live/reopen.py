@@ -1,0 +1,126 @@
+"""Programs survive a restart: a program is rebuilt from its store rows, DAG and standing.
+
+The projector keeps the store's ``programs``, ``nodes`` and ``attempts`` rows in step with
+the controller (a program's summary and quotas, every node as the API shows it). At start-up
+the service rebuilds every program the store holds as running, and a program that left
+memory is rebuilt when its owner names it again, so its next call continues its DAG and the
+policies see its attained service, completed calls and tokens as before.
+
+What cannot go on after a restart: an LLM call that was in the engine is gone with it; its
+node is closed as ``interrupted`` (the agent's retry of that node id is a new attempt). A tool
+node stays running: the agent (or the gateway's recovered intent) still reports its end.
+Rebuilding emits no events: nothing happened, the server only remembers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agentconsole.scheduler import dag
+from agentconsole.scheduler.program import (
+    Attempt,
+    Branch,
+    Node,
+    NodeKind,
+    NodeState,
+    Program,
+    ProgramState,
+    Quotas,
+    ToolSpec,
+)
+from agentconsole.server.live.views import labels_dict
+from agentconsole.server.store.repository import ProgramView
+
+INTERRUPTED = "interrupted"
+
+
+def _num(data: Mapping[str, Any], key: str) -> float:
+    value = data.get(key)
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def _opt(data: Mapping[str, Any], key: str) -> float | None:
+    value = data.get(key)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _quotas(data: Mapping[str, Any]) -> Quotas:
+    raw = data.get("quotas")
+    q: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    tokens, tools, branches = q.get("tokens"), q.get("tool_calls"), q.get("branches")
+    return Quotas(
+        wall_time_s=_opt(q, "wall_time_s"),
+        tokens=int(tokens) if isinstance(tokens, int | float) else None,
+        tool_calls=int(tools) if isinstance(tools, int | float) else None,
+        branches=int(branches) if isinstance(branches, int | float) else None,
+    )
+
+
+def _node(view: ProgramView, index: int, now: float) -> Node:
+    record = view.nodes[index]
+    data = record.data
+    kind = NodeKind(record.kind)
+    tool = data.get("tool")
+    node = Node(
+        record.node_id,
+        record.program_id,
+        kind,
+        tuple(record.parents),
+        tool=ToolSpec(str(tool)) if kind is NodeKind.TOOL and tool else None,
+        branch=Branch(str(data.get("branch", "main"))),
+        state=NodeState(record.state),
+        created_at=record.created_at,
+        ready_at=_opt(data, "ready_at"),
+        started_at=_opt(data, "started_at"),
+        first_token_at=_opt(data, "first_token_at"),
+        finished_at=_opt(data, "finished_at"),
+        prompt_tokens=int(_num(data, "prompt_tokens")),
+        cached_tokens=int(_num(data, "cached_tokens")),
+        output_tokens=int(_num(data, "output_tokens")),
+        service_s=_num(data, "service_s"),
+        tool_s=_num(data, "tool_s"),
+        queue_s=_num(data, "queue_s"),
+        kv_restore_s=_num(data, "kv_restore_s"),
+    )
+    for a in view.attempts:
+        if a.node_id == record.node_id:
+            outcome = "" if a.state == "running" else a.state
+            node.attempts.append(Attempt(a.attempt, a.started_at, a.finished_at, outcome))
+    if kind is NodeKind.LLM and node.state in (NodeState.RUNNING, NodeState.READY):
+        # its call died with the old process: closed, so the agent can run it again
+        node.state = NodeState.FAILED
+        node.finished_at = now
+        if node.attempts and node.attempts[-1].finished_at is None:
+            node.attempts[-1].finished_at, node.attempts[-1].outcome = now, INTERRUPTED
+    return node
+
+
+def rebuild(view: ProgramView, now: float) -> Program:
+    """The program ``view`` stores, as the controller held it (see the module docstring)."""
+    record, data = view.program, view.program.data
+    program = Program(
+        record.program_id,
+        record.tenant,
+        record.created_at,
+        deadline=record.deadline,
+        quotas=_quotas(data),
+        labels=labels_dict(tuple(record.labels)),
+        state=ProgramState(record.state),
+        finished_at=record.finished_at,
+    )
+    for index in range(len(view.nodes)):
+        dag.add_node(program, _node(view, index, now))
+    program.branches = max(int(_num(data, "branches")), program.branches)
+    program.attained_service_s = _num(data, "attained_service_s")
+    program.tokens_used = int(_num(data, "tokens_used"))
+    program.tool_calls = int(_num(data, "tool_calls"))
+    nodes = program.nodes.values()
+    program.completed_calls = sum(
+        1 for n in nodes if n.kind is NodeKind.LLM and n.state is NodeState.DONE
+    )
+    program.wait_s = sum(n.queue_s for n in nodes if n.kind is NodeKind.LLM)
+    program.first_progress_at = min(
+        (n.first_token_at for n in nodes if n.first_token_at is not None), default=None
+    )
+    return program

@@ -1,0 +1,167 @@
+"""Tenant-level limits: what one tenant may take of the server, whatever its programs' quotas.
+
+Program quotas (tokens, tool calls, branches, wall time) bound one program; a tenant can still
+open programs without end. Three limits bound the tenant (overview section 13), each ``None``
+for unlimited, set for every tenant (``limits.tenant_*``) or per tenant (``limits.tenants``):
+
+* **tokens per minute**: prompt tokens computed plus output tokens of every call of the
+  tenant in the last 60 s; a call is refused (429, ``Retry-After`` until enough of the window
+  has aged out) once the tenant has used its minute. Counted at each call's end (a call in
+  flight may take the tenant past the limit by its own size);
+* **concurrent programs**: running programs; a new one is refused (429, ``Retry-After: 5``);
+* **stored bytes**: what the store keeps for the tenant (events as encoded, tool results),
+  read from the store at start and counted as it grows; new programs and calls are refused
+  (429) once it is reached (the operator raises the limit or exports and prunes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import msgspec
+
+from agentconsole.scheduler.events import Event
+from agentconsole.server.live.errors import ServiceError
+
+WINDOW_S = 60.0
+_json = msgspec.json.Encoder().encode
+
+
+class TenantLimitError(ServiceError):
+    """A tenant-level limit is reached (429 with ``Retry-After``)."""
+
+    status = 429
+    type = "tenant_limit"
+
+
+@dataclass(frozen=True, slots=True)
+class TenantLimits:
+    """One tenant's limits (``None``: unlimited)."""
+
+    tokens_per_minute: int | None = None
+    concurrent_programs: int | None = None
+    stored_bytes: int | None = None
+
+
+@dataclass(slots=True)
+class _Usage:
+    window: deque[tuple[float, int]] = field(default_factory=deque)  # (when, tokens)
+    window_tokens: int = 0
+    stored_bytes: int = 0
+
+
+def event_bytes(event: Event) -> int:
+    """What ``event`` takes in the store, as ``Repository.stored_bytes_by_tenant`` counts it:
+    a fixed 48 bytes, its ids, its data as JSON text."""
+    ids = len(event.program_id) + len(event.node_id) + len(event.tenant)
+    return 48 + ids + len(_json(dict(event.data)))
+
+
+class TenantBudgets:
+    """Per-tenant usage against :class:`TenantLimits`; every method runs on the event loop."""
+
+    def __init__(
+        self,
+        default: TenantLimits | None = None,
+        overrides: Mapping[str, TenantLimits] | None = None,
+        stored: Mapping[str, int] | None = None,
+    ) -> None:
+        self.default = default or TenantLimits()
+        self.overrides = dict(overrides or {})
+        self._usage: dict[str, _Usage] = {}
+        for tenant, nbytes in (stored or {}).items():
+            self._of(tenant).stored_bytes = nbytes
+
+    def limits(self, tenant: str) -> TenantLimits:
+        return self.overrides.get(tenant, self.default)
+
+    # -- checks (raise TenantLimitError) ----------------------------------------------------------
+    def check_new_program(self, tenant: str, running: int) -> None:
+        """Before a program of ``tenant`` is opened with ``running`` already running."""
+        limits = self.limits(tenant)
+        if limits.concurrent_programs is not None and running >= limits.concurrent_programs:
+            raise TenantLimitError(
+                f"tenant {tenant!r} has {running} programs running, its limit is "
+                f"{limits.concurrent_programs}",
+                field="limits.concurrent_programs",
+                headers={"Retry-After": "5"},
+            )
+        self._check_storage(tenant, limits)
+
+    def check_call(self, tenant: str, now: float) -> None:
+        """Before a call of ``tenant`` starts at ``now``."""
+        limits = self.limits(tenant)
+        if limits.tokens_per_minute is not None:
+            usage = self._of(tenant)
+            self._expire(usage, now)
+            if usage.window_tokens >= limits.tokens_per_minute:
+                wait = self._retry_after(usage, limits.tokens_per_minute, now)
+                raise TenantLimitError(
+                    f"tenant {tenant!r} used {usage.window_tokens} tokens in the last minute, "
+                    f"its limit is {limits.tokens_per_minute}",
+                    field="limits.tokens_per_minute",
+                    headers={"Retry-After": str(wait)},
+                )
+        self._check_storage(tenant, limits)
+
+    def _check_storage(self, tenant: str, limits: TenantLimits) -> None:
+        stored = self._of(tenant).stored_bytes
+        if limits.stored_bytes is not None and stored >= limits.stored_bytes:
+            raise TenantLimitError(
+                f"tenant {tenant!r} stores {stored} bytes, its limit is {limits.stored_bytes}",
+                field="limits.stored_bytes",
+                headers={"Retry-After": "3600"},
+            )
+
+    # -- what happened ----------------------------------------------------------------------------
+    def charge_tokens(self, tenant: str, tokens: int, now: float) -> None:
+        """``tenant``'s call used ``tokens`` (computed prompt plus output) at ``now``."""
+        if tokens <= 0:
+            return
+        usage = self._of(tenant)
+        usage.window.append((now, tokens))
+        usage.window_tokens += tokens
+        self._expire(usage, now)
+
+    def charge_bytes(self, tenant: str, nbytes: int) -> None:
+        """The store took ``nbytes`` more for ``tenant``."""
+        if tenant and nbytes > 0:
+            self._of(tenant).stored_bytes += nbytes
+
+    def observe(self, event: Event) -> None:
+        """An ``EventHub`` subscriber: every stored event counts to its tenant's bytes, and a
+        ``tool.finished`` event the bytes of the result the gateway stored."""
+        result = event.data.get("result_bytes")
+        stored = result if isinstance(result, int) else 0
+        self.charge_bytes(event.tenant, event_bytes(event) + stored)
+
+    def usage(self, tenant: str, now: float) -> dict[str, int]:
+        """``tokens_last_minute`` and ``stored_bytes`` of ``tenant`` now."""
+        usage = self._of(tenant)
+        self._expire(usage, now)
+        return {"tokens_last_minute": usage.window_tokens, "stored_bytes": usage.stored_bytes}
+
+    # -- internals --------------------------------------------------------------------------------
+    def _of(self, tenant: str) -> _Usage:
+        usage = self._usage.get(tenant)
+        if usage is None:
+            usage = self._usage[tenant] = _Usage()
+        return usage
+
+    @staticmethod
+    def _expire(usage: _Usage, now: float) -> None:
+        while usage.window and usage.window[0][0] <= now - WINDOW_S:
+            usage.window_tokens -= usage.window.popleft()[1]
+
+    @staticmethod
+    def _retry_after(usage: _Usage, limit: int, now: float) -> int:
+        """Seconds until the tokens still in the window drop below ``limit``."""
+        left = usage.window_tokens
+        for when, tokens in usage.window:
+            left -= tokens
+            if left < limit:
+                return max(1, math.ceil(when + WINDOW_S - now))
+        return 1

@@ -1,0 +1,98 @@
+"""Programs survive a restart: a running program's DAG, its standing and its quotas are
+rebuilt from the store at start, and its next call continues the DAG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.server.api.harness import LiveServer, chat_body, make_config
+
+
+def test_a_restarted_server_shows_a_running_programs_nodes_and_continues_it(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "restart.duckdb"
+    body = chat_body("plan the trip", max_tokens=8, agentconsole={"program_id": "trip"})
+    with LiveServer(make_config(db)) as first:
+        first.wait_ready()
+        with first.client() as c:
+            created = c.post(
+                "/v1/programs", json={"program_id": "trip", "quotas": {"tokens": 10_000}}
+            )
+            assert created.status_code == 201
+            assert c.post("/v1/chat/completions", json=body).status_code == 200
+            tool = {"node_id": "search", "kind": "tool", "tool": "web_search"}
+            assert c.post("/v1/programs/trip/nodes", json=tool).status_code == 201
+            before = c.get("/v1/programs/trip").json()
+    with LiveServer(make_config(db)) as second:
+        second.wait_ready()
+        # in memory again (not only readable from the store): the controller has it
+        assert "trip" in second.live.service.controller.programs
+        with second.client() as c:
+            after = c.get("/v1/programs/trip").json()
+            assert after["state"] == "running"
+            assert [n["node_id"] for n in after["nodes"]] == ["llm-1", "search"]
+            assert after["tokens_used"] == before["tokens_used"] > 0
+            assert after["attained_service_s"] == before["attained_service_s"]
+            assert after["quotas"]["tokens"] == 10_000
+            # the next call continues the DAG: its parent is the tool node added before
+            nxt = c.post("/v1/chat/completions", json=body)
+            assert nxt.status_code == 200, nxt.text
+            assert nxt.headers["X-Node-Id"] == "llm-3"
+            last = c.get("/v1/programs/trip").json()["nodes"][-1]
+            assert last["parents"] == ["search"]
+        with second.client("sk-b") as other:  # still no one else's
+            assert other.get("/v1/programs/trip").status_code == 404
+
+
+def test_a_call_cut_by_the_restart_is_closed_and_can_run_again(tmp_path: Path) -> None:
+    db = tmp_path / "cut.duckdb"
+    with LiveServer(make_config(db)) as first:
+        first.wait_ready()
+
+        async def queue_a_call() -> None:
+            from agentconsole.server.live.intake import ChatCall
+
+            chat = ChatCall([{"role": "user", "content": "x"}], 4000, program_id="cut")
+            chat = ChatCall(chat.messages, 4000, program_id="cut", node_id="long", ignore_eos=True)
+            await first.live.service.start_call("tenant-a", chat)
+            await first.live.queries.projector.sync()
+
+        first.run(queue_a_call())
+    with LiveServer(make_config(db)) as second:
+        second.wait_ready()
+        with second.client() as c:
+            (node,) = c.get("/v1/programs/cut").json()["nodes"]
+            # its call died with the old process: closed (cancelled at a clean shutdown,
+            # failed after a crash: test_reopen_closes_an_llm_call_the_restart_cut)
+            assert node["state"] in ("cancelled", "failed")
+            again = chat_body(
+                "x", max_tokens=4, agentconsole={"program_id": "cut", "node_id": "long"}
+            )
+            assert c.post("/v1/chat/completions", json=again).status_code == 200
+
+
+def test_reopen_closes_an_llm_call_the_restart_cut() -> None:
+    from agentconsole.server.live.reopen import INTERRUPTED, rebuild
+    from agentconsole.server.store.records import AttemptRecord, NodeRecord, ProgramRecord
+    from agentconsole.server.store.repository import ProgramView
+
+    view = ProgramView(
+        ProgramRecord("p", "t", "running", 1.0, 2.0, data={"tokens_used": 40}),
+        (
+            NodeRecord("p", "n1", "llm", "running", 1.0, 2.0, (), 1, {"branch": "main"}),
+            NodeRecord("p", "t1", "tool", "running", 1.5, 2.0, (), 1, {"tool": "search"}),
+        ),
+        (
+            AttemptRecord("p", "n1", 1, "running", 1.2),
+            AttemptRecord("p", "t1", 1, "running", 1.6),
+        ),
+    )
+    program = rebuild(view, now=9.0)
+    llm, tool = program.nodes["n1"], program.nodes["t1"]
+    assert llm.state.value == "failed"
+    assert llm.attempts[-1].outcome == INTERRUPTED
+    assert tool.state.value == "running"  # the agent still reports its end
+    assert tool.tool is not None
+    assert tool.tool.name == "search"
+    assert program.tokens_used == 40
