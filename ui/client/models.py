@@ -107,6 +107,10 @@ class TenantRow:
     max_queue_wait_s: float
     tokens_used: int
     quota_use: Mapping[str, float]
+    #: tenant-level limits (absent: unlimited) and what counts against them
+    limits: Mapping[str, float]
+    tokens_last_minute: int
+    stored_bytes: int
 
     @staticmethod
     def parse(data: Any) -> TenantRow:
@@ -121,6 +125,9 @@ class TenantRow:
             max_queue_wait_s=j.num(d, "max_queue_wait_s"),
             tokens_used=j.integer(d, "tokens_used"),
             quota_use=j.num_map(d.get("quota_use")),
+            limits=j.num_map(d.get("limits")),
+            tokens_last_minute=j.integer(d, "tokens_last_minute"),
+            stored_bytes=j.integer(d, "stored_bytes"),
         )
 
 

@@ -12,7 +12,25 @@ from agentconsole.ui.tui import fmt
 from agentconsole.ui.tui.state import DashboardState
 from agentconsole.ui.tui.views.tables import Cell, Table, refill
 
-COLUMNS = ("tenant", "programs", "running", "slowdown", "starve", "max wait", "tokens", "quota")
+COLUMNS = (
+    "tenant",
+    "programs",
+    "running",
+    "slowdown",
+    "starve",
+    "max wait",
+    "tokens",
+    "quota",
+    "tok/min",
+    "stored",
+)
+
+
+def _against(used: float, limit: float | None, shown: str) -> Text:
+    """``used`` (as ``shown``) against its tenant-level limit; red once it is reached."""
+    if limit is None:
+        return Text(shown)
+    return Text(f"{shown} / {fmt.count(limit)}", style="bold red" if used >= limit else "")
 
 
 def cells(t: TenantRow) -> list[Cell]:
@@ -29,6 +47,12 @@ def cells(t: TenantRow) -> list[Cell]:
         fmt.secs(t.max_queue_wait_s),
         fmt.count(t.tokens_used),
         quota or "-",
+        _against(
+            t.tokens_last_minute,
+            t.limits.get("tokens_per_minute"),
+            fmt.count(t.tokens_last_minute),
+        ),
+        _against(t.stored_bytes, t.limits.get("stored_bytes"), fmt.count(t.stored_bytes)),
     ]
 
 

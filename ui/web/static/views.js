@@ -250,12 +250,21 @@
     tbody.replaceChildren(...rows.map((cells) => el("tr", {}, ...cells.map(([t, c]) => el("td", { class: c || "" }, t)))));
   }
 
+  // a tenant-level usage against its limit (none: unlimited), flagged once reached
+  function against(used, limit) {
+    const shown = fmt.count(used || 0);
+    if (limit === null || limit === undefined) return [shown, "num"];
+    return [shown + " / " + fmt.count(limit), "num" + ((used || 0) >= limit ? " late" : "")];
+  }
+
   function renderTenants(st) {
     fill($("#tenants tbody"), st.tenants.map((t) => [
       [t.tenant], [String(t.programs), "num"], [String(t.running), "num"],
       [t.slowdown === null || t.slowdown === undefined ? "-" : t.slowdown.toFixed(2) + "x", "num" + (t.slowdown > 2 ? " late" : "")],
       [(t.starvation || 0).toFixed(3), "num"], [fmt.secs(t.max_queue_wait_s), "num"], [fmt.count(t.tokens_used), "num"],
       [Object.entries(t.quota_use || {}).map(([k, v]) => k + " " + fmt.pct(v)).join("  ") || "-"],
+      against(t.tokens_last_minute, (t.limits || {}).tokens_per_minute),
+      against(t.stored_bytes, (t.limits || {}).stored_bytes),
     ]));
     AC.charts.tenants(st.tenants);
   }
