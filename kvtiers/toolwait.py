@@ -23,16 +23,11 @@ program's private KV only; its shared prefix stays resident under every option a
     keep(tau)  = pi_H * P * H(tau) + S(tau + T) * lapse
       lapse    = pi_H * P * x + x + w * (x + d)   with write-back: the evicting call waits for
                                                  the copy, this program later reloads
-               = recompute                        without DRAM or write-back: dropped, recomputed
+               = w * (r + d) + g * r             without DRAM or write-back: dropped, recomputed
     offload    = pi_H * P * x + pi_D * P * E[L] + w * (x + d)
                  (copy out overlapped with the tool, HBM held while copying; only the reload
                  is on the critical path; copies are DMA and take no GPU compute)
-    recompute  = w * (r + d) + max(g, 1) * r
-                 (the prefill runs when the program returns, at a load no decision sees now:
-                 its GPU time is priced as if at least one other call waits behind it, since
-                 guessing an idle engine wrong costs others unboundedly while guessing a busy
-                 one wrong costs at most r; measured on seed-mix at 0.9x capacity, pricing it
-                 at today's g dropped contexts that cost cp-cache 2-4% of P50/P95 on return)
+    recompute  = w * (r + d) + g * r
 
 ``keep`` is soft retention (CacheTTL / SGLang soft retention), not a pin: the KV is protected for
 ``tau`` seconds and then ranks as if last used at ``tau`` (``retention`` eviction strategy), so
@@ -42,8 +37,13 @@ approximation: unused LRU entries survive about ``T = evictable tokens / allocat
 costs others ``pi_H`` per token-second; unprotected KV costs them nothing, since they can evict
 it. The fixed ``keep`` policy uses ``tau = quantile(0.9)``. ``adaptive`` evaluates ``keep`` at
 ``tau`` in ``{0} ∪ {Q(q)}`` for a grid of quantiles that includes the fixed policy's, and picks
-the cheapest of keep, offload and recompute (ties: keep, then offload, then recompute), so its
-expected cost is never above any fixed policy's. Offloaded KV is soft-retained on DRAM for
+the cheapest of keep and offload (ties: keep), so its expected cost is never above either fixed
+policy's; recompute joins the choice only where host memory cannot take the context. That is a
+measured exception to the model, not a cost: a drop's prefill runs when the program returns, at
+a load the model prices with today's ``g``, and in ``bench`` the drops it chose cost more than
+they saved (seed-mix, 300 programs, fcfs vs cp-cache: at 3x the peak, allowing them took
+finished/s from 101% to 96% of the peak and recomputed tokens from 0.13 M to 3.2 M; at 0.9x one
+drop in 2,272 decisions cost 2-4% of P50/P95). Offloaded KV is soft-retained on DRAM for
 ``quantile(0.9)``. Not modelled: eviction of retained KV before ``tau`` (retention is soft, but
 a retained node goes only after every unretained one), DRAM held after a lapse, prefetching.
 """
@@ -137,10 +137,10 @@ def pressure_from_queue(queued_tokens: float, free_tokens: float) -> float:
 
 
 def recompute_cost(wait: ToolWait) -> float:
-    """``w * (r + d) + max(g, 1) * r``: this program waits for the prefill, everyone else loses
-    the GPU time it burns when the program returns."""
+    """``w * (r + d) + g * r``: this program waits for the prefill, everyone else loses the
+    GPU time it burns."""
     r = wait.recompute_seconds
-    return wait.priority * (r + wait.readmit_seconds) + max(wait.gpu_pressure, 1.0) * r
+    return wait.priority * (r + wait.readmit_seconds) + wait.gpu_pressure * r
 
 
 def offload_cost(wait: ToolWait) -> float:
@@ -278,7 +278,14 @@ class Adaptive(ToolWaitPolicy):
         taus.append(0.0)
         best_tau = min(taus, key=lambda tau: keep_cost(wait, tau))
         costs = _costs(wait, best_tau)
-        action = min(CacheAction, key=lambda a: costs[a.value])  # enum order breaks ties
+        # recompute only when host memory cannot take the context: a dropped context costs
+        # GPU time when its program returns, at a load no decision can know now, while an
+        # offload only uses the host link (measured: the one drop in 2,272 decisions of
+        # seed-mix at 0.9x capacity cost cp-cache 2-4% of its P50/P95 against fcfs)
+        options: list[CacheAction] = [CacheAction.KEEP, CacheAction.OFFLOAD]
+        if math.isinf(costs[CacheAction.OFFLOAD.value]):
+            options.append(CacheAction.RECOMPUTE)
+        action = min(options, key=lambda a: costs[a.value])  # enum order breaks ties
         if action is CacheAction.KEEP:
             retain = best_tau
         elif action is CacheAction.OFFLOAD:

@@ -62,12 +62,23 @@ def test_long_wait_with_fast_link_offloads() -> None:
     assert d.expected_cost == d.expected_costs["offload"] < d.expected_costs["keep"]
 
 
-def test_small_context_with_slow_link_recomputes() -> None:
+def test_a_context_the_host_cannot_take_is_not_held_when_dropping_is_cheapest() -> None:
+    d = ADAPTIVE.decide(
+        wait(private_tokens=512, tiers=NO_DRAM, latency=LogNormal.from_median(10, 0.8), pressure=1)
+    )
+    # a keep of 0 s costs what a drop does (the KV is evictable at once); ties go to keep
+    assert d.context_kept_s == 0.0
+    assert d.expected_cost == d.expected_costs["recompute"] < math.inf
+
+
+def test_with_host_room_a_context_is_offloaded_rather_than_dropped() -> None:
+    # recompute would be cheaper in the model (a small context over a slow link), but drops
+    # cost more than the model says when the program returns (see the module docstring)
     d = ADAPTIVE.decide(
         wait(private_tokens=512, tiers=SLOW, latency=LogNormal.from_median(10, 0.8), pressure=1)
     )
-    assert d.action is CacheAction.RECOMPUTE
-    assert d.retain_seconds == 0.0
+    assert d.expected_costs["recompute"] < d.expected_costs["offload"]
+    assert d.action is CacheAction.OFFLOAD
 
 
 def test_idle_memory_is_kept_for_free() -> None:
@@ -172,7 +183,9 @@ def test_adaptive_is_never_worse_than_the_best_fixed_policy(
         write_back=write_back,
     )
     chosen = ADAPTIVE.decide(w)
-    best_fixed = min(p.decide(w).expected_cost for p in FIXED)
+    # recompute is an option only where host memory cannot take the context
+    allowed = FIXED if math.isinf(chosen.expected_costs["offload"]) else FIXED[:2]
+    best_fixed = min(p.decide(w).expected_cost for p in allowed)
     assert chosen.expected_cost <= best_fixed * (1 + 1e-12) + 1e-12
-    assert chosen.expected_cost == min(chosen.expected_costs.values())
+    assert chosen.expected_cost == min(chosen.expected_costs[p.name] for p in allowed)
     assert chosen.retain_seconds >= 0.0
