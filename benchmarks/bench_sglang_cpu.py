@@ -31,6 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentconsole.sample_traces.format import TraceProgram
+from agentconsole.server.live.hub import EventHub
+from agentconsole.server.live.replay import ServiceReplay
+from agentconsole.server.live.service import DoorSettings, ProgramService
 from agentconsole.server.runtime.registry import RuntimeOptions
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime, default_model_dir
 from agentconsole.server.runtime.sglang.control import ControlState
@@ -47,6 +50,7 @@ class Arm:
     name: str
     plugin: bool
     schedule_policy: str
+    door: bool = False
 
 
 ARMS = (
@@ -54,6 +58,7 @@ ARMS = (
     Arm("sglang-fcfs", False, "fcfs"),
     Arm("sglang-lpm", False, "lpm"),
 )
+DOOR_ARM = Arm("agentconsole+door", True, "fcfs", door=True)
 
 
 async def run_arm(
@@ -77,9 +82,31 @@ async def run_arm(
     await runtime.start()
     try:
         book = TextBook(runtime.engine.tokenizer_manager.tokenizer, seed=args.seed)
-        service = CostServiceModel(CostModel.from_profile("cpu-2core__tiny-llama__tp1"))
-        replay = LiveReplay(runtime, trace, book, service, kv_hints=arm.plugin)
-        return await replay.run()
+        if not arm.plugin:  # stock SGLang: agents calling it, no program glue at all
+            service = CostServiceModel(CostModel.from_profile("cpu-2core__tiny-llama__tp1"))
+            return await LiveReplay(runtime, trace, book, service, kv_hints=False).run()
+        # ours is serve's own ProgramService (driver, door, tool-wait advisor), minus HTTP
+        served = ProgramService(
+            runtime, EventHub(), policy=args.policy, door=DoorSettings(enabled=arm.door)
+        )
+        served.runtime_ready.set()
+        try:
+            ended = await ServiceReplay(served, trace, book).run()
+        finally:
+            await served.stop()
+        return [
+            ProgramOutcome(
+                e.trace.id,
+                e.trace.tenant,
+                e.trace.shape,
+                e.e2e_s,
+                e.success,
+                prompt_tokens=e.prompt_tokens,
+                cached_tokens=e.cached_tokens,
+                arrival_s=e.trace.arrival_s,
+            )
+            for e in ended
+        ]
     finally:
         await runtime.stop()
 
@@ -91,7 +118,7 @@ def print_table(results: dict[str, list[dict[str, float]]]) -> None:
         return statistics.median(r[key] for r in results[name])
 
     print(
-        f"{'engine':<14} {'P50 s':>7} {'P95 s':>7} {'mean s':>7} {'hit rate':>9} "
+        f"{'engine':<18} {'done/s':>7} {'P50 s':>7} {'P95 s':>7} {'mean s':>7} {'hit rate':>9} "
         f"{'P50 ratio':>10} {'P95 ratio':>10}"
     )
     for name in results:
@@ -99,7 +126,8 @@ def print_table(results: dict[str, list[dict[str, float]]]) -> None:
         r50 = med("agentconsole", "e2e_p50_s") / p50 if p50 else float("nan")
         r95 = med("agentconsole", "e2e_p95_s") / p95 if p95 else float("nan")
         print(
-            f"{name:<14} {p50:7.2f} {p95:7.2f} {med(name, 'e2e_mean_s'):7.2f} "
+            f"{name:<18} {med(name, 'finished_per_s'):7.2f} {p50:7.2f} {p95:7.2f} "
+            f"{med(name, 'e2e_mean_s'):7.2f} "
             f"{med(name, 'cache_hit_rate'):9.1%} {r50:10.2f} {r95:10.2f}"
         )
 
@@ -109,12 +137,16 @@ async def main(args: argparse.Namespace) -> None:
 
     model = args.model or make_tiny_model(default_model_dir(RuntimeOptions()))
     trace = tiny_seed_mix(args.programs, args.rate, args.seed)
-    results: dict[str, list[dict[str, float]]] = {arm.name: [] for arm in ARMS}
+    arms = (*ARMS, DOOR_ARM) if args.door else ARMS
+    results: dict[str, list[dict[str, float]]] = {arm.name: [] for arm in arms}
     for rep in range(args.repeat):
-        for arm in ARMS:
+        for arm in arms:
             start = time.perf_counter()
             outcomes = await run_arm(arm, trace, model, args)
             row = outcome_summary(outcomes)
+            # programs finished per second from the first arrival to the last end
+            span = max((o.arrival_s + o.e2e_s for o in outcomes), default=0.0)
+            row["finished_per_s"] = row["finished"] / span if span else 0.0
             results[arm.name].append(row)
             print(
                 f"[{rep}] {arm.name}: {row['finished']}/{row['programs']} programs, "
@@ -137,6 +169,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--model", type=Path, default=None)
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument(
+        "--door", action="store_true", help="also run ours with the program door on (overload)"
+    )
     return p.parse_args()
 
 

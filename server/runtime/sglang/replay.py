@@ -52,6 +52,7 @@ class ProgramOutcome:
     calls: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    arrival_s: float = 0.0  # the trace's arrival time (seconds after the replay began)
 
 
 @dataclass(slots=True)
@@ -136,6 +137,7 @@ class LiveReplay:
             run.calls,
             run.prompt_tokens,
             run.cached_tokens,
+            trace.arrival_s,
         )
 
     async def _node(self, run: _Run, node: TraceNode, parents: list[asyncio.Task[bool]]) -> bool:

@@ -1,0 +1,97 @@
+"""The real-engine bench's "agentconsole" arm is serve's own ProgramService: a replayed trace
+becomes the same programs, nodes and tool waits an agent calling ``serve`` would make."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from agentconsole.sample_traces.codec import loads_trace
+from agentconsole.scheduler.program import NodeKind, ProgramState
+from agentconsole.server.live.hub import EventHub
+from agentconsole.server.live.replay import ReplayedProgram, ServiceReplay
+from agentconsole.server.live.service import DoorSettings, ProgramService
+from agentconsole.server.runtime.sim.costmodel import preset
+from agentconsole.server.runtime.sim.live import SimLiveRuntime
+from agentconsole.server.runtime.sim.live_text import CHARS_PER_TOKEN
+
+COST = preset("H200-141GB", "llama-3.1-8b", 1)
+
+
+class Letters:
+    """Segment text the simulated tokenizer counts as exactly ``tokens``."""
+
+    def text(self, key: str, tokens: int) -> str:
+        del key
+        return "a" * (tokens * CHARS_PER_TOKEN)
+
+
+def _program(pid: str, *, cancel_at_s: float | None = None) -> dict[str, Any]:
+    tool = {
+        "id": "search",
+        "kind": "tool",
+        "parents": ["plan"],
+        "tool": "web_search",
+        "tool_kind": "search",
+        "timeout_s": 60.0,
+        "result_tokens": 40,
+        "attempts": [
+            {"latency_s": 0.01, "outcome": "fail"},
+            {"latency_s": 0.02 if cancel_at_s is None else 5.0, "outcome": "ok"},
+        ],
+    }
+    return {
+        "id": pid,
+        "tenant": "acme",
+        "workload": "replay",
+        "shape": "replay",
+        "arrival_s": 0.0,
+        **({"cancel_at_s": cancel_at_s} if cancel_at_s is not None else {}),
+        "nodes": [
+            {"id": "plan", "kind": "llm", "parents": [], "prompt_tokens": 200, "output_tokens": 8},
+            tool,
+            {
+                "id": "answer",
+                "kind": "llm",
+                "parents": ["search"],
+                "prompt_tokens": 60,
+                "output_tokens": 8,
+            },
+        ],
+    }
+
+
+async def _replay() -> tuple[ProgramService, list[ReplayedProgram]]:
+    runtime = SimLiveRuntime(COST, time_scale=0.0, output_tokens=8)
+    await runtime.start()
+    service = ProgramService(runtime, EventHub(), door=DoorSettings(enabled=True))
+    service.runtime_ready.set()
+    trace = loads_trace(
+        "\n".join(json.dumps(p) for p in (_program("done"), _program("gone", cancel_at_s=0.5)))
+    )
+    try:
+        return service, await ServiceReplay(service, trace, Letters()).run()
+    finally:
+        await service.stop()
+        await runtime.stop()
+
+
+def test_a_replayed_trace_runs_through_the_service_as_an_agent_would() -> None:
+    service, ended = asyncio.run(_replay())
+    done, gone = ended
+    assert (done.success, gone.success) == (True, False)
+    assert done.prompt_tokens > 0 and done.e2e_s > 0
+    programs = service.controller.programs
+    assert programs["done"].state is ProgramState.FINISHED
+    assert programs["gone"].state is ProgramState.CANCELLED
+    nodes = programs["done"].nodes
+    kinds = {nid: n.kind for nid, n in nodes.items()}
+    # each tool attempt is a tool node the agent reported; the calls are the trace's
+    assert kinds == {
+        "plan": NodeKind.LLM,
+        "search": NodeKind.TOOL,
+        "search#1": NodeKind.TOOL,
+        "answer": NodeKind.LLM,
+    }
+    assert nodes["answer"].output_tokens == 8
