@@ -14,6 +14,10 @@ the engine sent the request's final chunk. The engine is started in a worker thr
 server's loop keeps answering) with its processes and signal handling kept in bounds by
 ``processes``; ``stop`` ends only the engine's own processes.
 
+Data parallelism (``EngineSettings.dp > 1``, ``dataparallel``): SGLang runs ``dp_size`` ranks;
+each program call is placed on a rank by the KV-aware router score and sent with
+``routed_dp_rank``; the plugin's per-rank reports are merged (``rank_status``).
+
 Telemetry (``telemetry``): per-call ``call.scheduled`` and ``kv.*`` events, evictions and
 engine stats go to ``options.extra["event_sink"]``; ``kvview`` answers ``memory``,
 ``context_of`` and ``probe`` and says where SGLang's own Prometheus files are.
@@ -42,19 +46,15 @@ from agentconsole.server.runtime.registry import RuntimeOptions
 from agentconsole.server.runtime.sglang import engine_config, processes, retention, symbols, wire
 from agentconsole.server.runtime.sglang.chat_template import build_format
 from agentconsole.server.runtime.sglang.contexts import ProgramContexts
-from agentconsole.server.runtime.sglang.control import (
-    PLACEMENT_FILE,
-    STATUS_FILE,
-    CachedJsonFile,
-    ControlState,
-    ControlWriter,
-    marker_files,
-)
+from agentconsole.server.runtime.sglang.control import ControlState, ControlWriter, marker_files
+from agentconsole.server.runtime.sglang.dataparallel import RankRouting
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.engine_log import EngineLog
 from agentconsole.server.runtime.sglang.factory import default_model_dir, settings_from_options
 from agentconsole.server.runtime.sglang.kvview import KVView
 from agentconsole.server.runtime.sglang.live_control import LiveControl
+from agentconsole.server.runtime.sglang.rank_status import RankFiles
+from agentconsole.server.runtime.sglang.ranks import RankRouter
 from agentconsole.server.runtime.sglang.snapshot import build_snapshot
 from agentconsole.server.runtime.sglang.stream import SGLangStream
 from agentconsole.server.runtime.sglang.telemetry import Telemetry
@@ -65,7 +65,7 @@ _HEALTH_FRESH_S = 5.0
 _METRICS_IN_PROCESS = False  # an engine with SGLang's metrics was started in this process
 
 
-class SGLangRuntime(LiveControl, KVView):
+class SGLangRuntime(LiveControl, KVView, RankRouting):
     """See the module docstring. Create with :func:`create_runtime` or directly."""
 
     name = "sglang"
@@ -93,9 +93,12 @@ class SGLangRuntime(LiveControl, KVView):
         self.engine: Any = None
         self._procs: processes.EngineProcesses | None = None
         self._calls: dict[str, SGLangStream] = {}
-        self._status = CachedJsonFile(self.state_dir / STATUS_FILE, min_interval_s=0.0)
-        self._placement = CachedJsonFile(self.state_dir / PLACEMENT_FILE, min_interval_s=0.2)
-        self.telemetry = Telemetry(event_sink, self.read_status, ProgramContexts())
+        # the plugin's reports, one set per data-parallel rank (merged for the server)
+        self.rank_files = RankFiles(self.state_dir, settings.dp)
+        self.router = RankRouter(settings.dp) if settings.dp > 1 else None
+        self.telemetry = Telemetry(
+            event_sink, self.read_status, ProgramContexts(), read_ranks=self.rank_files.statuses
+        )
         self._gate = asyncio.Event()
         self._gate.set()
         self._started_at = 0.0
@@ -163,10 +166,12 @@ class SGLangRuntime(LiveControl, KVView):
         processes.reclaim_signals(previous_sigterm)
         self._started_at = time.time()
         if self.settings.plugin:
-            deadline = time.monotonic() + 10.0  # the scheduler's first loop pass writes it
+            # each scheduler's first loop pass writes its status (read_status: every rank's)
+            deadline = time.monotonic() + 10.0 * self.settings.dp
             while self.read_status() is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
-            if not marker_files(self.state_dir) or self.read_status() is None:
+            markers = marker_files(self.state_dir)
+            if len(markers) < self.settings.dp or self.read_status() is None:
                 await self.stop()
                 raise RuntimeError(
                     "the agentconsole plugin is not active in SGLang's scheduler (no marker or "
@@ -227,12 +232,15 @@ class SGLangRuntime(LiveControl, KVView):
         if rid in self._calls:
             raise ValueError(f"call {rid!r} is already in flight")
         call = SGLangStream(request)
+        self._place(call)  # its data-parallel rank, before it counts as load
         self._calls[rid] = call
         self._release(request.ticket.program_id)
         call.task = asyncio.create_task(self._pump(call), name=f"sglang:{rid}")
         return call
 
-    def _request(self, request: GenerationRequest, kind: wire.CallKind) -> Any:
+    def _request(
+        self, request: GenerationRequest, kind: wire.CallKind, rank: int | None = None
+    ) -> Any:
         ticket = request.ticket
         sampling: dict[str, Any] = {
             "max_new_tokens": request.max_tokens,
@@ -261,6 +269,8 @@ class SGLangRuntime(LiveControl, KVView):
             if request.prompt_ids is not None
             else {"text": request.prompt}
         )
+        if rank is not None:  # data parallelism: the rank holding the program's KV
+            prompt["routed_dp_rank"] = rank
         return req_cls(
             **prompt,
             return_prompt_token_ids=True,
@@ -277,12 +287,13 @@ class SGLangRuntime(LiveControl, KVView):
             await self._gate.wait()
             if call.aborting:
                 return
-            obj = self._request(call.request, kind)
+            obj = self._request(call.request, kind, call.rank)
             async for chunk in self.engine.tokenizer_manager.generate_request(obj, None):
                 # telemetry first: its call.scheduled precedes the reader's call.first_token,
                 # which feeding the chunk emits (the reader listens in this task)
                 self.telemetry.on_chunk(call, chunk)
                 call.feed(chunk)
+                self._served_on(call, call.meta)
                 self._last_output = time.time()
         except asyncio.CancelledError:
             raise
@@ -360,7 +371,7 @@ class SGLangRuntime(LiveControl, KVView):
     def snapshot(self) -> RuntimeSnapshot:
         """Queue in policy order, running batch and KV use, from the plugin's status file and
         the adapter's own calls (non-blocking: reads a small file at most)."""
-        return build_snapshot(
+        snap = build_snapshot(
             self.name,
             self.policy_name,
             self.read_status(),
@@ -369,6 +380,8 @@ class SGLangRuntime(LiveControl, KVView):
             paused=self.control.state.paused or not self._gate.is_set(),
             placement=self.read_placement(),
         )
+        snap.tiers.update(self.rank_tiers())  # data parallelism: each rank's KV too
+        return snap
 
 
 def create_runtime(options: RuntimeOptions) -> SGLangRuntime:

@@ -15,6 +15,10 @@ whose path reaches the scheduler in the environment variable ``AGENTCONSOLE_SGLA
   the tokens of its last context still resident on the device (``status.Placement``).
 * ``steps.jsonl`` — only while ``record_steps`` is on (calibration): one line per engine step
   with its composition and timing.
+* with several data-parallel ranks (``dp_size > 1``) each rank's scheduler writes its own
+  ``status``, ``placement`` and ``steps`` files, named by :func:`rank_file`
+  (``status.rank1.json``); ``control.json`` stays shared (every rank applies the same
+  settings). With one rank the names are unchanged.
 * ``plugin-<pid>.json`` — the marker the plugin's policy writes when SGLang constructs it in a
   scheduler process: proof that the plugin is active where it must be (SGLang only logs plugin
   load failures).
@@ -41,6 +45,15 @@ STATUS_FILE = "status.json"
 STEPS_FILE = "steps.jsonl"
 PLACEMENT_FILE = "placement.json"
 MARKER_PREFIX = "plugin-"
+
+
+def rank_file(name: str, rank: int | None) -> str:
+    """The file ``name`` of data-parallel ``rank`` (None: SGLang runs without data
+    parallelism, and the name is ``name`` itself): ``status.json`` -> ``status.rank1.json``."""
+    if rank is None:
+        return name
+    stem, dot, suffix = name.partition(".")
+    return f"{stem}.rank{rank}{dot}{suffix}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,9 @@ class EngineSettings:
     max_total_tokens: int | None = None
     max_running_requests: int | None = None
     tp: int = 1
+    #: SGLang data-parallel ranks (``dp_size``): each a scheduler with its own KV pool
+    #: (``max_total_tokens`` is per rank); the adapter routes each program to one of them
+    dp: int = 1
     enable_metrics: bool = True
     #: CPU engine: OpenMP threads of the scheduler (None: half the cores, at least 1)
     cpu_threads: int | None = None
@@ -95,6 +98,10 @@ def engine_kwargs(settings: EngineSettings) -> dict[str, Any]:
         )
     if settings.max_running_requests is not None:
         kw["max_running_requests"] = settings.max_running_requests
+    if settings.dp > 1:
+        # every program call carries ``routed_dp_rank``; SGLang's own balancing (round robin)
+        # only places the adapter's unrouted health probes
+        kw["dp_size"] = settings.dp
     if settings.is_cpu:
         kw.update(
             device="cpu",
@@ -137,7 +144,27 @@ def engine_env(settings: EngineSettings, state_dir: Path) -> dict[str, str | Non
     if settings.is_cpu and "OMP_NUM_THREADS" not in os.environ:
         threads = settings.cpu_threads or max(1, (os.cpu_count() or 2) // 2)
         env["OMP_NUM_THREADS"] = str(threads)
+    if settings.is_cpu and settings.dp > 1 and BIND_ENV not in os.environ:
+        env[BIND_ENV] = cpu_bind(settings.dp, sorted(os.sched_getaffinity(0)))
     return env
+
+
+#: SGLang's CPU core list per rank; without it SGLang refuses more ranks than NUMA nodes
+#: (``utils/numa_utils.py:init_threads_binding``)
+BIND_ENV = "SGLANG_CPU_OMP_THREADS_BIND"
+
+
+def cpu_bind(ranks: int, cpus: list[int]) -> str:
+    """``SGLANG_CPU_OMP_THREADS_BIND`` for ``ranks`` data-parallel ranks over ``cpus``: a
+    contiguous share each, or one core each (reused round robin) when there are fewer cores
+    than ranks. On a CPU without AMX SGLang only checks the list (it binds nothing), so sharing
+    a core is safe; ``OMP_NUM_THREADS`` still caps each rank's threads."""
+    cpus = cpus or [0]
+    if len(cpus) < ranks:
+        return "|".join(str(cpus[r % len(cpus)]) for r in range(ranks))
+    share = len(cpus) // ranks
+    groups = [cpus[r * share : (r + 1) * share] for r in range(ranks)]
+    return "|".join(",".join(map(str, g)) for g in groups)
 
 
 def apply_env(changes: dict[str, str | None]) -> dict[str, str | None]:

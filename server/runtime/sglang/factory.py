@@ -3,8 +3,8 @@
 A CUDA GPU when torch sees one, else the CPU engine; with no model on a CPU machine, the tiny
 model (made once, in a cache folder). Recognised ``RuntimeOptions.extra`` keys: ``device``,
 ``plugin`` (False: stock SGLang), ``schedule_policy`` (stock policy), ``enable_metrics``,
-``cpu_threads``, ``hicache_size_gb`` (GPU: a HiCache host KV tier), ``engine_args`` (extra
-``Engine`` keyword arguments), ``model_cache_dir``,
+``cpu_threads``, ``dp`` (SGLang data-parallel ranks), ``hicache_size_gb`` (GPU: a HiCache host
+KV tier), ``engine_args`` (extra ``Engine`` keyword arguments), ``model_cache_dir``,
 ``state_dir``, ``fairness`` and ``preemption`` (the plugin's settings), ``tool_call_parser``
 (SGLang's parser name) and ``engine_log`` (a file for SGLang's own output).
 """
@@ -49,6 +49,7 @@ def settings_from_options(options: RuntimeOptions) -> EngineSettings:
         max_total_tokens=options.max_total_tokens,
         max_running_requests=options.max_running_requests,
         tp=options.tp,
+        dp=int(extra.get("dp") or 1),
         enable_metrics=bool(extra.get("enable_metrics", True)),
         cpu_threads=int(extra["cpu_threads"]) if extra.get("cpu_threads") else None,
         hicache_size_gb=int(extra["hicache_size_gb"]) if extra.get("hicache_size_gb") else None,

@@ -23,14 +23,14 @@ second old), and the adapter's own memory of each program's last context (``cont
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 from agentconsole.scheduler.runtime import MemoryView, PrefixProbe, ProgramContext, Prompt
 from agentconsole.server.runtime.sglang import wire
-from agentconsole.server.runtime.sglang.control import CachedJsonFile
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
+from agentconsole.server.runtime.sglang.rank_status import RankFiles
+from agentconsole.server.runtime.sglang.ranks import RankRouter
 from agentconsole.server.runtime.sglang.status import Placement, SchedulerStatus
 from agentconsole.server.runtime.sglang.stream import SGLangStream
 from agentconsole.server.runtime.sglang.telemetry import Telemetry
@@ -44,19 +44,19 @@ class KVView:
     state_dir: Path
     telemetry: Telemetry
     _calls: dict[str, SGLangStream]
-    _placement: CachedJsonFile
+    rank_files: RankFiles
+    router: RankRouter | None
 
     def read_status(self) -> SchedulerStatus | None: ...  # LiveControl's
 
-    def read_placement(self) -> Placement | None:
-        """The plugin's latest ``placement.json`` (None before the first sweep)."""
-        data, _ = self._placement.poll(time.monotonic())
-        if data is None:
-            return None
-        try:
-            return Placement.from_json(data)
-        except (TypeError, ValueError, IndexError):
-            return None
+    def read_placement(self, program_id: str | None = None) -> Placement | None:
+        """The plugin's latest ``placement.json`` (None before the first sweep). With
+        data-parallel ranks: the sweep of the rank ``program_id`` is placed on, else every
+        rank's merged (a program's largest context on any rank)."""
+        rank = self.router.rank_of(program_id) if self.router and program_id else None
+        if rank is not None:
+            return self.rank_files.placements()[rank]
+        return self.rank_files.placement()
 
     def metrics_dir(self) -> Path | None:
         """Where SGLang's processes write their Prometheus multiprocess files (the adapter
@@ -99,7 +99,7 @@ class KVView:
     def context_of(self, program_id: str) -> ProgramContext | None:
         """The program's last context as resident now (None: nothing of it is cached, or the
         plugin does not track it)."""
-        placement = self.read_placement()
+        placement = self.read_placement(program_id)
         found = placement.programs.get(program_id) if placement is not None else None
         if not found or found[0] <= 0:
             return None
@@ -121,7 +121,7 @@ class KVView:
         contexts = self.telemetry.contexts
         last = contexts.get(program_id)
         resident: int | None = None
-        placement = self.read_placement()
+        placement = self.read_placement(program_id)
         if last is not None and placement is not None and placement.written_at > last.at:
             resident = placement.programs.get(program_id, (0, 0))[0]
         reuse = contexts.reuse(program_id, salt, ids, resident)

@@ -26,12 +26,10 @@ from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.runtime import CacheAction
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import retention, symbols
-from agentconsole.server.runtime.sglang.control import (
-    CachedJsonFile,
-    ControlWriter,
-    RetentionHint,
-)
+from agentconsole.server.runtime.sglang.control import ControlWriter, RetentionHint
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
+from agentconsole.server.runtime.sglang.rank_status import RankFiles
+from agentconsole.server.runtime.sglang.ranks import RankRouter
 from agentconsole.server.runtime.sglang.status import SchedulerStatus
 from agentconsole.server.runtime.sglang.stream import SGLangStream
 
@@ -47,7 +45,8 @@ class LiveControl:
     engine: Any
     _calls: dict[str, SGLangStream]
     _gate: asyncio.Event
-    _status: CachedJsonFile
+    rank_files: RankFiles
+    router: RankRouter | None
     _retention_seq: int
 
     async def reprioritise(self, call_id: str, ticket: CallTicket) -> bool:
@@ -90,7 +89,11 @@ class LiveControl:
         """Apply a tool-wait decision to the program's last context in SGLang's radix tree
         (``keep``: evicted last until ``retain_s`` from now; ``drop``/``offload``: evicted
         first). Does not wait: the scheduler applies it when it next orders its queue, before
-        that pass allocates (and so evicts) anything. A no-op without the plugin."""
+        that pass allocates (and so evicts) anything. A no-op without the plugin. With
+        data-parallel ranks, ``recompute`` (the KV is given up) also ends the program's place
+        on its rank: its next call is placed again."""
+        if self.router is not None and action is CacheAction.RECOMPUTE:
+            self.router.release(program_id)
         if not self.settings.plugin:
             return
         now = time.time()
@@ -141,14 +144,9 @@ class LiveControl:
 
     # -- observation ---------------------------------------------------------------------------
     def read_status(self) -> SchedulerStatus | None:
-        """The plugin's latest ``status.json`` (None without the plugin or before the first)."""
-        data, _ = self._status.poll(time.monotonic())
-        if data is None:
-            return None
-        try:
-            return SchedulerStatus.from_json(data)
-        except (TypeError, ValueError):
-            return None
+        """The plugin's latest ``status.json`` (None without the plugin or before the first);
+        with data-parallel ranks, every rank's merged (None until each has reported)."""
+        return self.rank_files.status()
 
     # -- helpers -------------------------------------------------------------------------------
     async def _ack(self, version: int) -> bool:

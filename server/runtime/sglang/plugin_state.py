@@ -27,10 +27,12 @@ from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import plugin_status, retention, symbols, wire
 from agentconsole.server.runtime.sglang.control import (
     CONTROL_FILE,
+    PLACEMENT_FILE,
     STATUS_FILE,
     STEPS_FILE,
     CachedJsonFile,
     ControlState,
+    rank_file,
     write_json_atomic,
 )
 from agentconsole.server.runtime.sglang.ordering import (
@@ -77,6 +79,9 @@ class PluginState:
         self._retained: dict[str, tuple[int, float]] = {}  # program -> (tokens, until)
         self.steps = StepRecorder(state_dir / STEPS_FILE)
         self.telemetry = PluginTelemetry(state_dir)  # evictions, busy time, placement
+        self._status_path = state_dir / STATUS_FILE
+        self._rank_bound = False
+        self.dp_rank: int | None = None  # this scheduler's data-parallel rank (None: no DP)
         self._status_at = 0.0
         self._passes = 0
         self._status_dirty = True
@@ -248,9 +253,27 @@ class PluginState:
         self.preemptions += count
         self._status_dirty = True
 
+    # -- data-parallel rank -------------------------------------------------------------------
+    def bind_rank(self) -> None:
+        """Name this scheduler's files after its data-parallel rank (``control.rank_file``).
+        Not at construction: SGLang loads plugins before it publishes the process's ranks, so
+        the rank is read once the scheduler exists (its policy's constructor, or the first
+        loop pass)."""
+        if self._rank_bound:
+            return
+        self._rank_bound = True
+        rank = self.dp_rank = plugin_status.data_parallel_rank()
+        if rank is None:
+            return
+        self._status_path = self.state_dir / rank_file(STATUS_FILE, rank)
+        self.steps.path = self.state_dir / rank_file(STEPS_FILE, rank)
+        if self.telemetry.placement is not None:
+            self.telemetry.placement.path = self.state_dir / rank_file(PLACEMENT_FILE, rank)
+
     # -- once per scheduler loop pass -------------------------------------------------------------
     def on_loop(self, scheduler: Any) -> None:
         """Poll control, apply new retention hints, publish status when due."""
+        self.bind_rank()
         wall = time.time()
         if self.refresh(wall):
             self.apply_retention(getattr(scheduler, "tree_cache", None), wall)
@@ -300,7 +323,7 @@ class PluginState:
         )
         plugin_status.fill_kv(status, scheduler)
         self.telemetry.fill(status, scheduler)
-        write_json_atomic(self.state_dir / STATUS_FILE, status.to_json())
+        write_json_atomic(self._status_path, status.to_json())
         self._status_at = wall
         self._status_dirty = False
         self._prune(plugin_status.live_rids(scheduler, waiting, running))
@@ -314,4 +337,5 @@ class PluginState:
 
     def write_marker(self, policy: Any) -> None:
         """Record that SGLang built our policy in this process (the adapter checks it)."""
-        plugin_status.write_marker(self.state_dir, policy)
+        self.bind_rank()
+        plugin_status.write_marker(self.state_dir, policy, self.dp_rank)

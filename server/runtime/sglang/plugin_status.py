@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentconsole.server.runtime.sglang import wire
+from agentconsole.server.runtime.sglang import symbols, wire
 from agentconsole.server.runtime.sglang.control import MARKER_PREFIX, write_json_atomic
 from agentconsole.server.runtime.sglang.ordering import Ranked
 from agentconsole.server.runtime.sglang.status import QueuedEntry, RunningEntry, SchedulerStatus
@@ -96,14 +96,25 @@ def fill_kv(status: SchedulerStatus, scheduler: Any) -> None:
         pass
 
 
-def write_marker(state_dir: Path, policy: Any) -> None:
-    """Write ``plugin-<pid>.json``: SGLang built our policy in this process, with this tree
-    cache, tree core and eviction strategy."""
+def data_parallel_rank() -> int | None:
+    """This scheduler process's data-parallel rank (None: SGLang runs without data
+    parallelism, or has not published the process's ranks)."""
+    try:
+        rank = symbols.load(symbols.PARALLEL)().dp_rank
+    except Exception:
+        return None
+    return int(rank) if rank is not None else None
+
+
+def write_marker(state_dir: Path, policy: Any, dp_rank: int | None = None) -> None:
+    """Write ``plugin-<pid>.json``: SGLang built our policy in this process (data-parallel
+    rank ``dp_rank``), with this tree cache, tree core and eviction strategy."""
     tree = getattr(policy, "tree_cache", None)
     core = getattr(tree, "tree_core", None)
     strategy = getattr(core, "eviction_strategy", None)
     info = {
         "pid": os.getpid(),
+        "dp_rank": dp_rank,
         "written_at": time.time(),
         "policy_class": type(policy).__name__,
         "tree_cache": type(tree).__name__,

@@ -29,6 +29,7 @@ class SGLangStream(TokenStream):
         self.submitted = time.time()
         self.task: asyncio.Task[None] | None = None  # the adapter's task reading SGLang
         self.first_at: float | None = None
+        self.rank: int | None = None  # the data-parallel rank it was sent to (None: one rank)
         self.text = ""  # engine text seen so far (cumulative)
         self.tokens = 0  # engine tokens seen so far
         self.aborting = False

@@ -55,6 +55,8 @@ URC_EVICTABLE = "sglang.srt.mem_cache.unified_radix_cache:UnifiedRadixCache.evic
 TOUCH_WAITING = "sglang.srt.mem_cache.common:touch_waiting_prefix"
 #: called once per eviction pass with the device tokens it freed (both tree caches): telemetry
 EVICTION_METRICS = "sglang.srt.mem_cache.base_prefix_cache:BasePrefixCache.update_eviction_metrics"
+#: this process's parallel placement (``dp_rank``: its data-parallel rank, None without DP)
+PARALLEL = "sglang.srt.runtime_context:get_parallel"
 #: read-only device match (no split, no LRU touch): placement of a program's context
 DEVICE_MATCH = (
     "sglang.srt.mem_cache.unified_cache.unified_tree_core:UnifiedTreeCore.match_full_device_prefix"
@@ -103,6 +105,7 @@ SYMBOLS: tuple[str, ...] = (
     TOUCH_WAITING,
     EVICTION_METRICS,
     DEVICE_MATCH,
+    PARALLEL,
 )
 PRIVATE: frozenset[str] = frozenset({EVICTION_FACTORIES})
 

@@ -20,6 +20,9 @@ Per call, from the call's own stream (nothing to lose, and the numbers are the c
 From the plugin's ``status.json`` (polled every 100 ms): ``kv.evicted`` per eviction pass
 (SGLang evicts to make room for an allocation, not for a program: no program id), and
 ``engine.stats`` every 5 s (busy seconds, KV bytes on the device and, with HiCache, the host).
+With data-parallel ranks each rank's status is read on its own (eviction passes are numbered
+per rank) and each rank reports as an engine of its own, ``sglang.rank<r>`` (the aggregator
+sums engines); ``call.scheduled`` then carries the call's ``dp_rank``.
 Every entry point is guarded: telemetry never fails a call.
 """
 
@@ -27,7 +30,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
@@ -60,9 +64,19 @@ def prefill_seconds(meta: Mapping[str, Any]) -> float | None:
     return None
 
 
+@dataclass(slots=True)
+class _RankSeen:
+    """What was already emitted of one rank's status."""
+
+    status_at: float = -1.0
+    eviction_seq: int = 0
+    evicted: int = 0  # tokens emitted as kv.evicted
+
+
 class Telemetry:
     """See the module docstring. ``sink`` None: nothing is emitted (contexts are still kept,
-    for ``probe``)."""
+    for ``probe``). ``read_ranks``: each data-parallel rank's status (default: the one
+    ``read_status`` gives)."""
 
     def __init__(
         self,
@@ -70,18 +84,18 @@ class Telemetry:
         read_status: Callable[[], SchedulerStatus | None],
         contexts: ProgramContexts,
         *,
+        read_ranks: Callable[[], Sequence[SchedulerStatus | None]] | None = None,
         poll_s: float = _POLL_S,
         stats_s: float = _STATS_S,
     ) -> None:
         self.sink = sink
         self.read_status = read_status
+        self.read_ranks = read_ranks or (lambda: [read_status()])
         self.contexts = contexts
         self.poll_s = poll_s
         self.stats_s = stats_s
         self._poller: Periodic | None = None
-        self._status_at = -1.0
-        self._eviction_seq = 0
-        self._evicted = 0  # tokens emitted as kv.evicted
+        self._seen: dict[int, _RankSeen] = {}
         self._stats_at = 0.0
         self._errors = 0
 
@@ -109,6 +123,7 @@ class Telemetry:
         if t.program_id == _PROBE_PROGRAM:
             return
         hit = int(meta.get("cached_tokens") or 0)
+        rank: dict[str, Scalar] = {} if call.rank is None else {"dp_rank": call.rank}
         details = meta.get("cached_tokens_details")
         host = int(details.get("host") or 0) if isinstance(details, Mapping) else 0
         prompt = call.prompt_ids if call.prompt_ids is not None else call.request.prompt_ids
@@ -129,6 +144,7 @@ class Telemetry:
                 "reload_tokens": host,
                 "recompute_tokens": recompute,
                 "restore_s": call.restore_s,
+                **rank,
             },
         )
         if recompute:
@@ -160,23 +176,38 @@ class Telemetry:
     # -- from the plugin's status ------------------------------------------------------------
     def poll(self, now: float) -> None:
         """Emit the eviction passes and (when due) the engine stats the plugin reported since
-        the last poll."""
-        status = self.read_status()
-        if status is None or self.sink is None or status.written_at == self._status_at:
+        the last poll, for every rank."""
+        if self.sink is None:
             return
-        self._status_at = status.written_at
-        for seq, at, tokens in status.evictions:
-            if seq > self._eviction_seq:
-                self._eviction_seq = int(seq)
-                self._evict(float(at), int(tokens))
-        missed = status.evicted_tokens - self._evicted  # passes that left the list unseen
-        if missed > 0:
-            self._evict(now, missed)
-        if now - self._stats_at >= self.stats_s:
+        statuses = self.read_ranks()
+        stats_due = now - self._stats_at >= self.stats_s
+        emitted = False
+        for r, status in enumerate(statuses):
+            rank = None if len(statuses) == 1 else r
+            emitted |= self._poll_rank(rank, status, now, stats_due=stats_due)
+        if emitted:
             self._stats_at = now
+
+    def _poll_rank(
+        self, rank: int | None, status: SchedulerStatus | None, now: float, *, stats_due: bool
+    ) -> bool:
+        """One rank's share of :meth:`poll` (``rank`` None: the engine has one); True when it
+        emitted the rank's stats."""
+        seen = self._seen.setdefault(rank or 0, _RankSeen())
+        if status is None or self.sink is None or status.written_at == seen.status_at:
+            return False
+        seen.status_at = status.written_at
+        for seq, at, tokens in status.evictions:
+            if seq > seen.eviction_seq:
+                seen.eviction_seq = int(seq)
+                self._evict(seen, float(at), int(tokens), rank)
+        missed = status.evicted_tokens - seen.evicted  # passes that left the list unseen
+        if missed > 0:
+            self._evict(seen, now, missed, rank)
+        if stats_due:
             per_token = status.kv_bytes_per_token
             data: dict[str, Scalar] = {
-                "engine": ENGINE,
+                "engine": ENGINE if rank is None else f"{ENGINE}.rank{rank}",
                 "busy_s": status.busy_s,
                 "hbm_bytes": status.kv_used_tokens * per_token,
                 "dram_bytes": status.host_used_tokens * per_token,
@@ -184,11 +215,15 @@ class Telemetry:
                 "queued": len(status.queued),
             }
             self.sink.emit(Event(now, EventKind.ENGINE_STATS, data=data))
+        return stats_due
 
-    def _evict(self, at: float, tokens: int) -> None:
-        self._evicted += tokens
+    def _evict(self, seen: _RankSeen, at: float, tokens: int, rank: int | None) -> None:
+        seen.evicted += tokens
         if self.sink is not None:
-            self.sink.emit(Event(at, EventKind.KV_EVICTED, data={"tokens": tokens}))
+            data: dict[str, Scalar] = {"tokens": tokens}
+            if rank is not None:
+                data["dp_rank"] = rank
+            self.sink.emit(Event(at, EventKind.KV_EVICTED, data=data))
 
     def start(self) -> None:
         """Start polling the plugin's status (on the running loop)."""

@@ -1,0 +1,132 @@
+"""The plugin's reports of every data-parallel rank, read by the adapter and merged.
+
+With ``dp_size > 1`` each rank's scheduler writes its own ``status`` and ``placement`` files
+(``control.rank_file``); the adapter reads them all (mtime-cached) and merges them into the one
+engine view the rest of the server knows: queues and running batches side by side, KV pools and
+counters summed, the control version the *slowest* rank applied (a change is in force only once
+every rank has it). With one rank there is one file of each and nothing is merged. Pure Python;
+no SGLang import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from agentconsole.server.runtime.sglang.control import (
+    PLACEMENT_FILE,
+    STATUS_FILE,
+    CachedJsonFile,
+    rank_file,
+)
+from agentconsole.server.runtime.sglang.status import Placement, SchedulerStatus
+
+T = TypeVar("T")
+
+
+def rank_ids(ranks: int) -> list[int | None]:
+    """The rank of each file: ``[None]`` (unsuffixed names) without data parallelism."""
+    return [None] if ranks <= 1 else list(range(ranks))
+
+
+def merge_statuses(statuses: Sequence[SchedulerStatus]) -> SchedulerStatus:
+    """One status for the whole engine (see the module docstring); ``statuses`` not empty.
+    Waits are aligned to the newest report, so ``queued_calls`` ages them correctly."""
+    if len(statuses) == 1:
+        return statuses[0]
+    newest = max(s.written_at for s in statuses)
+    merged = SchedulerStatus(
+        pid=statuses[0].pid,
+        written_at=newest,
+        control_version=min(s.control_version for s in statuses),
+        policy=statuses[0].policy,
+        paused=all(s.paused for s in statuses),
+        kv_bytes_per_token=max(s.kv_bytes_per_token for s in statuses),
+        last_error=next((s.last_error for s in statuses if s.last_error), ""),
+    )
+    for s in statuses:
+        lag = newest - s.written_at
+        merged.queued += [dataclasses.replace(q, waited_s=q.waited_s + lag) for q in s.queued]
+        merged.running += s.running
+        for name in (
+            "kv_used_tokens",
+            "kv_capacity_tokens",
+            "kv_evictable_tokens",
+            "host_used_tokens",
+            "host_capacity_tokens",
+            "evicted_tokens",
+            "preemptions",
+            "errors",
+        ):
+            setattr(merged, name, getattr(merged, name) + getattr(s, name))
+        merged.busy_s += s.busy_s
+        for program, tokens in s.retained_tokens.items():
+            merged.retained_tokens[program] = merged.retained_tokens.get(program, 0) + tokens
+        for tenant, seconds in s.tenant_service_s.items():
+            merged.tenant_service_s[tenant] = merged.tenant_service_s.get(tenant, 0.0) + seconds
+    # eviction passes are numbered per rank: telemetry reads them per rank, never merged
+    return merged
+
+
+def merge_placements(placements: Sequence[Placement]) -> Placement:
+    """Each program's largest resident context on any rank (the oldest sweep's time: a reader
+    comparing it with a context's time must not take a stale rank for a fresh one)."""
+    if len(placements) == 1:
+        return placements[0]
+    programs: dict[str, tuple[int, int]] = {}
+    for placement in placements:
+        for program, found in placement.programs.items():
+            if found[0] > programs.get(program, (0, 0))[0]:
+                programs[program] = found
+    return Placement(min(p.written_at for p in placements), programs)
+
+
+def _read_each(
+    files: Sequence[CachedJsonFile], parse: Callable[[dict[str, Any]], T]
+) -> list[T | None]:
+    """Each file's content, parsed (None: missing, unreadable or malformed)."""
+    now = time.monotonic()
+    out: list[T | None] = []
+    for cached in files:
+        data, _ = cached.poll(now)
+        try:
+            out.append(parse(data) if data is not None else None)
+        except (TypeError, ValueError, IndexError):
+            out.append(None)
+    return out
+
+
+class RankFiles:
+    """The ``status`` and ``placement`` files of every rank of one engine."""
+
+    def __init__(self, state_dir: Path, ranks: int) -> None:
+        ids = rank_ids(ranks)
+        self._status = [
+            CachedJsonFile(state_dir / rank_file(STATUS_FILE, r), min_interval_s=0.0) for r in ids
+        ]
+        self._placement = [
+            CachedJsonFile(state_dir / rank_file(PLACEMENT_FILE, r), min_interval_s=0.2)
+            for r in ids
+        ]
+
+    def statuses(self) -> list[SchedulerStatus | None]:
+        """Each rank's latest status, in rank order (None: not written yet, or unreadable)."""
+        return _read_each(self._status, SchedulerStatus.from_json)
+
+    def status(self) -> SchedulerStatus | None:
+        """The engine's merged status; None until every rank has reported."""
+        statuses = self.statuses()
+        present = [s for s in statuses if s is not None]
+        return merge_statuses(present) if len(present) == len(statuses) else None
+
+    def placements(self) -> list[Placement | None]:
+        """Each rank's latest placement sweep, in rank order (None before its first)."""
+        return _read_each(self._placement, Placement.from_json)
+
+    def placement(self) -> Placement | None:
+        """The merged placement of the ranks that swept (None before any did)."""
+        present = [p for p in self.placements() if p is not None]
+        return merge_placements(present) if present else None

@@ -1,0 +1,177 @@
+"""``agentconsole serve --runtime sglang --dp 2`` over real HTTP: two SGLang data-parallel ranks
+on the CPU engine (tiny model), one server for the whole module.
+
+* Two programs in flight together are placed on different ranks (the KV-aware router score:
+  the first one's prefill is load on its rank); every later call of a program stays on its
+  rank, so its second call hits the cache; ``GET /v1/programs/{id}`` shows each node's
+  ``dp_rank``, and ``/v1/kv`` each rank's KV (``hbm.rank0``, ``hbm.rank1``).
+* Cancel aborts the program's call on its rank (SGLang sends the abort to every rank; only the
+  one holding the rid acts): the answer stops, while a call of a program on the other rank
+  runs to its end.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import ServeProcess, start_serve
+
+pytestmark = [pytest.mark.e2e, pytest.mark.sglang]
+TENANT = {"Authorization": "Bearer sk-dev"}
+
+
+@pytest.fixture(scope="module")
+def dp_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    tmp = tmp_path_factory.mktemp("sglang-dp")
+    args = ["--runtime", "sglang", "--dp", "2", "--db", str(tmp / "db.duckdb")]
+    env = {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
+    served = start_serve(args, env, timeout_s=400)
+    try:
+        yield served
+    finally:
+        served.stop(timeout=60)
+
+
+@pytest.fixture
+def http(dp_serve: ServeProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=dp_serve.url, headers=TENANT, timeout=120) as client:
+        yield client
+
+
+def _text(words: int, seed: int) -> str:
+    rnd = random.Random(seed)
+    return " ".join("".join(rnd.choice("abcdefghijklmnop") for _ in range(6)) for _ in range(words))
+
+
+def _body(messages: list[dict[str, str]], max_tokens: int, **extra: Any) -> dict[str, Any]:
+    return {"model": "m", "messages": messages, "max_tokens": max_tokens, **extra}
+
+
+def _chat(http: httpx.Client, program: str, messages: list[dict[str, str]]) -> dict[str, Any]:
+    response = http.post(
+        "/v1/chat/completions", json=_body(messages, 8), headers={"X-Program-Id": program}
+    )
+    response.raise_for_status()
+    out: dict[str, Any] = response.json()
+    return out
+
+
+class Stream:
+    """A streamed chat call read in a thread: ``started`` once the first token came."""
+
+    def __init__(self, url: str, program: str, messages: list[dict[str, str]], tokens: int):
+        self.started = threading.Event()
+        self.done = threading.Event()
+        self.text = ""
+        self.finish: str | None = None
+        self.error: str | None = None
+        body = _body(messages, tokens, stream=True, ignore_eos=True)
+        args = (url, program, body)
+        threading.Thread(target=self._run, args=args, daemon=True).start()
+
+    def _run(self, url: str, program: str, body: dict[str, Any]) -> None:
+        headers = {**TENANT, "X-Program-Id": program}
+        try:
+            with (
+                httpx.Client(base_url=url, timeout=120) as client,
+                client.stream("POST", "/v1/chat/completions", json=body, headers=headers) as r,
+            ):
+                for line in r.iter_lines():
+                    if not line.startswith("data: ") or line == "data: [DONE]":
+                        continue
+                    frame = json.loads(line[6:])
+                    if "error" in frame:
+                        self.error = str(frame["error"].get("message"))
+                        continue
+                    choice = frame["choices"][0]
+                    self.text += choice["delta"].get("content") or ""
+                    self.finish = choice.get("finish_reason") or self.finish
+                    if self.text:
+                        self.started.set()
+        finally:
+            self.started.set()
+            self.done.set()
+
+
+def _node_ranks(http: httpx.Client, program: str) -> dict[str, int | None]:
+    nodes = http.get(f"/v1/programs/{program}").json()["nodes"]
+    return {n["node_id"]: n.get("dp_rank") for n in nodes if n["kind"] == "llm"}
+
+
+def _cached(answer: dict[str, Any]) -> int:
+    return int(answer["usage"]["prompt_tokens_details"]["cached_tokens"])
+
+
+def test_programs_spread_over_ranks_and_stay_on_theirs(
+    dp_serve: ServeProcess, http: httpx.Client
+) -> None:
+    first = {p: [{"role": "user", "content": _text(60, seed)}] for seed, p in enumerate("ab")}
+    # a's first call is in flight (load on its rank) when b's first call is placed
+    a1 = Stream(dp_serve.url, "dp-a", first["a"], tokens=256)
+    assert a1.started.wait(60)
+    b1 = _chat(http, "dp-b", first["b"])
+    assert a1.done.wait(120)
+    assert a1.error is None
+    answers = {"a": a1.text, "b": b1["choices"][0]["message"]["content"]}
+    for p in "ab":
+        history = [
+            *first[p],
+            {"role": "assistant", "content": answers[p]},
+            {"role": "user", "content": _text(10, 7)},
+        ]
+        second = _chat(http, f"dp-{p}", history)
+        assert _cached(second) > 0, second["usage"]  # its context, on its rank
+        third = _chat(http, f"dp-{p}", [*history, *history[-2:]])
+        assert _cached(third) > 0, third["usage"]
+    ranks = {p: _node_ranks(http, f"dp-{p}") for p in "ab"}
+    assert len(ranks["a"]) == 3
+    assert len(ranks["b"]) == 3
+    rank_a, rank_b = set(ranks["a"].values()), set(ranks["b"].values())
+    assert len(rank_a) == 1  # every call of a program on one rank
+    assert len(rank_b) == 1
+    assert rank_a | rank_b == {0, 1}  # the two programs on different ranks
+    tiers = http.get("/v1/kv").json()["tiers"]
+    assert tiers["hbm.rank0"]["used_tokens"] > 0
+    assert tiers["hbm.rank1"]["used_tokens"] > 0
+    total = tiers["hbm.rank0"]["used_tokens"] + tiers["hbm.rank1"]["used_tokens"]
+    assert tiers["hbm"]["used_tokens"] == total
+
+
+def test_cancel_aborts_the_call_on_its_programs_rank(
+    dp_serve: ServeProcess, http: httpx.Client
+) -> None:
+    prompt = {p: [{"role": "user", "content": _text(30, 10 + i)}] for i, p in enumerate("cd")}
+    _chat(http, "dp-c", prompt["c"])
+    _chat(http, "dp-d", prompt["d"])
+    (rank_c,) = set(_node_ranks(http, "dp-c").values())
+    (rank_d,) = set(_node_ranks(http, "dp-d").values())
+    assert rank_c is not None
+    assert rank_d is not None
+    assert rank_c != rank_d  # the tie goes to the rank with fewer programs
+    other = Stream(dp_serve.url, "dp-d", [*prompt["d"], *prompt["d"]], tokens=300)
+    doomed = Stream(dp_serve.url, "dp-c", [*prompt["c"], *prompt["c"]], tokens=1400)
+    assert doomed.started.wait(60)
+    assert other.started.wait(60)
+    started = time.monotonic()
+    ack = http.post("/v1/programs/dp-c/cancel")
+    assert ack.status_code == 200, ack.text
+    assert ack.json()["aborted_calls"] == ["dp-c/llm-2/0001"]
+    assert doomed.done.wait(10)
+    assert time.monotonic() - started < 10
+    assert doomed.finish != "length"  # stopped long before its 1400 tokens
+    assert _node_ranks(http, "dp-c")["llm-2"] == rank_c
+    running = http.get("/v1/runtime").json()["running"]
+    assert not [c for c in running if c["program_id"] == "dp-c"]
+    # the call on the other rank was not touched: it runs to its end
+    assert other.done.wait(120)
+    assert other.error is None
+    assert other.finish == "length"
+    assert _node_ranks(http, "dp-d")["llm-2"] == rank_d

@@ -1,0 +1,199 @@
+"""SGLang data parallelism without an engine: the rank router (``ranks``), the per-rank plugin
+files and their merge (``rank_status``, ``control.rank_file``), the CPU core binding and the
+per-rank telemetry."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from agentconsole.scheduler.events import EventKind, EventLog
+from agentconsole.server.runtime.sglang.contexts import ProgramContexts
+from agentconsole.server.runtime.sglang.control import rank_file, write_json_atomic
+from agentconsole.server.runtime.sglang.engine_config import (
+    BIND_ENV,
+    EngineSettings,
+    cpu_bind,
+    engine_env,
+    engine_kwargs,
+)
+from agentconsole.server.runtime.sglang.rank_status import (
+    RankFiles,
+    merge_placements,
+    merge_statuses,
+)
+from agentconsole.server.runtime.sglang.ranks import InFlight, RankRouter
+from agentconsole.server.runtime.sglang.status import (
+    Placement,
+    QueuedEntry,
+    RunningEntry,
+    SchedulerStatus,
+)
+from agentconsole.server.runtime.sglang.telemetry import Telemetry
+
+SALT = "t:a"
+NO_PLACEMENT: list[Placement | None] = [None, None]
+
+
+def test_rank_file_names() -> None:
+    assert rank_file("status.json", None) == "status.json"
+    assert rank_file("status.json", 1) == "status.rank1.json"
+    assert rank_file("steps.jsonl", 0) == "steps.rank0.jsonl"
+
+
+def test_cpu_bind_splits_cores_or_shares_them() -> None:
+    assert cpu_bind(2, [0, 1]) == "0|1"
+    assert cpu_bind(2, [0, 1, 2, 3, 4]) == "0,1|2,3"
+    assert cpu_bind(3, [4, 5]) == "4|5|4"
+    assert cpu_bind(2, []) == "0|0"
+
+
+def test_engine_gets_dp_size_and_a_core_list_per_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(BIND_ENV, raising=False)
+    one = EngineSettings(model_path=Path("/m"))
+    two = EngineSettings(model_path=Path("/m"), dp=2)
+    assert "dp_size" not in engine_kwargs(one)
+    assert BIND_ENV not in engine_env(one, Path("/s"))
+    assert engine_kwargs(two)["dp_size"] == 2
+    assert str(engine_env(two, Path("/s"))[BIND_ENV]).count("|") == 1
+    monkeypatch.setenv(BIND_ENV, "0|0")  # the operator's wins
+    assert BIND_ENV not in engine_env(two, Path("/s"))
+
+
+def test_first_calls_spread_by_load_and_later_calls_stay() -> None:
+    router, contexts = RankRouter(2), ProgramContexts()
+    a = router.route("A", SALT, list(range(50)), 50, [], contexts, NO_PLACEMENT)
+    # A's first call is still prefilling on its rank: B goes to the other one
+    b = router.route("B", SALT, list(range(100, 150)), 50, [InFlight(a, 50)], contexts, [])
+    assert {a, b} == {0, 1}
+    # later calls stay, whatever the load
+    busy = [InFlight(a, 10_000, 10_000)]
+    assert router.route("A", SALT, list(range(60)), 60, busy, contexts, NO_PLACEMENT) == a
+    # with nothing in flight a tie goes to the rank with fewer programs
+    c = router.route("C", SALT, [7], 1, [], contexts, NO_PLACEMENT)
+    d = router.route("D", SALT, [8], 1, [], contexts, NO_PLACEMENT)
+    assert c != d
+    assert router.programs_per_rank() == [2, 2]
+
+
+def test_a_shared_prefix_pulls_a_new_program_to_its_rank() -> None:
+    router, contexts = RankRouter(2), ProgramContexts()
+    system = list(range(400))
+    for program, rank in (("A", 1), ("B", 0)):
+        router.route(program, SALT, [rank], 1, [], contexts, NO_PLACEMENT)
+    assert router.rank_of("A") == 1 or router.rank_of("B") == 1
+    on_one = "A" if router.rank_of("A") == 1 else "B"
+    contexts.remember(on_one, SALT, [*system, 5], [6])
+    router.note(on_one, "n1", 1)
+    load = [InFlight(1, 0, 100)]  # some decode load on rank 1: the cached prefix outweighs it
+    assert router.route("C", SALT, [*system, 9, 9], 402, load, contexts, NO_PLACEMENT) == 1
+    # another tenant's salt shares nothing
+    assert router.route("D", "t:b", [*system, 9, 9], 402, load, contexts, NO_PLACEMENT) == 0
+
+
+def test_release_drain_and_lost_context_place_a_program_again() -> None:
+    router, contexts = RankRouter(2), ProgramContexts()
+    first = router.route("A", SALT, [1, 2, 3], 3, [], contexts, NO_PLACEMENT)
+    other = 1 - first
+    router.drain(first)
+    assert router.route("A", SALT, [1, 2, 3], 3, [], contexts, NO_PLACEMENT) == other
+    router.undrain(first)
+    router.release("A")
+    assert router.rank_of("A") is None
+    with pytest.raises(ValueError, match="no data-parallel rank 2"):
+        router.drain(2)
+    # the rank's sweep (newer than A's last context) no longer finds A: placed again
+    router.drain(other)
+    rank = router.route("A", SALT, [1, 2, 3], 3, [], contexts, NO_PLACEMENT)
+    router.undrain(other)
+    contexts.remember("A", SALT, [1, 2, 3], [4])
+    swept = [Placement(time.time() + 1, {}), Placement(time.time() + 1, {})]
+    kept = list(swept)
+    kept[rank] = Placement(time.time() + 1, {"A": (3, 3)})
+    assert router.route("A", SALT, [1, 2, 3, 4], 4, [], contexts, kept) == rank
+    load = [InFlight(rank, 1000)]
+    assert router.route("A", SALT, [1, 2, 3, 4], 4, load, contexts, swept) == 1 - rank
+
+
+def test_node_ranks_are_kept_per_program() -> None:
+    router = RankRouter(2)
+    router.note("A", "n1", 1)
+    router.note("A", "n2", 0)
+    router.note("A", "n1", 0)  # a retry ran elsewhere
+    assert router.node_ranks("A") == {"n1": 0, "n2": 0}
+    assert router.node_ranks("B") == {}
+
+
+def test_statuses_merge_into_one_engine_view() -> None:
+    r0 = SchedulerStatus(written_at=10.0, control_version=5, kv_used_tokens=100)
+    r0.kv_capacity_tokens, r0.kv_bytes_per_token = 1000, 8
+    r0.queued = [QueuedEntry("a/1/1", "a", "t", 2, 1.0, 0.5, 30)]
+    r0.tenant_service_s = {"t": 1.0}
+    r1 = SchedulerStatus(written_at=10.5, control_version=4, kv_used_tokens=50)
+    r1.kv_capacity_tokens, r1.kv_bytes_per_token = 1000, 8
+    r1.running = [RunningEntry("b/1/1", "b", "t", 40, 3, 0.2)]
+    r1.tenant_service_s = {"t": 2.0, "u": 1.0}
+    merged = merge_statuses([r0, r1])
+    assert (merged.kv_used_tokens, merged.kv_capacity_tokens) == (150, 2000)
+    assert merged.control_version == 4  # in force once the slowest rank has it
+    assert merged.written_at == 10.5
+    assert merged.queued[0].waited_s == pytest.approx(1.0)  # aligned to the newest report
+    assert [r.rid for r in merged.running] == ["b/1/1"]
+    assert merged.tenant_service_s == {"t": 3.0, "u": 1.0}
+    assert merge_statuses([r0]) is r0
+    p0 = Placement(5.0, {"a": (10, 4), "c": (3, 3)})
+    p1 = Placement(6.0, {"a": (20, 20)})
+    assert merge_placements([p0, p1]) == Placement(5.0, {"a": (20, 20), "c": (3, 3)})
+
+
+def test_rank_files_wait_for_every_rank(tmp_path: Path) -> None:
+    files = RankFiles(tmp_path, 2)
+    write_json_atomic(tmp_path / "status.rank0.json", SchedulerStatus(written_at=1.0).to_json())
+    assert files.status() is None
+    write_json_atomic(tmp_path / "status.rank1.json", SchedulerStatus(written_at=2.0).to_json())
+    merged = files.status()
+    assert merged is not None
+    assert merged.written_at == 2.0
+    assert files.placement() is None
+    write_json_atomic(tmp_path / "placement.rank1.json", Placement(3.0, {"a": (4, 4)}).to_json())
+    files = RankFiles(tmp_path, 2)  # placements are re-read at most every 0.2 s
+    assert files.placements()[0] is None
+    assert files.placement() == Placement(3.0, {"a": (4, 4)})
+    single = RankFiles(tmp_path, 1)  # one rank: the unsuffixed names, as before
+    write_json_atomic(tmp_path / "status.json", SchedulerStatus(written_at=7.0).to_json())
+    status = single.status()
+    assert status is not None
+    assert status.written_at == 7.0
+
+
+def test_each_rank_reports_as_an_engine_of_its_own() -> None:
+    r0 = SchedulerStatus(written_at=1.0, kv_used_tokens=10, kv_bytes_per_token=2)
+    r0.evictions, r0.evicted_tokens = [[1, 0.5, 30]], 30
+    r1 = SchedulerStatus(written_at=1.0, kv_used_tokens=20, kv_bytes_per_token=2)
+    r1.evictions, r1.evicted_tokens = [[1, 0.6, 7]], 7  # its own numbering
+    log = EventLog()
+    tel = Telemetry(log, lambda: None, ProgramContexts(), read_ranks=lambda: [r0, r1])
+    tel.poll(100.0)
+    evicted = [
+        (e.data["tokens"], e.data["dp_rank"]) for e in log.events if e.kind is EventKind.KV_EVICTED
+    ]
+    assert evicted == [(30, 0), (7, 1)]
+    stats = {
+        e.data["engine"]: e.data["hbm_bytes"]
+        for e in log.events
+        if e.kind is EventKind.ENGINE_STATS
+    }
+    assert stats == {"sglang.rank0": 20, "sglang.rank1": 40}
+
+
+def test_a_finished_programs_place_goes_once_its_rank_evicted_it() -> None:
+    router, contexts = RankRouter(2), ProgramContexts()
+    rank = router.route("A", SALT, [1, 2], 2, [], contexts, NO_PLACEMENT)
+    contexts.remember("A", SALT, [1, 2], [3])
+    router.route("B", SALT, [5, 6], 2, [], contexts, NO_PLACEMENT)
+    assert router.rank_of("A") == rank  # no sweep since A's call: still placed
+    swept: list[Placement | None] = [Placement(time.time() + 1, {}) for _ in range(2)]
+    router.route("C", SALT, [7, 8], 2, [], contexts, swept)
+    assert router.rank_of("A") is None
