@@ -3,7 +3,9 @@
 3,000 programs in an hour is 0.83 programs/s, about what 16 simulated H200s serving
 Llama-3.1-8B sustain on seed-mix (one serves ~0.08/s: its decode is bound by reading each
 call's ~80K-token KV), so the run uses 16 replicas behind the KV-aware router.
-Goal: at most 10 s of wall time per policy on a 2-core machine.
+Goal (issue 12): at most 3 s of wall time per policy, metrics included, on a 2-core machine.
+The CPU-time column is the same run's process time: on a shared machine, where wall time
+also counts other people's work, it is the figure to compare.
 Run: ``.venv/bin/python benchmarks/bench_sim_speed.py``.
 """
 
@@ -20,6 +22,8 @@ from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.policies import available
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
+
+GOAL_S = 3.0
 
 
 def main() -> None:
@@ -42,29 +46,32 @@ def main() -> None:
         "policy",
         "wall s (sim)",
         "wall s (+metrics)",
+        "cpu s (+metrics)",
         "events",
         "simulated s",
         "finished",
         "E2E P95 s",
-        "goal <= 10 s",
+        f"goal <= {GOAL_S:g} s",
     ):
         table.add_column(col, justify="right")
     for policy in args.policies.split(","):
-        result = Simulation(
-            programs, preset(), SimConfig(policy=policy, replicas=args.replicas)
-        ).run()
+        sim = Simulation(programs, preset(), SimConfig(policy=policy, replicas=args.replicas))
+        cpu = time.process_time()
+        result = sim.run()
         t0 = time.perf_counter()
         report = MetricsAggregator().observe_all(result.events.events).report()
         total = result.wall_s + time.perf_counter() - t0
+        cpu = time.process_time() - cpu
         table.add_row(
             policy,
             f"{result.wall_s:.2f}",
             f"{total:.2f}",
+            f"{cpu:.2f}",
             f"{len(result.events):,}",
             f"{result.sim_s:,.0f}",
             str(report["finished"]),
             f"{report['e2e_p95_s']:.0f}",
-            "met" if total <= 10 else "MISSED",
+            "met" if total <= GOAL_S else "MISSED",
         )
     Console().print(table)
 

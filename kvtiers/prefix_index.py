@@ -46,29 +46,29 @@ class PrefixIndex(TierTree):
 
         ``ValueError`` if a resident block has the same key but a different token count.
         """
-        node: Node | None = self._root
+        children = self._root.children
         path: list[Node] = []
         by_tier = [0, 0, 0]
         requested = 0
-        public = True
+        public = matching = True
         for block in blocks:
-            requested += block.tokens
-            if node is None:
-                continue
+            tokens = block.tokens
+            requested += tokens
+            if not matching:
+                continue  # the rest only counts as requested
+            slot: Hashable = block.key
             if public and not block.public:
                 public = False
-                slot: Hashable = PrivateKey(tenant, block.key)
-            else:
-                slot = block.key
-            child = node.children.get(slot)
+                slot = PrivateKey(tenant, slot)
+            child = children.get(slot)
             if child is None:
-                node = None
+                matching = False
                 continue
-            if child.tokens != block.tokens:
-                raise ValueError(f"block {block.key!r}: {block.tokens} tokens, index has {child}")
+            if child.tokens != tokens:
+                raise ValueError(f"block {block.key!r}: {tokens} tokens, index has {child}")
             path.append(child)
-            by_tier[child.tier] += child.tokens
-            node = child
+            by_tier[child.tier] += tokens
+            children = child.children
         return Match(path, by_tier, requested)
 
     def match(self, tenant: str, blocks: Sequence[Block], now: float) -> Match:

@@ -155,16 +155,26 @@ def offload_cost(wait: ToolWait) -> float:
 
 def keep_cost(wait: ToolWait, retain_seconds: float) -> float:
     """``pi_H*P*H(tau) + S(tau + T)*lapse`` for a soft retention of ``retain_seconds``."""
+    return _keep_cost(wait, retain_seconds, _lapse_cost(wait))
+
+
+def _lapse_cost(wait: ToolWait) -> float:
+    """``lapse``: what a retention that ran out costs (written back and reloaded, or dropped
+    and recomputed); the same for every ``tau``, so ``adaptive`` computes it once."""
+    x = wait.transfer_seconds
+    if wait.write_back and not math.isinf(x):
+        price, p = wait.hbm_price, wait.private_tokens
+        return price * p * x + x + wait.priority * (x + wait.readmit_seconds)
+    return recompute_cost(wait)
+
+
+def _keep_cost(wait: ToolWait, retain_seconds: float, lapse: float) -> float:
     p = wait.private_tokens
     price = wait.hbm_price
     held = price * p * expected_min(wait.latency, retain_seconds) if price > 0 else 0.0
     lost = wait.latency.survival(retain_seconds + wait.lru_horizon_s)
     if lost <= 0:
         return held
-    lapse = recompute_cost(wait)
-    x = wait.transfer_seconds
-    if wait.write_back and not math.isinf(x):
-        lapse = price * p * x + x + wait.priority * (x + wait.readmit_seconds)
     return held + lost * lapse
 
 
@@ -214,9 +224,10 @@ get_tool_wait_policy = TOOL_WAIT_POLICIES.create
 available_tool_wait_policies = TOOL_WAIT_POLICIES.names
 
 
-def _costs(wait: ToolWait, keep_tau: float) -> dict[str, float]:
+def _costs(wait: ToolWait, keep: float) -> dict[str, float]:
+    """Every option's expected cost, keep's (at the policy's retention) given as ``keep``."""
     return {
-        CacheAction.KEEP.value: keep_cost(wait, keep_tau),
+        CacheAction.KEEP.value: keep,
         CacheAction.OFFLOAD.value: offload_cost(wait),
         CacheAction.RECOMPUTE.value: recompute_cost(wait),
     }
@@ -234,7 +245,7 @@ class Keep(ToolWaitPolicy):
 
     def decide(self, wait: ToolWait) -> Decision:
         tau = wait.latency.quantile(self.quantile)
-        return Decision(CacheAction.KEEP, tau, _costs(wait, tau))
+        return Decision(CacheAction.KEEP, tau, _costs(wait, keep_cost(wait, tau)))
 
 
 @register_tool_wait_policy
@@ -246,7 +257,7 @@ class Offload(ToolWaitPolicy):
 
     def decide(self, wait: ToolWait) -> Decision:
         tau = wait.latency.quantile(KEEP_QUANTILE)
-        return Decision(CacheAction.OFFLOAD, tau, _costs(wait, tau))
+        return Decision(CacheAction.OFFLOAD, tau, _costs(wait, keep_cost(wait, tau)))
 
 
 @register_tool_wait_policy
@@ -258,7 +269,9 @@ class Recompute(ToolWaitPolicy):
 
     def decide(self, wait: ToolWait) -> Decision:
         return Decision(
-            CacheAction.RECOMPUTE, 0.0, _costs(wait, wait.latency.quantile(KEEP_QUANTILE))
+            CacheAction.RECOMPUTE,
+            0.0,
+            _costs(wait, keep_cost(wait, wait.latency.quantile(KEEP_QUANTILE))),
         )
 
 
@@ -276,8 +289,11 @@ class Adaptive(ToolWaitPolicy):
     def decide(self, wait: ToolWait) -> Decision:
         taus = [wait.latency.quantile(q) for q in self.quantiles]
         taus.append(0.0)
-        best_tau = min(taus, key=lambda tau: keep_cost(wait, tau))
-        costs = _costs(wait, best_tau)
+        lapse = _lapse_cost(wait)
+        keep = [_keep_cost(wait, tau, lapse) for tau in taus]
+        best = min(range(len(taus)), key=keep.__getitem__)  # ties: the earlier quantile
+        best_tau = taus[best]
+        costs = _costs(wait, keep[best])
         # recompute only when host memory cannot take the context: a dropped context costs
         # GPU time when its program returns, at a load no decision can know now, while an
         # offload only uses the host link (measured: the one drop in 2,272 decisions of

@@ -240,13 +240,15 @@ class TierTree:
         src = node.tier
         dst = self._demote_to[src]
         if dst is not None:
-            short = node.tokens - self.free(dst)
+            tokens = node.tokens
+            short = tokens - self.free(dst)
             if short > 0:
                 self._evict(dst, short, prio, out)
-            if node.tokens <= self.free(dst):
-                self.counters.demoted_tokens[src] += node.tokens
+                short = tokens - self.free(dst)
+            if short <= 0:
+                self.counters.demoted_tokens[src] += tokens
                 self._set_tier(node, dst)
-                out.moves.append(KVMove(node, node.tokens, src, dst, True))
+                out.moves.append(KVMove(node, tokens, src, dst, True))
                 return
         self._drop(node, out.moves, True)
 

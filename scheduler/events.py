@@ -9,7 +9,9 @@ Times are seconds: virtual seconds under ``bench``, wall-clock epoch seconds und
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -122,3 +124,22 @@ class EventLog:
 
     def __len__(self) -> int:
         return len(self.events)
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the block, then restore its state.
+
+    For batch work that keeps its events alive: a simulated hour (``bench``) holds ~230,000
+    events and their programs, and so does the metrics pass over them, so every full
+    collection meanwhile rescans millions of objects that are all still in use (measured: a
+    quarter of a run's wall time). Nothing such a batch frees depends on the collector; the
+    few cycles it leaves are collected once the pause ends.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -11,11 +11,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import NormalDist
 from typing import Protocol, runtime_checkable
 
 _STD_NORMAL = NormalDist()
 _SQRT2 = math.sqrt(2.0)
+
+
+@lru_cache(maxsize=256)
+def _std_normal_quantile(q: float) -> float:
+    """The standard normal's ``q`` quantile, cached: policies ask a few fixed quantiles of
+    every tool-wait decision's distribution, and ``inv_cdf`` is pure Python."""
+    return _STD_NORMAL.inv_cdf(q)
 
 
 @runtime_checkable
@@ -95,7 +103,7 @@ class LogNormal:
             return 0.0
         if q >= 1:
             return math.inf
-        return math.exp(self.mu + self.sigma * _STD_NORMAL.inv_cdf(q))
+        return math.exp(self.mu + self.sigma * _std_normal_quantile(q))
 
     def survival(self, t: float) -> float:
         if t <= 0:

@@ -33,7 +33,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentconsole.scheduler.events import Event, EventKind
+from agentconsole.scheduler.events import Event, EventKind, paused_gc
 
 SERVICE_FLOOR_S = 0.05  # service below this counts as this for wait/service ratios
 
@@ -142,8 +142,12 @@ class MetricsAggregator:
             handler(self, e)
 
     def observe_all(self, events: list[Event]) -> MetricsAggregator:
-        for e in events:
-            self.observe(e)
+        """Observe a finished run's ``events`` in order, the cyclic garbage collector paused
+        (``events.paused_gc``: the run's events are all alive, so collecting rescans them)."""
+        observe = self.observe
+        with paused_gc():
+            for e in events:
+                observe(e)
         return self
 
     def _created(self, e: Event) -> None:

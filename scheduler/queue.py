@@ -51,6 +51,10 @@ class ReadyQueue:
     def __iter__(self) -> Iterator[QueueEntry]:
         return iter(self._entries.values())
 
+    def tenants(self) -> list[str]:
+        """The tenants with calls waiting (O(tenants), however long the queue)."""
+        return [t for t, n in self._alive_per_tenant.items() if n > 0]
+
     def entry(self, call_id: str) -> QueueEntry | None:
         """The queued entry of ``call_id`` (its ticket and policy key), if queued."""
         return self._entries.get(call_id)
@@ -91,7 +95,7 @@ class ReadyQueue:
         starving = self._top(self._starving)
         if starving is not None and starving[0] <= now:
             best, best_entry = (TIER_STARVING, starving[0], starving[1]), starving[2]
-        backlogged = [t for t, n in self._alive_per_tenant.items() if n > 0]
+        backlogged = self.tenants()
         underserved = self.guard.underserved(backlogged, now)
         for tenant in backlogged:
             top = self._top(self._by_tenant[tenant])
@@ -115,8 +119,7 @@ class ReadyQueue:
 
     def ordered(self, now: float) -> list[QueueEntry]:
         """All waiting calls in run order (O(n log n); for snapshots and equivalence tests)."""
-        backlogged = [t for t, n in self._alive_per_tenant.items() if n > 0]
-        underserved = self.guard.underserved(backlogged, now)
+        underserved = self.guard.underserved(self.tenants(), now)
         return sorted(
             self._entries.values(),
             key=lambda e: self.guard.effective_key(e.ticket, e.key, now, underserved),

@@ -10,6 +10,12 @@ still descended from this one is listed in the summary, sent SIGTERM, and SIGKIL
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings
+
+# Property tests check properties, not speed: hypothesis's per-example deadline (200 ms) is a
+# timing assertion that a loaded 2-core machine fails at random.
+settings.register_profile("agentconsole", deadline=None)
+settings.load_profile("agentconsole")
 
 #: Seconds a leftover process gets to exit after SIGTERM before it is killed.
 TERMINATE_GRACE_S = 5.0

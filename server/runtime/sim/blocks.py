@@ -38,7 +38,10 @@ class StepBlock:
     @property
     def tokens(self) -> int:
         """Tokens the block processes (prompt chunks plus one per decoder per step)."""
-        return sum(chunk for _, chunk in self.prefill) + len(self.decode) * self.decode_steps
+        decoded = len(self.decode) * self.decode_steps
+        if not self.prefill:
+            return decoded
+        return sum(chunk for _, chunk in self.prefill) + decoded
 
 
 def steps_within(seconds: StepsSeconds, steps: int, span: float) -> int:
@@ -129,7 +132,7 @@ class BlockPlanner:
         decode = list(decoding)
         steps = min(
             head.prefill_left // budget,
-            min(c.remaining_tokens for c in decode),
+            min(c.output_tokens - c.generated for c in decode),  # their remaining tokens
             self.config.max_fused_decode_steps,
         )
         if steps < 2:
@@ -152,7 +155,8 @@ class BlockPlanner:
     def decode_run(self, now: float, until: float, calls: list[SimCall], context: int) -> StepBlock:
         """A run of decode steps for ``calls`` (attending to ``context`` KV tokens), cut at the
         first call to finish, at ``max_fused_decode_steps`` and at ``until``."""
-        steps = min(min(c.remaining_tokens for c in calls), self.config.max_fused_decode_steps)
+        left = min(c.output_tokens - c.generated for c in calls)  # their remaining tokens
+        steps = min(left, self.config.max_fused_decode_steps)
         seconds = self._decode_run_seconds(len(calls), context)
         steps = steps_within(seconds, steps, until - now)
         duration = seconds(steps)

@@ -57,9 +57,12 @@ def private_nodes(run: ProgramRun) -> list[Node]:
     """The still-cached nodes of the program's last context that belong to it alone (trace
     segment keys of its own nodes start with its id)."""
     mine = f"{run.trace.id}/"
-    return [
-        n for n in run.last_path if not n.dead and isinstance(n.key, str) and n.key.startswith(mine)
-    ]
+    return [n for n in run.last_path if not n.dead and _owned(n, mine)]
+
+
+def _owned(node: Node, prefix: str) -> bool:
+    """``node`` holds a segment of the program whose keys start with ``prefix``."""
+    return isinstance(node.key, str) and node.key.startswith(prefix)
 
 
 class SimEngines:
@@ -78,8 +81,13 @@ class SimEngines:
         run = self.runs[program_id]
         # only what is still cached: the answer reaches the agent a little after the engine
         # finished the call (call_overhead_s), and eviction may have run in between
-        live = [n for n in run.last_path if not n.dead]
-        private = sum(n.tokens for n in private_nodes(run))
+        mine = f"{run.trace.id}/"
+        private = cached = 0
+        for n in run.last_path:
+            if not n.dead:
+                cached += n.tokens
+                if _owned(n, mine):
+                    private += n.tokens
         if not private:
             return None
-        return ProgramContext(private, sum(n.tokens for n in live) - private)
+        return ProgramContext(private, cached - private)

@@ -150,11 +150,7 @@ class SimEngine:
         if self._block is not None:
             raise RuntimeError("plan() while a block is in flight")
         self._admit(now)
-        for call in [c for c in self._loading.values() if c.ready_at <= now]:
-            del self._loading[call.call_id]
-            call.phase = Phase.PREFILL
-            self._prefilling[call.call_id] = call
-        wake = min((c.ready_at for c in self._loading.values()), default=None)
+        wake = self._finish_loading(now) if self._loading else None
         until = wake if wake is not None else math.inf
         prefilling, decoding = self._prefilling.values(), self._decoding.values()
         if prefilling:
@@ -181,6 +177,14 @@ class SimEngine:
             return self._run(self.planner.decode_run(now, until, lane, context))
         return wake
 
+    def _finish_loading(self, now: float) -> float | None:
+        """Calls whose reload ended by ``now`` start prefilling; when the next one ends."""
+        for call in [c for c in self._loading.values() if c.ready_at <= now]:
+            del self._loading[call.call_id]
+            call.phase = Phase.PREFILL
+            self._prefilling[call.call_id] = call
+        return min((c.ready_at for c in self._loading.values()), default=None)
+
     def complete(self, now: float) -> None:
         """Apply the block that ends at ``now`` (a no-op at a mere wake-up)."""
         block, self._block = self._block, None
@@ -205,21 +209,25 @@ class SimEngine:
 
     def _attribute_service(self, block: StepBlock, now: float) -> None:
         """Split the block's GPU time over the tokens it processed; credit tenants once each."""
-        steps = block.decode_steps
         tokens = block.tokens
         if not tokens:
             return
         share = block.duration / tokens
         by_tenant: dict[str, float] = {}
+        credited = by_tenant.get
         for call, chunk in block.prefill:
-            call.service_s += share * chunk
-            by_tenant[call.ticket.tenant] = by_tenant.get(call.ticket.tenant, 0.0) + share * chunk
-        per_call = share * steps
+            seconds = share * chunk
+            call.service_s += seconds
+            tenant = call.ticket.tenant
+            by_tenant[tenant] = credited(tenant, 0.0) + seconds
+        per_call = share * block.decode_steps
         for call in block.decode:
             call.service_s += per_call
-            by_tenant[call.ticket.tenant] = by_tenant.get(call.ticket.tenant, 0.0) + per_call
+            tenant = call.ticket.tenant
+            by_tenant[tenant] = credited(tenant, 0.0) + per_call
+        record = self.guard.record_service
         for tenant, seconds in by_tenant.items():
-            self.guard.record_service(tenant, seconds, now)
+            record(tenant, seconds, now)
 
     def protected_tokens(self, now: float) -> int:
         """Evictable HBM tokens that admission under the retention gate cannot take: softly
@@ -235,7 +243,8 @@ class SimEngine:
     @property
     def load(self) -> float:
         """Prefill plus decode load, for picking the least loaded replica."""
-        return self.prefill_load + self._decode_context
+        # prefill_load's sum, spelled out: the router asks every replica this per call
+        return self.queued_demand + self._prefill_pending + self._decode_context
 
     @property
     def decode_load(self) -> int:
@@ -385,7 +394,8 @@ class SimEngine:
         calls = list(self._decoding.values())
         if len(calls) < 2 or not self.guard.config.enabled:
             return calls
-        tenants = {c.ticket.tenant for c in calls} | {e.ticket.tenant for e in self.queue}
+        tenants = {c.ticket.tenant for c in calls}
+        tenants.update(self.queue.tenants())
         underserved = self.guard.underserved(tenants, now)
         if not underserved:
             return calls

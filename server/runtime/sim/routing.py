@@ -37,7 +37,8 @@ class ReplicaRouter:
         if run.engine is None:
             candidates = list(range(len(engines)))
         else:
-            idle = min(range(len(engines)), key=lambda k: engines[k].load)
+            loads = [engine.load for engine in engines]
+            idle = loads.index(min(loads))  # the first least loaded, as min() picks
             candidates = [run.engine] if idle == run.engine else [run.engine, idle]
         matches = [engines[k].index.peek(tenant, blocks) for k in candidates]
         prompt = matches[0].requested_tokens
