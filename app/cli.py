@@ -139,6 +139,9 @@ def make_model(out_dir: Path, seed: int) -> None:
 @click.option("--policy", default=None, help="Scheduling policy [cp-cache].")
 @click.option("--kv-policy", default=None, help="Tool-wait KV policy [adaptive].")
 @click.option("--time-scale", type=click.FloatRange(min=0), default=None, help="Sim only.")
+@click.option(
+    "--dp", type=click.IntRange(min=1), default=None, help="SGLang data-parallel ranks [1]."
+)
 @click.option("--demo/--no-demo", default=None, help="Demo tenants and built-in agents.")
 @click.option("--tui/--no-tui", default=None, help="Open the terminal dashboard.")
 @click.option("--log-level", default=None)
@@ -166,6 +169,30 @@ def export(out_dir: Path, db: Path) -> None:
 
     for path in run_export(db, out_dir):
         click.echo(path)
+
+
+@main.group()
+def trace() -> None:
+    """Traces of what a server recorded (what-if replay with ``bench --trace``)."""
+
+
+@trace.command("export")
+@click.option(
+    "--db", type=click.Path(dir_okay=False, path_type=Path), default=Path("agentconsole.duckdb"),
+    show_default=True, help="The store file (stop serve first: it holds the file).",
+)  # fmt: skip
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--since", default=None, help="Programs arriving from (unix s or ISO 8601).")
+@click.option("--until", default=None, help="Programs arriving before (unix s or ISO 8601).")
+@click.option("--tenant", default=None, help="One tenant's programs only.")
+def trace_export(
+    db: Path, out: Path, since: str | None, until: str | None, tenant: str | None
+) -> None:
+    """Rebuild the recorded programs as a JSONL trace (arrivals from the window's start)."""
+    from agentconsole.export import run_trace_export
+
+    count = run_trace_export(db, out, since, until, tenant)
+    click.echo(f"{count} programs -> {out}")
 
 
 @main.command()

@@ -49,6 +49,7 @@ from agentconsole.server.live.observe import Observer
 from agentconsole.server.live.operator import OperatorDesk
 from agentconsole.server.live.ownership import StoredIds
 from agentconsole.server.live.projector import StoreProjector
+from agentconsole.server.live.promptblocks import PromptBlockRecorder, redaction_from
 from agentconsole.server.live.queries import ProgramQueries
 from agentconsole.server.live.service import DoorSettings, ProgramService
 from agentconsole.server.live.snapshots import MetricRecorder
@@ -199,6 +200,9 @@ def create_app(
         store = await asyncio.to_thread(Store.open, config.db_path)
         hub = EventHub(first_seq=store.repo.last_seq() + 1)
         live = build_live(config, store, runtime, hub)
+        live.service.prompt_blocks = PromptBlockRecorder(
+            store.prompt_secret, store.writer.put, redaction_from(extensions)
+        )
         app.state.live = live
         for view in await asyncio.to_thread(_running_programs, store):
             live.service.reopen(view)  # programs survive a restart (live/reopen.py)

@@ -92,6 +92,7 @@ class CallAccounting:
             self._report(call, None, "failed", now)
             return
         data = usage_data(result)
+        self._record_prompt(call, result, now)
         if call.closed:
             data["reason"] = call.abort_reason
             self._emit(call, EventKind.CALL_ABORTED, data)
@@ -124,6 +125,24 @@ class CallAccounting:
         if call.answer is not None and call.answer[1]:  # the agent runs these tools now
             names = [name for name, _ in call.answer[1]]
             svc.tool_calls.asked(call.program_id, call.node_id, call.call_id, names)
+
+    def _record_prompt(self, call: LiveCall, result: GenerationResult, now: float) -> None:
+        """The call's prompt structure to the store (salted block hashes, no text)."""
+        recorder = self.service.prompt_blocks
+        if recorder is None:
+            return
+        request = call.request
+        recorder.record(
+            program_id=call.program_id,
+            node_id=call.node_id,
+            attempt=request.ticket.attempt,
+            call_id=call.call_id,
+            tenant=call.tenant,
+            ts=now,
+            prompt=(request.prompt_ids, request.prompt),
+            prompt_tokens=result.prompt_tokens,
+            cached_tokens=result.cached_tokens,
+        )
 
     def _report(self, call: LiveCall, usage: CallUsage | None, outcome: str, now: float) -> None:
         svc = self.service

@@ -54,6 +54,7 @@ from agentconsole.server.live.identity import PrefixChains
 from agentconsole.server.live.intake import CallIntake, ChatCall
 from agentconsole.server.live.nodes import NodeBook
 from agentconsole.server.live.ownership import StoredIds
+from agentconsole.server.live.promptblocks import PromptBlockRecorder
 from agentconsole.server.live.reopen import rebuild
 from agentconsole.server.live.servicemodel import OnlineServiceModel
 from agentconsole.server.live.tenants import TenantBudgets
@@ -132,6 +133,8 @@ class ProgramService:
         self.calls: dict[str, LiveCall] = {}
         self.ended_by: dict[str, ServiceError] = {}  # why a program was stopped early
         self.accounting = CallAccounting(self, hub, self.model)
+        #: records each call's prompt structure in the store (none without a store)
+        self.prompt_blocks: PromptBlockRecorder | None = None
         self._by_program: dict[str, dict[str, LiveCall]] = {}
         self.intake = CallIntake(self)
         #: the tool gateway's port (``gateway.ports.ProgramPort``)

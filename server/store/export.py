@@ -8,6 +8,8 @@ log attached read-only: DuckDB then replays leftover WALs in memory and writes n
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -82,6 +84,17 @@ def export_parquet(
     if isinstance(source, Store):
         with source.cursor() as cur:
             return _copy_all(cur, out)
+    with read_only(source) as con:
+        return _copy_all(con, out)
+
+
+@contextmanager
+def read_only(source: str | os.PathLike[str]) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to a closed store's file, its event log attached read-only.
+
+    Raises :class:`StoreOpenError` if the file is locked by a running server, missing or
+    damaged (DuckDB errors inside the block are explained the same way); nothing is written.
+    """
     path = Path(source).absolute()
     refuse_if_open_here(path)  # before any file access: it would drop the server's lock
     if not path.is_file():
@@ -94,7 +107,7 @@ def export_parquet(
         raise explain_open_error(path, error) from error
     try:
         attach_event_log(con, path, current_version(con), read_only=True)
-        return _copy_all(con, out)
+        yield con
     except duckdb.Error as error:
         raise explain_open_error(path, error) from error
     finally:

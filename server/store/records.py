@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from agentconsole.server.store.catalog import ApiKeyRecord, TenantRecord, ToolRecord
 from agentconsole.server.store.journal import MetricSample, OperatorAction
 from agentconsole.server.store.jsonutil import JSONValue
+from agentconsole.server.store.prompt_blocks import PromptBlocksRecord
 from agentconsole.server.store.tablespec import (
     FLOAT,
     INT,
@@ -122,6 +123,7 @@ Record = (
     | ToolRecord
     | OperatorAction
     | MetricSample
+    | PromptBlocksRecord
 )
 
 #: Tables whose rows the writer numbers (``TableSpec.seq_column``), besides ``events``.

@@ -19,6 +19,7 @@ import duckdb
 from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.event_log import SPLIT_VERSION, prepare_move
 from agentconsole.server.store.migration_steps import commit_step
+from agentconsole.server.store.prompt_blocks import MIGRATION_DDL as PROMPT_BLOCKS_DDL
 
 _V1 = (
     """CREATE TABLE tenants (
@@ -92,6 +93,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "tool call arguments, kept as each tenant's redaction says",
         ("ALTER TABLE tool_intents ADD COLUMN arguments JSON",),
     ),
+    Migration(
+        SPLIT_VERSION + 2,
+        "prompt structure: salted block hashes of every LLM call, and their secret",
+        PROMPT_BLOCKS_DDL,
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
@@ -110,6 +116,7 @@ TABLES: tuple[str, ...] = (
     "operator_actions",
     "metric_snapshots",
     "tools",
+    "prompt_blocks",
 )
 
 

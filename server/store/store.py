@@ -33,6 +33,7 @@ from agentconsole.server.store.opening import (
     open_connection,
     release,
 )
+from agentconsole.server.store.prompt_blocks import hashing_secret
 from agentconsole.server.store.repository import Repository
 from agentconsole.server.store.schema import (
     MigrationReport,
@@ -60,6 +61,8 @@ class Store:
         self._config = config
         self.info = info
         self.migration = migration
+        #: keys the salted prompt block hashes (``prompt_blocks``); never exported
+        self.prompt_secret = b""
         self._event_con = con.cursor()
         self.writer = StoreWriter(con, self._event_con, config)
         self.intents = ToolIntents(self.writer, recovery)
@@ -91,6 +94,7 @@ class Store:
             attach_event_log(con, info.path, migratable_version(con))
             migration = migrate(con, CrashPoints.from_env())
             recovery = recover_intents(con, time.time())
+            secret = hashing_secret(con)
             con.execute("CHECKPOINT")
             con.execute(f"CHECKPOINT {EVENT_LOG}")
         except StoreOpenError:
@@ -113,6 +117,7 @@ class Store:
                 len(recovery.needs_reconcile),
             )
         store = cls(con, info, migration, recovery, config)
+        store.prompt_secret = secret
         store.writer.start()
         return store
 
