@@ -131,7 +131,12 @@ def make_model(out_dir: Path, seed: int) -> None:
 
 
 @main.command()
-@click.option("--runtime", type=click.Choice(["sglang", "sim"]), default=None, help="[sglang]")
+@click.option(
+    "--runtime",
+    type=click.Choice(["sglang", "sim", "sglang-router"]),
+    default=None,
+    help="[sglang]",
+)
 @click.option("--model", default=None, help="SGLang model path, or sim model preset.")
 @click.option("--host", default=None, help="[127.0.0.1]")
 @click.option("--port", type=click.IntRange(0, 65535), default=None, help="[8000]")
@@ -142,6 +147,13 @@ def make_model(out_dir: Path, seed: int) -> None:
 @click.option(
     "--dp", type=click.IntRange(min=1), default=None, help="SGLang data-parallel ranks [1]."
 )
+@click.option(
+    "--workers",
+    default=None,
+    callback=lambda _ctx, _param, value: value.split(",") if value else None,
+    help="sglang-router: the SGLang workers' URLs, comma-separated.",
+)
+@click.option("--router", default=None, help="sglang-router: the router's URL.")
 @click.option("--demo/--no-demo", default=None, help="Demo tenants and built-in agents.")
 @click.option("--tui/--no-tui", default=None, help="Open the terminal dashboard.")
 @click.option("--log-level", default=None)

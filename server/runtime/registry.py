@@ -31,6 +31,8 @@ class RuntimeOptions:
 _FACTORIES: dict[str, str] = {
     "sim": "agentconsole.server.runtime.sim.live:create_runtime",
     "sglang": "agentconsole.server.runtime.sglang.adapter:create_runtime",
+    # several SGLang servers behind sglang-router (docs/DEPLOY.md)
+    "sglang-router": "agentconsole.server.runtime.sglang.cluster.runtime:create_runtime",
 }
 
 

@@ -242,25 +242,9 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
         self, request: GenerationRequest, kind: wire.CallKind, rank: int | None = None
     ) -> Any:
         ticket = request.ticket
-        sampling: dict[str, Any] = {
-            "max_new_tokens": request.max_tokens,
-            "temperature": request.temperature,
-            "top_p": request.top_p,
-            "custom_params": wire.encode(
-                ticket, clock_offset=self.clock() - time.time(), kind=kind
-            ),
-        }
-        if request.stop:
-            sampling["stop"] = list(request.stop)
-        sampling.update(request.sampling)  # what the chat format needs: tool_choice, ...
-        if request.forced_output_tokens is not None:  # benchmarks: exact output lengths
-            sampling["max_new_tokens"] = max(1, request.forced_output_tokens)
-            sampling["ignore_eos"] = True
-        salt = wire.cache_salt(
-            request.cache_namespace,
-            prompt_chars=len(request.prompt),
-            public_prefix_chars=request.public_prefix_chars,
-        )
+        offset = self.clock() - time.time()
+        sampling = wire.sampling_params(request, clock_offset=offset, kind=kind)
+        salt = wire.request_salt(request)
         req_cls = symbols.load(symbols.GENERATE_REQ)
         # ids the server tokenized go as they are (SGLang skips tokenizing); SGLang returns
         # the prompt ids it used either way (telemetry: recomputed tokens, probe)

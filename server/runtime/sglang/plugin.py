@@ -21,6 +21,8 @@ SGLang users of this environment are unaffected). When active it registers with
 * AROUND hook on ``BasePrefixCache.update_eviction_metrics``: count the device tokens each
   eviction pass frees (telemetry: ``plugin_telemetry``).
 * the ``agentconsole`` radix eviction strategy (``retention``).
+* in a worker's HTTP server behind sglang-router, the ``/agentconsole/*`` routes
+  (``cluster.node_api``).
 
 Every hook body is guarded: an exception is counted, logged and reported in ``status.json``,
 and SGLang's own behaviour is used for that pass, so a plugin bug never stops the scheduler.
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from agentconsole.server.runtime.sglang import retention, symbols
+from agentconsole.server.runtime.sglang.cluster import node_api
 from agentconsole.server.runtime.sglang.control import STATE_DIR_ENV
 from agentconsole.server.runtime.sglang.plugin_state import PluginState
 
@@ -72,6 +75,8 @@ def register() -> None:
     registry.register(symbols.dotted(symbols.EVICTION_METRICS), _counted_eviction, hook_type.AROUND)
     if not retention.install_strategy():
         logger.error("agentconsole: cannot install the eviction strategy on this SGLang")
+    # a worker behind sglang-router: its HTTP server carries operator settings and reports
+    node_api.install_if_enabled(Path(folder))
 
 
 def _policy_class(st: PluginState) -> type[Any]:

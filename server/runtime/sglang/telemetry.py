@@ -50,10 +50,7 @@ _PROBE_PROGRAM = "__probe__"
 
 def salt_of(call: SGLangStream) -> str:
     """The ``cache_salt`` the adapter sends with the call."""
-    r = call.request
-    return wire.cache_salt(
-        r.cache_namespace, prompt_chars=len(r.prompt), public_prefix_chars=r.public_prefix_chars
-    )
+    return wire.request_salt(call.request)
 
 
 def prefill_seconds(meta: Mapping[str, Any]) -> float | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
 
 PARAMS_KEY = "agentconsole"
@@ -83,6 +84,36 @@ def decode(custom_params: object) -> WireTicket | None:
     if not math.isfinite(offset):
         offset = 0.0
     return WireTicket(ticket, offset, kind)
+
+
+def sampling_params(
+    request: GenerationRequest, *, clock_offset: float, kind: CallKind = CallKind.CALL
+) -> dict[str, Any]:
+    """SGLang's ``sampling_params`` of a call, the ticket in ``custom_params``. The in-process
+    adapter sends them as they are; over HTTP (``/v1/completions``) they are top-level fields
+    of the body, ``max_new_tokens`` named ``max_tokens``."""
+    sampling: dict[str, Any] = {
+        "max_new_tokens": request.max_tokens,
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "custom_params": encode(request.ticket, clock_offset=clock_offset, kind=kind),
+    }
+    if request.stop:
+        sampling["stop"] = list(request.stop)
+    sampling.update(request.sampling)  # what the chat format needs: tool_choice, ...
+    if request.forced_output_tokens is not None:  # benchmarks: exact output lengths
+        sampling["max_new_tokens"] = max(1, request.forced_output_tokens)
+        sampling["ignore_eos"] = True
+    return sampling
+
+
+def request_salt(request: GenerationRequest) -> str:
+    """The ``cache_salt`` of ``request`` (:func:`cache_salt` of its namespace and prompt)."""
+    return cache_salt(
+        request.cache_namespace,
+        prompt_chars=len(request.prompt),
+        public_prefix_chars=request.public_prefix_chars,
+    )
 
 
 def static_priority(ticket: CallTicket) -> int:

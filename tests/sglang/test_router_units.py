@@ -1,0 +1,131 @@
+"""The ``sglang-router`` runtime's pure parts: the completions body and stream reader, the
+node endpoint's files and header, the launch commands. No SGLang process."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from agentconsole.scheduler.runtime import GenerationRequest
+from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.runtime.sglang import wire
+from agentconsole.server.runtime.sglang.cluster import completions, launch, node_api
+from agentconsole.server.runtime.sglang.control import ControlState, read_json
+from agentconsole.server.runtime.sglang.engine_config import EngineSettings
+
+
+def _request(**kw: Any) -> GenerationRequest:
+    ticket = CallTicket("p1/n1/0001", "p1", "n1", "t1", arrival=0.0, boost=3.0)
+    return GenerationRequest(ticket, "hello", max_tokens=8, cache_namespace="t1", **kw)
+
+
+def test_body_carries_the_fields_that_survive_the_router() -> None:
+    body = completions.completion_body(_request(stop=("x",)), model="m", clock_offset=0.5)
+    assert body["prompt"] == "hello"
+    assert body["rid"] == "p1/n1/0001"
+    assert body["priority"] == 3
+    assert body["cache_salt"] == "t:t1"
+    assert body["max_tokens"] == 8
+    assert "max_new_tokens" not in body
+    decoded = wire.decode(body["custom_params"])
+    assert decoded is not None
+    assert decoded.ticket.call_id == "p1/n1/0001"
+    assert decoded.clock_offset == 0.5
+    assert completions.routing_headers(_request()) == {"X-SMG-Routing-Key": "p1"}
+
+
+def test_forced_output_tokens_become_max_tokens_and_ignore_eos() -> None:
+    body = completions.completion_body(_request(forced_output_tokens=5), model="m", clock_offset=0)
+    assert body["max_tokens"] == 5
+    assert body["ignore_eos"] is True
+
+
+def test_reader_accumulates_text_and_takes_the_usage() -> None:
+    async def lines() -> AsyncIterator[str]:
+        for line in [
+            'data: {"choices":[{"text":"a","finish_reason":null}]}',
+            "",
+            'data: {"choices":[{"text":"bc","finish_reason":"length"}]}',
+            'data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,'
+            '"prompt_tokens_details":{"cached_tokens":4}}}',
+            "data: [DONE]",
+            'data: {"choices":[{"text":"never"}]}',
+        ]:
+            yield line
+
+    async def read() -> list[dict[str, Any]]:
+        reader = completions.ChunkReader()
+        out = []
+        async for event in completions.sse_events(lines()):
+            chunk = reader.read(event)
+            if chunk is not None:
+                out.append(chunk)
+        return out
+
+    chunks = asyncio.run(read())
+    assert [c["text"] for c in chunks] == ["a", "abc", "abc"]
+    assert chunks[1]["meta_info"]["finish_reason"] == {"type": "length"}
+    last = chunks[-1]["meta_info"]
+    assert (last["prompt_tokens"], last["completion_tokens"], last["cached_tokens"]) == (9, 3, 4)
+
+
+def test_node_report_lists_each_ranks_files_in_rank_order(tmp_path: Path) -> None:
+    for rank in (1, 0, 10):
+        (tmp_path / f"status.rank{rank}.json").write_text(f'{{"rank": {rank}}}')
+    report = node_api.node_report(tmp_path, "n")
+    assert [s["rank"] for s in report["statuses"]] == [0, 1, 10]
+    assert report["placements"] == [None]
+    assert report["node"] == "n"
+
+
+def test_control_is_written_where_the_schedulers_read_it(tmp_path: Path) -> None:
+    state = ControlState(version=7, policy="fcfs", paused=True)
+    assert node_api.apply_control(tmp_path, state.to_json()) == 7
+    written = read_json(tmp_path / "control.json")
+    assert written is not None
+    assert ControlState.from_json(written) == state
+
+
+def test_node_header_is_added_to_http_responses_only() -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def receive() -> dict[str, Any]:
+        return {}
+
+    tagged = node_api.NodeHeader(app, "host:1")
+    asyncio.run(tagged({"type": "http"}, receive, send))
+    assert sent[0]["headers"] == [(b"x-agentconsole-node", b"host:1")]
+
+
+def test_worker_command_is_the_adapters_engine_arguments(tmp_path: Path) -> None:
+    settings = EngineSettings(model_path=tmp_path, dp=2, max_total_tokens=4096)
+    cmd = launch.worker_command(settings, host="127.0.0.1", port=31000)
+    assert cmd[1:3] == ["-m", "sglang.launch_server"]
+    assert cmd[cmd.index("--dp-size") + 1] == "2"
+    assert cmd[cmd.index("--radix-eviction-policy") + 1] == "agentconsole"
+    assert "--enable-cache-report" in cmd
+    assert "--custom-sigquit-handler" not in cmd
+    env = launch.worker_env(settings, tmp_path)
+    assert env[node_api.NODE_API_ENV] == "1"
+    assert env["AGENTCONSOLE_SGLANG_STATE_DIR"] == str(tmp_path)
+
+
+def test_router_command_is_manual_and_dp_aware(tmp_path: Path) -> None:
+    cmd = launch.router_command(
+        host="127.0.0.1", port=1, workers=["http://a", "http://b"], tokenizer=tmp_path
+    )
+    assert cmd[cmd.index("--policy") + 1] == "manual"
+    assert cmd[cmd.index("--worker-urls") + 1 : cmd.index("--worker-urls") + 3] == [
+        "http://a",
+        "http://b",
+    ]
+    assert "--dp-aware" in cmd
