@@ -4,7 +4,8 @@ An SGLang engine's scheduler and detokenizer processes, a ``serve`` subprocess w
 timed out, or a browser can outlive the test that started them. Left alive they hold the run's
 output pipe open and Python's exit waits on its multiprocessing children, so the run never ends
 (CI then times out long after the last test passed). At the end of the session every process
-still descended from this one is listed in the summary, sent SIGTERM, and SIGKILL after a grace.
+still descended from this one is listed in the summary, sent SIGTERM, and SIGKILL after a grace;
+a non-daemon thread still running at the very end is named and the process exits past it.
 """
 
 from __future__ import annotations
@@ -46,6 +47,28 @@ def _leftover_processes() -> list[str]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     leftovers = _leftover_processes()
     session.config.stash[_LEFTOVERS] = leftovers
+    session.config.stash[_EXIT_STATUS] = int(exitstatus)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Last hook of the run: a non-daemon thread still alive (a server thread a test did not
+    stop) would make Python's exit wait for it forever; name it and end the process with
+    pytest's own exit status instead."""
+    import os
+    import sys
+    import threading
+
+    lingering = [
+        t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon
+    ]
+    lingering = [t for t in lingering if t.is_alive()]
+    if not lingering:
+        return
+    names = ", ".join(t.name for t in lingering)
+    sys.stderr.write(f"tests/conftest.py: ending the run past lingering threads: {names}\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(config.stash.get(_EXIT_STATUS, 1))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -57,3 +80,4 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 _LEFTOVERS = pytest.StashKey[list[str]]()
+_EXIT_STATUS = pytest.StashKey[int]()
