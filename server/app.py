@@ -133,7 +133,7 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         ),
     )
     metrics = MetricsAggregator(window=10_000)  # bounded: serve runs for weeks
-    projector = StoreProjector(service.controller, store.writer)
+    projector = StoreProjector(service.controller, store.writer, insertions=service.insertions)
 
     def gauges() -> dict[str, float]:
         running = sum(1 for p in service.controller.programs.values() if not p.state.terminal)
@@ -143,10 +143,13 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
             "draining": float(service.draining),
         }
 
-    prometheus = PrometheusMetrics(metrics, runtime.snapshot, gauges)
+    prometheus = PrometheusMetrics(
+        metrics, runtime.snapshot, gauges, counters=service.insertions.counters
+    )
     subscribers = (
         store.writer.emit,
         metrics.observe,
+        service.insertions.observe,  # before Prometheus and the projector read its books
         prometheus.observe,
         projector.observe,
         service.tenants.observe,

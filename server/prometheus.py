@@ -1,10 +1,12 @@
 """``GET /metrics``: Prometheus text, ``agentconsole_*`` series, no per-program labels.
 
 Counters are read at scrape time from the :class:`MetricsAggregator`'s counts (the numbers
-the consoles show), histograms are filled from the hub's events as they pass (the per-call ones
-with one bisect each, :class:`_Histogram`), and gauges are read from the runtime snapshot and
+the consoles show) and from ``counters`` (the mid-prompt insertion books' totals), histograms
+are filled from the hub's events as they pass (the per-call ones with one bisect each,
+:class:`_Histogram`), and gauges are read from the runtime snapshot and
 the live service. Labels stay bounded (``tier``, ``state``, ``action``, ``outcome``, ``kind``):
-never a program, node, call or tenant id.
+never a program, node, call or tenant id (``/metrics`` needs no key, so a tenant label would
+publish the tenants' names; per-tenant figures are in ``/v1/tenants``).
 
 The engine's own series follow ours: with the SGLang runtime and SGLang's metrics on (the
 default), SGLang's processes write Prometheus multiprocess files into a folder of the
@@ -50,6 +52,12 @@ _COUNTS = {
     "ghost_tokens": ("ghost_tokens_total", "Tokens generated after a cancel or disconnect."),
     "discarded_branch_tokens": ("discarded_branch_tokens_total", "Tokens of discarded branches."),
     "recompute_tokens": ("kv_recompute_tokens_total", "KV tokens recomputed after eviction."),
+}
+#: help of the counters read from elsewhere than the aggregator (``counters``)
+_COUNTER_HELP = {
+    "prompt_insertions_total": "LLM calls whose prompt inserted tokens mid-prompt.",
+    "prompt_inserted_tokens_total": "Tokens inserted mid-prompt.",
+    "lost_reuse_tokens_total": "Prompt tokens prefilled again because of mid-prompt insertions.",
 }
 _KV_KINDS = ("offloaded", "reloaded", "dropped", "evicted", "recomputed")
 log = logging.getLogger(__name__)
@@ -130,10 +138,12 @@ class _Scrape(Collector):
         metrics: MetricsAggregator,
         snapshot: Callable[[], RuntimeSnapshot],
         gauges: Callable[[], dict[str, float]],
+        counters: Callable[[], dict[str, float]],
     ) -> None:
         self.metrics = metrics
         self.snapshot = snapshot
         self.gauges = gauges
+        self.counters = counters
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         counts = self.metrics.counts
@@ -174,6 +184,9 @@ class _Scrape(Collector):
         yield from (used, cap, size)
         for name, value in self.gauges().items():
             yield GaugeMetricFamily(f"agentconsole_{name}", name.replace("_", " "), value=value)
+        for name, value in self.counters().items():
+            text = _COUNTER_HELP.get(name, name.replace("_", " "))
+            yield CounterMetricFamily(f"agentconsole_{name}", text, value=value)
 
 
 class PrometheusMetrics:
@@ -185,13 +198,16 @@ class PrometheusMetrics:
         snapshot: Callable[[], RuntimeSnapshot],
         gauges: Callable[[], dict[str, float]],
         *,
+        counters: Callable[[], dict[str, float]] = dict,
         engine_metrics_dir: MetricsDir | None = None,
     ) -> None:
-        """``engine_metrics_dir``: where the engine writes Prometheus multiprocess files
-        (default: the ``metrics_dir`` method of the runtime ``snapshot`` belongs to)."""
+        """``counters``: more counters read at scrape (name without prefix -> value; the
+        mid-prompt insertion books'). ``engine_metrics_dir``: where the engine writes
+        Prometheus multiprocess files (default: the ``metrics_dir`` method of the runtime
+        ``snapshot`` belongs to)."""
         self.engine_metrics_dir = engine_metrics_dir or runtime_metrics_dir(snapshot)
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(_Scrape(metrics, snapshot, gauges))
+        self.registry.register(_Scrape(metrics, snapshot, gauges, counters))
         r = self.registry
         self.ttft = _Histogram(
             "agentconsole_time_to_first_token_seconds", "LLM call TTFT.", _LATENCY

@@ -34,6 +34,7 @@ from agentconsole.server.api.openai_format import (
     Completion,
     tool_calls_json,
     usage_json,
+    with_lost_reuse,
 )
 from agentconsole.server.api.schemas import ChatCompletionRequest, NamedToolChoice
 from agentconsole.server.live.calls import LiveCall
@@ -137,7 +138,7 @@ class ChatController(Controller):
         body_json = completion.response(
             text, tool_calls, reason, usage_json(outcome.result, call.received)
         )
-        return Response(body_json, headers=ident.headers)
+        return Response(body_json, headers=with_lost_reuse(ident.headers, call.lost_reuse_tokens))
 
     @get("/models", summary="The served model")
     async def models(self, live: LiveDep, principal: PrincipalDep) -> dict[str, Any]:

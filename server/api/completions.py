@@ -26,7 +26,13 @@ from agentconsole.server.api.callflow import (
     refusal,
 )
 from agentconsole.server.api.deps import Live, LiveDep, PrincipalDep
-from agentconsole.server.api.openai_format import DONE, Completion, TextCompletion, usage_json
+from agentconsole.server.api.openai_format import (
+    DONE,
+    Completion,
+    TextCompletion,
+    usage_json,
+    with_lost_reuse,
+)
 from agentconsole.server.api.schemas import CompletionRequest
 from agentconsole.server.live.calls import LiveCall
 from agentconsole.server.live.intake import ChatCall
@@ -113,4 +119,4 @@ class CompletionsController(Controller):
             return outcome
         used = usage_json(outcome.result, call.received)
         body = completion.response(outcome.text, outcome.finish_reason, used)
-        return Response(body, headers=ident.headers)
+        return Response(body, headers=with_lost_reuse(ident.headers, call.lost_reuse_tokens))

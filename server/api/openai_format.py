@@ -18,6 +18,19 @@ from agentconsole.scheduler.runtime import GenerationResult, ToolCallTuple
 from agentconsole.server.live.toolcalls import tool_call_id
 
 JSON = dict[str, Any]
+#: the tokens a non-streamed call prefilled again because its prompt inserted new tokens
+#: mid-prompt (what appending them instead would have saved; server/live/insertions.py)
+LOST_REUSE_HEADER = "X-Agentconsole-Lost-Reuse-Tokens"
+
+
+def with_lost_reuse(headers: dict[str, str], lost_reuse_tokens: int | None) -> dict[str, str]:
+    """``headers`` plus :data:`LOST_REUSE_HEADER` when the call inserted mid-prompt (a
+    streamed response's headers leave before the call ends, so only non-streamed ones)."""
+    if lost_reuse_tokens is None:
+        return headers
+    return {**headers, LOST_REUSE_HEADER: str(lost_reuse_tokens)}
+
+
 _encode = msgspec.json.Encoder().encode
 
 

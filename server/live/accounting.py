@@ -4,7 +4,9 @@
 call. It turns the runtime's report into the call events every metric is computed from
 (``call.first_token``, ``call.finished`` / ``call.aborted`` / ``call.failed`` with the usage
 numbers :class:`MetricsAggregator` reads, and ``call.ghost_tokens``) and reports the call's end
-to the program driver, which completes or closes its node. Every token a call caused is
+to the program driver, which completes or closes its node. A prompt that repeats the program's
+previous one with tokens inserted mid-prompt adds the insertion to the end event
+(``insertions.py``, ``insertionbook.py``). Every token a call caused is
 charged to its program, aborted or not: tokens streamed before an abort and ghost tokens
 (produced after it) count towards usage, quotas and attained service. While a call streams,
 the tokens all of the program's calls in flight have received count against its token quota,
@@ -22,6 +24,7 @@ from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
 from agentconsole.scheduler.runtime import GenerationResult
 from agentconsole.server.live.chatformat import format_of
 from agentconsole.server.live.errors import QuotaError
+from agentconsole.server.live.insertionbook import insertion_data
 from agentconsole.server.live.servicemodel import OnlineServiceModel
 
 if TYPE_CHECKING:
@@ -93,6 +96,7 @@ class CallAccounting:
             return
         data = usage_data(result)
         self._record_prompt(call, result, now)
+        data.update(self._insertion(call, result))
         if call.closed:
             data["reason"] = call.abort_reason
             self._emit(call, EventKind.CALL_ABORTED, data)
@@ -143,6 +147,22 @@ class CallAccounting:
             prompt_tokens=result.prompt_tokens,
             cached_tokens=result.cached_tokens,
         )
+
+    def _insertion(self, call: LiveCall, result: GenerationResult) -> dict[str, Scalar]:
+        """The end event's insertion keys when this prompt repeats the program's previous one
+        with tokens put in the middle (``insertions.py``); also kept on the call for the
+        response's ``X-Agentconsole-Lost-Reuse-Tokens``."""
+        request = call.request
+        found = self.service.prompt_memory.observe(
+            call.program_id,
+            (request.prompt_ids, request.prompt),
+            prompt_tokens=result.prompt_tokens,
+            cached_tokens=result.cached_tokens,
+        )
+        if found is None:
+            return {}
+        call.lost_reuse_tokens = found.lost_reuse_tokens
+        return insertion_data(found.at_token, found.inserted_tokens, found.lost_reuse_tokens)
 
     def _report(self, call: LiveCall, usage: CallUsage | None, outcome: str, now: float) -> None:
         svc = self.service

@@ -94,6 +94,9 @@ class LiveCall:
         self.closed = False  # abort asked: nothing more is forwarded
         self.abort_reason = ""
         self.error: ServiceError | None = None
+        #: prompt tokens prefilled again because the prompt inserted mid-prompt (None: no
+        #: insertion); set at the end by the accounting (``insertions.py``)
+        self.lost_reuse_tokens: int | None = None
         self._runtime = runtime
         self._hooks = hooks
         self._forwarded: list[TokenDelta] = []  # what the client is given, in order

@@ -1,10 +1,10 @@
 """What the consoles read: overview, tenants, KV and runtime views.
 
 Every number comes from one of three places, never computed twice: the
-:class:`MetricsAggregator` (fed by the hub, so counts cover events since this server
-started), the runtime's :class:`RuntimeSnapshot` (queue, batch, tiers) and the controller's
-live programs (running counts, quota use). The aggregator's report sorts its samples, so it is
-cached for ``report_ttl_s``.
+:class:`MetricsAggregator` and the mid-prompt insertion books (fed by the hub, so counts cover
+events since this server started), the runtime's :class:`RuntimeSnapshot` (queue, batch,
+tiers) and the controller's live programs (running counts, quota use). The aggregator's
+report sorts its samples, so it is cached for ``report_ttl_s``.
 
 Tenant keys see only their own rows of ``tenants``, ``kv`` and ``runtime``; ``overview`` is a
 platform-wide aggregate.
@@ -86,6 +86,8 @@ class Observer:
             "kv": self.tiers(snap),
             "prefix_hit_tokens": snap.prefix_hit_tokens,
             "ghost_tokens": int(counts.get("ghost_tokens", 0)),
+            # mid-prompt insertions and the prefix reuse they lost (insertions.py)
+            "prompt_insertions": service.insertions.total.json(),
             # how far the online estimates the policies rank by were off (count, mean
             # absolute and relative error, bias) per kind: output tokens, tool latency, ...
             "estimator_errors": {
@@ -128,6 +130,7 @@ class Observer:
                     "max_queue_wait_s": m.max_queue_wait_s,
                     "tokens_used": tokens.get(name, 0),
                     "quota_use": use.get(name, {"tokens": 0.0, "tool_calls": 0.0}),
+                    "prompt_insertions": self.service.insertions.tenant(name),
                     # tenant-level limits (None: unlimited) and what counts against them
                     "limits": asdict(budgets.limits(name)),
                     **budgets.usage(name, now),

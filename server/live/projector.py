@@ -14,6 +14,7 @@ import time
 from agentconsole.scheduler.controller import ProgramController
 from agentconsole.scheduler.events import Event
 from agentconsole.scheduler.program import Program
+from agentconsole.server.live.insertionbook import InsertionBook
 from agentconsole.server.live.periodic import Periodic
 from agentconsole.server.live.views import node_record, program_record
 from agentconsole.server.store.records import AttemptRecord, Record
@@ -24,10 +25,17 @@ class StoreProjector:
     """See the module docstring."""
 
     def __init__(
-        self, controller: ProgramController, writer: StoreWriter, interval_s: float = 1.0
+        self,
+        controller: ProgramController,
+        writer: StoreWriter,
+        interval_s: float = 1.0,
+        *,
+        insertions: InsertionBook | None = None,
     ) -> None:
         self.controller = controller
         self.writer = writer
+        #: each program's mid-prompt insertions, written into its rows (``insertionbook.py``)
+        self.insertions = insertions
         self.interval_s = interval_s
         self._dirty: dict[str, set[str]] = {}
         self._periodic = Periodic("store-projector", interval_s, self._tick)
@@ -47,7 +55,7 @@ class StoreProjector:
             program = self.controller.programs.get(pid)
             if program is not None:
                 now = time.time()
-                rows.append(program_record(program, now))
+                rows.append(program_record(program, now, self.insertions))
                 for nid in node_ids:
                     self._node_rows(program, nid, now, rows)
         self._put(rows)
@@ -74,7 +82,7 @@ class StoreProjector:
                     if nid:
                         done += self._node_rows(program, nid, time.time(), rows)
                     else:
-                        rows.append(program_record(program, time.time()))
+                        rows.append(program_record(program, time.time(), self.insertions))
                         done += 1
         finally:
             self._put(rows)
@@ -84,7 +92,7 @@ class StoreProjector:
         node = program.nodes.get(nid)
         if node is None:
             return 0
-        rows.append(node_record(program, node, now))
+        rows.append(node_record(program, node, now, self.insertions))
         for attempt in node.attempts:
             rows.append(
                 AttemptRecord(

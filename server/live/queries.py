@@ -90,7 +90,8 @@ class ProgramQueries:
         if program is not None:
             self.service.owned(tenant, program_id)
             placement = self.service.runtime.snapshot().placement.get(program_id, {})
-            return program_json(program, self._key(program_id), placement)
+            out = program_json(program, self._key(program_id), placement)
+            return self.service.insertions.annotate_program(program_id, out)
         view = await asyncio.to_thread(self.store.repo.get_program, program_id)
         if view is None or (tenant is not None and view.program.tenant != tenant):
             raise NotFound(f"program {program_id!r} not found", field="program_id")
@@ -104,7 +105,7 @@ class ProgramQueries:
             node = program.nodes.get(node_id)
             if node is None:
                 raise NotFound(f"node {node_id!r} not found", field="node_id")
-            return node_json(node)
+            return self.service.insertions.annotate_node(program_id, node_json(node))
         view = await asyncio.to_thread(self.store.repo.get_program, program_id)
         if view is None or (tenant is not None and view.program.tenant != tenant):
             raise NotFound(f"program {program_id!r} not found", field="program_id")

@@ -51,6 +51,8 @@ from agentconsole.server.live.errors import (
 )
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.identity import PrefixChains
+from agentconsole.server.live.insertionbook import InsertionBook
+from agentconsole.server.live.insertions import PromptMemory
 from agentconsole.server.live.intake import CallIntake, ChatCall
 from agentconsole.server.live.nodes import NodeBook
 from agentconsole.server.live.ownership import StoredIds
@@ -135,6 +137,9 @@ class ProgramService:
         self.accounting = CallAccounting(self, hub, self.model)
         #: records each call's prompt structure in the store (none without a store)
         self.prompt_blocks: PromptBlockRecorder | None = None
+        #: each program's last prompt (memory only) and the insertions found against it
+        self.prompt_memory = PromptMemory()
+        self.insertions = InsertionBook()
         self._by_program: dict[str, dict[str, LiveCall]] = {}
         self.intake = CallIntake(self)
         #: the tool gateway's port (``gateway.ports.ProgramPort``)
@@ -220,6 +225,8 @@ class ProgramService:
         self.ended_by.pop(program_id, None)
         self.tool_calls.forget(program_id)
         self.tools.forget(program_id)
+        self.prompt_memory.forget(program_id)
+        self.insertions.forget(program_id)
         self.settle(self.driver.forget(program_id, time.time()))
 
     # -- programs -------------------------------------------------------------------------------
@@ -274,6 +281,8 @@ class ProgramService:
         """Rebuild a stored program in memory with its DAG and standing (``reopen``)."""
         program = rebuild(view, time.time())
         self.controller.adopt(program)
+        nodes = (dict(n.data) for n in view.nodes)
+        self.insertions.adopt(program.program_id, view.program.data, nodes)
         self.stored_ids.add(program.program_id)
         return program
 

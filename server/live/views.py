@@ -17,6 +17,7 @@ from typing import Any
 from agentconsole.scheduler import dag
 from agentconsole.scheduler.policies.base import Policy
 from agentconsole.scheduler.program import Node, NodeKind, Program
+from agentconsole.server.live.insertionbook import NODE_KEY, PROGRAM_KEY, InsertionBook, empty
 from agentconsole.server.store.records import NodeRecord, ProgramRecord
 from agentconsole.server.store.repository import ProgramView
 
@@ -150,8 +151,13 @@ def key_of(program: Program, policy: Policy, tickets: list[Any], now: float) -> 
 
 
 # -- store records --------------------------------------------------------------------------------
-def program_record(program: Program, now: float) -> ProgramRecord:
-    """The store row of ``program``: its summary goes in ``data``."""
+def program_record(
+    program: Program, now: float, insertions: InsertionBook | None = None
+) -> ProgramRecord:
+    """The store row of ``program``: its summary (and its ``prompt_insertions``) in ``data``."""
+    data: JSON = {**summary_json(program), "quotas": quotas_json(program)}
+    if insertions is not None:
+        data[PROGRAM_KEY] = insertions.program(program.program_id)
     return ProgramRecord(
         program_id=program.program_id,
         tenant=program.tenant,
@@ -161,12 +167,17 @@ def program_record(program: Program, now: float) -> ProgramRecord:
         labels=labels_list(program.labels),
         finished_at=program.finished_at,
         deadline=program.deadline,
-        data={**summary_json(program), "quotas": quotas_json(program)},
+        data=data,
     )
 
 
-def node_record(program: Program, node: Node, now: float) -> NodeRecord:
-    """The store row of ``node``: its ``Node`` JSON goes in ``data``."""
+def node_record(
+    program: Program, node: Node, now: float, insertions: InsertionBook | None = None
+) -> NodeRecord:
+    """The store row of ``node``: its ``Node`` JSON (with its ``prompt_insertion``) in ``data``."""
+    data = node_json(node)
+    if insertions is not None:
+        insertions.annotate_node(program.program_id, data)
     return NodeRecord(
         program_id=program.program_id,
         node_id=node.node_id,
@@ -176,7 +187,7 @@ def node_record(program: Program, node: Node, now: float) -> NodeRecord:
         updated_at=now,
         parents=node.parents,
         attempt=node.attempt,
-        data=node_json(node),
+        data=data,
     )
 
 
@@ -198,7 +209,8 @@ def stored_summary(record: ProgramRecord) -> JSON:
 def stored_program(view: ProgramView) -> JSON:
     """``Program`` of a program known only to the store."""
     out = stored_summary(view.program)
-    nodes = [dict(n.data) for n in view.nodes]
+    nodes = [stored_node(n) for n in view.nodes]
+    out.setdefault(PROGRAM_KEY, empty())  # rows written before insertions were counted
     out.update(
         quotas=out.get("quotas", {}),
         nodes=nodes,
@@ -211,4 +223,6 @@ def stored_program(view: ProgramView) -> JSON:
 
 def stored_node(record: NodeRecord) -> JSON:
     """``Node`` of a node known only to the store."""
-    return dict(record.data)
+    out = dict(record.data)
+    out.setdefault(NODE_KEY, None)
+    return out

@@ -111,6 +111,8 @@ class TenantRow:
     limits: Mapping[str, float]
     tokens_last_minute: int
     stored_bytes: int
+    #: prompt tokens prefilled again because of mid-prompt insertions (since server start)
+    lost_reuse_tokens: int = 0
 
     @staticmethod
     def parse(data: Any) -> TenantRow:
@@ -128,6 +130,7 @@ class TenantRow:
             limits=j.num_map(d.get("limits")),
             tokens_last_minute=j.integer(d, "tokens_last_minute"),
             stored_bytes=j.integer(d, "stored_bytes"),
+            lost_reuse_tokens=j.integer(j.obj(d.get("prompt_insertions")), "lost_reuse_tokens"),
         )
 
 

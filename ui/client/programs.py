@@ -152,6 +152,8 @@ class ProgramDetail:
     edges: tuple[tuple[str, str], ...]
     critical_path: tuple[str, ...]
     kv: Mapping[str, float]
+    #: prompt tokens prefilled again because of mid-prompt insertions
+    lost_reuse_tokens: int = 0
 
     @staticmethod
     def parse(data: Any) -> ProgramDetail:
@@ -172,4 +174,5 @@ class ProgramDetail:
             edges=tuple(edges),
             critical_path=j.strings(d.get("critical_path")),
             kv=j.num_map(d.get("kv")),
+            lost_reuse_tokens=j.integer(j.obj(d.get("prompt_insertions")), "lost_reuse_tokens"),
         )

@@ -43,6 +43,7 @@ def summary(detail: ProgramDetail) -> Text:
         ("slack", fmt.secs(s.deadline_slack_s)),
         ("tokens", fmt.count(s.tokens_used)),
         ("kv", kv or "-"),
+        ("lost reuse", fmt.count(detail.lost_reuse_tokens)),
     ):
         target = first if label in ("nodes", "service", "prio") else second
         target.append(f"  {label} " if target is first else f"{label} ", style="dim")

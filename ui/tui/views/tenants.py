@@ -23,6 +23,7 @@ COLUMNS = (
     "quota",
     "tok/min",
     "stored",
+    "lost reuse",
 )
 
 
@@ -53,6 +54,7 @@ def cells(t: TenantRow) -> list[Cell]:
             fmt.count(t.tokens_last_minute),
         ),
         _against(t.stored_bytes, t.limits.get("stored_bytes"), fmt.count(t.stored_bytes)),
+        fmt.count(t.lost_reuse_tokens),
     ]
 
 

@@ -221,6 +221,7 @@
       ["CP idle", fmt.secs(d.critical_path_idle_s)], ["slack", fmt.secs(d.deadline_slack_s)],
       ["tokens", fmt.count(d.tokens_used)], ["tool calls", String(d.tool_calls)],
       ["KV hbm / dram / disk", TIER_ORDER.map((t) => fmt.count(kv[t + "_tokens"] || 0)).join(" / ")],
+      ["lost reuse", fmt.count((d.prompt_insertions || {}).lost_reuse_tokens || 0)],
     ]);
     for (const b of document.querySelectorAll("#view-program button.act")) b.disabled = d.state !== "running";
     const stamp = JSON.stringify([d.nodes, d.critical_path]);
@@ -265,6 +266,7 @@
       [Object.entries(t.quota_use || {}).map(([k, v]) => k + " " + fmt.pct(v)).join("  ") || "-"],
       against(t.tokens_last_minute, (t.limits || {}).tokens_per_minute),
       against(t.stored_bytes, (t.limits || {}).stored_bytes),
+      [fmt.count((t.prompt_insertions || {}).lost_reuse_tokens || 0), "num"],
     ]));
     AC.charts.tenants(st.tenants);
   }
