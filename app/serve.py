@@ -144,7 +144,11 @@ def extensions(settings: Settings) -> list[Extension]:
     """The features mounted on the core API: the tool gateway (``/v1/tools*``) and the
     browser console (``/``)."""
     privacy = settings.privacy
-    gateway = GatewayConfig(redaction=privacy.tool_data, tenant_redaction=dict(privacy.tenants))
+    gateway = GatewayConfig(
+        redaction=privacy.tool_data,
+        tenant_redaction=dict(privacy.tenants),
+        sandbox=settings.sandbox.config(),
+    )
     return [GatewayExtension(gateway), ConsoleExtension()]
 
 
@@ -260,6 +264,9 @@ def serve_command(config_file: Path | None, options: Mapping[str, object]) -> No
             "policy": options.get("policy"),
             "kv_policy": options.get("kv_policy"),
             "time_scale": options.get("time_scale"),
+            "dp": options.get("dp"),
+            "workers": options.get("workers"),
+            "router": options.get("router"),
         },
         "store": {"db": options.get("db")},
         "demo": options.get("demo"),

@@ -30,6 +30,11 @@ from agentconsole.server.api.config import (
     ServerConfig,
 )
 from agentconsole.server.gateway.redaction import Redaction
+from agentconsole.server.gateway.sandbox_spec import (
+    DEFAULT_PYTHON,
+    SandboxConfig,
+    python_interpreter,
+)
 from agentconsole.server.live.tenants import TenantLimits
 
 
@@ -74,6 +79,14 @@ class RuntimeSection(_Section):
     """Sim: the GPU preset."""
     tp: int = Field(default=1, ge=1)
     """Tensor-parallel size."""
+    dp: int = Field(default=1, ge=1)
+    """SGLang: data-parallel ranks (SGLang's ``dp_size``), each a scheduler with its own KV
+    pool (``max_total_tokens`` is per rank). A program's first call is placed on a rank by the
+    KV-aware router score; its later calls stay there while the rank holds its KV."""
+    workers: list[str] = Field(default_factory=list)
+    """``sglang-router``: each SGLang worker's URL (docs/DEPLOY.md)."""
+    router: str | None = None
+    """``sglang-router``: the URL of sglang-router in front of the workers."""
     profile: str | None = None
     """Sim: a calibration profile (file or bundled name) instead of gpu/model."""
     time_scale: float = Field(default=1.0, ge=0)
@@ -149,6 +162,28 @@ class PrivacySection(_Section):
     """``tool_data`` of named tenants, replacing the default for them."""
 
 
+class SandboxSection(_Section):
+    python: str = Field(default=DEFAULT_PYTHON, pattern="^/")
+    """The Python interpreter sandboxed code runs with (``-I -B`` added). It must lie under
+    ``/usr``: the sandbox sees no other host directory."""
+    run_as_uid: int = Field(default=65534, ge=1, le=2**31 - 1)
+    """Host uid the sandbox runs as when the server runs as root (nobody; never 0: the kernel
+    does not enforce the process limit for root)."""
+    run_as_gid: int = Field(default=65534, ge=1, le=2**31 - 1)
+    """Host gid the sandbox runs as when the server runs as root."""
+    max_parallel: int = Field(default=4, ge=1, le=1024)
+    """Sandboxed tool calls running at once; later ones wait for a slot."""
+
+    def config(self) -> SandboxConfig:
+        """The sandbox executor's view of these settings."""
+        return SandboxConfig(
+            interpreters=python_interpreter(self.python),
+            run_as_uid=self.run_as_uid,
+            run_as_gid=self.run_as_gid,
+            max_parallel=self.max_parallel,
+        )
+
+
 class Settings(BaseSettings):
     """Everything ``serve`` can be told; see the module docstring for the sources."""
 
@@ -173,6 +208,8 @@ class Settings(BaseSettings):
     """Request limits and housekeeping."""
     privacy: PrivacySection = Field(default_factory=lambda: PrivacySection())
     """What the store keeps of tenants' tool data."""
+    sandbox: SandboxSection = Field(default_factory=lambda: SandboxSection())
+    """The tool gateway's ``sandbox`` executor (bubblewrap)."""
     demo: bool = False
     """Add the demo tenants and run built-in agents against the server."""
     tui: bool = False
@@ -207,6 +244,12 @@ class Settings(BaseSettings):
         extra = dict(runtime.extra)
         if runtime.name == "sim":
             extra.setdefault("time_scale", runtime.time_scale)
+        if runtime.dp > 1:
+            extra.setdefault("dp", runtime.dp)
+        if runtime.workers:
+            extra.setdefault("workers", list(runtime.workers))
+        if runtime.router:
+            extra.setdefault("router", runtime.router)
         return ServerConfig(
             db_path=self.store.db,
             runtime=runtime.name,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentconsole.server.gateway.redaction import Redaction
+from agentconsole.server.gateway.sandbox_spec import SandboxConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,8 @@ class GatewayConfig:
     #: default, and named tenants' own.
     redaction: Redaction = "full"
     tenant_redaction: Mapping[str, Redaction] = field(default_factory=dict)
+    #: The ``sandbox`` executor's server-wide settings (interpreter, identity, parallelism).
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
     def redaction_for(self, tenant: str) -> Redaction:
         """The redaction of ``tenant``'s tool data."""

@@ -76,7 +76,7 @@ class ToolGateway:
         sandbox: Sandbox | None = None,
     ) -> None:
         self.config = config or GatewayConfig()
-        self.sandbox = sandbox or Sandbox()
+        self.sandbox = sandbox or Sandbox(self.config.sandbox)
         self.store = store
         self.registry = ToolRegistry(store)
         self.limits = ToolLimits(clock)

@@ -101,10 +101,15 @@ class SandboxSpec:
         )
 
 
-def _python() -> dict[str, tuple[str, ...]]:
-    # Debian's interpreter (under /usr, so inside the read-only system), isolated mode (no
-    # user site, no PYTHON* variables, no script directory on sys.path), no .pyc writes.
-    return {"python": ("/usr/bin/python3", "-I", "-B")}
+#: Debian's interpreter: under /usr, so inside the sandbox's read-only system.
+DEFAULT_PYTHON = "/usr/bin/python3"
+
+
+def python_interpreter(path: str = DEFAULT_PYTHON) -> dict[str, tuple[str, ...]]:
+    """The ``interpreters`` entry running Python at ``path`` (it must lie under one of the
+    ``system_paths``, the only host files a sandbox sees): isolated mode (no user site, no
+    PYTHON* variables, no script directory on sys.path), no .pyc writes."""
+    return {"python": (path, "-I", "-B")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +128,7 @@ class SandboxConfig:
 
     bwrap: str = "bwrap"
     prlimit: str = "/usr/bin/prlimit"
-    interpreters: Mapping[str, tuple[str, ...]] = field(default_factory=_python)
+    interpreters: Mapping[str, tuple[str, ...]] = field(default_factory=python_interpreter)
     system_paths: tuple[str, ...] = ("/usr",)
     run_as_uid: int = 65534
     run_as_gid: int = 65534

@@ -75,6 +75,13 @@ class CallIntake:
         """Admit ``chat`` for ``tenant`` and submit it; raises the service's errors."""
         svc = self.service
         await self._wait_runtime()
+        # The request's own faults first (a prompt the template refuses, one over the
+        # context): refused before a program is opened, a call that never ran leaves none.
+        if chat.prompt_text is not None:
+            prompt = encode_prompt(svc.runtime, chat.prompt_text)
+        else:
+            prompt = render_prompt(svc.runtime, chat.messages, chat.tools, chat.tool_choice)
+        check_context(svc.runtime, prompt.tokens, chat)
         hashes = None
         parents = chat.parent_ids
         if chat.program_id is None:
@@ -86,11 +93,6 @@ class CallIntake:
         svc.require_running(program)
         await svc.check_quotas(program, time.time())
         svc.tenants.check_call(tenant, time.time())
-        if chat.prompt_text is not None:
-            prompt = encode_prompt(svc.runtime, chat.prompt_text)
-        else:
-            prompt = render_prompt(svc.runtime, chat.messages, chat.tools, chat.tool_choice)
-        check_context(svc.runtime, prompt.tokens, chat)
         await self._door(program, prompt)
         svc.tool_calls.answered(program.program_id, chat.messages)
         now = time.time()

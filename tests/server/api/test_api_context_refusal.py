@@ -1,0 +1,77 @@
+"""A call refused for its own prompt (over the model's context: 422) opens no program: the
+request named a new program, or none (an inferred one), and nothing ran, so neither the
+controller nor the store keeps an empty program, and the id stays free."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.server.api.harness import LiveServer, chat_body
+
+CHAT = "/v1/chat/completions"
+#: the simulated llama-3.1-8b serves 131,072 tokens; the sim counts 4 characters a token
+TOO_LONG = "abcd" * 131_000
+
+
+def _refused(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 422, response.text
+    error: dict[str, Any] = response.json()["error"]
+    assert error["type"] == "context_length_exceeded"
+    return error
+
+
+def _inferred_total(client: httpx.Client) -> int:
+    listed = client.get("/v1/programs", params={"label": "inferred:true"})
+    total: int = listed.json()["total"]
+    return total
+
+
+def _held_in_memory(server: LiveServer, program_id: str) -> bool:
+    async def held() -> bool:
+        return program_id in server.app.state.live.service.controller.programs
+
+    return server.run(held())
+
+
+def test_a_refused_call_naming_a_new_program_leaves_no_program(server: LiveServer) -> None:
+    body = chat_body(TOO_LONG, max_tokens=200, agentconsole={"program_id": "ctx-new"})
+    with server.client() as client:
+        _refused(client.post(CHAT, json=body))
+        assert client.get("/v1/programs/ctx-new").status_code == 404
+        listed = client.get("/v1/programs", params={"limit": 1000}).json()["programs"]
+        assert "ctx-new" not in {p["program_id"] for p in listed}
+    assert not _held_in_memory(server, "ctx-new")
+
+
+def test_the_id_of_a_refused_call_stays_free_for_its_tenant(server: LiveServer) -> None:
+    headers = {"X-Program-Id": "ctx-free"}
+    with server.client() as client:
+        _refused(client.post(CHAT, json=chat_body(TOO_LONG, max_tokens=200), headers=headers))
+        fits = client.post(CHAT, json=chat_body("short", max_tokens=4), headers=headers)
+        assert fits.status_code == 200, fits.text
+        program = client.get("/v1/programs/ctx-free").json()
+    assert [n["node_id"] for n in program["nodes"]] == ["llm-1"]
+
+
+def test_a_refused_call_without_identity_opens_no_inferred_program(server: LiveServer) -> None:
+    with server.client() as client:
+        before = _inferred_total(client)
+        _refused(client.post(CHAT, json=chat_body(TOO_LONG, max_tokens=200)))
+        completion = {"model": "m", "prompt": TOO_LONG * 2}
+        assert _refused(client.post("/v1/completions", json=completion))["field"] == "prompt"
+        assert _inferred_total(client) == before
+
+
+def test_a_refused_call_of_a_running_program_changes_nothing(server: LiveServer) -> None:
+    identity = {"agentconsole": {"program_id": "ctx-running"}}
+    with server.client() as client:
+        first = client.post(CHAT, json=chat_body("hello", max_tokens=4, **identity))
+        assert first.status_code == 200, first.text
+        before = client.get("/v1/programs/ctx-running").json()
+        _refused(client.post(CHAT, json=chat_body(TOO_LONG, max_tokens=200, **identity)))
+        after = client.get("/v1/programs/ctx-running").json()
+    assert after["state"] == "running"
+    assert [n["node_id"] for n in after["nodes"]] == [n["node_id"] for n in before["nodes"]]
+    assert after["tokens_used"] == before["tokens_used"]
