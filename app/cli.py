@@ -102,6 +102,13 @@ def main() -> None:
     show_default=True,
     help="Data-parallel engine replicas behind the KV-aware router.",
 )
+@click.option(
+    "--routing",
+    default="affinity",
+    show_default=True,
+    help="How calls are placed over the replicas: affinity (what serve --dp does) or"
+    " round-robin (SGLang's own data-parallel default).",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path))

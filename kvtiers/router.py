@@ -1,6 +1,9 @@
 """Cache-aware routing score: which worker should run a call, given its cached prefix and load.
 
-Owns :class:`WorkerState`, :class:`RouteWeights`, :func:`route_cost` and :func:`choose_worker`.
+Owns :class:`WorkerState`, :class:`RouteWeights`, :func:`route_cost`, :func:`choose_worker`,
+and the placement rules built on them, chosen by name (:func:`get_router`): ``affinity``
+(:class:`AffinityRouter`: a program's first call by the score, later calls sticky) and
+``round-robin`` (every call to the next rank, the baseline).
 The score follows NVIDIA Dynamo's KV-aware router (lowest wins)::
 
     credit    = hbm_hits + sum over slower tiers t of max(0, hits_t - load_seconds_t / c)
@@ -16,8 +19,10 @@ given). ``overlap_weight = 0`` is pure load balancing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from agentconsole.kvtiers.tiers import ALL_TIERS, Tier, TierModel
 
@@ -78,3 +83,165 @@ def choose_worker(prompt_tokens: int, workers: Sequence[WorkerState], weights: R
         if cost < best_cost:
             best, best_cost = i, cost
     return best
+
+
+# -- which worker runs a program's calls: placement rules shared by the simulator and serve ----
+#: does ``rank`` still hold some of ``program``'s context? (the caller's own view of its caches)
+Holds = Callable[[str, int], bool]
+#: the candidate ranks' :class:`WorkerState`, in the order given (asked only when placing)
+WorkersOf = Callable[[Sequence[int]], Sequence[WorkerState]]
+
+_MAX_PROGRAMS = 16_384  # mapped programs kept (least recent dropped: they are placed again)
+
+
+class ProgramRouter(Protocol):
+    """Chooses the worker of each call of a program. The simulator's ``ReplicaRouter`` and
+    SGLang's ``RankRouter`` both ask one of these, so ``bench --replicas N`` places programs as
+    ``serve --dp N`` does; each supplies its own view of loads, hits and resident contexts."""
+
+    name: str
+
+    def route(self, program_id: str, prompt_tokens: int, holds: Holds, workers: WorkersOf) -> int:
+        """The rank of the program's next call (``prompt_tokens`` its prompt)."""
+        ...
+
+    def rank_of(self, program_id: str) -> int | None:
+        """The rank the program is mapped to now (None: not placed, released, or no mapping)."""
+        ...
+
+    def release(self, program_id: str) -> None:
+        """The program's KV was given up: place its next call again."""
+        ...
+
+    def drain(self, rank: int) -> None: ...
+
+    def undrain(self, rank: int) -> None: ...
+
+
+class _Ranks:
+    """``size`` ranks, some drained (nothing new is placed there)."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError("a router needs at least one rank")
+        self.size = size
+        self.drained: set[int] = set()
+
+    def open_ranks(self) -> list[int]:
+        """Ranks new work may go to (every rank when all are drained: work must go somewhere)."""
+        return [r for r in range(self.size) if r not in self.drained] or list(range(self.size))
+
+    def drain(self, rank: int) -> None:
+        if not 0 <= rank < self.size:
+            raise ValueError(f"no data-parallel rank {rank} (ranks 0..{self.size - 1})")
+        self.drained.add(rank)
+
+    def undrain(self, rank: int) -> None:
+        self.drained.discard(rank)
+
+
+class AffinityRouter(_Ranks):
+    """``affinity``: a program's first call goes to the lowest :func:`route_cost`; its later
+    calls stay there (its KV is there) until the KV is released, the rank no longer holds any of
+    its context (``holds``) or the rank is drained; then the next call is placed again. Ties go
+    to the rank with the fewest programs mapped to it (a mapped program is load to come), then
+    to the lowest rank. Mappings of programs whose rank lost their context are dropped; that is
+    done when counting them matters (a tie), which gives the same choices as dropping them at
+    every placement without a pass over every mapped program per placement."""
+
+    name = "affinity"
+
+    def __init__(self, size: int, weights: RouteWeights | None = None) -> None:
+        super().__init__(size)
+        self.weights = weights or RouteWeights()
+        self._rank_of: OrderedDict[str, int] = OrderedDict()  # least recently routed first
+
+    def route(self, program_id: str, prompt_tokens: int, holds: Holds, workers: WorkersOf) -> int:
+        rank = self._rank_of.get(program_id)
+        if rank is not None and rank not in self.drained and holds(program_id, rank):
+            self._rank_of.move_to_end(program_id)
+            return rank
+        candidates = self.open_ranks()
+        states = workers(candidates)
+        costs = [route_cost(prompt_tokens, w, self.weights) for w in states]
+        best = min(costs)
+        tied = [r for r, cost in zip(candidates, costs, strict=True) if cost == best]
+        chosen = tied[0]
+        if len(tied) > 1:
+            self.forget_lost(holds)
+            mapped = self.programs_per_rank()
+            chosen = min(tied, key=mapped.__getitem__)  # the first of the fewest
+        self._rank_of[program_id] = chosen
+        self._rank_of.move_to_end(program_id)
+        while len(self._rank_of) > _MAX_PROGRAMS:
+            self._rank_of.popitem(last=False)
+        return chosen
+
+    def forget_lost(self, holds: Holds) -> None:
+        """Drop the mappings of programs whose (open) rank no longer holds their context."""
+        lost = [
+            program
+            for program, rank in self._rank_of.items()
+            if rank not in self.drained and not holds(program, rank)
+        ]
+        for program in lost:
+            del self._rank_of[program]
+
+    def rank_of(self, program_id: str) -> int | None:
+        return self._rank_of.get(program_id)
+
+    def mapped(self) -> Iterable[tuple[str, int]]:
+        """(program, rank) pairs, most recently routed first."""
+        return ((p, self._rank_of[p]) for p in reversed(self._rank_of))
+
+    def release(self, program_id: str) -> None:
+        self._rank_of.pop(program_id, None)
+
+    def programs_per_rank(self) -> list[int]:
+        counts = [0] * self.size
+        for rank in self._rank_of.values():
+            counts[rank] += 1
+        return counts
+
+
+class RoundRobinRouter(_Ranks):
+    """``round-robin``: every call to the next open rank in turn, whatever its program or
+    cache (SGLang's own data-parallel default, ``load_balance_method=round_robin``): the
+    baseline affinity is measured against."""
+
+    name = "round-robin"
+
+    def __init__(self, size: int, weights: RouteWeights | None = None) -> None:
+        super().__init__(size)
+        self._next = 0
+
+    def route(self, program_id: str, prompt_tokens: int, holds: Holds, workers: WorkersOf) -> int:
+        candidates = self.open_ranks()
+        chosen = candidates[self._next % len(candidates)]
+        self._next += 1
+        return chosen
+
+    def rank_of(self, program_id: str) -> int | None:
+        return None
+
+    def release(self, program_id: str) -> None:
+        pass
+
+
+_ROUTERS: dict[str, Callable[[int, RouteWeights | None], ProgramRouter]] = {
+    AffinityRouter.name: AffinityRouter,
+    RoundRobinRouter.name: RoundRobinRouter,
+}
+
+
+def available_routers() -> list[str]:
+    return list(_ROUTERS)
+
+
+def get_router(name: str, size: int, weights: RouteWeights | None = None) -> ProgramRouter:
+    """A fresh router named ``name`` over ``size`` ranks (``KeyError`` for an unknown name)."""
+    try:
+        make = _ROUTERS[name]
+    except KeyError:
+        raise KeyError(f"unknown routing {name!r} (known: {', '.join(_ROUTERS)})") from None
+    return make(size, weights)

@@ -19,6 +19,7 @@ from agentconsole.bench.loads import run_loads
 from agentconsole.bench.runner import BASELINES, BenchSetup, cost_model, load_programs, run_one
 from agentconsole.bench.sweep import max_rate
 from agentconsole.bench.table import loads_table, metrics_table, sweep_table
+from agentconsole.kvtiers.router import get_router
 from agentconsole.kvtiers.toolwait import available_tool_wait_policies
 from agentconsole.sample_traces.generator import available_workloads
 from agentconsole.scheduler.policies import available
@@ -59,6 +60,7 @@ def run_bench(**opts: Any) -> None:
         profile=opts["profile"],
         max_running=opts["max_running"],
         replicas=opts["replicas"],
+        routing=opts["routing"],
         host_tier=opts["host_tier"],
         holds=opts["holds"],
         admission=opts["admission"],
@@ -67,6 +69,7 @@ def run_bench(**opts: Any) -> None:
     try:  # fail fast on a bad workload, trace, parameter or hardware, before forking workers
         programs = load_programs(setup)
         cost = cost_model(setup)
+        get_router(setup.routing, 1)
     except (ValueError, KeyError) as exc:  # KeyError: an unknown GPU, model or profile
         raise click.UsageError(str(exc.args[0] if exc.args else exc)) from None
     pairs = [(p, k) for p in policies for k in kv_policies]

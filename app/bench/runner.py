@@ -59,6 +59,9 @@ class BenchSetup:
     profile: str | None = None
     max_running: int | None = None
     replicas: int = 1
+    #: how calls are placed over the replicas (``kvtiers.router.get_router``): ``affinity``,
+    #: what ``serve --dp N`` does, or ``round-robin``, SGLang's own data-parallel default
+    routing: str = "affinity"
     host_tier: bool = True
     #: program-aware mechanisms (section 2b of docs/BENCHMARKS.md): queued-call holds (off by
     #: default) and the program admission gate (on)
@@ -137,6 +140,7 @@ def run_one(
         kv_policy=kv_policy,
         engine=engine_config(setup, baseline),
         replicas=setup.replicas,
+        routing=setup.routing,
         program_admission=baseline.admission if baseline else setup.admission,
     )
     result = Simulation(programs, cost_model(setup), config).run()

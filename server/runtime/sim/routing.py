@@ -1,55 +1,111 @@
-"""Which replica runs a call: the KV-aware router score (``kvtiers.router``) over the engines.
+"""Which replica runs a call: a placement rule of ``kvtiers.router`` over the engines.
 
-A program's first call is scored on every replica; later calls only on the replica holding its
-context and the least loaded one (where else could it be cheaper?), so routing stays O(1) in
-the number of replicas for a program in flight.
+The rule is chosen by name (``affinity``, the default, or ``round-robin``) and is the same
+object SGLang's ``RankRouter`` places programs with, so ``bench --replicas N`` keeps to what
+``serve --dp N`` does: a program's first call is scored on every replica (cached tokens against
+prefill and decode load), its later calls stay on that replica. What the simulator supplies is
+its own exact view: each replica's prefix index and load, and whether a replica still holds a
+program's context (some node of its last context that is its own is still cached, on any tier).
+A tool-wait ``recompute`` decision drops those nodes, so the program is placed again at its
+next call, as ``RankRouter.release`` does live; so is a program whose context was evicted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
-from agentconsole.kvtiers.node import Block
+from agentconsole.kvtiers.node import Block, Node
 from agentconsole.kvtiers.results import Match
-from agentconsole.kvtiers.router import RouteWeights, WorkerState, choose_worker
+from agentconsole.kvtiers.router import RouteWeights, WorkerState, get_router
+from agentconsole.kvtiers.tiers import TierModel
+from agentconsole.server.runtime.sim.carrier import private_nodes
 from agentconsole.server.runtime.sim.costmodel import CostModel
-from agentconsole.server.runtime.sim.engine import SimEngine
 from agentconsole.server.runtime.sim.programs import ProgramRun
 
 
-class ReplicaRouter:
-    """Routes calls over ``engines`` (Dynamo-style score: cached tokens against load)."""
+class _Index(Protocol):
+    def peek(self, tenant: str, blocks: list[Block]) -> Match: ...
 
-    def __init__(self, engines: Sequence[SimEngine], cost: CostModel) -> None:
+
+class Replica(Protocol):
+    """What routing reads of an engine (``SimEngine``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def index(self) -> _Index: ...
+    @property
+    def tiers(self) -> TierModel: ...
+    @property
+    def prefill_load(self) -> float: ...
+    @property
+    def decode_load(self) -> int: ...
+
+
+class ReplicaRouter:
+    """Routes calls over ``engines`` with the placement rule named ``routing``."""
+
+    def __init__(
+        self, engines: Sequence[Replica], cost: CostModel, routing: str = "affinity"
+    ) -> None:
         self.engines = engines
         self.weights = RouteWeights(
             recompute_seconds_per_token=cost.prefill_seconds(8192) / 8192,
             tiers=engines[0].tiers,
         )
+        self.rule = get_router(routing, len(engines), self.weights)
+        self._runs: dict[str, ProgramRun] = {}  # programs routed, for ``_holds``
+        #: each program's last context when it was last placed: a context from before a
+        #: placement says nothing of the new replica (live: no placement sweep since then)
+        self._placed_with: dict[str, list[Node]] = {}
+        self._routed = 0
 
     def route(self, run: ProgramRun, blocks: list[Block]) -> tuple[int, Match]:
         """The replica to run a call of ``run`` with prompt ``blocks`` on, and its match there.
-        Changes nothing (matches are peeks)."""
+        Changes nothing in the engines (matches are peeks)."""
         engines = self.engines
         tenant = run.trace.tenant
         if len(engines) == 1:
             return 0, engines[0].index.peek(tenant, blocks)
-        if run.engine is None:
-            candidates = list(range(len(engines)))
-        else:
-            loads = [engine.load for engine in engines]
-            idle = loads.index(min(loads))  # the first least loaded, as min() picks
-            candidates = [run.engine] if idle == run.engine else [run.engine, idle]
-        matches = [engines[k].index.peek(tenant, blocks) for k in candidates]
-        prompt = matches[0].requested_tokens
-        workers = [
-            WorkerState(
-                engines[k].name,
-                m.tokens_by_tier,
-                int(engines[k].prefill_load),
-                engines[k].decode_load,
-            )
-            for k, m in zip(candidates, matches, strict=True)
-        ]
-        best = choose_worker(prompt, workers, self.weights)
-        return candidates[best], matches[best]
+        pid = run.trace.id
+        self._runs[pid] = run
+        peeked: dict[int, Match] = {}
+
+        def workers(ranks: Sequence[int]) -> list[WorkerState]:
+            out = []
+            for k in ranks:
+                engine = engines[k]
+                m = peeked[k] = engine.index.peek(tenant, blocks)
+                out.append(
+                    WorkerState(
+                        engine.name, m.tokens_by_tier, int(engine.prefill_load), engine.decode_load
+                    )
+                )
+            return out
+
+        prompt = sum(b.tokens for b in blocks)
+        e = self.rule.route(pid, prompt, self._holds, workers)
+        found = peeked.get(e)
+        if found is None:  # stayed where its context is: one peek
+            return e, engines[e].index.peek(tenant, blocks)
+        self._placed_with[pid] = run.last_path
+        self._routed += 1
+        if self._routed % 4096 == 0:
+            self._prune()
+        return e, found
+
+    def _holds(self, program_id: str, rank: int) -> bool:
+        """Whether ``rank`` still holds some of the program's own context (its KV there was
+        neither released nor evicted); true before its first call finished."""
+        run = self._runs.get(program_id)
+        if run is None:
+            return False
+        path = run.last_path
+        return not path or path is self._placed_with.get(program_id) or bool(private_nodes(run))
+
+    def _prune(self) -> None:
+        """Forget the runs of programs the rule no longer maps (ended, or placed again)."""
+        rank_of = self.rule.rank_of
+        self._runs = {p: r for p, r in self._runs.items() if rank_of(p) is not None}
+        self._placed_with = {p: n for p, n in self._placed_with.items() if p in self._runs}

@@ -60,6 +60,9 @@ class SimConfig:
     kv_policy: str = "adaptive"
     #: data-parallel engine replicas behind the cache-aware router
     replicas: int = 1
+    #: how calls are placed over the replicas (``kvtiers.router.get_router``): ``affinity``,
+    #: what ``serve --dp N`` does, or ``round-robin``, SGLang's own data-parallel default
+    routing: str = "affinity"
     engine: EngineConfig = field(default_factory=EngineConfig)
     fairness: FairnessConfig = field(default_factory=FairnessConfig)
     preemption: PreemptionRule = field(default_factory=PreemptionRule)
@@ -112,7 +115,7 @@ class Simulation:
             )
             for i in range(config.replicas)
         ]
-        self.router = ReplicaRouter(self.engines, cost)
+        self.router = ReplicaRouter(self.engines, cost, config.routing)
         self._runs: dict[str, ProgramRun] = {}
         self.view = SimEngines(self.engines, self._runs)
         self.driver = ProgramDriver(
