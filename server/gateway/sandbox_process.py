@@ -3,7 +3,9 @@ output, stop it at a wall-clock deadline, and kill its whole tree whatever happe
 
 The process is started with an empty environment, only the file descriptors named in
 ``pass_fds`` (plus the three standard ones), ``/`` as working directory, its own session
-(so ``killpg`` reaches it), and, when this server runs as root, an unprivileged identity.
+(so ``killpg`` reaches it), and, when this server runs as root, an unprivileged identity
+(util-linux ``setpriv`` drops to it before ``bwrap`` starts: asyncio's ``user=``/``group=``
+are not supported by uvloop, the loop ``serve`` runs on).
 Killing its process group kills ``bwrap``; ``--die-with-parent`` then SIGKILLs the sandbox's
 init, and the kernel kills every process left in its pid namespace. Cancelling :func:`run`
 (the gateway's timeout, a program cancel, shutdown) kills the tree the same way.
@@ -25,12 +27,22 @@ _CHUNK = 64 * 1024
 _REAP_S = 5.0
 
 
+SETPRIV = "/usr/bin/setpriv"
+
+
 @dataclass(frozen=True, slots=True)
 class Identity:
     """The host uid/gid to run as (``None``: this process's own)."""
 
     uid: int | None = None
     gid: int | None = None
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` run under this identity, no supplementary groups (as is, when none)."""
+        if self.uid is None:
+            return list(argv)
+        gid = self.gid if self.gid is not None else self.uid
+        return [SETPRIV, f"--reuid={self.uid}", f"--regid={gid}", "--clear-groups", *argv]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +136,7 @@ async def run(
     ``OSError`` if it cannot be started at all."""
     started = time.monotonic()
     process = await asyncio.create_subprocess_exec(
-        *argv,
+        *identity.wrap(argv),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -133,9 +145,6 @@ async def run(
         close_fds=True,
         pass_fds=tuple(pass_fds),
         start_new_session=True,
-        user=identity.uid,
-        group=identity.gid,
-        extra_groups=[] if identity.gid is not None else None,
     )
     output = _Output(output_bytes)
     over = asyncio.Event()

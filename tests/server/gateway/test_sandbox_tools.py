@@ -222,3 +222,12 @@ def test_the_demo_agent_runs_python_in_the_sandbox(tmp_path: Path) -> None:
         ]
         program = httpx.get(f"{server.base_url}/v1/programs/py-1", headers=A).json()
         assert program["state"] == "finished"
+
+
+def test_the_sandbox_runs_on_uvloop_the_loop_serve_runs() -> None:
+    # uvicorn runs serve on uvloop, whose subprocesses take no user=/group=: the unprivileged
+    # identity (as root) must come from setpriv, not from the event loop
+    import uvloop
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert runner.run(Sandbox().unavailable()) is None
