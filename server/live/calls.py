@@ -100,6 +100,7 @@ class LiveCall:
         self._runtime = runtime
         self._hooks = hooks
         self._forwarded: list[TokenDelta] = []  # what the client is given, in order
+        self._taken: int | None = None  # deltas a streaming reader took (None: no reader)
         self._waiter: asyncio.Future[None] | None = None  # a streaming reader waiting
         self._abort: asyncio.Future[bool] | None = None
         self._done: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
@@ -132,6 +133,18 @@ class LiveCall:
         except Exception:  # the runtime's task must go on feeding the other calls
             log.exception("accounting the progress of %s failed", self.call_id)
 
+    def _unforward(self) -> None:
+        """At an abort, deltas a streaming client has not taken yet will never reach it: they
+        count as ghost tokens, not as received ones (so usage equals what was delivered plus
+        the ghost tokens the program caused)."""
+        if self._taken is None or self._taken >= len(self._forwarded):
+            return
+        untaken = self._forwarded[self._taken :]
+        del self._forwarded[self._taken :]
+        tokens = sum(d.tokens for d in untaken)
+        self.received -= tokens
+        self.ghost += tokens
+
     def on_end(self, result: GenerationResult | None, error: BaseException | None) -> None:
         """Account the end (``result`` None: the runtime failed) and settle the outcome."""
         if error is not None:
@@ -157,11 +170,11 @@ class LiveCall:
     async def deltas(self) -> AsyncIterator[TokenDelta]:
         """The deltas forwarded to the client, until the call ends or is aborted (what was
         forwarded but not yet taken from here when the abort was asked is never given)."""
-        sent = 0
+        self._taken = self._taken or 0
         while not self.closed:
-            if sent < len(self._forwarded):
-                sent += 1
-                yield self._forwarded[sent - 1]
+            if self._taken < len(self._forwarded):
+                self._taken += 1
+                yield self._forwarded[self._taken - 1]
             elif self._done.done():
                 return
             else:
@@ -205,6 +218,7 @@ class LiveCall:
     def _start_abort(self, reason: str) -> asyncio.Future[bool]:
         if self._abort is None:
             self.closed = True  # not yet sent: the client must never see it
+            self._unforward()
             self.abort_reason = reason
             self._wake()
             self._abort = asyncio.ensure_future(self._runtime.abort(self.call_id))

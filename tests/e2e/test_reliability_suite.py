@@ -30,9 +30,6 @@ KNOWN = {
     # the program rows trail the event log by the projector's 1 s; a restart rebuilds from
     # the rows, so a node named again after the crash is added (and logged) a second time
     ("crash-loop", "event log: no lifecycle event twice"),
-    # a cancel drops the delta taken from the runtime but not yet sent, and still charges it
-    # as streamed (server/live/calls.py: ``received`` counts forwarded, not sent, tokens)
-    ("quota-bypass", "cancelled call charged = delivered + ghost tokens"),
 }
 
 
