@@ -3,9 +3,11 @@ output, stop it at a wall-clock deadline, and kill its whole tree whatever happe
 
 The process is started with an empty environment, only the file descriptors named in
 ``pass_fds`` (plus the three standard ones), ``/`` as working directory, its own session
-(so ``killpg`` reaches it), and, when this server runs as root, an unprivileged identity
-(util-linux ``setpriv`` drops to it before ``bwrap`` starts: asyncio's ``user=``/``group=``
-are not supported by uvloop, the loop ``serve`` runs on).
+(so ``killpg`` reaches it), and, when this server runs as root, an unprivileged identity.
+It is started by :class:`subprocess.Popen`, not the event loop: uvloop, the loop ``serve``
+runs on, neither takes ``user=``/``group=`` nor closes inherited descriptors (``close_fds``),
+so a library's descriptor without close-on-exec would reach the sandbox; the loop only reads
+the pipes.
 Killing its process group kills ``bwrap``; ``--die-with-parent`` then SIGKILLs the sandbox's
 init, and the kernel kills every process left in its pid namespace. Cancelling :func:`run`
 (the gateway's timeout, a program cancel, shutdown) kills the tree the same way.
@@ -17,17 +19,16 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 Killed = Literal["timeout", "output_limit"]
 _CHUNK = 64 * 1024
 _REAP_S = 5.0
-
-
-SETPRIV = "/usr/bin/setpriv"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,13 +37,6 @@ class Identity:
 
     uid: int | None = None
     gid: int | None = None
-
-    def wrap(self, argv: Sequence[str]) -> list[str]:
-        """``argv`` run under this identity, no supplementary groups (as is, when none)."""
-        if self.uid is None:
-            return list(argv)
-        gid = self.gid if self.gid is not None else self.uid
-        return [SETPRIV, f"--reuid={self.uid}", f"--regid={gid}", "--clear-groups", *argv]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,27 +71,74 @@ class _Output:
         return not self.truncated
 
 
-def _kill_tree(process: asyncio.subprocess.Process) -> None:
+@dataclass(slots=True)
+class _Child:
+    """A started sandbox process: its pipes as the event loop reads them."""
+
+    popen: subprocess.Popen[bytes]
+    stdout: asyncio.StreamReader
+    stderr: asyncio.StreamReader
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.returncode
+
+    def kill(self) -> None:
+        self.popen.kill()
+
+    async def wait(self) -> int:
+        return await asyncio.to_thread(self.popen.wait)
+
+
+async def _start(argv: Sequence[str], pass_fds: Sequence[int], identity: Identity) -> _Child:
+    popen = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={},
+        cwd="/",
+        close_fds=True,
+        pass_fds=tuple(pass_fds),
+        start_new_session=True,
+        user=identity.uid,
+        group=identity.gid,
+        extra_groups=[] if identity.gid is not None else None,
+    )
+    loop = asyncio.get_running_loop()
+    readers = (asyncio.StreamReader(limit=_CHUNK), asyncio.StreamReader(limit=_CHUNK))
+    for pipe, reader in zip((popen.stdout, popen.stderr), readers, strict=True):
+        await loop.connect_read_pipe(partial(asyncio.StreamReaderProtocol, reader), pipe)
+    return _Child(popen, *readers)
+
+
+def _kill_tree(process: _Child) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         process.kill()
 
 
-async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
-    stdin = process.stdin
+async def _feed(process: _Child, data: bytes) -> None:
+    stdin = process.popen.stdin
     if stdin is None:
         return
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        stdin.write(data)
-        await stdin.drain()
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        stdin.close()
-        await stdin.wait_closed()
+
+    def write() -> None:  # a thread: blocks while the pipe is full, ends when it breaks
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError, ValueError):
+            stdin.write(data)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError, ValueError):
+            stdin.close()
+
+    await asyncio.to_thread(write)
 
 
 async def _pump(
-    process: asyncio.subprocess.Process,
+    process: _Child,
     reader: asyncio.StreamReader | None,
     name: str,
     output: _Output,
@@ -111,7 +152,7 @@ async def _pump(
             _kill_tree(process)  # then drain to EOF, which comes once the tree is dead
 
 
-async def _reap(process: asyncio.subprocess.Process, work: asyncio.Future[Any]) -> None:
+async def _reap(process: _Child, work: asyncio.Future[Any]) -> None:
     """Kill the tree and wait (a little) for its pipes to close and its exit status."""
     _kill_tree(process)
     try:
@@ -135,17 +176,7 @@ async def run(
     """Run ``argv`` as described in the module docstring and return what happened. Raises
     ``OSError`` if it cannot be started at all."""
     started = time.monotonic()
-    process = await asyncio.create_subprocess_exec(
-        *identity.wrap(argv),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={},
-        cwd="/",
-        close_fds=True,
-        pass_fds=tuple(pass_fds),
-        start_new_session=True,
-    )
+    process = await _start(argv, pass_fds, identity)
     output = _Output(output_bytes)
     over = asyncio.Event()
     killed: Killed | None = None

@@ -225,9 +225,24 @@ def test_the_demo_agent_runs_python_in_the_sandbox(tmp_path: Path) -> None:
 
 
 def test_the_sandbox_runs_on_uvloop_the_loop_serve_runs() -> None:
-    # uvicorn runs serve on uvloop, whose subprocesses take no user=/group=: the unprivileged
-    # identity (as root) must come from setpriv, not from the event loop
+    # uvicorn runs serve on uvloop, whose subprocesses take no user=/group= and do not close
+    # inherited descriptors: the sandbox works there, and a descriptor some library left
+    # inheritable does not reach the process
+    import os
+
     import uvloop
 
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        assert runner.run(Sandbox().unavailable()) is None
+    from agentconsole.server.gateway.sandbox_process import run
+
+    leaked = os.open("/dev/null", os.O_RDONLY)
+    os.set_inheritable(leaked, True)
+    try:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            assert runner.run(Sandbox().unavailable()) is None
+            done = runner.run(
+                run(["/bin/ls", "/proc/self/fd"], stdin=b"", output_bytes=4096, wall_s=10)
+            )
+    finally:
+        os.close(leaked)
+    assert done.returncode == 0
+    assert set(done.stdout.decode().split()) <= {"0", "1", "2", "3"}  # 3: the listed directory
