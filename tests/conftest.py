@@ -5,7 +5,7 @@ timed out, or a browser can outlive the test that started them. Left alive they 
 output pipe open and Python's exit waits on its multiprocessing children, so the run never ends
 (CI then times out long after the last test passed). At the end of the session every process
 still descended from this one is listed in the summary, sent SIGTERM, and SIGKILL after a grace;
-a non-daemon thread still running at the very end is named and the process exits past it.
+then the process exits with pytest's status without waiting on anything a test left behind.
 """
 
 from __future__ import annotations
@@ -50,22 +50,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.config.stash[_EXIT_STATUS] = int(exitstatus)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Last hook of the run: a non-daemon thread still alive (a server thread a test did not
-    stop) would make Python's exit wait for it forever; name it and end the process with
-    pytest's own exit status instead."""
+    """Last hook of the run, the report written: end the process with pytest's own status.
+    What Python would still do on its way out can wait forever on what a test left: a
+    non-daemon thread, a multiprocessing child, or a ZMQ context's finaliser that the final
+    garbage collection runs (SGLang's sockets with a message unsent: CI hung there for an hour
+    after the last test passed). Lingering non-daemon threads are named first."""
     import os
     import sys
     import threading
 
     lingering = [
-        t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon
+        t.name
+        for t in threading.enumerate()
+        if t is not threading.main_thread() and not t.daemon and t.is_alive()
     ]
-    lingering = [t for t in lingering if t.is_alive()]
-    if not lingering:
-        return
-    names = ", ".join(t.name for t in lingering)
-    sys.stderr.write(f"tests/conftest.py: ending the run past lingering threads: {names}\n")
+    if lingering:
+        sys.stderr.write(f"tests/conftest.py: lingering threads: {', '.join(lingering)}\n")
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(config.stash.get(_EXIT_STATUS, 1))

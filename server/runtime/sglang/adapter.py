@@ -213,6 +213,7 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
                 watchdog.stop()
             for task in list(getattr(tm, "asyncio_tasks", ())):
                 task.cancel()
+            _close_zmq(engine, tm)
         if self._procs is not None:
             await asyncio.to_thread(self._procs.stop)
             self._procs = None
@@ -387,3 +388,19 @@ def create_runtime(options: RuntimeOptions) -> SGLangRuntime:
 
 
 __all__ = ["SGLangRuntime", "create_runtime", "default_model_dir"]
+
+
+def _close_zmq(*owners: object) -> None:
+    """Close the ZMQ contexts of the engine's sockets now, dropping unsent messages: left to
+    the garbage collector, a context whose socket still holds a message blocks its finaliser
+    forever (a process that started an engine then never exited)."""
+    import zmq
+
+    contexts = {
+        value.context
+        for owner in owners
+        for value in vars(owner).values()
+        if isinstance(value, zmq.Socket)
+    }
+    for context in contexts:
+        context.destroy(linger=0)
