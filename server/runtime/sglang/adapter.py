@@ -229,14 +229,9 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
         flight."""
         if self.engine is None:
             raise RuntimeError("the SGLang runtime is not started")
-        rid = request.ticket.call_id
-        if rid in self._calls:
-            raise ValueError(f"call {rid!r} is already in flight")
-        call = SGLangStream(request)
+        call = self._new_call(request)
         self._place(call)  # its data-parallel rank, before it counts as load
-        self._calls[rid] = call
-        self._release(request.ticket.program_id)
-        call.task = asyncio.create_task(self._pump(call), name=f"sglang:{rid}")
+        self._launch(call, self._pump(call), "sglang")
         return call
 
     def _request(
@@ -285,12 +280,7 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
         except Exception as err:
             error = err
         finally:
-            if self._calls.get(call.rid) is call:
-                del self._calls[call.rid]
-            self._hit_tokens += int(call.meta.get("cached_tokens") or 0)
-            self.telemetry.on_end(call)
-            call.finish(error)
-            self._forget_control(call.rid)
+            self._settle(call, error)
 
     async def abort(self, call_id: str) -> bool:
         """Abort by exact id; returns True once the engine sent the call's final chunk (no

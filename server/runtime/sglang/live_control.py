@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Coroutine
 from typing import Any
 
 from agentconsole.scheduler.policies import get_policy
-from agentconsole.scheduler.runtime import CacheAction
+from agentconsole.scheduler.runtime import CacheAction, GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import retention, symbols
 from agentconsole.server.runtime.sglang.control import ControlWriter, RetentionHint
@@ -32,6 +33,7 @@ from agentconsole.server.runtime.sglang.rank_status import RankFiles
 from agentconsole.server.runtime.sglang.ranks import RankRouter
 from agentconsole.server.runtime.sglang.status import SchedulerStatus
 from agentconsole.server.runtime.sglang.stream import SGLangStream
+from agentconsole.server.runtime.sglang.telemetry import Telemetry
 
 _ACK_TIMEOUT_S = 3.0
 
@@ -48,6 +50,31 @@ class LiveControl:
     rank_files: RankFiles
     router: RankRouter | None
     _retention_seq: int
+    _hit_tokens: int
+    telemetry: Telemetry
+
+    # -- calls in flight (both SGLang runtimes) -------------------------------------------------
+    def _new_call(self, request: GenerationRequest) -> SGLangStream:
+        """A stream for ``request``; ``ValueError`` if a call with its id is in flight."""
+        rid = request.ticket.call_id
+        if rid in self._calls:
+            raise ValueError(f"call {rid!r} is already in flight")
+        return SGLangStream(request)
+
+    def _launch(self, call: SGLangStream, pump: Coroutine[Any, Any, None], name: str) -> None:
+        """Count ``call`` in flight, end its program's tool-wait retention, run ``pump``."""
+        self._calls[call.rid] = call
+        self._release(call.request.ticket.program_id)
+        call.task = asyncio.create_task(pump, name=f"{name}:{call.rid}")
+
+    def _settle(self, call: SGLangStream, error: BaseException | None) -> None:
+        """The call's stream is over (``error`` if it failed): out of the books, once."""
+        if self._calls.get(call.rid) is call:
+            del self._calls[call.rid]
+        self._hit_tokens += int(call.meta.get("cached_tokens") or 0)
+        self.telemetry.on_end(call)
+        call.finish(error)
+        self._forget_control(call.rid)
 
     async def reprioritise(self, call_id: str, ticket: CallTicket) -> bool:
         """Re-rank a call in the engine under ``ticket`` (applied at the scheduler's next

@@ -156,13 +156,8 @@ class RouterRuntime(LiveControl, KVView):
     def submit(self, request: GenerationRequest) -> SGLangStream:
         if self.engine is None:
             raise RuntimeError("the sglang-router runtime is not started")
-        rid = request.ticket.call_id
-        if rid in self._calls:
-            raise ValueError(f"call {rid!r} is already in flight")
-        call = SGLangStream(request)
-        self._calls[rid] = call
-        self._release(request.ticket.program_id)
-        call.task = asyncio.create_task(self._pump(call), name=f"sglang-router:{rid}")
+        call = self._new_call(request)
+        self._launch(call, self._pump(call), "sglang-router")
         return call
 
     async def _pump(self, call: SGLangStream, kind: wire.CallKind = wire.CallKind.CALL) -> None:
@@ -196,12 +191,7 @@ class RouterRuntime(LiveControl, KVView):
         except Exception as err:
             error = err
         finally:
-            if self._calls.get(call.rid) is call:
-                del self._calls[call.rid]
-            self._hit_tokens += int(call.meta.get("cached_tokens") or 0)
-            self.telemetry.on_end(call)
-            call.finish(error)
-            self._forget_control(call.rid)
+            self._settle(call, error)
 
     def _served_on(self, call: SGLangStream, node: str) -> None:
         """The worker that answered (its response header): the call's "rank"."""
