@@ -17,6 +17,7 @@ from agentconsole.sample_traces.codec import (
 from agentconsole.sample_traces.errors import TraceError
 from agentconsole.sample_traces.format import (
     Branch,
+    Insert,
     LLMNode,
     NodeKind,
     Outcome,
@@ -30,6 +31,7 @@ from agentconsole.sample_traces.format import (
     TraceProgram,
     context_segments,
     context_tokens,
+    inserted_segment,
     node_segments,
 )
 from agentconsole.sample_traces.nominal import nominal_duration_s
@@ -39,6 +41,7 @@ from agentconsole.sample_traces.schema import load_schema
 __all__ = [
     "WORKLOADS",
     "Branch",
+    "Insert",
     "LLMNode",
     "NodeKind",
     "Outcome",
@@ -58,6 +61,7 @@ __all__ = [
     "dump_trace",
     "dumps_program",
     "generate",
+    "inserted_segment",
     "load_schema",
     "load_trace",
     "loads_trace",

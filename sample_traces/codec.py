@@ -17,6 +17,7 @@ from agentconsole.sample_traces.format import (
     QUOTA_FIELDS,
     TRACE_TOOL_KINDS,
     Branch,
+    Insert,
     LLMNode,
     NodeKind,
     Outcome,
@@ -44,6 +45,11 @@ def _attempt(o: JsonObject) -> ToolAttempt:
 
 
 @nested
+def _insert(o: JsonObject) -> Insert:
+    return Insert(after=o.string("after"), tokens=o.integer("tokens"))
+
+
+@nested
 def _node(o: JsonObject) -> TraceNode:
     kind = o.enum("kind", NodeKind)
     node_id = o.string("id")
@@ -58,6 +64,7 @@ def _node(o: JsonObject) -> TraceNode:
             output_tokens=o.integer("output_tokens"),
             model=o.opt_string("model"),
             compact=o.boolean("compact", False),
+            insert=None if (raw := o.get("insert", True)) is None else _insert(raw, "insert"),
         )
     return ToolNode(
         id=node_id,
@@ -125,6 +132,9 @@ def _node_dict(node: TraceNode) -> dict[str, Any]:
             "output_tokens": node.output_tokens,
             "model": node.model,
             "compact": True if node.compact else None,  # written only when set
+            "insert": None
+            if node.insert is None
+            else {"after": node.insert.after, "tokens": node.insert.tokens},
         }
     else:
         tail = {

@@ -9,6 +9,11 @@ JSON reading and writing live in :mod:`agentconsole.sample_traces.codec`, and
 Context rule: an LLM call's input is the program's prefix segments, then the segments of all of
 its ancestors in listing order (LLM: prompt then output; tool: result), then its own prompt. A
 ``compact`` LLM call starts a fresh context instead (:mod:`agentconsole.sample_traces.scopes`).
+An LLM call with an ``insert`` (:class:`Insert`) adds one more segment, its inserted tokens, and
+that segment alone has a fixed place: right after the prefix segment it names (after the
+insertions of earlier context members at the same point, in listing order), not at the end. So
+the rule stays one rule (which segments, in listing order) with one placement exception, and a
+later call of the program sees the inserted tokens where they were inserted.
 """
 
 from __future__ import annotations
@@ -118,9 +123,25 @@ class ToolAttempt:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Insert:
+    """New tokens an LLM call puts in the middle of its context instead of appending them
+    (retrieved memory or the latest tool results between a fixed system prefix and the
+    history): ``tokens`` right after the program's prefix segment ``after``. The program
+    checks that ``after`` is one of its prefix segments."""
+
+    after: str
+    tokens: int
+
+    def __post_init__(self) -> None:
+        _check_id(self.after, "after", _PREFIX_ID)
+        _check_count(self.tokens, "tokens", minimum=1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LLMNode:
     """One model call. ``prompt_tokens`` are appended to the inherited context before the call;
-    a ``compact`` call inherits no history, only its parents' last segments (a fresh context)."""
+    a ``compact`` call inherits no history, only its parents' last segments (a fresh context);
+    an ``insert`` puts its tokens after a prefix segment instead (:class:`Insert`)."""
 
     kind: ClassVar[NodeKind] = NodeKind.LLM
     id: str
@@ -130,6 +151,7 @@ class LLMNode:
     output_tokens: int
     model: str | None = None
     compact: bool = False
+    insert: Insert | None = None
 
     def __post_init__(self) -> None:
         _check_id(self.id, "id")
@@ -242,6 +264,13 @@ class TraceProgram:
             _check(seg.id not in seen, f"duplicate prefix id {seg.id!r}", f"prefix[{i}].id")
             seen.add(seg.id)
         _check(bool(self.nodes), "a program needs at least one node", "nodes")
+        for i, node in enumerate(self.nodes):
+            if isinstance(node, LLMNode) and node.insert is not None:
+                _check(
+                    node.insert.after in seen,
+                    f"{node.insert.after!r} is not a prefix segment of this program",
+                    f"nodes[{i}].insert.after",
+                )
         parents = resolve_parents([n.id for n in self.nodes], [n.parents for n in self.nodes])
         for i, node in enumerate(self.nodes):
             if node.branch is not Branch.DISCARDED:
@@ -278,8 +307,9 @@ class TraceProgram:
 class Segment:
     """A run of context tokens with a stable key, the unit a radix prefix index stores.
 
-    Keys: the prefix id for prefix segments, ``{program}/{node}/prompt``, ``/out`` (LLM output)
-    and ``/result`` (tool result) for node segments, which are never public.
+    Keys: the prefix id for prefix segments, ``{program}/{node}/prompt``, ``/out`` (LLM output),
+    ``/insert`` (tokens an LLM call inserted) and ``/result`` (tool result) for node segments,
+    which are never public.
     """
 
     key: str
@@ -288,7 +318,8 @@ class Segment:
 
 
 def node_segments(program: TraceProgram, node: TraceNode) -> list[Segment]:
-    """What ``node`` adds to the context of its descendants: prompt + output, or the result."""
+    """What ``node`` appends to the context of its descendants: prompt + output, or the result
+    (an LLM call's inserted tokens go elsewhere: :func:`inserted_segment`)."""
     base = f"{program.id}/{node.id}"
     if isinstance(node, LLMNode):
         return [
@@ -298,23 +329,40 @@ def node_segments(program: TraceProgram, node: TraceNode) -> list[Segment]:
     return [Segment(f"{base}/result", node.result_tokens, False)]
 
 
+def inserted_segment(program: TraceProgram, node: LLMNode, insert: Insert) -> Segment:
+    """The tokens ``node`` inserts (its ``insert``) as a segment: ``{program}/{node}/insert``."""
+    return Segment(f"{program.id}/{node.id}/insert", insert.tokens, False)
+
+
 def context_segments(program: TraceProgram, node_id: str) -> list[Segment]:
     """The input context of ``node_id``: prefix, its ancestors' segments, then its own prompt
     (:meth:`TraceProgram.context_sources` says which ancestors and which of their segments).
 
     For an LLM node this is exactly the prompt it prefills (its output is not included); for a
     tool node it is the context its result will be appended to. Ancestors appear in listing
-    order, so siblings of a fan-out join in the order they are listed. Raises ``KeyError`` for
-    an unknown node id.
+    order, so siblings of a fan-out join in the order they are listed. The inserted segment of
+    a whole member (an ancestor in scope, or the node itself) sits right after the prefix
+    segment its ``insert`` names, after earlier members' insertions there. Raises ``KeyError``
+    for an unknown node id.
     """
     node = program.node(node_id)
-    out = [Segment(p.id, p.tokens, p.public) for p in program.prefix]
-    for ancestor, whole in program.context_sources(node_id):
-        segments = node_segments(program, ancestor)
-        out.extend(segments if whole else segments[-1:])
+    inserted: dict[str, list[Segment]] = {}
+    tail: list[Segment] = []
+    members = [*program.context_sources(node_id), (node, True)]
+    for member, whole in members:
+        if whole and isinstance(member, LLMNode) and member.insert is not None:
+            at = inserted.setdefault(member.insert.after, [])
+            at.append(inserted_segment(program, member, member.insert))
+        if member is not node:
+            segments = node_segments(program, member)
+            tail.extend(segments if whole else segments[-1:])
     if isinstance(node, LLMNode):
-        out.append(Segment(f"{program.id}/{node.id}/prompt", node.prompt_tokens, False))
-    return out
+        tail.append(Segment(f"{program.id}/{node.id}/prompt", node.prompt_tokens, False))
+    out: list[Segment] = []
+    for p in program.prefix:
+        out.append(Segment(p.id, p.tokens, p.public))
+        out.extend(inserted.get(p.id, ()))
+    return out + tail
 
 
 def context_tokens(program: TraceProgram, node_id: str) -> int:

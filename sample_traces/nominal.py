@@ -17,9 +17,11 @@ DECODE_TPS = 40.0
 
 
 def node_nominal_s(node: TraceNode) -> float:
-    """Nominal seconds of one node; a tool also pays the prefill of its result."""
+    """Nominal seconds of one node; a tool also pays the prefill of its result, an inserting
+    call that of its inserted tokens (the context after them counts as cached, as the prefix)."""
     if isinstance(node, LLMNode):
-        return node.prompt_tokens / PREFILL_TPS + node.output_tokens / DECODE_TPS
+        new = node.prompt_tokens + (node.insert.tokens if node.insert is not None else 0)
+        return new / PREFILL_TPS + node.output_tokens / DECODE_TPS
     return node.duration_s + node.result_tokens / PREFILL_TPS
 
 

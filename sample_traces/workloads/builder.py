@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from agentconsole.sample_traces.format import (
     Branch,
+    Insert,
     LLMNode,
     Outcome,
     PrefixSegment,
@@ -65,6 +66,21 @@ class Faults:
     slow_kind: ToolKind | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Inserts:
+    """Mid-prompt insertions (seed section 8): a share ``p_insert`` of a program's non-root
+    calls put ``median``-sized new tokens (retrieved memory, the latest tool results; a
+    log-normal truncated to [median/10, 8 x median]) right after the prefix segment ``after``
+    instead of appending them.
+    No published figure gives how many calls of an agent do this, so workloads default to
+    none (``p_insert=0``) and a caller asks for them."""
+
+    p_insert: float = 0.0
+    after: str = ""
+    median: float = 1000.0
+    sigma: float = 0.6
+
+
 def check_request(n_programs: int, rate: float) -> None:
     """Reject impossible sizes early with a plain message (``ValueError``)."""
     if n_programs < 0:
@@ -81,10 +97,13 @@ def program_id(workload: str, seed: int, index: int) -> str:
 class ProgramBuilder:
     """Accumulates one program's nodes; use once per program."""
 
-    def __init__(self, draw: Draw, sizes: Sizes, faults: Faults) -> None:
+    def __init__(
+        self, draw: Draw, sizes: Sizes, faults: Faults, inserts: Inserts | None = None
+    ) -> None:
         self.draw = draw
         self.sizes = sizes
         self.faults = faults
+        self.inserts = inserts
         self.nodes: list[TraceNode] = []
 
     def tokens(self, median: float, sigma: float, lo: int, hi: int) -> int:
@@ -102,7 +121,8 @@ class ProgramBuilder:
         output: int | None = None,
         branch: Branch = Branch.MAIN,
     ) -> str:
-        """Append an LLM node; unset sizes are drawn (a short turn prompt, a typical output)."""
+        """Append an LLM node; unset sizes are drawn (a short turn prompt, a typical output), and
+        a non-root call may insert tokens mid-prompt (``inserts``)."""
         s = self.sizes
         if prompt is None:
             prompt = self.tokens(s.turn_prompt_median, s.turn_prompt_sigma, *s.turn_prompt_range)
@@ -114,9 +134,19 @@ class ProgramBuilder:
             branch=branch,
             prompt_tokens=prompt,
             output_tokens=output,
+            insert=self._insert() if parents else None,
         )
         self.nodes.append(node)
         return node.id
+
+    def _insert(self) -> Insert | None:
+        """An insertion for the next call, drawn only when enabled (so traces without them stay
+        byte-identical: no draw is taken)."""
+        knob = self.inserts
+        if knob is None or not knob.p_insert or not self.draw.chance(knob.p_insert):
+            return None
+        lo, hi = max(1, round(knob.median / 10)), max(1, round(knob.median * 8))
+        return Insert(after=knob.after, tokens=self.tokens(knob.median, knob.sigma, lo, hi))
 
     def tool(
         self,

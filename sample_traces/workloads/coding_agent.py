@@ -5,6 +5,8 @@ The first request carries 15K of system/tool schemas (public), a 60K repository 
 ~2K (a tool result plus a short turn prompt) and decodes ~220 tokens. Exploration uses search,
 file reads and code execution; then a patch is written and tested, a failing test unlocks up to
 two repair rounds, and the last round is a short decode. LLM calls per program = ``rounds``.
+With ``p_insert > 0`` that share of the later calls also inserts ~``insert_tokens`` of retrieved
+memory right after the repository prefix, before the history (seed section 8).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from agentconsole.sample_traces.format import Branch, Outcome, PrefixSegment, TraceProgram
 from agentconsole.sample_traces.workloads.builder import (
     Faults,
+    Inserts,
     ProgramBuilder,
     Sizes,
     check_request,
@@ -75,15 +78,21 @@ def coding_agent(
     p_timeout: float = 0.01,
     p_cancel: float = 0.01,
     deadline_slack: float | None = 4.0,
+    p_insert: float = 0.0,
+    insert_tokens: int = 1_000,
 ) -> list[TraceProgram]:
     """``n_programs`` repair sessions arriving as a Poisson process of ``rate`` per second.
 
-    Raises ``ValueError`` for a negative size, a non-positive rate or ``rounds < 5`` (planner,
-    writer, two repairs and the final answer need five calls).
+    ``p_insert``: the share of non-first calls that insert a median ``insert_tokens`` of new
+    tokens after the prefix (0: none, the traces are those without the knob).
+    Raises ``ValueError`` for a negative size, a non-positive rate, ``rounds < 5`` (planner,
+    writer, two repairs and the final answer need five calls) or ``p_insert`` outside [0, 1].
     """
     check_request(n_programs, rate)
     if rounds < 5 or repos_per_tenant < 1:
         raise ValueError("coding-agent needs rounds >= 5 and repos_per_tenant >= 1")
+    if not 0.0 <= p_insert <= 1.0 or insert_tokens < 1:
+        raise ValueError("coding-agent needs 0 <= p_insert <= 1 and insert_tokens >= 1")
     root = Draw(seed)
     arrivals = poisson_arrivals(root.child(), n_programs, rate)
     draw = root.child()
@@ -96,7 +105,8 @@ def coding_agent(
         repo = PrefixSegment(
             id=f"{tenant}/repo-{draw.integer(0, repos_per_tenant - 1)}", tokens=repo_tokens
         )
-        b = ProgramBuilder(draw, SIZES, faults)
+        inserts = Inserts(p_insert, after=repo.id, median=insert_tokens)
+        b = ProgramBuilder(draw, SIZES, faults, inserts)
         _program(b, rounds, issue_tokens)
         programs.append(
             b.finish(

@@ -10,11 +10,7 @@ import pytest
 
 from agentconsole.sample_traces import (
     LLMNode,
-    Outcome,
     PrefixSegment,
-    ToolAttempt,
-    ToolKind,
-    ToolNode,
     TraceError,
     TraceProgram,
     available_workloads,
@@ -26,23 +22,12 @@ from agentconsole.sample_traces import (
     program_to_dict,
 )
 from agentconsole.sample_traces.scopes import ROOT, context_members, node_scopes
+from tests.sample_traces.trace_cases import tool_node
 
 
 def _llm(node_id: str, *parents: str, prompt: int, out: int, compact: bool = False) -> LLMNode:
     return LLMNode(
         id=node_id, parents=parents, prompt_tokens=prompt, output_tokens=out, compact=compact
-    )
-
-
-def _tool(node_id: str, parent: str, result: int) -> ToolNode:
-    return ToolNode(
-        id=node_id,
-        parents=(parent,),
-        tool="read_file",
-        tool_kind=ToolKind.FILE,
-        timeout_s=30.0,
-        result_tokens=result,
-        attempts=(ToolAttempt(latency_s=0.1, outcome=Outcome.OK),),
     )
 
 
@@ -60,15 +45,15 @@ def session() -> TraceProgram:
         ),
         nodes=(
             _llm("n0", prompt=10, out=20),
-            _tool("t1", "n0", 30),
+            tool_node("t1", "n0", 30),
             _llm("n2", "t1", prompt=1, out=40),
             _llm("s3", "n2", prompt=50, out=5, compact=True),
-            _tool("t4", "s3", 60),
+            tool_node("t4", "s3", 60),
             _llm("s5", "t4", prompt=2, out=70),
             _llm("n6", "n2", "s5", prompt=3, out=8),
             _llm("z7", "n6", prompt=4, out=90),
             _llm("c8", "z7", prompt=100, out=9, compact=True),
-            _tool("t9", "c8", 11),
+            tool_node("t9", "c8", 11),
             _llm("n10", "t9", prompt=5, out=6),
         ),
     )

@@ -36,7 +36,7 @@ def test_schema_is_2020_12_and_closed() -> None:
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     objects = [schema, *schema["$defs"].values()]
     closed = [d for d in objects if d.get("type") == "object"]
-    assert len(closed) == 6
+    assert len(closed) == 7
     assert all(d["additionalProperties"] is False for d in closed)
 
 

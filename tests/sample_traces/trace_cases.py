@@ -10,7 +10,23 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from agentconsole.sample_traces import ToolAttempt, ToolKind, ToolNode
+from agentconsole.sample_traces.format import Outcome
+
 Mutator = Callable[[dict[str, Any]], None]
+
+
+def tool_node(node_id: str, parent: str, result: int) -> ToolNode:
+    """A quick ``read_file`` tool call after ``parent`` that returns ``result`` tokens."""
+    return ToolNode(
+        id=node_id,
+        parents=(parent,),
+        tool="read_file",
+        tool_kind=ToolKind.FILE,
+        timeout_s=30.0,
+        result_tokens=result,
+        attempts=(ToolAttempt(latency_s=0.1, outcome=Outcome.OK),),
+    )
 
 
 def handmade() -> dict[str, Any]:
@@ -321,4 +337,41 @@ BAD: dict[str, tuple[Mutator, str, str, bool]] = {
         False,
     ),
     "empty model": (_set("nodes.0.model", ""), "nodes[0].model", "must not be empty", True),
+    "insert after no prefix": (
+        _set("nodes.3.insert", {"after": "platform/other", "tokens": 500}),
+        "nodes[3].insert.after",
+        "not a prefix segment",
+        False,
+    ),
+    "zero insert tokens": (
+        _set("nodes.3.insert", {"after": "platform/sys", "tokens": 0}),
+        "nodes[3].insert.tokens",
+        ">= 1",
+        True,
+    ),
+    "insert without tokens": (
+        _set("nodes.3.insert", {"after": "platform/sys"}),
+        "nodes[3].insert.tokens",
+        "missing required field",
+        True,
+    ),
+    "insert not an object": (_set("nodes.3.insert", 500), "nodes[3].insert", "expected", True),
+    "unknown insert field": (
+        _set("nodes.3.insert", {"after": "platform/sys", "tokens": 5, "at": 3}),
+        "nodes[3].insert.at",
+        "unknown field",
+        True,
+    ),
+    "bad insert point id": (
+        _set("nodes.3.insert", {"after": "bad id", "tokens": 5}),
+        "nodes[3].insert.after",
+        "does not match",
+        True,
+    ),
+    "insert on a tool": (
+        _set("nodes.1.insert", {"after": "platform/sys", "tokens": 5}),
+        "nodes[1].insert",
+        "unknown field",
+        True,
+    ),
 }
