@@ -10,7 +10,10 @@ Event data keys it reads (producers: the controller and the runtimes):
 * ``call.scheduled``: ``hit_tokens``, ``recompute_tokens``
 * ``call.finished`` / ``call.aborted``: ``prompt_tokens``, ``cached_tokens``,
   ``computed_tokens`` (prefilled), ``output_tokens``, ``service_s``, ``queue_s``,
-  ``restore_s`` (KV reload/recompute time), ``ttft_s``, ``tbt_s``
+  ``restore_s`` (KV reload/recompute time), ``ttft_s``, ``tbt_s``; a call that inserted tokens
+  mid-prompt also ``inserted_tokens``, ``lost_reuse_tokens`` (resident context after the
+  insertion prefilled again) and, from the simulator, ``suffix_reused_tokens`` and
+  ``correction_tokens`` (what a relative-position cache reused, and prefilled to correct it)
 * ``tool.finished``: ``latency_s``, ``outcome``
 * ``kv.*``: ``tokens``; ``engine.stats``: ``busy_s`` (cumulative), ``hbm_bytes``, ``dram_bytes``
 * ``call.ghost_tokens``: ``tokens``
@@ -204,6 +207,10 @@ class MetricsAggregator:
         self.counts["calls_finished" if finished else "calls_aborted"] += 1
         tenant = self._tenant_of.get(e.program_id, e.tenant)
         self._tenant_tokens[tenant] += int(computed + output)
+        if "inserted_tokens" in e.data:
+            self.counts["insertions"] += 1
+            for key in _INSERTION_KEYS:
+                self.counts[key] += _num(e, key)
         program = self._live.get(e.program_id)
         node = program.nodes.get(e.node_id) if program else None
         if program is not None:
@@ -364,6 +371,8 @@ class MetricsAggregator:
             "migrations": int(c["kv.offloaded_count"] + c["kv.reloaded_count"]),
             "recomputes": int(c["kv.recomputed_count"]),
             "recompute_tokens": int(c["recompute_tokens"]),
+            "insertions": int(c["insertions"]),
+            **{key: int(c[key]) for key in _INSERTION_KEYS},
             "max_tenant_slowdown": max(slowdowns, default=math.nan),
             "max_tenant_starvation": max(
                 (t.starvation for t in tenants.values() if not math.isnan(t.starvation)),
@@ -372,6 +381,13 @@ class MetricsAggregator:
         }
 
 
+#: a call end's mid-prompt insertion figures, summed as they are named
+_INSERTION_KEYS = (
+    "inserted_tokens",
+    "lost_reuse_tokens",
+    "suffix_reused_tokens",
+    "correction_tokens",
+)
 _NUMBER = (int, float)  # a tuple: ``int | float`` would build a union at every call
 
 

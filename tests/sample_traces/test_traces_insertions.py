@@ -12,7 +12,6 @@ import pytest
 from agentconsole.sample_traces import (
     Insert,
     LLMNode,
-    PrefixSegment,
     TraceProgram,
     context_segments,
     dumps_program,
@@ -22,37 +21,11 @@ from agentconsole.sample_traces import (
     parse_program,
     program_to_dict,
 )
-from tests.sample_traces.trace_cases import tool_node
-
-SYSTEM = PrefixSegment(id="platform/sys", tokens=1_000, public=True)
-REPO = PrefixSegment(id="t/repo", tokens=5_000)
+from tests.sample_traces.trace_cases import inserting_chain
 
 
 def _chain(*, insert_after: str = "t/repo", compact_last: bool = False) -> TraceProgram:
-    """a -> tool -> b (inserts 300 after ``insert_after``) -> tool -> c (appends)."""
-    return TraceProgram(
-        id="p",
-        tenant="t",
-        workload="w",
-        shape="serial",
-        arrival_s=0.0,
-        prefix=(SYSTEM, REPO),
-        nodes=(
-            LLMNode(id="a", prompt_tokens=100, output_tokens=10),
-            tool_node("r1", "a", 200),
-            LLMNode(
-                id="b",
-                parents=("r1",),
-                prompt_tokens=20,
-                output_tokens=30,
-                insert=Insert(after=insert_after, tokens=300),
-            ),
-            tool_node("r2", "b", 400),
-            LLMNode(
-                id="c", parents=("r2",), prompt_tokens=5, output_tokens=7, compact=compact_last
-            ),
-        ),
-    )
+    return inserting_chain(after=insert_after, tokens=300, compact_last=compact_last)
 
 
 def _keys(program: TraceProgram, node_id: str) -> list[str]:
@@ -129,7 +102,7 @@ def test_nominal_life_pays_for_the_inserted_tokens() -> None:
     plain = replace(
         _chain(),
         nodes=tuple(
-            LLMNode(id=n.id, parents=n.parents, prompt_tokens=20, output_tokens=30)
+            LLMNode(id=n.id, parents=n.parents, prompt_tokens=20, output_tokens=100)
             if n.id == "b"
             else n
             for n in _chain().nodes

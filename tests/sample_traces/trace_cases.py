@@ -10,7 +10,15 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from agentconsole.sample_traces import ToolAttempt, ToolKind, ToolNode
+from agentconsole.sample_traces import (
+    Insert,
+    LLMNode,
+    PrefixSegment,
+    ToolAttempt,
+    ToolKind,
+    ToolNode,
+    TraceProgram,
+)
 from agentconsole.sample_traces.format import Outcome
 
 Mutator = Callable[[dict[str, Any]], None]
@@ -26,6 +34,36 @@ def tool_node(node_id: str, parent: str, result: int) -> ToolNode:
         timeout_s=30.0,
         result_tokens=result,
         attempts=(ToolAttempt(latency_s=0.1, outcome=Outcome.OK),),
+    )
+
+
+def inserting_chain(
+    *, after: str | None = "t/repo", tokens: int = 800, compact_last: bool = False
+) -> TraceProgram:
+    """Program ``p`` of tenant ``t``: ``a`` (5,000-token prompt, 200 out) -> ``r1`` (3,000)
+    -> ``b`` (20 in, 100 out; inserts ``tokens`` after the prefix segment ``after``, none for
+    ``None``) -> ``r2`` (1,000) -> ``c`` (10 in, 50 out), on prefix ``platform/sys`` (2,000,
+    public) + ``t/repo`` (10,000)."""
+    insert = None if after is None else Insert(after=after, tokens=tokens)
+    return TraceProgram(
+        id="p",
+        tenant="t",
+        workload="w",
+        shape="serial",
+        arrival_s=0.0,
+        prefix=(
+            PrefixSegment(id="platform/sys", tokens=2_000, public=True),
+            PrefixSegment(id="t/repo", tokens=10_000),
+        ),
+        nodes=(
+            LLMNode(id="a", prompt_tokens=5_000, output_tokens=200),
+            tool_node("r1", "a", 3_000),
+            LLMNode(id="b", parents=("r1",), prompt_tokens=20, output_tokens=100, insert=insert),
+            tool_node("r2", "b", 1_000),
+            LLMNode(
+                id="c", parents=("r2",), prompt_tokens=10, output_tokens=50, compact=compact_last
+            ),
+        ),
     )
 
 

@@ -8,6 +8,7 @@ from enum import Enum, auto
 
 from agentconsole.kvtiers.node import Block, Node
 from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.runtime.sim.prefixcache import ORDINARY, PrefixCacheMode
 
 
 class Phase(Enum):
@@ -40,6 +41,9 @@ class EngineConfig:
     #: simulator's program admission gate it only over-protects (docs/BENCHMARKS.md, 2b);
     #: alone it stops thrash at 1.5x capacity, not at 3x
     hold_queued_context: bool = False
+    #: what the prefix cache does with the suffix after a mid-prompt insertion
+    #: (``prefixcache.py``: ``ordinary``, as real engines, or ``relative``, CacheSlide-style)
+    prefix_cache: PrefixCacheMode = ORDINARY
     #: longest run of fused decode steps (bounds the error of the closed form's averaging)
     max_fused_decode_steps: int = 64
     stats_interval_s: float = 5.0
@@ -51,13 +55,17 @@ class SimCall:
 
     ``blocks`` is the whole prompt context (prefix first). ``output_tokens`` is how many tokens
     the call will generate: the engine needs it to know when to stop, the *policy* never sees it
-    (tickets carry the controller's estimate).
+    (tickets carry the controller's estimate). ``insert_at`` is the position in ``blocks`` of
+    the tokens this call inserted mid-prompt (-1: it appended only); the insertion's
+    accounting (``lost_reuse_tokens``, ``suffix_reused_tokens``, ``correction_tokens``) is
+    :meth:`EngineKv.admit`'s.
     """
 
     ticket: CallTicket
     blocks: list[Block]
     output_tokens: int
     output_key: Hashable
+    insert_at: int = -1
     phase: Phase = Phase.QUEUED
     prompt_tokens: int = 0
     path: list[Node] = field(default_factory=list)  # locked matched prefix
@@ -79,6 +87,10 @@ class SimCall:
     restore_s: float = 0.0
     computed_tokens: int = 0
     retractions: int = 0
+    lost_reuse_tokens: int = 0
+    suffix_reused_tokens: int = 0
+    correction_tokens: int = 0
+    suffix_path: list[Node] = field(default_factory=list)  # locked old path a reused suffix is on
     rank: tuple[int, float, int] = (0, 0.0, 0)  # effective queue key when admitted
 
     def __post_init__(self) -> None:

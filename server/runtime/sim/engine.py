@@ -290,7 +290,7 @@ class SimEngine:
         call.restore_s += got.ready_at - now
         call.recompute_tokens += got.recompute_tokens
         call.hit_tokens = got.hit_tokens
-        call.prefill_left = max(got.miss_tokens, 1)  # the last token is recomputed for logits
+        call.prefill_left = max(got.prefill_tokens, 1)  # the last token is recomputed for logits
         self._prefill_pending += call.prefill_left
         call.context_done = call.prompt_tokens + call.generated - call.prefill_left
         call.queue_s += now - call.queued_at
@@ -475,6 +475,24 @@ class SimEngine:
             "ttft_s": (first - call.submitted_at) if first else 0.0,
             "tbt_s": tbt,
             "retractions": call.retractions,
+            **self._insertion(call),
+        }
+
+    @staticmethod
+    def _insertion(call: SimCall) -> dict[str, Scalar]:
+        """A call that inserted tokens mid-prompt: where (tokens before them), how many, and
+        what of the suffix after them its prefix cache lost, reused and prefilled to correct;
+        the same keys as ``serve``'s end events, so ``MetricsAggregator`` reads both. Nothing
+        for a call that only appended (its events stay as they were)."""
+        at = call.insert_at
+        if at < 0:
+            return {}
+        return {
+            "insertion_at_tokens": sum(b.tokens for b in call.blocks[:at]),
+            "inserted_tokens": call.blocks[at].tokens,
+            "lost_reuse_tokens": call.lost_reuse_tokens,
+            "suffix_reused_tokens": call.suffix_reused_tokens,
+            "correction_tokens": call.correction_tokens,
         }
 
     def _emit(self, now: float, kind: EventKind, call: SimCall, data: dict[str, Scalar]) -> None:

@@ -25,13 +25,45 @@ from agentconsole.server.runtime.sim.costmodel import CostModel
 class Admission:
     """What admitting a call found: ``ready_at`` (after any reload from DRAM), the prefix
     ``hit_tokens``, the ``reload_tokens`` moved back to HBM, the ``recompute_tokens`` that were
-    computed once and are gone, and the ``miss_tokens`` to prefill."""
+    computed once and are gone, and the ``miss_tokens`` with no KV on the matched prefix.
+
+    After a mid-prompt insertion (:class:`SuffixReuse`) the prefix cache mode reuses
+    ``suffix.reused`` of those misses at a cost of ``suffix.correction`` prefilled tokens."""
 
     ready_at: float
     hit_tokens: int
     reload_tokens: int
     recompute_tokens: int
     miss_tokens: int
+    suffix: SuffixReuse
+
+    @property
+    def prefill_tokens(self) -> int:
+        """Tokens to prefill: the misses, less a reused suffix, plus its correction."""
+        return self.miss_tokens - self.suffix.reused + self.suffix.correction
+
+
+@dataclass(frozen=True, slots=True)
+class SuffixReuse:
+    """A call's context after the tokens it inserted mid-prompt, as its program's previous
+    context still holds it: ``resident`` tokens on HBM right after the insertion point (the
+    old path, ``path``, root-first); the mode reuses ``reused`` of them for ``correction``
+    prefilled tokens; the rest of ``resident`` is ``lost`` reuse (prefilled again although
+    its KV is there). ``blocks`` is how many of the call's blocks after the insertion that
+    resident run covers."""
+
+    resident: int = 0
+    reused: int = 0
+    correction: int = 0
+    blocks: int = 0
+    path: tuple[Node, ...] = ()
+
+    @property
+    def lost(self) -> int:
+        return self.resident - self.reused
+
+
+NO_SUFFIX = SuffixReuse()
 
 
 class EngineKv:
@@ -39,6 +71,7 @@ class EngineKv:
 
     def __init__(self, cost: CostModel, config: EngineConfig, sink: EventSink) -> None:
         self.cost = cost
+        self.config = config
         self.sink = sink
         dram = config.host_kv_tokens
         if dram is None:
@@ -67,6 +100,9 @@ class EngineKv:
         index = self.index
         found = index.match(call.ticket.tenant, call.blocks, now)
         index.lock(found.path)
+        suffix = self._suffix(call, len(found.path))
+        if suffix.reused:
+            index.lock(suffix.path)  # its KV is read while the call corrects it into place
         slow = [n for n in found.path if n.tier is not Tier.HBM]
         slow_tokens = sum(n.tokens for n in slow)
         miss = found.miss_tokens + call.generated  # a resumed call recomputes what it generated
@@ -77,6 +113,8 @@ class EngineKv:
         self._emit_evictions(room, now)
         if not room.ok:
             index.unlock(found.path)
+            if suffix.reused:
+                index.unlock(suffix.path)
             return None
         ready_at = now
         if slow:
@@ -87,13 +125,43 @@ class EngineKv:
             raise AssertionError("make_room succeeded but the reservation does not fit")
         call.reserved = own
         call.path = found.path
+        if suffix.reused:
+            call.suffix_path = list(suffix.path)
+        call.lost_reuse_tokens += suffix.lost
+        call.suffix_reused_tokens += suffix.reused
+        call.correction_tokens += suffix.correction
+        # the resident suffix is reused or lost reuse, not a recompute of what was evicted
+        skip = range(call.insert_at + 1, call.insert_at + 1 + suffix.blocks)
         recompute = call.generated
-        for block in call.blocks[len(found.path) :]:
-            if block.key in self._computed:
+        for i in range(len(found.path), len(call.blocks)):
+            block = call.blocks[i]
+            if block.key in self._computed and i not in skip:
                 recompute += block.tokens
         if recompute:
             self._emit(now, EventKind.KV_RECOMPUTED, call.ticket.program_id, recompute)
-        return Admission(ready_at, found.hit_tokens, slow_tokens, recompute, miss)
+        return Admission(ready_at, found.hit_tokens, slow_tokens, recompute, miss, suffix)
+
+    def _suffix(self, call: SimCall, matched: int) -> SuffixReuse:
+        """What of ``call``'s context after its insertion the previous context still holds
+        on HBM, and what the engine's prefix cache mode makes of it (changes nothing).
+
+        Only when the match stopped at the inserted tokens: a call whose own inserted context
+        is cached (re-admitted after a preemption) has no insertion left to pay for."""
+        at = call.insert_at
+        if at < 0 or matched != at:
+            return NO_SUFFIX
+        before = [*call.blocks[:at], *call.blocks[at + 1 :]]
+        old = self.index.peek(call.ticket.tenant, before).path
+        run = 0
+        for node in old[at:]:
+            if node.tier is not Tier.HBM:
+                break  # tiers never get faster down a path: the HBM run ends here
+            run += 1
+        if not run:
+            return NO_SUFFIX
+        resident = sum(n.tokens for n in old[at : at + run])
+        reused, correction = self.config.prefix_cache.reuse(resident)
+        return SuffixReuse(resident, reused, correction, run, tuple(old[: at + run]))
 
     def hold_queued(self, call: SimCall) -> None:
         """Soft-hold what of ``call``'s context is cached while it waits in the queue
@@ -114,6 +182,9 @@ class EngineKv:
         if call.path:
             self.index.unlock(call.path)
             call.path = []
+        if call.suffix_path:
+            self.index.unlock(call.suffix_path)
+            call.suffix_path = []
         if call.reserved:
             self.index.release(Tier.HBM, call.reserved)
             call.reserved = 0

@@ -38,6 +38,8 @@ class ProgramRun:
     tools: dict[int, int] = field(default_factory=dict)  # node index -> attempt index
     engine: int | None = None  # replica that ran its last call (where its context lives)
     contexts: dict[str, list[Block]] = field(default_factory=dict)  # LLM node -> its prompt
+    #: LLM node -> the position in its prompt of the tokens it inserted mid-prompt
+    inserts: dict[str, int] = field(default_factory=dict)
     #: the context of its last finished call, as the engine cached it (tool-wait decisions)
     last_path: list[Node] = field(default_factory=list)
     #: LLM calls held at a call boundary while the door parks the program
@@ -86,6 +88,9 @@ def build_contexts(run: ProgramRun, cost: CostModel, chunked_prefill_size: int) 
             continue
         segments = _context(program, node, through)
         run.contexts[node.id] = segments
+        if node.insert is not None:
+            key = f"{program.id}/{node.id}/insert"
+            run.inserts[node.id] = next(k for k, b in enumerate(segments) if b.key == key)
         through[node.id] = segments + segment(f"{program.id}/{node.id}/out", node.output_tokens)
         edges = _edges(through[node.id])
         total = sum(s.tokens for s in segments)
@@ -106,9 +111,11 @@ def _edges(blocks: list[Block]) -> list[tuple[Hashable | None, Hashable]]:
 def _context(program: TraceProgram, node: LLMNode, through: dict[str, list[Block]]) -> list[Block]:
     """The node's prompt blocks (the trace's context rule). Along a chain a child's context is
     its parent's plus the parent's own segments, so it is built from the parent's in O(1);
-    joins, roots and compact calls (a fresh context) take the general rule."""
+    joins, roots, compact calls (a fresh context) and inserting calls (tokens placed inside
+    it) take the general rule."""
     own = segment(f"{program.id}/{node.id}/prompt", node.prompt_tokens)
-    if len(node.parents) == 1 and node.parents[0] in through and not node.compact:
+    chain = len(node.parents) == 1 and node.parents[0] in through
+    if chain and not node.compact and node.insert is None:
         return through[node.parents[0]] + own
     segments = context_segments(program, node.id)
     return [Block(s.key, s.tokens, s.public) for s in segments if s.tokens]

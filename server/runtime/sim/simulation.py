@@ -314,7 +314,8 @@ class Simulation:
         )
         private = sum(b.tokens for b in blocks if not b.public)
         ticket = self.driver.queue_call(program.id, tnode.id, probe, now, private_tokens=private)
-        call = SimCall(ticket, blocks, tnode.output_tokens, f"{program.id}/{tnode.id}/out")
+        out = f"{program.id}/{tnode.id}/out"
+        call = SimCall(ticket, blocks, tnode.output_tokens, out, run.inserts.get(tnode.id, -1))
         run.llm_calls[ticket.call_id] = (i, e)
         self.engines[e].submit(call, now)
         self._kick(e, now)
