@@ -103,6 +103,19 @@ class StoreSection(_Section):
     ``serve`` holds both exclusively while it runs."""
 
 
+class WhatIfSection(_Section):
+    dir: Path | None = None
+    """Where ``POST /v1/operator/whatif`` writes the traces of replayed windows (the server
+    names the files). Default: ``whatif/`` beside the store file (``store.db``)."""
+    keep: int = Field(default=20, ge=1, le=10_000)
+    """Traces kept there; older ones (and their bench reports) are deleted."""
+    run_timeout_s: float = Field(default=300.0, gt=0, le=86_400)
+    """A background bench run (``run: true``) is killed past this many seconds."""
+    run_jobs: int = Field(default=1, ge=1, le=64)
+    """Worker processes of a background bench run (``bench --jobs``): it shares the machine
+    with the server."""
+
+
 class AuthSection(_Section):
     tenant_keys: dict[str, str] = Field(default_factory=dict)
     """API key -> tenant. Empty: the development key ``sk-dev`` (tenant ``default``)."""
@@ -202,6 +215,8 @@ class Settings(BaseSettings):
     """The LLM runtime and its policies."""
     store: StoreSection = Field(default_factory=lambda: StoreSection())
     """The DuckDB store."""
+    whatif: WhatIfSection = Field(default_factory=lambda: WhatIfSection())
+    """What-if replays of recorded windows (``/v1/operator/whatif``)."""
     auth: AuthSection = Field(default_factory=lambda: AuthSection())
     """API keys."""
     limits: LimitsSection = Field(default_factory=lambda: LimitsSection())
@@ -278,6 +293,10 @@ class Settings(BaseSettings):
             admission_wait_s=limits.admission_wait_s,
             admission_budget_tokens=limits.admission_budget_tokens,
             served_model_name=runtime.served_model_name,
+            whatif_dir=self.whatif.dir,
+            whatif_keep=self.whatif.keep,
+            whatif_run_timeout_s=self.whatif.run_timeout_s,
+            whatif_run_jobs=self.whatif.run_jobs,
         )
 
 

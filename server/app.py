@@ -20,7 +20,7 @@ import gc
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
@@ -44,6 +44,7 @@ from agentconsole.server.api.observe import ObserveController
 from agentconsole.server.api.operator import OperatorController
 from agentconsole.server.api.programs import ProgramsController
 from agentconsole.server.api.system import SystemController
+from agentconsole.server.api.whatif import WhatIfController
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.observe import Observer
 from agentconsole.server.live.operator import OperatorDesk
@@ -61,6 +62,8 @@ from agentconsole.server.store.catalog import TenantRecord
 from agentconsole.server.store.journal import OperatorAction
 from agentconsole.server.store.repository import ProgramView
 from agentconsole.server.store.store import Store
+from agentconsole.server.whatif.desk import WhatIfDesk, WhatIfSettings
+from agentconsole.server.whatif.window import BenchHardware
 
 #: The cyclic collector's generation thresholds while serving (see the lifespan).
 GC_THRESHOLDS = (50_000, 20, 10)
@@ -167,7 +170,27 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         observer=Observer(service, metrics),
         queries=ProgramQueries(service, store, projector),
         desk=OperatorDesk(service, _audit_writer(store), _audit_note(store)),
+        whatif=_whatif(config, store, projector.sync),
     )
+
+
+def _whatif(config: ServerConfig, store: Store, flush: Callable[[], Awaitable[None]]) -> WhatIfDesk:
+    """The what-if desk: traces under the configured directory, bench on the served
+    simulator's hardware (a real engine's: bench's defaults, or a calibration profile)."""
+    sim = config.runtime == "sim"
+    hardware = BenchHardware(
+        gpu=config.gpu if sim else None,
+        model=config.model if sim else None,
+        tp=config.tp if sim else None,
+        profile=config.profile if sim else None,
+    )
+    settings = WhatIfSettings(
+        directory=config.whatif_directory,
+        keep=config.whatif_keep,
+        run_timeout_s=config.whatif_run_timeout_s,
+        run_jobs=config.whatif_run_jobs,
+    )
+    return WhatIfDesk(store.cursor, settings, hardware, flush)
 
 
 async def _start_runtime(live: Live) -> None:
@@ -264,6 +287,7 @@ def create_app(
                 await starting
             await live.service.stop()
             await live.service.runtime.stop()
+            await asyncio.to_thread(live.whatif.stop)
             await projector.stop()
             await asyncio.to_thread(store.close)
 
@@ -273,6 +297,7 @@ def create_app(
         CompletionsController,
         ProgramsController,
         OperatorController,
+        WhatIfController,
         ObserveController,
     ]
     dependencies = dict(DEPENDENCIES)

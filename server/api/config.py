@@ -45,8 +45,17 @@ class ServerConfig:
     sse_coalesce_s: float = 0.1
     sse_batch_max: int = 500
     served_model_name: str | None = None
+    whatif_dir: Path | None = None
+    whatif_keep: int = 20
+    whatif_run_timeout_s: float = 300.0
+    whatif_run_jobs: int = 1
 
     @property
     def model_name(self) -> str:
         """The name ``/v1/models`` reports."""
         return self.served_model_name or self.model or f"{self.runtime}-default"
+
+    @property
+    def whatif_directory(self) -> Path:
+        """Where what-if traces go: ``whatif_dir``, else ``whatif/`` beside the store file."""
+        return self.whatif_dir or self.db_path.parent / "whatif"

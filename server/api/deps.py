@@ -27,6 +27,7 @@ from agentconsole.server.live.queries import ProgramQueries
 from agentconsole.server.live.service import ProgramService
 from agentconsole.server.prometheus import PrometheusMetrics
 from agentconsole.server.store.store import Store
+from agentconsole.server.whatif.desk import WhatIfDesk
 
 
 @dataclass(slots=True)
@@ -43,6 +44,7 @@ class Live:
     observer: Observer
     queries: ProgramQueries
     desk: OperatorDesk
+    whatif: WhatIfDesk
     started_at: float = field(default_factory=time.time)
 
 

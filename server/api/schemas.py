@@ -284,6 +284,20 @@ class PolicyIn(_Strict):
     kv_policy: Annotated[str, Field(max_length=64)] | None = None
 
 
+#: unix seconds up to the year 2286 (a bound, so the schema has one)
+UnixSeconds = Annotated[float, Field(ge=0, le=1e10)]
+
+
+class WhatIfIn(_Strict):
+    """``POST /v1/operator/whatif``: the window (unix seconds; ``until`` defaults to now),
+    one tenant or all, and whether to also run the bench on the trace."""
+
+    since: UnixSeconds | None = None
+    until: UnixSeconds | None = None
+    tenant: Id | None = None
+    run: bool = False
+
+
 #: every request body model (their JSON Schemas are the published contract's)
 BODY_MODELS: tuple[type[BaseModel], ...] = (
     ChatCompletionRequest,
@@ -294,4 +308,5 @@ BODY_MODELS: tuple[type[BaseModel], ...] = (
     BoostIn,
     DrainIn,
     PolicyIn,
+    WhatIfIn,
 )

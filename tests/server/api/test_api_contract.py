@@ -6,7 +6,8 @@ with an operator key. Every answer must pass schemathesis's checks: no 5xx, a do
 status, the documented content type and schema (the one error shape), invalid data rejected,
 valid data accepted. "Valid data accepted" is checked here rather than by schemathesis, for one
 reason: a few refusals are semantic, not expressible in a JSON Schema, and documented as such
-(a named ``tool_choice`` missing from ``tools``, an unknown parent, a tool registration's
+(a named ``tool_choice`` missing from ``tools``, an unknown parent, a what-if window whose
+``until`` is not after its ``since``, a tool registration's
 ``parameters``/executor rules, a tool's own argument schema, and integers beyond 64 bits inside
 free-form objects); a valid request may be refused only with those (422 naming the field, or
 400 ``integer out of range``). Bounded: ``EXAMPLES`` per operation, about a minute on 2 cores.
@@ -53,6 +54,7 @@ SEMANTIC: dict[tuple[str, str], set[str | None]] = {
     ("POST", "/v1/programs/{program_id}/nodes"): {"parents", "node_id"},
     ("POST", "/v1/tools/{name}/call"): {"arguments", None},
     ("POST", "/v1/operator/policy"): {"policy", "kv_policy"},
+    ("POST", "/v1/operator/whatif"): {"until"},  # not after ``since``
 }
 #: error types a schema-valid registration may be refused with (parameters, executor rules)
 SEMANTIC_TYPES = {"invalid_tool", "unsafe_arguments", "sandbox_unavailable"}

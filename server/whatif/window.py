@@ -1,0 +1,141 @@
+"""A window of the *running* server's traffic written as a trace, and the bench command for it.
+
+:func:`export_window` reads through a read cursor of the live store (``Store.cursor``: a cursor
+of the server's own DuckDB connection; a second connection to the file is impossible while
+``serve`` holds it), rebuilds the programs with :func:`load_recording` and
+:func:`rebuild_trace` (as ``agentconsole trace export`` does on a stopped server's file) and
+writes them under a directory the server owns, with a name the server chooses (no client ever
+names a path). :func:`bench_command` is the ``agentconsole bench`` line that replays such a
+trace under every scheduling policy.
+
+Arrivals count from the first program's arrival in the window, not from ``since``: a window
+opened before the traffic does not replay its idle lead (``trace export`` counts from
+``--since``).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from agentconsole.sample_traces import dump_trace
+from agentconsole.server.whatif.rebuild import rebuild_trace
+from agentconsole.server.whatif.recording import load_recording
+
+CursorFactory = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
+PREFIX = "window-"
+TRACE_SUFFIX = ".jsonl"
+#: the JSON report a background bench run writes next to its trace (``runs.py``)
+REPORT_SUFFIX = ".bench.json"
+
+
+@dataclass(frozen=True, slots=True)
+class BenchHardware:
+    """What ``bench`` simulates: the served simulator's preset, or bench's defaults (None)."""
+
+    gpu: str | None = None
+    model: str | None = None
+    tp: int | None = None
+    profile: str | None = None
+    kv_policy: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WindowTrace:
+    """One export: the window read, the programs written (0: no file), the file and command."""
+
+    since: float | None
+    until: float
+    tenant: str | None
+    programs: int
+    path: Path | None
+    argv: tuple[str, ...]
+
+    @property
+    def command(self) -> str | None:
+        """The shell line of :attr:`argv` (None when nothing was written)."""
+        return shlex.join(self.argv) if self.argv else None
+
+
+def bench_command(trace: Path, programs: int, hardware: BenchHardware) -> tuple[str, ...]:
+    """``agentconsole bench`` replaying ``trace`` (all of its ``programs``: bench keeps 500
+    unless told) under every scheduling policy and the stock baseline, on ``hardware``."""
+    argv = ["agentconsole", "bench", "--trace", str(trace), "--programs", str(max(programs, 1))]
+    argv += ["--policies", "all"]
+    for flag, value in (
+        ("--kv-policy", hardware.kv_policy),
+        ("--gpu", hardware.gpu),
+        ("--model", hardware.model),
+        ("--tp", hardware.tp),
+        ("--profile", hardware.profile),
+    ):
+        if value is not None:
+            argv += [flag, str(value)]
+    return tuple(argv)
+
+
+def trace_name(now: float) -> str:
+    """A fresh file name: the export's UTC time (names sort by age) and a random tail (two
+    exports in one second never collide)."""
+    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{PREFIX}{stamp}-{secrets.token_hex(4)}{TRACE_SUFFIX}"
+
+
+def export_window(
+    cursor: CursorFactory,
+    directory: Path,
+    hardware: BenchHardware,
+    *,
+    since: float | None,
+    until: float | None,
+    tenant: str | None,
+    now: float | None = None,
+) -> WindowTrace:
+    """Write the trace of the programs that arrived in ``[since, until)`` (``until``
+    defaults to ``now``; of ``tenant`` only when given) to a new file under ``directory``
+    (created if missing); nothing is written when no program of the window ran. Blocking:
+    call from a worker thread. Raises ``OSError`` when the file cannot be written."""
+    now = time.time() if now is None else now
+    until = now if until is None else until
+    with cursor() as con:
+        con.execute("BEGIN TRANSACTION")  # the recording's reads share one snapshot
+        try:
+            recorded = load_recording(con, since=since, until=until, tenant=tenant)
+        finally:
+            con.execute("COMMIT")
+    programs = rebuild_trace(recorded)
+    if not programs:
+        return WindowTrace(since, until, tenant, 0, None, ())
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory.resolve() / trace_name(now)
+    partial = path.with_suffix(".partial")
+    dump_trace(programs, partial)
+    os.replace(partial, path)  # a reader never sees half a trace
+    argv = bench_command(path, len(programs), hardware)
+    return WindowTrace(since, until, tenant, len(programs), path, argv)
+
+
+def prune(directory: Path, keep: int, spare: Sequence[Path] = ()) -> list[Path]:
+    """Delete all but the newest ``keep`` traces of ``directory`` (and their bench reports),
+    never one in ``spare`` (a trace a bench run is reading); returns what was deleted."""
+    traces = sorted(directory.glob(f"{PREFIX}*{TRACE_SUFFIX}"), reverse=True)
+    deleted = []
+    for trace in traces[keep:]:
+        if trace in spare:
+            continue
+        for path in (trace, trace.with_name(trace.name + REPORT_SUFFIX)):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            deleted.append(path)
+    return deleted
