@@ -109,6 +109,14 @@ def main() -> None:
     help="How calls are placed over the replicas: affinity (what serve --dp does) or"
     " round-robin (SGLang's own data-parallel default).",
 )
+@click.option(
+    "--prefix-cache",
+    default="ordinary",
+    show_default=True,
+    help="What the simulated prefix cache reuses after a mid-prompt insertion: ordinary (up to"
+    " the insertion, as real engines) or relative (CacheSlide-style, the suffix at a correction"
+    " cost), or ordinary,relative to compare them side by side.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path))

@@ -6,6 +6,7 @@ import json
 import math
 import os
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,12 +19,13 @@ from agentconsole.bench.html_report import write_html
 from agentconsole.bench.loads import run_loads
 from agentconsole.bench.runner import BASELINES, BenchSetup, cost_model, load_programs, run_one
 from agentconsole.bench.sweep import max_rate
-from agentconsole.bench.table import loads_table, metrics_table, sweep_table
+from agentconsole.bench.table import loads_table, metrics_table, prefix_cache_table, sweep_table
 from agentconsole.kvtiers.router import get_router
 from agentconsole.kvtiers.toolwait import available_tool_wait_policies
 from agentconsole.sample_traces.generator import available_workloads
 from agentconsole.scheduler.policies import available
 from agentconsole.server.runtime.sim.bound import ThroughputBound, throughput_bound
+from agentconsole.server.runtime.sim.prefixcache import PREFIX_CACHE_MODES
 
 T = TypeVar("T")
 BASELINE = "fcfs"
@@ -48,6 +50,9 @@ def run_bench(**opts: Any) -> None:
         opts["model"] = WORKLOAD_MODELS[opts["workload"]]
     policies = _names(opts["policies"], [*available(), *BASELINES], "policy")
     kv_policies = _names(opts["kv_policy"], available_tool_wait_policies(), "kv policy")
+    modes = _names(opts["prefix_cache"], list(PREFIX_CACHE_MODES), "prefix cache")
+    if opts["loads"] and len(modes) > 1:
+        raise click.UsageError("--loads compares policies under one --prefix-cache mode")
     setup = BenchSetup(
         workload=None if opts["trace_path"] else opts["workload"],
         trace=opts["trace_path"],
@@ -72,14 +77,26 @@ def run_bench(**opts: Any) -> None:
         get_router(setup.routing, 1)
     except (ValueError, KeyError) as exc:  # KeyError: an unknown GPU, model or profile
         raise click.UsageError(str(exc.args[0] if exc.args else exc)) from None
-    pairs = [(p, k) for p in policies for k in kv_policies]
-    label = (lambda p, k: p) if len(kv_policies) == 1 else (lambda p, k: f"{p}+{k}")
+    setups = {m: replace(setup, prefix_cache=m) for m in modes}
+    setup = setups[modes[0]]
+    triples = [(p, k, m) for p in policies for k in kv_policies for m in modes]
+
+    def label(p: str, k: str, m: str) -> str:
+        """The run's column: the policy, plus what varies (kv policy, prefix cache mode)."""
+        return "+".join(
+            [p, *([k] if len(kv_policies) > 1 else []), *([m] if len(modes) > 1 else [])]
+        )
+
     jobs = opts["jobs"] or os.cpu_count() or 1
     with ProcessPoolExecutor(max_workers=jobs) as pool, _progress() as progress:
         runs = _gather(
-            progress, "runs", {label(p, k): pool.submit(run_one, setup, p, k) for p, k in pairs}
+            progress,
+            "runs",
+            {label(p, k, m): pool.submit(run_one, setups[m], p, k) for p, k, m in triples},
         )
         result: dict[str, Any] = {"setup": _setup_json(setup), "policies": runs}
+        if len(modes) > 1:
+            result["setup"]["prefix_cache"] = modes
         title = f"{setup.label} on {setup.replicas} x {setup.gpu} x {setup.model} (tp {setup.tp})"
         if opts["sweep"]:
             slo = opts["slo_p95"] or DEFAULT_SLO_FACTOR * _ideal_p95(runs)
@@ -90,11 +107,14 @@ def run_bench(**opts: Any) -> None:
             result["sweep"] = _gather(
                 progress,
                 "sweep",
-                {label(p, k): pool.submit(max_rate, setup, p, k, slo, start) for p, k in pairs},
+                {
+                    label(p, k, m): pool.submit(max_rate, setups[m], p, k, slo, start)
+                    for p, k, m in triples
+                },
             )
         if opts["loads"]:
             loads = _loads(opts["loads"])
-            runs_at = [(label(p, k), p, k) for p, k in pairs]
+            runs_at = [(label(p, k, m), p, k) for p, k, m in triples]
             result["load_sweep"] = run_loads(
                 pool, setup, runs_at, loads, lambda what, fs: _gather(progress, what, fs)
             )
@@ -102,6 +122,12 @@ def run_bench(**opts: Any) -> None:
     needed = 50 + 15 * len(runs)
     wide = Console(width=max(console.width, needed)) if console.width < needed else console
     wide.print(metrics_table(title, runs))
+    if len(modes) > 1:
+        groups: dict[str, dict[str, dict[str, Any]]] = {}
+        for p, k, m in triples:
+            base = label(p, k, m).removesuffix(f"+{m}")
+            groups.setdefault(base, {})[m] = runs[label(p, k, m)]
+        Console(width=max(console.width, 120)).print(prefix_cache_table(groups, modes))
     if "sweep" in result:
         console.print(f"SLO: P95 E2E <= {result['slo_p95_s']:.1f} s")
         base = _baseline(result["sweep"])

@@ -18,6 +18,7 @@ from agentconsole.sample_traces.generator import generate
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.server.runtime.sim.calls import EngineConfig
 from agentconsole.server.runtime.sim.costmodel import CostModel, preset
+from agentconsole.server.runtime.sim.prefixcache import get_prefix_cache
 from agentconsole.server.runtime.sim.profile import load_profile
 from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
 
@@ -36,6 +37,8 @@ class Baseline:
     host_tier: bool
     admission: bool
     holds: bool
+    #: engines as shipped cache prefixes only (no relative-position reuse)
+    prefix_cache: str = "ordinary"
 
 
 #: ``stock-sglang``: SGLang as shipped: first come first served, plain LRU radix eviction, no
@@ -69,6 +72,9 @@ class BenchSetup:
     admission: bool = True
     #: workload parameter overrides (``--set key=value``)
     params: tuple[tuple[str, Any], ...] = ()
+    #: what the simulated prefix cache reuses after a mid-prompt insertion
+    #: (``sim/prefixcache.py``: ``ordinary`` or ``relative``)
+    prefix_cache: str = "ordinary"
 
     @property
     def label(self) -> str:
@@ -83,7 +89,8 @@ def cost_model(setup: BenchSetup) -> CostModel:
 
 def engine_config(setup: BenchSetup, baseline: Baseline | None = None) -> EngineConfig:
     holds = setup.holds if baseline is None else baseline.holds
-    base = EngineConfig(hold_queued_context=holds)
+    mode = setup.prefix_cache if baseline is None else baseline.prefix_cache
+    base = EngineConfig(hold_queued_context=holds, prefix_cache=get_prefix_cache(mode))
     if baseline is not None:
         base = replace(base, eviction=baseline.eviction)
     if not (setup.host_tier if baseline is None else baseline.host_tier):

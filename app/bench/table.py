@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.table import Table
@@ -41,6 +41,23 @@ ROWS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+#: rows added when a run saw mid-prompt insertions (``sim/prefixcache.py``)
+INSERTION_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("insertions", "mid-prompt insertions", "{:,d}"),
+    ("lost_reuse_tokens", "lost reuse tokens (prefilled again after an insertion)", "{:,d}"),
+    ("suffix_reused_tokens", "suffix tokens reused at shifted positions", "{:,d}"),
+    ("correction_tokens", "correction tokens prefilled for them", "{:,d}"),
+)
+#: what ``bench --prefix-cache ordinary,relative`` compares, per policy
+PREFIX_CACHE_ROWS: tuple[tuple[str, str, str], ...] = (
+    *INSERTION_ROWS[1:],
+    ("e2e_p50_s", "E2E P50 (s)", "{:.1f}"),
+    ("e2e_p95_s", "E2E P95 (s)", "{:.1f}"),
+    ("throughput_programs_per_s", "programs finished per second", "{:.4f}"),
+    ("gpu_s_per_success", "GPU seconds per success", "{:.2f}"),
+)
+
+
 def fmt(value: Any, spec: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -64,7 +81,8 @@ def metrics_table(title: str, runs: Mapping[str, Mapping[str, Any]]) -> Table:
     table.add_column("metric")
     for name in runs:
         table.add_column(name, justify="right")
-    for key, label, spec in ROWS:
+    inserted = any(r.get("insertions") for r in runs.values())
+    for key, label, spec in (*ROWS, *(INSERTION_ROWS if inserted else ())):
         table.add_row(label, *(fmt(r.get(key), spec) for r in runs.values()))
     tenants = sorted({t for r in runs.values() for t in r.get("tenants", {})})
     for tenant in tenants:
@@ -145,3 +163,31 @@ def loads_table(loads: Mapping[str, Any], baseline: str) -> Table:
             )
         table.add_section()
     return table
+
+
+def prefix_cache_table(
+    groups: Mapping[str, Mapping[str, Mapping[str, Any]]], modes: Sequence[str]
+) -> Table:
+    """``bench --prefix-cache a,b``: per policy, what each prefix cache mode lost or reused
+    after mid-prompt insertions and what it bought, with each mode's ratio to the first."""
+    first = modes[0]
+    table = Table(title="prefix cache after mid-prompt insertions", header_style="bold")
+    for col in ("policy", "metric", *modes, *(f"{m} / {first}" for m in modes[1:])):
+        table.add_column(col, justify="left" if col in ("policy", "metric") else "right")
+    for name, by_mode in groups.items():
+        for key, label, spec in PREFIX_CACHE_ROWS:
+            values = [by_mode[m].get(key) for m in modes]
+            table.add_row(
+                name,
+                label,
+                *(fmt(v, spec) for v in values),
+                *(fmt(_ratio(v, values[0]), "{:.2f}x") for v in values[1:]),
+            )
+        table.add_section()
+    return table
+
+
+def _ratio(value: Any, base: Any) -> float:
+    """``value / base``, NaN when either is missing or ``base`` is not positive."""
+    ok = isinstance(value, int | float) and isinstance(base, int | float) and base > 0
+    return float(value) / float(base) if ok else math.nan
