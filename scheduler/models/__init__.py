@@ -1,0 +1,28 @@
+"""Model selection as scheduling: which of a node's candidate models runs its call.
+
+A :class:`ModelSelector` applies an operator pin if one matches, excludes candidates under the
+node's minimum quality tier, and lets a selection rule (a small object in a registry, chosen by
+name: ``all-large``, ``fixed-roles``, ``finish-time``) pick among the rest. Pure and clock-free:
+the caller supplies each candidate's predicted queue and service seconds and cached tokens.
+"""
+
+from agentconsole.scheduler.models.choice import ModelChoice, ModelOption, ModelRequest
+from agentconsole.scheduler.models.rules import (
+    SelectionRule,
+    available_rules,
+    get_rule,
+    register_rule,
+)
+from agentconsole.scheduler.models.selector import ModelSelector, Pins
+
+__all__ = [
+    "ModelChoice",
+    "ModelOption",
+    "ModelRequest",
+    "ModelSelector",
+    "Pins",
+    "SelectionRule",
+    "available_rules",
+    "get_rule",
+    "register_rule",
+]
