@@ -16,6 +16,7 @@ from agentconsole.ui.client.feed import EventBatch, FeedItem, FeedStatus, Overvi
 from agentconsole.ui.client.http import ActionResult
 from agentconsole.ui.client.models import AuditEntry, FeedEvent, KVState, Overview, TenantRow
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
+from agentconsole.ui.client.whatif import WindowReplay
 from tests.ui.stub_world import StubWorld
 
 
@@ -61,6 +62,12 @@ class CannedClient:
     def drain(self, enabled: bool) -> Mapping[str, Any]:
         self.world.draining = enabled
         return {"draining": enabled}
+
+    def replay_window(self, since: float, tenant: str | None = None) -> WindowReplay:
+        # the stub world records no traffic the server could write as a trace
+        self.calls.append(f"replay {tenant or 'all'}")
+        message = "no program of the window ran: nothing to replay"
+        return WindowReplay(since, since, 0, None, None, message, None)
 
     def feed(self, stop: threading.Event) -> Iterator[FeedItem]:
         yield FeedStatus(True, "live")

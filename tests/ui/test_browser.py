@@ -7,6 +7,7 @@ printed at the end of the run (``build/ui-screenshots`` unless ``AGENTCONSOLE_SC
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, Route, sync_playwright
 
+from agentconsole.sample_traces import load_trace
 from tests.ui.browser_target import ConsoleTarget, console_target
 from tests.ui.chromium import ARGS, CHROMIUM
 from tests.ui.stub_server import RunningStub, serve_stub
@@ -178,6 +180,36 @@ def test_preempt_and_boost_buttons_reach_the_operator_api(
         return expected <= {(a["action"], a["target"]) for a in actions}
 
     _until(audited)
+    session.check_clean()
+
+
+def test_replay_this_window_writes_the_trace_and_shows_a_copyable_command(
+    session: Session, target: ConsoleTarget, screenshot_dir: Path
+) -> None:
+    program_id = target.new_running_program()
+    page = session.page
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=target.url)
+    page.goto(target.url + "/#/overview")
+    session.wait("AC.state.live")
+    assert page.locator("#replay").is_hidden()
+    page.click("#replay-window")
+    page.locator("#replay").wait_for(state="visible")
+    command = page.input_value("#replay-command")
+    argv = shlex.split(command)
+    assert argv[:3] == ["agentconsole", "bench", "--trace"]
+    assert argv[argv.index("--policies") + 1] == "all"
+    trace = load_trace(Path(argv[3]))
+    assert program_id in {p.id for p in trace}
+    assert argv[argv.index("--programs") + 1] == str(len(trace))
+    summary = page.text_content("#replay-summary") or ""
+    assert summary.startswith(f"{len(trace)} programs of the last 5 min written to {argv[3]}")
+    page.click("#replay-copy")
+    page.locator(".toast", has_text="bench command copied").wait_for()
+    assert session.eval("navigator.clipboard.readText()") == command
+    _shot(session, screenshot_dir, f"{target.kind}-replay-window")
+    actions = target.get("/v1/operator/audit?limit=50")["actions"]
+    assert isinstance(actions, list)
+    assert ("whatif", "ok") in [(a["action"], a["result"]) for a in actions]
     session.check_clean()
 
 

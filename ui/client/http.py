@@ -16,11 +16,12 @@ from typing import Any, Protocol, TypeVar
 
 import httpx
 
-from agentconsole.httpclient import Call, SyncTransport, UnreachableError, segment
+from agentconsole.httpclient import Call, SyncTransport, UnreachableError, drop_none, segment
 from agentconsole.httpclient import jsonread as j
 from agentconsole.ui.client.feed import FeedItem, read_feed
 from agentconsole.ui.client.models import AuditEntry, KVState, Overview, TenantRow
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
+from agentconsole.ui.client.whatif import WindowReplay
 
 PAGE_SIZE = 500
 T = TypeVar("T")
@@ -61,6 +62,10 @@ class ConsoleApi(Protocol):
 
     def drain(self, enabled: bool) -> Mapping[str, Any]:
         """``POST /v1/operator/drain``: stop (or resume) admitting new calls."""
+
+    def replay_window(self, since: float, tenant: str | None = None) -> WindowReplay:
+        """``POST /v1/operator/whatif``: write the programs that arrived since ``since``
+        (unix seconds, until now) as a trace on the server; its path and bench command."""
 
     def feed(self, stop: threading.Event) -> Iterator[FeedItem]:
         """The live feed until ``stop`` is set (see :func:`read_feed`)."""
@@ -130,6 +135,10 @@ class HttpConsoleClient:
     def drain(self, enabled: bool) -> Mapping[str, Any]:
         """``POST /v1/operator/drain``: stop (or resume) admitting new calls."""
         return self._send(Call("POST", "/v1/operator/drain", j.obj, {"enabled": enabled}))
+
+    def replay_window(self, since: float, tenant: str | None = None) -> WindowReplay:
+        body = drop_none({"since": max(since, 0.0), "tenant": tenant})
+        return self._send(Call("POST", "/v1/operator/whatif", WindowReplay.parse, body))
 
     def feed(self, stop: threading.Event) -> Iterator[FeedItem]:
         # A client of its own: the feed holds one connection open for as long as it runs.

@@ -27,7 +27,7 @@ from agentconsole.ui.client.http import ConsoleApi, HttpConsoleClient
 from agentconsole.ui.tui import messages as m
 from agentconsole.ui.tui.commands import ProgramsProvider, system_commands
 from agentconsole.ui.tui.loader import VIEWS
-from agentconsole.ui.tui.state import DashboardState
+from agentconsole.ui.tui.state import HISTORY, DashboardState
 from agentconsole.ui.tui.sync import DataSync
 from agentconsole.ui.tui.topbar import topbar
 from agentconsole.ui.tui.views.audit import AuditView
@@ -37,6 +37,7 @@ from agentconsole.ui.tui.views.events import EventsView
 from agentconsole.ui.tui.views.kv import KVView
 from agentconsole.ui.tui.views.overview import OverviewView
 from agentconsole.ui.tui.views.programs import ProgramsView
+from agentconsole.ui.tui.views.replay import ReplayScreen
 from agentconsole.ui.tui.views.tenants import TenantsView
 
 View = OverviewView | ProgramsView | TenantsView | KVView | AuditView | EventsView
@@ -76,6 +77,7 @@ class DashboardApp(App[None]):
         Binding("p", "act('preempt')", "Preempt"),
         Binding("c", "act('cancel')", "Cancel"),
         Binding("b", "act('boost')", "Boost"),
+        Binding("w", "replay_window", "Replay window", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("r", "refresh", "Refresh", show=False),
         Binding("q", "quit", "Quit"),
@@ -256,6 +258,16 @@ class DashboardApp(App[None]):
         )
         self.refresh_data()
 
+    @on(m.ReplayWritten)
+    @while_running
+    def _replay_written(self, message: m.ReplayWritten) -> None:
+        replay = message.replay
+        if replay.empty:
+            self.notify(replay.message, title="replay this window", severity="warning")
+            return
+        self.notify(f"{replay.programs} programs -> {replay.path}", title="replay this window")
+        self.push_screen(ReplayScreen(replay, message.span_s))
+
     @on(TabbedContent.TabActivated, "#views")
     def _view_switched(self) -> None:
         view = self.view(self.active_view)
@@ -315,6 +327,11 @@ class DashboardApp(App[None]):
     def action_drain(self, enabled: bool) -> None:
         """Stop (or resume) admitting new calls."""
         self.sync.drain(enabled)
+
+    def action_replay_window(self) -> None:
+        """Write the traffic of the sparklines' window (their ``HISTORY`` one-second samples,
+        until now) as a trace on the server, and show its path and bench command."""
+        self.sync.replay(HISTORY)
 
     def action_refresh(self) -> None:
         """Poll now."""

@@ -30,6 +30,7 @@ class DashboardActions(Protocol):
     def action_view(self, name: str) -> None: ...
     def action_act(self, action: str) -> None: ...
     def action_drain(self, enabled: bool) -> None: ...
+    def action_replay_window(self) -> None: ...
     def action_refresh(self) -> None: ...
     def action_help(self) -> None: ...
 
@@ -44,6 +45,11 @@ def system_commands(app: DashboardActions) -> Iterator[SystemCommand]:
             f"{action} the program under the cursor (or the one open)",
             partial(app.action_act, action),
         )
+    yield SystemCommand(
+        "replay this window",
+        "write the sparklines' window of traffic as a trace; show the bench command (w)",
+        app.action_replay_window,
+    )
     yield SystemCommand("drain on", "stop admitting new calls", partial(app.action_drain, True))
     yield SystemCommand("drain off", "admit new calls again", partial(app.action_drain, False))
     yield SystemCommand("refresh", "reload the visible view now", app.action_refresh)

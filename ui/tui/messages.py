@@ -14,6 +14,7 @@ from textual.message import Message
 
 from agentconsole.ui.client.models import AuditEntry, KVState, Overview, TenantRow
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage
+from agentconsole.ui.client.whatif import WindowReplay
 
 
 @dataclass
@@ -109,6 +110,14 @@ class LoadFailed(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, LoadFailed) and message.what == self.what
+
+
+@dataclass
+class ReplayWritten(Message):
+    """The server wrote the window's trace (or found nothing in it to replay)."""
+
+    replay: WindowReplay
+    span_s: float
 
 
 @dataclass

@@ -8,6 +8,7 @@ screen. Feed events go through a :class:`FeedBuffer` with one coalescing wake-up
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 
@@ -16,6 +17,7 @@ from textual.app import App
 from agentconsole.httpclient import ApiError
 from agentconsole.ui.client.feed import EventBatch, FeedStatus, OverviewTick
 from agentconsole.ui.client.http import ConsoleApi
+from agentconsole.ui.client.whatif import chart_window
 from agentconsole.ui.tui import messages as m
 from agentconsole.ui.tui.feedbuffer import FeedBuffer
 from agentconsole.ui.tui.loader import load
@@ -86,6 +88,21 @@ class DataSync:
                 self.app.post_message(m.ActionDone(action, program_id, True, describe(result)))
             except ApiError as error:
                 self.app.post_message(m.ActionDone(action, program_id, False, error.message))
+
+        self.app.run_worker(run, thread=True, group="actions", exit_on_error=False)
+
+    def replay(self, samples: int) -> None:
+        """Ask the server, on a worker, to write the window ``samples`` chart samples span
+        (until now) as a trace; the answer comes as :class:`~m.ReplayWritten`."""
+
+        def run() -> None:
+            now = time.time()
+            since = chart_window(now, samples)
+            try:
+                replay = self.api.replay_window(since)
+                self.app.post_message(m.ReplayWritten(replay, now - since))
+            except ApiError as error:
+                self.app.post_message(m.ActionDone("replay this window", "", False, error.message))
 
         self.app.run_worker(run, thread=True, group="actions", exit_on_error=False)
 

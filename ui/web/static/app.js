@@ -74,6 +74,21 @@
     poll(true);
   };
 
+  // "Replay this window": the span of the overview charts (HISTORY one-second samples) up
+  // to now, written by the server as a trace; the answer names the file and the command.
+  AC.replayWindow = async function () {
+    AC.views.replayBusy(true);
+    try {
+      const since = Math.max(0, Date.now() / 1000 - HISTORY);
+      const body = await AC.api("/v1/operator/whatif", { method: "POST", body: { since } });
+      AC.views.replay(body, HISTORY);
+    } catch (e) {
+      AC.views.toast("replay this window: " + e.message, true);
+    } finally {
+      AC.views.replayBusy(false);
+    }
+  };
+
   // -- live feed (fetch streaming: EventSource cannot send the Authorization header) -------
   function SSEParser() { this.buf = ""; this.event = ""; this.data = []; }
   SSEParser.prototype.feed = function (chunk) {

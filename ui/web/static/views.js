@@ -306,6 +306,37 @@
     if (atEnd) box.scrollTop = box.scrollHeight;
   }
 
+  // -- replay this window -----------------------------------------------------------------
+  views.replayBusy = function (busy) {
+    $("#replay-window").disabled = busy;
+    $("#replay-state").textContent = busy ? "writing the trace…" : "";
+  };
+
+  views.replay = function (body, spanS) {
+    if (!body.path || !body.programs) {
+      $("#replay").hidden = true;
+      views.toast(body.message || "nothing to replay in this window", true);
+      return;
+    }
+    $("#replay-summary").textContent = body.programs + " programs of the last " + Math.round(spanS / 60) +
+      " min written to " + body.path;
+    $("#replay-command").value = body.command;
+    $("#replay").hidden = false;
+    views.toast(body.programs + " programs written to " + body.path, false);
+  };
+
+  async function copyCommand() {
+    const box = $("#replay-command");
+    box.focus();
+    box.select();
+    try {
+      await navigator.clipboard.writeText(box.value);
+    } catch (e) {
+      document.execCommand("copy"); // no clipboard API (not a secure origin): the selection
+    }
+    views.toast("bench command copied", false);
+  }
+
   // -- controls ----------------------------------------------------------------------------
   views.confirmCancel = function (programId) {
     const dialog = $("#confirm");
@@ -335,6 +366,9 @@
         else AC.act(b.dataset.action, id);
       });
     }
+    $("#replay-window").addEventListener("click", () => AC.replayWindow());
+    $("#replay-copy").addEventListener("click", copyCommand);
+    $("#replay-close").addEventListener("click", () => { $("#replay").hidden = true; });
     $("#dag-fit").addEventListener("change", () => { renderDetail.stamp = ""; AC.schedule(); });
     $("#pause-tail").addEventListener("click", (e) => {
       AC.state.tailPaused = !AC.state.tailPaused;
