@@ -63,6 +63,8 @@ def _node(o: JsonObject) -> TraceNode:
             prompt_tokens=o.integer("prompt_tokens"),
             output_tokens=o.integer("output_tokens"),
             model=o.opt_string("model"),
+            role=o.opt_string("role"),
+            candidates=tuple(o.items("candidates", string_item, default=True)),
             compact=o.boolean("compact", False),
             insert=None if (raw := o.get("insert", True)) is None else _insert(raw, "insert"),
         )
@@ -131,6 +133,8 @@ def _node_dict(node: TraceNode) -> dict[str, Any]:
             "prompt_tokens": node.prompt_tokens,
             "output_tokens": node.output_tokens,
             "model": node.model,
+            "role": node.role,
+            "candidates": list(node.candidates) or None,  # written only when set
             "compact": True if node.compact else None,  # written only when set
             "insert": None
             if node.insert is None

@@ -150,6 +150,11 @@ class LLMNode:
     prompt_tokens: int
     output_tokens: int
     model: str | None = None
+    #: what the call does for its program (``planner``, ``verify``, ...), which a model
+    #: selection rule or an operator pin may map to a model
+    role: str | None = None
+    #: the models this call may run on (a multi-model program); empty: ``model`` or the default
+    candidates: tuple[str, ...] = ()
     compact: bool = False
     insert: Insert | None = None
 
@@ -159,6 +164,10 @@ class LLMNode:
         _check_count(self.output_tokens, "output_tokens", minimum=1)
         if self.model is not None:
             _check(bool(self.model), "must not be empty", "model")
+        if self.role is not None:
+            _check(bool(self.role), "must not be empty", "role")
+        _check(all(self.candidates), "must not hold an empty name", "candidates")
+        _check(len(set(self.candidates)) == len(self.candidates), "must not repeat", "candidates")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,6 +15,7 @@ from typing import Any
 from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.sample_traces.workloads.coding_agent import coding_agent
 from agentconsole.sample_traces.workloads.long_coding import long_coding
+from agentconsole.sample_traces.workloads.multi_model import multi_model
 from agentconsole.sample_traces.workloads.seed_mix import seed_mix
 from agentconsole.sample_traces.workloads.two_tenants import two_tenants
 from agentconsole.sample_traces.workloads.wide_fanout import wide_fanout
@@ -63,6 +64,12 @@ WORKLOADS: dict[str, Workload] = {
             "Claude Code / Codex sessions: 17-1500 steps, ~150K context, compaction, subagents "
             "(TraceLab)",
             long_coding,
+        ),
+        Workload(
+            "multi-model",
+            "seed-mix with roles: planner/writer on the large model, tool selection, schema "
+            "checks and verification may run on a small one (issue 14)",
+            multi_model,
         ),
     )
 }

@@ -40,6 +40,7 @@ def test_registry_lists_the_workloads() -> None:
         "two-tenants",
         "wide-fanout",
         "long-coding",
+        "multi-model",
     ]
     params = WORKLOADS["seed-mix"].parameters()
     assert (
