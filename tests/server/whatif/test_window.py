@@ -60,7 +60,7 @@ def test_stop_kills_a_run_in_progress(tmp_path: Path) -> None:
     trace = tmp_path / "window-x.jsonl"
     argv = ["agentconsole", "bench", "--workload", "seed-mix", "--programs", "20000"]
     run = runner.start(argv, trace, "agentconsole bench ...")
-    assert runner.busy
+    was_busy = runner.busy  # read once: mypy would narrow the property for the later check
     time.sleep(0.5)
     started = time.monotonic()
     runner.stop()
@@ -68,5 +68,6 @@ def test_stop_kills_a_run_in_progress(tmp_path: Path) -> None:
     assert run.state == "stopped"
     assert run.error == "the server stopped"
     assert run.finished_at is not None
+    assert was_busy
     assert not runner.busy
     assert not run.report.exists()
