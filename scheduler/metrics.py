@@ -130,6 +130,9 @@ class MetricsAggregator:
         self._dram: deque[float] = samples()
         # engine name -> (busy_s, hbm_bytes, dram_bytes) as last reported
         self._engines: dict[str, tuple[float, float, float]] = {}
+        # multi-model runs: model -> engine -> GPU-busy seconds, and calls finished per model
+        self._model_gpu_s: dict[str, dict[str, float]] = {}
+        self.model_calls: dict[str, int] = defaultdict(int)
         self.first_t = math.inf
         self.last_t = -math.inf
 
@@ -229,6 +232,9 @@ class MetricsAggregator:
         if not finished:
             self.counts["aborted_tokens"] += computed + output
             return
+        model = e.data.get("model")
+        if isinstance(model, str):
+            self.model_calls[model] += 1
         if "ttft_s" in e.data:
             self.ttft.append(_num(e, "ttft_s"))
         if output > 1 and "tbt_s" in e.data:
@@ -282,7 +288,13 @@ class MetricsAggregator:
         """Engines report cumulative busy time and current KV bytes; a sample of the cluster
         is the sum of every engine's latest report."""
         engine = str(e.data.get("engine", ""))
-        self._engines[engine] = (_num(e, "busy_s"), _num(e, "hbm_bytes"), _num(e, "dram_bytes"))
+        # an engine of a tensor-parallel group keeps that many GPUs busy
+        gpus = _num(e, "gpus") if "gpus" in e.data else 1.0
+        busy = _num(e, "busy_s") * gpus
+        self._engines[engine] = (busy, _num(e, "hbm_bytes"), _num(e, "dram_bytes"))
+        model = e.data.get("model")
+        if isinstance(model, str):
+            self._model_gpu_s.setdefault(model, {})[engine] = busy
         self._hbm.append(sum(v[1] for v in self._engines.values()))
         self._dram.append(sum(v[2] for v in self._engines.values()))
 
@@ -290,6 +302,18 @@ class MetricsAggregator:
     def busy_s(self) -> float:
         """GPU-busy seconds summed over engines."""
         return sum(v[0] for v in self._engines.values())
+
+    def models(self) -> dict[str, dict[str, float]]:
+        """Per model of a multi-model run: calls finished on it and its GPU-busy seconds
+        (empty for a one-model run)."""
+        names = sorted(set(self.model_calls) | set(self._model_gpu_s))
+        return {
+            m: {
+                "calls": self.model_calls.get(m, 0),
+                "gpu_s": sum(self._model_gpu_s.get(m, {}).values()),
+            }
+            for m in names
+        }
 
     def _ghost(self, e: Event) -> None:
         self.counts["ghost_tokens"] += _num(e, "tokens")

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from agentconsole.scheduler.models.choice import ModelChoice
+
 
 class NodeKind(StrEnum):
     LLM = "llm"
@@ -124,6 +126,8 @@ class Node:
     branch: Branch = Branch.MAIN
     context_refs: tuple[str, ...] = ()  # prefix/segment ids this call's context is built from
     model_candidates: tuple[str, ...] = ()
+    #: the model a selector chose for this call and why (multi-model runs only)
+    model_choice: ModelChoice | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     state: NodeState = NodeState.PENDING
     attempts: list[Attempt] = field(default_factory=list)

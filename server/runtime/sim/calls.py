@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum, auto
 
 from agentconsole.kvtiers.node import Block, Node
+from agentconsole.scheduler.events import Scalar
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sim.prefixcache import ORDINARY, PrefixCacheMode
 
@@ -66,6 +67,9 @@ class SimCall:
     output_tokens: int
     output_key: Hashable
     insert_at: int = -1
+    #: extra fields of its queued and finished events (the model chosen and why); empty for a
+    #: one-model run, whose event streams stay as they were
+    labels: dict[str, Scalar] = field(default_factory=dict)
     phase: Phase = Phase.QUEUED
     prompt_tokens: int = 0
     path: list[Node] = field(default_factory=list)  # locked matched prefix

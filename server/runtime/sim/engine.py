@@ -57,12 +57,15 @@ class SimEngine:
         preemption: PreemptionRule | None = None,
         name: str = "0",
         call_events: bool = True,
+        labels: dict[str, Scalar] | None = None,
     ) -> None:
         """``call_events=False``: no call lifecycle events (queued, first token, finished,
         aborted, failed); for a caller that emits its own (``serve``'s live service), so they
         are not built only to be dropped."""
         self.name = name
         self._call_events = call_events
+        #: extra fields of its stats events (its model and GPU count in a multi-model run)
+        self.labels = labels or {}
         self.cost = cost
         self.config = config or EngineConfig()
         self.sink = sink
@@ -106,7 +109,8 @@ class SimEngine:
         self.calls[call.call_id] = call
         self._enqueue(call, now)
         if self._call_events:
-            self._emit(now, EventKind.CALL_QUEUED, call, {"prompt_tokens": call.prompt_tokens})
+            queued: dict[str, Scalar] = {"prompt_tokens": call.prompt_tokens}
+            self._emit(now, EventKind.CALL_QUEUED, call, queued | call.labels)
 
     def abort(self, call_id: str, now: float) -> bool:
         """Remove a queued or running call at once; no token of it is delivered afterwards."""
@@ -456,7 +460,7 @@ class SimEngine:
         tenant, program = call.ticket.tenant, call.ticket.program_id
         inserted = self.kv.insert(tenant, blocks, program, now)
         if self._call_events:
-            self._emit(now, EventKind.CALL_FINISHED, call, self._usage(call, now))
+            self._emit(now, EventKind.CALL_FINISHED, call, self._usage(call, now) | call.labels)
         self._notes.append(Note("finished", call, inserted.path))
 
     # -- events ---------------------------------------------------------------------------------
@@ -511,6 +515,7 @@ class SimEngine:
                     "dram_bytes": self.index.used(Tier.DRAM) * per_token,
                     "running": len(self.running),
                     "queued": len(self.queue),
+                    **self.labels,
                 },
             )
         )

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentconsole.kvtiers.advisor import ToolWaitAdvisor
+from agentconsole.kvtiers.node import Block
+from agentconsole.kvtiers.results import Match
 from agentconsole.kvtiers.tiers import Tier
 from agentconsole.kvtiers.toolwait import get_tool_wait_policy
 from agentconsole.sample_traces.format import Branch as TraceBranch
@@ -34,8 +36,9 @@ from agentconsole.scheduler.driver import (
     StartPrograms,
     StopProgram,
 )
-from agentconsole.scheduler.events import EventLog, paused_gc
+from agentconsole.scheduler.events import EventLog, Scalar, paused_gc
 from agentconsole.scheduler.fairness import FairnessConfig
+from agentconsole.scheduler.models import ModelRequest
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.runtime import PrefixProbe
@@ -44,6 +47,7 @@ from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
 from agentconsole.server.runtime.sim.carrier import CostServiceModel, SimEngines, private_nodes
 from agentconsole.server.runtime.sim.costmodel import CostModel
 from agentconsole.server.runtime.sim.engine import Note, SimEngine
+from agentconsole.server.runtime.sim.models import ModelPlacer, ModelSetup
 from agentconsole.server.runtime.sim.programs import (
     ProgramRun,
     build_contexts,
@@ -71,6 +75,9 @@ class SimConfig:
     program_admission: bool = True
     #: share of HBM + DRAM the started programs' private contexts may claim
     admission_memory_share: float = 0.9
+    #: several models, each on its own replicas, and the selector giving each call one
+    #: (``sim/models.py``); ``None``: one model, ``replicas`` engines of the given cost model
+    models: ModelSetup | None = None
 
 
 @dataclass(slots=True)
@@ -103,18 +110,18 @@ class Simulation:
         service = CostServiceModel(cost)
         self.controller = ProgramController(self.log, service)
         policy = get_policy(config.policy)
-        self.engines = [
-            SimEngine(
-                cost,
-                get_policy(config.policy),
-                self.log,
-                config=config.engine,
-                fairness=config.fairness,
-                preemption=config.preemption,
-                name=str(i),
-            )
-            for i in range(config.replicas)
-        ]
+        self.placer: ModelPlacer | None = None
+        if config.models is None:
+            self.engines = [self._engine(cost, str(i), {}) for i in range(config.replicas)]
+        else:  # each model on its own replicas; the controller's estimates use ``cost``
+            pools = config.models.pools
+            costs = [pool.cost() for pool in pools]
+            self.engines = [
+                self._engine(c, f"{pool.name}/{i}", {"model": pool.name, "gpus": pool.tp})
+                for pool, c in zip(pools, costs, strict=True)
+                for i in range(pool.replicas)
+            ]
+            self.placer = ModelPlacer(config.models, self.engines, costs)
         self.router = ReplicaRouter(self.engines, cost, config.routing)
         self._runs: dict[str, ProgramRun] = {}
         self.view = SimEngines(self.engines, self._runs)
@@ -142,6 +149,21 @@ class Simulation:
             if program.cancel_at_s is not None:
                 at = program.arrival_s + program.cancel_at_s
                 self._push(at, timeline.ProgramCancelled(program.id))
+
+    def _engine(self, cost: CostModel, name: str, labels: dict[str, Scalar]) -> SimEngine:
+        """An engine of ``cost``; a labelled one (multi-model) names itself in its stats."""
+        config = self.config
+        labels = {"engine": name, **labels} if labels else labels
+        return SimEngine(
+            cost,
+            get_policy(config.policy),
+            self.log,
+            config=config.engine,
+            fairness=config.fairness,
+            preemption=config.preemption,
+            name=name,
+            labels=labels,
+        )
 
     # -- the loop -------------------------------------------------------------------------
     def run(self, progress: Callable[[int, int, float], None] | None = None) -> SimResult:
@@ -297,7 +319,11 @@ class Simulation:
                 self._apply(parked, now)
                 return
         blocks = run.contexts[tnode.id]
-        e, found = self.router.route(run, blocks)
+        labels: dict[str, Scalar] = {}
+        if self.placer is None:
+            e, found = self.router.route(run, blocks)
+        else:
+            e, found, labels = self._place(run, tnode, blocks)
         run.engine = e
         own = (
             blocks[-1].tokens
@@ -315,10 +341,32 @@ class Simulation:
         private = sum(b.tokens for b in blocks if not b.public)
         ticket = self.driver.queue_call(program.id, tnode.id, probe, now, private_tokens=private)
         out = f"{program.id}/{tnode.id}/out"
-        call = SimCall(ticket, blocks, tnode.output_tokens, out, run.inserts.get(tnode.id, -1))
+        call = SimCall(
+            ticket, blocks, tnode.output_tokens, out, run.inserts.get(tnode.id, -1), labels
+        )
         run.llm_calls[ticket.call_id] = (i, e)
         self.engines[e].submit(call, now)
         self._kick(e, now)
+
+    def _place(
+        self, run: ProgramRun, tnode: LLMNode, blocks: list[Block]
+    ) -> tuple[int, Match, dict[str, Scalar]]:
+        """The engine of the model the selector chooses for the call; the choice is recorded on
+        the program node, and its model and reason on the call's events."""
+        assert self.placer is not None
+        node = self.controller.programs[run.trace.id].nodes[tnode.id]
+        request = ModelRequest(run.trace.id, tnode.role)
+        candidates = tnode.candidates or ((tnode.model,) if tnode.model else ())
+        e, found, choice = self.placer.place(
+            run, blocks, candidates, request, node.expected_output_tokens
+        )
+        node.model_choice = choice
+        labels: dict[str, Scalar] = {
+            "model": choice.chosen,
+            "model_reason": choice.reason,
+            "predicted_finish_s": choice.finish_s[choice.chosen],
+        }
+        return e, found, labels
 
     def _start_tool(self, run: ProgramRun, i: int, attempt: int, now: float) -> None:
         tnode = run.trace.nodes[i]

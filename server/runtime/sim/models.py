@@ -1,0 +1,171 @@
+"""Several models in one simulation: each a preset on its own GPU replicas, and the model
+selector deciding which engine runs each call.
+
+A :class:`ModelPool` is one served model (a ``hardware.py`` preset at a tensor-parallel
+degree, its quality tier and price); :class:`ModelPlacer` asks the selector for a call's model
+among the node's candidates, with each candidate's predicted queue and service seconds on the
+replica its router would pick and the tokens of the program's context cached there. A
+program's KV is per model (each engine has its own prefix index), so a call moved to another
+model prefills there whatever that model has not cached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from agentconsole.kvtiers.node import Block
+from agentconsole.kvtiers.results import Match
+from agentconsole.scheduler.models import (
+    ModelChoice,
+    ModelOption,
+    ModelRequest,
+    ModelSelector,
+    Pins,
+    get_rule,
+)
+from agentconsole.server.runtime.sim.costmodel import CostModel, preset
+from agentconsole.server.runtime.sim.engine import SimEngine
+from agentconsole.server.runtime.sim.hardware import model as model_spec
+from agentconsole.server.runtime.sim.programs import ProgramRun
+from agentconsole.server.runtime.sim.routing import ReplicaRouter
+
+#: list prices per million tokens (Together AI serverless, Llama 3.1 Turbo, 2024: 8B $0.18,
+#: 70B $0.88); a preset not listed costs nothing, so price never decides for it
+PRICES_PER_MTOK = {"llama-3.1-8b": 0.18, "llama-3.1-70b": 0.88}
+#: output tokens assumed when the controller has no estimate yet
+_DEFAULT_OUTPUT = 256.0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPool:
+    """One served model: preset ``name`` (also the name traces list as a candidate) on
+    ``replicas`` engines of ``tp`` GPUs each; higher ``tier`` is better quality."""
+
+    name: str
+    tier: int
+    tp: int = 1
+    replicas: int = 1
+    gpu: str = "H200-141GB"
+    price_per_mtok: float = 0.0
+
+    def cost(self) -> CostModel:
+        """The pool's cost model (its bundled profile); ``KeyError`` for an unknown one."""
+        return preset(self.gpu, self.name, self.tp)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSetup:
+    """The models of a run and how calls are given one: ``rule`` (a registered selection
+    rule), the ``roles`` map ``fixed-roles`` uses, operator pins by role."""
+
+    pools: tuple[ModelPool, ...]
+    rule: str = "finish-time"
+    roles: tuple[tuple[str, str], ...] = ()
+    role_pins: tuple[tuple[str, str], ...] = ()
+    program_pins: tuple[tuple[str, str], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        names = [p.name for p in self.pools]
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"models must be at least one and distinct, got {names}")
+
+    def selector(self) -> ModelSelector:
+        """A selector for this setup (a rule that takes a role map is given ``roles``)."""
+        params = {"roles": dict(self.roles)} if self.rule == "fixed-roles" else {}
+        pins = Pins(programs=dict(self.program_pins), roles=dict(self.role_pins))
+        return ModelSelector(get_rule(self.rule, **params), pins)
+
+
+def parse_models(text: str, gpu: str = "H200-141GB") -> tuple[ModelPool, ...]:
+    """Pools from ``"llama-3.1-70b:tp4,llama-3.1-8b"`` (``name[:tpN][:xR]``, R replicas);
+    tiers rank the models by parameter count (the largest is the top tier), prices come from
+    :data:`PRICES_PER_MTOK`. Raises ``ValueError`` or ``KeyError`` (unknown preset)."""
+    pools = []
+    for item in (t.strip() for t in text.split(",") if t.strip()):
+        name, *opts = item.split(":")
+        tp, replicas = 1, 1
+        for opt in opts:
+            if opt.startswith("tp") and opt[2:].isdigit():
+                tp = int(opt[2:])
+            elif opt.startswith("x") and opt[1:].isdigit():
+                replicas = int(opt[1:])
+            else:
+                raise ValueError(f"bad model option {opt!r} in {item!r} (tpN or xR)")
+        model_spec(name)  # an unknown preset fails here, naming the known ones
+        pools.append(ModelPool(name, 0, tp, replicas, gpu, PRICES_PER_MTOK.get(name, 0.0)))
+    ranked = sorted({model_spec(p.name).params for p in pools})
+    return tuple(
+        ModelPool(p.name, ranked.index(model_spec(p.name).params) + 1, *_rest(p)) for p in pools
+    )
+
+
+def _rest(p: ModelPool) -> tuple[int, int, str, float]:
+    return p.tp, p.replicas, p.gpu, p.price_per_mtok
+
+
+class ModelPlacer:
+    """Places a call on a model's replica: the pools' engines in one list (``first[k]`` is the
+    index of pool ``k``'s first engine), one router per pool."""
+
+    def __init__(
+        self, setup: ModelSetup, engines: Sequence[SimEngine], costs: Sequence[CostModel]
+    ) -> None:
+        self.setup = setup
+        self.selector = setup.selector()
+        self.first: list[int] = []
+        self.routers: list[ReplicaRouter] = []
+        at = 0
+        for pool, cost in zip(setup.pools, costs, strict=True):
+            self.first.append(at)
+            self.routers.append(ReplicaRouter(engines[at : at + pool.replicas], cost))
+            at += pool.replicas
+        self.engines = engines
+        self.index = {p.name: k for k, p in enumerate(setup.pools)}
+
+    def place(
+        self,
+        run: ProgramRun,
+        blocks: list[Block],
+        candidates: Sequence[str],
+        request: ModelRequest,
+        expected_output: float,
+    ) -> tuple[int, Match, ModelChoice]:
+        """The engine (index into ``engines``) for a call with prompt ``blocks``, its match
+        there and the choice with its reasons. Candidates not served are left out; none given,
+        or none served, means every served model. Changes nothing in the engines."""
+        served = [c for c in candidates if c in self.index] or list(self.index)
+        placed: dict[str, tuple[int, Match]] = {}
+        options = []
+        output = expected_output or _DEFAULT_OUTPUT
+        for name in served:
+            k = self.index[name]
+            local, found = self.routers[k].route(run, blocks)
+            e = self.first[k] + local
+            placed[name] = (e, found)
+            options.append(self._option(self.setup.pools[k], self.engines[e], found, output))
+        choice = self.selector.select(options, request)
+        e, found = placed[choice.chosen]
+        return e, found, choice
+
+    @staticmethod
+    def _option(pool: ModelPool, engine: SimEngine, found: Match, output: float) -> ModelOption:
+        """The candidate as its engine stands: the prefill work queued before the call, then
+        the call's own uncached prefill and its decode steps beside the running batch."""
+        cost = engine.cost
+        per_token = cost.prefill_seconds(8192) / 8192
+        prompt = found.requested_tokens
+        miss = max(prompt - found.hit_tokens, 1)
+        batch = engine.decode_load + 1
+        service = cost.prefill_seconds(miss, found.hit_tokens) + output * cost.decode_step_seconds(
+            batch, batch * (prompt + int(output))
+        )
+        return ModelOption(
+            pool.name,
+            pool.tier,
+            pool.price_per_mtok,
+            queue_s=engine.prefill_load * per_token,
+            service_s=service,
+            cached_tokens=found.hit_tokens,
+            tokens=prompt + int(output),
+        )
