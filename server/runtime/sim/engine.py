@@ -64,7 +64,8 @@ class SimEngine:
         are not built only to be dropped."""
         self.name = name
         self._call_events = call_events
-        #: extra fields of its stats events (its model and GPU count in a multi-model run)
+        #: extra fields of its stats events beside its name (its model and GPU count in a
+        #: multi-model run)
         self.labels = labels or {}
         self.cost = cost
         self.config = config or EngineConfig()
@@ -509,7 +510,10 @@ class SimEngine:
             Event(
                 now,
                 EventKind.ENGINE_STATS,
+                # every engine names itself: the aggregator sums the latest report of each,
+                # so replicas with one name would count only the last one's busy time
                 data={
+                    "engine": self.name,
                     "busy_s": self.busy_s,
                     "hbm_bytes": self.index.used(Tier.HBM) * per_token,
                     "dram_bytes": self.index.used(Tier.DRAM) * per_token,

@@ -151,9 +151,8 @@ class Simulation:
                 self._push(at, timeline.ProgramCancelled(program.id))
 
     def _engine(self, cost: CostModel, name: str, labels: dict[str, Scalar]) -> SimEngine:
-        """An engine of ``cost``; a labelled one (multi-model) names itself in its stats."""
+        """An engine of ``cost`` named ``name``, ``labels`` added to its stats (multi-model)."""
         config = self.config
-        labels = {"engine": name, **labels} if labels else labels
         return SimEngine(
             cost,
             get_policy(config.policy),

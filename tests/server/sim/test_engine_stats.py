@@ -1,0 +1,30 @@
+"""Engine stats name their engine, so GPU-seconds count every replica (not only the last)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentconsole.sample_traces.generator import generate
+from agentconsole.scheduler.events import EventKind
+from agentconsole.scheduler.metrics import MetricsAggregator
+from agentconsole.server.runtime.sim.costmodel import preset
+from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
+
+
+def test_gpu_seconds_sum_every_replica() -> None:
+    programs = generate("seed-mix", 16, 0.2, seed=3)
+    sim = Simulation(programs, preset("H200-141GB", "llama-3.1-8b"), SimConfig(replicas=2))
+    result = sim.run()
+    stats = [e for e in result.events.events if e.kind is EventKind.ENGINE_STATS]
+    assert {e.data["engine"] for e in stats} == {"0", "1"}
+    busy = [engine.busy_s for engine in result.engines]
+    assert min(busy) > 0  # both replicas worked, so a one-engine count would be short
+    metrics = MetricsAggregator().observe_all(result.events.events)
+    report = metrics.report()
+    last = {str(e.data["engine"]): float(e.data["busy_s"]) for e in stats}  # latest each
+    assert metrics.busy_s == pytest.approx(sum(last.values()))
+    # stats are sampled every 5 s, so the last sample trails an engine's final busy time by
+    # up to that much; still well above any one replica alone
+    assert sum(busy) - 10.0 <= metrics.busy_s <= sum(busy)
+    assert metrics.busy_s > max(busy) * 1.5
+    assert report["gpu_s_per_success"] == pytest.approx(metrics.busy_s / report["finished"])
