@@ -154,6 +154,10 @@ class LimitsSection(_Section):
     """Tenant-level limits of named tenants, replacing ``tenant`` for them."""
     metrics_snapshot_s: float = Field(default=10.0, gt=0)
     """How often the live metrics are sampled into the store's ``metric_snapshots`` table."""
+    store_sync_s: float = Field(default=1.0, gt=0)
+    """How often changed programs' and nodes' rows are written to the store. Events are
+    written within milliseconds whatever this is, and a restart replays the events the rows
+    miss, so a crash loses no committed event's effect; longer means fewer writes."""
     retain_finished_s: float = Field(default=600.0, ge=0)
     """Ended programs stay in memory this long (then they are read from the store)."""
     program_admission: bool = False
@@ -283,6 +287,7 @@ class Settings(BaseSettings):
             ready_timeout_s=limits.ready_timeout_s,
             program_idle_s=limits.program_idle_s,
             metrics_snapshot_s=limits.metrics_snapshot_s,
+            store_sync_s=limits.store_sync_s,
             tenant_limits=TenantLimits(**limits.tenant.model_dump()),
             tenant_overrides={
                 name: TenantLimits(**section.model_dump())

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agentconsole.scheduler import dag
+from agentconsole.scheduler.creation import creation_data
 from agentconsole.scheduler.estimators import (
     OutputLengthEstimator,
     PredictionLog,
@@ -123,7 +124,7 @@ class ProgramController:
             now,
             EventKind.PROGRAM_CREATED,
             program,
-            data={"deadline": deadline, "ideal_e2e_s": ideal_e2e_s},
+            data={"deadline": deadline, "ideal_e2e_s": ideal_e2e_s, **creation_data(program)},
         )
         return program
 
@@ -247,6 +248,7 @@ class ProgramController:
                 "kind": node.kind.value,
                 "parents": ",".join(node.parents),
                 "branch": node.branch.value,
+                **({"tool": node.tool.name} if node.tool is not None else {}),
             },
         )
         if dag.parents_done(program, node):
@@ -425,6 +427,13 @@ class ProgramController:
         if spec is not None:
             self.tool_latency.observe(spec.name, spec.kind.value, latency_s)
         self._mean_tool_s += 0.02 * (latency_s - self._mean_tool_s)
+        retry_safe = spec is None or spec.auto_retry_safe
+        if outcome == "ok" or final:
+            node.state, node.finished_at = NodeState.DONE, now
+        elif retry_safe and node.attempt < node.retry.max_attempts:
+            node.state, node.ready_at = NodeState.READY, now
+        else:
+            node.state, node.finished_at = NodeState.FAILED, now
         self._emit(
             now,
             EventKind.TOOL_FINISHED,
@@ -436,20 +445,12 @@ class ProgramController:
                 "tool": spec.name if spec else "",
                 "final": final,
                 "result_bytes": result_bytes,
+                "node_state": node.state.value,  # what a restart replays (no retry rule)
             },
         )
-        if outcome == "ok" or final:
-            node.state = NodeState.DONE
-            node.finished_at = now
+        if node.state is NodeState.DONE:
             return self._unlock(program, node, now), False
-        retry_safe = spec is None or spec.auto_retry_safe
-        if retry_safe and node.attempt < node.retry.max_attempts:
-            node.state = NodeState.READY
-            node.ready_at = now
-            return [], True
-        node.state = NodeState.FAILED
-        node.finished_at = now
-        return [], False
+        return [], node.state is NodeState.READY
 
     def tool_distribution(self, tool: str, kind: str) -> LogNormal:
         return self.tool_latency.distribution(tool, kind)

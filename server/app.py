@@ -52,6 +52,7 @@ from agentconsole.server.live.ownership import StoredIds
 from agentconsole.server.live.projector import StoreProjector
 from agentconsole.server.live.promptblocks import PromptBlockRecorder, redaction_from
 from agentconsole.server.live.queries import ProgramQueries
+from agentconsole.server.live.reopen import programs_to_restore
 from agentconsole.server.live.service import DoorSettings, ProgramService
 from agentconsole.server.live.snapshots import MetricRecorder
 from agentconsole.server.live.sweeper import Sweeper
@@ -60,7 +61,6 @@ from agentconsole.server.prometheus import PrometheusMetrics
 from agentconsole.server.runtime.registry import RuntimeOptions, create_runtime
 from agentconsole.server.store.catalog import TenantRecord
 from agentconsole.server.store.journal import OperatorAction
-from agentconsole.server.store.repository import ProgramView
 from agentconsole.server.store.store import Store
 from agentconsole.server.whatif.desk import WhatIfDesk, WhatIfSettings
 from agentconsole.server.whatif.window import BenchHardware
@@ -136,7 +136,13 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         ),
     )
     metrics = MetricsAggregator(window=10_000)  # bounded: serve runs for weeks
-    projector = StoreProjector(service.controller, store.writer, insertions=service.insertions)
+    projector = StoreProjector(
+        service.controller,
+        store.writer,
+        config.store_sync_s,
+        last_seq=lambda: hub.last_seq,
+        insertions=service.insertions,
+    )
 
     def gauges() -> dict[str, float]:
         running = sum(1 for p in service.controller.programs.values() if not p.state.terminal)
@@ -203,16 +209,6 @@ async def _start_runtime(live: Live) -> None:
     log.info("runtime %s ready", live.config.runtime)
 
 
-def _running_programs(store: Store) -> list[ProgramView]:
-    """Every program the store holds as running, with its nodes and attempts."""
-    views = []
-    for record in store.repo.list_programs(state="running", limit=1_000_000):
-        view = store.repo.get_program(record.program_id)
-        if view is not None:
-            views.append(view)
-    return views
-
-
 def create_app(
     config: ServerConfig,
     *,
@@ -230,8 +226,12 @@ def create_app(
             store.prompt_secret, store.writer.put, redaction_from(extensions)
         )
         app.state.live = live
-        for view in await asyncio.to_thread(_running_programs, store):
-            live.service.reopen(view)  # programs survive a restart (live/reopen.py)
+        # programs survive a restart: rows plus the event log's tail (live/reopen.py), then
+        # rows of this run, so the next tail starts here
+        for view, tail in await asyncio.to_thread(programs_to_restore, store.repo):
+            live.service.reopen(view, tail)
+        live.queries.projector.mark_all()
+        await live.queries.projector.sync()
         now = time.time()
         for tenant in live.keys.tenants:
             store.writer.put(TenantRecord(tenant, tenant, now, now))

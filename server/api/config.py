@@ -36,6 +36,7 @@ class ServerConfig:
     ready_timeout_s: float = 30.0
     program_idle_s: float = 300.0
     metrics_snapshot_s: float = 10.0
+    store_sync_s: float = 1.0
     tenant_limits: TenantLimits = field(default_factory=TenantLimits)
     tenant_overrides: Mapping[str, TenantLimits] = field(default_factory=dict)
     retain_finished_s: float = 600.0

@@ -94,7 +94,23 @@ class CallAccounting:
             self._emit(call, EventKind.CALL_FAILED, {"reason": "runtime error"})
             self._report(call, None, "failed", now)
             return
+        charged = max(result.output_tokens, call.received + call.ghost)
+        # The controller counts queue time from readiness to submission; the runtime knows
+        # the time the call then waited inside the engine, which belongs there too.
+        usage = CallUsage(
+            result.prompt_tokens,
+            result.cached_tokens,
+            # an aborted call pays for what it streamed and for its ghost tokens
+            charged if call.closed else result.output_tokens,
+            result.service_s,
+            result.queue_s,
+            result.restore_s,
+            runtime_queue_s=result.queue_s,
+        )
+        outcome = "ok" if not call.closed or call.error is not None else "aborted"
         data = usage_data(result)
+        # what the driver is told, so a restart can replay the end exactly (eventtail.py)
+        data.update(outcome=outcome, charged_output_tokens=usage.output_tokens)
         self._record_prompt(call, result, now)
         data.update(self._insertion(call, result))
         if call.closed:
@@ -106,23 +122,7 @@ class CallAccounting:
             self._emit(call, EventKind.CALL_FINISHED, data)
         uncached = max(result.prompt_tokens - result.cached_tokens, 0)
         self.model.observe(uncached, result.output_tokens, result.service_s)
-        charged = max(result.output_tokens, call.received + call.ghost)
         svc.tenants.charge_tokens(call.tenant, uncached + charged, now)
-        # The controller counts queue time from readiness to submission; the runtime knows
-        # the time the call then waited inside the engine, which belongs there too.
-        usage = CallUsage(
-            result.prompt_tokens,
-            result.cached_tokens,
-            # an aborted call pays for what it streamed and for its ghost tokens
-            max(result.output_tokens, call.received + call.ghost)
-            if call.closed
-            else result.output_tokens,
-            result.service_s,
-            result.queue_s,
-            result.restore_s,
-            runtime_queue_s=result.queue_s,
-        )
-        outcome = "ok" if not call.closed or call.error is not None else "aborted"
         if not call.closed and call.tools:
             call.answer = format_of(svc.runtime).parse(call.text, call.tools)
         self._report(call, usage, outcome, now)

@@ -4,20 +4,29 @@ Subscribed to the hub, it only marks programs and nodes dirty (O(1) per event); 
 the current rows of dirty ones every ``interval_s`` (1 s) through the store writer (fire and
 forget, group-committed). :meth:`sync` writes at once and waits for the commit, so a listing
 read right after a change sees it.
+
+Marks, so a crash loses no committed event's effect: each row carries ``synced_seq`` in its
+data (the hub's last ``seq`` when it was built: every earlier event is in it), and each batch
+ends with the projector's sync mark (``store/syncmarks.py``), the hub's last ``seq`` when the
+batch began. A restart rebuilds from the rows and replays the events past the mark
+(``eventtail.py``), each onto the rows that do not reflect it yet.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from dataclasses import replace
 
 from agentconsole.scheduler.controller import ProgramController
 from agentconsole.scheduler.events import Event
 from agentconsole.scheduler.program import Program
 from agentconsole.server.live.insertionbook import InsertionBook
 from agentconsole.server.live.periodic import Periodic
-from agentconsole.server.live.views import node_record, program_record
-from agentconsole.server.store.records import AttemptRecord, Record
+from agentconsole.server.live.views import SYNCED_SEQ, node_record, program_record
+from agentconsole.server.store.records import AttemptRecord, ProgramRecord, Record
+from agentconsole.server.store.syncmarks import PROJECTOR, SyncMarkRecord
 from agentconsole.server.store.writer import StoreWriter
 
 
@@ -30,10 +39,13 @@ class StoreProjector:
         writer: StoreWriter,
         interval_s: float = 1.0,
         *,
+        last_seq: Callable[[], int] = lambda: 0,
         insertions: InsertionBook | None = None,
     ) -> None:
         self.controller = controller
         self.writer = writer
+        #: the hub's newest ``seq`` (the marks the rows carry)
+        self.last_seq = last_seq
         #: each program's mid-prompt insertions, written into its rows (``insertionbook.py``)
         self.insertions = insertions
         self.interval_s = interval_s
@@ -47,18 +59,25 @@ class StoreProjector:
             if event.node_id:
                 nodes.add(event.node_id)
 
+    def mark_all(self) -> None:
+        """Mark every program in memory and all its nodes dirty (after a restart's rebuild,
+        so the next write gives each row a mark of this run)."""
+        for pid, program in self.controller.programs.items():
+            self._dirty.setdefault(pid, set()).update(program.nodes)
+
     def write(self) -> int:
         """Queue the rows of everything dirty at once; returns how many programs."""
+        mark = self.last_seq()
         dirty, self._dirty = self._dirty, {}
         rows: list[Record] = []
         for pid, node_ids in dirty.items():
             program = self.controller.programs.get(pid)
             if program is not None:
                 now = time.time()
-                rows.append(program_record(program, now, self.insertions))
+                rows.append(self._program_row(program, now))
                 for nid in node_ids:
                     self._node_rows(program, nid, now, rows)
-        self._put(rows)
+        self._put(rows, mark)
         return len(dirty)
 
     async def write_gradually(self, chunk: int = 8) -> None:
@@ -67,6 +86,7 @@ class StoreProjector:
         took ~3 ms to build: the tail of the calls in flight), and queued together at the end,
         so the writer commits them in one batch (each batch of upserts scans the tables; rows
         queued a few at a time made twice as many batches and doubled the writer's CPU)."""
+        mark = self.last_seq()
         dirty, self._dirty = self._dirty, {}
         rows: list[Record] = []
         done = 0
@@ -82,17 +102,24 @@ class StoreProjector:
                     if nid:
                         done += self._node_rows(program, nid, time.time(), rows)
                     else:
-                        rows.append(program_record(program, time.time(), self.insertions))
+                        rows.append(self._program_row(program, time.time()))
                         done += 1
         finally:
-            self._put(rows)
+            self._put(rows, mark)
+
+    def _program_row(self, program: Program, now: float) -> ProgramRecord:
+        record = program_record(program, now, self.insertions)
+        data = {**record.data, SYNCED_SEQ: self.last_seq()}
+        return replace(record, data=data)
 
     def _node_rows(self, program: Program, nid: str, now: float, rows: list[Record]) -> int:
         """Add the rows of one node and its attempts to ``rows``; 1 if it exists (else 0)."""
         node = program.nodes.get(nid)
         if node is None:
             return 0
-        rows.append(node_record(program, node, now, self.insertions))
+        record = node_record(program, node, now, self.insertions)
+        data = {**record.data, SYNCED_SEQ: self.last_seq()}
+        rows.append(replace(record, data=data))
         for attempt in node.attempts:
             rows.append(
                 AttemptRecord(
@@ -106,10 +133,15 @@ class StoreProjector:
             )
         return 1
 
-    def _put(self, rows: list[Record]) -> None:
+    def _put(self, rows: list[Record], mark: int) -> None:
+        """Queue ``rows`` then the sync mark: the lane commits in order, so a committed mark
+        means committed rows."""
+        if not rows:
+            return  # nothing changed, so nothing past the last mark needs replaying
         put = self.writer.put
         for row in rows:
             put(row)
+        put(SyncMarkRecord(PROJECTOR, mark))
 
     async def sync(self) -> None:
         """Write everything dirty and wait until it (and all before it) has committed."""

@@ -10,14 +10,19 @@ What cannot go on after a restart: an LLM call that was in the engine is gone wi
 node is closed as ``interrupted`` (the agent's retry of that node id is a new attempt). A tool
 node stays running: the agent (or the gateway's recovered intent) still reports its end.
 Rebuilding emits no events: nothing happened, the server only remembers.
+
+Rows trail the event log by up to a second; :func:`rebuild` takes the program's events past
+the projector's sync mark and replays them onto the rows (``eventtail.py``), and
+:func:`rebuild_created` makes a program no row was written for from its events alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentconsole.scheduler import dag
+from agentconsole.scheduler.events import EventKind
 from agentconsole.scheduler.program import (
     Attempt,
     Branch,
@@ -29,8 +34,10 @@ from agentconsole.scheduler.program import (
     Quotas,
     ToolSpec,
 )
-from agentconsole.server.live.views import labels_dict
-from agentconsole.server.store.repository import ProgramView
+from agentconsole.server.live.eventtail import TailReplay, created_program
+from agentconsole.server.live.views import SYNCED_SEQ, labels_dict
+from agentconsole.server.store.repository import ProgramView, Repository, StoredEvent
+from agentconsole.server.store.syncmarks import PROJECTOR
 
 INTERRUPTED = "interrupted"
 
@@ -57,7 +64,7 @@ def _quotas(data: Mapping[str, Any]) -> Quotas:
     )
 
 
-def _node(view: ProgramView, index: int, now: float) -> Node:
+def _node(view: ProgramView, index: int) -> Node:
     record = view.nodes[index]
     data = record.data
     kind = NodeKind(record.kind)
@@ -87,17 +94,56 @@ def _node(view: ProgramView, index: int, now: float) -> Node:
         if a.node_id == record.node_id:
             outcome = "" if a.state == "running" else a.state
             node.attempts.append(Attempt(a.attempt, a.started_at, a.finished_at, outcome))
-    if kind is NodeKind.LLM and node.state in (NodeState.RUNNING, NodeState.READY):
-        # its call died with the old process: closed, so the agent can run it again
-        node.state = NodeState.FAILED
-        node.finished_at = now
-        if node.attempts and node.attempts[-1].finished_at is None:
-            node.attempts[-1].finished_at, node.attempts[-1].outcome = now, INTERRUPTED
     return node
 
 
-def rebuild(view: ProgramView, now: float) -> Program:
-    """The program ``view`` stores, as the controller held it (see the module docstring)."""
+def _close_interrupted(program: Program, now: float) -> None:
+    """LLM calls died with the old process: their nodes close, so the agent can run them
+    again (tools go on: their ends are still reported)."""
+    for node in program.nodes.values():
+        if node.kind is NodeKind.LLM and node.state in (NodeState.RUNNING, NodeState.READY):
+            node.state = NodeState.FAILED
+            node.finished_at = now
+            if node.attempts and node.attempts[-1].finished_at is None:
+                node.attempts[-1].finished_at, node.attempts[-1].outcome = now, INTERRUPTED
+
+
+def _synced(data: Mapping[str, Any]) -> int:
+    value = data.get(SYNCED_SEQ)
+    return int(value) if isinstance(value, int) else 0  # a row from before marks: 0
+
+
+def rebuild(view: ProgramView, now: float, tail: Sequence[StoredEvent] = ()) -> Program:
+    """The program ``view`` stores, as the controller held it, with ``tail`` (its events past
+    the projector's sync mark, in order) replayed where its rows miss them."""
+    program = _from_rows(view)
+    replay = TailReplay(
+        program,
+        {n.node_id: _synced(n.data) for n in view.nodes},
+        _synced(view.program.data),
+    )
+    for stored in tail:
+        replay.apply(stored.seq, stored.event)
+    _derive(program)
+    _close_interrupted(program, now)
+    return program
+
+
+def rebuild_created(tail: Sequence[StoredEvent], now: float) -> Program | None:
+    """A program created after the last rows were written, from its events alone (``tail``
+    starts with its ``program.created``); ``None`` if it does not (it is not this one's)."""
+    if not tail or tail[0].event.kind is not EventKind.PROGRAM_CREATED:
+        return None
+    program = created_program(tail[0].event)
+    replay = TailReplay(program, {}, tail[0].seq)
+    for stored in tail[1:]:
+        replay.apply(stored.seq, stored.event)
+    _derive(program)
+    _close_interrupted(program, now)
+    return program
+
+
+def _from_rows(view: ProgramView) -> Program:
     record, data = view.program, view.program.data
     program = Program(
         record.program_id,
@@ -110,11 +156,16 @@ def rebuild(view: ProgramView, now: float) -> Program:
         finished_at=record.finished_at,
     )
     for index in range(len(view.nodes)):
-        dag.add_node(program, _node(view, index, now))
+        dag.add_node(program, _node(view, index))
     program.branches = max(int(_num(data, "branches")), program.branches)
     program.attained_service_s = _num(data, "attained_service_s")
     program.tokens_used = int(_num(data, "tokens_used"))
     program.tool_calls = int(_num(data, "tool_calls"))
+    return program
+
+
+def _derive(program: Program) -> None:
+    """The program's figures that follow from its nodes."""
     nodes = program.nodes.values()
     program.completed_calls = sum(
         1 for n in nodes if n.kind is NodeKind.LLM and n.state is NodeState.DONE
@@ -123,4 +174,16 @@ def rebuild(view: ProgramView, now: float) -> Program:
     program.first_progress_at = min(
         (n.first_token_at for n in nodes if n.first_token_at is not None), default=None
     )
-    return program
+
+
+def programs_to_restore(repo: Repository) -> list[tuple[ProgramView | None, list[StoredEvent]]]:
+    """What a start-up rebuilds, each with its event tail: every program the store holds as
+    running, and every program with events past the projector's mark (``None``: created
+    after the last rows were written)."""
+    tails: dict[str, list[StoredEvent]] = {}
+    for stored in repo.program_events_after(repo.sync_mark(PROJECTOR)):
+        tails.setdefault(stored.event.program_id, []).append(stored)
+    ids = [r.program_id for r in repo.list_programs(state="running", limit=1_000_000)]
+    running = set(ids)
+    ids += [pid for pid in tails if pid not in running]
+    return [(repo.get_program(pid), tails.get(pid, [])) for pid in ids]

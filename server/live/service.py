@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,12 +57,12 @@ from agentconsole.server.live.intake import CallIntake, ChatCall
 from agentconsole.server.live.nodes import NodeBook
 from agentconsole.server.live.ownership import StoredIds
 from agentconsole.server.live.promptblocks import PromptBlockRecorder
-from agentconsole.server.live.reopen import rebuild
+from agentconsole.server.live.reopen import rebuild, rebuild_created
 from agentconsole.server.live.servicemodel import OnlineServiceModel
 from agentconsole.server.live.tenants import TenantBudgets
 from agentconsole.server.live.toolcalls import ToolCallBook
 from agentconsole.server.live.toolport import ToolPort
-from agentconsole.server.store.repository import ProgramView
+from agentconsole.server.store.repository import ProgramView, StoredEvent
 
 CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
 
@@ -277,12 +277,20 @@ class ProgramService:
         if view is not None and program_id not in self.controller.programs:
             self.reopen(view)
 
-    def reopen(self, view: ProgramView) -> Program:
-        """Rebuild a stored program in memory with its DAG and standing (``reopen``)."""
-        program = rebuild(view, time.time())
+    def reopen(
+        self, view: ProgramView | None, tail: Sequence[StoredEvent] = ()
+    ) -> Program | None:
+        """Rebuild a stored program in memory with its DAG and standing, its events past the
+        rows (``tail``) replayed; ``view`` None: a program only the event log knows
+        (``reopen``). Returns it, or None when there is nothing to rebuild."""
+        now = time.time()
+        program = rebuild(view, now, tail) if view is not None else rebuild_created(tail, now)
+        if program is None:
+            return None
         self.controller.adopt(program)
-        nodes = (dict(n.data) for n in view.nodes)
-        self.insertions.adopt(program.program_id, view.program.data, nodes)
+        if view is not None:
+            nodes = (dict(n.data) for n in view.nodes)
+            self.insertions.adopt(program.program_id, view.program.data, nodes)
         self.stored_ids.add(program.program_id)
         return program
 

@@ -191,9 +191,15 @@ def node_record(
     )
 
 
+#: The key of a stored row's data holding the event ``seq`` the row reflects: the projector's
+#: bookkeeping for a restart (``projector.py``), never shown.
+SYNCED_SEQ = "synced_seq"
+
+
 def stored_summary(record: ProgramRecord) -> JSON:
     """``ProgramSummary`` of a program known only to the store."""
     out: JSON = dict(record.data)
+    out.pop(SYNCED_SEQ, None)
     out.update(
         program_id=record.program_id,
         tenant=record.tenant,
@@ -224,5 +230,6 @@ def stored_program(view: ProgramView) -> JSON:
 def stored_node(record: NodeRecord) -> JSON:
     """``Node`` of a node known only to the store."""
     out = dict(record.data)
+    out.pop(SYNCED_SEQ, None)
     out.setdefault(NODE_KEY, None)
     return out

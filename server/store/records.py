@@ -10,6 +10,7 @@ from agentconsole.server.store.catalog import ApiKeyRecord, TenantRecord, ToolRe
 from agentconsole.server.store.journal import MetricSample, OperatorAction
 from agentconsole.server.store.jsonutil import JSONValue
 from agentconsole.server.store.prompt_blocks import PromptBlocksRecord
+from agentconsole.server.store.syncmarks import SyncMarkRecord
 from agentconsole.server.store.tablespec import (
     FLOAT,
     INT,
@@ -124,6 +125,7 @@ Record = (
     | OperatorAction
     | MetricSample
     | PromptBlocksRecord
+    | SyncMarkRecord
 )
 
 #: Tables whose rows the writer numbers (``TableSpec.seq_column``), besides ``events``.

@@ -193,6 +193,21 @@ class Repository:
         """The highest committed event ``seq`` (0 when empty)."""
         return int(self._all(f"SELECT coalesce(max(seq), 0) FROM {EVENTS}")[0][0])
 
+    def sync_mark(self, name: str) -> int:
+        """The ``seq`` the projection ``name`` reflects (``syncmarks.py``); 0 if none."""
+        rows = self._all("SELECT seq FROM sync_marks WHERE name = ?", [name])
+        return int(rows[0][0]) if rows else 0
+
+    def program_events_after(self, seq: int) -> list[StoredEvent]:
+        """Every event after ``seq`` that names a program, in order: the tail a restart
+        replays onto the projected rows (a second's worth, so read whole)."""
+        rows = self._all(
+            f"SELECT {_EVENT_COLS} FROM {EVENTS} WHERE seq > ? AND program_id IS NOT NULL"
+            " AND program_id <> '' ORDER BY seq",
+            [seq],
+        )
+        return [_event(r) for r in rows]
+
     def audit_log(
         self,
         *,

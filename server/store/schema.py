@@ -20,6 +20,7 @@ from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.event_log import SPLIT_VERSION, prepare_move
 from agentconsole.server.store.migration_steps import commit_step
 from agentconsole.server.store.prompt_blocks import MIGRATION_DDL as PROMPT_BLOCKS_DDL
+from agentconsole.server.store.syncmarks import MIGRATION_DDL as SYNC_MARKS_DDL
 
 _V1 = (
     """CREATE TABLE tenants (
@@ -98,6 +99,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "prompt structure: salted block hashes of every LLM call, and their secret",
         PROMPT_BLOCKS_DDL,
     ),
+    Migration(
+        SPLIT_VERSION + 3,
+        "sync marks: how far the projected rows reflect the event log",
+        SYNC_MARKS_DDL,
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
@@ -117,6 +123,7 @@ TABLES: tuple[str, ...] = (
     "metric_snapshots",
     "tools",
     "prompt_blocks",
+    "sync_marks",
 )
 
 

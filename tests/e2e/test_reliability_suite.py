@@ -26,11 +26,7 @@ TINY = {
     "quota-bypass": ["--trials", "1"],
 }  # fmt: skip
 #: criteria missed for a known cause outside the suite (docs/RELIABILITY.md), not asserted:
-KNOWN = {
-    # the program rows trail the event log by the projector's 1 s; a restart rebuilds from
-    # the rows, so a node named again after the crash is added (and logged) a second time
-    ("crash-loop", "event log: no lifecycle event twice"),
-}
+KNOWN: set[tuple[str, str]] = set()
 
 
 @pytest.mark.parametrize("scenario", list(TINY))
