@@ -32,7 +32,7 @@ from agentconsole.scheduler.door import ProgramDoor
 from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.scheduler.growth import PeakEstimator, program_kind
 from agentconsole.scheduler.latency import LatencyDistribution
-from agentconsole.scheduler.program import Node, NodeState
+from agentconsole.scheduler.program import Node
 from agentconsole.scheduler.runtime import CacheAction, MemoryView, PrefixProbe, ProgramContext
 from agentconsole.scheduler.ticket import CallTicket
 
@@ -306,7 +306,7 @@ class ProgramDriver:
         if flight is not None and usage is not None:  # its answer joins its context
             self._grow(program_id, flight, flight.private_tokens + usage.output_tokens)
         try:
-            if outcome == "ok" and node.state is NodeState.RUNNING and usage is not None:
+            if outcome == "ok" and node.in_flight and usage is not None:
                 self.controller.finish_llm(program_id, node_id, now, usage)
                 return []
             if usage is not None:  # a cancelled program pays for what it streamed too
@@ -316,7 +316,7 @@ class ProgramDriver:
                 return []
             return [StopProgram(program_id, over.quota, over.limit, over.value)]
         finally:
-            if outcome != "ok" and node.state is NodeState.RUNNING:
+            if outcome != "ok" and node.in_flight:
                 self.controller.close_node(program_id, node_id, now, outcome)
         return []
 

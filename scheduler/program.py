@@ -155,6 +155,18 @@ class Node:
         """The current (or last) attempt number, 1-based; 0 before the first start."""
         return len(self.attempts)
 
+    @property
+    def in_flight(self) -> bool:
+        """Its call or tool runs, or was preempted and waits to resume: requeued READY with
+        its attempt still open (an engine resumes a preempted call without a new start)."""
+        if self.state is NodeState.RUNNING:
+            return True
+        return (
+            self.state is NodeState.READY
+            and bool(self.attempts)
+            and self.attempts[-1].finished_at is None
+        )
+
 
 @dataclass(slots=True)
 class Program:

@@ -158,3 +158,8 @@ def test_preempted_call_is_requeued_and_completes(realtime: LiveServer) -> None:
     finals = [f for _, f in reader.frames if isinstance(f, dict) and f.get("choices")]
     assert finals[-1]["choices"][0]["finish_reason"] == "length"
     assert _events(realtime, EventKind.CALL_PREEMPTED, "pre-1")
+    # the node the preempt requeued completes with its call, charged once
+    with realtime.client() as c:
+        wait_until(lambda: c.get("/v1/programs/pre-1").json()["nodes"][0]["state"] == "done", 5)
+        program = c.get("/v1/programs/pre-1").json()
+    assert program["nodes"][0]["output_tokens"] == 150
