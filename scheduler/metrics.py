@@ -13,7 +13,11 @@ Event data keys it reads (producers: the controller and the runtimes):
   ``restore_s`` (KV reload/recompute time), ``ttft_s``, ``tbt_s``; a call that inserted tokens
   mid-prompt also ``inserted_tokens``, ``lost_reuse_tokens`` (resident context after the
   insertion prefilled again) and, from the simulator, ``suffix_reused_tokens`` and
-  ``correction_tokens`` (what a relative-position cache reused, and prefilled to correct it)
+  ``correction_tokens`` (what a relative-position cache reused, and prefilled to correct it);
+  a finished call of a multi-model run also ``model`` and, from the simulator,
+  ``cross_model_lost_tokens`` (prompt tokens another model had cached for the tenant that it
+  prefilled in full), ``cross_model_reused_tokens`` and ``cross_model_recompute_tokens``
+  (another model's KV reused for its shared layers, and prefilled for the rest)
 * ``tool.finished``: ``latency_s``, ``outcome``
 * ``kv.*``: ``tokens``; ``engine.stats``: ``busy_s`` (cumulative), ``hbm_bytes``, ``dram_bytes``
 * ``call.ghost_tokens``: ``tokens``
@@ -235,6 +239,8 @@ class MetricsAggregator:
         model = e.data.get("model")
         if isinstance(model, str):
             self.model_calls[model] += 1
+            for key in _CROSS_MODEL_KEYS:
+                self.counts[key] += _num(e, key)
         if "ttft_s" in e.data:
             self.ttft.append(_num(e, "ttft_s"))
         if output > 1 and "tbt_s" in e.data:
@@ -397,6 +403,7 @@ class MetricsAggregator:
             "recompute_tokens": int(c["recompute_tokens"]),
             "insertions": int(c["insertions"]),
             **{key: int(c[key]) for key in _INSERTION_KEYS},
+            **{key: int(c[key]) for key in _CROSS_MODEL_KEYS},
             "max_tenant_slowdown": max(slowdowns, default=math.nan),
             "max_tenant_starvation": max(
                 (t.starvation for t in tenants.values() if not math.isnan(t.starvation)),
@@ -411,6 +418,12 @@ _INSERTION_KEYS = (
     "lost_reuse_tokens",
     "suffix_reused_tokens",
     "correction_tokens",
+)
+#: a multi-model call end's cross-model KV figures, summed as they are named
+_CROSS_MODEL_KEYS = (
+    "cross_model_lost_tokens",
+    "cross_model_reused_tokens",
+    "cross_model_recompute_tokens",
 )
 _NUMBER = (int, float)  # a tuple: ``int | float`` would build a union at every call
 

@@ -6,6 +6,10 @@ of the same seed and index (same shapes, sizes, tools, arrivals), renamed to thi
 and every LLM call carries its role and the models it may run on: ``(large,)`` for
 ``planner``/``writer``, ``(small, large)`` for the rest, so a selector can still send one to
 the large model (when the small one is backed up, or the program's KV sits there).
+
+``verifier`` (optional) names a third model, such as a fine-tune of the small one, listed
+first for the checking roles (``schema-check``, ``verify``): then a program's calls alternate
+between the small model and its fine-tune, which is where cross-model KV sharing can pay.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ NAME = "multi-model"
 LARGE_ROLES = ("planner", "writer")
 #: roles a small model may serve
 SMALL_ROLES = ("tool-select", "schema-check", "verify")
+#: roles a ``verifier`` model, when given, is listed first for
+CHECK_ROLES = ("schema-check", "verify")
 
 
 def multi_model(
@@ -34,17 +40,25 @@ def multi_model(
     small: str = "llama-3.1-8b",
     tenants: int = 4,
     mix: Sequence[float] = (1.0, 1.0, 1.0),
+    verifier: str | None = None,
 ) -> list[TraceProgram]:
     """``n_programs`` seed-mix programs (``tenants``, ``mix`` as there) with roles and
-    candidate models ``large`` / ``small``. Raises ``ValueError`` if the two names are equal
-    or empty, and whatever seed-mix raises."""
-    if not large or not small or large == small:
-        raise ValueError(f"need two distinct model names, got {large!r} and {small!r}")
+    candidate models ``large`` / ``small`` (and ``verifier`` first for the checking roles).
+    Raises ``ValueError`` if the names are not distinct or empty, and whatever seed-mix
+    raises."""
+    names = [large, small, *([verifier] if verifier is not None else [])]
+    if not all(names) or len(set(names)) != len(names):
+        raise ValueError(f"need distinct model names, got {names}")
     programs = seed_mix(n_programs, rate, seed, tenants=tenants, mix=mix)
-    return [_marked(p, program_id(NAME, seed, i), large, small) for i, p in enumerate(programs)]
+    return [
+        _marked(p, program_id(NAME, seed, i), large, small, verifier)
+        for i, p in enumerate(programs)
+    ]
 
 
-def _marked(program: TraceProgram, new_id: str, large: str, small: str) -> TraceProgram:
+def _marked(
+    program: TraceProgram, new_id: str, large: str, small: str, verifier: str | None
+) -> TraceProgram:
     """``program`` under ``new_id`` (its private prefix segments renamed with it) with every
     LLM call's role and candidates set."""
     old = f"{program.id}/"
@@ -55,7 +69,7 @@ def _marked(program: TraceProgram, new_id: str, large: str, small: str) -> Trace
     llm = [n for n in program.nodes if isinstance(n, LLMNode)]
     roles = {n.id: _role(program.shape, k, len(llm), n) for k, n in enumerate(llm)}
     nodes = tuple(
-        replace(n, role=roles[n.id], candidates=_candidates(roles[n.id], large, small))
+        replace(n, role=roles[n.id], candidates=_candidates(roles[n.id], large, small, verifier))
         if isinstance(n, LLMNode)
         else n
         for n in program.nodes
@@ -77,5 +91,9 @@ def _role(shape: str, k: int, count: int, node: LLMNode) -> str:
     return "tool-select" if k % 2 else "schema-check"
 
 
-def _candidates(role: str, large: str, small: str) -> tuple[str, ...]:
-    return (large,) if role in LARGE_ROLES else (small, large)
+def _candidates(role: str, large: str, small: str, verifier: str | None) -> tuple[str, ...]:
+    if role in LARGE_ROLES:
+        return (large,)
+    if verifier is not None and role in CHECK_ROLES:
+        return (verifier, small, large)
+    return (small, large)

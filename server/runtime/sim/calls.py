@@ -9,6 +9,13 @@ from enum import Enum, auto
 from agentconsole.kvtiers.node import Block, Node
 from agentconsole.scheduler.events import Scalar
 from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.runtime.sim.crossmodel import (
+    NO_USE,
+    NONE,
+    CrossModelKv,
+    CrossModelUse,
+    ForeignKv,
+)
 from agentconsole.server.runtime.sim.prefixcache import ORDINARY, PrefixCacheMode
 
 
@@ -45,6 +52,9 @@ class EngineConfig:
     #: what the prefix cache does with the suffix after a mid-prompt insertion
     #: (``prefixcache.py``: ``ordinary``, as real engines, or ``relative``, CacheSlide-style)
     prefix_cache: PrefixCacheMode = ORDINARY
+    #: what a call makes of another model's KV of its prompt (``crossmodel.py``: ``none``,
+    #: or ``shared-prefill``; only calls given ``SimCall.foreign``, in multi-model runs)
+    cross_model: CrossModelKv = NONE
     #: longest run of fused decode steps (bounds the error of the closed form's averaging)
     max_fused_decode_steps: int = 64
     stats_interval_s: float = 5.0
@@ -70,6 +80,10 @@ class SimCall:
     #: extra fields of its queued and finished events (the model chosen and why); empty for a
     #: one-model run, whose event streams stay as they were
     labels: dict[str, Scalar] = field(default_factory=dict)
+    #: what other models held of its prompt when it was placed (multi-model runs; None: one
+    #: model, nothing to count); ``cross_model`` is what its last admission made of it
+    foreign: ForeignKv | None = None
+    cross_model: CrossModelUse = NO_USE
     phase: Phase = Phase.QUEUED
     prompt_tokens: int = 0
     path: list[Node] = field(default_factory=list)  # locked matched prefix

@@ -301,7 +301,7 @@ class SimEngine:
         call.queue_s += now - call.queued_at
         call.admitted_at = now
         self.running[call.call_id] = call
-        if got.reload_tokens:
+        if got.loads:
             call.phase = Phase.LOADING
             self._loading[call.call_id] = call
         else:
@@ -481,6 +481,21 @@ class SimEngine:
             "tbt_s": tbt,
             "retractions": call.retractions,
             **self._insertion(call),
+            **self._cross_model(call),
+        }
+
+    @staticmethod
+    def _cross_model(call: SimCall) -> dict[str, Scalar]:
+        """A call of a multi-model run: the tokens of its prompt another model had cached that
+        it prefilled in full (lost cross-model reuse), reused from a compatible model, and
+        prefilled for the layers not shared. Nothing for one model (events as they were)."""
+        if call.foreign is None:
+            return {}
+        use = call.cross_model
+        return {
+            "cross_model_lost_tokens": use.lost,
+            "cross_model_reused_tokens": use.reused,
+            "cross_model_recompute_tokens": use.recompute,
         }
 
     @staticmethod

@@ -10,7 +10,7 @@ Numbers are datasheet leads unless a comment says measured.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 GIB = 1024**3
 MIB = 1024**2
@@ -64,6 +64,12 @@ class ModelSpec:
     vocab: int
     dtype_bytes: int = 2
     context_window: int | None = None
+    #: a fine-tune: the preset it was trained from (same architecture and tokenizer), and how
+    #: many of its leading layers kept the base's weights (frozen in training; the adapters or
+    #: trained layers sit above). For the same tokens those layers' KV is the base's, so the
+    #: simulator's ``shared-prefill`` mode can reuse it (``shared_kv_layers``)
+    base: str | None = None
+    frozen_layers: int = 0
 
     def __post_init__(self) -> None:
         dims = (self.params, self.layers, self.hidden, self.heads, self.kv_heads, self.head_dim)
@@ -73,6 +79,8 @@ class ModelSpec:
             raise ValueError(f"{self.name}: context_window must be positive or None")
         if self.heads % self.kv_heads:
             raise ValueError(f"{self.name}: heads must be a multiple of kv_heads")
+        if not 0 <= self.frozen_layers <= self.layers or (self.frozen_layers and not self.base):
+            raise ValueError(f"{self.name}: frozen_layers needs a base and must be <= layers")
 
     @property
     def layer_params(self) -> int:
@@ -195,6 +203,35 @@ MODELS: dict[str, ModelSpec] = {
         ),
     )
 }
+
+
+# A hypothetical fine-tune of Llama-3.1-8B (a verifier/schema checker) that trained only its
+# upper 16 of 32 layers, so its lower 16 layers' KV equals the base's for the same tokens: the
+# partial sharing DroidSpeak (NSDI '26, arXiv 2411.02820) exploits by recomputing the rest. The
+# split is an assumption, not a published model; a PrefillShare decoder (arXiv 2602.12029: a
+# frozen prefill module) would be frozen_layers = layers.
+MODELS["llama-3.1-8b-verify"] = replace(
+    MODELS["llama-3.1-8b"], name="llama-3.1-8b-verify", base="llama-3.1-8b", frozen_layers=16
+)
+
+
+def shared_kv_layers(a: ModelSpec, b: ModelSpec) -> int:
+    """How many leading layers of ``a`` and ``b`` produce identical KV for the same tokens:
+    all of them for the same preset, the fine-tune's frozen layers for a fine-tune and its
+    base, the fewer frozen layers for two fine-tunes of one base, 0 otherwise (different
+    lineage or architecture)."""
+    if a.name == b.name:
+        return a.layers
+    shape = (a.layers, a.hidden, a.kv_heads, a.head_dim, a.vocab)
+    if shape != (b.layers, b.hidden, b.kv_heads, b.head_dim, b.vocab):
+        return 0
+    if a.base == b.name:
+        return a.frozen_layers
+    if b.base == a.name:
+        return b.frozen_layers
+    if a.base is not None and a.base == b.base:
+        return min(a.frozen_layers, b.frozen_layers)
+    return 0
 
 
 def gpu(name: str) -> GpuSpec:

@@ -19,6 +19,7 @@ from agentconsole.scheduler.events import Event, EventKind, EventSink
 from agentconsole.scheduler.runtime import CacheAction
 from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
 from agentconsole.server.runtime.sim.costmodel import CostModel
+from agentconsole.server.runtime.sim.crossmodel import NO_USE, CrossModelUse
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +37,20 @@ class Admission:
     recompute_tokens: int
     miss_tokens: int
     suffix: SuffixReuse
+    #: what it made of other models' KV of its prompt (``crossmodel.py``)
+    cross: CrossModelUse = NO_USE
 
     @property
     def prefill_tokens(self) -> int:
-        """Tokens to prefill: the misses, less a reused suffix, plus its correction."""
-        return self.miss_tokens - self.suffix.reused + self.suffix.correction
+        """Tokens to prefill: the misses, less a reused suffix and another model's reused
+        KV, plus their correction and the recompute of the layers not shared."""
+        cross = self.cross.reused - self.cross.recompute
+        return self.miss_tokens - self.suffix.reused + self.suffix.correction - cross
+
+    @property
+    def loads(self) -> bool:
+        """Whether KV must arrive over the host link before it prefills."""
+        return bool(self.reload_tokens or self.cross.copy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +133,9 @@ class EngineKv:
             self._emit(now, EventKind.KV_RELOADED, call.ticket.program_id, moved.moved_tokens)
         if not index.reserve(Tier.HBM, own):
             raise AssertionError("make_room succeeded but the reservation does not fit")
+        cross = self._cross_model(call, found.hit_tokens, found.miss_tokens, suffix)
+        if cross.copy:  # the shared layers' KV comes over the link, after any reload
+            ready_at = max(ready_at, self._transfer(now, cross.copy))
         call.reserved = own
         call.path = found.path
         if suffix.reused:
@@ -139,7 +152,19 @@ class EngineKv:
                 recompute += block.tokens
         if recompute:
             self._emit(now, EventKind.KV_RECOMPUTED, call.ticket.program_id, recompute)
-        return Admission(ready_at, found.hit_tokens, slow_tokens, recompute, miss, suffix)
+        return Admission(ready_at, found.hit_tokens, slow_tokens, recompute, miss, suffix, cross)
+
+    def _cross_model(
+        self, call: SimCall, hit: int, misses: int, suffix: SuffixReuse
+    ) -> CrossModelUse:
+        """What ``call`` makes of other models' KV under the engine's mode, recorded on the
+        call (its last admission's). A reused suffix after an insertion excludes it: the
+        misses are then not one prefix run another model could hold."""
+        if call.foreign is None:
+            return NO_USE
+        mode = self.config.cross_model
+        call.cross_model = NO_USE if suffix.reused else mode.use(call.foreign, hit, misses)
+        return call.cross_model
 
     def _suffix(self, call: SimCall, matched: int) -> SuffixReuse:
         """What of ``call``'s context after its insertion the previous context still holds

@@ -11,11 +11,13 @@ model prefills there whatever that model has not cached.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentconsole.kvtiers.node import Block
 from agentconsole.kvtiers.results import Match
+from agentconsole.sample_traces.format import LLMNode, TraceProgram
 from agentconsole.scheduler.models import (
     ModelChoice,
     ModelOption,
@@ -25,8 +27,10 @@ from agentconsole.scheduler.models import (
     get_rule,
 )
 from agentconsole.server.runtime.sim.costmodel import CostModel, preset
+from agentconsole.server.runtime.sim.crossmodel import ForeignKv
 from agentconsole.server.runtime.sim.engine import SimEngine
 from agentconsole.server.runtime.sim.hardware import model as model_spec
+from agentconsole.server.runtime.sim.hardware import shared_kv_layers
 from agentconsole.server.runtime.sim.programs import ProgramRun
 from agentconsole.server.runtime.sim.routing import ReplicaRouter
 
@@ -50,8 +54,9 @@ class ModelPool:
     price_per_mtok: float = 0.0
 
     def cost(self) -> CostModel:
-        """The pool's cost model (its bundled profile); ``KeyError`` for an unknown one."""
-        return preset(self.gpu, self.name, self.tp)
+        """The pool's cost model (its bundled profile; a fine-tune runs at its base's speed,
+        the same architecture); ``KeyError`` for an unknown one."""
+        return preset(self.gpu, model_spec(self.name).base or self.name, self.tp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +85,8 @@ class ModelSetup:
 def parse_models(text: str, gpu: str = "H200-141GB") -> tuple[ModelPool, ...]:
     """Pools from ``"llama-3.1-70b:tp4,llama-3.1-8b"`` (``name[:tpN][:xR]``, R replicas);
     tiers rank the models by parameter count (the largest is the top tier), prices come from
-    :data:`PRICES_PER_MTOK`. Raises ``ValueError`` or ``KeyError`` (unknown preset)."""
+    :data:`PRICES_PER_MTOK` (a fine-tune's is its base's). Raises ``ValueError`` or
+    ``KeyError`` (unknown preset)."""
     pools = []
     for item in (t.strip() for t in text.split(",") if t.strip()):
         name, *opts = item.split(":")
@@ -92,11 +98,34 @@ def parse_models(text: str, gpu: str = "H200-141GB") -> tuple[ModelPool, ...]:
                 replicas = int(opt[1:])
             else:
                 raise ValueError(f"bad model option {opt!r} in {item!r} (tpN or xR)")
-        model_spec(name)  # an unknown preset fails here, naming the known ones
-        pools.append(ModelPool(name, 0, tp, replicas, gpu, PRICES_PER_MTOK.get(name, 0.0)))
+        spec = model_spec(name)  # an unknown preset fails here, naming the known ones
+        price = PRICES_PER_MTOK.get(name, PRICES_PER_MTOK.get(spec.base or name, 0.0))
+        pools.append(ModelPool(name, 0, tp, replicas, gpu, price))
     ranked = sorted({model_spec(p.name).params for p in pools})
     return tuple(
         ModelPool(p.name, ranked.index(model_spec(p.name).params) + 1, *_rest(p)) for p in pools
+    )
+
+
+def preferred_roles(
+    programs: Sequence[TraceProgram], pools: Sequence[ModelPool]
+) -> tuple[tuple[str, str], ...]:
+    """The ``fixed-roles`` map a trace implies: each role to the served model its calls list
+    first among their candidates (a workload lists its preference first), the most common
+    one when calls disagree, then the name. Roles whose calls name no served model are left
+    out (the rule gives them the top tier)."""
+    served = {p.name for p in pools}
+    votes: dict[str, Counter[str]] = {}
+    for program in programs:
+        for node in program.nodes:
+            if not isinstance(node, LLMNode) or node.role is None:
+                continue
+            first = next((c for c in node.candidates if c in served), None)
+            if first is not None:
+                votes.setdefault(node.role, Counter())[first] += 1
+    return tuple(
+        (role, min(count, key=lambda name: (-count[name], name)))
+        for role, count in sorted(votes.items())
     )
 
 
@@ -122,6 +151,10 @@ class ModelPlacer:
             at += pool.replicas
         self.engines = engines
         self.index = {p.name: k for k, p in enumerate(setup.pools)}
+        specs = [model_spec(p.name) for p in setup.pools]
+        #: ``shared[a][b]``: leading layers of pools ``a`` and ``b`` with identical KV
+        self.shared = [[shared_kv_layers(a, b) for b in specs] for a in specs]
+        self.specs = specs
 
     def place(
         self,
@@ -148,6 +181,28 @@ class ModelPlacer:
         e, found = placed[choice.chosen]
         return e, found, choice
 
+    def foreign(self, tenant: str, blocks: list[Block], e: int) -> ForeignKv:
+        """What the engines of models other than engine ``e``'s hold of ``blocks`` for
+        ``tenant`` (any tier): the longest prefix, and the longest a KV-compatible model holds
+        with its shared layers (ties: more shared layers). Changes nothing."""
+        k = max(i for i, first in enumerate(self.first) if first <= e)
+        spec = self.specs[k]
+        cached = compatible = shared = 0
+        for j, pool in enumerate(self.setup.pools):
+            if j == k:
+                continue
+            layers = self.shared[k][j]
+            for engine in self.engines[self.first[j] : self.first[j] + pool.replicas]:
+                hit = engine.index.peek(tenant, blocks).hit_tokens
+                cached = max(cached, hit)
+                if layers and (hit, layers) > (compatible, shared):
+                    compatible, shared = hit, layers
+        # the recompute of the upper layers starts from the activations entering them
+        # (DroidSpeak ships them with the KV): hidden values per token, in layers of KV
+        kv_per_layer = 2 * spec.kv_heads * spec.head_dim
+        activations = spec.hidden / kv_per_layer if 0 < shared < spec.layers else 0.0
+        return ForeignKv(cached, compatible, shared, spec.layers, activations)
+
     @staticmethod
     def _option(pool: ModelPool, engine: SimEngine, found: Match, output: float) -> ModelOption:
         """The candidate as its engine stands: the prefill work queued before the call, then
@@ -164,7 +219,8 @@ class ModelPlacer:
             pool.name,
             pool.tier,
             pool.price_per_mtok,
-            queue_s=engine.prefill_load * per_token,
+            # queued demand is a running float sum: clamp the drift below zero
+            queue_s=max(engine.prefill_load, 0.0) * per_token,
             service_s=service,
             cached_tokens=found.hit_tokens,
             tokens=prompt + int(output),

@@ -319,10 +319,12 @@ class Simulation:
                 return
         blocks = run.contexts[tnode.id]
         labels: dict[str, Scalar] = {}
+        foreign = None
         if self.placer is None:
             e, found = self.router.route(run, blocks)
         else:
             e, found, labels = self._place(run, tnode, blocks)
+            foreign = self.placer.foreign(program.tenant, blocks, e)
         run.engine = e
         own = (
             blocks[-1].tokens
@@ -340,9 +342,8 @@ class Simulation:
         private = sum(b.tokens for b in blocks if not b.public)
         ticket = self.driver.queue_call(program.id, tnode.id, probe, now, private_tokens=private)
         out = f"{program.id}/{tnode.id}/out"
-        call = SimCall(
-            ticket, blocks, tnode.output_tokens, out, run.inserts.get(tnode.id, -1), labels
-        )
+        insert_at = run.inserts.get(tnode.id, -1)
+        call = SimCall(ticket, blocks, tnode.output_tokens, out, insert_at, labels, foreign)
         run.llm_calls[ticket.call_id] = (i, e)
         self.engines[e].submit(call, now)
         self._kick(e, now)

@@ -21,8 +21,9 @@ def test_gpu_seconds_sum_every_replica() -> None:
     assert min(busy) > 0  # both replicas worked, so a one-engine count would be short
     metrics = MetricsAggregator().observe_all(result.events.events)
     report = metrics.report()
-    last = {str(e.data["engine"]): float(e.data["busy_s"]) for e in stats}  # latest each
-    assert metrics.busy_s == pytest.approx(sum(last.values()))
+    last = {str(e.data["engine"]): e.data["busy_s"] for e in stats}  # the latest of each
+    assert all(isinstance(v, float) for v in last.values())
+    assert metrics.busy_s == pytest.approx(sum(float(str(v)) for v in last.values()))
     # stats are sampled every 5 s, so the last sample trails an engine's final busy time by
     # up to that much; still well above any one replica alone
     assert sum(busy) - 10.0 <= metrics.busy_s <= sum(busy)
