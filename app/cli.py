@@ -117,6 +117,28 @@ def main() -> None:
     " the insertion, as real engines) or relative (CacheSlide-style, the suffix at a correction"
     " cost), or ordinary,relative to compare them side by side.",
 )
+@click.option(
+    "--models",
+    default=None,
+    metavar="NAME[:tpN][:xR],...",
+    help="Several models, each on its own GPUs (e.g. llama-3.1-70b:tp4,llama-3.1-8b); each"
+    " call's model is chosen by --model-rules (default for multi-model: those two).",
+)
+@click.option(
+    "--model-rules",
+    default="all",
+    show_default=True,
+    help="With --models: model selection rules (all-large, fixed-roles, finish-time), a"
+    " comma-separated list run side by side with ratios to all-large, or 'all'.",
+)
+@click.option(
+    "--cross-model-kv",
+    default="none",
+    show_default=True,
+    help="With --models: none (count the prefix another model cached as lost cross-model"
+    " reuse) or shared-prefill (reuse a compatible model's shared layers, recompute the"
+    " rest), or none,shared-prefill side by side.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path))

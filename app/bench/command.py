@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -17,14 +19,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 
 from agentconsole.bench.html_report import write_html
 from agentconsole.bench.loads import run_loads
+from agentconsole.bench.models_table import ALL_LARGE, models_table
 from agentconsole.bench.runner import BASELINES, BenchSetup, cost_model, load_programs, run_one
 from agentconsole.bench.sweep import max_rate
 from agentconsole.bench.table import loads_table, metrics_table, prefix_cache_table, sweep_table
 from agentconsole.kvtiers.router import get_router
 from agentconsole.kvtiers.toolwait import available_tool_wait_policies
 from agentconsole.sample_traces.generator import available_workloads
+from agentconsole.scheduler.models import available_rules
 from agentconsole.scheduler.policies import available
 from agentconsole.server.runtime.sim.bound import ThroughputBound, throughput_bound
+from agentconsole.server.runtime.sim.crossmodel import CROSS_MODEL_MODES
 from agentconsole.server.runtime.sim.prefixcache import PREFIX_CACHE_MODES
 
 T = TypeVar("T")
@@ -33,6 +38,9 @@ STOCK = "stock-sglang"
 #: a workload's model when ``--model`` is not given: one whose window holds its contexts
 #: (long-coding's reach 400K tokens, past Llama 3.1's 128K)
 WORKLOAD_MODELS = {"long-coding": "qwen2.5-7b-1m"}
+#: a workload's models when ``--models`` is not given: ``multi-model``'s candidates, the 70B
+#: on 4 GPUs (tensor parallel: its weights and KV need more than one H200), the 8B on one
+WORKLOAD_POOLS = {"multi-model": "llama-3.1-70b:tp4,llama-3.1-8b"}
 #: default SLO: this multiple of the workload's P95 E2E when each program runs alone
 DEFAULT_SLO_FACTOR = 3.0
 
@@ -48,11 +56,16 @@ def run_bench(**opts: Any) -> None:
         opts["workload"] = "seed-mix"
     if opts["workload"] in WORKLOAD_MODELS and not opts["trace_path"] and _defaulted("model"):
         opts["model"] = WORKLOAD_MODELS[opts["workload"]]
+    if opts["workload"] in WORKLOAD_POOLS and not opts["trace_path"] and not opts["models"]:
+        opts["models"] = WORKLOAD_POOLS[opts["workload"]]
     policies = _names(opts["policies"], [*available(), *BASELINES], "policy")
     kv_policies = _names(opts["kv_policy"], available_tool_wait_policies(), "kv policy")
-    modes = _names(opts["prefix_cache"], list(PREFIX_CACHE_MODES), "prefix cache")
-    if opts["loads"] and len(modes) > 1:
-        raise click.UsageError("--loads compares policies under one --prefix-cache mode")
+    dims = _dimensions(opts)
+    if opts["loads"] and any(len(values) > 1 for _, values in dims):
+        raise click.UsageError(
+            "--loads compares policies under one --prefix-cache mode, model rule and"
+            " cross-model KV mode"
+        )
     setup = BenchSetup(
         workload=None if opts["trace_path"] else opts["workload"],
         trace=opts["trace_path"],
@@ -70,6 +83,7 @@ def run_bench(**opts: Any) -> None:
         holds=opts["holds"],
         admission=opts["admission"],
         params=tuple(_param(text) for text in opts["workload_params"]),
+        models=opts["models"],
     )
     try:  # fail fast on a bad workload, trace, parameter or hardware, before forking workers
         programs = load_programs(setup)
@@ -77,44 +91,44 @@ def run_bench(**opts: Any) -> None:
         get_router(setup.routing, 1)
     except (ValueError, KeyError) as exc:  # KeyError: an unknown GPU, model or profile
         raise click.UsageError(str(exc.args[0] if exc.args else exc)) from None
-    setups = {m: replace(setup, prefix_cache=m) for m in modes}
-    setup = setups[modes[0]]
-    triples = [(p, k, m) for p in policies for k in kv_policies for m in modes]
+    variants = _variants(setup, dims)
+    setup = next(iter(variants.values()))
+    cells = [(p, k, v) for p in policies for k in kv_policies for v in variants]
 
-    def label(p: str, k: str, m: str) -> str:
-        """The run's column: the policy, plus what varies (kv policy, prefix cache mode)."""
-        return "+".join(
-            [p, *([k] if len(kv_policies) > 1 else []), *([m] if len(modes) > 1 else [])]
-        )
+    def label(p: str, k: str, v: str) -> str:
+        """The run's column: the policy, plus what varies (kv policy, the variant)."""
+        return "+".join([p, *([k] if len(kv_policies) > 1 else []), *([v] if v else [])])
 
     jobs = opts["jobs"] or os.cpu_count() or 1
     with ProcessPoolExecutor(max_workers=jobs) as pool, _progress() as progress:
         runs = _gather(
             progress,
             "runs",
-            {label(p, k, m): pool.submit(run_one, setups[m], p, k) for p, k, m in triples},
+            {label(p, k, v): pool.submit(run_one, variants[v], p, k) for p, k, v in cells},
         )
         result: dict[str, Any] = {"setup": _setup_json(setup), "policies": runs}
-        if len(modes) > 1:
-            result["setup"]["prefix_cache"] = modes
-        title = f"{setup.label} on {setup.replicas} x {setup.gpu} x {setup.model} (tp {setup.tp})"
+        for field, values in dims:
+            if len(values) > 1:
+                result["setup"][field] = values
+        title = f"{setup.label} on {_hardware(setup)}"
         if opts["sweep"]:
             slo = opts["slo_p95"] or DEFAULT_SLO_FACTOR * _ideal_p95(runs)
             start = next(iter(runs.values()))["rate_programs_per_s"]
             result["slo_p95_s"] = slo
-            bound = throughput_bound(programs, cost, replicas=setup.replicas)
-            result["throughput_bound"] = _bound_json(bound)
+            if not setup.models:  # the bound is of one model's replicas
+                bound = throughput_bound(programs, cost, replicas=setup.replicas)
+                result["throughput_bound"] = _bound_json(bound)
             result["sweep"] = _gather(
                 progress,
                 "sweep",
                 {
-                    label(p, k, m): pool.submit(max_rate, setups[m], p, k, slo, start)
-                    for p, k, m in triples
+                    label(p, k, v): pool.submit(max_rate, variants[v], p, k, slo, start)
+                    for p, k, v in cells
                 },
             )
         if opts["loads"]:
             loads = _loads(opts["loads"])
-            runs_at = [(label(p, k, m), p, k) for p, k, m in triples]
+            runs_at = [(label(p, k, v), p, k) for p, k, v in cells]
             result["load_sweep"] = run_loads(
                 pool, setup, runs_at, loads, lambda what, fs: _gather(progress, what, fs)
             )
@@ -122,24 +136,30 @@ def run_bench(**opts: Any) -> None:
     needed = 50 + 15 * len(runs)
     wide = Console(width=max(console.width, needed)) if console.width < needed else console
     wide.print(metrics_table(title, runs))
+    modes = dict(dims)["prefix_cache"]
     if len(modes) > 1:
-        groups: dict[str, dict[str, dict[str, Any]]] = {}
-        for p, k, m in triples:
-            base = label(p, k, m).removesuffix(f"+{m}")
-            groups.setdefault(base, {})[m] = runs[label(p, k, m)]
+        groups = _groups(cells, label, variants, "prefix_cache", runs)
         Console(width=max(console.width, 120)).print(prefix_cache_table(groups, modes))
+    if setup.models:
+        by_rule = _groups(cells, label, variants, "model_rule", runs, also="cross_model_kv")
+        sweeps = _groups(
+            cells, label, variants, "model_rule", result.get("sweep"), "cross_model_kv"
+        )
+        for table in models_table(by_rule, sweeps):
+            Console(width=max(console.width, 130)).print(table)
     if "sweep" in result:
         console.print(f"SLO: P95 E2E <= {result['slo_p95_s']:.1f} s")
         base = _baseline(result["sweep"])
-        bound_rate = result["throughput_bound"]["programs_per_s"]
+        bound_rate = result.get("throughput_bound", {}).get("programs_per_s", math.nan)
         sweep_console = Console(width=max(console.width, 110))
         sweep_console.print(sweep_table(result["sweep"], base, bound_rate))
-        console.print(
-            f"No schedule can finish more than {bound_rate:.3f} programs/s on this hardware "
-            "(perfect prefix reuse, free weights, prefill fully hidden under decode: "
-            f"{result['throughput_bound']['seconds_per_program']:.2f} s of GPU per program); "
-            f"4x {base} would be {4 * result['sweep'][base]['max_rate']:.3f}."
-        )
+        if "throughput_bound" in result:
+            console.print(
+                f"No schedule can finish more than {bound_rate:.3f} programs/s on this "
+                "hardware (perfect prefix reuse, free weights, prefill fully hidden under "
+                f"decode: {result['throughput_bound']['seconds_per_program']:.2f} s of GPU per"
+                f" program); 4x {base} would be {4 * result['sweep'][base]['max_rate']:.3f}."
+            )
     if "load_sweep" in result:
         base = _baseline(result["load_sweep"]["loads"])
         Console(width=max(console.width, 130)).print(loads_table(result["load_sweep"], base))
@@ -149,6 +169,60 @@ def run_bench(**opts: Any) -> None:
     if opts["html_path"]:
         write_html(Path(opts["html_path"]), title, result)
         console.print(f"wrote {opts['html_path']}")
+
+
+def _dimensions(opts: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """What the runs vary besides the policies: the setup field and its values, each list
+    in the order given (``all-large`` first among rules: the ratios are to it)."""
+    modes = _names(opts["prefix_cache"], list(PREFIX_CACHE_MODES), "prefix cache")
+    crosses = _names(opts["cross_model_kv"], list(CROSS_MODEL_MODES), "cross-model KV mode")
+    if not opts["models"]:
+        if not (_defaulted("model_rules") and _defaulted("cross_model_kv")):
+            raise click.UsageError("--model-rules and --cross-model-kv need --models")
+        return [("prefix_cache", modes)]
+    rules = _names(opts["model_rules"], available_rules(), "model rule")
+    rules.sort(key=lambda r: r != ALL_LARGE)  # stable: the rest keep their order
+    return [("prefix_cache", modes), ("model_rule", rules), ("cross_model_kv", crosses)]
+
+
+def _variants(setup: BenchSetup, dims: list[tuple[str, list[str]]]) -> dict[str, BenchSetup]:
+    """Every combination of the dimensions' values as a setup, keyed by the values of the
+    dimensions that vary, joined by ``+`` (empty when none varies)."""
+    out: dict[str, BenchSetup] = {}
+    for combo in itertools.product(*(values for _, values in dims)):
+        fields: dict[str, Any] = {n: v for (n, _), v in zip(dims, combo, strict=True)}
+        key = "+".join(v for (_, values), v in zip(dims, combo, strict=True) if len(values) > 1)
+        out[key] = replace(setup, **fields)
+    return out
+
+
+def _groups(
+    cells: list[tuple[str, str, str]],
+    label: Callable[[str, str, str], str],
+    variants: dict[str, BenchSetup],
+    field: str,
+    rows: dict[str, Any] | None,
+    also: str | None = None,
+) -> dict[str, dict[str, Any]]:
+    """``rows`` (by run label) regrouped for a side-by-side table: one group per run with
+    ``field`` (and ``also``) taken out of its label, each mapping those values to its row."""
+    groups: dict[str, dict[str, Any]] = {}
+    if rows is None:
+        return groups
+    for p, k, v in cells:
+        setup = variants[v]
+        taken = [str(getattr(setup, f)) for f in (field, also) if f is not None]
+        rest = "+".join(part for part in v.split("+") if part and part not in taken)
+        column = "+".join(part for part in v.split("+") if part in taken) or taken[0]
+        groups.setdefault(label(p, k, rest), {})[column] = rows[label(p, k, v)]
+    return groups
+
+
+def _hardware(setup: BenchSetup) -> str:
+    """What the run's engines are, for the table's title."""
+    if setup.models:
+        return f"{setup.gpu}: {setup.models}"
+    return f"{setup.replicas} x {setup.gpu} x {setup.model} (tp {setup.tp})"
 
 
 def _baseline(rows: dict[str, Any]) -> str:

@@ -18,13 +18,31 @@ from agentconsole.sample_traces.generator import generate
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.server.runtime.sim.calls import EngineConfig
 from agentconsole.server.runtime.sim.costmodel import CostModel, preset
+from agentconsole.server.runtime.sim.crossmodel import get_cross_model
+from agentconsole.server.runtime.sim.models import (
+    ModelPool,
+    ModelSetup,
+    parse_models,
+    preferred_roles,
+)
 from agentconsole.server.runtime.sim.prefixcache import get_prefix_cache
 from agentconsole.server.runtime.sim.profile import load_profile
 from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
 
+#: programs/s of ``multi-model`` (see ``DEFAULT_RATES``)
+MULTI_MODEL_RATE = 0.02
 #: arrival rates (programs/s) that load a simulated H200 with Llama-3.1-8B to roughly half its
 #: capacity, so a default run shows contention without overload
-DEFAULT_RATES = {"seed-mix": 0.04, "coding-agent": 0.05, "two-tenants": 0.04, "wide-fanout": 0.01}
+DEFAULT_RATES = {
+    "seed-mix": 0.04,
+    "coding-agent": 0.05,
+    "two-tenants": 0.04,
+    "wide-fanout": 0.01,
+    # on its default models (llama-3.1-70b:tp4 and llama-3.1-8b, command.WORKLOAD_POOLS): the
+    # rate at which all-large keeps the 70B engine about half busy (measured, see section 14
+    # of docs/BENCHMARKS.md), the same rule as the one-model rates above
+    "multi-model": MULTI_MODEL_RATE,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +93,32 @@ class BenchSetup:
     #: what the simulated prefix cache reuses after a mid-prompt insertion
     #: (``sim/prefixcache.py``: ``ordinary`` or ``relative``)
     prefix_cache: str = "ordinary"
+    #: several models (``sim/models.py`` ``parse_models`` text such as
+    #: ``llama-3.1-70b:tp4,llama-3.1-8b``), each on its own GPUs; None: the one ``model``
+    models: str | None = None
+    #: the selection rule giving each call a model when ``models`` is set
+    #: (``scheduler/models``: ``all-large``, ``fixed-roles``, ``finish-time``)
+    model_rule: str = "finish-time"
+    #: cross-model KV (``sim/crossmodel.py``): ``none`` or ``shared-prefill``
+    cross_model_kv: str = "none"
 
     @property
     def label(self) -> str:
         return self.workload or (self.trace.name if self.trace else "trace")
 
 
+def model_pools(setup: BenchSetup) -> tuple[ModelPool, ...]:
+    """The setup's served models (empty for a one-model run); ``ValueError``/``KeyError``
+    for a bad ``models`` text."""
+    return parse_models(setup.models, setup.gpu) if setup.models else ()
+
+
 def cost_model(setup: BenchSetup) -> CostModel:
+    """The one model's cost model; with several models, the top tier's (the controller's
+    estimates and each program's ideal E2E are then those of the best model alone)."""
+    pools = model_pools(setup)
+    if pools:
+        return max(pools, key=lambda p: p.tier).cost()
     if setup.profile:
         return CostModel.from_profile(load_profile(setup.profile))
     return preset(setup.gpu, setup.model, setup.tp)
@@ -90,7 +127,11 @@ def cost_model(setup: BenchSetup) -> CostModel:
 def engine_config(setup: BenchSetup, baseline: Baseline | None = None) -> EngineConfig:
     holds = setup.holds if baseline is None else baseline.holds
     mode = setup.prefix_cache if baseline is None else baseline.prefix_cache
-    base = EngineConfig(hold_queued_context=holds, prefix_cache=get_prefix_cache(mode))
+    base = EngineConfig(
+        hold_queued_context=holds,
+        prefix_cache=get_prefix_cache(mode),
+        cross_model=get_cross_model(setup.cross_model_kv),
+    )
     if baseline is not None:
         base = replace(base, eviction=baseline.eviction)
     if not (setup.host_tier if baseline is None else baseline.host_tier):
@@ -149,6 +190,7 @@ def run_one(
         replicas=setup.replicas,
         routing=setup.routing,
         program_admission=baseline.admission if baseline else setup.admission,
+        models=model_setup(setup, programs),
     )
     result = Simulation(programs, cost_model(setup), config).run()
     metrics = MetricsAggregator().observe_all(result.events.events)
@@ -170,4 +212,14 @@ def run_one(
     report["events"] = len(result.events)
     report["rate_programs_per_s"] = arrival_rate(programs)
     report["ideal_e2e_p95_s"] = metrics.ideal_p95()
+    report["models"] = metrics.models()
     return report
+
+
+def model_setup(setup: BenchSetup, programs: list[TraceProgram]) -> ModelSetup | None:
+    """The run's models and rule (None for one model); ``fixed-roles`` maps each role to the
+    model the trace lists first for it (``preferred_roles``)."""
+    pools = model_pools(setup)
+    if not pools:
+        return None
+    return ModelSetup(pools, rule=setup.model_rule, roles=preferred_roles(programs, pools))

@@ -72,5 +72,7 @@ def max_rate(
         "e2e_p95_s": best["e2e_p95_s"] if best else math.nan,
         "max_tenant_slowdown": best["max_tenant_slowdown"] if best else math.nan,
         "goodput_programs_per_s": best["goodput_programs_per_s"] if best else math.nan,
+        "gpu_s_per_success": best["gpu_s_per_success"] if best else math.nan,
+        "e2e_p50_s": best["e2e_p50_s"] if best else math.nan,
         "probes": probes,
     }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.table import Table
@@ -165,18 +165,36 @@ def loads_table(loads: Mapping[str, Any], baseline: str) -> Table:
     return table
 
 
-def prefix_cache_table(
-    groups: Mapping[str, Mapping[str, Mapping[str, Any]]], modes: Sequence[str]
+#: one row of a :func:`ratio_table`: printed name, format, and how to read it from a run
+RatioRow = tuple[str, str, Callable[[Mapping[str, Any]], Any]]
+
+
+def key_rows(rows: Sequence[tuple[str, str, str]]) -> list[RatioRow]:
+    """``(json key, name, format)`` rows as ratio-table rows reading that key."""
+    return [(label, spec, _reader(key)) for key, label, spec in rows]
+
+
+def _reader(key: str) -> Callable[[Mapping[str, Any]], Any]:
+    """Reads ``key`` from a run report (None when absent)."""
+    return lambda run: run.get(key)
+
+
+def ratio_table(
+    title: str,
+    groups: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    columns: Sequence[str],
+    rows: Callable[[Mapping[str, Mapping[str, Any]]], Sequence[RatioRow]],
+    first_column: str = "policy",
 ) -> Table:
-    """``bench --prefix-cache a,b``: per policy, what each prefix cache mode lost or reused
-    after mid-prompt insertions and what it bought, with each mode's ratio to the first."""
-    first = modes[0]
-    table = Table(title="prefix cache after mid-prompt insertions", header_style="bold")
-    for col in ("policy", "metric", *modes, *(f"{m} / {first}" for m in modes[1:])):
-        table.add_column(col, justify="left" if col in ("policy", "metric") else "right")
-    for name, by_mode in groups.items():
-        for key, label, spec in PREFIX_CACHE_ROWS:
-            values = [by_mode[m].get(key) for m in modes]
+    """Runs side by side: per group (a policy), one line per row of ``rows(group)`` with each
+    column's value and every column's ratio to the first (a column a group lacks is -)."""
+    first = columns[0]
+    table = Table(title=title, header_style="bold")
+    for col in (first_column, "metric", *columns, *(f"{c} / {first}" for c in columns[1:])):
+        table.add_column(col, justify="left" if col in (first_column, "metric") else "right")
+    for name, by_column in groups.items():
+        for label, spec, read in rows(by_column):
+            values = [read(by_column[c]) if c in by_column else None for c in columns]
             table.add_row(
                 name,
                 label,
@@ -185,6 +203,15 @@ def prefix_cache_table(
             )
         table.add_section()
     return table
+
+
+def prefix_cache_table(
+    groups: Mapping[str, Mapping[str, Mapping[str, Any]]], modes: Sequence[str]
+) -> Table:
+    """``bench --prefix-cache a,b``: per policy, what each prefix cache mode lost or reused
+    after mid-prompt insertions and what it bought, with each mode's ratio to the first."""
+    rows = key_rows(PREFIX_CACHE_ROWS)
+    return ratio_table("prefix cache after mid-prompt insertions", groups, modes, lambda _: rows)
 
 
 def _ratio(value: Any, base: Any) -> float:
