@@ -145,8 +145,9 @@ def run_bench(**opts: Any) -> None:
         sweeps = _groups(
             cells, label, variants, "model_rule", result.get("sweep"), "cross_model_kv"
         )
-        for table in models_table(by_rule, sweeps):
-            Console(width=max(console.width, 130)).print(table)
+        columns = len({c for by in by_rule.values() for c in by})
+        for table in models_table(by_rule, sweeps):  # each column twice: value and ratio
+            Console(width=max(console.width, 60 + 26 * 2 * columns)).print(table)
     if "sweep" in result:
         console.print(f"SLO: P95 E2E <= {result['slo_p95_s']:.1f} s")
         base = _baseline(result["sweep"])
