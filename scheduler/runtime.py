@@ -132,6 +132,9 @@ class GenerationRequest:
     prompt_ids: tuple[int, ...] | None = None
     #: engine-specific sampling entries the prompt's format asked for (``Prompt.sampling``)
     sampling: Mapping[str, Any] = field(default_factory=dict)
+    #: the served model to run on (a runtime over several models dispatches by it); None:
+    #: the runtime's one model
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

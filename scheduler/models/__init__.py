@@ -14,15 +14,19 @@ from agentconsole.scheduler.models.rules import (
     register_rule,
 )
 from agentconsole.scheduler.models.selector import ModelSelector, Pins
+from agentconsole.scheduler.models.served import ModelFleet, ServedModel, role_map
 
 __all__ = [
     "ModelChoice",
+    "ModelFleet",
     "ModelOption",
     "ModelRequest",
     "ModelSelector",
     "Pins",
     "SelectionRule",
+    "ServedModel",
     "available_rules",
     "get_rule",
     "register_rule",
+    "role_map",
 ]
