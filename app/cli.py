@@ -159,12 +159,26 @@ def bench(**options: object) -> None:
 @main.command("make-model")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--seed", type=int, default=0, show_default=True)
-def make_model(out_dir: Path, seed: int) -> None:
-    """Write a tiny random Llama-style model with a locally trained tokenizer to OUT_DIR."""
+@click.option(
+    "--layers", type=click.IntRange(1, 64), default=2, show_default=True, help="Decoder layers."
+)
+@click.option(
+    "--hidden",
+    type=click.IntRange(8, 4096),
+    default=64,
+    show_default=True,
+    help="Hidden width (a multiple of 8; the MLP is twice as wide).",
+)
+def make_model(out_dir: Path, seed: int, layers: int, hidden: int) -> None:
+    """Write a tiny random Llama-style model with a locally trained tokenizer to OUT_DIR
+    (two of different sizes make a multi-model ``serve``: docs/DEPLOY.md)."""
     from agentconsole.server.runtime.sglang.tiny_model import make_tiny_model
 
-    path = make_tiny_model(out_dir, seed=seed)
-    click.echo(f"tiny model ready: {path}")
+    try:
+        path = make_tiny_model(out_dir, seed=seed, layers=layers, hidden=hidden)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--hidden") from None
+    click.echo(f"tiny model ready: {path} ({layers} layers, hidden {hidden})")
 
 
 @main.command()

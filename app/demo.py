@@ -51,7 +51,7 @@ async def _node(
         segments = context_segments(program, node.id)
         text = "".join(segment_text(s.key, s.tokens, token_scale) for s in segments)
         body = {
-            "model": "demo",
+            "model": "auto",  # several models served: the selector's choice
             "messages": [{"role": "user", "content": text}],
             "max_tokens": max(min(node.output_tokens, 256), 1),
             "ignore_eos": True,

@@ -23,6 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from agentconsole.scheduler.models import ServedModel, get_rule
 from agentconsole.server.api.config import (
     DEMO_TENANT_KEYS,
     DEV_OPERATOR_KEYS,
@@ -35,6 +36,7 @@ from agentconsole.server.gateway.sandbox_spec import (
     SandboxConfig,
     python_interpreter,
 )
+from agentconsole.server.live.modeldesk import SelectionConfig
 from agentconsole.server.live.tenants import TenantLimits
 
 
@@ -95,6 +97,93 @@ class RuntimeSection(_Section):
     """The model name ``/v1/models`` reports (default: derived from ``model``)."""
     extra: dict[str, Any] = Field(default_factory=dict)
     """Runtime-specific options passed through to the runtime factory."""
+
+
+class ModelSection(_Section):
+    """One served model of a multi-model ``serve`` (an entry of ``models``)."""
+
+    name: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+    """What requests (``model``, ``model_candidates``) and responses call it; not ``auto``."""
+    path: str | None = None
+    """SGLang: the model directory (or hub id); sim: a model preset (``bench --list``). None:
+    the runtime's default model (SGLang on CPU: the tiny model)."""
+    tier: int = Field(default=1, ge=0, le=1000)
+    """Quality tier, higher is better: a node's or role's minimum tier excludes lower ones."""
+    roles: list[str] = Field(default_factory=list)
+    """Node roles this model is meant for (``selection.rule = "fixed-roles"`` maps them)."""
+    price_per_mtok: float = Field(default=0.0, ge=0)
+    """Price per million tokens (prompt plus output): the selector weighs it (and breaks ties
+    on it)."""
+    load_s: float = Field(default=0.0, ge=0)
+    """Cold start in seconds, charged by the selector while the model is not loaded."""
+    tokenizer: str | None = None
+    """SGLang: a tokenizer other than the model's own (directory or hub id). Default: the
+    model's."""
+    memory_share: float | None = Field(default=None, gt=0, le=1)
+    """SGLang on GPU: the share of device memory its engine takes (``mem_fraction_static``);
+    models sharing a GPU must add up to less than 1."""
+    devices: list[int] = Field(default_factory=list)
+    """SGLang on GPU: the device ids its engine runs on (tensor parallel over all of them;
+    the first is ``base_gpu_id``). Empty: ``runtime.tp`` devices from 0."""
+    tp: int | None = Field(default=None, ge=1, le=64)
+    """Tensor-parallel degree of its engine (sim: of its preset, e.g. 4 for a 70B on H200).
+    Default: the number of ``devices``, else ``runtime.tp``."""
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    """The KV pool in tokens (SGLang on CPU: 16384 by default)."""
+    gpu: str | None = None
+    """Sim: the GPU preset of this model's engine (default ``runtime.gpu``)."""
+    extra: dict[str, Any] = Field(default_factory=dict)
+    """Runtime options for this model's engine, over ``runtime.extra``."""
+
+    def served(self) -> ServedModel:
+        """The server's view of this entry."""
+        extra = dict(self.extra)
+        if self.gpu is not None:
+            extra["gpu"] = self.gpu
+        return ServedModel(
+            self.name,
+            source=self.path,
+            tier=self.tier,
+            roles=tuple(self.roles),
+            price_per_mtok=self.price_per_mtok,
+            load_s=self.load_s,
+            tokenizer=self.tokenizer,
+            memory_share=self.memory_share,
+            devices=tuple(self.devices),
+            tp=self.tp,
+            max_total_tokens=self.max_total_tokens,
+            extra=extra,
+        )
+
+
+class SelectionSection(_Section):
+    rule: str = "finish-time"
+    """How ``auto`` calls get a model: ``finish-time`` (least predicted finish: queue plus
+    service on each engine, cold start; price breaks ties), ``all-large`` (the top tier) or
+    ``fixed-roles`` (each model's ``roles``)."""
+    seconds_per_price: float = Field(default=0.0, ge=0)
+    """``finish-time``: seconds of predicted finish one unit of price is worth (0: price only
+    breaks ties)."""
+    role_tiers: dict[str, int] = Field(default_factory=dict)
+    """Role -> the least quality tier its nodes accept (a request's ``min_tier`` wins)."""
+    role_pins: dict[str, str] = Field(default_factory=dict)
+    """Role -> model: operator pins in place at start (``/v1/operator/models/pins`` changes
+    them while serving)."""
+
+    def config(self) -> SelectionConfig:
+        """The server's view of these settings (``KeyError`` for an unknown rule)."""
+        get_rule(self.rule)
+        return SelectionConfig(
+            self.rule, self.seconds_per_price, dict(self.role_tiers), dict(self.role_pins)
+        )
+
+
+#: ``serve --runtime sim --demo`` without ``models``: a large and a small preset, so the
+#: selector and the consoles have a choice to show (list prices: Together AI, Llama 3.1 Turbo)
+DEMO_SIM_MODELS = (
+    ModelSection(name="llama-3.1-70b", path="llama-3.1-70b", tier=2, tp=4, price_per_mtok=0.88),
+    ModelSection(name="llama-3.1-8b", path="llama-3.1-8b", tier=1, price_per_mtok=0.18),
+)
 
 
 class StoreSection(_Section):
@@ -229,6 +318,12 @@ class Settings(BaseSettings):
     """What the store keeps of tenants' tool data."""
     sandbox: SandboxSection = Field(default_factory=lambda: SandboxSection())
     """The tool gateway's ``sandbox`` executor (bubblewrap)."""
+    models: list[ModelSection] = Field(default_factory=list)
+    """Several models in one ``serve``, each its own engine (the first is the default).
+    Empty: the one ``runtime.model``. TOML: ``[[models]]`` tables; environment:
+    ``AGENTCONSOLE_MODELS`` as a JSON list."""
+    selection: SelectionSection = Field(default_factory=lambda: SelectionSection())
+    """How calls are given one of several models (``model: auto``, candidates)."""
     demo: bool = False
     """Add the demo tenants and run built-in agents against the server."""
     tui: bool = False
@@ -302,7 +397,17 @@ class Settings(BaseSettings):
             whatif_keep=self.whatif.keep,
             whatif_run_timeout_s=self.whatif.run_timeout_s,
             whatif_run_jobs=self.whatif.run_jobs,
+            models=tuple(m.served() for m in self.served_models()),
+            selection=self.selection.config(),
         )
+
+    def served_models(self) -> list[ModelSection]:
+        """``models``; with none, the demo's two presets under ``--demo`` on the simulator."""
+        if self.models or not (self.demo and self.runtime.name == "sim"):
+            return list(self.models)
+        if self.runtime.model is not None or self.runtime.profile is not None:
+            return []  # the operator chose the demo's model: one, as before
+        return list(DEMO_SIM_MODELS)
 
 
 def load_settings(

@@ -58,7 +58,8 @@ from agentconsole.server.live.snapshots import MetricRecorder
 from agentconsole.server.live.sweeper import Sweeper
 from agentconsole.server.live.tenants import TenantBudgets
 from agentconsole.server.prometheus import PrometheusMetrics
-from agentconsole.server.runtime.registry import RuntimeOptions, create_runtime
+from agentconsole.server.runtime.fleet.build import build_runtime
+from agentconsole.server.runtime.registry import RuntimeOptions
 from agentconsole.server.store.catalog import TenantRecord
 from agentconsole.server.store.journal import OperatorAction
 from agentconsole.server.store.store import Store
@@ -117,7 +118,7 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
             profile=config.profile,
             extra={**config.runtime_extra, "event_sink": hub},
         )
-        runtime = create_runtime(config.runtime, options)
+        runtime = build_runtime(config.runtime, options, config.served_models())
     service = ProgramService(
         runtime,
         hub,
@@ -134,6 +135,8 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         tenants=TenantBudgets(
             config.tenant_limits, config.tenant_overrides, store.repo.stored_bytes_by_tenant()
         ),
+        model_name=config.model_name,
+        selection=config.selection,
     )
     metrics = MetricsAggregator(window=10_000)  # bounded: serve runs for weeks
     projector = StoreProjector(

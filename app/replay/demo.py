@@ -87,6 +87,7 @@ async def run_demo(
             max_output_tokens=256,
             id_prefix=f"demo-{run_id}-{round_no}-",
             labels=(("source", "demo"),),
+            model="auto",  # several models served: each call's is the selector's choice
         )
         try:
             summary = await run_replay(url, tenants, programs, speed, stop_event, options=options)

@@ -70,6 +70,36 @@ def program_identity(extras: AgentExtras | None, request: Request[Any, Any, Any]
     }
 
 
+#: the header an unmodified client lists candidate models in (comma-separated)
+CANDIDATES_HEADER = "x-agentconsole-model-candidates"
+_MAX_CANDIDATES = 16
+
+
+def model_request(
+    model: str, extras: AgentExtras | None, request: Request[Any, Any, Any]
+) -> dict[str, Any]:
+    """Which model a call asks for (``ChatCall`` fields): the body's ``model`` (a served name
+    or ``auto``), the candidates of the ``agentconsole`` object or else of the
+    ``X-Agentconsole-Model-Candidates`` header, the role and minimum tier."""
+    listed: tuple[str, ...] | None = None
+    if extras is not None and extras.model_candidates is not None:
+        listed = tuple(extras.model_candidates)
+    elif (raw := request.headers.get(CANDIDATES_HEADER)) is not None:
+        listed = tuple(name.strip() for name in raw.split(",") if name.strip())
+        if not listed or len(listed) > _MAX_CANDIDATES:
+            raise ApiError(
+                422,
+                f"{CANDIDATES_HEADER} lists 1 to {_MAX_CANDIDATES} model names",
+                field="X-Agentconsole-Model-Candidates",
+            )
+    return {
+        "model": model,
+        "model_candidates": listed,
+        "role": extras.role if extras is not None else None,
+        "min_tier": extras.min_tier if extras is not None else None,
+    }
+
+
 def checked_max_tokens(value: int | None, default: int, live: Live) -> int:
     """``value`` unless it is over the server's limit (422); without one ``default``, capped
     at the limit."""
@@ -79,6 +109,11 @@ def checked_max_tokens(value: int | None, default: int, live: Live) -> int:
     if value > limit:
         raise ApiError(422, f"max_tokens must be at most {limit}", field="max_tokens")
     return value
+
+
+def served_name(call: LiveCall, live: Live) -> str:
+    """The model that ran ``call`` (a response's ``model``)."""
+    return call.request.model or live.config.model_name
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,8 @@ Program identity comes from the body's ``agentconsole`` object, else from the ``
 
 The prompt, the tool-call parse and the streaming filter that keeps tool-call markup from the
 client all come from the runtime's chat format (the served model's own template and parser on
-SGLang, ChatML on the simulator); a response's ``model`` is the served model's name.
+SGLang, ChatML on the simulator); a response's ``model`` is the name of the model that ran
+it (several served: the request's, or the selector's choice, ``live/modeldesk.py``).
 
 Disconnects and the rest both endpoints share: :mod:`callflow`.
 """
@@ -25,8 +26,10 @@ from agentconsole.server.api.callflow import (
     checked_max_tokens,
     event_stream,
     finished,
+    model_request,
     program_identity,
     refusal,
+    served_name,
 )
 from agentconsole.server.api.deps import LiveDep, PrincipalDep
 from agentconsole.server.api.openai_format import (
@@ -62,6 +65,7 @@ def chat_call(
         priority=data.priority,
         ignore_eos=data.ignore_eos,
         **program_identity(data.agentconsole, request),
+        **model_request(data.model, data.agentconsole, request),
     )
 
 
@@ -122,9 +126,10 @@ class ChatController(Controller):
         chat = chat_call(data, request, live)
         declared, _ = offered_tools(chat.tools, chat.tool_choice)
         call = await live.service.start_call(principal.tenant, chat)
-        chat_format = format_of(live.service.runtime)  # the runtime is up once a call started
+        # the format of the model that runs the call (the runtime is up once a call started)
+        chat_format = format_of(live.service.models.runtime_of(call.request.model))
         ident = CallIdentity.of(call, data.rid or data.request_id)
-        completion = Completion(ident.request_id, live.config.model_name, ident.body)
+        completion = Completion(ident.request_id, served_name(call, live), ident.body)
         if data.stream:
             usage = bool(data.stream_options and data.stream_options.include_usage)
             body = _stream(call, completion, usage, chat_format.stream(declared))
@@ -140,18 +145,16 @@ class ChatController(Controller):
         )
         return Response(body_json, headers=with_lost_reuse(ident.headers, call.lost_reuse_tokens))
 
-    @get("/models", summary="The served model")
+    @get("/models", summary="The served models")
     async def models(self, live: LiveDep, principal: PrincipalDep) -> dict[str, Any]:
-        """OpenAI model list with the one served model."""
-        del principal  # any valid key may list the model
+        """OpenAI model list: every served model (the default first), with its quality tier,
+        price per million tokens, roles and whether it is loaded."""
+        del principal  # any valid key may list the models
+        created = int(live.started_at)
         return {
             "object": "list",
             "data": [
-                {
-                    "id": live.config.model_name,
-                    "object": "model",
-                    "created": int(live.started_at),
-                    "owned_by": "agentconsole",
-                }
+                {"object": "model", "created": created, "owned_by": "agentconsole", **model}
+                for model in live.service.models.served_json()
             ],
         }

@@ -22,8 +22,10 @@ from agentconsole.server.api.callflow import (
     checked_max_tokens,
     event_stream,
     finished,
+    model_request,
     program_identity,
     refusal,
+    served_name,
 )
 from agentconsole.server.api.deps import Live, LiveDep, PrincipalDep
 from agentconsole.server.api.openai_format import (
@@ -58,6 +60,7 @@ def completion_call(
         ignore_eos=data.ignore_eos,
         prompt_text=prompt,
         **program_identity(data.agentconsole, request),
+        **model_request(data.model, data.agentconsole, request),
     )
 
 
@@ -110,7 +113,7 @@ class CompletionsController(Controller):
         Server-Sent Events ending with ``data: [DONE]``. See docs/API.md."""
         call = await live.service.start_call(principal.tenant, completion_call(data, request, live))
         ident = CallIdentity.of(call, data.rid or data.request_id)
-        completion = TextCompletion(ident.request_id, live.config.model_name, ident.body)
+        completion = TextCompletion(ident.request_id, served_name(call, live), ident.body)
         if data.stream:
             usage = bool(data.stream_options and data.stream_options.include_usage)
             return event_stream(_stream(call, completion, usage), call, ident.headers)

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentconsole.scheduler.models import ServedModel
+from agentconsole.server.live.modeldesk import SelectionConfig
 from agentconsole.server.live.tenants import TenantLimits
 
 DEV_TENANT_KEYS = {"sk-dev": "default"}
@@ -50,11 +52,20 @@ class ServerConfig:
     whatif_keep: int = 20
     whatif_run_timeout_s: float = 300.0
     whatif_run_jobs: int = 1
+    #: several models in one serve (empty: the one ``model``, named ``model_name``)
+    models: tuple[ServedModel, ...] = ()
+    selection: SelectionConfig = field(default_factory=SelectionConfig)
 
     @property
     def model_name(self) -> str:
-        """The name ``/v1/models`` reports."""
+        """The name of the default model (``/v1/models`` lists it first)."""
+        if self.models:
+            return self.models[0].name
         return self.served_model_name or self.model or f"{self.runtime}-default"
+
+    def served_models(self) -> tuple[ServedModel, ...]:
+        """The served models: ``models``, else the one ``model`` as a one-entry list."""
+        return self.models or (ServedModel(self.model_name, source=self.model),)
 
     @property
     def whatif_directory(self) -> Path:

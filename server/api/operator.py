@@ -1,4 +1,5 @@
-"""``/v1/operator/*``: preempt, cancel, boost, drain, policy, audit (operator key only).
+"""``/v1/operator/*``: preempt, cancel, boost, drain, policy, model pins, audit (operator key
+only).
 
 Every action is written to the audit table before the answer (refusals too) and emitted as an
 ``operator.action`` event; see :mod:`agentconsole.server.live.operator`. A call refused before
@@ -16,7 +17,8 @@ from litestar.params import JSONBody, PathParameter, QueryParameter
 from agentconsole.server.api.contract import contract
 from agentconsole.server.api.deps import LiveDep, PrincipalDep
 from agentconsole.server.api.queryguard import strict_query
-from agentconsole.server.api.schemas import ID_PATTERN, BoostIn, DrainIn, PolicyIn
+from agentconsole.server.api.schemas import ID_PATTERN, BoostIn, DrainIn, ModelPinIn, PolicyIn
+from agentconsole.server.live.operator import pins_json
 
 JSON = dict[str, Any]
 ProgramId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Program id")]
@@ -81,6 +83,28 @@ class OperatorController(Controller):
     ) -> JSON:
         """Switch the scheduling policy and/or the tool-wait KV policy by name."""
         return await live.desk.set_policy(operator_principal.key_id, data.policy, data.kv_policy)
+
+    @post(
+        "/models/pins",
+        status_code=200,
+        summary="Pin a program or role to a model",
+        opt=contract(404),
+    )
+    async def pin_model(
+        self, data: JSONBody[ModelPinIn], live: LiveDep, operator_principal: PrincipalDep
+    ) -> JSON:
+        """Pin a program or a role to a served model (``model: null`` unpins): calls that
+        choose among candidates including it run there. Answers every pin; 404 for a model
+        not served."""
+        return await live.desk.pin_model(
+            operator_principal.key_id, data.program_id, data.role, data.model
+        )
+
+    @get("/models/pins", summary="The model pins")
+    async def model_pins(self, live: LiveDep, operator_principal: PrincipalDep) -> JSON:
+        """Program -> model and role -> model pins in force."""
+        del operator_principal
+        return pins_json(live.service.models.pins())
 
     @get("/audit", summary="The audit log", guards=[strict_query])
     async def audit(

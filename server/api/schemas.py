@@ -61,6 +61,7 @@ One = Annotated[int, Field(ge=1, le=1), Integral]
 Unsupported = Annotated[bool, AfterValidator(_false), WithJsonSchema({"const": False})]
 Stop = str | Annotated[list[str], Field(max_length=4)]
 ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+ModelName = Annotated[str, Field(min_length=1, max_length=256)]
 
 
 class _Body(BaseModel):
@@ -83,6 +84,14 @@ class AgentExtras(_Strict):
     parent_ids: Annotated[list[Id], Field(max_length=256)] | None = None
     deadline_s: Seconds | None = None
     labels: Labels | None = None
+    model_candidates: Annotated[list[ModelName], Field(min_length=1, max_length=16)] | None = None
+    """The served models the call may run on (the selector chooses among them); over
+    ``model``."""
+    role: Label | None = None
+    """The node's role (planner, verifier, ...): role pins and minimum tiers apply to it.
+    Default: the program's ``role`` label."""
+    min_tier: Annotated[int, Field(ge=0, le=1000), Integral] | None = None
+    """The least quality tier the call accepts (default: the role's, else any)."""
 
 
 class FunctionParameters(_Body):
@@ -279,6 +288,37 @@ class DrainIn(_Strict):
     enabled: bool
 
 
+class ModelPinIn(_Strict):
+    """Pin (``model`` a served name) or unpin (``model`` null) one program or one role."""
+
+    # exactly one target, said in the schema too (the validator below enforces it)
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["program_id"],
+                    "properties": {"program_id": {"type": "string"}, "role": {"type": "null"}},
+                },
+                {
+                    "required": ["role"],
+                    "properties": {"role": {"type": "string"}, "program_id": {"type": "null"}},
+                },
+            ]
+        },
+    )
+    program_id: Id | None = None
+    role: Label | None = None
+    model: ModelName | None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> ModelPinIn:
+        if (self.program_id is None) == (self.role is None):
+            raise ValueError("give exactly one of 'program_id' and 'role'")
+        return self
+
+
 class PolicyIn(_Strict):
     policy: Annotated[str, Field(max_length=64)] | None = None
     kv_policy: Annotated[str, Field(max_length=64)] | None = None
@@ -308,5 +348,6 @@ BODY_MODELS: tuple[type[BaseModel], ...] = (
     BoostIn,
     DrainIn,
     PolicyIn,
+    ModelPinIn,
     WhatIfIn,
 )

@@ -111,6 +111,8 @@ class CallAccounting:
         data = usage_data(result)
         # what the driver is told, so a restart can replay the end exactly (eventtail.py)
         data.update(outcome=outcome, charged_output_tokens=usage.output_tokens)
+        if call.request.model is not None:  # several models: which one ran it (metrics)
+            data["model"] = call.request.model
         self._record_prompt(call, result, now)
         data.update(self._insertion(call, result))
         if call.closed:
@@ -124,7 +126,8 @@ class CallAccounting:
         self.model.observe(uncached, result.output_tokens, result.service_s)
         svc.tenants.charge_tokens(call.tenant, uncached + charged, now)
         if not call.closed and call.tools:
-            call.answer = format_of(svc.runtime).parse(call.text, call.tools)
+            runtime = svc.models.runtime_of(call.request.model)  # the format of the model that ran
+            call.answer = format_of(runtime).parse(call.text, call.tools)
         self._report(call, usage, outcome, now)
         if call.answer is not None and call.answer[1]:  # the agent runs these tools now
             names = [name for name, _ in call.answer[1]]

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentconsole.scheduler.events import Event, EventKind
-from agentconsole.scheduler.program import Program
+from agentconsole.scheduler.events import Event, EventKind, Scalar
+from agentconsole.scheduler.program import Node, Program
 from agentconsole.scheduler.runtime import GenerationRequest, Prompt
 from agentconsole.server.live.calls import LiveCall
 from agentconsole.server.live.errors import ContextTooLong, Unavailable
@@ -50,6 +50,13 @@ class ChatCall:
     ignore_eos: bool = False
     #: ``/v1/completions``: the prompt as is (``messages`` then only identify the call)
     prompt_text: str | None = None
+    #: the request's ``model``: a served model's name, or ``auto`` (``modeldesk``)
+    model: str | None = None
+    #: the models the call may run on (the ``agentconsole`` object or header); None: ``model``
+    model_candidates: tuple[str, ...] | None = None
+    #: the node's role (else the program's ``role`` label) and the least quality tier it takes
+    role: str | None = None
+    min_tier: int | None = None
 
 
 def check_context(runtime: object, prompt_tokens: int, chat: ChatCall) -> None:
@@ -75,13 +82,10 @@ class CallIntake:
         """Admit ``chat`` for ``tenant`` and submit it; raises the service's errors."""
         svc = self.service
         await self._wait_runtime()
-        # The request's own faults first (a prompt the template refuses, one over the
-        # context): refused before a program is opened, a call that never ran leaves none.
-        if chat.prompt_text is not None:
-            prompt = encode_prompt(svc.runtime, chat.prompt_text)
-        else:
-            prompt = render_prompt(svc.runtime, chat.messages, chat.tools, chat.tool_choice)
-        check_context(svc.runtime, prompt.tokens, chat)
+        # The request's own faults first (an unknown model, a prompt the template refuses, one
+        # over the context): refused before a program is opened, a call that never ran leaves
+        # none. Each candidate model reads the prompt in its own format and tokens.
+        prompts = self._prompts(chat)
         hashes = None
         parents = chat.parent_ids
         if chat.program_id is None:
@@ -93,12 +97,14 @@ class CallIntake:
         svc.require_running(program)
         await svc.check_quotas(program, time.time())
         svc.tenants.check_call(tenant, time.time())
-        await self._door(program, prompt)
+        await self._door(program, next(iter(prompts.values())))
         svc.tool_calls.answered(program.program_id, chat.messages)
         now = time.time()
         node = svc.nodes.llm_node(program, chat.node_id, parents, now)
         pid, nid = program.program_id, node.node_id
-        probe = svc.runtime.probe(pid, prompt, tenant)
+        model, labels = self._choose(program, node, tenant, prompts, chat)
+        prompt = prompts[model]
+        probe = svc.models.runtime_of(model).probe(pid, prompt, tenant)
         ticket = svc.driver.queue_call(pid, nid, probe, now, private_tokens=prompt.private_tokens)
         ticket.boost += chat.priority * PRIORITY_UNIT_S
         svc.controller.start_node(pid, nid, now)
@@ -113,9 +119,12 @@ class CallIntake:
             forced_output_tokens=chat.max_tokens if chat.ignore_eos else None,
             prompt_ids=prompt.token_ids,
             sampling=prompt.sampling,
+            model=model if labels else None,
         )
         prompt_tokens = prompt.tokens
-        data = {"prompt_tokens": prompt_tokens, "priority": chat.priority}
+        data = {"prompt_tokens": prompt_tokens, "priority": chat.priority, **labels}
+        if labels:
+            svc.models.costs.sent(pid, nid, ticket.attempt, model)
         svc.hub.emit(Event(now, EventKind.CALL_QUEUED, pid, nid, ticket.attempt, tenant, data))
         declared, _ = offered_tools(chat.tools, chat.tool_choice)
         try:
@@ -128,6 +137,52 @@ class CallIntake:
         if hashes is not None:
             svc.chains.record(tenant, hashes, pid, nid)
         return call
+
+    def _prompts(self, chat: ChatCall) -> dict[str, Prompt]:
+        """Candidate model -> the call's prompt in that model's format, the candidates whose
+        context cannot hold it left out (all of them: the first one's refusal)."""
+        desk = self.service.models
+        names = desk.candidates(chat.model, chat.model_candidates)
+        prompts: dict[str, Prompt] = {}
+        refused: ContextTooLong | None = None
+        for name in names:
+            runtime = desk.runtime_of(name)
+            if chat.prompt_text is not None:
+                prompt = encode_prompt(runtime, chat.prompt_text)
+            else:
+                prompt = render_prompt(runtime, chat.messages, chat.tools, chat.tool_choice)
+            try:
+                check_context(runtime, prompt.tokens, chat)
+            except ContextTooLong as error:
+                refused = refused or error
+                continue
+            prompts[name] = prompt
+        if not prompts and refused is not None:
+            raise refused
+        return prompts
+
+    def _choose(
+        self, program: Program, node: Node, tenant: str, prompts: dict[str, Prompt], chat: ChatCall
+    ) -> tuple[str, dict[str, Scalar]]:
+        """The model that runs the call and its event fields; several models served: chosen
+        by the desk and recorded on the node (one model: that one, nothing recorded)."""
+        desk = self.service.models
+        if not desk.multi:
+            return next(iter(prompts)), {}
+        choice = desk.choose(
+            program.program_id,
+            tenant,
+            prompts,
+            role=chat.role or program.labels.get("role"),
+            min_tier=chat.min_tier,
+            expected_output=node.expected_output_tokens,
+        )
+        node.model_candidates = tuple(prompts)
+        node.model_choice = choice
+        labels: dict[str, Scalar] = {"model": choice.chosen, "model_reason": choice.reason}
+        if choice.chosen in choice.finish_s:
+            labels["predicted_finish_s"] = choice.finish_s[choice.chosen]
+        return choice.chosen, labels
 
     async def _door(self, program: Program, prompt: Prompt) -> None:
         """Let the call through the program door: a new program when the driver starts it, a

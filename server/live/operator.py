@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from agentconsole.scheduler.events import Event, EventKind
+from agentconsole.scheduler.models import Pins
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.server.live.errors import InvalidRequest, ServiceError
@@ -161,3 +162,23 @@ class OperatorDesk:
             return data
 
         return await self.run(actor, "policy", "", args, work)
+
+    async def pin_model(
+        self, actor: str, program_id: str | None, role: str | None, model: str | None
+    ) -> dict[str, Any]:
+        """Pin a program or a role to a served model (``model`` None: unpin); later calls
+        choosing among candidates that include it run there (``ModelNotFound`` if it is not
+        served)."""
+        args = {"program_id": program_id, "role": role, "model": model}
+        target = program_id or (f"role:{role}" if role else "")
+
+        async def work() -> dict[str, Any]:
+            pins = self.service.models.pin(program_id=program_id, role=role, model=model)
+            return pins_json(pins)
+
+        return await self.run(actor, "pin_model", target, args, work)
+
+
+def pins_json(pins: Pins) -> dict[str, Any]:
+    """The operator's model pins: program -> model, role -> model."""
+    return {"programs": dict(pins.programs), "roles": dict(pins.roles)}

@@ -54,6 +54,7 @@ from agentconsole.server.live.identity import PrefixChains
 from agentconsole.server.live.insertionbook import InsertionBook
 from agentconsole.server.live.insertions import PromptMemory
 from agentconsole.server.live.intake import CallIntake, ChatCall
+from agentconsole.server.live.modeldesk import ModelDesk, SelectionConfig
 from agentconsole.server.live.nodes import NodeBook
 from agentconsole.server.live.ownership import StoredIds
 from agentconsole.server.live.promptblocks import PromptBlockRecorder
@@ -101,8 +102,14 @@ class ProgramService:
         door: DoorSettings | None = None,
         tenants: TenantBudgets | None = None,
         stored_program: Callable[[str], ProgramView | None] | None = None,
+        model_name: str = "default",
+        selection: SelectionConfig | None = None,
     ) -> None:
         self.runtime = runtime
+        #: which served model runs each call (several served: chosen per call, ``modeldesk``)
+        self.models = ModelDesk(runtime, model_name, selection)
+        if self.models.multi:
+            hub.subscribe(self.models.costs.observe)  # each model's service, learned
         door = door or DoorSettings()
         #: ids the store may hold (programs no longer in memory); none without a store
         self.stored_ids = stored_ids or StoredIds(lambda _: None)
@@ -227,6 +234,7 @@ class ProgramService:
         self.tools.forget(program_id)
         self.prompt_memory.forget(program_id)
         self.insertions.forget(program_id)
+        self.models.forget(program_id)
         self.settle(self.driver.forget(program_id, time.time()))
 
     # -- programs -------------------------------------------------------------------------------
@@ -277,9 +285,7 @@ class ProgramService:
         if view is not None and program_id not in self.controller.programs:
             self.reopen(view)
 
-    def reopen(
-        self, view: ProgramView | None, tail: Sequence[StoredEvent] = ()
-    ) -> Program | None:
+    def reopen(self, view: ProgramView | None, tail: Sequence[StoredEvent] = ()) -> Program | None:
         """Rebuild a stored program in memory with its DAG and standing, its events past the
         rows (``tail``) replayed; ``view`` None: a program only the event log knows
         (``reopen``). Returns it, or None when there is nothing to rebuild."""

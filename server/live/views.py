@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentconsole.scheduler import dag
+from agentconsole.scheduler.models import ModelChoice
 from agentconsole.scheduler.policies.base import Policy
 from agentconsole.scheduler.program import Node, NodeKind, Program
 from agentconsole.server.live.insertionbook import NODE_KEY, PROGRAM_KEY, InsertionBook, empty
@@ -84,6 +85,28 @@ def node_json(node: Node, kv_tier: str | None = None) -> JSON:
         "kv_restore_s": node.kv_restore_s,
         "kv_tier": kv_tier,
         "timeline": timeline(node),
+        "model": node.model_choice.chosen if node.model_choice is not None else None,
+        "model_choice": choice_json(node.model_choice),
+    }
+
+
+def choice_json(choice: ModelChoice | None) -> JSON | None:
+    """Why a node runs on its model (several models served), with every candidate's figures:
+    predicted finish s, price, cached tokens, and why any was excluded."""
+    if choice is None:
+        return None
+    return {
+        "reason": choice.reason,
+        "candidates": [
+            {
+                "model": name,
+                "finish_s": finite(finish),
+                "price": choice.price.get(name, 0.0),
+                "cached_tokens": choice.cached_tokens.get(name, 0),
+                "excluded": choice.excluded.get(name),
+            }
+            for name, finish in choice.finish_s.items()
+        ],
     }
 
 

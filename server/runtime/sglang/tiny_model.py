@@ -23,6 +23,9 @@ from typing import Any
 MARKER = ".agentconsole-tiny-model.json"
 FORMAT_VERSION = 1
 VOCAB_SIZE = 512
+#: the default size: decoder layers and hidden width (``make-model --layers/--hidden``)
+LAYERS, HIDDEN = 2, 64
+_HEADS, _KV_HEADS = 4, 2
 BOS, EOS, IM_START, IM_END, PAD = (
     "<|begin_of_text|>",
     "<|end_of_text|>",
@@ -98,10 +101,17 @@ def _module(name: str) -> Any:
     return importlib.import_module(name)
 
 
-def _marker_content(seed: int, chat_style: str = "chatml") -> dict[str, object]:
+def _marker_content(
+    seed: int, chat_style: str = "chatml", layers: int = LAYERS, hidden: int = HIDDEN
+) -> dict[str, object]:
     marker: dict[str, object] = {"format": FORMAT_VERSION, "seed": seed, "vocab_size": VOCAB_SIZE}
-    if chat_style != "chatml":  # the default model's marker stays what it always was
+    # the default model's marker stays what it always was: only what differs is written
+    if chat_style != "chatml":
         marker["chat_style"] = chat_style
+    if layers != LAYERS:
+        marker["layers"] = layers
+    if hidden != HIDDEN:
+        marker["hidden"] = hidden
     return marker
 
 
@@ -144,17 +154,23 @@ def _train_tokenizer(out_dir: Path, chat_style: str) -> None:
 
 
 def _write_model(
-    out_dir: Path, seed: int, vocab_size: int, special: dict[str, int], eos: str
+    out_dir: Path,
+    seed: int,
+    vocab_size: int,
+    special: dict[str, int],
+    eos: str,
+    size: tuple[int, int] = (LAYERS, HIDDEN),
 ) -> None:
+    layers, hidden = size
     torch, tf = _module("torch"), _module("transformers")
     hf_logging = _module("transformers.utils.logging")
     config = tf.LlamaConfig(
         vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=_HEADS,
+        num_key_value_heads=_KV_HEADS,
         max_position_embeddings=2048,
         bos_token_id=special[BOS],
         eos_token_id=special[eos],
@@ -186,21 +202,31 @@ def _is_complete(out_dir: Path, want: dict[str, object]) -> bool:
         return False
 
 
-def make_tiny_model(out_dir: Path, *, seed: int = 0, chat_style: str = "chatml") -> Path:
+def make_tiny_model(
+    out_dir: Path,
+    *,
+    seed: int = 0,
+    chat_style: str = "chatml",
+    layers: int = LAYERS,
+    hidden: int = HIDDEN,
+) -> Path:
     """Write a tiny random Llama model with tokenizer and chat template into ``out_dir``.
 
-    Writes ``config.json``, ``generation_config.json``, ``model.safetensors`` (2 layers, hidden
-    64, 4 attention heads / 2 KV heads, vocab 512, float32, random weights from ``seed``),
+    Writes ``config.json``, ``generation_config.json``, ``model.safetensors`` (``layers``
+    decoder layers of width ``hidden``, by default 2 and 64, the MLP twice as wide, 4 attention
+    heads / 2 KV heads, vocab 512, float32, random weights from ``seed``),
     ``tokenizer.json``, ``tokenizer_config.json`` and ``chat_template.jinja`` (byte-level BPE
     trained here; by default a ChatML template, EOS ``<|im_end|>``; see the module docstring
     for ``chat_style``), and last a marker file ``.agentconsole-tiny-model.json``. If that
-    marker is there with the same seed and style, nothing is written. Files are built in a
+    marker is there with the same seed, style and size, nothing is written. Files are built in a
     temporary sibling directory and moved in, so concurrent callers never see a half-written
     model. Returns ``out_dir``.
     """
     out_dir = Path(out_dir)
     extra, eos, _ = _style(chat_style)
-    want = _marker_content(seed, chat_style)
+    if layers < 1 or hidden < _HEADS * 2 or hidden % (_HEADS * 2):
+        raise ValueError(f"layers >= 1 and hidden a multiple of {_HEADS * 2} (got {hidden})")
+    want = _marker_content(seed, chat_style, layers, hidden)
     if _is_complete(out_dir, want):
         return out_dir
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -212,7 +238,7 @@ def make_tiny_model(out_dir: Path, *, seed: int = 0, chat_style: str = "chatml")
         tok = _module("tokenizers").Tokenizer.from_file(str(tmp / "tokenizer.json"))
         names = (BOS, EOS, IM_START, IM_END, PAD, *extra)
         special = {name: int(tok.token_to_id(name)) for name in names}
-        _write_model(tmp, seed, int(tok.get_vocab_size()), special, eos)
+        _write_model(tmp, seed, int(tok.get_vocab_size()), special, eos, (layers, hidden))
         (tmp / MARKER).write_text(json.dumps(want), encoding="utf-8")
         try:
             tmp.rename(out_dir)  # atomic when out_dir does not exist yet

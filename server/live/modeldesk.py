@@ -1,0 +1,203 @@
+"""Which served model runs a call: the request's choice, or the selector's.
+
+One model served (the usual ``serve``): every call runs on it and nothing here acts; any
+``model`` name is accepted, as before. Several (a runtime over several models,
+``scheduler.models.ModelFleet``): a request's ``model`` names one of them, or ``auto``; the
+``agentconsole`` object's ``model_candidates`` (or the ``X-Agentconsole-Model-Candidates``
+header) lists the ones it may run on. An unknown name is 404 ``model_not_found``. With more
+than one candidate the :class:`ModelSelector` decides by predicted finish on each engine
+(``modelcost``: its queue from ``memory()`` plus the call's service there), price, this
+program's cached tokens on that model (``probe``), cold start and the node's minimum tier,
+under the operator's pins (program or role -> model). The choice and why are the node's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from agentconsole.scheduler.models import (
+    ModelChoice,
+    ModelFleet,
+    ModelOption,
+    ModelRequest,
+    ModelSelector,
+    Pins,
+    ServedModel,
+    get_rule,
+    role_map,
+)
+from agentconsole.scheduler.runtime import Prompt, Runtime
+from agentconsole.server.live.errors import InvalidRequest, NotFound
+from agentconsole.server.live.modelcost import ModelCosts
+
+AUTO = "auto"
+#: output tokens assumed when the node has no estimate yet
+_DEFAULT_OUTPUT = 256.0
+
+
+class ModelNotFound(NotFound):
+    """A request names a model this server does not serve."""
+
+    type = "model_not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class SelectionConfig:
+    """How ``auto`` calls are given a model: ``rule`` (a registered selection rule), the
+    seconds one unit of price is worth to ``finish-time``, the least tier per role, and the
+    role pins the operator starts with."""
+
+    rule: str = "finish-time"
+    seconds_per_price: float = 0.0
+    role_tiers: Mapping[str, int] | None = None
+    role_pins: Mapping[str, str] | None = None
+
+
+class ModelDesk:
+    """See the module docstring. ``runtime`` is the service's runtime; ``name`` what its one
+    model is called when it serves only one."""
+
+    def __init__(self, runtime: Runtime, name: str, config: SelectionConfig | None = None):
+        config = config or SelectionConfig()
+        self.fleet = runtime if isinstance(runtime, ModelFleet) else None
+        if self.fleet is not None:
+            self.served = tuple(self.fleet.served_models())
+            runtimes = {m.name: self.fleet.member(m.name) for m in self.served}
+        else:
+            self.served = (ServedModel(name),)
+            runtimes = {name: runtime}
+        self.by_name = {m.name: m for m in self.served}
+        self.runtimes = runtimes
+        self.costs = ModelCosts(runtimes)
+        self.role_tiers = dict(config.role_tiers or {})
+        params: dict[str, object] = {}
+        if config.rule == "fixed-roles":
+            params["roles"] = role_map(self.served)
+        elif config.rule == "finish-time":
+            params["seconds_per_price"] = config.seconds_per_price
+        pins = Pins(roles=dict(config.role_pins or {}))
+        self.selector = ModelSelector(get_rule(config.rule, **params), pins)
+        for model in pins.roles.values():
+            self._known(model, "selection.role_pins")
+
+    @property
+    def multi(self) -> bool:
+        """Several models served: calls are given one each."""
+        return self.fleet is not None
+
+    def runtime_of(self, model: str | None) -> Runtime:
+        """The runtime that runs ``model``'s calls (None: the default model's): its chat
+        format reads the call's prompt and answer."""
+        return self.runtimes[model or self.served[0].name]
+
+    def _known(self, name: str, field: str) -> str:
+        if name not in self.by_name:
+            served = ", ".join(self.by_name)
+            raise ModelNotFound(f"model {name!r} is not served (served: {served})", field=field)
+        return name
+
+    def candidates(self, model: str | None, listed: Sequence[str] | None) -> tuple[str, ...]:
+        """The models a call may run on: ``listed`` (the request's candidates), else every
+        model for ``auto``, else the one ``model`` names; one model served: that one.
+        ``ModelNotFound`` for a name not served, 422 for an empty or repeated list."""
+        if not self.multi:
+            return (self.served[0].name,)
+        if listed is not None:
+            if not listed or len(set(listed)) != len(listed):
+                raise InvalidRequest("model_candidates must be distinct names", field="model")
+            return tuple(self._known(n, "model_candidates") for n in listed)
+        if model is None or model == AUTO:
+            return tuple(self.by_name)
+        return (self._known(model, "model"),)
+
+    # -- operator pins ---------------------------------------------------------------------------
+    def pins(self) -> Pins:
+        return self.selector.pins
+
+    def pin(self, *, program_id: str | None, role: str | None, model: str | None) -> Pins:
+        """Pin (``model`` a served name) or unpin (None) a program or a role; returns the pins
+        now. ``ModelNotFound`` for a model not served."""
+        if model is not None:
+            self._known(model, "model")
+        programs, roles = dict(self.selector.pins.programs), dict(self.selector.pins.roles)
+        for table, key in ((programs, program_id), (roles, role)):
+            if key is None:
+                continue
+            if model is None:
+                table.pop(key, None)
+            else:
+                table[key] = model
+        self.selector.pins = Pins(programs=programs, roles=roles)
+        return self.selector.pins
+
+    def forget(self, program_id: str) -> None:
+        """An ended program's pin goes with it."""
+        if program_id in self.selector.pins.programs:
+            self.pin(program_id=program_id, role=None, model=None)
+
+    # -- the choice ------------------------------------------------------------------------------
+    def choose(
+        self,
+        program_id: str,
+        tenant: str,
+        prompts: Mapping[str, Prompt],
+        *,
+        role: str | None,
+        min_tier: int | None,
+        expected_output: float,
+    ) -> ModelChoice:
+        """The model for a call among ``prompts`` (the candidates, each with the prompt in
+        its own format), with every candidate's figures; changes nothing."""
+        tier = min_tier if min_tier is not None else self.role_tiers.get(role or "", 0)
+        request = ModelRequest(program_id, role, tier)
+        output = expected_output or _DEFAULT_OUTPUT
+        options = [self._option(n, p, program_id, tenant, output) for n, p in prompts.items()]
+        if len(options) > 1:
+            return self.selector.select(options, request)
+        # one candidate (the request named it): the client's choice, a pin elsewhere noted
+        (only,) = options
+        pin = self.selector.pins.of(request)
+        why = "requested by the client"
+        if pin is not None and pin[0] != only.name:
+            why += f" (pin {pin[0]} by {pin[1]} not a candidate)"
+        return ModelChoice(
+            only.name,
+            why,
+            finish_s={only.name: only.finish_s},
+            price={only.name: only.price},
+            cached_tokens={only.name: only.cached_tokens},
+        )
+
+    def _option(
+        self, name: str, prompt: Prompt, program_id: str, tenant: str, output: float
+    ) -> ModelOption:
+        """The candidate as its engine stands: queue, this call's service, cached tokens."""
+        runtime, model = self.runtimes[name], self.by_name[name]
+        cached = runtime.probe(program_id, prompt, tenant).cached_tokens
+        fleet = self.fleet
+        return ModelOption(
+            name,
+            model.tier,
+            model.price_per_mtok,
+            loaded=fleet.loaded(name) if fleet is not None else True,
+            load_s=model.load_s,
+            queue_s=self.costs.queue_s(name, runtime.memory()),
+            service_s=self.costs.service_s(name, max(prompt.tokens - cached, 0), output),
+            cached_tokens=cached,
+            tokens=prompt.tokens + int(output),
+        )
+
+    def served_json(self) -> list[dict[str, object]]:
+        """Each served model as ``/v1/models`` lists it (beyond OpenAI's fields)."""
+        return [
+            {
+                "id": m.name,
+                "tier": m.tier,
+                "price_per_mtok": m.price_per_mtok,
+                "roles": list(m.roles),
+                "loaded": self.fleet.loaded(m.name) if self.fleet is not None else True,
+                "default": i == 0,
+            }
+            for i, m in enumerate(self.served)
+        ]
