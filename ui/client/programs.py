@@ -113,6 +113,9 @@ class Node:
     kv_restore_s: float
     kv_tier: str | None
     timeline: tuple[Phase, ...]
+    #: the model that ran it and why (several models served; None otherwise)
+    model: str | None = None
+    model_reason: str | None = None
 
     @staticmethod
     def parse(data: Any) -> Node:
@@ -139,6 +142,8 @@ class Node:
             kv_restore_s=j.num(d, "kv_restore_s"),
             kv_tier=j.opt_text(d, "kv_tier"),
             timeline=spans,
+            model=j.opt_text(d, "model"),
+            model_reason=j.opt_text(j.obj(d.get("model_choice")), "reason"),
         )
 
 

@@ -57,6 +57,8 @@ def _chip(node: Node, on_path: bool) -> Text:
     chip.append(fmt.STATE_GLYPHS.get(node.state, "?"), style=style)
     chip.append(f" {node.node_id}", style="bold" if on_path else "")
     chip.append(f" {node.tool or node.kind}", style="dim")
+    if node.model is not None:  # several models served: the one that ran it
+        chip.append(f" @{node.model}", style="cyan")
     return chip
 
 

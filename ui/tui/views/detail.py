@@ -78,6 +78,7 @@ class ProgramScreen(Screen[None]):
             with TabPane("Timeline", id="tab-timeline"):
                 table = Table(id="nodes-table", cursor_type="row")
                 yield table
+        yield Static(id="node-model")
         yield Static(legend(), id="detail-legend")
         yield Footer()
 
@@ -99,6 +100,7 @@ class ProgramScreen(Screen[None]):
         width = max(30, self.size.width - 4)
         self.query_one("#dag", Static).update(render_dag(detail, width))
         self._timeline(detail)
+        self._node_model()
         if self.zoom:
             self.call_after_refresh(self._rescale)
 
@@ -111,8 +113,24 @@ class ProgramScreen(Screen[None]):
 
     @on(DataTable.RowHighlighted, "#nodes-table")
     def _moved(self) -> None:
+        self._node_model()
         if self.zoom:
             self._rescale()
+
+    def _node_model(self) -> None:
+        """Which model ran the node under the cursor and why (several models served)."""
+        detail = self.detail
+        row = self.query_one("#nodes-table", DataTable).cursor_row
+        node = detail.nodes[row] if detail is not None and 0 <= row < len(detail.nodes) else None
+        line = Text()
+        if node is not None and node.model is not None:
+            line.append(f"{node.node_id} ran on ", style="dim")
+            line.append(node.model, style="bold cyan")
+            if node.model_reason:
+                line.append(f": {node.model_reason}", style="dim")
+        widget = self.query_one("#node-model", Static)
+        widget.update(line)
+        widget.display = bool(line.plain)
 
     def _scale(self, detail: ProgramDetail) -> tuple[float, float]:
         """The time window of the bars: the run, or the rows the table shows now."""

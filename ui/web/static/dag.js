@@ -86,11 +86,14 @@
       const [x, y] = xy.get(n.node_id);
       const g = make("g", { class: "node" + (onPath.has(n.node_id) ? " cp" : ""), "data-node": n.node_id,
         transform: `translate(${x},${y})` });
+      const why = n.model_choice ? ` (${n.model_choice.reason})` : "";
       g.append(make("title", {}, `${n.node_id} ${n.tool || n.kind} · ${n.state}` +
+        (n.model ? ` · model ${n.model}${why}` : "") +
         (n.kv_tier ? ` · KV in ${n.kv_tier}` : "") + (onPath.has(n.node_id) ? " · critical path" : "")));
       g.append(make("rect", { width: W, height: H, fill: FILL[n.state] || "#39414d" }));
-      const label = (n.node_id + " " + (n.tool || n.kind)).slice(0, 15);
-      g.append(make("text", { x: 6, y: 18 }, label));
+      // several models served: the model that ran it, in place of the kind
+      const label = (n.node_id + " " + (n.model ? "@" + n.model : n.tool || n.kind)).slice(0, 15);
+      g.append(make("text", { x: 6, y: 18, "data-model": n.model || "" }, label));
       g.addEventListener("click", () => AC.views.pickNode(n.node_id));
       group.append(g);
     }

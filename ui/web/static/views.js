@@ -233,7 +233,9 @@
     const path = new Set(d.critical_path || []);
     $("#nodes tbody").replaceChildren(...d.nodes.map((n) => el("tr", { "data-node": n.node_id },
       el("td", { class: path.has(n.node_id) ? "late" : "" }, (path.has(n.node_id) ? "◆ " : "") + n.node_id),
-      el("td", {}, n.tool || n.kind), el("td", { class: "st-" + n.state }, n.state),
+      el("td", n.model ? { class: "model", title: (n.model_choice || {}).reason || "" } : {},
+        (n.tool || n.kind) + (n.model ? " @ " + n.model : "")),
+      el("td", { class: "st-" + n.state }, n.state),
       el("td", { class: "tier-" + (n.kv_tier || "none") }, n.kv_tier || "-"),
       el("td", { class: "num" }, fmt.secs(n.queue_s)), el("td", { class: "num" }, fmt.secs(n.service_s)),
       el("td", { class: "num" }, fmt.secs(n.tool_s)), el("td", { class: "num" }, fmt.secs(n.kv_restore_s)),
