@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from agentconsole.scheduler import dag
 from agentconsole.scheduler.creation import labels_of, quotas_of
 from agentconsole.scheduler.events import Event, EventKind, Scalar
+from agentconsole.scheduler.models import ModelChoice
 from agentconsole.scheduler.program import (
     Attempt,
     Branch,
@@ -120,7 +121,12 @@ def _ready(node: Node, event: Event) -> None:
 
 
 def _start(node: Node, event: Event) -> None:
-    """``call.queued`` / ``tool.started``: the controller's ``start_node``."""
+    """``call.queued`` / ``tool.started``: the controller's ``start_node`` (and, with several
+    models served, the model the call was sent to and why; the per-candidate figures are
+    only in the node's row)."""
+    model, reason = event.data.get("model"), event.data.get("model_reason")
+    if isinstance(model, str) and model:
+        node.model_choice = ModelChoice(model, str(reason or ""))
     node.state = NodeState.RUNNING
     if node.started_at is None:
         node.started_at = event.t

@@ -35,7 +35,7 @@ from agentconsole.scheduler.program import (
     ToolSpec,
 )
 from agentconsole.server.live.eventtail import TailReplay, created_program
-from agentconsole.server.live.views import SYNCED_SEQ, labels_dict
+from agentconsole.server.live.views import SYNCED_SEQ, choice_from_json, labels_dict
 from agentconsole.server.store.repository import ProgramView, Repository, StoredEvent
 from agentconsole.server.store.syncmarks import PROJECTOR
 
@@ -90,6 +90,9 @@ def _node(view: ProgramView, index: int) -> Node:
         queue_s=_num(data, "queue_s"),
         kv_restore_s=_num(data, "kv_restore_s"),
     )
+    node.model_choice = choice_from_json(data.get("model"), data.get("model_choice"))
+    if node.model_choice is not None:
+        node.model_candidates = tuple(node.model_choice.finish_s) or (node.model_choice.chosen,)
     for a in view.attempts:
         if a.node_id == record.node_id:
             outcome = "" if a.state == "running" else a.state

@@ -110,6 +110,31 @@ def choice_json(choice: ModelChoice | None) -> JSON | None:
     }
 
 
+def _seconds(value: object) -> float:
+    """A stored finish time; null was not finite."""
+    return float(value) if isinstance(value, int | float) else math.inf
+
+
+def choice_from_json(model: object, data: object) -> ModelChoice | None:
+    """The :class:`ModelChoice` a stored node's ``model`` and ``model_choice`` describe (the
+    inverse of :func:`choice_json`; a finish of null was not finite); None without a model."""
+    if not isinstance(model, str) or not model:
+        return None
+    found = data if isinstance(data, dict) else {}
+    rows = [c for c in found.get("candidates") or () if isinstance(c, dict) and c.get("model")]
+    finish = {str(c["model"]): c.get("finish_s") for c in rows}
+    return ModelChoice(
+        chosen=model,
+        reason=str(found.get("reason", "")),
+        finish_s={
+            m: float(f) if isinstance(f, int | float) else math.inf for m, f in finish.items()
+        },
+        price={str(c["model"]): float(c.get("price") or 0.0) for c in rows},
+        cached_tokens={str(c["model"]): int(c.get("cached_tokens") or 0) for c in rows},
+        excluded={str(c["model"]): str(c["excluded"]) for c in rows if c.get("excluded")},
+    )
+
+
 def summary_json(program: Program, priority_key: float | None = None) -> JSON:
     """``ProgramSummary`` of API.md."""
     path = dag.observed_critical_path(program)

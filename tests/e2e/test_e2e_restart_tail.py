@@ -106,3 +106,56 @@ def test_sigkill_before_the_rows_are_written_loses_nothing_the_events_hold(
             " AND program_id = 'late' GROUP BY node_id ORDER BY node_id"
         ).fetchall()
     assert sorted(added) == sorted((n, 1) for n in [*ids, new_id])
+
+
+MODELS = """
+[runtime]
+name = "sim"
+time_scale = 0.05
+
+[[models]]
+name = "big"
+path = "llama-3.1-70b"
+tp = 4
+tier = 2
+
+[[models]]
+name = "small"
+path = "llama-3.1-8b"
+tier = 1
+"""
+
+
+def test_the_model_each_node_ran_on_survives_a_sigkill(tmp_path: Path) -> None:
+    """With several models served, a restart keeps each node's model and the reason: from the
+    rows (every candidate's figures) or, for a call the rows missed, from its event."""
+    (tmp_path / "serve.toml").write_text(MODELS, encoding="utf-8")
+    args = ["--config", str(tmp_path / "serve.toml"), "--db", str(tmp_path / "m.duckdb")]
+    first = start_serve(args, SLOW_ROWS)
+    try:
+        with httpx.Client(base_url=first.url, headers=HEADERS, timeout=30) as c:
+            for text in ("plan", "check"):
+                body = {
+                    "model": "auto",
+                    "messages": [{"role": "user", "content": text}],
+                    "max_tokens": 4,
+                    "agentconsole": {"program_id": "mm"},
+                }
+                assert c.post("/v1/chat/completions", json=body).status_code == 200
+                if text == "plan":  # a listing syncs the rows: the first node is in them
+                    assert c.get("/v1/programs").status_code == 200
+            before = c.get("/v1/programs/mm").json()["nodes"]
+        time.sleep(0.3)
+    finally:
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(30)
+    second = start_serve(args, SLOW_ROWS)
+    try:
+        with httpx.Client(base_url=second.url, headers=HEADERS, timeout=30) as c:
+            after = c.get("/v1/programs/mm").json()["nodes"]
+    finally:
+        second.stop()
+    assert [n["model"] for n in after] == [n["model"] for n in before]
+    assert all(n["model"] in ("big", "small") for n in after)
+    assert after[0]["model_choice"] == before[0]["model_choice"]  # from its row, whole
+    assert after[1]["model_choice"]["reason"] == before[1]["model_choice"]["reason"]
