@@ -40,6 +40,7 @@ from agentconsole.server.api.contract import fix_options_allow, render_plugins
 from agentconsole.server.api.deps import DEPENDENCIES, Live
 from agentconsole.server.api.errors import handle_error
 from agentconsole.server.api.jsonguard import GuardedRequest
+from agentconsole.server.api.modelcompat import ModelCompatController
 from agentconsole.server.api.observe import ObserveController
 from agentconsole.server.api.operator import OperatorController
 from agentconsole.server.api.programs import ProgramsController
@@ -302,6 +303,7 @@ def create_app(
         OperatorController,
         WhatIfController,
         ObserveController,
+        ModelCompatController,
     ]
     dependencies = dict(DEPENDENCIES)
     for extension in extensions:
