@@ -8,7 +8,7 @@ each model's weights (in a worker thread); later ones answer from the cache unti
 files change.
 
 Which models: the ``model_sources`` dependency, (name, directory) pairs. Unless an app-level
-provider is registered, :func:`configured_sources` reads the server's settings.
+provider is registered, :func:`configured_sources` reads the server's settings (``models``).
 """
 
 from __future__ import annotations
@@ -64,9 +64,10 @@ class CompatibilityOut(BaseModel):
 
 
 def configured_sources(config: ServerConfig) -> list[tuple[str, str | None]]:
-    """The served models as (name, directory) pairs: the one ``model`` (a directory on
-    SGLang; a preset on the simulator, which the matrix reports as no directory)."""
-    return [(config.model_name, config.model)]
+    """The served models as (name, directory) pairs: the settings' ``models`` (else the one
+    ``model``); a source is a directory on SGLang, a preset on the simulator (which the matrix
+    lists with its error), None for the runtime's default model."""
+    return [(model.name, model.source) for model in config.served_models()]
 
 
 def matrix_json(matrix: CompatMatrix) -> CompatibilityOut:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agentconsole.scheduler.models import ServedModel
+from agentconsole.server.runtime.registry import RuntimeOptions, create_runtime
 from tests.server.api.harness import OPERATOR, LiveServer, make_config
 from tests.server.compat_models import KEPT, ServedDirs, compat_models
 
@@ -35,6 +37,19 @@ def test_the_matrix_of_served_models(tmp_path: Path) -> None:
             assert apart["reasons"][0].startswith("different architecture")
         with s.client(None) as anonymous:
             assert anonymous.get("/v1/models/compatibility").status_code == 401
+
+
+def test_the_settings_models_by_default(tmp_path: Path) -> None:
+    models = compat_models()
+    served = tuple(ServedModel(name, source=str(models[name])) for name in ("large", "variant"))
+    # the endpoint reads only the settings; the runtime runs the simulator's default model
+    config = make_config(tmp_path / "db.duckdb", models=served)
+    runtime = create_runtime("sim", RuntimeOptions(extra={"time_scale": 0.05}))
+    with LiveServer(config, runtime=runtime) as server, server.client() as client:
+        body = client.get("/v1/models/compatibility").json()
+    assert [m["name"] for m in body["models"]] == ["large", "variant"]
+    (pair,) = body["pairs"]
+    assert (pair["a"], pair["b"], pair["shared_kv_layers"]) == ("large", "variant", KEPT)
 
 
 def test_the_settings_model_by_default(tmp_path: Path) -> None:
