@@ -14,10 +14,41 @@ from typing import Any
 from agentconsole.httpclient import ApiError
 from agentconsole.ui.client.feed import EventBatch, FeedItem, FeedStatus, OverviewTick
 from agentconsole.ui.client.http import ActionResult
+from agentconsole.ui.client.modelcompat import ModelCompat
 from agentconsole.ui.client.models import AuditEntry, FeedEvent, KVState, Overview, TenantRow
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
 from agentconsole.ui.client.whatif import WindowReplay
 from tests.ui.stub_world import StubWorld
+
+#: the matrix a server of a tiny model, a smaller one and a variant of the first answers
+COMPAT: dict[str, Any] = {
+    "enabled": False,
+    "note": "analysis only: no sharing in the real engine without a test that the outputs "
+    "are unchanged",
+    "models": [
+        {"name": "large", "directory": "/m/large", "layers": 4, "error": None},
+        {"name": "small", "directory": "/m/small", "layers": 2, "error": None},
+        {"name": "variant", "directory": "/m/variant", "layers": 4, "error": None},
+    ],
+    "pairs": [
+        {
+            "a": "large",
+            "b": "small",
+            "compatible": False,
+            "shared_kv_layers": 0,
+            "layers": 2,
+            "reasons": ["different architecture: hidden_size 64 vs 32"],
+        },
+        {
+            "a": "large",
+            "b": "variant",
+            "compatible": True,
+            "shared_kv_layers": 2,
+            "layers": 4,
+            "reasons": ["same architecture and tokenizer", "layers 2-3 differ"],
+        },
+    ],
+}
 
 
 class CannedClient:
@@ -68,6 +99,10 @@ class CannedClient:
         self.calls.append(f"replay {tenant or 'all'}")
         message = "no program of the window ran: nothing to replay"
         return WindowReplay(since, since, 0, None, None, message, None)
+
+    def model_compatibility(self) -> ModelCompat:
+        self.calls.append("model compatibility")
+        return ModelCompat.parse(COMPAT)
 
     def feed(self, stop: threading.Event) -> Iterator[FeedItem]:
         yield FeedStatus(True, "live")

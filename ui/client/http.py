@@ -19,6 +19,7 @@ import httpx
 from agentconsole.httpclient import Call, SyncTransport, UnreachableError, drop_none, segment
 from agentconsole.httpclient import jsonread as j
 from agentconsole.ui.client.feed import FeedItem, read_feed
+from agentconsole.ui.client.modelcompat import ModelCompat
 from agentconsole.ui.client.models import AuditEntry, KVState, Overview, TenantRow
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
 from agentconsole.ui.client.whatif import WindowReplay
@@ -66,6 +67,9 @@ class ConsoleApi(Protocol):
     def replay_window(self, since: float, tenant: str | None = None) -> WindowReplay:
         """``POST /v1/operator/whatif``: write the programs that arrived since ``since``
         (unix seconds, until now) as a trace on the server; its path and bench command."""
+
+    def model_compatibility(self) -> ModelCompat:
+        """``GET /v1/models/compatibility``: which served models could share KV, and why."""
 
     def feed(self, stop: threading.Event) -> Iterator[FeedItem]:
         """The live feed until ``stop`` is set (see :func:`read_feed`)."""
@@ -139,6 +143,9 @@ class HttpConsoleClient:
     def replay_window(self, since: float, tenant: str | None = None) -> WindowReplay:
         body = drop_none({"since": max(since, 0.0), "tenant": tenant})
         return self._send(Call("POST", "/v1/operator/whatif", WindowReplay.parse, body))
+
+    def model_compatibility(self) -> ModelCompat:
+        return ModelCompat.parse(self._get("/v1/models/compatibility"))
 
     def feed(self, stop: threading.Event) -> Iterator[FeedItem]:
         # A client of its own: the feed holds one connection open for as long as it runs.

@@ -31,6 +31,7 @@ from agentconsole.ui.tui.state import HISTORY, DashboardState
 from agentconsole.ui.tui.sync import DataSync
 from agentconsole.ui.tui.topbar import topbar
 from agentconsole.ui.tui.views.audit import AuditView
+from agentconsole.ui.tui.views.compat import CompatScreen
 from agentconsole.ui.tui.views.detail import ProgramScreen
 from agentconsole.ui.tui.views.dialogs import ConfirmScreen, HelpScreen
 from agentconsole.ui.tui.views.events import EventsView
@@ -78,6 +79,7 @@ class DashboardApp(App[None]):
         Binding("c", "act('cancel')", "Cancel"),
         Binding("b", "act('boost')", "Boost"),
         Binding("w", "replay_window", "Replay window", show=False),
+        Binding("m", "model_compat", "Model compatibility", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("r", "refresh", "Refresh", show=False),
         Binding("q", "quit", "Quit"),
@@ -332,6 +334,10 @@ class DashboardApp(App[None]):
         """Write the traffic of the sparklines' window (their ``HISTORY`` one-second samples,
         until now) as a trace on the server, and show its path and bench command."""
         self.sync.replay(HISTORY)
+
+    def action_model_compat(self) -> None:
+        """Open the served models' KV compatibility matrix."""
+        self.push_screen(CompatScreen(self.api))
 
     def action_refresh(self) -> None:
         """Poll now."""

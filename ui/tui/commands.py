@@ -31,6 +31,7 @@ class DashboardActions(Protocol):
     def action_act(self, action: str) -> None: ...
     def action_drain(self, enabled: bool) -> None: ...
     def action_replay_window(self) -> None: ...
+    def action_model_compat(self) -> None: ...
     def action_refresh(self) -> None: ...
     def action_help(self) -> None: ...
 
@@ -49,6 +50,11 @@ def system_commands(app: DashboardActions) -> Iterator[SystemCommand]:
         "replay this window",
         "write the sparklines' window of traffic as a trace; show the bench command (w)",
         app.action_replay_window,
+    )
+    yield SystemCommand(
+        "model compatibility",
+        "which served models could share KV (identical leading layers), and why (m)",
+        app.action_model_compat,
     )
     yield SystemCommand("drain on", "stop admitting new calls", partial(app.action_drain, True))
     yield SystemCommand("drain off", "admit new calls again", partial(app.action_drain, False))

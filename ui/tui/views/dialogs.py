@@ -17,6 +17,7 @@ HELP = """\
 [b]Programs[/b]   enter open  / filter (! inverts)  s sort  S reverse  a running/all
 [b]Actions[/b]    p preempt    c cancel (asks first)  b boost
            w replay this window (trace + bench command)
+           m model compatibility (which served models could share KV)
 [b]Detail[/b]     t DAG/timeline   z zoom bars to the rows on screen   escape back
 [b]Other[/b]      r refresh now    ? this help        q quit
 
