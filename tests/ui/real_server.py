@@ -51,7 +51,7 @@ class RealServer:
                 "/v1/programs", json={"program_id": program_id, "labels": {"source": "ui-test"}}
             )
             chat = {
-                "model": "default",
+                "model": "auto",
                 "messages": [{"role": "user", "content": "look something up"}],
                 "max_tokens": 16,
                 "agentconsole": {"program_id": program_id, "node_id": "n0"},

@@ -279,3 +279,23 @@ def test_live_feed_updates_the_page(browser: Browser, big_stub: RunningStub) -> 
         session.wait(f"AC.state.eventsSeen > {seen} && AC.state.history.length > {points}")
         session.wait("document.querySelectorAll('#tail div').length > 0")
         session.check_clean()
+
+
+def test_the_dag_and_the_nodes_table_show_the_model_each_call_ran_on(
+    session: Session, target: ConsoleTarget
+) -> None:
+    """``serve --demo`` serves two models: the page names each LLM node's model, and why."""
+    program_id = target.new_running_program()
+    node = target.get(f"/v1/programs/{program_id}")["nodes"]
+    assert isinstance(node, list)
+    model, reason = node[0]["model"], node[0]["model_choice"]["reason"]
+    assert model
+    page = session.page
+    page.goto(f"{target.url}/#/program/{program_id}")
+    session.wait("document.querySelectorAll('#dag svg g.node').length > 0")
+    session.wait("document.querySelector('#nodes tbody td.model') !== null")
+    cell = page.locator('#nodes tbody tr[data-node="n0"] td.model')
+    assert (cell.text_content() or "").endswith(f"@ {model}")
+    assert cell.get_attribute("title") == reason
+    assert page.locator(f'#dag svg text[data-model="{model}"]').count() == 1
+    session.check_clean()
