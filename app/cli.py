@@ -169,9 +169,41 @@ def bench(**options: object) -> None:
     show_default=True,
     help="Hidden width (a multiple of 8; the MLP is twice as wide).",
 )
-def make_model(out_dir: Path, seed: int, layers: int, hidden: int) -> None:
+@click.option(
+    "--like",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Derive from this model directory instead (a fine-tune of its upper layers).",
+)
+@click.option(
+    "--keep-layers",
+    type=click.IntRange(0, 64),
+    default=None,
+    help="With --like: the leading layers (and embeddings) kept bit for bit.",
+)
+def make_model(
+    out_dir: Path,
+    seed: int,
+    layers: int,
+    hidden: int,
+    like: Path | None,
+    keep_layers: int | None,
+) -> None:
     """Write a tiny random Llama-style model with a locally trained tokenizer to OUT_DIR
-    (two of different sizes make a multi-model ``serve``: docs/DEPLOY.md)."""
+    (two of different sizes make a multi-model ``serve``: docs/DEPLOY.md). With ``--like
+    BASE --keep-layers K``: BASE with its embeddings and first K layers kept and the rest
+    random, so ``/v1/models/compatibility`` finds their KV shared for K layers."""
+    if (like is None) != (keep_layers is None):
+        raise click.UsageError("--like and --keep-layers go together")
+    if like is not None and keep_layers is not None:
+        from agentconsole.server.runtime.sglang.tiny_variants import derive_variant
+
+        try:
+            path = derive_variant(like, out_dir, keep_layers=keep_layers, seed=seed)
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--keep-layers") from None
+        click.echo(f"tiny model ready: {path} ({like} with its first {keep_layers} layers)")
+        return
     from agentconsole.server.runtime.sglang.tiny_model import make_tiny_model
 
     try:

@@ -182,3 +182,21 @@ def test_digests_are_cached_until_a_file_changes(
     (copy / "config.json").write_text(json.dumps(config))
     assert model_digest(copy).architecture["rope_theta"] == 500000.0
     assert len(calls) == 2
+
+
+def test_make_model_like_a_base_writes_the_positive_case(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from agentconsole.cli import main
+
+    out = tmp_path / "tuned"
+    argv = ["make-model", str(out), "--like", str(models["large"]), "--keep-layers", "1"]
+    done = CliRunner().invoke(main, [*argv, "--seed", "7"])
+    assert done.exit_code == 0, done.output
+    (found,) = compatibility_matrix([("large", models["large"]), ("tuned", out)]).pairs
+    assert (found.compatible, found.shared_kv_layers, found.layers) == (True, 1, 4)
+    alone = CliRunner().invoke(main, ["make-model", str(tmp_path / "x"), "--keep-layers", "1"])
+    assert alone.exit_code != 0
+    assert "--like and --keep-layers go together" in alone.output
