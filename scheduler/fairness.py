@@ -75,16 +75,22 @@ class FairnessGuard:
             return value
         return value * math.exp(-self._decay_per_s * (now - since))
 
-    def underserved(self, backlogged: Iterable[str], now: float) -> frozenset[str]:
+    def underserved(
+        self, backlogged: Iterable[str], now: float, *, remember: bool = True
+    ) -> frozenset[str]:
         """Tenants among ``backlogged`` (tenants with waiting calls) below their share.
 
         Shares are among the tenants competing now: the backlogged ones plus those that
-        received service recently (a tenant whose calls all run is still competing)."""
+        received service recently (a tenant whose calls all run is still competing).
+        ``remember=False`` neither reads nor replaces the standing decision (a report that
+        must not change what later decisions see)."""
         if not self.config.enabled:
             return frozenset()
         waiting = frozenset(backlogged)
         if not waiting:
             return frozenset()
+        if not remember:
+            return self._underserved(waiting, now)
         cache = self._cache
         if (
             cache is not None

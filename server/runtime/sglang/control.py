@@ -19,6 +19,12 @@ whose path reaches the scheduler in the environment variable ``AGENTCONSOLE_SGLA
   ``status``, ``placement`` and ``steps`` files, named by :func:`rank_file`
   (``status.rank1.json``); ``control.json`` stays shared (every rank applies the same
   settings). With one rank the names are unchanged.
+* with tensor parallelism (``tp_size > 1``) every rank's scheduler must take the same decisions
+  at the same step, so a control change is not applied when a rank reads it but at the loop
+  pass named in ``apply_at_step`` (per status file: each data-parallel group counts its own
+  passes), which the writer puts a little ahead of the step the group last reported
+  (:func:`apply_step`); only tensor rank 0 writes the status, placement and steps files
+  (``lockstep``).
 * ``plugin-<pid>.json`` — the marker the plugin's policy writes when SGLang constructs it in a
   scheduler process: proof that the plugin is active where it must be (SGLang only logs plugin
   load failures).
@@ -32,8 +38,10 @@ debugging record. Pure Python; no SGLang import.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -84,6 +92,12 @@ class ControlState:
     preemption: dict[str, Any] = field(default_factory=dict)
     #: calibration: the plugin appends every engine step to ``steps.jsonl``
     record_steps: bool = False
+    #: wall time of the write (a lockstep plugin's decision clock never runs behind it)
+    written_at: float = 0.0
+    #: status file name -> the loop pass from which the schedulers writing it apply this
+    #: version; only read with tensor parallelism (``lockstep``), where every rank must switch
+    #: at the same pass. Empty: apply when read (tp=1, or no status to plan from yet)
+    apply_at_step: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -156,6 +170,46 @@ class CachedJsonFile:
         return data, True
 
 
+#: a control change is applied this long (in the group's own loop passes, at its reported
+#: rate) after the writer's newest view of the group, plus ``_LEAD_MIN_STEPS``: the time every
+#: rank needs to see the new file (ranks poll it on every pass and move within one pass of
+#: each other, since each pass starts with SGLang's broadcast of the received requests)
+LEAD_S = 0.25
+_LEAD_MIN_STEPS = 2
+
+
+def apply_step(step: int, steps_per_s: float, age_s: float) -> int:
+    """The loop pass at which a group that reported pass ``step`` ``age_s`` seconds ago,
+    running ``steps_per_s`` passes a second, applies a control change written now."""
+    rate = steps_per_s if math.isfinite(steps_per_s) and steps_per_s > 0 else 0.0
+    ahead = rate * (max(age_s, 0.0) + LEAD_S)
+    return step + math.ceil(min(ahead, 1e9)) + _LEAD_MIN_STEPS
+
+
+def plan_apply_steps(
+    state_dir: Path, wall: float, previous: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """``apply_at_step`` for a control change written at ``wall``: one entry per status
+    file that reports a loop pass (only lockstep plugins do; the others apply when they
+    read). ``previous`` is the plan of the version this one replaces: when the new pass is
+    within ``_LEAD_MIN_STEPS`` of it (two writes a pass or so apart, so a rank may never see
+    the first), the new version takes the same pass, so no rank applies a version another
+    skipped; and a group's pass never goes back."""
+    previous = previous or {}
+    plan: dict[str, int] = {}
+    for path in sorted(state_dir.glob("status*.json")):
+        data = read_json(path)
+        if data is None or not isinstance(data.get("step"), int) or data["step"] <= 0:
+            continue
+        age = wall - float(data.get("written_at", wall))
+        step = apply_step(data["step"], float(data.get("steps_per_s", 0.0)), age)
+        before = previous.get(path.name)
+        if before is not None and step <= before + _LEAD_MIN_STEPS:
+            step = before
+        plan[path.name] = step
+    return plan
+
+
 class ControlWriter:
     """The adapter's side of ``control.json``: keeps the state, bumps ``version``, writes."""
 
@@ -165,8 +219,13 @@ class ControlWriter:
         self.write()
 
     def write(self) -> int:
-        """Bump the version and write the state; returns the new version."""
+        """Bump the version, stamp the write time and the pass each lockstep rank group
+        applies it at, and write the state; returns the new version."""
         self.state.version += 1
+        self.state.written_at = time.time()
+        self.state.apply_at_step = plan_apply_steps(
+            self.path.parent, self.state.written_at, self.state.apply_at_step
+        )
         write_json_atomic(self.path, self.state.to_json())
         return self.state.version
 

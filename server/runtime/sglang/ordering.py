@@ -81,12 +81,15 @@ class Orderer:
         *,
         boosts: Mapping[str, float] | None = None,
         tickets: Mapping[str, CallTicket] | None = None,
+        remember: bool = True,
     ) -> list[Ranked]:
         """Effective keys of ``candidates`` at wall-clock time ``wall``, in input order.
 
         ``boosts`` (program -> amount) replaces the tickets' boost: the operator's boost
         reaches calls already queued. ``tickets`` (rid -> ticket) replaces a request's ticket
-        (re-prioritisation). Does not mutate the candidates' tickets.
+        (re-prioritisation). Does not mutate the candidates' tickets; with ``remember=False``
+        it leaves the guard's standing share decision alone too
+        (``FairnessGuard.underserved``).
         """
         boosts = boosts or {}
         tickets = tickets or {}
@@ -99,7 +102,7 @@ class Orderer:
                 base = replace(base, boost=boosts[base.program_id])
             resolved.append(base)
         backlogged = {t.tenant for t in resolved if t is not None}
-        underserved = self.guard.underserved(backlogged, wall)
+        underserved = self.guard.underserved(backlogged, wall, remember=remember)
         out = []
         for i, (c, ticket) in enumerate(zip(candidates, resolved, strict=True)):
             out.append(self._one(c, ticket, seq[i], wall, underserved))
@@ -189,11 +192,18 @@ class ServiceMeter:
     computed (its prefill chunk, or 1 when decoding), as the simulator does. Prefill time is
     fitted online as ``fixed + per_token * tokens`` (exponentially weighted least squares), since
     on small steps the fixed part dominates and a plain per-token average would be far off.
+
+    ``deterministic`` (tensor parallelism, see ``lockstep``): the guard is credited the tokens
+    each request computed instead of measured seconds (each rank measures its own), and the
+    estimates keep their configured values; ``service_s`` still reports measured seconds.
     """
 
-    def __init__(self, guard: FairnessGuard, *, smoothing: float = 0.1) -> None:
+    def __init__(
+        self, guard: FairnessGuard, *, smoothing: float = 0.1, deterministic: bool = False
+    ) -> None:
         self.guard = guard
         self.smoothing = smoothing
+        self.deterministic = deterministic
         self.decode_step_s = 0.005
         self.prefill_fixed_s = 0.005
         self.prefill_token_s = 2e-5
@@ -206,13 +216,15 @@ class ServiceMeter:
         """Credit ``seconds`` of one step to ``shares`` ((tenant, tokens) per request; the
         empty tenant, for requests without a ticket, is not credited)."""
         total = sum(tokens for _, tokens in shares)
-        if total <= 0 or seconds <= 0:
+        if total <= 0 or (seconds <= 0 and not self.deterministic):
             return
         for tenant, tokens in shares:
             if tenant and tokens > 0:
-                part = seconds * tokens / total
-                self.guard.record_service(tenant, part, wall)
+                part = max(seconds, 0.0) * tokens / total
+                self.guard.record_service(tenant, tokens if self.deterministic else part, wall)
                 self.service_s[tenant] = self.service_s.get(tenant, 0.0) + part
+        if self.deterministic or seconds <= 0:
+            return
         if prefill:
             self._fit_prefill(float(total), seconds)
         else:

@@ -14,8 +14,9 @@ SGLang users of this environment are unaffected). When active it registers with
   ``PreemptionRule`` and sets temporary ``Req.priority`` values only for the duration of that
   call (SGLang then releases their KV and requeues them); ``add_one_req`` admits nothing while
   the operator drains.
-* AROUND hook on ``Scheduler.get_next_batch_to_run`` (every loop pass): poll ``control.json``,
-  apply retention hints, write ``status.json``; time the scheduling (calibration).
+* AROUND hook on ``Scheduler.get_next_batch_to_run`` (every loop pass): count the pass, poll
+  ``control.json``, apply retention hints, write ``status.json``; time the scheduling
+  (calibration). Under tensor parallelism every rank decides alike (``lockstep``).
 * AROUND hooks on ``Scheduler.run_batch`` and ``process_batch_result``: time each step and
   credit it to the tenants of its requests (the fairness guard's share rule).
 * AROUND hook on ``BasePrefixCache.update_eviction_metrics``: count the device tokens each
@@ -73,7 +74,7 @@ def register() -> None:
     registry.register(symbols.dotted(symbols.RUN_BATCH), _timed_forward, hook_type.AROUND)
     registry.register(symbols.dotted(symbols.PROCESS_RESULT), _timed_result, hook_type.AROUND)
     registry.register(symbols.dotted(symbols.EVICTION_METRICS), _counted_eviction, hook_type.AROUND)
-    if not retention.install_strategy():
+    if not retention.install_strategy(_STATE.strategy_clock):
         logger.error("agentconsole: cannot install the eviction strategy on this SGLang")
     # a worker behind sglang-router: its HTTP server carries operator settings and reports
     node_api.install_if_enabled(Path(folder))
@@ -143,13 +144,18 @@ def _adder_class(st: PluginState) -> type[Any]:
 
 
 def _around_next_batch(original: Any, scheduler: Any, *args: Any, **kwargs: Any) -> Any:
-    start = time.perf_counter()
-    plan = original(scheduler, *args, **kwargs)
-    seconds = time.perf_counter() - start
     st = _STATE
     if st is not None:
         try:
-            st.on_loop(scheduler)
+            st.begin_pass(scheduler)
+        except Exception as err:
+            st.record_error("get_next_batch_to_run", err)
+    start = time.perf_counter()
+    plan = original(scheduler, *args, **kwargs)
+    seconds = time.perf_counter() - start
+    if st is not None:
+        try:
+            st.on_loop(scheduler, plan)
             st.on_scheduled(plan, seconds)
         except Exception as err:
             st.record_error("get_next_batch_to_run", err)

@@ -8,7 +8,9 @@ the radix tree and writes ``status.json``. SGLang objects (``Req``, ``ScheduleBa
 ``Scheduler``) are duck-typed (``Any``): only the fields listed in ``symbols`` are read.
 
 Clocks: tickets, control and status use the wall clock (``time.time()``); ticket times are
-shifted by the adapter's ``clock_offset``.
+shifted by the adapter's ``clock_offset``. Under tensor parallelism (``lockstep``) every
+decision reads the :class:`~agentconsole.server.runtime.sglang.lockstep.DecisionClock`
+instead, control versions apply at their planned loop pass, and only rank 0 writes files.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import OrderedDict
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from agentconsole.scheduler.fairness import FairnessConfig, FairnessGuard
 from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.ticket import CallTicket
-from agentconsole.server.runtime.sglang import plugin_status, retention, symbols, wire
+from agentconsole.server.runtime.sglang import lockstep, plugin_status, retention, symbols, wire
 from agentconsole.server.runtime.sglang.control import (
     CONTROL_FILE,
     PLACEMENT_FILE,
@@ -52,6 +53,7 @@ logger = logging.getLogger("agentconsole.sglang.plugin")
 _MAX_CONTEXTS = 4096
 _STATUS_INTERVAL_S = 0.1
 _TOUCH_EVERY, _TOUCH_MAX = 32, 128  # SGLang's own cadence and bound for the same refresh
+_PRUNE_EVERY = 64  # loop passes between prunes of per-request tables in lockstep
 
 
 def _config(cls: type[Any], data: dict[str, Any]) -> Any:
@@ -60,7 +62,9 @@ def _config(cls: type[Any], data: dict[str, Any]) -> Any:
 
 
 class PluginState:
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, layout: lockstep.Layout | None = None) -> None:
+        """``layout``: this scheduler's ranks when known (tests); None: read from SGLang at
+        the first pass (``bind_rank``)."""
         self.state_dir = state_dir
         self._control_file = CachedJsonFile(state_dir / CONTROL_FILE)
         self.control = ControlState()
@@ -74,9 +78,7 @@ class PluginState:
         self._requeued: set[str] = set()  # preempted by the operator, then seen waiting
         self._resumed: set[str] = set()  # ... and then seen running again
         self._overrides: dict[str, CallTicket] = {}
-        self._contexts: OrderedDict[str, retention.Context] = OrderedDict()
-        self._retention_seq: dict[str, int] = {}
-        self._retained: dict[str, tuple[int, float]] = {}  # program -> (tokens, until)
+        self.retention = retention.RetentionBook(_MAX_CONTEXTS)
         self.steps = StepRecorder(state_dir / STEPS_FILE)
         self.telemetry = PluginTelemetry(state_dir)  # evictions, busy time, placement
         self._status_path = state_dir / STATUS_FILE
@@ -88,16 +90,57 @@ class PluginState:
         self.preemptions = 0
         self.errors = 0
         self.last_error = ""
+        self.layout = lockstep.Layout()
+        self.lockstep = False  # see ``enable_lockstep``
+        self.clock = lockstep.DecisionClock()
+        self.step = 0  # scheduler loop passes begun
+        self.rate = lockstep.StepRate()
+        self._gate = lockstep.ControlGate(STATUS_FILE)
+        if layout is not None:
+            self._rank_bound = True
+            self._bind_layout(layout)
+
+    def enable_lockstep(self) -> None:
+        """Take every decision from what all tensor-parallel ranks see alike (``lockstep``):
+        the decision clock, control at its planned pass, tokens for the tenant share."""
+        self.lockstep = True
+        self.meter.deterministic = True
+
+    def _bind_layout(self, layout: lockstep.Layout) -> None:
+        self.layout = layout
+        if layout.lockstep:
+            self.enable_lockstep()
+
+    def decision_time(self, wall: float) -> float:
+        """The time decisions read: ``wall``, or in lockstep the decision clock."""
+        return self.clock.now if self.lockstep else wall
+
+    def strategy_clock(self) -> float:
+        """The eviction strategy's clock (retention deadlines), as ``decision_time``."""
+        return self.decision_time(time.time())
 
     # -- control ----------------------------------------------------------------------------------
     def refresh(self, wall: float, *, force: bool = False) -> bool:
-        """Re-read ``control.json`` if it changed; returns True when it did. Without ``force``
-        the file is looked at most every 20 ms (the loop-pass hook); the ordering pass forces
-        a look, so a change is always in force before the scheduler orders its queue."""
-        data, changed = self._control_file.poll(time.monotonic(), force=force)
-        if not changed or data is None:
+        """Re-read ``control.json`` if it changed and apply it; returns True when a version
+        was applied. Without ``force`` the file is looked at most every 20 ms (the loop-pass
+        hook); the ordering pass forces a look, so a change is always in force before the
+        scheduler orders its queue. In lockstep the file is looked at on every pass and a
+        version applied only from its planned pass (``lockstep.ControlGate``)."""
+        data, changed = self._control_file.poll(time.monotonic(), force=force or self.lockstep)
+        if changed and data is not None:
+            control = ControlState.from_json(data)
+            if not self.lockstep:
+                self._apply(control)
+                return True
+            self._gate.offer(control, self.step)
+        due = self._gate.due(self.step) if self.lockstep else None
+        if due is None:
             return False
-        control = ControlState.from_json(data)
+        self._apply(due)
+        return True
+
+    def _apply(self, control: ControlState) -> None:
+        self.clock.observe(control.written_at)
         self.control = control
         self.orderer.set_policy(control.policy)
         self.guard.config = _config(FairnessConfig, control.fairness)
@@ -106,7 +149,6 @@ class PluginState:
             rid: CallTicket.from_params(params) for rid, params in control.tickets.items()
         }
         self._status_dirty = True
-        return True
 
     @property
     def paused(self) -> bool:
@@ -127,23 +169,41 @@ class PluginState:
             self._wires[rid] = wire.decode(params)
         return self._wires[rid]
 
-    def candidate(self, req: Any, wall: float) -> Candidate:
+    def candidate(self, req: Any, wall: float, *, record: bool = True) -> Candidate:
+        """``req`` as the orderer sees it; ``record`` notes ``wall`` as when it was first
+        seen (a report passes False: it must not change what decisions see)."""
         rid = req.rid
-        first = self._first_seen.setdefault(rid, wall)
+        first = (
+            self._first_seen.setdefault(rid, wall) if record else self._first_seen.get(rid, wall)
+        )
         preempted = self.control.preempted.get(rid)
         if preempted is not None and rid in self._resumed:
             preempted = None
         return Candidate(rid, self.wire_of(req), first, preempted)
 
-    def rank(self, reqs: list[Any], wall: float) -> list[Ranked]:
-        cands = [self.candidate(r, wall) for r in reqs]
-        return self.orderer.rank(cands, wall, boosts=self.control.boosts, tickets=self._overrides)
+    def rank(self, reqs: list[Any], wall: float, *, report: bool = False) -> list[Ranked]:
+        """Effective keys of ``reqs`` at ``wall`` (a ``report`` changes no state)."""
+        cands = [self.candidate(r, wall, record=not report) for r in reqs]
+        return self.orderer.rank(
+            cands,
+            wall,
+            boosts=self.control.boosts,
+            tickets=self._overrides,
+            remember=not (report or self.lockstep),
+        )
 
     def sort_waiting(self, waiting: list[Any], wall: float, tree: Any = None) -> None:
         """Sort SGLang's waiting queue in place, best effective key first (after applying a
-        control change, so retention marks are in place before this pass allocates KV)."""
-        if self.refresh(wall, force=True):
+        control change, so retention marks are in place before this pass allocates KV; in
+        lockstep that happened at the start of the pass, and the waiting requests' send times
+        move the decision clock)."""
+        if self.lockstep:
+            for req in waiting:
+                w = self.wire_of(req)
+                self.clock.observe(w.sent if w is not None else None)
+        elif self.refresh(wall, force=True):
             self.apply_retention(tree, wall)
+        wall = self.decision_time(wall)
         ranked = self.rank(waiting, wall)
         for req, r in zip(waiting, ranked, strict=True):
             if r.candidate.preempted_at is not None and wall > r.candidate.preempted_at:
@@ -172,7 +232,7 @@ class PluginState:
         running request may be displaced (see ``ordering.preemption_victims``)."""
         if self.paused:
             return None
-        wall = time.time()
+        wall = self.decision_time(time.time())
         live = [r for r in running if not r.finished()]
         ranked = self.rank([req, *live], wall)
         views = []
@@ -199,8 +259,9 @@ class PluginState:
     # -- steps ------------------------------------------------------------------------------------
     def on_step(self, batch: Any, start: float, seconds: float, *, forward: bool) -> None:
         """Credit one measured step phase (a forward, or its result processing) to its
-        requests; with ``record_steps`` on, record it for calibration."""
-        wall = time.time()
+        requests; with ``record_steps`` on, record it for calibration (lockstep: each
+        forward's tokens, once, at the decision clock; only rank 0 records)."""
+        wall = self.decision_time(time.time())
         if forward:
             self.telemetry.on_forward(seconds)
         reqs = list(getattr(batch, "reqs", None) or [])
@@ -216,8 +277,9 @@ class PluginState:
             w = self.wire_of(req)
             shares.append((w.ticket.tenant if w else "", int(tokens)))
             self._note_running(req, w, wall)
-        self.meter.credit(shares, seconds, wall, prefill=prefill)
-        if not self.control.record_steps:
+        if forward or not self.lockstep:
+            self.meter.credit(shares, seconds, wall, prefill=prefill)
+        if not self.control.record_steps or not self.layout.writer:
             return
         if forward:
             self.steps.forward(batch, reqs, extend if prefill else [], start, seconds)
@@ -226,7 +288,7 @@ class PluginState:
 
     def on_scheduled(self, plan: Any, seconds: float) -> None:
         """The scheduler spent ``seconds`` forming ``plan`` (its next batch, if any)."""
-        if self.control.record_steps:
+        if self.control.record_steps and self.layout.writer:
             self.steps.scheduled(getattr(plan, "batch_to_run", None), seconds)
 
     def _note_running(self, req: Any, w: wire.WireTicket | None, wall: float) -> None:
@@ -243,11 +305,7 @@ class PluginState:
                 getattr(req, "extra_key", None),
                 getattr(req, "cache_salt", None),
             )
-            program = w.ticket.program_id
-            self._contexts[program] = ctx
-            self._contexts.move_to_end(program)
-            while len(self._contexts) > _MAX_CONTEXTS:
-                self._contexts.popitem(last=False)
+            self.retention.note(w.ticket.program_id, ctx)
 
     def on_preempted(self, count: int) -> None:
         self.preemptions += count
@@ -262,51 +320,55 @@ class PluginState:
         if self._rank_bound:
             return
         self._rank_bound = True
+        self._bind_layout(lockstep.layout())
         rank = self.dp_rank = plugin_status.data_parallel_rank()
         if rank is None:
             return
+        self._gate.key = rank_file(STATUS_FILE, rank)
         self._status_path = self.state_dir / rank_file(STATUS_FILE, rank)
         self.steps.path = self.state_dir / rank_file(STEPS_FILE, rank)
         if self.telemetry.placement is not None:
             self.telemetry.placement.path = self.state_dir / rank_file(PLACEMENT_FILE, rank)
 
     # -- once per scheduler loop pass -------------------------------------------------------------
-    def on_loop(self, scheduler: Any) -> None:
-        """Poll control, apply new retention hints, publish status when due."""
+    def begin_pass(self, scheduler: Any) -> None:
+        """Count the pass; in lockstep apply the control version due at it (and its
+        retention hints) before the pass orders anything."""
+        self.bind_rank()
+        self.step += 1
+        if self.layout.writer:
+            self.rate.observe(self.step, time.time())
+        if self.lockstep and self.refresh(self.clock.now):
+            self.apply_retention(getattr(scheduler, "tree_cache", None), self.clock.now)
+
+    def on_loop(self, scheduler: Any, plan: Any = None) -> None:
+        """Poll control, apply new retention hints, publish status when due (rank 0 only in
+        lockstep, where the per-request tables are pruned every ``_PRUNE_EVERY`` passes on
+        every rank alike instead). ``plan``: the pass's batch plan (its requests are live)."""
         self.bind_rank()
         wall = time.time()
-        if self.refresh(wall):
+        if not self.lockstep and self.refresh(wall):
             self.apply_retention(getattr(scheduler, "tree_cache", None), wall)
+        if self.lockstep and self.step % _PRUNE_EVERY == 0:
+            self._prune(plugin_status.live_rids(scheduler, plan=plan))
+        if not self.layout.writer:
+            return
         if self._status_dirty or wall - self._status_at >= _STATUS_INTERVAL_S:
-            self.publish(scheduler, wall)
-        self.telemetry.on_loop(scheduler, self._contexts)
+            self.publish(scheduler, wall, plan)
+        self.telemetry.on_loop(scheduler, self.retention.contexts)
 
     def apply_retention(self, tree: Any, wall: float) -> None:
         """Mark the radix tree for every retention hint not applied yet."""
-        for program in [p for p in self._retention_seq if p not in self.control.retention]:
-            del self._retention_seq[program]  # the adapter dropped the hint: forget it too
-            self._retained.pop(program, None)
-        for program, hint in self.control.retention.items():
-            if self._retention_seq.get(program) == hint.seq:
-                continue
-            self._retention_seq[program] = hint.seq
-            ctx = self._contexts.get(program)
-            if ctx is None or tree is None:
-                continue
-            until = retention.mark_for(hint.action, hint.until)
-            whole = hint.action not in ("recompute", "drop", "offload")
-            tokens = retention.mark_context(tree, ctx, until, whole_path=whole)
-            if hint.action == "keep":
-                self._retained[program] = (tokens, hint.until)
-            else:
-                self._retained.pop(program, None)
+        self.retention.apply(tree, self.control.retention)
 
-    def publish(self, scheduler: Any, wall: float) -> None:
-        """Write ``status.json`` from the scheduler's live state; prunes per-request caches."""
+    def publish(self, scheduler: Any, wall: float, plan: Any = None) -> None:
+        """Write ``status.json`` from the scheduler's live state; prunes per-request caches
+        (not in lockstep: see ``on_loop``)."""
         waiting = list(getattr(scheduler, "waiting_queue", []) or [])
         running_batch = getattr(scheduler, "running_batch", None)
         running = [r for r in (getattr(running_batch, "reqs", None) or []) if not r.finished()]
-        ranked = sorted(self.rank(waiting, wall), key=lambda r: r.key) if waiting else []
+        now = self.decision_time(wall)
+        ranked = sorted(self.rank(waiting, now, report=True), key=lambda r: r.key)
         status = SchedulerStatus(
             pid=os.getpid(),
             written_at=wall,
@@ -315,18 +377,22 @@ class PluginState:
             paused=self.paused,
             queued=plugin_status.queued_entries(ranked, wall, waiting),
             running=plugin_status.running_entries(running, self.wire_of, self._admitted, wall),
-            retained_tokens={p: n for p, (n, until) in self._retained.items() if until > wall},
+            retained_tokens=self.retention.kept_tokens(wall),
             tenant_service_s=dict(self.meter.service_s),
             preemptions=self.preemptions,
             errors=self.errors,
             last_error=self.last_error,
+            step=self.step if self.lockstep else 0,
+            steps_per_s=self.rate.per_s if self.lockstep else 0.0,
+            late_controls=self._gate.late,
         )
         plugin_status.fill_kv(status, scheduler)
         self.telemetry.fill(status, scheduler)
         write_json_atomic(self._status_path, status.to_json())
         self._status_at = wall
         self._status_dirty = False
-        self._prune(plugin_status.live_rids(scheduler, waiting, running))
+        if not self.lockstep:
+            self._prune(plugin_status.live_rids(scheduler, waiting, running, plan))
 
     def _prune(self, live: set[str]) -> None:
         for table in (self._wires, self._first_seen, self._admitted):

@@ -66,12 +66,22 @@ def running_entries(
     return out
 
 
-def live_rids(scheduler: Any, waiting: list[Any], running: list[Any]) -> set[str]:
-    """Every request the scheduler holds: queued, running, in the batch just formed, or as
-    the chunked prefill in progress."""
+def live_rids(
+    scheduler: Any,
+    waiting: list[Any] | None = None,
+    running: list[Any] | None = None,
+    plan: Any = None,
+) -> set[str]:
+    """Every request the scheduler holds: queued, running (both read from ``scheduler``
+    when not given), in the batch just run or the one ``plan`` is about to run, or as the
+    chunked prefill in progress."""
+    if waiting is None:
+        waiting = list(getattr(scheduler, "waiting_queue", None) or [])
+    if running is None:
+        running = list(getattr(getattr(scheduler, "running_batch", None), "reqs", None) or [])
     live = {r.rid for r in waiting} | {r.rid for r in running}
-    last = getattr(scheduler, "last_batch", None)
-    live |= {r.rid for r in (getattr(last, "reqs", None) or [])}
+    for batch in (getattr(scheduler, "last_batch", None), getattr(plan, "batch_to_run", None)):
+        live |= {r.rid for r in (getattr(batch, "reqs", None) or [])}
     chunked = getattr(scheduler, "chunked_req", None)
     if chunked is not None:
         live.add(chunked.rid)

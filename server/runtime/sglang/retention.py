@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from agentconsole.server.runtime.sglang import symbols
+from agentconsole.server.runtime.sglang.control import RetentionHint
 
 STRATEGY_NAME = "agentconsole"
 #: attribute the plugin sets on Python tree-core nodes: wall-clock retention deadline
@@ -143,3 +145,50 @@ def mark_context(tree_cache: Any, ctx: Context, until: float | None, *, whole_pa
         setattr(n, UNTIL_ATTR, until)
         tokens += len(n.key) if n.key is not None else 0
     return tokens
+
+
+class RetentionBook:
+    """Each tracked program's last context, and the tool-wait hints applied to it.
+
+    ``note`` records a program's context when its request runs (the newest ``limit``
+    programs are kept); ``apply`` marks the radix tree for every hint not applied yet;
+    ``kept_tokens`` reports what ``keep`` hints hold.
+    """
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self.contexts: OrderedDict[str, Context] = OrderedDict()
+        self._seq: dict[str, int] = {}  # program -> the hint seq applied
+        self._kept: dict[str, tuple[int, float]] = {}  # program -> (tokens, until)
+
+    def note(self, program: str, ctx: Context) -> None:
+        """Make ``ctx`` the program's last context (dropping the least recent over limit)."""
+        self.contexts[program] = ctx
+        self.contexts.move_to_end(program)
+        while len(self.contexts) > self.limit:
+            self.contexts.popitem(last=False)
+
+    def apply(self, tree: Any, hints: Mapping[str, RetentionHint]) -> None:
+        """Mark ``tree`` for every hint in ``hints`` not applied yet, and forget the hints
+        the adapter dropped (changes the nodes' marks, see ``mark_context``)."""
+        for program in [p for p in self._seq if p not in hints]:
+            del self._seq[program]
+            self._kept.pop(program, None)
+        for program, hint in hints.items():
+            if self._seq.get(program) == hint.seq:
+                continue
+            self._seq[program] = hint.seq
+            ctx = self.contexts.get(program)
+            if ctx is None or tree is None:
+                continue
+            until = mark_for(hint.action, hint.until)
+            whole = hint.action not in ("recompute", "drop", "offload")
+            tokens = mark_context(tree, ctx, until, whole_path=whole)
+            if hint.action == "keep":
+                self._kept[program] = (tokens, hint.until)
+            else:
+                self._kept.pop(program, None)
+
+    def kept_tokens(self, wall: float) -> dict[str, int]:
+        """Tokens each program's ``keep`` hint still holds at ``wall``."""
+        return {p: n for p, (n, until) in self._kept.items() if until > wall}

@@ -66,6 +66,13 @@ class SchedulerStatus:
     preemptions: int = 0
     errors: int = 0
     last_error: str = ""
+    #: scheduler loop passes since start and their recent rate (tensor parallelism only: the
+    #: control writer plans the pass its ranks switch at from them, ``control.apply_step``)
+    step: int = 0
+    steps_per_s: float = 0.0
+    #: control versions this scheduler read after the pass they were due at (tensor
+    #: parallelism: its ranks may have disagreed for a few passes; should stay 0)
+    late_controls: int = 0
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

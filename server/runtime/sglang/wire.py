@@ -10,6 +10,7 @@ Pure Python: the adapter (server process) encodes, the plugin (scheduler process
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -36,12 +37,16 @@ class WireTicket:
     """A decoded ticket plus how to read its times in the scheduler process.
 
     ``clock_offset`` is ``ticket clock - time.time()`` measured by the adapter at submit, so
-    the plugin computes the ticket-clock "now" as ``time.time() + clock_offset``.
+    the plugin computes the ticket-clock "now" as ``time.time() + clock_offset``. ``sent`` is
+    the sender's wall clock at submit: the same number on every rank that receives the
+    request, so tensor-parallel ranks tell time by it (``lockstep.DecisionClock``) rather than
+    by their own clocks (None: an older sender).
     """
 
     ticket: CallTicket
     clock_offset: float = 0.0
     kind: CallKind = CallKind.CALL
+    sent: float | None = None
 
     def now(self, wall: float) -> float:
         """The ticket clock's reading when the wall clock reads ``wall``."""
@@ -51,12 +56,14 @@ class WireTicket:
 def encode(
     ticket: CallTicket, *, clock_offset: float, kind: CallKind = CallKind.CALL
 ) -> dict[str, Any]:
-    """``custom_params`` for a request of ``ticket`` (JSON scalars and dicts only)."""
+    """``custom_params`` for a request of ``ticket`` (JSON scalars and dicts only), stamped
+    with the wall clock now (``WireTicket.sent``)."""
     return {
         PARAMS_KEY: {
             "v": WIRE_VERSION,
             "kind": kind.value,
             "clock_offset": clock_offset,
+            "sent": time.time(),
             "ticket": ticket.to_params(),
         }
     }
@@ -79,11 +86,14 @@ def decode(custom_params: object) -> WireTicket | None:
         ticket = CallTicket.from_params(raw)
         kind = CallKind(body.get("kind", CallKind.CALL.value))
         offset = float(body.get("clock_offset", 0.0))
+        sent = float(body["sent"]) if "sent" in body else None
     except (TypeError, ValueError):
         return None
     if not math.isfinite(offset):
         offset = 0.0
-    return WireTicket(ticket, offset, kind)
+    if sent is not None and not math.isfinite(sent):
+        sent = None
+    return WireTicket(ticket, offset, kind, sent)
 
 
 def sampling_params(

@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import re
 import socket
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from agentconsole.server.runtime.sglang.control import (
     PLACEMENT_FILE,
     STATUS_FILE,
     ControlState,
+    plan_apply_steps,
     read_json,
     write_json_atomic,
 )
@@ -98,6 +100,12 @@ def node_report(state_dir: Path, node: str = "") -> dict[str, Any]:
 def apply_control(state_dir: Path, data: dict[str, Any]) -> int:
     """Write the control plane's state to this node's ``control.json``; its version."""
     state = ControlState.from_json(data)  # validates, and drops what this version lacks
+    # this node's tensor-parallel ranks switch at a pass planned from this node's own status
+    state.written_at = time.time()
+    before = read_json(state_dir / CONTROL_FILE) or {}
+    state.apply_at_step = plan_apply_steps(
+        state_dir, state.written_at, dict(before.get("apply_at_step") or {})
+    )
     write_json_atomic(state_dir / CONTROL_FILE, state.to_json())
     return state.version
 
