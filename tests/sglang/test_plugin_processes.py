@@ -88,8 +88,8 @@ def test_stock_and_gpu_engine_arguments(tmp_path: Path) -> None:
     assert "device" not in gpu
     assert "max_total_tokens" not in gpu
     assert gpu["x"] == 1
-    with pytest.raises(ValueError, match="tp=1"):
-        engine_config.engine_kwargs(_settings(tmp_path, device="cuda", tp=2))
+    # tensor parallelism with the plugin: every rank decides alike (lockstep)
+    assert engine_config.engine_kwargs(_settings(tmp_path, device="cuda", tp=2))["tp_size"] == 2
 
 
 def test_engine_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -69,10 +69,8 @@ def is_tiny_model(model_path: Path) -> bool:
 
 
 def engine_kwargs(settings: EngineSettings) -> dict[str, Any]:
-    """``Engine(**kwargs)`` for ``settings``. Raises ``ValueError`` for tp > 1 with the plugin
-    (its time-dependent keys would let tensor-parallel ranks disagree on the batch)."""
-    if settings.plugin and settings.tp > 1:
-        raise ValueError("the agentconsole SGLang plugin supports tp=1 only")
+    """``Engine(**kwargs)`` for ``settings``. With ``tp > 1`` the plugin runs in every
+    tensor-parallel rank and decides alike on each (``lockstep``)."""
     if settings.hicache_size_gb is not None and settings.is_cpu:
         raise ValueError(
             "HiCache needs a CUDA GPU (pinned host memory and sgl_kernel's KV copies); "
@@ -144,8 +142,9 @@ def engine_env(settings: EngineSettings, state_dir: Path) -> dict[str, str | Non
     if settings.is_cpu and "OMP_NUM_THREADS" not in os.environ:
         threads = settings.cpu_threads or max(1, (os.cpu_count() or 2) // 2)
         env["OMP_NUM_THREADS"] = str(threads)
-    if settings.is_cpu and settings.dp > 1 and BIND_ENV not in os.environ:
-        env[BIND_ENV] = cpu_bind(settings.dp, sorted(os.sched_getaffinity(0)))
+    ranks = settings.dp * settings.tp
+    if settings.is_cpu and ranks > 1 and BIND_ENV not in os.environ:
+        env[BIND_ENV] = cpu_bind(ranks, sorted(os.sched_getaffinity(0)))
     return env
 
 
@@ -155,7 +154,8 @@ BIND_ENV = "SGLANG_CPU_OMP_THREADS_BIND"
 
 
 def cpu_bind(ranks: int, cpus: list[int]) -> str:
-    """``SGLANG_CPU_OMP_THREADS_BIND`` for ``ranks`` data-parallel ranks over ``cpus``: a
+    """``SGLANG_CPU_OMP_THREADS_BIND`` for ``ranks`` scheduler ranks (data x tensor
+    parallel) over ``cpus``: a
     contiguous share each, or one core each (reused round robin) when there are fewer cores
     than ranks. On a CPU without AMX SGLang only checks the list (it binds nothing), so sharing
     a core is safe; ``OMP_NUM_THREADS`` still caps each rank's threads."""
