@@ -135,7 +135,9 @@ def test_statuses_merge_into_one_engine_view() -> None:
     r1.kv_capacity_tokens, r1.kv_bytes_per_token = 1000, 8
     r1.running = [RunningEntry("b/1/1", "b", "t", 40, 3, 0.2)]
     r1.tenant_service_s = {"t": 2.0, "u": 1.0}
+    r1.late_controls = 1  # with tp > 1 per group: any group's late read shows
     merged = merge_statuses([r0, r1])
+    assert merged.late_controls == 1
     assert (merged.kv_used_tokens, merged.kv_capacity_tokens) == (150, 2000)
     assert merged.control_version == 4  # in force once the slowest rank has it
     assert merged.written_at == 10.5

@@ -60,6 +60,7 @@ def merge_statuses(statuses: Sequence[SchedulerStatus]) -> SchedulerStatus:
             "evicted_tokens",
             "preemptions",
             "errors",
+            "late_controls",  # tp > 1: any rank group's late control read
         ):
             setattr(merged, name, getattr(merged, name) + getattr(s, name))
         merged.busy_s += s.busy_s
