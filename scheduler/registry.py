@@ -36,12 +36,15 @@ class Registry(Generic[T]):
 
     def create(self, name: str, **params: Any) -> T:
         """A new instance of the class registered as ``name``; ``KeyError`` lists the choices."""
+        return self.factory(name)(**params)
+
+    def factory(self, name: str) -> Callable[..., T]:
+        """What was registered as ``name`` (the class); ``KeyError`` lists the choices."""
         try:
-            factory = self._factories[name]
+            return self._factories[name]
         except KeyError:
             choices = ", ".join(self.names())
             raise KeyError(f"unknown {self.what} {name!r}; choose from {choices}") from None
-        return factory(**params)
 
     def names(self) -> list[str]:
         """Registered names, in registration order."""

@@ -8,9 +8,11 @@ the caller supplies each candidate's predicted queue and service seconds and cac
 
 from agentconsole.scheduler.models.choice import ModelChoice, ModelOption, ModelRequest
 from agentconsole.scheduler.models.rules import (
+    RuleSetup,
     SelectionRule,
     available_rules,
     get_rule,
+    make_rule,
     register_rule,
 )
 from agentconsole.scheduler.models.selector import ModelSelector, Pins
@@ -23,10 +25,12 @@ __all__ = [
     "ModelRequest",
     "ModelSelector",
     "Pins",
+    "RuleSetup",
     "SelectionRule",
     "ServedModel",
     "available_rules",
     "get_rule",
+    "make_rule",
     "register_rule",
     "role_map",
 ]

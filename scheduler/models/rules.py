@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from agentconsole.scheduler.models.choice import ModelOption, ModelRequest
@@ -20,15 +21,37 @@ class SelectionRule(ABC):
     name: ClassVar[str]
     summary: ClassVar[str]
 
+    @classmethod
+    def configured(cls, setup: RuleSetup) -> SelectionRule:
+        """The rule as a deployment sets it up; a rule takes from ``setup`` what it reads."""
+        return cls()
+
     @abstractmethod
     def pick(self, options: Sequence[ModelOption], request: ModelRequest) -> tuple[str, str]:
         """The chosen option's name and the reason; must not mutate."""
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSetup:
+    """What a deployment gives every rule (each takes what it reads): the role -> model map
+    of ``fixed-roles``, the seconds one unit of price is worth to ``finish-time``."""
+
+    roles: Mapping[str, str] = field(default_factory=dict)
+    seconds_per_price: float = 0.0
 
 
 RULES: Registry[SelectionRule] = Registry("model selection rule")
 register_rule = RULES.register
 get_rule = RULES.create
 available_rules = RULES.names
+
+
+def make_rule(name: str, setup: RuleSetup) -> SelectionRule:
+    """The rule registered as ``name``, set up from ``setup`` (``KeyError``: unknown name)."""
+    cls = RULES.factory(name)
+    if not isinstance(cls, type) or not issubclass(cls, SelectionRule):
+        raise TypeError(f"{name!r} is not a selection rule class")
+    return cls.configured(setup)
 
 
 def _top_tier(options: Sequence[ModelOption]) -> ModelOption:
@@ -57,6 +80,10 @@ class FixedRoles(SelectionRule):
     def __init__(self, roles: Mapping[str, str] | None = None) -> None:
         self.roles = dict(roles or {})
 
+    @classmethod
+    def configured(cls, setup: RuleSetup) -> SelectionRule:
+        return cls(setup.roles)
+
     def pick(self, options: Sequence[ModelOption], request: ModelRequest) -> tuple[str, str]:
         wanted = self.roles.get(request.role) if request.role is not None else None
         if wanted is not None and any(o.name == wanted for o in options):
@@ -78,6 +105,10 @@ class FinishTime(SelectionRule):
         if seconds_per_price < 0:
             raise ValueError("seconds_per_price must be non-negative")
         self.seconds_per_price = seconds_per_price
+
+    @classmethod
+    def configured(cls, setup: RuleSetup) -> SelectionRule:
+        return cls(setup.seconds_per_price)
 
     def pick(self, options: Sequence[ModelOption], request: ModelRequest) -> tuple[str, str]:
         weight = self.seconds_per_price

@@ -23,8 +23,9 @@ from agentconsole.scheduler.models import (
     ModelRequest,
     ModelSelector,
     Pins,
+    RuleSetup,
     ServedModel,
-    get_rule,
+    make_rule,
     role_map,
 )
 from agentconsole.scheduler.runtime import Prompt, Runtime
@@ -71,13 +72,9 @@ class ModelDesk:
         self.runtimes = runtimes
         self.costs = ModelCosts(runtimes)
         self.role_tiers = dict(config.role_tiers or {})
-        params: dict[str, object] = {}
-        if config.rule == "fixed-roles":
-            params["roles"] = role_map(self.served)
-        elif config.rule == "finish-time":
-            params["seconds_per_price"] = config.seconds_per_price
+        setup = RuleSetup(role_map(self.served), config.seconds_per_price)
         pins = Pins(roles=dict(config.role_pins or {}))
-        self.selector = ModelSelector(get_rule(config.rule, **params), pins)
+        self.selector = ModelSelector(make_rule(config.rule, setup), pins)
         for model in pins.roles.values():
             self._known(model, "selection.role_pins")
 

@@ -150,3 +150,19 @@ def test_finish_time_is_never_beaten_among_eligible(opts: list[ModelOption], tie
 def test_all_large_is_always_top_tier(opts: list[ModelOption]) -> None:
     choice = ModelSelector(get_rule("all-large")).select(opts, ModelRequest("p"))
     assert next(o.tier for o in opts if o.name == choice.chosen) == max(o.tier for o in opts)
+
+
+def test_a_rule_is_set_up_from_one_setup_whatever_its_name() -> None:
+    from agentconsole.scheduler.models import RuleSetup, available_rules, make_rule
+    from agentconsole.scheduler.models.rules import FinishTime, FixedRoles
+
+    setup = RuleSetup(roles={"verify": "small"}, seconds_per_price=2.0)
+    rules = {name: make_rule(name, setup) for name in available_rules()}
+    assert set(rules) >= {"all-large", "fixed-roles", "finish-time"}
+    fixed, finish = rules["fixed-roles"], rules["finish-time"]
+    assert isinstance(fixed, FixedRoles)
+    assert fixed.roles == {"verify": "small"}
+    assert isinstance(finish, FinishTime)
+    assert finish.seconds_per_price == 2.0
+    with pytest.raises(KeyError, match="choose from"):
+        make_rule("cheapest", setup)

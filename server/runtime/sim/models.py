@@ -24,7 +24,8 @@ from agentconsole.scheduler.models import (
     ModelRequest,
     ModelSelector,
     Pins,
-    get_rule,
+    RuleSetup,
+    make_rule,
 )
 from agentconsole.server.runtime.sim.costmodel import CostModel, preset
 from agentconsole.server.runtime.sim.crossmodel import ForeignKv
@@ -77,9 +78,8 @@ class ModelSetup:
 
     def selector(self) -> ModelSelector:
         """A selector for this setup (a rule that takes a role map is given ``roles``)."""
-        params = {"roles": dict(self.roles)} if self.rule == "fixed-roles" else {}
         pins = Pins(programs=dict(self.program_pins), roles=dict(self.role_pins))
-        return ModelSelector(get_rule(self.rule, **params), pins)
+        return ModelSelector(make_rule(self.rule, RuleSetup(dict(self.roles))), pins)
 
 
 def parse_models(text: str, gpu: str = "H200-141GB") -> tuple[ModelPool, ...]:
