@@ -52,6 +52,10 @@ _COUNTS = {
     "ghost_tokens": ("ghost_tokens_total", "Tokens generated after a cancel or disconnect."),
     "discarded_branch_tokens": ("discarded_branch_tokens_total", "Tokens of discarded branches."),
     "recompute_tokens": ("kv_recompute_tokens_total", "KV tokens recomputed after eviction."),
+    "cross_model_lost_tokens": (
+        "cross_model_lost_tokens_total",
+        "Prompt tokens prefilled on one model that another served model had cached.",
+    ),
 }
 #: help of the counters read from elsewhere than the aggregator (``counters``)
 _COUNTER_HELP = {

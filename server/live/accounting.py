@@ -115,6 +115,9 @@ class CallAccounting:
             data["model"] = call.request.model
         self._record_prompt(call, result, now)
         data.update(self._insertion(call, result))
+        lost_elsewhere = call.cached_elsewhere - result.cached_tokens
+        if lost_elsewhere > 0:  # another model held what this one prefilled again
+            data["cross_model_lost_tokens"] = lost_elsewhere
         if call.closed:
             data["reason"] = call.abort_reason
             self._emit(call, EventKind.CALL_ABORTED, data)

@@ -97,6 +97,9 @@ class LiveCall:
         #: prompt tokens prefilled again because the prompt inserted mid-prompt (None: no
         #: insertion); set at the end by the accounting (``insertions.py``)
         self.lost_reuse_tokens: int | None = None
+        #: the most of its prompt another served model with the same tokens held when it was
+        #: sent (several models served; ``modeldesk.cached_elsewhere``)
+        self.cached_elsewhere = 0
         self._runtime = runtime
         self._hooks = hooks
         self._forwarded: list[TokenDelta] = []  # what the client is given, in order

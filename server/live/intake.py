@@ -104,6 +104,7 @@ class CallIntake:
         pid, nid = program.program_id, node.node_id
         model, labels = self._choose(program, node, tenant, prompts, chat)
         prompt = prompts[model]
+        elsewhere = svc.models.cached_elsewhere(pid, tenant, model, prompt) if labels else 0
         probe = svc.models.runtime_of(model).probe(pid, prompt, tenant)
         ticket = svc.driver.queue_call(pid, nid, probe, now, private_tokens=prompt.private_tokens)
         ticket.boost += chat.priority * PRIORITY_UNIT_S
@@ -133,6 +134,7 @@ class CallIntake:
             svc.driver.withdraw(pid, ticket.call_id)
             svc.nodes.fail_attempt(program, nid, now)
             raise Unavailable(f"the runtime refused the call: {error}") from error
+        call.cached_elsewhere = elsewhere
         svc.register(call)
         if hashes is not None:
             svc.chains.record(tenant, hashes, pid, nid)

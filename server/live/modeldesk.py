@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from agentconsole.scheduler.models import (
     ModelChoice,
@@ -31,6 +32,7 @@ from agentconsole.scheduler.models import (
 from agentconsole.scheduler.runtime import Prompt, Runtime
 from agentconsole.server.live.errors import InvalidRequest, NotFound
 from agentconsole.server.live.modelcost import ModelCosts
+from agentconsole.server.modelcompat.digest import tokenizer_digest
 
 AUTO = "auto"
 #: output tokens assumed when the node has no estimate yet
@@ -70,6 +72,7 @@ class ModelDesk:
             runtimes = {name: runtime}
         self.by_name = {m.name: m for m in self.served}
         self.runtimes = runtimes
+        self._families: dict[str, tuple[str, str | None]] = {}
         self.costs = ModelCosts(runtimes)
         self.role_tiers = dict(config.role_tiers or {})
         setup = RuleSetup(role_map(self.served), config.seconds_per_price)
@@ -77,6 +80,29 @@ class ModelDesk:
         self.selector = ModelSelector(make_rule(config.rule, setup), pins)
         for model in pins.roles.values():
             self._known(model, "selection.role_pins")
+
+    def cached_elsewhere(self, program_id: str, tenant: str, chosen: str, prompt: Prompt) -> int:
+        """The most of ``prompt`` (in ``chosen``'s tokens) another served model reading the
+        same tokens (chat format and tokenizer) holds for the tenant: what running it on
+        ``chosen`` may prefill again, lost cross-model reuse (0 with one model served)."""
+        family = self._family(chosen)
+        others = (m for m in self.by_name if m != chosen and self._family(m) == family)
+        probes = (self.runtimes[m].probe(program_id, prompt, tenant) for m in others)
+        return max((p.cached_tokens for p in probes), default=0)
+
+    def _family(self, name: str) -> tuple[str, str | None]:
+        """(chat format, tokenizer digest) of a served model: models that agree read a prompt
+        as the same tokens. A model without a tokenizer directory (a simulated preset) has
+        none: its format's token counts are all there is."""
+        found = self._families.get(name)
+        if found is None:
+            model = self.by_name[name]
+            where = model.tokenizer or model.source
+            directory = Path(where) if where else None
+            digest = tokenizer_digest(directory) if directory and directory.is_dir() else None
+            found = (self.runtimes[name].chat_format.name, digest)
+            self._families[name] = found
+        return found
 
     @property
     def multi(self) -> bool:

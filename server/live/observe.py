@@ -86,6 +86,8 @@ class Observer:
             "kv": self.tiers(snap),
             "prefix_hit_tokens": snap.prefix_hit_tokens,
             "ghost_tokens": int(counts.get("ghost_tokens", 0)),
+            # several models served: prompt tokens one prefilled that another had cached
+            "cross_model_lost_tokens": int(counts.get("cross_model_lost_tokens", 0)),
             # mid-prompt insertions and the prefix reuse they lost (insertions.py)
             "prompt_insertions": service.insertions.total.json(),
             # how far the online estimates the policies rank by were off (count, mean

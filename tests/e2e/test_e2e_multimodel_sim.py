@@ -160,3 +160,24 @@ def test_candidates_from_the_header_and_unknown_models(http: httpx.Client) -> No
         "/v1/operator/models/pins", json={"role": "x", "model": "nope"}, headers=OPERATOR
     )
     assert bad_pin.status_code == 404
+
+
+def _lost_total(http: httpx.Client) -> float:
+    text = http.get("/metrics").text
+    (line,) = [x for x in text.splitlines() if x.startswith("agentconsole_cross_model_lost_tokens")]
+    return float(line.split()[-1])
+
+
+def test_a_program_moved_to_another_model_counts_the_reuse_it_lost(http: httpx.Client) -> None:
+    """Both presets read the same tokens; a program's call sent to ``small`` after its first
+    ran on ``big`` prefills what ``big`` holds: lost cross-model reuse in the overview and
+    ``/metrics``. A call that stays on its model loses none."""
+    before = http.get("/v1/overview").json()["cross_model_lost_tokens"]
+    metrics_before = _lost_total(http)
+    assert _chat(http, "big", "mm-move").status_code == 200
+    assert _chat(http, "big", "mm-move").status_code == 200  # stays: nothing lost
+    assert http.get("/v1/overview").json()["cross_model_lost_tokens"] == before
+    assert _chat(http, "small", "mm-move").status_code == 200
+    lost = http.get("/v1/overview").json()["cross_model_lost_tokens"] - before
+    assert lost > 0
+    assert _lost_total(http) - metrics_before == lost
