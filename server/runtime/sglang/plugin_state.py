@@ -6,6 +6,8 @@ ranks the waiting queue with :class:`~agentconsole.server.runtime.sglang.orderin
 plans preemptions, credits measured step time to tenants, applies tool-wait retention hints to
 the radix tree and writes ``status.json``. SGLang objects (``Req``, ``ScheduleBatch``,
 ``Scheduler``) are duck-typed (``Any``): only the fields listed in ``symbols`` are read.
+What it remembers per request is in ``plugin_requests.RequestBook``, per program (contexts,
+retention hints) in ``retention.RetentionBook``.
 
 Clocks: tickets, control and status use the wall clock (``time.time()``); ticket times are
 shifted by the adapter's ``clock_offset``. Under tensor parallelism (``lockstep``) every
@@ -37,7 +39,6 @@ from agentconsole.server.runtime.sglang.control import (
     write_json_atomic,
 )
 from agentconsole.server.runtime.sglang.ordering import (
-    Candidate,
     Orderer,
     Ranked,
     RunningView,
@@ -45,6 +46,7 @@ from agentconsole.server.runtime.sglang.ordering import (
     preemption_priorities,
     preemption_victims,
 )
+from agentconsole.server.runtime.sglang.plugin_requests import RequestBook
 from agentconsole.server.runtime.sglang.plugin_telemetry import PluginTelemetry
 from agentconsole.server.runtime.sglang.status import SchedulerStatus
 from agentconsole.server.runtime.sglang.steps import StepRecorder
@@ -72,11 +74,7 @@ class PluginState:
         self.orderer = Orderer(self.guard, self.control.policy)
         self.meter = ServiceMeter(self.guard)
         self.rule = PreemptionRule()
-        self._wires: dict[str, wire.WireTicket | None] = {}
-        self._first_seen: dict[str, float] = {}
-        self._admitted: dict[str, float] = {}
-        self._requeued: set[str] = set()  # preempted by the operator, then seen waiting
-        self._resumed: set[str] = set()  # ... and then seen running again
+        self.requests = RequestBook()
         self._overrides: dict[str, CallTicket] = {}
         self.retention = retention.RetentionBook(_MAX_CONTEXTS)
         self.steps = StepRecorder(state_dir / STEPS_FILE)
@@ -163,27 +161,13 @@ class PluginState:
 
     # -- requests ---------------------------------------------------------------------------------
     def wire_of(self, req: Any) -> wire.WireTicket | None:
-        rid = req.rid
-        if rid not in self._wires:
-            params = getattr(req.sampling_params, "custom_params", None)
-            self._wires[rid] = wire.decode(params)
-        return self._wires[rid]
-
-    def candidate(self, req: Any, wall: float, *, record: bool = True) -> Candidate:
-        """``req`` as the orderer sees it; ``record`` notes ``wall`` as when it was first
-        seen (a report passes False: it must not change what decisions see)."""
-        rid = req.rid
-        first = (
-            self._first_seen.setdefault(rid, wall) if record else self._first_seen.get(rid, wall)
-        )
-        preempted = self.control.preempted.get(rid)
-        if preempted is not None and rid in self._resumed:
-            preempted = None
-        return Candidate(rid, self.wire_of(req), first, preempted)
+        return self.requests.wire_of(req)
 
     def rank(self, reqs: list[Any], wall: float, *, report: bool = False) -> list[Ranked]:
         """Effective keys of ``reqs`` at ``wall`` (a ``report`` changes no state)."""
-        cands = [self.candidate(r, wall, record=not report) for r in reqs]
+        preempted = self.control.preempted
+        book = self.requests
+        cands = [book.candidate(r, wall, preempted.get(r.rid), record=not report) for r in reqs]
         return self.orderer.rank(
             cands,
             wall,
@@ -205,9 +189,8 @@ class PluginState:
             self.apply_retention(tree, wall)
         wall = self.decision_time(wall)
         ranked = self.rank(waiting, wall)
-        for req, r in zip(waiting, ranked, strict=True):
-            if r.candidate.preempted_at is not None and wall > r.candidate.preempted_at:
-                self._requeued.add(req.rid)
+        for r in ranked:
+            self.requests.seen_waiting(r.candidate, wall)
         order = sorted(range(len(waiting)), key=lambda i: ranked[i].key)
         waiting[:] = [waiting[i] for i in order]
         self._touch_waiting(waiting, tree)
@@ -243,7 +226,7 @@ class PluginState:
                 RunningView(
                     r.rid,
                     rk.key,
-                    wall - self._admitted.get(r.rid, wall),
+                    self.requests.resident_s(r.rid, wall),
                     self.meter.remaining_s(w.ticket if w else None, generated),
                     self.meter.restore_s(len(r.origin_input_ids) + generated),
                     protected=w is None or w.kind is wire.CallKind.PROBE,
@@ -292,12 +275,7 @@ class PluginState:
             self.steps.scheduled(getattr(plan, "batch_to_run", None), seconds)
 
     def _note_running(self, req: Any, w: wire.WireTicket | None, wall: float) -> None:
-        rid = req.rid
-        if rid not in self._admitted:
-            self._admitted[rid] = wall
-        if rid in self._requeued:
-            self._requeued.discard(rid)
-            self._resumed.add(rid)
+        self.requests.seen_running(req.rid, wall)
         if w is not None and w.kind is wire.CallKind.CALL:
             ctx = retention.Context(
                 req.origin_input_ids,
@@ -350,7 +328,9 @@ class PluginState:
         if not self.lockstep and self.refresh(wall):
             self.apply_retention(getattr(scheduler, "tree_cache", None), wall)
         if self.lockstep and self.step % _PRUNE_EVERY == 0:
-            self._prune(plugin_status.live_rids(scheduler, plan=plan))
+            self.requests.prune(
+                plugin_status.live_rids(scheduler, plan=plan), self.control.preempted
+            )
         if not self.layout.writer:
             return
         if self._status_dirty or wall - self._status_at >= _STATUS_INTERVAL_S:
@@ -376,7 +356,9 @@ class PluginState:
             policy=self.orderer.policy_name,
             paused=self.paused,
             queued=plugin_status.queued_entries(ranked, wall, waiting),
-            running=plugin_status.running_entries(running, self.wire_of, self._admitted, wall),
+            running=plugin_status.running_entries(
+                running, self.wire_of, self.requests.admitted, wall
+            ),
             retained_tokens=self.retention.kept_tokens(wall),
             tenant_service_s=dict(self.meter.service_s),
             preemptions=self.preemptions,
@@ -392,14 +374,9 @@ class PluginState:
         self._status_at = wall
         self._status_dirty = False
         if not self.lockstep:
-            self._prune(plugin_status.live_rids(scheduler, waiting, running, plan))
-
-    def _prune(self, live: set[str]) -> None:
-        for table in (self._wires, self._first_seen, self._admitted):
-            for rid in [rid for rid in table if rid not in live]:
-                del table[rid]
-        self._requeued &= live
-        self._resumed &= live | set(self.control.preempted)
+            self.requests.prune(
+                plugin_status.live_rids(scheduler, waiting, running, plan), self.control.preempted
+            )
 
     def write_marker(self, policy: Any) -> None:
         """Record that SGLang built our policy in this process (the adapter checks it)."""

@@ -1,0 +1,73 @@
+"""What the plugin remembers of each request its scheduler holds.
+
+Per request id: the decoded ticket (``wire``), when the plugin first saw it waiting and when it
+was first admitted (both in decision time: the wall clock, or in lockstep the decision clock),
+and whether an operator preempt of it has taken effect (seen waiting after the preempt, then
+running again: from then on it is no longer demoted). Entries of requests the scheduler no
+longer holds are pruned. SGLang's ``Req`` is duck-typed (``rid``,
+``sampling_params.custom_params``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from agentconsole.server.runtime.sglang import wire
+from agentconsole.server.runtime.sglang.ordering import Candidate
+
+
+class RequestBook:
+    def __init__(self) -> None:
+        self._wires: dict[str, wire.WireTicket | None] = {}
+        self._first_seen: dict[str, float] = {}
+        self.admitted: dict[str, float] = {}
+        self._requeued: set[str] = set()  # preempted by the operator, then seen waiting
+        self._resumed: set[str] = set()  # ... and then seen running again
+
+    def wire_of(self, req: Any) -> wire.WireTicket | None:
+        """The ticket ``req`` carries (decoded once), or None."""
+        rid = req.rid
+        if rid not in self._wires:
+            params = getattr(req.sampling_params, "custom_params", None)
+            self._wires[rid] = wire.decode(params)
+        return self._wires[rid]
+
+    def candidate(
+        self, req: Any, now: float, preempted_at: float | None, *, record: bool = True
+    ) -> Candidate:
+        """``req`` as the orderer sees it (``preempted_at``: when the operator preempted it,
+        if they did); ``record`` notes ``now`` as when it was first seen (a report passes
+        False: it must not change what decisions see)."""
+        rid = req.rid
+        seen = self._first_seen
+        first = seen.setdefault(rid, now) if record else seen.get(rid, now)
+        if preempted_at is not None and rid in self._resumed:
+            preempted_at = None
+        return Candidate(rid, self.wire_of(req), first, preempted_at)
+
+    def seen_waiting(self, candidate: Candidate, now: float) -> None:
+        """``candidate`` was in the waiting queue at ``now`` (after its preempt, if any)."""
+        if candidate.preempted_at is not None and now > candidate.preempted_at:
+            self._requeued.add(candidate.rid)
+
+    def seen_running(self, rid: str, now: float) -> None:
+        """Request ``rid`` ran a step at ``now``."""
+        if rid not in self.admitted:
+            self.admitted[rid] = now
+        if rid in self._requeued:
+            self._requeued.discard(rid)
+            self._resumed.add(rid)
+
+    def resident_s(self, rid: str, now: float) -> float:
+        """How long ``rid`` has been running at ``now`` (0 if it has not run)."""
+        return now - self.admitted.get(rid, now)
+
+    def prune(self, live: set[str], preempted: Iterable[str]) -> None:
+        """Forget requests not in ``live``; the preempt mark stays while ``preempted`` names
+        the request (the operator's preempt is still in control)."""
+        for table in (self._wires, self._first_seen, self.admitted):
+            for rid in [rid for rid in table if rid not in live]:
+                del table[rid]
+        self._requeued &= live
+        self._resumed &= live | set(preempted)
