@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,6 +19,7 @@ from agentconsole.scheduler.policies import available, get_policy
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import retention, wire
 from agentconsole.server.runtime.sglang.control import (
+    BURST_S,
     CONTROL_FILE,
     STATUS_FILE,
     ControlState,
@@ -191,43 +193,66 @@ def test_two_ranks_decide_alike_whatever_their_clocks_and_step_times(
 
 
 def test_a_rank_that_reads_control_late_counts_it() -> None:
-    gate = ControlGate(STATUS_FILE)
-    gate.offer(ControlState(version=2, apply_at_step={STATUS_FILE: 5}), step=3)
-    assert gate.due(4) is None
-    due = gate.due(5)
+    gate, clock = ControlGate(STATUS_FILE), DecisionClock()
+    gate.offer(ControlState(version=2, apply_at_step={STATUS_FILE: 5}), 3, clock)
+    assert gate.due(4, clock) is None
+    due = gate.due(5, clock)
     assert due is not None
     assert due.version == 2
     assert gate.late == 0
-    gate.offer(ControlState(version=3, apply_at_step={STATUS_FILE: 5}), step=7)
-    due = gate.due(7)
+    gate.offer(ControlState(version=3, apply_at_step={STATUS_FILE: 5}), 7, clock)
+    due = gate.due(7, clock)
     assert due is not None
     assert due.version == 3
     assert gate.late == 1
     # no pass planned for this group (tp=1 writers, start-up): due at once, not late
-    gate.offer(ControlState(version=4), step=9)
-    assert gate.due(9) is not None
+    gate.offer(ControlState(version=4), 9, clock)
+    assert gate.due(9, clock) is not None
     assert gate.late == 1
 
 
 def test_versions_due_at_the_same_pass_apply_only_the_newest() -> None:
-    gate = ControlGate("status.rank1.json")
-    gate.offer(ControlState(version=2, apply_at_step={"status.rank1.json": 8}), step=1)
-    gate.offer(ControlState(version=3, apply_at_step={"status.rank1.json": 8}), step=2)
-    gate.offer(ControlState(version=4, apply_at_step={"status.rank1.json": 12}), step=2)
-    due = gate.due(8)
+    gate, clock = ControlGate("status.rank1.json"), DecisionClock()
+    gate.offer(ControlState(version=2, apply_at_step={"status.rank1.json": 8}), 1, clock)
+    gate.offer(ControlState(version=3, apply_at_step={"status.rank1.json": 8}), 2, clock)
+    gate.offer(ControlState(version=4, apply_at_step={"status.rank1.json": 12}), 2, clock)
+    due = gate.due(8, clock)
     assert due is not None
     assert due.version == 3
-    assert gate.due(11) is None
-    due = gate.due(12)
+    assert gate.due(11, clock) is None
+    due = gate.due(12, clock)
     assert due is not None
     assert due.version == 4
 
 
-def test_the_decision_clock_only_moves_forward() -> None:
+def test_news_after_a_write_brings_its_pass_forward_alike_on_every_rank() -> None:
+    """A request sent after the write reached the clock at pass 4: the version is due at pass
+    6 (not its planned 100) on a rank that read it at pass 3 and on one that read it at 5."""
+    control = ControlState(version=2, written_at=9.0, apply_at_step={STATUS_FILE: 100})
+    for read_at in (3, 5):
+        gate, clock = ControlGate(STATUS_FILE), DecisionClock()
+        clock.observe(8.0, 2)
+        if read_at == 3:
+            gate.offer(control, 3, clock)
+        clock.observe(10.0, 4)
+        if read_at == 5:
+            gate.offer(control, 5, clock)
+        assert gate.due(5, clock) is None
+        due = gate.due(6, clock)
+        assert due is not None
+        assert due.version == 2
+        assert gate.late == 0
+
+
+def test_the_decision_clock_only_moves_forward_and_knows_when() -> None:
     clock = DecisionClock()
-    for told in (5.0, None, 3.0, 7.5):
-        clock.observe(told)
-    assert clock.now == 7.5
+    for step, told in enumerate((5.0, None, 3.0, 7.5, 7.6), start=1):
+        clock.observe(told, step)
+    assert clock.now == 7.6
+    assert clock.reached_at(4.0) == 1
+    assert clock.reached_at(7.5) == 4
+    assert clock.reached_at(7.55) == 5
+    assert clock.reached_at(8.0) is None
 
 
 def test_the_writer_plans_a_pass_ahead_of_each_group(tmp_path: Path) -> None:
@@ -235,17 +260,27 @@ def test_the_writer_plans_a_pass_ahead_of_each_group(tmp_path: Path) -> None:
     assert apply_step(100, 40.0, 0.05) == 100 + 12 + 2  # 0.3 s at 40 passes a second
     write_json_atomic(tmp_path / STATUS_FILE, {"step": 0})  # a tp=1 plugin reports none
     assert plan_apply_steps(tmp_path, 10.0) == {}
-    write_json_atomic(
-        tmp_path / "status.rank1.json", {"step": 50, "steps_per_s": 10.0, "written_at": 9.95}
-    )
+    status = tmp_path / "status.rank1.json"
+    now = time.time()
+    write_json_atomic(status, {"step": 50, "steps_per_s": 10.0, "written_at": now - 0.05})
     writer = ControlWriter(tmp_path)
     first = writer.state.apply_at_step["status.rank1.json"]
     assert first >= 50 + 3
-    writer.write()  # a second write a moment later takes the same pass
+    writer.write()  # a second write in the same burst takes the same pass
     assert writer.state.apply_at_step["status.rank1.json"] == first
     saved = json.loads((tmp_path / CONTROL_FILE).read_text())
     assert saved["apply_at_step"] == {"status.rank1.json": first}
     assert saved["written_at"] > 0
+    # later, the group reports a pass further on: a later pass; never an earlier one
+    time.sleep(BURST_S)
+    write_json_atomic(status, {"step": 500, "steps_per_s": 10.0, "written_at": time.time()})
+    writer.write()
+    assert writer.state.apply_at_step["status.rank1.json"] >= 503
+    write_json_atomic(status, {"step": 60, "steps_per_s": 10.0, "written_at": time.time()})
+    time.sleep(BURST_S)
+    before = writer.state.apply_at_step["status.rank1.json"]
+    writer.write()
+    assert writer.state.apply_at_step["status.rank1.json"] == before
 
 
 def test_the_request_carries_its_send_time() -> None:

@@ -23,8 +23,8 @@ whose path reaches the scheduler in the environment variable ``AGENTCONSOLE_SGLA
   at the same step, so a control change is not applied when a rank reads it but at the loop
   pass named in ``apply_at_step`` (per status file: each data-parallel group counts its own
   passes), which the writer puts a little ahead of the step the group last reported
-  (:func:`apply_step`); only tensor rank 0 writes the status, placement and steps files
-  (``lockstep``).
+  (:func:`apply_step`), or two passes after a request sent after the write arrived; only
+  tensor rank 0 writes the status, placement and steps files (``lockstep``).
 * ``plugin-<pid>.json`` — the marker the plugin's policy writes when SGLang constructs it in a
   scheduler process: proof that the plugin is active where it must be (SGLang only logs plugin
   load failures).
@@ -147,7 +147,7 @@ class CachedJsonFile:
         self.path = path
         self.min_interval_s = min_interval_s
         self._checked = -1e300
-        self._sig: tuple[int, int] | None = None
+        self._sig: tuple[int, int, int] | None = None
         self._data: dict[str, Any] | None = None
 
     def poll(self, now: float, *, force: bool = False) -> tuple[dict[str, Any] | None, bool]:
@@ -160,7 +160,9 @@ class CachedJsonFile:
             st = os.stat(self.path)
         except OSError:
             return self._data, False
-        sig = (st.st_mtime_ns, st.st_size)
+        # the inode too: each write replaces the file, and two writes of the same size within
+        # the filesystem's mtime granularity must not look like one (ranks would disagree)
+        sig = (st.st_ino, st.st_mtime_ns, st.st_size)
         if sig == self._sig:
             return self._data, False
         data = read_json(self.path)
@@ -176,6 +178,8 @@ class CachedJsonFile:
 #: each other, since each pass starts with SGLang's broadcast of the received requests)
 LEAD_S = 0.25
 _LEAD_MIN_STEPS = 2
+#: writes closer than this share their passes (a burst: one operator action, several files)
+BURST_S = 0.02
 
 
 def apply_step(step: int, steps_per_s: float, age_s: float) -> int:
@@ -187,15 +191,14 @@ def apply_step(step: int, steps_per_s: float, age_s: float) -> int:
 
 
 def plan_apply_steps(
-    state_dir: Path, wall: float, previous: Mapping[str, int] | None = None
+    state_dir: Path, wall: float, previous: ControlState | None = None
 ) -> dict[str, int]:
     """``apply_at_step`` for a control change written at ``wall``: one entry per status
     file that reports a loop pass (only lockstep plugins do; the others apply when they
-    read). ``previous`` is the plan of the version this one replaces: when the new pass is
-    within ``_LEAD_MIN_STEPS`` of it (two writes a pass or so apart, so a rank may never see
-    the first), the new version takes the same pass, so no rank applies a version another
-    skipped; and a group's pass never goes back."""
-    previous = previous or {}
+    read). ``previous``: the version this one replaces; written less than ``BURST_S`` before,
+    its passes are kept (a rank may never see a version replaced that fast, so it must not
+    apply before its successor), and a group's pass never goes back."""
+    burst = previous is not None and 0 <= wall - previous.written_at < BURST_S
     plan: dict[str, int] = {}
     for path in sorted(state_dir.glob("status*.json")):
         data = read_json(path)
@@ -203,8 +206,8 @@ def plan_apply_steps(
             continue
         age = wall - float(data.get("written_at", wall))
         step = apply_step(data["step"], float(data.get("steps_per_s", 0.0)), age)
-        before = previous.get(path.name)
-        if before is not None and step <= before + _LEAD_MIN_STEPS:
+        before = previous.apply_at_step.get(path.name) if previous is not None else None
+        if before is not None and (burst or before > step):
             step = before
         plan[path.name] = step
     return plan
@@ -221,10 +224,12 @@ class ControlWriter:
     def write(self) -> int:
         """Bump the version, stamp the write time and the pass each lockstep rank group
         applies it at, and write the state; returns the new version."""
+        previous = ControlState(written_at=self.state.written_at)
+        previous.apply_at_step = self.state.apply_at_step
         self.state.version += 1
         self.state.written_at = time.time()
         self.state.apply_at_step = plan_apply_steps(
-            self.path.parent, self.state.written_at, self.state.apply_at_step
+            self.path.parent, self.state.written_at, previous
         )
         write_json_atomic(self.path, self.state.to_json())
         return self.state.version

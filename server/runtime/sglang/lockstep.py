@@ -13,8 +13,9 @@ every rank sees alike:
   engine only drains what it holds; a call never starves for it, since the queue it waits in
   only shrinks then.
 * **control**: :class:`ControlGate` holds each ``control.json`` version a rank reads until the
-  loop pass the writer planned for its group (``ControlState.apply_at_step``); loop passes
-  count alike on every rank (each pass starts with SGLang's broadcast).
+  loop pass the writer planned for its group (``ControlState.apply_at_step``), or until two
+  passes after a request sent after the write arrived, whichever is first; loop passes count
+  alike on every rank (each pass starts with SGLang's broadcast).
 * **tenant share**: credited in tokens computed, not in measured seconds; the preemption cost
   estimates keep their configured values instead of learning from measured step times.
 * **files**: only tensor (and pipeline) rank 0 writes status, placement and steps files.
@@ -24,13 +25,18 @@ Pure Python except :func:`layout`, which reads SGLang's published ranks best eff
 
 from __future__ import annotations
 
+import bisect
+import math
+from collections import deque
 from dataclasses import dataclass
 
 from agentconsole.server.runtime.sglang import symbols
 from agentconsole.server.runtime.sglang.control import ControlState
 
-#: weight of the newest interval in the loop-pass rate estimate
-_RATE_SMOOTHING = 0.2
+#: passes after the decision clock reached a control write's time before it applies (one
+#: for the news to reach every rank's clock, one for a rank a pass behind to read the file)
+_AFTER_NEWS = 2
+_HISTORY = 4096  # clock advances remembered (a rank reading control later is late anyway)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,22 +70,42 @@ def layout() -> Layout:
 
 
 class DecisionClock:
-    """Wall-clock time as every rank knows it: the newest time it has been told."""
+    """Wall-clock time as every rank knows it: the newest time it has been told, and the
+    loop pass at which it was told each newer time (so every rank can name the pass at which
+    the clock first reached a given time, however late it asks)."""
 
-    __slots__ = ("now",)
+    __slots__ = ("_nows", "_passes", "now")
 
     def __init__(self) -> None:
         self.now = 0.0
+        self._nows: deque[float] = deque(maxlen=_HISTORY)
+        self._passes: deque[int] = deque(maxlen=_HISTORY)
 
-    def observe(self, told: float | None) -> None:
-        """Move ``now`` forward to ``told`` (a request's send time, a control write)."""
+    def observe(self, told: float | None, step: int) -> None:
+        """Move ``now`` forward to ``told`` (a request's send time, a control write), told
+        during loop pass ``step``."""
         if told is not None and told > self.now:
             self.now = told
+            if self._passes and self._passes[-1] == step:
+                self._nows[-1] = told
+            else:
+                self._nows.append(told)
+                self._passes.append(step)
+
+    def reached_at(self, when: float) -> int | None:
+        """The first pass at which ``now`` was at least ``when``: None if it is not yet, 0 if
+        that is older than the history kept."""
+        if when > self.now:
+            return None
+        i = bisect.bisect_left(self._nows, when)
+        if i == 0 and len(self._nows) == self._nows.maxlen:
+            return 0
+        return self._passes[i] if i < len(self._passes) else self._passes[-1]
 
 
 class StepRate:
-    """Loop passes per second of this scheduler, smoothed (reported for the control writer's
-    plan, never an input of a decision)."""
+    """Loop passes per second of this scheduler between two status writes (reported for the
+    control writer's plan, never an input of a decision)."""
 
     __slots__ = ("_last", "per_s")
 
@@ -88,43 +114,48 @@ class StepRate:
         self._last: tuple[int, float] | None = None
 
     def observe(self, step: int, wall: float) -> None:
-        """Fold in that pass ``step`` was reached at ``wall``."""
+        """Pass ``step`` was reached at ``wall``: the rate since the previous call."""
         last = self._last
         self._last = (step, wall)
-        if last is None or wall <= last[1] or step <= last[0]:
-            return
-        rate = (step - last[0]) / (wall - last[1])
-        self.per_s = (
-            rate if self.per_s == 0.0 else self.per_s + _RATE_SMOOTHING * (rate - self.per_s)
-        )
+        if last is not None and wall > last[1]:
+            self.per_s = max(step - last[0], 0) / (wall - last[1])
 
 
 class ControlGate:
-    """The control versions one rank has read and not applied yet, each due at the pass its
-    ``apply_at_step`` names for this rank's group (``key``: the group's status file name)."""
+    """The control versions one rank has read and not applied yet (``key``: the rank group's
+    status file name). A version is due at the pass its ``apply_at_step`` names for the group,
+    or ``_AFTER_NEWS`` passes after the decision clock reached its ``written_at`` (a request
+    sent after the write has arrived: by then every rank has read the file, which was written
+    before that request was sent), whichever comes first. The second bounds the delay on an
+    idle engine, whose loop passes come once a second."""
 
     def __init__(self, key: str) -> None:
         self.key = key
-        self._pending: dict[int, tuple[int, ControlState]] = {}  # version -> (due, state)
+        self._pending: dict[int, ControlState] = {}
         self.late = 0  # versions read after their pass (ranks may have disagreed)
 
-    def offer(self, control: ControlState, step: int) -> None:
-        """Hold ``control``, read during pass ``step``. A version without a pass for this
-        group (tp=1, or written before the group reported one) is due at once; one read
-        after its pass is due at once too, and counted in ``late``."""
-        due = control.apply_at_step.get(self.key, 0)
-        if 0 < due < step:
-            self.late += 1
-        self._pending[control.version] = (due, control)
+    def _due_at(self, control: ControlState, clock: DecisionClock) -> float:
+        planned = control.apply_at_step.get(self.key)
+        if planned is None:
+            return 0  # no pass planned for this group (tp=1 writers, start-up): at once
+        reached = clock.reached_at(control.written_at) if control.written_at > 0 else None
+        return min(planned, reached + _AFTER_NEWS if reached is not None else math.inf)
 
-    def due(self, step: int) -> ControlState | None:
+    def offer(self, control: ControlState, step: int, clock: DecisionClock) -> None:
+        """Hold ``control``, read during pass ``step`` (one read after its pass is due at
+        once, and counted in ``late``)."""
+        if 0 < self._due_at(control, clock) < step:
+            self.late += 1
+        self._pending[control.version] = control
+
+    def due(self, step: int, clock: DecisionClock) -> ControlState | None:
         """The newest held version due at pass ``step`` (None: none); it and every older
         version are dropped, so each rank applies the same version at the same pass."""
-        ready = [v for v, (due, _) in self._pending.items() if due <= step]
+        ready = [v for v, c in self._pending.items() if self._due_at(c, clock) <= step]
         if not ready:
             return None
         newest = max(ready)
-        control = self._pending[newest][1]
+        control = self._pending[newest]
         for v in [v for v in self._pending if v <= newest]:
             del self._pending[v]
         return control

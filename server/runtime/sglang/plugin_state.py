@@ -130,15 +130,15 @@ class PluginState:
             if not self.lockstep:
                 self._apply(control)
                 return True
-            self._gate.offer(control, self.step)
-        due = self._gate.due(self.step) if self.lockstep else None
+            self._gate.offer(control, self.step, self.clock)
+        due = self._gate.due(self.step, self.clock) if self.lockstep else None
         if due is None:
             return False
         self._apply(due)
         return True
 
     def _apply(self, control: ControlState) -> None:
-        self.clock.observe(control.written_at)
+        self.clock.observe(control.written_at, self.step)
         self.control = control
         self.orderer.set_policy(control.policy)
         self.guard.config = _config(FairnessConfig, control.fairness)
@@ -184,7 +184,7 @@ class PluginState:
         if self.lockstep:
             for req in waiting:
                 w = self.wire_of(req)
-                self.clock.observe(w.sent if w is not None else None)
+                self.clock.observe(w.sent if w is not None else None, self.step)
         elif self.refresh(wall, force=True):
             self.apply_retention(tree, wall)
         wall = self.decision_time(wall)
@@ -314,8 +314,6 @@ class PluginState:
         retention hints) before the pass orders anything."""
         self.bind_rank()
         self.step += 1
-        if self.layout.writer:
-            self.rate.observe(self.step, time.time())
         if self.lockstep and self.refresh(self.clock.now):
             self.apply_retention(getattr(scheduler, "tree_cache", None), self.clock.now)
 
@@ -349,6 +347,7 @@ class PluginState:
         running = [r for r in (getattr(running_batch, "reqs", None) or []) if not r.finished()]
         now = self.decision_time(wall)
         ranked = sorted(self.rank(waiting, now, report=True), key=lambda r: r.key)
+        self.rate.observe(self.step, wall)
         status = SchedulerStatus(
             pid=os.getpid(),
             written_at=wall,
@@ -365,7 +364,7 @@ class PluginState:
             errors=self.errors,
             last_error=self.last_error,
             step=self.step if self.lockstep else 0,
-            steps_per_s=self.rate.per_s if self.lockstep else 0.0,
+            steps_per_s=self.rate.per_s,
             late_controls=self._gate.late,
         )
         plugin_status.fill_kv(status, scheduler)

@@ -102,10 +102,9 @@ def apply_control(state_dir: Path, data: dict[str, Any]) -> int:
     state = ControlState.from_json(data)  # validates, and drops what this version lacks
     # this node's tensor-parallel ranks switch at a pass planned from this node's own status
     state.written_at = time.time()
-    before = read_json(state_dir / CONTROL_FILE) or {}
-    state.apply_at_step = plan_apply_steps(
-        state_dir, state.written_at, dict(before.get("apply_at_step") or {})
-    )
+    before = read_json(state_dir / CONTROL_FILE)
+    previous = ControlState.from_json(before) if before is not None else None
+    state.apply_at_step = plan_apply_steps(state_dir, state.written_at, previous)
     write_json_atomic(state_dir / CONTROL_FILE, state.to_json())
     return state.version
 
