@@ -72,3 +72,36 @@ def test_tp2_orders_the_same_requests_as_tp1(
     assert status.step > 0
     assert status.late_controls == 0
     assert status.errors == 0, status.last_error
+
+
+def test_a_policy_change_and_a_drain_reach_both_ranks(
+    rt: Any, tp2: Any, run: Callable[[Awaitable[Any]], Any]
+) -> None:
+    """Control at tp=2: both ranks switch at the planned pass (no hang, no late read), the new
+    policy orders as at tp=1, and a drain holds a new call until resumed."""
+    rt.set_policy("fcfs")
+    tp2.set_policy("fcfs")
+    try:
+        one = run(_admission_order(rt, "fcfs1"))
+        two = run(_admission_order(tp2, "fcfs2"))
+    finally:
+        tp2.set_policy("cp-cache")
+    assert one == [f"q{n}" for n in range(len(_REMAINING_CP_S))]  # sent in this order
+    assert two == one
+
+    async def drained() -> None:
+        await tp2.pause()
+        t = ticket("drained", remaining_cp_s=1.0, expected_output_tokens=4)
+        call = asyncio.ensure_future(consume(tp2, request(t, "wait for the resume", 4)))
+        await asyncio.sleep(1.0)
+        assert not call.done()
+        await tp2.resume()
+        outcome = await asyncio.wait_for(call, 60)
+        assert outcome.result.output_tokens == 4
+
+    run(drained())
+    status = tp2.read_status()
+    assert status is not None
+    assert status.policy == "cp-cache"
+    assert status.late_controls == 0
+    assert status.errors == 0, status.last_error

@@ -144,12 +144,13 @@ class LiveControl:
 
     async def pause(self) -> None:
         """Drain: admit nothing new; running calls continue. Returns once the scheduler
-        acknowledged (with the plugin)."""
-        if self.settings.plugin:
-            if not self.control.state.paused:
-                self.control.state.paused = True
-                await self._ack(self.control.write())
-        else:
+        acknowledged (with the plugin). With tensor parallelism the plugin applies the drain
+        at a planned loop pass (``lockstep``), a few passes after the write, so new calls also
+        wait here, as without the plugin: none reaches an idle engine before its drain."""
+        if self.settings.plugin and not self.control.state.paused:
+            self.control.state.paused = True
+            await self._ack(self.control.write())
+        if not self.settings.plugin or self.settings.tp > 1:
             self._gate.clear()
 
     async def resume(self) -> None:
