@@ -13,6 +13,11 @@ one after the other, each started fresh with the same KV pool and batch limit:
 * ``sglang-fcfs`` and ``sglang-lpm``: stock SGLang's own policies, our plugin disabled
   (``SGLANG_PLUGINS=none``), default LRU radix eviction.
 
+``--dp N`` runs every engine with N data-parallel ranks (``--max-total-tokens`` per rank) and
+adds ``agentconsole-rr``: ours with each call left to SGLang's round robin instead of pinned
+to its program's rank, so routing alone differs from ``agentconsole`` (issue 13's affinity
+against round robin on the real engine; the stock arms are round robin too).
+
 ``--max-running`` (default 2) and ``--max-total-tokens`` (default 12288) make a small engine
 saturate as a big one does at scale: requests queue and KV is evicted, which is where
 scheduling matters. The table reports program E2E (P50, P95, mean), the ratio of our P95 to
@@ -51,6 +56,8 @@ class Arm:
     plugin: bool
     schedule_policy: str
     door: bool = False
+    #: with ``--dp`` > 1: programs pinned to a rank (ours), else SGLang's round robin per call
+    pin_ranks: bool = True
 
 
 ARMS = (
@@ -59,6 +66,8 @@ ARMS = (
     Arm("sglang-lpm", False, "lpm"),
 )
 DOOR_ARM = Arm("agentconsole+door", True, "fcfs", door=True)
+#: ``--dp`` > 1: ours with calls unpinned, so the routing alone differs from ``agentconsole``
+ROUND_ROBIN_ARM = Arm("agentconsole-rr", True, "fcfs", pin_ranks=False)
 
 
 async def run_arm(
@@ -71,6 +80,8 @@ async def run_arm(
         max_total_tokens=args.max_total_tokens,
         max_running_requests=args.max_running,
         enable_metrics=False,  # SGLang's metrics cannot be registered twice in one process
+        dp=args.dp,
+        pin_ranks=arm.pin_ranks,
     )
     # the fairness guard's aging bound and the preemption residency are production time
     # constants (seconds of GPU service); the workload runs 10x faster, so they are too
@@ -138,6 +149,8 @@ async def main(args: argparse.Namespace) -> None:
     model = args.model or make_tiny_model(default_model_dir(RuntimeOptions()))
     trace = tiny_seed_mix(args.programs, args.rate, args.seed)
     arms = (*ARMS, DOOR_ARM) if args.door else ARMS
+    if args.dp > 1:
+        arms = (arms[0], ROUND_ROBIN_ARM, *arms[1:])
     results: dict[str, list[dict[str, float]]] = {arm.name: [] for arm in arms}
     for rep in range(args.repeat):
         for arm in arms:
@@ -171,6 +184,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--json", type=Path, default=None)
     p.add_argument(
         "--door", action="store_true", help="also run ours with the program door on (overload)"
+    )
+    p.add_argument(
+        "--dp",
+        type=int,
+        default=1,
+        help="SGLang data-parallel ranks per engine (> 1 adds ours with calls unpinned)",
     )
     return p.parse_args()
 

@@ -199,3 +199,17 @@ def test_a_finished_programs_place_goes_once_its_rank_evicted_it() -> None:
     swept: list[Placement | None] = [Placement(time.time() + 1, {}) for _ in range(2)]
     router.route("C", SALT, [7, 8], 2, [], contexts, swept)
     assert router.rank_of("A") is None
+
+
+def test_unpinned_ranks_leave_every_call_to_sglangs_round_robin(tmp_path: Path) -> None:
+    """``pin_ranks=False`` (the bench's round-robin arm): no rank router, so no call carries
+    ``routed_dp_rank``; the engine still gets its ranks."""
+    from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
+
+    pinned = SGLangRuntime(EngineSettings(model_path=tmp_path, dp=2), state_dir=tmp_path / "a")
+    unpinned = SGLangRuntime(
+        EngineSettings(model_path=tmp_path, dp=2, pin_ranks=False), state_dir=tmp_path / "b"
+    )
+    assert isinstance(pinned.router, RankRouter)
+    assert unpinned.router is None
+    assert engine_kwargs(unpinned.settings)["dp_size"] == 2

@@ -95,7 +95,8 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
         self._calls: dict[str, SGLangStream] = {}
         # the plugin's reports, one set per data-parallel rank (merged for the server)
         self.rank_files = RankFiles(self.state_dir, settings.dp)
-        self.router = RankRouter(settings.dp) if settings.dp > 1 else None
+        pinned = settings.dp > 1 and settings.pin_ranks
+        self.router = RankRouter(settings.dp) if pinned else None
         self.telemetry = Telemetry(
             event_sink, self.read_status, ProgramContexts(), read_ranks=self.rank_files.statuses
         )

@@ -42,6 +42,11 @@ class EngineSettings:
     #: SGLang data-parallel ranks (``dp_size``): each a scheduler with its own KV pool
     #: (``max_total_tokens`` is per rank); the adapter routes each program to one of them
     dp: int = 1
+    #: with ``dp`` > 1: pin each program to one rank (its first call by the router score,
+    #: later calls on that rank, ``routed_dp_rank``); False sends calls unpinned, so SGLang's
+    #: data-parallel controller places each call round robin (the baseline of
+    #: ``benchmarks/bench_sglang_cpu.py --dp``)
+    pin_ranks: bool = True
     enable_metrics: bool = True
     #: CPU engine: OpenMP threads of the scheduler (None: half the cores, at least 1)
     cpu_threads: int | None = None
