@@ -342,6 +342,16 @@ class ProgramController:
             )
         return node
 
+    def close_attempt(self, program_id: str, node_id: str, now: float, outcome: str) -> bool:
+        """Close the node's open attempt with ``outcome`` and leave its state alone (a run that
+        died with an earlier process, before the node starts again); emits nothing. False if
+        no attempt was open."""
+        attempts = self.get(program_id).nodes[node_id].attempts
+        if not attempts or attempts[-1].finished_at is not None:
+            return False
+        attempts[-1].finished_at, attempts[-1].outcome = now, outcome
+        return True
+
     def first_token(self, program_id: str, node_id: str, now: float) -> None:
         program = self.get(program_id)
         node = program.nodes[node_id]

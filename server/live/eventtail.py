@@ -32,6 +32,9 @@ from agentconsole.scheduler.program import (
     ToolSpec,
 )
 
+#: the outcome of an attempt whose run died with the process (the node may run again)
+INTERRUPTED = "interrupted"
+
 
 def _num(data: Mapping[str, Scalar], key: str) -> float:
     value = data.get(key)
@@ -130,6 +133,7 @@ def _start(node: Node, event: Event) -> None:
     node.state = NodeState.RUNNING
     if node.started_at is None:
         node.started_at = event.t
+    _close_attempt(node, event.t, INTERRUPTED)  # a retry after a restart (``toolport``)
     node.attempts.append(Attempt(event.attempt or node.attempt + 1, event.t))
     if node.ready_at is not None and node.is_llm:
         node.queue_s += max(event.t - node.ready_at, 0.0)

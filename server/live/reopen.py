@@ -34,12 +34,10 @@ from agentconsole.scheduler.program import (
     Quotas,
     ToolSpec,
 )
-from agentconsole.server.live.eventtail import TailReplay, created_program
+from agentconsole.server.live.eventtail import INTERRUPTED, TailReplay, created_program
 from agentconsole.server.live.views import SYNCED_SEQ, choice_from_json, labels_dict
 from agentconsole.server.store.repository import ProgramView, Repository, StoredEvent
 from agentconsole.server.store.syncmarks import PROJECTOR
-
-INTERRUPTED = "interrupted"
 
 
 def _num(data: Mapping[str, Any], key: str) -> float:

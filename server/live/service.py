@@ -113,6 +113,9 @@ class ProgramService:
         door = door or DoorSettings()
         #: ids the store may hold (programs no longer in memory); none without a store
         self.stored_ids = stored_ids or StoredIds(lambda _: None)
+        #: tool nodes a restart found running: their run died with the old process, so a
+        #: start of one (the gateway's or the agent's retry) is its next attempt
+        self.orphaned_tools: set[tuple[str, str]] = set()
         #: a stored program's rows (to rebuild it after a restart); none without a store
         self.stored_program = stored_program or (lambda _: None)
         self.hub = hub
@@ -294,6 +297,11 @@ class ProgramService:
         if program is None:
             return None
         self.controller.adopt(program)
+        self.orphaned_tools.update(
+            (program.program_id, n.node_id)
+            for n in program.nodes.values()
+            if n.kind is NodeKind.TOOL and n.state is NodeState.RUNNING
+        )
         if view is not None:
             nodes = (dict(n.data) for n in view.nodes)
             self.insertions.adopt(program.program_id, view.program.data, nodes)

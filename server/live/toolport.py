@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from agentconsole.scheduler.program import Node, NodeKind, NodeState, Program, ToolSpec
 from agentconsole.server.live.errors import Conflict, NotFound
+from agentconsole.server.live.eventtail import INTERRUPTED
 
 if TYPE_CHECKING:
     from agentconsole.server.live.service import ProgramService
@@ -84,9 +85,14 @@ class ToolPort:
         svc.require_running(program)
         if (program_id, node_id) in self._alias and node.state is NodeState.RUNNING:
             return  # inferred: it has been running since the model asked for it
+        now = time.time()
         if node.state is NodeState.RUNNING:
-            raise Conflict(f"tool node {node_id!r} is already running", field="node_id")
-        svc.driver.tool_started(program_id, node.node_id, time.time())
+            if (program_id, node.node_id) not in svc.orphaned_tools:
+                raise Conflict(f"tool node {node_id!r} is already running", field="node_id")
+            # its run died with the process before a restart: this start is its retry
+            svc.orphaned_tools.discard((program_id, node.node_id))
+            svc.controller.close_attempt(program_id, node.node_id, now, INTERRUPTED)
+        svc.driver.tool_started(program_id, node.node_id, now)
         await svc.settled()
 
     async def tool_finished(

@@ -73,7 +73,8 @@ def test_a_call_cut_by_the_restart_is_closed_and_can_run_again(tmp_path: Path) -
 
 
 def test_reopen_closes_an_llm_call_the_restart_cut() -> None:
-    from agentconsole.server.live.reopen import INTERRUPTED, rebuild
+    from agentconsole.server.live.eventtail import INTERRUPTED
+    from agentconsole.server.live.reopen import rebuild
     from agentconsole.server.store.records import AttemptRecord, NodeRecord, ProgramRecord
     from agentconsole.server.store.repository import ProgramView
 
