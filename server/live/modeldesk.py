@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentconsole.scheduler.models import (
+    CallSize,
     ModelChoice,
     ModelFleet,
     ModelOption,
@@ -27,6 +28,8 @@ from agentconsole.scheduler.models import (
     RuleSetup,
     ServedModel,
     make_rule,
+    model_option,
+    output_tokens,
     role_map,
 )
 from agentconsole.scheduler.runtime import Prompt, Runtime
@@ -35,8 +38,6 @@ from agentconsole.server.live.modelcost import ModelCosts
 from agentconsole.server.modelcompat.digest import tokenizer_digest
 
 AUTO = "auto"
-#: output tokens assumed when the node has no estimate yet
-_DEFAULT_OUTPUT = 256.0
 
 
 class ModelNotFound(NotFound):
@@ -174,7 +175,7 @@ class ModelDesk:
         its own format), with every candidate's figures; changes nothing."""
         tier = min_tier if min_tier is not None else self.role_tiers.get(role or "", 0)
         request = ModelRequest(program_id, role, tier)
-        output = expected_output or _DEFAULT_OUTPUT
+        output = output_tokens(expected_output)
         options = [self._option(n, p, program_id, tenant, output) for n, p in prompts.items()]
         if len(options) > 1:
             return self.selector.select(options, request)
@@ -199,16 +200,12 @@ class ModelDesk:
         runtime, model = self.runtimes[name], self.by_name[name]
         cached = runtime.probe(program_id, prompt, tenant).cached_tokens
         fleet = self.fleet
-        return ModelOption(
-            name,
-            model.tier,
-            model.price_per_mtok,
+        return model_option(
+            model,
+            CallSize(prompt.tokens, cached, output),
+            LearnedCost(self.costs, name, runtime),
             loaded=fleet.loaded(name) if fleet is not None else True,
             load_s=model.load_s,
-            queue_s=self.costs.queue_s(name, runtime.memory()),
-            service_s=self.costs.service_s(name, max(prompt.tokens - cached, 0), output),
-            cached_tokens=cached,
-            tokens=prompt.tokens + int(output),
         )
 
     def served_json(self) -> list[dict[str, object]]:
@@ -224,3 +221,20 @@ class ModelDesk:
             }
             for i, m in enumerate(self.served)
         ]
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedCost:
+    """A candidate as its live engine stands: the queue its ``memory()`` shows and the call's
+    uncached prefill and decode, at the rates learned for model ``name`` (``modelcost``)."""
+
+    costs: ModelCosts
+    name: str
+    runtime: Runtime
+
+    def queue_s(self) -> float:
+        return self.costs.queue_s(self.name, self.runtime.memory())
+
+    def service_s(self, call: CallSize) -> float:
+        uncached = max(call.prompt_tokens - call.cached_tokens, 0)
+        return self.costs.service_s(self.name, uncached, call.output_tokens)

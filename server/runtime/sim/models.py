@@ -19,13 +19,15 @@ from agentconsole.kvtiers.node import Block
 from agentconsole.kvtiers.results import Match
 from agentconsole.sample_traces.format import LLMNode, TraceProgram
 from agentconsole.scheduler.models import (
+    CallSize,
     ModelChoice,
-    ModelOption,
     ModelRequest,
     ModelSelector,
     Pins,
     RuleSetup,
     make_rule,
+    model_option,
+    output_tokens,
 )
 from agentconsole.server.runtime.sim.costmodel import CostModel, preset
 from agentconsole.server.runtime.sim.crossmodel import ForeignKv
@@ -38,8 +40,6 @@ from agentconsole.server.runtime.sim.routing import ReplicaRouter
 #: list prices per million tokens (Together AI serverless, Llama 3.1 Turbo, 2024: 8B $0.18,
 #: 70B $0.88); a preset not listed costs nothing, so price never decides for it
 PRICES_PER_MTOK = {"llama-3.1-8b": 0.18, "llama-3.1-70b": 0.88}
-#: output tokens assumed when the controller has no estimate yet
-_DEFAULT_OUTPUT = 256.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,13 +170,14 @@ class ModelPlacer:
         served = [c for c in candidates if c in self.index] or list(self.index)
         placed: dict[str, tuple[int, Match]] = {}
         options = []
-        output = expected_output or _DEFAULT_OUTPUT
+        output = output_tokens(expected_output)
         for name in served:
             k = self.index[name]
             local, found = self.routers[k].route(run, blocks)
             e = self.first[k] + local
             placed[name] = (e, found)
-            options.append(self._option(self.setup.pools[k], self.engines[e], found, output))
+            call = CallSize(found.requested_tokens, found.hit_tokens, output)
+            options.append(model_option(self.setup.pools[k], call, EngineCost(self.engines[e])))
         choice = self.selector.select(options, request)
         e, found = placed[choice.chosen]
         return e, found, choice
@@ -203,25 +204,22 @@ class ModelPlacer:
         activations = spec.hidden / kv_per_layer if 0 < shared < spec.layers else 0.0
         return ForeignKv(cached, compatible, shared, spec.layers, activations)
 
-    @staticmethod
-    def _option(pool: ModelPool, engine: SimEngine, found: Match, output: float) -> ModelOption:
-        """The candidate as its engine stands: the prefill work queued before the call, then
-        the call's own uncached prefill and its decode steps beside the running batch."""
-        cost = engine.cost
-        per_token = cost.prefill_seconds(8192) / 8192
-        prompt = found.requested_tokens
-        miss = max(prompt - found.hit_tokens, 1)
-        batch = engine.decode_load + 1
-        service = cost.prefill_seconds(miss, found.hit_tokens) + output * cost.decode_step_seconds(
-            batch, batch * (prompt + int(output))
-        )
-        return ModelOption(
-            pool.name,
-            pool.tier,
-            pool.price_per_mtok,
-            # queued demand is a running float sum: clamp the drift below zero
-            queue_s=max(engine.prefill_load, 0.0) * per_token,
-            service_s=service,
-            cached_tokens=found.hit_tokens,
-            tokens=prompt + int(output),
-        )
+
+@dataclass(frozen=True, slots=True)
+class EngineCost:
+    """A candidate as its simulated engine stands: the prefill work queued before the call,
+    then the call's own uncached prefill and its decode steps beside the running batch."""
+
+    engine: SimEngine
+
+    def queue_s(self) -> float:
+        per_token = self.engine.cost.prefill_seconds(8192) / 8192
+        # queued demand is a running float sum: clamp the drift below zero
+        return max(self.engine.prefill_load, 0.0) * per_token
+
+    def service_s(self, call: CallSize) -> float:
+        cost, prompt, hit = self.engine.cost, call.prompt_tokens, call.cached_tokens
+        miss = max(prompt - hit, 1)
+        batch = self.engine.decode_load + 1
+        decode = cost.decode_step_seconds(batch, batch * (prompt + int(call.output_tokens)))
+        return cost.prefill_seconds(miss, hit) + call.output_tokens * decode
