@@ -28,6 +28,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from agentconsole.server.runtime.sim.modes import mode_named
+
 
 @dataclass(frozen=True, slots=True)
 class ForeignKv:
@@ -95,8 +97,4 @@ CROSS_MODEL_MODES: dict[str, CrossModelKv] = {m.name: m for m in (NONE, SHARED_P
 
 def get_cross_model(name: str) -> CrossModelKv:
     """The mode called ``name``; ``ValueError`` naming the choices for an unknown one."""
-    try:
-        return CROSS_MODEL_MODES[name]
-    except KeyError:
-        choices = ", ".join(CROSS_MODEL_MODES)
-        raise ValueError(f"unknown cross-model KV mode {name!r}; choose from {choices}") from None
+    return mode_named(CROSS_MODEL_MODES, name, "cross-model KV mode")

@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from agentconsole.server.runtime.sim.modes import mode_named
+
 #: The share of a reused suffix a relative-position cache still prefills. CacheSlide reports
 #: no such share; this is CacheBlend's selective-recompute ratio (Yao et al., "CacheBlend: Fast
 #: Large Language Model Serving for RAG with Cached Knowledge Fusion", arXiv 2405.16444: ~15%
@@ -64,8 +66,4 @@ PREFIX_CACHE_MODES: dict[str, PrefixCacheMode] = {m.name: m for m in (ORDINARY, 
 
 def get_prefix_cache(name: str) -> PrefixCacheMode:
     """The mode called ``name``; ``ValueError`` naming the choices for an unknown one."""
-    try:
-        return PREFIX_CACHE_MODES[name]
-    except KeyError:
-        choices = ", ".join(PREFIX_CACHE_MODES)
-        raise ValueError(f"unknown prefix cache {name!r}; choose from {choices}") from None
+    return mode_named(PREFIX_CACHE_MODES, name, "prefix cache")
