@@ -33,6 +33,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.runtime import RuntimeSnapshot
@@ -241,17 +242,17 @@ class PrometheusMetrics:
             fill(self, event.data)
 
     def _first_token(self, data: EventData) -> None:
-        self.ttft.observe(_num(data.get("ttft_s")))
+        self.ttft.observe(number(data, "ttft_s"))
 
     def _call_finished(self, data: EventData) -> None:
-        self.e2e.observe(_num(data.get("e2e_s")))
-        self.queue.observe(_num(data.get("queue_s")))
+        self.e2e.observe(number(data, "e2e_s"))
+        self.queue.observe(number(data, "queue_s"))
 
     def _tool_finished(self, data: EventData) -> None:
-        self.tool.labels(str(data.get("outcome", "ok"))).observe(_num(data.get("latency_s")))
+        self.tool.labels(str(data.get("outcome", "ok"))).observe(number(data, "latency_s"))
 
     def _program_finished(self, data: EventData) -> None:
-        self.program.observe(_num(data.get("e2e_s")))
+        self.program.observe(number(data, "e2e_s"))
 
     def _kv_decision(self, data: EventData) -> None:
         self.decisions.labels(str(data.get("action", ""))).inc()
@@ -280,8 +281,3 @@ _FILLS: dict[EventKind, Callable[[PrometheusMetrics, EventData], None]] = {
     EventKind.KV_DECISION: PrometheusMetrics._kv_decision,
     EventKind.OPERATOR_ACTION: PrometheusMetrics._operator_action,
 }
-_NUMBER = (int, float)  # a tuple: ``int | float`` would build a union at every call
-
-
-def _num(value: object) -> float:
-    return float(value) if isinstance(value, _NUMBER) else 0.0

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from agentconsole.scheduler import dag
 from agentconsole.scheduler.creation import labels_of, quotas_of
+from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.scheduler.models import ModelChoice
 from agentconsole.scheduler.program import (
@@ -36,13 +37,8 @@ from agentconsole.scheduler.program import (
 INTERRUPTED = "interrupted"
 
 
-def _num(data: Mapping[str, Scalar], key: str) -> float:
-    value = data.get(key)
-    return float(value) if isinstance(value, int | float) else 0.0
-
-
 def _int(data: Mapping[str, Scalar], key: str) -> int:
-    return int(_num(data, key))
+    return int(number(data, key))
 
 
 def created_program(event: Event) -> Program:
@@ -85,7 +81,7 @@ class TailReplay:
         if kind is EventKind.NODE_ADDED and data.get("kind") == NodeKind.TOOL.value:
             program.tool_calls += 1
         elif kind in (EventKind.CALL_FINISHED, EventKind.CALL_ABORTED):
-            program.attained_service_s += _num(data, "service_s")
+            program.attained_service_s += number(data, "service_s")
             program.tokens_used += (
                 _int(data, "prompt_tokens")
                 - _int(data, "cached_tokens")
@@ -149,15 +145,15 @@ def _call_end(node: Node, event: Event) -> None:
     node, else ``charge`` (what an aborted call streamed); a closing node's own
     ``node.cancelled`` events follow."""
     data = event.data
-    node.service_s += _num(data, "service_s")
+    node.service_s += number(data, "service_s")
     if data.get("outcome", "ok") == "ok" and node.state is NodeState.RUNNING:
         node.state, node.finished_at = NodeState.DONE, event.t
         _close_attempt(node, event.t, "ok")
         node.prompt_tokens = _int(data, "prompt_tokens")
         node.cached_tokens = _int(data, "cached_tokens")
         node.output_tokens = _int(data, "charged_output_tokens")
-        node.kv_restore_s += _num(data, "restore_s")
-        node.queue_s += _num(data, "queue_s")
+        node.kv_restore_s += number(data, "restore_s")
+        node.queue_s += number(data, "queue_s")
     else:
         node.output_tokens += _int(data, "charged_output_tokens")
 
@@ -166,7 +162,7 @@ def _tool_end(node: Node, event: Event) -> None:
     """``tool.finished``: its attempt closes and the node takes the state the event names."""
     data = event.data
     _close_attempt(node, event.t, str(data.get("outcome", "ok")))
-    node.tool_s += _num(data, "latency_s")
+    node.tool_s += number(data, "latency_s")
     state = NodeState(str(data.get("node_state", NodeState.DONE.value)))
     node.state = state
     if state is NodeState.READY:

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentconsole.scheduler import dag
+from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import EventKind
 from agentconsole.scheduler.program import (
     Attempt,
@@ -38,11 +39,6 @@ from agentconsole.server.live.eventtail import INTERRUPTED, TailReplay, created_
 from agentconsole.server.live.views import SYNCED_SEQ, choice_from_json, labels_dict
 from agentconsole.server.store.repository import ProgramView, Repository, StoredEvent
 from agentconsole.server.store.syncmarks import PROJECTOR
-
-
-def _num(data: Mapping[str, Any], key: str) -> float:
-    value = data.get(key)
-    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def _opt(data: Mapping[str, Any], key: str) -> float | None:
@@ -80,13 +76,13 @@ def _node(view: ProgramView, index: int) -> Node:
         started_at=_opt(data, "started_at"),
         first_token_at=_opt(data, "first_token_at"),
         finished_at=_opt(data, "finished_at"),
-        prompt_tokens=int(_num(data, "prompt_tokens")),
-        cached_tokens=int(_num(data, "cached_tokens")),
-        output_tokens=int(_num(data, "output_tokens")),
-        service_s=_num(data, "service_s"),
-        tool_s=_num(data, "tool_s"),
-        queue_s=_num(data, "queue_s"),
-        kv_restore_s=_num(data, "kv_restore_s"),
+        prompt_tokens=int(number(data, "prompt_tokens")),
+        cached_tokens=int(number(data, "cached_tokens")),
+        output_tokens=int(number(data, "output_tokens")),
+        service_s=number(data, "service_s"),
+        tool_s=number(data, "tool_s"),
+        queue_s=number(data, "queue_s"),
+        kv_restore_s=number(data, "kv_restore_s"),
     )
     node.model_choice = choice_from_json(data.get("model"), data.get("model_choice"))
     if node.model_choice is not None:
@@ -158,10 +154,10 @@ def _from_rows(view: ProgramView) -> Program:
     )
     for index in range(len(view.nodes)):
         dag.add_node(program, _node(view, index))
-    program.branches = max(int(_num(data, "branches")), program.branches)
-    program.attained_service_s = _num(data, "attained_service_s")
-    program.tokens_used = int(_num(data, "tokens_used"))
-    program.tool_calls = int(_num(data, "tool_calls"))
+    program.branches = max(int(number(data, "branches")), program.branches)
+    program.attained_service_s = number(data, "attained_service_s")
+    program.tokens_used = int(number(data, "tokens_used"))
+    program.tool_calls = int(number(data, "tool_calls"))
     return program
 
 
