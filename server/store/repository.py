@@ -8,10 +8,10 @@ call from any thread, including from a thread pool under asyncio.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import duckdb
 
@@ -73,6 +73,17 @@ def _event(r: tuple[Any, ...]) -> StoredEvent:
     return StoredEvent(seq=int(r[0]), event=event)
 
 
+R = TypeVar("R", NodeRecord, AttemptRecord)
+
+
+def _by_program(records: Iterable[R]) -> dict[str, list[R]]:
+    """``records`` grouped by program id, each group in the order read."""
+    out: dict[str, list[R]] = {}
+    for record in records:
+        out.setdefault(record.program_id, []).append(record)
+    return out
+
+
 class Repository:
     """Typed read access to the store's tables."""
 
@@ -86,30 +97,46 @@ class Repository:
     def get_program(self, program_id: str) -> ProgramView | None:
         """The program with its nodes and attempts, or ``None`` if unknown. The three reads
         share one snapshot."""
+        return self._views("program_id = ?", program_id).get(program_id)
+
+    def get_programs(self, program_ids: Sequence[str]) -> dict[str, ProgramView]:
+        """Each of ``program_ids`` the store holds, as :meth:`get_program` reads it (an id it
+        does not hold is left out): one read per table however many programs (a start-up
+        reopens every running one), the three in one snapshot."""
+        if not program_ids:
+            return {}
+        # a semi-join on the unnested list: one hash join, not one lookup per id
+        return self._views("program_id IN (SELECT unnest(?::VARCHAR[]))", list(program_ids))
+
+    def _views(self, where: str, param: object) -> dict[str, ProgramView]:
+        """The programs whose rows match ``where`` (on ``program_id``, one ``?``), by id, each
+        with its nodes and attempts in :class:`ProgramView`'s order; one snapshot."""
         p, n, a = ProgramRecord.SPEC, NodeRecord.SPEC, AttemptRecord.SPEC
         with self._cursor() as cur:
             cur.execute("BEGIN TRANSACTION")
-            row = cur.execute(
-                f"SELECT {_cols(p.names)} FROM programs WHERE program_id = ?", [program_id]
-            ).fetchone()
+            rows = cur.execute(f"SELECT {_cols(p.names)} FROM programs WHERE {where}", [param])
+            programs = rows.fetchall()
             nodes = cur.execute(
-                f"SELECT {_cols(n.names)} FROM nodes WHERE program_id = ?"
-                " ORDER BY created_at, node_id",
-                [program_id],
+                f"SELECT {_cols(n.names)} FROM nodes WHERE {where}"
+                " ORDER BY program_id, created_at, node_id",
+                [param],
             ).fetchall()
             attempts = cur.execute(
-                f"SELECT {_cols(a.names)} FROM attempts WHERE program_id = ?"
-                " ORDER BY started_at, node_id, attempt",
-                [program_id],
+                f"SELECT {_cols(a.names)} FROM attempts WHERE {where}"
+                " ORDER BY program_id, started_at, node_id, attempt",
+                [param],
             ).fetchall()
             cur.execute("COMMIT")
-        if row is None:
-            return None
-        return ProgramView(
-            ProgramRecord.from_row(row),
-            tuple(NodeRecord.from_row(r) for r in nodes),
-            tuple(AttemptRecord.from_row(r) for r in attempts),
-        )
+        node_records = _by_program(NodeRecord.from_row(r) for r in nodes)
+        attempt_records = _by_program(AttemptRecord.from_row(r) for r in attempts)
+        views = {}
+        for row in programs:
+            record = ProgramRecord.from_row(row)
+            pid = record.program_id
+            views[pid] = ProgramView(
+                record, tuple(node_records.get(pid, ())), tuple(attempt_records.get(pid, ()))
+            )
+        return views
 
     def program_owner(self, program_id: str) -> str | None:
         """The tenant the store holds ``program_id`` for, or ``None``."""
