@@ -85,6 +85,10 @@ class RuntimeSection(_Section):
     """SGLang: data-parallel ranks (SGLang's ``dp_size``), each a scheduler with its own KV
     pool (``max_total_tokens`` is per rank). A program's first call is placed on a rank by the
     KV-aware router score; its later calls stay there while the rank holds its KV."""
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    """The KV pool in tokens per engine (rank), SGLang's ``--max-total-tokens``. Default:
+    SGLang on CPU 16384, on GPU what ``mem_fraction_static`` leaves; sim: what the GPU preset
+    leaves after the weights. A ``[[models]]`` entry's own value wins."""
     workers: list[str] = Field(default_factory=list)
     """``sglang-router``: each SGLang worker's URL (docs/DEPLOY.md)."""
     router: str | None = None
@@ -372,6 +376,7 @@ class Settings(BaseSettings):
             kv_policy=runtime.kv_policy,
             gpu=runtime.gpu,
             tp=runtime.tp,
+            max_total_tokens=runtime.max_total_tokens,
             profile=runtime.profile,
             runtime_extra=extra,
             tenant_keys=tenants,

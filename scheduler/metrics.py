@@ -40,6 +40,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, paused_gc
 
 SERVICE_FLOOR_S = 0.05  # service below this counts as this for wait/service ratios
@@ -115,7 +116,6 @@ class MetricsAggregator:
             return deque(maxlen=window)
 
         self._live: dict[str, _Program] = {}
-        self._tenant_of: dict[str, str] = {}
         self.e2e: deque[float] = samples()
         self.ideal: deque[float] = samples()
         self.ttfp: deque[float] = samples()
@@ -167,7 +167,6 @@ class MetricsAggregator:
         self._live[e.program_id] = _Program(
             e.tenant, e.t, float(ideal) if isinstance(ideal, int | float) else None
         )
-        self._tenant_of[e.program_id] = e.tenant
         self._tenant_programs[e.tenant] += 1
         self.counts["programs"] += 1
 
@@ -188,8 +187,8 @@ class MetricsAggregator:
             program.queued_since[e.node_id] = e.t
 
     def _scheduled(self, e: Event) -> None:
-        self.counts["prefix_hit_tokens"] += _num(e, "hit_tokens")
-        self.counts["recompute_tokens"] += _num(e, "recompute_tokens")
+        self.counts["prefix_hit_tokens"] += number(e.data, "hit_tokens")
+        self.counts["recompute_tokens"] += number(e.data, "recompute_tokens")
         self._dequeued(e)
 
     def _dequeued(self, e: Event) -> None:
@@ -207,28 +206,32 @@ class MetricsAggregator:
 
     def _call_done(self, e: Event) -> None:
         finished = e.kind is EventKind.CALL_FINISHED
-        computed = _num(e, "computed_tokens")
-        output = _num(e, "output_tokens")
+        computed = number(e.data, "computed_tokens")
+        output = number(e.data, "output_tokens")
         self.counts["computed_tokens"] += computed
         self.counts["output_tokens"] += output
         self.counts["calls_finished" if finished else "calls_aborted"] += 1
-        tenant = self._tenant_of.get(e.program_id, e.tenant)
+        program = self._live.get(e.program_id)
+        # a call's events carry its ticket's tenant; one that ends after its program (aborted
+        # by a cancel) still counts for it
+        tenant = e.tenant or (program.tenant if program is not None else "")
         self._tenant_tokens[tenant] += int(computed + output)
         if "inserted_tokens" in e.data:
             self.counts["insertions"] += 1
             for key in _INSERTION_KEYS:
-                self.counts[key] += _num(e, key)
-        program = self._live.get(e.program_id)
+                self.counts[key] += number(e.data, key)
         node = program.nodes.get(e.node_id) if program else None
         if program is not None:
             program.queued_since.pop(e.node_id, None)
         if node is not None and program is not None:
-            node.queue_s += _num(e, "queue_s")
-            node.restore_s += _num(e, "restore_s")
-            node.service_s += _num(e, "service_s")
-            program.service_s += _num(e, "service_s")
-            program.wait_s += _num(e, "queue_s")
-            self._tenant_max_wait[tenant] = max(self._tenant_max_wait[tenant], _num(e, "queue_s"))
+            node.queue_s += number(e.data, "queue_s")
+            node.restore_s += number(e.data, "restore_s")
+            node.service_s += number(e.data, "service_s")
+            program.service_s += number(e.data, "service_s")
+            program.wait_s += number(e.data, "queue_s")
+            self._tenant_max_wait[tenant] = max(
+                self._tenant_max_wait[tenant], number(e.data, "queue_s")
+            )
             if node.branch == "discarded":
                 self.counts["discarded_branch_tokens"] += computed + output
             if finished:
@@ -240,15 +243,15 @@ class MetricsAggregator:
         if isinstance(model, str):
             self.model_calls[model] += 1
             for key in _CROSS_MODEL_KEYS:
-                self.counts[key] += _num(e, key)
+                self.counts[key] += number(e.data, key)
         if "ttft_s" in e.data:
-            self.ttft.append(_num(e, "ttft_s"))
+            self.ttft.append(number(e.data, "ttft_s"))
         if output > 1 and "tbt_s" in e.data:
-            self.tbt.append(_num(e, "tbt_s"))
+            self.tbt.append(number(e.data, "tbt_s"))
 
     def _tool_done(self, e: Event) -> None:
         program = self._live.get(e.program_id)
-        latency = _num(e, "latency_s")
+        latency = number(e.data, "latency_s")
         if program is None:
             return
         program.tool_s += latency
@@ -287,7 +290,7 @@ class MetricsAggregator:
         self._tenant_slowdowns[tenant].append(e2e / alone)
 
     def _kv(self, e: Event) -> None:
-        self.counts[f"{e.kind.value}_tokens"] += _num(e, "tokens")
+        self.counts[f"{e.kind.value}_tokens"] += number(e.data, "tokens")
         self.counts[f"{e.kind.value}_count"] += 1
 
     def _stats(self, e: Event) -> None:
@@ -295,9 +298,9 @@ class MetricsAggregator:
         is the sum of every engine's latest report."""
         engine = str(e.data.get("engine", ""))
         # an engine of a tensor-parallel group keeps that many GPUs busy
-        gpus = _num(e, "gpus") if "gpus" in e.data else 1.0
-        busy = _num(e, "busy_s") * gpus
-        self._engines[engine] = (busy, _num(e, "hbm_bytes"), _num(e, "dram_bytes"))
+        gpus = number(e.data, "gpus") if "gpus" in e.data else 1.0
+        busy = number(e.data, "busy_s") * gpus
+        self._engines[engine] = (busy, number(e.data, "hbm_bytes"), number(e.data, "dram_bytes"))
         model = e.data.get("model")
         if isinstance(model, str):
             self._model_gpu_s.setdefault(model, {})[engine] = busy
@@ -322,7 +325,7 @@ class MetricsAggregator:
         }
 
     def _ghost(self, e: Event) -> None:
-        self.counts["ghost_tokens"] += _num(e, "tokens")
+        self.counts["ghost_tokens"] += number(e.data, "tokens")
 
     # -- report -----------------------------------------------------------------------------
     def live_starvation(self, now: float) -> dict[str, float]:
@@ -425,12 +428,6 @@ _CROSS_MODEL_KEYS = (
     "cross_model_reused_tokens",
     "cross_model_recompute_tokens",
 )
-_NUMBER = (int, float)  # a tuple: ``int | float`` would build a union at every call
-
-
-def _num(e: Event, key: str) -> float:
-    value = e.data.get(key)
-    return float(value) if isinstance(value, _NUMBER) else 0.0
 
 
 def _critical_path_idle(program: _Program) -> tuple[float, float, float]:

@@ -22,6 +22,11 @@ from agentconsole.scheduler.ticket import CallTicket
 if TYPE_CHECKING:
     from agentconsole.scheduler.tokenstream import StreamListener
 
+#: How many programs' last contexts a runtime remembers (for lost reuse, probes and tool-wait
+#: hints), least recent dropped: a program that ended never asks again, and the runtime is not
+#: told when one does, so the bound is what keeps a server that runs for weeks flat.
+MAX_REMEMBERED_PROGRAMS = 4096
+
 
 class CacheAction(StrEnum):
     """What to do with a program's private KV: the tool-wait decision, and a cancel's."""

@@ -116,6 +116,7 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
             kv_policy=config.kv_policy,
             gpu=config.gpu,
             tp=config.tp,
+            max_total_tokens=config.max_total_tokens,
             profile=config.profile,
             extra={**config.runtime_extra, "event_sink": hub},
         )

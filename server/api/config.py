@@ -28,6 +28,8 @@ class ServerConfig:
     kv_policy: str = "adaptive"
     gpu: str = "H200-141GB"
     tp: int = 1
+    #: the KV pool in tokens per engine (None: the runtime's default)
+    max_total_tokens: int | None = None
     profile: str | None = None
     runtime_extra: Mapping[str, Any] = field(default_factory=dict)
     tenant_keys: Mapping[str, str] = field(default_factory=lambda: dict(DEV_TENANT_KEYS))

@@ -24,7 +24,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-_MAX_PROGRAMS = 4096
+from agentconsole.scheduler.runtime import MAX_REMEMBERED_PROGRAMS
+
 _MAX_TOKENS = 8_000_000  # 32 MB of int32 ids
 
 
@@ -82,7 +83,9 @@ def as_ids(ids: Sequence[int]) -> array[int]:
 class ProgramContexts:
     """The last context of each program (see the module docstring)."""
 
-    def __init__(self, max_programs: int = _MAX_PROGRAMS, max_tokens: int = _MAX_TOKENS) -> None:
+    def __init__(
+        self, max_programs: int = MAX_REMEMBERED_PROGRAMS, max_tokens: int = _MAX_TOKENS
+    ) -> None:
         self.max_programs = max_programs
         self.max_tokens = max_tokens
         self._last: OrderedDict[str, LastContext] = OrderedDict()

@@ -41,6 +41,9 @@ class EngineConfig:
     #: steps (the policy orders the step's work, not only admission)
     rank_aware_steps: bool = True
     mem_fraction_static: float = 0.9
+    #: the GPU KV pool in tokens (SGLang's ``--max-total-tokens``); None: what the GPU preset
+    #: leaves after the weights at ``mem_fraction_static``
+    hbm_kv_tokens: int | None = None
     #: host DRAM tier for demoted/offloaded KV (HiCache); 0 disables the tier
     host_kv_tokens: int | None = None
     eviction: str = "retention"

@@ -88,7 +88,11 @@ class EngineKv:
             dram = cost.dram_kv_capacity_tokens()
         self.tiers = TierModel.build(
             kv_bytes_per_token=cost.kv_bytes_per_token,
-            hbm_tokens=cost.hbm_kv_capacity_tokens(config.mem_fraction_static),
+            hbm_tokens=(
+                config.hbm_kv_tokens
+                if config.hbm_kv_tokens is not None
+                else cost.hbm_kv_capacity_tokens(config.mem_fraction_static)
+            ),
             dram_tokens=dram,
             dram_bandwidth=cost.gpu.host_link_bw * cost.tp,
         )

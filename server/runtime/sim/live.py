@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import math
 import time
+from collections import OrderedDict
 from dataclasses import replace
 from typing import Any
 
@@ -32,6 +33,7 @@ from agentconsole.kvtiers.tiers import Tier
 from agentconsole.scheduler.events import EventSink
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.runtime import (
+    MAX_REMEMBERED_PROGRAMS,
     CacheAction,
     GenerationRequest,
     MemoryView,
@@ -89,7 +91,9 @@ class SimLiveRuntime:
         self._start_delay_s = start_delay_s
         self._output_tokens = output_tokens
         self._calls: dict[str, SimStream] = {}
-        self._last_path: dict[str, list[Node]] = {}
+        #: each program's last finished path, for lost reuse and tool-wait hints; bounded
+        #: like the SGLang adapter's contexts: a program that ended never asks again
+        self._last_path: OrderedDict[str, list[Node]] = OrderedDict()
         self._kick = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._v = time.time()  # engine clock at the anchor
@@ -257,7 +261,7 @@ class SimLiveRuntime:
             if note.what == "first_token":
                 stream.first_at = time.time()
             elif note.what == "finished":
-                self._last_path[note.call.ticket.program_id] = note.path
+                self._remember_path(note.call.ticket.program_id, note.path)
                 stream.deliver()
                 del calls[note.call.call_id]
                 stream.finish(self.time_scale)
@@ -345,6 +349,13 @@ class SimLiveRuntime:
             return None
         return ProgramContext(private, sum(n.tokens for n in path) - private)
 
+    def _remember_path(self, program_id: str, path: list[Node]) -> None:
+        last = self._last_path
+        last[program_id] = path
+        last.move_to_end(program_id)
+        while len(last) > MAX_REMEMBERED_PROGRAMS:
+            last.popitem(last=False)
+
     def _placement_by_program(self) -> dict[str, dict[str, int]]:
         at, cached = self._placement
         if time.monotonic() - at < 1.0:
@@ -361,16 +372,20 @@ class SimLiveRuntime:
 
 def create_runtime(options: RuntimeOptions) -> SimLiveRuntime:
     """The registry factory. ``options.model`` names a model preset (default llama-3.1-8b) on
-    ``options.gpu``; ``options.profile`` overrides both. ``options.extra`` may hold
-    ``time_scale`` (0 = zero cost), ``event_sink``, ``start_delay_s``, ``output_tokens``."""
+    ``options.gpu``; ``options.profile`` overrides both. ``options.max_total_tokens`` sizes the
+    GPU KV pool as SGLang's flag does. ``options.extra`` may hold ``time_scale`` (0 = zero
+    cost), ``event_sink``, ``start_delay_s``, ``output_tokens``, ``host_kv_tokens`` (the host
+    tier; 0 turns it off)."""
     if options.profile:
         cost = CostModel.from_profile(load_profile(options.profile))
     else:
         cost = preset(options.gpu, options.model or "llama-3.1-8b", options.tp)
-    config = EngineConfig()
+    extra: dict[str, Any] = dict(options.extra)
+    config = EngineConfig(hbm_kv_tokens=options.max_total_tokens)
     if options.max_running_requests is not None:
         config = replace(config, max_running_requests=options.max_running_requests)
-    extra: dict[str, Any] = dict(options.extra)
+    if extra.get("host_kv_tokens") is not None:
+        config = replace(config, host_kv_tokens=int(extra["host_kv_tokens"]))
     return SimLiveRuntime(
         cost,
         policy=options.policy,

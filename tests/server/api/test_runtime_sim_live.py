@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from agentconsole.scheduler.runtime import CacheAction, GenerationRequest, TokenDelta
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.registry import RuntimeOptions, create_runtime
+from agentconsole.server.runtime.sim import live as sim_live
 from agentconsole.server.runtime.sim.live import SimLiveRuntime
 
 PROMPT = "shared context " * 100
@@ -105,3 +107,30 @@ def test_time_scale_one_takes_simulated_time() -> None:
         return result.e2e_s
 
     assert asyncio.run(scenario()) > 0.2  # 200 decode steps of an 8B model on an H200
+
+
+def test_max_total_tokens_and_host_kv_tokens_size_the_simulated_pool() -> None:
+    options = RuntimeOptions(max_total_tokens=20_000, extra={"host_kv_tokens": 0})
+    runtime = create_runtime("sim", options)
+    assert isinstance(runtime, SimLiveRuntime)
+    memory = runtime.memory()
+    assert memory.hbm_capacity_tokens == 20_000
+    assert memory.dram_capacity_tokens == 0
+
+
+def test_it_remembers_a_bounded_number_of_programs_last_contexts(monkeypatch: Any) -> None:
+    # the runtime is never told a program ended: without the bound a server that runs for
+    # weeks kept every program's last path (and the evicted nodes on it) forever
+    monkeypatch.setattr(sim_live, "MAX_REMEMBERED_PROGRAMS", 3)
+
+    async def scenario() -> list[bool]:
+        runtime = _runtime(0.0)
+        await runtime.start()
+        for i in range(5):
+            prompt = f"program {i} has its own context " * 40
+            await _drain(runtime.submit(_request(f"p{i}/n/1", "t", prompt, max_tokens=4)))
+        remembered = [runtime.context_of(f"p{i}") is not None for i in range(5)]
+        await runtime.stop()
+        return remembered
+
+    assert asyncio.run(scenario()) == [False, False, True, True, True]
