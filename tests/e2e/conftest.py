@@ -20,11 +20,13 @@ CLI = str(Path(sys.executable).with_name("agentconsole"))
 
 @dataclass
 class ServeProcess:
-    """A running ``agentconsole serve``; ``output`` collects its stderr lines."""
+    """A running ``agentconsole serve``; ``output`` collects its stderr lines, ``db`` is its
+    store file where the starter knows it."""
 
     proc: subprocess.Popen[str]
     url: str = ""
     output: list[str] = field(default_factory=list)
+    db: Path | None = None
 
     def stop(self, timeout: float = 20) -> int:
         if self.proc.poll() is None:
@@ -70,6 +72,52 @@ def start_serve(
             proc.wait(30)
         raise
     return served
+
+
+#: What ``serve --runtime sglang`` must keep off the terminal (it goes to the engine log).
+SGLANG_NOISE = ("server_args", "UserWarning", "Ignore import error", "loading shards")
+#: The KV pool of the shared SGLang server, in tokens: small enough that a few unrelated
+#: programs overflow it (``test_e2e_sglang_telemetry`` forces evictions).
+SGLANG_POOL_TOKENS = 2048
+#: Environment of a served SGLang engine: the CPU engine, nothing fetched from a hub.
+SGLANG_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
+
+
+def start_sglang_serve(tmp: Path, pool_tokens: int, timeout_s: float = 300) -> ServeProcess:
+    """``serve --runtime sglang`` (the tiny CPU model) with a ``pool_tokens`` KV pool, on a free
+    port, its store and engine log in ``tmp``; returns once ``/ready`` answers (the engine
+    started and answers its probe)."""
+    config = tmp / "serve.toml"
+    config.write_text(
+        '[runtime]\nname = "sglang"\n'
+        f"[runtime.extra]\nengine_args = {{ max_total_tokens = {pool_tokens} }}\n"
+    )
+    db = tmp / "db.duckdb"
+    args = ["--runtime", "sglang", "--db", str(db), "--config", str(config)]
+    served = start_serve(args, SGLANG_ENV, timeout_s=timeout_s)
+    served.db = db
+    return served
+
+
+@pytest.fixture(scope="package")
+def sglang_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """One ``agentconsole serve --runtime sglang`` (tiny CPU model, a ``SGLANG_POOL_TOKENS``
+    pool) shared by the e2e modules that only talk to it over HTTP: the quiet start-up
+    (``test_e2e_serve_quiet``) and the engine's telemetry (``test_e2e_sglang_telemetry``).
+
+    Shared because the engine takes 40-100 s to start on 2 busy cores, nearly all of it
+    importing SGLang and torch in the server and in the engine's processes. The tests do not
+    depend on each other: each uses its own program ids and reads counters as deltas, so they
+    pass in any order, alone or together. Stopping it is the last check of the quiet test:
+    the shutdown adds none of SGLang's noise to the terminal either."""
+    served = start_sglang_serve(tmp_path_factory.mktemp("sglang-serve"), SGLANG_POOL_TOKENS)
+    try:
+        yield served
+    finally:
+        served.stop(timeout=60)
+    terminal = "".join(served.output)
+    for noise in SGLANG_NOISE:
+        assert noise not in terminal, f"{noise!r} on the terminal by the end of serve"
 
 
 @pytest.fixture(scope="module")
