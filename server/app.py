@@ -237,6 +237,9 @@ def create_app(
             live.service.reopen(view, tail)
         live.queries.projector.mark_all()
         await live.queries.projector.sync()
+        # the operator's model pins too: replayed from the audit log, where each is durable
+        pinned = await asyncio.to_thread(store.repo.succeeded_actions, "pin_model")
+        live.service.models.restore_pins((a.args for a in pinned), live.service.controller.programs)
         now = time.time()
         for tenant in live.keys.tenants:
             store.writer.put(TenantRecord(tenant, tenant, now, now))

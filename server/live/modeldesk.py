@@ -13,7 +13,7 @@ under the operator's pins (program or role -> model). The choice and why are the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,6 +155,24 @@ class ModelDesk:
         self.selector.pins = Pins(programs=programs, roles=roles)
         return self.selector.pins
 
+    def restore_pins(
+        self, pinned: Iterable[Mapping[str, object]], live_programs: Container[str]
+    ) -> Pins:
+        """Replay the operator's pins (each ``{program_id, role, model}``, oldest first) after
+        a restart: role pins, and program pins of ``live_programs`` (an ended program's pin
+        went with it). A pin to a model no longer served is skipped (its unpin was implicit).
+        Returns the pins now."""
+        for args in pinned:
+            program_id, role, model = (_text(args.get(k)) for k in ("program_id", "role", "model"))
+            if program_id is not None and program_id not in live_programs:
+                program_id = None
+            if program_id is None and role is None:
+                continue
+            if model is not None and model not in self.by_name:
+                continue
+            self.pin(program_id=program_id, role=role, model=model)
+        return self.selector.pins
+
     def forget(self, program_id: str) -> None:
         """An ended program's pin goes with it."""
         if program_id in self.selector.pins.programs:
@@ -238,3 +256,7 @@ class LearnedCost:
     def service_s(self, call: CallSize) -> float:
         uncached = max(call.prompt_tokens - call.cached_tokens, 0)
         return self.costs.service_s(self.name, uncached, call.output_tokens)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None

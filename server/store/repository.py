@@ -264,6 +264,16 @@ class Repository:
             for r in self._all(sql, [*params, limit])
         ]
 
+    def succeeded_actions(self, action: str) -> list[OperatorAction]:
+        """Every operator action ``action`` that succeeded (``result`` ``ok``), oldest first:
+        what a restart replays to restore the state such actions set."""
+        names = _cols(OperatorAction.SPEC.names)
+        sql = (
+            f"SELECT {names} FROM operator_actions WHERE action = ? AND result = 'ok'"
+            " ORDER BY action_id"
+        )
+        return [OperatorAction.from_row(r[1:]) for r in self._all(sql, [action])]
+
     def get_intent(self, tool_call_id: str) -> IntentRecord | None:
         """One tool intent, or ``None``."""
         rows = self._all(

@@ -181,3 +181,36 @@ def test_a_program_moved_to_another_model_counts_the_reuse_it_lost(http: httpx.C
     lost = http.get("/v1/overview").json()["cross_model_lost_tokens"] - before
     assert lost > 0
     assert _lost_total(http) - metrics_before == lost
+
+
+def test_the_operators_pins_survive_a_restart(tmp_path: Path) -> None:
+    """Pins are replayed from the audit log at start: role pins, and program pins of programs
+    the restart brings back; an unpin stays an unpin."""
+    (tmp_path / "serve.toml").write_text(CONFIG, encoding="utf-8")
+    args = ["--config", str(tmp_path / "serve.toml"), "--db", str(tmp_path / "db.duckdb")]
+    pins = [
+        {"role": "verifier", "model": "big"},
+        {"role": "planner", "model": "small"},
+        {"role": "planner", "model": None},
+        {"program_id": "mm-pinned", "model": "small"},
+    ]
+    first = start_serve(args)
+    try:
+        with httpx.Client(base_url=first.url, headers=TENANT, timeout=60) as http:
+            assert _chat(http, "auto", "mm-pinned").status_code == 200  # an open program
+            for pin in pins:
+                answer = http.post("/v1/operator/models/pins", json=pin, headers=OPERATOR)
+                assert answer.status_code == 200
+            before = http.get("/v1/operator/models/pins", headers=OPERATOR).json()
+    finally:
+        first.stop()
+    assert before == {"programs": {"mm-pinned": "small"}, "roles": {"verifier": "big"}}
+    second = start_serve(args)
+    try:
+        with httpx.Client(base_url=second.url, headers=TENANT, timeout=60) as http:
+            assert http.get("/v1/operator/models/pins", headers=OPERATOR).json() == before
+            answer = _chat(http, "auto", "mm-pinned")
+            assert answer.json()["model"] == "small"
+            assert _nodes(http, "mm-pinned")[-1]["model_choice"]["reason"].startswith("pinned")
+    finally:
+        second.stop()
