@@ -52,8 +52,20 @@ role_tiers = {{ planner = 2 }}
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     tmp = Path(tmp_path_factory.mktemp("sglang-models"))
     small, large = tmp / "small", tmp / "large"
-    for out, size in ((small, []), (large, ["--layers", "4", "--hidden", "128", "--seed", "1"])):
-        subprocess.run([CLI, "make-model", str(out), *size], check=True, env={**ENV}, timeout=300)
+    # both at once: each ``make-model`` spends most of its time importing torch and
+    # transformers on one core, and the machine has two
+    makers = [
+        subprocess.Popen([CLI, "make-model", str(out), *size], env={**ENV})
+        for out, size in ((small, []), (large, ["--layers", "4", "--hidden", "128", "--seed", "1"]))
+    ]
+    try:
+        for maker in makers:
+            assert maker.wait(timeout=300) == 0, maker.args
+    finally:
+        for maker in makers:
+            if maker.poll() is None:  # the other one failed or timed out
+                maker.kill()
+                maker.wait()
     (tmp / "serve.toml").write_text(_config(small, large), encoding="utf-8")
     args = ["--config", str(tmp / "serve.toml"), "--db", str(tmp / "db.duckdb")]
     process = start_serve(args, ENV, timeout_s=500)
