@@ -12,6 +12,9 @@ from typing import NamedTuple
 
 from agentconsole.scheduler.program import Branch, Node, NodeState, Program
 
+# members as globals: identity tests on hot paths (an enum class attribute is a slow lookup)
+_PENDING, _DONE, _REPAIR = NodeState.PENDING, NodeState.DONE, Branch.REPAIR
+
 
 class DagError(ValueError):
     """The requested change would break the DAG (unknown parent, duplicate id, ...)."""
@@ -30,26 +33,39 @@ def add_node(program: Program, node: Node) -> None:
     Raises :class:`DagError` if the id exists or a parent is unknown (which is also what keeps
     the graph acyclic).
     """
-    if node.node_id in program.nodes:
-        raise DagError(f"node {node.node_id!r} already exists in program {program.program_id!r}")
-    for parent in node.parents:
-        if parent not in program.nodes:
-            raise DagError(f"node {node.node_id!r} names unknown parent {parent!r}")
-    if len(set(node.parents)) != len(node.parents):
-        raise DagError(f"node {node.node_id!r} lists a parent twice")
-    opens_branch = node.branch is Branch.REPAIR or any(
-        program.children.get(p) for p in node.parents
-    )
-    program.nodes[node.node_id] = node
-    program.children.setdefault(node.node_id, [])
-    for parent in node.parents:
-        program.children[parent].append(node.node_id)
+    nodes, children = program.nodes, program.children
+    node_id, parents = node.node_id, node.parents
+    if node_id in nodes:
+        raise DagError(f"node {node_id!r} already exists in program {program.program_id!r}")
+    opens_branch = node.branch is _REPAIR
+    if parents:  # a root (the usual first node) needs none of these checks
+        for parent in parents:
+            if parent not in nodes:
+                raise DagError(f"node {node_id!r} names unknown parent {parent!r}")
+        if len(parents) > 1 and len(set(parents)) != len(parents):
+            raise DagError(f"node {node_id!r} lists a parent twice")
+        if not opens_branch:
+            for parent in parents:
+                if children.get(parent):
+                    opens_branch = True
+                    break
+    nodes[node_id] = node
+    if node_id not in children:
+        children[node_id] = []
+    for parent in parents:
+        children[parent].append(node_id)
     if opens_branch:
         program.branches += 1
 
 
 def parents_done(program: Program, node: Node) -> bool:
-    return all(program.nodes[p].state is NodeState.DONE for p in node.parents)
+    parents = node.parents
+    if not parents:
+        return True
+    nodes = program.nodes
+    if len(parents) == 1:
+        return nodes[parents[0]].state is _DONE
+    return all(nodes[p].state is _DONE for p in parents)
 
 
 def unlocked_by(program: Program, node_id: str) -> list[Node]:
@@ -57,20 +73,24 @@ def unlocked_by(program: Program, node_id: str) -> list[Node]:
     out = []
     for child_id in program.children.get(node_id, ()):
         child = program.nodes[child_id]
-        if child.state is NodeState.PENDING and parents_done(program, child):
+        if child.state is _PENDING and parents_done(program, child):
             out.append(child)
     return out
 
 
 def unlock_value(program: Program, node_id: str) -> int:
     """How many known pending children this node is the last unfinished parent of."""
+    kids = program.children.get(node_id)
+    if not kids:  # a node being queued usually has none yet
+        return 0
     count = 0
-    for child_id in program.children.get(node_id, ()):
-        child = program.nodes[child_id]
-        if child.state is not NodeState.PENDING:
+    nodes = program.nodes
+    for child_id in kids:
+        child = nodes[child_id]
+        if child.state is not _PENDING:
             continue
         others = (p for p in child.parents if p != node_id)
-        if all(program.nodes[p].state is NodeState.DONE for p in others):
+        if all(nodes[p].state is _DONE for p in others):
             count += 1
     return count
 

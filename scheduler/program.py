@@ -42,8 +42,9 @@ class NodeState(StrEnum):
 
     @property
     def terminal(self) -> bool:
-        # identity tests: hashing an enum member runs Python code, and this is on hot paths
-        return self is NodeState.DONE or self is NodeState.FAILED or self is NodeState.CANCELLED
+        # identity tests against module globals: hashing an enum member runs Python code, and
+        # even ``NodeState.DONE`` (an attribute of the enum class) costs ~10x a global lookup
+        return self is _DONE or self is _FAILED or self is _CANCELLED
 
 
 class ProgramState(StrEnum):
@@ -54,7 +55,7 @@ class ProgramState(StrEnum):
 
     @property
     def terminal(self) -> bool:
-        return self is not ProgramState.RUNNING
+        return self is not _PROGRAM_RUNNING
 
 
 class Branch(StrEnum):
@@ -86,6 +87,11 @@ class RetryPolicy:
 
     max_attempts: int = 3
     backoff_s: float = 0.0
+
+
+#: the policy of a node that names none: a frozen value, so every such node shares it (one
+#: object fewer per node the collector tracks, and no constructor call per node)
+DEFAULT_RETRY = RetryPolicy()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +134,7 @@ class Node:
     model_candidates: tuple[str, ...] = ()
     #: the model a selector chose for this call and why (multi-model runs only)
     model_choice: ModelChoice | None = None
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy = DEFAULT_RETRY
     state: NodeState = NodeState.PENDING
     attempts: list[Attempt] = field(default_factory=list)
     created_at: float = 0.0
@@ -148,7 +154,7 @@ class Node:
 
     @property
     def is_llm(self) -> bool:
-        return self.kind is NodeKind.LLM
+        return self.kind is _LLM
 
     @property
     def attempt(self) -> int:
@@ -159,12 +165,10 @@ class Node:
     def in_flight(self) -> bool:
         """Its call or tool runs, or was preempted and waits to resume: requeued READY with
         its attempt still open (an engine resumes a preempted call without a new start)."""
-        if self.state is NodeState.RUNNING:
+        if self.state is _RUNNING:
             return True
         return (
-            self.state is NodeState.READY
-            and bool(self.attempts)
-            and self.attempts[-1].finished_at is None
+            self.state is _READY and bool(self.attempts) and self.attempts[-1].finished_at is None
         )
 
 
@@ -202,7 +206,15 @@ class Program:
 
     @property
     def done_nodes(self) -> int:
-        return sum(1 for n in self.nodes.values() if n.state is NodeState.DONE)
+        return sum(1 for n in self.nodes.values() if n.state is _DONE)
 
     def running_nodes(self) -> list[Node]:
-        return [n for n in self.nodes.values() if n.state is NodeState.RUNNING]
+        return [n for n in self.nodes.values() if n.state is _RUNNING]
+
+
+# Members as module globals, for the identity tests above and on the controller's hot paths
+# (an enum class attribute is a slow lookup; a global is a dict hit).
+_LLM = NodeKind.LLM
+_RUNNING, _READY = NodeState.RUNNING, NodeState.READY
+_DONE, _FAILED, _CANCELLED = NodeState.DONE, NodeState.FAILED, NodeState.CANCELLED
+_PROGRAM_RUNNING = ProgramState.RUNNING
