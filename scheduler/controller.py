@@ -75,7 +75,18 @@ class CallUsage:
 
 @dataclass(slots=True)
 class _ProgramEstimates:
-    predictions: list[tuple[int, float]] = field(default_factory=list)
+    """The remaining-calls predictions made for one program's tickets, checked when it ends.
+
+    Two flat lists (completed calls, predicted remaining) rather than a list of pairs: a
+    ticket then allocates no tuple the garbage collector must track (this runs per ticket).
+    """
+
+    completed: list[int] = field(default_factory=list)
+    predicted: list[float] = field(default_factory=list)
+
+    @property
+    def predictions(self) -> list[tuple[int, float]]:
+        return list(zip(self.completed, self.predicted, strict=True))
 
 
 class ProgramController:
@@ -213,12 +224,15 @@ class ProgramController:
     def add_node(self, program_id: str, node: Node, now: float) -> Node:
         """Add a node (its parents must exist). Enforces the branch and tool-call quotas
         before changing anything; marks the node READY if its parents are done."""
-        program = self.get(program_id)
-        if program.state.terminal:
+        program = self.programs.get(program_id)
+        if program is None:
+            raise UnknownProgram(program_id)
+        if program.state is not _PROGRAM_RUNNING:
             raise ValueError(f"program {program_id!r} is {program.state.value}")
         quotas = program.quotas
+        kind = node.kind
         limit = quotas.tool_calls
-        if node.kind is NodeKind.TOOL and limit is not None and program.tool_calls + 1 > limit:
+        if kind is _TOOL and limit is not None and program.tool_calls + 1 > limit:
             raise QuotaExceeded(program_id, "tool_calls", limit, program.tool_calls + 1)
         branches_before = program.branches
         node.program_id = program_id
@@ -233,32 +247,35 @@ class ProgramController:
             value = program.branches
             program.branches = branches_before
             raise QuotaExceeded(program_id, "branches", quotas.branches, value)
-        if node.kind is NodeKind.TOOL:
+        if kind is _TOOL:
             program.tool_calls += 1
-        if node.is_llm and not node.expected_output_tokens:
+        elif kind is _LLM and not node.expected_output_tokens:
             node.expected_output_tokens = self.output_lengths.predict(
                 program.labels.get("model", "")
             )
-        self._emit(
-            now,
-            EventKind.NODE_ADDED,
-            program,
-            node,
-            data={
-                "kind": node.kind.value,
-                "parents": ",".join(node.parents),
-                "branch": node.branch.value,
-                **({"tool": node.tool.name} if node.tool is not None else {}),
-            },
-        )
+        # _emit inlined (this runs for every queued call); ``_value_`` is what ``.value``
+        # returns, without the enum property's Python-level call
+        data: dict[str, Scalar] = {
+            "kind": kind._value_,
+            "parents": ",".join(node.parents),
+            "branch": node.branch._value_,
+        }
+        if node.tool is not None:
+            data["tool"] = node.tool.name
+        emit = self.sink.emit
+        attempt = len(node.attempts)
+        emit(Event(now, _NODE_ADDED, program_id, node.node_id, attempt, program.tenant, data))
         if dag.parents_done(program, node):
-            self._mark_ready(program, node, now)
+            node.state = _READY
+            node.ready_at = now
+            emit(Event(now, _NODE_READY, program_id, node.node_id, attempt, program.tenant, {}))
         return node
 
     def _mark_ready(self, program: Program, node: Node, now: float) -> None:
-        node.state = NodeState.READY
+        # (``add_node`` does the same inline)
+        node.state = _READY
         node.ready_at = now
-        self._emit(now, EventKind.NODE_READY, program, node)
+        self._emit(now, _NODE_READY, program, node)
 
     def ticket(
         self,
@@ -271,64 +288,89 @@ class ProgramController:
         restore_cost_s: float = 0.0,
     ) -> CallTicket:
         """Issue the ticket for queueing LLM node ``node_id`` now (does not change state)."""
-        program = self.get(program_id)
+        program = self.programs.get(program_id)
+        if program is None:
+            raise UnknownProgram(program_id)
         node = program.nodes[node_id]
         expected = node.expected_output_tokens or self.output_lengths.predict()
-        service = self.service_model.call_seconds(max(prompt_tokens - cached_tokens, 0), expected)
-        label = program.labels.get("workload", "")
-        remaining_calls = self.remaining_work.remaining_calls(label, program.completed_calls)
-        after_this = max(remaining_calls - 1.0, 0.0)
+        uncached = prompt_tokens - cached_tokens
+        if uncached < 0:
+            uncached = 0
+        service = self.service_model.call_seconds(uncached, expected)
+        completed = program.completed_calls
+        remaining_calls = self.remaining_work.remaining_calls(
+            program.labels.get("workload", ""), completed
+        )
+        after_this = remaining_calls - 1.0
+        if after_this < 0.0:  # max(remaining_calls - 1.0, 0.0), without the builtin's call
+            after_this = 0.0
         remaining_cp = (
             service + restore_cost_s + after_this * (self._mean_call_s + self._mean_tool_s)
         )
-        node.cp_before_s = self._cp_before(program, node)
-        self._estimates[program_id].predictions.append((program.completed_calls, remaining_calls))
+        cp_before = node.cp_before_s = self._cp_before(program, node)
+        estimates = self._estimates[program_id]
+        estimates.completed.append(completed)
+        estimates.predicted.append(remaining_calls)
+        unlock = dag.unlock_value(program, node_id)
+        attempt = len(node.attempts) + 1
+        # positional, in field order (``tests/scheduler`` checks every field): a 19-keyword
+        # call costs several times as much as the same call by position
         return CallTicket(
             # fixed-width attempt: SGLang aborts by rid *prefix*, so no id may prefix another
-            call_id=f"{program_id}/{node_id}/{node.attempt + 1:04d}",
-            program_id=program_id,
-            node_id=node_id,
-            tenant=program.tenant,
-            arrival=now,
-            attempt=node.attempt + 1,
-            prompt_tokens=prompt_tokens,
-            cached_tokens=cached_tokens,
-            expected_output_tokens=expected,
-            service_estimate_s=service,
-            restore_cost_s=restore_cost_s,
-            program_service_s=program.attained_service_s,
-            cp_service_s=node.cp_before_s,
-            program_wait_s=program.wait_s,
-            completed_calls=program.completed_calls,
-            remaining_cp_s=remaining_cp,
-            unlock_value=float(max(dag.unlock_value(program, node_id), 1)),
-            deadline=program.deadline,
-            boost=program.boost,
+            f"{program_id}/{node_id}/{attempt:04d}",  # call_id
+            program_id,
+            node_id,
+            program.tenant,
+            now,  # arrival
+            attempt,
+            prompt_tokens,
+            cached_tokens,
+            expected,  # expected_output_tokens
+            service,  # service_estimate_s
+            restore_cost_s,
+            program.attained_service_s,  # program_service_s
+            cp_before,  # cp_service_s
+            program.wait_s,  # program_wait_s
+            completed,  # completed_calls
+            remaining_cp,  # remaining_cp_s
+            float(unlock if unlock > 1 else 1),  # unlock_value: max(unlock, 1)
+            program.deadline,
+            program.boost,
         )
 
     @staticmethod
     def _cp_before(program: Program, node: Node) -> float:
         """ATLAS signal: the heaviest GPU service along any path into ``node``. Parents are
         done when a node runs, so their own values are already final."""
-        return max(
-            (program.nodes[p].cp_before_s + program.nodes[p].service_s for p in node.parents),
-            default=0.0,
-        )
+        parents = node.parents
+        if not parents:
+            return 0.0
+        nodes = program.nodes
+        if len(parents) == 1:
+            parent = nodes[parents[0]]
+            return parent.cp_before_s + parent.service_s
+        return max(nodes[p].cp_before_s + nodes[p].service_s for p in parents)
 
     def start_node(self, program_id: str, node_id: str, now: float) -> Node:
         """The node's call (LLM) or tool began running: opens an attempt."""
-        program = self.get(program_id)
+        program = self.programs.get(program_id)
+        if program is None:
+            raise UnknownProgram(program_id)
         node = program.nodes[node_id]
-        node.state = NodeState.RUNNING
+        node.state = _RUNNING
         if node.started_at is None:
             node.started_at = now
-        node.attempts.append(Attempt(node.attempt + 1, now))
+        attempts = node.attempts
+        attempts.append(Attempt(len(attempts) + 1, now))
         node.cp_before_s = self._cp_before(program, node)
-        if node.ready_at is not None and node.is_llm:
-            waited = max(now - node.ready_at, 0.0)
+        kind = node.kind
+        if node.ready_at is not None and kind is _LLM:
+            waited = now - node.ready_at
+            if waited < 0.0:  # max(waited, 0.0), without the builtin's call
+                waited = 0.0
             node.queue_s += waited
             program.wait_s += waited
-        if node.kind is NodeKind.TOOL and node.tool is not None:
+        if kind is _TOOL and node.tool is not None:
             self._emit(
                 now,
                 EventKind.TOOL_STARTED,
@@ -485,8 +527,16 @@ class ProgramController:
                 kind,
                 program.program_id,
                 node.node_id if node else "",
-                node.attempt if node else 0,
+                len(node.attempts) if node else 0,
                 program.tenant,
                 data or {},
             )
         )
+
+
+# Members as module globals: an enum class attribute (``NodeState.READY``) is a slow lookup,
+# a global a dict hit, and these sit on every decision.
+_LLM, _TOOL = NodeKind.LLM, NodeKind.TOOL
+_READY, _RUNNING = NodeState.READY, NodeState.RUNNING
+_PROGRAM_RUNNING = ProgramState.RUNNING
+_NODE_ADDED, _NODE_READY = EventKind.NODE_ADDED, EventKind.NODE_READY
