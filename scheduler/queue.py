@@ -11,10 +11,16 @@ changed (operator boost) and ``set_policy`` for everyone.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from agentconsole.scheduler.fairness import TIER_STARVING, FairnessGuard
+from agentconsole.scheduler.fairness import (
+    TIER_NORMAL,
+    TIER_STARVING,
+    TIER_UNDERSERVED,
+    FairnessGuard,
+)
 from agentconsole.scheduler.policies.base import Policy
 from agentconsole.scheduler.ticket import CallTicket
 
@@ -25,11 +31,24 @@ class QueueEntry:
     key: float
     starve_at: float
     alive: bool = True
-    #: the effective key ``(tier, key, seq)`` this entry had when ``peek`` last chose it
-    rank: tuple[int, float, int] = (0, 0.0, 0)
+    #: the tier ``peek`` last chose it in (-1: never chosen)
+    tier: int = -1
+    #: the tie-break its heap items carry (the ticket's ``seq`` when it was queued)
+    seq: int = 0
+
+    @property
+    def rank(self) -> tuple[int, float, int]:
+        """The effective key ``(tier, key, seq)`` this entry had when ``peek`` last chose it
+        (a starving call's is ``(0, starve_at, seq)``; ``(0, 0.0, 0)`` if never chosen).
+        Built when asked, so a decision leaves no tuple behind for the collector."""
+        tier = self.tier
+        if tier < 0:
+            return (0, 0.0, 0)
+        return (tier, self.starve_at if tier == TIER_STARVING else self.key, self.seq)
 
 
 _HeapItem = tuple[float, int, QueueEntry]
+_heappush, _heappop = heapq.heappush, heapq.heappop
 
 
 class ReadyQueue:
@@ -39,6 +58,11 @@ class ReadyQueue:
         self._entries: dict[str, QueueEntry] = {}
         self._by_tenant: dict[str, list[_HeapItem]] = {}
         self._alive_per_tenant: dict[str, int] = {}
+        # the tenants with calls waiting, in ``_alive_per_tenant``'s order, and as the set the
+        # guard's share decision is cached on: rebuilt only when a tenant's count reaches or
+        # leaves zero, not per decision
+        self._backlog: tuple[str, ...] = ()
+        self._backlog_set: frozenset[str] = frozenset()
         self._starving: list[_HeapItem] = []
         self._seq = 0
 
@@ -53,7 +77,11 @@ class ReadyQueue:
 
     def tenants(self) -> list[str]:
         """The tenants with calls waiting (O(tenants), however long the queue)."""
-        return [t for t, n in self._alive_per_tenant.items() if n > 0]
+        return list(self._backlog)
+
+    def _backlog_changed(self) -> None:
+        self._backlog = tuple(t for t, n in self._alive_per_tenant.items() if n > 0)
+        self._backlog_set = frozenset(self._backlog)
 
     def entry(self, call_id: str) -> QueueEntry | None:
         """The queued entry of ``call_id`` (its ticket and policy key), if queued."""
@@ -71,13 +99,20 @@ class ReadyQueue:
 
     def _insert(self, entry: QueueEntry) -> None:
         ticket = entry.ticket
+        tenant = ticket.tenant
+        seq = entry.seq = ticket.seq
         self._entries[ticket.call_id] = entry
-        heapq.heappush(
-            self._by_tenant.setdefault(ticket.tenant, []), (entry.key, ticket.seq, entry)
-        )
-        self._alive_per_tenant[ticket.tenant] = self._alive_per_tenant.get(ticket.tenant, 0) + 1
-        if entry.starve_at != float("inf"):
-            heapq.heappush(self._starving, (entry.starve_at, ticket.seq, entry))
+        heap = self._by_tenant.get(tenant)
+        if heap is None:
+            heap = self._by_tenant[tenant] = []
+        _heappush(heap, (entry.key, seq, entry))
+        alive = self._alive_per_tenant
+        waiting = alive.get(tenant, 0)
+        alive[tenant] = waiting + 1
+        if not waiting:
+            self._backlog_changed()
+        if entry.starve_at != math.inf:
+            _heappush(self._starving, (entry.starve_at, seq, entry))
 
     def remove(self, call_id: str) -> CallTicket | None:
         """Take ``call_id`` out of the queue; returns its ticket, or None if not queued."""
@@ -85,37 +120,63 @@ class ReadyQueue:
         if entry is None:
             return None
         entry.alive = False
-        self._alive_per_tenant[entry.ticket.tenant] -= 1
+        tenant = entry.ticket.tenant
+        waiting = self._alive_per_tenant[tenant] - 1
+        self._alive_per_tenant[tenant] = waiting
+        if not waiting:
+            self._backlog_changed()
         return entry.ticket
 
     def peek(self, now: float) -> QueueEntry | None:
-        """The call that should run next, without removing it."""
+        """The call that should run next, without removing it.
+
+        The minimum of :meth:`FairnessGuard.effective_key` over the waiting calls: the
+        oldest starvation among starving calls, else each backlogged tenant's best policy key
+        under its tier. A heap top's tier is decided here from its entry's ``starve_at`` (the
+        guard's ``starve_at`` of the ticket, stored on push; the starving heap orders by the
+        same value), which is :meth:`FairnessGuard.tier` without recomputing it per tenant.
+        """
         best: tuple[int, float, int] | None = None
         best_entry: QueueEntry | None = None
-        starving = self._top(self._starving)
-        if starving is not None and starving[0] <= now:
-            best, best_entry = (TIER_STARVING, starving[0], starving[1]), starving[2]
-        backlogged = self.tenants()
-        underserved = self.guard.underserved(backlogged, now)
-        for tenant in backlogged:
-            top = self._top(self._by_tenant[tenant])
-            if top is None:
-                continue
-            cand = (self.guard.tier(top[2].ticket, now, underserved), top[0], top[1])
-            if cand[0] == TIER_STARVING:  # starving entries are ranked via the starving heap
-                continue
-            if best is None or cand < best:
-                best, best_entry = cand, top[2]
+        starving = self._starving
+        # removed entries leave the starving heap only once they reach its top *and* are due:
+        # a top not due yet means no live call is starving either (the top is the minimum),
+        # so the common decision touches nothing of this heap (one sift of all n otherwise)
+        if starving and starving[0][0] <= now:
+            while starving and not starving[0][2].alive:
+                _heappop(starving)
+            if starving and starving[0][0] <= now:
+                starve_at, seq, best_entry = starving[0]
+                best = (TIER_STARVING, starve_at, seq)
+        backlog = self._backlog
+        if backlog:
+            # asked even when a starving call wins: the answer it caches is what the next
+            # decisions within ``refresh_s`` see
+            underserved = self.guard.underserved(self._backlog_set, now)
+            by_tenant = self._by_tenant
+            for tenant in backlog:
+                heap = by_tenant[tenant]
+                while heap and not heap[0][2].alive:
+                    _heappop(heap)
+                if not heap:
+                    continue
+                key, seq, entry = heap[0]
+                if now >= entry.starve_at:  # starving: ranked via the starving heap
+                    continue
+                cand = (TIER_UNDERSERVED if tenant in underserved else TIER_NORMAL, key, seq)
+                if best is None or cand < best:
+                    best, best_entry = cand, entry
         if best_entry is not None and best is not None:
-            best_entry.rank = best
+            best_entry.tier = best[0]  # ``rank`` rebuilds ``best`` from it
         return best_entry
 
     def pop(self, now: float) -> CallTicket | None:
         entry = self.peek(now)
         if entry is None:
             return None
-        self.remove(entry.ticket.call_id)
-        return entry.ticket
+        ticket = entry.ticket
+        self.remove(ticket.call_id)
+        return ticket
 
     def ordered(self, now: float) -> list[QueueEntry]:
         """All waiting calls in run order (O(n log n); for snapshots and equivalence tests)."""
@@ -130,6 +191,11 @@ class ReadyQueue:
         mine = [e for e in self._entries.values() if e.ticket.program_id == program_id]
         for entry in mine:
             self.remove(entry.ticket.call_id)
+        if mine:
+            # the re-queued entry keeps its ``seq``, so its dead twin must leave the heaps
+            # first: two items with the same (key, seq) would compare their entries (TypeError)
+            self._drop_dead()
+        for entry in mine:
             update(entry.ticket)
             self._insert(
                 QueueEntry(
@@ -140,6 +206,12 @@ class ReadyQueue:
             )
         return len(mine)
 
+    def _drop_dead(self) -> None:
+        """Rebuild every heap without its removed entries (O(n))."""
+        for heap in (self._starving, *self._by_tenant.values()):
+            heap[:] = [item for item in heap if item[2].alive]
+            heapq.heapify(heap)
+
     def set_policy(self, policy: Policy, now: float) -> None:
         """Switch policy and re-rank every waiting call under it."""
         entries = list(self._entries.values())
@@ -147,13 +219,8 @@ class ReadyQueue:
         self._entries.clear()
         self._by_tenant.clear()
         self._alive_per_tenant.clear()
+        self._backlog_changed()
         self._starving.clear()
         for entry in entries:
             entry.alive = False
             self._insert(QueueEntry(entry.ticket, policy.key(entry.ticket, now), entry.starve_at))
-
-    @staticmethod
-    def _top(heap: list[_HeapItem]) -> _HeapItem | None:
-        while heap and not heap[0][2].alive:
-            heapq.heappop(heap)
-        return heap[0] if heap else None

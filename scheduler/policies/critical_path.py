@@ -57,4 +57,5 @@ class CriticalPathCache(CriticalPath):
         self.restore_weight = restore_weight
 
     def key(self, ticket: CallTicket, now: float) -> float:
-        return super().key(ticket, now) + self.restore_weight * ticket.restore_cost_s
+        # the base key by name, not ``super()`` (a proxy object per call, once per push)
+        return CriticalPath.key(self, ticket, now) + self.restore_weight * ticket.restore_cost_s
