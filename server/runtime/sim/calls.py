@@ -58,6 +58,9 @@ class EngineConfig:
     #: what a call makes of another model's KV of its prompt (``crossmodel.py``: ``none``,
     #: or ``shared-prefill``; only calls given ``SimCall.foreign``, in multi-model runs)
     cross_model: CrossModelKv = NONE
+    #: block keys remembered as computed, to count recomputes (``recentkeys.py``); None keeps
+    #: every key (a bench run is finite), serve bounds it (it runs for weeks)
+    computed_keys_kept: int | None = None
     #: longest run of fused decode steps (bounds the error of the closed form's averaging)
     max_fused_decode_steps: int = 64
     stats_interval_s: float = 5.0

@@ -20,6 +20,7 @@ from agentconsole.scheduler.runtime import CacheAction
 from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
 from agentconsole.server.runtime.sim.costmodel import CostModel
 from agentconsole.server.runtime.sim.crossmodel import NO_USE, CrossModelUse
+from agentconsole.server.runtime.sim.recentkeys import RecentKeys
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,7 @@ class EngineKv:
         self.index = PrefixIndex(self.tiers, config.eviction, demote=dram > 0)
         self._retained: list[tuple[float, int]] = []  # (deadline, tokens) of keep decisions
         self._retained_tokens = 0
-        self._computed: set[object] = set()
+        self._computed = RecentKeys(config.computed_keys_kept)
         self._link_free_at = 0.0
 
     # -- admission and release ----------------------------------------------------------------

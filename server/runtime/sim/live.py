@@ -60,6 +60,10 @@ from agentconsole.server.runtime.sim.live_text import (
 )
 from agentconsole.server.runtime.sim.profile import load_profile
 
+#: block keys a served engine remembers as computed (two generations of up to this many): a
+#: prefill of a block last computed longer ago counts as a first computation, not a recompute
+COMPUTED_KEYS_KEPT = 100_000
+
 _TIER_NAMES = {Tier.HBM: "hbm", Tier.DRAM: "dram", Tier.DISK: "disk"}
 
 
@@ -381,7 +385,9 @@ def create_runtime(options: RuntimeOptions) -> SimLiveRuntime:
     else:
         cost = preset(options.gpu, options.model or "llama-3.1-8b", options.tp)
     extra: dict[str, Any] = dict(options.extra)
-    config = EngineConfig(hbm_kv_tokens=options.max_total_tokens)
+    config = EngineConfig(
+        hbm_kv_tokens=options.max_total_tokens, computed_keys_kept=COMPUTED_KEYS_KEPT
+    )
     if options.max_running_requests is not None:
         config = replace(config, max_running_requests=options.max_running_requests)
     if extra.get("host_kv_tokens") is not None:
