@@ -99,18 +99,67 @@ def start_sglang_serve(tmp: Path, pool_tokens: int, timeout_s: float = 300) -> S
     return served
 
 
+class EarlyStart:
+    """``start_sglang_serve`` run in a background thread: :meth:`result` waits for it."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.served: ServeProcess | None = None
+        self.error: BaseException | None = None
+        self.claimed = False
+        self.thread = threading.Thread(target=self._start, args=(tmp,), daemon=True)
+        self.thread.start()
+
+    def _start(self, tmp: Path) -> None:
+        try:
+            self.served = start_sglang_serve(tmp, SGLANG_POOL_TOKENS)
+        except BaseException as error:  # re-raised by result(), in the test that needs it
+            self.error = error
+
+    def result(self) -> ServeProcess:
+        self.claimed = True
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.served is not None
+        return self.served
+
+
+@pytest.fixture(scope="package", autouse=True)
+def sglang_serve_early(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[EarlyStart | None]:
+    """Starts the shared ``sglang_serve`` in the background when the e2e package begins, if a
+    test of this session will use it (None otherwise): the e2e tests before it (crash trials,
+    sim servers) keep about one of the two cores busy, and the engine's start is a minute of
+    CPU, so it is mostly done on the idle core by the time its first test runs."""
+    items = request.session.items
+    if not any("sglang_serve" in getattr(item, "fixturenames", ()) for item in items):
+        yield None
+        return
+    early = EarlyStart(tmp_path_factory.mktemp("sglang-serve"))
+    try:
+        yield early
+    finally:
+        if not early.claimed:  # its tests were not run (an interrupted session)
+            early.thread.join()
+            if early.served is not None:
+                early.served.stop(timeout=60)
+
+
 @pytest.fixture(scope="package")
-def sglang_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+def sglang_serve(sglang_serve_early: EarlyStart | None) -> Iterator[ServeProcess]:
     """One ``agentconsole serve --runtime sglang`` (tiny CPU model, a ``SGLANG_POOL_TOKENS``
     pool) shared by the e2e modules that only talk to it over HTTP: the quiet start-up
     (``test_e2e_serve_quiet``) and the engine's telemetry (``test_e2e_sglang_telemetry``).
 
     Shared because the engine takes 40-100 s to start on 2 busy cores, nearly all of it
-    importing SGLang and torch in the server and in the engine's processes. The tests do not
-    depend on each other: each uses its own program ids and reads counters as deltas, so they
-    pass in any order, alone or together. Stopping it is the last check of the quiet test:
-    the shutdown adds none of SGLang's noise to the terminal either."""
-    served = start_sglang_serve(tmp_path_factory.mktemp("sglang-serve"), SGLANG_POOL_TOKENS)
+    importing SGLang and torch in the server and in the engine's processes (started early, by
+    ``sglang_serve_early``). The tests do not depend on each other: each uses its own program
+    ids and reads counters as deltas, so they pass in any order, alone or together. Stopping
+    it is the last check of the quiet test: the shutdown adds none of SGLang's noise to the
+    terminal either."""
+    assert sglang_serve_early is not None
+    served = sglang_serve_early.result()
     try:
         yield served
     finally:
