@@ -26,7 +26,14 @@ from .eventlog import audit_event_log
 from .report import Report, ms, percentile
 from .serve import TENANT, ServeProcess, metric_values, register_tools, start_serve
 
-SETTINGS = {"limits": {"retain_finished_s": 5}}
+#: A fixed KV pool, as a real engine has (SGLang preallocates it): the simulated H200 preset's
+#: default (912K GPU + 1.57M host tokens) takes longer than a soak to fill, and until the cache
+#: is full its index grows with every program, as SGLang's radix tree does until its pool fills.
+POOL_TOKENS = 200_000
+SETTINGS = {
+    "limits": {"retain_finished_s": 5},
+    "runtime": {"max_total_tokens": POOL_TOKENS, "extra": {"host_kv_tokens": POOL_TOKENS}},
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
