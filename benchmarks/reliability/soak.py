@@ -18,6 +18,7 @@ import asyncio
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -30,7 +31,7 @@ from .serve import TENANT, ServeProcess, metric_values, register_tools, start_se
 #: default (912K GPU + 1.57M host tokens) takes longer than a soak to fill, and until the cache
 #: is full its index grows with every program, as SGLang's radix tree does until its pool fills.
 POOL_TOKENS = 200_000
-SETTINGS = {
+SETTINGS: dict[str, dict[str, Any]] = {
     "limits": {"retain_finished_s": 5},
     "runtime": {"max_total_tokens": POOL_TOKENS, "extra": {"host_kv_tokens": POOL_TOKENS}},
 }
