@@ -23,6 +23,7 @@ from agentconsole.scheduler.program import (
 )
 from agentconsole.scheduler.queue import ReadyQueue
 from agentconsole.scheduler.ticket import CallTicket
+from tests.scheduler import strategies
 
 
 class _Cost:
@@ -129,19 +130,7 @@ def test_dag_checks_for_roots_and_single_parents() -> None:
     assert dag.unlock_value(program, "a") == 2
 
 
-tickets = st.builds(
-    CallTicket,
-    call_id=st.just(""),
-    program_id=st.sampled_from(["a", "b", "c"]),
-    node_id=st.just("n"),
-    tenant=st.sampled_from(["t1", "t2", "t3"]),
-    arrival=st.floats(0, 100),
-    program_service_s=st.floats(0, 10),
-    program_wait_s=st.floats(0, 50),
-    completed_calls=st.integers(0, 10),
-    remaining_cp_s=st.floats(0, 100),
-    boost=st.floats(0, 1),
-)
+tickets = strategies.tickets(boost=st.floats(0, 1))
 ops = st.lists(
     st.tuples(
         st.sampled_from(["push", "push", "pop", "remove", "service", "rekey", "policy"]),

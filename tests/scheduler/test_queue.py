@@ -9,18 +9,10 @@ from agentconsole.scheduler.fairness import FairnessConfig, FairnessGuard
 from agentconsole.scheduler.policies import available, get_policy
 from agentconsole.scheduler.queue import ReadyQueue
 from agentconsole.scheduler.ticket import CallTicket
+from tests.scheduler import strategies
 
-tickets = st.builds(
-    CallTicket,
-    call_id=st.just(""),
+tickets = strategies.tickets(
     program_id=st.sampled_from(["a", "b", "c", "d"]),
-    node_id=st.just("n"),
-    tenant=st.sampled_from(["t1", "t2", "t3"]),
-    arrival=st.floats(0, 100),
-    program_service_s=st.floats(0, 10),
-    program_wait_s=st.floats(0, 50),
-    completed_calls=st.integers(0, 10),
-    remaining_cp_s=st.floats(0, 100),
     service_estimate_s=st.floats(0, 5),
     restore_cost_s=st.floats(0, 2),
     cp_service_s=st.floats(0, 10),
