@@ -18,6 +18,11 @@ adds ``agentconsole-rr``: ours with each call left to SGLang's round robin inste
 to its program's rank, so routing alone differs from ``agentconsole`` (issue 13's affinity
 against round robin on the real engine; the stock arms are round robin too).
 
+``--bound`` adds stock ``lpm`` with a pool every program's whole context fits in: no eviction,
+no recompute, the same compute and batch limit. Its finished/s and P95 are what caching and
+ordering on the small pool can approach at best (the program door's 1.5x-stock goal, the P95
+goal), measured beside the arms rather than argued.
+
 ``--max-running`` (default 2) and ``--max-total-tokens`` (default 12288) make a small engine
 saturate as a big one does at scale: requests queue and KV is evicted, which is where
 scheduling matters. The table reports program E2E (P50, P95, mean), the ratio of our P95 to
@@ -58,6 +63,8 @@ class Arm:
     door: bool = False
     #: with ``--dp`` > 1: programs pinned to a rank (ours), else SGLang's round robin per call
     pin_ranks: bool = True
+    #: the KV pool in tokens (None: ``--max-total-tokens``)
+    max_total_tokens: int | None = None
 
 
 ARMS = (
@@ -68,6 +75,10 @@ ARMS = (
 DOOR_ARM = Arm("agentconsole+door", True, "fcfs", door=True)
 #: ``--dp`` > 1: ours with calls unpinned, so the routing alone differs from ``agentconsole``
 ROUND_ROBIN_ARM = Arm("agentconsole-rr", True, "fcfs", pin_ranks=False)
+#: ``--bound``: stock ``lpm`` with a pool that never evicts (every program's whole context
+#: fits), the same compute and batch limit: no recompute at all, so what no ordering or cache
+#: policy of the small pool can beat on finished/s (the bound behind the goals, measured)
+BOUND_ARM = Arm("bound:lpm-no-evict", False, "lpm", max_total_tokens=262_144)
 
 
 async def run_arm(
@@ -77,7 +88,7 @@ async def run_arm(
         model_path=model,
         plugin=arm.plugin,
         schedule_policy=arm.schedule_policy,
-        max_total_tokens=args.max_total_tokens,
+        max_total_tokens=arm.max_total_tokens or args.max_total_tokens,
         max_running_requests=args.max_running,
         enable_metrics=False,  # SGLang's metrics cannot be registered twice in one process
         dp=args.dp,
@@ -151,6 +162,8 @@ async def main(args: argparse.Namespace) -> None:
     arms = (*ARMS, DOOR_ARM) if args.door else ARMS
     if args.dp > 1:
         arms = (arms[0], ROUND_ROBIN_ARM, *arms[1:])
+    if args.bound:
+        arms = (*arms, BOUND_ARM)
     results: dict[str, list[dict[str, float]]] = {arm.name: [] for arm in arms}
     for rep in range(args.repeat):
         for arm in arms:
@@ -184,6 +197,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--json", type=Path, default=None)
     p.add_argument(
         "--door", action="store_true", help="also run ours with the program door on (overload)"
+    )
+    p.add_argument(
+        "--bound",
+        action="store_true",
+        help="also run stock lpm with a pool that never evicts (the no-recompute bound)",
     )
     p.add_argument(
         "--dp",

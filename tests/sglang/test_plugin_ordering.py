@@ -23,6 +23,7 @@ from agentconsole.server.runtime.sglang.ordering import (
     ServiceMeter,
     preemption_priorities,
     preemption_victims,
+    refreshed,
 )
 from agentconsole.server.runtime.sglang.wire import CallKind, WireTicket
 from tests.scheduler.test_queue import tickets  # the simulator queue test's tickets
@@ -113,6 +114,55 @@ def test_boosts_and_ticket_overrides_rerank_without_mutating() -> None:
     assert first(tickets={"b/n/1": replace(b, remaining_cp_s=1.0)}) == "b/n/1"
     assert b.boost == 0.0
     assert b.remaining_cp_s == 9.0
+
+
+def _queued(cached: int, remaining_cp_s: float = 0.0) -> CallTicket:
+    return CallTicket(
+        "c",
+        "p",
+        "n",
+        "t",
+        0.0,
+        prompt_tokens=1000,
+        cached_tokens=cached,
+        service_estimate_s=0.5,
+        restore_cost_s=0.1,
+        remaining_cp_s=remaining_cp_s,
+    )
+
+
+def test_a_ticket_is_refreshed_with_what_the_device_holds_now() -> None:
+    lost = refreshed(_queued(800, remaining_cp_s=2.0), 500, 1e-3)  # 300 tokens evicted meanwhile
+    assert lost.cached_tokens == 500
+    assert lost.restore_cost_s == 0.1 + 0.3
+    assert lost.remaining_cp_s == 2.0 + 0.3
+    assert lost.service_estimate_s == 0.5
+    gained = refreshed(_queued(200, remaining_cp_s=2.0), 600, 1e-3)  # a sibling computed 400 more
+    assert gained.cached_tokens == 600
+    assert gained.restore_cost_s == 0.0  # 0.1 off the restore cost, then 0.3 off the service
+    assert abs(gained.service_estimate_s - 0.2) < 1e-12
+    assert abs(gained.remaining_cp_s - 1.6) < 1e-12
+    same = _queued(300)
+    assert refreshed(same, 300, 1e-3) is same
+    assert refreshed(_queued(300), 5000, 1e-3).cached_tokens == 1000  # never past the prompt
+    unpriced = _queued(800)
+    assert refreshed(unpriced, 0, 0.0) is unpriced
+
+
+def test_a_waiting_call_whose_context_was_evicted_falls_behind_a_resident_one() -> None:
+    """Two equal calls queued with their contexts resident; one context is evicted while they
+    wait: with the live match the resident one goes first (``cp-cache``: restore is priced)."""
+    orderer = Orderer(FairnessGuard(FairnessConfig()), "cp-cache")
+    a = replace(_queued(900, remaining_cp_s=1.0), call_id="a", program_id="pa")
+    b = replace(_queued(900, remaining_cp_s=1.0), call_id="b", program_id="pb")
+    stale = [_cand("a", a, 0.0), _cand("b", b, 1.0)]
+    assert [r.candidate.rid for r in sorted(orderer.rank(stale, 2.0), key=lambda r: r.key)] == [
+        "a",
+        "b",
+    ]
+    live = [_cand("a", a, 0.0, resident_tokens=0), _cand("b", b, 1.0, resident_tokens=900)]
+    ranked = sorted(orderer.rank(live, 2.0, recompute_s_per_token=1e-3), key=lambda r: r.key)
+    assert [r.candidate.rid for r in ranked] == ["b", "a"]
 
 
 def test_set_policy_keeps_the_old_one_for_an_unknown_name() -> None:

@@ -177,6 +177,25 @@ def test_placement_sweep_residency_slices_and_rate(
     assert sweep.step(tree, contexts, 11.3)
 
 
+class _Req:
+    def __init__(self, rid: str, prompt: int, output: int = 0) -> None:
+        self.rid, self.extra_key, self.cache_salt = rid, None, "t1"
+        self.origin_input_ids, self.output_ids = [1] * prompt, [2] * output
+
+
+def test_waiting_residency_is_the_live_device_match_of_the_queue_head(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(retention, "radix_key", lambda ctx: ctx.token_ids())
+    tree = _Tree()
+    tree.matches = {321: (320, 1, 320), 400: (250, 2, 300)}
+    waiting = [_Req("a", 300, 21), _Req("b", 400), _Req("c", 10)]
+    assert plugin_telemetry.waiting_residency(tree, waiting) == {"a": 320, "b": 250, "c": 0}
+    many = [_Req(f"r{i}", 400) for i in range(300)]
+    assert len(plugin_telemetry.waiting_residency(tree, many)) == 128  # as ``lpm`` matches
+    assert plugin_telemetry.waiting_residency(object(), waiting) == {}  # no read-only match
+
+
 def test_eviction_log_and_plugin_fill() -> None:
     tel = plugin_telemetry.PluginTelemetry(Path("/nonexistent"))
     tel.on_evicted(0, 1.0)  # an empty pass is not one

@@ -37,12 +37,15 @@ EffectiveKey = tuple[int, float, int]
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A request as the orderer sees it: its id, its ticket (if any), when the plugin first saw
-    it (wall clock) and, if the operator preempted it and it has not run since, when."""
+    it (wall clock), if the operator preempted it and it has not run since, when, and how much
+    of its prompt the device holds now."""
 
     rid: str
     wire: WireTicket | None
     first_seen: float
     preempted_at: float | None = None
+    #: prompt tokens resident on the device now (None: not looked up); see :func:`refreshed`
+    resident_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,7 @@ class Orderer:
         boosts: Mapping[str, float] | None = None,
         tickets: Mapping[str, CallTicket] | None = None,
         remember: bool = True,
+        recompute_s_per_token: float = 0.0,
     ) -> list[Ranked]:
         """Effective keys of ``candidates`` at wall-clock time ``wall``, in input order.
 
@@ -89,7 +93,8 @@ class Orderer:
         reaches calls already queued. ``tickets`` (rid -> ticket) replaces a request's ticket
         (re-prioritisation). Does not mutate the candidates' tickets; with ``remember=False``
         it leaves the guard's standing share decision alone too
-        (``FairnessGuard.underserved``).
+        (``FairnessGuard.underserved``). A candidate's ``resident_tokens`` refresh its
+        ticket at ``recompute_s_per_token`` (:func:`refreshed`).
         """
         boosts = boosts or {}
         tickets = tickets or {}
@@ -105,7 +110,7 @@ class Orderer:
         underserved = self.guard.underserved(backlogged, wall, remember=remember)
         out = []
         for i, (c, ticket) in enumerate(zip(candidates, resolved, strict=True)):
-            out.append(self._one(c, ticket, seq[i], wall, underserved))
+            out.append(self._one(c, ticket, seq[i], wall, underserved, recompute_s_per_token))
         return out
 
     def _one(
@@ -115,6 +120,7 @@ class Orderer:
         seq: int,
         wall: float,
         underserved: frozenset[str],
+        recompute_s_per_token: float,
     ) -> Ranked:
         if ticket is None or c.wire is None:
             synthetic = CallTicket(c.rid, "", "", "", arrival=c.first_seen)
@@ -125,6 +131,8 @@ class Orderer:
         if c.wire.kind is CallKind.PROBE:
             return Ranked(c, (TIER_PROBE, 0.0, seq), 0.0, ticket.tenant, ticket.program_id)
         ticket = replace(ticket, seq=seq)
+        if c.resident_tokens is not None:
+            ticket = refreshed(ticket, c.resident_tokens, recompute_s_per_token)
         if c.preempted_at is not None:
             ticket = replace(ticket, arrival=max(ticket.arrival, c.wire.now(c.preempted_at)))
         policy_key = self.policy.key(ticket, now)
@@ -132,6 +140,44 @@ class Orderer:
         if c.preempted_at is not None and key[0] != TIER_STARVING:
             key = (TIER_DEMOTED, policy_key, seq)
         return Ranked(c, key, policy_key, ticket.tenant, ticket.program_id)
+
+
+def refreshed(ticket: CallTicket, resident_tokens: int, recompute_s_per_token: float) -> CallTicket:
+    """``ticket`` with its cache inputs brought up to date: ``resident_tokens`` of its prompt
+    are on the device now, where ``ticket.cached_tokens`` were when it was queued.
+
+    A request waits, and meanwhile the cache moves: its context is evicted by others' work, or
+    a sibling computes the prefix it shares. SGLang's ``lpm`` reorders by the live match every
+    pass; the ticket alone would price the cache as it was at submit. Tokens lost since then
+    add their recompute to the restore cost and the remaining critical path; tokens gained
+    come off the restore cost, then off the call's service estimate. Priced at
+    ``recompute_s_per_token``, the engine's measured prefill time per token
+    (``ServiceMeter.prefill_token_s``; 0 returns the ticket as it is). A loss to a host tier
+    is priced as a recompute, an upper bound on its reload.
+    """
+    per_token = recompute_s_per_token
+    resident = min(resident_tokens, ticket.prompt_tokens)
+    delta = ticket.cached_tokens - resident
+    if delta == 0 or per_token <= 0.0:
+        return ticket
+    if delta > 0:  # lost since queued
+        lost_s = delta * per_token
+        return replace(
+            ticket,
+            cached_tokens=resident,
+            restore_cost_s=ticket.restore_cost_s + lost_s,
+            remaining_cp_s=ticket.remaining_cp_s + lost_s,
+        )
+    gained_s = -delta * per_token
+    from_restore = min(gained_s, ticket.restore_cost_s)
+    from_service = min(gained_s - from_restore, ticket.service_estimate_s)
+    return replace(
+        ticket,
+        cached_tokens=resident,
+        restore_cost_s=ticket.restore_cost_s - from_restore,
+        service_estimate_s=ticket.service_estimate_s - from_service,
+        remaining_cp_s=max(0.0, ticket.remaining_cp_s - from_restore - from_service),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,17 +34,24 @@ class RequestBook:
         return self._wires[rid]
 
     def candidate(
-        self, req: Any, now: float, preempted_at: float | None, *, record: bool = True
+        self,
+        req: Any,
+        now: float,
+        preempted_at: float | None,
+        *,
+        record: bool = True,
+        resident_tokens: int | None = None,
     ) -> Candidate:
         """``req`` as the orderer sees it (``preempted_at``: when the operator preempted it,
-        if they did); ``record`` notes ``now`` as when it was first seen (a report passes
-        False: it must not change what decisions see)."""
+        if they did; ``resident_tokens``: its prompt tokens on the device now, if looked up);
+        ``record`` notes ``now`` as when it was first seen (a report passes False: it must
+        not change what decisions see)."""
         rid = req.rid
         seen = self._first_seen
         first = seen.setdefault(rid, now) if record else seen.get(rid, now)
         if preempted_at is not None and rid in self._resumed:
             preempted_at = None
-        return Candidate(rid, self.wire_of(req), first, preempted_at)
+        return Candidate(rid, self.wire_of(req), first, preempted_at, resident_tokens)
 
     def seen_waiting(self, candidate: Candidate, now: float) -> None:
         """``candidate`` was in the waiting queue at ``now`` (after its preempt, if any)."""

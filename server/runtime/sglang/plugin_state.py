@@ -47,7 +47,7 @@ from agentconsole.server.runtime.sglang.ordering import (
     preemption_victims,
 )
 from agentconsole.server.runtime.sglang.plugin_requests import RequestBook
-from agentconsole.server.runtime.sglang.plugin_telemetry import PluginTelemetry
+from agentconsole.server.runtime.sglang.plugin_telemetry import PluginTelemetry, waiting_residency
 from agentconsole.server.runtime.sglang.status import SchedulerStatus
 from agentconsole.server.runtime.sglang.steps import StepRecorder
 
@@ -163,17 +163,32 @@ class PluginState:
     def wire_of(self, req: Any) -> wire.WireTicket | None:
         return self.requests.wire_of(req)
 
-    def rank(self, reqs: list[Any], wall: float, *, report: bool = False) -> list[Ranked]:
-        """Effective keys of ``reqs`` at ``wall`` (a ``report`` changes no state)."""
+    def rank(
+        self,
+        reqs: list[Any],
+        wall: float,
+        *,
+        report: bool = False,
+        resident: dict[str, int] | None = None,
+    ) -> list[Ranked]:
+        """Effective keys of ``reqs`` at ``wall`` (a ``report`` changes no state), tickets
+        refreshed with ``resident`` (request id -> prompt tokens on the device now)."""
         preempted = self.control.preempted
         book = self.requests
-        cands = [book.candidate(r, wall, preempted.get(r.rid), record=not report) for r in reqs]
+        live = resident or {}
+        cands = [
+            book.candidate(
+                r, wall, preempted.get(r.rid), record=not report, resident_tokens=live.get(r.rid)
+            )
+            for r in reqs
+        ]
         return self.orderer.rank(
             cands,
             wall,
             boosts=self.control.boosts,
             tickets=self._overrides,
             remember=not (report or self.lockstep),
+            recompute_s_per_token=self.meter.prefill_token_s,
         )
 
     def sort_waiting(self, waiting: list[Any], wall: float, tree: Any = None) -> None:
@@ -188,7 +203,9 @@ class PluginState:
         elif self.refresh(wall, force=True):
             self.apply_retention(tree, wall)
         wall = self.decision_time(wall)
-        ranked = self.rank(waiting, wall)
+        # the live match, as ``lpm`` takes it: what the tree holds of each prompt now
+        resident = waiting_residency(tree, waiting) if tree is not None else None
+        ranked = self.rank(waiting, wall, resident=resident)
         for r in ranked:
             self.requests.seen_waiting(r.candidate, wall)
         order = sorted(range(len(waiting)), key=lambda i: ranked[i].key)

@@ -36,6 +36,7 @@ _EVICTIONS_KEPT = 64  # passes listed in status.json (the adapter reads it every
 _SWEEP_INTERVAL_S = 1.0
 _SWEEP_SLICE_S = 0.001
 _SWEEP_MAX_PROGRAMS = 512  # the most recently active programs
+_LIVE_MATCH_MAX = 128  # waiting requests matched per ordering pass (``lpm``'s own limit)
 
 
 class EvictionLog:
@@ -53,6 +54,21 @@ class EvictionLog:
         self.seq += 1
         self.total += tokens
         self.recent.append((self.seq, wall, tokens))
+
+
+def waiting_residency(tree_cache: Any, reqs: list[Any]) -> dict[str, int]:
+    """Request id -> tokens of its prompt resident on the device now, for ``reqs`` (waiting
+    requests; the queue's head first, at most ``_LIVE_MATCH_MAX``: SGLang's ``lpm`` matches
+    no more). Read-only, as placement is; empty when the tree core has no such match."""
+    core = getattr(tree_cache, "tree_core", None)
+    match = getattr(core, "match_full_device_prefix", None)
+    if match is None:
+        return {}
+    out = {}
+    for req in reqs[:_LIVE_MATCH_MAX]:
+        ctx = retention.Context(req.origin_input_ids, req.output_ids, req.extra_key, req.cache_salt)
+        out[req.rid] = max(0, int(match(retention.radix_key(ctx))[0]))
+    return out
 
 
 def context_residency(tree_cache: Any, ctx: retention.Context) -> tuple[int, int]:
