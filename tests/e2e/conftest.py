@@ -15,6 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.e2e import early
+
 CLI = str(Path(sys.executable).with_name("agentconsole"))
 
 
@@ -99,67 +101,60 @@ def start_sglang_serve(tmp: Path, pool_tokens: int, timeout_s: float = 300) -> S
     return served
 
 
-class EarlyStart:
-    """``start_sglang_serve`` run in a background thread: :meth:`result` waits for it."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.served: ServeProcess | None = None
-        self.error: BaseException | None = None
-        self.claimed = False
-        self.thread = threading.Thread(target=self._start, args=(tmp,), daemon=True)
-        self.thread.start()
-
-    def _start(self, tmp: Path) -> None:
-        try:
-            self.served = start_sglang_serve(tmp, SGLANG_POOL_TOKENS)
-        except BaseException as error:  # re-raised by result(), in the test that needs it
-            self.error = error
-
-    def result(self) -> ServeProcess:
-        self.claimed = True
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        assert self.served is not None
-        return self.served
+def start_shared_sglang_serve(tmp: Path) -> ServeProcess:
+    """The shared ``sglang_serve``: started early, beside the rest of the suite."""
+    return start_sglang_serve(tmp, SGLANG_POOL_TOKENS, timeout_s=900)
 
 
-@pytest.fixture(scope="package", autouse=True)
-def sglang_serve_early(
+early.register("sglang_serve", start_shared_sglang_serve)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of early-started servers run last (in their order), when they are up."""
+    late = [item for item in items if _early_fixtures(item)]
+    if late:
+        items[:] = [item for item in items if not _early_fixtures(item)] + late
+
+
+def _early_fixtures(item: pytest.Item) -> list[str]:
+    return [name for name in getattr(item, "fixturenames", ()) if name in early.STARTERS]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def early_starts(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[EarlyStart | None]:
-    """Starts the shared ``sglang_serve`` in the background when the e2e package begins, if a
-    test of this session will use it (None otherwise): the e2e tests before it (crash trials,
-    sim servers) keep about one of the two cores busy, and the engine's start is a minute of
-    CPU, so it is mostly done on the idle core by the time its first test runs."""
-    items = request.session.items
-    if not any("sglang_serve" in getattr(item, "fixturenames", ()) for item in items):
-        yield None
-        return
-    early = EarlyStart(tmp_path_factory.mktemp("sglang-serve"))
+) -> Iterator[early.EarlyStarts]:
+    """Starts, when the e2e tests begin, the servers (``early.STARTERS``) that a test of this
+    session uses, in the order their tests run; they start on the core the suite leaves
+    idle while the tests before theirs run."""
+    wanted: list[str] = []
+    for item in request.session.items:
+        for name in _early_fixtures(item):
+            if name not in wanted:
+                wanted.append(name)
+    starts = early.EarlyStarts(
+        (name, tmp_path_factory.mktemp(name), early.STARTERS[name]) for name in wanted
+    )
     try:
-        yield early
+        yield starts
     finally:
-        if not early.claimed:  # its tests were not run (an interrupted session)
-            early.thread.join()
-            if early.served is not None:
-                early.served.stop(timeout=60)
+        starts.close()
 
 
-@pytest.fixture(scope="package")
-def sglang_serve(sglang_serve_early: EarlyStart | None) -> Iterator[ServeProcess]:
+@pytest.fixture(scope="session")
+def sglang_serve(early_starts: early.EarlyStarts) -> Iterator[ServeProcess]:
     """One ``agentconsole serve --runtime sglang`` (tiny CPU model, a ``SGLANG_POOL_TOKENS``
     pool) shared by the e2e modules that only talk to it over HTTP: the quiet start-up
     (``test_e2e_serve_quiet``) and the engine's telemetry (``test_e2e_sglang_telemetry``).
 
     Shared because the engine takes 40-100 s to start on 2 busy cores, nearly all of it
     importing SGLang and torch in the server and in the engine's processes (started early, by
-    ``sglang_serve_early``). The tests do not depend on each other: each uses its own program
-    ids and reads counters as deltas, so they pass in any order, alone or together. Stopping
-    it is the last check of the quiet test: the shutdown adds none of SGLang's noise to the
+    ``early_starts``). The tests do not depend on each other: each uses its own program ids
+    and reads counters as deltas, so they pass in any order, alone or together. Stopping it
+    is the last check of the quiet test: the shutdown adds none of SGLang's noise to the
     terminal either."""
-    assert sglang_serve_early is not None
-    served = sglang_serve_early.result()
+    served = early_starts.claim("sglang_serve")
+    assert isinstance(served, ServeProcess)
     try:
         yield served
     finally:

@@ -17,23 +17,33 @@ import random
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.e2e import early
 from tests.e2e.conftest import ServeProcess, start_serve
 
 pytestmark = [pytest.mark.e2e, pytest.mark.sglang]
 TENANT = {"Authorization": "Bearer sk-dev"}
 
 
-@pytest.fixture(scope="module")
-def dp_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    tmp = tmp_path_factory.mktemp("sglang-dp")
+def start_dp_serve(tmp: Path) -> ServeProcess:
+    """``serve --runtime sglang --dp 2``, its store in ``tmp``."""
     args = ["--runtime", "sglang", "--dp", "2", "--db", str(tmp / "db.duckdb")]
     env = {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
-    served = start_serve(args, env, timeout_s=400)
+    return start_serve(args, env, timeout_s=900)  # started early, beside the rest of the suite
+
+
+early.register("dp_serve", start_dp_serve)
+
+
+@pytest.fixture(scope="module")
+def dp_serve(early_starts: early.EarlyStarts) -> Iterator[ServeProcess]:
+    served = early_starts.claim("dp_serve")
+    assert isinstance(served, ServeProcess)
     try:
         yield served
     finally:

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e import early
 from tests.e2e.conftest import CLI, ServeProcess, start_serve
 
 pytestmark = [pytest.mark.e2e, pytest.mark.sglang]
@@ -48,9 +49,8 @@ role_tiers = {{ planner = 2 }}
 """
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    tmp = Path(tmp_path_factory.mktemp("sglang-models"))
+def start_multimodel_serve(tmp: Path) -> ServeProcess:
+    """Two tiny models made (at once), then ``serve`` with both in its ``[[models]]``."""
     small, large = tmp / "small", tmp / "large"
     # both at once: each ``make-model`` spends most of its time importing torch and
     # transformers on one core, and the machine has two
@@ -60,7 +60,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     ]
     try:
         for maker in makers:
-            assert maker.wait(timeout=300) == 0, maker.args
+            assert maker.wait(timeout=600) == 0, maker.args
     finally:
         for maker in makers:
             if maker.poll() is None:  # the other one failed or timed out
@@ -68,7 +68,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
                 maker.wait()
     (tmp / "serve.toml").write_text(_config(small, large), encoding="utf-8")
     args = ["--config", str(tmp / "serve.toml"), "--db", str(tmp / "db.duckdb")]
-    process = start_serve(args, ENV, timeout_s=500)
+    return start_serve(args, ENV, timeout_s=900)  # started early, beside the rest of the suite
+
+
+early.register("multimodel_serve", start_multimodel_serve)
+
+
+@pytest.fixture(scope="module")
+def multimodel_serve(early_starts: early.EarlyStarts) -> Iterator[ServeProcess]:
+    process = early_starts.claim("multimodel_serve")
+    assert isinstance(process, ServeProcess)
     try:
         yield process
     finally:
@@ -88,8 +97,8 @@ def _chat(http: httpx.Client, program: str, text: str, **extras: Any) -> dict[st
     return out
 
 
-def test_auto_calls_run_on_two_models_and_say_why(served: ServeProcess) -> None:
-    with httpx.Client(base_url=served.url, headers=TENANT, timeout=120) as http:
+def test_auto_calls_run_on_two_models_and_say_why(multimodel_serve: ServeProcess) -> None:
+    with httpx.Client(base_url=multimodel_serve.url, headers=TENANT, timeout=120) as http:
         listed = [m["id"] for m in http.get("/v1/models").json()["data"]]
         assert listed == ["tiny-large", "tiny-small"]
         text = "the agent reads the file and runs the tests " * 12

@@ -24,12 +24,14 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
 from agentconsole.server.runtime.sglang.status import SchedulerStatus
+from tests.e2e import early
 from tests.e2e.conftest import ServeProcess, start_serve
 from tests.e2e.test_e2e_sglang_dp import TENANT, Stream, _cached, _chat, _node_ranks, _text
 
@@ -60,9 +62,26 @@ def with_group(proc: subprocess.Popen[bytes], sig: int) -> None:
         os.killpg(proc.pid, sig)  # started with start_new_session: its group id is its pid
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str], str]]:
-    """Two workers and the router, started together; their URLs once every one answers."""
+@dataclass
+class RouterSetup:
+    """Two workers, the router in front of them and ``serve --runtime sglang-router``."""
+
+    workers: list[str]
+    router: str
+    procs: list[subprocess.Popen[bytes]]
+    serve: ServeProcess | None = None
+
+    def stop(self, timeout: float = 60) -> None:
+        try:
+            if self.serve is not None:
+                self.serve.stop(timeout=timeout)
+        finally:
+            _stop(self.procs)
+
+
+def start_router_setup(tmp: Path) -> RouterSetup:
+    """Two workers and the router, started together, then ``serve`` in front of the router,
+    once every one answers (logs in ``tmp``)."""
     from agentconsole.server.runtime.sglang.cluster.launch import (
         router_command,
         worker_command,
@@ -71,37 +90,38 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str
     from agentconsole.server.runtime.sglang.engine_config import EngineSettings
     from agentconsole.server.runtime.sglang.tiny_model import make_tiny_model
 
-    tmp = tmp_path_factory.mktemp("sglang-router")
     model = make_tiny_model(Path.home() / ".cache" / "agentconsole" / "tiny-llama")
     settings = EngineSettings(
         model_path=model, max_total_tokens=8192, enable_metrics=False, cpu_threads=1
     )
     ports = [_free_port() for _ in range(3)]
-    workers = [f"http://{HOST}:{p}" for p in ports[1:]]
-    router = f"http://{HOST}:{ports[0]}"
-    procs: list[subprocess.Popen[bytes]] = []
+    setup = RouterSetup([f"http://{HOST}:{p}" for p in ports[1:]], f"http://{HOST}:{ports[0]}", [])
     try:
         for i, port in enumerate(ports[1:]):
             env = {**worker_env(settings, tmp / f"state{i}"), "HF_HUB_OFFLINE": "1"}
             (tmp / f"state{i}").mkdir()
             log = (tmp / f"worker{i}.log").open("wb")
             cmd = worker_command(settings, host=HOST, port=port)
-            procs.append(
+            setup.procs.append(
                 subprocess.Popen(cmd, env=env, stdout=log, stderr=log, start_new_session=True)
             )
-        cmd = router_command(host=HOST, port=ports[0], workers=workers, tokenizer=model)
-        cmd += ["--worker-startup-timeout-secs", "600"]
+        cmd = router_command(host=HOST, port=ports[0], workers=setup.workers, tokenizer=model)
+        cmd += ["--worker-startup-timeout-secs", "900"]
         log = (tmp / "router.log").open("wb")
-        procs.append(subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True))
-        deadline = time.monotonic() + 420
-        for url in [*workers, router]:
+        setup.procs.append(subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True))
+        deadline = time.monotonic() + 900  # started early, beside the rest of the suite
+        for url in [*setup.workers, setup.router]:
             while not _answers(url + "/health"):
-                assert all(p.poll() is None for p in procs), f"a process died; logs in {tmp}"
+                assert all(p.poll() is None for p in setup.procs), f"a process died; logs in {tmp}"
                 assert time.monotonic() < deadline, f"not up in time; logs in {tmp}"
                 time.sleep(0.5)
-        yield workers, router
-    finally:
-        _stop(procs)
+        args = ["--runtime", "sglang-router", "--workers", ",".join(setup.workers)]
+        args += ["--router", setup.router, "--db", str(tmp / "db.duckdb")]
+        setup.serve = start_serve(args, {"HF_HUB_OFFLINE": "1"}, timeout_s=300)
+    except BaseException:
+        setup.stop()
+        raise
+    return setup
 
 
 def _answers(url: str) -> bool:
@@ -111,18 +131,29 @@ def _answers(url: str) -> bool:
         return False
 
 
+early.register("router_setup", start_router_setup)
+
+
 @pytest.fixture(scope="module")
-def router_serve(
-    cluster: tuple[list[str], str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServeProcess]:
-    workers, router = cluster
-    db = tmp_path_factory.mktemp("serve") / "db.duckdb"
-    args = ["--runtime", "sglang-router", "--workers", ",".join(workers), "--router", router]
-    served = start_serve([*args, "--db", str(db)], {"HF_HUB_OFFLINE": "1"}, timeout_s=180)
+def router_setup(early_starts: early.EarlyStarts) -> Iterator[RouterSetup]:
+    setup = early_starts.claim("router_setup")
+    assert isinstance(setup, RouterSetup)
     try:
-        yield served
+        yield setup
     finally:
-        served.stop(timeout=60)
+        setup.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(router_setup: RouterSetup) -> tuple[list[str], str]:
+    """The workers' URLs and the router's."""
+    return router_setup.workers, router_setup.router
+
+
+@pytest.fixture(scope="module")
+def router_serve(router_setup: RouterSetup) -> ServeProcess:
+    assert router_setup.serve is not None
+    return router_setup.serve
 
 
 @pytest.fixture
@@ -191,7 +222,8 @@ def test_cancel_aborts_the_call_on_its_programs_worker(
     assert doomed.started.wait(60)
     assert other.started.wait(60)
     workers, _ = cluster
-    assert _running_on(workers[worker_c]) == ["rt-c/llm-2/0001"]  # the plugin's report
+    # the plugin's report (its status is written every few loop passes, not per token)
+    assert _running_on(workers[worker_c], until=["rt-c/llm-2/0001"]) == ["rt-c/llm-2/0001"]
     started = time.monotonic()
     ack = http.post("/v1/programs/rt-c/cancel")
     assert ack.status_code == 200, ack.text
@@ -228,9 +260,16 @@ def _statuses(url: str) -> list[SchedulerStatus]:
     return [SchedulerStatus.from_json(s) for s in report["statuses"] if s]
 
 
-def _running_on(url: str, settle_s: float = 0.0) -> list[str]:
+def _running_on(url: str, settle_s: float = 0.0, until: list[str] | None = None) -> list[str]:
+    """The rids the worker's plugin reports running, after ``settle_s``; with ``until``, the
+    first report that equals it (or the last one, after 10 s)."""
     time.sleep(settle_s)
-    return [r.rid for s in _statuses(url) for r in s.running]
+    deadline = time.monotonic() + 10
+    while True:
+        running = [r.rid for s in _statuses(url) for r in s.running]
+        if until is None or running == until or time.monotonic() > deadline:
+            return running
+        time.sleep(0.05)
 
 
 def _policy_of(url: str) -> str:
