@@ -153,12 +153,8 @@ def sglang_serve(early_starts: early.EarlyStarts) -> Iterator[ServeProcess]:
     and reads counters as deltas, so they pass in any order, alone or together. Stopping it
     is the last check of the quiet test: the shutdown adds none of SGLang's noise to the
     terminal either."""
-    served = early_starts.claim("sglang_serve")
-    assert isinstance(served, ServeProcess)
-    try:
+    for served in early_starts.lend("sglang_serve", ServeProcess):
         yield served
-    finally:
-        served.stop(timeout=60)
     terminal = "".join(served.output)
     for noise in SGLANG_NOISE:
         assert noise not in terminal, f"{noise!r} on the terminal by the end of serve"

@@ -16,15 +16,17 @@ tests will run, and stops what no test claimed (an interrupted session).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 
 class Stoppable(Protocol):
     def stop(self, timeout: float = ...) -> Any: ...
 
+
+S = TypeVar("S", bound=Stoppable)
 
 #: fixture name -> starter (given a fresh temporary folder, returns the started server)
 STARTERS: dict[str, Callable[[Path], Stoppable]] = {}
@@ -72,6 +74,16 @@ class EarlyStarts:
             raise slot.error
         assert slot.server is not None
         return slot.server
+
+    def lend(self, fixture: str, kind: type[S]) -> Iterator[S]:
+        """A fixture's body: the server started for ``fixture`` (a ``kind``), stopped when the
+        fixture ends."""
+        server = self.claim(fixture)
+        assert isinstance(server, kind)
+        try:
+            yield server
+        finally:
+            server.stop(60)
 
     def close(self) -> None:
         """Wait for the starts still under way; stop every server no fixture claimed."""

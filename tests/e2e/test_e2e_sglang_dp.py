@@ -42,12 +42,7 @@ early.register("dp_serve", start_dp_serve)
 
 @pytest.fixture(scope="module")
 def dp_serve(early_starts: early.EarlyStarts) -> Iterator[ServeProcess]:
-    served = early_starts.claim("dp_serve")
-    assert isinstance(served, ServeProcess)
-    try:
-        yield served
-    finally:
-        served.stop(timeout=60)
+    yield from early_starts.lend("dp_serve", ServeProcess)
 
 
 @pytest.fixture

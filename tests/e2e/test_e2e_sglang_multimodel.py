@@ -76,12 +76,7 @@ early.register("multimodel_serve", start_multimodel_serve)
 
 @pytest.fixture(scope="module")
 def multimodel_serve(early_starts: early.EarlyStarts) -> Iterator[ServeProcess]:
-    process = early_starts.claim("multimodel_serve")
-    assert isinstance(process, ServeProcess)
-    try:
-        yield process
-    finally:
-        process.stop(timeout=60)
+    yield from early_starts.lend("multimodel_serve", ServeProcess)
 
 
 def _chat(http: httpx.Client, program: str, text: str, **extras: Any) -> dict[str, Any]:

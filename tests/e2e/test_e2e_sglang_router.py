@@ -136,12 +136,7 @@ early.register("router_setup", start_router_setup)
 
 @pytest.fixture(scope="module")
 def router_setup(early_starts: early.EarlyStarts) -> Iterator[RouterSetup]:
-    setup = early_starts.claim("router_setup")
-    assert isinstance(setup, RouterSetup)
-    try:
-        yield setup
-    finally:
-        setup.stop()
+    yield from early_starts.lend("router_setup", RouterSetup)
 
 
 @pytest.fixture(scope="module")
