@@ -186,13 +186,16 @@ class _Req:
 def test_waiting_residency_is_the_live_device_match_of_the_queue_head(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(retention, "radix_key", lambda ctx: ctx.token_ids())
+    monkeypatch.setattr(retention, "radix_key_of", lambda ids, ctx: ids)
     tree = _Tree()
     tree.matches = {321: (320, 1, 320), 400: (250, 2, 300)}
     waiting = [_Req("a", 300, 21), _Req("b", 400), _Req("c", 10)]
     assert plugin_telemetry.waiting_residency(tree, waiting) == {"a": 320, "b": 250, "c": 0}
     many = [_Req(f"r{i}", 400) for i in range(300)]
     assert len(plugin_telemetry.waiting_residency(tree, many)) == 128  # as ``lpm`` matches
+    # a token budget (the same on every tensor rank), the head always matched
+    assert plugin_telemetry.waiting_residency(tree, waiting, max_tokens=725) == {"a": 320, "b": 250}
+    assert plugin_telemetry.waiting_residency(tree, waiting, max_tokens=5) == {"a": 320}
     assert plugin_telemetry.waiting_residency(object(), waiting) == {}  # no read-only match
 
 

@@ -169,7 +169,9 @@ def test_preempt_and_boost_buttons_reach_the_operator_api(
     program_id = target.new_running_program()
     page = session.page
     page.goto(f"{target.url}/#/program/{program_id}")
-    session.wait("AC.state.detail !== null")
+    # this program's detail, not the one an earlier test of the page left (the page is shared
+    # and a hash change does not reload it)
+    session.wait(f"AC.state.detail !== null && AC.state.detail.program_id === '{program_id}'")
     page.click("#view-program button[data-action=preempt]")
     page.click("#view-program button[data-action=boost]")
     expected = {("preempt", program_id), ("boost", program_id)}

@@ -37,6 +37,9 @@ _SWEEP_INTERVAL_S = 1.0
 _SWEEP_SLICE_S = 0.001
 _SWEEP_MAX_PROGRAMS = 512  # the most recently active programs
 _LIVE_MATCH_MAX = 128  # waiting requests matched per ordering pass (``lpm``'s own limit)
+#: prompt tokens matched per ordering pass: the match is linear in the prompt, so a queue of
+#: long prompts stays ~1 ms a pass (a count, not a clock: tensor ranks must match alike)
+_LIVE_MATCH_TOKENS = 262_144
 
 
 class EvictionLog:
@@ -56,18 +59,27 @@ class EvictionLog:
         self.recent.append((self.seq, wall, tokens))
 
 
-def waiting_residency(tree_cache: Any, reqs: list[Any]) -> dict[str, int]:
-    """Request id -> tokens of its prompt resident on the device now, for ``reqs`` (waiting
-    requests; the queue's head first, at most ``_LIVE_MATCH_MAX``: SGLang's ``lpm`` matches
-    no more). Read-only, as placement is; empty when the tree core has no such match."""
+def waiting_residency(
+    tree_cache: Any, reqs: list[Any], *, max_tokens: int = _LIVE_MATCH_TOKENS
+) -> dict[str, int]:
+    """Request id -> tokens of its prompt resident on the device now, for the head of
+    ``reqs`` (waiting requests, in queue order): at most ``_LIVE_MATCH_MAX`` of them (SGLang's
+    ``lpm`` matches no more) and ``max_tokens`` of prompt in all (the first one always). The
+    rest are left out (their tickets stand as queued). Read-only, as placement is; empty when
+    the tree core has no such match."""
     core = getattr(tree_cache, "tree_core", None)
     match = getattr(core, "match_full_device_prefix", None)
     if match is None:
         return {}
-    out = {}
+    out: dict[str, int] = {}
+    budget = max_tokens
     for req in reqs[:_LIVE_MATCH_MAX]:
         ctx = retention.Context(req.origin_input_ids, req.output_ids, req.extra_key, req.cache_salt)
-        out[req.rid] = max(0, int(match(retention.radix_key(ctx))[0]))
+        ids = ctx.token_ids()
+        if out and len(ids) > budget:
+            break
+        budget -= len(ids)
+        out[req.rid] = max(0, int(match(retention.radix_key_of(ids, ctx))[0]))
     return out
 
 

@@ -113,8 +113,13 @@ class Context:
 
 def radix_key(ctx: Context) -> Any:
     """SGLang's radix key of ``ctx`` (its tokens in its cache namespace)."""
+    return radix_key_of(ctx.token_ids(), ctx)
+
+
+def radix_key_of(token_ids: Any, ctx: Context) -> Any:
+    """SGLang's radix key of ``token_ids`` (``ctx``'s, already built) in ``ctx``'s namespace."""
     key_cls = symbols.load(symbols.RADIX_KEY)
-    return key_cls(token_ids=ctx.token_ids(), extra_key=ctx.extra_key, cache_salt=ctx.cache_salt)
+    return key_cls(token_ids=token_ids, extra_key=ctx.extra_key, cache_salt=ctx.cache_salt)
 
 
 def mark_context(tree_cache: Any, ctx: Context, until: float | None, *, whole_path: bool) -> int:
