@@ -10,6 +10,8 @@ then the process exits with pytest's status without waiting on anything a test l
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import settings
 
@@ -44,7 +46,20 @@ def _leftover_processes() -> list[str]:
     return described
 
 
+def _release_temporary_folder(config: pytest.Config) -> None:
+    """Remove the lock of this run's temporary folder (``pytest-of-<user>/pytest-<N>``).
+    pytest removes it in an ``atexit`` hook, which ``os._exit`` (below) skips; a locked folder
+    outlives pytest's retention of the newest three runs by three days, so every run's
+    engine logs and stores (GBs) would pile up in ``/tmp``."""
+    factory = getattr(config, "_tmp_path_factory", None)  # pytest's own, set while it runs
+    folder = getattr(factory, "_basetemp", None)
+    if folder is not None:
+        with contextlib.suppress(OSError):
+            (folder / ".lock").unlink()
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _release_temporary_folder(session.config)
     leftovers = _leftover_processes()
     session.config.stash[_LEFTOVERS] = leftovers
     session.config.stash[_EXIT_STATUS] = int(exitstatus)
