@@ -19,9 +19,9 @@ to its program's rank, so routing alone differs from ``agentconsole`` (issue 13'
 against round robin on the real engine; the stock arms are round robin too).
 
 ``--bound`` adds stock ``lpm`` with a pool every program's whole context fits in: no eviction,
-no recompute, the same compute and batch limit. Its finished/s and P95 are what caching and
-ordering on the small pool can approach at best (the program door's 1.5x-stock goal, the P95
-goal), measured beside the arms rather than argued.
+no recompute, the same compute and batch limit. Its finished/s is what caching on the small pool
+can approach at best (the program door's 1.5x-stock goal), and its P95 what perfect caching
+gives ``lpm``'s order, measured beside the arms rather than argued.
 
 ``--max-running`` (default 2) and ``--max-total-tokens`` (default 12288) make a small engine
 saturate as a big one does at scale: requests queue and KV is evicted, which is where

@@ -47,15 +47,24 @@ def _leftover_processes() -> list[str]:
 
 
 def _release_temporary_folder(config: pytest.Config) -> None:
-    """Remove the lock of this run's temporary folder (``pytest-of-<user>/pytest-<N>``).
-    pytest removes it in an ``atexit`` hook, which ``os._exit`` (below) skips; a locked folder
-    outlives pytest's retention of the newest three runs by three days, so every run's
-    engine logs and stores (GBs) would pile up in ``/tmp``."""
+    """Do what pytest does in two ``atexit`` hooks, which ``os._exit`` (below) skips: remove
+    the lock of this run's temporary folder (``pytest-of-<user>/pytest-<N>``), then delete the
+    folders of older runs past the retention count (``tmp_path_retention_count``, 3). Without
+    it every run's folder (engine logs, stores: GBs) would stay in ``/tmp`` for three days."""
+    from _pytest.pathlib import LOCK_TIMEOUT, cleanup_numbered_dir
+
     factory = getattr(config, "_tmp_path_factory", None)  # pytest's own, set while it runs
     folder = getattr(factory, "_basetemp", None)
-    if folder is not None:
+    if folder is None or getattr(factory, "_given_basetemp", None) is not None:
+        return  # no numbered folder this run (none used, or ``--basetemp``)
+    with contextlib.suppress(OSError):
+        (folder / ".lock").unlink()
+    keep = int(config.getini("tmp_path_retention_count"))
+    if keep > 0 and config.getini("tmp_path_retention_policy") != "none":
         with contextlib.suppress(OSError):
-            (folder / ".lock").unlink()
+            cleanup_numbered_dir(
+                folder.parent, "pytest-", keep, folder.stat().st_mtime - LOCK_TIMEOUT
+            )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -37,16 +37,21 @@ class ServeProcess:
 
 
 def start_serve(
-    args: list[str], env: Mapping[str, str] | None = None, *, timeout_s: float = 60
+    args: list[str],
+    env: Mapping[str, str] | None = None,
+    *,
+    timeout_s: float = 60,
+    base_env: Mapping[str, str] | None = None,
 ) -> ServeProcess:
     """Start ``agentconsole serve ARGS --port 0`` and wait until it listens and ``/ready``
-    answers (within ``timeout_s`` in all; an SGLang engine takes a minute on 2 cores)."""
+    answers (within ``timeout_s`` in all; an SGLang engine takes a minute on 2 cores). Its
+    environment: ``base_env`` (default ``os.environ``) with ``env`` over it."""
     proc = subprocess.Popen(
         [CLI, "serve", "--port", "0", *args],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
-        env={**os.environ, **(env or {})},
+        env={**(os.environ if base_env is None else base_env), **(env or {})},
     )
     served = ServeProcess(proc)
     found = threading.Event()
@@ -62,8 +67,9 @@ def start_serve(
     threading.Thread(target=pump, daemon=True).start()
     deadline = time.monotonic() + timeout_s
     try:
-        if not found.wait(timeout_s):
-            raise RuntimeError("serve did not start:\n" + "".join(served.output[-40:]))
+        while not found.wait(0.5):  # a process that died (or was killed) is noticed at once
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("serve did not start:\n" + "".join(served.output[-40:]))
         while httpx.get(served.url + "/ready", timeout=10).status_code != 200:
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError("serve never became ready:\n" + "".join(served.output[-40:]))
@@ -85,7 +91,12 @@ SGLANG_POOL_TOKENS = 2048
 SGLANG_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
 
 
-def start_sglang_serve(tmp: Path, pool_tokens: int, timeout_s: float = 300) -> ServeProcess:
+def start_sglang_serve(
+    tmp: Path,
+    pool_tokens: int,
+    timeout_s: float = 300,
+    base_env: Mapping[str, str] | None = None,
+) -> ServeProcess:
     """``serve --runtime sglang`` (the tiny CPU model) with a ``pool_tokens`` KV pool, on a free
     port, its store and engine log in ``tmp``; returns once ``/ready`` answers (the engine
     started and answers its probe)."""
@@ -96,14 +107,14 @@ def start_sglang_serve(tmp: Path, pool_tokens: int, timeout_s: float = 300) -> S
     )
     db = tmp / "db.duckdb"
     args = ["--runtime", "sglang", "--db", str(db), "--config", str(config)]
-    served = start_serve(args, SGLANG_ENV, timeout_s=timeout_s)
+    served = start_serve(args, SGLANG_ENV, timeout_s=timeout_s, base_env=base_env)
     served.db = db
     return served
 
 
-def start_shared_sglang_serve(tmp: Path) -> ServeProcess:
+def start_shared_sglang_serve(tmp: Path, env: Mapping[str, str]) -> ServeProcess:
     """The shared ``sglang_serve``: started early, beside the rest of the suite."""
-    return start_sglang_serve(tmp, SGLANG_POOL_TOKENS, timeout_s=900)
+    return start_sglang_serve(tmp, SGLANG_POOL_TOKENS, timeout_s=900, base_env=env)
 
 
 early.register("sglang_serve", start_shared_sglang_serve)
@@ -150,9 +161,10 @@ def sglang_serve(early_starts: early.EarlyStarts) -> Iterator[ServeProcess]:
     Shared because the engine takes 40-100 s to start on 2 busy cores, nearly all of it
     importing SGLang and torch in the server and in the engine's processes (started early, by
     ``early_starts``). The tests do not depend on each other: each uses its own program ids
-    and reads counters as deltas, so they pass in any order, alone or together. Stopping it
-    is the last check of the quiet test: the shutdown adds none of SGLang's noise to the
-    terminal either."""
+    and reads counters as deltas, so they pass in any order, alone or together. When the
+    session ends it is stopped and its terminal checked once more: the shutdown adds none of
+    SGLang's noise either (a failure there is an error in the teardown of the session's last
+    test)."""
     for served in early_starts.lend("sglang_serve", ServeProcess):
         yield served
     terminal = "".join(served.output)

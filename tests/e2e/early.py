@@ -15,8 +15,9 @@ tests will run, and stops what no test claimed (an interrupted session).
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -28,11 +29,14 @@ class Stoppable(Protocol):
 
 S = TypeVar("S", bound=Stoppable)
 
-#: fixture name -> starter (given a fresh temporary folder, returns the started server)
-STARTERS: dict[str, Callable[[Path], Stoppable]] = {}
+#: a starter: given a fresh temporary folder and the environment to start processes with (the
+#: session's when the starts began: tests change ``os.environ`` meanwhile), the started server
+Starter = Callable[[Path, Mapping[str, str]], Stoppable]
+#: fixture name -> starter
+STARTERS: dict[str, Starter] = {}
 
 
-def register(fixture: str, starter: Callable[[Path], Stoppable]) -> None:
+def register(fixture: str, starter: Starter) -> None:
     """Start ``starter``'s server early for the tests that use fixture ``fixture``."""
     STARTERS[fixture] = starter
 
@@ -46,11 +50,14 @@ class _Slot:
 
 
 class EarlyStarts:
-    """Runs ``starters`` ((fixture, folder, starter), in order) in one daemon thread."""
+    """Runs ``starters`` ((fixture, folder, starter), in order) in one daemon thread, with the
+    environment as it is now."""
 
-    def __init__(self, starters: Iterable[tuple[str, Path, Callable[[Path], Stoppable]]]) -> None:
+    def __init__(self, starters: Iterable[tuple[str, Path, Starter]]) -> None:
         self._order = list(starters)
+        self._env = dict(os.environ)
         self._slots = {name: _Slot() for name, _, _ in self._order}
+        self._cancelled = threading.Event()
         self._thread = threading.Thread(target=self._run, name="early-starts", daemon=True)
         self._thread.start()
 
@@ -58,7 +65,9 @@ class EarlyStarts:
         for name, folder, starter in self._order:
             slot = self._slots[name]
             try:
-                slot.server = starter(folder)
+                if self._cancelled.is_set():
+                    raise RuntimeError(f"{name}: not started (the session is ending)")
+                slot.server = starter(folder, self._env)
             except BaseException as error:  # re-raised by claim(), in the test that needs it
                 slot.error = error
             finally:
@@ -66,13 +75,13 @@ class EarlyStarts:
 
     def claim(self, fixture: str) -> Stoppable:
         """The server started for ``fixture`` (waits until it is up; raises its start's error).
-        The claimer stops it."""
+        From then on the claimer stops it."""
         slot = self._slots[fixture]
-        slot.claimed = True
         slot.ready.wait()
         if slot.error is not None:
             raise slot.error
         assert slot.server is not None
+        slot.claimed = True
         return slot.server
 
     def lend(self, fixture: str, kind: type[S]) -> Iterator[S]:
@@ -86,7 +95,10 @@ class EarlyStarts:
             server.stop(60)
 
     def close(self) -> None:
-        """Wait for the starts still under way; stop every server no fixture claimed."""
+        """Start nothing more, wait for the start under way (an interrupted session may have
+        ended its processes: the starter then fails fast); stop every server no fixture
+        claimed."""
+        self._cancelled.set()
         self._thread.join()
         for slot in self._slots.values():
             if not slot.claimed and slot.server is not None:

@@ -16,7 +16,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +30,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.sglang]
 TENANT = {"Authorization": "Bearer sk-dev"}
 
 
-def start_dp_serve(tmp: Path) -> ServeProcess:
+def start_dp_serve(tmp: Path, base_env: Mapping[str, str]) -> ServeProcess:
     """``serve --runtime sglang --dp 2``, its store in ``tmp``."""
     args = ["--runtime", "sglang", "--dp", "2", "--db", str(tmp / "db.duckdb")]
     env = {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
-    return start_serve(args, env, timeout_s=900)  # started early, beside the rest of the suite
+    # started early, beside the rest of the suite
+    return start_serve(args, env, timeout_s=900, base_env=base_env)
 
 
 early.register("dp_serve", start_dp_serve)

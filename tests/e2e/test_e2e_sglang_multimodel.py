@@ -11,7 +11,7 @@ the larger model.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +49,13 @@ role_tiers = {{ planner = 2 }}
 """
 
 
-def start_multimodel_serve(tmp: Path) -> ServeProcess:
+def start_multimodel_serve(tmp: Path, base_env: Mapping[str, str]) -> ServeProcess:
     """Two tiny models made (at once), then ``serve`` with both in its ``[[models]]``."""
     small, large = tmp / "small", tmp / "large"
     # both at once: each ``make-model`` spends most of its time importing torch and
     # transformers on one core, and the machine has two
     makers = [
-        subprocess.Popen([CLI, "make-model", str(out), *size], env={**ENV})
+        subprocess.Popen([CLI, "make-model", str(out), *size], env={**base_env, **ENV})
         for out, size in ((small, []), (large, ["--layers", "4", "--hidden", "128", "--seed", "1"]))
     ]
     try:
@@ -68,7 +68,8 @@ def start_multimodel_serve(tmp: Path) -> ServeProcess:
                 maker.wait()
     (tmp / "serve.toml").write_text(_config(small, large), encoding="utf-8")
     args = ["--config", str(tmp / "serve.toml"), "--db", str(tmp / "db.duckdb")]
-    return start_serve(args, ENV, timeout_s=900)  # started early, beside the rest of the suite
+    # started early, beside the rest of the suite
+    return start_serve(args, ENV, timeout_s=900, base_env=base_env)
 
 
 early.register("multimodel_serve", start_multimodel_serve)

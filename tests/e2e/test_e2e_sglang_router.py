@@ -23,7 +23,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,7 +79,7 @@ class RouterSetup:
             _stop(self.procs)
 
 
-def start_router_setup(tmp: Path) -> RouterSetup:
+def start_router_setup(tmp: Path, base_env: Mapping[str, str]) -> RouterSetup:
     """Two workers and the router, started together, then ``serve`` in front of the router,
     once every one answers (logs in ``tmp``)."""
     from agentconsole.server.runtime.sglang.cluster.launch import (
@@ -108,7 +108,11 @@ def start_router_setup(tmp: Path) -> RouterSetup:
         cmd = router_command(host=HOST, port=ports[0], workers=setup.workers, tokenizer=model)
         cmd += ["--worker-startup-timeout-secs", "900"]
         log = (tmp / "router.log").open("wb")
-        setup.procs.append(subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True))
+        setup.procs.append(
+            subprocess.Popen(
+                cmd, env=dict(base_env), stdout=log, stderr=log, start_new_session=True
+            )
+        )
         deadline = time.monotonic() + 900  # started early, beside the rest of the suite
         for url in [*setup.workers, setup.router]:
             while not _answers(url + "/health"):
@@ -117,7 +121,7 @@ def start_router_setup(tmp: Path) -> RouterSetup:
                 time.sleep(0.5)
         args = ["--runtime", "sglang-router", "--workers", ",".join(setup.workers)]
         args += ["--router", setup.router, "--db", str(tmp / "db.duckdb")]
-        setup.serve = start_serve(args, {"HF_HUB_OFFLINE": "1"}, timeout_s=300)
+        setup.serve = start_serve(args, {"HF_HUB_OFFLINE": "1"}, timeout_s=300, base_env=base_env)
     except BaseException:
         setup.stop()
         raise

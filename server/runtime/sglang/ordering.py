@@ -1,11 +1,13 @@
 """The plugin's decisions as pure functions: queue order, preemption victims, service meter.
 
 Everything here runs inside SGLang's scheduler process but imports nothing of SGLang, so it
-is unit-tested on its own. The order is exactly the simulator's: for each waiting call
-``FairnessGuard.effective_key(ticket, policy.key(ticket, now), now, underserved)`` with the
-same policy objects (``get_policy``) and the same guard, ties broken by arrival in the
-scheduler. Two tiers are added behind the guard's three (0 starving, 1 underserved tenant,
-2 normal):
+is unit-tested on its own. For tickets as queued the order is exactly the simulator's: for
+each waiting call ``FairnessGuard.effective_key(ticket, policy.key(ticket, now), now,
+underserved)`` with the same policy objects (``get_policy``) and the same guard, ties broken
+by arrival in the scheduler. Unlike the simulator's queue, which keys a call once when it is
+queued, the plugin also refreshes a waiting call's cache inputs with the tree's live match
+(:func:`refreshed`), since the real cache moves while the call waits. Two tiers are added
+behind the guard's three (0 starving, 1 underserved tenant, 2 normal):
 
 * tier 3, *demoted*: a call the operator preempted, until it runs again. Its starvation clock
   restarts at the preempt, so the aging bound still brings it back.
@@ -152,8 +154,10 @@ def refreshed(ticket: CallTicket, resident_tokens: int, recompute_s_per_token: f
     add their recompute to the restore cost and the remaining critical path; tokens gained
     come off the restore cost, then off the call's service estimate. Priced at
     ``recompute_s_per_token``, the engine's measured prefill time per token
-    (``ServiceMeter.prefill_token_s``; 0 returns the ticket as it is). A loss to a host tier
-    is priced as a recompute, an upper bound on its reload.
+    (``ServiceMeter.prefill_token_s``, its configured value under tensor parallelism; 0
+    returns the ticket as it is). Approximate where the device match is: a loss to a host
+    tier is priced as a recompute (an upper bound on its reload), and the match counts whole
+    pages and no sliding-window or Mamba state.
     """
     per_token = recompute_s_per_token
     resident = min(resident_tokens, ticket.prompt_tokens)

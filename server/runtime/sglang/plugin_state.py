@@ -55,6 +55,9 @@ logger = logging.getLogger("agentconsole.sglang.plugin")
 _MAX_CONTEXTS = 4096
 _STATUS_INTERVAL_S = 0.1
 _TOUCH_EVERY, _TOUCH_MAX = 32, 128  # SGLang's own cadence and bound for the same refresh
+#: ordering passes between live matches of the waiting queue: with priority preemption SGLang
+#: orders on every pass (each decode step), and a match is linear in the prompt
+_LIVE_MATCH_EVERY = 8
 _PRUNE_EVERY = 64  # loop passes between prunes of per-request tables in lockstep
 
 
@@ -84,6 +87,8 @@ class PluginState:
         self.dp_rank: int | None = None  # this scheduler's data-parallel rank (None: no DP)
         self._status_at = 0.0
         self._passes = 0
+        #: request id -> prompt tokens on the device at the last live match (``sort_waiting``)
+        self._resident: dict[str, int] = {}
         self._status_dirty = True
         self.preemptions = 0
         self.errors = 0
@@ -163,19 +168,13 @@ class PluginState:
     def wire_of(self, req: Any) -> wire.WireTicket | None:
         return self.requests.wire_of(req)
 
-    def rank(
-        self,
-        reqs: list[Any],
-        wall: float,
-        *,
-        report: bool = False,
-        resident: dict[str, int] | None = None,
-    ) -> list[Ranked]:
+    def rank(self, reqs: list[Any], wall: float, *, report: bool = False) -> list[Ranked]:
         """Effective keys of ``reqs`` at ``wall`` (a ``report`` changes no state), tickets
-        refreshed with ``resident`` (request id -> prompt tokens on the device now)."""
+        refreshed with the last live match of the waiting queue (``_resident``), so the sort,
+        the preemption plan and the status report rank alike."""
         preempted = self.control.preempted
         book = self.requests
-        live = resident or {}
+        live = self._resident
         cands = [
             book.candidate(
                 r, wall, preempted.get(r.rid), record=not report, resident_tokens=live.get(r.rid)
@@ -203,9 +202,10 @@ class PluginState:
         elif self.refresh(wall, force=True):
             self.apply_retention(tree, wall)
         wall = self.decision_time(wall)
-        # the live match, as ``lpm`` takes it: what the tree holds of each prompt now
-        resident = waiting_residency(tree, waiting) if tree is not None else None
-        ranked = self.rank(waiting, wall, resident=resident)
+        if tree is not None and self._passes % _LIVE_MATCH_EVERY == 0:
+            # the live match, as ``lpm`` takes it: what the tree holds of each prompt now
+            self._resident = waiting_residency(tree, waiting)
+        ranked = self.rank(waiting, wall)
         for r in ranked:
             self.requests.seen_waiting(r.candidate, wall)
         order = sorted(range(len(waiting)), key=lambda i: ranked[i].key)

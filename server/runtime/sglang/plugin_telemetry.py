@@ -36,9 +36,10 @@ _EVICTIONS_KEPT = 64  # passes listed in status.json (the adapter reads it every
 _SWEEP_INTERVAL_S = 1.0
 _SWEEP_SLICE_S = 0.001
 _SWEEP_MAX_PROGRAMS = 512  # the most recently active programs
-_LIVE_MATCH_MAX = 128  # waiting requests matched per ordering pass (``lpm``'s own limit)
-#: prompt tokens matched per ordering pass: the match is linear in the prompt, so a queue of
-#: long prompts stays ~1 ms a pass (a count, not a clock: tensor ranks must match alike)
+#: waiting requests matched per live match (``lpm`` matches at most 128: above, it is FCFS)
+_LIVE_MATCH_MAX = 128
+#: prompt tokens matched per live match: the match is linear in the prompt, so a queue of long
+#: prompts stays bounded (a count, not a clock: every tensor rank must match the same ones)
 _LIVE_MATCH_TOKENS = 262_144
 
 
@@ -63,8 +64,8 @@ def waiting_residency(
     tree_cache: Any, reqs: list[Any], *, max_tokens: int = _LIVE_MATCH_TOKENS
 ) -> dict[str, int]:
     """Request id -> tokens of its prompt resident on the device now, for the head of
-    ``reqs`` (waiting requests, in queue order): at most ``_LIVE_MATCH_MAX`` of them (SGLang's
-    ``lpm`` matches no more) and ``max_tokens`` of prompt in all (the first one always). The
+    ``reqs`` (waiting requests, in queue order): at most ``_LIVE_MATCH_MAX`` of them and
+    ``max_tokens`` of prompt in all (the first one always). The
     rest are left out (their tickets stand as queued). Read-only, as placement is; empty when
     the tree core has no such match."""
     core = getattr(tree_cache, "tree_core", None)
