@@ -194,6 +194,13 @@ class StoreSection(_Section):
     db: Path = Path("agentconsole.duckdb")
     """The DuckDB file. Its event log lives next to it (``x.duckdb`` -> ``x.events.duckdb``);
     ``serve`` holds both exclusively while it runs."""
+    memory_limit: str = Field(
+        default="1GB", pattern=r"^\s*\d+(\.\d+)?\s*([KMGT]i?B|B)\s*$", examples=["256MB", "2GB"]
+    )
+    """DuckDB's memory limit (its buffer pool, which caches the store's blocks as the store
+    grows: the server's memory grows with it up to this). Leave room to replay a full WAL at
+    start; 128MB is enough for the WAL (2 MB checkpoints), 1GB keeps more of a big store's
+    history in memory for the consoles' queries."""
 
 
 class WhatIfSection(_Section):
@@ -370,6 +377,7 @@ class Settings(BaseSettings):
             extra.setdefault("router", runtime.router)
         return ServerConfig(
             db_path=self.store.db,
+            store_memory_limit=self.store.memory_limit.strip(),
             runtime=runtime.name,
             model=runtime.model,
             policy=runtime.policy,

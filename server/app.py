@@ -62,6 +62,7 @@ from agentconsole.server.prometheus import PrometheusMetrics
 from agentconsole.server.runtime.fleet.build import build_runtime
 from agentconsole.server.runtime.registry import RuntimeOptions
 from agentconsole.server.store.catalog import TenantRecord
+from agentconsole.server.store.config import StoreConfig
 from agentconsole.server.store.journal import OperatorAction
 from agentconsole.server.store.store import Store
 from agentconsole.server.whatif.desk import WhatIfDesk, WhatIfSettings
@@ -224,7 +225,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        store = await asyncio.to_thread(Store.open, config.db_path)
+        store_config = StoreConfig(memory_limit=config.store_memory_limit)
+        store = await asyncio.to_thread(Store.open, config.db_path, store_config)
         hub = EventHub(first_seq=store.repo.last_seq() + 1)
         live = build_live(config, store, runtime, hub)
         live.service.prompt_blocks = PromptBlockRecorder(

@@ -22,6 +22,7 @@ class ServerConfig:
     """See the fields of ``agentconsole.settings.Settings`` for their meaning."""
 
     db_path: Path = Path("agentconsole.duckdb")
+    store_memory_limit: str = "1GB"
     runtime: str = "sim"
     model: str | None = None
     policy: str = "cp-cache"
