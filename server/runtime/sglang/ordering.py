@@ -159,20 +159,19 @@ def refreshed(ticket: CallTicket, resident_tokens: int, recompute_s_per_token: f
     tier is priced as a recompute (an upper bound on its reload), and the match counts whole
     pages and no sliding-window or Mamba state.
     """
-    per_token = recompute_s_per_token
     resident = min(resident_tokens, ticket.prompt_tokens)
     delta = ticket.cached_tokens - resident
-    if delta == 0 or per_token <= 0.0:
+    if delta == 0 or recompute_s_per_token <= 0.0:
         return ticket
     if delta > 0:  # lost since queued
-        lost_s = delta * per_token
+        lost_s = delta * recompute_s_per_token
         return replace(
             ticket,
             cached_tokens=resident,
             restore_cost_s=ticket.restore_cost_s + lost_s,
             remaining_cp_s=ticket.remaining_cp_s + lost_s,
         )
-    gained_s = -delta * per_token
+    gained_s = -delta * recompute_s_per_token
     from_restore = min(gained_s, ticket.restore_cost_s)
     from_service = min(gained_s - from_restore, ticket.service_estimate_s)
     return replace(

@@ -65,9 +65,9 @@ def waiting_residency(
 ) -> dict[str, int]:
     """Request id -> tokens of its prompt resident on the device now, for the head of
     ``reqs`` (waiting requests, in queue order): at most ``_LIVE_MATCH_MAX`` of them and
-    ``max_tokens`` of prompt in all (the first one always). The
-    rest are left out (their tickets stand as queued). Read-only, as placement is; empty when
-    the tree core has no such match."""
+    ``max_tokens`` of prompt in all (the first one always). The rest are left out (their
+    tickets stand as queued). Read-only, as placement is; empty when the tree core has no
+    such match."""
     core = getattr(tree_cache, "tree_core", None)
     match = getattr(core, "match_full_device_prefix", None)
     if match is None:
