@@ -60,6 +60,14 @@ def private_nodes(run: ProgramRun) -> list[Node]:
     return [n for n in run.last_path if not n.dead and _owned(n, mine)]
 
 
+def holds_private(run: ProgramRun) -> bool:
+    """Whether any node of :func:`private_nodes` is left, found from the context's end (where a
+    program's own segments are) and stopping at the first: routing asks it of every mapped
+    program when placements tie, so it must not build the list."""
+    mine = f"{run.trace.id}/"
+    return any(not n.dead and _owned(n, mine) for n in reversed(run.last_path))
+
+
 def _owned(node: Node, prefix: str) -> bool:
     """``node`` holds a segment of the program whose keys start with ``prefix``."""
     return isinstance(node.key, str) and node.key.startswith(prefix)

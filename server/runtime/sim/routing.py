@@ -19,7 +19,7 @@ from agentconsole.kvtiers.node import Block, Node
 from agentconsole.kvtiers.results import Match
 from agentconsole.kvtiers.router import RouteWeights, WorkerState, get_router
 from agentconsole.kvtiers.tiers import TierModel
-from agentconsole.server.runtime.sim.carrier import private_nodes
+from agentconsole.server.runtime.sim.carrier import holds_private
 from agentconsole.server.runtime.sim.costmodel import CostModel
 from agentconsole.server.runtime.sim.programs import ProgramRun
 
@@ -102,7 +102,7 @@ class ReplicaRouter:
         if run is None:
             return False
         path = run.last_path
-        return not path or path is self._placed_with.get(program_id) or bool(private_nodes(run))
+        return not path or path is self._placed_with.get(program_id) or holds_private(run)
 
     def _prune(self) -> None:
         """Forget the runs of programs the rule no longer maps (ended, or placed again)."""
