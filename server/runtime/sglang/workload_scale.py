@@ -9,6 +9,7 @@ the model's context, and every duration by another.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from agentconsole.sample_traces.format import (
     LLMNode,
@@ -19,6 +20,8 @@ from agentconsole.sample_traces.format import (
     context_tokens,
 )
 from agentconsole.sample_traces.generator import generate
+
+_FIT_TRIES = 20  # rescalings before giving up (each removes the excess of the last)
 
 
 def longest_context(program: TraceProgram) -> int:
@@ -87,14 +90,24 @@ def scaled_workload(
     token_factor: float,
     time_factor: float,
     max_context: int,
+    **overrides: Any,
 ) -> list[TraceProgram]:
     """A named workload (``sample_traces``) scaled down for a small live engine: one token
     factor for all programs, ``token_factor`` or less so no call's prompt plus output exceeds
-    ``max_context``; arrivals are a Poisson process of ``rate`` programs per second."""
-    programs = generate(name, n_programs=n_programs, rate=rate, seed=seed)
+    ``max_context``; arrivals are a Poisson process of ``rate`` programs per second;
+    ``overrides`` set the workload's own parameters (``generate``)."""
+    programs = generate(name, n_programs=n_programs, rate=rate, seed=seed, **overrides)
     longest = max((longest_context(p) for p in programs), default=0)
     factor = min(token_factor, max_context / longest) if longest else token_factor
-    return [scale_program(p, token_factor=factor, time_factor=time_factor) for p in programs]
+    for _ in range(_FIT_TRIES):
+        scaled = [scale_program(p, token_factor=factor, time_factor=time_factor) for p in programs]
+        # each count is rounded on its own (outputs to at least one token), so a context can
+        # pass the bound by a few tokens: shrink the factor by the excess and scale again
+        over = max((longest_context(p) for p in scaled), default=0) - max_context
+        if over <= 0:
+            return scaled
+        factor *= max_context / (max_context + over)
+    raise ValueError(f"{name}: no token factor fits every context in {max_context} tokens")
 
 
 #: seed-mix on the CPU tiny model: ~1/50 of the tokens (the 80K prefix becomes ~1.6K, contexts
@@ -113,3 +126,29 @@ def tiny_seed_mix(n_programs: int, rate: float, seed: int) -> list[TraceProgram]
         time_factor=TINY_TIME_FACTOR,
         max_context=TINY_MAX_CONTEXT,
     )
+
+
+#: long-coding on the CPU tiny model: contexts scaled to the model's positions as one factor
+#: (the longest session's context reaches ~1.9K tokens), tools 100x faster (TraceLab's
+#: minutes-long tail becomes seconds), sessions cut at 40 steps so that a run's length is set
+#: by the engine rather than by one session's sequential chain
+TINY_CODING_TIME_FACTOR, TINY_CODING_MAX_STEPS = 0.01, 40
+
+
+def tiny_long_coding(n_programs: int, rate: float, seed: int) -> list[TraceProgram]:
+    """long-coding (issue 12's long-horizon sessions) scaled to the CPU tiny model: most of each
+    prompt is the session's own growing context, the case where a session's rank matters."""
+    return scaled_workload(
+        "long-coding",
+        n_programs,
+        rate,
+        seed,
+        token_factor=1.0,
+        time_factor=TINY_CODING_TIME_FACTOR,
+        max_context=TINY_MAX_CONTEXT,
+        max_steps=TINY_CODING_MAX_STEPS,
+    )
+
+
+#: the workloads the CPU benchmarks can replay, by name
+TINY_WORKLOADS = {"seed-mix": tiny_seed_mix, "long-coding": tiny_long_coding}
