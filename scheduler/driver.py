@@ -11,7 +11,8 @@ driver decides what a program's events mean for the engine and for other program
   (asked of a :class:`KvAdvisor`, from one :class:`~agentconsole.scheduler.runtime.MemoryView`
   and the slowest pending tool's learned latency), and how long the program then counts at the
   door;
-* **what a call's end, a tool's start and end, a finish and a cancel do**.
+* **what a call's end, a tool's start and end, a finish and a cancel do** (a program's end
+  also tells the carrier to drop where its calls were placed: :class:`ProgramEnded`).
 
 It is clock-free and knows no runtime, in the spirit of vLLM v1's scheduler interface: a
 carrier feeds it events and carries out the :data:`Action` values it returns. ``Simulation``
@@ -129,7 +130,16 @@ class StopProgram:
     value: float
 
 
-Action = StartPrograms | CacheHint | AbortCalls | StopProgram
+@dataclass(frozen=True, slots=True)
+class ProgramEnded:
+    """The program will send no more calls: drop what placing its calls keeps for it (the
+    replica or data-parallel rank it is mapped to, which would count as load to come). Its KV
+    is left to eviction."""
+
+    program_id: str
+
+
+Action = StartPrograms | CacheHint | AbortCalls | StopProgram | ProgramEnded
 
 
 @dataclass(frozen=True, slots=True)
@@ -487,10 +497,11 @@ class ProgramDriver:
         self.retained.pop(program_id, None)
 
     def _end(self, program_id: str, now: float) -> list[Action]:
-        self._flights.pop(program_id, None)
+        had_calls = self._flights.pop(program_id, None) is not None
         self._dirty.pop(program_id, None)
         self._release(program_id)
-        return self._started(self.door.finish(program_id, now))
+        ended: list[Action] = [ProgramEnded(program_id)] if had_calls else []
+        return ended + self._started(self.door.finish(program_id, now))
 
     @staticmethod
     def _started(program_ids: list[str]) -> list[Action]:

@@ -33,6 +33,7 @@ from agentconsole.scheduler.driver import (
     Action,
     CacheHint,
     ProgramDriver,
+    ProgramEnded,
     StartPrograms,
     StopProgram,
 )
@@ -188,7 +189,7 @@ class ProgramService:
 
     async def apply(self, actions: list[Action]) -> None:
         """Carry out the driver's actions: let programs through the door, apply cache hints,
-        abort calls, stop programs over a quota."""
+        abort calls, stop programs over a quota, drop an ended program's placement."""
         for action in actions:
             if isinstance(action, StartPrograms):
                 self.door.open(action.program_ids)
@@ -200,6 +201,8 @@ class ProgramService:
             elif isinstance(action, StopProgram):
                 error = QuotaError(action.program_id, action.quota, action.limit, action.value)
                 await self.stop_for_quota(action.program_id, error)
+            elif isinstance(action, ProgramEnded):
+                self.runtime.program_ended(action.program_id)
 
     def _left_door(self, program_id: str) -> None:
         self.settle(self.driver.forget(program_id, time.time()))

@@ -8,6 +8,7 @@ from agentconsole.scheduler.driver import (
     CacheHint,
     KvAdvice,
     ProgramDriver,
+    ProgramEnded,
     StartPrograms,
     ToolWaitFacts,
 )
@@ -78,4 +79,5 @@ def test_started_programs_that_outgrow_memory_park_at_a_call_boundary() -> None:
     parked = driver.at_boundary("a", view, 4.0)
     assert parked == [CacheHint("a", CacheAction.OFFLOAD, 0.0)]  # host memory can take it
     assert driver.at_boundary("b", view, 4.0) is None  # a alone no longer counts
-    assert driver.finish("b", 5.0) == [StartPrograms(("a",))]  # room: a goes on first
+    # its placement is dropped, and with the room it leaves a goes on first
+    assert driver.finish("b", 5.0) == [ProgramEnded("b"), StartPrograms(("a",))]

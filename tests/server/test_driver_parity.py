@@ -22,6 +22,7 @@ from agentconsole.scheduler.driver import (
     CacheHint,
     KvAdvice,
     ProgramDriver,
+    ProgramEnded,
     StartPrograms,
     ToolWaitFacts,
 )
@@ -160,6 +161,8 @@ def _action(action: Action) -> tuple[Any, ...]:
         return ("hint", action.program_id, action.action.value)
     if isinstance(action, StartPrograms):
         return ("start", *action.program_ids)
+    if isinstance(action, ProgramEnded):
+        return ("ended", action.program_id)
     return (type(action).__name__,)
 
 
@@ -229,6 +232,7 @@ def test_bench_and_serve_ask_the_driver_the_same_questions_and_get_the_same_answ
         ("queue_call", "par-1", "llm-4"),
         ("call_ended", "par-1", "llm-4", "ok"),
         ("finish", "par-1", True),
+        ("ended", "par-1"),
         ("arrive", "par-2"),
         ("queue_call", "par-2", "llm-1"),
         ("call_ended", "par-2", "llm-1", "ok"),
@@ -236,6 +240,7 @@ def test_bench_and_serve_ask_the_driver_the_same_questions_and_get_the_same_answ
         ("hint", "par-2", "keep"),
         ("cancel", "par-2"),
         ("hint", "par-2", "recompute"),
+        ("ended", "par-2"),
     ]
     # the last decision of each wait was taken on the same facts
     assert dict(bench_asked) == dict(serve_asked)

@@ -78,7 +78,7 @@ def test_simulator_and_sglang_place_the_same_programs_on_the_same_ranks(
     runs: dict[str, ProgramRun] = {}
     lost: set[str] = set()
     sweep_at = time.time() + 3600  # every sweep is newer than every remembered context
-    placed = 0
+    placed = ended = 0
     for step in range(400):
         program = f"p{rng.randrange(40)}"
         action = rng.random()
@@ -94,6 +94,11 @@ def test_simulator_and_sglang_place_the_same_programs_on_the_same_ranks(
             live.release(program)
             for node in runs[program].last_path:
                 node.dead = True
+            continue
+        if finished and action < 0.2:  # the program ended; its context stays cached, and a
+            live.release(program)  # later call under its id is placed again by the score
+            sim.forget(program)  # (``Runtime.program_ended`` does this with ranks)
+            ended += 1
             continue
         # loads drawn from few values: ties (broken by programs mapped) are common
         prefill = [rng.choice((0, 0, 64, 128)) for _ in range(size)]
@@ -115,6 +120,7 @@ def test_simulator_and_sglang_place_the_same_programs_on_the_same_ranks(
             contexts.remember(program, SALT, [1, 2], [3])
             lost.discard(program)
     assert placed > 40  # the sequence did place programs again, not only stay
+    assert ended > 5
 
 
 def test_placement_rules_are_chosen_by_name() -> None:

@@ -213,3 +213,37 @@ def test_unpinned_ranks_leave_every_call_to_sglangs_round_robin(tmp_path: Path) 
     assert isinstance(pinned.router, RankRouter)
     assert unpinned.router is None
     assert engine_kwargs(unpinned.settings)["dp_size"] == 2
+
+
+def test_an_ended_program_no_longer_counts_on_its_rank(tmp_path: Path) -> None:
+    """``Runtime.program_ended`` (the driver's ``ProgramEnded``): the program's rank stops
+    counting it at once, so a tie is no longer decided by finished programs."""
+    from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
+
+    runtime = SGLangRuntime(EngineSettings(model_path=tmp_path, dp=2), state_dir=tmp_path)
+    assert runtime.router is not None
+    contexts = ProgramContexts()
+    a = runtime.router.route("A", SALT, [1, 2], 2, [], contexts, NO_PLACEMENT)
+    runtime.router.route("B", SALT, [5, 6], 2, [], contexts, NO_PLACEMENT)
+    assert runtime.router.programs_per_rank() == [1, 1]
+    runtime.program_ended("A")
+    assert runtime.router.rank_of("A") is None
+    # the next new program goes to A's rank, now the one with fewer programs
+    assert runtime.router.route("C", SALT, [7, 8], 2, [], contexts, NO_PLACEMENT) == a
+    runtime.program_ended("never-routed")  # nothing to forget: no error
+
+
+def test_an_ended_programs_cached_prefix_still_pulls_new_programs() -> None:
+    """Forgetting an ended program's rank leaves what the rank caches of it: its context
+    still tells where a shared prefix is (until the rank's sweep says it is gone)."""
+    router, contexts = RankRouter(2), ProgramContexts()
+    system = list(range(400))
+    rank = router.route("A", SALT, [*system, 5], 401, [], contexts, NO_PLACEMENT)
+    router.note("A", "n1", rank)
+    contexts.remember("A", SALT, [*system, 5], [6])
+    router.release("A")  # A ended (``program_ended``)
+    load = [InFlight(rank, 0, 100)]  # some decode load there: the cached prefix outweighs it
+    assert router.route("C", SALT, [*system, 9], 401, load, contexts, NO_PLACEMENT) == rank
+    # once the rank's sweep no longer finds A, its prefix pulls nothing
+    gone: list[Placement | None] = [Placement(time.time() + 1, {}) for _ in range(2)]
+    assert router.route("D", SALT, [*system, 8], 401, load, contexts, gone) == 1 - rank

@@ -158,6 +158,11 @@ class FleetRuntime:
             *(self.members[n].cache_hint(program_id, action, retain_s) for n in names)
         )
 
+    def program_ended(self, program_id: str) -> None:
+        """Tell every model that ran the program (all when none is remembered)."""
+        for name in self._programs.get(program_id) or list(self.members):
+            self.members[name].program_ended(program_id)
+
     def set_policy(self, name: str) -> None:
         """Switch every engine's policy (``KeyError`` for an unknown name, before any)."""
         for runtime in self.members.values():

@@ -112,6 +112,12 @@ class LiveControl:
         await tm.continue_generation(symbols.load(symbols.CONTINUE_REQ)(torch_empty_cache=False))
         return True
 
+    def program_ended(self, program_id: str) -> None:
+        """With data-parallel ranks, the program's rank stops counting it (``RankRouter``);
+        what the rank's radix tree holds of it is left to eviction."""
+        if self.router is not None:
+            self.router.release(program_id)
+
     async def cache_hint(self, program_id: str, action: CacheAction, retain_s: float) -> None:
         """Apply a tool-wait decision to the program's last context in SGLang's radix tree
         (``keep``: evicted last until ``retain_s`` from now; ``drop``/``offload``: evicted

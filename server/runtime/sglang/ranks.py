@@ -5,12 +5,12 @@ calls reuse its KV only on the rank that computed it. A program's first call is 
 simulator's placement rule (``kvtiers.router.AffinityRouter``, scoring by ``route_cost``:
 cached tokens against prefill and decode load; ``sim.routing.ReplicaRouter`` asks the same);
 every later call is sent with that rank in ``routed_dp_rank``. The mapping is dropped when the
-program's KV is released (a cancel, or a tool wait decided for recompute), when the rank no
-longer holds any of its context (the plugin's placement sweep of that rank says so: checked
-at the program's next call, and for every mapped program whenever a new one is placed, which
-is how a finished program's mapping goes), or when the rank is drained; the next call is then
-placed by the score again. Ties go to the rank with the fewest programs mapped to it: a mapped
-program is load to come.
+program ends (``Runtime.program_ended``, the driver's ``ProgramEnded``), when its KV is
+released (a cancel, or a tool wait decided for recompute), when the rank no longer holds any of
+its context (the plugin's placement sweep of that rank says so: checked at the program's next
+call, and for every mapped program whenever a new one is placed on a tie), or when the rank is
+drained; the next call is then placed by the score again. Ties go to the rank with the fewest
+programs mapped to it: a mapped program is load to come.
 
 Inputs are what the adapter knows at once, without asking the engine: its own calls in flight
 (prefill load: prompts not yet answered; decode load: context of calls streaming), each
@@ -85,7 +85,8 @@ class RankRouter:
             return self._keeps(program, rank, contexts, placements)
 
         def workers(candidates: Sequence[int]) -> list[WorkerState]:
-            # neighbours whose rank lost their context would take the place of live ones
+            # mappings whose rank lost the context go now, not only on a tie, so that
+            # ``rank_of`` (the API's view) does not show a rank that holds nothing of it
             self.rule.forget_lost(holds)
             load = _loads(self.size, calls)
             last_rank = self._ran_on.get(program_id)
@@ -131,10 +132,7 @@ class RankRouter:
         hits = [0] * self.size
         if not prompt:
             return hits
-        neighbours: list[list[str]] = [[] for _ in range(self.size)]
-        for program, r in self.rule.mapped():
-            if program != program_id and len(neighbours[r]) < _NEIGHBOURS:
-                neighbours[r].append(program)
+        neighbours = self._neighbours(program_id, contexts, placements)
         for r in range(self.size):
             placement = placements[r] if r < len(placements) else None
             own = [program_id] if last_rank == r or placement is not None else []
@@ -149,6 +147,32 @@ class RankRouter:
                     reusable = 0  # its context was computed elsewhere, and no sweep says more
                 hits[r] = max(hits[r], reusable)
         return hits
+
+    def _neighbours(
+        self,
+        program_id: str,
+        contexts: ProgramContexts,
+        placements: Sequence[Placement | None],
+    ) -> list[list[str]]:
+        """Per rank, the other programs whose latest call ran there, most recent first, that
+        the rank still holds (``_keeps``), at most ``_NEIGHBOURS`` each. Ended programs count:
+        their contexts (a shared system prompt above all) stay cached until evicted, though
+        their placement was forgotten when they ended."""
+        neighbours: list[list[str]] = [[] for _ in range(self.size)]
+        wanted = self.size * _NEIGHBOURS
+        for program in reversed(self._nodes):
+            r = self._ran_on.get(program)
+            if program == program_id or r is None or not 0 <= r < self.size:
+                continue
+            if len(neighbours[r]) >= _NEIGHBOURS or not self._keeps(
+                program, r, contexts, placements
+            ):
+                continue
+            neighbours[r].append(program)
+            wanted -= 1
+            if not wanted:
+                break
+        return neighbours
 
     def release(self, program_id: str) -> None:
         """The program's KV was released: its next call is placed again."""

@@ -206,6 +206,10 @@ class SimLiveRuntime:
         if action is CacheAction.RECOMPUTE:
             self._last_path.pop(program_id, None)
 
+    def program_ended(self, program_id: str) -> None:
+        """One engine, nothing placed: nothing to forget (the last path, kept for a program
+        that comes back under the same id, is bounded on its own)."""
+
     def set_policy(self, name: str) -> None:
         """Switch the ordering policy; ``KeyError`` for an unknown name."""
         policy = get_policy(name)

@@ -7,7 +7,9 @@ prefill and decode load), its later calls stay on that replica. What the simulat
 its own exact view: each replica's prefix index and load, and whether a replica still holds a
 program's context (some node of its last context that is its own is still cached, on any tier).
 A tool-wait ``recompute`` decision drops those nodes, so the program is placed again at its
-next call, as ``RankRouter.release`` does live; so is a program whose context was evicted.
+next call, as ``RankRouter.release`` does live; so is a program whose context was evicted. A
+program that ended is forgotten at once (:meth:`ReplicaRouter.forget`, the driver's
+``ProgramEnded``), as ``serve --dp`` forgets its rank.
 """
 
 from __future__ import annotations
@@ -94,6 +96,13 @@ class ReplicaRouter:
         if self._routed % 4096 == 0:
             self._prune()
         return e, found
+
+    def forget(self, program_id: str) -> None:
+        """The program ended: its replica no longer counts it (``ProgramEnded``; live,
+        ``Runtime.program_ended``)."""
+        self.rule.release(program_id)
+        self._runs.pop(program_id, None)
+        self._placed_with.pop(program_id, None)
 
     def _holds(self, program_id: str, rank: int) -> bool:
         """Whether ``rank`` still holds some of the program's own context (its KV there was

@@ -33,6 +33,7 @@ from agentconsole.scheduler.driver import (
     Action,
     CacheHint,
     ProgramDriver,
+    ProgramEnded,
     StartPrograms,
     StopProgram,
 )
@@ -224,6 +225,8 @@ class Simulation:
                     self._abort(call_id, now)
             elif isinstance(action, StopProgram):
                 self._end(self._runs[action.program_id], now, success=False)
+            elif isinstance(action, ProgramEnded):
+                self.router.forget(action.program_id)
         wake = self.driver.next_wake()
         if wake is not None and wake != self._door_wake:
             self._door_wake = wake

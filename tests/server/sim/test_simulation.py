@@ -8,6 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentconsole.kvtiers.node import Block
+from agentconsole.kvtiers.results import Match
+from agentconsole.kvtiers.router import AffinityRouter
 from agentconsole.kvtiers.tiers import Tier
 from agentconsole.sample_traces.format import (
     LLMNode,
@@ -24,6 +27,7 @@ from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.server.runtime.sim.calls import EngineConfig
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.engine import SimEngine
+from agentconsole.server.runtime.sim.programs import ProgramRun
 from agentconsole.server.runtime.sim.simulation import SimConfig, SimResult, Simulation
 
 COST = preset("H200-141GB", "llama-3.1-8b", 1)
@@ -109,6 +113,27 @@ def test_same_seed_same_result() -> None:
     assert _signature(a.events.events) == _signature(b.events.events)
     other = _run(generate("seed-mix", n_programs=30, rate=0.05, seed=8), policy="cp-cache")
     assert _signature(other.events.events) != _signature(a.events.events)
+
+
+def test_an_ended_program_leaves_its_replica() -> None:
+    """The driver's ``ProgramEnded``: once a program ends, its replica no longer counts it
+    (it would weigh on ties as load to come), as ``serve --dp`` drops its rank."""
+    programs = generate("seed-mix", n_programs=12, rate=0.05, seed=3)
+    sim = Simulation(programs, COST, SimConfig(replicas=2))
+    placed: set[str] = set()
+    route = sim.router.route
+
+    def recording(run: ProgramRun, blocks: list[Block]) -> tuple[int, Match]:
+        placed.add(run.trace.id)
+        return route(run, blocks)
+
+    sim.router.route = recording  # type: ignore[method-assign]
+    ended = Counter(e.kind for e in sim.run().events.events if e.kind in ENDS)
+    assert placed == {p.id for p in programs}
+    assert sum(ended.values()) == len(programs)
+    assert [p for p in placed if sim.router.rule.rank_of(p) is not None] == []
+    assert isinstance(sim.router.rule, AffinityRouter)
+    assert sim.router.rule.programs_per_rank() == [0, 0]
 
 
 # -- the seed's section 4: a program at 9/10 with one short verifier left vs a new 100K prefill
