@@ -52,7 +52,7 @@ from agentconsole.server.runtime.sglang.control import ControlState
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.replay import LiveReplay, ProgramOutcome, outcome_summary
 from agentconsole.server.runtime.sglang.textbook import TextBook
-from agentconsole.server.runtime.sglang.workload_scale import TINY_TIME_FACTOR, TINY_WORKLOADS
+from agentconsole.server.runtime.sglang.workload_scale import TINY_WORKLOADS
 from agentconsole.server.runtime.sim.costmodel import CostModel
 from agentconsole.server.runtime.sim.simulation import CostServiceModel
 
@@ -100,10 +100,11 @@ async def run_arm(
         pin_ranks=arm.pin_ranks,
     )
     # the fairness guard's aging bound and the preemption residency are production time
-    # constants (seconds of GPU service); the workload runs 10x faster, so they are too
+    # constants (seconds of GPU service); the workload runs faster (seed-mix 10x), so they are
+    _, time_factor = TINY_WORKLOADS[args.workload]
     control = ControlState(
-        fairness={"service_floor_s": 5.0 * TINY_TIME_FACTOR},
-        preemption={"min_residency_s": 0.25 * TINY_TIME_FACTOR},
+        fairness={"service_floor_s": 5.0 * time_factor},
+        preemption={"min_residency_s": 0.25 * time_factor},
     )
     runtime = SGLangRuntime(settings, policy=args.policy, control=control)
     await runtime.start()
@@ -163,7 +164,10 @@ async def main(args: argparse.Namespace) -> None:
     from agentconsole.server.runtime.sglang.tiny_model import make_tiny_model
 
     model = args.model or make_tiny_model(default_model_dir(RuntimeOptions()))
-    trace = TINY_WORKLOADS[args.workload](args.programs, args.rate, args.seed)
+    make, _ = TINY_WORKLOADS[args.workload]
+    trace = make(args.programs, args.rate, args.seed)
+    if args.warm_up < 0:
+        raise SystemExit("--warm-up: a number of programs, 0 or more")
     arms = (*ARMS, DOOR_ARM) if args.door else ARMS
     if args.dp > 1:
         arms = (arms[0], ROUND_ROBIN_ARM, *arms[1:])

@@ -20,7 +20,7 @@ given). ``overlap_weight = 0`` is pure load balancing.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -110,7 +110,8 @@ class ProgramRouter(Protocol):
         ...
 
     def release(self, program_id: str) -> None:
-        """The program's KV was given up: place its next call again."""
+        """The program's KV was given up, or the program ended: place its next call (if any)
+        again."""
         ...
 
     def drain(self, rank: int) -> None: ...
@@ -189,10 +190,6 @@ class AffinityRouter(_Ranks):
 
     def rank_of(self, program_id: str) -> int | None:
         return self._rank_of.get(program_id)
-
-    def mapped(self) -> Iterable[tuple[str, int]]:
-        """(program, rank) pairs, most recently routed first."""
-        return ((p, self._rank_of[p]) for p in reversed(self._rank_of))
 
     def release(self, program_id: str) -> None:
         self._rank_of.pop(program_id, None)

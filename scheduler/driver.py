@@ -132,9 +132,11 @@ class StopProgram:
 
 @dataclass(frozen=True, slots=True)
 class ProgramEnded:
-    """The program will send no more calls: drop what placing its calls keeps for it (the
-    replica or data-parallel rank it is mapped to, which would count as load to come). Its KV
-    is left to eviction."""
+    """The program ended (or, parked too long at the door, was dropped from the driver's
+    books): drop what placing its calls keeps for it (the replica or data-parallel rank it is
+    mapped to, which would count as load to come). Its KV is left to eviction; a later call
+    under the same id is placed again by the score. Sent once, for a program the driver
+    tracked (one that arrived, queued a call or ran a tool)."""
 
     program_id: str
 
@@ -497,10 +499,10 @@ class ProgramDriver:
         self.retained.pop(program_id, None)
 
     def _end(self, program_id: str, now: float) -> list[Action]:
-        had_calls = self._flights.pop(program_id, None) is not None
+        had_flight = self._flights.pop(program_id, None) is not None
         self._dirty.pop(program_id, None)
         self._release(program_id)
-        ended: list[Action] = [ProgramEnded(program_id)] if had_calls else []
+        ended: list[Action] = [ProgramEnded(program_id)] if had_flight else []
         return ended + self._started(self.door.finish(program_id, now))
 
     @staticmethod

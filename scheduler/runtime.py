@@ -290,9 +290,9 @@ class Runtime(Protocol):
         """Apply a tool-wait decision to the program's resident context."""
 
     def program_ended(self, program_id: str) -> None:
-        """The program will send no more calls: forget where its calls were placed (a
-        data-parallel rank mapping), so it no longer counts as load to come. Its KV stays
-        cached until evicted; a later call under the same id is placed again."""
+        """The program ended (the driver's ``ProgramEnded``): forget where its calls were
+        placed (a data-parallel rank mapping), so it no longer counts as load to come. Its KV
+        stays cached until evicted; a later call under the same id is placed again."""
 
     def set_policy(self, name: str) -> None:
         """Switch the ordering policy for waiting calls (by registry name)."""

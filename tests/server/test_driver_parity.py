@@ -176,9 +176,13 @@ def _bench() -> tuple[list[tuple[Any, ...]], list[tuple[str, float]]]:
     return recorder.decisions(), advisor.asked
 
 
-async def _serve() -> tuple[list[tuple[Any, ...]], list[tuple[str, float]]]:
+async def _serve(ended: list[str]) -> tuple[list[tuple[Any, ...]], list[tuple[str, float]]]:
+    """The script through serve's service; ``ended`` gets the programs it told its runtime
+    had ended (``ProgramEnded`` carried out), in order."""
     runtime = SimLiveRuntime(COST, time_scale=0.0, output_tokens=20)
     await runtime.start()
+    # the service carries ``ProgramEnded`` out on the runtime
+    runtime.program_ended = ended.append  # type: ignore[method-assign,assignment]
     service = ProgramService(runtime, EventHub(), door=DoorSettings(enabled=True))
     service.runtime_ready.set()
     advisor = FixedAdvisor()
@@ -217,7 +221,8 @@ async def _serve() -> tuple[list[tuple[Any, ...]], list[tuple[str, float]]]:
 
 def test_bench_and_serve_ask_the_driver_the_same_questions_and_get_the_same_answers() -> None:
     bench_log, bench_asked = _bench()
-    serve_log, serve_asked = asyncio.run(_serve())
+    ended: list[str] = []
+    serve_log, serve_asked = asyncio.run(_serve(ended))
     assert bench_log == serve_log
     assert bench_log == [
         ("arrive", "par-1"),
@@ -242,5 +247,6 @@ def test_bench_and_serve_ask_the_driver_the_same_questions_and_get_the_same_answ
         ("hint", "par-2", "recompute"),
         ("ended", "par-2"),
     ]
+    assert ended == ["par-1", "par-2"]
     # the last decision of each wait was taken on the same facts
     assert dict(bench_asked) == dict(serve_asked)

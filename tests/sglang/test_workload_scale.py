@@ -13,7 +13,7 @@ from agentconsole.server.runtime.sglang.workload_scale import (
 
 
 def test_every_tiny_workload_fits_the_model_context() -> None:
-    for name, make in TINY_WORKLOADS.items():
+    for name, (make, _) in TINY_WORKLOADS.items():
         programs = make(12, 4.0, 1)
         assert len(programs) == 12, name
         assert max(longest_context(p) for p in programs) <= TINY_MAX_CONTEXT, name

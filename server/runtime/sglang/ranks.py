@@ -2,22 +2,23 @@
 
 With ``dp_size > 1`` every rank is a scheduler with its own radix cache, so a program's later
 calls reuse its KV only on the rank that computed it. A program's first call is placed by the
-simulator's placement rule (``kvtiers.router.AffinityRouter``, scoring by ``route_cost``:
-cached tokens against prefill and decode load; ``sim.routing.ReplicaRouter`` asks the same);
-every later call is sent with that rank in ``routed_dp_rank``. The mapping is dropped when the
-program ends (``Runtime.program_ended``, the driver's ``ProgramEnded``), when its KV is
-released (a cancel, or a tool wait decided for recompute), when the rank no longer holds any of
-its context (the plugin's placement sweep of that rank says so: checked at the program's next
-call, and for every mapped program whenever a new one is placed on a tie), or when the rank is
-drained; the next call is then placed by the score again. Ties go to the rank with the fewest
-programs mapped to it: a mapped program is load to come.
+simulator's placement rule (``kvtiers.router.AffinityRouter``, scoring by ``route_cost``: cached
+tokens against prefill and decode load; ``sim.routing.ReplicaRouter`` asks the same); every
+later call is sent with that rank in ``routed_dp_rank``. The mapping is dropped when the program
+ends (``Runtime.program_ended``, the driver's ``ProgramEnded``), when its KV is released (a
+cancel, or a tool wait decided for recompute), when the rank no longer holds any of its context
+(the plugin's placement sweep of that rank says so: checked at the program's next call, and for
+every mapped program whenever a new one is placed; the simulator checks on a tie, which is when
+it changes a choice), or when the rank is drained; the next call is then placed by the score
+again. Ties go to the rank with the fewest programs mapped to it: a mapped program is load to
+come.
 
 Inputs are what the adapter knows at once, without asking the engine: its own calls in flight
 (prefill load: prompts not yet answered; decode load: context of calls streaming), each
-program's last context (``contexts``) and each rank's placement sweep (``placement.<rank>``).
-A prompt's cached tokens on a rank are the longest prefix it shares with the last context of
-its own program or of a recent program placed there (same cache salt: SGLang never shares a
-prefix across salts). Pure Python; no SGLang import.
+program's last context (``contexts``) and each rank's placement sweep (``placement.<rank>``). A
+prompt's cached tokens on a rank are the longest prefix it shares with the last context of its
+own program or of a program whose latest call ran there recently, ended ones too (same cache
+salt: SGLang never shares a prefix across salts). Pure Python; no SGLang import.
 """
 
 from __future__ import annotations
@@ -164,9 +165,9 @@ class RankRouter:
             r = self._ran_on.get(program)
             if program == program_id or r is None or not 0 <= r < self.size:
                 continue
-            if len(neighbours[r]) >= _NEIGHBOURS or not self._keeps(
-                program, r, contexts, placements
-            ):
+            if len(neighbours[r]) >= _NEIGHBOURS or contexts.get(program) is None:
+                continue  # a program with no remembered context tells nothing of the rank
+            if not self._keeps(program, r, contexts, placements):
                 continue
             neighbours[r].append(program)
             wanted -= 1
@@ -175,7 +176,8 @@ class RankRouter:
         return neighbours
 
     def release(self, program_id: str) -> None:
-        """The program's KV was released: its next call is placed again."""
+        """The program's KV was released, or the program ended: its next call (if any) is
+        placed again."""
         self.rule.release(program_id)
 
     def drain(self, rank: int) -> None:

@@ -8,6 +8,7 @@ the model's context, and every duration by another.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -150,5 +151,9 @@ def tiny_long_coding(n_programs: int, rate: float, seed: int) -> list[TraceProgr
     )
 
 
-#: the workloads the CPU benchmarks can replay, by name
-TINY_WORKLOADS = {"seed-mix": tiny_seed_mix, "long-coding": tiny_long_coding}
+#: the workloads the CPU benchmarks can replay, by name: how to make one, and the factor its
+#: durations were scaled by (time constants of the scheduler are scaled alike)
+TINY_WORKLOADS: dict[str, tuple[Callable[[int, float, int], list[TraceProgram]], float]] = {
+    "seed-mix": (tiny_seed_mix, TINY_TIME_FACTOR),
+    "long-coding": (tiny_long_coding, TINY_CODING_TIME_FACTOR),
+}

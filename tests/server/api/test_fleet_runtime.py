@@ -111,6 +111,23 @@ def test_abort_cache_hint_memory_and_snapshot() -> None:
     asyncio.run(scenario())
 
 
+def test_a_programs_end_reaches_the_models_that_ran_it() -> None:
+    async def scenario() -> None:
+        fleet = _fleet(0.0)
+        await fleet.start()
+        ended: dict[str, list[str]] = {"big": [], "small": []}
+        for name, seen in ended.items():
+            fleet.member(name).program_ended = seen.append  # type: ignore[method-assign,assignment]
+        await fleet.submit(_request("p1/n1/1", "small")).result()
+        fleet.program_ended("p1")
+        assert ended == {"big": [], "small": ["p1"]}
+        fleet.program_ended("never-ran")  # unknown: told to every model
+        assert ended == {"big": ["never-ran"], "small": ["p1", "never-ran"]}
+        await fleet.stop()
+
+    asyncio.run(scenario())
+
+
 def test_one_model_builds_the_plain_runtime_and_members_get_their_options() -> None:
     plain = build_runtime("sim", RuntimeOptions(model="llama-3.1-8b"), MODELS[1:])
     assert isinstance(plain, SimLiveRuntime)
