@@ -56,7 +56,11 @@ class RealServer:
                 "max_tokens": 16,
                 "agentconsole": {"program_id": program_id, "node_id": "n0"},
             }
-            http.post("/v1/chat/completions", json=chat).raise_for_status()
+            answer = http.post("/v1/chat/completions", json=chat)
+            if answer.is_error:  # a 500 is a bug the server logged: show its traceback
+                lines = [line for line in self.output if " - httpx - " not in line]
+                tail = "".join(lines[-60:])  # the demo agents' request lines left out
+                raise AssertionError(f"{answer.status_code} {answer.text}\nserver output:\n{tail}")
             node = {"node_id": "n1", "kind": "tool", "parents": ["n0"], "tool": "web_search"}
             http.post(f"/v1/programs/{program_id}/nodes", json=node).raise_for_status()
             start = {"node_id": "n1", "tool": "web_search"}
