@@ -6,12 +6,15 @@ call's ~80K-token KV), so the run uses 16 replicas behind the KV-aware router.
 Goal (issue 12): at most 3 s of wall time per policy, metrics included, on a 2-core machine.
 The CPU-time column is the same run's process time: on a shared machine, where wall time
 also counts other people's work, it is the figure to compare.
-Run: ``.venv/bin/python benchmarks/bench_sim_speed.py``.
+Run: ``.venv/bin/python benchmarks/bench_sim_speed.py`` (the interpreted package), or the
+compiled build: ``scripts/compile.sh && PYTHONPATH=build/compiled .venv/bin/python
+benchmarks/bench_sim_speed.py``; the table's title says which ran.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 
 from rich.console import Console
@@ -20,10 +23,18 @@ from rich.table import Table
 from agentconsole.sample_traces.generator import generate
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.policies import available
+from agentconsole.server.runtime.sim import engine
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
 
 GOAL_S = 3.0
+
+
+def build() -> str:
+    """Which build runs: the compiled one (``scripts/compile.sh``, first on ``PYTHONPATH``)
+    or the interpreted package."""
+    compiled = engine.__file__ is not None and not engine.__file__.endswith(".py")
+    return "compiled with mypyc" if compiled else "interpreted; scripts/compile.sh for mypyc"
 
 
 def main() -> None:
@@ -40,7 +51,7 @@ def main() -> None:
     table = Table(
         title=f"{args.programs:,} seed-mix programs over {args.hours:g} simulated h "
         f"on {args.replicas} x H200 / Llama-3.1-8B (trace generated in "
-        f"{generated:.2f} s)"
+        f"{generated:.2f} s; {build()})"
     )
     for col in (
         "policy",
@@ -55,6 +66,11 @@ def main() -> None:
     ):
         table.add_column(col, justify="right")
     for policy in args.policies.split(","):
+        # each policy from the same state, as if alone in its process (`bench` spreads
+        # policies over worker processes): the previous run's millions of objects are freed
+        # (end of the loop) and collected first, not while this one runs (measured: otherwise
+        # the later policies run 10-20% slower)
+        gc.collect()
         sim = Simulation(programs, preset(), SimConfig(policy=policy, replicas=args.replicas))
         cpu = time.process_time()
         result = sim.run()
@@ -73,6 +89,7 @@ def main() -> None:
             f"{report['e2e_p95_s']:.0f}",
             "met" if total <= GOAL_S else "MISSED",
         )
+        del sim, result, report
     Console().print(table)
 
 

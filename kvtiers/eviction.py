@@ -24,10 +24,13 @@ import math
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from agentconsole.kvtiers.node import Node
 from agentconsole.scheduler.registry import Registry
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class EvictionStrategy(ABC):
     """Scores nodes for eviction; smallest first. Implementations are small and stateless."""
 
@@ -49,7 +52,6 @@ get_strategy = STRATEGIES.create
 available_strategies = STRATEGIES.names
 
 
-@register_strategy
 class LRU(EvictionStrategy):
     """Least recently used first (SGLang's default radix eviction)."""
 
@@ -60,7 +62,9 @@ class LRU(EvictionStrategy):
         return node.last_access
 
 
-@register_strategy
+register_strategy(LRU)
+
+
 class Retention(EvictionStrategy):
     """LRU where a retained node counts as used at its retention deadline (soft retention),
     and a node held by a queued call counts as used in the future (it is about to be)."""
@@ -72,3 +76,6 @@ class Retention(EvictionStrategy):
         if node.queued_holds:
             return math.inf
         return max(node.last_access, node.retain_until)
+
+
+register_strategy(Retention)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from agentconsole.kvtiers.tiers import ALL_TIERS, Tier, TierModel
 
@@ -99,7 +99,10 @@ class ProgramRouter(Protocol):
     SGLang's ``RankRouter`` both ask one of these, so ``bench --replicas N`` places programs as
     ``serve --dp N`` does; each supplies its own view of loads, hits and resident contexts."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The name it is chosen by (``--routing``)."""
+        ...
 
     def route(self, program_id: str, prompt_tokens: int, holds: Holds, workers: WorkersOf) -> int:
         """The rank of the program's next call (``prompt_tokens`` its prompt)."""
@@ -150,7 +153,7 @@ class AffinityRouter(_Ranks):
     done when counting them matters (a tie), which gives the same choices as dropping them at
     every placement without a pass over every mapped program per placement."""
 
-    name = "affinity"
+    name: ClassVar[str] = "affinity"
 
     def __init__(self, size: int, weights: RouteWeights | None = None) -> None:
         super().__init__(size)
@@ -206,7 +209,7 @@ class RoundRobinRouter(_Ranks):
     cache (SGLang's own data-parallel default, ``load_balance_method=round_robin``): the
     baseline affinity is measured against."""
 
-    name = "round-robin"
+    name: ClassVar[str] = "round-robin"
 
     def __init__(self, size: int, weights: RouteWeights | None = None) -> None:
         super().__init__(size)

@@ -55,6 +55,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from agentconsole.kvtiers.tiers import Tier, TierModel
 from agentconsole.scheduler.latency import Constant, LatencyDistribution, LogNormal, expected_min
 from agentconsole.scheduler.registry import Registry
@@ -207,6 +209,7 @@ class Decision:
         return 0.0 if self.action is CacheAction.RECOMPUTE else self.retain_seconds
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ToolWaitPolicy(ABC):
     """Decides what happens to a program's private KV during a tool wait. Stateless."""
 
@@ -233,7 +236,6 @@ def _costs(wait: ToolWait, keep: float) -> dict[str, float]:
     }
 
 
-@register_tool_wait_policy
 class Keep(ToolWaitPolicy):
     """Soft-retain on HBM for a fixed quantile of the tool's latency (CacheTTL-style TTL)."""
 
@@ -248,7 +250,9 @@ class Keep(ToolWaitPolicy):
         return Decision(CacheAction.KEEP, tau, _costs(wait, keep_cost(wait, tau)))
 
 
-@register_tool_wait_policy
+register_tool_wait_policy(Keep)
+
+
 class Offload(ToolWaitPolicy):
     """Copy the private KV to DRAM now and reload it when the tool returns."""
 
@@ -260,7 +264,9 @@ class Offload(ToolWaitPolicy):
         return Decision(CacheAction.OFFLOAD, tau, _costs(wait, keep_cost(wait, tau)))
 
 
-@register_tool_wait_policy
+register_tool_wait_policy(Offload)
+
+
 class Recompute(ToolWaitPolicy):
     """Drop the private KV and prefill it again when the tool returns."""
 
@@ -275,7 +281,9 @@ class Recompute(ToolWaitPolicy):
         )
 
 
-@register_tool_wait_policy
+register_tool_wait_policy(Recompute)
+
+
 class Adaptive(ToolWaitPolicy):
     """Cheapest expected option, with the retention deadline chosen over latency quantiles."""
 
@@ -309,3 +317,6 @@ class Adaptive(ToolWaitPolicy):
         else:
             retain = 0.0
         return Decision(action, retain, costs)
+
+
+register_tool_wait_policy(Adaptive)

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from agentconsole.scheduler import dag
 from agentconsole.scheduler.creation import creation_data
+from agentconsole.scheduler.errors import UnknownProgram
 from agentconsole.scheduler.estimators import (
     OutputLengthEstimator,
     PredictionLog,
@@ -45,10 +46,6 @@ class QuotaExceeded(Exception):
         self.quota = quota
         self.limit = limit
         self.value = value
-
-
-class UnknownProgram(KeyError):
-    pass
 
 
 class ServiceModel(Protocol):

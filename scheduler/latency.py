@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 _STD_NORMAL = NormalDist()
 _SQRT2 = math.sqrt(2.0)
@@ -26,7 +26,6 @@ def _std_normal_quantile(q: float) -> float:
     return _STD_NORMAL.inv_cdf(q)
 
 
-@runtime_checkable
 class LatencyDistribution(Protocol):
     """A non-negative latency in seconds."""
 

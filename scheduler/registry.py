@@ -1,7 +1,11 @@
 """A registry of named, pluggable classes: policies, eviction strategies, tool-wait policies.
 
 Mechanism looks implementations up by name and never branches on one; adding a policy is a
-class with a ``name`` and a decorator.
+class with a ``name`` and a ``register`` call. In modules the compiled build compiles
+(``scripts/compile.sh``) the call follows the class instead of decorating it: mypyc leaves a
+decorated class interpreted, and an interpreted class cannot subclass a compiled one unless the
+base allows it (``mypyc_attr(allow_interpreted_subclasses=True)``, as the bases of the
+strategies and tool-wait policies do, so plug-ins written in Python still subclass them).
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ class Registry(Generic[T]):
         self._factories: dict[str, Callable[..., T]] = {}
 
     def register(self, cls: C) -> C:
-        """Class decorator: make ``cls`` available under ``cls.name``; a second class with the
-        same name is a ``ValueError``."""
+        """Make ``cls`` available under ``cls.name`` (a class decorator, or a call after the
+        class); a second class with the same name is a ``ValueError``."""
         name: str = cls.name  # type: ignore[attr-defined]
         if name in self._factories:
             raise ValueError(f"{self.what} {name!r} registered twice")

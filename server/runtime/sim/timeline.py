@@ -1,21 +1,37 @@
 """The simulator's typed events: what can happen at an instant of virtual time.
 
-Each event knows which :class:`~agentconsole.server.runtime.sim.simulation.Simulation` handler
-it fires (Vidur's shape: ``event.fire(sim, now)``), so the loop that pops the heap stays a few
-lines and never dispatches on a tag. Events are small slotted dataclasses; the heap orders
+Each event knows which handler of the simulation (:class:`Handlers`, which
+:class:`~agentconsole.server.runtime.sim.simulation.Simulation` implements) it fires (Vidur's
+shape: ``event.fire(sim, now)``), so the loop that pops the heap stays a few lines and never
+dispatches on a tag. Events are small slotted dataclasses; the heap orders
 ``(time, sequence, event)`` so two events are never compared.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from agentconsole.sample_traces.format import TraceProgram
+from agentconsole.server.runtime.sim.engine import Note
 
-if TYPE_CHECKING:
-    from agentconsole.server.runtime.sim.engine import Note
-    from agentconsole.server.runtime.sim.simulation import Simulation
+
+class Handlers(Protocol):
+    """What the events fire: the simulation's handlers. A protocol rather than the
+    ``Simulation`` class, which imports this module: the compiled build cannot compile a
+    module whose types close an import cycle (it crashes at import)."""
+
+    def arrive(self, program: TraceProgram, now: float) -> None: ...
+
+    def tool_done(self, program_id: str, node: int, attempt: int, now: float) -> None: ...
+
+    def cancel(self, program_id: str, now: float) -> None: ...
+
+    def engine_wakes(self, engine: int, stamp: int, now: float) -> None: ...
+
+    def answer_arrives(self, engine: int, note: Note, now: float) -> None: ...
+
+    def door_wakes(self, now: float) -> None: ...
 
 
 class SimEvent:
@@ -23,7 +39,7 @@ class SimEvent:
 
     __slots__ = ()
 
-    def fire(self, sim: Simulation, now: float) -> None:
+    def fire(self, sim: Handlers, now: float) -> None:
         raise NotImplementedError
 
 
@@ -31,7 +47,7 @@ class SimEvent:
 class ProgramArrives(SimEvent):
     program: TraceProgram
 
-    def fire(self, sim: Simulation, now: float) -> None:
+    def fire(self, sim: Handlers, now: float) -> None:
         sim.arrive(self.program, now)
 
 
@@ -43,7 +59,7 @@ class ToolReturns(SimEvent):
     node: int
     attempt: int
 
-    def fire(self, sim: Simulation, now: float) -> None:
+    def fire(self, sim: Handlers, now: float) -> None:
         sim.tool_done(self.program_id, self.node, self.attempt, now)
 
 
@@ -51,7 +67,7 @@ class ToolReturns(SimEvent):
 class ProgramCancelled(SimEvent):
     program_id: str
 
-    def fire(self, sim: Simulation, now: float) -> None:
+    def fire(self, sim: Handlers, now: float) -> None:
         sim.cancel(self.program_id, now)
 
 
@@ -63,7 +79,7 @@ class EngineWakes(SimEvent):
     engine: int
     stamp: int
 
-    def fire(self, sim: Simulation, now: float) -> None:
+    def fire(self, sim: Handlers, now: float) -> None:
         sim.engine_wakes(self.engine, self.stamp, now)
 
 
@@ -74,7 +90,7 @@ class AnswerArrives(SimEvent):
     engine: int
     note: Note
 
-    def fire(self, sim: Simulation, now: float) -> None:
+    def fire(self, sim: Handlers, now: float) -> None:
         sim.answer_arrives(self.engine, self.note, now)
 
 
@@ -82,5 +98,5 @@ class AnswerArrives(SimEvent):
 class DoorWakes(SimEvent):
     """A retention counted at the admission door lapses: parked programs may start."""
 
-    def fire(self, sim: Simulation, now: float) -> None:
+    def fire(self, sim: Handlers, now: float) -> None:
         sim.door_wakes(now)
