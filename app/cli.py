@@ -96,6 +96,14 @@ def main() -> None:
     help="Program-aware policies start a new program only while memory holds the started ones.",
 )
 @click.option(
+    "--rank-aware-steps/--no-rank-aware-steps",
+    default=True,
+    show_default=True,
+    help="Compose engine steps by the policy's rank (a worse-ranked prefill runs stall-free"
+    " behind better-ranked decoders); --no-rank-aware-steps composes them by admission order,"
+    " as SGLang with agentconsole's plugin does.",
+)
+@click.option(
     "--replicas",
     type=click.IntRange(min=1),
     default=1,

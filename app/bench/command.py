@@ -81,6 +81,7 @@ def run_bench(**opts: Any) -> None:
         routing=opts["routing"],
         host_tier=opts["host_tier"],
         holds=opts["holds"],
+        rank_aware_steps=opts["rank_aware_steps"],
         admission=opts["admission"],
         params=tuple(_param(text) for text in opts["workload_params"]),
         models=opts["models"],

@@ -88,6 +88,9 @@ class BenchSetup:
     #: default) and the program admission gate (on)
     holds: bool = False
     admission: bool = True
+    #: compose engine steps by the policy's rank (``EngineConfig.rank_aware_steps``); False is
+    #: what SGLang does with the plugin, which orders its queue, not its batches
+    rank_aware_steps: bool = True
     #: workload parameter overrides (``--set key=value``)
     params: tuple[tuple[str, Any], ...] = ()
     #: what the simulated prefix cache reuses after a mid-prompt insertion
@@ -128,6 +131,7 @@ def engine_config(setup: BenchSetup, baseline: Baseline | None = None) -> Engine
     holds = setup.holds if baseline is None else baseline.holds
     mode = setup.prefix_cache if baseline is None else baseline.prefix_cache
     base = EngineConfig(
+        rank_aware_steps=setup.rank_aware_steps,
         hold_queued_context=holds,
         prefix_cache=get_prefix_cache(mode),
         cross_model=get_cross_model(setup.cross_model_kv),

@@ -144,6 +144,20 @@ def test_program_aware_mechanisms_can_be_ablated(tmp_path: Path) -> None:
     assert setup["admission"] is False
 
 
+def test_steps_composed_by_admission_order_as_sglang_does(tmp_path: Path) -> None:
+    """``--no-rank-aware-steps`` is the engine SGLang runs with the plugin (it orders its
+    queue, not its batches): a new prefill's chunks no longer hide under the running calls'
+    decode steps, so the same programs take longer."""
+    args = ("--policies", "fcfs", "--programs", "30", "--rate", "0.1")
+    _, ranked, _ = _bench(tmp_path, *args)
+    _, admitted, _ = _bench(tmp_path, *args, "--no-rank-aware-steps")
+    assert ranked["setup"]["rank_aware_steps"] is True
+    assert admitted["setup"]["rank_aware_steps"] is False
+    slower = admitted["policies"]["fcfs"]["e2e_p50_s"] / ranked["policies"]["fcfs"]["e2e_p50_s"]
+    assert slower > 1.2
+    assert admitted["policies"]["fcfs"]["tbt_p50_s"] > ranked["policies"]["fcfs"]["tbt_p50_s"]
+
+
 def test_stock_sglang_and_the_load_sweep(tmp_path: Path) -> None:
     """``stock-sglang`` is fcfs with plain LRU, no host tier and no door; ``--loads`` runs
     every policy at multiples of the measured peak, with an infinite-cache oracle's hits."""
