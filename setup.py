@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +66,16 @@ def _compiled_extensions(package_dir: dict[str, str]) -> list[Any]:
         for source in sorted((ROOT / folder).glob("*.py"))
         if source.name not in INTERPRETED and f"{folder}/{source.name}" not in INTERPRETED
     ]
-    return list(
-        mypycify(paths, opt_level="3", group_name="agentconsole", target_dir="build/mypyc/c")
-    )
+    target = str(ROOT / "build" / "mypyc" / "c")
+    return list(mypycify(paths, opt_level="3", group_name="agentconsole", target_dir=target))
 
 
 PACKAGES, PACKAGE_DIR = _packages()
-COMPILE = os.environ.get("AGENTCONSOLE_COMPILE") == "1"
+# only a command that builds extensions compiles (pip runs setup.py for metadata first, and
+# mypyc's whole-program analysis takes a minute); an editable install never does
+COMPILE = os.environ.get("AGENTCONSOLE_COMPILE") == "1" and bool(
+    {"bdist_wheel", "build_ext", "build"} & set(sys.argv[1:])
+)
 setup(
     packages=PACKAGES,
     package_dir=PACKAGE_DIR,

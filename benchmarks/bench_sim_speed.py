@@ -23,7 +23,7 @@ from rich.table import Table
 from agentconsole.sample_traces.generator import generate
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.policies import available
-from agentconsole.server.runtime.sim import engine
+from agentconsole.server.runtime.sim import compiled
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
 
@@ -31,10 +31,8 @@ GOAL_S = 3.0
 
 
 def build() -> str:
-    """Which build runs: the compiled one (``scripts/compile.sh``, first on ``PYTHONPATH``)
-    or the interpreted package."""
-    compiled = engine.__file__ is not None and not engine.__file__.endswith(".py")
-    return "compiled with mypyc" if compiled else "interpreted; scripts/compile.sh for mypyc"
+    """Which build runs: the compiled one or the interpreted package."""
+    return "compiled with mypyc" if compiled() else "interpreted; scripts/compile.sh for mypyc"
 
 
 def main() -> None:

@@ -27,7 +27,9 @@ def _std_normal_quantile(q: float) -> float:
 
 
 class LatencyDistribution(Protocol):
-    """A non-negative latency in seconds."""
+    """A non-negative latency in seconds. A static protocol (mypy checks it; not
+    ``runtime_checkable``, which the compiled build cannot compile), so ``isinstance`` with it
+    raises ``TypeError``."""
 
     def mean(self) -> float:
         """Expected latency."""

@@ -47,12 +47,15 @@ else
 fi
 
 # Debian packages: bubblewrap (and the Debian python3 and util-linux prlimit it runs) for the
-# gateway's sandboxed code executor, in both profiles (serve needs it); chromium for the tests.
+# gateway's sandboxed code executor, in both profiles (serve needs it); chromium and a C
+# compiler for the tests.
 debs=()
 [[ -x /usr/bin/bwrap ]] || debs+=(bubblewrap)
 [[ -x /usr/bin/python3 ]] || debs+=(python3)
 [[ -x /usr/bin/prlimit ]] || debs+=(util-linux)
 [[ $WITH_TESTS == 1 && ! -x /usr/bin/chromium ]] && debs+=(chromium)
+# a C compiler for the compiled build's test (scripts/compile.sh, tests/compiled)
+[[ $WITH_TESTS == 1 ]] && ! command -v cc >/dev/null 2>&1 && debs+=(gcc)
 if (( ${#debs[@]} )); then
     echo "setup: installing Debian's ${debs[*]}"
     SUDO=""

@@ -148,7 +148,7 @@ def test_steps_composed_by_admission_order_as_sglang_does(tmp_path: Path) -> Non
     """``--no-rank-aware-steps`` is the engine SGLang runs with the plugin (it orders its
     queue, not its batches): a new prefill's chunks no longer hide under the running calls'
     decode steps, so the same programs take longer."""
-    args = ("--policies", "fcfs", "--programs", "30", "--rate", "0.1")
+    args = ("--policies", "fcfs", "--rate", "0.1")
     _, ranked, _ = _bench(tmp_path, *args)
     _, admitted, _ = _bench(tmp_path, *args, "--no-rank-aware-steps")
     assert ranked["setup"]["rank_aware_steps"] is True

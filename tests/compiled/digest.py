@@ -12,7 +12,7 @@ from typing import Any
 
 from agentconsole.sample_traces.generator import generate
 from agentconsole.scheduler.metrics import MetricsAggregator
-from agentconsole.server.runtime.sim import engine
+from agentconsole.server.runtime.sim import compiled
 from agentconsole.server.runtime.sim.calls import EngineConfig
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
@@ -60,7 +60,6 @@ def digest(workload: str, n: int, rate: float, fields: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    compiled = engine.__file__ is not None and not engine.__file__.endswith(".py")
-    print("build:", "compiled" if compiled else "interpreted")
+    print("build:", "compiled" if compiled() else "interpreted")
     for config in CONFIGS:
         print(digest(*config))

@@ -37,8 +37,9 @@ class EngineConfig:
     #: decode tokens ride along with prefill chunks in one step (SGLang --enable-mixed-chunk,
     #: vLLM v1's default); without it decoding stalls while any prefill is pending
     mixed_chunk: bool = True
-    #: while calls ranked better than every pending prefill are decoding, run decode-only
-    #: steps (the policy orders the step's work, not only admission)
+    #: while calls ranked better than every pending prefill are decoding, prefill only a
+    #: stall-free chunk mixed into their steps (the policy orders the step's work, not only
+    #: admission); False composes steps by admission order, as SGLang does with the plugin
     rank_aware_steps: bool = True
     mem_fraction_static: float = 0.9
     #: the GPU KV pool in tokens (SGLang's ``--max-total-tokens``); None: what the GPU preset
