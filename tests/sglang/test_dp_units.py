@@ -4,12 +4,14 @@ per-rank telemetry."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
 import pytest
 
 from agentconsole.scheduler.events import EventKind, EventLog
+from agentconsole.scheduler.runtime import CacheAction
 from agentconsole.server.runtime.sglang.contexts import ProgramContexts
 from agentconsole.server.runtime.sglang.control import rank_file, write_json_atomic
 from agentconsole.server.runtime.sglang.engine_config import (
@@ -231,6 +233,23 @@ def test_an_ended_program_no_longer_counts_on_its_rank(tmp_path: Path) -> None:
     # the next new program goes to A's rank, now the one with fewer programs
     assert runtime.router.route("C", SALT, [7, 8], 2, [], contexts, NO_PLACEMENT) == a
     runtime.program_ended("never-routed")  # nothing to forget: no error
+
+
+def test_an_ended_program_gives_up_its_kept_context(tmp_path: Path) -> None:
+    """A program that ends in a tool wait with its context kept (``cache_hint(KEEP)``): the
+    plugin is told to end the retention at once, not at its deadline minutes later."""
+    from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
+    from agentconsole.server.runtime.sglang.retention import RELEASE
+
+    runtime = SGLangRuntime(EngineSettings(model_path=tmp_path), state_dir=tmp_path)
+    asyncio.run(runtime.cache_hint("A", CacheAction.KEEP, 600.0))
+    asyncio.run(runtime.cache_hint("B", CacheAction.KEEP, 600.0))
+    runtime.program_ended("A")
+    retention = runtime.control.state.retention
+    assert retention["A"].action == RELEASE
+    assert retention["B"].action == "keep"  # the others keep theirs
+    runtime.program_ended("never-kept")  # nothing to end: no hint written
+    assert "never-kept" not in retention
 
 
 def test_an_ended_programs_cached_prefix_still_pulls_new_programs() -> None:

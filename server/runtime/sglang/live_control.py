@@ -113,8 +113,11 @@ class LiveControl:
         return True
 
     def program_ended(self, program_id: str) -> None:
-        """With data-parallel ranks, the program's rank stops counting it (``RankRouter``);
-        what the rank's radix tree holds of it is left to eviction."""
+        """A program that ended in a tool wait (cancelled, stopped, idle) has no call coming
+        back for its kept context: the retention ends now rather than at its deadline. With
+        data-parallel ranks, the program's rank stops counting it (``RankRouter``). What the
+        radix tree holds of it is left to eviction (a shared prefix stays useful)."""
+        self._release(program_id)
         if self.router is not None:
             self.router.release(program_id)
 
@@ -167,7 +170,8 @@ class LiveControl:
         self._gate.set()
 
     def _release(self, program_id: str) -> None:
-        """The program is back from its tool wait: end the retention of its context."""
+        """The program is back from its tool wait, or ended: end the retention of its
+        context."""
         hint = self.control.state.retention.get(program_id)
         if hint is not None and hint.action == "keep":
             self._retention_seq += 1
