@@ -182,6 +182,10 @@
   const MAX_ROWS = 500;
   let shownKey = "";
   let programsSeen = "";
+  // Rows do not move under the pointer: while it is over the table the rows' order and set
+  // are held (a reorder between a press and its release drops the click, or lands it on
+  // another program); their cells still update, and leaving the table applies the rest.
+  let pointerOverPrograms = false;
   function renderPrograms(st) {
     const { col, dir } = st.sort;
     const seen = [st.programsVersion, st.filter, col, dir].join("|");
@@ -198,7 +202,10 @@
     const shown = rows.slice(0, MAX_ROWS);
     const key = shown.map((p) => p.program_id).join("\n");
     const trs = shown.map(programRow);
-    if (key !== shownKey) { body.replaceChildren(...trs); shownKey = key; }
+    if (key !== shownKey) {
+      if (pointerOverPrograms) programsSeen = "";  // held: redo once the pointer leaves
+      else { body.replaceChildren(...trs); shownKey = key; }
+    }
     for (const id of rowCache.keys()) if (!st.programs.has(id)) rowCache.delete(id);
     const hidden = Math.max(0, st.programsTotal - st.programs.size) + (rows.length - shown.length);
     $("#programs-count").textContent = shown.length + " shown of " + st.programs.size +
@@ -354,6 +361,9 @@
     $("#forget").addEventListener("click", () => AC.setKey(""));
     $("#filter").addEventListener("input", (e) => { AC.state.filter = e.target.value; AC.schedule(); });
     $("#scope").addEventListener("change", (e) => { AC.state.scope = e.target.value; AC.poll(true); });
+    const programs = $("#programs tbody");
+    programs.addEventListener("pointerenter", () => { pointerOverPrograms = true; });
+    programs.addEventListener("pointerleave", () => { pointerOverPrograms = false; AC.schedule(); });
     for (const th of document.querySelectorAll("#programs th[data-sort]")) {
       th.addEventListener("click", () => {
         const s = AC.state.sort;
