@@ -8,47 +8,67 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
+from agentconsole.bench.runner import BASELINES, BenchSetup, engine_config
 from agentconsole.sample_traces.generator import generate
 from agentconsole.scheduler.metrics import MetricsAggregator
+from agentconsole.scheduler.policies import available
 from agentconsole.server.runtime.sim import compiled
 from agentconsole.server.runtime.sim.calls import EngineConfig
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
 
-# (workload, programs, arrivals per second, SimConfig fields with EngineConfig's under
-# "engine"): every policy on the mixed workload, then the mechanisms apart (the door at
-# overload, holds, no host tier, the fixed tool-wait policies, several replicas under both
-# placements, long growing sessions)
-CONFIGS: list[tuple[str, int, float, dict[str, Any]]] = [
-    *[("seed-mix", 60, 0.08, {"policy": p}) for p in ("fcfs", "sjf", "plas", "atlas")],
-    *[("seed-mix", 60, 0.08, {"policy": p}) for p in ("progress", "critical-path", "cp-cache")],
-    ("seed-mix", 60, 0.3, {"policy": "cp-cache"}),
-    ("seed-mix", 60, 0.3, {"policy": "cp-cache", "engine": {"hold_queued_context": True}}),
-    ("two-tenants", 60, 0.08, {"policy": "cp-cache", "engine": {"host_kv_tokens": 0}}),
-    *[("coding-agent", 40, 0.06, {"policy": "plas", "kv_policy": k}) for k in ("keep", "offload")],
-    ("coding-agent", 40, 0.06, {"policy": "plas", "kv_policy": "recompute"}),
-    (  # what bench calls stock-sglang
+# (what varies, workload, programs, arrivals per second, configuration): every policy on the
+# mixed workload, then the mechanisms apart (the door at overload, holds, no host tier, the
+# fixed tool-wait policies, bench's stock-sglang, several replicas under both placements, long
+# growing sessions)
+_STOCK = BASELINES["stock-sglang"]
+CONFIGS: list[tuple[str, str, int, float, SimConfig]] = [
+    *[(p, "seed-mix", 60, 0.08, SimConfig(policy=p)) for p in available()],
+    ("door", "seed-mix", 60, 0.3, SimConfig(policy="cp-cache")),
+    (
+        "holds",
+        "seed-mix",
+        60,
+        0.3,
+        SimConfig(policy="cp-cache", engine=EngineConfig(hold_queued_context=True)),
+    ),
+    (
+        "no host tier",
+        "two-tenants",
+        60,
+        0.08,
+        SimConfig(policy="cp-cache", engine=EngineConfig(host_kv_tokens=0)),
+    ),
+    *[
+        (k, "coding-agent", 40, 0.06, SimConfig(policy="plas", kv_policy=k))
+        for k in ("keep", "offload", "recompute")
+    ],
+    (
+        "stock-sglang",
         "wide-fanout",
         40,
         1.5,
-        {
-            "policy": "fcfs",
-            "program_admission": False,
-            "engine": {"eviction": "lru", "host_kv_tokens": 0},
-        },
+        SimConfig(
+            policy=_STOCK.policy,
+            program_admission=_STOCK.admission,
+            engine=engine_config(BenchSetup(), _STOCK),
+        ),
     ),
-    ("seed-mix", 80, 0.5, {"policy": "cp-cache", "replicas": 3}),
-    ("seed-mix", 80, 0.5, {"policy": "fcfs", "replicas": 3, "routing": "round-robin"}),
-    ("long-coding", 8, 0.01, {"policy": "cp-cache"}),
+    ("affinity", "seed-mix", 80, 0.5, SimConfig(policy="cp-cache", replicas=3)),
+    (
+        "round-robin",
+        "seed-mix",
+        80,
+        0.5,
+        SimConfig(policy="fcfs", replicas=3, routing="round-robin"),
+    ),
+    ("long sessions", "long-coding", 8, 0.01, SimConfig(policy="cp-cache")),
 ]
 
 
-def digest(workload: str, n: int, rate: float, fields: dict[str, Any]) -> str:
+def digest(label: str, workload: str, n: int, rate: float, config: SimConfig) -> str:
     programs = generate(workload, n_programs=n, rate=rate, seed=3)
-    engine_fields = fields.get("engine", {})
-    config = SimConfig(**{**fields, "engine": EngineConfig(**engine_fields)})
     result = Simulation(programs, preset(), config).run()
     report = MetricsAggregator().observe_all(result.events.events).report()
     report.pop("wall_s", None)
@@ -56,7 +76,7 @@ def digest(workload: str, n: int, rate: float, fields: dict[str, Any]) -> str:
     for event in result.events.events:
         sha.update(json.dumps(event.to_json(), sort_keys=True).encode())
     sha.update(json.dumps(report, sort_keys=True, default=str).encode())
-    return f"{workload} {n} {rate} {sorted(fields.items())} {len(result.events)} {sha.hexdigest()}"
+    return f"{label}: {workload} {n} {rate} {len(result.events)} {sha.hexdigest()}"
 
 
 if __name__ == "__main__":
