@@ -12,6 +12,9 @@ Goals (issue "Serve"): ingest >= 100,000 events/s; p99 append-to-ack <= 50 ms.
 * ``+ bg``: the same with a second thread emitting a background event firehose.
 * ``event emit -> committed``: fire-and-forget events at a paced rate (``serve``'s path); the
   time from ``emit()`` until the event's batch has committed, i.e. what a crash could lose.
+  Not a goal of its own: it is the event lane's linger (``StoreConfig.event_linger_s``, chosen
+  for the API's tail, docs/BENCHMARKS.md section 7) plus one commit, and the row checks that
+  bound (linger + 50 ms).
 """
 
 from __future__ import annotations
@@ -196,11 +199,19 @@ def main() -> None:
         default=15_000.0,
         help="emitted events/s for the commit-lag row (the API emits ~7 per call)",
     )
-    parser.add_argument("--linger-ms", type=float, default=0.0)
+    parser.add_argument(
+        "--linger-ms",
+        type=float,
+        default=None,
+        help="both lanes' linger (default: the store's own, StoreConfig)",
+    )
     parser.add_argument("--dir", type=Path, default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        config = StoreConfig(linger_s=args.linger_ms / 1e3)
+        config = StoreConfig()
+        if args.linger_ms is not None:
+            linger = args.linger_ms / 1e3
+            config = StoreConfig(linger_s=linger, event_linger_s=linger)
         with Store.open(Path(tmp) / "bench.duckdb", config) as store:
             event = _events(1)[0]
             action = OperatorAction(time.time(), "bench", "boost", "prog-1", "ok")
@@ -229,9 +240,10 @@ def main() -> None:
     print(f"{'  enqueue only, ev/s':48s} {ingest['enqueue_per_s']:12,.0f}")
     print(f"{'  mean batch (events/commit)':48s} {ingest['mean_batch']:12,.0f}")
     print(f"{'  dropped':48s} {ingest['dropped']:12,.0f}  0")
-    for name, res in [*lags, *rows]:
+    lag_bound = f"<= {config.event_linger_s * 1e3 + 50:.0f} (linger + 50)"
+    for (name, res), bound in [*((lag, lag_bound) for lag in lags), *((r, "<= 50") for r in rows)]:
         print(f"{name + ' p50 ms':48s} {res['p50_ms']:12.2f}")
-        print(f"{name + ' p99 ms':48s} {res['p99_ms']:12.2f}  <= 50")
+        print(f"{name + ' p99 ms':48s} {res['p99_ms']:12.2f}  {bound}")
         print(f"{name + ' max ms':48s} {res['max_ms']:12.2f}")
 
 

@@ -115,6 +115,8 @@ class OperatorController(Controller):
     ) -> JSON:
         """Operator actions, newest first."""
         del operator_principal
+        # refusals are noted without waiting (``put``): read what was noted before this call
+        await asyncio.wrap_future(live.store.writer.flush())
         rows = await asyncio.to_thread(live.store.repo.audit_log, limit=limit)
         return {
             "actions": [

@@ -28,18 +28,25 @@ class StoreConfig:
     #: Most rows (events plus records) committed in one transaction.
     max_batch_rows: int = 5000
     #: How long the main lane gathers work after a first item nobody waits on, in seconds.
-    #: 0 commits as soon as the queue is empty: batches then grow on their own while a commit
-    #: (an fsync) is under way. An item someone waits on never lingers: it ends a linger at
-    #: once, and a batch it starts is committed at once. Nor does a lane linger while a full
-    #: batch is queued.
-    linger_s: float = 0.0
-    #: The same for the event lane. Fire-and-forget events are its bulk, and each batch has
-    #: a fixed cost of ~1.4 ms of the writer's CPU and GIL time (DuckDB's Python layer,
-    #: the commit) taken from the serving thread: at 5 ms that was a fifth of a core under
-    #: the API's load. 20 ms keeps it to ~50 batches a second while an event still reaches
-    #: the disk within ~50 ms of being emitted (p99), which bounds what a crash can lose
-    #: (docs/BENCHMARKS.md sections 6 and 7).
-    event_linger_s: float = 0.02
+    #: An item someone waits on never lingers: it ends a linger at once, and a batch it
+    #: starts is committed at once; nor does a lane linger while a full batch is queued. So
+    #: only fire-and-forget rows wait (each call's prompt blocks, the projector's rows), and
+    #: a crash can lose at most this much of them, as with Postgres' asynchronous commit
+    #: (``wal_writer_delay``, 200 ms by default); the projector's rows are rebuilt from the
+    #: event log on restart anyway.
+    #:
+    #: Why not 0: every batch costs the serving thread 1-2 ms of waiting however small it is.
+    #: duckdb-python takes the GIL back after each task of a statement, and CPython 3.11 asks
+    #: a GIL holder to yield only when no switch happened during the waiter's whole switch
+    #: interval, so each retake restarts the waiter's clock and a request that arrives during
+    #: a batch waits until the commit's fsync releases the GIL. At 0 the main lane committed
+    #: once per call (the prompt blocks); 200 ms for both lanes took the API's sequential p99
+    #: from 2.9-3.5 ms to 1.15-1.19 ms in alternated runs (docs/BENCHMARKS.md section 7).
+    linger_s: float = 0.2
+    #: The same for the event lane, whose bulk is fire-and-forget events (at 20 ms, ~50
+    #: batches a second each took 1-2 ms from the serving thread). A crash loses at most the
+    #: events of the last linger; acknowledged ones (``StoreWriter.append``) never wait.
+    event_linger_s: float = 0.2
     #: Queue length above which fire-and-forget events are dropped (and counted).
     max_queue: int = 1_000_000
     #: Idle time after which the writer checkpoints if anything was committed since.
