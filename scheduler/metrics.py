@@ -177,7 +177,7 @@ class MetricsAggregator:
         parents = str(e.data.get("parents") or "")
         program.nodes[e.node_id] = _Node(
             kind=str(e.data.get("kind", "llm")),
-            parents=tuple(p for p in parents.split(",") if p),
+            parents=tuple(filter(None, parents.split(","))) if parents else (),
             branch=str(e.data.get("branch", "main")),
         )
 

@@ -17,14 +17,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 from agentconsole.scheduler.controller import ProgramController
 from agentconsole.scheduler.events import Event
 from agentconsole.scheduler.program import Program
 from agentconsole.server.live.insertionbook import InsertionBook
 from agentconsole.server.live.periodic import Periodic
-from agentconsole.server.live.views import SYNCED_SEQ, node_record, program_record
+from agentconsole.server.live.views import node_record, program_record
 from agentconsole.server.store.records import AttemptRecord, ProgramRecord, Record
 from agentconsole.server.store.syncmarks import PROJECTOR, SyncMarkRecord
 from agentconsole.server.store.writer import StoreWriter
@@ -108,18 +107,14 @@ class StoreProjector:
             self._put(rows, mark)
 
     def _program_row(self, program: Program, now: float) -> ProgramRecord:
-        record = program_record(program, now, self.insertions)
-        data = {**record.data, SYNCED_SEQ: self.last_seq()}
-        return replace(record, data=data)
+        return program_record(program, now, self.insertions, self.last_seq())
 
     def _node_rows(self, program: Program, nid: str, now: float, rows: list[Record]) -> int:
         """Add the rows of one node and its attempts to ``rows``; 1 if it exists (else 0)."""
         node = program.nodes.get(nid)
         if node is None:
             return 0
-        record = node_record(program, node, now, self.insertions)
-        data = {**record.data, SYNCED_SEQ: self.last_seq()}
-        rows.append(replace(record, data=data))
+        rows.append(node_record(program, node, now, self.insertions, self.last_seq()))
         for attempt in node.attempts:
             rows.append(
                 AttemptRecord(

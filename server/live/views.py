@@ -200,12 +200,18 @@ def key_of(program: Program, policy: Policy, tickets: list[Any], now: float) -> 
 
 # -- store records --------------------------------------------------------------------------------
 def program_record(
-    program: Program, now: float, insertions: InsertionBook | None = None
+    program: Program,
+    now: float,
+    insertions: InsertionBook | None = None,
+    synced_seq: int | None = None,
 ) -> ProgramRecord:
-    """The store row of ``program``: its summary (and its ``prompt_insertions``) in ``data``."""
+    """The store row of ``program``: its summary (and its ``prompt_insertions``) in ``data``,
+    with ``synced_seq`` under :data:`SYNCED_SEQ` when given (the projector's mark)."""
     data: JSON = {**summary_json(program), "quotas": quotas_json(program)}
     if insertions is not None:
         data[PROGRAM_KEY] = insertions.program(program.program_id)
+    if synced_seq is not None:
+        data[SYNCED_SEQ] = synced_seq
     return ProgramRecord(
         program_id=program.program_id,
         tenant=program.tenant,
@@ -220,12 +226,19 @@ def program_record(
 
 
 def node_record(
-    program: Program, node: Node, now: float, insertions: InsertionBook | None = None
+    program: Program,
+    node: Node,
+    now: float,
+    insertions: InsertionBook | None = None,
+    synced_seq: int | None = None,
 ) -> NodeRecord:
-    """The store row of ``node``: its ``Node`` JSON (with its ``prompt_insertion``) in ``data``."""
+    """The store row of ``node``: its ``Node`` JSON (with its ``prompt_insertion``) in ``data``,
+    with ``synced_seq`` as :func:`program_record` puts it."""
     data = node_json(node)
     if insertions is not None:
         insertions.annotate_node(program.program_id, data)
+    if synced_seq is not None:
+        data[SYNCED_SEQ] = synced_seq
     return NodeRecord(
         program_id=program.program_id,
         node_id=node.node_id,
