@@ -194,9 +194,23 @@ class PrefixIndex(TierTree):
         """
         if until <= now:
             return 0
+        return self._retarget(nodes, until, lower=False)
+
+    def end_retention(self, nodes: Sequence[Node], now: float) -> int:
+        """End the soft retention of ``nodes`` at ``now``, before its deadline (the program
+        came back, or ended, sooner than predicted).
+
+        Changes: ``retain_until = now`` on each live node retained past ``now``, so it ranks as
+        ordinary cache again. Returns the tokens released.
+        """
+        return self._retarget(nodes, now, lower=True)
+
+    def _retarget(self, nodes: Sequence[Node], until: float, *, lower: bool) -> int:
+        """Move the retention deadline of each live node to ``until`` where that lowers it
+        (``lower``) or raises it (else), re-ranking evictable ones; the tokens moved."""
         tokens = 0
         for node in nodes:
-            if node.dead or node.retain_until >= until:
+            if node.dead or (node.retain_until <= until if lower else node.retain_until >= until):
                 continue
             node.retain_until = until
             tokens += node.tokens

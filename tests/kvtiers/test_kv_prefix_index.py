@@ -328,6 +328,18 @@ def test_retention_decays_to_lru_after_its_deadline() -> None:
     assert not _retention_scenario("retention", retain=True, later_access=12.0)
 
 
+def test_ending_a_retention_early_lets_lru_evict_it_again() -> None:
+    ix = make(hbm=40, dram=0, strategy="retention")
+    waiting = ix.insert("T", seq(("waiting", 20)), 0.0).path
+    ix.retain(waiting, until=10.0, now=0.0)
+    assert ix.end_retention(waiting, 4.0) == 20
+    assert ix.end_retention(waiting, 4.5) == 0  # already ended
+    ix.insert("T", seq(("other", 20)), 5.0)
+    ix.make_room(HBM, 20, 5.5)
+    ix.check_integrity()
+    assert _dead(waiting[0])  # the older, no longer retained context went first
+
+
 def test_retain_ignores_past_deadlines_and_dead_nodes() -> None:
     ix = make(strategy="retention")
     path = ix.insert("T", seq(("a", 10)), 0.0).path

@@ -96,7 +96,10 @@ class SimEngine:
 
     # -- requests -------------------------------------------------------------------------
     def submit(self, call: SimCall, now: float) -> None:
-        """Queue ``call`` under its ticket (its id must be new to the engine)."""
+        """Queue ``call`` under its ticket (its id must be new to the engine). Its program is
+        back from its tool wait: what a keep decision retained for it is ordinary cache again
+        (:meth:`release_kept`), as on SGLang."""
+        self.kv.release_kept(call.ticket.program_id, now)
         call.phase = Phase.QUEUED
         call.submitted_at = call.queued_at = now
         if call.prompt_tokens + call.output_tokens > self.index.capacity(Tier.HBM):
@@ -135,6 +138,11 @@ class SimEngine:
             return False
         self._preempt(call, now)
         return True
+
+    def release_kept(self, program_id: str, now: float) -> int:
+        """End the program's keep decision now (it ended, or its next call came); the tokens
+        released. See :meth:`EngineKv.release_kept`."""
+        return self.kv.release_kept(program_id, now)
 
     def apply_cache_action(
         self, program_id: str, nodes: list[Node], action: CacheAction, retain_s: float, now: float

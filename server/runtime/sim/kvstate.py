@@ -77,6 +77,16 @@ class SuffixReuse:
 NO_SUFFIX = SuffixReuse()
 
 
+@dataclass(slots=True)
+class KeepDecision:
+    """A program's standing keep decision: the KV it softly retains until ``until``."""
+
+    number: int
+    tokens: int
+    nodes: list[Node]
+    until: float
+
+
 class EngineKv:
     """The KV state of one simulated engine (see the module docstring)."""
 
@@ -98,7 +108,12 @@ class EngineKv:
             dram_bandwidth=cost.gpu.host_link_bw * cost.tp,
         )
         self.index = PrefixIndex(self.tiers, config.eviction, demote=dram > 0)
-        self._retained: list[tuple[float, int]] = []  # (deadline, tokens) of keep decisions
+        # keep decisions: (deadline, number, program) in deadline order, and each program's
+        # standing one; a heap entry whose number is no longer its program's standing one's
+        # was joined by a later decision or released
+        self._retained: list[tuple[float, int, str]] = []
+        self._kept: dict[str, KeepDecision] = {}
+        self._keep_number = 0
         self._retained_tokens = 0
         self._computed = RecentKeys(config.computed_keys_kept)
         self._link_free_at = 0.0
@@ -240,8 +255,7 @@ class EngineKv:
             return 0
         if action is CacheAction.KEEP:
             kept = self.index.retain(nodes, now + retain_s, now)
-            heapq.heappush(self._retained, (now + retain_s, kept))
-            self._retained_tokens += kept
+            self._keep(program_id, nodes, kept, now + retain_s)
             return kept
         if action is CacheAction.OFFLOAD:
             moved = self.index.move(nodes, Tier.DRAM, now)
@@ -254,11 +268,38 @@ class EngineKv:
             self._emit(now, EventKind.KV_DROPPED, program_id, dropped.moved_tokens)
         return dropped.moved_tokens
 
+    def _keep(self, program_id: str, nodes: list[Node], tokens: int, until: float) -> None:
+        """Count a keep decision; a program's earlier one still standing joins it."""
+        self._keep_number += 1
+        standing = self._kept.get(program_id)
+        if standing is not None:
+            self._retained_tokens -= standing.tokens
+            tokens += standing.tokens
+            nodes = standing.nodes + nodes
+            until = max(until, standing.until)
+        self._kept[program_id] = KeepDecision(self._keep_number, tokens, nodes, until)
+        heapq.heappush(self._retained, (until, self._keep_number, program_id))
+        self._retained_tokens += tokens
+
+    def release_kept(self, program_id: str, now: float) -> int:
+        """End the program's standing keep decision now (its next call arrived, or it ended),
+        as SGLang's adapter does (``sglang/retention.py``); returns the tokens released."""
+        standing = self._kept.pop(program_id, None)
+        if standing is None:
+            return 0
+        self._retained_tokens -= standing.tokens
+        return self.index.end_retention(standing.nodes, now)
+
     def retained_tokens(self, now: float) -> int:
-        """Tokens softly retained for programs in tool wait (an estimate: retention that ended
-        early, by a resume or an eviction, still counts until its deadline)."""
-        while self._retained and self._retained[0][0] <= now:
-            self._retained_tokens -= heapq.heappop(self._retained)[1]
+        """Tokens softly retained for programs in tool wait (an estimate: retention that
+        ended early by an eviction still counts until its deadline or the program's return)."""
+        retained, kept = self._retained, self._kept
+        while retained and retained[0][0] <= now:
+            _, number, program_id = heapq.heappop(retained)
+            standing = kept.get(program_id)
+            if standing is not None and standing.number == number:
+                del kept[program_id]
+                self._retained_tokens -= standing.tokens
         return self._retained_tokens
 
     def _transfer(self, now: float, tokens: int) -> float:

@@ -207,8 +207,10 @@ class SimLiveRuntime:
             self._last_path.pop(program_id, None)
 
     def program_ended(self, program_id: str) -> None:
-        """One engine, nothing placed: nothing to forget (the last path, kept for a program
-        that comes back under the same id, is bounded on its own)."""
+        """What a keep decision retained for the program is ordinary cache again (as on
+        SGLang). One engine, nothing placed: nothing else to forget (the last path, kept for a
+        program that comes back under the same id, is bounded on its own)."""
+        self.engine.release_kept(program_id, self._now())
 
     def set_policy(self, name: str) -> None:
         """Switch the ordering policy; ``KeyError`` for an unknown name."""

@@ -226,6 +226,8 @@ class Simulation:
             elif isinstance(action, StopProgram):
                 self._end(self._runs[action.program_id], now, success=False)
             elif isinstance(action, ProgramEnded):
+                run = self._runs[action.program_id]
+                self.engines[run.engine or 0].release_kept(action.program_id, now)
                 self.router.forget(action.program_id)
         wake = self.driver.next_wake()
         if wake is not None and wake != self._door_wake:
@@ -328,6 +330,8 @@ class Simulation:
         else:
             e, found, labels = self._place(run, tnode, blocks)
             foreign = self.placer.foreign(program.tenant, blocks, e)
+        if run.engine is not None and run.engine != e:  # moved: its old engine keeps nothing
+            self.engines[run.engine].release_kept(program.id, now)
         run.engine = e
         own = (
             blocks[-1].tokens

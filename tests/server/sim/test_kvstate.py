@@ -1,16 +1,19 @@
 """The simulated engine's KV: admission holds nothing when it fails, a reused context is a
-hit, a dropped one is recomputed, tool-wait retention is counted until its deadline, and
-copies over the host link queue one behind the other."""
+hit, a dropped one is recomputed, tool-wait retention is counted until its deadline or the
+program's return (its next call, or its end), and copies over the host link queue one behind
+the other."""
 
 from __future__ import annotations
 
 from agentconsole.kvtiers.node import Block
 from agentconsole.kvtiers.tiers import Tier
 from agentconsole.scheduler.events import EventKind, EventLog
+from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.runtime import CacheAction
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
 from agentconsole.server.runtime.sim.costmodel import preset
+from agentconsole.server.runtime.sim.engine import SimEngine
 from agentconsole.server.runtime.sim.kvstate import EngineKv
 
 COST = preset("H200-141GB", "llama-3.1-8b", 1)
@@ -73,6 +76,40 @@ def test_retention_counts_until_its_deadline() -> None:
     assert kv.apply_cache_action("p", path, CacheAction.KEEP, 5.0, 0.0) == 30_000
     assert kv.retained_tokens(4.9) == 30_000
     assert kv.retained_tokens(5.0) == 0
+
+
+def test_a_program_that_comes_back_or_ends_releases_what_it_kept() -> None:
+    kv, _ = _kv()
+    contexts = {name: [Block(name, 10_000)] for name in ("pa", "pb")}
+    for name, blocks in contexts.items():
+        kv.insert("t", blocks, name, 0.0)
+        path = kv.index.match("t", blocks, 0.0).path
+        kv.apply_cache_action(name, path, CacheAction.KEEP, 60.0, 0.0)
+    # a second keep of the same program joins the first (counted once, the later deadline)
+    more = [Block("pa", 10_000), Block("pa-turn", 2_000)]
+    kv.insert("t", more, "pa", 1.0)
+    turn = kv.index.match("t", more, 1.0).path[1:]
+    kv.apply_cache_action("pa", turn, CacheAction.KEEP, 90.0, 1.0)
+    assert kv.retained_tokens(2.0) == 22_000
+    assert kv.release_kept("pa", 3.0) == 12_000
+    assert kv.retained_tokens(3.0) == 10_000
+    node = kv.index.match("t", contexts["pa"], 3.0).path[0]
+    assert node.retain_until == 3.0  # ordinary cache again, for the eviction order
+    assert kv.release_kept("pa", 4.0) == 0  # nothing left to release
+    # the other program's keep still lapses at its own deadline, and only once
+    assert kv.retained_tokens(59.9) == 10_000
+    assert kv.retained_tokens(91.0) == 0
+
+
+def test_the_engine_releases_a_keep_when_the_program_s_next_call_arrives() -> None:
+    engine = SimEngine(COST, get_policy("fcfs"), EventLog())
+    blocks = [Block("ctx", 20_000)]
+    engine.kv.insert("t", blocks, "p", 0.0)
+    path = engine.index.match("t", blocks, 0.0).path
+    engine.apply_cache_action("p", path, CacheAction.KEEP, 60.0, 0.0)
+    assert engine.kv.retained_tokens(1.0) == 20_000
+    engine.submit(_call("p", [*blocks, Block("turn", 100)]), 5.0)
+    assert engine.kv.retained_tokens(5.0) == 0
 
 
 def test_offloads_and_reloads_share_one_host_link() -> None:
