@@ -97,11 +97,11 @@ def main() -> None:
 )
 @click.option(
     "--rank-aware-steps/--no-rank-aware-steps",
-    default=True,
+    default=False,
     show_default=True,
     help="Compose engine steps by the policy's rank (a worse-ranked prefill runs stall-free"
-    " behind better-ranked decoders); --no-rank-aware-steps composes them by admission order,"
-    " as SGLang with agentconsole's plugin does.",
+    " behind better-ranked decoders), which SGLang with agentconsole's plugin does not do yet;"
+    " the default composes them by admission order, as serve on SGLang does.",
 )
 @click.option(
     "--replicas",

@@ -88,9 +88,10 @@ class BenchSetup:
     #: default) and the program admission gate (on)
     holds: bool = False
     admission: bool = True
-    #: compose engine steps by the policy's rank (``EngineConfig.rank_aware_steps``); False is
-    #: what SGLang does with the plugin, which orders its queue, not its batches
-    rank_aware_steps: bool = True
+    #: compose engine steps by the policy's rank (``EngineConfig.rank_aware_steps``). False,
+    #: the default, is what ``serve`` on SGLang delivers (the plugin orders SGLang's queue,
+    #: not its batches), so bench measures what serve runs (docs/BENCHMARKS.md section 2d)
+    rank_aware_steps: bool = False
     #: workload parameter overrides (``--set key=value``)
     params: tuple[tuple[str, Any], ...] = ()
     #: what the simulated prefix cache reuses after a mid-prompt insertion

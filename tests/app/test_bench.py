@@ -145,12 +145,12 @@ def test_program_aware_mechanisms_can_be_ablated(tmp_path: Path) -> None:
 
 
 def test_steps_composed_by_admission_order_as_sglang_does(tmp_path: Path) -> None:
-    """``--no-rank-aware-steps`` is the engine SGLang runs with the plugin (it orders its
-    queue, not its batches): a new prefill's chunks no longer hide under the running calls'
-    decode steps, so the same programs take longer."""
+    """The default engine is the one SGLang runs with the plugin (it orders its queue, not its
+    batches); with ``--rank-aware-steps`` a new prefill's chunks hide under the running calls'
+    decode steps, so the same programs finish sooner."""
     args = ("--policies", "fcfs", "--rate", "0.1")
-    _, ranked, _ = _bench(tmp_path, *args)
-    _, admitted, _ = _bench(tmp_path, *args, "--no-rank-aware-steps")
+    _, ranked, _ = _bench(tmp_path, *args, "--rank-aware-steps")
+    _, admitted, _ = _bench(tmp_path, *args)
     assert ranked["setup"]["rank_aware_steps"] is True
     assert admitted["setup"]["rank_aware_steps"] is False
     slower = admitted["policies"]["fcfs"]["e2e_p50_s"] / ranked["policies"]["fcfs"]["e2e_p50_s"]

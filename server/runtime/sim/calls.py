@@ -39,8 +39,9 @@ class EngineConfig:
     mixed_chunk: bool = True
     #: while calls ranked better than every pending prefill are decoding, prefill only a
     #: stall-free chunk mixed into their steps (the policy orders the step's work, not only
-    #: admission); False composes steps by admission order, as SGLang does with the plugin
-    rank_aware_steps: bool = True
+    #: admission). Off by default: SGLang with the plugin composes steps by admission order
+    #: (the plugin orders its queue, not its batches), and the simulator runs what serve runs
+    rank_aware_steps: bool = False
     mem_fraction_static: float = 0.9
     #: the GPU KV pool in tokens (SGLang's ``--max-total-tokens``); None: what the GPU preset
     #: leaves after the weights at ``mem_fraction_static``
