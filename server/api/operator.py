@@ -18,7 +18,9 @@ from agentconsole.server.api.contract import contract
 from agentconsole.server.api.deps import LiveDep, PrincipalDep
 from agentconsole.server.api.queryguard import strict_query
 from agentconsole.server.api.schemas import ID_PATTERN, BoostIn, DrainIn, ModelPinIn, PolicyIn
+from agentconsole.server.live.errors import Unavailable
 from agentconsole.server.live.operator import pins_json
+from agentconsole.server.store.errors import StoreClosedError
 
 JSON = dict[str, Any]
 ProgramId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Program id")]
@@ -116,7 +118,10 @@ class OperatorController(Controller):
         """Operator actions, newest first."""
         del operator_principal
         # refusals are noted without waiting (``put``): read what was noted before this call
-        await asyncio.wrap_future(live.store.writer.flush())
+        try:
+            await asyncio.wrap_future(live.store.writer.flush(events=False))
+        except StoreClosedError as error:
+            raise Unavailable(f"the audit log cannot be read: {error}") from error
         rows = await asyncio.to_thread(live.store.repo.audit_log, limit=limit)
         return {
             "actions": [

@@ -2,7 +2,8 @@
 every reconcile, written to the store's ``operator_actions`` table (``GET /v1/operator/audit``).
 
 Records are queued without waiting (a flood of rejected calls must not wait on fsync); they
-commit with the writer's next batch, so a crash can lose the last few milliseconds of them.
+commit with the writer's next batch (within its 200 ms linger, ``StoreConfig.linger_s``), so a
+crash can lose the last ~250 ms of them.
 The arguments of a rejected call are never stored, only where they failed.
 """
 

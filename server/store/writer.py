@@ -134,10 +134,11 @@ class StoreWriter:
         short: every producer of that lane waits for it."""
         return self.submit(CallOp(fn))
 
-    def flush(self) -> Future[None]:
-        """A future that resolves once everything queued before this call has committed."""
+    def flush(self, *, events: bool = True) -> Future[None]:
+        """A future that resolves once everything queued before this call has committed (on
+        the main lane only, without ``events``). Raises :class:`StoreClosedError` if closed."""
         barriers: list[Future[None]] = []
-        for lane in self._lanes:
+        for lane in self._lanes if events else (self._main,):
             op = BarrierOp()
             lane.submit(op)
             barriers.append(op.future)

@@ -21,7 +21,7 @@ from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
 # (what varies, workload, programs, arrivals per second, configuration): every policy on the
 # mixed workload, then the mechanisms apart (the door at overload, holds, no host tier, the
 # fixed tool-wait policies, bench's stock-sglang, several replicas under both placements, long
-# growing sessions)
+# growing sessions, the opt-in rank-aware step composition with its stall-free runs)
 _STOCK = BASELINES["stock-sglang"]
 CONFIGS: list[tuple[str, str, int, float, SimConfig]] = [
     *[(p, "seed-mix", 60, 0.08, SimConfig(policy=p)) for p in available()],
@@ -64,6 +64,13 @@ CONFIGS: list[tuple[str, str, int, float, SimConfig]] = [
         SimConfig(policy="fcfs", replicas=3, routing="round-robin"),
     ),
     ("long sessions", "long-coding", 8, 0.01, SimConfig(policy="cp-cache")),
+    (
+        "rank-aware steps",
+        "seed-mix",
+        60,
+        0.08,
+        SimConfig(policy="cp-cache", engine=EngineConfig(rank_aware_steps=True)),
+    ),
 ]
 
 

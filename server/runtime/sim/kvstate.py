@@ -255,8 +255,9 @@ class EngineKv:
             return 0
         if action is CacheAction.KEEP:
             kept = self.index.retain(nodes, now + retain_s, now)
-            self._keep(program_id, nodes, kept, now + retain_s)
+            self._keep(program_id, nodes, now + retain_s, now)
             return kept
+        self.release_kept(program_id, now)  # what it kept is moved or dropped now
         if action is CacheAction.OFFLOAD:
             moved = self.index.move(nodes, Tier.DRAM, now)
             if moved.moved_tokens:
@@ -268,15 +269,19 @@ class EngineKv:
             self._emit(now, EventKind.KV_DROPPED, program_id, dropped.moved_tokens)
         return dropped.moved_tokens
 
-    def _keep(self, program_id: str, nodes: list[Node], tokens: int, until: float) -> None:
-        """Count a keep decision; a program's earlier one still standing joins it."""
+    def _keep(self, program_id: str, nodes: list[Node], until: float, now: float) -> None:
+        """Count a keep decision: the distinct live nodes it retains, joined with the
+        program's earlier decision while that one still stands (a later tool wait of the same
+        context keeps the same nodes longer: counted once)."""
         self._keep_number += 1
-        standing = self._kept.get(program_id)
+        standing = self._kept.pop(program_id, None)
         if standing is not None:
             self._retained_tokens -= standing.tokens
-            tokens += standing.tokens
-            nodes = standing.nodes + nodes
-            until = max(until, standing.until)
+            if standing.until > now:
+                mine = {id(n) for n in nodes}
+                nodes = nodes + [n for n in standing.nodes if id(n) not in mine]
+                until = max(until, standing.until)
+        tokens = sum(n.tokens for n in nodes if not n.dead)
         self._kept[program_id] = KeepDecision(self._keep_number, tokens, nodes, until)
         heapq.heappush(self._retained, (until, self._keep_number, program_id))
         self._retained_tokens += tokens
