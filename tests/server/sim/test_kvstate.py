@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from agentconsole.kvtiers.node import Block
+from agentconsole.kvtiers.node import Block, Node
 from agentconsole.kvtiers.tiers import Tier
 from agentconsole.scheduler.events import EventKind, EventLog
 from agentconsole.scheduler.policies import get_policy
@@ -104,12 +104,18 @@ def test_a_program_that_comes_back_or_ends_releases_what_it_kept() -> None:
     assert kv.retained_tokens(91.0) == 0
 
 
+def _kept(kv: EngineKv, retain_s: float, now: float = 0.0, tokens: int = 10_000) -> list[Node]:
+    """Program ``p``'s context of ``tokens``, cached and kept for ``retain_s`` at ``now``."""
+    context = [Block("ctx", tokens)]
+    kv.insert("t", context, "p", now)
+    path = kv.index.match("t", context, now).path
+    kv.apply_cache_action("p", path, CacheAction.KEEP, retain_s, now)
+    return path
+
+
 def test_keeping_the_same_context_again_counts_it_once() -> None:
     kv, _ = _kv()
-    context = [Block("ctx", 10_000)]
-    kv.insert("t", context, "p", 0.0)
-    path = kv.index.match("t", context, 0.0).path
-    kv.apply_cache_action("p", path, CacheAction.KEEP, 20.0, 0.0)
+    path = _kept(kv, 20.0)
     kv.apply_cache_action("p", path, CacheAction.KEEP, 40.0, 1.0)  # a later tool, longer
     assert kv.retained_tokens(2.0) == 10_000
     # a keep whose deadline passed, not yet counted out, is replaced, not added to
@@ -120,32 +126,23 @@ def test_keeping_the_same_context_again_counts_it_once() -> None:
 
 def test_offloading_or_dropping_a_kept_context_ends_the_keep() -> None:
     kv, _ = _kv()
-    context = [Block("ctx", 10_000)]
-    kv.insert("t", context, "p", 0.0)
-    path = kv.index.match("t", context, 0.0).path
-    kv.apply_cache_action("p", path, CacheAction.KEEP, 60.0, 0.0)
+    path = _kept(kv, 60.0)
     kv.apply_cache_action("p", path, CacheAction.OFFLOAD, 0.0, 1.0)  # parked, say
     assert kv.retained_tokens(1.0) == 0
 
 
 def test_the_engine_releases_a_keep_when_the_program_s_next_call_arrives() -> None:
     engine = SimEngine(COST, get_policy("fcfs"), EventLog())
-    blocks = [Block("ctx", 20_000)]
-    engine.kv.insert("t", blocks, "p", 0.0)
-    path = engine.index.match("t", blocks, 0.0).path
-    engine.apply_cache_action("p", path, CacheAction.KEEP, 60.0, 0.0)
+    _kept(engine.kv, 60.0, tokens=20_000)
     assert engine.kv.retained_tokens(1.0) == 20_000
-    engine.submit(_call("p", [*blocks, Block("turn", 100)]), 5.0)
+    engine.submit(_call("p", [Block("ctx", 20_000), Block("turn", 100)]), 5.0)
     assert engine.kv.retained_tokens(5.0) == 0
 
 
 def test_serve_s_simulated_runtime_releases_a_keep_when_the_program_ends() -> None:
     runtime = SimLiveRuntime(COST, time_scale=0.0)  # its engine's clock: the wall clock
     engine, now = runtime.engine, time.time()
-    blocks = [Block("ctx", 20_000)]
-    engine.kv.insert("t", blocks, "p", now)
-    path = engine.index.match("t", blocks, now).path
-    engine.apply_cache_action("p", path, CacheAction.KEEP, 600.0, now)
+    path = _kept(engine.kv, 600.0, now)
     runtime.program_ended("p")
     assert engine.kv.retained_tokens(now + 1.0) == 0
     assert path[0].retain_until < now + 600.0  # ordinary cache again, not kept to the deadline
