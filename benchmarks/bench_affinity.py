@@ -26,6 +26,7 @@ from rich.table import Table
 from agentconsole.sample_traces.generator import generate
 from agentconsole.scheduler.events import EventKind
 from agentconsole.server.runtime.sim.bound import throughput_bound
+from agentconsole.server.runtime.sim.calls import EngineConfig
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.routing import ReplicaRouter
 from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
@@ -46,7 +47,7 @@ class Run:
 
 
 def one(workload: str, policy: str, per_replica: int, overload: float, warmup: float,
-        replicas: int, routing: str, seed: int) -> Run:  # fmt: skip
+        rank_aware: bool, replicas: int, routing: str, seed: int) -> Run:  # fmt: skip
     started = time.process_time()
     cost = preset("H200-141GB", "llama-3.1-8b", 1)
     sample = generate(workload, n_programs=200, rate=1.0, seed=seed)
@@ -54,7 +55,8 @@ def one(workload: str, policy: str, per_replica: int, overload: float, warmup: f
     rate = overload * per_replica_bound * replicas
     n = per_replica * replicas
     programs = generate(workload, n_programs=n, rate=rate, seed=seed)
-    sim = Simulation(programs, cost, SimConfig(policy=policy, replicas=replicas))
+    engine = EngineConfig(rank_aware_steps=rank_aware)
+    sim = Simulation(programs, cost, SimConfig(policy=policy, replicas=replicas, engine=engine))
     sim.router = ReplicaRouter(sim.engines, cost, routing)
     result = sim.run()
     ends: list[float] = []
@@ -87,11 +89,23 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--rank-aware-steps",
+        action="store_true",
+        help="the engine that composes steps by rank (bench's default before 2026-12-02)",
+    )
     args = parser.parse_args()
     counts = sorted({int(x) for x in args.replicas.split(",")} | {1})
     configs = [(n, "affinity") for n in counts]
     configs += [(n, "round-robin") for n in counts if n > 1]
-    fixed = (args.workload, args.policy, args.programs_per_replica, args.overload, args.warmup)
+    fixed = (
+        args.workload,
+        args.policy,
+        args.programs_per_replica,
+        args.overload,
+        args.warmup,
+        args.rank_aware_steps,
+    )
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {c: pool.submit(one, *fixed, c[0], c[1], args.seed) for c in configs}
         runs = {c: f.result() for c, f in futures.items()}

@@ -24,6 +24,7 @@ from agentconsole.sample_traces.generator import generate
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.policies import available
 from agentconsole.server.runtime.sim import compiled
+from agentconsole.server.runtime.sim.calls import EngineConfig
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
 
@@ -41,7 +42,13 @@ def main() -> None:
     parser.add_argument("--hours", type=float, default=1.0)
     parser.add_argument("--replicas", type=int, default=16)
     parser.add_argument("--policies", default=",".join(available()))
+    parser.add_argument(
+        "--rank-aware-steps",
+        action="store_true",
+        help="the engine that composes steps by rank (bench's default before 2026-12-02)",
+    )
     args = parser.parse_args()
+    engine = EngineConfig(rank_aware_steps=args.rank_aware_steps)
     rate = args.programs / (args.hours * 3600)
     started = time.perf_counter()
     programs = generate("seed-mix", n_programs=args.programs, rate=rate, seed=0)
@@ -69,7 +76,8 @@ def main() -> None:
         # (end of the loop) and collected first, not while this one runs (measured: otherwise
         # the later policies run 10-20% slower)
         gc.collect()
-        sim = Simulation(programs, preset(), SimConfig(policy=policy, replicas=args.replicas))
+        config = SimConfig(policy=policy, replicas=args.replicas, engine=engine)
+        sim = Simulation(programs, preset(), config)
         cpu = time.process_time()
         result = sim.run()
         t0 = time.perf_counter()
