@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -211,7 +212,7 @@ def main() -> None:
         config = StoreConfig()
         if args.linger_ms is not None:
             linger = args.linger_ms / 1e3
-            config = StoreConfig(linger_s=linger, event_linger_s=linger)
+            config = replace(config, linger_s=linger, event_linger_s=linger)
         with Store.open(Path(tmp) / "bench.duckdb", config) as store:
             event = _events(1)[0]
             action = OperatorAction(time.time(), "bench", "boost", "prog-1", "ok")
