@@ -156,8 +156,9 @@ def _simulate(
             max_running_requests=int(getattr(args, "max_running_requests", None) or 256),
             chunked_prefill_size=int(getattr(args, "chunked_prefill_size", None) or 4096),
             mixed_chunk=bool(getattr(args, "enable_mixed_chunk", False)),
-            # SGLang composes steps by admission order only (our plugin orders its queue,
-            # not its batches): simulate exactly that
+            # SGLang runs whole prefill chunks (the plugin orders its queue and defers a
+            # prefill for better-ranked decoders, ``defer_prefill_steps``; it does not size
+            # mixed chunks by rank): simulate exactly that
             rank_aware_steps=False,
             host_kv_tokens=0,
         ),

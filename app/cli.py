@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from agentconsole import __version__
+from agentconsole.scheduler.composition import DEFAULT_MAX_DECODE_PASSES
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -99,9 +100,18 @@ def main() -> None:
     "--rank-aware-steps/--no-rank-aware-steps",
     default=False,
     show_default=True,
-    help="Compose engine steps by the policy's rank (a worse-ranked prefill runs stall-free"
-    " behind better-ranked decoders), which SGLang with agentconsole's plugin does not do yet;"
-    " the default composes them by admission order, as serve on SGLang does.",
+    help="Run a worse-ranked prefill stall-free under better-ranked decoders (mixed chunks"
+    " sized by the policy's rank), which SGLang with agentconsole's plugin does not do; the"
+    " default runs whole chunks, deferred a bounded streak (--defer-prefill-steps), as serve"
+    " on SGLang does.",
+)
+@click.option(
+    "--defer-prefill-steps",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_DECODE_PASSES,
+    show_default=True,
+    help="Decode-only steps in a row a pending prefill waits while better-ranked calls decode"
+    " (the plugin's rule around SGLang's _should_defer_prefill; 0: never, as stock SGLang).",
 )
 @click.option(
     "--replicas",

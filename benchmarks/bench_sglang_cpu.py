@@ -67,6 +67,9 @@ class Arm:
     pin_ranks: bool = True
     #: the KV pool in tokens (None: ``--max-total-tokens``)
     max_total_tokens: int | None = None
+    #: ours: the plugin defers a prefill while a better-ranked request decodes
+    #: (``PrefillDeferral``); False turns it off
+    defer_prefill: bool = True
 
 
 #: the stock arms are unpinned: with ``--dp`` > 1 SGLang's own round robin places their calls
@@ -83,6 +86,8 @@ ROUND_ROBIN_ARM = Arm("agentconsole-rr", True, "fcfs", pin_ranks=False)
 #: ``--bound``: stock ``lpm`` with a pool that never evicts (every program's whole context
 #: fits), the same compute and batch limit: no recompute at all, so what no ordering or cache
 #: policy of the small pool can beat on finished/s (the bound behind the goals, measured)
+#: ``--no-deferral``: ours without the prefill deferral (what it adds, measured beside it)
+NO_DEFERRAL_ARM = Arm("agentconsole-no-deferral", True, "fcfs", defer_prefill=False)
 BOUND_ARM = Arm("bound:lpm-no-evict", False, "lpm", pin_ranks=False, max_total_tokens=262_144)
 
 
@@ -105,6 +110,7 @@ async def run_arm(
     control = ControlState(
         fairness={"service_floor_s": 5.0 * time_factor},
         preemption={"min_residency_s": 0.25 * time_factor},
+        deferral={} if arm.defer_prefill else {"max_decode_passes": 0},
     )
     runtime = SGLangRuntime(settings, policy=args.policy, control=control)
     await runtime.start()
@@ -171,6 +177,8 @@ async def main(args: argparse.Namespace) -> None:
     arms = (*ARMS, DOOR_ARM) if args.door else ARMS
     if args.dp > 1:
         arms = (arms[0], ROUND_ROBIN_ARM, *arms[1:])
+    if args.no_deferral:
+        arms = (arms[0], NO_DEFERRAL_ARM, *arms[1:])
     if args.bound:
         arms = (*arms, BOUND_ARM)
     results: dict[str, list[dict[str, float]]] = {arm.name: [] for arm in arms}
@@ -230,6 +238,11 @@ def parse_args() -> argparse.Namespace:
         "--bound",
         action="store_true",
         help="also run stock lpm with a pool that never evicts (the no-recompute bound)",
+    )
+    p.add_argument(
+        "--no-deferral",
+        action="store_true",
+        help="also run ours with the prefill deferral off (what the deferral adds)",
     )
     p.add_argument(
         "--dp",

@@ -82,6 +82,7 @@ def run_bench(**opts: Any) -> None:
         host_tier=opts["host_tier"],
         holds=opts["holds"],
         rank_aware_steps=opts["rank_aware_steps"],
+        defer_prefill_steps=opts["defer_prefill_steps"],
         admission=opts["admission"],
         params=tuple(_param(text) for text in opts["workload_params"]),
         models=opts["models"],

@@ -15,6 +15,7 @@ from typing import Any
 from agentconsole.sample_traces.codec import load_trace
 from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.sample_traces.generator import generate
+from agentconsole.scheduler.composition import DEFAULT_MAX_DECODE_PASSES
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.server.runtime.sim.calls import EngineConfig
 from agentconsole.server.runtime.sim.costmodel import CostModel, preset
@@ -57,6 +58,8 @@ class Baseline:
     holds: bool
     #: engines as shipped cache prefixes only (no relative-position reuse)
     prefix_cache: str = "ordinary"
+    #: engines as shipped run a pending prefill at once (no ``PrefillDeferral``)
+    defer_prefill: bool = False
 
 
 #: ``stock-sglang``: SGLang as shipped: first come first served, plain LRU radix eviction, no
@@ -92,6 +95,9 @@ class BenchSetup:
     #: the default, is what ``serve`` on SGLang delivers (the plugin orders SGLang's queue,
     #: not its batches), so bench measures what serve runs (docs/BENCHMARKS.md section 2d)
     rank_aware_steps: bool = False
+    #: decode-only steps in a row a pending prefill may wait for better-ranked decoders
+    #: (``EngineConfig.defer_prefill_steps``, what the plugin does; 0: never)
+    defer_prefill_steps: int = DEFAULT_MAX_DECODE_PASSES
     #: workload parameter overrides (``--set key=value``)
     params: tuple[tuple[str, Any], ...] = ()
     #: what the simulated prefix cache reuses after a mid-prompt insertion
@@ -139,6 +145,10 @@ def engine_config(setup: BenchSetup, baseline: Baseline | None = None) -> Engine
     )
     if baseline is not None:
         base = replace(base, eviction=baseline.eviction)
+    if baseline is None or baseline.defer_prefill:
+        base = replace(base, defer_prefill_steps=setup.defer_prefill_steps)
+    else:
+        base = replace(base, defer_prefill_steps=0)
     if not (setup.host_tier if baseline is None else baseline.host_tier):
         base = replace(base, host_kv_tokens=0)
     if setup.max_running is None:

@@ -128,8 +128,11 @@ def _pass(
     )
     st.begin_pass(scheduler)
     waiting.extend(incoming)
+    running_batch = SimpleNamespace(reqs=rk.running)
+    defer = st.defer_prefill(scheduler, running_batch) if waiting else None
     st.sort_waiting(waiting, rk.now())
     order = [r.rid for r in waiting]
+    limit = st.chunk_limit(rk.running[0], waiting, 512, 16, None) if rk.running else None
     plan = st.plan_preemption(waiting[0], rk.running, 10) if waiting and rk.running else None
     admitted = waiting[:2]
     del waiting[:2]
@@ -142,7 +145,8 @@ def _pass(
     st.on_loop(scheduler)
     kept = retention.node_class(BASE + 2.5, st.strategy_clock())
     underserved = st.guard.underserved({"ta", "tb"}, st.decision_time(rk.wall), remember=False)
-    return order, plan, kept, st.control.version, st.orderer.policy_name, underserved
+    composition = (defer, limit)
+    return order, plan, kept, st.control.version, st.orderer.policy_name, underserved, composition
 
 
 def _run(tmp_path: Path, policy: str, tp: int = 2) -> tuple[list[Any], list[Any], _Rank]:

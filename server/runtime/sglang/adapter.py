@@ -364,11 +364,7 @@ def create_runtime(options: RuntimeOptions) -> SGLangRuntime:
     """The runtime registry's factory (``serve --runtime sglang``); not started yet."""
     settings = settings_from_options(options)
     state_dir = options.extra.get("state_dir")
-    control = ControlState()
-    if "fairness" in options.extra:
-        control.fairness = dict(options.extra["fairness"])
-    if "preemption" in options.extra:
-        control.preemption = dict(options.extra["preemption"])
+    control = ControlState.from_options(options.extra)
     return SGLangRuntime(
         settings,
         policy=options.policy,

@@ -90,6 +90,8 @@ class ControlState:
     fairness: dict[str, Any] = field(default_factory=dict)
     #: ``PreemptionRule`` fields
     preemption: dict[str, Any] = field(default_factory=dict)
+    #: ``PrefillDeferral`` fields (``max_decode_passes``; 0 turns it off)
+    deferral: dict[str, Any] = field(default_factory=dict)
     #: calibration: the plugin appends every engine step to ``steps.jsonl``
     record_steps: bool = False
     #: wall time of the write (a lockstep plugin's decision clock never runs behind it)
@@ -103,6 +105,16 @@ class ControlState:
         data = asdict(self)
         data["retention"] = {k: asdict(v) for k, v in self.retention.items()}
         return data
+
+    @classmethod
+    def from_options(cls, extra: Mapping[str, Any]) -> ControlState:
+        """The initial state a runtime's options ask for (``RuntimeOptions.extra``: the
+        ``fairness``, ``preemption`` and ``deferral`` settings, each a dict of fields)."""
+        return cls(
+            fairness=dict(extra.get("fairness") or {}),
+            preemption=dict(extra.get("preemption") or {}),
+            deferral=dict(extra.get("deferral") or {}),
+        )
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ControlState:

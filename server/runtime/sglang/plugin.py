@@ -14,6 +14,11 @@ SGLang users of this environment are unaffected). When active it registers with
   ``PreemptionRule`` and sets temporary ``Req.priority`` values only for the duration of that
   call (SGLang then releases their KV and requeues them); ``add_one_req`` admits nothing while
   the operator drains.
+* ``SchedulePolicy.shortest_prefill_chunk_limit`` (same class) and an AROUND hook on
+  ``Scheduler._should_defer_prefill``: the pass's composition follows the rank too (an
+  in-flight chunk leaves room for waiting requests that outrank it; a prefill waits a bounded
+  streak of decode passes while a better-ranked request decodes; ``composition``), and
+  ``PrefillAdder._select_prefill_admission`` never starts a second chunked request.
 * AROUND hook on ``Scheduler.get_next_batch_to_run`` (every loop pass): count the pass, poll
   ``control.json``, apply retention hints, write ``status.json``; time the scheduling
   (calibration). Under tensor parallelism every rank decides alike (``lockstep``).
@@ -39,6 +44,7 @@ from typing import Any
 
 from agentconsole.server.runtime.sglang import retention, symbols
 from agentconsole.server.runtime.sglang.cluster import node_api
+from agentconsole.server.runtime.sglang.composition import keeps_one_chunked
 from agentconsole.server.runtime.sglang.control import STATE_DIR_ENV
 from agentconsole.server.runtime.sglang.plugin_state import PluginState
 
@@ -71,6 +77,7 @@ def register() -> None:
         symbols.dotted(symbols.PREFILL_ADDER), _adder_class(_STATE), hook_type.REPLACE
     )
     registry.register(symbols.dotted(symbols.NEXT_BATCH), _around_next_batch, hook_type.AROUND)
+    registry.register(symbols.dotted(symbols.DEFER_PREFILL), _around_defer, hook_type.AROUND)
     registry.register(symbols.dotted(symbols.RUN_BATCH), _timed_forward, hook_type.AROUND)
     registry.register(symbols.dotted(symbols.PROCESS_RESULT), _timed_result, hook_type.AROUND)
     registry.register(symbols.dotted(symbols.EVICTION_METRICS), _counted_eviction, hook_type.AROUND)
@@ -99,6 +106,16 @@ def _policy_class(st: PluginState) -> type[Any]:
                 st.record_error("calc_priority", err)
                 super().calc_priority(waiting_queue, running_batch, processed_tokens)
 
+        def shortest_prefill_chunk_limit(
+            self, chunked_req: Any, waiting_queue: list[Any], budget: int, page_size: int
+        ) -> int | None:
+            try:
+                tree = self.tree_cache
+                return st.chunk_limit(chunked_req, waiting_queue, budget, page_size, tree)
+            except Exception as err:
+                st.record_error("shortest_prefill_chunk_limit", err)
+                return None
+
     return ProgramAwareSchedulePolicy
 
 
@@ -113,6 +130,12 @@ def _adder_class(st: PluginState) -> type[Any]:
             if st.paused:
                 return add_result.OTHER
             return super().add_one_req(req, *args, **kwargs)
+
+        def _select_prefill_admission(self, req: Any, *args: Any, **kwargs: Any) -> Any:
+            admission = super()._select_prefill_admission(req, *args, **kwargs)
+            if keeps_one_chunked(admission, bool(kwargs.get("has_chunked_req"))):
+                return admission
+            return add_result.OTHER
 
         def preempt_to_schedule(self, req: Any) -> bool:
             running = list(self.running_batch.reqs)
@@ -160,6 +183,19 @@ def _around_next_batch(original: Any, scheduler: Any, *args: Any, **kwargs: Any)
         except Exception as err:
             st.record_error("get_next_batch_to_run", err)
     return plan
+
+
+def _around_defer(original: Any, scheduler: Any, running_batch: Any, *args: Any) -> bool:
+    if original(scheduler, running_batch, *args):
+        return True  # SGLang's own prefill_decode_interval
+    st = _STATE
+    if st is None:
+        return False
+    try:
+        return st.defer_prefill(scheduler, running_batch)
+    except Exception as err:
+        st.record_error("_should_defer_prefill", err)
+        return False
 
 
 def _timed_forward(original: Any, scheduler: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:

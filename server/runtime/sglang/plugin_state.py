@@ -24,10 +24,12 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from agentconsole.scheduler.composition import PrefillDeferral
 from agentconsole.scheduler.fairness import FairnessConfig, FairnessGuard
 from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import lockstep, plugin_status, retention, symbols, wire
+from agentconsole.server.runtime.sglang.composition import StepComposer
 from agentconsole.server.runtime.sglang.control import (
     CONTROL_FILE,
     PLACEMENT_FILE,
@@ -77,6 +79,7 @@ class PluginState:
         self.orderer = Orderer(self.guard, self.control.policy)
         self.meter = ServiceMeter(self.guard)
         self.rule = PreemptionRule()
+        self.composer = StepComposer()
         self.requests = RequestBook()
         self._overrides: dict[str, CallTicket] = {}
         self.retention = retention.RetentionBook(_MAX_CONTEXTS)
@@ -148,6 +151,7 @@ class PluginState:
         self.orderer.set_policy(control.policy)
         self.guard.config = _config(FairnessConfig, control.fairness)
         self.rule = _config(PreemptionRule, control.preemption)
+        self.composer.deferral = _config(PrefillDeferral, control.deferral)
         self._overrides = {
             rid: CallTicket.from_params(params) for rid, params in control.tickets.items()
         }
@@ -255,6 +259,37 @@ class PluginState:
             return None
         others = [v.rid for v in views if v.rid not in victims]
         return preemption_priorities(victims, others, threshold)
+
+    # -- step composition (``composition``) ------------------------------------------------------
+    def rank_keys(self, reqs: list[Any]) -> list[Any]:
+        """The effective keys of ``reqs`` now, in order; changes no state."""
+        wall = self.decision_time(time.time())
+        return [r.key for r in self.rank(reqs, wall, report=True)]
+
+    def defer_prefill(self, scheduler: Any, running_batch: Any) -> bool:
+        """Whether this pass decodes and leaves the pending prefill for later (see
+        ``StepComposer.defer_prefill``); never while draining (nothing is admitted then)."""
+        if self.paused:
+            return False
+        reqs = list(getattr(running_batch, "reqs", None) or [])
+        waiting = scheduler.waiting_queue
+        return self.composer.defer_prefill(self.rank_keys, reqs, scheduler.chunked_req, waiting)
+
+    def chunk_limit(
+        self, chunked: Any, waiting: list[Any], budget: int, page_size: int, tree: Any
+    ) -> int | None:
+        """The cap on ``chunked``'s next chunk (``StepComposer.chunk_limit``); None while
+        draining (no waiting request would use the room)."""
+        if self.paused:
+            return None
+        return self.composer.chunk_limit(
+            self.rank_keys,
+            lambda reqs: waiting_residency(tree, reqs),
+            chunked,
+            waiting,
+            budget,
+            page_size,
+        )
 
     # -- steps ------------------------------------------------------------------------------------
     def on_step(self, batch: Any, start: float, seconds: float, *, forward: bool) -> None:
@@ -378,6 +413,7 @@ class PluginState:
             retained_tokens=self.retention.kept_tokens(wall),
             tenant_service_s=dict(self.meter.service_s),
             preemptions=self.preemptions,
+            prefill_deferrals=self.composer.deferrals,
             errors=self.errors,
             last_error=self.last_error,
             step=self.step if self.lockstep else 0,

@@ -59,6 +59,7 @@ def merge_statuses(statuses: Sequence[SchedulerStatus]) -> SchedulerStatus:
             "host_capacity_tokens",
             "evicted_tokens",
             "preemptions",
+            "prefill_deferrals",
             "errors",
             "late_controls",  # tp > 1: any rank group's late control read
         ):

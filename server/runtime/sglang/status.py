@@ -64,6 +64,8 @@ class SchedulerStatus:
     evicted_tokens: int = 0
     evictions: list[list[float]] = field(default_factory=list)
     preemptions: int = 0
+    #: passes that decoded while a worse-ranked prefill waited (``composition``), since start
+    prefill_deferrals: int = 0
     errors: int = 0
     last_error: str = ""
     #: scheduler loop passes since start and their recent rate (tensor parallelism only: the

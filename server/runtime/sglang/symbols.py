@@ -41,6 +41,13 @@ PREEMPT_TO_SCHEDULE = "sglang.srt.managers.schedule_policy:PrefillAdder.preempt_
 ADD_ONE_REQ = "sglang.srt.managers.schedule_policy:PrefillAdder.add_one_req"
 ADD_REQ_RESULT = "sglang.srt.managers.schedule_policy:AddReqResult"
 NEXT_BATCH = "sglang.srt.managers.scheduler:Scheduler.get_next_batch_to_run"
+#: asked each pass before a prefill batch is built (SGLang's ``prefill_decode_interval``):
+#: True runs the running batch's decode step instead
+DEFER_PREFILL = "sglang.srt.managers.scheduler:Scheduler._should_defer_prefill"
+#: the cap on an in-flight chunked prefill's next chunk (room for waiting requests)
+CHUNK_LIMIT = "sglang.srt.managers.schedule_policy:SchedulePolicy.shortest_prefill_chunk_limit"
+#: how a waiting request would be admitted (whole or chunked), before anything is allocated
+SELECT_ADMISSION = "sglang.srt.managers.schedule_policy:PrefillAdder._select_prefill_admission"
 RUN_BATCH = "sglang.srt.managers.scheduler:Scheduler.run_batch"
 PROCESS_RESULT = "sglang.srt.managers.scheduler:Scheduler.process_batch_result"
 REQ = "sglang.srt.managers.schedule_batch:Req"
@@ -91,6 +98,9 @@ SYMBOLS: tuple[str, ...] = (
     ADD_ONE_REQ,
     ADD_REQ_RESULT,
     NEXT_BATCH,
+    DEFER_PREFILL,
+    CHUNK_LIMIT,
+    SELECT_ADMISSION,
     RUN_BATCH,
     PROCESS_RESULT,
     REQ,
@@ -107,7 +117,7 @@ SYMBOLS: tuple[str, ...] = (
     DEVICE_MATCH,
     PARALLEL,
 )
-PRIVATE: frozenset[str] = frozenset({EVICTION_FACTORIES})
+PRIVATE: frozenset[str] = frozenset({EVICTION_FACTORIES, DEFER_PREFILL, SELECT_ADMISSION})
 
 
 def load(symbol: str) -> Any:

@@ -152,11 +152,20 @@ class BlockPlanner:
             prefill_done=head.context_done,
         )
 
-    def decode_run(self, now: float, until: float, calls: list[SimCall], context: int) -> StepBlock:
+    def decode_run(
+        self,
+        now: float,
+        until: float,
+        calls: list[SimCall],
+        context: int,
+        *,
+        max_steps: int | None = None,
+    ) -> StepBlock:
         """A run of decode steps for ``calls`` (attending to ``context`` KV tokens), cut at the
-        first call to finish, at ``max_fused_decode_steps`` and at ``until``."""
+        first call to finish, at ``max_fused_decode_steps``, at ``max_steps`` and at
+        ``until``."""
         left = min(c.output_tokens - c.generated for c in calls)  # their remaining tokens
-        steps = min(left, self.config.max_fused_decode_steps)
+        steps = min(left, self.config.max_fused_decode_steps, max_steps or left)
         seconds = self._decode_run_seconds(len(calls), context)
         steps = steps_within(seconds, steps, until - now)
         duration = seconds(steps)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum, auto
 
 from agentconsole.kvtiers.node import Block, Node
+from agentconsole.scheduler.composition import DEFAULT_MAX_DECODE_PASSES
 from agentconsole.scheduler.events import Scalar
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sim.crossmodel import (
@@ -42,6 +43,10 @@ class EngineConfig:
     #: admission). Off by default: SGLang with the plugin composes steps by admission order
     #: (the plugin orders its queue, not its batches), and the simulator runs what serve runs
     rank_aware_steps: bool = False
+    #: decode-only steps in a row a pending prefill may wait while a better-ranked call decodes
+    #: (``scheduler.composition.PrefillDeferral``, what the SGLang plugin does around
+    #: ``_should_defer_prefill``); 0: never, as stock SGLang
+    defer_prefill_steps: int = DEFAULT_MAX_DECODE_PASSES
     mem_fraction_static: float = 0.9
     #: the GPU KV pool in tokens (SGLang's ``--max-total-tokens``); None: what the GPU preset
     #: leaves after the weights at ``mem_fraction_static``

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from agentconsole.kvtiers.node import Block, Node
 from agentconsole.kvtiers.tiers import Tier
+from agentconsole.scheduler.composition import PrefillDeferral
 from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
 from agentconsole.scheduler.fairness import TIER_UNDERSERVED, FairnessConfig, FairnessGuard
 from agentconsole.scheduler.policies.base import Policy
@@ -87,6 +88,9 @@ class SimEngine:
         self._decode_context = 0
         self._prefill_pending = 0  # prompt tokens admitted calls still have to prefill
         self.planner = BlockPlanner(cost, self.config)
+        self.deferral = PrefillDeferral(self.config.defer_prefill_steps)
+        self._deferred_steps = 0  # decode steps in a row a pending prefill was deferred for
+        self._deferring_prefill = False  # the block in flight is such a run
         self._block: StepBlock | None = None
         self._notes: list[Note] = []
         self.busy_s = 0.0
@@ -166,29 +170,47 @@ class SimEngine:
         wake = self._finish_loading(now) if self._loading else None
         until = wake if wake is not None else math.inf
         prefilling, decoding = self._prefilling.values(), self._decoding.values()
+        self._deferring_prefill = False
         if prefilling:
-            if not self._outranking_decoders():
-                budget = self.config.chunked_prefill_size
+            # the step's composition follows the policy's rank, not only its admission order
+            best = min(c.rank for c in prefilling)
+            decoder_ranks = [c.rank for c in decoding]
+            if self.config.rank_aware_steps and any(r < best for r in decoder_ranks):
+                # better-ranked calls are decoding: prefill only as much as hides under their
+                # step's memory time (stall-free), so a worse-ranked long prefill neither
+                # stretches their steps nor stops
                 return self._run(
-                    self.planner.prefill_step(
-                        now, prefilling, decoding, self._decode_context, budget
+                    self.planner.stall_free_run(
+                        now, until, prefilling, decoding, self._decode_context
                     )
                 )
-            # better-ranked calls are decoding: prefill only as much as hides under their
-            # step's memory time (stall-free), so a worse-ranked long prefill neither
-            # stretches their steps nor stops
+            self._deferring_prefill = self.deferral.defers(
+                decoder_ranks, best, self._deferred_steps
+            )
+            if self._deferring_prefill:
+                # or, as the SGLang plugin does, decode alone for a bounded streak
+                return self._run(self._decode_block(now, until, self.deferral))
+            budget = self.config.chunked_prefill_size
             return self._run(
-                self.planner.stall_free_run(now, until, prefilling, decoding, self._decode_context)
+                self.planner.prefill_step(now, prefilling, decoding, self._decode_context, budget)
             )
         if decoding:
-            lane = self._decode_lane(now)
-            context = (
-                self._decode_context
-                if len(lane) == len(decoding)
-                else sum(c.prompt_tokens + c.generated for c in lane)
-            )
-            return self._run(self.planner.decode_run(now, until, lane, context))
+            return self._run(self._decode_block(now, until))
         return wake
+
+    def _decode_block(
+        self, now: float, until: float, deferral: PrefillDeferral | None = None
+    ) -> StepBlock:
+        """A decode run of the decode lane; under a ``deferral``, no longer than its streak
+        allows."""
+        lane = self._decode_lane(now)
+        context = (
+            self._decode_context
+            if len(lane) == len(self._decoding)
+            else sum(c.prompt_tokens + c.generated for c in lane)
+        )
+        max_steps = deferral.passes_left(self._deferred_steps) if deferral else None
+        return self.planner.decode_run(now, until, lane, context, max_steps=max_steps)
 
     def _finish_loading(self, now: float) -> float | None:
         """Calls whose reload ended by ``now`` start prefilling; when the next one ends."""
@@ -204,6 +226,8 @@ class SimEngine:
         if block is not None:
             self.busy_s += block.duration
             self._attribute_service(block, now)
+            deferred = self._deferring_prefill and not block.prefill
+            self._deferred_steps = self._deferred_steps + block.decode_steps if deferred else 0
             if block.decode:
                 self._complete_decode(block, now)
             if block.prefill:
@@ -391,14 +415,6 @@ class SimEngine:
             self._decode_context -= call.prompt_tokens + call.generated
 
     # -- blocks -------------------------------------------------------------------------------
-    def _outranking_decoders(self) -> list[SimCall]:
-        """Decoding calls ranked better than every call waiting to prefill (rank-aware steps:
-        the step's composition follows the policy, not only its admission order)."""
-        if not (self.config.rank_aware_steps and self._decoding):
-            return []
-        best = min(c.rank for c in self._prefilling.values())
-        return [c for c in self._decoding.values() if c.rank < best]
-
     def _decode_lane(self, now: float) -> list[SimCall]:
         """The decoders that step next. Normally all of them; but while a tenant below its
         fair share has calls decoding, only that tenant's calls step (the others pause, KV

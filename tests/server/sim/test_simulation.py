@@ -183,9 +183,12 @@ def _fresh_big(arrival: float) -> TraceProgram:
 
 #: The engine that composes steps by rank (``EngineConfig.rank_aware_steps``): B's prefill,
 #: admitted just before A's last call, then runs stall-free under A's better-ranked decode.
-#: Serve on SGLang does not do this yet (the plugin orders SGLang's queue, not its batches),
-#: and on the default, admission-order engine A's decode steps carry B's prefill chunks.
 RANK_AWARE = EngineConfig(rank_aware_steps=True)
+#: The engine serve on SGLang runs (the default): whole prefill chunks, deferred a bounded
+#: streak of decode steps while a better-ranked call decodes (the plugin's rule).
+DEFERRING = EngineConfig()
+#: Stock SGLang's composition: a pending prefill runs at once, however the queue is ordered.
+NO_DEFERRAL = EngineConfig(defer_prefill_steps=0)
 
 
 def _last_call_ready(policy: str, engine: EngineConfig) -> float:
@@ -206,16 +209,19 @@ def _section4(policy: str, engine: EngineConfig = RANK_AWARE) -> tuple[float, fl
     return a_done, b_first
 
 
+@pytest.mark.parametrize("engine", [RANK_AWARE, DEFERRING], ids=["rank-aware", "deferring"])
 @pytest.mark.parametrize("policy", ["progress", "critical-path", "cp-cache"])
-def test_section4_nearly_done_program_finishes_first_under_program_aware(policy: str) -> None:
-    a_done, b_first = _section4(policy)
+def test_section4_nearly_done_program_finishes_first_under_program_aware(
+    policy: str, engine: EngineConfig
+) -> None:
+    a_done, b_first = _section4(policy, engine)
     assert a_done < b_first
 
 
-def test_section4_on_the_admission_order_engine_the_admitted_prefill_goes_on() -> None:
-    """What serve on SGLang runs today (see ``RANK_AWARE``): ordering alone cannot take back
-    a prefill already admitted, so A finishes after B's first token, by about B's prefill."""
-    a_done, b_first = _section4("cp-cache", EngineConfig())
+def test_section4_without_deferral_the_admitted_prefill_goes_on() -> None:
+    """Stock SGLang's composition: ordering alone cannot take back a prefill already
+    admitted, so A finishes after B's first token, by about B's prefill."""
+    a_done, b_first = _section4("cp-cache", NO_DEFERRAL)
     assert b_first < a_done
 
 

@@ -35,18 +35,15 @@ def cluster_from_options(
     options: RuntimeOptions,
 ) -> tuple[EngineSettings, ClusterSettings, ControlState]:
     """``extra["router"]`` (URL), ``extra["workers"]`` (URLs: a list, or comma-separated),
-    optional ``extra["served_model"]``, ``fairness``, ``preemption``, ``tool_call_parser``;
+    optional ``extra["served_model"]``, ``fairness``, ``preemption``, ``deferral``,
+    ``tool_call_parser``;
     ``model``: the local folder of the model's tokenizer and chat template (default: the tiny
     CPU model, made once)."""
     extra = options.extra
     router, workers = str(extra.get("router") or ""), _urls(extra.get("workers"))
     if not router or not workers:
         raise ValueError("the sglang-router runtime needs extra['router'] and extra['workers']")
-    control = ControlState()
-    if "fairness" in extra:
-        control.fairness = dict(extra["fairness"])
-    if "preemption" in extra:
-        control.preemption = dict(extra["preemption"])
+    control = ControlState.from_options(extra)
     served = str(extra.get("served_model") or "default")
     cluster = ClusterSettings(router.rstrip("/"), workers, served)
     # the tokenizer only: no engine runs here, so no device is probed

@@ -1,0 +1,115 @@
+"""Step composition inside SGLang's scheduler: which work a pass runs, by the policy's rank.
+
+The plugin's ordering decides which waiting request is admitted next; without this module
+SGLang still decides what each pass runs by admission order alone: an admitted chunked prefill
+takes every pass's whole chunk until it is done, and a pending prefill always runs before the
+running batch decodes. So a nearly done program's last call (the overview's section 4) waits
+for every chunk of a fresh long prompt admitted just before it, then decodes only when no
+prefill is pending. Two decisions fix that, both by rank (``ordering.Orderer`` keys):
+
+* :meth:`StepComposer.chunk_limit` (``SchedulePolicy.shortest_prefill_chunk_limit``): the
+  in-flight chunk shrinks to leave room for the waiting requests that outrank it, so they
+  prefill in this pass beside it (whole: SGLang tracks one chunked request, see
+  :func:`keeps_one_chunked`);
+* :meth:`StepComposer.defer_prefill` (around ``Scheduler._should_defer_prefill``): while a
+  running request outranks every pending prefill, the pass decodes instead, at most
+  ``PrefillDeferral.max_decode_passes`` passes in a row (the simulator's engine applies the
+  same rule, ``EngineConfig.defer_prefill_steps``).
+
+Both only read the requests; the streak of deferred passes is this object's only state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agentconsole.scheduler.composition import PrefillDeferral
+
+#: ranks a list of SGLang requests: their effective keys, in the same order (a report: it
+#: changes no state of the ordering)
+RankKeys = Callable[[list[Any]], list[Any]]
+#: request id -> prompt tokens resident on the device now, for the given waiting requests
+Residency = Callable[[list[Any]], dict[str, int]]
+
+#: waiting requests looked at from each end of the queue: its head is the order of the last
+#: sort, its tail the arrivals since (a long queue is not ranked whole on every decode pass)
+_LOOK = 16
+
+
+class StepComposer:
+    def __init__(self, deferral: PrefillDeferral | None = None) -> None:
+        self.deferral = deferral or PrefillDeferral()
+        self.deferred_passes = 0  # passes in a row that decoded with a prefill pending
+        self.deferrals = 0  # passes deferred since start (status)
+
+    def defer_prefill(
+        self,
+        rank_keys: RankKeys,
+        running: Sequence[Any],
+        chunked: Any | None,
+        waiting: Sequence[Any],
+    ) -> bool:
+        """Whether this pass should decode the ``running`` requests and leave the pending
+        prefill (the ``chunked`` request's next chunk, or a ``waiting`` one) for later; counts
+        the streak."""
+        decoders = [r for r in running if not r.finished()]
+        pending = _pending(chunked, waiting)
+        if not (self.deferral.enabled and decoders and pending):
+            self.deferred_passes = 0
+            return False
+        if self.deferred_passes >= self.deferral.max_decode_passes:
+            self.deferred_passes = 0  # this pass prefills; the next streak starts after it
+            return False
+        keys = rank_keys([*decoders, *pending])
+        best_pending = min(keys[len(decoders) :])
+        if not self.deferral.defers(keys[: len(decoders)], best_pending, self.deferred_passes):
+            self.deferred_passes = 0
+            return False
+        self.deferred_passes += 1
+        self.deferrals += 1
+        return True
+
+    @staticmethod
+    def chunk_limit(
+        rank_keys: RankKeys,
+        residency: Residency,
+        chunked: Any,
+        waiting: Sequence[Any],
+        budget: int,
+        page_size: int,
+    ) -> int | None:
+        """The token cap on ``chunked``'s next chunk that leaves room, within the pass's
+        ``budget``, for the head of ``waiting`` (sorted: best first) that outranks it, each
+        request's uncached prompt whole; None: no cap."""
+        if budget < 2 * page_size or not waiting:
+            return None
+        head = list(waiting[:_LOOK])
+        keys = rank_keys([chunked, *head])
+        ahead = [req for req, key in zip(head, keys[1:], strict=True) if key < keys[0]]
+        if not ahead:
+            return None
+        resident = residency(ahead)
+        reserved = 0
+        for req in ahead:
+            work = len(req.origin_input_ids) + len(req.output_ids) - resident.get(req.rid, 0)
+            charge = -(-max(work, 1) // page_size) * page_size
+            if reserved + charge > budget - page_size:
+                break
+            reserved += charge
+        if not reserved:
+            return None
+        return (budget - reserved) // page_size * page_size
+
+
+def keeps_one_chunked(admission: Any, has_chunked_req: bool) -> bool:
+    """False when admitting a waiting request as ``admission`` (SGLang's prefill shape) would
+    start a second chunked prefill beside the in-flight one, which SGLang cannot track (its
+    own shortest-prefill-first guard, applied whatever the policy): the request then waits
+    for a pass with room for it whole."""
+    return not (has_chunked_req and bool(getattr(admission, "is_chunked", False)))
+
+
+def _pending(chunked: Any | None, waiting: Sequence[Any]) -> list[Any]:
+    ends = [*waiting[:_LOOK], *waiting[max(len(waiting) - _LOOK, _LOOK) :]]
+    return [chunked, *ends] if chunked is not None else ends

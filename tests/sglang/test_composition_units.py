@@ -1,0 +1,93 @@
+"""The plugin's step composition without SGLang (``composition.StepComposer``): fake requests
+ranked by a plain key, as ``PluginState.rank_keys`` ranks real ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentconsole.scheduler.composition import PrefillDeferral
+from agentconsole.server.runtime.sglang.composition import StepComposer, keeps_one_chunked
+
+
+@dataclass
+class Req:
+    rid: str
+    key: int  # its rank: smaller runs first
+    prompt: int = 100
+    done: bool = False
+    origin_input_ids: list[int] = field(default_factory=list)
+    output_ids: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.origin_input_ids = [0] * self.prompt
+
+    def finished(self) -> bool:
+        return self.done
+
+
+def keys(reqs: list[Any]) -> list[Any]:
+    return [r.key for r in reqs]
+
+
+def test_a_better_ranked_decoder_defers_the_chunk_for_a_bounded_streak() -> None:
+    composer = StepComposer(PrefillDeferral(max_decode_passes=3))
+    nearly_done, fresh = Req("a", key=1), Req("b", key=9)
+    passes = [composer.defer_prefill(keys, [nearly_done], fresh, []) for _ in range(8)]
+    # three decode passes, one prefill, three more, ...
+    assert passes == [True, True, True, False, True, True, True, False]
+    assert composer.deferrals == 6
+
+
+def test_no_deferral_for_a_better_ranked_prefill_or_nothing_pending() -> None:
+    composer = StepComposer()
+    assert not composer.defer_prefill(keys, [Req("a", key=5)], None, [Req("w", key=1)])
+    assert not composer.defer_prefill(keys, [Req("a", key=5)], None, [])
+    assert not composer.defer_prefill(keys, [], Req("b", key=9), [])
+    # a finished request in the running batch decodes nothing
+    assert not composer.defer_prefill(keys, [Req("a", key=1, done=True)], Req("b", key=9), [])
+
+
+def test_a_better_ranked_arrival_at_the_queue_tail_is_seen() -> None:
+    waiting = [Req(f"w{i}", key=50 + i) for i in range(40)]
+    running = [Req("a", key=20)]
+    assert StepComposer().defer_prefill(keys, running, None, waiting)
+    waiting.append(Req("late", key=10))  # arrived since the last sort, better than "a"
+    assert not StepComposer().defer_prefill(keys, running, None, waiting)
+
+
+def test_a_streak_ends_when_nothing_is_pending() -> None:
+    composer = StepComposer(PrefillDeferral(max_decode_passes=2))
+    a, b = Req("a", key=1), Req("b", key=9)
+    assert composer.defer_prefill(keys, [a], b, [])
+    assert not composer.defer_prefill(keys, [a], None, [])  # b was admitted meanwhile
+    assert composer.defer_prefill(keys, [a], b, [])  # a new streak
+    assert composer.defer_prefill(keys, [a], b, [])
+
+
+def test_chunk_limit_reserves_room_for_outranking_waiting_requests_whole() -> None:
+    chunked = Req("big", key=9, prompt=100_000)
+    waiting = [Req("last-call", key=1, prompt=2_300), Req("worse", key=20, prompt=50)]
+    resident = {"last-call": 2_000}  # its context is cached: 300 tokens of work
+    limit = StepComposer.chunk_limit(keys, lambda reqs: resident, chunked, waiting, 4096, 64)
+    assert limit == 4096 - 320  # 300 tokens, page-rounded
+    # nothing outranks the chunk: no cap
+    assert StepComposer.chunk_limit(keys, lambda r: {}, chunked, waiting[1:], 4096, 64) is None
+
+
+def test_chunk_limit_always_leaves_the_chunk_a_page() -> None:
+    chunked = Req("big", key=9, prompt=100_000)
+    waiting = [Req("huge-but-better", key=1, prompt=10_000)]
+    assert StepComposer.chunk_limit(keys, lambda r: {}, chunked, waiting, 4096, 64) is None
+    assert StepComposer.chunk_limit(keys, lambda r: {}, chunked, waiting, 100, 64) is None
+
+
+def test_a_second_chunked_request_is_refused_beside_the_in_flight_one() -> None:
+    @dataclass
+    class Admission:
+        is_chunked: bool
+
+    assert not keeps_one_chunked(Admission(is_chunked=True), has_chunked_req=True)
+    assert keeps_one_chunked(Admission(is_chunked=False), has_chunked_req=True)
+    assert keeps_one_chunked(Admission(is_chunked=True), has_chunked_req=False)
+    assert keeps_one_chunked(object(), has_chunked_req=True)  # SGLang's AddReqResult verdict

@@ -1,0 +1,89 @@
+"""The overview's section 4 on the real engine: a nearly done program's last call arrives
+while a fresh long prompt is mid-prefill. With the plugin's step composition its call joins
+the next chunk (the chunk leaves it room) and decodes while the long prefill waits a bounded
+streak of passes, so the program finishes before the fresh prompt's first token; with the
+deferral off it decodes only once the whole prompt is prefilled."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.sglang.helpers import Outcome, consume, request, ticket, words
+
+pytestmark = pytest.mark.sglang
+
+#: small chunks, so the fresh prompt takes dozens of passes (a 100K prompt on a GPU)
+CHUNK_TOKENS = 32
+FRESH_PROMPT_TOKENS = 1800  # the tiny model's window is 2048
+LAST_CALL_OUTPUT = 40
+
+
+@pytest.fixture(scope="module")
+def chunked(run: Callable[[Awaitable[Any]], Any], sgl_kernel_log: Any) -> Iterator[Any]:
+    """A started engine (plugin on, ``cp-cache``) with room for both calls at once."""
+    from agentconsole.server.runtime.registry import RuntimeOptions
+    from agentconsole.server.runtime.sglang.adapter import create_runtime
+
+    options = RuntimeOptions(
+        policy="cp-cache",
+        max_total_tokens=8192,
+        max_running_requests=4,
+        extra={"engine_args": {"chunked_prefill_size": CHUNK_TOKENS}},
+    )
+    runtime = create_runtime(options)
+    run(runtime.start())
+    yield runtime
+    run(runtime.stop())
+
+
+def _set_deferral(rt: Any, max_decode_passes: int | None) -> None:
+    rt.control.state.deferral = (
+        {} if max_decode_passes is None else {"max_decode_passes": max_decode_passes}
+    )
+    rt.control.write()
+
+
+async def _section4(rt: Any, tag: str) -> tuple[Outcome, Outcome, float]:
+    """(the nearly done call, the fresh prompt, when the nearly done call was sent)."""
+    fresh = ticket(f"fresh-{tag}", remaining_cp_s=60.0, expected_output_tokens=4)
+    prompt = words(FRESH_PROMPT_TOKENS, rt, seed=hash(tag) % 1000)
+    big = asyncio.ensure_future(consume(rt, request(fresh, prompt, 4)))
+    await asyncio.sleep(0.05)  # its prefill is under way
+    last = ticket(
+        f"nearly-{tag}",
+        completed_calls=9,
+        remaining_cp_s=0.05,
+        expected_output_tokens=LAST_CALL_OUTPUT,
+    )
+    sent = asyncio.get_running_loop().time()
+    nearly = await consume(rt, request(last, "verify the patch", LAST_CALL_OUTPUT))
+    return nearly, await big, sent
+
+
+def test_nearly_done_program_finishes_before_a_fresh_prompt_mid_prefill(
+    chunked: Any, run: Callable[[Awaitable[Any]], Any]
+) -> None:
+    _set_deferral(chunked, None)
+    before = chunked.read_status().prefill_deferrals
+    nearly, fresh, _ = run(_section4(chunked, "on"))
+    assert nearly.result.output_tokens == LAST_CALL_OUTPUT
+    assert fresh.result.output_tokens == 4
+    assert nearly.finished_at < fresh.token_times[0]
+    assert chunked.read_status().prefill_deferrals > before
+    assert chunked.read_status().errors == 0
+
+
+def test_without_deferral_it_waits_for_the_whole_prefill(
+    chunked: Any, run: Callable[[Awaitable[Any]], Any]
+) -> None:
+    _set_deferral(chunked, 0)
+    try:
+        nearly, fresh, _ = run(_section4(chunked, "off"))
+    finally:
+        _set_deferral(chunked, None)
+    assert fresh.token_times[0] < nearly.finished_at
+    assert chunked.read_status().errors == 0
