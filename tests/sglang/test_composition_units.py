@@ -56,6 +56,18 @@ def test_a_better_ranked_arrival_at_the_queue_tail_is_seen() -> None:
     assert not StepComposer().defer_prefill(keys, running, None, waiting)
 
 
+def test_a_decoder_keeps_the_key_it_was_first_seen_running_with() -> None:
+    """As the simulator fixes a call's rank at admission: a long decode that would age into
+    the fairness guard's starving tier does not come to defer every prefill."""
+    composer = StepComposer(PrefillDeferral(max_decode_passes=100))
+    long_decode, fresh = Req("a", key=5), Req("b", key=3)
+    assert not composer.defer_prefill(keys, [long_decode], fresh, [])
+    long_decode.key = 0  # what ranking it again now would say
+    assert not composer.defer_prefill(keys, [long_decode], fresh, [])
+    # a request seen running for the first time is ranked then
+    assert composer.defer_prefill(keys, [long_decode, Req("c", key=1)], fresh, [])
+
+
 def test_a_streak_ends_when_nothing_is_pending() -> None:
     composer = StepComposer(PrefillDeferral(max_decode_passes=2))
     a, b = Req("a", key=1), Req("b", key=9)

@@ -42,6 +42,10 @@ class StepComposer:
         self.deferral = deferral or PrefillDeferral()
         self.deferred_passes = 0  # passes in a row that decoded with a prefill pending
         self.deferrals = 0  # passes deferred since start (status)
+        #: request id -> its key when first seen running, as the simulator fixes a call's
+        #: rank at admission: a long decode must not age into the fairness guard's starving
+        #: tier and defer every prefill behind it; and a pass ranks only new decoders
+        self._running_keys: dict[str, Any] = {}
 
     def defer_prefill(
         self,
@@ -55,15 +59,23 @@ class StepComposer:
         the streak."""
         decoders = [r for r in running if not r.finished()]
         pending = _pending(chunked, waiting)
+        if not decoders:
+            self._running_keys.clear()
         if not (self.deferral.enabled and decoders and pending):
             self.deferred_passes = 0
             return False
         if self.deferred_passes >= self.deferral.max_decode_passes:
             self.deferred_passes = 0  # this pass prefills; the next streak starts after it
             return False
-        keys = rank_keys([*decoders, *pending])
-        best_pending = min(keys[len(decoders) :])
-        if not self.deferral.defers(keys[: len(decoders)], best_pending, self.deferred_passes):
+        known = self._running_keys
+        new = [r for r in decoders if r.rid not in known]
+        keys = rank_keys([*new, *pending])
+        known.update((r.rid, key) for r, key in zip(new, keys, strict=False))
+        if len(known) > 2 * len(decoders):  # forget the requests that left the batch
+            self._running_keys = known = {r.rid: known[r.rid] for r in decoders}
+        best_pending = min(keys[len(new) :])
+        decoder_keys = [known[r.rid] for r in decoders]
+        if not self.deferral.defers(decoder_keys, best_pending, self.deferred_passes):
             self.deferred_passes = 0
             return False
         self.deferred_passes += 1

@@ -269,8 +269,8 @@ class PluginState:
     def defer_prefill(self, scheduler: Any, running_batch: Any) -> bool:
         """Whether this pass decodes and leaves the pending prefill for later (see
         ``StepComposer.defer_prefill``); never while draining (nothing is admitted then)."""
-        if self.paused:
-            return False
+        if self.paused or getattr(running_batch, "is_prefill_only", False):
+            return False  # a prefill-only batch never decodes: deferring would idle the pass
         reqs = list(getattr(running_batch, "reqs", None) or [])
         waiting = scheduler.waiting_queue
         return self.composer.defer_prefill(self.rank_keys, reqs, scheduler.chunked_req, waiting)
@@ -279,8 +279,10 @@ class PluginState:
         self, chunked: Any, waiting: list[Any], budget: int, page_size: int, tree: Any
     ) -> int | None:
         """The cap on ``chunked``'s next chunk (``StepComposer.chunk_limit``); None while
-        draining (no waiting request would use the room)."""
-        if self.paused:
+        draining (no waiting request would use the room) and without a radix cache (SGLang
+        then admits ``ignore_eos`` requests by a path that can start a second chunked
+        request in the room left)."""
+        if self.paused or getattr(tree, "disable", False):
             return None
         return self.composer.chunk_limit(
             self.rank_keys,
