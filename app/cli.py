@@ -106,6 +106,13 @@ def main() -> None:
     " on SGLang does.",
 )
 @click.option(
+    "--mixed-chunk/--no-mixed-chunk",
+    default=False,
+    show_default=True,
+    help="Decode rides along with prefill chunks (SGLang's --enable-mixed-chunk); the default"
+    " stalls decoding during a prefill step, as SGLang ships and serve runs it.",
+)
+@click.option(
     "--defer-prefill-steps",
     type=click.IntRange(min=0),
     default=DEFAULT_MAX_DECODE_PASSES,

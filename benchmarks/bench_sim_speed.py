@@ -47,8 +47,23 @@ def main() -> None:
         action="store_true",
         help="the engine that composes steps by rank (bench's default before 2026-12-02)",
     )
+    parser.add_argument(
+        "--mixed-chunk",
+        action="store_true",
+        help="decode rides along with prefill steps (bench's default before 2026-12-03)",
+    )
+    parser.add_argument(
+        "--defer-prefill-steps",
+        type=int,
+        default=EngineConfig().defer_prefill_steps,
+        help="decode-only steps a pending prefill may wait (0: as before 2026-12-03)",
+    )
     args = parser.parse_args()
-    engine = EngineConfig(rank_aware_steps=args.rank_aware_steps)
+    engine = EngineConfig(
+        rank_aware_steps=args.rank_aware_steps,
+        mixed_chunk=args.mixed_chunk,
+        defer_prefill_steps=args.defer_prefill_steps,
+    )
     rate = args.programs / (args.hours * 3600)
     started = time.perf_counter()
     programs = generate("seed-mix", n_programs=args.programs, rate=rate, seed=0)

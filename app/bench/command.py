@@ -83,6 +83,7 @@ def run_bench(**opts: Any) -> None:
         holds=opts["holds"],
         rank_aware_steps=opts["rank_aware_steps"],
         defer_prefill_steps=opts["defer_prefill_steps"],
+        mixed_chunk=opts["mixed_chunk"],
         admission=opts["admission"],
         params=tuple(_param(text) for text in opts["workload_params"]),
         models=opts["models"],

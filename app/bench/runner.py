@@ -95,6 +95,9 @@ class BenchSetup:
     #: the default, is what ``serve`` on SGLang delivers (the plugin orders SGLang's queue,
     #: not its batches), so bench measures what serve runs (docs/BENCHMARKS.md section 2d)
     rank_aware_steps: bool = False
+    #: decode rides along with prefill chunks (``EngineConfig.mixed_chunk``, SGLang's
+    #: ``--enable-mixed-chunk``). False, the default, is SGLang as shipped and as serve runs it
+    mixed_chunk: bool = False
     #: decode-only steps in a row a pending prefill may wait for better-ranked decoders
     #: (``EngineConfig.defer_prefill_steps``, what the plugin does; 0: never)
     defer_prefill_steps: int = DEFAULT_MAX_DECODE_PASSES
@@ -139,6 +142,7 @@ def engine_config(setup: BenchSetup, baseline: Baseline | None = None) -> Engine
     mode = setup.prefix_cache if baseline is None else baseline.prefix_cache
     base = EngineConfig(
         rank_aware_steps=setup.rank_aware_steps,
+        mixed_chunk=setup.mixed_chunk,
         hold_queued_context=holds,
         prefix_cache=get_prefix_cache(mode),
         cross_model=get_cross_model(setup.cross_model_kv),

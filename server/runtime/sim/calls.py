@@ -36,10 +36,12 @@ class EngineConfig:
     max_running_requests: int = 256
     chunked_prefill_size: int = 8192
     #: decode tokens ride along with prefill chunks in one step (SGLang --enable-mixed-chunk,
-    #: vLLM v1's default); without it decoding stalls while any prefill is pending
-    mixed_chunk: bool = True
+    #: vLLM v1's default); without it decoding stalls while any prefill is pending. Off by
+    #: default, as SGLang ships and ``serve --runtime sglang`` runs it
+    mixed_chunk: bool = False
     #: while calls ranked better than every pending prefill are decoding, prefill only a
-    #: stall-free chunk mixed into their steps (the policy orders the step's work, not only
+    #: stall-free chunk mixed into their steps, whatever ``mixed_chunk`` says (the policy
+    #: orders the step's work, not only
     #: admission). Off by default: SGLang with the plugin composes steps by admission order
     #: (the plugin orders its queue, not its batches), and the simulator runs what serve runs
     rank_aware_steps: bool = False
