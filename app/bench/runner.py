@@ -143,16 +143,15 @@ def engine_config(setup: BenchSetup, baseline: Baseline | None = None) -> Engine
     base = EngineConfig(
         rank_aware_steps=setup.rank_aware_steps,
         mixed_chunk=setup.mixed_chunk,
+        defer_prefill_steps=(
+            setup.defer_prefill_steps if baseline is None or baseline.defer_prefill else 0
+        ),
         hold_queued_context=holds,
         prefix_cache=get_prefix_cache(mode),
         cross_model=get_cross_model(setup.cross_model_kv),
     )
     if baseline is not None:
         base = replace(base, eviction=baseline.eviction)
-    if baseline is None or baseline.defer_prefill:
-        base = replace(base, defer_prefill_steps=setup.defer_prefill_steps)
-    else:
-        base = replace(base, defer_prefill_steps=0)
     if not (setup.host_tier if baseline is None else baseline.host_tier):
         base = replace(base, host_kv_tokens=0)
     if setup.max_running is None:

@@ -16,7 +16,8 @@ prefill is pending. Two decisions fix that, both by rank (``ordering.Orderer`` k
   ``PrefillDeferral.max_decode_passes`` passes in a row (the simulator's engine applies the
   same rule, ``EngineConfig.defer_prefill_steps``).
 
-Both only read the requests; the streak of deferred passes is this object's only state.
+Both only read the requests; this object keeps the streak of deferred passes and each running
+request's key from when it was first seen running.
 """
 
 from __future__ import annotations

@@ -189,7 +189,8 @@ class SimEngine:
             )
             if self._deferring_prefill:
                 # or, as the SGLang plugin does, decode alone for a bounded streak
-                return self._run(self._decode_block(now, until, self.deferral))
+                left = self.deferral.passes_left(self._deferred_steps)
+                return self._run(self._decode_block(now, until, max_steps=left))
             budget = self.config.chunked_prefill_size
             return self._run(
                 self.planner.prefill_step(now, prefilling, decoding, self._decode_context, budget)
@@ -198,18 +199,14 @@ class SimEngine:
             return self._run(self._decode_block(now, until))
         return wake
 
-    def _decode_block(
-        self, now: float, until: float, deferral: PrefillDeferral | None = None
-    ) -> StepBlock:
-        """A decode run of the decode lane; under a ``deferral``, no longer than its streak
-        allows."""
+    def _decode_block(self, now: float, until: float, max_steps: int | None = None) -> StepBlock:
+        """A decode run of the decode lane, at most ``max_steps`` steps."""
         lane = self._decode_lane(now)
         context = (
             self._decode_context
             if len(lane) == len(self._decoding)
             else sum(c.prompt_tokens + c.generated for c in lane)
         )
-        max_steps = deferral.passes_left(self._deferred_steps) if deferral else None
         return self.planner.decode_run(now, until, lane, context, max_steps=max_steps)
 
     def _finish_loading(self, now: float) -> float | None:
@@ -226,8 +223,8 @@ class SimEngine:
         if block is not None:
             self.busy_s += block.duration
             self._attribute_service(block, now)
-            deferred = self._deferring_prefill and not block.prefill
-            self._deferred_steps = self._deferred_steps + block.decode_steps if deferred else 0
+            deferred = self._deferred_steps + block.decode_steps
+            self._deferred_steps = deferred if self._deferring_prefill else 0
             if block.decode:
                 self._complete_decode(block, now)
             if block.prefill:
