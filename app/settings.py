@@ -51,6 +51,10 @@ class ServerSection(_Section):
     """TCP port (0: any free port)."""
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     """Largest request body accepted; larger ones answer 413."""
+    express_lane: bool = True
+    """Answer plain generation calls (a non-streaming chat or text completion with a valid
+    body and key) without Litestar's per-request machinery, with the same code and answers
+    (``server/api/express.py``); false sends every request through Litestar."""
     log_level: str = "info"
     """uvicorn and application log level."""
     timeout_keep_alive: int = Field(default=5, ge=1, le=3600)
@@ -390,6 +394,7 @@ class Settings(BaseSettings):
             tenant_keys=tenants,
             operator_keys=tuple(operators),
             max_body_bytes=self.server.max_body_bytes,
+            express_lane=self.server.express_lane,
             default_max_tokens=limits.default_max_tokens,
             max_tokens_limit=limits.max_tokens_limit,
             ready_timeout_s=limits.ready_timeout_s,

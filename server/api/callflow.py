@@ -9,6 +9,11 @@ inside a cancelled anyio scope every ``await`` is cancelled again), and the resp
 background task does the same in case the cancellation hit while the generator was suspended.
 Non-streaming: the handler races the call against ``http.disconnect`` on the ASGI receive
 channel and aborts the call if the client leaves first.
+
+What a route reads of its request is a :class:`Client` (headers, the receive channel), and a
+non-streaming answer is a :class:`Reply` (JSON bytes): Litestar's ``Request`` and ``Response``
+for the controllers, the raw ASGI scope and messages for the express lane (``express.py``),
+which answers the plain calls with the same functions.
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ import contextlib
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from litestar import Request, Response
+from litestar import Response
 from litestar.background_tasks import BackgroundTask
+from litestar.enums import MediaType
 from litestar.response import Stream
+from litestar.types import Receive
 
 from agentconsole.server.api.contract import SSE, contract
 from agentconsole.server.api.deps import Live
@@ -38,7 +45,39 @@ QUICK_S = 0.05
 GENERATION_CONTRACT = contract(403, 404, 409, 429, media=("application/json", SSE))
 
 
-def _header_id(request: Request[Any, Any, Any], name: str) -> str | None:
+class HeaderLookup(Protocol):
+    def get(self, key: str, /) -> str | None:
+        """The value of header ``key`` (lower-case name; the first of repeated ones)."""
+        ...
+
+
+class Client(Protocol):
+    """What the generation routes read of a request: headers and the ASGI receive channel
+    (after the body, it only says ``http.disconnect``). Litestar's ``Request`` is one."""
+
+    @property
+    def headers(self) -> HeaderLookup: ...
+
+    @property
+    def receive(self) -> Receive: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A non-streaming answer: JSON bytes, the call's headers, the status."""
+
+    body: bytes
+    headers: dict[str, str]
+    status: int = 200
+
+    def response(self) -> Response[bytes]:
+        """The same answer as a Litestar ``Response`` (what the controllers return)."""
+        return Response(
+            self.body, status_code=self.status, headers=self.headers, media_type=MediaType.JSON
+        )
+
+
+def _header_id(request: Client, name: str) -> str | None:
     value = request.headers.get(name)
     if value is None:
         return None
@@ -48,7 +87,7 @@ def _header_id(request: Request[Any, Any, Any], name: str) -> str | None:
     return value
 
 
-def program_identity(extras: AgentExtras | None, request: Request[Any, Any, Any]) -> dict[str, Any]:
+def program_identity(extras: AgentExtras | None, request: Client) -> dict[str, Any]:
     """A call's place in its program (``ChatCall`` fields) from the body's ``agentconsole``
     object, else the ``X-Program-Id`` / ``X-Node-Id`` / ``X-Parent-Ids`` headers."""
     program_id = extras.program_id if extras and extras.program_id else None
@@ -75,9 +114,7 @@ CANDIDATES_HEADER = "x-agentconsole-model-candidates"
 _MAX_CANDIDATES = 16
 
 
-def model_request(
-    model: str, extras: AgentExtras | None, request: Request[Any, Any, Any]
-) -> dict[str, Any]:
+def model_request(model: str, extras: AgentExtras | None, request: Client) -> dict[str, Any]:
     """Which model a call asks for (``ChatCall`` fields): the body's ``model`` (a served name
     or ``auto``), the candidates of the ``agentconsole`` object or else of the
     ``X-Agentconsole-Model-Candidates`` header, the role and minimum tier."""
@@ -147,14 +184,12 @@ def event_stream(body: AsyncIterator[bytes], call: LiveCall, headers: dict[str, 
     )
 
 
-async def finished(
-    request: Request[Any, Any, Any], call: LiveCall, headers: dict[str, str]
-) -> CallOutcome | Response[Any]:
+async def finished(request: Client, call: LiveCall, headers: dict[str, str]) -> CallOutcome | Reply:
     """The call's outcome once it completed; 499 if the client left first (the call is
     aborted); the refusal raised when it did not complete."""
     if not await wait_for_client_or_call(request, call):
         call.abandon("disconnect")
-        return Response({}, status_code=499, headers=headers)
+        return Reply(b"{}", headers, 499)
     outcome = await call.outcome()
     refused = refusal(call, outcome)
     if refused is not None:
@@ -189,7 +224,7 @@ async def _ends_within(call: LiveCall, seconds: float) -> bool:
     return True
 
 
-async def wait_for_client_or_call(request: Request[Any, Any, Any], call: LiveCall) -> bool:
+async def wait_for_client_or_call(request: Client, call: LiveCall) -> bool:
     """True once the call has ended; False if the client disconnected first. Calls that end
     within ``QUICK_S`` are not raced against the client (a task watching the client costs
     more than such a call)."""

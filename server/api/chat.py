@@ -18,11 +18,15 @@ from typing import Any
 
 from litestar import Controller, Request, Response, get, post
 from litestar.params import JSONBody
+from litestar.response import Stream
 
 from agentconsole.scheduler.runtime import ToolCallStream
+from agentconsole.server.api.auth import Principal
 from agentconsole.server.api.callflow import (
     GENERATION_CONTRACT,
     CallIdentity,
+    Client,
+    Reply,
     checked_max_tokens,
     event_stream,
     finished,
@@ -31,10 +35,11 @@ from agentconsole.server.api.callflow import (
     refusal,
     served_name,
 )
-from agentconsole.server.api.deps import LiveDep, PrincipalDep
+from agentconsole.server.api.deps import Live, LiveDep, PrincipalDep
 from agentconsole.server.api.openai_format import (
     DONE,
     Completion,
+    encode_json,
     tool_calls_json,
     usage_json,
     with_lost_reuse,
@@ -46,9 +51,7 @@ from agentconsole.server.live.intake import ChatCall
 from agentconsole.server.live.prompt import offered_tools
 
 
-def chat_call(
-    data: JSONBody[ChatCompletionRequest], request: Request[Any, Any, Any], live: LiveDep
-) -> ChatCall:
+def chat_call(data: ChatCompletionRequest, request: Client, live: Live) -> ChatCall:
     """The service's view of a validated chat request (identity, limits, defaults)."""
     max_tokens = data.max_completion_tokens or data.max_tokens
     stop = (data.stop,) if isinstance(data.stop, str) else tuple(data.stop or ())
@@ -102,6 +105,35 @@ async def _stream(
             call.abandon("disconnect")
 
 
+async def chat_completion(
+    client: Client, data: ChatCompletionRequest, live: Live, principal: Principal
+) -> Reply | Stream:
+    """Run one validated chat request as a call of its program: the JSON answer once the
+    call ends, or (``stream: true``) the SSE stream of it."""
+    chat = chat_call(data, client, live)
+    declared, _ = offered_tools(chat.tools, chat.tool_choice)
+    call = await live.service.start_call(principal.tenant, chat)
+    # the format of the model that runs the call (the runtime is up once a call started)
+    chat_format = format_of(live.service.models.runtime_of(call.request.model))
+    ident = CallIdentity.of(call, data.rid or data.request_id)
+    completion = Completion(ident.request_id, served_name(call, live), ident.body)
+    if data.stream:
+        usage = bool(data.stream_options and data.stream_options.include_usage)
+        body = _stream(call, completion, usage, chat_format.stream(declared))
+        return event_stream(body, call, ident.headers)
+    outcome = await finished(client, call, ident.headers)
+    if isinstance(outcome, Reply):
+        return outcome
+    text, calls = call.answer or (outcome.text, [])
+    tool_calls = tool_calls_json(call.call_id, calls) if calls else None
+    reason = "tool_calls" if tool_calls else outcome.finish_reason
+    body_json = completion.response(
+        text, tool_calls, reason, usage_json(outcome.result, call.received)
+    )
+    headers = with_lost_reuse(ident.headers, call.lost_reuse_tokens)
+    return Reply(encode_json(body_json), headers)
+
+
 class ChatController(Controller):
     """OpenAI-compatible chat completions."""
 
@@ -123,27 +155,8 @@ class ChatController(Controller):
     ) -> Response[Any]:
         """OpenAI chat completion; ``stream: true`` answers Server-Sent Events ending with
         ``data: [DONE]``. See docs/API.md for the agentconsole extras and errors."""
-        chat = chat_call(data, request, live)
-        declared, _ = offered_tools(chat.tools, chat.tool_choice)
-        call = await live.service.start_call(principal.tenant, chat)
-        # the format of the model that runs the call (the runtime is up once a call started)
-        chat_format = format_of(live.service.models.runtime_of(call.request.model))
-        ident = CallIdentity.of(call, data.rid or data.request_id)
-        completion = Completion(ident.request_id, served_name(call, live), ident.body)
-        if data.stream:
-            usage = bool(data.stream_options and data.stream_options.include_usage)
-            body = _stream(call, completion, usage, chat_format.stream(declared))
-            return event_stream(body, call, ident.headers)
-        outcome = await finished(request, call, ident.headers)
-        if isinstance(outcome, Response):
-            return outcome
-        text, calls = call.answer or (outcome.text, [])
-        tool_calls = tool_calls_json(call.call_id, calls) if calls else None
-        reason = "tool_calls" if tool_calls else outcome.finish_reason
-        body_json = completion.response(
-            text, tool_calls, reason, usage_json(outcome.result, call.received)
-        )
-        return Response(body_json, headers=with_lost_reuse(ident.headers, call.lost_reuse_tokens))
+        answer = await chat_completion(request, data, live, principal)
+        return answer.response() if isinstance(answer, Reply) else answer
 
     @get("/models", summary="The served models")
     async def models(self, live: LiveDep, principal: PrincipalDep) -> dict[str, Any]:

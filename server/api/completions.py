@@ -15,10 +15,14 @@ from typing import Any
 
 from litestar import Controller, Request, Response, post
 from litestar.params import JSONBody
+from litestar.response import Stream
 
+from agentconsole.server.api.auth import Principal
 from agentconsole.server.api.callflow import (
     GENERATION_CONTRACT,
     CallIdentity,
+    Client,
+    Reply,
     checked_max_tokens,
     event_stream,
     finished,
@@ -32,6 +36,7 @@ from agentconsole.server.api.openai_format import (
     DONE,
     Completion,
     TextCompletion,
+    encode_json,
     usage_json,
     with_lost_reuse,
 )
@@ -43,9 +48,7 @@ from agentconsole.server.live.intake import ChatCall
 DEFAULT_MAX_TOKENS = 16
 
 
-def completion_call(
-    data: CompletionRequest, request: Request[Any, Any, Any], live: Live
-) -> ChatCall:
+def completion_call(data: CompletionRequest, request: Client, live: Live) -> ChatCall:
     """The service's view of a validated completion request; its one message (the prompt)
     only serves to find an inferred program by prefix."""
     stop = (data.stop,) if isinstance(data.stop, str) else tuple(data.stop or ())
@@ -90,6 +93,26 @@ async def _stream(
             call.abandon("disconnect")
 
 
+async def text_completion(
+    client: Client, data: CompletionRequest, live: Live, principal: Principal
+) -> Reply | Stream:
+    """Run one validated completion request as a call of its program: the JSON answer once
+    the call ends, or (``stream: true``) the SSE stream of it."""
+    call = await live.service.start_call(principal.tenant, completion_call(data, client, live))
+    ident = CallIdentity.of(call, data.rid or data.request_id)
+    completion = TextCompletion(ident.request_id, served_name(call, live), ident.body)
+    if data.stream:
+        usage = bool(data.stream_options and data.stream_options.include_usage)
+        return event_stream(_stream(call, completion, usage), call, ident.headers)
+    outcome = await finished(client, call, ident.headers)
+    if isinstance(outcome, Reply):
+        return outcome
+    used = usage_json(outcome.result, call.received)
+    body = completion.response(outcome.text, outcome.finish_reason, used)
+    headers = with_lost_reuse(ident.headers, call.lost_reuse_tokens)
+    return Reply(encode_json(body), headers)
+
+
 class CompletionsController(Controller):
     """OpenAI-compatible text completions."""
 
@@ -111,15 +134,5 @@ class CompletionsController(Controller):
     ) -> Response[Any]:
         """OpenAI text completion of ``prompt`` (one string); ``stream: true`` answers
         Server-Sent Events ending with ``data: [DONE]``. See docs/API.md."""
-        call = await live.service.start_call(principal.tenant, completion_call(data, request, live))
-        ident = CallIdentity.of(call, data.rid or data.request_id)
-        completion = TextCompletion(ident.request_id, served_name(call, live), ident.body)
-        if data.stream:
-            usage = bool(data.stream_options and data.stream_options.include_usage)
-            return event_stream(_stream(call, completion, usage), call, ident.headers)
-        outcome = await finished(request, call, ident.headers)
-        if isinstance(outcome, Response):
-            return outcome
-        used = usage_json(outcome.result, call.received)
-        body = completion.response(outcome.text, outcome.finish_reason, used)
-        return Response(body, headers=with_lost_reuse(ident.headers, call.lost_reuse_tokens))
+        answer = await text_completion(request, data, live, principal)
+        return answer.response() if isinstance(answer, Reply) else answer

@@ -36,6 +36,7 @@ class ServerConfig:
     tenant_keys: Mapping[str, str] = field(default_factory=lambda: dict(DEV_TENANT_KEYS))
     operator_keys: tuple[str, ...] = DEV_OPERATOR_KEYS
     max_body_bytes: int = 4 * 1024 * 1024
+    express_lane: bool = True
     default_max_tokens: int = 1024
     max_tokens_limit: int = 32_768
     ready_timeout_s: float = 30.0

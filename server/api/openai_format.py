@@ -31,7 +31,8 @@ def with_lost_reuse(headers: dict[str, str], lost_reuse_tokens: int | None) -> d
     return {**headers, LOST_REUSE_HEADER: str(lost_reuse_tokens)}
 
 
-_encode = msgspec.json.Encoder().encode
+#: JSON bytes of a value (the bodies both generation routes send)
+encode_json = msgspec.json.Encoder().encode
 
 
 def tool_calls_json(call_id: str, calls: Sequence[ToolCallTuple]) -> list[JSON]:
@@ -121,12 +122,12 @@ class Completion:
             body["usage"] = usage
         if extra is not None:
             body["agentconsole"] = extra
-        return b"data: " + _encode(body) + b"\n\n"
+        return b"data: " + encode_json(body) + b"\n\n"
 
     @staticmethod
     def error(kind: str, message: str) -> bytes:
         """An SSE frame carrying an error (OpenAI clients raise it as an APIError)."""
-        return b"data: " + _encode({"error": {"type": kind, "message": message}}) + b"\n\n"
+        return b"data: " + encode_json({"error": {"type": kind, "message": message}}) + b"\n\n"
 
 
 class TextCompletion:
@@ -172,7 +173,7 @@ class TextCompletion:
             body["usage"] = usage
         if extra is not None:
             body["agentconsole"] = extra
-        return b"data: " + _encode(body) + b"\n\n"
+        return b"data: " + encode_json(body) + b"\n\n"
 
 
 DONE = b"data: [DONE]\n\n"

@@ -29,7 +29,9 @@ class EventHub:
     def __init__(self, first_seq: int = 1, ring_size: int = 65_536) -> None:
         self._next = first_seq
         self._size = ring_size
-        self._ring: list[tuple[int, Event] | None] = [None] * ring_size
+        # event ``seq`` sits at ``seq % ring_size`` (no ``(seq, event)`` pair: the ring holds
+        # tens of thousands of events, each pair one more object the cyclic collector visits)
+        self._ring: list[Event | None] = [None] * ring_size
         self._subscribers: list[Callable[[Event], None]] = []
         self._changed: asyncio.Future[None] | None = None
         self._tenant_of: TenantOf | None = None
@@ -62,7 +64,7 @@ class EventHub:
                 event = Event(e.t, e.kind, e.program_id, e.node_id, e.attempt, tenant, e.data)
         seq = self._next
         self._next += 1
-        self._ring[seq % self._size] = (seq, event)
+        self._ring[seq % self._size] = event
         for callback in self._subscribers:
             callback(event)
         changed = self._changed
@@ -100,9 +102,8 @@ class EventHub:
         ring, size, end = self._ring, self._size, self._next
         while cursor + 1 < end and len(out) < limit:
             cursor += 1
-            item = ring[cursor % size]
-            if item is None or item[0] != cursor:
-                continue
-            if tenant is None or item[1].tenant == tenant:
-                out.append(item)
+            # from the oldest seq on, a slot holds its own seq's event (None: before first_seq)
+            event = ring[cursor % size]
+            if event is not None and (tenant is None or event.tenant == tenant):
+                out.append((cursor, event))
         return out, cursor
