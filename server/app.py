@@ -37,9 +37,9 @@ from agentconsole.server.api.chat import ChatController
 from agentconsole.server.api.completions import CompletionsController
 from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.api.contract import fix_options_allow, render_plugins
-from agentconsole.server.api.express import ExpressLane
 from agentconsole.server.api.deps import DEPENDENCIES, Live
 from agentconsole.server.api.errors import handle_error
+from agentconsole.server.api.express import ExpressLane, lane_fits
 from agentconsole.server.api.jsonguard import GuardedRequest
 from agentconsole.server.api.modelcompat import ModelCompatController
 from agentconsole.server.api.observe import ObserveController
@@ -334,6 +334,6 @@ def create_app(
         debug=False,
     )
     fix_options_allow(app)
-    if config.express_lane:
+    if config.express_lane and lane_fits(app, config.max_body_bytes):
         app.asgi_handler = ExpressLane(app, app.asgi_handler, config.max_body_bytes)
     return app

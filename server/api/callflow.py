@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -67,7 +67,7 @@ class Reply:
     """A non-streaming answer: JSON bytes, the call's headers, the status."""
 
     body: bytes
-    headers: dict[str, str]
+    headers: Mapping[str, str]
     status: int = 200
 
     def response(self) -> Response[bytes]:

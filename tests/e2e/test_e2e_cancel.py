@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from agentconsole.scheduler.events import EventKind
+from agentconsole.server.api.express import ExpressLane
 from tests.server.api.harness import LiveServer, chat_body, make_config, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -138,6 +139,9 @@ def test_disconnect_mid_stream_aborts_the_generation(realtime: LiveServer) -> No
 
 
 def test_disconnect_while_waiting_for_a_plain_answer_aborts(realtime: LiveServer) -> None:
+    lane = realtime.app.asgi_handler  # a plain call: the express lane answers it
+    assert isinstance(lane, ExpressLane)
+    before = lane.answered
     with (
         realtime.client(timeout=httpx.Timeout(30, read=0.5)) as c,
         pytest.raises(httpx.ReadTimeout),
@@ -146,6 +150,7 @@ def test_disconnect_while_waiting_for_a_plain_answer_aborts(realtime: LiveServer
     wait_until(lambda: _events(realtime, EventKind.CALL_ABORTED, "dc-2"), 5)
     assert _events(realtime, EventKind.CALL_ABORTED, "dc-2")[0]["reason"] == "disconnect"
     assert not _in_runtime(realtime, "dc-2")
+    assert lane.answered == before + 1
 
 
 def test_preempted_call_is_requeued_and_completes(realtime: LiveServer) -> None:

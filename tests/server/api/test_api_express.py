@@ -11,8 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
+from litestar.config.cors import CORSConfig
 
-from agentconsole.server.api.express import ExpressLane, _read_body, _replay
+from agentconsole.server.api.express import ExpressLane, _read_body, _replay, lane_fits
 from tests.server.api.harness import LiveServer, chat_body, make_config
 
 CHAT = "/v1/chat/completions"
@@ -130,12 +131,45 @@ def test_what_the_lane_cannot_answer_litestar_answers_unchanged(
     assert ours.headers.get("www-authenticate") == theirs.headers.get("www-authenticate")
 
 
-def test_an_oversized_body_is_refused_by_litestar(servers: tuple[LiveServer, LiveServer]) -> None:
+@pytest.mark.parametrize("announced", [True, False], ids=["content-length", "chunked"])
+def test_an_oversized_body_is_refused_by_litestar(
+    servers: tuple[LiveServer, LiveServer], announced: bool
+) -> None:
     lane, _ = servers
-    body = chat_body("x" * (5 * 1024 * 1024))
-    answer = send(lane, CHAT, body)
-    assert answer.status_code == 413
-    assert answer.json()["error"]["type"] == "too_large"
+    before = lane_of(lane).answered
+    body = httpx.Request("POST", "/", json=chat_body("x" * (5 * 1024 * 1024))).content
+    answers = []
+    for server in servers:
+        with server.client("sk-a") as client:
+            content = body if announced else iter([body[:1024], body[1024:]])
+            answers.append(client.post(CHAT, content=content))
+    ours, theirs = answers
+    assert lane_of(lane).answered == before
+    assert ours.status_code == 413
+    assert (ours.status_code, ours.json()) == (theirs.status_code, theirs.json())
+
+
+def test_an_invalid_host_is_refused_by_litestar(servers: tuple[LiveServer, LiveServer]) -> None:
+    lane, _ = servers
+    before = lane_of(lane).answered
+    ours, theirs = (send(s, CHAT, chat_body(max_tokens=3), "sk-a", host="a b") for s in servers)
+    assert lane_of(lane).answered == before
+    assert ours.status_code == 400
+    assert (ours.status_code, ours.json()) == (theirs.status_code, theirs.json())
+
+
+def test_the_lane_is_installed_only_where_litestar_would_do_nothing_else(
+    servers: tuple[LiveServer, LiveServer],
+) -> None:
+    app = servers[1].app  # the lane off: the app as Litestar built it
+    limit = servers[1].live.config.max_body_bytes
+    assert lane_fits(app, limit)
+    assert not lane_fits(app, limit + 1)  # the routes' body limit is another one
+    app.cors_config = CORSConfig()
+    try:
+        assert not lane_fits(app, limit)
+    finally:
+        app.cors_config = None
 
 
 def test_a_refusal_once_the_call_is_in_the_service_is_the_apps_answer(
@@ -188,6 +222,13 @@ def test_a_body_in_several_messages_is_read_whole_and_replayed_in_order() -> Non
     body, replayed = asyncio.run(scenario())
     assert body == b'{"a":1}'
     assert replayed == parts  # the two read, then the one the client sent next
+
+
+def test_a_request_message_without_a_body_reads_as_empty() -> None:
+    async def receive() -> Any:
+        return {"type": "http.request"}
+
+    assert asyncio.run(_read_body(receive, 1024))[1] == b""
 
 
 @pytest.mark.parametrize(
