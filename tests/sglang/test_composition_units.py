@@ -7,7 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentconsole.scheduler.composition import PrefillDeferral
-from agentconsole.server.runtime.sglang.composition import StepComposer, keeps_one_chunked
+from agentconsole.server.runtime.sglang.composition import (
+    StepComposer,
+    admission_slots,
+    keeps_one_chunked,
+)
 
 
 @dataclass
@@ -85,6 +89,41 @@ def test_chunk_limit_reserves_room_for_outranking_waiting_requests_whole() -> No
     assert limit == 4096 - 320  # 300 tokens, page-rounded
     # nothing outranks the chunk: no cap
     assert StepComposer.chunk_limit(keys, lambda r: {}, chunked, waiting[1:], 4096, 64) is None
+
+
+def no_cache(reqs: list[Any]) -> dict[str, int]:
+    return {}
+
+
+def test_chunk_limit_keeps_room_only_for_requests_the_pass_can_admit() -> None:
+    chunked = Req("big", key=9, prompt=100_000)
+    waiting = [Req("first", key=1, prompt=300), Req("second", key=2, prompt=300)]
+    both = StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64)
+    assert both == 4096 - 2 * 320
+    one = StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64, slots=1)
+    assert one == 4096 - 320
+    # the batch is full: nobody can be admitted, so the chunk keeps the whole pass
+    assert StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64, slots=0) is None
+
+
+def test_admission_slots_is_sglangs_own_count_unless_preemption_can_make_room() -> None:
+    @dataclass
+    class Batch:
+        reqs: list[Any]
+
+    class Scheduler:
+        enable_priority_preemption = False
+
+        def get_num_allocatable_reqs(self, running_bs: int, running_batch: Any = None) -> int:
+            return 4 - running_bs
+
+    batch = Batch([object(), object()])
+    assert admission_slots(Scheduler(), batch) == 2
+    assert admission_slots(Scheduler(), Batch([object()] * 6)) == 0  # never negative
+    preempting = Scheduler()
+    preempting.enable_priority_preemption = True
+    assert admission_slots(preempting, batch) is None
+    assert admission_slots(object(), batch) is None  # an SGLang without the count
 
 
 def test_chunk_limit_always_leaves_the_chunk_a_page() -> None:

@@ -10,7 +10,8 @@ prefill is pending. Two decisions fix that, both by rank (``ordering.Orderer`` k
 * :meth:`StepComposer.chunk_limit` (``SchedulePolicy.shortest_prefill_chunk_limit``): the
   in-flight chunk shrinks to leave room for the waiting requests that outrank it, so they
   prefill in this pass beside it (whole: SGLang tracks one chunked request, see
-  :func:`keeps_one_chunked`);
+  :func:`keeps_one_chunked`), as many as the pass has request slots for
+  (:func:`admission_slots`: with the batch full no room is kept that no one could use);
 * :meth:`StepComposer.defer_prefill` (around ``Scheduler._should_defer_prefill``): while a
   running request outranks every pending prefill, the pass decodes instead, at most
   ``PrefillDeferral.max_decode_passes`` passes in a row (the simulator's engine applies the
@@ -91,13 +92,15 @@ class StepComposer:
         waiting: Sequence[Any],
         budget: int,
         page_size: int,
+        slots: int | None = None,
     ) -> int | None:
         """The token cap on ``chunked``'s next chunk that leaves room, within the pass's
         ``budget``, for the head of ``waiting`` (sorted: best first) that outranks it, each
-        request's uncached prompt whole; None: no cap."""
-        if budget < 2 * page_size or not waiting:
+        request's uncached prompt whole, as many requests as the pass can admit (``slots``;
+        None: no count known); None: no cap."""
+        if budget < 2 * page_size or not waiting or slots == 0:
             return None
-        head = list(waiting[:_LOOK])
+        head = list(waiting[: _LOOK if slots is None else min(slots, _LOOK)])
         keys = rank_keys([chunked, *head])
         ahead = [req for req, key in zip(head, keys[1:], strict=True) if key < keys[0]]
         if not ahead:
@@ -113,6 +116,22 @@ class StepComposer:
         if not reserved:
             return None
         return (budget - reserved) // page_size * page_size
+
+
+def admission_slots(scheduler: Any, running_batch: Any) -> int | None:
+    """How many waiting requests SGLang can admit beside ``running_batch`` in this pass (its
+    own count, ``get_num_allocatable_reqs``); None when unknown or when priority preemption
+    can make room by evicting running requests."""
+    if getattr(scheduler, "enable_priority_preemption", False):
+        return None
+    count = getattr(scheduler, "get_num_allocatable_reqs", None)
+    if count is None:
+        return None
+    reqs = getattr(running_batch, "reqs", None) or []
+    try:
+        return max(int(count(len(reqs), running_batch=running_batch)), 0)
+    except TypeError:  # another SGLang's signature
+        return None
 
 
 def keeps_one_chunked(admission: Any, has_chunked_req: bool) -> bool:

@@ -29,7 +29,7 @@ from agentconsole.scheduler.fairness import FairnessConfig, FairnessGuard
 from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import lockstep, plugin_status, retention, symbols, wire
-from agentconsole.server.runtime.sglang.composition import StepComposer
+from agentconsole.server.runtime.sglang.composition import StepComposer, admission_slots
 from agentconsole.server.runtime.sglang.control import (
     CONTROL_FILE,
     PLACEMENT_FILE,
@@ -80,6 +80,8 @@ class PluginState:
         self.meter = ServiceMeter(self.guard)
         self.rule = PreemptionRule()
         self.composer = StepComposer()
+        #: waiting requests this pass can admit (``admission_slots``; None: unknown)
+        self._admission_slots: int | None = None
         self.requests = RequestBook()
         self._overrides: dict[str, CallTicket] = {}
         self.retention = retention.RetentionBook(_MAX_CONTEXTS)
@@ -269,6 +271,8 @@ class PluginState:
     def defer_prefill(self, scheduler: Any, running_batch: Any) -> bool:
         """Whether this pass decodes and leaves the pending prefill for later (see
         ``StepComposer.defer_prefill``); never while draining (nothing is admitted then)."""
+        # the pass's request slots, for the chunk cap asked next in the same pass
+        self._admission_slots = admission_slots(scheduler, running_batch)
         if self.paused or getattr(running_batch, "is_prefill_only", False):
             return False  # a prefill-only batch never decodes: deferring would idle the pass
         reqs = list(getattr(running_batch, "reqs", None) or [])
@@ -291,6 +295,7 @@ class PluginState:
             waiting,
             budget,
             page_size,
+            self._admission_slots,
         )
 
     # -- steps ------------------------------------------------------------------------------------
