@@ -106,6 +106,17 @@ def test_chunk_limit_keeps_room_only_for_requests_the_pass_can_admit() -> None:
     assert StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64, slots=0) is None
 
 
+def test_no_deferral_for_waiting_requests_the_pass_cannot_admit() -> None:
+    composer = StepComposer(PrefillDeferral(max_decode_passes=3))
+    nearly_done, fresh = Req("a", key=1), Req("b", key=9)
+    assert composer.defer_prefill(keys, [nearly_done], None, [fresh], slots=1)
+    # the batch is full: nothing would prefill anyway, so no streak is counted
+    assert not composer.defer_prefill(keys, [nearly_done], None, [fresh], slots=0)
+    assert composer.deferred_passes == 0
+    # the chunked request's next chunk is pending whatever the slots
+    assert composer.defer_prefill(keys, [nearly_done], fresh, [], slots=0)
+
+
 def test_admission_slots_is_sglangs_own_count_unless_preemption_can_make_room() -> None:
     @dataclass
     class Batch:

@@ -55,12 +55,13 @@ class StepComposer:
         running: Sequence[Any],
         chunked: Any | None,
         waiting: Sequence[Any],
+        slots: int | None = None,
     ) -> bool:
         """Whether this pass should decode the ``running`` requests and leave the pending
-        prefill (the ``chunked`` request's next chunk, or a ``waiting`` one) for later; counts
-        the streak."""
+        prefill (the ``chunked`` request's next chunk, or a ``waiting`` one the pass can
+        admit: ``slots``, None for unknown) for later; counts the streak."""
         decoders = [r for r in running if not r.finished()]
-        pending = _pending(chunked, waiting)
+        pending = _pending(chunked, waiting if slots != 0 else ())
         if not decoders:
             self._running_keys.clear()
         if not (self.deferral.enabled and decoders and pending):

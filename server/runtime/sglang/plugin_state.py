@@ -277,7 +277,9 @@ class PluginState:
             return False  # a prefill-only batch never decodes: deferring would idle the pass
         reqs = list(getattr(running_batch, "reqs", None) or [])
         waiting = scheduler.waiting_queue
-        return self.composer.defer_prefill(self.rank_keys, reqs, scheduler.chunked_req, waiting)
+        return self.composer.defer_prefill(
+            self.rank_keys, reqs, scheduler.chunked_req, waiting, self._admission_slots
+        )
 
     def chunk_limit(
         self, chunked: Any, waiting: list[Any], budget: int, page_size: int, tree: Any
