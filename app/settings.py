@@ -52,7 +52,7 @@ class ServerSection(_Section):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     """Largest request body accepted; larger ones answer 413."""
     express_lane: bool = True
-    """Answer plain generation calls (a non-streaming chat or text completion with a valid
+    """Answer plain generation calls (a chat or text completion, streamed or not, with a valid
     body and key) without Litestar's per-request machinery, with the same code and answers
     (``server/api/express.py``); false sends every request through Litestar."""
     log_level: str = "info"

@@ -7,10 +7,11 @@ section 7). The lane sits in front of Litestar's router (``Litestar.asgi_handler
 middleware would run after routing) and answers the *plain* call itself, with the functions
 the controllers call (``chat_completion``, ``text_completion``): the route's exact path (no
 ``root_path``), a valid ``Host``, a whole body within the size limit that decodes, passes the
-JSON guard (``jsonguard.py``) and the route's model as Litestar validates it (strict), no
-``stream``, a key ``KeyRing.resolve`` accepts (what the ``principal`` provider asks).
+JSON guard (``jsonguard.py``) and the route's model as Litestar validates it (strict), a key
+``KeyRing.resolve`` accepts (what the ``principal`` provider asks). A JSON answer is sent as
+bytes; a stream is Litestar's own ``Stream`` response, sent as the route would send it.
 
-Anything else (a refused key, a body Litestar would refuse, a stream, any other route) goes to
+Anything else (a refused key, a body Litestar would refuse, any other route) goes to
 Litestar untouched, with the body the lane read replayed, so every refusal and every stream is
 Litestar's own answer as before. Once a call is in the service, an error is answered by the
 app's one exception handler (``errors.handle_error``), as Litestar would.
@@ -133,6 +134,7 @@ class ExpressLane:
         if isinstance(answer, Reply):
             await _send_reply(send, answer)
             return
+        # a stream (its background task abandons the call if the client leaves) or an error
         request = self._app.request_class(scope, receive, send)
         await answer.to_asgi_response(None, request)(scope, receive, send)
 
@@ -157,8 +159,6 @@ def _plain(
         if json_problem(value) is not None:
             return None
         data = route.model.model_validate(value, strict=True)  # as Litestar's pydantic plugin
-        if getattr(data, "stream", False):
-            return None
         principal = live.keys.resolve(client.headers.get("authorization"))
     except Exception:  # whatever refuses it, Litestar's answer is the one to give
         return None

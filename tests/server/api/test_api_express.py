@@ -5,6 +5,7 @@ server with the lane and to one without it (``express_lane=False``), and the ans
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -192,14 +193,35 @@ def test_a_refusal_once_the_call_is_in_the_service_is_the_apps_answer(
     assert (ours.status_code, ours.json()) == (theirs.status_code, theirs.json())
 
 
-def test_a_stream_goes_through_litestar(servers: tuple[LiveServer, LiveServer]) -> None:
-    lane, _ = servers
+def frames(answer: httpx.Response) -> list[Any]:
+    """The SSE frames of a streamed answer, JSON decoded (``[DONE]`` as it is)."""
+    lines = [line[6:] for line in answer.text.splitlines() if line.startswith("data: ")]
+    return [line if line == "[DONE]" else json.loads(line) for line in lines]
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        (CHAT, chat_body("hi", max_tokens=4, stream=True)),
+        (CHAT, chat_body("hi", max_tokens=4, stream=True, stream_options={"include_usage": True})),
+        (COMPLETIONS, {"model": "sim", "prompt": "once", "max_tokens": 4, "stream": True}),
+    ],
+    ids=["chat", "chat-usage", "completion"],
+)
+def test_a_stream_is_answered_by_the_lane_as_litestar_streams_it(
+    servers: tuple[LiveServer, LiveServer], path: str, body: dict[str, Any]
+) -> None:
+    lane, plain = servers
     before = lane_of(lane).answered
-    answer = send(lane, CHAT, chat_body("hi", max_tokens=4, stream=True))
-    assert answer.status_code == 200
-    assert answer.headers["content-type"].startswith("text/event-stream")
-    assert answer.text.rstrip().endswith("data: [DONE]")
-    assert lane_of(lane).answered == before
+    ours, theirs = send(lane, path, body), send(plain, path, body)
+    assert lane_of(lane).answered == before + 1
+    assert ours.status_code == theirs.status_code == 200
+    assert ours.headers["content-type"] == theirs.headers["content-type"]
+    assert ours.headers["content-type"].startswith("text/event-stream")
+    names = [n for n in ours.headers if n not in VARYING_HEADERS]
+    assert names == [n for n in theirs.headers if n not in VARYING_HEADERS]
+    assert [shape(f) for f in frames(ours)] == [shape(f) for f in frames(theirs)]
+    assert frames(ours)[-1] == "[DONE]"
 
 
 # -- the body reader and the replay -----------------------------------------------------------
