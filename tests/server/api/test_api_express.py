@@ -15,6 +15,7 @@ import pytest
 from litestar.config.cors import CORSConfig
 
 from agentconsole.server.api.express import ExpressLane, _read_body, _replay, lane_fits
+from agentconsole.settings import load_settings
 from tests.server.api.harness import LiveServer, chat_body, make_config
 
 CHAT = "/v1/chat/completions"
@@ -157,6 +158,12 @@ def test_an_invalid_host_is_refused_by_litestar(servers: tuple[LiveServer, LiveS
     assert lane_of(lane).answered == before
     assert ours.status_code == 400
     assert (ours.status_code, ours.json()) == (theirs.status_code, theirs.json())
+
+
+def test_the_setting_turns_the_lane_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().server_config().express_lane
+    monkeypatch.setenv("AGENTCONSOLE_SERVER__EXPRESS_LANE", "false")
+    assert not load_settings().server_config().express_lane
 
 
 def test_the_lane_is_installed_only_where_litestar_would_do_nothing_else(
