@@ -13,9 +13,11 @@ writer, metrics, projector), to split the overhead between the service and the H
 Added latency = API percentile minus direct percentile, one call at a time. Throughput runs
 ``--concurrency`` calls in flight. ``--floor`` adds two rows measured the same way against
 handlers that do no service work on serve's HTTP stack (``api_floor.py``): the bound no
-service can beat. Prints a table; ``--json`` also writes the numbers.
+service can beat. ``--no-express-lane`` serves every call through Litestar's router (the
+lane's A/B). Prints a table; ``--json`` also writes the numbers.
 
     .venv/bin/python benchmarks/bench_api.py [--calls 3000] [--concurrency 32] [--floor]
+        [--no-express-lane]
 """
 
 from __future__ import annotations
@@ -167,7 +169,8 @@ class Connection:
         return status, await self.reader.readexactly(length)
 
 
-def start_server(db: Path) -> tuple[subprocess.Popen[str], str, int]:
+def start_server(db: Path, *, express_lane: bool = True) -> tuple[subprocess.Popen[str], str, int]:
+    lane = "true" if express_lane else "false"
     proc = subprocess.Popen(
         [
             CLI,
@@ -186,6 +189,7 @@ def start_server(db: Path) -> tuple[subprocess.Popen[str], str, int]:
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
+        env={**os.environ, "AGENTCONSOLE_SERVER__EXPRESS_LANE": lane},
     )
     assert proc.stderr is not None
     for line in proc.stderr:
@@ -243,11 +247,18 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--floor", action="store_true", help="also measure api_floor.py")
+    parser.add_argument(
+        "--no-express-lane",
+        action="store_true",
+        help="serve every call through Litestar (server.express_lane false), for A/B runs",
+    )
     args = parser.parse_args()
     d_lat, d_rate = asyncio.run(direct(args.calls, args.concurrency))
     with tempfile.TemporaryDirectory() as tmp:
         s_lat, s_rate = asyncio.run(service_only(Path(tmp) / "svc.duckdb", args.calls, 32))
-        proc, host, port = start_server(Path(tmp) / "bench.duckdb")
+        proc, host, port = start_server(
+            Path(tmp) / "bench.duckdb", express_lane=not args.no_express_lane
+        )
         try:
             a_lat, a_rate = asyncio.run(over_http(host, port, args.calls, args.concurrency))
         finally:
