@@ -288,6 +288,9 @@ class PluginState:
         draining (no waiting request would use the room) and without a radix cache (SGLang
         then admits ``ignore_eos`` requests by a path that can start a second chunked
         request in the room left)."""
+        # the count read in this pass's defer hook, used once: a pass that skipped the hook
+        # (SGLang's own interval deferred it, another scheduler loop) leaves no stale count
+        slots, self._admission_slots = self._admission_slots, None
         if self.paused or getattr(tree, "disable", False):
             return None
         return self.composer.chunk_limit(
@@ -297,7 +300,7 @@ class PluginState:
             waiting,
             budget,
             page_size,
-            self._admission_slots,
+            slots,
         )
 
     # -- steps ------------------------------------------------------------------------------------
