@@ -250,7 +250,8 @@ def main() -> None:
     parser.add_argument(
         "--no-express-lane",
         action="store_true",
-        help="serve every call through Litestar (server.express_lane false), for A/B runs",
+        help="serve every call through Litestar (server.express_lane false), for A/B runs;"
+        " the server's AGENTCONSOLE_SERVER__EXPRESS_LANE is set either way",
     )
     args = parser.parse_args()
     d_lat, d_rate = asyncio.run(direct(args.calls, args.concurrency))

@@ -12,20 +12,21 @@ JSON guard (``jsonguard.py``) and the route's model as Litestar validates it (st
 bytes; a stream is Litestar's own ``Stream`` response, sent as the route would send it.
 
 Anything else (a refused key, a body Litestar would refuse, any other route) goes to
-Litestar untouched, with the body the lane read replayed, so every refusal and every stream is
-Litestar's own answer as before. Once a call is in the service, an error is answered by the
-app's one exception handler (``errors.handle_error``), as Litestar would.
+Litestar untouched, with the body the lane read replayed, so every refusal is Litestar's own
+answer as before. Once a call is in the service, an error is answered by the app's one
+exception handler (``errors.handle_error``), as Litestar would.
 
 The lane is installed only where Litestar would do nothing else per request on these routes
 (:func:`lane_fits`: no guards, middleware, hooks, CORS, allowed hosts, extra response headers,
-replaced providers, other body limit), so an app that adds any of them runs without it.
+replaced providers, other exception handlers, other body limit), so an app that adds any of
+them runs without it.
 """
 
 from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,7 +135,8 @@ class ExpressLane:
         if isinstance(answer, Reply):
             await _send_reply(send, answer)
             return
-        # a stream (its background task abandons the call if the client leaves) or an error
+        # a stream (its background task abandons the call if the client leaves) or an error:
+        # Litestar's own response, as the route would send it
         request = self._app.request_class(scope, receive, send)
         await answer.to_asgi_response(None, request)(scope, receive, send)
 
@@ -212,9 +214,9 @@ def lane_fits(app: Litestar, max_body_bytes: int) -> bool:
     """True when, for the lane's routes, Litestar would run nothing per request that the lane
     skips: each path still routes POST to its controller method, with no guards, middleware,
     hooks, extra response headers or cookies, the default ``live`` and ``principal``
-    providers and ``max_body_bytes`` as its limit; and the app has no CORS, allowed hosts or
-    before-send hooks."""
-    if app.cors_config is not None or app.allowed_hosts or app.before_send:
+    providers, the app's one exception handler and ``max_body_bytes`` as its limit; and the
+    app has no CORS, allowed hosts, before-send or after-exception hooks."""
+    if app.cors_config is not None or app.allowed_hosts or app.before_send or app.after_exception:
         return False
     handlers = {
         path: handler
@@ -223,13 +225,21 @@ def lane_fits(app: Litestar, max_body_bytes: int) -> bool:
         for handler in route.route_handlers
         if "POST" in handler.http_methods
     }
+    if app.exception_handlers.get(Exception) is not handle_error:
+        return False
     return all(
-        path in handlers and _handler_fits(handlers[path], lane, max_body_bytes)
+        path in handlers
+        and _handler_fits(handlers[path], lane, max_body_bytes, app.exception_handlers)
         for path, lane in ROUTES.items()
     )
 
 
-def _handler_fits(handler: HTTPRouteHandler, lane: LaneRoute, max_body_bytes: int) -> bool:
+def _handler_fits(
+    handler: HTTPRouteHandler,
+    lane: LaneRoute,
+    max_body_bytes: int,
+    app_handlers: Mapping[Any, Any],
+) -> bool:
     dependencies = handler.resolve_dependencies()
     return (
         getattr(handler.fn, "__func__", handler.fn) is lane.controller.fn
@@ -241,5 +251,7 @@ def _handler_fits(handler: HTTPRouteHandler, lane: LaneRoute, max_body_bytes: in
         and not handler.resolve_response_headers()
         and not handler.resolve_response_cookies()
         and handler.resolve_request_max_body_size() == max_body_bytes
+        # the app's handlers only (``handle_error`` for every exception of ours)
+        and handler.resolve_exception_handlers() == app_handlers
         and all(dependencies.get(name) is DEPENDENCIES[name] for name in ("live", "principal"))
     )

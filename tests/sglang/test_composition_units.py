@@ -4,6 +4,8 @@ ranked by a plain key, as ``PluginState.rank_keys`` ranks real ones."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from agentconsole.scheduler.composition import PrefillDeferral
@@ -12,6 +14,7 @@ from agentconsole.server.runtime.sglang.composition import (
     admission_slots,
     keeps_one_chunked,
 )
+from agentconsole.server.runtime.sglang.plugin_state import PluginState
 
 
 @dataclass
@@ -122,19 +125,54 @@ def test_admission_slots_is_sglangs_own_count_unless_preemption_can_make_room() 
     class Batch:
         reqs: list[Any]
 
+    @dataclass
+    class Kv:
+        holds_kv: bool
+
+    @dataclass
+    class Chunked:
+        kv: Kv
+
     class Scheduler:
+        """SGLang's count: request rows free (plus those held by counted requests) within
+        the batch limit, minus nothing promised."""
+
         enable_priority_preemption = False
+        chunked_req: Any = None
+        limit, free_rows = 8, 100
 
-        def get_num_allocatable_reqs(self, running_bs: int, running_batch: Any = None) -> int:
-            return 4 - running_bs
+        def get_num_allocatable_reqs(
+            self, running_bs: int, running_batch: Any = None, num_held_rows: int = 0
+        ) -> int:
+            return min(self.limit - running_bs, self.free_rows + num_held_rows)
 
-    batch = Batch([object(), object()])
-    assert admission_slots(Scheduler(), batch) == 2
-    assert admission_slots(Scheduler(), Batch([object()] * 6)) == 0  # never negative
-    preempting = Scheduler()
-    preempting.enable_priority_preemption = True
-    assert admission_slots(preempting, batch) is None
-    assert admission_slots(object(), batch) is None  # an SGLang without the count
+    scheduler = Scheduler()
+    assert admission_slots(scheduler, Batch([object()] * 6)) == 2
+    assert admission_slots(scheduler, Batch([object()] * 9)) == 0  # never negative
+    # a chunk in flight is one of the admitted (SGLang counts it in its admission loop)
+    scheduler.chunked_req = Chunked(Kv(holds_kv=True))
+    assert admission_slots(scheduler, Batch([object()] * 6)) == 1
+    assert admission_slots(scheduler, Batch([object()] * 7)) == 0  # SGLang admits none
+    scheduler.free_rows = 0  # its held row is free to it: room for the chunk alone
+    assert admission_slots(scheduler, Batch([object()] * 2)) == 0
+    scheduler.enable_priority_preemption = True
+    assert admission_slots(scheduler, Batch([])) is None
+    assert admission_slots(object(), Batch([])) is None  # an SGLang without the count
+
+
+def test_a_pass_whose_count_fails_leaves_no_count_behind(tmp_path: Path) -> None:
+    class Broken:
+        enable_priority_preemption = False
+        chunked_req = None
+        waiting_queue: tuple[Any, ...] = ()
+
+        def get_num_allocatable_reqs(self, *args: Any, **kwargs: Any) -> int:
+            raise RuntimeError("odd state")
+
+    state = PluginState(tmp_path)
+    state._admission_slots = 3  # left by an earlier pass
+    state.defer_prefill(Broken(), SimpleNamespace(reqs=[]))
+    assert state._admission_slots is None
 
 
 def test_chunk_limit_always_leaves_the_chunk_a_page() -> None:

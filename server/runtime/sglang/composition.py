@@ -120,19 +120,24 @@ class StepComposer:
 
 
 def admission_slots(scheduler: Any, running_batch: Any) -> int | None:
-    """How many waiting requests SGLang can admit beside ``running_batch`` in this pass (its
-    own count, ``get_num_allocatable_reqs``); None when unknown or when priority preemption
-    can make room by evicting running requests."""
+    """How many waiting requests SGLang can admit beside ``running_batch`` in this pass: its
+    own count (``get_num_allocatable_reqs``, as its admission loop asks it, the in-flight
+    chunked request counted among the admitted and its held row among the free), less that
+    chunked request; None when unknown or when priority preemption can make room by evicting
+    running requests."""
     if getattr(scheduler, "enable_priority_preemption", False):
         return None
     count = getattr(scheduler, "get_num_allocatable_reqs", None)
     if count is None:
         return None
+    chunked = getattr(scheduler, "chunked_req", None)
+    held = int(bool(getattr(getattr(chunked, "kv", None), "holds_kv", False)))
     reqs = getattr(running_batch, "reqs", None) or []
     try:
-        return max(int(count(len(reqs), running_batch=running_batch)), 0)
-    except TypeError:  # another SGLang's signature
+        allocatable = int(count(len(reqs), running_batch=running_batch, num_held_rows=held))
+    except Exception:  # another SGLang's signature or state: no count, no bound
         return None
+    return max(allocatable - (chunked is not None), 0)
 
 
 def keeps_one_chunked(admission: Any, has_chunked_req: bool) -> bool:

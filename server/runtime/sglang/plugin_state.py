@@ -271,7 +271,9 @@ class PluginState:
     def defer_prefill(self, scheduler: Any, running_batch: Any) -> bool:
         """Whether this pass decodes and leaves the pending prefill for later (see
         ``StepComposer.defer_prefill``); never while draining (nothing is admitted then)."""
-        # the pass's request slots, for the chunk cap asked next in the same pass
+        # the pass's request slots, for the chunk cap asked next in the same pass (cleared
+        # first: a count from an earlier pass never stands in for this one's)
+        self._admission_slots = None
         self._admission_slots = admission_slots(scheduler, running_batch)
         if self.paused or getattr(running_batch, "is_prefill_only", False):
             return False  # a prefill-only batch never decodes: deferring would idle the pass

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from litestar import Request, Response
 from litestar.config.cors import CORSConfig
 
 from agentconsole.server.api.express import ExpressLane, _read_body, _replay, lane_fits
@@ -166,6 +167,10 @@ def test_the_setting_turns_the_lane_off(monkeypatch: pytest.MonkeyPatch) -> None
     assert not load_settings().server_config().express_lane
 
 
+def other_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    return Response({})
+
+
 def test_the_lane_is_installed_only_where_litestar_would_do_nothing_else(
     servers: tuple[LiveServer, LiveServer],
 ) -> None:
@@ -178,6 +183,13 @@ def test_the_lane_is_installed_only_where_litestar_would_do_nothing_else(
         assert not lane_fits(app, limit)
     finally:
         app.cors_config = None
+    handlers = app.exception_handlers
+    app.exception_handlers = {**handlers, Exception: other_handler}
+    try:
+        assert not lane_fits(app, limit)  # errors would not be answered as the lane answers
+    finally:
+        app.exception_handlers = handlers
+    assert lane_fits(app, limit)
 
 
 def test_a_refusal_once_the_call_is_in_the_service_is_the_apps_answer(
