@@ -13,11 +13,13 @@ writer, metrics, projector), to split the overhead between the service and the H
 Added latency = API percentile minus direct percentile, one call at a time. Throughput runs
 ``--concurrency`` calls in flight. ``--floor`` adds two rows measured the same way against
 handlers that do no service work on serve's HTTP stack (``api_floor.py``): the bound no
-service can beat. ``--no-express-lane`` serves every call through Litestar's router (the
-lane's A/B). Prints a table; ``--json`` also writes the numbers.
+service can beat. ``--no-express-lane`` serves every call through Litestar's router;
+``--lane-pairs N`` runs N alternated pairs of the server without and with the lane and prints
+each pair and the medians (the goal's measurement, on one machine). Prints a table;
+``--json`` also writes the numbers.
 
     .venv/bin/python benchmarks/bench_api.py [--calls 3000] [--concurrency 32] [--floor]
-        [--no-express-lane]
+        [--no-express-lane] [--lane-pairs N]
 """
 
 from __future__ import annotations
@@ -241,6 +243,46 @@ async def over_http(
     return latencies, rate
 
 
+def served(
+    db: Path, calls: int, concurrency: int, *, express_lane: bool
+) -> tuple[list[float], float]:
+    """``over_http`` against a server of its own on ``db``."""
+    proc, host, port = start_server(db, express_lane=express_lane)
+    try:
+        return asyncio.run(over_http(host, port, calls, concurrency))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def lane_pairs(pairs: int, calls: int, concurrency: int) -> None:
+    """The express lane's A/B: ``pairs`` alternated runs (lane off, then on), each against the
+    same direct run's p99; prints every pair and the medians of calls/s and p99 added."""
+    d_lat, _ = asyncio.run(direct(calls, concurrency))
+    d99 = percentile(d_lat, 99)
+    ms = 1000.0
+    rows: list[tuple[float, float, float, float]] = []
+    print(f"{'pair':>4}{'calls/s off':>13}{'on':>8}{'p99 added off ms':>18}{'on':>8}")
+    for n in range(1, pairs + 1):
+        figures = []
+        for lane in (False, True):
+            with tempfile.TemporaryDirectory() as tmp:
+                lat, rate = served(
+                    Path(tmp) / "bench.duckdb", calls, concurrency, express_lane=lane
+                )
+            figures += [rate, (percentile(lat, 99) - d99) * ms]
+        off_rate, off_p99, on_rate, on_p99 = figures
+        rows.append((off_rate, on_rate, off_p99, on_p99))
+        print(f"{n:>4}{off_rate:>13.0f}{on_rate:>8.0f}{off_p99:>18.3f}{on_p99:>8.3f}")
+    med = [statistics.median(column) for column in zip(*rows, strict=True)]
+    ratios = statistics.median(on / off for off, on, _, _ in rows)
+    print(f"{'med':>4}{med[0]:>13.0f}{med[1]:>8.0f}{med[2]:>18.3f}{med[3]:>8.3f}")
+    print(
+        f"calls/s with the lane / without (median of pairs): x{ratios:.2f};"
+        " goals: p99 added <= 1.5 ms, >= 4000 calls/s"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=3000)
@@ -253,18 +295,27 @@ def main() -> None:
         help="serve every call through Litestar (server.express_lane false), for A/B runs;"
         " the server's AGENTCONSOLE_SERVER__EXPRESS_LANE is set either way",
     )
+    parser.add_argument(
+        "--lane-pairs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: N alternated runs of the server without and with the express lane, "
+        "each pair's calls/s and p99 added, and the medians",
+    )
     args = parser.parse_args()
+    if args.lane_pairs:
+        lane_pairs(args.lane_pairs, args.calls, args.concurrency)
+        return
     d_lat, d_rate = asyncio.run(direct(args.calls, args.concurrency))
     with tempfile.TemporaryDirectory() as tmp:
         s_lat, s_rate = asyncio.run(service_only(Path(tmp) / "svc.duckdb", args.calls, 32))
-        proc, host, port = start_server(
-            Path(tmp) / "bench.duckdb", express_lane=not args.no_express_lane
+        a_lat, a_rate = served(
+            Path(tmp) / "bench.duckdb",
+            args.calls,
+            args.concurrency,
+            express_lane=not args.no_express_lane,
         )
-        try:
-            a_lat, a_rate = asyncio.run(over_http(host, port, args.calls, args.concurrency))
-        finally:
-            proc.terminate()
-            proc.wait(30)
     floors = []
     for kind in ("bare", "shaped") if args.floor else ():
         with floor_server(kind) as (host, port):
