@@ -48,7 +48,6 @@ from agentconsole.server.api.schemas import ChatCompletionRequest, NamedToolChoi
 from agentconsole.server.live.calls import LiveCall
 from agentconsole.server.live.chatformat import format_of
 from agentconsole.server.live.intake import ChatCall
-from agentconsole.server.live.prompt import offered_tools
 
 
 def chat_call(data: ChatCompletionRequest, request: Client, live: Live) -> ChatCall:
@@ -111,7 +110,6 @@ async def chat_completion(
     """Run one validated chat request as a call of its program: the JSON answer once the
     call ends, or (``stream: true``) the SSE stream of it."""
     chat = chat_call(data, client, live)
-    declared, _ = offered_tools(chat.tools, chat.tool_choice)
     call = await live.service.start_call(principal.tenant, chat)
     # the format of the model that runs the call (the runtime is up once a call started)
     chat_format = format_of(live.service.models.runtime_of(call.request.model))
@@ -119,7 +117,8 @@ async def chat_completion(
     completion = Completion(ident.request_id, served_name(call, live), ident.body)
     if data.stream:
         usage = bool(data.stream_options and data.stream_options.include_usage)
-        body = _stream(call, completion, usage, chat_format.stream(declared))
+        # the tools the prompt declared (intake's ``offered_tools``): what the stream parses
+        body = _stream(call, completion, usage, chat_format.stream(call.tools))
         return event_stream(body, call, ident.headers)
     outcome = await finished(client, call, ident.headers)
     if isinstance(outcome, Reply):
