@@ -127,17 +127,19 @@ class ExpressLane:
             return
         data, principal = plain
         self.answered += 1
-        answer: Reply | Response[Any]
+        answer: Reply | Response[Any] | Exception
         try:
             answer = await route.answer(client, data, live, principal)
         except Exception as error:
-            answer = handle_error(self._app.request_class(scope, receive, send), error)
+            answer = error
         if isinstance(answer, Reply):
             await _send_reply(send, answer)
             return
         # a stream (its background task abandons the call if the client leaves) or an error:
         # Litestar's own response, as the route would send it
         request = self._app.request_class(scope, receive, send)
+        if isinstance(answer, Exception):
+            answer = handle_error(request, answer)
         await answer.to_asgi_response(None, request)(scope, receive, send)
 
     def _head_is_plain(self, client: LaneClient) -> bool:

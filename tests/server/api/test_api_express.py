@@ -62,6 +62,21 @@ def shape(value: Any) -> Any:
     return type(value).__name__
 
 
+def answered_alike(
+    servers: tuple[LiveServer, LiveServer], path: str, body: dict[str, Any]
+) -> tuple[httpx.Response, httpx.Response]:
+    """``body`` sent to both servers: the lane answered it itself, both with 200 and the same
+    header names (but for those of the call's ids and clock); both answers."""
+    lane, plain = servers
+    before = lane_of(lane).answered
+    ours, theirs = send(lane, path, body), send(plain, path, body)
+    assert lane_of(lane).answered == before + 1
+    assert ours.status_code == theirs.status_code == 200
+    names = [n for n in ours.headers if n not in VARYING_HEADERS]
+    assert names == [n for n in theirs.headers if n not in VARYING_HEADERS]
+    return ours, theirs
+
+
 def test_the_lane_is_off_when_configured_so(servers: tuple[LiveServer, LiveServer]) -> None:
     lane, plain = servers
     assert isinstance(lane.app.asgi_handler, ExpressLane)
@@ -80,17 +95,11 @@ def test_the_lane_is_off_when_configured_so(servers: tuple[LiveServer, LiveServe
 def test_a_plain_call_is_answered_by_the_lane_as_litestar_answers_it(
     servers: tuple[LiveServer, LiveServer], path: str, body: dict[str, Any]
 ) -> None:
-    lane, plain = servers
-    before = lane_of(lane).answered
-    ours, theirs = send(lane, path, body), send(plain, path, body)
-    assert lane_of(lane).answered == before + 1
-    assert ours.status_code == theirs.status_code == 200
+    ours, theirs = answered_alike(servers, path, body)
     assert shape(ours.json()) == shape(theirs.json())
     assert ours.json()["usage"] == theirs.json()["usage"]
     assert ours.headers["content-type"] == theirs.headers["content-type"] == "application/json"
     assert int(ours.headers["content-length"]) == len(ours.content)
-    names = [n for n in ours.headers if n not in VARYING_HEADERS]
-    assert names == [n for n in theirs.headers if n not in VARYING_HEADERS]
     assert {"x-program-id", "x-node-id", "x-request-id"} <= set(ours.headers)
 
 
@@ -230,15 +239,9 @@ def frames(answer: httpx.Response) -> list[Any]:
 def test_a_stream_is_answered_by_the_lane_as_litestar_streams_it(
     servers: tuple[LiveServer, LiveServer], path: str, body: dict[str, Any]
 ) -> None:
-    lane, plain = servers
-    before = lane_of(lane).answered
-    ours, theirs = send(lane, path, body), send(plain, path, body)
-    assert lane_of(lane).answered == before + 1
-    assert ours.status_code == theirs.status_code == 200
+    ours, theirs = answered_alike(servers, path, body)
     assert ours.headers["content-type"] == theirs.headers["content-type"]
     assert ours.headers["content-type"].startswith("text/event-stream")
-    names = [n for n in ours.headers if n not in VARYING_HEADERS]
-    assert names == [n for n in theirs.headers if n not in VARYING_HEADERS]
     assert [shape(f) for f in frames(ours)] == [shape(f) for f in frames(theirs)]
     assert frames(ours)[-1] == "[DONE]"
 
