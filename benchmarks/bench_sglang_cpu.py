@@ -166,6 +166,17 @@ def print_table(results: dict[str, list[dict[str, float]]]) -> None:
         )
 
 
+def chosen_arms(arms: tuple[Arm, ...], names: str) -> tuple[Arm, ...]:
+    """The arms named in ``names`` (comma-separated), in their usual order; ``agentconsole``
+    always runs, since every ratio is ours over the others."""
+    wanted = {name.strip() for name in names.split(",") if name.strip()} | {"agentconsole"}
+    unknown = wanted - {arm.name for arm in arms}
+    if unknown:
+        known = ", ".join(arm.name for arm in arms)
+        raise SystemExit(f"--arms: no arm {', '.join(sorted(unknown))} here (these run: {known})")
+    return tuple(arm for arm in arms if arm.name in wanted)
+
+
 async def main(args: argparse.Namespace) -> None:
     from agentconsole.server.runtime.sglang.tiny_model import make_tiny_model
 
@@ -174,13 +185,15 @@ async def main(args: argparse.Namespace) -> None:
     trace = make(args.programs, args.rate, args.seed)
     if args.warm_up < 0:
         raise SystemExit("--warm-up: a number of programs, 0 or more")
-    arms = (*ARMS, DOOR_ARM) if args.door else ARMS
+    arms: tuple[Arm, ...] = (*ARMS, DOOR_ARM) if args.door else ARMS
     if args.dp > 1:
         arms = (arms[0], ROUND_ROBIN_ARM, *arms[1:])
     if args.no_deferral:
         arms = (arms[0], NO_DEFERRAL_ARM, *arms[1:])
     if args.bound:
         arms = (*arms, BOUND_ARM)
+    if args.arms:
+        arms = chosen_arms(arms, args.arms)
     results: dict[str, list[dict[str, float]]] = {arm.name: [] for arm in arms}
     if args.warm_up:
         # The first engine of a process paid its cold start inside the measured replay (on a
@@ -249,6 +262,12 @@ def parse_args() -> argparse.Namespace:
         type=int,
         default=1,
         help="SGLang data-parallel ranks per engine (> 1 adds ours with calls unpinned)",
+    )
+    p.add_argument(
+        "--arms",
+        default="",
+        help="run only these arms (comma-separated names; e.g. agentconsole,agentconsole-rr "
+        "with --dp 2 for affinity against round robin alone)",
     )
     return p.parse_args()
 
