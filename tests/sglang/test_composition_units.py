@@ -10,7 +10,10 @@ from typing import Any
 
 from agentconsole.scheduler.composition import PrefillDeferral
 from agentconsole.server.runtime.sglang.composition import (
+    UNKNOWN_ROOM,
+    PassRoom,
     StepComposer,
+    admission_room,
     admission_slots,
     keeps_one_chunked,
 )
@@ -25,9 +28,11 @@ class Req:
     done: bool = False
     origin_input_ids: list[int] = field(default_factory=list)
     output_ids: list[int] = field(default_factory=list)
+    max_new: int = 0
 
     def __post_init__(self) -> None:
         self.origin_input_ids = [0] * self.prompt
+        self.sampling_params = SimpleNamespace(max_new_tokens=self.max_new, ignore_eos=False)
 
     def finished(self) -> bool:
         return self.done
@@ -103,21 +108,22 @@ def test_chunk_limit_keeps_room_only_for_requests_the_pass_can_admit() -> None:
     waiting = [Req("first", key=1, prompt=300), Req("second", key=2, prompt=300)]
     both = StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64)
     assert both == 4096 - 2 * 320
-    one = StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64, slots=1)
+    one = StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64, PassRoom(slots=1))
     assert one == 4096 - 320
     # the batch is full: nobody can be admitted, so the chunk keeps the whole pass
-    assert StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64, slots=0) is None
+    full = PassRoom(slots=0)
+    assert StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64, full) is None
 
 
 def test_no_deferral_for_waiting_requests_the_pass_cannot_admit() -> None:
     composer = StepComposer(PrefillDeferral(max_decode_passes=3))
     nearly_done, fresh = Req("a", key=1), Req("b", key=9)
-    assert composer.defer_prefill(keys, [nearly_done], None, [fresh], slots=1)
+    assert composer.defer_prefill(keys, [nearly_done], None, [fresh], PassRoom(slots=1))
     # the batch is full: nothing would prefill anyway, so no streak is counted
-    assert not composer.defer_prefill(keys, [nearly_done], None, [fresh], slots=0)
+    assert not composer.defer_prefill(keys, [nearly_done], None, [fresh], PassRoom(slots=0))
     assert composer.deferred_passes == 0
     # the chunked request's next chunk is pending whatever the slots
-    assert composer.defer_prefill(keys, [nearly_done], fresh, [], slots=0)
+    assert composer.defer_prefill(keys, [nearly_done], fresh, [], PassRoom(slots=0))
 
 
 def test_admission_slots_is_sglangs_own_count_unless_preemption_can_make_room() -> None:
@@ -160,6 +166,54 @@ def test_admission_slots_is_sglangs_own_count_unless_preemption_can_make_room() 
     assert admission_slots(object(), Batch([])) is None  # an SGLang without the count
 
 
+def test_chunk_limit_keeps_no_room_the_kv_pool_cannot_admit_into() -> None:
+    """SGLang admits a waiting request only if its prompt, its decode reserve and a page fit
+    in the KV budget the chunk's own reservation leaves; room kept for one that does not fit
+    would only slow the chunk."""
+    chunked = Req("big", key=9, prompt=100_000)
+    waiting = [Req("first", key=1, prompt=300, max_new=200), Req("second", key=2, prompt=300)]
+    # chunk 4096 - 320 and its page, "first" 320 + 200 + 64: 4,424 tokens
+    fits = PassRoom(tokens=4_425)
+    assert StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64, fits) == 3776
+    short = PassRoom(tokens=4_424)
+    assert StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64, short) is None
+    # with room for both: the second's reservation counts the first's
+    both = PassRoom(tokens=4_424 - 320 + 384 + 1)
+    assert StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64, both) == 3456
+    # a chunk near its end reserves only what it has left
+    ending = Req("ending", key=9, prompt=500)
+    room = PassRoom(tokens=512 + 64 + 584 + 1)
+    assert StepComposer.chunk_limit(keys, no_cache, ending, waiting, 4096, 64, room) == 3776
+
+
+def test_admission_room_is_sglangs_prefill_budget_less_the_running_decodes() -> None:
+    class Budget:
+        remaining_total = 10_000  # free + evictable, as SGLang's PrefillBudget starts
+
+    class Allocator:
+        def create_prefill_budget(self, tree_cache: Any) -> Budget:
+            return Budget()
+
+    def running(max_new: int, done: int, ignore_eos: bool) -> Any:
+        params = SimpleNamespace(max_new_tokens=max_new, ignore_eos=ignore_eos)
+        return SimpleNamespace(sampling_params=params, output_ids=[0] * done)
+
+    scheduler = SimpleNamespace(
+        enable_priority_preemption=False,
+        chunked_req=None,
+        token_to_kv_pool_allocator=Allocator(),
+        tree_cache=object(),
+        new_token_ratio_tracker=SimpleNamespace(current=0.5),
+    )
+    batch = SimpleNamespace(reqs=[running(1_000, 200, False), running(9_000, 0, True)])
+    room = admission_room(scheduler, batch)
+    # 800 left x the new-token ratio; an ignore_eos request's whole (clipped) rest
+    assert room.tokens == 10_000 - 400 - room.decode_clip
+    assert room.slots is None  # this scheduler has no request count
+    broken = SimpleNamespace(**{**vars(scheduler), "token_to_kv_pool_allocator": None})
+    assert admission_room(broken, batch).tokens is None
+
+
 def test_a_pass_whose_count_fails_leaves_no_count_behind(tmp_path: Path) -> None:
     class Broken:
         enable_priority_preemption = False
@@ -170,9 +224,9 @@ def test_a_pass_whose_count_fails_leaves_no_count_behind(tmp_path: Path) -> None
             raise RuntimeError("odd state")
 
     state = PluginState(tmp_path)
-    state._admission_slots = 3  # left by an earlier pass
+    state._admission_room = PassRoom(slots=3, tokens=1_000)  # left by an earlier pass
     state.defer_prefill(Broken(), SimpleNamespace(reqs=[]))
-    assert state._admission_slots is None
+    assert state._admission_room == UNKNOWN_ROOM
 
 
 def test_chunk_limit_always_leaves_the_chunk_a_page() -> None:

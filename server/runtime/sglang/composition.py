@@ -10,8 +10,9 @@ prefill is pending. Two decisions fix that, both by rank (``ordering.Orderer`` k
 * :meth:`StepComposer.chunk_limit` (``SchedulePolicy.shortest_prefill_chunk_limit``): the
   in-flight chunk shrinks to leave room for the waiting requests that outrank it, so they
   prefill in this pass beside it (whole: SGLang tracks one chunked request, see
-  :func:`keeps_one_chunked`), as many as the pass has request slots for
-  (:func:`admission_slots`: with the batch full no room is kept that no one could use);
+  :func:`keeps_one_chunked`), as many as the pass has room for (:func:`admission_room`: its
+  request slots and KV tokens as SGLang's admission counts them; room no one could be
+  admitted into is not kept);
 * :meth:`StepComposer.defer_prefill` (around ``Scheduler._should_defer_prefill``): while a
   running request outranks every pending prefill, the pass decodes instead, at most
   ``PrefillDeferral.max_decode_passes`` passes in a row (the simulator's engine applies the
@@ -24,15 +25,36 @@ request's key from when it was first seen running.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from agentconsole.scheduler.composition import PrefillDeferral
+from agentconsole.server.runtime.sglang import symbols
 
 #: ranks a list of SGLang requests: their effective keys, in the same order (a report: it
 #: changes no state of the ordering)
 RankKeys = Callable[[list[Any]], list[Any]]
 #: request id -> prompt tokens resident on the device now, for the given waiting requests
 Residency = Callable[[list[Any]], dict[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class PassRoom:
+    """What one engine pass can admit beside its running batch, as SGLang's admission counts
+    it; None where unknown (no bound is applied then)."""
+
+    #: waiting requests it can admit (request slots; the in-flight chunked request excluded)
+    slots: int | None = None
+    #: KV tokens free or evictable, less the running requests' expected decode (SGLang's
+    #: ``PrefillAdder`` budget before the chunk and the new requests reserve theirs)
+    tokens: int | None = None
+    #: SGLang's cap on the decode tokens a request's admission reserves
+    #: (``CLIP_MAX_NEW_TOKENS``)
+    decode_clip: int = 4096  # SGLang's default (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION)
+
+
+UNKNOWN_ROOM = PassRoom()
 
 #: waiting requests looked at from each end of the queue: its head is the order of the last
 #: sort, its tail the arrivals since (a long queue is not ranked whole on every decode pass)
@@ -55,13 +77,13 @@ class StepComposer:
         running: Sequence[Any],
         chunked: Any | None,
         waiting: Sequence[Any],
-        slots: int | None = None,
+        room: PassRoom = UNKNOWN_ROOM,
     ) -> bool:
         """Whether this pass should decode the ``running`` requests and leave the pending
-        prefill (the ``chunked`` request's next chunk, or a ``waiting`` one the pass can
-        admit: ``slots``, None for unknown) for later; counts the streak."""
+        prefill (the ``chunked`` request's next chunk, or a ``waiting`` one the pass has
+        ``room`` to admit) for later; counts the streak."""
         decoders = [r for r in running if not r.finished()]
-        pending = _pending(chunked, waiting if slots != 0 else ())
+        pending = _pending(chunked, waiting if room.slots != 0 else ())
         if not decoders:
             self._running_keys.clear()
         if not (self.deferral.enabled and decoders and pending):
@@ -93,30 +115,87 @@ class StepComposer:
         waiting: Sequence[Any],
         budget: int,
         page_size: int,
-        slots: int | None = None,
+        room: PassRoom = UNKNOWN_ROOM,
     ) -> int | None:
         """The token cap on ``chunked``'s next chunk that leaves room, within the pass's
         ``budget``, for the head of ``waiting`` (sorted: best first) that outranks it, each
-        request's uncached prompt whole, as many requests as the pass can admit (``slots``;
-        None: no count known); None: no cap."""
-        if budget < 2 * page_size or not waiting or slots == 0:
+        request's uncached prompt whole, as many requests as the pass has ``room`` for
+        (slots, and KV tokens for the capped chunk plus each request's prompt and decode
+        reserve); None: no cap."""
+        if budget < 2 * page_size or not waiting or room.slots == 0:
             return None
-        head = list(waiting[: _LOOK if slots is None else min(slots, _LOOK)])
+        head = list(waiting[: _LOOK if room.slots is None else min(room.slots, _LOOK)])
         keys = rank_keys([chunked, *head])
         ahead = [req for req, key in zip(head, keys[1:], strict=True) if key < keys[0]]
         if not ahead:
             return None
         resident = residency(ahead)
-        reserved = 0
+        chunk_left = _prompt_left(chunked)
+        reserved = 0  # chunk tokens given up
+        admitted = 0  # KV tokens the admitted requests reserve (prompt, decode, a page)
         for req in ahead:
             work = len(req.origin_input_ids) + len(req.output_ids) - resident.get(req.rid, 0)
             charge = -(-max(work, 1) // page_size) * page_size
             if reserved + charge > budget - page_size:
                 break
+            if room.tokens is not None:
+                # SGLang admits the request only if its prompt, decode reserve and a page fit
+                # in what the capped chunk (and a page of its own) leaves: room it could not
+                # be admitted into would only slow the chunk
+                need = charge + _decode_reserve(req, room.decode_clip) + page_size
+                chunk = min(budget - reserved - charge, chunk_left) + page_size
+                if chunk + admitted + need >= room.tokens:
+                    break
+                admitted += need
             reserved += charge
         if not reserved:
             return None
         return (budget - reserved) // page_size * page_size
+
+
+def _prompt_left(chunked: Any) -> int:
+    """Prompt tokens the chunked request has still to prefill (its next chunks' most)."""
+    fill = getattr(chunked, "full_untruncated_fill_ids", None)
+    if fill is None:
+        return len(chunked.origin_input_ids)
+    return len(fill) - int(getattr(chunked, "prefix_len", 0))
+
+
+def _decode_reserve(req: Any, clip: int) -> int:
+    """The decode tokens SGLang reserves when it admits ``req`` (its remaining
+    ``max_new_tokens``, clipped)."""
+    max_new = getattr(getattr(req, "sampling_params", None), "max_new_tokens", None) or 0
+    return min(max(max_new - len(req.output_ids), 0), clip)
+
+
+def admission_room(scheduler: Any, running_batch: Any) -> PassRoom:
+    """What SGLang can admit beside ``running_batch`` in this pass (:class:`PassRoom`): its
+    request slots (:func:`admission_slots`) and its KV budget as its ``PrefillAdder`` starts
+    a pass (free and evictable tokens, less each running request's expected decode); either
+    None when it cannot be read."""
+    return PassRoom(
+        admission_slots(scheduler, running_batch), *_admission_tokens(scheduler, running_batch)
+    )
+
+
+@cache
+def _sglang_decode_clip() -> int:
+    return int(symbols.load(symbols.CLIP_MAX_NEW_TOKENS))
+
+
+def _admission_tokens(scheduler: Any, running_batch: Any) -> tuple[int | None, int]:
+    try:
+        clip = _sglang_decode_clip()
+        budget = scheduler.token_to_kv_pool_allocator.create_prefill_budget(scheduler.tree_cache)
+        ratio = float(scheduler.new_token_ratio_tracker.current)
+        decoding = 0.0
+        for req in getattr(running_batch, "reqs", None) or []:
+            params = req.sampling_params
+            left = min(params.max_new_tokens - len(req.output_ids), clip)
+            decoding += left * (1.0 if params.ignore_eos else ratio)
+        return int(budget.remaining_total - decoding), clip
+    except Exception:  # another SGLang's allocator or state: no bound
+        return None, UNKNOWN_ROOM.decode_clip
 
 
 def admission_slots(scheduler: Any, running_batch: Any) -> int | None:

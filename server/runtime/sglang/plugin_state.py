@@ -29,7 +29,12 @@ from agentconsole.scheduler.fairness import FairnessConfig, FairnessGuard
 from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import lockstep, plugin_status, retention, symbols, wire
-from agentconsole.server.runtime.sglang.composition import StepComposer, admission_slots
+from agentconsole.server.runtime.sglang.composition import (
+    UNKNOWN_ROOM,
+    PassRoom,
+    StepComposer,
+    admission_room,
+)
 from agentconsole.server.runtime.sglang.control import (
     CONTROL_FILE,
     PLACEMENT_FILE,
@@ -80,8 +85,8 @@ class PluginState:
         self.meter = ServiceMeter(self.guard)
         self.rule = PreemptionRule()
         self.composer = StepComposer()
-        #: waiting requests this pass can admit (``admission_slots``; None: unknown)
-        self._admission_slots: int | None = None
+        #: what this pass can admit (``admission_room``), read in its defer hook
+        self._admission_room: PassRoom = UNKNOWN_ROOM
         self.requests = RequestBook()
         self._overrides: dict[str, CallTicket] = {}
         self.retention = retention.RetentionBook(_MAX_CONTEXTS)
@@ -96,6 +101,11 @@ class PluginState:
         self._resident: dict[str, int] = {}
         self._status_dirty = True
         self.preemptions = 0
+        #: passes whose in-flight chunk shrank for outranking waiting requests
+        self.chunk_caps = 0
+        #: passes whose KV room could not be read from SGLang (the chunk cap then counts
+        #: request slots alone; should stay 0 on the pinned SGLang)
+        self.kv_room_unknown = 0
         self.errors = 0
         self.last_error = ""
         self.layout = lockstep.Layout()
@@ -271,16 +281,17 @@ class PluginState:
     def defer_prefill(self, scheduler: Any, running_batch: Any) -> bool:
         """Whether this pass decodes and leaves the pending prefill for later (see
         ``StepComposer.defer_prefill``); never while draining (nothing is admitted then)."""
-        # the pass's request slots, for the chunk cap asked next in the same pass (cleared
-        # first: a count from an earlier pass never stands in for this one's)
-        self._admission_slots = None
-        self._admission_slots = admission_slots(scheduler, running_batch)
+        # the pass's room, for the chunk cap asked next in the same pass (cleared first: a
+        # count from an earlier pass never stands in for this one's)
+        self._admission_room = UNKNOWN_ROOM
+        self._admission_room = admission_room(scheduler, running_batch)
+        self.kv_room_unknown += self._admission_room.tokens is None
         if self.paused or getattr(running_batch, "is_prefill_only", False):
             return False  # a prefill-only batch never decodes: deferring would idle the pass
         reqs = list(getattr(running_batch, "reqs", None) or [])
         waiting = scheduler.waiting_queue
         return self.composer.defer_prefill(
-            self.rank_keys, reqs, scheduler.chunked_req, waiting, self._admission_slots
+            self.rank_keys, reqs, scheduler.chunked_req, waiting, self._admission_room
         )
 
     def chunk_limit(
@@ -292,18 +303,20 @@ class PluginState:
         request in the room left)."""
         # the count read in this pass's defer hook, used once: a pass that skipped the hook
         # (SGLang's own interval deferred it, another scheduler loop) leaves no stale count
-        slots, self._admission_slots = self._admission_slots, None
+        room, self._admission_room = self._admission_room, UNKNOWN_ROOM
         if self.paused or getattr(tree, "disable", False):
             return None
-        return self.composer.chunk_limit(
+        limit = self.composer.chunk_limit(
             self.rank_keys,
             lambda reqs: waiting_residency(tree, reqs),
             chunked,
             waiting,
             budget,
             page_size,
-            slots,
+            room,
         )
+        self.chunk_caps += limit is not None
+        return limit
 
     # -- steps ------------------------------------------------------------------------------------
     def on_step(self, batch: Any, start: float, seconds: float, *, forward: bool) -> None:
@@ -428,6 +441,8 @@ class PluginState:
             tenant_service_s=dict(self.meter.service_s),
             preemptions=self.preemptions,
             prefill_deferrals=self.composer.deferrals,
+            chunk_caps=self.chunk_caps,
+            kv_room_unknown=self.kv_room_unknown,
             errors=self.errors,
             last_error=self.last_error,
             step=self.step if self.lockstep else 0,

@@ -60,6 +60,8 @@ def merge_statuses(statuses: Sequence[SchedulerStatus]) -> SchedulerStatus:
             "evicted_tokens",
             "preemptions",
             "prefill_deferrals",
+            "chunk_caps",
+            "kv_room_unknown",
             "errors",
             "late_controls",  # tp > 1: any rank group's late control read
         ):

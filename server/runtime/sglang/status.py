@@ -66,6 +66,10 @@ class SchedulerStatus:
     preemptions: int = 0
     #: passes that decoded while a worse-ranked prefill waited (``composition``), since start
     prefill_deferrals: int = 0
+    #: passes whose in-flight chunk shrank to let outranking waiting requests in
+    chunk_caps: int = 0
+    #: passes whose KV room SGLang did not show (the chunk cap counted slots alone); stays 0
+    kv_room_unknown: int = 0
     errors: int = 0
     last_error: str = ""
     #: scheduler loop passes since start and their recent rate (tensor parallelism only: the

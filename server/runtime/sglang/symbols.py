@@ -46,6 +46,16 @@ NEXT_BATCH = "sglang.srt.managers.scheduler:Scheduler.get_next_batch_to_run"
 DEFER_PREFILL = "sglang.srt.managers.scheduler:Scheduler._should_defer_prefill"
 #: the cap on an in-flight chunked prefill's next chunk (room for waiting requests)
 CHUNK_LIMIT = "sglang.srt.managers.schedule_policy:SchedulePolicy.shortest_prefill_chunk_limit"
+#: the decode tokens SGLang's admission reserves per request at most, and the KV budget its
+#: ``PrefillAdder`` starts a pass with: what a pass can admit (``composition.admission_room``)
+CLIP_MAX_NEW_TOKENS = "sglang.srt.managers.schedule_policy:CLIP_MAX_NEW_TOKENS"
+PREFILL_BUDGET = (
+    "sglang.srt.mem_cache.allocator.base:BaseTokenToKVPoolAllocator.create_prefill_budget"
+)
+PREFILL_BUDGET_REMAINING = "sglang.srt.mem_cache.prefill_budget:PrefillBudget.remaining_total"
+NEW_TOKEN_RATIO = (
+    "sglang.srt.managers.scheduler_components.new_token_ratio_tracker:NewTokenRatioTracker.current"
+)
 #: how a waiting request would be admitted (whole or chunked), before anything is allocated
 SELECT_ADMISSION = "sglang.srt.managers.schedule_policy:PrefillAdder._select_prefill_admission"
 RUN_BATCH = "sglang.srt.managers.scheduler:Scheduler.run_batch"
@@ -100,6 +110,10 @@ SYMBOLS: tuple[str, ...] = (
     NEXT_BATCH,
     DEFER_PREFILL,
     CHUNK_LIMIT,
+    CLIP_MAX_NEW_TOKENS,
+    PREFILL_BUDGET,
+    PREFILL_BUDGET_REMAINING,
+    NEW_TOKEN_RATIO,
     SELECT_ADMISSION,
     RUN_BATCH,
     PROCESS_RESULT,
