@@ -18,6 +18,11 @@ adds ``agentconsole-rr``: ours with each call left to SGLang's round robin inste
 to its program's rank, so routing alone differs from ``agentconsole`` (issue 13's affinity
 against round robin on the real engine; the stock arms are round robin too).
 
+For the arms with our plugin the table also prints the engine's forward-pass seconds per
+finished program (every rank's, measured by the plugin): the capacity measure. ``done/s`` is
+programs over the run's span, which the longest program sets whenever the engine is not the
+bottleneck; a saturated engine finishes (ranks) / (engine seconds per program).
+
 ``--bound`` adds stock ``lpm`` with a pool every program's whole context fits in: no eviction,
 no recompute, the same compute and batch limit. Its finished/s is what caching on the small pool
 can approach at best (the program door's 1.5x-stock goal), and its P95 what perfect caching
@@ -91,9 +96,17 @@ NO_DEFERRAL_ARM = Arm("agentconsole-no-deferral", True, "fcfs", defer_prefill=Fa
 BOUND_ARM = Arm("bound:lpm-no-evict", False, "lpm", pin_ranks=False, max_total_tokens=262_144)
 
 
+@dataclass(frozen=True, slots=True)
+class ArmRun:
+    outcomes: list[ProgramOutcome]
+    #: seconds of forward passes the engine ran (every rank; the plugin's ``busy_s``), None
+    #: for the stock arms (no plugin to measure it)
+    engine_busy_s: float | None
+
+
 async def run_arm(
     arm: Arm, trace: list[TraceProgram], model: Path, args: argparse.Namespace
-) -> list[ProgramOutcome]:
+) -> ArmRun:
     settings = EngineSettings(
         model_path=model,
         plugin=arm.plugin,
@@ -118,7 +131,8 @@ async def run_arm(
         book = TextBook(runtime.engine.tokenizer_manager.tokenizer, seed=args.seed)
         if not arm.plugin:  # stock SGLang: agents calling it, no program glue at all
             service = CostServiceModel(CostModel.from_profile("cpu-2core__tiny-llama__tp1"))
-            return await LiveReplay(runtime, trace, book, service, kv_hints=False).run()
+            stock = await LiveReplay(runtime, trace, book, service, kv_hints=False).run()
+            return ArmRun(stock, None)
         # ours is serve's own ProgramService (driver, door, tool-wait advisor), minus HTTP
         served = ProgramService(
             runtime, EventHub(), policy=args.policy, door=DoorSettings(enabled=arm.door)
@@ -128,7 +142,7 @@ async def run_arm(
             ended = await ServiceReplay(served, trace, book).run()
         finally:
             await served.stop()
-        return [
+        outcomes = [
             ProgramOutcome(
                 e.trace.id,
                 e.trace.tenant,
@@ -141,8 +155,21 @@ async def run_arm(
             )
             for e in ended
         ]
+        return ArmRun(outcomes, await _engine_busy_s(runtime))
     finally:
         await runtime.stop()
+
+
+async def _engine_busy_s(runtime: SGLangRuntime) -> float | None:
+    """The forward-pass seconds every rank has run, from a status written after the last
+    call ended (the plugin writes it about once a second)."""
+    ended = time.time()
+    for _ in range(50):
+        status = runtime.read_status()
+        if status is not None and status.written_at > ended:
+            return status.busy_s
+        await asyncio.sleep(0.1)
+    return None
 
 
 def print_table(results: dict[str, list[dict[str, float]]]) -> None:
@@ -153,7 +180,7 @@ def print_table(results: dict[str, list[dict[str, float]]]) -> None:
 
     print(
         f"{'engine':<18} {'done/s':>7} {'P50 s':>7} {'P95 s':>7} {'mean s':>7} {'hit rate':>9} "
-        f"{'P50 ratio':>10} {'P95 ratio':>10}"
+        f"{'P50 ratio':>10} {'P95 ratio':>10} {'engine s/prog':>14}"
     )
     for name in results:
         p50, p95 = med(name, "e2e_p50_s"), med(name, "e2e_p95_s")
@@ -162,7 +189,16 @@ def print_table(results: dict[str, list[dict[str, float]]]) -> None:
         print(
             f"{name:<18} {med(name, 'finished_per_s'):7.2f} {p50:7.2f} {p95:7.2f} "
             f"{med(name, 'e2e_mean_s'):7.2f} "
-            f"{med(name, 'cache_hit_rate'):9.1%} {r50:10.2f} {r95:10.2f}"
+            f"{med(name, 'cache_hit_rate'):9.1%} {r50:10.2f} {r95:10.2f} "
+            f"{med(name, 'engine_s_per_program'):14.3f}"
+        )
+    if "agentconsole-rr" in results:
+        # capacity: a saturated engine finishes programs at (its ranks) / (engine seconds a
+        # program costs); done/s above is set by the run's longest program when it is not
+        ours = med("agentconsole", "engine_s_per_program")
+        print(
+            f"engine seconds per program, round robin / affinity: "
+            f"x{med('agentconsole-rr', 'engine_s_per_program') / ours:.2f}"
         )
 
 
@@ -205,8 +241,12 @@ async def main(args: argparse.Namespace) -> None:
     for rep in range(args.repeat):
         for arm in arms[rep % len(arms) :] + arms[: rep % len(arms)]:
             start = time.perf_counter()
-            outcomes = await run_arm(arm, trace, model, args)
+            run = await run_arm(arm, trace, model, args)
+            outcomes = run.outcomes
             row = outcome_summary(outcomes)
+            busy = run.engine_busy_s
+            finished = row["finished"]
+            row["engine_s_per_program"] = busy / finished if busy and finished else float("nan")
             # programs finished per second from the first arrival to the last end
             span = max((o.arrival_s + o.e2e_s for o in outcomes), default=0.0)
             row["finished_per_s"] = row["finished"] / span if span else 0.0
