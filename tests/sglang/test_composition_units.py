@@ -170,29 +170,55 @@ def test_chunk_limit_keeps_no_room_the_kv_pool_cannot_admit_into() -> None:
     """SGLang admits a waiting request only if its prompt, its decode reserve and a page fit
     in the KV budget the chunk's own reservation leaves; room kept for one that does not fit
     would only slow the chunk."""
-    chunked = Req("big", key=9, prompt=100_000)
+    chunked = Req("big", key=9, prompt=100_000, max_new=500)
     waiting = [Req("first", key=1, prompt=300, max_new=200), Req("second", key=2, prompt=300)]
-    # chunk 4096 - 320 and its page, "first" 320 + 200 + 64: 4,424 tokens
-    fits = PassRoom(tokens=4_425)
-    assert StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64, fits) == 3776
-    short = PassRoom(tokens=4_424)
+    cap = 4096 - 320
+    # the capped chunk and its page (its decode comes with its last piece only), then
+    # "first": 300 + 200 + 64
+    fits = PassRoom(tokens=cap + 64 + 564 + 1)
+    assert StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64, fits) == cap
+    short = PassRoom(tokens=cap + 64 + 564)
     assert StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64, short) is None
-    # with room for both: the second's reservation counts the first's
-    both = PassRoom(tokens=4_424 - 320 + 384 + 1)
+    # room for both: the second's check counts what the first's admission reserves
+    # (320 + 64 + 200), beside a chunk capped twice
+    both = PassRoom(tokens=(4096 - 640 + 64) + 584 + 364 + 0.5)
     assert StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64, both) == 3456
-    # a chunk near its end reserves only what it has left
-    ending = Req("ending", key=9, prompt=500)
-    room = PassRoom(tokens=512 + 64 + 584 + 1)
+    less = PassRoom(tokens=(4096 - 640 + 64) + 584 + 364 - 0.5)
+    assert StepComposer.chunk_limit(keys, no_cache, chunked, waiting, 4096, 64, less) == cap
+
+
+def test_a_chunk_ending_in_the_pass_reserves_its_decode_too() -> None:
+    ending = Req("ending", key=9, prompt=500, max_new=100)
+    waiting = [Req("first", key=1, prompt=300, max_new=200)]
+    # its last piece: 500 tokens page-rounded, a page, its whole decode; then "first"
+    needed = 512 + 64 + 100 + 564
+    room = PassRoom(tokens=needed + 1)
     assert StepComposer.chunk_limit(keys, no_cache, ending, waiting, 4096, 64, room) == 3776
+    room = PassRoom(tokens=needed)
+    assert StepComposer.chunk_limit(keys, no_cache, ending, waiting, 4096, 64, room) is None
+
+
+def test_an_admitted_requests_cached_prefix_is_locked_out_of_the_evictable_room() -> None:
+    chunked = Req("big", key=9, prompt=100_000)
+    waiting = [Req("warm", key=1, prompt=300, max_new=200)]
+    warm = {"warm": 200}  # 100 tokens to prefill, 200 resident that admission locks
+    needed = (4096 - 128 + 64) + 200 + 100 + 200 + 64
+    room = PassRoom(tokens=needed + 1)
+    limit = StepComposer.chunk_limit(keys, lambda r: warm, chunked, waiting, 4096, 64, room)
+    assert limit == 4096 - 128
+    room = PassRoom(tokens=needed)
+    assert StepComposer.chunk_limit(keys, lambda r: warm, chunked, waiting, 4096, 64, room) is None
 
 
 def test_admission_room_is_sglangs_prefill_budget_less_the_running_decodes() -> None:
     class Budget:
-        remaining_total = 10_000  # free + evictable, as SGLang's PrefillBudget starts
+        def __init__(self, mixed: int) -> None:
+            # free + evictable, less the mixed decode rows, as SGLang's PrefillBudget starts
+            self.remaining_total = 10_000 - mixed
 
     class Allocator:
-        def create_prefill_budget(self, tree_cache: Any) -> Budget:
-            return Budget()
+        def create_prefill_budget(self, tree_cache: Any, num_mixed_decode_tokens: int) -> Budget:
+            return Budget(num_mixed_decode_tokens)
 
     def running(max_new: int, done: int, ignore_eos: bool) -> Any:
         params = SimpleNamespace(max_new_tokens=max_new, ignore_eos=ignore_eos)
@@ -201,15 +227,23 @@ def test_admission_room_is_sglangs_prefill_budget_less_the_running_decodes() -> 
     scheduler = SimpleNamespace(
         enable_priority_preemption=False,
         chunked_req=None,
+        waiting_queue=[Req("w", key=1)],
+        is_mixed_chunk=False,
         token_to_kv_pool_allocator=Allocator(),
         tree_cache=object(),
         new_token_ratio_tracker=SimpleNamespace(current=0.5),
     )
-    batch = SimpleNamespace(reqs=[running(1_000, 200, False), running(9_000, 0, True)])
+    batch = SimpleNamespace(reqs=[running(1_001, 200, False), running(9_000, 0, True)])
+    # read only while a chunked prefill is in flight (no other pass asks for it)
+    assert admission_room(scheduler, batch).tokens is None
+    scheduler.chunked_req = Req("big", key=9)
     room = admission_room(scheduler, batch)
-    # 800 left x the new-token ratio; an ignore_eos request's whole (clipped) rest
-    assert room.tokens == 10_000 - 400 - room.decode_clip
+    # 801 left x the new-token ratio (not rounded); an ignore_eos request's whole clipped rest
+    assert room.tokens == 10_000 - 400.5 - 4096
+    assert room.decode_clip == 4096  # SGLang's CLIP_MAX_NEW_TOKENS
     assert room.slots is None  # this scheduler has no request count
+    scheduler.is_mixed_chunk = True  # a decode row of each running request rides along
+    assert admission_room(scheduler, batch).tokens == 10_000 - 2 - 400.5 - 4096
     broken = SimpleNamespace(**{**vars(scheduler), "token_to_kv_pool_allocator": None})
     assert admission_room(broken, batch).tokens is None
 

@@ -47,8 +47,9 @@ class PassRoom:
     #: waiting requests it can admit (request slots; the in-flight chunked request excluded)
     slots: int | None = None
     #: KV tokens free or evictable, less the running requests' expected decode (SGLang's
-    #: ``PrefillAdder`` budget before the chunk and the new requests reserve theirs)
-    tokens: int | None = None
+    #: ``PrefillAdder`` budget before the chunk and the new requests reserve theirs; read
+    #: only while a chunked prefill is in flight)
+    tokens: float | None = None
     #: SGLang's cap on the decode tokens a request's admission reserves
     #: (``CLIP_MAX_NEW_TOKENS``)
     decode_clip: int = 4096  # SGLang's default (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION)
@@ -120,8 +121,9 @@ class StepComposer:
         """The token cap on ``chunked``'s next chunk that leaves room, within the pass's
         ``budget``, for the head of ``waiting`` (sorted: best first) that outranks it, each
         request's uncached prompt whole, as many requests as the pass has ``room`` for
-        (slots, and KV tokens for the capped chunk plus each request's prompt and decode
-        reserve); None: no cap."""
+        (slots, and KV tokens as SGLang's admission counts them: the capped chunk's
+        reservation, then each request's prompt, decode reserve, a page and its cached prefix,
+        which admission locks out of the evictable tokens); None: no cap."""
         if budget < 2 * page_size or not waiting or room.slots == 0:
             return None
         head = list(waiting[: _LOOK if room.slots is None else min(room.slots, _LOOK)])
@@ -132,25 +134,34 @@ class StepComposer:
         resident = residency(ahead)
         chunk_left = _prompt_left(chunked)
         reserved = 0  # chunk tokens given up
-        admitted = 0  # KV tokens the admitted requests reserve (prompt, decode, a page)
+        admitted = 0.0  # KV the admitted requests take (locked prefix, prompt, decode, a page)
         for req in ahead:
-            work = len(req.origin_input_ids) + len(req.output_ids) - resident.get(req.rid, 0)
-            charge = -(-max(work, 1) // page_size) * page_size
+            cached = resident.get(req.rid, 0)
+            work = len(req.origin_input_ids) + len(req.output_ids) - cached
+            charge = _pages(max(work, 1), page_size)
             if reserved + charge > budget - page_size:
                 break
             if room.tokens is not None:
-                # SGLang admits the request only if its prompt, decode reserve and a page fit
-                # in what the capped chunk (and a page of its own) leaves: room it could not
-                # be admitted into would only slow the chunk
-                need = charge + _decode_reserve(req, room.decode_clip) + page_size
-                chunk = min(budget - reserved - charge, chunk_left) + page_size
+                # SGLang admits the request only if its prompt, its decode reserve and a page
+                # fit in what the capped chunk's reservation and the requests admitted before
+                # it leave, with its cached prefix locked (no longer evictable): room it could
+                # not be admitted into would only slow the chunk
+                chunk = _chunk_reserve(
+                    chunked, budget - reserved - charge, chunk_left, page_size, room.decode_clip
+                )
+                need = cached + max(work, 1) + _decode_left(req, room.decode_clip) + page_size
                 if chunk + admitted + need >= room.tokens:
                     break
-                admitted += need
+                # what its admission then reserves: the decode from its whole max_new_tokens
+                admitted += cached + charge + page_size + _decode_all(req, room.decode_clip)
             reserved += charge
         if not reserved:
             return None
         return (budget - reserved) // page_size * page_size
+
+
+def _pages(tokens: int, page_size: int) -> int:
+    return -(-tokens // page_size) * page_size
 
 
 def _prompt_left(chunked: Any) -> int:
@@ -161,21 +172,39 @@ def _prompt_left(chunked: Any) -> int:
     return len(fill) - int(getattr(chunked, "prefix_len", 0))
 
 
-def _decode_reserve(req: Any, clip: int) -> int:
-    """The decode tokens SGLang reserves when it admits ``req`` (its remaining
-    ``max_new_tokens``, clipped)."""
-    max_new = getattr(getattr(req, "sampling_params", None), "max_new_tokens", None) or 0
-    return min(max(max_new - len(req.output_ids), 0), clip)
+def _chunk_reserve(chunked: Any, cap: int, left: int, page_size: int, clip: int) -> int:
+    """The KV SGLang reserves for the chunked request's next piece under ``cap``: the piece,
+    page-rounded, a page, and, when the piece ends its prompt, its decode."""
+    piece = _pages(min(cap, left), page_size) + page_size
+    return piece + (_decode_all(chunked, clip) if left <= cap else 0)
+
+
+def _max_new(req: Any) -> int:
+    return getattr(getattr(req, "sampling_params", None), "max_new_tokens", None) or 0
+
+
+def _decode_left(req: Any, clip: int) -> int:
+    """The decode SGLang's admission check counts for ``req``: its remaining
+    ``max_new_tokens``, clipped."""
+    return min(max(_max_new(req) - len(req.output_ids), 0), clip)
+
+
+def _decode_all(req: Any, clip: int) -> int:
+    """The decode SGLang's admission then reserves: the whole ``max_new_tokens``, clipped
+    (a retracted request's tokens already generated are not subtracted)."""
+    return min(_max_new(req), clip)
 
 
 def admission_room(scheduler: Any, running_batch: Any) -> PassRoom:
     """What SGLang can admit beside ``running_batch`` in this pass (:class:`PassRoom`): its
-    request slots (:func:`admission_slots`) and its KV budget as its ``PrefillAdder`` starts
-    a pass (free and evictable tokens, less each running request's expected decode); either
-    None when it cannot be read."""
-    return PassRoom(
-        admission_slots(scheduler, running_batch), *_admission_tokens(scheduler, running_batch)
-    )
+    request slots (:func:`admission_slots`) and, while a chunked prefill is in flight with
+    requests waiting (the only pass that asks), its KV budget as its ``PrefillAdder`` starts
+    the pass (free and evictable tokens, less the mixed decode rows and each running
+    request's expected decode); either None when it cannot be read."""
+    slots = admission_slots(scheduler, running_batch)
+    if getattr(scheduler, "chunked_req", None) is None or not scheduler.waiting_queue:
+        return PassRoom(slots)
+    return PassRoom(slots, *_admission_tokens(scheduler, running_batch))
 
 
 @cache
@@ -183,17 +212,21 @@ def _sglang_decode_clip() -> int:
     return int(symbols.load(symbols.CLIP_MAX_NEW_TOKENS))
 
 
-def _admission_tokens(scheduler: Any, running_batch: Any) -> tuple[int | None, int]:
+def _admission_tokens(scheduler: Any, running_batch: Any) -> tuple[float | None, int]:
     try:
         clip = _sglang_decode_clip()
-        budget = scheduler.token_to_kv_pool_allocator.create_prefill_budget(scheduler.tree_cache)
+        reqs = getattr(running_batch, "reqs", None) or []
+        mixed = len(reqs) if getattr(scheduler, "is_mixed_chunk", False) else 0
+        budget = scheduler.token_to_kv_pool_allocator.create_prefill_budget(
+            scheduler.tree_cache, num_mixed_decode_tokens=mixed
+        )
         ratio = float(scheduler.new_token_ratio_tracker.current)
         decoding = 0.0
-        for req in getattr(running_batch, "reqs", None) or []:
+        for req in reqs:
             params = req.sampling_params
             left = min(params.max_new_tokens - len(req.output_ids), clip)
             decoding += left * (1.0 if params.ignore_eos else ratio)
-        return int(budget.remaining_total - decoding), clip
+        return float(budget.remaining_total) - decoding, clip
     except Exception:  # another SGLang's allocator or state: no bound
         return None, UNKNOWN_ROOM.decode_clip
 

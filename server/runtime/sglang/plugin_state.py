@@ -285,7 +285,6 @@ class PluginState:
         # count from an earlier pass never stands in for this one's)
         self._admission_room = UNKNOWN_ROOM
         self._admission_room = admission_room(scheduler, running_batch)
-        self.kv_room_unknown += self._admission_room.tokens is None
         if self.paused or getattr(running_batch, "is_prefill_only", False):
             return False  # a prefill-only batch never decodes: deferring would idle the pass
         reqs = list(getattr(running_batch, "reqs", None) or [])
@@ -306,6 +305,8 @@ class PluginState:
         room, self._admission_room = self._admission_room, UNKNOWN_ROOM
         if self.paused or getattr(tree, "disable", False):
             return None
+        # counted where it is used: SGLang loops that skip the defer hook leave it unknown
+        self.kv_room_unknown += bool(waiting) and room.tokens is None
         limit = self.composer.chunk_limit(
             self.rank_keys,
             lambda reqs: waiting_residency(tree, reqs),
