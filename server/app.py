@@ -213,7 +213,8 @@ async def _start_runtime(live: Live) -> None:
         log.exception("the %s runtime failed to start", live.config.runtime)
         return
     live.service.runtime_ready.set()
-    log.info("runtime %s ready", live.config.runtime)
+    # debug: serve prints its own ready line (``announce_ready``), with the model and timing
+    log.debug("runtime %s ready", live.config.runtime)
 
 
 def create_app(

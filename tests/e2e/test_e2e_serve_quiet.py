@@ -25,7 +25,9 @@ def test_serve_with_sglang_is_quiet_and_serves_completions(sglang_serve: ServePr
     assert done.usage is not None
     assert done.usage.prompt_tokens > 0
     terminal = "".join(sglang_serve.output)
-    (ready,) = [line for line in sglang_serve.output if "runtime sglang ready in " in line]
+    # one line, not a second from a logger
+    (ready,) = [line for line in sglang_serve.output if "runtime sglang ready" in line]
+    assert "runtime sglang ready in " in ready
     assert sglang_serve.db is not None
     log = sglang_serve.db.with_suffix(".sglang.log")
     assert "runtime: sglang" in terminal
