@@ -62,9 +62,9 @@ def demo_runner() -> DemoRunner:
 
 
 class Server(uvicorn.Server):
-    """uvicorn with two additions: on shutdown the SSE feeds are closed first (uvicorn waits
-    for open connections before the app's lifespan ends), and ``on_started`` runs once the
-    sockets listen (it receives the base URL)."""
+    """uvicorn with two additions: on shutdown the SSE feeds are closed and the calls in flight
+    answered first (uvicorn waits for open connections before the app's lifespan ends), and
+    ``on_started`` runs once the sockets listen (it receives the base URL)."""
 
     def __init__(
         self,
@@ -94,6 +94,9 @@ class Server(uvicorn.Server):
         live = getattr(self.app.state, "live", None)
         if live is not None:
             live.hub.close()
+            # calls in flight are answered (503) now, before uvicorn waits for connections
+            # and then cancels what is left (a bare 500, a stream cut without its end)
+            live.service.shut_down()
         for task in self._tasks:
             task.cancel()
         await super().shutdown(sockets)

@@ -107,7 +107,10 @@ class CallAccounting:
             result.restore_s,
             runtime_queue_s=result.queue_s,
         )
-        outcome = "ok" if not call.closed or call.error is not None else "aborted"
+        # a quota stop keeps what was produced as the node's answer (the program is cancelled
+        # next); any other stop (an abort, a shutdown) is an aborted attempt
+        quota = call.error if isinstance(call.error, QuotaError) else None
+        outcome = "ok" if not call.closed or quota is not None else "aborted"
         data = usage_data(result)
         # what the driver is told, so a restart can replay the end exactly (eventtail.py)
         data.update(outcome=outcome, charged_output_tokens=usage.output_tokens)
@@ -131,7 +134,7 @@ class CallAccounting:
         if not call.closed and call.tools:
             runtime = svc.models.runtime_of(call.request.model)  # the format of the model that ran
             call.answer = format_of(runtime).parse(call.text, call.tools)
-        self._report(call, usage, outcome, now)
+        self._report(call, usage, outcome, now, quota)
         if call.answer is not None and call.answer[1]:  # the agent runs these tools now
             names = [name for name, _ in call.answer[1]]
             svc.tool_calls.asked(call.program_id, call.node_id, call.call_id, names)
@@ -170,11 +173,18 @@ class CallAccounting:
         call.lost_reuse_tokens = found.lost_reuse_tokens
         return insertion_data(found.at_token, found.inserted_tokens, found.lost_reuse_tokens)
 
-    def _report(self, call: LiveCall, usage: CallUsage | None, outcome: str, now: float) -> None:
+    def _report(
+        self,
+        call: LiveCall,
+        usage: CallUsage | None,
+        outcome: str,
+        now: float,
+        quota: QuotaError | None = None,
+    ) -> None:
         svc = self.service
         actions = svc.driver.call_ended(
             call.program_id, call.node_id, call.call_id, now, usage, outcome=outcome
         )
         svc.settle(actions)
-        if call.error is not None:  # stopped by a quota while it streamed
-            svc.spawn(svc.stop_for_quota(call.program_id, call.error))
+        if quota is not None:  # stopped by a quota while it streamed
+            svc.spawn(svc.stop_for_quota(call.program_id, quota))

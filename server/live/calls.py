@@ -196,11 +196,12 @@ class LiveCall:
         return asyncio.shield(self._done)
 
     # -- stopping -----------------------------------------------------------------------------
-    def stop(self, error: ServiceError) -> None:
-        """Stop the call because of ``error`` (a quota): forwarding ends now, the abort runs
-        in the background."""
-        self.error = error
-        self._start_abort("quota")
+    def stop(self, error: ServiceError, *, reason: str = "quota") -> None:
+        """Stop the call because of ``error`` (a quota, a shutdown): the client gets
+        ``error``, forwarding ends now, the abort runs in the background."""
+        if self.error is None:
+            self.error = error
+        self._start_abort(reason)
 
     async def abort(self, reason: str, *, wait_s: float = 5.0) -> bool:
         """Abort the call (idempotent). Returns True once the runtime confirmed the call gone,

@@ -20,7 +20,7 @@ from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.scheduler.program import Node, Program
 from agentconsole.scheduler.runtime import GenerationRequest, Prompt
 from agentconsole.server.live.calls import LiveCall
-from agentconsole.server.live.errors import ContextTooLong, Unavailable
+from agentconsole.server.live.errors import ContextTooLong, InvalidRequest, Unavailable
 from agentconsole.server.live.identity import chain_hashes
 from agentconsole.server.live.prompt import encode_prompt, offered_tools, render_prompt
 
@@ -81,6 +81,8 @@ class CallIntake:
     async def start(self, tenant: str, chat: ChatCall) -> LiveCall:
         """Admit ``chat`` for ``tenant`` and submit it; raises the service's errors."""
         svc = self.service
+        if svc.closing is not None:
+            raise svc.closing
         await self._wait_runtime()
         # The request's own faults first (an unknown model, a prompt the template refuses, one
         # over the context): refused before a program is opened, a call that never ran leaves
@@ -93,6 +95,13 @@ class CallIntake:
             program, parents = self._inferred(tenant, hashes, chat)
         else:
             await svc.check_new_id(tenant, chat.program_id, explicit=False)
+            if parents and chat.program_id not in svc.controller.programs:
+                # a program not opened yet has no nodes: refused before it is opened
+                raise InvalidRequest(
+                    f"parent {parents[0]!r} is unknown: program {chat.program_id!r} has no "
+                    "nodes yet",
+                    field="parents",
+                )
             program = svc.program_for_call(tenant, chat.program_id, chat)
         svc.require_running(program)
         await svc.check_quotas(program, time.time())

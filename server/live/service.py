@@ -49,6 +49,7 @@ from agentconsole.server.live.errors import (
     NotFound,
     QuotaError,
     ServiceError,
+    Unavailable,
 )
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.identity import PrefixChains
@@ -159,6 +160,8 @@ class ProgramService:
         self.tool_calls = ToolCallBook(self)
         self._cancel_listeners: list[CancelListener] = []
         self._background: set[asyncio.Task[Any]] = set()
+        #: set by :meth:`shut_down`: the server is closing, new calls are refused
+        self.closing: Unavailable | None = None
         hub.resolve_tenants(self.tenant_of)
 
     # -- policies ----------------------------------------------------------------------------------
@@ -206,6 +209,14 @@ class ProgramService:
 
     def _left_door(self, program_id: str) -> None:
         self.settle(self.driver.forget(program_id, time.time()))
+
+    def shut_down(self) -> None:
+        """The server is closing: refuse new calls (503) and end every call in flight with the
+        same error now, so each client is answered (a JSON error, a stream's error frame and
+        ``[DONE]``) before the server stops waiting for its connections."""
+        self.closing = Unavailable("the server is shutting down", headers={"Retry-After": "5"})
+        for call in list(self.calls.values()):
+            call.stop(self.closing, reason="shutdown")
 
     async def stop(self) -> None:
         """Abort every call in flight (their clients get an end) and wait for background
@@ -350,13 +361,13 @@ class ProgramService:
             raise Conflict(f"program {program_id!r} is cancelled")
         if program.state.terminal:
             return program
+        # tool calls the model asked for whose answer never came close as abandoned
+        self.tool_calls.abandon(program_id)
         self.settle(self.driver.finish(program_id, time.time(), success=success))
         return program
 
     def finish_idle(self, program_id: str) -> None:
-        """The program has been idle past the limit: tool calls whose answer never came are
-        abandoned and it finishes (the sweeper)."""
-        self.tool_calls.abandon(program_id)
+        """The program has been idle past the limit: it finishes (the sweeper)."""
         self.finish_program(None, program_id, success=True)
 
     async def cancel_program(

@@ -104,11 +104,14 @@ class ToolPort:
         result_bytes: int = 0,
     ) -> None:
         """The tool ended (``ok``, ``fail`` or ``timeout``); the agent takes the result either
-        way. A no-op for a node that is not running (cancelled meanwhile)."""
+        way. A no-op for a node that is not running (cancelled meanwhile) or whose program has
+        left memory (ended); NotFound for a node the program does not have."""
         svc = self.service
         node_id = self._alias.pop((program_id, node_id), node_id)
         program = svc.controller.programs.get(program_id)
         node = program.nodes.get(node_id) if program is not None else None
+        if program is not None and (node is None or node.kind is not NodeKind.TOOL):
+            raise NotFound(f"tool node {node_id!r} of {program_id!r} not found", field="node_id")
         if program is None or node is None or node.state is not NodeState.RUNNING:
             return
         now = time.time()

@@ -121,3 +121,39 @@ def test_programs_survive_in_the_store(server: LiveServer) -> None:
 
 async def _forget(server: LiveServer, pid: str) -> None:
     server.live.service.forget(pid)
+
+
+WEATHER = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+
+
+def test_finish_closes_a_tool_call_never_answered_as_abandoned(server: LiveServer) -> None:
+    with server.client() as c:
+        body = chat_body("Weather in Paris?", tools=WEATHER, agentconsole={"program_id": "ab"})
+        asked = c.post("/v1/chat/completions", json=body).json()
+        assert asked["choices"][0]["finish_reason"] == "tool_calls"
+        assert c.post("/v1/programs/ab/finish", json={"success": True}).status_code == 200
+        program = c.get("/v1/programs/ab").json()
+    (tool,) = [n for n in program["nodes"] if n["kind"] == "tool"]
+    assert tool["state"] == "cancelled"  # closed with the outcome "abandoned"
+    assert tool["finished_at"] is not None
+    assert program["state"] == "finished"
+
+
+def test_a_first_call_naming_unknown_parents_opens_no_program(server: LiveServer) -> None:
+    with server.client() as c:
+        body = chat_body("hi", agentconsole={"program_id": "orphan", "parent_ids": ["nope"]})
+        refused = c.post("/v1/chat/completions", json=body)
+        assert refused.status_code == 422
+        assert refused.json()["error"]["field"] == "parents"
+        assert c.get("/v1/programs/orphan").status_code == 404
+        # the same id with a valid first call is a fresh program
+        _call(c, "orphan", "plan")
+        assert c.get("/v1/programs/orphan").json()["state"] == "running"

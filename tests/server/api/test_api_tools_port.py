@@ -63,6 +63,8 @@ def test_port_refusals(server: LiveServer) -> None:
     assert quota.value.status == 429
     with pytest.raises(NotFound):
         server.run(_port(server, ("tool_started", ("tp-b", "nope"))))
+    with pytest.raises(NotFound):  # a typo is refused, not taken as a finish
+        server.run(_port(server, ("tool_finished", ("tp-b", "nope", "ok", None))))
     server.run(_port(server, ("tool_started", ("tp-b", "t1"))))
     with pytest.raises(Conflict):
         server.run(_port(server, ("tool_started", ("tp-b", "t1"))))
