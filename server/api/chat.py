@@ -14,6 +14,7 @@ Disconnects and the rest both endpoints share: :mod:`callflow`.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
@@ -47,6 +48,7 @@ from agentconsole.server.api.openai_format import (
 from agentconsole.server.api.schemas import ChatCompletionRequest, NamedToolChoice
 from agentconsole.server.live.calls import LiveCall
 from agentconsole.server.live.chatformat import format_of
+from agentconsole.server.live.errors import NotFound
 from agentconsole.server.live.intake import ChatCall
 
 
@@ -162,11 +164,24 @@ class ChatController(Controller):
         """OpenAI model list: every served model (the default first), with its quality tier,
         price per million tokens, roles and whether it is loaded."""
         del principal  # any valid key may list the models
-        created = int(live.started_at)
-        return {
-            "object": "list",
-            "data": [
-                {"object": "model", "created": created, "owned_by": "agentconsole", **model}
-                for model in live.service.models.served_json()
-            ],
-        }
+        return {"object": "list", "data": _model_objects(live)}
+
+    @get("/models/{model_id:path}", summary="One served model")
+    async def model(self, model_id: Path, live: LiveDep, principal: PrincipalDep) -> dict[str, Any]:
+        """OpenAI model retrieval (``client.models.retrieve``): the served model of that id
+        (which may contain ``/``), as the list shows it; 404 for any other id."""
+        del principal
+        wanted = model_id.as_posix().lstrip("/")  # Litestar's ``path`` type: a Path
+        for model in _model_objects(live):
+            if model["id"] == wanted:
+                return model
+        raise NotFound(f"model {wanted!r} is not served", field="model")
+
+
+def _model_objects(live: Live) -> list[dict[str, Any]]:
+    """Every served model as an OpenAI model object (the default first)."""
+    created = int(live.started_at)
+    return [
+        {"object": "model", "created": created, "owned_by": "agentconsole", **model}
+        for model in live.service.models.served_json()
+    ]

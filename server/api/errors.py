@@ -87,7 +87,9 @@ def error_body(kind: str, message: str, field: str | None = None) -> dict[str, A
     return {"error": error}
 
 
-def _validation(exc: ValidationException) -> tuple[str, str | None]:
+def _validation(
+    request: Request[Any, Any, Any], exc: ValidationException
+) -> tuple[str, str | None]:
     details = exc.extra if isinstance(exc.extra, list) else []
     for item in details:
         if isinstance(item, dict):
@@ -95,8 +97,21 @@ def _validation(exc: ValidationException) -> tuple[str, str | None]:
             message = str(item.get("message", exc.detail))
             if key == "data" and item.get("source") == "body" and message == "'data'":
                 return "a JSON body is required", None  # Litestar's KeyError for no body
+            if key and item.get("source") in ("query", "header", "cookie", "path"):
+                key = _public_name(request, str(key))
             return (f"{key}: {message}" if key else message), (str(key) if key else None)
     return str(exc.detail), None
+
+
+def _public_name(request: Request[Any, Any, Any], parameter: str) -> str:
+    """The name the client sent for the handler's ``parameter`` (``state`` for a handler's
+    ``state_filter``: ``state`` is a name Litestar reserves for its own injection)."""
+    try:
+        fields = request.route_handler.parsed_fn_signature.parameters
+    except Exception:  # no route handler (refused before routing)
+        return parameter
+    kwarg = getattr(fields.get(parameter), "kwarg_definition", None)
+    return getattr(kwarg, "name", None) or parameter
 
 
 def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
@@ -107,7 +122,7 @@ def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[di
     if isinstance(exc, ValidationException):
         if "JSON" in str(exc.detail) or "decode" in str(exc.detail).lower():
             return Response(error_body("invalid_json", str(exc.detail)), status_code=400)
-        message, field = _validation(exc)
+        message, field = _validation(request, exc)
         return Response(error_body("invalid_request", message, field), status_code=422)
     if isinstance(exc, HTTPException) and exc.status_code < 500:
         status = exc.status_code

@@ -148,15 +148,18 @@ class OperatorDesk:
 
         async def work() -> dict[str, Any]:
             service = self.service
+            field = "policy"
             try:
                 if policy is not None:
                     get_policy(policy)  # refuse an unknown name before changing anything
+                field = "kv_policy"
                 if kv_policy is not None:
                     service.use_kv_policy(kv_policy)
+                field = "policy"
                 if policy is not None:
                     service.use_policy(policy)
-            except KeyError as error:
-                raise InvalidRequest(str(error.args[0]), field="policy") from None
+            except KeyError as error:  # the field named is the one refused
+                raise InvalidRequest(str(error.args[0]), field=field) from None
             data = {"policy": service.policy.name, "kv_policy": service.kv_policy}
             service.hub.emit(Event(time.time(), EventKind.POLICY_CHANGED, data=data))
             return data

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.api.harness import LiveServer, chat_body
+from tests.server.api.harness import OPERATOR, LiveServer, chat_body
 
 CHAT = "/v1/chat/completions"
 BIG = "x" * (5 * 1024 * 1024)  # over the 4 MiB body limit
@@ -130,3 +130,16 @@ def test_validation_error_names_the_field(server: LiveServer) -> None:
     with server.client() as client:
         response = client.post(CHAT, json=chat_body(max_tokens=0))
     assert response.json()["error"]["field"].startswith("max_tokens")
+
+
+def test_a_refused_parameter_is_named_as_the_client_sent_it(server: LiveServer) -> None:
+    """A query parameter the handler takes under another name (``state`` is reserved by
+    Litestar) and an operator field are named as the request spells them."""
+    with server.client() as client:
+        listed = client.get("/v1/programs", params={"state": "zzz"})
+    assert listed.status_code == 422
+    assert listed.json()["error"]["field"] == "state"
+    with server.client(OPERATOR) as op:
+        unknown = op.post("/v1/operator/policy", json={"kv_policy": "zzz"})
+    assert unknown.status_code == 422
+    assert unknown.json()["error"]["field"] == "kv_policy"

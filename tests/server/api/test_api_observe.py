@@ -138,3 +138,15 @@ def test_openapi_schema_is_published(server: LiveServer) -> None:
         schema = c.get("/schema/openapi.json").json()
     assert "/v1/chat/completions" in schema["paths"]
     assert "/v1/programs/{program_id}" in schema["paths"]
+
+
+def test_one_served_model_is_retrieved_by_id(server: LiveServer) -> None:
+    """``client.models.retrieve`` works: the listed object by id, 404 for any other id (a
+    name with ``/`` included), and the compatibility report keeps its own path."""
+    with server.client() as c:
+        listed = c.get("/v1/models").json()["data"][0]
+        assert c.get(f"/v1/models/{listed['id']}").json() == listed
+        missing = c.get("/v1/models/meta-llama/Llama-3.1-8B")
+        assert missing.status_code == 404
+        assert missing.json()["error"]["field"] == "model"
+        assert c.get("/v1/models/compatibility").status_code == 200
