@@ -207,8 +207,11 @@ class ChatCompletionRequest(_Generation):
     @field_validator("tool_choice")
     @classmethod
     def _named_tool_exists(cls, choice: object, info: ValidationInfo) -> object:
+        tools = info.data.get("tools") or ()
+        if choice == "required" and not tools:  # a call no declared tool could answer
+            raise ValueError("tool_choice 'required' needs tools")
         if isinstance(choice, NamedToolChoice):
-            names = {t.function.name for t in info.data.get("tools") or ()}
+            names = {t.function.name for t in tools}
             if choice.function.name not in names:
                 raise ValueError(f"tool_choice names {choice.function.name!r}, not in tools")
         return choice

@@ -10,7 +10,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.server.api.harness import LiveServer
+from tests.server.api.harness import LiveServer, chat_body
 
 TOOLS: list[Any] = [
     {
@@ -162,3 +162,11 @@ def test_tool_choice_required_named_and_none_on_the_simulator(server: LiveServer
     named = {"type": "function", "function": {"name": "get_time"}}
     assert _called(server, answered, named) == [("get_time", {"zone": "UTC"})]
     assert _called(server, asked, "none") == []
+
+
+def test_tool_choice_required_without_tools_is_refused(server: LiveServer) -> None:
+    body = chat_body("Weather in Paris?", tool_choice="required")
+    with server.client() as c:
+        refused = c.post("/v1/chat/completions", json=body)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["field"].startswith("tool_choice")
