@@ -36,6 +36,7 @@ from agentconsole.server.api.callflow import (
     refusal,
     served_name,
 )
+from agentconsole.server.api.contract import contract
 from agentconsole.server.api.deps import Live, LiveDep, PrincipalDep
 from agentconsole.server.api.openai_format import (
     DONE,
@@ -166,7 +167,7 @@ class ChatController(Controller):
         del principal  # any valid key may list the models
         return {"object": "list", "data": _model_objects(live)}
 
-    @get("/models/{model_id:path}", summary="One served model")
+    @get("/models/{model_id:path}", summary="One served model", opt=contract(404))
     async def model(self, model_id: Path, live: LiveDep, principal: PrincipalDep) -> dict[str, Any]:
         """OpenAI model retrieval (``client.models.retrieve``): the served model of that id
         (which may contain ``/``), as the list shows it; 404 for any other id."""
