@@ -19,7 +19,7 @@ from litestar.params import SkipValidation
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.server.api.auth import KeyRing, Principal
 from agentconsole.server.api.config import ServerConfig
-from agentconsole.server.api.errors import ApiError
+from agentconsole.server.api.errors import OPERATOR_PATH, ApiError, audit_refusal
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.observe import Observer
 from agentconsole.server.live.operator import OperatorDesk
@@ -57,20 +57,6 @@ def provide_live(request: Request[Any, Any, Any]) -> Live:
     return live
 
 
-#: the operator routes (core and tool gateway): a refused call there is audited
-OPERATOR_PATH = "/v1/operator/"
-
-
-def audit_refusal(request: Request[Any, Any, Any], live: Live, actor: str, error: ApiError) -> None:
-    """Audit an operator route refused before it acted (action: the handler's
-    ``opt["audit_action"]`` or name; target: the program or tool call in the path)."""
-    handler = request.route_handler
-    params = request.path_params
-    target = str(params.get("program_id") or params.get("tool_call_id") or "")
-    action = str(handler.opt.get("audit_action", handler.handler_name))
-    live.desk.refused(actor, action, target, f"{error.status} {error}")
-
-
 def provide_principal(request: Request[Any, Any, Any], live: LiveDep) -> Principal:
     # Depending on ``live`` (not just reading app state) chains the two providers: Litestar
     # resolves providers of one level concurrently in an anyio task group, which costs more
@@ -80,7 +66,7 @@ def provide_principal(request: Request[Any, Any, Any], live: LiveDep) -> Princip
         return live.keys.resolve(authorization)
     except ApiError as error:
         if request.scope["path"].startswith(OPERATOR_PATH):
-            audit_refusal(request, live, live.keys.actor_of(authorization), error)
+            audit_refusal(request, live.desk, live.keys.actor_of(authorization), error)
         raise
 
 
@@ -89,7 +75,7 @@ def provide_operator(
 ) -> Principal:
     if not principal.operator:
         error = ApiError(403, "this action needs an operator key")
-        audit_refusal(request, live, principal.key_id, error)
+        audit_refusal(request, live.desk, principal.key_id, error)
         raise error
     return principal
 

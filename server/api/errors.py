@@ -11,7 +11,7 @@ slow headers 408, oversized headers 431, connection limit 503) use the same shap
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, InternalServerException, ValidationException
@@ -114,6 +114,44 @@ def _public_name(request: Request[Any, Any, Any], parameter: str) -> str:
     return getattr(kwarg, "name", None) or parameter
 
 
+#: the operator routes (core and tool gateway): a refused call there is audited
+OPERATOR_PATH = "/v1/operator/"
+
+
+class RefusalLog(Protocol):
+    """Where refused operator calls are audited (``OperatorDesk.refused``)."""
+
+    def refused(self, actor: str, action: str, target: str, reason: str) -> None: ...
+
+
+def audit_refusal(
+    request: Request[Any, Any, Any], desk: RefusalLog, actor: str, error: ServiceError
+) -> None:
+    """Audit an operator route refused before it acted (action: the handler's
+    ``opt["audit_action"]`` or name; target: the program or tool call in the path)."""
+    handler = request.route_handler
+    params = request.path_params
+    target = str(params.get("program_id") or params.get("tool_call_id") or "")
+    action = str(handler.opt.get("audit_action", handler.handler_name))
+    desk.refused(actor, action, target, f"{error.status} {error}")
+
+
+def _audit_invalid_operator_call(request: Request[Any, Any, Any], error: ApiError) -> None:
+    """A body or parameter Litestar refused on an operator route (malformed, invalid, too
+    large) is audited as the refusals the handlers make are: the operator's key id as actor
+    when the key is good."""
+    live = getattr(request.app.state, "live", None)  # the app's wiring (``deps.Live``)
+    routed = request.scope.get("route_handler") is not None  # not a path with no route
+    if live is None or not routed or not request.scope["path"].startswith(OPERATOR_PATH):
+        return
+    authorization = request.headers.get("authorization")
+    try:
+        actor = live.keys.resolve(authorization).key_id
+    except ServiceError:
+        actor = live.keys.actor_of(authorization)
+    audit_refusal(request, live.desk, actor, error)
+
+
 def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     """The app's one exception handler (see the module docstring)."""
     if isinstance(exc, ServiceError):
@@ -121,11 +159,14 @@ def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[di
         return Response(body, status_code=exc.status, headers=exc.headers)
     if isinstance(exc, ValidationException):
         if "JSON" in str(exc.detail) or "decode" in str(exc.detail).lower():
+            _audit_invalid_operator_call(request, ApiError(400, str(exc.detail)))
             return Response(error_body("invalid_json", str(exc.detail)), status_code=400)
         message, field = _validation(request, exc)
+        _audit_invalid_operator_call(request, ApiError(422, message))
         return Response(error_body("invalid_request", message, field), status_code=422)
     if isinstance(exc, HTTPException) and exc.status_code < 500:
         status = exc.status_code
+        _audit_invalid_operator_call(request, ApiError(status, str(exc.detail)))
         body = error_body(_TYPES.get(status, "error"), str(exc.detail))
         return Response(body, status_code=status, headers=exc.headers or None)
     if isinstance(exc, InternalServerException) and exc.detail == _GONE:

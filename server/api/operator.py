@@ -3,7 +3,8 @@ only).
 
 Every action is written to the audit table before the answer (refusals too) and emitted as an
 ``operator.action`` event; see :mod:`agentconsole.server.live.operator`. A call refused before
-it acts (no key, an unknown key, a tenant key) is audited too (``deps.audit_refusal``).
+it acts (no key, an unknown key, a tenant key, a body or parameter refused) is audited too
+(``errors.audit_refusal``).
 """
 
 from __future__ import annotations

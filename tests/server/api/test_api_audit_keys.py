@@ -113,3 +113,26 @@ def test_refused_calls_on_operator_routes_are_audited(
     assert row["actor"] == "tenant-a" if gateway_tenant else row["actor"].startswith(actor)
     assert row["result"] != "ok"
     assert "sk-" not in str(row)
+
+
+def test_an_operator_call_whose_body_is_refused_is_audited(server: LiveServer) -> None:
+    """Litestar's own validation refusal on an operator route is audited as the handlers'
+    refusals are (the operator's key id, ``refused: 422 ...``)."""
+    with server.client("sk-a") as a:
+        a.post("/v1/chat/completions", json=chat_body(agentconsole={"program_id": "aud-v"}))
+    with server.client(OPERATOR) as op:
+        bad = op.post("/v1/operator/programs/aud-v/boost", json={"amount": "x"})
+        garbled = op.post(
+            "/v1/operator/drain", content=b"{not json", headers={"content-type": "application/json"}
+        )
+    assert bad.status_code == 422
+    assert garbled.status_code == 400
+    row = find(server, action="boost", target="aud-v")
+    assert row["actor"].startswith("operator-")
+    assert row["result"].startswith("refused: 422")
+    wait_until(
+        lambda: any(
+            r["action"] == "drain" and r["result"].startswith("refused: 400") for r in audit(server)
+        ),
+        timeout=5,
+    )
