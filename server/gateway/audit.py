@@ -45,6 +45,9 @@ class Auditor:
         args: dict[str, JSONValue] = {"status": error.status, "message": error.message[:300]}
         if error.field is not None:
             args["field"] = error.field[:200]
+        args["type"] = error.type
         args.update(context)
-        self.record(actor, action, target, error.type, args)
+        # the result reads as the core's refusals do (``OperatorDesk.refused``); the error's
+        # type, status and message stay in ``args``
+        self.record(actor, action, target, f"refused: {error.status} {error.message[:200]}", args)
         log.info("%s rejected for %s on %s: %s", action, actor, target, error.type)

@@ -204,10 +204,15 @@ def test_over_http_like_any_tool(client: tuple[TestClient[Litestar], ToolGateway
     assert refused.json()["error"]["type"] == "sandbox_unavailable"
     gateway.store.writer.flush().result(10)
     rows = gateway.store.repo.audit_log(limit=100)
-    actions = {(r.action.action, r.action.target, r.action.result) for r in rows}
+    actions = {
+        (r.action.action, r.action.target, r.action.args.get("type", r.action.result)) for r in rows
+    }
     assert ("tool.register", "tool:python", "ok") in actions
     assert ("tool.register", "tool", "sandbox_unavailable") in actions
     assert ("tool.call", "tool:python", "idempotency_mismatch") in actions
+    refusals = [r.action.result for r in rows if r.action.result != "ok"]
+    assert refusals
+    assert all(result.startswith("refused: 422 ") for result in refusals)
 
 
 @pytest.mark.e2e
