@@ -69,3 +69,11 @@ class Unavailable(ServiceError):
 
     status = 503
     type = "unavailable"
+
+
+class ShuttingDown(Unavailable):
+    """The server is closing (a clean stop): a fresh one per refusal, since a raised
+    exception carries its own traceback."""
+
+    def __init__(self) -> None:
+        super().__init__("the server is shutting down", headers={"Retry-After": "5"})

@@ -20,7 +20,12 @@ from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.scheduler.program import Node, Program
 from agentconsole.scheduler.runtime import GenerationRequest, Prompt
 from agentconsole.server.live.calls import LiveCall
-from agentconsole.server.live.errors import ContextTooLong, InvalidRequest, Unavailable
+from agentconsole.server.live.errors import (
+    ContextTooLong,
+    InvalidRequest,
+    ShuttingDown,
+    Unavailable,
+)
 from agentconsole.server.live.identity import chain_hashes
 from agentconsole.server.live.prompt import encode_prompt, offered_tools, render_prompt
 
@@ -81,8 +86,8 @@ class CallIntake:
     async def start(self, tenant: str, chat: ChatCall) -> LiveCall:
         """Admit ``chat`` for ``tenant`` and submit it; raises the service's errors."""
         svc = self.service
-        if svc.closing is not None:
-            raise svc.closing
+        if svc.closing:
+            raise ShuttingDown()
         await self._wait_runtime()
         # The request's own faults first (an unknown model, a prompt the template refuses, one
         # over the context): refused before a program is opened, a call that never ran leaves

@@ -49,7 +49,7 @@ from agentconsole.server.live.errors import (
     NotFound,
     QuotaError,
     ServiceError,
-    Unavailable,
+    ShuttingDown,
 )
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.identity import PrefixChains
@@ -161,7 +161,7 @@ class ProgramService:
         self._cancel_listeners: list[CancelListener] = []
         self._background: set[asyncio.Task[Any]] = set()
         #: set by :meth:`shut_down`: the server is closing, new calls are refused
-        self.closing: Unavailable | None = None
+        self.closing = False
         hub.resolve_tenants(self.tenant_of)
 
     # -- policies ----------------------------------------------------------------------------------
@@ -214,9 +214,9 @@ class ProgramService:
         """The server is closing: refuse new calls (503) and end every call in flight with the
         same error now, so each client is answered (a JSON error, a stream's error frame and
         ``[DONE]``) before the server stops waiting for its connections."""
-        self.closing = Unavailable("the server is shutting down", headers={"Retry-After": "5"})
+        self.closing = True
         for call in list(self.calls.values()):
-            call.stop(self.closing, reason="shutdown")
+            call.stop(ShuttingDown(), reason="shutdown")
 
     async def stop(self) -> None:
         """Abort every call in flight (their clients get an end) and wait for background
