@@ -205,6 +205,11 @@ class StoreSection(_Section):
     grows: the server's memory grows with it up to this). Leave room to replay a full WAL at
     start; 128MB is enough for the WAL (2 MB checkpoints), 1GB keeps more of a big store's
     history in memory for the consoles' queries."""
+    own_process: bool = True
+    """Run DuckDB in a process of its own, which ``serve`` starts and stops with itself. Its
+    statements then take nothing from the serving thread's share of Python's GIL, which
+    made every request that arrived during a store batch wait for the whole batch
+    (docs/BENCHMARKS.md section 7). ``false`` runs DuckDB inside ``serve``."""
 
 
 class WhatIfSection(_Section):
@@ -382,6 +387,7 @@ class Settings(BaseSettings):
         return ServerConfig(
             db_path=self.store.db,
             store_memory_limit=self.store.memory_limit.strip(),
+            store_own_process=self.store.own_process,
             runtime=runtime.name,
             model=runtime.model,
             policy=runtime.policy,

@@ -14,12 +14,13 @@ Added latency = API percentile minus direct percentile, one call at a time. Thro
 ``--concurrency`` calls in flight. ``--floor`` adds two rows measured the same way against
 handlers that do no service work on serve's HTTP stack (``api_floor.py``): the bound no
 service can beat. ``--no-express-lane`` serves every call through Litestar's router;
-``--lane-pairs N`` runs N alternated pairs of the server without and with the lane and prints
-each pair and the medians (the goal's measurement, on one machine). Prints a table;
+``--pairs N [--ab store-process|lane]`` runs N alternated pairs of the server without and with
+a setting (DuckDB in its own process, the express lane; ``--lane-pairs N`` is ``--ab lane``)
+and prints each pair and the medians (the goal's measurement, on one machine). Prints a table;
 ``--json`` also writes the numbers.
 
     .venv/bin/python benchmarks/bench_api.py [--calls 3000] [--concurrency 32] [--floor]
-        [--no-express-lane] [--lane-pairs N]
+        [--no-express-lane] [--pairs N [--ab store-process|lane]] [--lane-pairs N]
 """
 
 from __future__ import annotations
@@ -171,7 +172,9 @@ class Connection:
         return status, await self.reader.readexactly(length)
 
 
-def start_server(db: Path, *, express_lane: bool = True) -> tuple[subprocess.Popen[str], str, int]:
+def start_server(
+    db: Path, *, express_lane: bool = True, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str, int]:
     lane = "true" if express_lane else "false"
     proc = subprocess.Popen(
         [
@@ -191,7 +194,7 @@ def start_server(db: Path, *, express_lane: bool = True) -> tuple[subprocess.Pop
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
-        env={**os.environ, "AGENTCONSOLE_SERVER__EXPRESS_LANE": lane},
+        env={**os.environ, "AGENTCONSOLE_SERVER__EXPRESS_LANE": lane, **(env or {})},
     )
     assert proc.stderr is not None
     for line in proc.stderr:
@@ -244,10 +247,10 @@ async def over_http(
 
 
 def served(
-    db: Path, calls: int, concurrency: int, *, express_lane: bool
+    db: Path, calls: int, concurrency: int, *, express_lane: bool, env: dict[str, str] | None = None
 ) -> tuple[list[float], float]:
-    """``over_http`` against a server of its own on ``db``."""
-    proc, host, port = start_server(db, express_lane=express_lane)
+    """``over_http`` against a server of its own on ``db`` (``env``: settings to change)."""
+    proc, host, port = start_server(db, express_lane=express_lane, env=env)
     try:
         return asyncio.run(over_http(host, port, calls, concurrency))
     finally:
@@ -255,20 +258,34 @@ def served(
         proc.wait(30)
 
 
-def lane_pairs(pairs: int, calls: int, concurrency: int) -> None:
-    """The express lane's A/B: ``pairs`` alternated runs (lane off, then on), each against the
-    same direct run's p99; prints every pair and the medians of calls/s and p99 added."""
+#: What ``--pairs`` can switch: the server's setting (an environment variable) for each arm.
+AB_SETTINGS = {
+    "lane": "AGENTCONSOLE_SERVER__EXPRESS_LANE",
+    "store-process": "AGENTCONSOLE_STORE__OWN_PROCESS",
+}
+
+
+def ab_pairs(setting: str, pairs: int, calls: int, concurrency: int) -> None:
+    """A/B of one server setting: ``pairs`` alternated runs (``setting`` false, then true),
+    each against the same direct run's p99; prints every pair and the medians of calls/s
+    and p99 added."""
+    variable = AB_SETTINGS[setting]
     d_lat, _ = asyncio.run(direct(calls, concurrency))
     d99 = percentile(d_lat, 99)
     ms = 1000.0
     rows: list[tuple[float, float, float, float]] = []
+    print(f"{setting}: {variable} false, then true")
     print(f"{'pair':>4}{'calls/s off':>13}{'on':>8}{'p99 added off ms':>18}{'on':>8}")
     for n in range(1, pairs + 1):
         figures = []
-        for lane in (False, True):
+        for value in ("false", "true"):
             with tempfile.TemporaryDirectory() as tmp:
                 lat, rate = served(
-                    Path(tmp) / "bench.duckdb", calls, concurrency, express_lane=lane
+                    Path(tmp) / "bench.duckdb",
+                    calls,
+                    concurrency,
+                    express_lane=setting != "lane" or value == "true",
+                    env={variable: value},
                 )
             figures += [rate, (percentile(lat, 99) - d99) * ms]
         off_rate, off_p99, on_rate, on_p99 = figures
@@ -278,7 +295,7 @@ def lane_pairs(pairs: int, calls: int, concurrency: int) -> None:
     ratios = statistics.median(on / off for off, on, _, _ in rows)
     print(f"{'med':>4}{med[0]:>13.0f}{med[1]:>8.0f}{med[2]:>18.3f}{med[3]:>8.3f}")
     print(
-        f"calls/s with the lane / without (median of pairs): x{ratios:.2f};"
+        f"calls/s with {setting} / without (median of pairs): x{ratios:.2f};"
         " goals: p99 added <= 1.5 ms, >= 4000 calls/s"
     )
 
@@ -296,16 +313,27 @@ def main() -> None:
         " the server's AGENTCONSOLE_SERVER__EXPRESS_LANE is set either way",
     )
     parser.add_argument(
-        "--lane-pairs",
+        "--pairs",
         type=int,
         default=0,
         metavar="N",
-        help="instead: N alternated runs of the server without and with the express lane, "
+        help="instead: N alternated runs of the server without and with --ab's setting, "
         "each pair's calls/s and p99 added, and the medians",
     )
+    parser.add_argument(
+        "--ab",
+        choices=sorted(AB_SETTINGS),
+        default="store-process",
+        help="the setting --pairs switches: the express lane, or DuckDB in a process of its own"
+        " (either way everything else as serve's defaults)",
+    )
+    parser.add_argument(
+        "--lane-pairs", type=int, default=0, metavar="N", help="the same as --pairs N --ab lane"
+    )
     args = parser.parse_args()
-    if args.lane_pairs:
-        lane_pairs(args.lane_pairs, args.calls, args.concurrency)
+    if args.pairs or args.lane_pairs:
+        setting = "lane" if args.lane_pairs else args.ab
+        ab_pairs(setting, args.pairs or args.lane_pairs, args.calls, args.concurrency)
         return
     d_lat, d_rate = asyncio.run(direct(args.calls, args.concurrency))
     with tempfile.TemporaryDirectory() as tmp:

@@ -227,7 +227,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        store_config = StoreConfig(memory_limit=config.store_memory_limit)
+        store_config = StoreConfig(
+            memory_limit=config.store_memory_limit, own_process=config.store_own_process
+        )
         store = await asyncio.to_thread(Store.open, config.db_path, store_config)
         hub = EventHub(first_seq=store.repo.last_seq() + 1)
         live = build_live(config, store, runtime, hub)

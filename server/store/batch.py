@@ -22,6 +22,7 @@ from agentconsole.server.store.bulk import insert_events, write_records
 from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.ops import DEFERRED, Op, Txn
 from agentconsole.server.store.records import Record
+from agentconsole.server.store.sqlconn import SqlConnection
 
 Settle = Callable[..., None]
 
@@ -102,7 +103,7 @@ def is_fatal(error: BaseException) -> bool:
 
 
 def apply_batch(
-    con: duckdb.DuckDBPyConnection, batch: Batch, seqs: dict[str, int], crash: CrashPoints
+    con: SqlConnection, batch: Batch, seqs: dict[str, int], crash: CrashPoints
 ) -> dict[str, int]:
     """Write ``batch`` in one transaction and commit; return the advanced sequence counters.
 

@@ -12,13 +12,13 @@ from collections.abc import Mapping, Sequence
 from operator import attrgetter
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 
 from agentconsole.scheduler.events import Event, Scalar
 from agentconsole.server.store.event_log import EVENT_SPEC, EVENTS
 from agentconsole.server.store.jsonutil import dumps
 from agentconsole.server.store.records import Record
+from agentconsole.server.store.sqlconn import SqlConnection
 from agentconsole.server.store.tablespec import SEQ, TableSpec, same
 
 _EVENT_COLUMNS = ", ".join(EVENT_SPEC.names)
@@ -54,7 +54,7 @@ def _data_json(data: Mapping[str, Scalar]) -> str:
     return dumps(data) if data else _EMPTY_JSON
 
 
-def insert_events(con: duckdb.DuckDBPyConnection, events: Sequence[Event], first_seq: int) -> None:
+def insert_events(con: SqlConnection, events: Sequence[Event], first_seq: int) -> None:
     """Append ``events`` with consecutive ``seq`` from ``first_seq`` (inside the caller's txn)."""
     con.register("_ev", events_table(events, first_seq))
     try:
@@ -75,7 +75,7 @@ def _records_table(spec: TableSpec, records: Sequence[Record]) -> pa.Table:
 
 
 def write_records(
-    con: duckdb.DuckDBPyConnection,
+    con: SqlConnection,
     spec: TableSpec,
     records: Sequence[Record],
     first_seq: int = 0,

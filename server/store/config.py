@@ -53,6 +53,10 @@ class StoreConfig:
     idle_checkpoint_s: float = 5.0
     #: How often a failed batch is retried on a transaction conflict before it fails.
     conflict_retries: int = 3
+    #: Run DuckDB in a process of its own (``dbprocess.py``): its statements then take no
+    #: GIL from the serving thread (``remote.py`` forwards each call). Off, DuckDB runs in the
+    #: caller's process: tools, tests and benchmarks that open a store for a moment.
+    own_process: bool = False
 
     def duckdb_config(self) -> dict[str, str | bool | int | float | list[str]]:
         """The ``config`` mapping for ``duckdb.connect``."""

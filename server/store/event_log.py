@@ -18,11 +18,10 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-import duckdb
-
 from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.errors import StoreOpenError
 from agentconsole.server.store.migration_steps import commit_step
+from agentconsole.server.store.sqlconn import SqlConnection
 from agentconsole.server.store.tablespec import FLOAT, INT, JSON, STR, TableSpec
 
 #: The alias the event log is attached under; SQL names its table ``event_log.events``.
@@ -68,7 +67,7 @@ def event_log_path(db_path: Path) -> Path:
     return db_path.with_name(f"{db_path.stem}.events{db_path.suffix}")
 
 
-def _tables(con: duckdb.DuckDBPyConnection, database: str | None = None) -> set[str]:
+def _tables(con: SqlConnection, database: str | None = None) -> set[str]:
     """Tables of the attached ``database``, or of the main file (named after it) if None."""
     rows = con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'"
@@ -78,12 +77,12 @@ def _tables(con: duckdb.DuckDBPyConnection, database: str | None = None) -> set[
     return {str(r[0]) for r in rows}
 
 
-def _one(con: duckdb.DuckDBPyConnection, sql: str) -> str | None:
+def _one(con: SqlConnection, sql: str) -> str | None:
     rows = con.execute(sql).fetchall()  # consumed whole: no transaction left open
     return str(rows[0][0]) if rows else None
 
 
-def check_pair(con: duckdb.DuckDBPyConnection, db_path: Path, schema_version: int) -> None:
+def check_pair(con: SqlConnection, db_path: Path, schema_version: int) -> None:
     """Refuse an attached event log that is not this store's (see the module docstring)."""
     path = event_log_path(db_path)
     log_tables = _tables(con, EVENT_LOG)
@@ -101,7 +100,7 @@ def check_pair(con: duckdb.DuckDBPyConnection, db_path: Path, schema_version: in
         raise StoreOpenError(path, "the store's event log is empty (replaced?)", REMEDY)
 
 
-def prepare_move(con: duckdb.DuckDBPyConnection, crash: CrashPoints | None = None) -> None:
+def prepare_move(con: SqlConnection, crash: CrashPoints | None = None) -> None:
     """The cross-file steps of schema version 2, each its own transaction and idempotent.
 
     DuckDB lets one transaction write to one database only, so the move cannot be atomic;

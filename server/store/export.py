@@ -23,6 +23,7 @@ from agentconsole.server.store.opening import (
     refuse_unsafe_paths,
 )
 from agentconsole.server.store.schema import TABLES, current_version
+from agentconsole.server.store.sqlconn import SqlConnection
 from agentconsole.server.store.store import Store
 
 
@@ -30,7 +31,7 @@ def _quote(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def _present(cur: duckdb.DuckDBPyConnection) -> dict[str, str]:
+def _present(cur: SqlConnection) -> dict[str, str]:
     """Each store table present, mapped to how SQL names it. ``events`` is the event log's
     from schema version 2 and the main file's before (a crash in the middle of the move
     leaves both, and only the main file's is complete)."""
@@ -50,7 +51,7 @@ def _present(cur: duckdb.DuckDBPyConnection) -> dict[str, str]:
     return present
 
 
-def _copy_all(cur: duckdb.DuckDBPyConnection, out_dir: Path) -> list[Path]:
+def _copy_all(cur: SqlConnection, out_dir: Path) -> list[Path]:
     present = _present(cur)
     written = []
     # one snapshot per file (DuckDB starts each attached file's transaction at its first
@@ -89,7 +90,7 @@ def export_parquet(
 
 
 @contextmanager
-def read_only(source: str | os.PathLike[str]) -> Iterator[duckdb.DuckDBPyConnection]:
+def read_only(source: str | os.PathLike[str]) -> Iterator[SqlConnection]:
     """A read-only connection to a closed store's file, its event log attached read-only.
 
     Raises :class:`StoreOpenError` if the file is locked by a running server, missing or

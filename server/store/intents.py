@@ -19,8 +19,6 @@ import json
 from collections.abc import Mapping
 from concurrent.futures import Future
 
-import duckdb
-
 from agentconsole.server.store.intent_ops import (
     AttachOp,
     ClaimOp,
@@ -30,6 +28,7 @@ from agentconsole.server.store.intent_ops import (
 )
 from agentconsole.server.store.intent_types import Claim, CommitOutcome, RecoveryReport
 from agentconsole.server.store.jsonutil import JSONValue
+from agentconsole.server.store.sqlconn import SqlConnection
 from agentconsole.server.store.writer import StoreWriter
 
 DEFAULT_LEASE_S = 300.0
@@ -49,7 +48,7 @@ def params_hash(params: Mapping[str, JSONValue]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def recover_intents(con: duckdb.DuckDBPyConnection, now: float) -> RecoveryReport:
+def recover_intents(con: SqlConnection, now: float) -> RecoveryReport:
     """Resolve intents a crash left ``in_progress``; run once at start-up, before serving.
 
     Read-only and idempotent tools become ``retryable`` (the next claim gets ``NEW`` with a

@@ -29,6 +29,7 @@ from agentconsole.server.store.config import StoreConfig
 from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.errors import StoreClosedError
 from agentconsole.server.store.ops import Op
+from agentconsole.server.store.sqlconn import SqlConnection
 from agentconsole.server.store.stats import WriterStats
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ class WriterLane:
     def __init__(
         self,
         name: str,
-        con: duckdb.DuckDBPyConnection,
+        con: SqlConnection,
         config: StoreConfig,
         crash: CrashPoints,
         numbered: dict[str, tuple[str, str]],

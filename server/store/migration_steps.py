@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import duckdb
-
 from agentconsole.server.store.crash import CrashPoints
+from agentconsole.server.store.sqlconn import SqlConnection
 
 #: A statement, or a statement with its parameters.
 Statement = str | tuple[str, Sequence[object]]
 
 
 def commit_step(
-    con: duckdb.DuckDBPyConnection, crash: CrashPoints | None, statements: Sequence[Statement]
+    con: SqlConnection, crash: CrashPoints | None, statements: Sequence[Statement]
 ) -> None:
     """Run ``statements`` in one transaction and commit; on any error roll back and re-raise.
     After the commit, pass the ``after_migration_commit`` crash point."""

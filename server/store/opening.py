@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,8 @@ from agentconsole.server.store.event_log import (
     event_log_path,
 )
 from agentconsole.server.store.preflight import missing_blocks, wal_path, wal_problem
+from agentconsole.server.store.remote import DBPROCESS_MODULE, connect_in_process
+from agentconsole.server.store.sqlconn import SqlConnection
 
 _KEEP = "Both files were left untouched; keep them (a copy is the safe way to experiment)"
 _LOCK_HOLDER = re.compile(r"held in (?P<prog>.*?) \(PID (?P<pid>\d+)\)")
@@ -39,6 +42,8 @@ _LOCK_HOLDER = re.compile(r"held in (?P<prog>.*?) \(PID (?P<pid>\d+)\)")
 # would give one file two writers; this registry refuses that instead.
 _open_in_process: set[str] = set()
 _registry_lock = threading.Lock()
+#: How long an open waits for a lock held by a process that is exiting.
+EXITING_HOLDER_WAIT_S = 10.0
 _IN_PROCESS = "Use the open Store object (reads: Store.cursor(), export: pass the Store)."
 
 
@@ -83,7 +88,7 @@ def explain_open_error(path: Path, error: Exception) -> StoreOpenError:
         return StoreOpenError(path, "it is already open in this process", _IN_PROCESS)
     if "Could not set lock" in message or "Conflicting lock" in message:
         holder = _LOCK_HOLDER.search(message)
-        who = f" (PID {holder['pid']}, {holder['prog']})" if holder else ""
+        who = f" ({_describe_holder(int(holder['pid']), holder['prog'])})" if holder else ""
         return StoreOpenError(
             path,
             f"it is locked by another process{who}",
@@ -121,6 +126,20 @@ def explain_open_error(path: Path, error: Exception) -> StoreOpenError:
     )
 
 
+def _describe_holder(pid: int, program: str) -> str:
+    """``PID n, program``; for a store's database process (``dbprocess.py``), also the
+    process it serves, which is the one to stop."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return f"PID {pid}, {program}"
+    if DBPROCESS_MODULE.encode() not in cmdline:
+        return f"PID {pid}, {program}"
+    parent = stat.rsplit(")", 1)[1].split()[1]  # the field after the state
+    return f"PID {pid}, the database process of PID {parent}"
+
+
 def probe(path: Path, config: StoreConfig) -> None:
     """Open an existing ``path`` read-only, check it, close it; raise :class:`StoreOpenError`
     for anything :func:`explain_open_error` or :func:`missing_blocks` objects to."""
@@ -142,13 +161,15 @@ def probe(path: Path, config: StoreConfig) -> None:
         raise StoreOpenError(path, problem, f"{_KEEP}. Restore from a backup or the last export.")
 
 
-def open_connection(path: Path, config: StoreConfig) -> tuple[duckdb.DuckDBPyConnection, OpenInfo]:
+def open_connection(path: Path, config: StoreConfig) -> tuple[SqlConnection, OpenInfo]:
     """Open ``path`` read-write with ``config`` applied at open time (before WAL replay).
 
     Creates the file if it does not exist. Raises :class:`StoreOpenError` if the directory is
     missing, the file is locked by another process (or already open in this one), is not a
     DuckDB database, is damaged or truncated, or its WAL cannot be replayed or fails
-    :func:`wal_problem`; the files are then unchanged.
+    :func:`wal_problem`; the files are then unchanged. A lock held by a process that is
+    exiting (a crashed server's database process, whose files close after its threads end)
+    is waited for, up to :data:`EXITING_HOLDER_WAIT_S`.
     """
     path = path.absolute()
     files = (path, event_log_path(path))
@@ -167,18 +188,51 @@ def open_connection(path: Path, config: StoreConfig) -> tuple[duckdb.DuckDBPyCon
         for file in files:
             wal = wal_path(file)
             wal_bytes += wal.stat().st_size if wal.is_file() else 0
-            if file.exists():
-                probe(file, config)
-        try:
-            con = duckdb.connect(str(path), config=config.duckdb_config())
-        except (duckdb.Error, OSError) as error:
-            raise explain_open_error(path, error) from error
+        deadline = time.monotonic() + EXITING_HOLDER_WAIT_S
+        while True:
+            try:
+                con = _probe_and_connect(files, config)
+                break
+            except StoreOpenError as error:
+                if time.monotonic() > deadline or not _holder_exiting(error.__cause__):
+                    raise
+                time.sleep(0.05)
         _open_in_process.update(keys)
     return con, OpenInfo(path=path, created=created, wal_bytes=wal_bytes)
 
 
+def _probe_and_connect(files: tuple[Path, Path], config: StoreConfig) -> SqlConnection:
+    for file in files:
+        if file.exists():
+            probe(file, config)
+    try:
+        return connect(files[0], config)
+    except (duckdb.Error, OSError) as error:
+        raise explain_open_error(files[0], error) from error
+
+
+def _holder_exiting(error: BaseException | None) -> bool:
+    """Whether ``error`` is a lock conflict with a process that is ending (a zombie, or gone)."""
+    holder = _LOCK_HOLDER.search(str(error)) if error is not None else None
+    if holder is None:
+        return False
+    try:
+        stat = Path(f"/proc/{holder['pid']}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def connect(path: Path, config: StoreConfig) -> SqlConnection:
+    """``duckdb.connect`` of ``path`` read-write, in this process or in a database process of
+    its own (``config.own_process``)."""
+    if config.own_process:
+        return connect_in_process(str(path), config.duckdb_config())
+    return duckdb.connect(str(path), config=config.duckdb_config())
+
+
 def attach_event_log(
-    con: duckdb.DuckDBPyConnection, path: Path, schema_version: int, *, read_only: bool = False
+    con: SqlConnection, path: Path, schema_version: int, *, read_only: bool = False
 ) -> bool:
     """Attach the event log of the store at ``path`` as ``event_log``, after checking that it
     belongs to this store (:func:`check_pair`); False if there is none to attach read-only (a
@@ -208,7 +262,7 @@ def attach_event_log(
     return True
 
 
-def _attach(con: duckdb.DuckDBPyConnection, log_path: Path, *, read_only: bool) -> None:
+def _attach(con: SqlConnection, log_path: Path, *, read_only: bool) -> None:
     quoted = "'" + str(log_path).replace("'", "''") + "'"
     mode = " (READ_ONLY)" if read_only else f" (ROW_GROUP_SIZE {ROW_GROUP_SIZE})"
     try:

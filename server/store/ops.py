@@ -14,7 +14,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-import duckdb
+from agentconsole.server.store.sqlconn import SqlConnection
 
 T = TypeVar("T")
 
@@ -26,7 +26,7 @@ DEFERRED: Any = object()
 class Txn:
     """What an op sees of the batch transaction it runs in."""
 
-    con: duckdb.DuckDBPyConnection
+    con: SqlConnection
     now: float
     after_commit: list[Callable[[], None]] = field(default_factory=list)
     #: Set by ops that insert or re-arm a tool intent / commit a tool result (crash points).
@@ -56,7 +56,7 @@ class CallOp(Op[T]):
 
     __slots__ = ("fn",)
 
-    def __init__(self, fn: Callable[[duckdb.DuckDBPyConnection], T]) -> None:
+    def __init__(self, fn: Callable[[SqlConnection], T]) -> None:
         super().__init__()
         self.fn = fn
 

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import duckdb
 
+from agentconsole.server.store.sqlconn import SqlConnection
+
 VERIFIED_VERSIONS = frozenset({"2.0.1"})
 _WAL_TYPE_FIELD = 100
 _WAL_VERSION_ENTRY = 98
@@ -114,7 +116,7 @@ def wal_problem(db_path: Path) -> str | None:
     return None
 
 
-def missing_blocks(con: duckdb.DuckDBPyConnection, db_path: Path) -> str | None:
+def missing_blocks(con: SqlConnection, db_path: Path) -> str | None:
     """Why the tables of ``con`` (a read-only probe of ``db_path``) cannot all be read, or
     ``None``: a table segment lies in a block past the end of the file (truncation).
 

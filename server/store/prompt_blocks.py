@@ -17,9 +17,9 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-import duckdb
 import pyarrow as pa
 
+from agentconsole.server.store.sqlconn import SqlConnection
 from agentconsole.server.store.tablespec import FLOAT, INT, STR, Kind, TableRecord, TableSpec
 
 #: Tokens a block hashes: a paged prefix cache's page (SGLang/vLLM default sizes are 16-64;
@@ -83,7 +83,7 @@ MIGRATION_DDL = (
 )
 
 
-def hashing_secret(con: duckdb.DuckDBPyConnection) -> bytes:
+def hashing_secret(con: SqlConnection) -> bytes:
     """The store's prompt-hashing secret, made (32 random bytes) on first use.
 
     Called once at start-up, before the writer runs, so no other transaction races it."""

@@ -13,8 +13,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-import duckdb
-
 from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.server.store.catalog import ApiKeyRecord, TenantRecord, ToolRecord
 from agentconsole.server.store.event_log import EVENT_SPEC, EVENTS
@@ -22,8 +20,9 @@ from agentconsole.server.store.intent_types import IntentRecord, IntentState
 from agentconsole.server.store.journal import MetricSample, OperatorAction
 from agentconsole.server.store.jsonutil import loads_object
 from agentconsole.server.store.records import AttemptRecord, NodeRecord, ProgramRecord
+from agentconsole.server.store.sqlconn import SqlConnection
 
-CursorFactory = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
+CursorFactory = Callable[[], AbstractContextManager[SqlConnection]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,12 +14,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import duckdb
-
 from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.event_log import SPLIT_VERSION, prepare_move
 from agentconsole.server.store.migration_steps import commit_step
 from agentconsole.server.store.prompt_blocks import MIGRATION_DDL as PROMPT_BLOCKS_DDL
+from agentconsole.server.store.sqlconn import SqlConnection
 from agentconsole.server.store.syncmarks import MIGRATION_DDL as SYNC_MARKS_DDL
 
 _V1 = (
@@ -78,7 +77,7 @@ class Migration:
     version: int
     description: str
     statements: tuple[str, ...]
-    prepare: Callable[[duckdb.DuckDBPyConnection, CrashPoints | None], None] | None = None
+    prepare: Callable[[SqlConnection, CrashPoints | None], None] | None = None
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -139,7 +138,7 @@ class MigrationReport:
     after: int
 
 
-def _table_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+def _table_names(con: SqlConnection) -> set[str]:
     rows = con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
         " AND schema_name = 'main'"
@@ -147,7 +146,7 @@ def _table_names(con: duckdb.DuckDBPyConnection) -> set[str]:
     return {str(r[0]) for r in rows}
 
 
-def current_version(con: duckdb.DuckDBPyConnection) -> int:
+def current_version(con: SqlConnection) -> int:
     """The highest applied migration, 0 for a database without ``schema_version``."""
     if "schema_version" not in _table_names(con):
         return 0
@@ -155,7 +154,7 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
     return int(row[0]) if row else 0
 
 
-def migratable_version(con: duckdb.DuckDBPyConnection) -> int:
+def migratable_version(con: SqlConnection) -> int:
     """The schema version of ``con``'s database; raises :class:`SchemaError` if this build
     cannot migrate it (written by a newer build, or not an agentconsole store at all)."""
     tables = _table_names(con)
@@ -170,7 +169,7 @@ def migratable_version(con: duckdb.DuckDBPyConnection) -> int:
     return before
 
 
-def migrate(con: duckdb.DuckDBPyConnection, crash: CrashPoints | None = None) -> MigrationReport:
+def migrate(con: SqlConnection, crash: CrashPoints | None = None) -> MigrationReport:
     """Apply every pending migration; a no-op (no statement written) when up to date.
 
     Requires exclusive use of ``con``, no open transaction, and the event log attached

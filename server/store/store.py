@@ -41,6 +41,7 @@ from agentconsole.server.store.schema import (
     migratable_version,
     migrate,
 )
+from agentconsole.server.store.sqlconn import SqlConnection
 from agentconsole.server.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class Store:
 
     def __init__(
         self,
-        con: duckdb.DuckDBPyConnection,
+        con: SqlConnection,
         info: OpenInfo,
         migration: MigrationReport,
         recovery: RecoveryReport,
@@ -122,14 +123,14 @@ class Store:
         return store
 
     @staticmethod
-    def _abandon(con: duckdb.DuckDBPyConnection, info: OpenInfo) -> None:
+    def _abandon(con: SqlConnection, info: OpenInfo) -> None:
         try:
             con.close()
         finally:
             release(info.path)
 
     @contextmanager
-    def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def cursor(self) -> Iterator[SqlConnection]:
         """A fresh read cursor (its own connection and snapshot), closed on exit.
 
         Use from any thread; never write through it (writes go through :attr:`writer`).

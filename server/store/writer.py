@@ -21,8 +21,6 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import TypeVar
 
-import duckdb
-
 from agentconsole.scheduler.events import Event
 from agentconsole.server.store.config import StoreConfig
 from agentconsole.server.store.crash import CrashPoints
@@ -30,6 +28,7 @@ from agentconsole.server.store.event_log import EVENT_LOG, EVENTS
 from agentconsole.server.store.lane import WriterLane, settle
 from agentconsole.server.store.ops import BarrierOp, CallOp, Op
 from agentconsole.server.store.records import NUMBERED_SPECS, Record
+from agentconsole.server.store.sqlconn import SqlConnection
 from agentconsole.server.store.stats import WriterStats
 
 T = TypeVar("T")
@@ -64,8 +63,8 @@ class StoreWriter:
 
     def __init__(
         self,
-        con: duckdb.DuckDBPyConnection,
-        event_con: duckdb.DuckDBPyConnection,
+        con: SqlConnection,
+        event_con: SqlConnection,
         config: StoreConfig,
     ) -> None:
         crash = CrashPoints.from_env()
@@ -129,7 +128,7 @@ class StoreWriter:
         self._main.submit(op)
         return op.future
 
-    def call(self, fn: Callable[[duckdb.DuckDBPyConnection], T]) -> Future[T]:
+    def call(self, fn: Callable[[SqlConnection], T]) -> Future[T]:
         """Run ``fn(con)`` in the main lane's thread, inside a batch transaction. Keep it
         short: every producer of that lane waits for it."""
         return self.submit(CallOp(fn))

@@ -13,10 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import duckdb
-
 from agentconsole.server.store.jsonutil import loads_object
 from agentconsole.server.store.prompt_blocks import HASH_LIST
+from agentconsole.server.store.sqlconn import SqlConnection
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +57,7 @@ class RecordedProgram:
     nodes: list[RecordedNode] = field(default_factory=list)
 
 
-def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+def _tables(con: SqlConnection) -> set[str]:
     rows = con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
     ).fetchall()
@@ -82,7 +81,7 @@ def _window(since: float | None, until: float | None, tenant: str | None) -> tup
 
 
 def load_recording(
-    con: duckdb.DuckDBPyConnection,
+    con: SqlConnection,
     *,
     since: float | None = None,
     until: float | None = None,
@@ -119,7 +118,7 @@ def load_recording(
 class _Wanted:
     """Rows of the wanted programs: ``rows(sql)`` with ``{wanted}`` as the filter."""
 
-    con: duckdb.DuckDBPyConnection
+    con: SqlConnection
     clause: str
     params: list[Any]
 

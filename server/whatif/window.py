@@ -25,13 +25,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
-
 from agentconsole.sample_traces import dump_trace
+from agentconsole.server.store.sqlconn import SqlConnection
 from agentconsole.server.whatif.rebuild import rebuild_trace
 from agentconsole.server.whatif.recording import load_recording
 
-CursorFactory = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
+CursorFactory = Callable[[], AbstractContextManager[SqlConnection]]
 PREFIX = "window-"
 TRACE_SUFFIX = ".jsonl"
 #: the JSON report a background bench run writes next to its trace (``runs.py``)

@@ -1,4 +1,5 @@
-"""Fixtures for the store tests: a fresh store on a real DuckDB file in ``tmp_path``."""
+"""Fixtures for the store tests: a fresh store on a real DuckDB file in ``tmp_path``, with
+DuckDB in this process and in a database process of its own (what ``serve`` runs)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentconsole.server.store import Store
+from agentconsole.server.store import Store, StoreConfig
 
 
 @pytest.fixture
@@ -16,10 +17,11 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "store.duckdb"
 
 
-@pytest.fixture
-def store(db_path: Path) -> Iterator[Store]:
-    """An open store, closed (drained and checkpointed) after the test."""
-    opened = Store.open(db_path)
+@pytest.fixture(params=[False, True], ids=["in-process", "db-process"])
+def store(db_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
+    """An open store, closed (drained and checkpointed) after the test; DuckDB in this
+    process, then in a process of its own (``StoreConfig.own_process``)."""
+    opened = Store.open(db_path, StoreConfig(own_process=request.param))
     try:
         yield opened
     finally:
