@@ -205,11 +205,13 @@ class StoreSection(_Section):
     grows: the server's memory grows with it up to this). Leave room to replay a full WAL at
     start; 128MB is enough for the WAL (2 MB checkpoints), 1GB keeps more of a big store's
     history in memory for the consoles' queries."""
-    own_process: bool = True
-    """Run DuckDB in a process of its own, which ``serve`` starts and stops with itself. Its
-    statements then take nothing from the serving thread's share of Python's GIL, which
-    made every request that arrived during a store batch wait for the whole batch
-    (docs/BENCHMARKS.md section 7). ``false`` runs DuckDB inside ``serve``."""
+    own_process: bool = False
+    """Run DuckDB in a process of its own, which ``serve`` starts and stops with itself: the
+    store's statements then take none of Python's GIL from the serving thread (in ``serve``
+    DuckDB takes it back after every task of a statement). Measured in alternated runs
+    (docs/BENCHMARKS.md section 7): on a loaded host the API's p99 added fell from 4.5 to
+    3.9 ms; on a quiet one it rose from 1.0 to 1.2 ms (0.65 to 1.1 ms with a million nodes
+    stored), so it is off unless the host's other work makes the GIL hand-over the tail."""
 
 
 class WhatIfSection(_Section):

@@ -16,11 +16,13 @@ handlers that do no service work on serve's HTTP stack (``api_floor.py``): the b
 service can beat. ``--no-express-lane`` serves every call through Litestar's router;
 ``--pairs N [--ab store-process|lane]`` runs N alternated pairs of the server without and with
 a setting (DuckDB in its own process, the express lane; ``--lane-pairs N`` is ``--ab lane``)
-and prints each pair and the medians (the goal's measurement, on one machine). Prints a table;
-``--json`` also writes the numbers.
+and prints each pair and the medians (the goal's measurement, on one machine);
+``--stored-nodes N`` starts each of those servers on a store that already holds N nodes.
+Prints a table; ``--json`` also writes the numbers.
 
     .venv/bin/python benchmarks/bench_api.py [--calls 3000] [--concurrency 32] [--floor]
-        [--no-express-lane] [--pairs N [--ab store-process|lane]] [--lane-pairs N]
+        [--no-express-lane] [--pairs N [--ab store-process|lane] [--stored-nodes N]]
+        [--lane-pairs N]
 """
 
 from __future__ import annotations
@@ -172,6 +174,37 @@ class Connection:
         return status, await self.reader.readexactly(length)
 
 
+#: Calls per program of the ended programs ``--stored-nodes`` writes (as the benchmark's own).
+STORED_NODES_PER_PROGRAM = 100
+
+
+def store_with_history(db: Path, nodes: int) -> None:
+    """Create the store at ``db`` holding ``nodes`` done nodes (one attempt each) of ended
+    programs, as a server that has run a while keeps them: the tables the projector upserts
+    into then have that many rows to scan."""
+    programs = max(1, nodes // STORED_NODES_PER_PROGRAM)
+
+    def fill(con: Any) -> None:
+        con.execute(
+            "INSERT INTO programs (program_id, tenant, state, labels, created_at, updated_at,"
+            " finished_at, deadline, data) SELECT 'old-' || i, 'default', 'finished', [], 0, 0,"
+            f" 0, NULL, '{{}}' FROM range({programs}) t(i)"
+        )
+        con.execute(
+            "INSERT INTO nodes (program_id, node_id, kind, state, parents, attempt, created_at,"
+            f" updated_at, data) SELECT 'old-' || (i // {STORED_NODES_PER_PROGRAM}), 'n' || i,"
+            f" 'llm', 'done', [], 1, 0, 0, '{{}}' FROM range({nodes}) t(i)"
+        )
+        con.execute(
+            "INSERT INTO attempts (program_id, node_id, attempt, state, started_at,"
+            f" finished_at, data) SELECT 'old-' || (i // {STORED_NODES_PER_PROGRAM}), 'n' || i,"
+            f" 1, 'done', 0, 0, '{{}}' FROM range({nodes}) t(i)"
+        )
+
+    with Store.open(db) as store:
+        store.writer.call(fill).result()
+
+
 def start_server(
     db: Path, *, express_lane: bool = True, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[str], str, int]:
@@ -265,21 +298,24 @@ AB_SETTINGS = {
 }
 
 
-def ab_pairs(setting: str, pairs: int, calls: int, concurrency: int) -> None:
+def ab_pairs(setting: str, pairs: int, calls: int, concurrency: int, stored_nodes: int = 0) -> None:
     """A/B of one server setting: ``pairs`` alternated runs (``setting`` false, then true),
-    each against the same direct run's p99; prints every pair and the medians of calls/s
-    and p99 added."""
+    each against the same direct run's p99, each on a store holding ``stored_nodes`` nodes
+    of ended programs; prints every pair and the medians of calls/s and p99 added."""
     variable = AB_SETTINGS[setting]
     d_lat, _ = asyncio.run(direct(calls, concurrency))
     d99 = percentile(d_lat, 99)
     ms = 1000.0
     rows: list[tuple[float, float, float, float]] = []
-    print(f"{setting}: {variable} false, then true")
+    history = f", {stored_nodes:,} nodes stored before" if stored_nodes else ""
+    print(f"{setting}: {variable} false, then true{history}")
     print(f"{'pair':>4}{'calls/s off':>13}{'on':>8}{'p99 added off ms':>18}{'on':>8}")
     for n in range(1, pairs + 1):
         figures = []
         for value in ("false", "true"):
             with tempfile.TemporaryDirectory() as tmp:
+                if stored_nodes:
+                    store_with_history(Path(tmp) / "bench.duckdb", stored_nodes)
                 lat, rate = served(
                     Path(tmp) / "bench.duckdb",
                     calls,
@@ -330,10 +366,20 @@ def main() -> None:
     parser.add_argument(
         "--lane-pairs", type=int, default=0, metavar="N", help="the same as --pairs N --ab lane"
     )
+    parser.add_argument(
+        "--stored-nodes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --pairs: each server starts on a store that already holds N nodes of ended"
+        " programs (a server that has run a while)",
+    )
     args = parser.parse_args()
     if args.pairs or args.lane_pairs:
         setting = "lane" if args.lane_pairs else args.ab
-        ab_pairs(setting, args.pairs or args.lane_pairs, args.calls, args.concurrency)
+        ab_pairs(
+            setting, args.pairs or args.lane_pairs, args.calls, args.concurrency, args.stored_nodes
+        )
         return
     d_lat, d_rate = asyncio.run(direct(args.calls, args.concurrency))
     with tempfile.TemporaryDirectory() as tmp:

@@ -23,7 +23,7 @@ class ServerConfig:
 
     db_path: Path = Path("agentconsole.duckdb")
     store_memory_limit: str = "1GB"
-    store_own_process: bool = True
+    store_own_process: bool = False
     runtime: str = "sim"
     model: str | None = None
     policy: str = "cp-cache"

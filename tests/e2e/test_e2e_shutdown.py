@@ -1,7 +1,9 @@
 """A clean stop answers the calls in flight: a non-streamed call gets the JSON 503 every
 refusal has, a stream its error frame and ``[DONE]`` (before, uvicorn's graceful timeout
 cancelled the handlers: a bare 500, a stream cut with no end). A restart shows both programs
-still running, each call cancelled (it can run again), the tokens it produced counted."""
+still running, each call cancelled (it can run again), the tokens it produced counted. With
+the store in a database process of its own (``store.own_process``), that process ends with
+``serve`` and the restart reads what it wrote."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agentconsole.server.store.remote import DBPROCESS_MODULE
 from tests.e2e.conftest import start_serve
 
 pytestmark = pytest.mark.e2e
@@ -36,9 +39,37 @@ def _running(client: httpx.Client, program_id: str) -> bool:
     return found.status_code == 200 and any(n["state"] == "running" for n in found.json()["nodes"])
 
 
-def test_a_clean_stop_answers_the_calls_in_flight(tmp_path: Path) -> None:
+def _database_processes(parent: int) -> list[int]:
+    """PIDs of the store database processes (``dbprocess.py``) whose parent is ``parent``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if (
+            int(stat.rsplit(")", 1)[1].split()[1]) == parent
+            and DBPROCESS_MODULE.encode() in cmdline
+        ):
+            found.append(int(entry.name))
+    return found
+
+
+def _exited(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize("own_process", [False, True], ids=["in-process", "db-process"])
+def test_a_clean_stop_answers_the_calls_in_flight(tmp_path: Path, own_process: bool) -> None:
     db = tmp_path / "stop.duckdb"
-    served = start_serve(["--runtime", "sim", "--db", str(db)])
+    env = {"AGENTCONSOLE_STORE__OWN_PROCESS": str(own_process).lower()}
+    served = start_serve(["--runtime", "sim", "--db", str(db)], env)
+    database = _database_processes(served.proc.pid)
+    assert len(database) == int(own_process)
     got: dict[str, Any] = {}
 
     def plain() -> None:
@@ -65,6 +96,7 @@ def test_a_clean_stop_answers_the_calls_in_flight(tmp_path: Path) -> None:
             thread.join(30)
     finally:
         served.stop()
+    assert all(_exited(pid) for pid in database)
     refused = got["plain"]
     assert refused.status_code == 503, refused.text
     assert refused.json()["error"]["type"] == "unavailable"
@@ -74,7 +106,7 @@ def test_a_clean_stop_answers_the_calls_in_flight(tmp_path: Path) -> None:
     assert status == 200
     assert frames[-1] == "[DONE]"
     assert json.loads(frames[-2])["error"]["type"] == "unavailable"
-    again = start_serve(["--runtime", "sim", "--db", str(db)])
+    again = start_serve(["--runtime", "sim", "--db", str(db)], env)
     try:
         with httpx.Client(base_url=again.url, headers=HEADERS, timeout=10) as c:
             for program_id in ("p", "s"):

@@ -15,6 +15,7 @@ from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.server.store.event_log import event_log_path
 from agentconsole.server.store.preflight import wal_path
 from agentconsole.server.store.schema import MIGRATIONS
+from agentconsole.server.store.sqlconn import SqlConnection
 
 CHILD = Path(__file__).with_name("crash_child.py")
 
@@ -111,13 +112,13 @@ class GatedConnection:
     is set when one does); everything else passes straight through. Holds a writer lane at
     a chosen point, e.g. ``BEGIN`` (inside a batch) or ``CHECKPOINT``."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, prefix: str) -> None:
+    def __init__(self, con: SqlConnection, prefix: str) -> None:
         self._con = con
         self._prefix = prefix
         self.entered = threading.Event()
         self.gate = threading.Event()
 
-    def execute(self, sql: str, *args: Any) -> duckdb.DuckDBPyConnection:
+    def execute(self, sql: str, *args: Any) -> SqlConnection:
         if sql.startswith(self._prefix):
             self.entered.set()
             self.gate.wait(30)

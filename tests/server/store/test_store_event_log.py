@@ -28,6 +28,7 @@ from agentconsole.server.store.event_log import (
 from agentconsole.server.store.opening import attach_event_log
 from agentconsole.server.store.preflight import wal_path
 from agentconsole.server.store.schema import MIGRATIONS
+from agentconsole.server.store.sqlconn import SqlConnection
 from tests.server.store.store_helpers import (
     GatedConnection,
     digest,
@@ -87,7 +88,7 @@ def test_a_stalled_event_log_checkpoint_does_not_hold_up_durable_writes(db_path:
     with Store.open(db_path, StoreConfig(idle_checkpoint_s=0.05)) as store:
         lane = store.writer._events
         stalling = GatedConnection(lane._con, "CHECKPOINT")
-        lane._con = cast(duckdb.DuckDBPyConnection, stalling)
+        lane._con = cast(SqlConnection, stalling)
         try:
             store.writer.append(make_event(1)).result(timeout=10)
             assert stalling.entered.wait(10)  # the idle checkpoint of the event log began

@@ -7,23 +7,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import duckdb
 import pytest
 
 from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.server.live.reopen import programs_to_restore, rebuild, rebuild_created
 from agentconsole.server.store import AttemptRecord, NodeRecord, ProgramRecord, Store
 from agentconsole.server.store.repository import ProgramView, Repository, StoredEvent
+from agentconsole.server.store.sqlconn import SqlConnection
 from agentconsole.server.store.syncmarks import PROJECTOR, SyncMarkRecord
 
 
 class _Counting:
     """A read cursor that counts the statements run through it (not BEGIN/COMMIT)."""
 
-    def __init__(self, cur: duckdb.DuckDBPyConnection, seen: list[str]) -> None:
+    def __init__(self, cur: SqlConnection, seen: list[str]) -> None:
         self._cur, self._seen = cur, seen
 
-    def execute(self, sql: str, params: Any = None) -> duckdb.DuckDBPyConnection:
+    def execute(self, sql: str, params: Any = None) -> SqlConnection:
         if sql not in ("BEGIN TRANSACTION", "COMMIT"):
             self._seen.append(sql)
         return self._cur.execute(sql, params or [])

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from agentconsole.scheduler.events import Event, EventKind, EventSink
 from agentconsole.server.store import OperatorAction, Store, StoreClosedError, StoreConfig
 from agentconsole.server.store.event_log import EVENTS
+from agentconsole.server.store.sqlconn import SqlConnection
 from tests.server.store.store_helpers import GatedConnection, make_event
 
 
@@ -60,7 +61,7 @@ def test_writer_is_an_event_sink_and_emit_is_durable_after_flush(store: Store) -
 def test_ack_resolves_only_after_the_batch_commits(store: Store) -> None:
     gate, entered = threading.Event(), threading.Event()
 
-    def block(_: duckdb.DuckDBPyConnection) -> None:
+    def block(_: SqlConnection) -> None:
         entered.set()
         gate.wait(10)
 
@@ -85,7 +86,7 @@ def test_ack_resolves_only_after_the_batch_commits(store: Store) -> None:
 
 
 def test_a_failing_item_fails_alone(store: Store) -> None:
-    def boom(_: duckdb.DuckDBPyConnection) -> None:
+    def boom(_: SqlConnection) -> None:
         raise ValueError("bad op")
 
     gate = threading.Event()
@@ -106,7 +107,7 @@ def test_fatal_error_kills_writer_and_fails_pending_work(db_path: Path) -> None:
     store = Store.open(db_path)
     gate = threading.Event()
 
-    def fatal(_: duckdb.DuckDBPyConnection) -> None:
+    def fatal(_: SqlConnection) -> None:
         gate.wait(10)
         raise duckdb.FatalException("database has been invalidated")
 
@@ -240,13 +241,13 @@ def test_a_death_in_one_lane_settles_every_future_of_the_other(db_path: Path) ->
     store = Store.open(db_path, StoreConfig(max_batch_rows=10))
     lane = store.writer._events
     gated = GatedConnection(lane._con, "BEGIN")
-    lane._con = cast(duckdb.DuckDBPyConnection, gated)
+    lane._con = cast(SqlConnection, gated)
     first = store.writer.append(make_event(0))
     assert gated.entered.wait(10)  # the event lane is inside a batch
     backlog = [store.writer.append(make_event(i)) for i in range(1, 51)]  # five batches' worth
     barrier = store.writer.flush()
 
-    def fatal(_: duckdb.DuckDBPyConnection) -> None:
+    def fatal(_: SqlConnection) -> None:
         raise duckdb.FatalException("database has been invalidated")
 
     with pytest.raises(StoreClosedError):
