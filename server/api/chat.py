@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
-from litestar.params import JSONBody
+from litestar.params import FromPath, JSONBody
 from litestar.response import Stream
 
 from agentconsole.scheduler.runtime import ToolCallStream
@@ -168,7 +168,9 @@ class ChatController(Controller):
         return {"object": "list", "data": _model_objects(live)}
 
     @get("/models/{model_id:path}", summary="One served model", opt=contract(404))
-    async def model(self, model_id: Path, live: LiveDep, principal: PrincipalDep) -> dict[str, Any]:
+    async def model(
+        self, model_id: FromPath[Path], live: LiveDep, principal: PrincipalDep
+    ) -> dict[str, Any]:
         """OpenAI model retrieval (``client.models.retrieve``): the served model of that id
         (which may contain ``/``), as the list shows it; 404 for any other id."""
         del principal

@@ -42,8 +42,23 @@ class ProgramQueries:
         tickets = [c.request.ticket for c in self.service.calls_of(program_id)]
         return key_of(program, self.service.policy, tickets, time.time())
 
+    def _generating(self, program_id: str) -> dict[str, int]:
+        """Output tokens each of the program's calls in flight has produced so far, by node
+        (the program's ``tokens_used`` counts a call at its end)."""
+        return {c.node_id: c.received for c in self.service.calls_of(program_id)}
+
+    def _with_calls_in_flight(self, program_id: str, out: JSON) -> JSON:
+        """``out`` (a summary or a ``Program``) with the tokens its calls in flight produced:
+        in ``tokens_used``, and as the output tokens of each running node."""
+        generating = self._generating(program_id)
+        out["tokens_used"] += sum(generating.values())
+        for node in out.get("nodes", ()):
+            _running_output(node, generating)
+        return out
+
     def live_summary(self, program_id: str) -> JSON:
-        return summary_json(self.service.controller.programs[program_id], self._key(program_id))
+        program = self.service.controller.programs[program_id]
+        return self._with_calls_in_flight(program_id, summary_json(program, self._key(program_id)))
 
     async def list_programs(
         self,
@@ -91,6 +106,7 @@ class ProgramQueries:
             self.service.owned(tenant, program_id)
             placement = self.service.runtime.snapshot().placement.get(program_id, {})
             out = program_json(program, self._key(program_id), placement)
+            out = self._with_calls_in_flight(program_id, out)
             return self.service.insertions.annotate_program(program_id, out)
         view = await asyncio.to_thread(self.store.repo.get_program, program_id)
         if view is None or (tenant is not None and view.program.tenant != tenant):
@@ -105,7 +121,8 @@ class ProgramQueries:
             node = program.nodes.get(node_id)
             if node is None:
                 raise NotFound(f"node {node_id!r} not found", field="node_id")
-            return self.service.insertions.annotate_node(program_id, node_json(node))
+            out = _running_output(node_json(node), self._generating(program_id))
+            return self.service.insertions.annotate_node(program_id, out)
         view = await asyncio.to_thread(self.store.repo.get_program, program_id)
         if view is None or (tenant is not None and view.program.tenant != tenant):
             raise NotFound(f"program {program_id!r} not found", field="program_id")
@@ -113,3 +130,10 @@ class ProgramQueries:
             if record.node_id == node_id:
                 return stored_node(record)
         raise NotFound(f"node {node_id!r} not found", field="node_id")
+
+
+def _running_output(node: JSON, generating: dict[str, int]) -> JSON:
+    """A running node's ``output_tokens``: what its call has produced so far."""
+    if node["state"] == "running" and node["node_id"] in generating:
+        node["output_tokens"] = generating[node["node_id"]]
+    return node

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import httpx
@@ -157,3 +159,37 @@ def test_a_first_call_naming_unknown_parents_opens_no_program(server: LiveServer
         # the same id with a valid first call is a fresh program
         _call(c, "orphan", "plan")
         assert c.get("/v1/programs/orphan").json()["state"] == "running"
+
+
+def test_tokens_of_a_call_in_flight_show_while_it_generates(server: LiveServer) -> None:
+    body = chat_body("write at length", agentconsole={"program_id": "inflight", "node_id": "w"})
+    body.update(max_tokens=30_000, ignore_eos=True)  # tens of seconds at the harness's speed
+    answered: list[httpx.Response] = []
+
+    def call() -> None:
+        with server.client(timeout=60) as c:
+            answered.append(c.post("/v1/chat/completions", json=body))
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    try:
+        with server.client() as c:
+            deadline = time.monotonic() + 20
+            while True:  # a non-streamed call: nothing reaches its client until the end
+                found = c.get("/v1/programs/inflight")
+                if found.status_code == 200 and found.json()["tokens_used"] > 0:
+                    break
+                assert time.monotonic() < deadline, "no tokens counted while generating"
+                time.sleep(0.05)
+            program = found.json()
+            node = c.get("/v1/programs/inflight/nodes/w").json()
+            assert node["state"] == "running"
+            assert 0 < program["nodes"][0]["output_tokens"] <= node["output_tokens"]
+            assert program["tokens_used"] <= node["output_tokens"]
+            listed = c.get("/v1/programs", params={"state": "running"}).json()["programs"]
+            assert next(p for p in listed if p["program_id"] == "inflight")["tokens_used"] > 0
+            assert c.post("/v1/programs/inflight/cancel").status_code == 200
+    finally:
+        caller.join(30)
+    assert answered
+    assert answered[0].status_code != 200 or answered[0].json()["usage"]["completion_tokens"] > 0
