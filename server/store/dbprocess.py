@@ -9,12 +9,17 @@ Protocol (``remote.py`` is the other side): the parent writes one JSON line to s
 (``{"address": ..., "authkey": hex}``); this process listens there (``AF_UNIX``, the authkey
 checked), prints ``ready`` and serves each accepted channel in a thread of its own. A channel is
 one DuckDB cursor: its first request is ``("connect", path, config)`` (the root, which opens
-the database) or ``("cursor",)``; then ``("execute", sql, params)``, ``("register", name,
-table)``, ``("unregister", name)``, ``("close",)``. Each request gets ``(True, rows)`` or
-``(False, exception)``; ``rows`` is every row of the statement's result (the store reads
-small results; the exports write with ``COPY``). ``("shutdown",)`` on the root closes the
-database and ends the process. So does stdin's end (the parent died): at once, without
-closing anything, as a crash would (committed transactions are in the WAL).
+the database) or ``("cursor",)``; then ``("execute", sql, params)``, ``("more",)``,
+``("register", name, table)``, ``("unregister", name)``, ``("close",)``. Each request gets
+``(True, value)`` or ``(False, exception)``; a statement's value is ``(rows, more)``: up to
+:data:`ROWS_PER_ANSWER` rows of its result, ``more`` saying whether ``("more",)`` has others.
+``("shutdown",)`` on the root closes the database and ends the process. So does stdin's end
+(the parent died): at once, without closing anything, as a crash would (committed
+transactions are in the WAL). Either way the socket's directory goes with the process.
+
+The authkey handshake runs in the channel's thread, so a peer that connects and stays
+silent, or fails the check, costs only its own thread. Once ready, stdout is /dev/null: the
+parent reads nothing more from it, and a full pipe would block whoever wrote to it.
 
 Signals: SIGINT and SIGTERM are ignored. A terminal's Ctrl-C reaches the whole process group,
 and the database must close after the server's last write, which the parent decides.
@@ -24,22 +29,33 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
-from multiprocessing.connection import Connection, Listener
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import (
+    Connection,
+    Listener,
+    answer_challenge,
+    deliver_challenge,
+)
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
 READY = "ready"
+#: Rows a statement's answer carries at most; the rest follow on ``("more",)``.
+ROWS_PER_ANSWER = 10_000
 
 
 class _Database:
     """The one DuckDB connection of this process and the cursors of its channels."""
 
-    def __init__(self) -> None:
+    def __init__(self, socket_dir: Path) -> None:
         self.root: duckdb.DuckDBPyConnection | None = None
+        self.socket_dir = socket_dir
         self._lock = threading.Lock()
 
     def open_root(self, path: str, config: dict[str, Any]) -> duckdb.DuckDBPyConnection:
@@ -55,16 +71,24 @@ class _Database:
                 raise RuntimeError("the database is not open")
             return self.root.cursor()
 
+    def end(self) -> None:
+        """End the process now, its socket's directory removed."""
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
+        os._exit(0)
 
-def _execute(con: duckdb.DuckDBPyConnection, sql: str, params: Any) -> list[tuple[Any, ...]]:
-    con.execute(sql, params)
-    return con.fetchall() if con.description is not None else []
+
+def _rows(con: duckdb.DuckDBPyConnection) -> tuple[list[tuple[Any, ...]], bool]:
+    rows = con.fetchmany(ROWS_PER_ANSWER)
+    return rows, len(rows) == ROWS_PER_ANSWER
 
 
 def _answer(con: duckdb.DuckDBPyConnection, request: tuple[Any, ...]) -> Any:
     op = request[0]
     if op == "execute":
-        return _execute(con, request[1], request[2])
+        con.execute(request[1], request[2])
+        return _rows(con) if con.description is not None else ([], False)
+    if op == "more":
+        return _rows(con)
     if op == "register":
         con.register(request[1], request[2])
         return None
@@ -74,16 +98,32 @@ def _answer(con: duckdb.DuckDBPyConnection, request: tuple[Any, ...]) -> Any:
     raise ValueError(f"unknown request {op!r}")
 
 
-def _serve_channel(channel: Connection, database: _Database) -> None:
-    """Answer one channel's requests until it closes (or asks for shutdown)."""
+def _reply(channel: Connection, ok: bool, value: Any) -> None:
+    """Send one answer; one that cannot be pickled goes back as an error saying so."""
+    try:
+        channel.send((ok, value))
+    except (OSError, EOFError):
+        raise
+    except Exception as error:
+        channel.send((False, RuntimeError(f"the database process could not answer: {error!r}")))
+
+
+def _serve_channel(channel: Connection, database: _Database, authkey: bytes) -> None:
+    """Check the peer's authkey, then answer its requests until it closes (or asks for
+    shutdown)."""
     con: duckdb.DuckDBPyConnection | None = None
     is_root = False
     try:
+        deliver_challenge(channel, authkey)
+        answer_challenge(channel, authkey)
         while True:
             try:
                 request = channel.recv()
             except (EOFError, OSError):
                 return
+            except Exception as error:  # a request that cannot be unpickled here
+                _reply(channel, False, RuntimeError(f"unreadable request: {error!r}"))
+                continue
             op = request[0]
             try:
                 if op == "connect":
@@ -97,25 +137,27 @@ def _serve_channel(channel: Connection, database: _Database) -> None:
                         con.close()
                     channel.send((True, None))
                     if op == "shutdown" and is_root:
-                        os._exit(0)
+                        database.end()
                     return
                 elif con is None:
                     raise RuntimeError("the channel has no connection yet")
                 else:
                     result = _answer(con, request)
             except Exception as error:  # every error goes back to the caller, typed
-                channel.send((False, error))
+                _reply(channel, False, error)
             else:
-                channel.send((True, result))
+                _reply(channel, True, result)
+    except (AuthenticationError, EOFError, OSError):
+        return  # a peer without the key, or one that left
     finally:
         channel.close()
 
 
-def _exit_when_parent_ends() -> None:
+def _end_with_parent(database: _Database) -> None:
     """Read stdin to its end (the parent closed it or died), then end at once."""
     while sys.stdin.buffer.read(4096):
         pass
-    os._exit(0)
+    database.end()
 
 
 def main() -> None:
@@ -123,17 +165,26 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     params = json.loads(sys.stdin.buffer.readline())
-    listener = Listener(params["address"], "AF_UNIX", authkey=bytes.fromhex(params["authkey"]))
-    database = _Database()
-    threading.Thread(target=_exit_when_parent_ends, name="parent-watch", daemon=True).start()
+    authkey = bytes.fromhex(params["authkey"])
+    listener = Listener(params["address"], "AF_UNIX")  # the handshake is the channel's
+    database = _Database(Path(params["address"]).parent)
+    threading.Thread(
+        target=_end_with_parent, args=(database,), name="parent-watch", daemon=True
+    ).start()
     print(READY, flush=True)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
     while True:
         try:
             channel = listener.accept()
-        except (OSError, EOFError):  # a client that failed the authkey check
+        except OSError:
             continue
         threading.Thread(
-            target=_serve_channel, args=(channel, database), name="store-channel", daemon=True
+            target=_serve_channel,
+            args=(channel, database, authkey),
+            name="store-channel",
+            daemon=True,
         ).start()
 
 

@@ -136,7 +136,9 @@ def _describe_holder(pid: int, program: str) -> str:
         return f"PID {pid}, {program}"
     if DBPROCESS_MODULE.encode() not in cmdline:
         return f"PID {pid}, {program}"
-    parent = stat.rsplit(")", 1)[1].split()[1]  # the field after the state
+    parent = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state
+    if parent == 1:  # its server is gone, and it is ending (or stuck: stop it)
+        return f"PID {pid}, the database process of a server that has ended"
     return f"PID {pid}, the database process of PID {parent}"
 
 

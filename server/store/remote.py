@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import select
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,8 @@ DBPROCESS_MODULE = "agentconsole.server.store.dbprocess"
 #: How long the process may take to start (imports) and to close (a final checkpoint).
 START_TIMEOUT_S = 60.0
 CLOSE_TIMEOUT_S = 60.0
+#: The longest temporary directory the socket goes into (AF_UNIX paths have 107 bytes).
+_MAX_SOCKET_DIR = 80
 
 
 class DatabaseProcess:
@@ -42,6 +45,9 @@ class DatabaseProcess:
 
     def __init__(self) -> None:
         self._dir = tempfile.mkdtemp(prefix="agentconsole-db-")
+        if len(self._dir) > _MAX_SOCKET_DIR:  # a long TMPDIR: AF_UNIX paths are short
+            shutil.rmtree(self._dir)
+            self._dir = tempfile.mkdtemp(prefix="agentconsole-db-", dir="/tmp")
         self.address = str(Path(self._dir) / "db.sock")
         self._authkey = secrets.token_bytes(32)
         self._proc = subprocess.Popen(
@@ -56,10 +62,14 @@ class DatabaseProcess:
         params = {"address": self.address, "authkey": self._authkey.hex()}
         self._proc.stdin.write(json.dumps(params).encode() + b"\n")
         self._proc.stdin.flush()
-        line = self._proc.stdout.readline().decode().strip()
+        started, _, _ = select.select([self._proc.stdout], [], [], START_TIMEOUT_S)
+        line = self._proc.stdout.readline().decode().strip() if started else ""
         if line != READY:
             self.kill()
-            raise duckdb.IOException(f"the store's database process did not start ({line!r})")
+            raise duckdb.IOException(
+                f"the store's database process did not start within {START_TIMEOUT_S:.0f} s"
+                f" (it said {line!r}; its errors are on this process's stderr)"
+            )
 
     @property
     def pid(self) -> int:
@@ -73,7 +83,9 @@ class DatabaseProcess:
             raise gone(error) from error
 
     def wait(self, timeout: float = CLOSE_TIMEOUT_S) -> None:
-        """Wait for the process to end (after a shutdown), killing it past ``timeout``."""
+        """Wait for the process to end, killing it past ``timeout``. Its stdin is closed
+        first, which ends it at once if a shutdown did not (a channel that failed)."""
+        self._close_pipes()
         try:
             self._proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -87,12 +99,15 @@ class DatabaseProcess:
         self._cleanup()
 
     def _cleanup(self) -> None:
+        self._close_pipes()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _close_pipes(self) -> None:
         with self._lock:
             if self._proc.stdin is not None and not self._proc.stdin.closed:
                 self._proc.stdin.close()
             if self._proc.stdout is not None and not self._proc.stdout.closed:
                 self._proc.stdout.close()
-            shutil.rmtree(self._dir, ignore_errors=True)
 
 
 def gone(error: BaseException) -> duckdb.FatalException:
@@ -107,7 +122,9 @@ class RemoteConnection:
         self._process = process
         self._channel = process.channel()
         self._root = root
-        self._rows: list[tuple[Any, ...]] = []
+        self._rows: list[tuple[Any, ...]] = []  # of the last statement, read from _next
+        self._next = 0
+        self._more = False  # the process holds more of them
         self._closed = False
 
     @property
@@ -128,20 +145,37 @@ class RemoteConnection:
         return value
 
     def execute(self, query: str, parameters: object = None) -> RemoteConnection:
-        """Run ``query`` in the process; its rows wait here for the fetches."""
-        self._rows = self._call("execute", query, parameters)
+        """Run ``query`` in the process; its first rows come back with the answer, the rest
+        as the fetches ask for them."""
+        self._rows, self._next, self._more = [], 0, False
+        self._rows, self._more = self._call("execute", query, parameters)
         return self
 
+    def _take(self, size: int | None) -> list[tuple[Any, ...]]:
+        """Up to ``size`` (None: all) of the statement's rows not fetched yet."""
+        out: list[tuple[Any, ...]] = []
+        while size is None or len(out) < size:
+            if self._next == len(self._rows):
+                if not self._more:
+                    break
+                self._rows, self._more = self._call("more")
+                self._next = 0
+                continue
+            want = len(self._rows) - self._next if size is None else size - len(out)
+            piece = self._rows[self._next : self._next + want]
+            out += piece
+            self._next += len(piece)
+        return out
+
     def fetchone(self) -> tuple[Any, ...] | None:
-        return self._rows.pop(0) if self._rows else None
+        rows = self._take(1)
+        return rows[0] if rows else None
 
     def fetchall(self) -> list[tuple[Any, ...]]:
-        rows, self._rows = self._rows, []
-        return rows
+        return self._take(None)
 
     def fetchmany(self, size: int = 1) -> list[tuple[Any, ...]]:
-        rows, self._rows = self._rows[:size], self._rows[size:]
-        return rows
+        return self._take(size)
 
     def register(self, view_name: str, python_object: object) -> RemoteConnection:
         """Register an Arrow table (it travels pickled) as ``view_name`` for this cursor."""
@@ -155,7 +189,12 @@ class RemoteConnection:
     def cursor(self) -> RemoteConnection:
         """A new cursor of the same database (its own channel and snapshot)."""
         cur = RemoteConnection(self._process)
-        cur._call("cursor")
+        try:
+            cur._call("cursor")
+        except BaseException:
+            cur._closed = True
+            cur._channel.close()
+            raise
         return cur
 
     def close(self) -> None:

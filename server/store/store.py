@@ -111,13 +111,20 @@ class Store:
         except duckdb.Error as error:
             cls._abandon(con, info)
             raise explain_open_error(info.path, error) from error
+        except BaseException:
+            cls._abandon(con, info)
+            raise
         if recovery.needs_reconcile or recovery.retryable:
             log.warning(
                 "recovered tool intents: %d re-executable, %d need reconciling",
                 len(recovery.retryable),
                 len(recovery.needs_reconcile),
             )
-        store = cls(con, info, migration, recovery, config)
+        try:
+            store = cls(con, info, migration, recovery, config)
+        except BaseException:
+            cls._abandon(con, info)
+            raise
         store.prompt_secret = secret
         store.writer.start()
         return store

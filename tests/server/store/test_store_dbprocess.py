@@ -4,11 +4,16 @@ the store gets behaves as DuckDB's own, and the process lives and dies with its 
 from __future__ import annotations
 
 import os
+import pickle
 import signal
+import socket
 import subprocess
 import sys
 import time
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Client
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -16,6 +21,7 @@ import pytest
 
 from agentconsole.server.store import Store, StoreClosedError, StoreConfig
 from agentconsole.server.store.batch import is_fatal
+from agentconsole.server.store.dbprocess import ROWS_PER_ANSWER
 from agentconsole.server.store.remote import RemoteConnection, connect_in_process
 from tests.server.store.store_helpers import make_event
 
@@ -124,7 +130,7 @@ def test_the_database_process_ignores_ctrl_c_and_ends_with_its_parent(db_path: P
         "from tests.server.store.store_helpers import make_event\n"
         f"store = Store.open({str(db_path)!r}, StoreConfig(own_process=True))\n"
         "store.writer.append(make_event(1)).result(timeout=10)\n"
-        "print(store._con.process_pid, flush=True)\n"
+        "print(store._con.process_pid, store._con._process.address, flush=True)\n"
         "sys.stdin.readline()\n"
         "store.writer.append(make_event(2)).result(timeout=10)\n"
         "print('still writing', flush=True)\n"
@@ -141,7 +147,8 @@ def test_the_database_process_ignores_ctrl_c_and_ends_with_its_parent(db_path: P
     assert parent.stdin is not None
     assert parent.stdout is not None
     try:
-        pid = int(parent.stdout.readline())
+        pid_text, address = parent.stdout.readline().split()
+        pid = int(pid_text)
         os.kill(pid, signal.SIGINT)  # what a terminal's Ctrl-C sends the whole group
         os.kill(pid, signal.SIGTERM)
         parent.stdin.write("\n")
@@ -151,7 +158,70 @@ def test_the_database_process_ignores_ctrl_c_and_ends_with_its_parent(db_path: P
         parent.stdin.flush()
         assert parent.wait(30) == 1
         _wait_gone(pid)
+        assert not Path(address).parent.exists()  # the socket's directory went with it
     finally:
         parent.kill()
     with Store.open(db_path) as reopened:  # the lock went with the process; commits stayed
         assert len(reopened.repo.events_since(0, limit=10)) == 2
+
+
+def test_large_results_stream_and_fetches_agree_with_duckdb(tmp_path: Path) -> None:
+    rows = 2 * ROWS_PER_ANSWER + 7
+    sql = f"SELECT i, i * 2 FROM range({rows}) t(i) ORDER BY i"
+    local = duckdb.connect()
+    con = connect_in_process(str(tmp_path / "x.duckdb"), {})
+    try:
+        for db in (local, con):
+            db.execute(sql)
+        assert con.fetchone() == local.fetchone()
+        assert con.fetchmany(ROWS_PER_ANSWER + 3) == local.fetchmany(ROWS_PER_ANSWER + 3)
+        assert con.fetchall() == local.fetchall()
+        assert con.fetchall() == [] == local.fetchall()
+        con.execute("SELECT 1")
+        with pytest.raises(duckdb.CatalogException):
+            con.execute("SELECT * FROM nope")
+        assert con.fetchall() == []  # a failed statement leaves no rows of the one before
+    finally:
+        con.close()
+        local.close()
+
+
+def _refuse() -> None:
+    raise ValueError("not here")
+
+
+class _Unreadable:
+    """A parameter that pickles but cannot be unpickled (in the database process)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_refuse, ())
+
+
+def test_peers_without_the_key_and_unreadable_requests_harm_no_one(tmp_path: Path) -> None:
+    con = connect_in_process(str(tmp_path / "x.duckdb"), {})
+    process = con._process
+    try:
+        with pytest.raises(AuthenticationError):
+            Client(process.address, "AF_UNIX", authkey=b"wrong")
+        silent = socket.socket(socket.AF_UNIX)
+        silent.connect(process.address)  # connects and never says a word
+        try:
+            cursor = con.cursor()  # answered anyway: the handshake is the channel's
+            assert cursor.execute("SELECT 42").fetchone() == (42,)
+            cursor.close()
+        finally:
+            silent.close()
+        with pytest.raises(RuntimeError, match="unreadable request"):
+            con.execute("SELECT ?", [_Unreadable()])
+
+        class Local:  # cannot even be pickled here: nothing is sent
+            pass
+
+        with pytest.raises((AttributeError, pickle.PicklingError)):
+            con.execute("SELECT ?", [Local()])
+        assert con.execute("SELECT 1").fetchone() == (1,)  # the channel goes on
+        fd1 = os.readlink(f"/proc/{con.process_pid}/fd/1")
+        assert fd1 == os.devnull  # nothing can fill a pipe nobody reads
+    finally:
+        con.close()
+    assert not Path(process.address).parent.exists()
