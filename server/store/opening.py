@@ -126,20 +126,29 @@ def explain_open_error(path: Path, error: Exception) -> StoreOpenError:
     )
 
 
+def _process_state(pid: int) -> tuple[str, int] | None:
+    """``(state, parent PID)`` of process ``pid`` from ``/proc`` (``Z``: exited, not yet
+    reaped); None when there is no such process (or no ``/proc``)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[1])
+
+
 def _describe_holder(pid: int, program: str) -> str:
     """``PID n, program``; for a store's database process (``dbprocess.py``), also the
     process it serves, which is the one to stop."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
+        cmdline = b""
+    state = _process_state(pid)
+    if state is None or DBPROCESS_MODULE.encode() not in cmdline:
         return f"PID {pid}, {program}"
-    if DBPROCESS_MODULE.encode() not in cmdline:
-        return f"PID {pid}, {program}"
-    parent = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state
-    if parent == 1:  # its server is gone, and it is ending (or stuck: stop it)
+    if state[1] == 1:  # its server is gone, and it is ending (or stuck: stop it)
         return f"PID {pid}, the database process of a server that has ended"
-    return f"PID {pid}, the database process of PID {parent}"
+    return f"PID {pid}, the database process of PID {state[1]}"
 
 
 def probe(path: Path, config: StoreConfig) -> None:
@@ -218,11 +227,8 @@ def _holder_exiting(error: BaseException | None) -> bool:
     holder = _LOCK_HOLDER.search(str(error)) if error is not None else None
     if holder is None:
         return False
-    try:
-        stat = Path(f"/proc/{holder['pid']}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    state = _process_state(int(holder["pid"]))
+    return state is None or state[0] in ("Z", "X")
 
 
 def connect(path: Path, config: StoreConfig) -> SqlConnection:
