@@ -22,6 +22,7 @@ import pytest
 from agentconsole.server.store import Store, StoreClosedError, StoreConfig
 from agentconsole.server.store.batch import is_fatal
 from agentconsole.server.store.dbprocess import ROWS_PER_ANSWER
+from agentconsole.server.store.opening import _holder_exiting
 from agentconsole.server.store.remote import RemoteConnection, connect_in_process
 from tests.server.store.store_helpers import make_event
 
@@ -225,3 +226,15 @@ def test_peers_without_the_key_and_unreadable_requests_harm_no_one(tmp_path: Pat
     finally:
         con.close()
     assert not Path(process.address).parent.exists()
+
+
+def test_an_open_waits_only_for_a_lock_holder_that_is_exiting() -> None:
+    def conflict(pid: int) -> duckdb.IOException:
+        return duckdb.IOException(f"Conflicting lock is held in /usr/bin/python3 (PID {pid}).")
+
+    assert not _holder_exiting(conflict(os.getpid()))  # alive: refuse at once
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()  # reaped: no such process any more
+    assert _holder_exiting(conflict(finished.pid))
+    assert not _holder_exiting(duckdb.IOException("not a lock conflict"))
+    assert not _holder_exiting(None)
