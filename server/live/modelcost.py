@@ -69,8 +69,10 @@ class ModelCosts:
         """Predicted wait on ``model``'s engine: the prefill of the prompts queued ahead, plus
         a decode step per running call's share (a crowded batch admits later)."""
         rates = self.models[model]
-        prefill = rates.prefill_seconds_per_token() * memory.queued_tokens
-        return prefill + rates.call_seconds(0, 1.0) * memory.running_calls
+        # a runtime's counters are its own: a negative one must not make a negative wait
+        queued = max(memory.queued_tokens, 0)
+        prefill = rates.prefill_seconds_per_token() * queued
+        return prefill + rates.call_seconds(0, 1.0) * max(memory.running_calls, 0)
 
     def service_s(self, model: str, uncached_tokens: int, output_tokens: float) -> float:
         """Predicted run time of the call alone on ``model``."""

@@ -125,6 +125,7 @@ class SimCall:
     correction_tokens: int = 0
     suffix_path: list[Node] = field(default_factory=list)  # locked old path a reused suffix is on
     rank: tuple[int, float, int] = (0, 0.0, 0)  # effective queue key when admitted
+    queued_demand: float = 0.0  # what its enqueue added to the engine's ``queued_demand``
 
     def __post_init__(self) -> None:
         self.prompt_tokens = sum(b.tokens for b in self.blocks)

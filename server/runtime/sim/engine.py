@@ -394,13 +394,19 @@ class SimEngine:
 
     def _enqueue(self, call: SimCall, now: float) -> None:
         self.queue.push(call.ticket, now)
-        self.queued_demand += self._demand(call)
+        call.queued_demand = self._demand(call)
+        self.queued_demand += call.queued_demand
         if self._holds:
             self.kv.hold_queued(call)
 
     def _dequeue(self, call: SimCall) -> None:
         self.queue.remove(call.call_id)
-        self.queued_demand -= self._demand(call)
+        # what was added, not the demand of the ticket now: a re-ranked call's ticket is the
+        # controller's newer one, and the difference once drove the sum below zero
+        self.queued_demand -= call.queued_demand
+        call.queued_demand = 0.0
+        if not len(self.queue):
+            self.queued_demand = 0.0  # no float residue of the sums survives an empty queue
         self.kv.release_queued(call)
 
     def _leave_running(self, call: SimCall) -> None:
