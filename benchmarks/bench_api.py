@@ -49,6 +49,7 @@ from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.intake import ChatCall
 from agentconsole.server.runtime.registry import RuntimeOptions, create_runtime
 from agentconsole.server.store import Store
+from agentconsole.server.store.sqlconn import SqlConnection
 
 CLI = str(Path(sys.executable).with_name("agentconsole"))
 TOKENS = 16
@@ -184,7 +185,7 @@ def store_with_history(db: Path, nodes: int) -> None:
     into then have that many rows to scan."""
     programs = max(1, nodes // STORED_NODES_PER_PROGRAM)
 
-    def fill(con: Any) -> None:
+    def fill(con: SqlConnection) -> None:
         con.execute(
             "INSERT INTO programs (program_id, tenant, state, labels, created_at, updated_at,"
             " finished_at, deadline, data) SELECT 'old-' || i, 'default', 'finished', [], 0, 0,"
@@ -320,7 +321,7 @@ def ab_pairs(setting: str, pairs: int, calls: int, concurrency: int, stored_node
                     Path(tmp) / "bench.duckdb",
                     calls,
                     concurrency,
-                    express_lane=setting != "lane" or value == "true",
+                    express_lane=True,  # the lane's own arm: ``env`` overrides it
                     env={variable: value},
                 )
             figures += [rate, (percentile(lat, 99) - d99) * ms]
