@@ -20,12 +20,23 @@ returns. A program's size is its predicted peak working set (``resize``: the dri
 estimate, corrected as the program grows). When the started programs outgrow the budget
 anyway, a started program reaching its next call boundary is parked there
 (:meth:`~ProgramDoor.park_started`) and starts again, before any newcomer, once room frees up.
+
+A program whose caller stops waiting (:meth:`~ProgramDoor.leave`: serve answers 503 with
+Retry-After after its wait bound) keeps its place in line for ``place_kept_s``: the client's
+retry queues where it was, not behind everyone who arrived since, so a long queue does not
+turn into a lottery of retries.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
+from bisect import insort
 from collections import deque
+
+#: how long a program that stopped waiting at the door keeps its place in line (a client
+#: told to retry in seconds comes back well within it)
+PLACE_KEPT_S = 300.0
 
 
 class ProgramDoor:
@@ -35,16 +46,23 @@ class ProgramDoor:
     never start otherwise). A disabled gate admits everything at once and counts nothing.
     """
 
-    def __init__(self, budget_tokens: int, *, enabled: bool = True) -> None:
+    def __init__(
+        self, budget_tokens: int, *, enabled: bool = True, place_kept_s: float = PLACE_KEPT_S
+    ) -> None:
         if budget_tokens < 0:
             raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
         self.budget_tokens = budget_tokens
         self.enabled = enabled
+        self.place_kept_s = place_kept_s
         self._share: dict[str, int] = {}  # started program -> private tokens it started with
         self._counted: set[str] = set()  # started programs in the working set
         self._version: dict[str, int] = {}  # bumped on every step out / rejoin
         self._expiry: list[tuple[float, int, str]] = []  # (until, version, program)
-        self._parked: deque[tuple[str, int]] = deque()
+        #: newcomers waiting, in arrival order: (program, private tokens, place in line)
+        self._parked: list[tuple[str, int, int]] = []
+        self._places = itertools.count()
+        #: newcomers that stopped waiting -> (their place in line, kept until)
+        self._kept: dict[str, tuple[int, float]] = {}
         self._returning: deque[str] = deque()  # started programs parked at a call boundary
         self._held: dict[str, int] = {}  # started program -> private tokens it holds now
         self.used_tokens = 0  # predicted working set of the counted programs
@@ -58,13 +76,31 @@ class ProgramDoor:
         if not self.enabled:
             return True
         self._expire(now)
-        if not self._parked and not self._returning and self._fits(private_tokens):
+        kept = self._kept.pop(program_id, None)
+        returned = kept is not None and kept[1] > now
+        place = kept[0] if kept is not None and returned else next(self._places)
+        ahead = bool(self._returning) or (bool(self._parked) and self._parked[0][2] < place)
+        if not ahead and self._fits(private_tokens):
             self._share[program_id] = private_tokens
             self._count(program_id)
             return True
-        self._parked.append((program_id, private_tokens))
-        self.parked_total += 1
+        insort(self._parked, (program_id, private_tokens, place), key=lambda entry: entry[2])
+        self.parked_total += not returned
         return False
+
+    def leave(self, program_id: str, now: float) -> list[str]:
+        """``program_id``'s caller stopped waiting at the door. A newcomer leaves the queue
+        and keeps its place for ``place_kept_s`` (:meth:`try_start` queues it there again); a
+        started program parked at a call boundary stays started, uncounted, and its next call
+        is checked at the boundary again. Returns the parked programs that start now."""
+        place = next((entry[2] for entry in self._parked if entry[0] == program_id), None)
+        if place is not None:
+            self._parked = [entry for entry in self._parked if entry[0] != program_id]
+            self._kept = {pid: kept for pid, kept in self._kept.items() if kept[1] > now}
+            self._kept[program_id] = (place, now + self.place_kept_s)
+        elif program_id in self._returning:
+            self._returning.remove(program_id)
+        return self._start_parked(now)
 
     def step_out(self, program_id: str, until: float, now: float) -> list[str]:
         """``program_id`` waits on tools; its context counts until ``until`` (its retention;
@@ -124,8 +160,9 @@ class ProgramDoor:
             self._version.pop(program_id, None)
             if program_id in self._returning:
                 self._returning.remove(program_id)
-        elif any(pid == program_id for pid, _ in self._parked):
-            self._parked = deque(p for p in self._parked if p[0] != program_id)
+        else:
+            self._parked = [entry for entry in self._parked if entry[0] != program_id]
+            self._kept.pop(program_id, None)
         return self._start_parked(now)
 
     def wake(self, now: float) -> list[str]:
@@ -139,7 +176,7 @@ class ProgramDoor:
 
     def is_parked(self, program_id: str) -> bool:
         """``program_id`` waits at the door."""
-        return any(pid == program_id for pid, _ in self._parked)
+        return any(entry[0] == program_id for entry in self._parked)
 
     def next_expiry(self) -> float | None:
         """When the earliest retention still counted lapses (a wake-up worth scheduling while
@@ -155,7 +192,7 @@ class ProgramDoor:
     @property
     def parked_tokens(self) -> int:
         """Private tokens the programs at the door will claim (demand the engines do not see)."""
-        return sum(tokens for _, tokens in self._parked)
+        return sum(entry[1] for entry in self._parked)
 
     # -- counting --------------------------------------------------------------------------------
     def _start_parked(self, now: float) -> list[str]:
@@ -169,7 +206,7 @@ class ProgramDoor:
         if self._returning:
             return started
         while self._parked and self._fits(self._parked[0][1]):
-            pid, tokens = self._parked.popleft()
+            pid, tokens, _ = self._parked.pop(0)
             self._share[pid] = tokens
             self._count(pid)
             started.append(pid)

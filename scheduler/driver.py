@@ -244,6 +244,11 @@ class ProgramDriver:
         self._release(program_id)
         return [CacheHint(program_id, action, 0.0)]
 
+    def leave_door(self, program_id: str, now: float) -> list[Action]:
+        """``program_id``'s caller stopped waiting at the door (``ProgramDoor.leave``: its
+        place in line is kept for its retry)."""
+        return self._started(self.door.leave(program_id, now))
+
     def tick(self, now: float) -> list[Action]:
         """Time passed: retentions that lapsed stop counting at the door."""
         return self._started(self.door.wake(now))

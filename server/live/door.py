@@ -5,7 +5,8 @@ The counting is ``scheduler.driver.ProgramDriver`` (``ProgramDoor`` underneath),
 object the simulator drives; this module only holds the asyncio side: a call of a parked
 program waits on an event the driver's :class:`~agentconsole.scheduler.driver.StartPrograms`
 sets (the calls of a fan-out wait together), and one that waits longer than ``wait_s`` gets
-503 with ``Retry-After`` and takes its program out of the queue (``on_leave``).
+503 with ``Retry-After`` and takes its program out of the queue (``on_leave``), its place in
+line kept for the client's retry (``ProgramDoor.leave``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class DoorRoom:
             if isinstance(error, TimeoutError):
                 raise Unavailable(
                     f"program {program_id!r} waited {self.wait_s:.0f} s at the admission door: "
-                    "the running programs fill the KV memory",
+                    "the running programs fill the KV memory; a retry of this program keeps "
+                    "its place in line",
                     headers={"Retry-After": "10"},
                 ) from None
             raise

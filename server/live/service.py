@@ -208,7 +208,7 @@ class ProgramService:
                 self.runtime.program_ended(action.program_id)
 
     def _left_door(self, program_id: str) -> None:
-        self.settle(self.driver.forget(program_id, time.time()))
+        self.settle(self.driver.leave_door(program_id, time.time()))
 
     def shut_down(self) -> None:
         """The server is closing: refuse new calls (503) and end every call in flight with the

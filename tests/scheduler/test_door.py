@@ -101,6 +101,49 @@ def test_a_started_program_that_grows_is_resized_and_parked_at_its_boundary() ->
     assert door.boundary_parks == 1
 
 
+def test_a_program_that_stopped_waiting_keeps_its_place_for_its_retry() -> None:
+    door = ProgramDoor(100, place_kept_s=60.0)
+    assert door.try_start("a", 100, 0.0)
+    assert not door.try_start("early", 50, 1.0)
+    assert not door.try_start("late", 50, 2.0)
+    assert door.leave("early", 3.0) == []  # its caller got 503 and will retry
+    assert (door.parked, door.is_parked("early")) == (1, False)
+    assert not door.try_start("early", 50, 10.0)  # the retry queues where it was
+    assert door.parked_total == 2  # one program waiting twice is one program that waited
+    assert door.finish("a", 11.0) == ["early", "late"]
+
+
+def test_a_retry_with_no_one_ahead_starts_at_once_and_a_lapsed_place_is_lost() -> None:
+    door = ProgramDoor(100, place_kept_s=60.0)
+    assert door.try_start("a", 60, 0.0)
+    assert not door.try_start("b", 50, 1.0)
+    assert not door.try_start("small", 10, 2.0)  # fits, but b is ahead of it
+    # while b is away the door starts who fits behind it
+    assert door.leave("b", 3.0) == ["small"]
+    assert door.finish("a", 4.0) == []
+    assert door.try_start("b", 50, 5.0)  # no one waits ahead of its place, and it fits
+    assert not door.try_start("c", 100, 6.0)
+    door.leave("c", 7.0)
+    assert not door.try_start("d", 100, 8.0)
+    assert not door.try_start("c", 100, 100.0)  # its place lapsed: it queues behind d
+    assert door.finish("b", 101.0) == []
+    assert door.finish("small", 102.0) == ["d"]
+    assert door.finish("d", 103.0) == ["c"]
+
+
+def test_a_started_program_that_stopped_waiting_at_its_boundary_stays_started() -> None:
+    door = ProgramDoor(1_000)
+    assert door.try_start("a", 300, 0.0)
+    assert door.try_start("b", 300, 0.0)
+    door.resize("a", 300, 900)
+    door.park_started("a")
+    assert not door.try_start("c", 10, 0.0)
+    assert door.leave("a", 1.0) == ["c"]  # its caller gave up waiting: newcomers may go on
+    assert (door.is_started("a"), door.is_returning("a"), door.held_tokens) == (True, False, 310)
+    door.rejoin("a")  # its retried call runs: it counts again
+    assert door.held_tokens == 300 + 900 + 10
+
+
 def test_one_program_alone_is_never_over_budget() -> None:
     door = ProgramDoor(100)
     assert door.try_start("huge", 5_000, 0.0)  # it could never start otherwise

@@ -69,6 +69,39 @@ def test_a_first_call_that_waits_too_long_gets_503_and_leaves_the_queue(tmp_path
             assert _call(c, "slow-a").status_code == 200
 
 
+def test_a_refused_programs_retry_keeps_its_place_in_line(tmp_path: Path) -> None:
+    with _door_server(tmp_path / "door.duckdb", admission_wait_s=1.0) as server:
+        server.wait_ready()
+        door = server.live.service.door
+        results: dict[str, httpx.Response] = {}
+
+        def call(program_id: str) -> None:
+            with server.client() as c2:
+                results[program_id] = _call(c2, program_id)
+
+        def waiting(count: int) -> None:
+            deadline = time.monotonic() + 5
+            while door.waiting < count and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert door.waiting == count
+
+        with server.client() as c:
+            assert _call(c, "line-a").status_code == 200
+            assert _call(c, "line-b").status_code == 503  # waited its second; told to retry
+            later = threading.Thread(target=call, args=("line-c",))
+            later.start()  # arrives after b first did
+            waiting(1)
+            retry = threading.Thread(target=call, args=("line-b",))
+            retry.start()  # b's retry, after c
+            waiting(2)
+            assert c.post("/v1/programs/line-a/finish", json={}).status_code == 200
+            retry.join(10)
+            later.join(10)
+        assert results["line-b"].status_code == 200, results["line-b"].text
+        # c waited behind b's kept place, b still counts: c's wait ran out
+        assert results["line-c"].status_code == 503
+
+
 def test_request_level_policies_have_no_door(tmp_path: Path) -> None:
     with _door_server(tmp_path / "door.duckdb", policy="fcfs") as server:
         server.wait_ready()
