@@ -85,6 +85,9 @@ ARMS = (
     Arm("sglang-fcfs", False, "fcfs", pin_ranks=False),
     Arm("sglang-lpm", False, "lpm", pin_ranks=False),
 )
+#: how long a program of the door arm may wait at the door (serve's bound is
+#: ``limits.admission_wait_s``, then 503 with Retry-After for the client to come back)
+DOOR_WAIT_S = 24 * 3600.0
 DOOR_ARM = Arm("agentconsole+door", True, "fcfs", door=True)
 #: ``--dp`` > 1: ours with calls unpinned, so the routing alone differs from ``agentconsole``
 ROUND_ROBIN_ARM = Arm("agentconsole-rr", True, "fcfs", pin_ranks=False)
@@ -134,9 +137,10 @@ async def run_arm(
             stock = await LiveReplay(runtime, trace, book, service, kv_hints=False).run()
             return ArmRun(stock, None)
         # ours is serve's own ProgramService (driver, door, tool-wait advisor), minus HTTP
-        served = ProgramService(
-            runtime, EventHub(), policy=args.policy, door=DoorSettings(enabled=arm.door)
-        )
+        # the replayed agents never retry: a first call the door answered 503 after serve's
+        # wait bound would be a lost program, so here a program waits at the door for good
+        door = DoorSettings(enabled=arm.door, wait_s=DOOR_WAIT_S)
+        served = ProgramService(runtime, EventHub(), policy=args.policy, door=door)
         served.runtime_ready.set()
         try:
             ended = await ServiceReplay(served, trace, book).run()

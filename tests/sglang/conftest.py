@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from tests.sglang.helpers import started_runtime
+
 os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -60,19 +62,12 @@ def engine(
     run: Callable[[Awaitable[Any]], Any], sgl_kernel_log: Path, events: Any
 ) -> Iterator[Any]:
     """The session's started ``SGLangRuntime`` (policy ``cp-cache``)."""
-    from agentconsole.server.runtime.registry import RuntimeOptions
-    from agentconsole.server.runtime.sglang.adapter import create_runtime
-
-    options = RuntimeOptions(
-        policy="cp-cache",
+    yield from started_runtime(
+        run,
         max_total_tokens=ENGINE_MAX_TOTAL_TOKENS,
         max_running_requests=1,
         extra={"event_sink": events},
     )
-    runtime = create_runtime(options)
-    run(runtime.start())
-    yield runtime
-    run(runtime.stop())
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import random
 import time
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,18 @@ def ticket(program: str, tenant: str = "ta", **fields: Any) -> CallTicket:
     """A ticket for a new call of ``program`` (unique call id), arriving now."""
     n = next(_ids)
     return CallTicket(f"{program}/n{n}/1", program, f"n{n}", tenant, arrival=time.time(), **fields)
+
+
+def started_runtime(run: Callable[[Awaitable[Any]], Any], **options: Any) -> Iterator[Any]:
+    """A started ``SGLangRuntime`` with the plugin (``RuntimeOptions(**options)``), stopped
+    when the generator is closed: the body of the lane's engine fixtures."""
+    from agentconsole.server.runtime.registry import RuntimeOptions
+    from agentconsole.server.runtime.sglang.adapter import create_runtime
+
+    runtime = create_runtime(RuntimeOptions(policy="cp-cache", **options))
+    run(runtime.start())
+    yield runtime
+    run(runtime.stop())
 
 
 def words(n_tokens: int, engine: Any, seed: int) -> str:

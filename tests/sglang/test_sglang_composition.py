@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.sglang.helpers import Outcome, consume, request, ticket, words
+from tests.sglang.helpers import Outcome, consume, request, started_runtime, ticket, words
 
 pytestmark = pytest.mark.sglang
 
@@ -25,19 +25,12 @@ LAST_CALL_OUTPUT = 40
 @pytest.fixture(scope="module")
 def chunked(run: Callable[[Awaitable[Any]], Any], sgl_kernel_log: Any) -> Iterator[Any]:
     """A started engine (plugin on, ``cp-cache``) with room for both calls at once."""
-    from agentconsole.server.runtime.registry import RuntimeOptions
-    from agentconsole.server.runtime.sglang.adapter import create_runtime
-
-    options = RuntimeOptions(
-        policy="cp-cache",
+    yield from started_runtime(
+        run,
         max_total_tokens=8192,
         max_running_requests=4,
         extra={"engine_args": {"chunked_prefill_size": CHUNK_TOKENS}},
     )
-    runtime = create_runtime(options)
-    run(runtime.start())
-    yield runtime
-    run(runtime.stop())
 
 
 def _set_deferral(rt: Any, max_decode_passes: int | None) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.sglang.conftest import ENGINE_MAX_TOTAL_TOKENS
-from tests.sglang.helpers import consume, queued, request, started, ticket
+from tests.sglang.helpers import consume, queued, request, started, started_runtime, ticket
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]
 
@@ -24,19 +24,9 @@ _REMAINING_CP_S = [8.0, 0.5, 16.0, 2.0, 4.0]
 @pytest.fixture(scope="module")
 def tp2(run: Callable[[Awaitable[Any]], Any], sgl_kernel_log: Any) -> Iterator[Any]:
     """A started ``tp=2`` ``SGLangRuntime`` with the plugin (policy ``cp-cache``)."""
-    from agentconsole.server.runtime.registry import RuntimeOptions
-    from agentconsole.server.runtime.sglang.adapter import create_runtime
-
-    options = RuntimeOptions(
-        policy="cp-cache",
-        max_total_tokens=ENGINE_MAX_TOTAL_TOKENS,
-        max_running_requests=1,
-        tp=2,
+    yield from started_runtime(
+        run, max_total_tokens=ENGINE_MAX_TOTAL_TOKENS, max_running_requests=1, tp=2
     )
-    runtime = create_runtime(options)
-    run(runtime.start())
-    yield runtime
-    run(runtime.stop())
 
 
 async def _admission_order(rt: Any, tag: str) -> list[str]:
