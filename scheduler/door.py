@@ -140,6 +140,15 @@ class ProgramDoor:
             self._returning.append(program_id)
             self.boundary_parks += 1
 
+    def holds_place(self, program_id: str, now: float) -> bool:
+        """``program_id`` waits at the door, or stopped waiting and keeps its place."""
+        kept = self._kept.get(program_id)
+        return (
+            self.is_parked(program_id)
+            or program_id in self._returning
+            or (kept is not None and kept[1] > now)
+        )
+
     def is_returning(self, program_id: str) -> bool:
         """``program_id`` was parked at a call boundary and waits to go on."""
         return program_id in self._returning

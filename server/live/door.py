@@ -13,8 +13,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from agentconsole.server.live.errors import Unavailable
+
+
+@dataclass(slots=True)
+class _Gate:
+    """One program's waiting calls (a fan-out's first calls wait together)."""
+
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
+    waiters: int = 0
 
 
 class DoorRoom:
@@ -23,26 +32,29 @@ class DoorRoom:
     def __init__(self, on_leave: Callable[[str], None], *, wait_s: float = 120.0) -> None:
         self.on_leave = on_leave
         self.wait_s = wait_s
-        self._waiting: dict[str, asyncio.Event] = {}
+        self._waiting: dict[str, _Gate] = {}
 
     async def wait(self, program_id: str) -> None:
-        """Wait until ``program_id`` is let in; :class:`Unavailable` after ``wait_s`` (the
-        program then leaves the queue, as it does when the caller is cancelled)."""
-        event = self._waiting.get(program_id)
-        if event is None:
-            event = self._waiting[program_id] = asyncio.Event()
+        """Wait until ``program_id`` is let in; :class:`Unavailable` after ``wait_s``. When
+        its last waiting call gives up (timed out or cancelled), the program leaves the
+        queue; a call of it still waiting keeps it there."""
+        gate = self._waiting.setdefault(program_id, _Gate())
+        gate.waiters += 1
         try:
             async with asyncio.timeout(self.wait_s):
-                await event.wait()
+                await gate.opened.wait()
         except (TimeoutError, asyncio.CancelledError) as error:
-            if not event.is_set():  # still at the door: leave it
-                self._waiting.pop(program_id, None)
+            gate.waiters -= 1
+            # still at the door and no other call of it waits: the program leaves the queue
+            if not gate.opened.is_set() and not gate.waiters:
+                if self._waiting.get(program_id) is gate:
+                    del self._waiting[program_id]
                 self.on_leave(program_id)
             if isinstance(error, TimeoutError):
                 raise Unavailable(
                     f"program {program_id!r} waited {self.wait_s:.0f} s at the admission door: "
-                    "the running programs fill the KV memory; a retry of this program keeps "
-                    "its place in line",
+                    "the running programs fill the KV memory; a retry with this program id "
+                    "keeps its place in line",
                     headers={"Retry-After": "10"},
                 ) from None
             raise
@@ -50,9 +62,9 @@ class DoorRoom:
     def open(self, program_ids: Iterable[str]) -> None:
         """Let these programs in (their waiting calls go on)."""
         for program_id in program_ids:
-            event = self._waiting.pop(program_id, None)
-            if event is not None:
-                event.set()
+            gate = self._waiting.pop(program_id, None)
+            if gate is not None:
+                gate.opened.set()
 
     @property
     def waiting(self) -> int:

@@ -3,9 +3,10 @@
 * Wall-time quotas: a running program past its ``wall_time_s`` is cancelled (its calls
   aborted) within one sweep, so the kill lands well under a second after the limit.
 * Programs end themselves: many agents never say they are done (an unmodified OpenAI client,
-  an inferred program), so a program with no call or tool running and no activity for
-  ``program_idle_s`` is finished. A tool call the model asked for whose result never came
-  back (``ToolCallBook``) does not count as running: it is closed as abandoned.
+  an inferred program), so a program with no call or tool running, none waiting at the
+  admission door, and no activity for ``program_idle_s`` is finished. A tool call the model
+  asked for whose result never came back (``ToolCallBook``) does not count as running: it is
+  closed as abandoned.
 * Memory: programs that ended more than ``retain_s`` ago leave the controller's table (the
   store keeps them; reads fall back to it).
 
@@ -94,6 +95,8 @@ class Sweeper:
             active = self._active[pid] = last_activity(program)
         if now - active <= self.program_idle_s or self.service.calls_of(pid):
             return False
+        if self.service.driver.door.holds_place(pid, now):
+            return False  # waiting at the door is not idleness: its calls (or retry) come
         asked = self.service.tool_calls.pending(pid)
         for node in program.nodes.values():
             if node.state is NodeState.RUNNING and node.node_id not in asked:

@@ -113,20 +113,24 @@ def test_a_program_that_stopped_waiting_keeps_its_place_for_its_retry() -> None:
     assert door.finish("a", 11.0) == ["early", "late"]
 
 
-def test_a_retry_with_no_one_ahead_starts_at_once_and_a_lapsed_place_is_lost() -> None:
+def test_a_retry_that_fits_starts_ahead_of_later_arrivals_and_a_lapsed_place_is_lost() -> None:
     door = ProgramDoor(100, place_kept_s=60.0)
     assert door.try_start("a", 60, 0.0)
-    assert not door.try_start("b", 50, 1.0)
-    assert not door.try_start("small", 10, 2.0)  # fits, but b is ahead of it
-    # while b is away the door starts who fits behind it
-    assert door.leave("b", 3.0) == ["small"]
-    assert door.finish("a", 4.0) == []
-    assert door.try_start("b", 50, 5.0)  # no one waits ahead of its place, and it fits
+    assert door.try_start("small", 30, 0.0)
+    assert not door.try_start("b", 40, 1.0)
+    assert door.leave("b", 2.0) == []
+    assert not door.try_start("big", 80, 3.0)  # arrived after b first did
+    assert door.finish("small", 4.0) == []  # 60 + 80 > 100: big still waits
+    # b's place is ahead of big's and it fits: it starts at once (behind big it would wait)
+    assert door.try_start("b", 40, 5.0)
+    assert door.finish("a", 6.0) == []
+    assert door.finish("b", 6.0) == ["big"]
+    assert door.try_start("small", 10, 7.0)
     assert not door.try_start("c", 100, 6.0)
     door.leave("c", 7.0)
     assert not door.try_start("d", 100, 8.0)
     assert not door.try_start("c", 100, 100.0)  # its place lapsed: it queues behind d
-    assert door.finish("b", 101.0) == []
+    assert door.finish("big", 101.0) == []
     assert door.finish("small", 102.0) == ["d"]
     assert door.finish("d", 103.0) == ["c"]
 

@@ -70,7 +70,7 @@ def test_a_first_call_that_waits_too_long_gets_503_and_leaves_the_queue(tmp_path
 
 
 def test_a_refused_programs_retry_keeps_its_place_in_line(tmp_path: Path) -> None:
-    with _door_server(tmp_path / "door.duckdb", admission_wait_s=1.0) as server:
+    with _door_server(tmp_path / "door.duckdb", admission_wait_s=2.0) as server:
         server.wait_ready()
         door = server.live.service.door
         results: dict[str, httpx.Response] = {}
@@ -100,6 +100,32 @@ def test_a_refused_programs_retry_keeps_its_place_in_line(tmp_path: Path) -> Non
         assert results["line-b"].status_code == 200, results["line-b"].text
         # c waited behind b's kept place, b still counts: c's wait ran out
         assert results["line-c"].status_code == 503
+
+
+def test_a_program_waiting_at_the_door_is_not_idle(tmp_path: Path) -> None:
+    """The sweeper ends programs idle past ``program_idle_s``; one whose first call waits at
+    the door is not idle (it used to be finished there, its call left waiting for nothing)."""
+    waits = _door_server(tmp_path / "door.duckdb", admission_wait_s=10.0, program_idle_s=0.6)
+    with waits as server:
+        server.wait_ready()
+        result: dict[str, httpx.Response] = {}
+
+        def second() -> None:
+            with server.client() as c2:
+                result["waiter"] = _call(c2, "idle-b")
+
+        with server.client() as c:
+            assert _call(c, "idle-a").status_code == 200
+            waiter = threading.Thread(target=second)
+            waiter.start()
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline:  # a stays busy; b waits past the idle limit
+                assert _call(c, "idle-a").status_code == 200
+                time.sleep(0.2)
+            assert c.post("/v1/programs/idle-a/finish", json={}).status_code == 200
+            waiter.join(10)
+            assert result["waiter"].status_code == 200, result["waiter"].text
+            assert c.get("/v1/programs/idle-b").json()["state"] == "running"
 
 
 def test_request_level_policies_have_no_door(tmp_path: Path) -> None:

@@ -1,0 +1,31 @@
+"""The door's waiting room (``server.live.door.DoorRoom``): the first calls of a program wait
+together, and the program leaves the queue only when the last of them gives up."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentconsole.server.live.door import DoorRoom
+from agentconsole.server.live.errors import Unavailable
+
+
+def test_a_program_leaves_the_queue_only_when_its_last_waiting_call_gives_up() -> None:
+    left: list[str] = []
+
+    async def scenario() -> None:
+        room = DoorRoom(left.append, wait_s=0.2)
+        gone = asyncio.create_task(room.wait("fan-out"))
+        stays = asyncio.create_task(room.wait("fan-out"))
+        await asyncio.sleep(0.01)
+        gone.cancel()  # its client went away: its sibling still waits
+        await asyncio.gather(gone, return_exceptions=True)
+        assert (left, room.waiting) == ([], 1)
+        room.open(["fan-out"])
+        await stays  # let in
+        first = asyncio.create_task(room.wait("refused"))
+        second = asyncio.create_task(room.wait("refused"))
+        outcomes = await asyncio.gather(first, second, return_exceptions=True)
+        assert all(isinstance(outcome, Unavailable) for outcome in outcomes)
+        assert (left, room.waiting) == (["refused"], 0)  # it left once, with its last call
+
+    asyncio.run(scenario())
