@@ -35,7 +35,9 @@ async def _admission_order(rt: Any, tag: str) -> list[str]:
     queued before the first is admitted, whatever the engine's speed."""
     blocker = ticket(f"blk-{tag}", remaining_cp_s=0.01, expected_output_tokens=200)
     first = asyncio.ensure_future(consume(rt, request(blocker, "hold the engine " * 6, 200)))
-    await started(rt, blocker.call_id)
+    # a cold tp=2 engine's first forward (its two ranks' gloo set-up) took over 30 s on a
+    # loaded 2-core host beside the session's engine: the order is the test, not the speed
+    await started(rt, blocker.call_id, timeout=180.0)
     calls = []
     for n, cp in enumerate(_REMAINING_CP_S):
         t = ticket(f"q{n}-{tag}", remaining_cp_s=cp, expected_output_tokens=6, prompt_tokens=12)
