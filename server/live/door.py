@@ -47,8 +47,7 @@ class DoorRoom:
             gate.waiters -= 1
             # still at the door and no other call of it waits: the program leaves the queue
             if not gate.opened.is_set() and not gate.waiters:
-                if self._waiting.get(program_id) is gate:
-                    del self._waiting[program_id]
+                del self._waiting[program_id]  # an opened gate is the only one removed
                 self.on_leave(program_id)
             if isinstance(error, TimeoutError):
                 raise Unavailable(
