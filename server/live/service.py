@@ -206,6 +206,8 @@ class ProgramService:
                 await self.stop_for_quota(action.program_id, error)
             elif isinstance(action, ProgramEnded):
                 self.runtime.program_ended(action.program_id)
+                # calls still waiting at the door wake to find it ended (409), not time out
+                self.door.open((action.program_id,))
 
     def _left_door(self, program_id: str) -> None:
         self.settle(self.driver.leave_door(program_id, time.time()))

@@ -128,6 +128,40 @@ def test_a_program_waiting_at_the_door_is_not_idle(tmp_path: Path) -> None:
             assert c.get("/v1/programs/idle-b").json()["state"] == "running"
 
 
+def test_a_program_cancelled_at_the_door_answers_its_waiting_call_at_once(
+    tmp_path: Path,
+) -> None:
+    """A cancel wakes the program's call waiting at the door with 409 (it used to wait out
+    the whole admission wait and get a 503 telling it to retry)."""
+    with _door_server(tmp_path / "door.duckdb", admission_wait_s=30.0) as server:
+        server.wait_ready()
+        result: dict[str, Any] = {}
+
+        def second() -> None:
+            with server.client() as c2:
+                result["response"] = _call(c2, "gone-b")
+                result["at"] = time.monotonic()
+
+        with server.client() as c:
+            assert _call(c, "gone-a").status_code == 200
+            waiter = threading.Thread(target=second)
+            waiter.start()
+            door = server.live.service.door
+            deadline = time.monotonic() + 5
+            while door.waiting == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert door.waiting == 1
+            cancelled_at = time.monotonic()
+            assert c.post("/v1/programs/gone-b/cancel", json={}).status_code == 200
+            waiter.join(10)
+        response = result["response"]
+        assert response.status_code == 409, response.text
+        assert "cancelled" in response.json()["error"]["message"]
+        assert result["at"] - cancelled_at < 5.0  # woken, not timed out (30 s)
+        assert door.waiting == 0
+        assert not server.live.service.driver.door.holds_place("gone-b", time.time())
+
+
 def test_request_level_policies_have_no_door(tmp_path: Path) -> None:
     with _door_server(tmp_path / "door.duckdb", policy="fcfs") as server:
         server.wait_ready()
