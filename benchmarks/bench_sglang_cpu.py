@@ -146,6 +146,9 @@ async def run_arm(
             ended = await ServiceReplay(served, trace, book).run()
         finally:
             await served.stop()
+        gate = served.driver.door
+        if arm.door:  # how often the door held a program back, and whether contexts outgrew it
+            print(f"  door: {gate.parked_total} waited, {gate.boundary_parks} boundary parks")
         outcomes = [
             ProgramOutcome(
                 e.trace.id,

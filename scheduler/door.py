@@ -21,6 +21,16 @@ estimate, corrected as the program grows). When the started programs outgrow the
 anyway, a started program reaching its next call boundary is parked there
 (:meth:`~ProgramDoor.park_started`) and starts again, before any newcomer, once room frees up.
 
+The door is work-conserving when told the engines' batch (``batch_slots``, the requests they
+run at once): while fewer started programs than that have calls in the engine, the next program
+in line starts as soon as what the started programs hold *now* leaves room for its predicted
+peak, even though their predicted peaks do not. Predictions alone would keep a slot idle while
+the started programs wait on tools (a compute-bound engine then runs smaller batches than it
+could, which costs more than the recomputes the door saves). Thrash, when it comes, shows as
+the started programs outgrowing the budget: they park at their boundaries as above, and the
+door stops filling slots for ``fill_cooldown_s`` after each such park (the workload's contexts
+outgrow memory: the predictions are what keeps it from thrashing again).
+
 A program whose caller stops waiting (:meth:`~ProgramDoor.leave`: serve answers 503 with
 Retry-After after its wait bound) keeps its place in line for ``place_kept_s``: the client's
 retry queues where it was, not behind everyone who arrived since, so a long queue does not
@@ -37,23 +47,38 @@ from collections import deque
 #: how long a program that stopped waiting at the door keeps its place in line (a client
 #: told to retry in seconds comes back well within it)
 PLACE_KEPT_S = 300.0
+#: after a started program is parked at a boundary (evidence that contexts outgrow memory),
+#: the door admits by predictions alone this long (a long agent session lasts many minutes)
+FILL_COOLDOWN_S = 600.0
 
 
 class ProgramDoor:
-    """Admits programs while their counted private contexts fit ``budget_tokens``.
+    """Admits programs while their counted private contexts fit ``budget_tokens``, or,
+    while fewer than ``batch_slots`` of them have calls in the engine, while what they hold
+    now leaves room (see the module docstring; 0: predictions alone).
 
     A program larger than the whole budget still starts when nothing else counts (it could
     never start otherwise). A disabled gate admits everything at once and counts nothing.
     """
 
     def __init__(
-        self, budget_tokens: int, *, enabled: bool = True, place_kept_s: float = PLACE_KEPT_S
+        self,
+        budget_tokens: int,
+        *,
+        enabled: bool = True,
+        place_kept_s: float = PLACE_KEPT_S,
+        batch_slots: int = 0,
+        fill_cooldown_s: float = FILL_COOLDOWN_S,
     ) -> None:
         if budget_tokens < 0:
             raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
         self.budget_tokens = budget_tokens
         self.enabled = enabled
         self.place_kept_s = place_kept_s
+        self.batch_slots = batch_slots
+        self.fill_cooldown_s = fill_cooldown_s
+        self._running: set[str] = set()  # started programs with calls in the engine
+        self._no_fill_until = float("-inf")  # slots are not filled before (after thrash)
         self._share: dict[str, int] = {}  # started program -> private tokens it started with
         self._counted: set[str] = set()  # started programs in the working set
         self._version: dict[str, int] = {}  # bumped on every step out / rejoin
@@ -80,9 +105,10 @@ class ProgramDoor:
         returned = kept is not None and kept[1] > now
         place = kept[0] if kept is not None and returned else next(self._places)
         ahead = bool(self._returning) or (bool(self._parked) and self._parked[0][2] < place)
-        if not ahead and self._fits(private_tokens):
+        if not ahead and self._admits(private_tokens, now):
             self._share[program_id] = private_tokens
             self._count(program_id)
+            self._running.add(program_id)
             return True
         insort(self._parked, (program_id, private_tokens, place), key=lambda entry: entry[2])
         self.parked_total += not returned
@@ -107,6 +133,7 @@ class ProgramDoor:
         ``<= now`` when it was dropped). Returns the parked programs that start now."""
         if program_id not in self._share:
             return []
+        self._running.discard(program_id)
         version = self._version[program_id] = self._version.get(program_id, 0) + 1
         if until > now:
             heapq.heappush(self._expiry, (until, version, program_id))
@@ -131,11 +158,14 @@ class ProgramDoor:
         """What the started programs hold no longer fits: they outgrew memory."""
         return self.enabled and self.held_tokens > self.budget_tokens and len(self._counted) > 1
 
-    def park_started(self, program_id: str) -> None:
+    def park_started(self, program_id: str, now: float) -> None:
         """Park started program ``program_id`` at its call boundary: it stops counting and
-        waits, ahead of newcomers, until its working set fits again."""
+        waits, ahead of newcomers, until its working set fits again; no slot is filled past
+        the predictions for ``fill_cooldown_s``."""
         if program_id in self._share and program_id not in self._returning:
+            self._no_fill_until = now + self.fill_cooldown_s
             self._uncount(program_id)
+            self._running.discard(program_id)
             self._version[program_id] = self._version.get(program_id, 0) + 1
             self._returning.append(program_id)
             self.boundary_parks += 1
@@ -158,12 +188,14 @@ class ProgramDoor:
         if program_id in self._share:
             self._version[program_id] = self._version.get(program_id, 0) + 1
             self._count(program_id)
+            self._running.add(program_id)
 
     def finish(self, program_id: str, now: float) -> list[str]:
         """``program_id`` ended (or was cancelled, at the door or not): it no longer counts;
         returns the parked programs, in arrival order, that start now."""
         if program_id in self._share:
             self._uncount(program_id)
+            self._running.discard(program_id)
             del self._share[program_id]
             self._held.pop(program_id, None)
             self._version.pop(program_id, None)
@@ -208,16 +240,18 @@ class ProgramDoor:
         self._expire(now)
         started: list[str] = []
         # programs parked at a call boundary go on first: their context is half-built
-        while self._returning and self._fits(self._share[self._returning[0]]):
+        while self._returning and self._admits(self._share[self._returning[0]], now):
             pid = self._returning.popleft()
             self._count(pid)
+            self._running.add(pid)
             started.append(pid)
         if self._returning:
             return started
-        while self._parked and self._fits(self._parked[0][1]):
+        while self._parked and self._admits(self._parked[0][1], now):
             pid, tokens, _ = self._parked.pop(0)
             self._share[pid] = tokens
             self._count(pid)
+            self._running.add(pid)
             started.append(pid)
         return started
 
@@ -228,8 +262,13 @@ class ProgramDoor:
             if self._version.get(pid) == version:  # not rejoined or stepped out again since
                 self._uncount(pid)
 
-    def _fits(self, tokens: int) -> bool:
-        return not self._counted or self.used_tokens + tokens <= self.budget_tokens
+    def _admits(self, tokens: int, now: float) -> bool:
+        """A program predicted to reach ``tokens`` may start (or go on) now."""
+        if not self._counted or self.used_tokens + tokens <= self.budget_tokens:
+            return True
+        # work-conserving: a slot would idle; what is held now (not predicted) must leave room
+        slot_free = len(self._running) < self.batch_slots and now >= self._no_fill_until
+        return slot_free and self.held_tokens + tokens <= self.budget_tokens
 
     def _count(self, program_id: str) -> None:
         if program_id not in self._counted:

@@ -207,10 +207,20 @@ class ProgramDriver:
         """New programs may have to wait (admission on under a program-aware policy)."""
         return self.door.enabled and self.program_aware
 
-    def arrive(self, program_id: str, private_tokens: int, memory_tokens: int, now: float) -> bool:
+    def arrive(
+        self,
+        program_id: str,
+        private_tokens: int,
+        memory_tokens: int,
+        now: float,
+        *,
+        batch_slots: int = 0,
+    ) -> bool:
         """A new program's first work is here; True when it starts now, False when it is
         parked (a later :class:`StartPrograms` starts it). ``private_tokens``: its first
-        prompt's non-public tokens; ``memory_tokens``: the engines' HBM + DRAM now."""
+        prompt's non-public tokens; ``memory_tokens``: the engines' HBM + DRAM now;
+        ``batch_slots``: the requests they run at once (0: unknown; the door then admits by
+        predicted working sets alone)."""
         if not self.door_open or self.door.is_started(program_id):
             return True
         if self.budget_tokens is None and memory_tokens <= 0:
@@ -222,6 +232,7 @@ class ProgramDriver:
             if self.budget_tokens is not None
             else int(memory_tokens * self.memory_share)
         )
+        self.door.batch_slots = batch_slots
         flight = self._flight(program_id)
         flight.private_tokens = flight.peak_tokens = private_tokens
         return self.door.try_start(program_id, self._predicted(program_id, private_tokens), now)
@@ -236,7 +247,7 @@ class ProgramDriver:
             return None
         if self.in_flight(program_id) or door.is_returning(program_id):
             return None  # a fan-out's sibling runs: it parks at a boundary of its own
-        door.park_started(program_id)
+        door.park_started(program_id, now)
         memory = view.memory(program_id, now)
         flight = self._flight(program_id)
         room = memory.dram_capacity_tokens >= flight.private_tokens > 0

@@ -94,6 +94,8 @@ class MemoryView:
     queued_tokens: float = 0.0
     queued_calls: int = 0
     running_calls: int = 0
+    #: requests the engine runs at once (SGLang's ``max_running_requests``; 0: unknown)
+    batch_slots: int = 0
     dram_capacity_tokens: int = 0
     kv_bytes_per_token: float = 1.0
     #: bandwidth of the host link (HBM <-> DRAM), bytes per second

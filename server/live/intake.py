@@ -216,8 +216,11 @@ class CallIntake:
         elif program.nodes:
             return  # started, nothing finished yet: no boundary to park it at
         else:
-            memory = svc.runtime.memory().memory_tokens
-            if svc.driver.arrive(pid, prompt.private_tokens, memory, time.time()):
+            memory = svc.runtime.memory()
+            tokens, slots = memory.memory_tokens, memory.batch_slots
+            if svc.driver.arrive(
+                pid, prompt.private_tokens, tokens, time.time(), batch_slots=slots
+            ):
                 return
         await svc.door.wait(pid)
         svc.require_running(program)  # it may have been cancelled while at the door

@@ -91,7 +91,7 @@ def test_a_started_program_that_grows_is_resized_and_parked_at_its_boundary() ->
     assert not door.try_start("c", 10, 0.0)  # no newcomer while the predictions do not fit
     door.resize("a", 2_000, 800)  # it grew: 1,100 held
     assert (door.held_tokens, door.over_budget) == (1_100, True)
-    door.park_started("a")  # at its next call boundary
+    door.park_started("a", 0.0)  # at its next call boundary
     assert door.is_returning("a")
     assert (door.held_tokens, door.over_budget) == (300, False)
     assert not door.try_start("d", 10, 0.0)  # a newcomer waits behind the returning one
@@ -99,6 +99,56 @@ def test_a_started_program_that_grows_is_resized_and_parked_at_its_boundary() ->
     assert door.finish("b", 1.0) == ["a"]
     assert door.finish("a", 2.0) == ["c", "d"]
     assert door.boundary_parks == 1
+
+
+def test_a_work_conserving_door_starts_the_next_program_rather_than_idle_a_slot() -> None:
+    """With the engine's batch known, predictions do not keep a slot idle: while fewer started
+    programs than ``batch_slots`` have calls in the engine, the next one starts when what is
+    held now leaves room for its prediction."""
+    door = ProgramDoor(1_000, batch_slots=2)
+    assert door.try_start("a", 600, 0.0)
+    door.resize("a", 600, 200)  # predicted to reach 600, holds 200
+    assert door.try_start("b", 300, 0.0)  # fits the predictions: 900
+    door.resize("b", 300, 100)
+    # both slots busy: predictions decide (900 + 300 > 1,000), whatever is held
+    assert not door.try_start("c", 300, 0.0)
+    # a waits on a tool, its context kept: a slot would idle, and 300 held + 300 fits
+    assert door.step_out("a", until=60.0, now=1.0) == ["c"]
+    assert door.used_tokens == 1_200  # over the predictions: thrash, if it comes, parks
+    # b waits too: but 300 + 300 held + d's 500 does not fit what is held
+    assert not door.try_start("d", 500, 1.0)
+    assert door.step_out("b", until=60.0, now=2.0) == []
+    door.resize("c", 300, 300)
+    door.resize("a", 600, 600)  # a grew while out: the started programs hold 1,000
+    assert not door.over_budget
+    door.rejoin("a")
+    door.resize("b", 300, 150)
+    assert door.over_budget  # 1,050 held: thrash; a started program parks at its boundary
+    door.park_started("b", 2.5)
+    assert door.finish("c", 3.0) == ["b"]  # the returning program first, then d waits
+    assert door.parked == 1
+
+
+def test_after_a_boundary_park_the_door_fills_no_slot_for_its_cooldown() -> None:
+    door = ProgramDoor(1_000, batch_slots=4, fill_cooldown_s=100.0)
+    assert door.try_start("a", 600, 0.0)
+    door.resize("a", 600, 100)
+    assert door.try_start("b", 400, 0.0)
+    door.resize("b", 400, 100)
+    assert door.try_start("c", 300, 0.0)  # over the predictions: a slot was free
+    door.park_started("c", 5.0)  # contexts outgrew memory: evidence of thrash
+    assert door.finish("c", 6.0) == []
+    assert not door.try_start("d", 300, 7.0)  # a slot is free, but predictions decide now
+    assert door.wake(104.0) == []
+    assert door.wake(105.0) == ["d"]  # the cooldown is over: the free slot is filled
+
+
+def test_without_the_batch_the_door_admits_by_predictions_alone() -> None:
+    door = ProgramDoor(1_000)  # batch_slots 0: the engine's batch unknown
+    assert door.try_start("a", 900, 0.0)
+    door.resize("a", 900, 100)
+    assert not door.try_start("b", 300, 0.0)
+    assert door.step_out("a", until=60.0, now=1.0) == []  # kept: it still counts
 
 
 def test_a_program_that_stopped_waiting_keeps_its_place_for_its_retry() -> None:
@@ -140,7 +190,7 @@ def test_a_started_program_that_stopped_waiting_at_its_boundary_stays_started() 
     assert door.try_start("a", 300, 0.0)
     assert door.try_start("b", 300, 0.0)
     door.resize("a", 300, 900)
-    door.park_started("a")
+    door.park_started("a", 0.0)
     assert not door.try_start("c", 10, 0.0)
     assert door.leave("a", 1.0) == ["c"]  # its caller gave up waiting: newcomers may go on
     assert (door.is_started("a"), door.is_returning("a"), door.held_tokens) == (True, False, 310)

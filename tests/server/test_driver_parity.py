@@ -123,7 +123,7 @@ class Recorder:
 
             setattr(d, name, recorded)
 
-        wrap("arrive", lambda pid, tokens, memory, now: (pid,))
+        wrap("arrive", lambda pid, tokens, memory, now, batch_slots=0: (pid, batch_slots))
         wrap("at_boundary", lambda pid, view, now: (pid,))
         wrap("queue_call", lambda pid, nid, probe, now, **kw: (pid, nid))
         wrap("call_ended", lambda pid, nid, cid, now, usage, outcome="ok": (pid, nid, outcome))
@@ -225,7 +225,7 @@ def test_bench_and_serve_ask_the_driver_the_same_questions_and_get_the_same_answ
     serve_log, serve_asked = asyncio.run(_serve(ended))
     assert bench_log == serve_log
     assert bench_log == [
-        ("arrive", "par-1"),
+        ("arrive", "par-1", 256),  # the engine's batch: the door fills it
         ("queue_call", "par-1", "llm-1"),
         ("call_ended", "par-1", "llm-1", "ok"),
         ("tool_started", "par-1", "tool-2"),
@@ -238,7 +238,7 @@ def test_bench_and_serve_ask_the_driver_the_same_questions_and_get_the_same_answ
         ("call_ended", "par-1", "llm-4", "ok"),
         ("finish", "par-1", True),
         ("ended", "par-1"),
-        ("arrive", "par-2"),
+        ("arrive", "par-2", 256),  # the engine's batch: the door fills it
         ("queue_call", "par-2", "llm-1"),
         ("call_ended", "par-2", "llm-1", "ok"),
         ("tool_started", "par-2", "tool-3"),

@@ -31,6 +31,8 @@ def test_status_is_written_by_the_scheduler(rt: Any) -> None:
     assert status.pid in rt._procs.pids
     assert status.errors == 0, status.last_error
     assert status.kv_capacity_tokens == 4096
+    assert status.batch_slots == 1  # SGLang's max_running_requests: the door fills the batch
+    assert rt.memory().batch_slots == 1
 
 
 def test_engine_environment_is_not_left_in_the_server_process(rt: Any) -> None:

@@ -32,6 +32,7 @@ def merged_memory(views: Mapping[str, MemoryView]) -> MemoryView:
         queued_tokens=sum(v.queued_tokens for v in items),
         queued_calls=sum(v.queued_calls for v in items),
         running_calls=sum(v.running_calls for v in items),
+        batch_slots=sum(v.batch_slots for v in items),
         dram_capacity_tokens=sum(v.dram_capacity_tokens for v in items),
         kv_bytes_per_token=max(v.kv_bytes_per_token for v in items),
         host_link_bytes_per_s=min(v.host_link_bytes_per_s for v in items),

@@ -78,6 +78,7 @@ class KVView:
                 queued_tokens=float(sum(_prompt_tokens(c) for c in pending)),
                 queued_calls=len(pending),
                 running_calls=len(self._calls) - len(pending),
+                batch_slots=self.settings.max_running_requests or 0,
             )
         known = {q.rid for q in status.queued} | {r.rid for r in status.running}
         waiting_here = [c for c in pending if c.rid not in known]  # being tokenized or held
@@ -92,6 +93,7 @@ class KVView:
             queued_tokens=float(queued),
             queued_calls=len(status.queued) + len(waiting_here),
             running_calls=len(status.running),
+            batch_slots=status.batch_slots,
             dram_capacity_tokens=status.host_capacity_tokens,
             kv_bytes_per_token=float(status.kv_bytes_per_token or 1),
         )

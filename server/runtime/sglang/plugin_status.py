@@ -7,6 +7,7 @@ another build leaves its number at zero rather than stopping the scheduler.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -98,6 +99,8 @@ def fill_kv(status: SchedulerStatus, scheduler: Any) -> None:
         status.kv_evictable_tokens = int(scheduler.tree_cache.evictable_size())
     except (AttributeError, TypeError, ValueError):
         pass
+    with contextlib.suppress(AttributeError, TypeError, ValueError):
+        status.batch_slots = int(scheduler.max_running_requests)
     try:
         pool = scheduler.token_to_kv_pool_allocator.get_kvcache()
         k_bytes, v_bytes = pool.get_kv_size_bytes()

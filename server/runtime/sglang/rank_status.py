@@ -55,6 +55,7 @@ def merge_statuses(statuses: Sequence[SchedulerStatus]) -> SchedulerStatus:
             "kv_used_tokens",
             "kv_capacity_tokens",
             "kv_evictable_tokens",
+            "batch_slots",
             "host_used_tokens",
             "host_capacity_tokens",
             "evicted_tokens",

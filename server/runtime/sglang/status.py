@@ -52,6 +52,8 @@ class SchedulerStatus:
     kv_capacity_tokens: int = 0
     kv_evictable_tokens: int = 0
     kv_bytes_per_token: int = 0
+    #: requests the scheduler runs at once (SGLang's ``max_running_requests``)
+    batch_slots: int = 0
     retained_tokens: dict[str, int] = field(default_factory=dict)  # program -> kept tokens
     tenant_service_s: dict[str, float] = field(default_factory=dict)
     #: HiCache's host tier (GPU only; zero without HiCache)

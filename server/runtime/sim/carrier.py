@@ -47,6 +47,7 @@ def memory_view(engine: SimEngine, now: float) -> MemoryView:
         queued_tokens=engine.queued_demand,
         queued_calls=len(engine.queue),
         running_calls=len(engine.running),
+        batch_slots=engine.config.max_running_requests,
         dram_capacity_tokens=index.capacity(Tier.DRAM),
         kv_bytes_per_token=cost.kv_bytes_per_token,
         host_link_bytes_per_s=engine.tiers.dram.bandwidth_bytes_per_s,

@@ -76,6 +76,9 @@ class SimConfig:
     program_admission: bool = True
     #: share of HBM + DRAM the started programs' private contexts may claim
     admission_memory_share: float = 0.9
+    #: the door starts the next program whenever an engine would run below its batch
+    #: (work-conserving; off: predicted working sets alone)
+    admission_fill: bool = True
     #: several models, each on its own replicas, and the selector giving each call one
     #: (``sim/models.py``); ``None``: one model, ``replicas`` engines of the given cost model
     models: ModelSetup | None = None
@@ -136,6 +139,10 @@ class Simulation:
         )
         self._memory_tokens = sum(
             e.index.capacity(Tier.HBM) + e.index.capacity(Tier.DRAM) for e in self.engines
+        )
+        #: requests the engines run at once (the door starts a program rather than idle one)
+        self._batch_slots = (
+            sum(e.config.max_running_requests for e in self.engines) if config.admission_fill else 0
         )
         self._programs = programs
         self._heap: list[tuple[float, int, timeline.SimEvent]] = []
@@ -291,7 +298,8 @@ class Simulation:
             ideal_e2e_s=ideal,
         )
         size = run.private_tokens_at_start()
-        if self.driver.arrive(program.id, size, self._memory_tokens, now):
+        slots = self._batch_slots
+        if self.driver.arrive(program.id, size, self._memory_tokens, now, batch_slots=slots):
             self._start(run, now)
 
     def _start(self, run: ProgramRun, now: float) -> None:
