@@ -168,6 +168,9 @@ class _Flight:
     #: it held so far: what the door sizes it by and what its kind's growth learns from
     private_tokens: int = 0
     peak_tokens: int = 0
+    #: what the engine held of its first call's prompt when it was queued: computed by other
+    #: programs (a platform or tenant prefix), stored once for all of them, never its own
+    shared_tokens: int | None = None
 
 
 # -- the driver ------------------------------------------------------------------------------------
@@ -280,7 +283,8 @@ class ProgramDriver:
     ) -> CallTicket:
         """The ticket of a call about to be queued, its cache inputs from ``probe``; the
         program counts at the door again, sized by its context's ``private_tokens`` (default:
-        the whole prompt) and its kind's growth."""
+        the whole prompt) less the prefix it shares with other programs, and its kind's
+        growth."""
         restore = self.cost.reload_seconds(probe.slow_tokens)
         if probe.lost_tokens:
             restore += self.cost.prefill_seconds(probe.lost_tokens, probe.hit_tokens)
@@ -295,9 +299,10 @@ class ProgramDriver:
         flight = self._flight(program_id)
         flight.calls.add(ticket.call_id)
         flight.decided_until = None
-        self._grow(
-            program_id, flight, probe.prompt_tokens if private_tokens is None else private_tokens
-        )
+        if flight.shared_tokens is None:  # its first call: every hit is another program's KV
+            flight.shared_tokens = probe.hit_tokens
+        own = max(probe.prompt_tokens - flight.shared_tokens, 0)
+        self._grow(program_id, flight, own if private_tokens is None else min(private_tokens, own))
         self.door.rejoin(program_id)
         self._release(program_id)
         return ticket

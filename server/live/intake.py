@@ -216,11 +216,13 @@ class CallIntake:
         elif program.nodes:
             return  # started, nothing finished yet: no boundary to park it at
         else:
+            # sized by what it does not share: a prefix the engine holds already (a system
+            # prompt, tool schemas) was computed by other programs and is stored once
+            shared = svc.runtime.probe(pid, prompt, program.tenant).hit_tokens
+            size = min(prompt.private_tokens, prompt.tokens - shared)
             memory = svc.runtime.memory()
             tokens, slots = memory.memory_tokens, memory.batch_slots
-            if svc.driver.arrive(
-                pid, prompt.private_tokens, tokens, time.time(), batch_slots=slots
-            ):
+            if svc.driver.arrive(pid, size, tokens, time.time(), batch_slots=slots):
                 return
         await svc.door.wait(pid)
         svc.require_running(program)  # it may have been cancelled while at the door

@@ -81,3 +81,23 @@ def test_started_programs_that_outgrow_memory_park_at_a_call_boundary() -> None:
     assert driver.at_boundary("b", view, 4.0) is None  # a alone no longer counts
     # its placement is dropped, and with the room it leaves a goes on first
     assert driver.finish("b", 5.0) == [ProgramEnded("b"), StartPrograms(("a",))]
+
+
+def test_a_prefix_other_programs_computed_is_not_counted_as_the_programs_own() -> None:
+    """A platform or tenant prefix the engine held when the program's first call came (every
+    hit then is another program's KV) is stored once for all: the door counts the rest."""
+    driver = _driver()
+    driver.controller.open_program("p", "t", 0.0)
+    assert driver.arrive("p", 200, 0, 0.0)
+    driver.controller.add_node("p", Node("n0", "p", NodeKind.LLM), 0.0)
+    first = PrefixProbe(1_000, cached_tokens=700, slow_tokens=100)  # a shared prefix of 800
+    driver.queue_call("p", "n0", first, 0.0)  # serve: the whole prompt is "private"
+    assert driver.door.held_tokens == 200
+    driver.controller.add_node("p", Node("n1", "p", NodeKind.LLM), 1.0)
+    # later calls hit its own context too: only the first call's hits are another's
+    driver.queue_call("p", "n1", PrefixProbe(1_300, cached_tokens=1_250), 1.0)
+    assert driver.door.held_tokens == 500
+    driver.controller.add_node("p", Node("n2", "p", NodeKind.LLM), 2.0)
+    # a runtime that knows public blocks says so (the simulator): the smaller counts
+    driver.queue_call("p", "n2", PrefixProbe(1_400, cached_tokens=1_300), 2.0, private_tokens=450)
+    assert driver.door.held_tokens == 450

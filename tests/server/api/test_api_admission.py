@@ -14,7 +14,9 @@ from tests.server.api.harness import LiveServer, chat_body, make_config
 
 
 def _call(client: httpx.Client, program_id: str) -> httpx.Response:
-    body = {**chat_body("hello", max_tokens=4), "agentconsole": {"program_id": program_id}}
+    # a task of its own: a prompt another program computed already would be shared, size 0
+    task = f"hello, this is the task of {program_id}"
+    body = {**chat_body(task, max_tokens=4), "agentconsole": {"program_id": program_id}}
     return client.post("/v1/chat/completions", json=body)
 
 
