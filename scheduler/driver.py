@@ -168,8 +168,9 @@ class _Flight:
     #: it held so far: what the door sizes it by and what its kind's growth learns from
     private_tokens: int = 0
     peak_tokens: int = 0
-    #: what the engine held of its first call's prompt when it was queued: computed by other
-    #: programs (a platform or tenant prefix), stored once for all of them, never its own
+    #: what the engine held of its first call's prompt (probed when it was queued, or as the
+    #: engine reported it cached when it ended): computed by other programs (a platform or
+    #: tenant prefix), stored once for all of them, never its own
     shared_tokens: int | None = None
 
 
@@ -337,7 +338,10 @@ class ProgramDriver:
         if program is None or node is None:
             return []
         if flight is not None and usage is not None:  # its answer joins its context
-            self._grow(program_id, flight, flight.private_tokens + usage.output_tokens)
+            own = flight.private_tokens
+            if not program.completed_calls:  # its first: every cached token was another's
+                own -= self._learn_shared(flight, usage.cached_tokens)
+            self._grow(program_id, flight, own + usage.output_tokens)
         try:
             if outcome == "ok" and node.in_flight and usage is not None:
                 self.controller.finish_llm(program_id, node_id, now, usage)
@@ -497,6 +501,17 @@ class ProgramDriver:
     def _kind(self, program_id: str) -> str:
         program = self.controller.programs[program_id]
         return program_kind(program.labels, program.tenant)
+
+    @staticmethod
+    def _learn_shared(flight: _Flight, cached_tokens: int) -> int:
+        """The engine served ``cached_tokens`` of the program's first call from cache (a
+        runtime whose probe sees only the program's own context learns the shared prefix
+        here); returns how many more tokens that is than was known, taking them off the
+        program's peak too (they were never its own)."""
+        more = max(cached_tokens - (flight.shared_tokens or 0), 0)
+        flight.shared_tokens = max(flight.shared_tokens or 0, cached_tokens)
+        flight.peak_tokens = max(flight.peak_tokens - more, 0)
+        return more
 
     def _predicted(self, program_id: str, tokens: int) -> int:
         return self.growth.predict(self._kind(program_id), tokens)

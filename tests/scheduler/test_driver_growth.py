@@ -101,3 +101,25 @@ def test_a_prefix_other_programs_computed_is_not_counted_as_the_programs_own() -
     # a runtime that knows public blocks says so (the simulator): the smaller counts
     driver.queue_call("p", "n2", PrefixProbe(1_400, cached_tokens=1_300), 2.0, private_tokens=450)
     assert driver.door.held_tokens == 450
+
+
+def test_a_shared_prefix_the_probe_did_not_see_is_learned_when_the_first_call_ends() -> None:
+    """SGLang's probe sees only the program's own last context: a new program's shared prefix
+    shows first as the cached tokens the engine reports for its first call."""
+    driver = _driver()
+    driver.controller.open_program("p", "t", 0.0, labels={"workload": "w"})
+    assert driver.arrive("p", 1_000, 0, 0.0)
+    driver.controller.add_node("p", Node("n0", "p", NodeKind.LLM), 0.0)
+    ticket = driver.queue_call("p", "n0", PrefixProbe(1_000), 0.0)
+    assert driver.door.held_tokens == 1_000  # nothing known yet: all of it counts
+    driver.controller.start_node("p", "n0", 0.0)
+    driver.call_ended("p", "n0", ticket.call_id, 1.0, CallUsage(1_000, 800, 50, 0.1))
+    assert driver.door.held_tokens == 250  # its own 200 and its answer
+    driver.controller.add_node("p", Node("n1", "p", NodeKind.LLM), 1.0)
+    ticket = driver.queue_call("p", "n1", PrefixProbe(1_100, cached_tokens=1_049), 1.0)
+    driver.controller.start_node("p", "n1", 1.0)
+    assert driver.door.held_tokens == 300
+    driver.call_ended("p", "n1", ticket.call_id, 2.0, CallUsage(1_100, 1_049, 50, 0.1))
+    assert driver.door.held_tokens == 350  # later cached tokens are its own context
+    driver.finish("p", 3.0)
+    assert driver.growth.known("w") == 350  # its peak, less what was never its own
