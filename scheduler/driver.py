@@ -170,8 +170,11 @@ class _Flight:
     peak_tokens: int = 0
     #: what the engine held of its first call's prompt (probed when it was queued, or as the
     #: engine reported it cached when it ended): computed by other programs (a platform or
-    #: tenant prefix), stored once for all of them, never its own
+    #: tenant prefix), stored once for all of them, never its own. Learned only where the
+    #: carrier marks nothing public (``serve``); one that does (the simulator's traces) has
+    #: said what is shared, and a tenant's own prefix counts, conservatively
     shared_tokens: int | None = None
+    learns_shared: bool = False
 
 
 # -- the driver ------------------------------------------------------------------------------------
@@ -301,7 +304,8 @@ class ProgramDriver:
         flight.calls.add(ticket.call_id)
         flight.decided_until = None
         if flight.shared_tokens is None:  # its first call: every hit is another program's KV
-            flight.shared_tokens = probe.hit_tokens
+            flight.learns_shared = private_tokens is None or private_tokens >= probe.prompt_tokens
+            flight.shared_tokens = probe.hit_tokens if flight.learns_shared else 0
         own = max(probe.prompt_tokens - flight.shared_tokens, 0)
         self._grow(program_id, flight, own if private_tokens is None else min(private_tokens, own))
         self.door.rejoin(program_id)
@@ -339,7 +343,7 @@ class ProgramDriver:
             return []
         if flight is not None and usage is not None:  # its answer joins its context
             own = flight.private_tokens
-            if not program.completed_calls:  # its first: every cached token was another's
+            if flight.learns_shared and not program.completed_calls:  # all cached: another's
                 own -= self._learn_shared(flight, usage.cached_tokens)
             self._grow(program_id, flight, own + usage.output_tokens)
         try:

@@ -123,3 +123,18 @@ def test_a_shared_prefix_the_probe_did_not_see_is_learned_when_the_first_call_en
     assert driver.door.held_tokens == 350  # later cached tokens are its own context
     driver.finish("p", 3.0)
     assert driver.growth.known("w") == 350  # its peak, less what was never its own
+
+
+def test_a_carrier_that_marks_public_prefixes_has_said_what_is_shared() -> None:
+    """The simulator's traces mark the platform prefix public: the rest counts as the
+    program's own, a tenant-wide prefix too (conservatively), whatever the engine held."""
+    driver = _driver()
+    driver.controller.open_program("q", "t", 0.0)
+    assert driver.arrive("q", 700, 0, 0.0)
+    driver.controller.add_node("q", Node("n0", "q", NodeKind.LLM), 0.0)
+    probe = PrefixProbe(1_000, cached_tokens=800)  # 300 public, 500 of its tenant's prefix
+    ticket = driver.queue_call("q", "n0", probe, 0.0, private_tokens=700)
+    assert driver.door.held_tokens == 700
+    driver.controller.start_node("q", "n0", 0.0)
+    driver.call_ended("q", "n0", ticket.call_id, 1.0, CallUsage(1_000, 800, 50, 0.1))
+    assert driver.door.held_tokens == 750
