@@ -34,7 +34,8 @@ outgrow memory: the predictions are what keeps it from thrashing again).
 A program whose caller stops waiting (:meth:`~ProgramDoor.leave`: serve answers 503 with
 Retry-After after its wait bound) keeps its place in line for ``place_kept_s``: the client's
 retry queues where it was, not behind everyone who arrived since, so a long queue does not
-turn into a lottery of retries.
+turn into a lottery of retries. That holds for a newcomer and for a started program parked at
+its boundary (:meth:`~ProgramDoor.come_back`); meanwhile it holds no one up.
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ class ProgramDoor:
         #: newcomers that stopped waiting -> (their place in line, kept until)
         self._kept: dict[str, tuple[int, float]] = {}
         self._returning: deque[str] = deque()  # started programs parked at a call boundary
+        #: of those, the ones whose caller stopped waiting -> until when they keep their place
+        self._away: dict[str, float] = {}
         self._held: dict[str, int] = {}  # started program -> private tokens it holds now
         self.used_tokens = 0  # predicted working set of the counted programs
         self.held_tokens = 0  # what the counted programs hold now
@@ -104,7 +107,9 @@ class ProgramDoor:
         kept = self._kept.pop(program_id, None)
         returned = kept is not None and kept[1] > now
         place = kept[0] if kept is not None and returned else next(self._places)
-        ahead = bool(self._returning) or (bool(self._parked) and self._parked[0][2] < place)
+        ahead = bool(self._waiting_returning(now)) or (
+            bool(self._parked) and self._parked[0][2] < place
+        )
         if not ahead and self._admits(private_tokens, now):
             self._share[program_id] = private_tokens
             self._count(program_id)
@@ -115,18 +120,38 @@ class ProgramDoor:
         return False
 
     def leave(self, program_id: str, now: float) -> list[str]:
-        """``program_id``'s caller stopped waiting at the door. A newcomer leaves the queue
-        and keeps its place for ``place_kept_s`` (:meth:`try_start` queues it there again); a
-        started program parked at a call boundary stays started, uncounted, and its next call
-        is checked at the boundary again. Returns the parked programs that start now."""
+        """``program_id``'s caller stopped waiting at the door: it keeps its place for
+        ``place_kept_s`` and holds no one up meanwhile. A newcomer leaves the queue
+        (:meth:`try_start` queues it at its place again); a started program parked at a call
+        boundary stays started, uncounted, and its retry comes back to its place
+        (:meth:`come_back`). Returns the parked programs that start now."""
         place = next((entry[2] for entry in self._parked if entry[0] == program_id), None)
         if place is not None:
             self._parked = [entry for entry in self._parked if entry[0] != program_id]
             self._kept = {pid: kept for pid, kept in self._kept.items() if kept[1] > now}
             self._kept[program_id] = (place, now + self.place_kept_s)
         elif program_id in self._returning:
-            self._returning.remove(program_id)
+            self._away[program_id] = now + self.place_kept_s
         return self._start_parked(now)
+
+    def come_back(self, program_id: str, now: float) -> bool | None:
+        """A call of ``program_id`` is at its boundary again. None: it was not away from
+        its place among the returning programs (or that place lapsed: it is a started
+        program like any other); True: it is first in line and fits, so it goes on now
+        (counted); False: it waits at its place again."""
+        until = self._away.pop(program_id, None)
+        if until is None:
+            return None
+        if until <= now:
+            self._returning.remove(program_id)
+            return None
+        waiting = self._waiting_returning(now)
+        if waiting[0] != program_id or not self._admits(self._share[program_id], now):
+            return False
+        self._returning.remove(program_id)
+        self._count(program_id)
+        self._running.add(program_id)
+        return True
 
     def step_out(self, program_id: str, until: float, now: float) -> list[str]:
         """``program_id`` waits on tools; its context counts until ``until`` (its retention;
@@ -181,11 +206,13 @@ class ProgramDoor:
 
     def is_returning(self, program_id: str) -> bool:
         """``program_id`` was parked at a call boundary and waits to go on."""
-        return program_id in self._returning
+        return program_id in self._returning and program_id not in self._away
 
     def rejoin(self, program_id: str) -> None:
         """``program_id`` has a call again: it counts from now on (no door for it)."""
         if program_id in self._share:
+            if self._away.pop(program_id, None) is not None:  # back and let through
+                self._returning.remove(program_id)
             self._version[program_id] = self._version.get(program_id, 0) + 1
             self._count(program_id)
             self._running.add(program_id)
@@ -201,6 +228,7 @@ class ProgramDoor:
             self._version.pop(program_id, None)
             if program_id in self._returning:
                 self._returning.remove(program_id)
+            self._away.pop(program_id, None)
         else:
             self._parked = [entry for entry in self._parked if entry[0] != program_id]
             self._kept.pop(program_id, None)
@@ -228,7 +256,7 @@ class ProgramDoor:
     @property
     def parked(self) -> int:
         """Programs waiting to start or to go on."""
-        return len(self._parked) + len(self._returning)
+        return len(self._parked) + len(self._returning) - len(self._away)
 
     @property
     def parked_tokens(self) -> int:
@@ -240,13 +268,13 @@ class ProgramDoor:
         self._expire(now)
         started: list[str] = []
         # programs parked at a call boundary go on first: their context is half-built
-        while self._returning and self._admits(self._share[self._returning[0]], now):
-            pid = self._returning.popleft()
+        for pid in self._waiting_returning(now):
+            if not self._admits(self._share[pid], now):
+                return started
+            self._returning.remove(pid)
             self._count(pid)
             self._running.add(pid)
             started.append(pid)
-        if self._returning:
-            return started
         while self._parked and self._admits(self._parked[0][1], now):
             pid, tokens, _ = self._parked.pop(0)
             self._share[pid] = tokens
@@ -254,6 +282,15 @@ class ProgramDoor:
             self._running.add(pid)
             started.append(pid)
         return started
+
+    def _waiting_returning(self, now: float) -> list[str]:
+        """The returning programs whose calls wait, in line; a place kept past its time
+        is given up (the program stays started, uncounted)."""
+        for pid, until in list(self._away.items()):
+            if until <= now:
+                del self._away[pid]
+                self._returning.remove(pid)
+        return [pid for pid in self._returning if pid not in self._away]
 
     def _expire(self, now: float) -> None:
         expiry = self._expiry

@@ -248,8 +248,13 @@ class ProgramDriver:
         """A started program's next call is ready: None to queue it, or, when the started
         programs have outgrown memory, the actions that park the program here (its context
         offloaded when host memory can take it, else dropped); a later
-        :class:`StartPrograms` lets it go on."""
+        :class:`StartPrograms` lets it go on. A program whose caller stopped waiting here
+        comes back to its place in line (no actions: it waits again, its context already
+        moved), or goes on when its turn came meanwhile."""
         door = self.door
+        back = door.come_back(program_id, now) if self.door_open else None
+        if back is not None:  # it stopped waiting here before: back to its place in line
+            return None if back else []
         if not (self.door_open and door.over_budget and door.is_started(program_id)):
             return None
         if self.in_flight(program_id) or door.is_returning(program_id):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentconsole.scheduler.door import ProgramDoor
+from agentconsole.scheduler.door import PLACE_KEPT_S, ProgramDoor
 
 
 def test_programs_start_while_their_private_context_fits_then_wait_in_order() -> None:
@@ -196,6 +196,25 @@ def test_a_started_program_that_stopped_waiting_at_its_boundary_stays_started() 
     assert (door.is_started("a"), door.is_returning("a"), door.held_tokens) == (True, False, 310)
     door.rejoin("a")  # its retried call runs: it counts again
     assert door.held_tokens == 300 + 900 + 10
+
+
+def test_a_returning_programs_retry_comes_back_to_its_place_in_line() -> None:
+    door = ProgramDoor(1_000)
+    assert door.try_start("a", 600, 0.0)
+    assert door.try_start("b", 400, 0.0)
+    door.resize("a", 600, 700)  # 1,100 held: over the budget
+    door.park_started("a", 0.0)
+    assert not door.try_start("c", 100, 0.5)  # behind the returning program
+    assert door.leave("a", 1.0) == ["c"]  # a's caller gave up: it holds no one up meanwhile
+    assert (door.parked, door.holds_place("a", 1.0), door.is_returning("a")) == (0, True, False)
+    assert door.come_back("a", 2.0) is False  # its retry: back at its place, not at the end
+    assert not door.try_start("d", 50, 2.5)  # a newcomer waits behind it again
+    assert door.finish("c", 3.0) == ["a"]
+    assert (door.boundary_parks, door.parked) == (1, 1)  # parked once, however often it left
+    assert door.come_back("b", 3.0) is None  # it never left: the boundary rule applies
+    door.park_started("b", 4.0)
+    door.leave("b", 5.0)
+    assert door.come_back("b", 5.0 + PLACE_KEPT_S) is None  # its place lapsed
 
 
 def test_one_program_alone_is_never_over_budget() -> None:

@@ -79,6 +79,11 @@ def test_started_programs_that_outgrow_memory_park_at_a_call_boundary() -> None:
     parked = driver.at_boundary("a", view, 4.0)
     assert parked == [CacheHint("a", CacheAction.OFFLOAD, 0.0)]  # host memory can take it
     assert driver.at_boundary("b", view, 4.0) is None  # a alone no longer counts
+    # a's caller gave up waiting (serve's 503); its retry waits at its place again, and its
+    # context is not offloaded a second time
+    assert driver.leave_door("a", 4.5) == []
+    assert driver.at_boundary("a", view, 4.8) == []
+    assert driver.door.boundary_parks == 1
     # its placement is dropped, and with the room it leaves a goes on first
     assert driver.finish("b", 5.0) == [ProgramEnded("b"), StartPrograms(("a",))]
 
