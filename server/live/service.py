@@ -72,7 +72,7 @@ CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
 
 @dataclass(frozen=True, slots=True)
 class DoorSettings:
-    """The program door in ``serve`` (``limits.program_admission``, off by default)."""
+    """The program door in ``serve`` (``limits.program_admission``; the settings turn it on)."""
 
     enabled: bool = False
     wait_s: float = 120.0
