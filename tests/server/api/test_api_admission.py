@@ -25,24 +25,38 @@ def _door_server(db: Path, **changes: Any) -> LiveServer:
     return LiveServer(config)
 
 
+def _call_in_background(
+    server: LiveServer, program_id: str
+) -> tuple[threading.Thread, dict[str, Any]]:
+    """``program_id``'s call on a thread of its own; the dict gets its response and when."""
+    result: dict[str, Any] = {}
+
+    def call() -> None:
+        with server.client() as c2:
+            result["response"] = _call(c2, program_id)
+            result["at"] = time.monotonic()
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    return thread, result
+
+
+def _wait_until_waiting(server: LiveServer, count: int) -> None:
+    """Until ``count`` programs' calls wait at the door (5 s at most), then assert it."""
+    door = server.live.service.door
+    deadline = time.monotonic() + 5
+    while door.waiting < count and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert door.waiting == count
+
+
 def test_a_new_program_waits_at_the_door_until_a_started_one_ends(tmp_path: Path) -> None:
     with _door_server(tmp_path / "door.duckdb") as server, server.client() as c:
         server.wait_ready()
         assert _call(c, "door-a").status_code == 200  # alone: it starts whatever its size
-        result: dict[str, Any] = {}
-
-        def second() -> None:
-            with server.client() as c2:
-                result["response"] = _call(c2, "door-b")
-                result["at"] = time.monotonic()
-
-        waiter = threading.Thread(target=second)
-        waiter.start()
+        waiter, result = _call_in_background(server, "door-b")
+        _wait_until_waiting(server, 1)  # door-b waits: door-a still counts (idle grace)
         door = server.live.service.door
-        deadline = time.monotonic() + 5
-        while door.waiting == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert door.waiting == 1  # door-b waits: door-a still counts (idle grace)
         with server.client(None) as ops:
             assert "agentconsole_programs_at_door 1.0" in ops.get("/metrics").text
         time.sleep(0.3)
@@ -74,34 +88,19 @@ def test_a_first_call_that_waits_too_long_gets_503_and_leaves_the_queue(tmp_path
 def test_a_refused_programs_retry_keeps_its_place_in_line(tmp_path: Path) -> None:
     with _door_server(tmp_path / "door.duckdb", admission_wait_s=2.0) as server:
         server.wait_ready()
-        door = server.live.service.door
-        results: dict[str, httpx.Response] = {}
-
-        def call(program_id: str) -> None:
-            with server.client() as c2:
-                results[program_id] = _call(c2, program_id)
-
-        def waiting(count: int) -> None:
-            deadline = time.monotonic() + 5
-            while door.waiting < count and time.monotonic() < deadline:
-                time.sleep(0.005)
-            assert door.waiting == count
-
         with server.client() as c:
             assert _call(c, "line-a").status_code == 200
             assert _call(c, "line-b").status_code == 503  # waited its second; told to retry
-            later = threading.Thread(target=call, args=("line-c",))
-            later.start()  # arrives after b first did
-            waiting(1)
-            retry = threading.Thread(target=call, args=("line-b",))
-            retry.start()  # b's retry, after c
-            waiting(2)
+            later, c_result = _call_in_background(server, "line-c")  # after b first did
+            _wait_until_waiting(server, 1)
+            retry, b_result = _call_in_background(server, "line-b")  # b's retry, after c
+            _wait_until_waiting(server, 2)
             assert c.post("/v1/programs/line-a/finish", json={}).status_code == 200
             retry.join(10)
             later.join(10)
-        assert results["line-b"].status_code == 200, results["line-b"].text
+        assert b_result["response"].status_code == 200, b_result["response"].text
         # c waited behind b's kept place, b still counts: c's wait ran out
-        assert results["line-c"].status_code == 503
+        assert c_result["response"].status_code == 503
 
 
 def test_a_program_waiting_at_the_door_is_not_idle(tmp_path: Path) -> None:
@@ -137,22 +136,11 @@ def test_a_program_cancelled_at_the_door_answers_its_waiting_call_at_once(
     the whole admission wait and get a 503 telling it to retry)."""
     with _door_server(tmp_path / "door.duckdb", admission_wait_s=30.0) as server:
         server.wait_ready()
-        result: dict[str, Any] = {}
-
-        def second() -> None:
-            with server.client() as c2:
-                result["response"] = _call(c2, "gone-b")
-                result["at"] = time.monotonic()
-
         with server.client() as c:
             assert _call(c, "gone-a").status_code == 200
-            waiter = threading.Thread(target=second)
-            waiter.start()
+            waiter, result = _call_in_background(server, "gone-b")
+            _wait_until_waiting(server, 1)
             door = server.live.service.door
-            deadline = time.monotonic() + 5
-            while door.waiting == 0 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert door.waiting == 1
             cancelled_at = time.monotonic()
             assert c.post("/v1/programs/gone-b/cancel", json={}).status_code == 200
             waiter.join(10)
