@@ -5,7 +5,8 @@ per pass, and SGLang runs the prefill whenever one is pending. So a nearly done 
 last call is decoding stops for every chunk of a fresh 100K-token prompt admitted beside it,
 however the queue was ordered (the overview's section 4). :class:`PrefillDeferral` is the rule
 both the simulator's engine and the SGLang plugin (around ``Scheduler._should_defer_prefill``)
-apply: a pass decodes instead while some decoder outranks every pending prefill, at most
+apply: a pass decodes instead while some decoder outranks every pending prefill (a one-pass
+prefill only while the batch has a slot free beside it, for later arrivals to join), at most
 ``max_decode_passes`` passes in a row, so a stream of well-ranked decoders slows a prefill but
 never stops it (the same cadence as SGLang's ``prefill_decode_interval``, decided by rank).
 
@@ -40,10 +41,39 @@ class PrefillDeferral:
         """How many more passes may decode before the prefill must run."""
         return max(self.max_decode_passes - decode_streak, 0)
 
-    def defers(self, decoder_keys: Iterable[Any], prefill_key: Any, decode_streak: int) -> bool:
-        """True when this pass should decode and leave the prefill pending: some decoder's key
-        is better than ``prefill_key`` (the best pending prefill's) and the decode passes
-        since the last prefill (``decode_streak``) are under the cap. Changes nothing."""
-        if decode_streak >= self.max_decode_passes or prefill_key is None:
+    def defers(
+        self,
+        decoder_keys: Iterable[Any],
+        prefill_key: Any,
+        decode_streak: int,
+        *,
+        prefill_passes: int = 1,
+        spare_slots: int | None = None,
+    ) -> bool:
+        """True when this pass should decode and leave the best pending prefill (key
+        ``prefill_key``, ``prefill_passes`` passes of work left) for later: some decoder's
+        key is better, the decode passes since the last prefill (``decode_streak``) are under
+        the cap, and deferring can pay. Changes nothing.
+
+        It pays for a prefill of several passes: its chunks then alternate with the decode
+        instead of running back to back (section 4). A one-pass prefill delays the decoders
+        by its one pass whether it runs now or after the streak; deferring it pays only by
+        gathering later arrivals into that pass (one stall of the decoders instead of several:
+        wide-fanout's short branches, docs/BENCHMARKS.md section 2f), so it is deferred only
+        while the batch has a request slot free beside it (``spare_slots``, None: unknown).
+        With none, deferring would only keep its request out of the decode batch (the CPU
+        engine at 2 requests deferred 540-800 passes a seed-mix run so; section 8).
+        """
+        if prefill_key is None or decode_streak >= self.max_decode_passes:
+            return False
+        if prefill_passes <= 1 and spare_slots is not None and spare_slots < 1:
             return False
         return any(key < prefill_key for key in decoder_keys)
+
+
+def passes_for(tokens: float, chunk_tokens: int | None) -> int:
+    """Engine passes a prefill of ``tokens`` uncached tokens takes with chunks of
+    ``chunk_tokens`` (None or 0 or less: unchunked, one pass)."""
+    if not chunk_tokens or chunk_tokens <= 0 or tokens <= chunk_tokens:
+        return 1
+    return -int(-tokens // chunk_tokens)

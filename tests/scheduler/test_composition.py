@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
-from agentconsole.scheduler.composition import PrefillDeferral
+from agentconsole.scheduler.composition import PrefillDeferral, passes_for
+
+KEY_BETTER, KEY_PREFILL, KEY_WORSE = (1, 0.0), (2, 0.0), (3, 0.0)
 
 
-def test_defers_while_a_decoder_outranks_the_best_pending_prefill() -> None:
+def test_defers_a_long_prefill_while_a_decoder_outranks_it() -> None:
     rule = PrefillDeferral(max_decode_passes=3)
-    assert rule.defers([(1, 5.0), (3, 0.0)], (2, 0.0), decode_streak=0)
-    assert not rule.defers([(3, 0.0), (4, 0.0)], (2, 0.0), decode_streak=0)
+    assert rule.defers([KEY_BETTER, KEY_WORSE], KEY_PREFILL, 0, prefill_passes=4)
+    assert not rule.defers([KEY_WORSE], KEY_PREFILL, 0, prefill_passes=4)
+
+
+def test_a_one_pass_prefill_is_deferred_only_with_a_slot_free_beside_it() -> None:
+    # a slot free: later arrivals can join the pass the streak ends with (one stall instead
+    # of several); none: deferring only keeps the prefill's request out of the decode batch
+    rule = PrefillDeferral(max_decode_passes=3)
+    assert rule.defers([KEY_BETTER], KEY_PREFILL, 0, spare_slots=1)
+    assert rule.defers([KEY_BETTER], KEY_PREFILL, 0)  # slots unknown
+    assert not rule.defers([KEY_BETTER], KEY_PREFILL, 0, spare_slots=0)
+    assert rule.defers([KEY_BETTER], KEY_PREFILL, 0, prefill_passes=2, spare_slots=0)
+    assert not rule.defers([KEY_WORSE], KEY_PREFILL, 0, spare_slots=1)
 
 
 def test_the_streak_is_capped_so_the_prefill_always_runs() -> None:
     rule = PrefillDeferral(max_decode_passes=3)
-    assert [rule.defers([0], 1, streak) for streak in range(5)] == [
+    decoders = [KEY_BETTER]
+    assert [rule.defers(decoders, KEY_PREFILL, s, prefill_passes=9) for s in range(5)] == [
         True,
         True,
         True,
@@ -27,10 +41,18 @@ def test_the_streak_is_capped_so_the_prefill_always_runs() -> None:
 def test_zero_passes_never_defers_as_stock_sglang() -> None:
     rule = PrefillDeferral(max_decode_passes=0)
     assert not rule.enabled
-    assert not rule.defers([0], 1, decode_streak=0)
+    assert not rule.defers([KEY_BETTER], KEY_PREFILL, 0, prefill_passes=9)
 
 
 def test_nothing_pending_or_no_decoder_defers_nothing() -> None:
     rule = PrefillDeferral()
-    assert not rule.defers([0], None, decode_streak=0)
-    assert not rule.defers([], 1, decode_streak=0)
+    assert not rule.defers([KEY_BETTER], None, 0, prefill_passes=9)
+    assert not rule.defers([], KEY_PREFILL, 0, prefill_passes=9)
+
+
+def test_passes_of_a_prefill() -> None:
+    assert passes_for(100, None) == 1
+    assert passes_for(100, -1) == 1
+    assert passes_for(512, 512) == 1
+    assert passes_for(513, 512) == 2
+    assert passes_for(2048, 512) == 4

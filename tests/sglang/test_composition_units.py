@@ -42,10 +42,17 @@ def keys(reqs: list[Any]) -> list[Any]:
     return [r.key for r in reqs]
 
 
+#: chunks smaller than the fake requests' 100-token prompts: every prefill here spans several
+#: passes, which deferral is for whatever slots the batch has left
+CHUNK = 32
+
+
 def test_a_better_ranked_decoder_defers_the_chunk_for_a_bounded_streak() -> None:
     composer = StepComposer(PrefillDeferral(max_decode_passes=3))
     nearly_done, fresh = Req("a", key=1), Req("b", key=9)
-    passes = [composer.defer_prefill(keys, [nearly_done], fresh, []) for _ in range(8)]
+    passes = [
+        composer.defer_prefill(keys, [nearly_done], fresh, [], chunk_tokens=CHUNK) for _ in range(8)
+    ]
     # three decode passes, one prefill, three more, ...
     assert passes == [True, True, True, False, True, True, True, False]
     assert composer.deferrals == 6
@@ -53,19 +60,23 @@ def test_a_better_ranked_decoder_defers_the_chunk_for_a_bounded_streak() -> None
 
 def test_no_deferral_for_a_better_ranked_prefill_or_nothing_pending() -> None:
     composer = StepComposer()
-    assert not composer.defer_prefill(keys, [Req("a", key=5)], None, [Req("w", key=1)])
-    assert not composer.defer_prefill(keys, [Req("a", key=5)], None, [])
-    assert not composer.defer_prefill(keys, [], Req("b", key=9), [])
+    assert not composer.defer_prefill(
+        keys, [Req("a", key=5)], None, [Req("w", key=1)], chunk_tokens=CHUNK
+    )
+    assert not composer.defer_prefill(keys, [Req("a", key=5)], None, [], chunk_tokens=CHUNK)
+    assert not composer.defer_prefill(keys, [], Req("b", key=9), [], chunk_tokens=CHUNK)
     # a finished request in the running batch decodes nothing
-    assert not composer.defer_prefill(keys, [Req("a", key=1, done=True)], Req("b", key=9), [])
+    assert not composer.defer_prefill(
+        keys, [Req("a", key=1, done=True)], Req("b", key=9), [], chunk_tokens=CHUNK
+    )
 
 
 def test_a_better_ranked_arrival_at_the_queue_tail_is_seen() -> None:
     waiting = [Req(f"w{i}", key=50 + i) for i in range(40)]
     running = [Req("a", key=20)]
-    assert StepComposer().defer_prefill(keys, running, None, waiting)
+    assert StepComposer().defer_prefill(keys, running, None, waiting, chunk_tokens=CHUNK)
     waiting.append(Req("late", key=10))  # arrived since the last sort, better than "a"
-    assert not StepComposer().defer_prefill(keys, running, None, waiting)
+    assert not StepComposer().defer_prefill(keys, running, None, waiting, chunk_tokens=CHUNK)
 
 
 def test_a_decoder_keeps_the_key_it_was_first_seen_running_with() -> None:
@@ -73,20 +84,40 @@ def test_a_decoder_keeps_the_key_it_was_first_seen_running_with() -> None:
     the fairness guard's starving tier does not come to defer every prefill."""
     composer = StepComposer(PrefillDeferral(max_decode_passes=100))
     long_decode, fresh = Req("a", key=5), Req("b", key=3)
-    assert not composer.defer_prefill(keys, [long_decode], fresh, [])
+    assert not composer.defer_prefill(keys, [long_decode], fresh, [], chunk_tokens=CHUNK)
     long_decode.key = 0  # what ranking it again now would say
-    assert not composer.defer_prefill(keys, [long_decode], fresh, [])
+    assert not composer.defer_prefill(keys, [long_decode], fresh, [], chunk_tokens=CHUNK)
     # a request seen running for the first time is ranked then
-    assert composer.defer_prefill(keys, [long_decode, Req("c", key=1)], fresh, [])
+    assert composer.defer_prefill(
+        keys, [long_decode, Req("c", key=1)], fresh, [], chunk_tokens=CHUNK
+    )
+
+
+def test_a_one_pass_prefill_waits_only_with_a_slot_free_beside_it() -> None:
+    composer = StepComposer(PrefillDeferral(max_decode_passes=3))
+    decoder, fresh = Req("a", key=1), Req("b", key=9)
+    one_pass = {"chunk_tokens": 4096}
+    # two slots: the decoder's and the prefill's, none left for arrivals to join it
+    assert not composer.defer_prefill(keys, [decoder], None, [fresh], **one_pass, max_running=2)
+    assert composer.deferrals == 0
+    assert composer.defer_prefill(keys, [decoder], None, [fresh], **one_pass, max_running=8)
+
+
+def test_a_waiting_prefill_is_sized_by_what_the_device_does_not_hold() -> None:
+    composer = StepComposer(PrefillDeferral(max_decode_passes=3))
+    decoder, warm = Req("a", key=1), Req("b", key=9, prompt=300)
+    held = {"residency": lambda reqs: {"b": 290}, "chunk_tokens": CHUNK, "max_running": 2}
+    assert not composer.defer_prefill(keys, [decoder], None, [warm], **held)  # 10 tokens: 1 pass
+    assert composer.defer_prefill(keys, [decoder], None, [warm], chunk_tokens=CHUNK, max_running=2)
 
 
 def test_a_streak_ends_when_nothing_is_pending() -> None:
     composer = StepComposer(PrefillDeferral(max_decode_passes=2))
     a, b = Req("a", key=1), Req("b", key=9)
-    assert composer.defer_prefill(keys, [a], b, [])
+    assert composer.defer_prefill(keys, [a], b, [], chunk_tokens=CHUNK)
     assert not composer.defer_prefill(keys, [a], None, [])  # b was admitted meanwhile
-    assert composer.defer_prefill(keys, [a], b, [])  # a new streak
-    assert composer.defer_prefill(keys, [a], b, [])
+    assert composer.defer_prefill(keys, [a], b, [], chunk_tokens=CHUNK)  # a new streak
+    assert composer.defer_prefill(keys, [a], b, [], chunk_tokens=CHUNK)
 
 
 def test_chunk_limit_reserves_room_for_outranking_waiting_requests_whole() -> None:
@@ -118,12 +149,18 @@ def test_chunk_limit_keeps_room_only_for_requests_the_pass_can_admit() -> None:
 def test_no_deferral_for_waiting_requests_the_pass_cannot_admit() -> None:
     composer = StepComposer(PrefillDeferral(max_decode_passes=3))
     nearly_done, fresh = Req("a", key=1), Req("b", key=9)
-    assert composer.defer_prefill(keys, [nearly_done], None, [fresh], PassRoom(slots=1))
+    assert composer.defer_prefill(
+        keys, [nearly_done], None, [fresh], PassRoom(slots=1), chunk_tokens=CHUNK
+    )
     # the batch is full: nothing would prefill anyway, so no streak is counted
-    assert not composer.defer_prefill(keys, [nearly_done], None, [fresh], PassRoom(slots=0))
+    assert not composer.defer_prefill(
+        keys, [nearly_done], None, [fresh], PassRoom(slots=0), chunk_tokens=CHUNK
+    )
     assert composer.deferred_passes == 0
     # the chunked request's next chunk is pending whatever the slots
-    assert composer.defer_prefill(keys, [nearly_done], fresh, [], PassRoom(slots=0))
+    assert composer.defer_prefill(
+        keys, [nearly_done], fresh, [], PassRoom(slots=0), chunk_tokens=CHUNK
+    )
 
 
 def test_admission_slots_is_sglangs_own_count_unless_preemption_can_make_room() -> None:
@@ -263,6 +300,17 @@ def test_a_pass_whose_count_fails_leaves_no_count_behind(tmp_path: Path) -> None
     assert state._admission_room == UNKNOWN_ROOM
 
 
+def test_only_a_pass_that_capped_its_chunk_guards_admission(tmp_path: Path) -> None:
+    state = PluginState(tmp_path)
+    state.rank_keys = keys  # type: ignore[method-assign]  # plain keys, no tickets
+    chunked = Req("big", key=9, prompt=100_000)
+    tree = SimpleNamespace(disable=False)  # no live match: nothing resident
+    assert state.chunk_limit(chunked, [Req("first", key=1, prompt=300)], 4096, 64, tree)
+    assert state.chunk_capped
+    assert state.chunk_limit(chunked, [Req("worse", key=20, prompt=300)], 4096, 64, tree) is None
+    assert not state.chunk_capped  # the next pass's chunk took its whole budget
+
+
 def test_chunk_limit_always_leaves_the_chunk_a_page() -> None:
     chunked = Req("big", key=9, prompt=100_000)
     waiting = [Req("huge-but-better", key=1, prompt=10_000)]
@@ -270,12 +318,16 @@ def test_chunk_limit_always_leaves_the_chunk_a_page() -> None:
     assert StepComposer.chunk_limit(keys, lambda r: {}, chunked, waiting, 100, 64) is None
 
 
-def test_a_second_chunked_request_is_refused_beside_the_in_flight_one() -> None:
+def test_a_second_chunked_request_is_refused_beside_a_capped_chunk() -> None:
     @dataclass
     class Admission:
         is_chunked: bool
 
-    assert not keeps_one_chunked(Admission(is_chunked=True), has_chunked_req=True)
-    assert keeps_one_chunked(Admission(is_chunked=False), has_chunked_req=True)
-    assert keeps_one_chunked(Admission(is_chunked=True), has_chunked_req=False)
-    assert keeps_one_chunked(object(), has_chunked_req=True)  # SGLang's AddReqResult verdict
+    chunked, whole = Admission(is_chunked=True), Admission(is_chunked=False)
+    assert not keeps_one_chunked(chunked, has_chunked_req=True, chunk_capped=True)
+    assert keeps_one_chunked(whole, has_chunked_req=True, chunk_capped=True)
+    assert keeps_one_chunked(chunked, has_chunked_req=False, chunk_capped=True)
+    # SGLang's AddReqResult verdict passes as it is
+    assert keeps_one_chunked(object(), has_chunked_req=True, chunk_capped=True)
+    # no cap this pass: SGLang admits as it always does (the chunk took its budget)
+    assert keeps_one_chunked(chunked, has_chunked_req=True, chunk_capped=False)

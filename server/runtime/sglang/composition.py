@@ -14,7 +14,8 @@ prefill is pending. Two decisions fix that, both by rank (``ordering.Orderer`` k
   request slots and KV tokens as SGLang's admission counts them; room no one could be
   admitted into is not kept);
 * :meth:`StepComposer.defer_prefill` (around ``Scheduler._should_defer_prefill``): while a
-  running request outranks every pending prefill, the pass decodes instead, at most
+  running request outranks every pending prefill (one that fits a pass only while a request
+  slot is free beside it, for later arrivals to join), the pass decodes instead, at most
   ``PrefillDeferral.max_decode_passes`` passes in a row (the simulator's engine applies the
   same rule, ``EngineConfig.defer_prefill_steps``).
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from agentconsole.scheduler.composition import PrefillDeferral
+from agentconsole.scheduler.composition import PrefillDeferral, passes_for
 from agentconsole.server.runtime.sglang import symbols
 
 #: ranks a list of SGLang requests: their effective keys, in the same order (a report: it
@@ -79,10 +80,16 @@ class StepComposer:
         chunked: Any | None,
         waiting: Sequence[Any],
         room: PassRoom = UNKNOWN_ROOM,
+        *,
+        residency: Residency = lambda reqs: {},
+        chunk_tokens: int | None = None,
+        max_running: int | None = None,
     ) -> bool:
         """Whether this pass should decode the ``running`` requests and leave the pending
         prefill (the ``chunked`` request's next chunk, or a ``waiting`` one the pass has
-        ``room`` to admit) for later; counts the streak."""
+        ``room`` to admit) for later (``PrefillDeferral.defers``: the best pending prefill's
+        passes from its uncached prompt, by ``residency``, in chunks of ``chunk_tokens``; the
+        slots spare beside it out of SGLang's ``max_running``); counts the streak."""
         decoders = [r for r in running if not r.finished()]
         pending = _pending(chunked, waiting if room.slots != 0 else ())
         if not decoders:
@@ -99,9 +106,23 @@ class StepComposer:
         known.update((r.rid, key) for r, key in zip(new, keys, strict=False))
         if len(known) > 2 * len(decoders):  # forget the requests that left the batch
             self._running_keys = known = {r.rid: known[r.rid] for r in decoders}
-        best_pending = min(keys[len(new) :])
+        pending_keys = keys[len(new) :]
+        at = min(range(len(pending_keys)), key=pending_keys.__getitem__)
+        first = pending[at]
+        if first is chunked:
+            uncached = _prompt_left(first)
+        else:
+            uncached = _prompt_total(first) - residency([first]).get(first.rid, 0)
         decoder_keys = [known[r.rid] for r in decoders]
-        if not self.deferral.defers(decoder_keys, best_pending, self.deferred_passes):
+        defers = self.deferral.defers(
+            decoder_keys,
+            pending_keys[at],
+            self.deferred_passes,
+            prefill_passes=passes_for(uncached, chunk_tokens),
+            # slots beside the decoders and this prefill, for arrivals to join it
+            spare_slots=None if max_running is None else max_running - len(decoders) - 1,
+        )
+        if not defers:
             self.deferred_passes = 0
             return False
         self.deferred_passes += 1
@@ -137,7 +158,7 @@ class StepComposer:
         admitted = 0.0  # KV the admitted requests take (locked prefix, prompt, decode, a page)
         for req in ahead:
             cached = resident.get(req.rid, 0)
-            work = len(req.origin_input_ids) + len(req.output_ids) - cached
+            work = _prompt_total(req) - cached
             charge = _pages(max(work, 1), page_size)
             if reserved + charge > budget - page_size:
                 break
@@ -170,6 +191,12 @@ def _prompt_left(chunked: Any) -> int:
     if fill is None:
         return len(chunked.origin_input_ids)
     return len(fill) - int(getattr(chunked, "prefix_len", 0))
+
+
+def _prompt_total(req: Any) -> int:
+    """Tokens a waiting request's prefill covers: its prompt and what it decoded before (a
+    retracted request resumes with its output)."""
+    return len(req.origin_input_ids) + len(req.output_ids)
 
 
 def _chunk_reserve(chunked: Any, cap: int, left: int, page_size: int, clip: int) -> int:
@@ -252,12 +279,17 @@ def admission_slots(scheduler: Any, running_batch: Any) -> int | None:
     return max(allocatable - (chunked is not None), 0)
 
 
-def keeps_one_chunked(admission: Any, has_chunked_req: bool) -> bool:
+def keeps_one_chunked(admission: Any, has_chunked_req: bool, chunk_capped: bool) -> bool:
     """False when admitting a waiting request as ``admission`` (SGLang's prefill shape) would
-    start a second chunked prefill beside the in-flight one, which SGLang cannot track (its
-    own shortest-prefill-first guard, applied whatever the policy): the request then waits
-    for a pass with room for it whole."""
-    return not (has_chunked_req and bool(getattr(admission, "is_chunked", False)))
+    start a second chunked prefill beside an in-flight one whose chunk this pass capped
+    (``chunk_capped``): the room the cap left is for requests whole, as under SGLang's own
+    shortest-prefill-first (whose guard is this one), so the request waits for a pass with
+    room for it whole. In a pass without a cap SGLang admits as it always does (the chunk
+    took the pass's whole budget, or ends in it): refusing there held back admissions stock
+    SGLang makes (docs/BENCHMARKS.md section 8)."""
+    if not (chunk_capped and has_chunked_req):
+        return True
+    return not bool(getattr(admission, "is_chunked", False))
 
 
 def _pending(chunked: Any | None, waiting: Sequence[Any]) -> list[Any]:

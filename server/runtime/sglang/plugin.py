@@ -18,7 +18,8 @@ SGLang users of this environment are unaffected). When active it registers with
   ``Scheduler._should_defer_prefill``: the pass's composition follows the rank too (an
   in-flight chunk leaves room for waiting requests that outrank it; a prefill waits a bounded
   streak of decode passes while a better-ranked request decodes; ``composition``), and
-  ``PrefillAdder._select_prefill_admission`` never starts a second chunked request.
+  ``PrefillAdder._select_prefill_admission`` never starts a second chunked request beside a
+  chunk it capped.
 * AROUND hook on ``Scheduler.get_next_batch_to_run`` (every loop pass): count the pass, poll
   ``control.json``, apply retention hints, write ``status.json``; time the scheduling
   (calibration). Under tensor parallelism every rank decides alike (``lockstep``).
@@ -133,7 +134,8 @@ def _adder_class(st: PluginState) -> type[Any]:
 
         def _select_prefill_admission(self, req: Any, *args: Any, **kwargs: Any) -> Any:
             admission = super()._select_prefill_admission(req, *args, **kwargs)
-            if keeps_one_chunked(admission, bool(kwargs.get("has_chunked_req"))):
+            chunked = bool(kwargs.get("has_chunked_req"))
+            if keeps_one_chunked(admission, chunked, st.chunk_capped):
                 return admission
             return add_result.OTHER
 

@@ -103,6 +103,9 @@ class PluginState:
         self.preemptions = 0
         #: passes whose in-flight chunk shrank for outranking waiting requests
         self.chunk_caps = 0
+        #: this pass capped the in-flight chunk (asked once a pass while one is in flight,
+        #: before any admission): its room is for waiting requests whole
+        self.chunk_capped = False
         #: passes whose KV room could not be read from SGLang (the chunk cap then counts
         #: request slots alone; should stay 0 on the pinned SGLang)
         self.kv_room_unknown = 0
@@ -289,8 +292,16 @@ class PluginState:
             return False  # a prefill-only batch never decodes: deferring would idle the pass
         reqs = list(getattr(running_batch, "reqs", None) or [])
         waiting = scheduler.waiting_queue
+        tree = getattr(scheduler, "tree_cache", None)
         return self.composer.defer_prefill(
-            self.rank_keys, reqs, scheduler.chunked_req, waiting, self._admission_room
+            self.rank_keys,
+            reqs,
+            scheduler.chunked_req,
+            waiting,
+            self._admission_room,
+            residency=lambda pending: waiting_residency(tree, pending),
+            chunk_tokens=getattr(scheduler, "chunked_prefill_size", None),
+            max_running=getattr(scheduler, "max_running_requests", None),
         )
 
     def chunk_limit(
@@ -303,6 +314,7 @@ class PluginState:
         # the count read in this pass's defer hook, used once: a pass that skipped the hook
         # (SGLang's own interval deferred it, another scheduler loop) leaves no stale count
         room, self._admission_room = self._admission_room, UNKNOWN_ROOM
+        self.chunk_capped = False
         if self.paused or getattr(tree, "disable", False):
             return None
         # counted where it is used: SGLang loops that skip the defer hook leave it unknown
@@ -316,7 +328,8 @@ class PluginState:
             page_size,
             room,
         )
-        self.chunk_caps += limit is not None
+        self.chunk_capped = limit is not None
+        self.chunk_caps += self.chunk_capped
         return limit
 
     # -- steps ------------------------------------------------------------------------------------

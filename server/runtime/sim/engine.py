@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from agentconsole.kvtiers.node import Block, Node
 from agentconsole.kvtiers.tiers import Tier
-from agentconsole.scheduler.composition import PrefillDeferral
+from agentconsole.scheduler.composition import PrefillDeferral, passes_for
 from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
 from agentconsole.scheduler.fairness import TIER_UNDERSERVED, FairnessConfig, FairnessGuard
 from agentconsole.scheduler.policies.base import Policy
@@ -173,9 +173,9 @@ class SimEngine:
         self._deferring_prefill = False
         if prefilling:
             # the step's composition follows the policy's rank, not only its admission order
-            best = min(c.rank for c in prefilling)
-            decoder_ranks = [c.rank for c in decoding]
-            if self.config.rank_aware_steps and any(r < best for r in decoder_ranks):
+            first = min(prefilling, key=lambda c: c.rank)
+            best = first.rank
+            if self.config.rank_aware_steps and any(c.rank < best for c in decoding):
                 # better-ranked calls are decoding: prefill only as much as hides under their
                 # step's memory time (stall-free), so a worse-ranked long prefill neither
                 # stretches their steps nor stops
@@ -185,7 +185,11 @@ class SimEngine:
                     )
                 )
             self._deferring_prefill = self.deferral.defers(
-                decoder_ranks, best, self._deferred_steps
+                [c.rank for c in decoding],
+                best,
+                self._deferred_steps,
+                prefill_passes=passes_for(first.prefill_left, self.config.chunked_prefill_size),
+                spare_slots=self.config.max_running_requests - len(self.running),
             )
             if self._deferring_prefill:
                 # or, as the SGLang plugin does, decode alone for a bounded streak
