@@ -96,18 +96,26 @@ def test_a_decoder_keeps_the_key_it_was_first_seen_running_with() -> None:
 def test_a_one_pass_prefill_waits_only_with_a_slot_free_beside_it() -> None:
     composer = StepComposer(PrefillDeferral(max_decode_passes=3))
     decoder, fresh = Req("a", key=1), Req("b", key=9)
-    one_pass = {"chunk_tokens": 4096}
     # two slots: the decoder's and the prefill's, none left for arrivals to join it
-    assert not composer.defer_prefill(keys, [decoder], None, [fresh], **one_pass, max_running=2)
+    assert not composer.defer_prefill(
+        keys, [decoder], None, [fresh], chunk_tokens=4096, max_running=2
+    )
     assert composer.deferrals == 0
-    assert composer.defer_prefill(keys, [decoder], None, [fresh], **one_pass, max_running=8)
+    assert composer.defer_prefill(keys, [decoder], None, [fresh], chunk_tokens=4096, max_running=8)
 
 
 def test_a_waiting_prefill_is_sized_by_what_the_device_does_not_hold() -> None:
     composer = StepComposer(PrefillDeferral(max_decode_passes=3))
     decoder, warm = Req("a", key=1), Req("b", key=9, prompt=300)
-    held = {"residency": lambda reqs: {"b": 290}, "chunk_tokens": CHUNK, "max_running": 2}
-    assert not composer.defer_prefill(keys, [decoder], None, [warm], **held)  # 10 tokens: 1 pass
+    assert not composer.defer_prefill(  # 10 tokens uncached: one pass
+        keys,
+        [decoder],
+        None,
+        [warm],
+        residency=lambda reqs: {"b": 290},
+        chunk_tokens=CHUNK,
+        max_running=2,
+    )
     assert composer.defer_prefill(keys, [decoder], None, [warm], chunk_tokens=CHUNK, max_running=2)
 
 
