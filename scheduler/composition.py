@@ -6,7 +6,7 @@ last call is decoding stops for every chunk of a fresh 100K-token prompt admitte
 however the queue was ordered (the overview's section 4). :class:`PrefillDeferral` is the rule
 both the simulator's engine and the SGLang plugin (around ``Scheduler._should_defer_prefill``)
 apply: a pass decodes instead while some decoder outranks every pending prefill (a one-pass
-prefill only while the batch has a slot free beside it, for later arrivals to join), at most
+prefill only while the decoders outnumber the requests waiting on it), at most
 ``max_decode_passes`` passes in a row, so a stream of well-ranked decoders slows a prefill but
 never stops it (the same cadence as SGLang's ``prefill_decode_interval``, decided by rank).
 
@@ -16,7 +16,7 @@ rule never looks at which policy made them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,30 +43,32 @@ class PrefillDeferral:
 
     def defers(
         self,
-        decoder_keys: Iterable[Any],
+        decoder_keys: Sequence[Any],
         prefill_key: Any,
         decode_streak: int,
         *,
         prefill_passes: int = 1,
-        spare_slots: int | None = None,
+        waiting_prefills: int = 1,
     ) -> bool:
-        """True when this pass should decode and leave the best pending prefill (key
-        ``prefill_key``, ``prefill_passes`` passes of work left) for later: some decoder's
-        key is better, the decode passes since the last prefill (``decode_streak``) are under
-        the cap, and deferring can pay. Changes nothing.
+        """True when this pass should decode the calls keyed ``decoder_keys`` and leave the
+        best pending prefill (key ``prefill_key``, ``prefill_passes`` passes of work left) for
+        later: some decoder's key is better, the decode passes since the last prefill
+        (``decode_streak``) are under the cap, and deferring pays. Changes nothing.
 
         It pays for a prefill of several passes: its chunks then alternate with the decode
         instead of running back to back (section 4). A one-pass prefill delays the decoders
         by its one pass whether it runs now or after the streak; deferring it pays only by
-        gathering later arrivals into that pass (one stall of the decoders instead of several:
-        wide-fanout's short branches, docs/BENCHMARKS.md section 2f), so it is deferred only
-        while the batch has a request slot free beside it (``spare_slots``, None: unknown).
-        With none, deferring would only keep its request out of the decode batch (the CPU
-        engine at 2 requests deferred 540-800 passes a seed-mix run so; section 8).
+        gathering the prefills of calls admitted meanwhile into that one pass, one stall of
+        the decoders instead of several, and costs the ``waiting_prefills`` requests that
+        pass would start their decode meanwhile. So it is deferred only while the decoders
+        outnumber them (wide-fanout's short branches beside a full batch on the simulated
+        H200, docs/BENCHMARKS.md section 2f; not the CPU engine's one decoder beside one
+        newcomer at 2 requests a batch, which deferred 540-800 passes a seed-mix run,
+        section 8).
         """
         if prefill_key is None or decode_streak >= self.max_decode_passes:
             return False
-        if prefill_passes <= 1 and spare_slots is not None and spare_slots < 1:
+        if prefill_passes <= 1 and len(decoder_keys) <= waiting_prefills:
             return False
         return any(key < prefill_key for key in decoder_keys)
 

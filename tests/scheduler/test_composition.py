@@ -13,15 +13,16 @@ def test_defers_a_long_prefill_while_a_decoder_outranks_it() -> None:
     assert not rule.defers([KEY_WORSE], KEY_PREFILL, 0, prefill_passes=4)
 
 
-def test_a_one_pass_prefill_is_deferred_only_with_a_slot_free_beside_it() -> None:
-    # a slot free: later arrivals can join the pass the streak ends with (one stall instead
-    # of several); none: deferring only keeps the prefill's request out of the decode batch
+def test_a_one_pass_prefill_is_deferred_only_while_the_decoders_outnumber_its_waiters() -> None:
+    # deferring gathers later prefills into one stall of the decoders, and holds back the
+    # requests that pass would start: worth it for many decoders beside few newcomers
     rule = PrefillDeferral(max_decode_passes=3)
-    assert rule.defers([KEY_BETTER], KEY_PREFILL, 0, spare_slots=1)
-    assert rule.defers([KEY_BETTER], KEY_PREFILL, 0)  # slots unknown
-    assert not rule.defers([KEY_BETTER], KEY_PREFILL, 0, spare_slots=0)
-    assert rule.defers([KEY_BETTER], KEY_PREFILL, 0, prefill_passes=2, spare_slots=0)
-    assert not rule.defers([KEY_WORSE], KEY_PREFILL, 0, spare_slots=1)
+    many = [KEY_BETTER, KEY_WORSE, KEY_WORSE]
+    assert rule.defers(many, KEY_PREFILL, 0, waiting_prefills=2)
+    assert not rule.defers(many, KEY_PREFILL, 0, waiting_prefills=3)
+    assert not rule.defers([KEY_BETTER], KEY_PREFILL, 0)  # one decoder, one newcomer
+    assert rule.defers([KEY_BETTER], KEY_PREFILL, 0, prefill_passes=2, waiting_prefills=5)
+    assert not rule.defers([KEY_WORSE, KEY_WORSE], KEY_PREFILL, 0, waiting_prefills=1)
 
 
 def test_the_streak_is_capped_so_the_prefill_always_runs() -> None:

@@ -93,15 +93,20 @@ def test_a_decoder_keeps_the_key_it_was_first_seen_running_with() -> None:
     )
 
 
-def test_a_one_pass_prefill_waits_only_with_a_slot_free_beside_it() -> None:
+def test_a_one_pass_prefill_waits_only_while_the_decoders_outnumber_its_waiters() -> None:
     composer = StepComposer(PrefillDeferral(max_decode_passes=3))
-    decoder, fresh = Req("a", key=1), Req("b", key=9)
-    # two slots: the decoder's and the prefill's, none left for arrivals to join it
+    decoders = [Req("a", key=1), Req("c", key=2), Req("d", key=3)]
+    fresh = [Req("b", key=9), Req("e", key=10)]
+    # one decoder beside one newcomer (the CPU engine at 2 requests): no gathering to pay
     assert not composer.defer_prefill(
-        keys, [decoder], None, [fresh], chunk_tokens=4096, max_running=2
+        keys, decoders[:1], None, fresh[:1], chunk_tokens=4096, max_running=2
     )
-    assert composer.deferrals == 0
-    assert composer.defer_prefill(keys, [decoder], None, [fresh], chunk_tokens=4096, max_running=8)
+    # three decoders, and room to start both newcomers: gathering them pays
+    assert composer.defer_prefill(keys, decoders, None, fresh, chunk_tokens=4096, max_running=8)
+    # three decoders, room to start one of ten newcomers (the pass's slots bound them)
+    many = [Req(f"w{i}", key=9 + i) for i in range(10)]
+    assert composer.defer_prefill(keys, decoders, None, many, chunk_tokens=4096, max_running=4)
+    assert not composer.defer_prefill(keys, decoders, None, many, chunk_tokens=4096, max_running=16)
 
 
 def test_a_waiting_prefill_is_sized_by_what_the_device_does_not_hold() -> None:

@@ -14,8 +14,8 @@ prefill is pending. Two decisions fix that, both by rank (``ordering.Orderer`` k
   request slots and KV tokens as SGLang's admission counts them; room no one could be
   admitted into is not kept);
 * :meth:`StepComposer.defer_prefill` (around ``Scheduler._should_defer_prefill``): while a
-  running request outranks every pending prefill (one that fits a pass only while a request
-  slot is free beside it, for later arrivals to join), the pass decodes instead, at most
+  running request outranks every pending prefill (one that fits a pass only while the
+  decoders outnumber the requests the pass would start), the pass decodes instead, at most
   ``PrefillDeferral.max_decode_passes`` passes in a row (the simulator's engine applies the
   same rule, ``EngineConfig.defer_prefill_steps``).
 
@@ -89,7 +89,8 @@ class StepComposer:
         prefill (the ``chunked`` request's next chunk, or a ``waiting`` one the pass has
         ``room`` to admit) for later (``PrefillDeferral.defers``: the best pending prefill's
         passes from its uncached prompt, by ``residency``, in chunks of ``chunk_tokens``; the
-        slots spare beside it out of SGLang's ``max_running``); counts the streak."""
+        requests the pass would start, by the free ones of SGLang's ``max_running`` slots);
+        counts the streak."""
         decoders = [r for r in running if not r.finished()]
         pending = _pending(chunked, waiting if room.slots != 0 else ())
         if not decoders:
@@ -119,8 +120,7 @@ class StepComposer:
             pending_keys[at],
             self.deferred_passes,
             prefill_passes=passes_for(uncached, chunk_tokens),
-            # slots beside the decoders and this prefill, for arrivals to join it
-            spare_slots=None if max_running is None else max_running - len(decoders) - 1,
+            waiting_prefills=_admissible(pending, chunked, room, max_running, len(decoders)),
         )
         if not defers:
             self.deferred_passes = 0
@@ -290,6 +290,23 @@ def keeps_one_chunked(admission: Any, has_chunked_req: bool, chunk_capped: bool)
     if not (chunk_capped and has_chunked_req):
         return True
     return not bool(getattr(admission, "is_chunked", False))
+
+
+def _admissible(
+    pending: Sequence[Any],
+    chunked: Any | None,
+    room: PassRoom,
+    max_running: int | None,
+    decoders: int,
+) -> int:
+    """How many of the ``pending`` requests a prefill pass would start: the chunked one and
+    the waiting ones, as many as its slots allow (``room.slots``, else the free ones of
+    ``max_running``; unbounded when neither is known)."""
+    waiting = len(pending) - (chunked is not None)
+    slots = room.slots
+    if slots is None and max_running is not None:
+        slots = max(max_running - decoders - (chunked is not None), 0)
+    return (chunked is not None) + (waiting if slots is None else min(waiting, slots))
 
 
 def _pending(chunked: Any | None, waiting: Sequence[Any]) -> list[Any]:

@@ -189,7 +189,7 @@ class SimEngine:
                 best,
                 self._deferred_steps,
                 prefill_passes=passes_for(first.prefill_left, self.config.chunked_prefill_size),
-                spare_slots=self.config.max_running_requests - len(self.running),
+                waiting_prefills=len(self._prefilling),
             )
             if self._deferring_prefill:
                 # or, as the SGLang plugin does, decode alone for a bounded streak
