@@ -107,19 +107,12 @@ class StepComposer:
         known.update((r.rid, key) for r, key in zip(new, keys, strict=False))
         if len(known) > 2 * len(decoders):  # forget the requests that left the batch
             self._running_keys = known = {r.rid: known[r.rid] for r in decoders}
-        pending_keys = keys[len(new) :]
-        at = min(range(len(pending_keys)), key=pending_keys.__getitem__)
-        first = pending[at]
-        if first is chunked:
-            uncached = _prompt_left(first)
-        else:
-            uncached = _prompt_total(first) - residency([first]).get(first.rid, 0)
-        decoder_keys = [known[r.rid] for r in decoders]
+        best, best_key = min(zip(pending, keys[len(new) :], strict=True), key=_second)
         defers = self.deferral.defers(
-            decoder_keys,
-            pending_keys[at],
+            [known[r.rid] for r in decoders],
+            best_key,
             self.deferred_passes,
-            prefill_passes=passes_for(uncached, chunk_tokens),
+            prefill_passes=passes_for(_uncached(best, chunked, residency), chunk_tokens),
             waiting_prefills=_admissible(pending, chunked, room, max_running, len(decoders)),
         )
         if not defers:
@@ -290,6 +283,18 @@ def keeps_one_chunked(admission: Any, has_chunked_req: bool, chunk_capped: bool)
     if not (chunk_capped and has_chunked_req):
         return True
     return not bool(getattr(admission, "is_chunked", False))
+
+
+def _second(pair: tuple[Any, Any]) -> Any:
+    return pair[1]
+
+
+def _uncached(req: Any, chunked: Any | None, residency: Residency) -> int:
+    """Prompt tokens ``req``'s prefill has still to compute: the in-flight ``chunked``
+    request's rest, or a waiting request's prompt less what the device holds of it."""
+    if req is chunked:
+        return _prompt_left(req)
+    return _prompt_total(req) - residency([req]).get(req.rid, 0)
 
 
 def _admissible(
