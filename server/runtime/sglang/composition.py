@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
+from operator import itemgetter
 from typing import Any
 
 from agentconsole.scheduler.composition import PrefillDeferral, passes_for
@@ -107,7 +108,7 @@ class StepComposer:
         known.update((r.rid, key) for r, key in zip(new, keys, strict=False))
         if len(known) > 2 * len(decoders):  # forget the requests that left the batch
             self._running_keys = known = {r.rid: known[r.rid] for r in decoders}
-        best, best_key = min(zip(pending, keys[len(new) :], strict=True), key=_second)
+        best, best_key = min(zip(pending, keys[len(new) :], strict=True), key=itemgetter(1))
         defers = self.deferral.defers(
             [known[r.rid] for r in decoders],
             best_key,
@@ -283,10 +284,6 @@ def keeps_one_chunked(admission: Any, has_chunked_req: bool, chunk_capped: bool)
     if not (chunk_capped and has_chunked_req):
         return True
     return not bool(getattr(admission, "is_chunked", False))
-
-
-def _second(pair: tuple[Any, Any]) -> Any:
-    return pair[1]
 
 
 def _uncached(req: Any, chunked: Any | None, residency: Residency) -> int:

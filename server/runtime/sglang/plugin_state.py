@@ -292,14 +292,14 @@ class PluginState:
             return False  # a prefill-only batch never decodes: deferring would idle the pass
         reqs = list(getattr(running_batch, "reqs", None) or [])
         waiting = scheduler.waiting_queue
-        tree = getattr(scheduler, "tree_cache", None)
         return self.composer.defer_prefill(
             self.rank_keys,
             reqs,
             scheduler.chunked_req,
             waiting,
             self._admission_room,
-            residency=lambda pending: waiting_residency(tree, pending),
+            # the waiting queue's last live match, as the ranking read it (no match per pass)
+            residency=lambda pending: self._resident,
             chunk_tokens=getattr(scheduler, "chunked_prefill_size", None),
             max_running=getattr(scheduler, "max_running_requests", None),
         )
