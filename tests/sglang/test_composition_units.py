@@ -8,6 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from agentconsole.scheduler.composition import PrefillDeferral
 from agentconsole.server.runtime.sglang.composition import (
     UNKNOWN_ROOM,
@@ -17,6 +19,7 @@ from agentconsole.server.runtime.sglang.composition import (
     admission_slots,
     keeps_one_chunked,
 )
+from agentconsole.server.runtime.sglang import plugin_state
 from agentconsole.server.runtime.sglang.plugin_state import PluginState
 
 
@@ -311,6 +314,35 @@ def test_a_pass_whose_count_fails_leaves_no_count_behind(tmp_path: Path) -> None
     state._admission_room = PassRoom(slots=3, tokens=1_000)  # left by an earlier pass
     state.defer_prefill(Broken(), SimpleNamespace(reqs=[]))
     assert state._admission_room == UNKNOWN_ROOM
+
+
+def test_a_fresh_arrival_is_sized_by_one_live_match_not_as_wholly_uncached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request that arrived after the queue's last live match: the deferral reads what the
+    device holds of it (one match, kept until the next live match), so a prompt whose
+    uncached rest fits one pass runs beside one decoder instead of waiting as a long one."""
+    matched: list[str] = []
+
+    def holds_all_but_ten(tree: Any, reqs: list[Any]) -> dict[str, int]:
+        matched.extend(r.rid for r in reqs)
+        return {r.rid: r.prompt - 10 for r in reqs}
+
+    monkeypatch.setattr(plugin_state, "waiting_residency", holds_all_but_ten)
+    state = PluginState(tmp_path)
+    state.rank_keys = keys  # type: ignore[method-assign]  # plain keys, no tickets
+    fresh = Req("fresh", key=5, prompt=100_000)  # 25 chunks were it all uncached
+    scheduler = SimpleNamespace(
+        waiting_queue=[fresh],
+        chunked_req=None,
+        tree_cache=object(),
+        chunked_prefill_size=4096,
+        max_running_requests=2,
+    )
+    batch = SimpleNamespace(reqs=[Req("decoder", key=1)])
+    assert not state.defer_prefill(scheduler, batch)
+    assert not state.defer_prefill(scheduler, batch)
+    assert matched == ["fresh"]  # matched once, then read from the kept match
 
 
 def test_only_a_pass_that_capped_its_chunk_guards_admission(tmp_path: Path) -> None:

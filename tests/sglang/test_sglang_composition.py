@@ -2,16 +2,19 @@
 while a fresh long prompt is mid-prefill. With the plugin's step composition its call joins
 the next chunk (the chunk leaves it room) and decodes while the long prefill waits a bounded
 streak of passes, so the program finishes before the fresh prompt's first token; with the
-deferral off it decodes only once the whole prompt is prefilled."""
+deferral off it decodes only once the whole prompt is prefilled. A prompt that fits one pass
+is not deferred beside a single decoder: waiting would gather nothing and only delay it."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
 
+from agentconsole.server.runtime.sglang.status import SchedulerStatus
 from tests.sglang.helpers import Outcome, consume, request, started_runtime, ticket, words
 
 pytestmark = pytest.mark.sglang
@@ -83,4 +86,42 @@ def test_without_deferral_it_waits_for_the_whole_prefill(
     finally:
         _set_deferral(chunked, None)
     assert fresh.token_times[0] < nearly.finished_at
+    assert chunked.read_status().errors == 0
+
+
+async def _status_after(rt: Any, moment: float) -> SchedulerStatus:
+    """The scheduler's status as written after ``moment`` (the plugin writes it about once a
+    second), so counters include every pass before then."""
+    for _ in range(100):
+        status: SchedulerStatus | None = rt.read_status()
+        if status is not None and status.written_at > moment:
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError("no scheduler status written after the scenario")
+
+
+async def _one_pass_beside_a_decoder(rt: Any) -> tuple[Outcome, Outcome, int, int]:
+    """(the decoder, the short newcomer, deferrals before, deferrals after)."""
+    before = (await _status_after(rt, time.time())).prefill_deferrals
+    better = ticket(
+        "nearly-one", completed_calls=9, remaining_cp_s=0.05, expected_output_tokens=120
+    )
+    decoding = asyncio.ensure_future(consume(rt, request(better, "verify the patch", 120)))
+    await asyncio.sleep(0.3)  # it decodes
+    worse = ticket("fresh-short", remaining_cp_s=60.0, expected_output_tokens=4)
+    short = await consume(rt, request(worse, "list the files", 4))  # well under one chunk
+    decoder = await decoding
+    after = (await _status_after(rt, time.time())).prefill_deferrals
+    return decoder, short, before, after
+
+
+def test_a_one_pass_prefill_beside_one_decoder_runs_at_once(
+    chunked: Any, run: Callable[[Awaitable[Any]], Any]
+) -> None:
+    _set_deferral(chunked, None)
+    decoder, short, before, after = run(_one_pass_beside_a_decoder(chunked))
+    assert decoder.result.output_tokens == 120
+    assert short.result.output_tokens == 4
+    assert after == before  # the newcomer's one pass was never deferred
+    assert short.finished_at < decoder.finished_at
     assert chunked.read_status().errors == 0

@@ -298,11 +298,23 @@ class PluginState:
             scheduler.chunked_req,
             waiting,
             self._admission_room,
-            # the waiting queue's last live match, as the ranking read it (no match per pass)
-            residency=lambda pending: self._resident,
+            residency=lambda pending: self._resident_of(
+                getattr(scheduler, "tree_cache", None), pending
+            ),
             chunk_tokens=getattr(scheduler, "chunked_prefill_size", None),
             max_running=getattr(scheduler, "max_running_requests", None),
         )
+
+    def _resident_of(self, tree: Any, reqs: list[Any]) -> dict[str, int]:
+        """The waiting queue's last live match (``_resident``, as the ranking read it), with
+        ``reqs`` it missed (arrivals since, or past its budget) matched now and kept there
+        until the next live match: each request is matched at most once between two, not on
+        every pass. Without the fill a fresh arrival counted as wholly uncached, its one-pass
+        prefill looked like several and was deferred (540-800 passes a CPU seed-mix run)."""
+        missing = [r for r in reqs if r.rid not in self._resident]
+        if missing and tree is not None:
+            self._resident.update(waiting_residency(tree, missing))
+        return self._resident
 
     def chunk_limit(
         self, chunked: Any, waiting: list[Any], budget: int, page_size: int, tree: Any
