@@ -62,9 +62,8 @@ class PrefillDeferral:
         the decoders instead of several, and costs the ``waiting_prefills`` requests that
         pass would start their decode meanwhile. So it is deferred only while the decoders
         outnumber them (wide-fanout's short branches beside a full batch on the simulated
-        H200, docs/BENCHMARKS.md section 2f; not the CPU engine's one decoder beside one
-        newcomer at 2 requests a batch, which deferred 540-800 passes a seed-mix run,
-        section 8).
+        H200, docs/BENCHMARKS.md section 2f; not one decoder beside one newcomer on the CPU
+        engine's 2-request batch, where waiting only delays the newcomer).
         """
         if prefill_key is None or decode_streak >= self.max_decode_passes:
             return False

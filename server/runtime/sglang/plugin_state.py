@@ -309,8 +309,8 @@ class PluginState:
         """The waiting queue's last live match (``_resident``, as the ranking read it), with
         ``reqs`` it missed (arrivals since, or past its budget) matched now and kept there
         until the next live match: each request is matched at most once between two, not on
-        every pass. Without the fill a fresh arrival counted as wholly uncached, its one-pass
-        prefill looked like several and was deferred (540-800 passes a CPU seed-mix run)."""
+        every pass. Without the fill a fresh arrival counts as wholly uncached: a prompt the
+        device mostly holds looks like a prefill of many chunks and is deferred as one."""
         missing = [r for r in reqs if r.rid not in self._resident]
         if missing and tree is not None:
             self._resident.update(waiting_residency(tree, missing))
