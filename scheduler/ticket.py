@@ -49,6 +49,15 @@ class CallTicket:
             twin.deadline += by
         return twin
 
+    def but(self, **changes: Any) -> CallTicket:
+        """A copy with ``changes`` applied (field name -> value): ``dataclasses.replace``
+        without its per-call field introspection, about 4x cheaper. The plugin ranks every
+        waiting call on each scheduler pass and copies tickets to do it."""
+        twin = CallTicket(*_values(self))
+        for name, value in changes.items():
+            setattr(twin, name, value)
+        return twin
+
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> CallTicket:
         """Inverse of :meth:`to_params`; unknown keys are ignored so versions can differ."""

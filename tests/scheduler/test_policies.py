@@ -86,6 +86,16 @@ def test_boost_always_moves_a_call_ahead(name: str) -> None:
     assert p.key(boosted, 0) < p.key(plain, 0)
 
 
+def test_a_ticket_copy_with_changes_leaves_the_original() -> None:
+    t = _t(remaining_cp_s=3.5, deadline=9.0, completed_calls=3)
+    twin = t.but(seq=7, cached_tokens=40)
+    assert (twin.seq, twin.cached_tokens, twin.deadline, twin.remaining_cp_s) == (7, 40, 9.0, 3.5)
+    assert (t.seq, t.cached_tokens) == (0, 0)
+    assert t.but() == t and t.but() is not t
+    with pytest.raises(AttributeError):
+        t.but(no_such_field=1)
+
+
 def test_ticket_params_round_trip() -> None:
     t = _t(remaining_cp_s=3.5, deadline=9.0, completed_calls=3)
     back = CallTicket.from_params({**t.to_params(), "unknown_future_field": 1})

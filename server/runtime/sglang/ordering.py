@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from agentconsole.scheduler.fairness import TIER_STARVING, FairnessGuard
 from agentconsole.scheduler.policies import get_policy
@@ -106,7 +106,7 @@ class Orderer:
         for c in candidates:
             base = tickets.get(c.rid) or (c.wire.ticket if c.wire is not None else None)
             if base is not None and base.program_id in boosts:
-                base = replace(base, boost=boosts[base.program_id])
+                base = base.but(boost=boosts[base.program_id])
             resolved.append(base)
         backlogged = {t.tenant for t in resolved if t is not None}
         underserved = self.guard.underserved(backlogged, wall, remember=remember)
@@ -132,11 +132,11 @@ class Orderer:
         now = c.wire.now(wall)
         if c.wire.kind is CallKind.PROBE:
             return Ranked(c, (TIER_PROBE, 0.0, seq), 0.0, ticket.tenant, ticket.program_id)
-        ticket = replace(ticket, seq=seq)
+        ticket = ticket.but(seq=seq)
         if c.resident_tokens is not None:
             ticket = refreshed(ticket, c.resident_tokens, recompute_s_per_token)
         if c.preempted_at is not None:
-            ticket = replace(ticket, arrival=max(ticket.arrival, c.wire.now(c.preempted_at)))
+            ticket = ticket.but(arrival=max(ticket.arrival, c.wire.now(c.preempted_at)))
         policy_key = self.policy.key(ticket, now)
         key = self.guard.effective_key(ticket, policy_key, now, underserved)
         if c.preempted_at is not None and key[0] != TIER_STARVING:
@@ -165,8 +165,7 @@ def refreshed(ticket: CallTicket, resident_tokens: int, recompute_s_per_token: f
         return ticket
     if delta > 0:  # lost since queued
         lost_s = delta * recompute_s_per_token
-        return replace(
-            ticket,
+        return ticket.but(
             cached_tokens=resident,
             restore_cost_s=ticket.restore_cost_s + lost_s,
             remaining_cp_s=ticket.remaining_cp_s + lost_s,
@@ -174,8 +173,7 @@ def refreshed(ticket: CallTicket, resident_tokens: int, recompute_s_per_token: f
     gained_s = -delta * recompute_s_per_token
     from_restore = min(gained_s, ticket.restore_cost_s)
     from_service = min(gained_s - from_restore, ticket.service_estimate_s)
-    return replace(
-        ticket,
+    return ticket.but(
         cached_tokens=resident,
         restore_cost_s=ticket.restore_cost_s - from_restore,
         service_estimate_s=ticket.service_estimate_s - from_service,
