@@ -40,7 +40,8 @@ fi
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     gpu_stamp=".venv/.agentconsole-sglang-gpu.stamp"
     if [[ ! -f "$gpu_stamp" ]]; then
-        "${PIP[@]}" -e ".[sglang]" --config-settings editable_mode=strict && touch "$gpu_stamp"
+        "${PIP[@]}" -e ".[sglang]" --config-settings editable_mode=strict
+        touch "$gpu_stamp"
     fi
 else
     scripts/install_sglang_cpu.sh .venv

@@ -7,7 +7,13 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export SGLANG_USE_CPU_ENGINE="${SGLANG_USE_CPU_ENGINE:-1}"
-echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
-echo "== mypy"; .venv/bin/mypy -p agentconsole && .venv/bin/mypy tests benchmarks
+# one command a line: under `set -e` a failure on the left of `&&` does not stop the script
+# (a lint error once passed the whole run that way)
+echo "== ruff"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+echo "== mypy"
+.venv/bin/mypy -p agentconsole
+.venv/bin/mypy tests benchmarks
 echo "== imports"; .venv/bin/lint-imports --no-logo pyproject.toml import-cycles.toml
 echo "== pytest"; .venv/bin/python -m pytest "$@"

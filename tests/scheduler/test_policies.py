@@ -91,7 +91,8 @@ def test_a_ticket_copy_with_changes_leaves_the_original() -> None:
     twin = t.but(seq=7, cached_tokens=40)
     assert (twin.seq, twin.cached_tokens, twin.deadline, twin.remaining_cp_s) == (7, 40, 9.0, 3.5)
     assert (t.seq, t.cached_tokens) == (0, 0)
-    assert t.but() == t and t.but() is not t
+    assert t.but() == t
+    assert t.but() is not t
     with pytest.raises(AttributeError):
         t.but(no_such_field=1)
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agentconsole.scheduler.composition import PrefillDeferral
+from agentconsole.server.runtime.sglang import plugin_state
 from agentconsole.server.runtime.sglang.composition import (
     UNKNOWN_ROOM,
     PassRoom,
@@ -19,7 +20,6 @@ from agentconsole.server.runtime.sglang.composition import (
     admission_slots,
     keeps_one_chunked,
 )
-from agentconsole.server.runtime.sglang import plugin_state
 from agentconsole.server.runtime.sglang.plugin_state import PluginState
 
 
@@ -343,6 +343,7 @@ def test_a_fresh_arrival_is_sized_by_one_live_match_not_as_wholly_uncached(
     assert not state.defer_prefill(scheduler, batch)
     assert not state.defer_prefill(scheduler, batch)
     assert matched == ["fresh"]  # matched once, then read from the kept match
+    assert state._resident == {}  # the ranking still reads only the live match
 
 
 def test_only_a_pass_that_capped_its_chunk_guards_admission(tmp_path: Path) -> None:

@@ -15,7 +15,15 @@ from typing import Any
 import pytest
 
 from agentconsole.server.runtime.sglang.status import SchedulerStatus
-from tests.sglang.helpers import Outcome, consume, request, started_runtime, ticket, words
+from tests.sglang.helpers import (
+    Outcome,
+    consume,
+    request,
+    started,
+    started_runtime,
+    ticket,
+    words,
+)
 
 pytestmark = pytest.mark.sglang
 
@@ -107,7 +115,8 @@ async def _one_pass_beside_a_decoder(rt: Any) -> tuple[Outcome, Outcome, int, in
         "nearly-one", completed_calls=9, remaining_cp_s=0.05, expected_output_tokens=120
     )
     decoding = asyncio.ensure_future(consume(rt, request(better, "verify the patch", 120)))
-    await asyncio.sleep(0.3)  # it decodes
+    await started(rt, better.call_id)
+    assert not decoding.done()  # it decodes when the newcomer arrives
     worse = ticket("fresh-short", remaining_cp_s=60.0, expected_output_tokens=4)
     short = await consume(rt, request(worse, "list the files", 4))  # well under one chunk
     decoder = await decoding

@@ -99,6 +99,9 @@ class PluginState:
         self._passes = 0
         #: request id -> prompt tokens on the device at the last live match (``sort_waiting``)
         self._resident: dict[str, int] = {}
+        #: request id -> prompt tokens on the device, for requests the deferral sized since
+        #: the last live match that it missed (``_resident_of``); the ranking never reads it
+        self._filled: dict[str, int] = {}
         self._status_dirty = True
         self.preemptions = 0
         #: passes whose in-flight chunk shrank for outranking waiting requests
@@ -224,6 +227,7 @@ class PluginState:
         if tree is not None and self._passes % _LIVE_MATCH_EVERY == 0:
             # the live match, as ``lpm`` takes it: what the tree holds of each prompt now
             self._resident = waiting_residency(tree, waiting)
+            self._filled = {}
         ranked = self.rank(waiting, wall)
         for r in ranked:
             self.requests.seen_waiting(r.candidate, wall)
@@ -306,15 +310,21 @@ class PluginState:
         )
 
     def _resident_of(self, tree: Any, reqs: list[Any]) -> dict[str, int]:
-        """The waiting queue's last live match (``_resident``, as the ranking read it), with
-        ``reqs`` it missed (arrivals since, or past its budget) matched now and kept there
-        until the next live match: each request is matched at most once between two, not on
-        every pass. Without the fill a fresh arrival counts as wholly uncached: a prompt the
-        device mostly holds looks like a prefill of many chunks and is deferred as one."""
-        missing = [r for r in reqs if r.rid not in self._resident]
+        """Request id -> prompt tokens on the device for ``reqs``: the waiting queue's last
+        live match (``_resident``), and for a request it missed (an arrival since, or one
+        past its budget) a match made now and kept in ``_filled`` until the next live match,
+        so each is matched at most once between two. The ranking reads only the live match.
+        Without the fill a fresh arrival counts as wholly uncached: a prompt the device
+        mostly holds looks like a prefill of many chunks and is deferred as one."""
+        live, filled = self._resident, self._filled
+        missing = [r for r in reqs if r.rid not in live and r.rid not in filled]
         if missing and tree is not None:
-            self._resident.update(waiting_residency(tree, missing))
-        return self._resident
+            filled.update(waiting_residency(tree, missing))
+        return {
+            r.rid: tokens
+            for r in reqs
+            if (tokens := live.get(r.rid, filled.get(r.rid))) is not None
+        }
 
     def chunk_limit(
         self, chunked: Any, waiting: list[Any], budget: int, page_size: int, tree: Any

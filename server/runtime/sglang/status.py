@@ -83,7 +83,8 @@ class SchedulerStatus:
     late_controls: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        """The file's JSON: a shallow read of the fields, entries as plain rows. Not
+        """The file's JSON: a shallow read of the fields (it shares this status's dicts and
+        lists: serialise it at once), entries as plain rows. Not
         ``asdict``: its deep copy of every queued entry was a third of what publishing cost
         the scheduler 10 times a second (py-spy, CPU seed-mix run)."""
         data = {name: getattr(self, name) for name in _STATUS_FIELDS}
