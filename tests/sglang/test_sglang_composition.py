@@ -98,8 +98,8 @@ def test_without_deferral_it_waits_for_the_whole_prefill(
 
 
 async def _status_after(rt: Any, moment: float) -> SchedulerStatus:
-    """The scheduler's status as written after ``moment`` (the plugin writes it about once a
-    second), so counters include every pass before then."""
+    """The scheduler's status as written after ``moment`` (the plugin writes it ten times a
+    second and after control changes), so counters include every pass before then."""
     for _ in range(100):
         status: SchedulerStatus | None = rt.read_status()
         if status is not None and status.written_at > moment:
