@@ -31,6 +31,16 @@ the started programs outgrowing the budget: they park at their boundaries as abo
 door stops filling slots for ``fill_cooldown_s`` after each such park (the workload's contexts
 outgrow memory: the predictions are what keeps it from thrashing again).
 
+Outgrowing the budget is counted, not yet thrash: the engine may still hold every counted
+context (the budget is a share of memory, and a context's tail the program will rewrite costs
+little to lose). So a started program is parked only on evidence (:meth:`~ProgramDoor.note_lost`):
+since what the started programs hold last fit the budget, the engine lost a real part of a
+context the door counted (kept for a tool wait, or in the engine). Without it, parking would
+cost the parked program its place and its context for a recompute nobody measured, and the
+cooldown would switch work conservation off for the rest of a burst (measured on seed-mix,
+where the counted contexts overran a 12K-token pool by a few hundred tokens: 30-58 parks in
+60 programs, and the door cost 1.47x P50 against no door).
+
 A program whose caller stops waiting (:meth:`~ProgramDoor.leave`: serve answers 503 with
 Retry-After after its wait bound) keeps its place in line for ``place_kept_s``: the client's
 retry queues where it was, not behind everyone who arrived since, so a long queue does not
@@ -51,6 +61,10 @@ PLACE_KEPT_S = 300.0
 #: after a started program is parked at a boundary (evidence that contexts outgrow memory),
 #: the door admits by predictions alone this long (a long agent session lasts many minutes)
 FILL_COOLDOWN_S = 600.0
+#: the share of a counted context the engine must have lost to count as thrash: a placement
+#: report a second old, or a page boundary, shows a few tokens missing; eviction takes whole
+#: leaves of the radix tree (a context's tail and up)
+LOSS_EVIDENCE_SHARE = 0.25
 
 
 class ProgramDoor:
@@ -95,6 +109,8 @@ class ProgramDoor:
         self._held: dict[str, int] = {}  # started program -> private tokens it holds now
         self.used_tokens = 0  # predicted working set of the counted programs
         self.held_tokens = 0  # what the counted programs hold now
+        #: the engine lost a counted context since the held tokens last fit the budget
+        self._loss_seen = False
         self.parked_total = 0  # programs that ever had to wait
         self.boundary_parks = 0  # times a started program was parked at a call boundary
 
@@ -175,13 +191,33 @@ class ProgramDoor:
         if program_id in self._counted:
             self.used_tokens += predicted_tokens - self._share[program_id]
             self.held_tokens += current_tokens - self._held.get(program_id, 0)
+            self._forget_loss_if_fits()
         self._share[program_id] = predicted_tokens
         self._held[program_id] = current_tokens
 
+    def note_lost(self, program_id: str, lost_tokens: int) -> None:
+        """``program_id``'s next call found ``lost_tokens`` of its context gone from the
+        engine. Where the door counted that context (kept through a tool wait, or in the
+        engine) and the loss is a real part of it, that is thrash: the evidence
+        :attr:`over_budget` needs, until what the started programs hold fits again."""
+        held = self._held.get(program_id, 0)
+        if (
+            program_id in self._counted
+            and lost_tokens > 0
+            and lost_tokens >= held * LOSS_EVIDENCE_SHARE
+        ):
+            self._loss_seen = True
+
     @property
     def over_budget(self) -> bool:
-        """What the started programs hold no longer fits: they outgrew memory."""
-        return self.enabled and self.held_tokens > self.budget_tokens and len(self._counted) > 1
+        """What the started programs hold no longer fits and the engine has lost a counted
+        context over it: they outgrew memory (see the module docstring)."""
+        return (
+            self.enabled
+            and self._loss_seen
+            and self.held_tokens > self.budget_tokens
+            and len(self._counted) > 1
+        )
 
     def park_started(self, program_id: str, now: float) -> None:
         """Park started program ``program_id`` at its call boundary: it stops counting and
@@ -318,3 +354,10 @@ class ProgramDoor:
             self._counted.discard(program_id)
             self.used_tokens -= self._share[program_id]
             self.held_tokens -= self._held.get(program_id, 0)
+            self._forget_loss_if_fits()
+
+    def _forget_loss_if_fits(self) -> None:
+        """Evidence of thrash holds for one episode of over-commitment: once what is held
+        fits again, the next episode needs evidence of its own."""
+        if self.held_tokens <= self.budget_tokens:
+            self._loss_seen = False

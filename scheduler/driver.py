@@ -306,6 +306,7 @@ class ProgramDriver:
             restore_cost_s=restore,
         )
         flight = self._flight(program_id)
+        self.door.note_lost(program_id, probe.lost_tokens)  # before it counts again: rejoin
         flight.calls.add(ticket.call_id)
         flight.decided_until = None
         if flight.shared_tokens is None:  # its first call: every hit is another program's KV

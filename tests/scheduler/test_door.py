@@ -1,5 +1,6 @@
 """The program admission gate: first come, first served, within a memory budget that counts
-the working set (programs whose context is kept), not every program ever started."""
+the working set (programs whose context is kept), not every program ever started; started
+programs park at their boundaries only on evidence of thrash."""
 
 from __future__ import annotations
 
@@ -90,7 +91,9 @@ def test_a_started_program_that_grows_is_resized_and_parked_at_its_boundary() ->
     assert (door.used_tokens, door.over_budget) == (2_300, False)  # what it holds still fits
     assert not door.try_start("c", 10, 0.0)  # no newcomer while the predictions do not fit
     door.resize("a", 2_000, 800)  # it grew: 1,100 held
-    assert (door.held_tokens, door.over_budget) == (1_100, True)
+    assert (door.held_tokens, door.over_budget) == (1_100, False)  # counted, not yet thrash
+    door.note_lost("b", 200)  # b's next call found 200 of its 300 tokens evicted: thrash
+    assert door.over_budget
     door.park_started("a", 0.0)  # at its next call boundary
     assert door.is_returning("a")
     assert (door.held_tokens, door.over_budget) == (300, False)
@@ -123,7 +126,8 @@ def test_a_work_conserving_door_starts_the_next_program_rather_than_idle_a_slot(
     assert (door.held_tokens, door.over_budget) == (1_000, False)
     door.rejoin("a")
     door.resize("b", 300, 150)
-    # thrash: a started program parks at its boundary
+    door.note_lost("c", 300)  # the engine dropped c's whole context: thrash
+    # a started program parks at its boundary
     assert (door.held_tokens, door.over_budget) == (1_050, True)
     door.park_started("b", 2.5)
     assert door.finish("c", 3.0) == ["b"]  # the returning program first, then d waits
@@ -216,6 +220,29 @@ def test_a_returning_programs_retry_comes_back_to_its_place_in_line() -> None:
     door.park_started("b", 4.0)
     door.leave("b", 5.0)
     assert door.come_back("b", 5.0 + PLACE_KEPT_S) is None  # its place lapsed
+
+
+def test_only_a_real_loss_of_a_counted_context_is_evidence_of_thrash() -> None:
+    """Outgrowing the budget parks nobody until the engine loses a counted context; a few
+    tokens missing (a late placement report, a page) or an uncounted context lost (its
+    retention lapsed, or the door parked it) is no evidence; each over-commitment needs its
+    own."""
+    door = ProgramDoor(1_000)
+    assert door.try_start("a", 600, 0.0)
+    assert door.try_start("b", 400, 0.0)
+    door.resize("a", 600, 700)  # 1,100 held: over the budget by 100
+    door.note_lost("a", 10)  # a sliver of a's 700 tokens: no evidence
+    assert not door.over_budget
+    assert door.step_out("b", until=1.0, now=1.0) == []  # its retention lapsed: uncounted
+    door.rejoin("b")
+    door.note_lost("a", 175)  # a quarter of a's context: the engine is evicting what counts
+    assert door.over_budget
+    door.resize("a", 600, 500)  # what is held fits again (900): the episode is over
+    door.resize("a", 600, 700)  # over again: no evidence yet for this one
+    assert not door.over_budget
+    door.park_started("b", 2.0)
+    door.note_lost("b", 400)  # parked: its context was dropped on purpose, uncounted
+    assert not door.over_budget
 
 
 def test_one_program_alone_is_never_over_budget() -> None:

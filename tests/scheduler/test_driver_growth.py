@@ -46,9 +46,12 @@ def _driver() -> ProgramDriver:
     return ProgramDriver(controller, _Advisor(), _Cost(), budget_tokens=1_000)
 
 
-def _call(driver: ProgramDriver, pid: str, nid: str, tokens: int, now: float) -> None:
+def _call(
+    driver: ProgramDriver, pid: str, nid: str, tokens: int, now: float, *, lost: int = 0
+) -> None:
     driver.controller.add_node(pid, Node(nid, pid, NodeKind.LLM), now)
-    ticket = driver.queue_call(pid, nid, PrefixProbe(tokens), now, private_tokens=tokens)
+    probe = PrefixProbe(tokens, lost_tokens=lost)
+    ticket = driver.queue_call(pid, nid, probe, now, private_tokens=tokens)
     driver.controller.start_node(pid, nid, now)
     usage = CallUsage(tokens, 0, 50, 0.1)
     driver.call_ended(pid, nid, ticket.call_id, now + 1, usage)
@@ -76,6 +79,8 @@ def test_started_programs_that_outgrow_memory_park_at_a_call_boundary() -> None:
     assert driver.at_boundary("a", view, 2.0) is None  # 300 held of 1,000: go on
     _call(driver, "a", "n1", 500, 2.0)
     _call(driver, "b", "n1", 450, 2.0)  # together they now hold 1,050
+    assert driver.at_boundary("a", view, 3.0) is None  # counted over, but nothing lost yet
+    _call(driver, "b", "n2", 500, 3.0, lost=400)  # the engine evicted most of b's context
     parked = driver.at_boundary("a", view, 4.0)
     assert parked == [CacheHint("a", CacheAction.OFFLOAD, 0.0)]  # host memory can take it
     assert driver.at_boundary("b", view, 4.0) is None  # a alone no longer counts
