@@ -35,11 +35,13 @@ Outgrowing the budget is counted, not yet thrash: the engine may still hold ever
 context (the budget is a share of memory, and a context's tail the program will rewrite costs
 little to lose). So a started program is parked only on evidence (:meth:`~ProgramDoor.note_lost`):
 since what the started programs hold last fit the budget, the engine lost a real part of a
-context the door counted (kept for a tool wait, or in the engine). Without it, parking would
-cost the parked program its place and its context for a recompute nobody measured, and the
-cooldown would switch work conservation off for the rest of a burst (measured on seed-mix,
-where the counted contexts overran a 12K-token pool by a few hundred tokens: 30-58 parks in
-60 programs, and the door cost 1.47x P50 against no door).
+context the door counted, found when its program's next call is queued, or when that call ran
+with less of it cached than was there when it was queued (an engine that protects the contexts
+kept through tool waits evicts the queued ones). Without evidence, parking would cost the
+parked program its place and its context for a recompute nobody measured, and the cooldown
+would switch work conservation off for the rest of a burst (measured on seed-mix, where the
+counted contexts overran a 12K-token pool by a few hundred tokens: 30-58 parks in 60
+programs, and the door cost 1.47x P50 against no door; with evidence, 9).
 
 A program whose caller stops waiting (:meth:`~ProgramDoor.leave`: serve answers 503 with
 Retry-After after its wait bound) keeps its place in line for ``place_kept_s``: the client's
@@ -196,10 +198,11 @@ class ProgramDoor:
         self._held[program_id] = current_tokens
 
     def note_lost(self, program_id: str, lost_tokens: int) -> None:
-        """``program_id``'s next call found ``lost_tokens`` of its context gone from the
-        engine. Where the door counted that context (kept through a tool wait, or in the
-        engine) and the loss is a real part of it, that is thrash: the evidence
-        :attr:`over_budget` needs, until what the started programs hold fits again."""
+        """The engine no longer held ``lost_tokens`` of ``program_id``'s context (found as
+        its next call was queued, or as that call ran). Where the door counted that context
+        (kept through a tool wait, or in the engine) and the loss is a real part of it, that
+        is thrash: the evidence :attr:`over_budget` needs, until what the started programs
+        hold fits again."""
         held = self._held.get(program_id, 0)
         if (
             program_id in self._counted

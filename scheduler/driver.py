@@ -159,7 +159,9 @@ class Retained:
 class _Flight:
     """What of a program is in the engine or out at a tool right now."""
 
-    calls: set[str] = field(default_factory=set)  # call ids in flight
+    #: call ids in flight -> the prompt tokens the engine held when each was queued (a call
+    #: served fewer from cache lost the rest while it waited: evidence of thrash for the door)
+    calls: dict[str, int] = field(default_factory=dict)
     tools: set[str] = field(default_factory=set)  # tool nodes running
     #: when the present wait was expected to end when it was decided (None: not decided);
     #: a tool whose expected end is later extends the wait and is decided again
@@ -307,7 +309,7 @@ class ProgramDriver:
         )
         flight = self._flight(program_id)
         self.door.note_lost(program_id, probe.lost_tokens)  # before it counts again: rejoin
-        flight.calls.add(ticket.call_id)
+        flight.calls[ticket.call_id] = probe.hit_tokens
         flight.decided_until = None
         if flight.shared_tokens is None:  # its first call: every hit is another program's KV
             flight.learns_shared = private_tokens is None or private_tokens >= probe.prompt_tokens
@@ -322,7 +324,7 @@ class ProgramDriver:
         """A queued call never reached the engine (the runtime refused it): forget it."""
         flight = self._flights.get(program_id)
         if flight is not None:
-            flight.calls.discard(call_id)
+            flight.calls.pop(call_id, None)
 
     def call_ended(
         self,
@@ -340,8 +342,11 @@ class ProgramDriver:
         the runtime reported it) is still charged to the program. A token quota overrun
         stops the program."""
         flight = self._flights.get(program_id)
-        if flight is not None:
-            flight.calls.discard(call_id)
+        held_when_queued = flight.calls.pop(call_id, None) if flight is not None else None
+        if held_when_queued is not None and usage is not None:
+            # evicted while it waited in the engine's queue (where thrash shows on an engine
+            # that protects the contexts the tool-wait decisions keep)
+            self.door.note_lost(program_id, held_when_queued - usage.cached_tokens)
         self._dirty[program_id] = None
         program = self.controller.programs.get(program_id)
         node = program.nodes.get(node_id) if program is not None else None

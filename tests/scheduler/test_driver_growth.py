@@ -148,3 +148,23 @@ def test_a_carrier_that_marks_public_prefixes_has_said_what_is_shared() -> None:
     driver.controller.start_node("q", "n0", 0.0)
     driver.call_ended("q", "n0", ticket.call_id, 1.0, CallUsage(1_000, 800, 50, 0.1))
     assert driver.door.held_tokens == 750
+
+
+def test_a_context_evicted_while_its_call_waited_is_evidence_of_thrash() -> None:
+    """An engine that protects the contexts kept through tool waits shows thrash as calls that
+    find their context gone only after queueing: the engine serves fewer tokens from cache than
+    it held when the call was queued."""
+    driver, view = _driver(), _View()
+    for pid in ("a", "b"):
+        driver.controller.open_program(pid, "t", 0.0, labels={"workload": "new"})
+        assert driver.arrive(pid, 100, 0, 0.0)
+        _call(driver, pid, "n0", 100, 0.0)
+    _call(driver, "a", "n1", 500, 2.0)
+    _call(driver, "b", "n1", 450, 2.0)  # 1,050 held of 1,000: counted over, nothing lost yet
+    driver.controller.add_node("b", Node("n2", "b", NodeKind.LLM), 3.0)
+    ticket = driver.queue_call("b", "n2", PrefixProbe(600, cached_tokens=500), 3.0)
+    driver.controller.start_node("b", "n2", 3.0)
+    assert driver.at_boundary("a", view, 3.5) is None
+    # b's call ran with 100 of its 500 queued-as-cached tokens: 400 were evicted meanwhile
+    driver.call_ended("b", "n2", ticket.call_id, 4.0, CallUsage(600, 100, 50, 0.1))
+    assert driver.at_boundary("a", view, 4.5) == [CacheHint("a", CacheAction.OFFLOAD, 0.0)]
