@@ -20,6 +20,11 @@ Everything lands in ``OUT/gpu_lane.json`` (and is printed). ``--quick`` shrinks 
 workload to fit a short lease. ``--hicache-gb N`` gives the plugin's engine a HiCache host tier
 (not yet run on a GPU: the first lease should try it once). ``tests/gpu/test_gpu_lane.py``
 runs the lane (skipped without a GPU).
+
+It needs SGLang's CUDA stack on the machine (torch 2.14.1, ``sglang-kernel`` 0.4.10: about
+1.2 GB of wheels). Where that cannot be brought (the first lease had torch 2.11, no registry
+and 64 MiB a call), ``benchmarks/gpu_kernels.py`` measures the cost model's roofline with
+PyTorch alone (docs/BENCHMARKS.md section 9).
 """
 
 from __future__ import annotations
