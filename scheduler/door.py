@@ -18,7 +18,8 @@ The gate only counts; the driver tells it what happens (:meth:`ProgramDoor.try_s
 :meth:`~ProgramDoor.wake` at :meth:`~ProgramDoor.next_expiry`) and starts the programs each
 returns. A program's size is its predicted peak working set (``resize``: the driver's growth
 estimate, corrected as the program grows). When the started programs outgrow the budget
-anyway, a started program reaching its next call boundary is parked there
+anyway and the engine loses a context the door counted (below), a started program reaching
+its next call boundary is parked there
 (:meth:`~ProgramDoor.park_started`) and starts again, before any newcomer, once room frees up.
 
 The door is work-conserving when told the engines' batch (``batch_slots``, the requests they
@@ -113,6 +114,9 @@ class ProgramDoor:
         self.held_tokens = 0  # what the counted programs hold now
         #: the engine lost a counted context since the held tokens last fit the budget
         self._loss_seen = False
+        #: started programs parked at a boundary whose next call is not queued yet: the
+        #: context they come back without was dropped by plan, not lost to thrash
+        self._dropped_by_plan: set[str] = set()
         self.parked_total = 0  # programs that ever had to wait
         self.boundary_parks = 0  # times a started program was parked at a call boundary
 
@@ -187,7 +191,8 @@ class ProgramDoor:
     def resize(self, program_id: str, predicted_tokens: int, current_tokens: int) -> None:
         """``program_id`` holds ``current_tokens`` now and is predicted to reach
         ``predicted_tokens`` (newcomers are admitted against the predictions; started
-        programs are parked only when what they hold outgrows the budget)."""
+        programs are parked only when what they hold outgrows the budget, on evidence of
+        thrash: :attr:`over_budget`)."""
         if program_id not in self._share:
             return
         if program_id in self._counted:
@@ -197,12 +202,24 @@ class ProgramDoor:
         self._share[program_id] = predicted_tokens
         self._held[program_id] = current_tokens
 
-    def note_lost(self, program_id: str, lost_tokens: int) -> None:
+    def size_to(self, budget_tokens: int, batch_slots: int) -> None:
+        """The engines' memory now takes ``budget_tokens`` of private contexts and their batch
+        ``batch_slots`` requests (a change of memory can end an episode of thrash)."""
+        self.budget_tokens = budget_tokens
+        self.batch_slots = batch_slots
+        self._forget_loss_if_fits()
+
+    def note_lost(self, program_id: str, lost_tokens: int, now: float) -> None:
         """The engine no longer held ``lost_tokens`` of ``program_id``'s context (found as
         its next call was queued, or as that call ran). Where the door counted that context
-        (kept through a tool wait, or in the engine) and the loss is a real part of it, that
-        is thrash: the evidence :attr:`over_budget` needs, until what the started programs
-        hold fits again."""
+        (kept through a tool wait whose retention has not lapsed, or in the engine) and the
+        loss is a real part of it, that is thrash: the evidence :attr:`over_budget` needs,
+        until what the started programs hold fits again. A context the door itself had
+        dropped (:meth:`park_started`) is no evidence."""
+        self._expire(now)
+        if program_id in self._dropped_by_plan:
+            self._dropped_by_plan.discard(program_id)
+            return
         held = self._held.get(program_id, 0)
         if (
             program_id in self._counted
@@ -232,6 +249,7 @@ class ProgramDoor:
             self._running.discard(program_id)
             self._version[program_id] = self._version.get(program_id, 0) + 1
             self._returning.append(program_id)
+            self._dropped_by_plan.add(program_id)
             self.boundary_parks += 1
 
     def holds_place(self, program_id: str, now: float) -> bool:
@@ -265,6 +283,7 @@ class ProgramDoor:
             del self._share[program_id]
             self._held.pop(program_id, None)
             self._version.pop(program_id, None)
+            self._dropped_by_plan.discard(program_id)
             if program_id in self._returning:
                 self._returning.remove(program_id)
             self._away.pop(program_id, None)

@@ -236,12 +236,10 @@ class ProgramDriver:
             return True  # a runtime that reports no KV memory has no door
         if self.door.is_parked(program_id):
             return False
-        self.door.budget_tokens = (
-            self.budget_tokens
-            if self.budget_tokens is not None
-            else int(memory_tokens * self.memory_share)
+        budget = self.budget_tokens
+        self.door.size_to(
+            budget if budget is not None else int(memory_tokens * self.memory_share), batch_slots
         )
-        self.door.batch_slots = batch_slots
         flight = self._flight(program_id)
         flight.private_tokens = flight.peak_tokens = private_tokens
         return self.door.try_start(program_id, self._predicted(program_id, private_tokens), now)
@@ -308,7 +306,7 @@ class ProgramDriver:
             restore_cost_s=restore,
         )
         flight = self._flight(program_id)
-        self.door.note_lost(program_id, probe.lost_tokens)  # before it counts again: rejoin
+        self.door.note_lost(program_id, probe.lost_tokens, now)  # before it counts again: rejoin
         flight.calls[ticket.call_id] = probe.hit_tokens
         flight.decided_until = None
         if flight.shared_tokens is None:  # its first call: every hit is another program's KV
@@ -343,10 +341,11 @@ class ProgramDriver:
         stops the program."""
         flight = self._flights.get(program_id)
         held_when_queued = flight.calls.pop(call_id, None) if flight is not None else None
-        if held_when_queued is not None and usage is not None:
+        if held_when_queued is not None and usage is not None and outcome == "ok":
             # evicted while it waited in the engine's queue (where thrash shows on an engine
-            # that protects the contexts the tool-wait decisions keep)
-            self.door.note_lost(program_id, held_when_queued - usage.cached_tokens)
+            # that protects the contexts the tool-wait decisions keep); an aborted call
+            # reports nothing cached, which says nothing of memory
+            self.door.note_lost(program_id, held_when_queued - usage.cached_tokens, now)
         self._dirty[program_id] = None
         program = self.controller.programs.get(program_id)
         node = program.nodes.get(node_id) if program is not None else None

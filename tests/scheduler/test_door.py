@@ -92,7 +92,7 @@ def test_a_started_program_that_grows_is_resized_and_parked_at_its_boundary() ->
     assert not door.try_start("c", 10, 0.0)  # no newcomer while the predictions do not fit
     door.resize("a", 2_000, 800)  # it grew: 1,100 held
     assert (door.held_tokens, door.over_budget) == (1_100, False)  # counted, not yet thrash
-    door.note_lost("b", 200)  # b's next call found 200 of its 300 tokens evicted: thrash
+    door.note_lost("b", 200, 3.0)  # b's next call found 200 of its 300 tokens evicted: thrash
     assert door.over_budget
     door.park_started("a", 0.0)  # at its next call boundary
     assert door.is_returning("a")
@@ -126,7 +126,7 @@ def test_a_work_conserving_door_starts_the_next_program_rather_than_idle_a_slot(
     assert (door.held_tokens, door.over_budget) == (1_000, False)
     door.rejoin("a")
     door.resize("b", 300, 150)
-    door.note_lost("c", 300)  # the engine dropped c's whole context: thrash
+    door.note_lost("c", 300, 3.0)  # the engine dropped c's whole context: thrash
     # a started program parks at its boundary
     assert (door.held_tokens, door.over_budget) == (1_050, True)
     door.park_started("b", 2.5)
@@ -231,16 +231,37 @@ def test_only_a_real_loss_of_a_counted_context_is_evidence_of_thrash() -> None:
     assert door.try_start("a", 600, 0.0)
     assert door.try_start("b", 400, 0.0)
     door.resize("a", 600, 700)  # 1,100 held: over the budget by 100
-    door.note_lost("a", 10)  # a sliver of a's 700 tokens: no evidence
+    door.note_lost("a", 10, 0.5)  # a sliver of a's 700 tokens: no evidence
     assert (door.held_tokens, door.over_budget) == (1_100, False)
     assert door.step_out("b", until=1.0, now=1.0) == []  # its context dropped for a tool wait
-    door.note_lost("b", 400)  # uncounted: losing it was the plan, not thrash
+    door.note_lost("b", 400, 1.5)  # uncounted: losing it was the plan, not thrash
     door.rejoin("b")
     assert (door.held_tokens, door.over_budget) == (1_100, False)
-    door.note_lost("a", 175)  # a quarter of a's context: the engine is evicting what counts
+    door.note_lost("a", 175, 2.0)  # a quarter of a's context: the engine is evicting what counts
     assert (door.held_tokens, door.over_budget) == (1_100, True)
     door.resize("a", 600, 500)  # what is held fits again (900): the episode is over
     door.resize("a", 600, 700)  # over again: no evidence yet for this one
+    assert (door.held_tokens, door.over_budget) == (1_100, False)
+
+
+def test_a_lapsed_retention_or_a_planned_park_is_no_evidence_of_thrash() -> None:
+    """A context kept through a tool wait counts only until its retention lapses, even when
+    nothing woke the door since; a program the door parked comes back without its context,
+    by plan."""
+    door = ProgramDoor(1_000)
+    for pid in ("a", "b", "c"):
+        assert door.try_start(pid, 300, 0.0)
+        door.resize(pid, 300, 400)  # each grew to 400: 1,200 held
+    assert door.step_out("b", until=5.0, now=1.0) == []  # kept for its tool wait until 5 s
+    door.note_lost("b", 400, 6.0)  # its next call at 6 s: the retention had lapsed
+    door.rejoin("b")
+    assert (door.held_tokens, door.over_budget) == (1_200, False)
+    door.note_lost("c", 400, 6.0)  # c's context evicted while counted: thrash
+    assert door.over_budget
+    door.park_started("a", 6.5)  # its context dropped at its boundary
+    assert door.finish("c", 7.0) == ["a"]  # room: a goes on, counted again
+    door.resize("b", 300, 700)  # 1,100 held: over, no evidence yet
+    door.note_lost("a", 400, 7.5)  # its next call finds the context the door dropped
     assert (door.held_tokens, door.over_budget) == (1_100, False)
 
 

@@ -3,6 +3,8 @@ its call boundary once the started ones outgrow memory (issue 12's growth-aware 
 
 from __future__ import annotations
 
+import pytest
+
 from agentconsole.scheduler.controller import CallUsage, ProgramController
 from agentconsole.scheduler.driver import (
     CacheHint,
@@ -70,15 +72,21 @@ def test_a_kind_known_to_grow_is_admitted_by_its_peak() -> None:
     assert not driver.arrive("third", 100, 0, 11.0)  # two ~750-token peaks do not fit 1,000
 
 
-def test_started_programs_that_outgrow_memory_park_at_a_call_boundary() -> None:
-    driver, view = _driver(), _View()
+def _grow_past_the_budget(driver: ProgramDriver) -> None:
+    """Programs a and b start small, then together hold 1,050 tokens of the 1,000."""
+    view = _View()
     for pid in ("a", "b"):
         driver.controller.open_program(pid, "t", 0.0, labels={"workload": "new"})
         assert driver.arrive(pid, 100, 0, 0.0)
         _call(driver, pid, "n0", 100, 0.0)
     assert driver.at_boundary("a", view, 2.0) is None  # 300 held of 1,000: go on
     _call(driver, "a", "n1", 500, 2.0)
-    _call(driver, "b", "n1", 450, 2.0)  # together they now hold 1,050
+    _call(driver, "b", "n1", 450, 2.0)
+
+
+def test_started_programs_that_outgrow_memory_park_at_a_call_boundary() -> None:
+    driver, view = _driver(), _View()
+    _grow_past_the_budget(driver)
     assert driver.at_boundary("a", view, 3.0) is None  # counted over, but nothing lost yet
     _call(driver, "b", "n2", 500, 3.0, lost=400)  # the engine evicted most of b's context
     parked = driver.at_boundary("a", view, 4.0)
@@ -150,21 +158,22 @@ def test_a_carrier_that_marks_public_prefixes_has_said_what_is_shared() -> None:
     assert driver.door.held_tokens == 750
 
 
-def test_a_context_evicted_while_its_call_waited_is_evidence_of_thrash() -> None:
+@pytest.mark.parametrize(("outcome", "cached", "parks"), [("ok", 100, True), ("aborted", 0, False)])
+def test_a_context_evicted_while_its_call_waited_is_evidence_of_thrash(
+    outcome: str, cached: int, parks: bool
+) -> None:
     """An engine that protects the contexts kept through tool waits shows thrash as calls that
     find their context gone only after queueing: the engine serves fewer tokens from cache than
-    it held when the call was queued."""
+    it held when the call was queued. A call aborted in the queue reports nothing cached:
+    that says nothing of memory."""
     driver, view = _driver(), _View()
-    for pid in ("a", "b"):
-        driver.controller.open_program(pid, "t", 0.0, labels={"workload": "new"})
-        assert driver.arrive(pid, 100, 0, 0.0)
-        _call(driver, pid, "n0", 100, 0.0)
-    _call(driver, "a", "n1", 500, 2.0)
-    _call(driver, "b", "n1", 450, 2.0)  # 1,050 held of 1,000: counted over, nothing lost yet
+    _grow_past_the_budget(driver)
     driver.controller.add_node("b", Node("n2", "b", NodeKind.LLM), 3.0)
     ticket = driver.queue_call("b", "n2", PrefixProbe(600, cached_tokens=500), 3.0)
     driver.controller.start_node("b", "n2", 3.0)
     assert driver.at_boundary("a", view, 3.5) is None
     # b's call ran with 100 of its 500 queued-as-cached tokens: 400 were evicted meanwhile
-    driver.call_ended("b", "n2", ticket.call_id, 4.0, CallUsage(600, 100, 50, 0.1))
-    assert driver.at_boundary("a", view, 4.5) == [CacheHint("a", CacheAction.OFFLOAD, 0.0)]
+    usage = CallUsage(600, cached, 50, 0.1)
+    driver.call_ended("b", "n2", ticket.call_id, 4.0, usage, outcome=outcome)
+    parked = driver.at_boundary("a", view, 4.5)
+    assert parked == ([CacheHint("a", CacheAction.OFFLOAD, 0.0)] if parks else None)
