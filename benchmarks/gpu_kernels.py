@@ -8,8 +8,9 @@ model (``server/runtime/sim/costmodel.py``) prices, one engine step at a time:
 
 * the dense bf16 GEMMs SGLang runs for an unquantised Llama (``F.linear``, cuBLAS), all 32
   layers, the LM head on each request's last token, with RMSNorm, rotary and SiLU as plain
-  torch ops (about 18 kernels a layer where SGLang's fused ones make about 10: at batch 1 the
-  extra launches are a few percent of a decode step);
+  torch ops (about 18 kernels a layer where SGLang's fused ones make about 10; the fit puts
+  1.2 ms a step on fixed costs, a fifth of a batch-1 decode step, part of which SGLang's
+  fused kernels would not pay);
 * the KV cache written for every new token and read by attention: a prefill over a cached
   prefix by FlashAttention-2 through torch (varlen, GQA, causal aligned to the end; SGLang on
   Hopper runs FlashAttention-3, faster on long prefixes), a decode step by batched matmuls
@@ -45,6 +46,9 @@ PRESET = ("H200-141GB", "llama-3.1-8b")
 KV_COPY_LIMIT_BYTES = 8e9
 #: decode attention's KV split: tokens a chunk (the context padded to whole chunks)
 DECODE_SPLIT = 256
+#: what a decode point's ``decode_context`` counts (a report says so: earlier reports counted
+#: the unpadded context)
+DECODE_CONTEXT_READ = f"KV tokens read: each context plus its new token, padded to {DECODE_SPLIT}s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +88,23 @@ TINY_DECODE = [(1, 16), (4, 64)]
 TINY_PREFILL = [(1, 32, 0), (2, 16, 48)]
 
 
+def decode_split(context: int) -> tuple[int, int]:
+    """(chunk, chunks): the decode step's split of a request's ``context`` plus its new token
+    into whole chunks of at most ``DECODE_SPLIT`` tokens."""
+    chunk = min(DECODE_SPLIT, context + 1)
+    return chunk, -(-(context + 1) // chunk)
+
+
+def read(context: int) -> int:
+    """The KV tokens a decode step over ``context`` reads: padded to whole chunks."""
+    chunk, chunks = decode_split(context)
+    return chunk * chunks
+
+
 def measure(shape: Shape, device: str, decode: list[Any], prefill: list[Any]) -> dict[str, Any]:
     import torch
+
+    from agentconsole.server.runtime.sim.costmodel import attention_pairs
 
     torch.manual_seed(0)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
@@ -94,13 +113,14 @@ def measure(shape: Shape, device: str, decode: list[Any], prefill: list[Any]) ->
     points: list[dict[str, Any]] = []
     for batch, context in decode:
         seconds = _time(model.decode_step(batch, context), device, graph=device == "cuda")
+        # the step read the KV padded to whole chunks: the context the cost model prices
         points.append(
-            {"seconds": seconds, "decode_batch": batch, "decode_context": batch * context}
+            {"seconds": seconds, "decode_batch": batch, "decode_context": batch * read(context)}
         )
         print(f"decode b={batch} ctx={context}: {seconds * 1e3:.2f} ms", flush=True)
     for batch, new, cached in prefill:
         seconds = _time(model.prefill_step(batch, new, cached, flash), device, graph=False)
-        pairs = new * cached + new * (new + 1) // 2  # costmodel.attention_pairs
+        pairs = attention_pairs(new, cached)
         points.append(
             {
                 "seconds": seconds,
@@ -116,6 +136,7 @@ def measure(shape: Shape, device: str, decode: list[Any], prefill: list[Any]) ->
         "torch": torch.__version__,
         "shape": asdict(shape),
         "prefill_attention": "flash-varlen" if flash else "sdpa-expanded",
+        "decode_context": DECODE_CONTEXT_READ,
         "points": points,
     }
 
@@ -185,8 +206,7 @@ class _Model:
         import torch
 
         s = self.s
-        chunk = min(DECODE_SPLIT, context + 1)
-        chunks = -(-(context + 1) // chunk)  # the cache padded to whole chunks
+        chunk, chunks = decode_split(context)  # the cache padded to whole chunks
         kv = self._kv(batch, chunks * chunk, heads_first=True)
         ids = torch.zeros(batch, dtype=torch.long, device=self.device)
         group, heads = s.heads // s.kv_heads, (batch, s.kv_heads)

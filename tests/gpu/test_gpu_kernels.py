@@ -19,21 +19,23 @@ ROOT = Path(__file__).resolve().parents[2]
 MEASURED = ROOT / "benchmarks" / "measured"
 
 
-def _script() -> ModuleType:
+@pytest.fixture
+def script(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """``benchmarks/gpu_kernels.py`` loaded as a module (registered while the test runs:
+    dataclasses look their module up while defining)."""
     spec = importlib.util.spec_from_file_location(
         "gpu_kernels", ROOT / "benchmarks" / "gpu_kernels.py"
     )
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_kernels"] = module  # dataclasses look their module up while defining
+    monkeypatch.setitem(sys.modules, "gpu_kernels", module)
     spec.loader.exec_module(module)
     return module
 
 
-def test_the_toy_shape_measures_every_point_on_the_cpu(tmp_path: Path) -> None:
+def test_the_toy_shape_measures_every_point_on_the_cpu(tmp_path: Path, script: ModuleType) -> None:
     pytest.importorskip("torch")
-    script = _script()
     report = script.main(["--out", str(tmp_path), "--tiny"])
     written = json.loads((tmp_path / "gpu_kernels.json").read_text())
     assert written == report
@@ -45,10 +47,13 @@ def test_the_toy_shape_measures_every_point_on_the_cpu(tmp_path: Path) -> None:
     assert (prefill[-1].prefill_tokens, prefill[-1].prefill_attn_pairs) == (32, 2 * (768 + 136))
     assert prefill[-1].prefill_context_sq == 2 * 48 * 48
     assert report["prefill_attention"] == "sdpa-expanded"  # FlashAttention needs a GPU
+    # a decode point counts the KV it read: each context and its new token, in whole chunks
+    decode = [(s.decode_batch, s.decode_context) for s in steps if s.decode_batch]
+    assert decode == [(b, b * (c + 1)) for b, c in script.TINY_DECODE]  # one chunk each
+    assert (script.read(1024), script.read(255)) == (1280, 256)
 
 
-def test_the_h200_measurement_fits_within_a_few_percent(tmp_path: Path) -> None:
-    script = _script()
+def test_the_h200_measurement_fits_within_a_few_percent(tmp_path: Path, script: ModuleType) -> None:
     out = tmp_path / "profile.json"
     summary = script.fit(MEASURED / "h200_gpu_kernels.json", out)
     assert summary["fitted_mean_abs_error"] < 0.05
@@ -67,10 +72,10 @@ def test_the_h200_measurement_fits_within_a_few_percent(tmp_path: Path) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.timeout(900)
-def test_the_8b_shape_measures_on_a_gpu(tmp_path: Path) -> None:
+def test_the_8b_shape_measures_on_a_gpu(tmp_path: Path, script: ModuleType) -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    report = _script().main(["--out", str(tmp_path)])
+    report = script.main(["--out", str(tmp_path)])
     assert report["prefill_attention"] == "flash-varlen"
     assert all(p["seconds"] > 0 for p in report["points"])
