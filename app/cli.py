@@ -97,6 +97,14 @@ def main() -> None:
     help="Program-aware policies start a new program only while memory holds the started ones.",
 )
 @click.option(
+    "--door-order",
+    type=click.Choice(["shortest-first", "arrival"]),
+    default="shortest-first",
+    show_default=True,
+    help="Which waiting program the door starts first: highest response ratio of its kind's"
+    " expected run (learned from finished programs), or first come first served.",
+)
+@click.option(
     "--rank-aware-steps/--no-rank-aware-steps",
     default=False,
     show_default=True,

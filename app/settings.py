@@ -280,6 +280,11 @@ class LimitsSection(_Section):
     """How long a first call waits at the admission door before 503 with Retry-After."""
     admission_budget_tokens: int | None = Field(default=None, ge=1)
     """The door's budget in KV tokens (default: 90% of the runtime's HBM + DRAM)."""
+    admission_shortest_first: bool = True
+    """Programs waiting at the door start by highest response ratio, (wait + expected run)
+    / expected run, the expected run learned per ``workload`` or ``agent`` label from the
+    tenant's finished programs (``scheduler/doorline.py``): a short kind of agent does not wait behind
+    every long one that came before it. False: first come first served."""
 
 
 class PrivacySection(_Section):
@@ -419,6 +424,7 @@ class Settings(BaseSettings):
             program_admission=limits.program_admission,
             admission_wait_s=limits.admission_wait_s,
             admission_budget_tokens=limits.admission_budget_tokens,
+            admission_shortest_first=limits.admission_shortest_first,
             served_model_name=runtime.served_model_name,
             whatif_dir=self.whatif.dir,
             whatif_keep=self.whatif.keep,

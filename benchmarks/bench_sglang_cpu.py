@@ -68,6 +68,9 @@ class Arm:
     plugin: bool
     schedule_policy: str
     door: bool = False
+    #: the door's line by response ratio of each kind's expected run (serve's default);
+    #: False: first come first served
+    shortest_first: bool = True
     #: with ``--dp`` > 1: programs pinned to a rank (ours), else SGLang's round robin per call
     pin_ranks: bool = True
     #: the KV pool in tokens (None: ``--max-total-tokens``)
@@ -89,6 +92,8 @@ ARMS = (
 #: ``limits.admission_wait_s``, then 503 with Retry-After for the client to come back)
 DOOR_WAIT_S = 24 * 3600.0
 DOOR_ARM = Arm("agentconsole+door", True, "fcfs", door=True)
+#: ``--door``: the door with its line in arrival order (before 2026-12-04), measured beside it
+DOOR_ARRIVAL_ARM = Arm("agentconsole+door-arrival", True, "fcfs", door=True, shortest_first=False)
 #: ``--dp`` > 1: ours with calls unpinned, so the routing alone differs from ``agentconsole``
 ROUND_ROBIN_ARM = Arm("agentconsole-rr", True, "fcfs", pin_ranks=False)
 #: ``--bound``: stock ``lpm`` with a pool that never evicts (every program's whole context
@@ -139,7 +144,7 @@ async def run_arm(
         # ours is serve's own ProgramService (driver, door, tool-wait advisor), minus HTTP
         # the replayed agents never retry: a first call the door answered 503 after serve's
         # wait bound would be a lost program, so here a program waits at the door for good
-        door = DoorSettings(enabled=arm.door, wait_s=DOOR_WAIT_S)
+        door = DoorSettings(enabled=arm.door, wait_s=DOOR_WAIT_S, shortest_first=arm.shortest_first)
         served = ProgramService(runtime, EventHub(), policy=args.policy, door=door)
         served.runtime_ready.set()
         try:
@@ -228,7 +233,7 @@ async def main(args: argparse.Namespace) -> None:
     trace = make(args.programs, args.rate, args.seed)
     if args.warm_up < 0:
         raise SystemExit("--warm-up: a number of programs, 0 or more")
-    arms: tuple[Arm, ...] = (*ARMS, DOOR_ARM) if args.door else ARMS
+    arms: tuple[Arm, ...] = (*ARMS, DOOR_ARM, DOOR_ARRIVAL_ARM) if args.door else ARMS
     if args.dp > 1:
         arms = (arms[0], ROUND_ROBIN_ARM, *arms[1:])
     if args.no_deferral:
@@ -292,7 +297,10 @@ def parse_args() -> argparse.Namespace:
         help="programs of an unmeasured first run (0: none)",
     )
     p.add_argument(
-        "--door", action="store_true", help="also run ours with the program door on (overload)"
+        "--door",
+        action="store_true",
+        help="also run ours with the program door on (overload): its line by response ratio"
+        " (serve's default) and in arrival order",
     )
     p.add_argument(
         "--bound",

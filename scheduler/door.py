@@ -5,7 +5,9 @@ Why: above saturation, every program started competes for KV. Once the contexts 
 programs will need again soon no longer fit in HBM plus host DRAM, each new start evicts one of
 them, and the engine spends its time recomputing (thrash: finished programs per second fall
 while the queue grows). A stock engine cannot tell a new program from a returning one; a
-program-aware server makes newcomers wait at the door instead, first come first served.
+program-aware server makes newcomers wait at the door instead, in line
+(``doorline.WaitingLine``: highest response ratio first, by each kind's expected run, so a
+short program does not wait behind every long one that came before it).
 
 The working set is what the tool-wait policy protects: a started program counts while it has
 calls in the engine, and through a tool wait for as long as its KV decision keeps (or, offloaded,
@@ -54,9 +56,9 @@ its boundary (:meth:`~ProgramDoor.come_back`); meanwhile it holds no one up.
 from __future__ import annotations
 
 import heapq
-import itertools
-from bisect import insort
 from collections import deque
+
+from agentconsole.scheduler.doorline import RunEstimate, RunKey, WaitingLine
 
 #: how long a program that stopped waiting at the door keeps its place in line (a client
 #: told to retry in seconds comes back well within it)
@@ -87,6 +89,7 @@ class ProgramDoor:
         place_kept_s: float = PLACE_KEPT_S,
         batch_slots: int = 0,
         fill_cooldown_s: float = FILL_COOLDOWN_S,
+        expected_run_s: RunEstimate | None = None,
     ) -> None:
         if budget_tokens < 0:
             raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
@@ -101,11 +104,9 @@ class ProgramDoor:
         self._counted: set[str] = set()  # started programs in the working set
         self._version: dict[str, int] = {}  # bumped on every step out / rejoin
         self._expiry: list[tuple[float, int, str]] = []  # (until, version, program)
-        #: newcomers waiting, in arrival order: (program, private tokens, place in line)
-        self._parked: list[tuple[str, int, int]] = []
-        self._places = itertools.count()
-        #: newcomers that stopped waiting -> (their place in line, kept until)
-        self._kept: dict[str, tuple[int, float]] = {}
+        #: newcomers waiting, and the places of those that stopped waiting
+        self._line = WaitingLine(expected_run_s, place_kept_s)
+        self._started_at: dict[str, float] = {}  # started program -> when it first started
         self._returning: deque[str] = deque()  # started programs parked at a call boundary
         #: of those, the ones whose caller stopped waiting -> until when they keep their place
         self._away: dict[str, float] = {}
@@ -121,23 +122,20 @@ class ProgramDoor:
         self.boundary_parks = 0  # times a started program was parked at a call boundary
 
     # -- what the driver reports ---------------------------------------------------------------
-    def try_start(self, program_id: str, private_tokens: int, now: float) -> bool:
-        """Start ``program_id`` now (True) or park it behind earlier arrivals (False)."""
+    def try_start(
+        self, program_id: str, private_tokens: int, now: float, kind: RunKey = ("", "")
+    ) -> bool:
+        """Start ``program_id`` (its expected run learned under ``kind``) now (True), or
+        park it in line (False): it starts now only when nobody waiting goes before it."""
         if not self.enabled:
             return True
         self._expire(now)
-        kept = self._kept.pop(program_id, None)
-        returned = kept is not None and kept[1] > now
-        place = kept[0] if kept is not None and returned else next(self._places)
-        ahead = bool(self._waiting_returning(now)) or (
-            bool(self._parked) and self._parked[0][2] < place
-        )
-        if not ahead and self._admits(private_tokens, now):
-            self._share[program_id] = private_tokens
-            self._count(program_id)
-            self._running.add(program_id)
+        entry, returned = self._line.entry(program_id, private_tokens, kind, now)
+        first = None if self._waiting_returning(now) else self._line.first(now, entry)
+        if first is entry and self._admits(private_tokens, now):
+            self._start(program_id, private_tokens, now)
             return True
-        insort(self._parked, (program_id, private_tokens, place), key=lambda entry: entry[2])
+        self._line.add(entry)
         self.parked_total += not returned
         return False
 
@@ -147,12 +145,7 @@ class ProgramDoor:
         (:meth:`try_start` queues it at its place again); a started program parked at a call
         boundary stays started, uncounted, and its retry comes back to its place
         (:meth:`come_back`). Returns the parked programs that start now."""
-        place = next((entry[2] for entry in self._parked if entry[0] == program_id), None)
-        if place is not None:
-            self._parked = [entry for entry in self._parked if entry[0] != program_id]
-            self._kept = {pid: kept for pid, kept in self._kept.items() if kept[1] > now}
-            self._kept[program_id] = (place, now + self.place_kept_s)
-        elif program_id in self._returning:
+        if not self._line.leave(program_id, now) and program_id in self._returning:
             self._away[program_id] = now + self.place_kept_s
         return self._start_parked(now)
 
@@ -254,12 +247,7 @@ class ProgramDoor:
 
     def holds_place(self, program_id: str, now: float) -> bool:
         """``program_id`` waits at the door, or stopped waiting and keeps its place."""
-        kept = self._kept.get(program_id)
-        return (
-            self.is_parked(program_id)
-            or program_id in self._returning
-            or (kept is not None and kept[1] > now)
-        )
+        return self._line.holds_place(program_id, now) or program_id in self._returning
 
     def is_returning(self, program_id: str) -> bool:
         """``program_id`` was parked at a call boundary and waits to go on."""
@@ -284,12 +272,12 @@ class ProgramDoor:
             self._held.pop(program_id, None)
             self._version.pop(program_id, None)
             self._dropped_by_plan.discard(program_id)
+            self._started_at.pop(program_id, None)
             if program_id in self._returning:
                 self._returning.remove(program_id)
             self._away.pop(program_id, None)
         else:
-            self._parked = [entry for entry in self._parked if entry[0] != program_id]
-            self._kept.pop(program_id, None)
+            self._line.forget(program_id)
         return self._start_parked(now)
 
     def wake(self, now: float) -> list[str]:
@@ -303,23 +291,27 @@ class ProgramDoor:
 
     def is_parked(self, program_id: str) -> bool:
         """``program_id`` waits at the door."""
-        return any(entry[0] == program_id for entry in self._parked)
+        return program_id in self._line
+
+    def started_at(self, program_id: str) -> float | None:
+        """When started program ``program_id`` passed the door (None: it has not)."""
+        return self._started_at.get(program_id)
 
     def next_expiry(self) -> float | None:
         """When the earliest retention still counted lapses (a wake-up worth scheduling while
         programs are parked), or None."""
-        waiting = self._parked or self._returning
+        waiting = len(self._line) or self._returning
         return self._expiry[0][0] if self._expiry and waiting else None
 
     @property
     def parked(self) -> int:
         """Programs waiting to start or to go on."""
-        return len(self._parked) + len(self._returning) - len(self._away)
+        return len(self._line) + len(self._returning) - len(self._away)
 
     @property
     def parked_tokens(self) -> int:
         """Private tokens the programs at the door will claim (demand the engines do not see)."""
-        return sum(entry[1] for entry in self._parked)
+        return self._line.tokens
 
     # -- counting --------------------------------------------------------------------------------
     def _start_parked(self, now: float) -> list[str]:
@@ -333,13 +325,17 @@ class ProgramDoor:
             self._count(pid)
             self._running.add(pid)
             started.append(pid)
-        while self._parked and self._admits(self._parked[0][1], now):
-            pid, tokens, _ = self._parked.pop(0)
-            self._share[pid] = tokens
-            self._count(pid)
-            self._running.add(pid)
-            started.append(pid)
+        while (first := self._line.first(now)) is not None and self._admits(first.tokens, now):
+            self._line.take(first.program_id)
+            self._start(first.program_id, first.tokens, now)
+            started.append(first.program_id)
         return started
+
+    def _start(self, program_id: str, tokens: int, now: float) -> None:
+        self._share[program_id] = tokens
+        self._started_at[program_id] = now
+        self._count(program_id)
+        self._running.add(program_id)
 
     def _waiting_returning(self, now: float) -> list[str]:
         """The returning programs whose calls wait, in line; a place kept past its time

@@ -3,8 +3,9 @@
 The :class:`ProgramController` keeps the books (programs, nodes, estimates, tickets); the
 driver decides what a program's events mean for the engine and for other programs:
 
-* **the door** (``scheduler.admission.ProgramDoor``): is a new program started now or parked,
-  sized by its first prompt's private tokens against the engines' HBM + DRAM;
+* **the door** (``scheduler.door.ProgramDoor``): is a new program started now or parked,
+  sized by its kind's predicted peak against the engines' HBM + DRAM, and which waiting
+  program goes first (its kind's expected run: ``scheduler.doorline``);
 * **ticket inputs**: the cached tokens and restore cost of a call, from what the engine holds
   of its prompt (a :class:`~agentconsole.scheduler.runtime.PrefixProbe`);
 * **the tool-wait decision**: when a program waits on tools only, what happens to its KV
@@ -30,8 +31,9 @@ from typing import Protocol
 
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
 from agentconsole.scheduler.door import ProgramDoor
+from agentconsole.scheduler.doorline import RunKey
 from agentconsole.scheduler.events import Event, EventKind, Scalar
-from agentconsole.scheduler.growth import PeakEstimator, program_kind
+from agentconsole.scheduler.growth import PeakEstimator, RunTimes, program_kind
 from agentconsole.scheduler.latency import LatencyDistribution
 from agentconsole.scheduler.program import Node
 from agentconsole.scheduler.runtime import CacheAction, MemoryView, PrefixProbe, ProgramContext
@@ -195,6 +197,7 @@ class ProgramDriver:
         memory_share: float = 0.9,
         budget_tokens: int | None = None,
         idle_grace_s: float = IDLE_GRACE_S,
+        shortest_first: bool = True,
     ) -> None:
         self.controller = controller
         self.advisor = advisor
@@ -203,9 +206,16 @@ class ProgramDriver:
         self.memory_share = memory_share
         self.budget_tokens = budget_tokens
         self.idle_grace_s = idle_grace_s
-        self.door = ProgramDoor(budget_tokens or 0, enabled=admission)
         #: peak working sets per kind of program: how the door sizes a program
         self.growth = PeakEstimator()
+        #: seconds from start to finish per kind of program: the door's line order (with
+        #: ``shortest_first``; else first come first served)
+        self.run_times = RunTimes()
+        self.door = ProgramDoor(
+            budget_tokens or 0,
+            enabled=admission,
+            expected_run_s=self.run_times.expected if shortest_first else None,
+        )
         self.retained: dict[str, Retained] = {}
         self._flights: dict[str, _Flight] = {}
         self._dirty: dict[str, None] = {}  # an ordered set: decisions in event order
@@ -242,7 +252,8 @@ class ProgramDriver:
         )
         flight = self._flight(program_id)
         flight.private_tokens = flight.peak_tokens = private_tokens
-        return self.door.try_start(program_id, self._predicted(program_id, private_tokens), now)
+        predicted = self._predicted(program_id, private_tokens)
+        return self.door.try_start(program_id, predicted, now, kind=self._run_kind(program_id))
 
     def at_boundary(self, program_id: str, view: EngineView, now: float) -> list[Action] | None:
         """A started program's next call is ready: None to queue it, or, when the started
@@ -411,10 +422,13 @@ class ProgramDriver:
     # -- ends
     def finish(self, program_id: str, now: float, *, success: bool = True) -> list[Action]:
         """The program is done (the agent said so, or the carrier knows it); its peak working
-        set teaches its kind's growth."""
+        set teaches its kind's growth, and its run from the door on its kind's expected run."""
         flight = self._flights.get(program_id)
         if success and flight is not None:
             self.growth.observe(self._kind(program_id), flight.peak_tokens)
+        started = self.door.started_at(program_id)
+        if success and started is not None:
+            self.run_times.observe(self._run_kind(program_id), now - started)
         self.controller.finish_program(program_id, now, success=success)
         return self._end(program_id, now)
 
@@ -515,6 +529,10 @@ class ProgramDriver:
     def _kind(self, program_id: str) -> str:
         program = self.controller.programs[program_id]
         return program_kind(program.labels, program.tenant)
+
+    def _run_kind(self, program_id: str) -> RunKey:
+        """What a program's expected run is learned under: its tenant and kind."""
+        return self.controller.programs[program_id].tenant, self._kind(program_id)
 
     @staticmethod
     def _learn_shared(flight: _Flight, cached_tokens: int) -> int:

@@ -1,12 +1,15 @@
-"""How large a program's working set will get: an online estimate per kind of program.
+"""What a kind of program needs, learned online: how large its working set gets, and how
+long it runs once started.
 
 Agent programs grow: every step appends its tool results and its answer to the context, so a
 coding session that starts at 20K tokens ends at 200K (or at its compaction threshold). A door
 that sized programs by their first call admitted too many of them, whose contexts then outgrew
-memory together (issue 12). This estimator learns, per kind of program (its ``workload`` or
-``agent`` label, else its tenant), the peak private context programs of that kind reached
-(an exponentially weighted mean over finished ones), and predicts a running program's peak as
-the larger of that and what it holds now, so the prediction is corrected as the program grows.
+memory together (issue 12). :class:`PeakEstimator` learns, per kind of program (its
+``workload`` or ``agent`` label, else its tenant), the peak private context programs of that
+kind reached (an exponentially weighted mean over finished ones), and predicts a running
+program's peak as the larger of that and what it holds now, so the prediction is corrected as
+the program grows. The same mean of the seconds from start to finish (:class:`RunTimes`) is
+what the door orders waiting programs by.
 """
 
 from __future__ import annotations
@@ -22,28 +25,62 @@ def program_kind(labels: Mapping[str, str], tenant: str) -> str:
     return labels.get("workload") or labels.get("agent") or f"tenant:{tenant}"
 
 
-class PeakEstimator:
-    """Mean peak private tokens of finished programs, per kind."""
+class KindMeans:
+    """An exponentially weighted mean of one quantity of finished programs, per kind."""
 
     def __init__(self, learning_rate: float = LEARNING_RATE) -> None:
         self.learning_rate = learning_rate
-        self._peaks: dict[str, float] = {}
+        self._means: dict[str, float] = {}
 
-    def observe(self, kind: str, peak_tokens: int) -> None:
-        """A program of ``kind`` ended having held at most ``peak_tokens``."""
-        if peak_tokens <= 0:
+    def observe(self, kind: str, value: float) -> None:
+        """A program of ``kind`` ended with ``value`` (ignored unless positive)."""
+        if value <= 0:
             return
-        known = self._peaks.get(kind)
+        known = self._means.get(kind)
         if known is None:
-            self._peaks[kind] = float(peak_tokens)
+            self._means[kind] = float(value)
         else:
-            self._peaks[kind] = known + self.learning_rate * (peak_tokens - known)
+            self._means[kind] = known + self.learning_rate * (value - known)
+
+    def known(self, kind: str) -> float | None:
+        """The learned mean of ``kind`` (None before one finished)."""
+        return self._means.get(kind)
+
+    def expected(self, kind: str) -> float | None:
+        """The learned mean of ``kind``, else the mean over the kinds learned (a kind not
+        seen yet is taken for an average one); None before any program finished."""
+        known = self._means.get(kind)
+        if known is not None or not self._means:
+            return known
+        return sum(self._means.values()) / len(self._means)
+
+
+class RunTimes:
+    """Seconds from the door to the end of finished programs, per (tenant, kind): a tenant's
+    own programs of the kind first, else the kind's over all tenants, else the mean of all
+    kinds. A tenant's labels never outweigh another tenant's own history."""
+
+    def __init__(self, learning_rate: float = LEARNING_RATE) -> None:
+        self._own = KindMeans(learning_rate)
+        self._shared = KindMeans(learning_rate)
+
+    def observe(self, key: tuple[str, str], seconds: float) -> None:
+        """A program of ``key`` (tenant, kind) ran ``seconds`` from its start to its end."""
+        tenant, kind = key
+        self._own.observe(f"{tenant}\0{kind}", seconds)
+        self._shared.observe(kind, seconds)
+
+    def expected(self, key: tuple[str, str]) -> float | None:
+        """The expected run of a program of ``key`` (None before any program finished)."""
+        tenant, kind = key
+        own = self._own.known(f"{tenant}\0{kind}")
+        return own if own is not None else self._shared.expected(kind)
+
+
+class PeakEstimator(KindMeans):
+    """Mean peak private tokens of finished programs, per kind."""
 
     def predict(self, kind: str, current_tokens: int) -> int:
         """The predicted peak of a program of ``kind`` that holds ``current_tokens`` now."""
-        learned = self._peaks.get(kind)
+        learned = self.known(kind)
         return max(current_tokens, int(learned)) if learned is not None else current_tokens
-
-    def known(self, kind: str) -> float | None:
-        """The learned mean peak of ``kind`` (None before one finished)."""
-        return self._peaks.get(kind)

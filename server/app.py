@@ -135,6 +135,7 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
             enabled=config.program_admission,
             wait_s=config.admission_wait_s,
             budget_tokens=config.admission_budget_tokens,
+            shortest_first=config.admission_shortest_first,
         ),
         tenants=TenantBudgets(
             config.tenant_limits, config.tenant_overrides, store.repo.stored_bytes_by_tenant()

@@ -85,6 +85,7 @@ def run_bench(**opts: Any) -> None:
         defer_prefill_steps=opts["defer_prefill_steps"],
         mixed_chunk=opts["mixed_chunk"],
         admission=opts["admission"],
+        shortest_first=opts["door_order"] == "shortest-first",
         params=tuple(_param(text) for text in opts["workload_params"]),
         models=opts["models"],
     )

@@ -91,6 +91,8 @@ class BenchSetup:
     #: default) and the program admission gate (on)
     holds: bool = False
     admission: bool = True
+    #: the door's line by response ratio of each kind's expected run (off: arrival order)
+    shortest_first: bool = True
     #: compose engine steps by the policy's rank (``EngineConfig.rank_aware_steps``). False,
     #: the default, is what ``serve`` on SGLang delivers (the plugin orders SGLang's queue,
     #: not its batches), so bench measures what serve runs (docs/BENCHMARKS.md section 2d)
@@ -208,6 +210,7 @@ def run_one(
         replicas=setup.replicas,
         routing=setup.routing,
         program_admission=baseline.admission if baseline else setup.admission,
+        admission_shortest_first=setup.shortest_first,
         models=model_setup(setup, programs),
     )
     result = Simulation(programs, cost_model(setup), config).run()

@@ -50,6 +50,7 @@ class ServerConfig:
     program_admission: bool = False
     admission_wait_s: float = 120.0
     admission_budget_tokens: int | None = None
+    admission_shortest_first: bool = True
     sse_coalesce_s: float = 0.1
     sse_batch_max: int = 500
     served_model_name: str | None = None

@@ -78,6 +78,8 @@ class DoorSettings:
     wait_s: float = 120.0
     budget_tokens: int | None = None
     memory_share: float = 0.9
+    #: waiting programs start by response ratio of their kind's expected run (else in order)
+    shortest_first: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +137,7 @@ class ProgramService:
             admission=door.enabled,
             memory_share=door.memory_share,
             budget_tokens=door.budget_tokens,
+            shortest_first=door.shortest_first,
         )
         self.view = RuntimeView(runtime)
         #: first calls of programs the driver keeps at the door

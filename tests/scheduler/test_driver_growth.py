@@ -177,3 +177,16 @@ def test_a_context_evicted_while_its_call_waited_is_evidence_of_thrash(
     driver.call_ended("b", "n2", ticket.call_id, 4.0, usage, outcome=outcome)
     parked = driver.at_boundary("a", view, 4.5)
     assert parked == ([CacheHint("a", CacheAction.OFFLOAD, 0.0)] if parks else None)
+
+
+def test_a_finished_programs_run_from_the_door_teaches_its_kinds_expected_run() -> None:
+    driver = _driver()
+    driver.controller.open_program("p", "t", 0.0, labels={"workload": "fanout"})
+    driver.controller.open_program("q", "t", 0.0, labels={"workload": "serial"})
+    assert driver.arrive("p", 100, 0, 2.0)
+    assert driver.arrive("q", 100, 0, 2.0)
+    driver.finish("p", 5.0)  # 3 s from the door to its end
+    driver.cancel("q", 9.0)  # a cancelled program teaches nothing
+    learned = (driver.run_times.expected(("t", "fanout")), driver.run_times.expected(("t", "x")))
+    assert learned == (3.0, 3.0)  # a kind never seen is taken for an average one
+    assert driver.run_times.expected(("other", "fanout")) == 3.0  # another tenant's: the kind's

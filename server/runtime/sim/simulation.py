@@ -79,6 +79,9 @@ class SimConfig:
     #: the door starts the next program whenever an engine would run below its batch
     #: (work-conserving; off: predicted working sets alone)
     admission_fill: bool = True
+    #: programs waiting at the door start by response ratio of their kind's expected run
+    #: (``scheduler/doorline.py``); off: first come first served
+    admission_shortest_first: bool = True
     #: several models, each on its own replicas, and the selector giving each call one
     #: (``sim/models.py``); ``None``: one model, ``replicas`` engines of the given cost model
     models: ModelSetup | None = None
@@ -136,6 +139,7 @@ class Simulation:
             program_aware=policy.program_aware,
             admission=config.program_admission,
             memory_share=config.admission_memory_share,
+            shortest_first=config.admission_shortest_first,
         )
         self._memory_tokens = sum(
             e.index.capacity(Tier.HBM) + e.index.capacity(Tier.DRAM) for e in self.engines

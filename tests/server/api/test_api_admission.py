@@ -159,3 +159,47 @@ def test_request_level_policies_have_no_door(tmp_path: Path) -> None:
             assert _call(c, "fcfs-a").status_code == 200
             assert _call(c, "fcfs-b").status_code == 200
             assert server.live.service.door.waiting == 0
+
+
+def _labelled_call(client: httpx.Client, program_id: str, kind: str) -> httpx.Response:
+    task = f"hello, this is the task of {program_id}"
+    extras = {"program_id": program_id, "labels": {"workload": kind}}
+    return client.post(
+        "/v1/chat/completions", json={**chat_body(task, max_tokens=4), "agentconsole": extras}
+    )
+
+
+def test_the_door_starts_a_short_kind_of_agent_before_a_long_one_that_came_first(
+    tmp_path: Path,
+) -> None:
+    """The line goes by response ratio of each kind's run, learned from finished programs."""
+    with _door_server(tmp_path / "door.duckdb") as server, server.client() as c:
+        server.wait_ready()
+        for program_id, kind, run_s in (("learn-short", "short", 0.0), ("learn-long", "long", 2.0)):
+            assert _labelled_call(c, program_id, kind).status_code == 200
+            time.sleep(run_s)
+            assert c.post(f"/v1/programs/{program_id}/finish", json={}).status_code == 200
+        assert _labelled_call(c, "blocker", "long").status_code == 200  # fills the budget
+        results: dict[str, httpx.Response] = {}
+
+        def call(program_id: str, kind: str) -> threading.Thread:
+            def run() -> None:
+                with server.client() as own:
+                    results[program_id] = _labelled_call(own, program_id, kind)
+
+            thread = threading.Thread(target=run)
+            thread.start()
+            return thread
+
+        long_waiter = call("long-1", "long")
+        _wait_until_waiting(server, 1)
+        short_waiter = call("short-1", "short")  # came second
+        _wait_until_waiting(server, 2)
+        time.sleep(0.3)
+        assert c.post("/v1/programs/blocker/finish", json={}).status_code == 200
+        short_waiter.join(10)
+        assert results["short-1"].status_code == 200, results["short-1"].text
+        assert "long-1" not in results  # one program at a time fits the one-token budget
+        assert c.post("/v1/programs/short-1/finish", json={}).status_code == 200
+        long_waiter.join(10)
+        assert results["long-1"].status_code == 200, results["long-1"].text

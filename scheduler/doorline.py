@@ -1,0 +1,129 @@
+"""The line at the program door: who of the waiting newcomers starts first.
+
+First come first served makes the median program wait behind every earlier arrival, short or
+long: in a burst of agent programs the k-th arrival finishes at about k over the service rate
+whatever its size. The line orders by **response ratio** instead (highest response ratio next,
+Brinch Hansen 1971): ``(waited + expected run) / expected run``, where the expected run is the
+mean time programs of the same kind took from their start to their finish (learned online, per
+tenant and ``workload`` or ``agent`` label, else per label: ``growth.RunTimes``). A short kind
+goes ahead of a long one that arrived at about the same time; every waiting program's ratio
+grows with its wait, and faster the shorter it is, so a long program is passed only by
+programs short against its own wait and none waits forever (a newcomer's ratio is 1, the
+lowest there is). Only relative sizes matter: scaling every expected run by one factor orders
+the same. Before any program finished, or with no estimate given, the line is first come
+first served.
+
+Nobody is skipped for fitting: when the first in line does not fit, the programs behind it
+wait too (a large program is never starved by smaller ones that fit around it).
+
+A program that stops waiting (serve answers 503 with Retry-After) keeps its place and its wait
+for ``place_kept_s``: its retry resumes where it was.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+#: what a program's expected run is learned under: (tenant, kind)
+RunKey = tuple[str, str]
+#: the expected seconds from start to finish of a kind of program (None: nothing learned)
+RunEstimate = Callable[[RunKey], float | None]
+#: an expected run shorter than this counts as this (a ratio needs a positive size)
+MIN_RUN_S = 1e-3
+
+
+@dataclass(slots=True)
+class Waiting:
+    """A program in line: its predicted private tokens, its place, since when it waits, its
+    kind (what its expected run is learned under)."""
+
+    program_id: str
+    tokens: int
+    place: int
+    since: float
+    kind: RunKey
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    place: int
+    since: float
+    until: float
+
+
+class WaitingLine:
+    """Newcomers waiting at the door, in the order they go (see the module docstring)."""
+
+    def __init__(self, expected_run_s: RunEstimate | None, place_kept_s: float) -> None:
+        self.expected_run_s = expected_run_s
+        self.place_kept_s = place_kept_s
+        self._waiting: dict[str, Waiting] = {}
+        self._kept: dict[str, _Kept] = {}
+        self._places = itertools.count()
+
+    def entry(self, program_id: str, tokens: int, kind: RunKey, now: float) -> tuple[Waiting, bool]:
+        """The entry of ``program_id`` asking to start now (not yet in line) and whether it
+        resumes a kept place (True) rather than taking a new one at the end."""
+        kept = self._kept.pop(program_id, None)
+        if kept is not None and kept.until > now:
+            return Waiting(program_id, tokens, kept.place, kept.since, kind), True
+        return Waiting(program_id, tokens, next(self._places), now, kind), False
+
+    def first(self, now: float, candidate: Waiting | None = None) -> Waiting | None:
+        """Who goes first now among those in line and ``candidate`` (None: nobody)."""
+        entries = list(self._waiting.values())
+        if candidate is not None:
+            entries.append(candidate)
+        if not entries:
+            return None
+        estimate = self.expected_run_s
+        runs = {e.kind: estimate(e.kind) for e in entries} if estimate is not None else {}
+        if not runs or None in runs.values():  # nothing learned: first come first served
+            return min(entries, key=lambda e: e.place)
+
+        def ratio(e: Waiting) -> float:
+            run = max(runs[e.kind] or 0.0, MIN_RUN_S)
+            return (now - e.since + run) / run
+
+        return min(entries, key=lambda e: (-ratio(e), e.place))
+
+    def add(self, entry: Waiting) -> None:
+        """``entry`` waits in line."""
+        self._waiting[entry.program_id] = entry
+
+    def take(self, program_id: str) -> Waiting:
+        """``program_id`` leaves the line to start."""
+        return self._waiting.pop(program_id)
+
+    def leave(self, program_id: str, now: float) -> bool:
+        """``program_id``'s caller stopped waiting: out of line, its place and wait kept for
+        ``place_kept_s``. False when it was not in line."""
+        entry = self._waiting.pop(program_id, None)
+        if entry is None:
+            return False
+        self._kept = {pid: kept for pid, kept in self._kept.items() if kept.until > now}
+        self._kept[program_id] = _Kept(entry.place, entry.since, now + self.place_kept_s)
+        return True
+
+    def forget(self, program_id: str) -> None:
+        """``program_id`` ended (cancelled while waiting): out of line, no place kept."""
+        self._waiting.pop(program_id, None)
+        self._kept.pop(program_id, None)
+
+    def holds_place(self, program_id: str, now: float) -> bool:
+        """``program_id`` is in line, or stopped waiting and keeps its place."""
+        kept = self._kept.get(program_id)
+        return program_id in self._waiting or (kept is not None and kept.until > now)
+
+    def __contains__(self, program_id: object) -> bool:
+        return program_id in self._waiting
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def tokens(self) -> int:
+        """Predicted private tokens of the programs in line."""
+        return sum(e.tokens for e in self._waiting.values())

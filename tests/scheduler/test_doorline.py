@@ -1,0 +1,104 @@
+"""The door's line: highest response ratio first by each kind's expected run; first come first
+served before anything is learned; kept places keep their wait."""
+
+from __future__ import annotations
+
+from agentconsole.scheduler.door import ProgramDoor
+from agentconsole.scheduler.doorline import WaitingLine
+from agentconsole.scheduler.growth import RunTimes
+
+
+def _line(runs: dict[str, float] | None) -> WaitingLine:
+    if runs is None:
+        return WaitingLine(None, place_kept_s=100.0)
+    known = runs
+    return WaitingLine(lambda key: known.get(key[1]), place_kept_s=100.0)
+
+
+def _queue(line: WaitingLine, program_id: str, kind: str, now: float) -> None:
+    entry, resumed = line.entry(program_id, 10, ("t", kind), now)
+    assert not resumed
+    line.add(entry)
+
+
+def _waiting(runs: dict[str, float] | None, *queued: tuple[str, str, float]) -> WaitingLine:
+    """A line of ``runs`` with ``queued`` (program, kind, since) in it."""
+    line = _line(runs)
+    for program_id, kind, now in queued:
+        _queue(line, program_id, kind, now)
+    return line
+
+
+def _first(line: WaitingLine, now: float) -> str:
+    first = line.first(now)
+    assert first is not None
+    return first.program_id
+
+
+def test_before_anything_is_learned_the_line_is_first_come_first_served() -> None:
+    nothing: list[dict[str, float] | None] = [None, {}]
+    for runs in nothing:
+        line = _waiting(runs, ("long", "serial", 0.0), ("short", "fanout", 1.0))
+        assert _first(line, 5.0) == "long"
+
+
+def test_a_short_kind_goes_ahead_until_a_long_ones_wait_outweighs_it() -> None:
+    line = _waiting({"serial": 30.0, "fanout": 10.0}, ("long", "serial", 0.0))
+    _queue(line, "short", "fanout", 2.0)
+    # at 4 s: long (4 + 30) / 30 = 1.13, short (2 + 10) / 10 = 1.2
+    assert _first(line, 4.0) == "short"
+    line.take("short")  # it started
+    _queue(line, "later", "fanout", 40.0)
+    # at 41 s: long (41 + 30) / 30 = 2.37 beats a short one that waited 1 s (1.1)
+    assert _first(line, 41.0) == "long"
+    # only relative sizes matter: every run ten times longer orders the same
+    scaled = _waiting(
+        {"serial": 300.0, "fanout": 100.0}, ("long", "serial", 0.0), ("short", "fanout", 20.0)
+    )
+    assert _first(scaled, 40.0) == "short"
+
+
+def test_a_newcomer_never_goes_ahead_of_anyone_already_waiting() -> None:
+    line = _waiting({"serial": 30.0, "fanout": 1.0}, ("long", "serial", 0.0))
+    # it arrives with the long one: ratio 1 both
+    newcomer, _ = line.entry("short", 10, ("t", "fanout"), 0.0)
+    assert line.first(0.0, newcomer) is not newcomer  # ties go by place
+
+
+def test_a_kept_place_resumes_its_wait() -> None:
+    line = _line({"serial": 10.0})
+    _queue(line, "a", "serial", 0.0)
+    _queue(line, "b", "serial", 5.0)
+    assert line.leave("a", 6.0)
+    assert len(line) == 1
+    assert (line.holds_place("a", 50.0), line.holds_place("a", 106.0)) == (True, False)
+    back, resumed = line.entry("a", 10, ("t", "serial"), 20.0)
+    assert (resumed, back.since) == (True, 0.0)  # it waited since 0 s, not since 20 s
+    line.add(back)
+    assert _first(line, 20.0) == "a"
+    line.forget("b")
+    assert (len(line), line.tokens) == (1, 10)
+
+
+def test_the_door_starts_the_waiting_program_with_the_highest_response_ratio() -> None:
+    runs = RunTimes()
+    door = ProgramDoor(1_000, expected_run_s=runs.expected)
+    assert door.try_start("first", 1_000, 0.0, kind=("t", "serial"))  # fills the budget
+    assert not door.try_start("long", 500, 1.0, kind=("t", "serial"))
+    assert not door.try_start("short", 500, 2.0, kind=("t", "fanout"))
+    runs.observe(("t", "serial"), 30.0)  # learned meanwhile from other programs
+    runs.observe(("u", "fanout"), 3.0)  # another tenant's: the kind's run until t has its own
+    assert door.finish("first", 4.0) == ["short", "long"]  # both fit: short first
+    assert door.started_at("short") == 4.0
+    assert door.started_at("first") is None  # finished
+
+
+def test_a_tenants_own_history_of_a_kind_outweighs_other_tenants() -> None:
+    runs = RunTimes(learning_rate=1.0)
+    assert runs.expected(("t", "agent")) is None  # nothing learned: first come first served
+    runs.observe(("hostile", "agent"), 500.0)  # another tenant's programs of the label
+    assert runs.expected(("t", "agent")) == 500.0
+    runs.observe(("t", "agent"), 5.0)
+    runs.observe(("hostile", "agent"), 900.0)
+    assert runs.expected(("t", "agent")) == 5.0  # its own history, whatever others report
+    assert runs.expected(("t", "new")) == 900.0  # an unseen kind: the mean of the kinds
