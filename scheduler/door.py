@@ -107,6 +107,7 @@ class ProgramDoor:
         #: newcomers waiting, and the places of those that stopped waiting
         self._line = WaitingLine(expected_run_s, place_kept_s)
         self._started_at: dict[str, float] = {}  # started program -> when it first started
+        self._kind: dict[str, RunKey] = {}  # started program -> what its run is learned under
         self._returning: deque[str] = deque()  # started programs parked at a call boundary
         #: of those, the ones whose caller stopped waiting -> until when they keep their place
         self._away: dict[str, float] = {}
@@ -131,9 +132,10 @@ class ProgramDoor:
             return True
         self._expire(now)
         entry, returned = self._line.entry(program_id, private_tokens, kind, now)
-        first = None if self._waiting_returning(now) else self._line.first(now, entry)
+        ran = self._running_s(now)
+        first = None if self._waiting_returning(now) else self._line.first(now, entry, ran)
         if first is entry and self._admits(private_tokens, now):
-            self._start(program_id, private_tokens, now)
+            self._start(program_id, private_tokens, kind, now)
             return True
         self._line.add(entry)
         self.parked_total += not returned
@@ -273,6 +275,7 @@ class ProgramDoor:
             self._version.pop(program_id, None)
             self._dropped_by_plan.discard(program_id)
             self._started_at.pop(program_id, None)
+            self._kind.pop(program_id, None)
             if program_id in self._returning:
                 self._returning.remove(program_id)
             self._away.pop(program_id, None)
@@ -325,15 +328,25 @@ class ProgramDoor:
             self._count(pid)
             self._running.add(pid)
             started.append(pid)
-        while (first := self._line.first(now)) is not None and self._admits(first.tokens, now):
+        while (first := self._line.first(now, None, self._running_s(now))) is not None:
+            if not self._admits(first.tokens, now):
+                break
             self._line.take(first.program_id)
-            self._start(first.program_id, first.tokens, now)
+            self._start(first.program_id, first.tokens, first.kind, now)
             started.append(first.program_id)
         return started
 
-    def _start(self, program_id: str, tokens: int, now: float) -> None:
+    def _running_s(self, now: float) -> dict[RunKey, float]:
+        """Per kind, how long its longest running started program has run so far."""
+        longest: dict[RunKey, float] = {}
+        for pid, kind in self._kind.items():
+            longest[kind] = max(longest.get(kind, 0.0), now - self._started_at[pid])
+        return longest
+
+    def _start(self, program_id: str, tokens: int, kind: RunKey, now: float) -> None:
         self._share[program_id] = tokens
         self._started_at[program_id] = now
+        self._kind[program_id] = kind
         self._count(program_id)
         self._running.add(program_id)
 

@@ -11,7 +11,8 @@ grows with its wait, and faster the shorter it is, so a long program is passed o
 programs short against its own wait and none waits forever (a newcomer's ratio is 1, the
 lowest there is). Only relative sizes matter: scaling every expected run by one factor orders
 the same. Before any program finished, or with no estimate given, the line is first come
-first served.
+first served. A kind none of whose programs finished yet is expected to run at least as long as
+its longest running program has so far (a kind that has not finished is not a short one).
 
 Nobody is skipped for fitting: when the first in line does not fit, the programs behind it
 wait too (a large program is never starved by smaller ones that fit around it).
@@ -23,13 +24,14 @@ for ``place_kept_s``: its retry resumes where it was.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 #: what a program's expected run is learned under: (tenant, kind)
 RunKey = tuple[str, str]
-#: the expected seconds from start to finish of a kind of program (None: nothing learned)
-RunEstimate = Callable[[RunKey], float | None]
+#: the expected seconds from start to finish of a kind of program, given how long the longest
+#: running program of the kind has run so far (None: nothing learned)
+RunEstimate = Callable[[RunKey, float], float | None]
 #: an expected run shorter than this counts as this (a ratio needs a positive size)
 MIN_RUN_S = 1e-3
 
@@ -71,15 +73,26 @@ class WaitingLine:
             return Waiting(program_id, tokens, kept.place, kept.since, kind), True
         return Waiting(program_id, tokens, next(self._places), now, kind), False
 
-    def first(self, now: float, candidate: Waiting | None = None) -> Waiting | None:
-        """Who goes first now among those in line and ``candidate`` (None: nobody)."""
+    def first(
+        self,
+        now: float,
+        candidate: Waiting | None = None,
+        running_s: Mapping[RunKey, float] | None = None,
+    ) -> Waiting | None:
+        """Who goes first now among those in line and ``candidate`` (None: nobody);
+        ``running_s``: per kind, how long its longest running program has run so far."""
         entries = list(self._waiting.values())
         if candidate is not None:
             entries.append(candidate)
         if not entries:
             return None
         estimate = self.expected_run_s
-        runs = {e.kind: estimate(e.kind) for e in entries} if estimate is not None else {}
+        ran = running_s or {}
+        runs = (
+            {e.kind: estimate(e.kind, ran.get(e.kind, 0.0)) for e in entries}
+            if estimate is not None
+            else {}
+        )
         if not runs or None in runs.values():  # nothing learned: first come first served
             return min(entries, key=lambda e: e.place)
 

@@ -70,11 +70,19 @@ class RunTimes:
         self._own.observe(f"{tenant}\0{kind}", seconds)
         self._shared.observe(kind, seconds)
 
-    def expected(self, key: tuple[str, str]) -> float | None:
-        """The expected run of a program of ``key`` (None before any program finished)."""
+    def expected(self, key: tuple[str, str], running_s: float = 0.0) -> float | None:
+        """The expected run of a program of ``key`` (None before any program finished). A kind
+        nobody's programs finished yet runs at least ``running_s``, how long the longest
+        running program of the kind has run so far (it has not finished: it is no short one)."""
         tenant, kind = key
         own = self._own.known(f"{tenant}\0{kind}")
-        return own if own is not None else self._shared.expected(kind)
+        if own is not None:
+            return own
+        shared = self._shared.known(kind)
+        if shared is not None:
+            return shared
+        overall = self._shared.expected(kind)
+        return None if overall is None else max(overall, running_s)
 
 
 class PeakEstimator(KindMeans):

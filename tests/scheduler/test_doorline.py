@@ -12,7 +12,7 @@ def _line(runs: dict[str, float] | None) -> WaitingLine:
     if runs is None:
         return WaitingLine(None, place_kept_s=100.0)
     known = runs
-    return WaitingLine(lambda key: known.get(key[1]), place_kept_s=100.0)
+    return WaitingLine(lambda key, _running_s: known.get(key[1]), place_kept_s=100.0)
 
 
 def _queue(line: WaitingLine, program_id: str, kind: str, now: float) -> None:
@@ -102,3 +102,19 @@ def test_a_tenants_own_history_of_a_kind_outweighs_other_tenants() -> None:
     runs.observe(("hostile", "agent"), 900.0)
     assert runs.expected(("t", "agent")) == 5.0  # its own history, whatever others report
     assert runs.expected(("t", "new")) == 900.0  # an unseen kind: the mean of the kinds
+
+
+def test_a_kind_that_has_not_finished_yet_is_no_short_one() -> None:
+    """Early in a burst only the short kinds have finished: a kind none of whose programs
+    finished is expected to run at least as long as its longest running one has."""
+    runs = RunTimes()
+    door = ProgramDoor(1_000, expected_run_s=runs.expected)
+    assert door.try_start("serial-1", 500, 0.0, kind=("t", "serial"))
+    assert door.try_start("fanout-1", 500, 0.0, kind=("t", "fanout"))
+    assert not door.try_start("serial-2", 500, 1.0, kind=("t", "serial"))
+    assert not door.try_start("fanout-2", 500, 1.5, kind=("t", "fanout"))
+    runs.observe(("t", "fanout"), 2.0)  # fanout-1's run: the only kind learned so far
+    # at 8 s serial-1 has run 8 s: serial-2's ratio (7 + 8) / 8 is below fanout-2's
+    # (6.5 + 2) / 2 (taken for an average kind, serial would be 2 s and go first)
+    assert runs.expected(("t", "serial"), 8.0) == 8.0
+    assert door.finish("fanout-1", 8.0) == ["fanout-2"]
