@@ -132,7 +132,7 @@ class ProgramDoor:
             return True
         self._expire(now)
         entry, returned = self._line.entry(program_id, private_tokens, kind, now)
-        ran = self._running_s(now)
+        ran = self._running_s(now) if len(self._line) else None  # alone, it is first
         first = None if self._waiting_returning(now) else self._line.first(now, entry, ran)
         if first is entry and self._admits(private_tokens, now):
             self._start(program_id, private_tokens, kind, now)
@@ -328,8 +328,9 @@ class ProgramDoor:
             self._count(pid)
             self._running.add(pid)
             started.append(pid)
-        while (first := self._line.first(now, None, self._running_s(now))) is not None:
-            if not self._admits(first.tokens, now):
+        while len(self._line):
+            first = self._line.first(now, None, self._running_s(now))
+            if first is None or not self._admits(first.tokens, now):
                 break
             self._line.take(first.program_id)
             self._start(first.program_id, first.tokens, first.kind, now)

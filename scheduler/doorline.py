@@ -23,6 +23,7 @@ for ``place_kept_s``: its retry resumes where it was.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -56,14 +57,22 @@ class _Kept:
 
 
 class WaitingLine:
-    """Newcomers waiting at the door, in the order they go (see the module docstring)."""
+    """Newcomers waiting at the door, in the order they go (see the module docstring).
+
+    Within one kind the oldest wait has the highest ratio, so each kind keeps a heap by wait
+    and :meth:`first` compares the kinds' heads: O(kinds) a decision, however long the line.
+    """
 
     def __init__(self, expected_run_s: RunEstimate | None, place_kept_s: float) -> None:
         self.expected_run_s = expected_run_s
         self.place_kept_s = place_kept_s
         self._waiting: dict[str, Waiting] = {}
+        #: per kind, (since, place, program) of its entries; a program no longer in line (or
+        #: in line again at another place) is dropped when it surfaces
+        self._by_kind: dict[RunKey, list[tuple[float, int, str]]] = {}
         self._kept: dict[str, _Kept] = {}
         self._places = itertools.count()
+        self.tokens = 0  # predicted private tokens of the programs in line
 
     def entry(self, program_id: str, tokens: int, kind: RunKey, now: float) -> tuple[Waiting, bool]:
         """The entry of ``program_id`` asking to start now (not yet in line) and whether it
@@ -81,49 +90,65 @@ class WaitingLine:
     ) -> Waiting | None:
         """Who goes first now among those in line and ``candidate`` (None: nobody);
         ``running_s``: per kind, how long its longest running program has run so far."""
-        entries = list(self._waiting.values())
+        heads = self._heads()
         if candidate is not None:
-            entries.append(candidate)
-        if not entries:
-            return None
+            heads.append(candidate)
+        if len(heads) <= 1:
+            return heads[0] if heads else None
         estimate = self.expected_run_s
         ran = running_s or {}
-        runs = (
-            {e.kind: estimate(e.kind, ran.get(e.kind, 0.0)) for e in entries}
-            if estimate is not None
-            else {}
-        )
+        runs = {e.kind: estimate(e.kind, ran.get(e.kind, 0.0)) for e in heads} if estimate else {}
         if not runs or None in runs.values():  # nothing learned: first come first served
-            return min(entries, key=lambda e: e.place)
+            return min(heads, key=lambda e: e.place)
 
         def ratio(e: Waiting) -> float:
             run = max(runs[e.kind] or 0.0, MIN_RUN_S)
             return (now - e.since + run) / run
 
-        return min(entries, key=lambda e: (-ratio(e), e.place))
+        return min(heads, key=lambda e: (-ratio(e), e.place))
 
     def add(self, entry: Waiting) -> None:
         """``entry`` waits in line."""
         self._waiting[entry.program_id] = entry
+        heap = self._by_kind.setdefault(entry.kind, [])
+        heapq.heappush(heap, (entry.since, entry.place, entry.program_id))
+        self.tokens += entry.tokens
 
     def take(self, program_id: str) -> Waiting:
         """``program_id`` leaves the line to start."""
-        return self._waiting.pop(program_id)
+        entry = self._waiting.pop(program_id)
+        self.tokens -= entry.tokens
+        return entry
 
     def leave(self, program_id: str, now: float) -> bool:
         """``program_id``'s caller stopped waiting: out of line, its place and wait kept for
         ``place_kept_s``. False when it was not in line."""
-        entry = self._waiting.pop(program_id, None)
-        if entry is None:
+        if program_id not in self._waiting:
             return False
+        entry = self.take(program_id)
         self._kept = {pid: kept for pid, kept in self._kept.items() if kept.until > now}
         self._kept[program_id] = _Kept(entry.place, entry.since, now + self.place_kept_s)
         return True
 
     def forget(self, program_id: str) -> None:
         """``program_id`` ended (cancelled while waiting): out of line, no place kept."""
-        self._waiting.pop(program_id, None)
+        if program_id in self._waiting:
+            self.take(program_id)
         self._kept.pop(program_id, None)
+
+    def _heads(self) -> list[Waiting]:
+        """The longest-waiting entry of each kind in line (stale heap entries dropped)."""
+        heads: list[Waiting] = []
+        for kind, heap in list(self._by_kind.items()):
+            while heap:
+                entry = self._waiting.get(heap[0][2])
+                if entry is not None and entry.place == heap[0][1]:
+                    heads.append(entry)
+                    break
+                heapq.heappop(heap)
+            if not heap:
+                del self._by_kind[kind]
+        return heads
 
     def holds_place(self, program_id: str, now: float) -> bool:
         """``program_id`` is in line, or stopped waiting and keeps its place."""
@@ -135,8 +160,3 @@ class WaitingLine:
 
     def __len__(self) -> int:
         return len(self._waiting)
-
-    @property
-    def tokens(self) -> int:
-        """Predicted private tokens of the programs in line."""
-        return sum(e.tokens for e in self._waiting.values())

@@ -118,3 +118,15 @@ def test_a_kind_that_has_not_finished_yet_is_no_short_one() -> None:
     # (6.5 + 2) / 2 (taken for an average kind, serial would be 2 s and go first)
     assert runs.expected(("t", "serial"), 8.0) == 8.0
     assert door.finish("fanout-1", 8.0) == ["fanout-2"]
+
+
+def test_programs_that_left_from_inside_the_line_are_skipped() -> None:
+    line = _waiting(None, ("a", "k", 0.0), ("b", "k", 1.0), ("c", "k", 2.0), ("d", "j", 3.0))
+    assert line.leave("b", 4.0)
+    line.forget("c")
+    assert (_first(line, 5.0), len(line), line.tokens) == ("a", 2, 20)
+    line.take("a")
+    assert _first(line, 5.0) == "d"  # b and c, behind a in their kind, are gone
+    back, resumed = line.entry("b", 10, ("t", "k"), 6.0)
+    line.add(back)
+    assert (resumed, _first(line, 6.0)) == (True, "b")  # back at its place, before d
