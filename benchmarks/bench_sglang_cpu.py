@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentconsole.sample_traces.format import TraceProgram
+from agentconsole.scheduler.growth import RunTimes
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.replay import ServiceReplay
 from agentconsole.server.live.service import DoorSettings, ProgramService
@@ -110,11 +111,19 @@ class ArmRun:
     #: seconds of forward passes the engine ran (every rank; the plugin's ``busy_s``), None
     #: for the stock arms (no plugin to measure it)
     engine_busy_s: float | None
+    #: ours: the runs the door's line learned (``--warm-line`` carries them to the next arm)
+    learned: RunTimes | None = None
 
 
 async def run_arm(
-    arm: Arm, trace: list[TraceProgram], model: Path, args: argparse.Namespace
+    arm: Arm,
+    trace: list[TraceProgram],
+    model: Path,
+    args: argparse.Namespace,
+    line: RunTimes | None = None,
 ) -> ArmRun:
+    """One replay of ``trace`` on a fresh engine; ours starts its door's line from ``line``
+    when given (what a server that ran a while has learned)."""
     settings = EngineSettings(
         model_path=model,
         plugin=arm.plugin,
@@ -146,6 +155,8 @@ async def run_arm(
         # wait bound would be a lost program, so here a program waits at the door for good
         door = DoorSettings(enabled=arm.door, wait_s=DOOR_WAIT_S, shortest_first=arm.shortest_first)
         served = ProgramService(runtime, EventHub(), policy=args.policy, door=door)
+        if line is not None:
+            served.driver.run_times.adopt(line)
         served.runtime_ready.set()
         try:
             ended = await ServiceReplay(served, trace, book).run()
@@ -167,7 +178,7 @@ async def run_arm(
             )
             for e in ended
         ]
-        return ArmRun(outcomes, await _engine_busy_s(runtime))
+        return ArmRun(outcomes, await _engine_busy_s(runtime), served.driver.run_times)
     finally:
         await runtime.stop()
 
@@ -250,10 +261,19 @@ async def main(args: argparse.Namespace) -> None:
         start = time.perf_counter()
         await run_arm(arms[0], trace[: args.warm_up], model, args)
         print(f"warm-up: {time.perf_counter() - start:.0f}s wall, not measured", flush=True)
+    line = None
+    if args.warm_line:
+        # serve after it has served a while: its door's line has learned each kind's run (a
+        # different draw of the workload, on an engine of its own: nothing else is carried)
+        start = time.perf_counter()
+        other_draw = make(args.warm_line, args.rate, args.seed + 1)
+        line = (await run_arm(DOOR_ARM, other_draw, model, args)).learned
+        print(f"warm line: {time.perf_counter() - start:.0f}s wall, not measured", flush=True)
     for rep in range(args.repeat):
         for arm in arms[rep % len(arms) :] + arms[: rep % len(arms)]:
             start = time.perf_counter()
-            run = await run_arm(arm, trace, model, args)
+            learned = line if arm.door and arm.shortest_first else None
+            run = await run_arm(arm, trace, model, args, learned)
             outcomes = run.outcomes
             row = outcome_summary(outcomes)
             busy = run.engine_busy_s
@@ -301,6 +321,13 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="also run ours with the program door on (overload): its line by response ratio"
         " (serve's default) and in arrival order",
+    )
+    p.add_argument(
+        "--warm-line",
+        type=int,
+        default=0,
+        help="first replay this many programs of another draw through the door, unmeasured, and"
+        " start the response-ratio door arm's line from what it learned (0: a cold line)",
     )
     p.add_argument(
         "--bound",

@@ -46,6 +46,10 @@ class KindMeans:
         """The learned mean of ``kind`` (None before one finished)."""
         return self._means.get(kind)
 
+    def adopt(self, other: KindMeans) -> None:
+        """Start over from what ``other`` learned."""
+        self._means = dict(other._means)
+
     def expected(self, kind: str) -> float | None:
         """The learned mean of ``kind``, else the mean over the kinds learned (a kind not
         seen yet is taken for an average one); None before any program finished."""
@@ -63,6 +67,11 @@ class RunTimes:
     def __init__(self, learning_rate: float = LEARNING_RATE) -> None:
         self._own = KindMeans(learning_rate)
         self._shared = KindMeans(learning_rate)
+
+    def adopt(self, other: RunTimes) -> None:
+        """Start over from what ``other`` learned (a server that has run a while)."""
+        self._own.adopt(other._own)
+        self._shared.adopt(other._shared)
 
     def observe(self, key: tuple[str, str], seconds: float) -> None:
         """A program of ``key`` (tenant, kind) ran ``seconds`` from its start to its end."""

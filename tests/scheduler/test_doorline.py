@@ -102,6 +102,11 @@ def test_a_tenants_own_history_of_a_kind_outweighs_other_tenants() -> None:
     runs.observe(("hostile", "agent"), 900.0)
     assert runs.expected(("t", "agent")) == 5.0  # its own history, whatever others report
     assert runs.expected(("t", "new")) == 900.0  # an unseen kind: the mean of the kinds
+    restarted = RunTimes()
+    restarted.adopt(runs)  # a server that has run a while starts from what it learned
+    assert restarted.expected(("t", "agent")) == 5.0
+    runs.observe(("t", "agent"), 7.0)
+    assert restarted.expected(("t", "agent")) == 5.0  # a copy: learning apart from then on
 
 
 def test_a_kind_that_has_not_finished_yet_is_no_short_one() -> None:
