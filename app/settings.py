@@ -282,9 +282,10 @@ class LimitsSection(_Section):
     """The door's budget in KV tokens (default: 90% of the runtime's HBM + DRAM)."""
     admission_shortest_first: bool = True
     """Programs waiting at the door start by highest response ratio, (wait + expected run)
-    / expected run, the expected run learned per ``workload`` or ``agent`` label from the
-    tenant's finished programs (``scheduler/doorline.py``): a short kind of agent does not wait behind
-    every long one that came before it. False: first come first served."""
+    / expected run: the expected run is learned from finished programs of the same tenant and
+    ``workload`` (else ``agent``) label, else of the label, else of all
+    (``scheduler/doorline.py``); a short kind of agent does not wait behind every long one
+    that came before it. False: first come first served."""
 
 
 class PrivacySection(_Section):

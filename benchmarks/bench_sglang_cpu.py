@@ -242,8 +242,8 @@ async def main(args: argparse.Namespace) -> None:
     model = args.model or make_tiny_model(default_model_dir(RuntimeOptions()))
     make, _ = TINY_WORKLOADS[args.workload]
     trace = make(args.programs, args.rate, args.seed)
-    if args.warm_up < 0:
-        raise SystemExit("--warm-up: a number of programs, 0 or more")
+    if args.warm_up < 0 or args.warm_line < 0:
+        raise SystemExit("--warm-up, --warm-line: a number of programs, 0 or more")
     arms: tuple[Arm, ...] = (*ARMS, DOOR_ARM, DOOR_ARRIVAL_ARM) if args.door else ARMS
     if args.dp > 1:
         arms = (arms[0], ROUND_ROBIN_ARM, *arms[1:])

@@ -113,7 +113,7 @@ def measure(shape: Shape, device: str, decode: list[Any], prefill: list[Any]) ->
     points: list[dict[str, Any]] = []
     for batch, context in decode:
         seconds = _time(model.decode_step(batch, context), device, graph=device == "cuda")
-        # the step read the KV padded to whole chunks: the context the cost model prices
+        # the step read the KV padded to whole chunks: what its time is the time of
         points.append(
             {"seconds": seconds, "decode_batch": batch, "decode_context": batch * read(context)}
         )
@@ -358,6 +358,8 @@ def fit(measured: Path, profile_out: Path | None) -> dict[str, Any]:
     )
 
     report = json.loads(measured.read_text())
+    if not str(report.get("decode_context", "")).startswith(DECODE_CONTEXT_READ):
+        raise SystemExit(f"{measured}: decode contexts not counted as read ({DECODE_CONTEXT_READ})")
     points = [MeasuredStep(**p) for p in report["points"]]
     bundled = load_profile(profile_name(*PRESET, 1))
     status = (

@@ -131,9 +131,9 @@ class ProgramDoor:
         if not self.enabled:
             return True
         self._expire(now)
-        entry, returned = self._line.entry(program_id, private_tokens, kind, now)
-        ran = self._running_s(now) if len(self._line) else None  # alone, it is first
-        first = None if self._waiting_returning(now) else self._line.first(now, entry, ran)
+        floor = self._running_s(kind, now) if self._line.expected_run_s else 0.0
+        entry, returned = self._line.entry(program_id, private_tokens, kind, now, floor)
+        first = None if self._waiting_returning(now) else self._line.first(now, entry)
         if first is entry and self._admits(private_tokens, now):
             self._start(program_id, private_tokens, kind, now)
             return True
@@ -266,7 +266,7 @@ class ProgramDoor:
 
     def finish(self, program_id: str, now: float) -> list[str]:
         """``program_id`` ended (or was cancelled, at the door or not): it no longer counts;
-        returns the parked programs, in arrival order, that start now."""
+        returns the parked programs that start now, in the order they go."""
         if program_id in self._share:
             self._uncount(program_id)
             self._running.discard(program_id)
@@ -328,21 +328,17 @@ class ProgramDoor:
             self._count(pid)
             self._running.add(pid)
             started.append(pid)
-        while len(self._line):
-            first = self._line.first(now, None, self._running_s(now))
-            if first is None or not self._admits(first.tokens, now):
-                break
+        while (first := self._line.first(now)) is not None and self._admits(first.tokens, now):
             self._line.take(first.program_id)
             self._start(first.program_id, first.tokens, first.kind, now)
             started.append(first.program_id)
         return started
 
-    def _running_s(self, now: float) -> dict[RunKey, float]:
-        """Per kind, how long its longest running started program has run so far."""
-        longest: dict[RunKey, float] = {}
-        for pid, kind in self._kind.items():
-            longest[kind] = max(longest.get(kind, 0.0), now - self._started_at[pid])
-        return longest
+    def _running_s(self, kind: RunKey, now: float) -> float:
+        """How long the longest running started program of ``kind`` (any tenant's) has run."""
+        label = kind[1]
+        runs = (now - self._started_at[pid] for pid, k in self._kind.items() if k[1] == label)
+        return max(runs, default=0.0)
 
     def _start(self, program_id: str, tokens: int, kind: RunKey, now: float) -> None:
         self._share[program_id] = tokens

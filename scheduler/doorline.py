@@ -12,7 +12,8 @@ programs short against its own wait and none waits forever (a newcomer's ratio i
 lowest there is). Only relative sizes matter: scaling every expected run by one factor orders
 the same. Before any program finished, or with no estimate given, the line is first come
 first served. A kind none of whose programs finished yet is expected to run at least as long as
-its longest running program has so far (a kind that has not finished is not a short one).
+its longest running program had when the waiting one queued (a kind that has not finished is
+not a short one; the floor is fixed at the queueing, so the ratio still grows with the wait).
 
 Nobody is skipped for fitting: when the first in line does not fit, the programs behind it
 wait too (a large program is never starved by smaller ones that fit around it).
@@ -25,13 +26,13 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 #: what a program's expected run is learned under: (tenant, kind)
 RunKey = tuple[str, str]
-#: the expected seconds from start to finish of a kind of program, given how long the longest
-#: running program of the kind has run so far (None: nothing learned)
+#: the expected seconds from start to finish of a kind of program, given a floor for a kind
+#: none of whose programs finished yet (None: nothing learned)
 RunEstimate = Callable[[RunKey, float], float | None]
 #: an expected run shorter than this counts as this (a ratio needs a positive size)
 MIN_RUN_S = 1e-3
@@ -40,19 +41,23 @@ MIN_RUN_S = 1e-3
 @dataclass(slots=True)
 class Waiting:
     """A program in line: its predicted private tokens, its place, since when it waits, its
-    kind (what its expected run is learned under)."""
+    kind (what its expected run is learned under), and how long the longest running program
+    of its kind had run when it queued (a floor on its expected run while none of the kind
+    finished; fixed then, so its ratio keeps growing with its wait)."""
 
     program_id: str
     tokens: int
     place: int
     since: float
     kind: RunKey
+    floor_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class _Kept:
     place: int
     since: float
+    floor_s: float
     until: float
 
 
@@ -74,41 +79,40 @@ class WaitingLine:
         self._places = itertools.count()
         self.tokens = 0  # predicted private tokens of the programs in line
 
-    def entry(self, program_id: str, tokens: int, kind: RunKey, now: float) -> tuple[Waiting, bool]:
-        """The entry of ``program_id`` asking to start now (not yet in line) and whether it
-        resumes a kept place (True) rather than taking a new one at the end."""
+    def entry(
+        self, program_id: str, tokens: int, kind: RunKey, now: float, floor_s: float = 0.0
+    ) -> tuple[Waiting, bool]:
+        """The entry of ``program_id`` asking to start now (not yet in line; ``floor_s``: see
+        :class:`Waiting`) and whether it resumes a kept place (True) rather than taking a new
+        one at the end."""
         kept = self._kept.pop(program_id, None)
         if kept is not None and kept.until > now:
-            return Waiting(program_id, tokens, kept.place, kept.since, kind), True
-        return Waiting(program_id, tokens, next(self._places), now, kind), False
+            return Waiting(program_id, tokens, kept.place, kept.since, kind, kept.floor_s), True
+        return Waiting(program_id, tokens, next(self._places), now, kind, floor_s), False
 
-    def first(
-        self,
-        now: float,
-        candidate: Waiting | None = None,
-        running_s: Mapping[RunKey, float] | None = None,
-    ) -> Waiting | None:
-        """Who goes first now among those in line and ``candidate`` (None: nobody);
-        ``running_s``: per kind, how long its longest running program has run so far."""
+    def first(self, now: float, candidate: Waiting | None = None) -> Waiting | None:
+        """Who goes first now among those in line and ``candidate`` (None: nobody)."""
         heads = self._heads()
         if candidate is not None:
             heads.append(candidate)
         if len(heads) <= 1:
             return heads[0] if heads else None
         estimate = self.expected_run_s
-        ran = running_s or {}
-        runs = {e.kind: estimate(e.kind, ran.get(e.kind, 0.0)) for e in heads} if estimate else {}
-        if not runs or None in runs.values():  # nothing learned: first come first served
+        runs = [estimate(e.kind, e.floor_s) for e in heads] if estimate else [None]
+        if None in runs:  # nothing learned: first come first served
             return min(heads, key=lambda e: e.place)
+        run_of = {id(e): max(run or 0.0, MIN_RUN_S) for e, run in zip(heads, runs, strict=True)}
 
         def ratio(e: Waiting) -> float:
-            run = max(runs[e.kind] or 0.0, MIN_RUN_S)
+            run = run_of[id(e)]
             return (now - e.since + run) / run
 
         return min(heads, key=lambda e: (-ratio(e), e.place))
 
     def add(self, entry: Waiting) -> None:
-        """``entry`` waits in line."""
+        """``entry`` waits in line (in place of an entry the program had)."""
+        if entry.program_id in self._waiting:
+            self.take(entry.program_id)
         self._waiting[entry.program_id] = entry
         heap = self._by_kind.setdefault(entry.kind, [])
         heapq.heappush(heap, (entry.since, entry.place, entry.program_id))
@@ -127,7 +131,9 @@ class WaitingLine:
             return False
         entry = self.take(program_id)
         self._kept = {pid: kept for pid, kept in self._kept.items() if kept.until > now}
-        self._kept[program_id] = _Kept(entry.place, entry.since, now + self.place_kept_s)
+        self._kept[program_id] = _Kept(
+            entry.place, entry.since, entry.floor_s, now + self.place_kept_s
+        )
         return True
 
     def forget(self, program_id: str) -> None:
@@ -142,7 +148,7 @@ class WaitingLine:
         for kind, heap in list(self._by_kind.items()):
             while heap:
                 entry = self._waiting.get(heap[0][2])
-                if entry is not None and entry.place == heap[0][1]:
+                if entry is not None and (entry.place, entry.kind) == (heap[0][1], kind):
                     heads.append(entry)
                     break
                 heapq.heappop(heap)

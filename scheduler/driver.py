@@ -420,15 +420,25 @@ class ProgramDriver:
         return retry
 
     # -- ends
-    def finish(self, program_id: str, now: float, *, success: bool = True) -> list[Action]:
+    def finish(
+        self,
+        program_id: str,
+        now: float,
+        *,
+        success: bool = True,
+        last_active: float | None = None,
+    ) -> list[Action]:
         """The program is done (the agent said so, or the carrier knows it); its peak working
-        set teaches its kind's growth, and its run from the door on its kind's expected run."""
+        set teaches its kind's growth, and its run from the door to ``last_active`` (when its
+        last work ended; default ``now``: an idle finish comes long after it) its kind's
+        expected run."""
         flight = self._flights.get(program_id)
         if success and flight is not None:
             self.growth.observe(self._kind(program_id), flight.peak_tokens)
         started = self.door.started_at(program_id)
         if success and started is not None:
-            self.run_times.observe(self._run_kind(program_id), now - started)
+            ended = now if last_active is None else min(last_active, now)
+            self.run_times.observe(self._run_kind(program_id), ended - started)
         self.controller.finish_program(program_id, now, success=success)
         return self._end(program_id, now)
 

@@ -359,8 +359,16 @@ class ProgramService:
         if quotas.tokens is not None and program.tokens_used >= quotas.tokens:
             raise QuotaError(program.program_id, "tokens", quotas.tokens, program.tokens_used)
 
-    def finish_program(self, tenant: str | None, program_id: str, *, success: bool) -> Program:
-        """The agent says it is done; Conflict if the program was cancelled."""
+    def finish_program(
+        self,
+        tenant: str | None,
+        program_id: str,
+        *,
+        success: bool,
+        last_active: float | None = None,
+    ) -> Program:
+        """The agent says it is done; Conflict if the program was cancelled.
+        ``last_active``: when its work really ended (an idle finish comes long after)."""
         program = self.owned(tenant, program_id)
         if program.state.terminal and program.state.value == "cancelled":
             raise Conflict(f"program {program_id!r} is cancelled")
@@ -368,12 +376,14 @@ class ProgramService:
             return program
         # tool calls the model asked for whose answer never came close as abandoned
         self.tool_calls.abandon(program_id)
-        self.settle(self.driver.finish(program_id, time.time(), success=success))
+        now = time.time()
+        self.settle(self.driver.finish(program_id, now, success=success, last_active=last_active))
         return program
 
-    def finish_idle(self, program_id: str) -> None:
-        """The program has been idle past the limit: it finishes (the sweeper)."""
-        self.finish_program(None, program_id, success=True)
+    def finish_idle(self, program_id: str, last_active: float) -> None:
+        """The program has been idle past the limit since ``last_active``: it finishes (the
+        sweeper)."""
+        self.finish_program(None, program_id, success=True, last_active=last_active)
 
     async def cancel_program(
         self, tenant: str | None, program_id: str, *, reason: str = "user"

@@ -86,7 +86,7 @@ class Sweeper:
                 error = QuotaError(pid, "wall_time_s", limit, now - program.created_at)
                 await service.stop_for_quota(pid, error)
             elif self._idle(program, now, pid in touched):
-                service.finish_idle(pid)
+                service.finish_idle(pid, self._active[pid])
 
     def _idle(self, program: Program, now: float, touched: bool) -> bool:
         pid = program.program_id

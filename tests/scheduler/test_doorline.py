@@ -111,18 +111,19 @@ def test_a_tenants_own_history_of_a_kind_outweighs_other_tenants() -> None:
 
 def test_a_kind_that_has_not_finished_yet_is_no_short_one() -> None:
     """Early in a burst only the short kinds have finished: a kind none of whose programs
-    finished is expected to run at least as long as its longest running one has."""
+    finished is expected to run at least as long as its longest running one had when the
+    waiting program queued (fixed then: the waiting program's ratio still grows)."""
     runs = RunTimes()
     door = ProgramDoor(1_000, expected_run_s=runs.expected)
     assert door.try_start("serial-1", 500, 0.0, kind=("t", "serial"))
     assert door.try_start("fanout-1", 500, 0.0, kind=("t", "fanout"))
-    assert not door.try_start("serial-2", 500, 1.0, kind=("t", "serial"))
-    assert not door.try_start("fanout-2", 500, 1.5, kind=("t", "fanout"))
+    assert not door.try_start("serial-2", 500, 6.0, kind=("u", "serial"))  # serial-1 ran 6 s
+    assert not door.try_start("fanout-2", 500, 6.5, kind=("t", "fanout"))
     runs.observe(("t", "fanout"), 2.0)  # fanout-1's run: the only kind learned so far
-    # at 8 s serial-1 has run 8 s: serial-2's ratio (7 + 8) / 8 is below fanout-2's
-    # (6.5 + 2) / 2 (taken for an average kind, serial would be 2 s and go first)
-    assert runs.expected(("t", "serial"), 8.0) == 8.0
-    assert door.finish("fanout-1", 8.0) == ["fanout-2"]
+    # at 9 s: serial-2 (3 + 6) / 6 = 1.5 against fanout-2 (2.5 + 2) / 2 = 2.25 (taken for an
+    # average kind, serial would be 2 s: (3 + 2) / 2 = 2.5, and go first)
+    assert door.finish("fanout-1", 9.0) == ["fanout-2"]
+    assert runs.expected(("u", "serial"), 6.0) == 6.0
 
 
 def test_programs_that_left_from_inside_the_line_are_skipped() -> None:

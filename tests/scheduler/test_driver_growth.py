@@ -185,8 +185,8 @@ def test_a_finished_programs_run_from_the_door_teaches_its_kinds_expected_run() 
     driver.controller.open_program("q", "t", 0.0, labels={"workload": "serial"})
     assert driver.arrive("p", 100, 0, 2.0)
     assert driver.arrive("q", 100, 0, 2.0)
-    driver.finish("p", 5.0)  # 3 s from the door to its end
-    driver.cancel("q", 9.0)  # a cancelled program teaches nothing
+    driver.finish("p", 305.0, last_active=5.0)  # idle since 5 s: 3 s from the door to its end
+    driver.cancel("q", 309.0)  # a cancelled program teaches nothing
     learned = (driver.run_times.expected(("t", "fanout")), driver.run_times.expected(("t", "x")))
     assert learned == (3.0, 3.0)  # a kind never seen is taken for an average one
     assert driver.run_times.expected(("other", "fanout")) == 3.0  # another tenant's: the kind's

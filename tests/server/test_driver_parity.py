@@ -129,7 +129,7 @@ class Recorder:
         wrap("call_ended", lambda pid, nid, cid, now, usage, outcome="ok": (pid, nid, outcome))
         wrap("tool_started", lambda pid, nid, now: (pid, nid))
         wrap("tool_finished", lambda pid, nid, now, **kw: (pid, nid, kw["outcome"]))
-        wrap("finish", lambda pid, now, success=True: (pid, success))
+        wrap("finish", lambda pid, now, success=True, last_active=None: (pid, success))
         wrap("cancel", lambda pid, now, reason="user": (pid,))
         wrap("settle", lambda view, now: ())
 
