@@ -31,6 +31,26 @@ def test_an_explicit_program_nobody_finishes_ends_after_the_idle_limit(tmp_path:
         wait_until(lambda: _state(server, "never-finished") == "finished", timeout=10)
 
 
+def test_an_idle_finish_teaches_the_door_the_run_up_to_the_last_activity(tmp_path: Path) -> None:
+    """The sweeper finishes an idle program long after its work ended: the door's line learns
+    the program's run up to its last activity, not the idle limit on top."""
+    config = make_config(
+        tmp_path / "idle-run.duckdb",
+        program_idle_s=1.5,
+        program_admission=True,
+        admission_budget_tokens=10**9,  # the door counts (and times) programs, holds none
+    )
+    with LiveServer(config) as server:
+        server.wait_ready()
+        _call(server, "idle-run")
+        wait_until(lambda: _state(server, "idle-run") == "finished", timeout=10)
+        service = server.live.service
+        tenant = service.controller.programs["idle-run"].tenant
+        learned = service.driver.run_times.expected((tenant, f"tenant:{tenant}"))
+        assert learned is not None
+        assert 0 < learned < 1.5  # one short call, not the 1.5 s idle limit after it
+
+
 def test_live_metrics_are_sampled_into_the_history_table(tmp_path: Path) -> None:
     config = make_config(tmp_path / "history.duckdb", metrics_snapshot_s=0.2)
     with LiveServer(config) as server:
