@@ -266,7 +266,8 @@ class PrefixIndex(TierTree):
         for locked nodes; it is all-or-nothing and evicts from ``tier`` to make room, sparing
         the promoted paths. Demotion also demotes each node's descendants that live on faster
         tiers (children never sit on a faster tier than their parent); locked nodes are skipped
-        and so is a node for which ``tier`` has no room after eviction. Dead nodes are skipped.
+        and so is a node for which ``tier`` has no room after eviction, which never evicts a
+        node this call demoted as asked. Dead nodes are skipped.
         Promotions run before demotions; in a call that mixes both (possible only with DISK),
         making room for a demotion may evict a node the same call just promoted (``moves``
         is chronological, so replaying it stays consistent).
@@ -283,8 +284,11 @@ class PrefixIndex(TierTree):
                 demote.append(node)
         if promote:
             self._promote(promote, tier, now, result)
+        moved: list[Node] = []  # requested nodes this call demoted: room is not made of them
         for node in demote:
-            self._demote(node, tier, now, result)
+            self._demote(node, tier, now, result, moved)
+            if not node.dead and node.tier == tier:
+                moved.append(node)
         return result
 
     def drop(self, nodes: Sequence[Node], now: float) -> MoveResult:
@@ -358,7 +362,9 @@ class PrefixIndex(TierTree):
         for node in bottoms:
             self._unpin(node)
 
-    def _demote(self, node: Node, tier: Tier, now: float, out: MoveResult) -> None:
+    def _demote(
+        self, node: Node, tier: Tier, now: float, out: MoveResult, spare: Sequence[Node] = ()
+    ) -> None:
         if node.dead or node.tier >= tier:
             return  # already moved as part of an earlier node's subtree
         todo: list[Node] = []
@@ -372,7 +378,11 @@ class PrefixIndex(TierTree):
             stack.extend(c for c in n.children.values() if c.tier < tier)
         need = sum(n.tokens for n in todo)
         if self.free(tier) < need:
+            for moved in spare:  # pinned while room is made: never evict what was just asked
+                self._pin(moved)
             out.moves.extend(self.make_room(tier, need, now).moves)
+            for moved in spare:
+                self._unpin(moved)
         if self.free(tier) < need:
             out.skipped_tokens += need
             return

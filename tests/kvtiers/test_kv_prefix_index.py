@@ -277,6 +277,22 @@ def test_move_skips_locked_dead_and_unfitting_nodes() -> None:
     ix.check_integrity()
 
 
+def test_making_room_for_a_move_never_evicts_a_node_the_same_move_demoted() -> None:
+    """Found by the property test: demoting c, then its ancestor a (whose HBM subtree needs
+    the room c took), must not push c on to DISK to make that room: a is skipped instead."""
+    ix = make(hbm=9, dram=6, disk=3, demote=True)
+    path = ix.insert("T", seq(("a", 3), ("b", 3), ("c", 3)), 0.0).path
+    out = ix.move([path[2], path[0]], DRAM, 1.0)
+    assert (out.ok, out.skipped_tokens, [n.tier for n in path]) == (False, 6, [HBM, HBM, DRAM])
+    ix.check_integrity()
+    # an unasked descendant may still make room: b (and its subtree c) then a
+    ix = make(hbm=9, dram=6, disk=3, demote=True)
+    path = ix.insert("T", seq(("a", 3), ("b", 3), ("c", 3)), 0.0).path
+    assert ix.move([path[1], path[0]], DRAM, 1.0).ok
+    assert [n.tier for n in path] == [DRAM, DRAM, DISK]
+    ix.check_integrity()
+
+
 def test_drop_skips_locked_nodes() -> None:
     ix = make()
     path = ix.insert("T", seq(("a", 10)), 0.0).path
