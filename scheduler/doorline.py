@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 #: what a program's expected run is learned under: (tenant, kind)
 RunKey = tuple[str, str]
@@ -53,14 +53,6 @@ class Waiting:
     floor_s: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class _Kept:
-    place: int
-    since: float
-    floor_s: float
-    until: float
-
-
 class WaitingLine:
     """Newcomers waiting at the door, in the order they go (see the module docstring).
 
@@ -75,7 +67,8 @@ class WaitingLine:
         #: per kind, (since, place, program) of its entries; a program no longer in line (or
         #: in line again at another place) is dropped when it surfaces
         self._by_kind: dict[RunKey, list[tuple[float, int, str]]] = {}
-        self._kept: dict[str, _Kept] = {}
+        #: programs that stopped waiting -> (their entry, kept until)
+        self._kept: dict[str, tuple[Waiting, float]] = {}
         self._places = itertools.count()
         self.tokens = 0  # predicted private tokens of the programs in line
 
@@ -85,9 +78,9 @@ class WaitingLine:
         """The entry of ``program_id`` asking to start now (not yet in line; ``floor_s``: see
         :class:`Waiting`) and whether it resumes a kept place (True) rather than taking a new
         one at the end."""
-        kept = self._kept.pop(program_id, None)
-        if kept is not None and kept.until > now:
-            return Waiting(program_id, tokens, kept.place, kept.since, kind, kept.floor_s), True
+        kept, until = self._kept.pop(program_id, (None, 0.0))
+        if kept is not None and until > now:
+            return replace(kept, tokens=tokens, kind=kind), True
         return Waiting(program_id, tokens, next(self._places), now, kind, floor_s), False
 
     def first(self, now: float, candidate: Waiting | None = None) -> Waiting | None:
@@ -101,13 +94,13 @@ class WaitingLine:
         runs = [estimate(e.kind, e.floor_s) for e in heads] if estimate else [None]
         if None in runs:  # nothing learned: first come first served
             return min(heads, key=lambda e: e.place)
-        run_of = {id(e): max(run or 0.0, MIN_RUN_S) for e, run in zip(heads, runs, strict=True)}
 
-        def ratio(e: Waiting) -> float:
-            run = run_of[id(e)]
-            return (now - e.since + run) / run
+        def order(pair: tuple[Waiting, float | None]) -> tuple[float, int]:
+            e, run = pair
+            size = max(run or 0.0, MIN_RUN_S)
+            return -(now - e.since + size) / size, e.place  # highest ratio, then earliest
 
-        return min(heads, key=lambda e: (-ratio(e), e.place))
+        return min(zip(heads, runs, strict=True), key=order)[0]
 
     def add(self, entry: Waiting) -> None:
         """``entry`` waits in line (in place of an entry the program had)."""
@@ -130,10 +123,8 @@ class WaitingLine:
         if program_id not in self._waiting:
             return False
         entry = self.take(program_id)
-        self._kept = {pid: kept for pid, kept in self._kept.items() if kept.until > now}
-        self._kept[program_id] = _Kept(
-            entry.place, entry.since, entry.floor_s, now + self.place_kept_s
-        )
+        self._kept = {pid: kept for pid, kept in self._kept.items() if kept[1] > now}
+        self._kept[program_id] = (entry, now + self.place_kept_s)
         return True
 
     def forget(self, program_id: str) -> None:
@@ -159,7 +150,7 @@ class WaitingLine:
     def holds_place(self, program_id: str, now: float) -> bool:
         """``program_id`` is in line, or stopped waiting and keeps its place."""
         kept = self._kept.get(program_id)
-        return program_id in self._waiting or (kept is not None and kept.until > now)
+        return program_id in self._waiting or (kept is not None and kept[1] > now)
 
     def __contains__(self, program_id: object) -> bool:
         return program_id in self._waiting
