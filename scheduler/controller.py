@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agentconsole.scheduler import dag
+from agentconsole.scheduler import learned as learned_fields
 from agentconsole.scheduler.creation import creation_data
 from agentconsole.scheduler.errors import UnknownProgram
 from agentconsole.scheduler.estimators import (
@@ -150,8 +151,17 @@ class ProgramController:
         except KeyError:
             raise UnknownProgram(program_id) from None
 
-    def finish_program(self, program_id: str, now: float, *, success: bool = True) -> Program:
-        """Mark the program finished (or failed); learns its total size for estimates."""
+    def finish_program(
+        self,
+        program_id: str,
+        now: float,
+        *,
+        success: bool = True,
+        learned: Mapping[str, Scalar] | None = None,
+    ) -> Program:
+        """Mark the program finished (or failed); learns its total size for estimates. Its
+        event records what was learned (its calls, under its ``workload`` label, and the
+        caller's ``learned`` figures), so a restarted server learns it again (:meth:`relearn`)."""
         program = self.get(program_id)
         if program.state.terminal:
             return program
@@ -163,10 +173,19 @@ class ProgramController:
         )
         kind = EventKind.PROGRAM_FINISHED if success else EventKind.PROGRAM_FAILED
         met = program.deadline is None or now <= program.deadline
-        self._emit(
-            now, kind, program, data={"e2e_s": now - program.created_at, "deadline_met": met}
-        )
+        data: dict[str, Scalar] = {"e2e_s": now - program.created_at, "deadline_met": met}
+        data |= {learned_fields.LABEL: label, learned_fields.CALLS: program.completed_calls}
+        data |= learned or {}
+        self._emit(now, kind, program, data=data)
         return program
+
+    def relearn(self, finished: Event) -> None:
+        """Learn again what a program's end taught (its ``program.finished`` event, stored by
+        an earlier run of the server): the calls a program of its label made."""
+        data = finished.data
+        label, calls = data.get(learned_fields.LABEL), data.get(learned_fields.CALLS)
+        if isinstance(label, str) and isinstance(calls, int) and calls > 0:
+            self.remaining_work.observe_finished(label, calls, [])
 
     def cancel_program(self, program_id: str, now: float, *, reason: str = "user") -> list[Node]:
         """Cancel every non-terminal node; returns the nodes that were RUNNING (to abort or

@@ -25,13 +25,15 @@ the events of one instant are in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from agentconsole.scheduler import learned
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
 from agentconsole.scheduler.door import ProgramDoor
 from agentconsole.scheduler.doorline import RunKey
+from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.scheduler.growth import PeakEstimator, RunTimes, program_kind
 from agentconsole.scheduler.latency import LatencyDistribution
@@ -433,14 +435,36 @@ class ProgramDriver:
         last work ended; default ``now``: an idle finish comes long after it) its kind's
         expected run."""
         flight = self._flights.get(program_id)
+        kind = self._kind(program_id)
+        taught: dict[str, Scalar] = {learned.KIND: kind}
         if success and flight is not None:
-            self.growth.observe(self._kind(program_id), flight.peak_tokens)
+            self.growth.observe(kind, flight.peak_tokens)
+            taught[learned.PEAK_TOKENS] = flight.peak_tokens
         started = self.door.started_at(program_id)
         if success and started is not None:
             ended = now if last_active is None else min(last_active, now)
             self.run_times.observe(self._run_kind(program_id), ended - started)
-        self.controller.finish_program(program_id, now, success=success)
+            taught[learned.RUN_S] = ended - started
+        self.controller.finish_program(program_id, now, success=success, learned=taught)
         return self._end(program_id, now)
+
+    def relearn(self, finishes: Iterable[Event]) -> int:
+        """Learn again what earlier finishes taught (``program.finished`` events a previous
+        run of the server stored, oldest first; see :mod:`~agentconsole.scheduler.learned`):
+        each kind's calls, peak and run. Changes the learners only; returns how many
+        finishes it replayed."""
+        replayed = 0
+        for event in finishes:
+            if event.kind is not EventKind.PROGRAM_FINISHED:
+                continue
+            replayed += 1
+            self.controller.relearn(event)
+            kind = event.data.get(learned.KIND)
+            if not isinstance(kind, str):
+                continue  # stored before finishes recorded their kind
+            self.growth.observe(kind, number(event.data, learned.PEAK_TOKENS))
+            self.run_times.observe((event.tenant, kind), number(event.data, learned.RUN_S))
+        return replayed
 
     def cancel(self, program_id: str, now: float, *, reason: str = "user") -> list[Action]:
         """Cancel the program: its calls in flight are aborted and, under a program-aware

@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+from agentconsole.scheduler import learned
 from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.server.store.catalog import ApiKeyRecord, TenantRecord, ToolRecord
 from agentconsole.server.store.event_log import EVENT_SPEC, EVENTS
@@ -233,6 +234,19 @@ class Repository:
             [seq],
         )
         return [_event(r) for r in rows]
+
+    def recent_finishes(self, per_kind: int) -> list[Event]:
+        """The latest ``per_kind`` ``program.finished`` events of every tenant, kind and
+        workload label (``scheduler/learned.py``), oldest first: what a restart learns
+        again. A scan of the log by kind, once at start-up."""
+        learned_by = f"tenant, data->>'{learned.KIND}', data->>'{learned.LABEL}'"
+        rows = self._all(
+            f"SELECT {_EVENT_COLS} FROM {EVENTS} WHERE kind = ?"
+            f" QUALIFY row_number() OVER (PARTITION BY {learned_by} ORDER BY seq DESC) <= ?"
+            " ORDER BY seq",
+            [EventKind.PROGRAM_FINISHED.value, per_kind],
+        )
+        return [_event(r).event for r in rows]
 
     def audit_log(
         self,

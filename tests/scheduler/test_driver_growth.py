@@ -190,3 +190,39 @@ def test_a_finished_programs_run_from_the_door_teaches_its_kinds_expected_run() 
     learned = (driver.run_times.expected(("t", "fanout")), driver.run_times.expected(("t", "x")))
     assert learned == (3.0, 3.0)  # a kind never seen is taken for an average one
     assert driver.run_times.expected(("other", "fanout")) == 3.0  # another tenant's: the kind's
+
+
+def test_a_new_driver_relearns_what_the_finish_events_recorded() -> None:
+    """A restarted server replays the stored finishes: each kind's peak, run and calls come
+    back as they were learned (a failed program's event teaches nothing)."""
+    first = _driver()
+    for pid, tenant, kind in (("a", "t", "coding"), ("b", "u", "coding"), ("c", "t", "chat")):
+        first.controller.open_program(pid, tenant, 0.0, labels={"workload": kind})
+        assert first.arrive(pid, 100, 0, 1.0)
+    for step in range(3):
+        _call(first, "a", f"n{step}", 100 + 200 * step, 2.0 + step)
+    _call(first, "b", "n0", 300, 2.0)
+    _call(first, "c", "n0", 50, 2.0)
+    first.finish("a", 9.0)
+    first.finish("b", 20.0, last_active=4.0)
+    first.finish("c", 30.0, success=False)
+    for k in range(5):  # enough finishes of the label for its calls to count
+        first.controller.open_program(f"d{k}", "t", 0.0, labels={"workload": "coding"})
+        assert first.arrive(f"d{k}", 100, 0, 31.0)
+        for step in range(k + 1):
+            _call(first, f"d{k}", f"n{step}", 100, 32.0 + step)
+        first.finish(f"d{k}", 40.0)
+    log = first.controller.sink
+    assert isinstance(log, EventLog)
+
+    second = _driver()
+    assert second.relearn(log.events) == 7
+    for kind in ("coding", "chat"):
+        assert second.growth.known(kind) == first.growth.known(kind)
+    for key in (("t", "coding"), ("u", "coding"), ("t", "chat"), ("v", "coding")):
+        assert second.run_times.expected(key) == first.run_times.expected(key)
+    learned, relearned = first.controller.remaining_work, second.controller.remaining_work
+    remaining = [learned.remaining_calls("coding", done) for done in range(4)]
+    assert remaining != [8.0, 7.0, 6.0, 5.0]  # learned, not the prior
+    assert [relearned.remaining_calls("coding", done) for done in range(4)] == remaining
+    assert second.growth.known("chat") is None

@@ -169,37 +169,71 @@ def _labelled_call(client: httpx.Client, program_id: str, kind: str) -> httpx.Re
     )
 
 
+def _learn_a_short_and_a_long_kind(server: LiveServer, c: httpx.Client) -> None:
+    for program_id, kind, run_s in (("learn-short", "short", 0.0), ("learn-long", "long", 1.0)):
+        assert _labelled_call(c, program_id, kind).status_code == 200
+        time.sleep(run_s)
+        assert c.post(f"/v1/programs/{program_id}/finish", json={}).status_code == 200
+
+
+def _assert_the_short_kind_goes_first(server: LiveServer, c: httpx.Client) -> None:
+    """A long kind's program waits at the door, then a short kind's: the short one starts
+    first when the blocker ends."""
+    assert _labelled_call(c, "blocker", "long").status_code == 200  # fills the budget
+    results: dict[str, httpx.Response] = {}
+
+    def call(program_id: str, kind: str) -> threading.Thread:
+        def run() -> None:
+            with server.client() as own:
+                results[program_id] = _labelled_call(own, program_id, kind)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    long_waiter = call("long-1", "long")
+    _wait_until_waiting(server, 1)
+    short_waiter = call("short-1", "short")  # came second
+    _wait_until_waiting(server, 2)
+    time.sleep(0.3)
+    assert c.post("/v1/programs/blocker/finish", json={}).status_code == 200
+    short_waiter.join(10)
+    assert results["short-1"].status_code == 200, results["short-1"].text
+    assert "long-1" not in results  # one program at a time fits the one-token budget
+    assert c.post("/v1/programs/short-1/finish", json={}).status_code == 200
+    long_waiter.join(10)
+    assert results["long-1"].status_code == 200, results["long-1"].text
+
+
 def test_the_door_starts_a_short_kind_of_agent_before_a_long_one_that_came_first(
     tmp_path: Path,
 ) -> None:
     """The line goes by response ratio of each kind's run, learned from finished programs."""
     with _door_server(tmp_path / "door.duckdb") as server, server.client() as c:
         server.wait_ready()
-        for program_id, kind, run_s in (("learn-short", "short", 0.0), ("learn-long", "long", 2.0)):
-            assert _labelled_call(c, program_id, kind).status_code == 200
-            time.sleep(run_s)
-            assert c.post(f"/v1/programs/{program_id}/finish", json={}).status_code == 200
-        assert _labelled_call(c, "blocker", "long").status_code == 200  # fills the budget
-        results: dict[str, httpx.Response] = {}
+        _learn_a_short_and_a_long_kind(server, c)
+        _assert_the_short_kind_goes_first(server, c)
 
-        def call(program_id: str, kind: str) -> threading.Thread:
-            def run() -> None:
-                with server.client() as own:
-                    results[program_id] = _labelled_call(own, program_id, kind)
 
-            thread = threading.Thread(target=run)
-            thread.start()
-            return thread
-
-        long_waiter = call("long-1", "long")
-        _wait_until_waiting(server, 1)
-        short_waiter = call("short-1", "short")  # came second
-        _wait_until_waiting(server, 2)
-        time.sleep(0.3)
-        assert c.post("/v1/programs/blocker/finish", json={}).status_code == 200
-        short_waiter.join(10)
-        assert results["short-1"].status_code == 200, results["short-1"].text
-        assert "long-1" not in results  # one program at a time fits the one-token budget
-        assert c.post("/v1/programs/short-1/finish", json={}).status_code == 200
-        long_waiter.join(10)
-        assert results["long-1"].status_code == 200, results["long-1"].text
+def test_a_restarted_server_orders_and_sizes_by_what_it_learned_before(tmp_path: Path) -> None:
+    """What finished programs taught the door (each kind's run and peak) and the policies
+    (each workload's calls) is learned again from the store at start-up: the line goes by
+    it before any program finished in the new process."""
+    db = tmp_path / "relearn.duckdb"
+    with _door_server(db) as first, first.client() as c:
+        first.wait_ready()
+        _learn_a_short_and_a_long_kind(first, c)
+        before = first.live.service.driver
+        runs = [before.run_times.expected(("tenant-a", k)) for k in ("short", "long")]
+        peaks = [before.growth.known(k) for k in ("short", "long")]
+    short_run, long_run = runs
+    assert short_run is not None
+    assert long_run is not None
+    assert short_run < long_run
+    assert None not in peaks
+    with _door_server(db) as second, second.client() as c:
+        second.wait_ready()
+        after = second.live.service.driver
+        assert [after.run_times.expected(("tenant-a", k)) for k in ("short", "long")] == runs
+        assert [after.growth.known(k) for k in ("short", "long")] == peaks
+        _assert_the_short_kind_goes_first(second, c)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.server.store import (
     ApiKeyRecord,
     AttemptRecord,
@@ -93,6 +94,24 @@ def test_events_since_pages_and_filters(store: Store) -> None:
     assert [e.event.program_id for e in store.repo.events_since(0, program_id="p3")] == ["p3"] * 7
     assert store.repo.last_seq() == 50
     assert store.repo.events_since(50) == []
+
+
+def test_recent_finishes_keeps_the_latest_of_each_tenant_kind_and_label(store: Store) -> None:
+    def finished(i: int, tenant: str, kind: str, label: str = "") -> Event:
+        data = {"kind": kind, "workload": label, "door_run_s": float(i)}
+        return Event(float(i), EventKind.PROGRAM_FINISHED, f"p{i}", tenant=tenant, data=data)
+
+    events = [finished(i, "a", "coding", "coding") for i in range(5)]
+    events += [finished(5, "b", "coding", "coding"), finished(6, "a", "chat")]
+    events.insert(3, Event(3.5, EventKind.PROGRAM_FAILED, "failed", tenant="a"))
+    events.insert(1, make_event(99))
+    for event in events:
+        store.writer.emit(event)
+    store.writer.flush().result(10)
+    recent = store.repo.recent_finishes(per_kind=2)
+    assert [e.program_id for e in recent] == ["p3", "p4", "p5", "p6"]  # oldest first
+    assert recent[0] == finished(3, "a", "coding", "coding")
+    assert len(store.repo.recent_finishes(per_kind=10)) == 7
 
 
 def test_audit_log_is_numbered_and_newest_first(store: Store) -> None:
