@@ -24,6 +24,7 @@ from agentconsole.scheduler.estimators import (
     RemainingWorkEstimator,
     ToolLatencyEstimator,
 )
+from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
 from agentconsole.scheduler.latency import LogNormal
 from agentconsole.scheduler.program import (
@@ -179,13 +180,19 @@ class ProgramController:
         self._emit(now, kind, program, data=data)
         return program
 
-    def relearn(self, finished: Event) -> None:
-        """Learn again what a program's end taught (its ``program.finished`` event, stored by
-        an earlier run of the server): the calls a program of its label made."""
-        data = finished.data
-        label, calls = data.get(learned_fields.LABEL), data.get(learned_fields.CALLS)
-        if isinstance(label, str) and isinstance(calls, int) and calls > 0:
-            self.remaining_work.observe_finished(label, calls, [])
+    def relearn(self, event: Event) -> None:
+        """Learn again what ``event`` (stored by an earlier run of the server) taught: a
+        program's end, the calls a program of its label made; a tool's end, its latency.
+        Logs no prediction errors (they were logged when it happened)."""
+        data = event.data
+        if event.kind is EventKind.PROGRAM_FINISHED:
+            label, calls = data.get(learned_fields.LABEL), data.get(learned_fields.CALLS)
+            if isinstance(label, str) and isinstance(calls, int) and calls > 0:
+                self.remaining_work.observe_finished(label, calls, [])
+        elif event.kind is EventKind.TOOL_FINISHED:
+            tool, kind = data.get(learned_fields.TOOL), data.get(learned_fields.TOOL_KIND)
+            if isinstance(tool, str) and isinstance(kind, str) and "latency_s" in data:
+                self.tool_latency.learn(tool, kind, number(data, "latency_s"))
 
     def cancel_program(self, program_id: str, now: float, *, reason: str = "user") -> list[Node]:
         """Cancel every non-terminal node; returns the nodes that were RUNNING (to abort or
@@ -510,7 +517,8 @@ class ProgramController:
             data={
                 "outcome": outcome,
                 "latency_s": latency_s,
-                "tool": spec.name if spec else "",
+                learned_fields.TOOL: spec.name if spec else "",
+                learned_fields.TOOL_KIND: spec.kind.value if spec else "",
                 "final": final,
                 "result_bytes": result_bytes,
                 "node_state": node.state.value,  # what a restart replays (no retry rule)

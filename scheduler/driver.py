@@ -448,20 +448,20 @@ class ProgramDriver:
         self.controller.finish_program(program_id, now, success=success, learned=taught)
         return self._end(program_id, now)
 
-    def relearn(self, finishes: Iterable[Event]) -> int:
-        """Learn again what earlier finishes taught (``program.finished`` events a previous
-        run of the server stored, oldest first; see :mod:`~agentconsole.scheduler.learned`):
-        each kind's calls, peak and run. Changes the learners only; returns how many
-        finishes it replayed."""
+    def relearn(self, events: Iterable[Event]) -> int:
+        """Learn again what earlier events taught (what a previous run of the server stored,
+        oldest first; see :mod:`~agentconsole.scheduler.learned`): each kind's calls, peak
+        and run, each tool's latency. Changes the learners only; returns how many events it
+        replayed."""
         replayed = 0
-        for event in finishes:
-            if event.kind is not EventKind.PROGRAM_FINISHED:
+        for event in events:
+            if event.kind not in learned.RELEARNED_KINDS:
                 continue
             replayed += 1
             self.controller.relearn(event)
             kind = event.data.get(learned.KIND)
-            if not isinstance(kind, str):
-                continue  # stored before finishes recorded their kind
+            if event.kind is not EventKind.PROGRAM_FINISHED or not isinstance(kind, str):
+                continue  # a tool's end, or a finish stored before finishes had a kind
             self.growth.observe(kind, number(event.data, learned.PEAK_TOKENS))
             self.run_times.observe((event.tenant, kind), number(event.data, learned.RUN_S))
         return replayed

@@ -110,6 +110,10 @@ class ToolLatencyEstimator:
     def observe(self, tool: str, kind: str, latency_s: float) -> None:
         """Record an observed latency; logs the error of the mean prediction first."""
         self.log.record("tool_latency_s", self.distribution(tool, kind).mean(), latency_s)
+        self.learn(tool, kind, latency_s)
+
+    def learn(self, tool: str, kind: str, latency_s: float) -> None:
+        """Fit an observed latency into ``tool``'s and its kind's distributions (no log)."""
         x = math.log(max(latency_s, 1e-4))
         for key in (tool, f"kind:{kind}"):
             fit = self._fits[key]

@@ -5,11 +5,14 @@ makes (the policies' remaining work), how large a kind of program's private cont
 door's size of it) and how long it runs from the door to its end (the door's line). A restart
 would forget all of it, and a server restarted under load would size and order programs as on
 its first day: a long session sized by its first call again, the line first come first served
-again. So the finish event carries each figure, and start-up replays the latest finishes of
-every kind through the same learners (``ProgramDriver.relearn``), in their order.
+again, every tool wait priced by the prior. So the finish event carries each figure (and a
+tool's end its tool's kind), and start-up replays the latest of them (:data:`RELEARNED`)
+through the same learners (``ProgramDriver.relearn``), in their order.
 """
 
 from __future__ import annotations
+
+from agentconsole.scheduler.events import EventKind
 
 #: the program's ``workload`` label: the class its calls are learned under
 LABEL = "workload"
@@ -22,7 +25,17 @@ PEAK_TOKENS = "peak_private_tokens"
 #: seconds from passing the door to its last work
 RUN_S = "door_run_s"
 
-#: finishes replayed per (tenant, kind, label) at start-up: the means weigh a finish by
-#: 0.8 per later one, so the 64th latest counts below a millionth; the remaining-work
-#: histogram is the latest 64 programs' (a recent window rather than all time)
-RELEARN_PER_KIND = 64
+#: a tool's end: which tool (its latency is learned per tool, else per kind of tool)
+TOOL = "tool"
+TOOL_KIND = "tool_kind"
+
+#: what start-up replays: the latest events of each kind per tenant and these data fields
+RELEARNED = (
+    (EventKind.PROGRAM_FINISHED, (KIND, LABEL)),
+    (EventKind.TOOL_FINISHED, (TOOL,)),
+)
+RELEARNED_KINDS = frozenset(kind for kind, _ in RELEARNED)
+#: events replayed per group at start-up: the means weigh a finish by 0.8 per later one, so
+#: the 64th latest counts below a millionth; the remaining-work histogram and the tools'
+#: latency fits are the latest 64's (a recent window rather than all time)
+RELEARN_PER_GROUP = 64

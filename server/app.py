@@ -30,7 +30,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.plugins.pydantic import PydanticPlugin
 from litestar.types import ControllerRouterHandler
 
-from agentconsole.scheduler.learned import RELEARN_PER_KIND
+from agentconsole.scheduler.learned import RELEARN_PER_GROUP, RELEARNED
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.runtime import Runtime
 from agentconsole.server.api.auth import KeyRing
@@ -243,9 +243,11 @@ def create_app(
         # rows of this run, so the next tail starts here
         for view, tail in await asyncio.to_thread(programs_to_restore, store.repo):
             live.service.reopen(view, tail)
-        # and what finished programs taught the scheduler (each kind's calls, size and run)
-        finishes = await asyncio.to_thread(store.repo.recent_finishes, RELEARN_PER_KIND)
-        live.service.driver.relearn(finishes)
+        # and what finished programs and tools taught the scheduler (calls, sizes, runs, latencies)
+        for kind, group_by in RELEARNED:
+            latest = store.repo.latest_events
+            learned = await asyncio.to_thread(latest, kind, group_by, RELEARN_PER_GROUP)
+            live.service.driver.relearn(learned)
         live.queries.projector.mark_all()
         await live.queries.projector.sync()
         # the operator's model pins too: replayed from the audit log, where each is durable

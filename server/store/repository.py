@@ -13,7 +13,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from agentconsole.scheduler import learned
 from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.server.store.catalog import ApiKeyRecord, TenantRecord, ToolRecord
 from agentconsole.server.store.event_log import EVENT_SPEC, EVENTS
@@ -235,16 +234,18 @@ class Repository:
         )
         return [_event(r) for r in rows]
 
-    def recent_finishes(self, per_kind: int) -> list[Event]:
-        """The latest ``per_kind`` ``program.finished`` events of every tenant, kind and
-        workload label (``scheduler/learned.py``), oldest first: what a restart learns
-        again. A scan of the log by kind, once at start-up."""
-        learned_by = f"tenant, data->>'{learned.KIND}', data->>'{learned.LABEL}'"
+    def latest_events(
+        self, kind: EventKind, group_by: Sequence[str], per_group: int
+    ) -> list[Event]:
+        """The latest ``per_group`` events of ``kind`` of every tenant and values of the
+        ``group_by`` data fields, oldest first: what a restart learns again
+        (``scheduler/learned.py``). A scan of the log by kind, once at start-up."""
+        groups = ", ".join(["tenant", *(f"data->>'{name}'" for name in group_by)])
         rows = self._all(
             f"SELECT {_EVENT_COLS} FROM {EVENTS} WHERE kind = ?"
-            f" QUALIFY row_number() OVER (PARTITION BY {learned_by} ORDER BY seq DESC) <= ?"
+            f" QUALIFY row_number() OVER (PARTITION BY {groups} ORDER BY seq DESC) <= ?"
             " ORDER BY seq",
-            [EventKind.PROGRAM_FINISHED.value, per_kind],
+            [kind.value, per_group],
         )
         return [_event(r).event for r in rows]
 

@@ -15,7 +15,7 @@ from agentconsole.scheduler.driver import (
     ToolWaitFacts,
 )
 from agentconsole.scheduler.events import EventLog
-from agentconsole.scheduler.program import Node, NodeKind
+from agentconsole.scheduler.program import Node, NodeKind, ToolKind, ToolSpec
 from agentconsole.scheduler.runtime import CacheAction, MemoryView, PrefixProbe, ProgramContext
 
 
@@ -205,6 +205,11 @@ def test_a_new_driver_relearns_what_the_finish_events_recorded() -> None:
     _call(first, "c", "n0", 50, 2.0)
     first.finish("a", 9.0)
     first.finish("b", 20.0, last_active=4.0)
+    for k in range(6):  # a tool's latencies: enough for its own fit
+        node = Node(f"t{k}", "c", NodeKind.TOOL, tool=ToolSpec("pytest", ToolKind.TEST_RUN))
+        first.controller.add_node("c", node, 3.0)
+        first.controller.start_node("c", f"t{k}", 3.0)
+        first.controller.finish_tool("c", f"t{k}", 4.0, outcome="ok", latency_s=1.0 + k)
     first.finish("c", 30.0, success=False)
     for k in range(5):  # enough finishes of the label for its calls to count
         first.controller.open_program(f"d{k}", "t", 0.0, labels={"workload": "coding"})
@@ -216,7 +221,7 @@ def test_a_new_driver_relearns_what_the_finish_events_recorded() -> None:
     assert isinstance(log, EventLog)
 
     second = _driver()
-    assert second.relearn(log.events) == 7
+    assert second.relearn(log.events) == 13  # 7 finishes, 6 tools' ends
     for kind in ("coding", "chat"):
         assert second.growth.known(kind) == first.growth.known(kind)
     for key in (("t", "coding"), ("u", "coding"), ("t", "chat"), ("v", "coding")):
@@ -226,3 +231,7 @@ def test_a_new_driver_relearns_what_the_finish_events_recorded() -> None:
     assert remaining != [8.0, 7.0, 6.0, 5.0]  # learned, not the prior
     assert [relearned.remaining_calls("coding", done) for done in range(4)] == remaining
     assert second.growth.known("chat") is None
+    tools, retools = first.controller.tool_latency, second.controller.tool_latency
+    assert retools.distribution("pytest", "test_run") == tools.distribution("pytest", "test_run")
+    assert retools.distribution("pytest") != retools.distribution("never-seen")  # not the prior
+    assert "tool_latency_s" not in second.controller.prediction_log.summary()  # nothing logged

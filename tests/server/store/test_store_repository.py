@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentconsole.scheduler.events import Event, EventKind
+from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.server.store import (
     ApiKeyRecord,
     AttemptRecord,
@@ -96,9 +96,9 @@ def test_events_since_pages_and_filters(store: Store) -> None:
     assert store.repo.events_since(50) == []
 
 
-def test_recent_finishes_keeps_the_latest_of_each_tenant_kind_and_label(store: Store) -> None:
+def test_latest_events_keeps_the_latest_of_each_tenant_and_group(store: Store) -> None:
     def finished(i: int, tenant: str, kind: str, label: str = "") -> Event:
-        data = {"kind": kind, "workload": label, "door_run_s": float(i)}
+        data: dict[str, Scalar] = {"kind": kind, "workload": label, "door_run_s": float(i)}
         return Event(float(i), EventKind.PROGRAM_FINISHED, f"p{i}", tenant=tenant, data=data)
 
     events = [finished(i, "a", "coding", "coding") for i in range(5)]
@@ -108,10 +108,12 @@ def test_recent_finishes_keeps_the_latest_of_each_tenant_kind_and_label(store: S
     for event in events:
         store.writer.emit(event)
     store.writer.flush().result(10)
-    recent = store.repo.recent_finishes(per_kind=2)
+    by_kind_and_label = ("kind", "workload")
+    recent = store.repo.latest_events(EventKind.PROGRAM_FINISHED, by_kind_and_label, 2)
     assert [e.program_id for e in recent] == ["p3", "p4", "p5", "p6"]  # oldest first
     assert recent[0] == finished(3, "a", "coding", "coding")
-    assert len(store.repo.recent_finishes(per_kind=10)) == 7
+    assert len(store.repo.latest_events(EventKind.PROGRAM_FINISHED, by_kind_and_label, 10)) == 7
+    assert len(store.repo.latest_events(EventKind.PROGRAM_FINISHED, (), 1)) == 2  # a tenant each
 
 
 def test_audit_log_is_numbered_and_newest_first(store: Store) -> None:
