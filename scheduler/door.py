@@ -116,8 +116,8 @@ class ProgramDoor:
         self.held_tokens = 0  # what the counted programs hold now
         #: the engine lost a counted context since the held tokens last fit the budget
         self._loss_seen = False
-        #: started programs parked at a boundary whose next call is not queued yet: the
-        #: context they come back without was dropped by plan, not lost to thrash
+        #: started programs parked at a boundary whose parked call is not queued again yet:
+        #: the context they (and their siblings meanwhile) find gone was dropped by plan
         self._dropped_by_plan: set[str] = set()
         self.parked_total = 0  # programs that ever had to wait
         self.boundary_parks = 0  # times a started program was parked at a call boundary
@@ -213,7 +213,10 @@ class ProgramDoor:
         dropped (:meth:`park_started`) is no evidence."""
         self._expire(now)
         if program_id in self._dropped_by_plan:
-            self._dropped_by_plan.discard(program_id)
+            # a fan-out sibling queued while the program waits to go on finds the same
+            # dropped context: only the parked call's own return ends what was planned
+            if program_id not in self._returning:
+                self._dropped_by_plan.discard(program_id)
             return
         held = self._held.get(program_id, 0)
         if (

@@ -265,6 +265,25 @@ def test_a_lapsed_retention_or_a_planned_park_is_no_evidence_of_thrash() -> None
     assert (door.held_tokens, door.over_budget) == (1_100, False)
 
 
+def test_a_sibling_queued_while_its_program_is_parked_does_not_use_up_the_planned_drop() -> None:
+    """A fan-out's sibling call queued while its program waits to go on finds the dropped
+    context too; the parked call's own return afterwards is still no evidence of thrash."""
+    door = ProgramDoor(1_000)
+    for pid in ("a", "b", "c"):
+        assert door.try_start(pid, 300, 0.0)
+        door.resize(pid, 300, 400)
+    door.note_lost("c", 400, 1.0)  # thrash: over budget with evidence
+    door.park_started("a", 1.5)  # a's context dropped at its boundary
+    door.note_lost("a", 400, 2.0)  # a sibling of a's is queued meanwhile: by plan
+    door.rejoin("a")
+    assert door.finish("c", 3.0) == ["a"]  # room: a's parked call goes on
+    door.resize("b", 300, 700)  # over again (1,100 held): no evidence yet
+    door.note_lost("a", 400, 3.5)  # the parked call itself finds its context gone: by plan
+    assert (door.held_tokens, door.over_budget) == (1_100, False)
+    door.note_lost("a", 400, 4.0)  # later losses of a's context are evidence again
+    assert door.over_budget
+
+
 def test_one_program_alone_is_never_over_budget() -> None:
     door = ProgramDoor(100)
     assert door.try_start("huge", 5_000, 0.0)  # it could never start otherwise
