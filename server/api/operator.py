@@ -91,14 +91,14 @@ class OperatorController(Controller):
         "/models/pins",
         status_code=200,
         summary="Pin a program or role to a model",
-        opt=contract(404),
+        opt=contract(404, 409),
     )
     async def pin_model(
         self, data: JSONBody[ModelPinIn], live: LiveDep, operator_principal: PrincipalDep
     ) -> JSON:
         """Pin a program or a role to a served model (``model: null`` unpins): calls that
         choose among candidates including it run there. Answers every pin; 404 for a model
-        not served."""
+        not served or a program not live, 409 for a program that ended."""
         return await live.desk.pin_model(
             operator_principal.key_id, data.program_id, data.role, data.model
         )

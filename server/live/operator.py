@@ -21,7 +21,7 @@ from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.scheduler.models import Pins
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.runtime import GenerationRequest
-from agentconsole.server.live.errors import InvalidRequest, ServiceError
+from agentconsole.server.live.errors import Conflict, InvalidRequest, ServiceError
 from agentconsole.server.live.service import ProgramService
 
 Audit = Callable[[float, str, str, str, Mapping[str, Any], str], Awaitable[None]]
@@ -171,11 +171,15 @@ class OperatorDesk:
     ) -> dict[str, Any]:
         """Pin a program or a role to a served model (``model`` None: unpin); later calls
         choosing among candidates that include it run there (``ModelNotFound`` if it is not
-        served)."""
+        served; ``NotFound`` for a program not live, ``Conflict`` for one that ended: a pin
+        of it would outlive it, as a restart would not keep it). An unpin always answers."""
         args = {"program_id": program_id, "role": role, "model": model}
         target = program_id or (f"role:{role}" if role else "")
 
         async def work() -> dict[str, Any]:
+            pinned = self.service.owned(None, program_id) if program_id and model else None
+            if pinned is not None and pinned.state.terminal:
+                raise Conflict(f"program {program_id!r} has ended", field="program_id")
             pins = self.service.models.pin(program_id=program_id, role=role, model=model)
             return pins_json(pins)
 

@@ -160,6 +160,20 @@ def test_candidates_from_the_header_and_unknown_models(http: httpx.Client) -> No
         "/v1/operator/models/pins", json={"role": "x", "model": "nope"}, headers=OPERATOR
     )
     assert bad_pin.status_code == 404
+    # a pin of a program nobody runs would outlive nothing: 404, as for a model not served
+    ghost = {"program_id": "mm-never-started", "model": "small"}
+    ghost_pin = http.post("/v1/operator/models/pins", json=ghost, headers=OPERATOR)
+    assert ghost_pin.status_code == 404, ghost_pin.text
+    assert ghost_pin.json()["error"]["field"] == "program_id"
+    assert _chat(http, "auto", "mm-ended").status_code == 200
+    assert http.post("/v1/programs/mm-ended/finish", json={}).status_code == 200
+    ended = {"program_id": "mm-ended", "model": "small"}
+    assert http.post("/v1/operator/models/pins", json=ended, headers=OPERATOR).status_code == 409
+    unpin = {"program_id": "mm-never-started", "model": None}  # an unpin always answers
+    assert http.post("/v1/operator/models/pins", json=unpin, headers=OPERATOR).status_code == 200
+    pins = http.get("/v1/operator/models/pins", headers=OPERATOR).json()
+    assert "mm-never-started" not in pins["programs"]
+    assert "mm-ended" not in pins["programs"]
 
 
 def _lost_total(http: httpx.Client) -> float:
