@@ -107,7 +107,9 @@ class ProgramDoor:
         #: newcomers waiting, and the places of those that stopped waiting
         self._line = WaitingLine(expected_run_s, place_kept_s)
         self._started_at: dict[str, float] = {}  # started program -> when it first started
-        self._kind: dict[str, RunKey] = {}  # started program -> what its run is learned under
+        #: per label (a kind across tenants), its started programs -> when they started, in
+        #: the order they started: the first is the longest running (a floor on the line)
+        self._started_by_label: dict[str, dict[str, float]] = {}
         self._returning: deque[str] = deque()  # started programs parked at a call boundary
         #: of those, the ones whose caller stopped waiting -> until when they keep their place
         self._away: dict[str, float] = {}
@@ -166,8 +168,7 @@ class ProgramDoor:
         if waiting[0] != program_id or not self._admits(self._share[program_id], now):
             return False
         self._returning.remove(program_id)
-        self._count(program_id)
-        self._running.add(program_id)
+        self._go_on(program_id)
         return True
 
     def step_out(self, program_id: str, until: float, now: float) -> list[str]:
@@ -264,8 +265,7 @@ class ProgramDoor:
             if self._away.pop(program_id, None) is not None:  # back and let through
                 self._returning.remove(program_id)
             self._version[program_id] = self._version.get(program_id, 0) + 1
-            self._count(program_id)
-            self._running.add(program_id)
+            self._go_on(program_id)
 
     def finish(self, program_id: str, now: float) -> list[str]:
         """``program_id`` ended (or was cancelled, at the door or not): it no longer counts;
@@ -277,8 +277,9 @@ class ProgramDoor:
             self._held.pop(program_id, None)
             self._version.pop(program_id, None)
             self._dropped_by_plan.discard(program_id)
+            for started in self._started_by_label.values():
+                started.pop(program_id, None)
             self._started_at.pop(program_id, None)
-            self._kind.pop(program_id, None)
             if program_id in self._returning:
                 self._returning.remove(program_id)
             self._away.pop(program_id, None)
@@ -328,8 +329,7 @@ class ProgramDoor:
             if not self._admits(self._share[pid], now):
                 return started
             self._returning.remove(pid)
-            self._count(pid)
-            self._running.add(pid)
+            self._go_on(pid)
             started.append(pid)
         while (first := self._line.first(now)) is not None and self._admits(first.tokens, now):
             self._line.take(first.program_id)
@@ -339,16 +339,14 @@ class ProgramDoor:
 
     def _running_s(self, kind: RunKey, now: float) -> float:
         """How long the longest running started program of ``kind`` (any tenant's) has run."""
-        label = kind[1]
-        runs = (now - self._started_at[pid] for pid, k in self._kind.items() if k[1] == label)
-        return max(runs, default=0.0)
+        started = self._started_by_label.get(kind[1])
+        return now - next(iter(started.values())) if started else 0.0
 
     def _start(self, program_id: str, tokens: int, kind: RunKey, now: float) -> None:
         self._share[program_id] = tokens
         self._started_at[program_id] = now
-        self._kind[program_id] = kind
-        self._count(program_id)
-        self._running.add(program_id)
+        self._started_by_label.setdefault(kind[1], {})[program_id] = now
+        self._go_on(program_id)
 
     def _waiting_returning(self, now: float) -> list[str]:
         """The returning programs whose calls wait, in line; a place kept past its time
@@ -373,6 +371,11 @@ class ProgramDoor:
         # work-conserving: a slot would idle; what is held now (not predicted) must leave room
         slot_free = len(self._running) < self.batch_slots and now >= self._no_fill_until
         return slot_free and self.held_tokens + tokens <= self.budget_tokens
+
+    def _go_on(self, program_id: str) -> None:
+        """``program_id`` counts and has a call in the engine."""
+        self._count(program_id)
+        self._running.add(program_id)
 
     def _count(self, program_id: str) -> None:
         if program_id not in self._counted:
