@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agentconsole.scheduler import dag
-from agentconsole.scheduler import learned as learned_fields
+from agentconsole.scheduler import dag, learned
 from agentconsole.scheduler.creation import creation_data
 from agentconsole.scheduler.errors import UnknownProgram
 from agentconsole.scheduler.estimators import (
@@ -158,11 +157,11 @@ class ProgramController:
         now: float,
         *,
         success: bool = True,
-        learned: Mapping[str, Scalar] | None = None,
+        taught: Mapping[str, Scalar] | None = None,
     ) -> Program:
         """Mark the program finished (or failed); learns its total size for estimates. Its
-        event records what was learned (its calls, under its ``workload`` label, and the
-        caller's ``learned`` figures), so a restarted server learns it again (:meth:`relearn`)."""
+        event records what it taught (its calls, under its ``workload`` label, and the
+        caller's ``taught`` figures), so a restarted server learns it again (:meth:`relearn`)."""
         program = self.get(program_id)
         if program.state.terminal:
             return program
@@ -175,23 +174,25 @@ class ProgramController:
         kind = EventKind.PROGRAM_FINISHED if success else EventKind.PROGRAM_FAILED
         met = program.deadline is None or now <= program.deadline
         data: dict[str, Scalar] = {"e2e_s": now - program.created_at, "deadline_met": met}
-        data |= {learned_fields.LABEL: label, learned_fields.CALLS: program.completed_calls}
-        data |= learned or {}
+        data |= {learned.LABEL: label, learned.CALLS: program.completed_calls}
+        data |= taught or {}
         self._emit(now, kind, program, data=data)
         return program
 
     def relearn(self, event: Event) -> None:
         """Learn again what ``event`` (stored by an earlier run of the server) taught: a
-        program's end, the calls a program of its label made; a tool's end, its latency.
-        Logs no prediction errors (they were logged when it happened)."""
+        program's end (finished or failed, as live), the calls a program of its label made;
+        a tool's end, its latency. Logs no prediction errors (they were logged when it
+        happened)."""
         data = event.data
-        if event.kind is EventKind.PROGRAM_FINISHED:
-            label, calls = data.get(learned_fields.LABEL), data.get(learned_fields.CALLS)
-            if isinstance(label, str) and isinstance(calls, int) and calls > 0:
-                self.remaining_work.observe_finished(label, calls, [])
+        if event.kind in (EventKind.PROGRAM_FINISHED, EventKind.PROGRAM_FAILED):
+            label = data.get(learned.LABEL)
+            if isinstance(label, str) and learned.CALLS in data:
+                self.remaining_work.observe_finished(label, int(number(data, learned.CALLS)), [])
         elif event.kind is EventKind.TOOL_FINISHED:
-            tool, kind = data.get(learned_fields.TOOL), data.get(learned_fields.TOOL_KIND)
-            if isinstance(tool, str) and isinstance(kind, str) and "latency_s" in data:
+            tool, kind = data.get(learned.TOOL), data.get(learned.TOOL_KIND)
+            # a tool node declared without a tool learns nothing live either
+            if tool and kind and isinstance(tool, str) and isinstance(kind, str):
                 self.tool_latency.learn(tool, kind, number(data, "latency_s"))
 
     def cancel_program(self, program_id: str, now: float, *, reason: str = "user") -> list[Node]:
@@ -517,8 +518,8 @@ class ProgramController:
             data={
                 "outcome": outcome,
                 "latency_s": latency_s,
-                learned_fields.TOOL: spec.name if spec else "",
-                learned_fields.TOOL_KIND: spec.kind.value if spec else "",
+                learned.TOOL: spec.name if spec else "",
+                learned.TOOL_KIND: spec.kind.value if spec else "",
                 "final": final,
                 "result_bytes": result_bytes,
                 "node_state": node.state.value,  # what a restart replays (no retry rule)

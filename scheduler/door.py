@@ -108,8 +108,10 @@ class ProgramDoor:
         self._line = WaitingLine(expected_run_s, place_kept_s)
         self._started_at: dict[str, float] = {}  # started program -> when it first started
         #: per label (a kind across tenants), its started programs -> when they started, in
-        #: the order they started: the first is the longest running (a floor on the line)
+        #: the order they started: the first is the longest running (a floor on the line;
+        #: serve's clock is the wall clock, so a step back would misorder a few of them)
         self._started_by_label: dict[str, dict[str, float]] = {}
+        self._label: dict[str, str] = {}  # started program -> its label
         self._returning: deque[str] = deque()  # started programs parked at a call boundary
         #: of those, the ones whose caller stopped waiting -> until when they keep their place
         self._away: dict[str, float] = {}
@@ -215,7 +217,7 @@ class ProgramDoor:
         self._expire(now)
         if program_id in self._dropped_by_plan:
             # a fan-out sibling queued while the program waits to go on finds the same
-            # dropped context: only the parked call's own return ends what was planned
+            # dropped context: the first call queued after it went on ends what was planned
             if program_id not in self._returning:
                 self._dropped_by_plan.discard(program_id)
             return
@@ -277,8 +279,12 @@ class ProgramDoor:
             self._held.pop(program_id, None)
             self._version.pop(program_id, None)
             self._dropped_by_plan.discard(program_id)
-            for started in self._started_by_label.values():
+            label = self._label.pop(program_id, "")
+            started = self._started_by_label.get(label)
+            if started is not None:
                 started.pop(program_id, None)
+                if not started:
+                    del self._started_by_label[label]
             self._started_at.pop(program_id, None)
             if program_id in self._returning:
                 self._returning.remove(program_id)
@@ -324,9 +330,10 @@ class ProgramDoor:
     def _start_parked(self, now: float) -> list[str]:
         self._expire(now)
         started: list[str] = []
-        # programs parked at a call boundary go on first: their context is half-built
+        # programs parked at a call boundary go on first: their context is half-built (one
+        # a fan-out sibling's call counted again meanwhile takes no more room than it has)
         for pid in self._waiting_returning(now):
-            if not self._admits(self._share[pid], now):
+            if pid not in self._counted and not self._admits(self._share[pid], now):
                 return started
             self._returning.remove(pid)
             self._go_on(pid)
@@ -346,6 +353,7 @@ class ProgramDoor:
         self._share[program_id] = tokens
         self._started_at[program_id] = now
         self._started_by_label.setdefault(kind[1], {})[program_id] = now
+        self._label[program_id] = kind[1]
         self._go_on(program_id)
 
     def _waiting_returning(self, now: float) -> list[str]:

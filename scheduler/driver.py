@@ -437,7 +437,8 @@ class ProgramDriver:
         flight = self._flights.get(program_id)
         kind = self._kind(program_id)
         taught: dict[str, Scalar] = {learned.KIND: kind}
-        if success and flight is not None:
+        # a program that ran no call (finished at the door) says nothing of its kind's peak
+        if success and flight is not None and self.controller.get(program_id).completed_calls:
             self.growth.observe(kind, flight.peak_tokens)
             taught[learned.PEAK_TOKENS] = flight.peak_tokens
         started = self.door.started_at(program_id)
@@ -445,14 +446,14 @@ class ProgramDriver:
             ended = now if last_active is None else min(last_active, now)
             self.run_times.observe(self._run_kind(program_id), ended - started)
             taught[learned.RUN_S] = ended - started
-        self.controller.finish_program(program_id, now, success=success, learned=taught)
+        self.controller.finish_program(program_id, now, success=success, taught=taught)
         return self._end(program_id, now)
 
     def relearn(self, events: Iterable[Event]) -> int:
         """Learn again what earlier events taught (what a previous run of the server stored,
-        oldest first; see :mod:`~agentconsole.scheduler.learned`): each kind's calls, peak
-        and run, each tool's latency. Changes the learners only; returns how many events it
-        replayed."""
+        oldest first; see :mod:`~agentconsole.scheduler.learned`): each label's calls, each
+        kind's peak and run, each tool's latency. Changes the learners only; returns how many
+        events it replayed."""
         replayed = 0
         for event in events:
             if event.kind not in learned.RELEARNED_KINDS:
@@ -461,7 +462,7 @@ class ProgramDriver:
             self.controller.relearn(event)
             kind = event.data.get(learned.KIND)
             if event.kind is not EventKind.PROGRAM_FINISHED or not isinstance(kind, str):
-                continue  # a tool's end, or a finish stored before finishes had a kind
+                continue  # a tool's end, a failure, or a finish stored before they had a kind
             self.growth.observe(kind, number(event.data, learned.PEAK_TOKENS))
             self.run_times.observe((event.tenant, kind), number(event.data, learned.RUN_S))
         return replayed
@@ -561,7 +562,7 @@ class ProgramDriver:
 
     # -- growth
     def _kind(self, program_id: str) -> str:
-        program = self.controller.programs[program_id]
+        program = self.controller.get(program_id)
         return program_kind(program.labels, program.tenant)
 
     def _run_kind(self, program_id: str) -> RunKey:

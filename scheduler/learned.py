@@ -19,7 +19,7 @@ LABEL = "workload"
 #: the calls the program completed
 CALLS = "calls"
 #: the kind its growth and run are learned under (``growth.program_kind``)
-KIND = "kind"
+KIND = "program_kind"
 #: the most private tokens its context held
 PEAK_TOKENS = "peak_private_tokens"
 #: seconds from passing the door to its last work
@@ -29,13 +29,16 @@ RUN_S = "door_run_s"
 TOOL = "tool"
 TOOL_KIND = "tool_kind"
 
-#: what start-up replays: the latest events of each kind per tenant and these data fields
+#: what start-up replays: the latest events of each kind per tenant and these data fields (a
+#: failed program teaches its label's calls, as it does live, and nothing else)
 RELEARNED = (
     (EventKind.PROGRAM_FINISHED, (KIND, LABEL)),
+    (EventKind.PROGRAM_FAILED, (LABEL,)),
     (EventKind.TOOL_FINISHED, (TOOL,)),
 )
 RELEARNED_KINDS = frozenset(kind for kind, _ in RELEARNED)
-#: events replayed per group at start-up: the means weigh a finish by 0.8 per later one, so
-#: the 64th latest counts below a millionth; the remaining-work histogram and the tools'
-#: latency fits are the latest 64's (a recent window rather than all time)
+#: events replayed per tenant and group at start-up: the means weigh a finish by 0.8 per later
+#: one, so the 64th latest counts below a millionth; the remaining-work histogram and the
+#: tools' latency fits are rebuilt from the latest 64 of each tenant (a recent window rather
+#: than all time)
 RELEARN_PER_GROUP = 64

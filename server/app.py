@@ -246,8 +246,8 @@ def create_app(
         # and what finished programs and tools taught the scheduler (calls, sizes, runs, latencies)
         for kind, group_by in RELEARNED:
             latest = store.repo.latest_events
-            learned = await asyncio.to_thread(latest, kind, group_by, RELEARN_PER_GROUP)
-            live.service.driver.relearn(learned)
+            events = await asyncio.to_thread(latest, kind, group_by, RELEARN_PER_GROUP)
+            live.service.driver.relearn(events)
         live.queries.projector.mark_all()
         await live.queries.projector.sync()
         # the operator's model pins too: replayed from the audit log, where each is durable

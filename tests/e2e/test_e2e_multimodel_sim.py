@@ -168,7 +168,9 @@ def test_candidates_from_the_header_and_unknown_models(http: httpx.Client) -> No
     assert _chat(http, "auto", "mm-ended").status_code == 200
     assert http.post("/v1/programs/mm-ended/finish", json={}).status_code == 200
     ended = {"program_id": "mm-ended", "model": "small"}
-    assert http.post("/v1/operator/models/pins", json=ended, headers=OPERATOR).status_code == 409
+    refused = http.post("/v1/operator/models/pins", json=ended, headers=OPERATOR)
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["error"]["field"] == "program_id"
     unpin = {"program_id": "mm-never-started", "model": None}  # an unpin always answers
     assert http.post("/v1/operator/models/pins", json=unpin, headers=OPERATOR).status_code == 200
     pins = http.get("/v1/operator/models/pins", headers=OPERATOR).json()

@@ -284,6 +284,37 @@ def test_a_sibling_queued_while_its_program_is_parked_does_not_use_up_the_planne
     assert door.over_budget
 
 
+def test_a_parked_program_whose_sibling_counts_again_goes_on_without_more_room() -> None:
+    """A fan-out sibling's call counts the program again while its parked call waits: that
+    call takes no more room than is counted already, so it goes on at once (before, it
+    waited for room for its share a second time, and held up every returning program)."""
+    door = ProgramDoor(1_000)
+    for pid in ("a", "b", "c"):
+        assert door.try_start(pid, 300, 0.0)
+        door.resize(pid, 300, 400)
+    door.note_lost("c", 400, 1.0)
+    door.park_started("a", 1.5)
+    door.rejoin("a")  # its sibling's call is queued: a counts again
+    assert door.used_tokens == 900
+    assert door.wake(2.0) == ["a"]
+    assert (door.used_tokens, door.parked) == (900, 0)
+
+
+def test_an_unfinished_kinds_floor_follows_its_longest_running_program() -> None:
+    """The floor of a kind none of whose programs finished is how long its longest running
+    program has run; when that one ends, the next longest's (and nothing once none runs)."""
+    door = ProgramDoor(10_000, expected_run_s=lambda kind, floor: max(floor, 1.0))
+    assert door.try_start("l1", 100, 0.0, kind=("t", "long"))
+    assert door.try_start("l2", 100, 5.0, kind=("u", "long"))  # another tenant, same label
+    assert door.try_start("s1", 100, 6.0, kind=("t", "short"))
+    assert door._running_s(("v", "long"), 10.0) == 10.0
+    door.finish("l1", 11.0)
+    assert door._running_s(("v", "long"), 12.0) == 7.0
+    door.finish("l2", 13.0)
+    assert door._running_s(("v", "long"), 14.0) == 0.0
+    assert set(door._started_by_label) == {"short"}  # an ended label leaves nothing behind
+
+
 def test_one_program_alone_is_never_over_budget() -> None:
     door = ProgramDoor(100)
     assert door.try_start("huge", 5_000, 0.0)  # it could never start otherwise

@@ -193,8 +193,10 @@ def test_a_finished_programs_run_from_the_door_teaches_its_kinds_expected_run() 
 
 
 def test_a_new_driver_relearns_what_the_finish_events_recorded() -> None:
-    """A restarted server replays the stored finishes: each kind's peak, run and calls come
-    back as they were learned (a failed program's event teaches nothing)."""
+    """A restarted server replays the stored finishes: each kind's peak and run, each label's
+    calls and each tool's latencies come back as they were learned (a failed program teaches
+    its label's calls, as it does live, and nothing else; a program that ended at the door
+    teaches no peak)."""
     first = _driver()
     for pid, tenant, kind in (("a", "t", "coding"), ("b", "u", "coding"), ("c", "t", "chat")):
         first.controller.open_program(pid, tenant, 0.0, labels={"workload": kind})
@@ -211,6 +213,15 @@ def test_a_new_driver_relearns_what_the_finish_events_recorded() -> None:
         first.controller.start_node("c", f"t{k}", 3.0)
         first.controller.finish_tool("c", f"t{k}", 4.0, outcome="ok", latency_s=1.0 + k)
     first.finish("c", 30.0, success=False)
+    for k in range(5):  # failed chats: enough for the label's calls to count
+        first.controller.open_program(f"f{k}", "t", 0.0, labels={"workload": "chat"})
+        assert first.arrive(f"f{k}", 100, 0, 30.0)
+        _call(first, f"f{k}", "n0", 50, 30.0)
+        first.finish(f"f{k}", 31.0, success=False)
+    first.controller.open_program("door", "t", 0.0, labels={"workload": "idle"})
+    assert first.arrive("door", 5_000, 0, 31.0)  # sized by its first prompt, then no call
+    first.finish("door", 31.5)
+    assert first.growth.known("idle") is None
     for k in range(5):  # enough finishes of the label for its calls to count
         first.controller.open_program(f"d{k}", "t", 0.0, labels={"workload": "coding"})
         assert first.arrive(f"d{k}", 100, 0, 31.0)
@@ -221,16 +232,19 @@ def test_a_new_driver_relearns_what_the_finish_events_recorded() -> None:
     assert isinstance(log, EventLog)
 
     second = _driver()
-    assert second.relearn(log.events) == 13  # 7 finishes, 6 tools' ends
+    assert second.relearn(log.events) == 20  # 8 finishes, 6 failures, 6 tools' ends
     for kind in ("coding", "chat"):
         assert second.growth.known(kind) == first.growth.known(kind)
     for key in (("t", "coding"), ("u", "coding"), ("t", "chat"), ("v", "coding")):
         assert second.run_times.expected(key) == first.run_times.expected(key)
     learned, relearned = first.controller.remaining_work, second.controller.remaining_work
-    remaining = [learned.remaining_calls("coding", done) for done in range(4)]
-    assert remaining != [8.0, 7.0, 6.0, 5.0]  # learned, not the prior
-    assert [relearned.remaining_calls("coding", done) for done in range(4)] == remaining
+    for label in ("coding", "chat", "idle"):
+        remaining = [learned.remaining_calls(label, done) for done in range(4)]
+        assert [relearned.remaining_calls(label, done) for done in range(4)] == remaining
+    assert learned.remaining_calls("coding", 0) != 8.0  # learned, not the prior
+    assert learned.remaining_calls("chat", 0) != 8.0
     assert second.growth.known("chat") is None
+    assert second.growth.known("idle") is None
     tools, retools = first.controller.tool_latency, second.controller.tool_latency
     assert retools.distribution("pytest", "test_run") == tools.distribution("pytest", "test_run")
     assert retools.distribution("pytest") != retools.distribution("never-seen")  # not the prior

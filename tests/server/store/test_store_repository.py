@@ -98,7 +98,8 @@ def test_events_since_pages_and_filters(store: Store) -> None:
 
 def test_latest_events_keeps_the_latest_of_each_tenant_and_group(store: Store) -> None:
     def finished(i: int, tenant: str, kind: str, label: str = "") -> Event:
-        data: dict[str, Scalar] = {"kind": kind, "workload": label, "door_run_s": float(i)}
+        data: dict[str, Scalar] = {"program_kind": kind, "workload": label, "calls": i}
+        data["door_run_s"] = float(i)
         return Event(float(i), EventKind.PROGRAM_FINISHED, f"p{i}", tenant=tenant, data=data)
 
     events = [finished(i, "a", "coding", "coding") for i in range(5)]
@@ -108,10 +109,12 @@ def test_latest_events_keeps_the_latest_of_each_tenant_and_group(store: Store) -
     for event in events:
         store.writer.emit(event)
     store.writer.flush().result(10)
-    by_kind_and_label = ("kind", "workload")
+    by_kind_and_label = ("program_kind", "workload")
     recent = store.repo.latest_events(EventKind.PROGRAM_FINISHED, by_kind_and_label, 2)
     assert [e.program_id for e in recent] == ["p3", "p4", "p5", "p6"]  # oldest first
     assert recent[0] == finished(3, "a", "coding", "coding")
+    assert type(recent[0].data["calls"]) is int  # as stored: a count stays a count
+    assert type(recent[0].data["door_run_s"]) is float
     assert len(store.repo.latest_events(EventKind.PROGRAM_FINISHED, by_kind_and_label, 10)) == 7
     assert len(store.repo.latest_events(EventKind.PROGRAM_FINISHED, (), 1)) == 2  # a tenant each
 
