@@ -285,7 +285,7 @@ class ProgramController:
             "branch": node.branch._value_,
         }
         if node.tool is not None:
-            data["tool"] = node.tool.name
+            data.update(node.tool.fields())
         emit = self.sink.emit
         attempt = len(node.attempts)
         emit(Event(now, _NODE_ADDED, program_id, node.node_id, attempt, program.tenant, data))

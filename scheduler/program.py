@@ -8,6 +8,7 @@ the DAG algorithms live in :mod:`agentconsole.scheduler.dag`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -106,6 +107,37 @@ class ToolSpec:
     def auto_retry_safe(self) -> bool:
         """A retry cannot repeat an effect: read-only, or the tool deduplicates by key."""
         return not self.side_effect or self.idempotent
+
+    def fields(self) -> dict[str, str | bool | float | None]:
+        """The spec as flat JSON fields (a tool node's event data and stored row), so a
+        restart rebuilds it whole (:meth:`from_fields`): a side effect must stay one."""
+        return {
+            "tool": self.name,
+            "tool_kind": self.kind.value,
+            "side_effect": self.side_effect,
+            "idempotent": self.idempotent,
+            "timeout_s": self.timeout_s,
+        }
+
+    @classmethod
+    def from_fields(cls, data: Mapping[str, object]) -> ToolSpec | None:
+        """The spec :meth:`fields` wrote (None without a tool name). Fields missing, as in
+        what an older version stored, take the defaults; an unknown kind is ``other``."""
+        name = data.get("tool")
+        if not isinstance(name, str) or not name:
+            return None
+        kind = data.get("tool_kind")
+        timeout = data.get("timeout_s")
+        return cls(
+            name,
+            ToolKind(kind) if kind in _TOOL_KINDS else ToolKind.OTHER,
+            side_effect=data.get("side_effect") is True,
+            idempotent=data.get("idempotent") is not False,
+            timeout_s=float(timeout) if isinstance(timeout, int | float) else None,
+        )
+
+
+_TOOL_KINDS = frozenset(k.value for k in ToolKind)
 
 
 @dataclass(slots=True)

@@ -95,13 +95,12 @@ class TailReplay:
         data = event.data
         kind = NodeKind(str(data.get("kind", NodeKind.LLM.value)))
         parents = tuple(p for p in str(data.get("parents") or "").split(",") if p)
-        tool = data.get("tool")
         node = Node(
             event.node_id,
             self.program.program_id,
             kind,
             parents,
-            tool=ToolSpec(str(tool)) if kind is NodeKind.TOOL and tool else None,
+            tool=ToolSpec.from_fields(data) if kind is NodeKind.TOOL else None,
             branch=Branch(str(data.get("branch", Branch.MAIN.value))),
             created_at=event.t,
         )

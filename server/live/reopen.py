@@ -62,13 +62,12 @@ def _node(view: ProgramView, index: int) -> Node:
     record = view.nodes[index]
     data = record.data
     kind = NodeKind(record.kind)
-    tool = data.get("tool")
     node = Node(
         record.node_id,
         record.program_id,
         kind,
         tuple(record.parents),
-        tool=ToolSpec(str(tool)) if kind is NodeKind.TOOL and tool else None,
+        tool=ToolSpec.from_fields(data) if kind is NodeKind.TOOL else None,
         branch=Branch(str(data.get("branch", "main"))),
         state=NodeState(record.state),
         created_at=record.created_at,

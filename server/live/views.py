@@ -17,7 +17,7 @@ from typing import Any
 from agentconsole.scheduler import dag
 from agentconsole.scheduler.models import ModelChoice
 from agentconsole.scheduler.policies.base import Policy
-from agentconsole.scheduler.program import Node, NodeKind, Program
+from agentconsole.scheduler.program import Node, NodeKind, Program, ToolSpec
 from agentconsole.server.live.insertionbook import NODE_KEY, PROGRAM_KEY, InsertionBook, empty
 from agentconsole.server.store.records import NodeRecord, ProgramRecord
 from agentconsole.server.store.repository import ProgramView
@@ -61,6 +61,10 @@ def timeline(node: Node) -> list[JSON]:
     return spans
 
 
+#: a node without a tool: its tool fields, all null
+_NO_TOOL = dict.fromkeys(ToolSpec("").fields())
+
+
 def node_json(node: Node, kv_tier: str | None = None) -> JSON:
     """``Node`` of API.md."""
     return {
@@ -69,7 +73,7 @@ def node_json(node: Node, kv_tier: str | None = None) -> JSON:
         "state": node.state.value,
         "parents": list(node.parents),
         "branch": node.branch.value,
-        "tool": node.tool.name if node.tool is not None else None,
+        **(node.tool.fields() if node.tool is not None else _NO_TOOL),
         "attempts": node.attempt,
         "created_at": node.created_at,
         "ready_at": node.ready_at,

@@ -97,3 +97,63 @@ def test_reopen_closes_an_llm_call_the_restart_cut() -> None:
     assert tool.tool is not None
     assert tool.tool.name == "search"
     assert program.tokens_used == 40
+
+
+def test_a_tool_nodes_whole_spec_survives_a_restart(tmp_path: Path) -> None:
+    """A side-effecting tool stays one after a restart (its kind, effect, idempotency and
+    timeout rebuilt from the stored row, and from the event tail when no row was written),
+    so a failed attempt of it is still never retried by itself."""
+    from agentconsole.scheduler.program import ToolKind, ToolSpec
+
+    spec = ToolSpec("deploy", ToolKind.HTTP, side_effect=True, idempotent=False, timeout_s=30.0)
+    db = tmp_path / "spec.duckdb"
+    with LiveServer(make_config(db)) as first:
+        first.wait_ready()
+
+        async def add_the_tool() -> None:
+            tools = first.live.service.tools
+            await tools.ensure_tool_node("tenant-a", "ship", "push", spec)
+            await tools.tool_started("ship", "push")
+            await first.live.queries.projector.sync()
+
+        first.run(add_the_tool())
+    with LiveServer(make_config(db)) as second:
+        second.wait_ready()
+        node = second.live.service.controller.programs["ship"].nodes["push"]
+        assert node.tool == spec
+        with second.client() as c:
+            shown = c.get("/v1/programs/ship/nodes/push").json()
+            assert (shown["tool"], shown["tool_kind"], shown["side_effect"]) == (
+                "deploy",
+                "http",
+                True,
+            )
+        _, retry = second.live.service.controller.finish_tool(
+            "ship", "push", 99.0, outcome="timeout", latency_s=30.0
+        )
+        assert not retry  # a side effect with no key is never re-run
+
+
+def test_the_event_tail_rebuilds_a_tool_nodes_whole_spec() -> None:
+    """A program with no row yet is rebuilt from its events: its tool node's spec comes back
+    whole from ``node.added``; what an older version stored (a name only) takes defaults."""
+    from agentconsole.scheduler.controller import ProgramController
+    from agentconsole.scheduler.events import EventKind, EventLog
+    from agentconsole.scheduler.program import Node, NodeKind, ToolKind, ToolSpec
+    from agentconsole.server.live.eventtail import TailReplay, created_program
+    from agentconsole.server.live.servicemodel import OnlineServiceModel
+
+    log = EventLog()
+    controller = ProgramController(log, OnlineServiceModel())
+    controller.open_program("p", "t", 1.0)
+    spec = ToolSpec("deploy", ToolKind.HTTP, side_effect=True, idempotent=False, timeout_s=9.0)
+    controller.add_node("p", Node("push", "p", NodeKind.TOOL, tool=spec), 2.0)
+    created, *rest = log.events
+    assert created.kind is EventKind.PROGRAM_CREATED
+    tail = TailReplay(created_program(created), {}, 0)
+    for seq, event in enumerate(rest, start=2):
+        tail.apply(seq, event)
+    assert tail.program.nodes["push"].tool == spec
+    assert ToolSpec.from_fields({"tool": "old"}) == ToolSpec("old")  # an older row: defaults
+    assert ToolSpec.from_fields({"tool": "x", "tool_kind": "nonsense"}) == ToolSpec("x")
+    assert ToolSpec.from_fields({"tool": ""}) is None
