@@ -190,10 +190,12 @@ class ProgramController:
             if isinstance(label, str) and learned.CALLS in data:
                 self.remaining_work.observe_finished(label, int(number(data, learned.CALLS)), [])
         elif event.kind is EventKind.TOOL_FINISHED:
+            latency_s = number(data, "latency_s")
+            self._mean_tool_s += _MEAN_RATE * (latency_s - self._mean_tool_s)
             tool, kind = data.get(learned.TOOL), data.get(learned.TOOL_KIND)
-            # a tool node declared without a tool learns nothing live either
+            # a tool node declared without a tool learns nothing more live either
             if tool and kind and isinstance(tool, str) and isinstance(kind, str):
-                self.tool_latency.learn(tool, kind, number(data, "latency_s"))
+                self.tool_latency.learn(tool, kind, latency_s)
 
     def cancel_program(self, program_id: str, now: float, *, reason: str = "user") -> list[Node]:
         """Cancel every non-terminal node; returns the nodes that were RUNNING (to abort or
@@ -469,7 +471,7 @@ class ProgramController:
         program.completed_calls += 1
         program.tokens_used += usage.prompt_tokens - usage.cached_tokens + usage.output_tokens
         self.output_lengths.observe(program.labels.get("model", ""), usage.output_tokens)
-        self._mean_call_s += 0.02 * (usage.service_s - self._mean_call_s)
+        self._mean_call_s += _MEAN_RATE * (usage.service_s - self._mean_call_s)
         quota = program.quotas.tokens
         if quota is not None and program.tokens_used > quota:
             raise QuotaExceeded(program_id, "tokens", quota, program.tokens_used)
@@ -502,7 +504,7 @@ class ProgramController:
         spec = node.tool
         if spec is not None:
             self.tool_latency.observe(spec.name, spec.kind.value, latency_s)
-        self._mean_tool_s += 0.02 * (latency_s - self._mean_tool_s)
+        self._mean_tool_s += _MEAN_RATE * (latency_s - self._mean_tool_s)
         retry_safe = spec is None or spec.auto_retry_safe
         if outcome == "ok" or final:
             node.state, node.finished_at = NodeState.DONE, now
@@ -565,3 +567,5 @@ _LLM, _TOOL = NodeKind.LLM, NodeKind.TOOL
 _READY, _RUNNING = NodeState.READY, NodeState.RUNNING
 _PROGRAM_RUNNING = ProgramState.RUNNING
 _NODE_ADDED, _NODE_READY = EventKind.NODE_ADDED, EventKind.NODE_READY
+#: weight of a new call's or tool's time in the mean call and tool times (remaining paths)
+_MEAN_RATE = 0.02

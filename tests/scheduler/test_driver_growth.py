@@ -249,3 +249,5 @@ def test_a_new_driver_relearns_what_the_finish_events_recorded() -> None:
     assert retools.distribution("pytest", "test_run") == tools.distribution("pytest", "test_run")
     assert retools.distribution("pytest") != retools.distribution("never-seen")  # not the prior
     assert "tool_latency_s" not in second.controller.prediction_log.summary()  # nothing logged
+    # the mean tool time in every remaining path, as learned live
+    assert second.controller._mean_tool_s == pytest.approx(first.controller._mean_tool_s)
