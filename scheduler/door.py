@@ -56,9 +56,8 @@ its boundary (:meth:`~ProgramDoor.come_back`); meanwhile it holds no one up.
 from __future__ import annotations
 
 import heapq
-from collections import deque
 
-from agentconsole.scheduler.doorline import RunEstimate, RunKey, WaitingLine
+from agentconsole.scheduler.doorline import ReturningLine, RunEstimate, RunKey, WaitingLine
 
 #: how long a program that stopped waiting at the door keeps its place in line (a client
 #: told to retry in seconds comes back well within it)
@@ -112,9 +111,8 @@ class ProgramDoor:
         #: serve's clock is the wall clock, so a step back would misorder a few of them)
         self._started_by_label: dict[str, dict[str, float]] = {}
         self._label: dict[str, str] = {}  # started program -> its label
-        self._returning: deque[str] = deque()  # started programs parked at a call boundary
-        #: of those, the ones whose caller stopped waiting -> until when they keep their place
-        self._away: dict[str, float] = {}
+        #: started programs parked at a call boundary
+        self._returning = ReturningLine(place_kept_s)
         self._held: dict[str, int] = {}  # started program -> private tokens it holds now
         self.used_tokens = 0  # predicted working set of the counted programs
         self.held_tokens = 0  # what the counted programs hold now
@@ -137,7 +135,7 @@ class ProgramDoor:
         self._expire(now)
         floor = self._running_s(kind, now) if self._line.expected_run_s else 0.0
         entry, returned = self._line.entry(program_id, private_tokens, kind, now, floor)
-        first = None if self._waiting_returning(now) else self._line.first(now, entry)
+        first = None if self._returning.waiting(now) else self._line.first(now, entry)
         if first is entry and self._admits(private_tokens, now):
             self._start(program_id, private_tokens, kind, now)
             return True
@@ -151,8 +149,8 @@ class ProgramDoor:
         (:meth:`try_start` queues it at its place again); a started program parked at a call
         boundary stays started, uncounted, and its retry comes back to its place
         (:meth:`come_back`). Returns the parked programs that start now."""
-        if not self._line.leave(program_id, now) and program_id in self._returning:
-            self._away[program_id] = now + self.place_kept_s
+        if not self._line.leave(program_id, now):
+            self._returning.step_away(program_id, now)
         return self._start_parked(now)
 
     def come_back(self, program_id: str, now: float) -> bool | None:
@@ -160,13 +158,9 @@ class ProgramDoor:
         its place among the returning programs (or that place lapsed: it is a started
         program like any other); True: it is first in line and fits, so it goes on now
         (counted); False: it waits at its place again."""
-        until = self._away.pop(program_id, None)
-        if until is None:
+        if not self._returning.back(program_id, now):
             return None
-        if until <= now:
-            self._returning.remove(program_id)
-            return None
-        waiting = self._waiting_returning(now)
+        waiting = self._returning.waiting(now)
         if waiting[0] != program_id or not self._admits(self._share[program_id], now):
             return False
         self._returning.remove(program_id)
@@ -249,7 +243,7 @@ class ProgramDoor:
             self._uncount(program_id)
             self._running.discard(program_id)
             self._version[program_id] = self._version.get(program_id, 0) + 1
-            self._returning.append(program_id)
+            self._returning.park(program_id)
             self._dropped_by_plan.add(program_id)
             self.boundary_parks += 1
 
@@ -259,13 +253,12 @@ class ProgramDoor:
 
     def is_returning(self, program_id: str) -> bool:
         """``program_id`` was parked at a call boundary and waits to go on."""
-        return program_id in self._returning and program_id not in self._away
+        return self._returning.is_waiting(program_id)
 
     def rejoin(self, program_id: str) -> None:
         """``program_id`` has a call again: it counts from now on (no door for it)."""
         if program_id in self._share:
-            if self._away.pop(program_id, None) is not None:  # back and let through
-                self._returning.remove(program_id)
+            self._returning.let_through_if_away(program_id)
             self._version[program_id] = self._version.get(program_id, 0) + 1
             self._go_on(program_id)
 
@@ -286,9 +279,7 @@ class ProgramDoor:
                 if not started:
                     del self._started_by_label[label]
             self._started_at.pop(program_id, None)
-            if program_id in self._returning:
-                self._returning.remove(program_id)
-            self._away.pop(program_id, None)
+            self._returning.remove(program_id)
         else:
             self._line.forget(program_id)
         return self._start_parked(now)
@@ -319,7 +310,7 @@ class ProgramDoor:
     @property
     def parked(self) -> int:
         """Programs waiting to start or to go on."""
-        return len(self._line) + len(self._returning) - len(self._away)
+        return len(self._line) + len(self._returning) - self._returning.away
 
     @property
     def parked_tokens(self) -> int:
@@ -332,7 +323,7 @@ class ProgramDoor:
         started: list[str] = []
         # programs parked at a call boundary go on first: their context is half-built (one
         # a fan-out sibling's call counted again meanwhile takes no more room than it has)
-        for pid in self._waiting_returning(now):
+        for pid in self._returning.waiting(now):
             if pid not in self._counted and not self._admits(self._share[pid], now):
                 return started
             self._returning.remove(pid)
@@ -355,15 +346,6 @@ class ProgramDoor:
         self._started_by_label.setdefault(kind[1], {})[program_id] = now
         self._label[program_id] = kind[1]
         self._go_on(program_id)
-
-    def _waiting_returning(self, now: float) -> list[str]:
-        """The returning programs whose calls wait, in line; a place kept past its time
-        is given up (the program stays started, uncounted)."""
-        for pid, until in list(self._away.items()):
-            if until <= now:
-                del self._away[pid]
-                self._returning.remove(pid)
-        return [pid for pid in self._returning if pid not in self._away]
 
     def _expire(self, now: float) -> None:
         expiry = self._expiry

@@ -20,12 +20,17 @@ wait too (a large program is never starved by smaller ones that fit around it).
 
 A program that stops waiting (serve answers 503 with Retry-After) keeps its place and its wait
 for ``place_kept_s``: its retry resumes where it was.
+
+Started programs the door parked at a call boundary wait in a line of their own
+(:class:`ReturningLine`), first come first served and ahead of every newcomer (their contexts
+are half-built); one whose caller stopped waiting keeps its place there too.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -157,3 +162,68 @@ class WaitingLine:
 
     def __len__(self) -> int:
         return len(self._waiting)
+
+
+class ReturningLine:
+    """Started programs parked at a call boundary, in the order they go on. One whose caller
+    stopped waiting is *away*: it keeps its place until a time and holds no one up meanwhile."""
+
+    def __init__(self, place_kept_s: float) -> None:
+        self.place_kept_s = place_kept_s
+        self._order: deque[str] = deque()
+        self._away: dict[str, float] = {}  # program -> until when it keeps its place
+
+    def park(self, program_id: str) -> None:
+        """``program_id`` waits at the end of the line."""
+        self._order.append(program_id)
+
+    def step_away(self, program_id: str, now: float) -> None:
+        """``program_id``'s caller stopped waiting (if it is in line): its place is kept for
+        ``place_kept_s``."""
+        if program_id in self._order:
+            self._away[program_id] = now + self.place_kept_s
+
+    def back(self, program_id: str, now: float) -> bool:
+        """``program_id``'s retry came: True when it was away and is back at its place; False
+        when it was not away, or its place lapsed (then it is out of the line)."""
+        until = self._away.pop(program_id, None)
+        if until is None:
+            return False
+        if until <= now:
+            self._order.remove(program_id)
+            return False
+        return True
+
+    def let_through_if_away(self, program_id: str) -> None:
+        """``program_id`` has a call again while away: it leaves the line (it goes on)."""
+        if self._away.pop(program_id, None) is not None:
+            self._order.remove(program_id)
+
+    def remove(self, program_id: str) -> None:
+        """``program_id`` goes on or ended: out of the line."""
+        if program_id in self._order:
+            self._order.remove(program_id)
+        self._away.pop(program_id, None)
+
+    def waiting(self, now: float) -> list[str]:
+        """The programs whose calls wait, in line; a place kept past its time is given up."""
+        for pid, until in list(self._away.items()):
+            if until <= now:
+                del self._away[pid]
+                self._order.remove(pid)
+        return [pid for pid in self._order if pid not in self._away]
+
+    def is_waiting(self, program_id: str) -> bool:
+        """``program_id`` is in line and its call waits (it is not away)."""
+        return program_id in self._order and program_id not in self._away
+
+    @property
+    def away(self) -> int:
+        """Programs in line whose callers stopped waiting."""
+        return len(self._away)
+
+    def __contains__(self, program_id: object) -> bool:
+        return program_id in self._order
+
+    def __len__(self) -> int:
+        return len(self._order)

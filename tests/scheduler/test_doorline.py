@@ -136,3 +136,27 @@ def test_programs_that_left_from_inside_the_line_are_skipped() -> None:
     back, resumed = line.entry("b", 10, ("t", "k"), 6.0)
     line.add(back)
     assert (resumed, _first(line, 6.0)) == (True, "b")  # back at its place, before d
+
+
+def test_the_returning_line_keeps_an_away_programs_place_until_it_lapses() -> None:
+    from agentconsole.scheduler.doorline import ReturningLine
+
+    line = ReturningLine(place_kept_s=10.0)
+    for pid in ("a", "b", "c"):
+        line.park(pid)
+    line.step_away("a", 1.0)  # a's caller stopped waiting: it holds no one up
+    line.step_away("zz", 1.0)  # not in line: nothing
+    assert (line.waiting(2.0), line.away, len(line)) == (["b", "c"], 1, 3)
+    assert line.back("a", 5.0)  # its retry, within its time: at its place again
+    assert line.waiting(5.0) == ["a", "b", "c"]
+    assert not line.back("a", 6.0)  # it was not away any more
+    line.step_away("b", 6.0)
+    assert not line.back("b", 17.0)  # lapsed: out of the line
+    assert "b" not in line
+    line.step_away("c", 18.0)
+    line.let_through_if_away("c")  # a call of it came while away: it goes on
+    line.let_through_if_away("a")  # not away: stays
+    assert (line.waiting(19.0), line.is_waiting("a"), line.is_waiting("c")) == (["a"], True, False)
+    line.remove("a")
+    line.remove("a")  # twice: nothing
+    assert len(line) == 0
