@@ -313,6 +313,11 @@ class ProgramDoor:
         return len(self._line) + len(self._returning) - self._returning.away
 
     @property
+    def shortest_first(self) -> bool:
+        """The line goes by response ratio of each kind's expected run (else by arrival)."""
+        return self._line.expected_run_s is not None
+
+    @property
     def parked_tokens(self) -> int:
         """Private tokens the programs at the door will claim (demand the engines do not see)."""
         return self._line.tokens

@@ -50,6 +50,10 @@ class KindMeans:
         """Start over from what ``other`` learned."""
         self._means = dict(other._means)
 
+    def items(self) -> list[tuple[str, float]]:
+        """Every kind learned and its mean, by kind."""
+        return sorted(self._means.items())
+
     def expected(self, kind: str) -> float | None:
         """The learned mean of ``kind``, else the mean over the kinds learned (a kind not
         seen yet is taken for an average one); None before any program finished."""
@@ -72,6 +76,14 @@ class RunTimes:
         """Start over from what ``other`` learned (a server that has run a while)."""
         self._own.adopt(other._own)
         self._shared.adopt(other._shared)
+
+    def learned(self) -> list[tuple[str, str, float]]:
+        """(tenant, kind, mean seconds) of every tenant's kinds learned, by tenant and kind."""
+        learned: list[tuple[str, str, float]] = []
+        for key, mean in self._own.items():
+            tenant, kind = key.split("\0", 1)
+            learned.append((tenant, kind, mean))
+        return learned
 
     def observe(self, key: tuple[str, str], seconds: float) -> None:
         """A program of ``key`` (tenant, kind) ran ``seconds`` from its start to its end."""

@@ -1,5 +1,5 @@
-"""``/v1/operator/*``: preempt, cancel, boost, drain, policy, model pins, audit (operator key
-only).
+"""``/v1/operator/*``: preempt, cancel, boost, drain, policy, model pins, the door, audit
+(operator key only).
 
 Every action is written to the audit table before the answer (refusals too) and emitted as an
 ``operator.action`` event; see :mod:`agentconsole.server.live.operator`. A call refused before
@@ -20,7 +20,7 @@ from agentconsole.server.api.deps import LiveDep, PrincipalDep
 from agentconsole.server.api.queryguard import strict_query
 from agentconsole.server.api.schemas import ID_PATTERN, BoostIn, DrainIn, ModelPinIn, PolicyIn
 from agentconsole.server.live.errors import Unavailable
-from agentconsole.server.live.operator import pins_json
+from agentconsole.server.live.operator import door_json, pins_json
 from agentconsole.server.store.errors import StoreClosedError
 
 JSON = dict[str, Any]
@@ -108,6 +108,13 @@ class OperatorController(Controller):
         """Program -> model and role -> model pins in force."""
         del operator_principal
         return pins_json(live.service.models.pins())
+
+    @get("/door", summary="The program door and what it learned")
+    async def door(self, live: LiveDep, operator_principal: PrincipalDep) -> JSON:
+        """The admission door's budget and counts, and each kind's learned run and peak (what
+        orders its line and sizes a program; every tenant's, so operators only)."""
+        del operator_principal
+        return door_json(live.service)
 
     @get("/audit", summary="The audit log", guards=[strict_query])
     async def audit(

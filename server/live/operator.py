@@ -186,6 +186,32 @@ class OperatorDesk:
         return await self.run(actor, "pin_model", target, args, work)
 
 
+def door_json(service: ProgramService) -> dict[str, Any]:
+    """The program door: its memory budget and what its started programs are predicted to
+    need and hold now, who waits, and what it learned (each tenant's kinds' runs from the
+    door to the end, which order its line; each kind's peak private context, which sizes a
+    program). Changes nothing."""
+    driver = service.driver
+    door = driver.door
+    return {
+        "enabled": driver.door_open,
+        "order": "shortest-first" if door.shortest_first else "arrival",
+        "budget_tokens": door.budget_tokens,
+        "predicted_tokens": door.used_tokens,
+        "held_tokens": door.held_tokens,
+        "waiting": door.parked,
+        "waited_total": door.parked_total,
+        "boundary_parks": door.boundary_parks,
+        "runs": [
+            {"tenant": tenant, "kind": kind, "expected_run_s": mean}
+            for tenant, kind, mean in driver.run_times.learned()
+        ],
+        "peaks": [
+            {"kind": kind, "peak_private_tokens": peak} for kind, peak in driver.growth.items()
+        ],
+    }
+
+
 def pins_json(pins: Pins) -> dict[str, Any]:
     """The operator's model pins: program -> model, role -> model."""
     return {"programs": dict(pins.programs), "roles": dict(pins.roles)}

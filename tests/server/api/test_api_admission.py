@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from tests.server.api.harness import LiveServer, chat_body, make_config
+from tests.server.api.harness import OPERATOR, LiveServer, chat_body, make_config
 
 
 def _call(client: httpx.Client, program_id: str) -> httpx.Response:
@@ -236,4 +236,10 @@ def test_a_restarted_server_orders_and_sizes_by_what_it_learned_before(tmp_path:
         after = second.live.service.driver
         assert [after.run_times.expected(("tenant-a", k)) for k in ("short", "long")] == runs
         assert [after.growth.known(k) for k in ("short", "long")] == peaks
+        with second.client(OPERATOR) as op:  # what the operator sees of it
+            door = op.get("/v1/operator/door").json()
+        assert (door["enabled"], door["order"], door["waiting"]) == (True, "shortest-first", 0)
+        shown = {(r["tenant"], r["kind"]): r["expected_run_s"] for r in door["runs"]}
+        assert shown == {("tenant-a", "long"): runs[1], ("tenant-a", "short"): runs[0]}
+        assert {p["kind"] for p in door["peaks"]} == {"short", "long"}
         _assert_the_short_kind_goes_first(second, c)

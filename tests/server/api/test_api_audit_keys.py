@@ -84,6 +84,7 @@ def test_a_tenant_keys_own_changes_are_not_operator_actions(server: LiveServer) 
         ("POST", "/v1/operator/drain", "drain"),
         ("POST", "/v1/operator/programs/aud-9/preempt", "preempt"),
         ("GET", "/v1/operator/audit", "audit"),
+        ("GET", "/v1/operator/door", "door"),
         ("GET", "/v1/operator/tool-calls", "tool.list_calls"),
         ("POST", "/v1/operator/tool-calls/tc-9/reconcile", "tool.reconcile"),
     ],
