@@ -1,4 +1,4 @@
-"""What a program's end teaches the scheduler, as its ``program.finished`` event records it.
+"""What a program's and a tool's ends teach the scheduler, as their events record it.
 
 The scheduler learns online from finished programs: how many calls a program of a workload
 makes (the policies' remaining work), how large a kind of program's private context grows (the
