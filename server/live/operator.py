@@ -193,10 +193,13 @@ def door_json(service: ProgramService) -> dict[str, Any]:
     program). Changes nothing."""
     driver = service.driver
     door = driver.door
+    # sized from the engines' memory as programs arrive: none before the first, nor on a
+    # runtime that reports no KV memory (the door then admits every program)
+    sized = driver.budget_tokens is not None or door.budget_tokens > 0
     return {
         "enabled": driver.door_open,
         "order": "shortest-first" if door.shortest_first else "arrival",
-        "budget_tokens": door.budget_tokens,
+        "budget_tokens": door.budget_tokens if sized else None,
         "predicted_tokens": door.used_tokens,
         "held_tokens": door.held_tokens,
         "waiting": door.parked,

@@ -26,6 +26,8 @@ class ConsoleTarget:
     key: str
     kind: str
     new_running_program: Callable[[], str]
+    #: runs a program labelled with the given workload to its finish; returns its id
+    new_finished_program: Callable[[str], str]
 
     def get(self, path: str) -> dict[str, object]:
         """GET ``path`` with the operator key."""
@@ -48,4 +50,9 @@ def console_target(tmp: Path) -> Iterator[ConsoleTarget]:
             real.open_program(program_id)
             return program_id
 
-        yield ConsoleTarget(real.url, real.key, "real", opened)
+        def finished(workload: str) -> str:
+            program_id = f"ui-web-{uuid.uuid4().hex[:8]}"
+            real.finish_program(program_id, workload)
+            return program_id
+
+        yield ConsoleTarget(real.url, real.key, "real", opened, finished)

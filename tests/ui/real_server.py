@@ -66,6 +66,22 @@ class RealServer:
             start = {"node_id": "n1", "tool": "web_search"}
             http.post(f"/v1/programs/{program_id}/tool-calls/start", json=start).raise_for_status()
 
+    def finish_program(self, program_id: str, workload: str) -> None:
+        """Run ``program_id`` (tenant-a, labelled ``workload``) through one LLM call to its
+        finish: what the door learns a kind's run and peak from."""
+        headers = {"Authorization": f"Bearer {self.tenant_key}"}
+        with httpx.Client(base_url=self.url, headers=headers, timeout=30) as http:
+            body = {"program_id": program_id, "labels": {"workload": workload}}
+            http.post("/v1/programs", json=body).raise_for_status()
+            chat = {
+                "model": "auto",
+                "messages": [{"role": "user", "content": f"the task of {program_id}"}],
+                "max_tokens": 8,
+                "agentconsole": {"program_id": program_id},
+            }
+            http.post("/v1/chat/completions", json=chat).raise_for_status()
+            http.post(f"/v1/programs/{program_id}/finish", json={}).raise_for_status()
+
 
 def _pump(stream: object, sink: list[str], found: threading.Event) -> None:
     for line in iter(stream.readline, ""):  # type: ignore[attr-defined]

@@ -77,6 +77,10 @@ def build_app(world: StubWorld, *, live: bool = False, tick_steps: int = 5) -> L
     def kv() -> dict[str, Any]:
         return world.kv_json()
 
+    @get("/v1/operator/door", sync_to_thread=False)
+    def door() -> dict[str, Any]:
+        return world.door_json()
+
     @get("/v1/operator/audit", sync_to_thread=False)
     def audit(limit: FromQuery[int] = 100) -> dict[str, Any]:
         return world.audit_json(limit)
@@ -134,6 +138,7 @@ def build_app(world: StubWorld, *, live: bool = False, tick_steps: int = 5) -> L
             program,
             tenants,
             kv,
+            door,
             audit,
             act,
             drain,

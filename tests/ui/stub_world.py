@@ -256,6 +256,28 @@ class StubWorld:
                 )
             return {"tenants": rows}
 
+    def door_json(self) -> dict[str, Any]:
+        """``GET /v1/operator/door``: each tenant's kinds' runs, each kind's peak."""
+        kinds = {"coding": (240.0, 61_500.0), "chat": (12.5, 3_200.0)}
+        return {
+            "enabled": True,
+            "order": "shortest-first",
+            "budget_tokens": 1_200_000,
+            "predicted_tokens": 950_000,
+            "held_tokens": 880_000,
+            "waiting": 3,
+            "waited_total": 17,
+            "boundary_parks": 2,
+            "runs": [
+                {"tenant": tenant, "kind": kind, "expected_run_s": run * (1 + 0.2 * index)}
+                for index, tenant in enumerate(TENANTS)
+                for kind, (run, _) in kinds.items()
+            ],
+            "peaks": [
+                {"kind": kind, "peak_private_tokens": peak} for kind, (_, peak) in kinds.items()
+            ],
+        }
+
     def kv_json(self) -> dict[str, Any]:
         """``GET /v1/kv``."""
         with self._lock:

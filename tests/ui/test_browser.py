@@ -109,7 +109,8 @@ def test_views_load_offline_render_charts_and_are_screenshotted(
         ready: dict[str, str] = {
             "overview": "document.querySelectorAll('#cards .card').length >= 10",
             "programs": "document.querySelectorAll('#programs tbody tr').length > 0",
-            "tenants": "document.getElementById('chart-tenants').data?.length === 2",
+            "tenants": "document.getElementById('chart-tenants').data?.length === 2"
+            " && document.querySelectorAll('#door-cards .card').length === 5",
             "kv": "document.getElementById('chart-tiers').data?.length === 1",
             "audit": "AC.state.audit !== null",
             "events": "document.querySelectorAll('#tail div').length > 0",
@@ -281,6 +282,26 @@ def test_live_feed_updates_the_page(browser: Browser, big_stub: RunningStub) -> 
         session.wait(f"AC.state.eventsSeen > {seen} && AC.state.history.length > {points}")
         session.wait("document.querySelectorAll('#tail div').length > 0")
         session.check_clean()
+
+
+def test_the_tenants_view_shows_what_the_door_learned(
+    session: Session, target: ConsoleTarget
+) -> None:
+    """A finished program teaches the door its kind's run and peak; the operator sees both
+    on the tenants view, beside the door's counts."""
+    target.new_finished_program("ui-door-kind")
+    page = session.page
+    page.goto(f"{target.url}/#/tenants")
+    row = "#door tbody tr"
+    rows = f"[...document.querySelectorAll('{row}')]"
+    session.wait(f"{rows}.some((r) => r.textContent.includes('ui-door-kind'))")
+    cells = page.locator(f"{row}:has-text('ui-door-kind') td").all_text_contents()
+    assert cells[:2] == ["tenant-a", "ui-door-kind"]
+    assert cells[2].endswith("s")  # its expected run
+    assert cells[3] != "-"  # its peak
+    cards = page.locator("#door-cards .card .label").all_text_contents()
+    assert cards[0] == "door"
+    session.check_clean()
 
 
 def test_the_dag_and_the_nodes_table_show_the_model_each_call_ran_on(

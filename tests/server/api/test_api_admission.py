@@ -239,6 +239,7 @@ def test_a_restarted_server_orders_and_sizes_by_what_it_learned_before(tmp_path:
         with second.client(OPERATOR) as op:  # what the operator sees of it
             door = op.get("/v1/operator/door").json()
         assert (door["enabled"], door["order"], door["waiting"]) == (True, "shortest-first", 0)
+        assert door["budget_tokens"] == 1  # as configured
         shown = {(r["tenant"], r["kind"]): r["expected_run_s"] for r in door["runs"]}
         assert shown == {("tenant-a", "long"): runs[1], ("tenant-a", "short"): runs[0]}
         assert {p["kind"] for p in door["peaks"]} == {"short", "long"}

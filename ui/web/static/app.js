@@ -15,7 +15,7 @@
     key: "", keySource: "", live: false, overview: null, history: [],
     programs: new Map(), programsTotal: 0, programsVersion: 0, scope: "running",
     filter: "", sort: { col: "program_id", dir: 1 },
-    detailId: null, detail: null, tenants: [], kv: null, audit: [],
+    detailId: null, detail: null, tenants: [], door: null, kv: null, audit: [],
     events: [], eventsSeen: 0, lastSeq: null, view: "overview", tailPaused: false,
     stats: { updates: [], batches: 0, polls: 0 },
   });
@@ -218,7 +218,14 @@
       if (view === "program" && state.detailId) {
         jobs.push(AC.api("/v1/programs/" + encodeURIComponent(state.detailId)).then((d) => { state.detail = d; }));
       }
-      if (view === "tenants") jobs.push(AC.api("/v1/tenants").then((b) => { state.tenants = b.tenants || []; }));
+      if (view === "tenants") {
+        // the door is the operator's to see: with a tenant key its section stays hidden
+        const door = AC.api("/v1/operator/door").then((b) => b, () => null);
+        jobs.push(Promise.all([AC.api("/v1/tenants"), door]).then(([b, d]) => {
+          state.door = d;
+          state.tenants = b.tenants || [];
+        }));
+      }
       if (view === "kv") jobs.push(AC.api("/v1/kv").then((b) => { state.kv = b; }));
       if (view === "audit") jobs.push(AC.api("/v1/operator/audit?limit=200").then((b) => { state.audit = b.actions || []; }));
       await Promise.allSettled(jobs);

@@ -278,6 +278,25 @@
       [fmt.count((t.prompt_insertions || {}).lost_reuse_tokens || 0), "num"],
     ]));
     AC.charts.tenants(st.tenants);
+    renderDoor(st.door);
+  }
+
+  // the admission door: its counts, and each tenant's kinds' learned run and peak
+  function renderDoor(door) {
+    $("#door-section").hidden = !door;
+    if (!door) return;
+    cards($("#door-cards"), [
+      ["door", door.enabled ? "on, " + door.order : "off"],
+      ["waiting", String(door.waiting)],
+      ["predicted / budget", door.budget_tokens === null ? "not sized" : fmt.count(door.predicted_tokens) + " / " + fmt.count(door.budget_tokens)],
+      ["held now", fmt.count(door.held_tokens)],
+      ["boundary parks", String(door.boundary_parks)],
+    ]);
+    const peaks = new Map((door.peaks || []).map((p) => [p.kind, p.peak_private_tokens]));
+    fill($("#door tbody"), (door.runs || []).map((r) => [
+      [r.tenant], [r.kind], [fmt.secs(r.expected_run_s), "num"],
+      [peaks.has(r.kind) ? fmt.count(Math.round(peaks.get(r.kind))) : "-", "num"],
+    ]));
   }
 
   function renderKV(st) {
