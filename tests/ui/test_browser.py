@@ -304,6 +304,22 @@ def test_the_tenants_view_shows_what_the_door_learned(
     session.check_clean()
 
 
+def test_a_tenant_key_sees_no_door_and_asks_for_it_once(
+    session: Session, target: ConsoleTarget
+) -> None:
+    page = session.page
+    page.goto(target.url + "/#key=sk-tenant-a")
+    page.click("#tabs a[data-view=tenants]")
+    session.wait("AC.state.view === 'tenants' && AC.state.doorRefused")
+    polls = session.eval("AC.state.stats.polls")
+    session.wait(f"AC.state.stats.polls >= {polls} + 2")  # two more polls of the view
+    assert page.locator("#door-section").is_hidden()
+    asked = [u for u in session.requests if u.endswith("/v1/operator/door")]
+    assert len(asked) == 1
+    session.errors.clear()  # the one refused request was logged as a resource error
+    session.check_clean()
+
+
 def test_the_dag_and_the_nodes_table_show_the_model_each_call_ran_on(
     session: Session, target: ConsoleTarget
 ) -> None:

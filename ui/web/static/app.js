@@ -15,7 +15,7 @@
     key: "", keySource: "", live: false, overview: null, history: [],
     programs: new Map(), programsTotal: 0, programsVersion: 0, scope: "running",
     filter: "", sort: { col: "program_id", dir: 1 },
-    detailId: null, detail: null, tenants: [], door: null, kv: null, audit: [],
+    detailId: null, detail: null, tenants: [], door: null, doorRefused: false, kv: null, audit: [],
     events: [], eventsSeen: 0, lastSeq: null, view: "overview", tailPaused: false,
     stats: { updates: [], batches: 0, polls: 0 },
   });
@@ -36,6 +36,7 @@
   AC.setKey = function (key) {
     if (key) sessionStorage.setItem("agentconsole-key", key);
     else sessionStorage.removeItem("agentconsole-key");
+    state.doorRefused = false;
     loadKey();
     AC.views.banner("");
     restartFeed();
@@ -219,8 +220,10 @@
         jobs.push(AC.api("/v1/programs/" + encodeURIComponent(state.detailId)).then((d) => { state.detail = d; }));
       }
       if (view === "tenants") {
-        // the door is the operator's to see: with a tenant key its section stays hidden
-        const door = AC.api("/v1/operator/door").then((b) => b, () => null);
+        // the door is the operator's to see: with a tenant key its section stays hidden, and
+        // once refused it is not asked for again until the key changes
+        const door = state.doorRefused ? Promise.resolve(null) : AC.api("/v1/operator/door").then(
+          (b) => b, (e) => { state.doorRefused = e.status === 403; return null; });
         jobs.push(Promise.all([AC.api("/v1/tenants"), door]).then(([b, d]) => {
           state.door = d;
           state.tenants = b.tenants || [];
