@@ -435,16 +435,17 @@ class ProgramDriver:
         last work ended; default ``now``: an idle finish comes long after it) its kind's
         expected run."""
         flight = self._flights.get(program_id)
-        kind = self._kind(program_id)
+        program = self.controller.get(program_id)
+        kind = program_kind(program.labels, program.tenant)
         taught: dict[str, Scalar] = {learned.KIND: kind}
         # a program that ran no call (finished at the door) says nothing of its kind's peak
-        if success and flight is not None and self.controller.get(program_id).completed_calls:
+        if success and flight is not None and program.completed_calls:
             self.growth.observe(kind, flight.peak_tokens)
             taught[learned.PEAK_TOKENS] = flight.peak_tokens
         started = self.door.started_at(program_id)
         if success and started is not None:
             ended = now if last_active is None else min(last_active, now)
-            self.run_times.observe(self._run_kind(program_id), ended - started)
+            self.run_times.observe((program.tenant, kind), ended - started)
             taught[learned.RUN_S] = ended - started
         self.controller.finish_program(program_id, now, success=success, taught=taught)
         return self._end(program_id, now)

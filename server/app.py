@@ -244,8 +244,8 @@ def create_app(
         for view, tail in await asyncio.to_thread(programs_to_restore, store.repo):
             live.service.reopen(view, tail)
         # and what finished programs and tools taught the scheduler (calls, sizes, runs, latencies)
+        latest = store.repo.latest_events
         for kind, group_by in RELEARNED:
-            latest = store.repo.latest_events
             events = await asyncio.to_thread(latest, kind, group_by, RELEARN_PER_GROUP)
             live.service.driver.relearn(events)
         live.queries.projector.mark_all()
