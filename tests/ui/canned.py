@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from agentconsole.httpclient import ApiError
+from agentconsole.ui.client.door import Door
 from agentconsole.ui.client.feed import EventBatch, FeedItem, FeedStatus, OverviewTick
 from agentconsole.ui.client.http import ActionResult
 from agentconsole.ui.client.modelcompat import ModelCompat
@@ -80,6 +81,9 @@ class CannedClient:
 
     def audit(self, limit: int = 100) -> list[AuditEntry]:
         return [AuditEntry.parse(a) for a in self.world.audit_json(limit)["actions"]]
+
+    def door(self) -> Door:
+        return Door.parse(self.world.door_json())
 
     def act(self, action: str, program_id: str, amount: float | None = None) -> ActionResult:
         self.calls.append(f"{action} {program_id}")

@@ -1,9 +1,10 @@
 """A stub of ``agentconsole serve`` for the console tests: the API.md endpoints the consoles use.
 
 Serves a :class:`StubWorld` over real HTTP (Litestar on uvicorn, loopback, a free port), with
-bearer-key auth, the SSE feed (``batch`` every 100 ms when there is news, ``overview`` every
-second) and the browser console mounted exactly as the real server mounts it. ``live=True``
-ticks the world in the background so the feed carries a steady stream of events.
+bearer-key auth (an operator key, and a tenant key refused the operator routes with 403), the
+SSE feed (``batch`` every 100 ms when there is news, ``overview`` every second) and the
+browser console mounted exactly as the real server mounts it. ``live=True`` ticks the world in
+the background so the feed carries a steady stream of events.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from agentconsole.ui.web.routes import console_routes
 from tests.ui.stub_world import StubWorld
 
 OPERATOR_KEY = "sk-operator"
+#: sees what the operator sees except ``/v1/operator/*`` (the stub's world is not scoped)
+TENANT_KEY = "sk-tenant-a"
 OPEN_PATHS = ("/health", "/static/")
 
 
@@ -41,7 +44,10 @@ def build_app(world: StubWorld, *, live: bool = False, tick_steps: int = 5) -> L
         path = request.url.path
         if path == "/" or path.startswith(OPEN_PATHS):
             return None
-        if request.headers.get("authorization") != f"Bearer {OPERATOR_KEY}":
+        authorization = request.headers.get("authorization")
+        if authorization == f"Bearer {TENANT_KEY}" and path.startswith("/v1/operator/"):
+            return _error(403, "forbidden", "this action needs an operator key")
+        if authorization not in (f"Bearer {OPERATOR_KEY}", f"Bearer {TENANT_KEY}"):
             return _error(401, "unauthorized", "missing or unknown API key")
         return None
 

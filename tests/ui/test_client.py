@@ -8,10 +8,10 @@ import threading
 import httpx
 import pytest
 
-from agentconsole.httpclient import ApiError
+from agentconsole.httpclient import ApiError, PermissionDeniedError
 from agentconsole.ui.client.feed import EventBatch, FeedStatus, OverviewTick, read_feed
 from agentconsole.ui.client.http import HttpConsoleClient
-from tests.ui.stub_server import RunningStub
+from tests.ui.stub_server import TENANT_KEY, RunningStub
 
 
 def test_reads_every_view(stub: RunningStub) -> None:
@@ -28,6 +28,45 @@ def test_reads_every_view(stub: RunningStub) -> None:
         assert [t.tenant for t in client.tenants()] == ["tenant-a", "tenant-b", "tenant-c"]
         assert client.kv().tiers
         assert client.audit()[0].action == "set_policy"
+    finally:
+        client.close()
+
+
+def test_reads_the_door_and_joins_each_kind_with_its_peak(stub: RunningStub) -> None:
+    client = HttpConsoleClient(stub.url, stub.key)
+    try:
+        door = client.door()
+    finally:
+        client.close()
+    assert (door.enabled, door.order, door.waiting, door.waited_total) == (
+        True,
+        "shortest-first",
+        3,
+        17,
+    )
+    assert (door.budget_tokens, door.predicted_tokens, door.held_tokens) == (
+        1_200_000,
+        950_000,
+        880_000,
+    )
+    assert door.boundary_parks == 2
+    assert door.fill == pytest.approx(950 / 1200)
+    rows = door.learned()
+    assert [(r.tenant, r.kind) for r in rows[:2]] == [("tenant-a", "chat"), ("tenant-a", "coding")]
+    assert len(rows) == 6  # three tenants, two kinds each
+    coding_c = next(r for r in rows if (r.tenant, r.kind) == ("tenant-c", "coding"))
+    assert coding_c.expected_run_s == pytest.approx(240.0 * 1.4)
+    assert coding_c.peak_tokens == 61_500.0
+
+
+def test_a_tenant_key_is_refused_the_door_but_reads_its_views(stub: RunningStub) -> None:
+    client = HttpConsoleClient(stub.url, TENANT_KEY)
+    try:
+        assert client.tenants()
+        with pytest.raises(PermissionDeniedError) as refused:
+            client.door()
+        assert refused.value.status == 403
+        assert "operator key" in refused.value.message
     finally:
         client.close()
 

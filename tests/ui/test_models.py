@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentconsole.ui.client.door import Door, LearnedKind
 from agentconsole.ui.client.models import AuditEntry, KVState, Overview, compact
 from agentconsole.ui.client.programs import ProgramDetail, ProgramSummary
 from tests.ui.stub_world import BIG_PROGRAM, StubWorld
@@ -59,3 +60,28 @@ def test_kv_and_audit() -> None:
     entry = AuditEntry.parse({"ts": 1.5, "action": "boost", "args": {"amount": 2.0}})
     assert entry.args == "amount=2"
     assert compact([1, {"a": None}]) == "1,a="
+
+
+def test_door_unsized_missing_fields_and_a_peak_without_a_run() -> None:
+    door = Door.parse(
+        {
+            "enabled": False,
+            "budget_tokens": None,
+            "runs": [{"tenant": "t", "kind": "chat", "expected_run_s": 4.5}, "junk"],
+            "peaks": [
+                {"kind": "chat", "peak_private_tokens": 800.5},
+                {"kind": "batch", "peak_private_tokens": 1200},
+                {"kind": "odd"},  # no number: not a learned peak
+            ],
+        }
+    )
+    assert not door.sized
+    assert door.fill is None
+    assert (door.order, door.waiting, door.predicted_tokens) == ("?", 0, 0)
+    assert door.learned() == (
+        LearnedKind("t", "chat", 4.5, 800.5),
+        LearnedKind(None, "batch", None, 1200.0),
+    )
+    assert Door.parse({"budget_tokens": 0}).sized
+    assert Door.parse({"budget_tokens": 0}).fill is None  # sized to nothing: no share
+    assert Door.parse(None).learned() == ()

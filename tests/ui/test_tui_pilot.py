@@ -8,12 +8,16 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from textual.widgets import DataTable
 
 from agentconsole.ui.client.http import HttpConsoleClient
+from agentconsole.ui.client.models import TenantRow
+from agentconsole.ui.tui import fmt
 from agentconsole.ui.tui import messages as m
 from agentconsole.ui.tui.app import DashboardApp
 from agentconsole.ui.tui.views.detail import ProgramScreen
 from agentconsole.ui.tui.views.dialogs import ConfirmScreen, HelpScreen
+from agentconsole.ui.tui.views.door import DoorPanel
 from agentconsole.ui.tui.views.programs import ProgramsView
 from tests.ui.real_server import RealServer
 from tests.ui.waiting import until
@@ -138,6 +142,70 @@ async def test_palette_help_and_views(real: RealServer) -> None:
         await pilot.pause(0.3)
     client.close()
     assert _audit(real) == before
+
+
+def _door_refusals(server: RealServer) -> int:
+    """How many reads of the door the server refused (it audits every operator route's)."""
+    actions = server.get("/v1/operator/audit?limit=1000")["actions"]
+    assert isinstance(actions, list)
+    return sum(1 for a in actions if a["action"] == "door" and a["result"].startswith("refused"))
+
+
+def _door_row(app: DashboardApp, kind: str) -> list[str] | None:
+    table = app.query_one("#door-table", DataTable)
+    rows = ([str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count))
+    return next((row for row in rows if row[1] == kind), None)
+
+
+async def test_the_tenants_view_shows_what_the_door_learned(real: RealServer) -> None:
+    """A finished program teaches the door its kind's run and peak; the operator sees both on
+    the tenants view, as the server reports them."""
+    kind = f"ui-door-{uuid.uuid4().hex[:8]}"
+    real.finish_program(f"{kind}-p", kind)
+    client = HttpConsoleClient(real.url, real.key)
+    app = DashboardApp(client, url=real.url, poll_s=0.5)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("3")
+        await until(pilot, lambda: _door_row(app, kind) is not None)
+        row = _door_row(app, kind)
+        assert app.query_one(DoorPanel).display
+    client.close()
+    door = real.get("/v1/operator/door")
+    runs, peaks = door["runs"], door["peaks"]
+    assert isinstance(runs, list)
+    assert isinstance(peaks, list)
+    run = next(r for r in runs if r["kind"] == kind)
+    peak = next(p for p in peaks if p["kind"] == kind)
+    assert row == [
+        "tenant-a",
+        kind,
+        fmt.secs(run["expected_run_s"]),
+        fmt.count(round(peak["peak_private_tokens"])),
+    ]
+
+
+async def test_a_tenant_key_asks_for_the_door_once_and_sees_none(real: RealServer) -> None:
+    before = _door_refusals(real)
+    client = HttpConsoleClient(real.url, real.tenant_key)
+    reads = 0
+    tenants = client.tenants
+
+    def counted() -> list[TenantRow]:
+        nonlocal reads
+        reads += 1
+        return tenants()
+
+    client.tenants = counted  # type: ignore[method-assign]
+    app = DashboardApp(client, url=real.url, feed=False, poll_s=0.2)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        await until(pilot, lambda: app.sync.door_refused)
+        seen = reads
+        await until(pilot, lambda: reads >= seen + 3)  # three more polls of the view
+        assert not app.query_one(DoorPanel).display
+        assert app.state.tenants
+    client.close()
+    assert _door_refusals(real) == before + 1
 
 
 async def test_unreachable_server_is_reported_not_raised() -> None:

@@ -18,6 +18,7 @@ import httpx
 
 from agentconsole.httpclient import Call, SyncTransport, UnreachableError, drop_none, segment
 from agentconsole.httpclient import jsonread as j
+from agentconsole.ui.client.door import Door
 from agentconsole.ui.client.feed import FeedItem, read_feed
 from agentconsole.ui.client.modelcompat import ModelCompat
 from agentconsole.ui.client.models import AuditEntry, KVState, Overview, TenantRow
@@ -57,6 +58,10 @@ class ConsoleApi(Protocol):
 
     def audit(self, limit: int = 100) -> list[AuditEntry]:
         """``GET /v1/operator/audit``, newest first."""
+
+    def door(self) -> Door:
+        """``GET /v1/operator/door``: the admission door and what it learned (operator key
+        only: a tenant key's :class:`ApiError` has status 403)."""
 
     def act(self, action: str, program_id: str, amount: float | None = None) -> ActionResult:
         """``POST /v1/operator/programs/{id}/{action}`` for preempt, cancel or boost."""
@@ -128,6 +133,9 @@ class HttpConsoleClient:
     def audit(self, limit: int = 100) -> list[AuditEntry]:
         body = self._get("/v1/operator/audit", {"limit": limit})
         return [AuditEntry.parse(a) for a in j.objects(body.get("actions"))]
+
+    def door(self) -> Door:
+        return Door.parse(self._get("/v1/operator/door"))
 
     def act(self, action: str, program_id: str, amount: float | None = None) -> ActionResult:
         if action not in ("preempt", "cancel", "boost"):

@@ -231,6 +231,21 @@ class DashboardApp(App[None]):
         if self.active_view == "tenants":
             self.view("tenants").show(self.state)
 
+    @on(m.DoorLoaded)
+    @while_running
+    def _door_loaded(self, message: m.DoorLoaded) -> None:
+        self.state.door = message.door
+        if self.active_view == "tenants":
+            self.view("tenants").show(self.state)
+
+    @on(m.DoorRefused)
+    @while_running
+    def _door_refused(self, _: m.DoorRefused) -> None:
+        # not an error to notify: a tenant key simply has no door to see (its section hides)
+        self.state.door = None
+        if self.active_view == "tenants":
+            self.view("tenants").show(self.state)
+
     @on(m.KVLoaded)
     @while_running
     def _kv_loaded(self, message: m.KVLoaded) -> None:

@@ -16,7 +16,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 VIEW_HELP = {
     "overview": "throughput, goodput, latency, queue, KV by tier, policy",
     "programs": "every program with its scheduling state",
-    "tenants": "slowdown, starvation and quota use per tenant",
+    "tenants": "slowdown, starvation and quota use per tenant; the admission door",
     "kv": "tier occupancy, retained prefixes, migrations",
     "audit": "operator actions",
     "events": "live event tail",

@@ -11,10 +11,12 @@ from collections.abc import Callable
 
 from textual.message import Message
 
-from agentconsole.httpclient import ApiError
+from agentconsole.httpclient import ApiError, PermissionDeniedError
 from agentconsole.ui.client.http import ConsoleApi
 from agentconsole.ui.tui.messages import (
     AuditLoaded,
+    DoorLoaded,
+    DoorRefused,
     KVLoaded,
     LoadFailed,
     OverviewLoaded,
@@ -24,6 +26,17 @@ from agentconsole.ui.tui.messages import (
 )
 
 VIEWS = ("overview", "programs", "tenants", "kv", "audit", "events")
+#: the door's read: no view of its own, the tenants view asks for it too (see ``DataSync``)
+DOOR = "door"
+
+
+def _door(api: ConsoleApi) -> Message:
+    """The door, or :class:`DoorRefused` for a key that may not see it: a refusal is an
+    answer to remember, not a failure to report on every poll."""
+    try:
+        return DoorLoaded(api.door())
+    except PermissionDeniedError as error:
+        return DoorRefused(error.message)
 
 
 def _reader(api: ConsoleApi, what: str, all_states: bool) -> Callable[[], Message] | None:
@@ -33,6 +46,7 @@ def _reader(api: ConsoleApi, what: str, all_states: bool) -> Callable[[], Messag
         "tenants": lambda: TenantsLoaded(api.tenants()),
         "kv": lambda: KVLoaded(api.kv()),
         "audit": lambda: AuditLoaded(api.audit()),
+        DOOR: lambda: _door(api),
     }
     return readers.get(what)
 
@@ -46,7 +60,8 @@ def load(
 ) -> list[Message]:
     """Fetch ``wanted`` reads (view names) and the detail of ``program_id``.
 
-    Unknown names are ignored (``events`` needs no read: the feed brings them).
+    Unknown names are ignored (``events`` needs no read: the feed brings them). ``door`` is
+    the admission door's read (:class:`DoorRefused` when the key may not see it).
     """
     out: list[Message] = []
     for what in wanted:

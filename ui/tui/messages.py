@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
+from agentconsole.ui.client.door import Door
 from agentconsole.ui.client.models import AuditEntry, KVState, Overview, TenantRow
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage
 from agentconsole.ui.client.whatif import WindowReplay
@@ -79,6 +80,27 @@ class TenantsLoaded(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, TenantsLoaded)
+
+
+@dataclass
+class DoorLoaded(Message):
+    """A fresh read of the admission door."""
+
+    door: Door
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, DoorLoaded)
+
+
+@dataclass
+class DoorRefused(Message):
+    """The server refused the door to this key (403: it shows every tenant's figures, so it
+    is the operator's); the dashboard hides it and does not ask again."""
+
+    reason: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, DoorRefused)
 
 
 @dataclass

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from agentconsole.ui.client.door import Door
 from agentconsole.ui.client.models import AuditEntry, FeedEvent, KVState, Overview, TenantRow
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
 
@@ -46,6 +47,8 @@ class DashboardState:
         self.programs_version = 0
         self.detail: ProgramDetail | None = None
         self.tenants: list[TenantRow] = []
+        #: the admission door; None until read, and for a key the server refuses it
+        self.door: Door | None = None
         self.kv: KVState | None = None
         self.audit: list[AuditEntry] = []
         self.events: deque[FeedEvent] = deque(maxlen=TAIL)

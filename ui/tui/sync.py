@@ -20,7 +20,7 @@ from agentconsole.ui.client.http import ConsoleApi
 from agentconsole.ui.client.whatif import chart_window
 from agentconsole.ui.tui import messages as m
 from agentconsole.ui.tui.feedbuffer import FeedBuffer
-from agentconsole.ui.tui.loader import load
+from agentconsole.ui.tui.loader import DOOR, load
 from agentconsole.ui.tui.outcome import describe
 
 
@@ -35,6 +35,10 @@ class DataSync:
         self._again = again
         self._polling = False
         self._queued = False
+        #: the server refused the door to this key (403). The key is the client's, fixed for
+        #: the app's life, so the refusal stands until the dashboard starts with another key:
+        #: asked once, never again (as the web console's ``state.doorRefused``).
+        self.door_refused = False
 
     @property
     def busy(self) -> bool:
@@ -58,17 +62,24 @@ class DataSync:
 
     def poll(self, wanted: tuple[str, ...], program_id: str | None, all_states: bool) -> None:
         """Read ``wanted`` (and the open program) on a worker; while one poll is in flight a
-        new request only marks that another is wanted, so a slow server never piles them up."""
+        new request only marks that another is wanted, so a slow server never piles them up.
+        The tenants view also reads the admission door, unless this key was refused it."""
         if self._polling:
             self._queued = True
             return
         self._polling = True
+        if "tenants" in wanted and not self.door_refused:
+            wanted = (*wanted, DOOR)
         work = partial(self._poll, wanted, program_id, all_states)
         self.app.run_worker(work, thread=True, group="poll", exit_on_error=False)
 
     def _poll(self, wanted: tuple[str, ...], program_id: str | None, all_states: bool) -> None:
         try:
             for message in load(self.api, wanted, program_id=program_id, all_states=all_states):
+                if isinstance(message, m.DoorRefused):
+                    # set here, before ``_finished`` can start the next poll: a flag set by
+                    # the message's handler could come after that poll had asked again
+                    self.door_refused = True
                 self.app.post_message(message)
         finally:
             self.app.call_from_thread(self._finished)

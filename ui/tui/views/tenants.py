@@ -1,4 +1,5 @@
-"""The tenants view: per-tenant slowdown, starvation and quota use."""
+"""The tenants view: per-tenant slowdown, starvation and quota use, and under them the
+admission door that holds programs back (``views.door``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from textual.widgets import DataTable
 from agentconsole.ui.client.models import TenantRow
 from agentconsole.ui.tui import fmt
 from agentconsole.ui.tui.state import DashboardState
+from agentconsole.ui.tui.views.door import DoorPanel
 from agentconsole.ui.tui.views.tables import Cell, Table, refill
 
 COLUMNS = (
@@ -59,17 +61,19 @@ def cells(t: TenantRow) -> list[Cell]:
 
 
 class TenantsView(Vertical):
-    """Is any tenant starved or over quota?"""
+    """Is any tenant starved or over quota, and is the door what holds programs back?"""
 
     def compose(self) -> ComposeResult:
-        table = Table(id="tenants-table", cursor_type="row")
-        yield table
+        yield Table(id="tenants-table", cursor_type="row")
+        yield DoorPanel(id="door-section")
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
+        table = self.query_one("#tenants-table", DataTable)
         for column in COLUMNS:
             table.add_column(column.title(), key=column)
 
     def show(self, state: DashboardState) -> None:
         """Redraw from ``state``."""
-        refill(self.query_one(DataTable), [(t.tenant, cells(t)) for t in state.tenants])
+        rows = [(t.tenant, cells(t)) for t in state.tenants]
+        refill(self.query_one("#tenants-table", DataTable), rows)
+        self.query_one(DoorPanel).show(state.door)
