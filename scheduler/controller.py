@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agentconsole.scheduler import dag, learned
+from agentconsole.scheduler.backlog import EngineBacklog
 from agentconsole.scheduler.creation import creation_data
 from agentconsole.scheduler.errors import UnknownProgram
 from agentconsole.scheduler.estimators import (
@@ -109,6 +110,10 @@ class ProgramController:
         # running means used to turn "remaining calls" into remaining critical-path seconds
         self._mean_call_s = mean_call_s
         self._mean_tool_s = mean_tool_s
+        #: the live programs' expected remaining calls (the drain: ``backlog.py``)
+        self.backlog = EngineBacklog()
+        #: running mean of a call's latency, its queueing and its service
+        self._mean_latency_s = mean_call_s
 
     # -- programs -------------------------------------------------------------------------
     def open_program(
@@ -167,6 +172,7 @@ class ProgramController:
             return program
         program.state = ProgramState.FINISHED if success else ProgramState.FAILED
         program.finished_at = now
+        self.backlog.forget(program_id)
         label = program.labels.get("workload", "")
         self.remaining_work.observe_finished(
             label, program.completed_calls, self._estimates[program_id].predictions
@@ -211,6 +217,7 @@ class ProgramController:
                 self._emit(now, EventKind.NODE_CANCELLED, program, node)
         program.state = ProgramState.CANCELLED
         program.finished_at = now
+        self.backlog.forget(program_id)
         self._emit(now, EventKind.PROGRAM_CANCELLED, program, data={"reason": reason})
         return running
 
@@ -312,8 +319,12 @@ class ProgramController:
         prompt_tokens: int,
         cached_tokens: int = 0,
         restore_cost_s: float = 0.0,
+        queued_behind: int = 0,
     ) -> CallTicket:
-        """Issue the ticket for queueing LLM node ``node_id`` now (does not change state)."""
+        """Issue the ticket for queueing LLM node ``node_id`` now (changes no program; the
+        backlog takes the program's remaining calls in). ``queued_behind``: calls wait in the
+        engines' queue while they run this many, so the ticket carries the drain (0: no call
+        waits; ``backlog.py`` says why)."""
         program = self.programs.get(program_id)
         if program is None:
             raise UnknownProgram(program_id)
@@ -333,6 +344,8 @@ class ProgramController:
         remaining_cp = (
             service + restore_cost_s + after_this * (self._mean_call_s + self._mean_tool_s)
         )
+        backlog = self.backlog
+        backlog.expect(program_id, remaining_calls)
         cp_before = node.cp_before_s = self._cp_before(program, node)
         estimates = self._estimates[program_id]
         estimates.completed.append(completed)
@@ -362,6 +375,7 @@ class ProgramController:
             float(unlock if unlock > 1 else 1),  # unlock_value: max(unlock, 1)
             program.deadline,
             program.boost,
+            backlog.drain_s(self._mean_latency_s, queued_behind),  # drain_s
         )
 
     @staticmethod
@@ -472,6 +486,9 @@ class ProgramController:
         program.tokens_used += usage.prompt_tokens - usage.cached_tokens + usage.output_tokens
         self.output_lengths.observe(program.labels.get("model", ""), usage.output_tokens)
         self._mean_call_s += _MEAN_RATE * (usage.service_s - self._mean_call_s)
+        latency = node.queue_s + usage.service_s  # its queueing over every attempt, its run
+        self._mean_latency_s += _MEAN_RATE * (latency - self._mean_latency_s)
+        self.backlog.served(program_id)
         quota = program.quotas.tokens
         if quota is not None and program.tokens_used > quota:
             raise QuotaExceeded(program_id, "tokens", quota, program.tokens_used)

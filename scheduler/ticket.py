@@ -34,6 +34,9 @@ class CallTicket:
     unlock_value: float = 0.0  # nodes this call releases when it finishes
     deadline: float | None = None  # absolute
     boost: float = 0.0  # operator boost, subtracted from the policy key
+    #: seconds the engines would take, at their recent pace, to serve what every live program
+    #: still needs when this call was queued (``backlog.EngineBacklog``; 0: not known yet)
+    drain_s: float = 0.0
     seq: int = 0  # tie-break: queue insertion order
 
     def to_params(self) -> dict[str, Any]:

@@ -8,6 +8,12 @@ already waited in queues lowers its key by ``wait_weight`` seconds, which bounds
 (measured on seed-mix at 0.5-0.9x capacity: P95 0.93-1.00x fcfs's instead of 1.00-1.04x,
 docs/BENCHMARKS.md section 2c).
 
+Above saturation SRPT also ends a burst badly: the longest programs run their calls last, one
+tool wait after another, while the engines idle for want of other work. A program whose
+remaining path is longer than the engines' drain (``ticket.drain_s``, see
+``scheduler/backlog.py``) sets the burst's end, so it goes first as a late one does, by how far
+its path outruns the drain (measured on the real engine, docs/BENCHMARKS.md section 8).
+
 ``cp-cache`` adds cache affinity: a call whose context must first be reloaded from host memory
 or recomputed pays that restore cost in its key, so resident contexts are served while they are
 resident and cold ones do not push them out.
@@ -30,20 +36,32 @@ class CriticalPath(Policy):
         urgent_slack_s: float = 5.0,
         urgency_s: float = 1e4,
         wait_weight: float = 4.0,
+        tail_slack_s: float = 0.0,
     ):
         self.unlock_bonus_s = unlock_bonus_s
         self.urgent_slack_s = urgent_slack_s
         self.urgency_s = urgency_s
         self.wait_weight = wait_weight
+        #: a call is late once its slack (the drain less its remaining path) falls below this
+        self.tail_slack_s = tail_slack_s
 
     def key(self, ticket: CallTicket, now: float) -> float:
-        key = ticket.remaining_cp_s - self.unlock_bonus_s * ticket.unlock_value - ticket.boost
+        remaining = ticket.remaining_cp_s
+        key = remaining - self.unlock_bonus_s * ticket.unlock_value - ticket.boost
         key -= self.wait_weight * ticket.program_wait_s
+        urgent = None  # the least slack of the late ones: they go first, least slack first
         if ticket.deadline is not None:
-            slack = ticket.deadline - now - ticket.remaining_cp_s
+            slack = ticket.deadline - now - remaining
             if slack < self.urgent_slack_s:
-                # urgent calls go first, ordered by slack (least slack first)
-                key = slack - self.urgency_s - ticket.boost
+                urgent = slack
+        drain = ticket.drain_s
+        if drain > 0.0:
+            # the drain was estimated when the call was queued: what passed since is spent
+            slack = drain - (now - ticket.arrival) - remaining
+            if slack < self.tail_slack_s and (urgent is None or slack < urgent):
+                urgent = slack
+        if urgent is not None:
+            key = urgent - self.urgency_s - ticket.boost
         return key
 
 

@@ -73,6 +73,7 @@ def test_every_ticket_field_by_name() -> None:
         "unlock_value": 1.0,
         "deadline": 90.0,
         "boost": 0.25,
+        "drain_s": 0.0,  # not queued behind other calls
         "seq": 0,
     }
     assert t.expected_output_tokens > 0

@@ -69,6 +69,24 @@ def test_critical_path_prefers_less_remaining_and_urgent_deadlines() -> None:
     assert p.key(urgent, 0) < p.key(_t(remaining_cp_s=1.0), 0)
 
 
+def test_a_path_that_outruns_the_drain_goes_first() -> None:
+    """A program whose remaining path is longer than the engines' drain sets the end of the
+    burst: it goes before shorter paths (SRPT among the rest), the one that outruns the drain
+    most first; a drain not known (0) changes nothing."""
+    p = get_policy("cp-cache")
+    short, long_ = _t(remaining_cp_s=1.0, drain_s=8.0), _t(remaining_cp_s=9.0, drain_s=8.0)
+    longest = _t(remaining_cp_s=12.0, drain_s=8.0)
+    assert p.key(longest, 0) < p.key(long_, 0) < p.key(short, 0)
+    assert p.key(_t(remaining_cp_s=1.0), 0) < p.key(_t(remaining_cp_s=9.0), 0)
+    # the drain was told when the call was queued: time spent waiting since counts against it
+    waited = _t(remaining_cp_s=5.0, drain_s=8.0, arrival=0.0)
+    assert p.key(waited, 4.0) < p.key(short, 4.0)
+    assert p.key(waited, 2.0) > p.key(short, 2.0)
+    # a deadline and the drain: the least slack of the two decides
+    due = _t(remaining_cp_s=9.0, drain_s=8.0, deadline=3.0)
+    assert p.key(due, 0) < p.key(longest, 0)
+
+
 def test_cp_cache_charges_restore_cost() -> None:
     p = get_policy("cp-cache")
     assert p.key(_t(remaining_cp_s=2.0), 0) < p.key(_t(remaining_cp_s=2.0, restore_cost_s=3), 0)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from typing import Any
 
 from agentconsole.sample_traces.codec import loads_trace
 from agentconsole.scheduler.program import NodeKind, ProgramState
+from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.replay import ReplayedProgram, ServiceReplay
 from agentconsole.server.live.service import DoorSettings, ProgramService
@@ -96,3 +98,37 @@ def test_a_replayed_trace_runs_through_the_service_as_an_agent_would() -> None:
         "answer": NodeKind.LLM,
     }
     assert nodes["answer"].output_tokens == 8
+
+
+def test_serve_prices_the_drain_by_the_batch_running_while_calls_wait() -> None:
+    """Serve's intake tells the driver what the engine runs while calls wait in its queue
+    (the drain on the ticket: ``scheduler/backlog.py``), and nothing while none waits."""
+
+    async def run(queued: int) -> list[tuple[int, float]]:
+        runtime = SimLiveRuntime(COST, time_scale=0.0, output_tokens=8)
+        await runtime.start()
+        memory = runtime.memory
+        runtime.memory = lambda: replace(memory(), queued_calls=queued, running_calls=3)  # type: ignore[method-assign]
+        service = ProgramService(runtime, EventHub(), door=DoorSettings(enabled=False))
+        service.runtime_ready.set()
+        told: list[tuple[int, float]] = []
+        queue_call = service.driver.queue_call
+
+        def recorded(*args: Any, **kwargs: Any) -> CallTicket:
+            ticket = queue_call(*args, **kwargs)
+            told.append((kwargs["queued_behind"], ticket.drain_s))
+            return ticket
+
+        service.driver.queue_call = recorded  # type: ignore[method-assign]
+        trace = loads_trace(json.dumps(_program("p")))
+        try:
+            await ServiceReplay(service, trace, Letters()).run()
+        finally:
+            await service.stop()
+            await runtime.stop()
+        return told
+
+    busy, idle = asyncio.run(run(2)), asyncio.run(run(0))
+    assert [behind for behind, _ in busy] == [3, 3]  # plan and answer
+    assert busy[-1][1] > 0  # the answer: a call has ended, so a latency is known
+    assert idle == [(0, 0.0), (0, 0.0)]

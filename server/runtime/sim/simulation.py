@@ -359,7 +359,11 @@ class Simulation:
             lost_tokens=max(found.miss_tokens - own, 0),
         )
         private = sum(b.tokens for b in blocks if not b.public)
-        ticket = self.driver.queue_call(program.id, tnode.id, probe, now, private_tokens=private)
+        # calls wait in its queue: the batch the engines run now prices the drain
+        behind = sum(len(en.running) for en in self.engines) if len(self.engines[e].queue) else 0
+        ticket = self.driver.queue_call(
+            program.id, tnode.id, probe, now, private_tokens=private, queued_behind=behind
+        )
         out = f"{program.id}/{tnode.id}/out"
         insert_at = run.inserts.get(tnode.id, -1)
         call = SimCall(ticket, blocks, tnode.output_tokens, out, insert_at, labels, foreign)
