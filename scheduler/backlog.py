@@ -12,12 +12,13 @@ end of the burst.
 
 The drain is priced at today's latency: every live program's expected remaining calls, each
 taking what a call took lately from its queueing to its end, as many at a time as the engines
-run now (their batch, not their slots: an engine whose memory binds first runs fewer). While
-the queue is deep a call's latency is mostly queueing, so the drain is long and only the
-longest paths outrun it; as the burst drains the latency falls towards the service alone and
-the long programs left go first. (Priced by service alone, the drain is short all through a
-burst: a fifth of the calls counted as late and went longest first, and P95 rose 20-30% on
-the real engine, section 8.)
+run now (their batch, not their slots: an engine whose memory binds first runs fewer); a
+program counts from its first queued call (one waiting at the door, or adopted after a
+restart, not yet). While the queue is deep a call's latency is mostly queueing, so the drain
+is long and only the longest paths outrun it; as the burst drains the latency falls towards
+the service alone and the long programs left go first. (Priced by service alone, the drain is
+short all through a burst: a fifth of the calls counted as late and went longest first, and
+P95 rose 20-30% on the real engine, section 8.)
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class EngineBacklog:
     def forget(self, program_id: str) -> None:
         """``program_id`` ended: it asks nothing more."""
         self.total_calls -= self._remaining.pop(program_id, 0.0)
+        if not self._remaining:
+            self.total_calls = 0.0  # no float drift survives an empty backlog
 
     def drain_s(self, call_latency_s: float, batch: int) -> float:
         """Seconds the engines would take for every remaining call at ``call_latency_s``

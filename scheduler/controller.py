@@ -246,6 +246,7 @@ class ProgramController:
             raise ValueError(f"program {program_id!r} is still running")
         del self.programs[program_id]
         self._estimates.pop(program_id, None)
+        self.backlog.forget(program_id)
         return program
 
     def boost(self, program_id: str, amount: float) -> None:
@@ -352,7 +353,7 @@ class ProgramController:
         estimates.predicted.append(remaining_calls)
         unlock = dag.unlock_value(program, node_id)
         attempt = len(node.attempts) + 1
-        # positional, in field order (``tests/scheduler`` checks every field): a 19-keyword
+        # positional, in field order (``tests/scheduler`` checks every field): a 20-keyword
         # call costs several times as much as the same call by position
         return CallTicket(
             # fixed-width attempt: SGLang aborts by rid *prefix*, so no id may prefix another

@@ -12,7 +12,9 @@ Above saturation SRPT also ends a burst badly: the longest programs run their ca
 tool wait after another, while the engines idle for want of other work. A program whose
 remaining path is longer than the engines' drain (``ticket.drain_s``, see
 ``scheduler/backlog.py``) sets the burst's end, so it goes first as a late one does, by how far
-its path outruns the drain (measured on the real engine, docs/BENCHMARKS.md section 8).
+its path outruns the drain (measured on the real engine, docs/BENCHMARKS.md section 8). The
+SGLang plugin re-ranks its queue every pass, so a waiting call's slack shrinks as it waits; the
+simulator keys a call once, when it is queued, so there it does not (as with deadlines).
 
 ``cp-cache`` adds cache affinity: a call whose context must first be reloaded from host memory
 or recomputed pays that restore cost in its key, so resident contexts are served while they are
@@ -28,7 +30,7 @@ from agentconsole.scheduler.ticket import CallTicket
 @register
 class CriticalPath(Policy):
     name = "critical-path"
-    summary = "remaining critical-path work, unlock value and deadline slack"
+    summary = "remaining critical-path work, unlock value, and slack to a deadline or the drain"
 
     def __init__(
         self,
@@ -42,14 +44,15 @@ class CriticalPath(Policy):
         self.urgent_slack_s = urgent_slack_s
         self.urgency_s = urgency_s
         self.wait_weight = wait_weight
-        #: a call is late once its slack (the drain less its remaining path) falls below this
+        #: a call is late once its slack (the drain, less the time since it was queued, less its
+        #: remaining path) falls below this
         self.tail_slack_s = tail_slack_s
 
     def key(self, ticket: CallTicket, now: float) -> float:
         remaining = ticket.remaining_cp_s
         key = remaining - self.unlock_bonus_s * ticket.unlock_value - ticket.boost
         key -= self.wait_weight * ticket.program_wait_s
-        urgent = None  # the least slack of the late ones: they go first, least slack first
+        urgent: float | None = None  # the least slack: late calls go first, least slack first
         if ticket.deadline is not None:
             slack = ticket.deadline - now - remaining
             if slack < self.urgent_slack_s:

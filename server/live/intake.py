@@ -119,11 +119,8 @@ class CallIntake:
         model, labels = self._choose(program, node, tenant, prompts, chat)
         prompt = prompts[model]
         elsewhere = svc.models.cached_elsewhere(pid, tenant, model, prompt) if labels else 0
-        runtime = svc.models.runtime_of(model)
-        probe = runtime.probe(pid, prompt, tenant)
-        memory = runtime.memory()
-        # calls wait in its queue: the batch it runs now prices the drain
-        behind = memory.running_calls if memory.queued_calls else 0
+        probe = svc.models.runtime_of(model).probe(pid, prompt, tenant)
+        behind = svc.models.queues.behind(model or svc.models.served[0].name)
         ticket = svc.driver.queue_call(
             pid, nid, probe, now, private_tokens=prompt.private_tokens, queued_behind=behind
         )

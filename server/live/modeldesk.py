@@ -33,6 +33,7 @@ from agentconsole.scheduler.models import (
     role_map,
 )
 from agentconsole.scheduler.runtime import Prompt, Runtime
+from agentconsole.server.live.enginequeue import EngineQueues
 from agentconsole.server.live.errors import InvalidRequest, NotFound
 from agentconsole.server.live.modelcost import ModelCosts
 from agentconsole.server.modelcompat.digest import tokenizer_digest
@@ -75,6 +76,8 @@ class ModelDesk:
         self.runtimes = runtimes
         self._families: dict[str, tuple[str, str | None]] = {}
         self.costs = ModelCosts(runtimes)
+        #: what the engines run while calls wait in a model's queue (the drain's batch)
+        self.queues = EngineQueues(runtimes)
         self.role_tiers = dict(config.role_tiers or {})
         setup = RuleSetup(role_map(self.served), config.seconds_per_price)
         pins = Pins(roles=dict(config.role_pins or {}))

@@ -40,7 +40,7 @@ def test_the_drain_is_every_remaining_call_at_todays_latency_a_batch_at_a_time()
     backlog.expect("a", 6.0)
     backlog.expect("b", 2.0)
     assert backlog.drain_s(2.0, 4) == pytest.approx(8 * 2.0 / 4)
-    assert backlog.drain_s(2.0, 0) == 0.0  # slots unknown
+    assert backlog.drain_s(2.0, 0) == 0.0  # no batch running
 
 
 def test_a_ticket_carries_the_drain_only_while_calls_wait_in_the_engines() -> None:

@@ -10,7 +10,9 @@ from typing import Any
 
 from agentconsole.sample_traces.codec import loads_trace
 from agentconsole.scheduler.program import NodeKind, ProgramState
+from agentconsole.scheduler.runtime import MemoryView
 from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.live.enginequeue import READ_EVERY_S, EngineQueues
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.replay import ReplayedProgram, ServiceReplay
 from agentconsole.server.live.service import DoorSettings, ProgramService
@@ -132,3 +134,30 @@ def test_serve_prices_the_drain_by_the_batch_running_while_calls_wait() -> None:
     assert [behind for behind, _ in busy] == [3, 3]  # plan and answer
     assert busy[-1][1] > 0  # the answer: a call has ended, so a latency is known
     assert idle == [(0, 0.0), (0, 0.0)]
+
+
+def test_the_engines_queues_are_read_at_most_every_few_ms_and_sum_every_models_batch() -> None:
+    """``EngineQueues``: the batch that prices the drain is every model's running calls, told
+    only while calls wait in the chosen model's queue; a runtime's memory is read again only
+    after ``READ_EVERY_S`` (on SGLang a read parses the plugin's status file)."""
+
+    class Engine:
+        def __init__(self, queued: int, running: int) -> None:
+            self.view = MemoryView(0, 0, queued_calls=queued, running_calls=running)
+            self.reads = 0
+
+        def memory(self) -> MemoryView:
+            self.reads += 1
+            return self.view
+
+    now = [0.0]
+    big, small = Engine(2, 3), Engine(0, 1)
+    queues = EngineQueues({"big": big, "small": small}, clock=lambda: now[0])  # type: ignore[dict-item]
+    assert queues.behind("big") == 4  # calls wait on big: big's 3 and small's 1 run
+    assert queues.behind("small") == 0  # nothing waits on small
+    big.view = MemoryView(0, 0, queued_calls=0, running_calls=3)
+    assert queues.behind("big") == 4  # read less than READ_EVERY_S ago: not read again
+    assert big.reads == 1
+    now[0] += READ_EVERY_S
+    assert queues.behind("big") == 0
+    assert big.reads == 2

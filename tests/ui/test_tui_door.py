@@ -13,7 +13,7 @@ from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
-from agentconsole.httpclient import PermissionDeniedError
+from agentconsole.httpclient import ApiError, NotFoundError, PermissionDeniedError
 from agentconsole.ui.client.door import Door
 from agentconsole.ui.client.models import TenantRow
 from agentconsole.ui.tui.app import DashboardApp
@@ -29,7 +29,7 @@ class DoorClient(CannedClient):
     """The stub world with the door's answer changed by ``changes`` (or refused, 403), and
     how many times it was asked."""
 
-    def __init__(self, *, refuse: bool = False, **changes: Any) -> None:
+    def __init__(self, *, refuse: ApiError | None = None, **changes: Any) -> None:
         super().__init__(StubWorld())
         self.refuse = refuse
         self.changes = changes
@@ -42,8 +42,8 @@ class DoorClient(CannedClient):
 
     def door(self) -> Door:
         self.door_reads += 1
-        if self.refuse:
-            raise PermissionDeniedError(403, "forbidden", "this action needs an operator key")
+        if self.refuse is not None:
+            raise self.refuse
         return Door.parse(self.world.door_json() | self.changes)
 
 
@@ -111,8 +111,16 @@ async def test_an_unsized_door_says_so_and_a_peak_without_a_run_is_listed() -> N
         assert _rows(app) == [["-", "batch", "-", "9K"]]
 
 
-async def test_a_tenant_key_is_asked_once_and_sees_no_door() -> None:
-    client = DoorClient(refuse=True)
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        PermissionDeniedError(403, "forbidden", "this action needs an operator key"),
+        NotFoundError(404, "not_found", "no route"),  # a server older than the door
+    ],
+    ids=["tenant-key", "older-server"],
+)
+async def test_a_tenant_key_is_asked_once_and_sees_no_door(refusal: ApiError) -> None:
+    client = DoorClient(refuse=refusal)
     app = _app(client)
     shown: list[str] = []
     app.notify = lambda message, **kw: shown.append(str(message))  # type: ignore[method-assign]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from textual.message import Message
 
-from agentconsole.httpclient import ApiError, PermissionDeniedError
+from agentconsole.httpclient import ApiError, NotFoundError, PermissionDeniedError
 from agentconsole.ui.client.http import ConsoleApi
 from agentconsole.ui.tui.messages import (
     AuditLoaded,
@@ -31,11 +31,12 @@ DOOR = "door"
 
 
 def _door(api: ConsoleApi) -> Message:
-    """The door, or :class:`DoorRefused` for a key that may not see it: a refusal is an
-    answer to remember, not a failure to report on every poll."""
+    """The door, or :class:`DoorRefused` for a key that may not see it (403) or a server
+    without it (404, an older version): an answer to remember, not a failure to report on
+    every poll."""
     try:
         return DoorLoaded(api.door())
-    except PermissionDeniedError as error:
+    except (PermissionDeniedError, NotFoundError) as error:
         return DoorRefused(error.message)
 
 

@@ -95,7 +95,8 @@ class DoorLoaded(Message):
 @dataclass
 class DoorRefused(Message):
     """The server refused the door to this key (403: it shows every tenant's figures, so it
-    is the operator's); the dashboard hides it and does not ask again."""
+    is the operator's) or has none (404: an older server); the dashboard hides it and does
+    not ask again."""
 
     reason: str
 

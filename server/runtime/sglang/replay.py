@@ -165,8 +165,14 @@ class LiveReplay:
             cached += s.tokens
         total = sum(s.tokens for s in segments)
         now = time.time()
+        memory = self.runtime.memory()  # calls wait: the batch running prices the drain
         ticket = self.controller.ticket(
-            trace.id, node.id, now, prompt_tokens=total, cached_tokens=cached
+            trace.id,
+            node.id,
+            now,
+            prompt_tokens=total,
+            cached_tokens=cached,
+            queued_behind=memory.running_calls if memory.queued_calls else 0,
         )
         request = GenerationRequest(
             ticket,
