@@ -120,7 +120,7 @@ class CallIntake:
         prompt = prompts[model]
         elsewhere = svc.models.cached_elsewhere(pid, tenant, model, prompt) if labels else 0
         probe = svc.models.runtime_of(model).probe(pid, prompt, tenant)
-        behind = svc.models.queues.behind(model or svc.models.served[0].name)
+        behind = svc.models.queued_behind(model)
         ticket = svc.driver.queue_call(
             pid, nid, probe, now, private_tokens=prompt.private_tokens, queued_behind=behind
         )

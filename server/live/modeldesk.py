@@ -118,6 +118,11 @@ class ModelDesk:
         format reads the call's prompt and answer."""
         return self.runtimes[model or self.served[0].name]
 
+    def queued_behind(self, model: str | None) -> int:
+        """What the engines run while calls wait in ``model``'s queue (None: the default
+        model's), else 0: the batch that prices the drain on a call's ticket."""
+        return self.queues.behind(model or self.served[0].name)
+
     def _known(self, name: str, field: str) -> str:
         if name not in self.by_name:
             served = ", ".join(self.by_name)
