@@ -23,7 +23,7 @@ from functools import lru_cache
 
 from agentconsole.kvtiers.tiers import TierModel
 from agentconsole.kvtiers.toolwait import ToolWait, ToolWaitPolicy, pressure_from_queue
-from agentconsole.scheduler.driver import KvAdvice, ToolWaitFacts
+from agentconsole.scheduler.actions import KvAdvice, ToolWaitFacts
 from agentconsole.scheduler.runtime import MemoryView
 
 PRESSURE_AVERAGE_S = 30.0  # time constant of the pressure average
@@ -44,7 +44,7 @@ def tier_model(
 
 
 class ToolWaitAdvisor:
-    """Implements ``scheduler.driver.KvAdvisor`` with a registered tool-wait policy. Keeps
+    """Implements ``scheduler.actions.KvAdvisor`` with a registered tool-wait policy. Keeps
     only the moving average of pressure."""
 
     def __init__(self, policy: ToolWaitPolicy) -> None:

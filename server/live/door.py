@@ -3,7 +3,7 @@ the program driver keeps it parked.
 
 The counting is ``scheduler.driver.ProgramDriver`` (``ProgramDoor`` underneath), the same
 object the simulator drives; this module only holds the asyncio side: a call of a parked
-program waits on an event the driver's :class:`~agentconsole.scheduler.driver.StartPrograms`
+program waits on an event the driver's :class:`~agentconsole.scheduler.actions.StartPrograms`
 sets (the calls of a fan-out wait together), and one that waits longer than ``wait_s`` gets
 503 with ``Retry-After`` and takes its program out of the queue (``on_leave``), its place in
 line kept for the client's retry (``ProgramDoor.leave``).

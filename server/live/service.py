@@ -27,16 +27,16 @@ from typing import Any
 
 from agentconsole.kvtiers.advisor import ToolWaitAdvisor
 from agentconsole.kvtiers.toolwait import get_tool_wait_policy
-from agentconsole.scheduler.controller import ProgramController
-from agentconsole.scheduler.driver import (
+from agentconsole.scheduler.actions import (
     AbortCalls,
     Action,
     CacheHint,
-    ProgramDriver,
     ProgramEnded,
     StartPrograms,
     StopProgram,
 )
+from agentconsole.scheduler.controller import ProgramController
+from agentconsole.scheduler.driver import ProgramDriver
 from agentconsole.scheduler.policies import Policy, get_policy
 from agentconsole.scheduler.program import NodeKind, NodeState, Program, Quotas
 from agentconsole.scheduler.runtime import Runtime

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from agentconsole.scheduler.controller import CallUsage, ProgramController
-from agentconsole.scheduler.driver import (
+from agentconsole.scheduler.actions import (
     CacheHint,
     KvAdvice,
-    ProgramDriver,
     ProgramEnded,
     StartPrograms,
     ToolWaitFacts,
 )
+from agentconsole.scheduler.controller import CallUsage, ProgramController
+from agentconsole.scheduler.driver import ProgramDriver
 from agentconsole.scheduler.events import EventLog
 from agentconsole.scheduler.program import Node, NodeKind, ToolKind, ToolSpec
 from agentconsole.scheduler.runtime import CacheAction, MemoryView, PrefixProbe, ProgramContext

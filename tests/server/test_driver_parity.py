@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentconsole.sample_traces.codec import loads_trace
-from agentconsole.scheduler.driver import (
+from agentconsole.scheduler.actions import (
     Action,
     CacheHint,
     KvAdvice,
-    ProgramDriver,
     ProgramEnded,
     StartPrograms,
     ToolWaitFacts,
 )
+from agentconsole.scheduler.driver import ProgramDriver
 from agentconsole.scheduler.program import ToolKind, ToolSpec
 from agentconsole.scheduler.runtime import CacheAction, MemoryView
 from agentconsole.server.live.hub import EventHub

@@ -27,16 +27,16 @@ from agentconsole.kvtiers.tiers import Tier
 from agentconsole.kvtiers.toolwait import get_tool_wait_policy
 from agentconsole.sample_traces.format import Branch as TraceBranch
 from agentconsole.sample_traces.format import LLMNode, Outcome, ToolNode, TraceProgram
-from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
-from agentconsole.scheduler.driver import (
+from agentconsole.scheduler.actions import (
     AbortCalls,
     Action,
     CacheHint,
-    ProgramDriver,
     ProgramEnded,
     StartPrograms,
     StopProgram,
 )
+from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
+from agentconsole.scheduler.driver import ProgramDriver
 from agentconsole.scheduler.events import EventLog, Scalar, paused_gc
 from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.models import ModelRequest
