@@ -1,0 +1,51 @@
+"""The drain on the real engine (``scheduler/backlog.py``): serve reads SGLang's queue and
+batch through the plugin's status, and the plugin serves first a call whose program's path
+outruns the drain its ticket carries."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from agentconsole.server.live.enginequeue import EngineQueues
+from tests.sglang.helpers import consume, queued, request, started, ticket
+
+pytestmark = pytest.mark.sglang
+
+
+async def _late_goes_first(rt: Any) -> tuple[int, int, int, dict[str, float]]:
+    blocker = ticket("drain-blk", remaining_cp_s=0.5, expected_output_tokens=150)
+    held = asyncio.ensure_future(consume(rt, request(blocker, "hold on", 150)))
+    await started(rt, blocker.call_id)
+    idle_behind = EngineQueues({"m": rt}).behind("m")  # one running, none waiting yet
+    calls = {
+        # the shortest path first, as SRPT would have it, were it not for the drain
+        "short": ticket("drain-short", remaining_cp_s=1.0, expected_output_tokens=6),
+        # its path (9 s) outruns the 8 s the engines need for the rest: it sets the end
+        "late": ticket("drain-late", remaining_cp_s=9.0, drain_s=8.0, expected_output_tokens=6),
+        # a long path the drain covers: SRPT's order among the rest
+        "covered": ticket("drain-cov", remaining_cp_s=5.0, drain_s=8.0, expected_output_tokens=6),
+    }
+    tasks = {
+        name: asyncio.ensure_future(consume(rt, request(t, f"question {name}", 6)))
+        for name, t in calls.items()
+    }
+    await queued(rt, {t.call_id for t in calls.values()})
+    memory = rt.memory()
+    behind = EngineQueues({"m": rt}).behind("m")
+    await held
+    done = {name: (await task).finished_at for name, task in tasks.items()}
+    return idle_behind, memory.queued_calls, behind, done
+
+
+def test_serve_reads_the_queue_and_a_late_path_goes_first(
+    rt: Any, run: Callable[[Awaitable[Any]], Any]
+) -> None:
+    idle_behind, queued_calls, behind, done = run(_late_goes_first(rt))
+    assert idle_behind == 0  # nothing waits: no drain is told
+    assert queued_calls == 3
+    assert behind == 1  # the session engine runs one call at a time
+    assert done["late"] < done["short"] < done["covered"]
