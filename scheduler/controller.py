@@ -172,7 +172,7 @@ class ProgramController:
             return program
         program.state = ProgramState.FINISHED if success else ProgramState.FAILED
         program.finished_at = now
-        self.backlog.forget(program_id, now)
+        self.backlog.forget(program_id)
         label = program.labels.get("workload", "")
         self.remaining_work.observe_finished(
             label, program.completed_calls, self._estimates[program_id].predictions
@@ -217,7 +217,7 @@ class ProgramController:
                 self._emit(now, EventKind.NODE_CANCELLED, program, node)
         program.state = ProgramState.CANCELLED
         program.finished_at = now
-        self.backlog.forget(program_id, now)
+        self.backlog.forget(program_id)
         self._emit(now, EventKind.PROGRAM_CANCELLED, program, data={"reason": reason})
         return running
 
@@ -246,8 +246,7 @@ class ProgramController:
             raise ValueError(f"program {program_id!r} is still running")
         del self.programs[program_id]
         self._estimates.pop(program_id, None)
-        # ended already, so gone from the backlog; kept as a safety net at its end time
-        self.backlog.forget(program_id, program.finished_at or program.created_at)
+        self.backlog.forget(program_id)
         return program
 
     def boost(self, program_id: str, amount: float) -> None:
@@ -347,7 +346,7 @@ class ProgramController:
             service + restore_cost_s + after_this * (self._mean_call_s + self._mean_tool_s)
         )
         backlog = self.backlog
-        backlog.expect(program_id, remaining_calls, now)
+        backlog.expect(program_id, remaining_calls)
         cp_before = node.cp_before_s = self._cp_before(program, node)
         estimates = self._estimates[program_id]
         estimates.completed.append(completed)
@@ -377,7 +376,7 @@ class ProgramController:
             float(unlock if unlock > 1 else 1),  # unlock_value: max(unlock, 1)
             program.deadline,
             program.boost,
-            backlog.drain_s(self._mean_latency_s, queued_behind, now),  # drain_s
+            backlog.drain_s(self._mean_latency_s, queued_behind),  # drain_s
         )
 
     @staticmethod
@@ -490,8 +489,7 @@ class ProgramController:
         self._mean_call_s += _MEAN_RATE * (usage.service_s - self._mean_call_s)
         latency = node.queue_s + usage.service_s  # its queueing over every attempt, its run
         self._mean_latency_s += _MEAN_RATE * (latency - self._mean_latency_s)
-        self.backlog.window_s = self._mean_latency_s
-        self.backlog.served(program_id, now)
+        self.backlog.served(program_id)
         quota = program.quotas.tokens
         if quota is not None and program.tokens_used > quota:
             raise QuotaExceeded(program_id, "tokens", quota, program.tokens_used)

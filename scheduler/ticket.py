@@ -34,9 +34,8 @@ class CallTicket:
     unlock_value: float = 0.0  # nodes this call releases when it finishes
     deadline: float | None = None  # absolute
     boost: float = 0.0  # operator boost, subtracted from the policy key
-    #: seconds until the engines would run out of work (every live program's remaining calls,
-    #: the calls still arriving), when this call was queued behind others
-    #: (``backlog.EngineBacklog``; 0: no call waited then, or work arrived as fast as it left)
+    #: seconds the engines would take to serve every live program's remaining calls, when this
+    #: call was queued behind others (``backlog.EngineBacklog``; 0: no call waited then)
     drain_s: float = 0.0
     seq: int = 0  # tie-break: queue insertion order
 

@@ -12,8 +12,7 @@ Above saturation SRPT also ends a burst badly: the longest programs run their ca
 tool wait after another, while the engines idle for want of other work. A program whose
 remaining path is longer than the engines' drain (``ticket.drain_s``, see
 ``scheduler/backlog.py``) sets the burst's end, so it goes first as a late one does, by how far
-its path outruns the drain (measured on the real engine, docs/BENCHMARKS.md section 8); in a
-sustained overload the burst has no end, so no drain is told (``drain_s`` 0). The
+its path outruns the drain (measured on the real engine, docs/BENCHMARKS.md section 8). The
 SGLang plugin re-ranks its queue every pass, so a waiting call's slack shrinks as it waits; the
 simulator keys a call once, when it is queued, so there it does not (as with deadlines).
 

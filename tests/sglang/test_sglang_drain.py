@@ -1,6 +1,6 @@
 """The drain on the real engine (``scheduler/backlog.py``): serve reads SGLang's queue and
 batch through the plugin's status, and the plugin serves first a call whose program's path
-outruns the drain its ticket carries."""
+outruns the drain its ticket carries (the drain's own price is ``tests/scheduler``'s)."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ async def _late_goes_first(rt: Any) -> tuple[int, int, int, dict[str, float]]:
         "short": ticket("drain-short", remaining_cp_s=1.0, expected_output_tokens=6),
         # its path (9 s) outruns the 8 s the engines need for the rest: it sets the end
         "late": ticket("drain-late", remaining_cp_s=9.0, drain_s=8.0, expected_output_tokens=6),
-        # a long path the drain covers: SRPT's order among the rest
-        "covered": ticket("drain-cov", remaining_cp_s=5.0, drain_s=8.0, expected_output_tokens=6),
+        # a long path the drain covers (however long it waits here): SRPT's order
+        "covered": ticket("drain-cov", remaining_cp_s=5.0, drain_s=60.0, expected_output_tokens=6),
     }
     tasks = {
         name: asyncio.ensure_future(consume(rt, request(t, f"question {name}", 6)))
