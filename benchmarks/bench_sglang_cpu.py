@@ -175,6 +175,7 @@ async def run_arm(
                 prompt_tokens=e.prompt_tokens,
                 cached_tokens=e.cached_tokens,
                 arrival_s=e.trace.arrival_s,
+                cancelled=e.cancelled,
             )
             for e in ended
         ]
@@ -283,8 +284,10 @@ async def main(args: argparse.Namespace) -> None:
             span = max((o.arrival_s + o.e2e_s for o in outcomes), default=0.0)
             row["finished_per_s"] = row["finished"] / span if span else 0.0
             results[arm.name].append(row)
+            cancelled = int(row["cancelled"])
+            by_trace = f" ({cancelled} cancelled by the trace)" if cancelled else ""
             print(
-                f"[{rep}] {arm.name}: {row['finished']}/{row['programs']} programs, "
+                f"[{rep}] {arm.name}: {row['finished']}/{row['programs']} programs{by_trace}, "
                 f"P95 {row['e2e_p95_s']:.2f}s ({time.perf_counter() - start:.0f}s wall)",
                 flush=True,
             )

@@ -44,14 +44,16 @@ class SegmentText(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ReplayedProgram:
-    """One program's end: its trace, E2E seconds, whether it finished, and the prompt and
-    cached tokens of its calls (as the engine counted them)."""
+    """One program's end: its trace, E2E seconds, whether it finished, the prompt and cached
+    tokens of its calls (as the engine counted them), and whether the trace's own cancel
+    ended it (``cancel_at_s`` came first: no failure of the serving)."""
 
     trace: TraceProgram
     e2e_s: float
     success: bool
     prompt_tokens: int
     cached_tokens: int
+    cancelled: bool = False
 
 
 class ServiceReplay:
@@ -108,7 +110,7 @@ class ServiceReplay:
         else:
             self.service.finish_program(trace.tenant, trace.id, success=ok)
         e2e = time.time() - start
-        return ReplayedProgram(trace, e2e, ok and not cancelled, usage[0], usage[1])
+        return ReplayedProgram(trace, e2e, ok and not cancelled, usage[0], usage[1], cancelled)
 
     async def _node(
         self,

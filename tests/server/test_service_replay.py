@@ -85,6 +85,7 @@ def test_a_replayed_trace_runs_through_the_service_as_an_agent_would() -> None:
     service, ended = asyncio.run(_replay())
     done, gone = ended
     assert (done.success, gone.success) == (True, False)
+    assert (done.cancelled, gone.cancelled) == (False, True)  # the trace's cancel, no failure
     assert done.prompt_tokens > 0
     assert done.e2e_s > 0
     programs = service.controller.programs

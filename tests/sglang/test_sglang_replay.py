@@ -54,6 +54,7 @@ def test_replay_runs_programs_through_the_engine(
     for program, outcome in zip(trace, outcomes, strict=True):
         if program.cancel_at_s is None:
             assert outcome.success
+            assert not outcome.cancelled
         llm = [n for n in program.nodes if isinstance(n, LLMNode)]
         assert 0 < outcome.calls <= len(llm)
         assert outcome.e2e_s > 0

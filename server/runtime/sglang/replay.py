@@ -53,6 +53,7 @@ class ProgramOutcome:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     arrival_s: float = 0.0  # the trace's arrival time (seconds after the replay began)
+    cancelled: bool = False  # the trace's own cancel ended it first (no failure of the serving)
 
 
 @dataclass(slots=True)
@@ -138,6 +139,7 @@ class LiveReplay:
             run.prompt_tokens,
             run.cached_tokens,
             trace.arrival_s,
+            cancelled,
         )
 
     async def _node(self, run: _Run, node: TraceNode, parents: list[asyncio.Task[bool]]) -> bool:
@@ -269,12 +271,14 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def outcome_summary(outcomes: list[ProgramOutcome]) -> dict[str, float]:
-    """Programs, finished, E2E P50/P95/mean of the finished ones, prefix-cache hit rate."""
+    """Programs, finished, cancelled by the trace, E2E P50/P95/mean of the finished ones,
+    prefix-cache hit rate."""
     done = [o.e2e_s for o in outcomes if o.success]
     prompt = sum(o.prompt_tokens for o in outcomes)
     return {
         "programs": len(outcomes),
         "finished": len(done),
+        "cancelled": sum(1 for o in outcomes if o.cancelled),
         "e2e_p50_s": percentile(done, 50),
         "e2e_p95_s": percentile(done, 95),
         "e2e_mean_s": sum(done) / len(done) if done else 0.0,
