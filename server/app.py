@@ -245,9 +245,7 @@ def create_app(
             live.service.reopen(view, tail)
         # and what finished programs and tools taught the scheduler (calls, sizes, runs, latencies)
         latest = store.repo.latest_events
-        for kind, group_by in RELEARNED:
-            events = await asyncio.to_thread(latest, kind, group_by, RELEARN_PER_GROUP)
-            live.service.driver.relearn(events)
+        live.service.driver.relearn(await asyncio.to_thread(latest, RELEARNED, RELEARN_PER_GROUP))
         live.queries.projector.mark_all()
         await live.queries.projector.sync()
         # the operator's model pins too: replayed from the audit log, where each is durable

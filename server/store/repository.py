@@ -235,18 +235,33 @@ class Repository:
         return [_event(r) for r in rows]
 
     def latest_events(
-        self, kind: EventKind, group_by: Sequence[str], per_group: int
+        self, groups: Sequence[tuple[EventKind, Sequence[str]]], per_group: int
     ) -> list[Event]:
-        """The latest ``per_group`` events of ``kind`` of every tenant and values of the
-        ``group_by`` data fields, oldest first: what a restart learns again
-        (``scheduler/learned.py``). A scan of the log by kind, once at start-up (measured:
-        0.3-0.4 s over 20 million events)."""
-        groups = ", ".join(["tenant", *(f"data->>'{name}'" for name in group_by)])
+        """The latest ``per_group`` events of each kind in ``groups`` per tenant and values of
+        that kind's data fields, oldest first: what a restart learns again
+        (``scheduler/learned.py``). One scan of the log for every kind, once at start-up
+        (measured: 0.3-0.4 s a scan over 20 million events; one for each kind before)."""
+        if not groups:
+            return []
+        width = max(len(fields) for _, fields in groups)
+        # the kinds and field names are the scheduler's constants, never a client's text
+        by_field = [
+            "CASE kind "
+            + " ".join(
+                f"WHEN '{kind.value}' THEN data->>'{fields[i]}'"
+                for kind, fields in groups
+                if i < len(fields)
+            )
+            + " END"
+            for i in range(width)
+        ]
+        partition = ", ".join(["kind", "tenant", *by_field])
+        kinds = [kind.value for kind, _ in groups]
         rows = self._all(
-            f"SELECT {_EVENT_COLS} FROM {EVENTS} WHERE kind = ?"
-            f" QUALIFY row_number() OVER (PARTITION BY {groups} ORDER BY seq DESC) <= ?"
+            f"SELECT {_EVENT_COLS} FROM {EVENTS} WHERE kind IN ({', '.join('?' * len(kinds))})"
+            f" QUALIFY row_number() OVER (PARTITION BY {partition} ORDER BY seq DESC) <= ?"
             " ORDER BY seq",
-            [kind.value, per_group],
+            [*kinds, per_group],
         )
         return [_event(r).event for r in rows]
 

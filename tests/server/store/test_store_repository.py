@@ -109,14 +109,18 @@ def test_latest_events_keeps_the_latest_of_each_tenant_and_group(store: Store) -
     for event in events:
         store.writer.emit(event)
     store.writer.flush().result(10)
-    by_kind_and_label = ("program_kind", "workload")
-    recent = store.repo.latest_events(EventKind.PROGRAM_FINISHED, by_kind_and_label, 2)
+    by_kind_and_label = [(EventKind.PROGRAM_FINISHED, ("program_kind", "workload"))]
+    recent = store.repo.latest_events(by_kind_and_label, 2)
     assert [e.program_id for e in recent] == ["p3", "p4", "p5", "p6"]  # oldest first
     assert recent[0] == finished(3, "a", "coding", "coding")
     assert type(recent[0].data["calls"]) is int  # as stored: a count stays a count
     assert type(recent[0].data["door_run_s"]) is float
-    assert len(store.repo.latest_events(EventKind.PROGRAM_FINISHED, by_kind_and_label, 10)) == 7
-    assert len(store.repo.latest_events(EventKind.PROGRAM_FINISHED, (), 1)) == 2  # a tenant each
+    assert len(store.repo.latest_events(by_kind_and_label, 10)) == 7
+    assert len(store.repo.latest_events([(EventKind.PROGRAM_FINISHED, ())], 1)) == 2  # a tenant
+    # several kinds in one scan, each grouped by its own fields; other kinds left out
+    both = [*by_kind_and_label, (EventKind.PROGRAM_FAILED, ("workload",))]
+    assert [e.program_id for e in store.repo.latest_events(both, 1)] == ["failed", "p4", "p5", "p6"]
+    assert store.repo.latest_events([], 1) == []
 
 
 def test_audit_log_is_numbered_and_newest_first(store: Store) -> None:
