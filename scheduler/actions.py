@@ -1,8 +1,9 @@
 """The program driver's interface: what it asks of others (a tool-wait advisor, a view of
 the engines, a cost of restores) and the actions it returns to its carrier.
 
-Kept apart from ``driver.py`` so a carrier (``Simulation``, ``ProgramService``) and an advisor
-(``kvtiers.advisor``) depend on the vocabulary, not on the decisions.
+Kept apart from ``driver.py`` so the tool-wait advisor (``kvtiers.advisor``) depends on the
+vocabulary alone, and the carriers (``Simulation``, ``ProgramService``) read the actions from
+where they are defined rather than from the module that decides them.
 """
 
 from __future__ import annotations

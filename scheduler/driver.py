@@ -9,18 +9,19 @@ driver decides what a program's events mean for the engine and for other program
 * **ticket inputs**: the cached tokens and restore cost of a call, from what the engine holds
   of its prompt (a :class:`~agentconsole.scheduler.runtime.PrefixProbe`);
 * **the tool-wait decision**: when a program waits on tools only, what happens to its KV
-  (asked of a :class:`KvAdvisor`, from one :class:`~agentconsole.scheduler.runtime.MemoryView`
-  and the slowest pending tool's learned latency), and how long the program then counts at the
-  door;
+  (asked of a :class:`~agentconsole.scheduler.actions.KvAdvisor`, from one
+  :class:`~agentconsole.scheduler.runtime.MemoryView` and the slowest pending tool's learned
+  latency), and how long the program then counts at the door;
 * **what a call's end, a tool's start and end, a finish and a cancel do** (a program's end
-  also tells the carrier to drop where its calls were placed: :class:`ProgramEnded`).
+  also tells the carrier to drop where its calls were placed:
+  :class:`~agentconsole.scheduler.actions.ProgramEnded`).
 
 It is clock-free and knows no runtime, in the spirit of vLLM v1's scheduler interface: a
-carrier feeds it events and carries out the :data:`Action` values it returns. ``Simulation``
-carries them out in virtual time, ``ProgramService`` with asyncio; the parity test feeds both
-one event script. Decisions that depend on several simultaneous events (a call ends and
-reveals three tools at once) wait for :meth:`ProgramDriver.settle`, which a carrier calls once
-the events of one instant are in.
+carrier feeds it events and carries out the :data:`~agentconsole.scheduler.actions.Action`
+values it returns (``scheduler/actions.py``). ``Simulation`` carries them out in virtual
+time, ``ProgramService`` with asyncio; the parity test feeds both one event script. Decisions
+that depend on several simultaneous events (a call ends and reveals three tools at once) wait
+for :meth:`ProgramDriver.settle`, which a carrier calls once the events of one instant are in.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.server.store import (
     ApiKeyRecord,
@@ -106,6 +108,11 @@ def test_latest_events_keeps_the_latest_of_each_tenant_and_group(store: Store) -
     events += [finished(5, "b", "coding", "coding"), finished(6, "a", "chat")]
     events.insert(3, Event(3.5, EventKind.PROGRAM_FAILED, "failed", tenant="a"))
     events.insert(1, make_event(99))
+    for i, label in enumerate(("x", "y", "x")):  # failed programs, grouped by their label
+        failed: dict[str, Scalar] = {"workload": label}
+        events.append(
+            Event(7.0 + i, EventKind.PROGRAM_FAILED, f"f{label}{i}", tenant="a", data=failed)
+        )
     for event in events:
         store.writer.emit(event)
     store.writer.flush().result(10)
@@ -116,11 +123,15 @@ def test_latest_events_keeps_the_latest_of_each_tenant_and_group(store: Store) -
     assert type(recent[0].data["calls"]) is int  # as stored: a count stays a count
     assert type(recent[0].data["door_run_s"]) is float
     assert len(store.repo.latest_events(by_kind_and_label, 10)) == 7
-    assert len(store.repo.latest_events([(EventKind.PROGRAM_FINISHED, ())], 1)) == 2  # a tenant
+    finished_per_tenant = store.repo.latest_events([(EventKind.PROGRAM_FINISHED, ())], 1)
+    assert len(finished_per_tenant) == 2  # one per tenant
     # several kinds in one scan, each grouped by its own fields; other kinds left out
     both = [*by_kind_and_label, (EventKind.PROGRAM_FAILED, ("workload",))]
-    assert [e.program_id for e in store.repo.latest_events(both, 1)] == ["failed", "p4", "p5", "p6"]
+    latest = [e.program_id for e in store.repo.latest_events(both, 1)]
+    assert latest == ["failed", "p4", "p5", "p6", "fy1", "fx2"]  # the unlabelled, y, latest x
     assert store.repo.latest_events([], 1) == []
+    with pytest.raises(ValueError, match="each kind once"):
+        store.repo.latest_events([*both, (EventKind.PROGRAM_FAILED, ())], 1)
 
 
 def test_audit_log_is_numbered_and_newest_first(store: Store) -> None:
