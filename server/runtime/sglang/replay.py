@@ -39,6 +39,7 @@ from agentconsole.scheduler.events import EventLog
 from agentconsole.scheduler.program import Branch, NodeKind, RetryPolicy, ToolKind, ToolSpec
 from agentconsole.scheduler.program import Node as ProgramNode
 from agentconsole.scheduler.runtime import CacheAction, GenerationRequest, Runtime
+from agentconsole.server.live.enginequeue import EngineQueues
 from agentconsole.server.runtime.sglang.textbook import TextBook
 
 
@@ -81,6 +82,8 @@ class LiveReplay:
         retain_factor: float = 1.5,
     ) -> None:
         self.runtime = runtime
+        #: what the engine runs while calls wait (the drain's batch), read as serve reads it
+        self._queues = EngineQueues({"": runtime})
         self.programs = programs
         self.book = book
         self.kv_hints = kv_hints
@@ -167,14 +170,13 @@ class LiveReplay:
             cached += s.tokens
         total = sum(s.tokens for s in segments)
         now = time.time()
-        memory = self.runtime.memory()  # calls wait: the batch running prices the drain
         ticket = self.controller.ticket(
             trace.id,
             node.id,
             now,
             prompt_tokens=total,
             cached_tokens=cached,
-            queued_behind=memory.running_calls if memory.queued_calls else 0,
+            queued_behind=self._queues.behind(""),
         )
         request = GenerationRequest(
             ticket,
