@@ -284,11 +284,12 @@ class PrefixIndex(TierTree):
                 demote.append(node)
         if promote:
             self._promote(promote, tier, now, result)
-        moved: list[Node] = []  # requested nodes this call demoted: room is not made of them
+        # requested nodes this call demoted, alone or in an earlier one's subtree: room for
+        # the rest is not made of them
+        asked = {id(node) for node in demote}
+        moved: list[Node] = []
         for node in demote:
-            self._demote(node, tier, now, result, moved)
-            if not node.dead and node.tier == tier:
-                moved.append(node)
+            self._demote(node, tier, now, result, moved, asked)
         return result
 
     def drop(self, nodes: Sequence[Node], now: float) -> MoveResult:
@@ -363,8 +364,16 @@ class PrefixIndex(TierTree):
             self._unpin(node)
 
     def _demote(
-        self, node: Node, tier: Tier, now: float, out: MoveResult, spare: Sequence[Node] = ()
+        self,
+        node: Node,
+        tier: Tier,
+        now: float,
+        out: MoveResult,
+        spare: list[Node],
+        asked: set[int],
     ) -> None:
+        """Demote ``node`` and its faster descendants to ``tier``, never evicting ``spare``;
+        the nodes moved whose ids are in ``asked`` join ``spare``."""
         if node.dead or node.tier >= tier:
             return  # already moved as part of an earlier node's subtree
         todo: list[Node] = []
@@ -391,4 +400,6 @@ class PrefixIndex(TierTree):
             self.counters.demoted_tokens[src] += n.tokens
             self._set_tier(n, tier)
             out.moves.append(KVMove(n, n.tokens, src, tier))
+            if id(n) in asked:
+                spare.append(n)
         out.moved_tokens += need

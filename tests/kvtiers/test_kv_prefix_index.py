@@ -291,6 +291,14 @@ def test_making_room_for_a_move_never_evicts_a_node_the_same_move_demoted() -> N
     assert ix.move([path[1], path[0]], DRAM, 1.0).ok
     assert [n.tier for n in path] == [DRAM, DRAM, DISK]
     ix.check_integrity()
+    # a node asked for later in the list, already demoted in an earlier one's subtree, is
+    # just as asked (found by the property test, 2026-12-05): b takes c and d with it, then
+    # room for a may not push d on to DISK; a is skipped instead
+    ix = make(hbm=12, dram=9, disk=3, demote=True)
+    path = ix.insert("T", seq(("a", 3), ("b", 3), ("c", 3), ("d", 3)), 0.0).path
+    out = ix.move([path[1], path[0], path[3]], DRAM, 1.0)
+    assert (out.ok, [n.tier for n in path]) == (False, [HBM, DRAM, DRAM, DRAM])
+    ix.check_integrity()
 
 
 def test_drop_skips_locked_nodes() -> None:
