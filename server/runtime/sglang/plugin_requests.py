@@ -21,6 +21,10 @@ class RequestBook:
     def __init__(self) -> None:
         self._wires: dict[str, wire.WireTicket | None] = {}
         self._first_seen: dict[str, float] = {}
+        #: request id -> its place in the order requests were first seen (the keys' tie-break)
+        self._seq: dict[str, int] = {}
+        self._next_seq = 0
+        self._candidates: dict[str, Candidate] = {}  # the last one made for each request
         self.admitted: dict[str, float] = {}
         self._requeued: set[str] = set()  # preempted by the operator, then seen waiting
         self._resumed: set[str] = set()  # ... and then seen running again
@@ -47,11 +51,27 @@ class RequestBook:
         ``record`` notes ``now`` as when it was first seen (a report passes False: it must
         not change what decisions see)."""
         rid = req.rid
-        seen = self._first_seen
-        first = seen.setdefault(rid, now) if record else seen.get(rid, now)
         if preempted_at is not None and rid in self._resumed:
             preempted_at = None
-        return Candidate(rid, self.wire_of(req), first, preempted_at, resident_tokens)
+        known = self._candidates.get(rid)
+        if (
+            known is not None
+            and known.preempted_at == preempted_at
+            and known.resident_tokens == resident_tokens
+        ):
+            return known  # the same object each pass: the key memo compares it by identity
+        seen = self._first_seen
+        first = seen.setdefault(rid, now) if record else seen.get(rid, now)
+        seq = self._seq.get(rid)
+        if seq is None:  # a report numbers an unseen request after every seen one, unrecorded
+            seq = self._next_seq
+            if record:
+                self._seq[rid] = seq
+                self._next_seq += 1
+        made = Candidate(rid, self.wire_of(req), first, preempted_at, resident_tokens, seq)
+        if record:
+            self._candidates[rid] = made
+        return made
 
     def seen_waiting(self, candidate: Candidate, now: float) -> None:
         """``candidate`` was in the waiting queue at ``now`` (after its preempt, if any)."""
@@ -73,7 +93,8 @@ class RequestBook:
     def prune(self, live: set[str], preempted: Iterable[str]) -> None:
         """Forget requests not in ``live``; the preempt mark stays while ``preempted`` names
         the request (the operator's preempt is still in control)."""
-        for table in (self._wires, self._first_seen, self.admitted):
+        tables = (self._wires, self._first_seen, self._seq, self._candidates, self.admitted)
+        for table in tables:
             for rid in [rid for rid in table if rid not in live]:
                 del table[rid]
         self._requeued &= live

@@ -45,7 +45,9 @@ from agentconsole.server.runtime.sglang.control import (
     rank_file,
     write_json_atomic,
 )
+from agentconsole.server.runtime.sglang.keymemo import KeyMemo
 from agentconsole.server.runtime.sglang.ordering import (
+    Moving,
     Orderer,
     Ranked,
     RunningView,
@@ -88,6 +90,8 @@ class PluginState:
         #: what this pass can admit (``admission_room``), read in its defer hook
         self._admission_room: PassRoom = UNKNOWN_ROOM
         self.requests = RequestBook()
+        #: the keys of the last passes, reused while their inputs stand (``keymemo``)
+        self.keys: KeyMemo[Moving] = KeyMemo()
         self._overrides: dict[str, CallTicket] = {}
         self.retention = retention.RetentionBook(_MAX_CONTEXTS)
         self.steps = StepRecorder(state_dir / STEPS_FILE)
@@ -173,6 +177,7 @@ class PluginState:
         self._overrides = {
             rid: CallTicket.from_params(params) for rid, params in control.tickets.items()
         }
+        self.keys.clear()  # the policy, the guard's rules or an override may have changed
         self._status_dirty = True
 
     @property
@@ -210,6 +215,8 @@ class PluginState:
             tickets=self._overrides,
             remember=not (report or self.lockstep),
             recompute_s_per_token=self.meter.prefill_token_s,
+            memo=self.keys,
+            memo_store=not report,
         )
 
     def sort_waiting(self, waiting: list[Any], wall: float, tree: Any = None) -> None:
@@ -258,8 +265,11 @@ class PluginState:
         wall = self.decision_time(time.time())
         live = [r for r in running if not r.finished()]
         ranked = self.rank([req, *live], wall)
+        want = ranked[0].key
         views = []
         for r, rk in zip(live, ranked[1:], strict=True):
+            if rk.key <= want:
+                continue  # ranked at least as well as the waiting request: never a victim
             w = self.wire_of(r)
             generated = len(r.output_ids)
             views.append(
@@ -273,10 +283,11 @@ class PluginState:
                 )
             )
         preemptive = self.orderer.policy.preemptive
-        victims = preemption_victims(ranked[0].key, views, self.rule, preemptive=preemptive)
+        victims = preemption_victims(want, views, self.rule, preemptive=preemptive)
         if not victims:
             return None
-        others = [v.rid for v in views if v.rid not in victims]
+        chosen = set(victims)
+        others = [r.rid for r in live if r.rid not in chosen]
         return preemption_priorities(victims, others, threshold)
 
     # -- step composition (``composition``) ------------------------------------------------------
@@ -441,9 +452,7 @@ class PluginState:
         if not self.lockstep and self.refresh(wall):
             self.apply_retention(getattr(scheduler, "tree_cache", None), wall)
         if self.lockstep and self.step % _PRUNE_EVERY == 0:
-            self.requests.prune(
-                plugin_status.live_rids(scheduler, plan=plan), self.control.preempted
-            )
+            self._forget_all_but(plugin_status.live_rids(scheduler, plan=plan))
         if not self.layout.writer:
             return
         if self._status_dirty or wall - self._status_at >= _STATUS_INTERVAL_S:
@@ -491,9 +500,12 @@ class PluginState:
         self._status_at = wall
         self._status_dirty = False
         if not self.lockstep:
-            self.requests.prune(
-                plugin_status.live_rids(scheduler, waiting, running, plan), self.control.preempted
-            )
+            self._forget_all_but(plugin_status.live_rids(scheduler, waiting, running, plan))
+
+    def _forget_all_but(self, live: set[str]) -> None:
+        """Drop what is kept per request for requests the scheduler no longer holds."""
+        self.requests.prune(live, self.control.preempted)
+        self.keys.retain(live)
 
     def write_marker(self, policy: Any) -> None:
         """Record that SGLang built our policy in this process (the adapter checks it)."""

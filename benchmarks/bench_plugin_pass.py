@@ -1,0 +1,166 @@
+"""The plugin's Python on each SGLang scheduler pass: ranking the waiting queue and planning a
+preemption, with the key memo (serve's default) against without it, side by side.
+
+With priority preemption on, SGLang orders its waiting queue on every pass, each decode step
+(``get_new_batch_prefill``), and tries to preempt for the head when the batch is full. The
+plugin's hooks for both run in the scheduler process between forward passes; on a GPU a
+decode step of an 8B model at batch 128 takes 14-30 ms (section 9's H200 measurements), so a
+pass's Python is paid against that. This drives two ``PluginState`` objects, one with the
+key memo and one with it off (``KeyMemo(horizon_s=0)``), through the same passes of a queue
+that changes as a busy engine's does: every pass the clock moves one decode step, calls
+arrive and the head is admitted, the tenants' shares move with the service credited, and
+time carries calls into the urgency band and into starvation. Each pass both orders must be
+the same (checked); each hook call is timed on its own, the two states alternating.
+
+No SGLang is needed: requests are duck-typed as the plugin reads them, with tickets like
+``seed-mix``'s calls (a third with a deadline, a third with a drain). The live cache match
+(at most 128 head requests every 8 passes) is left out: it reads SGLang's tree and the memo
+does not change it. Run: ``.venv/bin/python benchmarks/bench_plugin_pass.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.runtime.sglang import wire
+from agentconsole.server.runtime.sglang.control import CONTROL_FILE, ControlState, write_json_atomic
+from agentconsole.server.runtime.sglang.keymemo import KeyMemo
+from agentconsole.server.runtime.sglang.lockstep import Layout
+from agentconsole.server.runtime.sglang.plugin_state import PluginState
+
+TENANTS = ("t0", "t1", "t2", "t3")
+DECODE_STEP_S = 0.02  # the clock's move per pass
+
+
+def _request(n: int, sent: float, rnd: random.Random) -> Any:
+    """A request as SGLang holds it, carrying a ticket queued at ``sent``."""
+    ticket = CallTicket(
+        f"p{n}/n/1",
+        f"p{n}",
+        "n",
+        rnd.choice(TENANTS),
+        arrival=sent,
+        prompt_tokens=rnd.randint(1_000, 90_000),
+        cached_tokens=rnd.randint(0, 1_000),
+        expected_output_tokens=rnd.uniform(50, 800),
+        service_estimate_s=rnd.uniform(0.05, 4),
+        restore_cost_s=rnd.uniform(0, 0.5),
+        program_service_s=rnd.uniform(0, 20),
+        program_wait_s=rnd.uniform(0, 5),
+        remaining_cp_s=rnd.uniform(0, 120),
+        unlock_value=rnd.randint(0, 3),
+        deadline=sent + rnd.uniform(10, 120) if rnd.random() < 1 / 3 else None,
+        drain_s=rnd.uniform(5, 60) if rnd.random() < 1 / 3 else 0.0,
+    )
+    params = wire.encode(ticket, clock_offset=0.0)
+    params[wire.PARAMS_KEY]["sent"] = sent
+    return SimpleNamespace(
+        rid=ticket.call_id,
+        sampling_params=SimpleNamespace(custom_params=params),
+        origin_input_ids=[0] * 8,
+        output_ids=[0] * rnd.randint(0, 400),
+        extra_key=None,
+        cache_salt=f"t:{ticket.tenant}",
+        priority=0,
+        finished=lambda: False,
+    )
+
+
+def _state(memo: bool) -> PluginState:
+    folder = Path(tempfile.mkdtemp(prefix="bench-plugin-pass-"))
+    write_json_atomic(folder / CONTROL_FILE, ControlState(version=1).to_json())
+    state = PluginState(folder, Layout(tp_size=1, tp_rank=0))
+    if not memo:
+        state.keys = KeyMemo(horizon_s=0.0)
+    return state
+
+
+def _timed(call: Callable[[], object]) -> float:
+    """Milliseconds ``call`` took."""
+    t0 = time.perf_counter()
+    call()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def run(waiting_n: int, running_n: int, passes: int, seed: int) -> dict[str, Any]:
+    """Per-pass milliseconds of each hook for both states, and the memo's reuse."""
+    rnd = random.Random(seed)
+    wall = 1_000_000.0
+    # the queue as a busy engine holds it: calls queued over the last minute
+    waiting = [_request(n, wall - rnd.uniform(0, 60), rnd) for n in range(waiting_n)]
+    running = [_request(10**7 + n, wall - rnd.uniform(0, 30), rnd) for n in range(running_n)]
+    states = {"off": _state(False), "on": _state(True)}
+    queues = {name: list(waiting) for name in states}
+    hooks = ("sort", "plan")
+    times: dict[tuple[str, str], list[float]] = {(s, h): [] for s in states for h in hooks}
+    arrivals = waiting_n
+    for step in range(passes):
+        wall += DECODE_STEP_S
+        fresh = [_request(arrivals + k, wall, rnd) for k in range(rnd.choice([0, 1, 1, 2]))]
+        arrivals += len(fresh)
+        admit = rnd.choice([0, 1, 1, 2])
+        order: dict[str, list[str]] = {}
+        names = list(states) if step % 2 else list(reversed(states))
+        for name in names:
+            st, queue = states[name], queues[name]
+            queue.extend(fresh)
+            if step % 10 == 0:  # a step credited to a tenant moves the shares
+                st.guard.record_service(TENANTS[step % len(TENANTS)], 1.0, wall)
+            times[(name, "sort")].append(_timed(partial(st.sort_waiting, queue, wall)))
+            plan = partial(st.plan_preemption, queue[0], running, 10)
+            times[(name, "plan")].append(_timed(plan))
+            order[name] = [r.rid for r in queue]
+            del queue[:admit]
+        if order["on"] != order["off"]:
+            raise AssertionError(f"pass {step}: the memo changed the order")
+    memo = states["on"].keys
+    out: dict[str, Any] = {"reused": memo.reused / max(memo.reused + memo.computed, 1)}
+    for (name, hook), values in times.items():
+        out[f"{name}_{hook}"] = statistics.median(values)
+        out[f"{name}_{hook}_p90"] = statistics.quantiles(values, n=10)[-1]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--waiting", default="64,256,1000,4000", help="queue lengths to run")
+    parser.add_argument("--running", type=int, default=256, help="requests in the batch")
+    parser.add_argument("--passes", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    table = Table(
+        title=f"plugin Python per scheduler pass, {args.running} running: median ms (p90)"
+    )
+    for column in ("waiting", "order off", "order on", "on/off", "plan off", "plan on", "on/off"):
+        table.add_column(column, justify="right")
+    table.add_column("reused", justify="right")
+    for n in (int(x) for x in args.waiting.split(",")):
+        passes = max(args.passes * 256 // max(n, 256), 30)
+        r = run(n, args.running, passes, args.seed)
+        cells = [str(n)]
+        for hook in ("sort", "plan"):
+            off, on = r[f"off_{hook}"], r[f"on_{hook}"]
+            cells += [
+                f"{off:.2f} ({r[f'off_{hook}_p90']:.2f})",
+                f"{on:.2f} ({r[f'on_{hook}_p90']:.2f})",
+                f"{on / off:.2f}x",
+            ]
+        table.add_row(*cells, f"{r['reused']:.0%}")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()
