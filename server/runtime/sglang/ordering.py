@@ -155,6 +155,8 @@ class Orderer:
         """
         boosts = boosts or {}
         tickets = tickets or {}
+        if memo is not None and memo.horizon_s <= 0.0:
+            memo = None  # off: rank as if there were none (no second key at the horizon)
         bases: list[CallTicket | None] = []
         for c in candidates:
             base = tickets.get(c.rid) or (c.wire.ticket if c.wire is not None else None)
