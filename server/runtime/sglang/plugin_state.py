@@ -2,7 +2,8 @@
 
 One :class:`PluginState` per scheduler process (module singleton in ``plugin``). It reads
 ``control.json`` (mtime-cached, at most every 20 ms), decodes and caches each request's ticket,
-ranks the waiting queue with :class:`~agentconsole.server.runtime.sglang.ordering.Orderer`,
+ranks the waiting queue with :class:`~agentconsole.server.runtime.sglang.ordering.Orderer`
+(keys kept across passes while they stand: ``keymemo``),
 plans preemptions, credits measured step time to tenants, applies tool-wait retention hints to
 the radix tree and writes ``status.json``. SGLang objects (``Req``, ``ScheduleBatch``,
 ``Scheduler``) are duck-typed (``Any``): only the fields listed in ``symbols`` are read.
