@@ -58,6 +58,11 @@ def test_program_aware_policy_finishes_the_nearly_done_program_first(
     assert new.result.finish_reason == "length"
     assert new.result.prompt_tokens >= 1200
     assert nearly.finished_at < new.finished_at
+    # the two waited through the blocker's decode steps, ranked on every pass: their keys
+    # were computed once (and once more at the horizon) and reused after (``keymemo``)
+    status = rt.read_status()
+    assert status is not None
+    assert status.keys_reused > status.keys_computed > 0
 
 
 def test_fcfs_serves_the_long_prefill_first(rt: Any, run: Callable[[Awaitable[Any]], Any]) -> None:

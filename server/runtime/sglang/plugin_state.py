@@ -489,6 +489,8 @@ class PluginState:
             prefill_deferrals=self.composer.deferrals,
             chunk_caps=self.chunk_caps,
             kv_room_unknown=self.kv_room_unknown,
+            keys_reused=self.keys.reused,
+            keys_computed=self.keys.computed,
             errors=self.errors,
             last_error=self.last_error,
             step=self.step if self.lockstep else 0,

@@ -63,6 +63,8 @@ def merge_statuses(statuses: Sequence[SchedulerStatus]) -> SchedulerStatus:
             "prefill_deferrals",
             "chunk_caps",
             "kv_room_unknown",
+            "keys_reused",
+            "keys_computed",
             "errors",
             "late_controls",  # tp > 1: any rank group's late control read
         ):

@@ -72,6 +72,10 @@ class SchedulerStatus:
     chunk_caps: int = 0
     #: passes whose KV room SGLang did not show (the chunk cap counted slots alone); stays 0
     kv_room_unknown: int = 0
+    #: request keys the ordering took from the last passes (``keymemo``) and computed, since
+    #: start: how much of each pass's ranking was reused
+    keys_reused: int = 0
+    keys_computed: int = 0
     errors: int = 0
     last_error: str = ""
     #: scheduler loop passes since start and their recent rate (tensor parallelism only: the
