@@ -84,7 +84,7 @@ def _state(memo: bool) -> PluginState:
     write_json_atomic(folder / CONTROL_FILE, ControlState(version=1).to_json())
     state = PluginState(folder, Layout(tp_size=1, tp_rank=0))
     if not memo:
-        state.keys = KeyMemo(horizon_s=0.0)
+        state.key_memo = KeyMemo(horizon_s=0.0)
     return state
 
 
@@ -126,7 +126,7 @@ def run(waiting_n: int, running_n: int, passes: int, seed: int) -> dict[str, Any
             del queue[:admit]
         if order["on"] != order["off"]:
             raise AssertionError(f"pass {step}: the memo changed the order")
-    memo = states["on"].keys
+    memo = states["on"].key_memo
     out: dict[str, Any] = {"reused": memo.reused / max(memo.reused + memo.computed, 1)}
     for (name, hook), values in times.items():
         out[f"{name}_{hook}"] = statistics.median(values)

@@ -45,14 +45,23 @@ class FairnessGuard:
     """Holds per-tenant decayed service; answers starvation and share questions."""
 
     __slots__ = ("_cache", "_decay_per_s", "_service", "config")
+    config: FairnessConfig
+    _decay_per_s: float
 
     def __init__(self, config: FairnessConfig | None = None) -> None:
-        self.config = config or FairnessConfig()
-        self._decay_per_s = math.log(2) / max(self.config.half_life_s, 1e-9)
         self._service: dict[str, tuple[float, float]] = {}  # tenant -> (value, as of time)
         # the last share decision: (time, waiting tenants, answer); shares move slowly, so a
         # decision stands for ``refresh_s`` (this sits on every scheduling decision)
         self._cache: tuple[float, frozenset[str], frozenset[str]] | None = None
+        self.configure(config or FairnessConfig())
+
+    def configure(self, config: FairnessConfig) -> None:
+        """Run under ``config`` from now on: its half-life decays the service recorded so far
+        from the time each tenant's was last updated, and the standing share decision is
+        dropped (it was taken under the old rules)."""
+        self.config = config
+        self._decay_per_s = math.log(2) / max(config.half_life_s, 1e-9)
+        self._cache = None
 
     def starve_at(self, ticket: CallTicket) -> float:
         """The time at which ``ticket`` becomes starving (+inf with the guard disabled)."""

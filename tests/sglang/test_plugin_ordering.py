@@ -17,7 +17,6 @@ from agentconsole.server.runtime.sglang.ordering import (
     TIER_DEMOTED,
     TIER_PROBE,
     TIER_UNTRACKED,
-    Candidate,
     Orderer,
     RunningView,
     ServiceMeter,
@@ -25,6 +24,7 @@ from agentconsole.server.runtime.sglang.ordering import (
     preemption_victims,
     refreshed,
 )
+from agentconsole.server.runtime.sglang.ranked import Candidate
 from agentconsole.server.runtime.sglang.wire import CallKind, WireTicket
 from tests.scheduler.test_queue import tickets  # the simulator queue test's tickets
 
@@ -55,7 +55,7 @@ def test_plugin_order_equals_the_simulator_queue_order(
         now += dt
         ticket.call_id = f"c{i}"
         queue.push(replace(ticket), now)
-        candidates.append(Candidate(ticket.call_id, WireTicket(ticket), first_seen=now, seq=i))
+        candidates.append(Candidate(ticket.call_id, WireTicket(ticket), now, i))
     now += later
     expected = [e.ticket.call_id for e in queue.ordered(now)]
     ranked = orderer.rank(candidates, now)
@@ -66,7 +66,7 @@ def test_plugin_order_equals_the_simulator_queue_order(
 def _cand(rid: str, ticket: CallTicket | None, seen: float, **kw: object) -> Candidate:
     """A candidate first seen at ``seen``, numbered in the order of first sight (ms)."""
     wire = WireTicket(ticket) if ticket is not None else None
-    return Candidate(rid, wire, seen, seq=round(seen * 1000), **kw)  # type: ignore[arg-type]
+    return Candidate(rid, wire, seen, round(seen * 1000), **kw)  # type: ignore[arg-type]
 
 
 def test_untracked_requests_wait_behind_tickets_in_arrival_order_until_they_starve() -> None:
@@ -89,9 +89,9 @@ def test_probe_goes_first_and_a_preempted_call_is_demoted() -> None:
     bad = CallTicket("b/n/1", "b", "n", "t", arrival=10.0, remaining_cp_s=9.0)
     probe = CallTicket("probe/n/1", "probe", "n", "probe", arrival=10.0)
     cands = [
-        Candidate("g/n/1", WireTicket(good), 10.0, preempted_at=11.0, seq=0),
-        Candidate("b/n/1", WireTicket(bad), 10.5, seq=1),
-        Candidate("probe/n/1", WireTicket(probe, kind=CallKind.PROBE), 12.0, seq=2),
+        Candidate("g/n/1", WireTicket(good), 10.0, 0, preempted_at=11.0),
+        Candidate("b/n/1", WireTicket(bad), 10.5, 1),
+        Candidate("probe/n/1", WireTicket(probe, kind=CallKind.PROBE), 12.0, 2),
     ]
     ranked = orderer.rank(cands, 12.0)
     order = [r.candidate.rid for r in sorted(ranked, key=lambda r: r.key)]

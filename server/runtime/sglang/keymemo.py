@@ -10,21 +10,23 @@ call enters the urgency band, a program starves) and, inside the urgency band, d
 time that passed (its slack shrinks). So a key is computed once, then again at the end of a
 horizon: if both agree, it holds for every pass of the horizon whose inputs are the same; if
 the second is the first less the horizon, it *drifts*, and a later pass takes the first less
-the time since (the caller keeps which, beside the key, and does that arithmetic). Any other
-difference (a call about to become urgent or starving) is computed again on every pass, as
-before.
+the time since (:class:`KeyMotion`). Any other difference (a call about to become urgent or
+starving) is computed again on every pass, as before.
 
 This is exact for keys that, once changed by time, do not change back (the urgency band and
 starvation only grow with time); a policy whose key goes back and forth within a horizon
-would see a key stale by up to that horizon. Which inputs count is the caller's (the tuple it
-passes); tuples compare by identity first, so an unchanged ticket object costs nothing.
+would see a key stale by up to that horizon. What a key is computed from is
+:func:`key_inputs`; tuples compare by identity first, so an unchanged request costs nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
+
+from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.runtime.sglang.ranked import Candidate, Ranked
 
 Value = TypeVar("Value")
 
@@ -39,7 +41,7 @@ DEFAULT_HORIZON_S = 1.0
 class Memo(Generic[Value]):
     """One remembered key: what it was computed from, when, and until when it holds."""
 
-    inputs: tuple[Hashable | object, ...]
+    inputs: tuple[object, ...]
     value: Value
     computed_at: float
     valid_until: float
@@ -52,26 +54,27 @@ class KeyMemo(Generic[Value]):
     def __init__(self, horizon_s: float = DEFAULT_HORIZON_S) -> None:
         self.horizon_s = horizon_s
         self._memos: dict[str, Memo[Value]] = {}
-        self.reused = 0  # lookups answered from the memo
+        self.reused = 0  # decisions' lookups answered from the memo
         self.computed = 0  # keys stored (the caller computed each twice: now and at the horizon)
 
     def get(
-        self, rid: str, inputs: tuple[Hashable | object, ...], now: float
+        self, rid: str, inputs: tuple[object, ...], now: float, *, counted: bool = True
     ) -> Memo[Value] | None:
         """What is remembered for ``rid`` if it was computed from equal ``inputs`` and still
-        holds at ``now`` (a clock that went back invalidates it); else None."""
+        holds at ``now`` (a clock that went back invalidates it); else None. ``counted``:
+        count it in ``reused`` (a report's reads are not)."""
         memo = self._memos.get(rid)
         if memo is None or not memo.computed_at <= now <= memo.valid_until:
             return None
         if memo.inputs != inputs:
             return None
-        self.reused += 1
+        self.reused += counted
         return memo
 
     def put(
         self,
         rid: str,
-        inputs: tuple[Hashable | object, ...],
+        inputs: tuple[object, ...],
         value: Value,
         now: float,
         *,
@@ -96,3 +99,80 @@ class KeyMemo(Generic[Value]):
 
     def __len__(self) -> int:
         return len(self._memos)
+
+
+def key_inputs(
+    candidate: Candidate,
+    ticket: CallTicket | None,
+    boosts: Mapping[str, float],
+    underserved: frozenset[str],
+    recompute_s_per_token: float,
+) -> tuple[object, ...]:
+    """Everything a key reads besides the clock, the policy and the guard's rules (their owner
+    clears the memo when those change): the candidate (its ticket and clock offset, first
+    sight, preempt, live match), the ticket it is ranked by (an operator's override, compared
+    by value), the program's boost, whether its tenant is behind its share, and the prefill
+    rate when the live match changes the ticket (``ordering.refreshed``; the rate moves with
+    every prefill, so it counts only where it is read)."""
+    if ticket is None:
+        return (candidate, None)
+    resident = candidate.resident_tokens
+    priced = resident is not None and min(resident, ticket.prompt_tokens) != ticket.cached_tokens
+    return (
+        candidate,
+        ticket,
+        boosts.get(ticket.program_id),
+        ticket.tenant in underserved,
+        recompute_s_per_token if priced else 0.0,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class KeyMotion:
+    """A key as it moves with time while its inputs stand: its effective key and its policy
+    key each either stand (``False``) or drift (``True``: down by the time that passed, a call
+    in the urgency band whose slack shrinks)."""
+
+    ranked: Ranked
+    key_drifts: bool = False
+    policy_drifts: bool = False
+    drifts: bool = field(init=False)  # either does (read on every pass: a field, not a property)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "drifts", self.key_drifts or self.policy_drifts)
+
+    def at(self, elapsed_s: float) -> Ranked:
+        """The key ``elapsed_s`` seconds after it was computed."""
+        if not self.drifts:
+            return self.ranked
+        r = self.ranked
+        tier, key, seq = r.key
+        moved = (tier, key - elapsed_s, seq) if self.key_drifts else r.key
+        policy_key = r.policy_key - elapsed_s if self.policy_drifts else r.policy_key
+        return Ranked(r.candidate, moved, policy_key, r.tenant, r.program_id)
+
+    @staticmethod
+    def between(now: Ranked, later: Ranked, horizon_s: float) -> KeyMotion | None:
+        """How the key moved from ``now`` to ``later``, ``horizon_s`` after; None if it did
+        otherwise than stand or drift (a tier changed: computed again on every pass)."""
+        if later.key[0] != now.key[0] or later.key[2] != now.key[2]:
+            return None
+        key = _motion(now.key[1], later.key[1], horizon_s)
+        policy = _motion(now.policy_key, later.policy_key, horizon_s)
+        if key is None or policy is None:
+            return None
+        return KeyMotion(now, key, policy)
+
+
+#: how close a fall must be to the horizon to count as a drift: keys are computed from clock
+#: readings near 1.8e9 s, rounded to 0.24 us; a step of another size is far from it
+_DRIFT_TOLERANCE_S = 1e-6
+
+
+def _motion(now: float, later: float, horizon_s: float) -> bool | None:
+    """False if a key stood over the horizon, True if it fell by it, else None."""
+    if later == now:
+        return False
+    if abs(later - now + horizon_s) <= _DRIFT_TOLERANCE_S:
+        return True
+    return None

@@ -23,90 +23,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from agentconsole.scheduler.fairness import TIER_STARVING, FairnessGuard
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.policies.base import Policy
 from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.ticket import CallTicket
-from agentconsole.server.runtime.sglang.keymemo import KeyMemo
-from agentconsole.server.runtime.sglang.wire import CallKind, WireTicket
+from agentconsole.server.runtime.sglang.keymemo import KeyMemo, KeyMotion, key_inputs
+from agentconsole.server.runtime.sglang.ranked import Candidate, EffectiveKey, Ranked
+from agentconsole.server.runtime.sglang.wire import CallKind
 
 TIER_PROBE, TIER_DEMOTED, TIER_UNTRACKED = -1, 3, 4
-EffectiveKey = tuple[int, float, int]
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A request as the orderer sees it: its id, its ticket (if any), when the plugin first saw
-    it (wall clock), if the operator preempted it and it has not run since, when, and how much
-    of its prompt the device holds now."""
-
-    rid: str
-    wire: WireTicket | None
-    first_seen: float
-    preempted_at: float | None = None
-    #: prompt tokens resident on the device now (None: not looked up); see :func:`refreshed`
-    resident_tokens: int | None = None
-    #: the tie-break between equal keys: the order requests were first seen in
-    #: (``RequestBook`` numbers them), so it never changes while a request waits
-    seq: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Ranked:
-    candidate: Candidate
-    key: EffectiveKey
-    policy_key: float
-    tenant: str
-    program_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Moving:
-    """A key as it moves with time while its inputs stand (``keymemo``): its effective key and
-    its policy key each either stand (``False``) or drift (``True``: down by the time that
-    passed, a call in the urgency band whose slack shrinks)."""
-
-    ranked: Ranked
-    key_drifts: bool = False
-    policy_drifts: bool = False
-    drifts: bool = field(init=False)  # either does (read on every pass: a field, not a property)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "drifts", self.key_drifts or self.policy_drifts)
-
-    def at(self, elapsed_s: float) -> Ranked:
-        """The key ``elapsed_s`` seconds after it was computed."""
-        if not self.drifts:
-            return self.ranked
-        r = self.ranked
-        tier, key, seq = r.key
-        moved = (tier, key - elapsed_s, seq) if self.key_drifts else r.key
-        policy_key = r.policy_key - elapsed_s if self.policy_drifts else r.policy_key
-        return Ranked(r.candidate, moved, policy_key, r.tenant, r.program_id)
-
-    @staticmethod
-    def between(now: Ranked, later: Ranked, horizon_s: float) -> Moving | None:
-        """How the key moved from ``now`` to ``later``, ``horizon_s`` after; None if it did
-        otherwise than stand or drift (a tier changed: computed again on every pass)."""
-        if later.key[0] != now.key[0] or later.key[2] != now.key[2]:
-            return None
-        key = _motion(now.key[1], later.key[1], horizon_s)
-        policy = _motion(now.policy_key, later.policy_key, horizon_s)
-        if key is None or policy is None:
-            return None
-        return Moving(now, key, policy)
-
-
-def _motion(now: float, later: float, horizon_s: float) -> bool | None:
-    """False if a key stood over the horizon, True if it fell by it (to rounding), else None."""
-    if later == now:
-        return False
-    if abs(later - now + horizon_s) <= 1e-9 * max(1.0, abs(now)):
-        return True
-    return None
 
 
 class Orderer:
@@ -138,7 +66,7 @@ class Orderer:
         tickets: Mapping[str, CallTicket] | None = None,
         remember: bool = True,
         recompute_s_per_token: float = 0.0,
-        memo: KeyMemo[Moving] | None = None,
+        memo: KeyMemo[KeyMotion] | None = None,
         memo_store: bool = True,
     ) -> list[Ranked]:
         """Effective keys of ``candidates`` at wall-clock time ``wall``, in input order.
@@ -146,46 +74,41 @@ class Orderer:
         ``boosts`` (program -> amount) replaces the tickets' boost: the operator's boost
         reaches calls already queued. ``tickets`` (rid -> ticket) replaces a request's ticket
         (re-prioritisation). Does not mutate the candidates' tickets; with ``remember=False``
-        it leaves the guard's standing share decision alone too
-        (``FairnessGuard.underserved``). A candidate's
-        ``resident_tokens`` refresh its ticket at ``recompute_s_per_token`` (:func:`refreshed`).
-        ``memo`` answers the keys whose inputs did not change and that stand over its horizon
-        (``keymemo``), and with ``memo_store`` remembers the ones computed here; the keys are
+        it leaves the guard's standing share decision alone too (``FairnessGuard.underserved``).
+        A candidate's ``resident_tokens`` refresh its ticket at ``recompute_s_per_token``
+        (:func:`refreshed`). ``memo`` answers the keys whose inputs did not change and that
+        stand or drift over its horizon (``keymemo``); with ``memo_store`` (a decision, not a
+        report) it remembers the ones computed here and counts what it answered. The keys are
         the same either way.
         """
         boosts = boosts or {}
         tickets = tickets or {}
         if memo is not None and memo.horizon_s <= 0.0:
             memo = None  # off: rank as if there were none (no second key at the horizon)
-        bases: list[CallTicket | None] = []
-        for c in candidates:
-            base = tickets.get(c.rid) or (c.wire.ticket if c.wire is not None else None)
-            bases.append(base)
+        bases = [
+            tickets.get(c.rid) or (c.wire.ticket if c.wire is not None else None)
+            for c in candidates
+        ]
         backlogged = {t.tenant for t in bases if t is not None}
         underserved = self.guard.underserved(backlogged, wall, remember=remember)
         out = []
         for c, base in zip(candidates, bases, strict=True):
-            boost = boosts.get(base.program_id) if base is not None and boosts else None
             inputs: tuple[object, ...] = ()
             if memo is not None:
-                # everything the key reads besides the clock and the policy (the owner clears
-                # the memo when those change); the rate only matters with a live match
-                rate = recompute_s_per_token if c.resident_tokens is not None else 0.0
-                behind_share = base is not None and base.tenant in underserved
-                inputs = (c, base, boost, behind_share, rate)
-                known = memo.get(c.rid, inputs, wall)
+                inputs = key_inputs(c, base, boosts, underserved, recompute_s_per_token)
+                known = memo.get(c.rid, inputs, wall, counted=memo_store)
                 if known is not None:
                     kept = known.value
-                    elapsed = wall - known.computed_at
-                    out.append(kept.at(elapsed) if kept.drifts else kept.ranked)
+                    out.append(kept.at(wall - known.computed_at) if kept.drifts else kept.ranked)
                     continue
+            boost = boosts.get(base.program_id) if base is not None and boosts else None
             ticket = base.but(boost=boost) if base is not None and boost is not None else base
             ranked = self._one(c, ticket, wall, underserved, recompute_s_per_token)
             if memo is not None and memo_store:
                 h = memo.horizon_s
                 later = self._one(c, ticket, wall + h, underserved, recompute_s_per_token)
-                moving = Moving.between(ranked, later, h)
-                memo.put(c.rid, inputs, moving or Moving(ranked), wall, holds=moving is not None)
+                motion = KeyMotion.between(ranked, later, h)
+                memo.put(c.rid, inputs, motion or KeyMotion(ranked), wall, holds=bool(motion))
             out.append(ranked)
         return out
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentconsole.server.runtime.sglang import wire
-from agentconsole.server.runtime.sglang.ordering import Candidate
+from agentconsole.server.runtime.sglang.ranked import Candidate
 
 
 class RequestBook:
@@ -64,11 +64,12 @@ class RequestBook:
         first = seen.setdefault(rid, now) if record else seen.get(rid, now)
         seq = self._seq.get(rid)
         if seq is None:  # a report numbers an unseen request after every seen one, unrecorded
+            # (the unseen ones of a report tie, and keep their queue order)
             seq = self._next_seq
             if record:
                 self._seq[rid] = seq
                 self._next_seq += 1
-        made = Candidate(rid, self.wire_of(req), first, preempted_at, resident_tokens, seq)
+        made = Candidate(rid, self.wire_of(req), first, seq, preempted_at, resident_tokens)
         if record:
             self._candidates[rid] = made
         return made

@@ -46,11 +46,9 @@ from agentconsole.server.runtime.sglang.control import (
     rank_file,
     write_json_atomic,
 )
-from agentconsole.server.runtime.sglang.keymemo import KeyMemo
+from agentconsole.server.runtime.sglang.keymemo import KeyMemo, KeyMotion
 from agentconsole.server.runtime.sglang.ordering import (
-    Moving,
     Orderer,
-    Ranked,
     RunningView,
     ServiceMeter,
     preemption_priorities,
@@ -58,6 +56,7 @@ from agentconsole.server.runtime.sglang.ordering import (
 )
 from agentconsole.server.runtime.sglang.plugin_requests import RequestBook
 from agentconsole.server.runtime.sglang.plugin_telemetry import PluginTelemetry, waiting_residency
+from agentconsole.server.runtime.sglang.ranked import Ranked
 from agentconsole.server.runtime.sglang.status import SchedulerStatus
 from agentconsole.server.runtime.sglang.steps import StepRecorder
 
@@ -92,7 +91,7 @@ class PluginState:
         self._admission_room: PassRoom = UNKNOWN_ROOM
         self.requests = RequestBook()
         #: the keys of the last passes, reused while their inputs stand (``keymemo``)
-        self.keys: KeyMemo[Moving] = KeyMemo()
+        self.key_memo: KeyMemo[KeyMotion] = KeyMemo()
         self._overrides: dict[str, CallTicket] = {}
         self.retention = retention.RetentionBook(_MAX_CONTEXTS)
         self.steps = StepRecorder(state_dir / STEPS_FILE)
@@ -170,15 +169,18 @@ class PluginState:
 
     def _apply(self, control: ControlState) -> None:
         self.clock.observe(control.written_at, self.step)
+        if control.policy != self.control.policy or control.fairness != self.control.fairness:
+            # what every key is computed under; the rest a key reads is among its memo inputs
+            # (control is written on every tool-wait hint: clearing on each would empty it)
+            self.key_memo.clear()
+            self.guard.configure(_config(FairnessConfig, control.fairness))
         self.control = control
         self.orderer.set_policy(control.policy)
-        self.guard.config = _config(FairnessConfig, control.fairness)
         self.rule = _config(PreemptionRule, control.preemption)
         self.composer.deferral = _config(PrefillDeferral, control.deferral)
         self._overrides = {
             rid: CallTicket.from_params(params) for rid, params in control.tickets.items()
         }
-        self.keys.clear()  # the policy, the guard's rules or an override may have changed
         self._status_dirty = True
 
     @property
@@ -216,7 +218,7 @@ class PluginState:
             tickets=self._overrides,
             remember=not (report or self.lockstep),
             recompute_s_per_token=self.meter.prefill_token_s,
-            memo=self.keys,
+            memo=self.key_memo,
             memo_store=not report,
         )
 
@@ -489,8 +491,8 @@ class PluginState:
             prefill_deferrals=self.composer.deferrals,
             chunk_caps=self.chunk_caps,
             kv_room_unknown=self.kv_room_unknown,
-            keys_reused=self.keys.reused,
-            keys_computed=self.keys.computed,
+            keys_reused=self.key_memo.reused,
+            keys_computed=self.key_memo.computed,
             errors=self.errors,
             last_error=self.last_error,
             step=self.step if self.lockstep else 0,
@@ -508,7 +510,7 @@ class PluginState:
     def _forget_all_but(self, live: set[str]) -> None:
         """Drop what is kept per request for requests the scheduler no longer holds."""
         self.requests.prune(live, self.control.preempted)
-        self.keys.retain(live)
+        self.key_memo.retain(live)
 
     def write_marker(self, policy: Any) -> None:
         """Record that SGLang built our policy in this process (the adapter checks it)."""

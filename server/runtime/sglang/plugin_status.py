@@ -18,7 +18,7 @@ from typing import Any
 
 from agentconsole.server.runtime.sglang import symbols, wire
 from agentconsole.server.runtime.sglang.control import MARKER_PREFIX, write_json_atomic
-from agentconsole.server.runtime.sglang.ordering import Ranked
+from agentconsole.server.runtime.sglang.ranked import Ranked
 from agentconsole.server.runtime.sglang.status import QueuedEntry, RunningEntry, SchedulerStatus
 
 logger = logging.getLogger("agentconsole.sglang.plugin")
