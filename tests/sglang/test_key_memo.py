@@ -7,7 +7,9 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,30 +97,11 @@ def test_a_queue_ranked_with_the_memo_is_ranked_as_without_it(seed: int, policy:
         rate = 1e-3 * (1 + step % 3)
         cands = list(waiting.values())
         rnd.shuffle(cands)
+        rank = partial(_rank, cands, now, boosts, overrides, rate)
         if step % 5 == 0:  # a report between decisions: read-only, the same answer
-            seen = memoized.rank(
-                cands,
-                now,
-                boosts=boosts,
-                tickets=overrides,
-                remember=False,
-                recompute_s_per_token=rate,
-                memo=memo,
-                memo_store=False,
-            )
-            told = fresh.rank(
-                cands,
-                now,
-                boosts=boosts,
-                tickets=overrides,
-                remember=False,
-                recompute_s_per_token=rate,
-            )
-            assert _order(seen) == _order(told)
-        plain = fresh.rank(cands, now, boosts=boosts, tickets=overrides, recompute_s_per_token=rate)
-        remembered = memoized.rank(
-            cands, now, boosts=boosts, tickets=overrides, recompute_s_per_token=rate, memo=memo
-        )
+            seen = rank(memoized, remember=False, memo=memo, memo_store=False)
+            assert _order(seen) == _order(rank(fresh, remember=False))
+        plain, remembered = rank(fresh), rank(memoized, memo=memo)
         assert _order(remembered) == _order(plain), f"pass {step}"
         for a, b in zip(remembered, plain, strict=True):
             assert (a.key[0], a.key[2]) == (b.key[0], b.key[2])
@@ -129,6 +112,20 @@ def test_a_queue_ranked_with_the_memo_is_ranked_as_without_it(seed: int, policy:
             overrides.pop(r.candidate.rid, None)
         memo.retain(set(waiting))
     assert memo.reused > memo.computed
+
+
+def _rank(
+    cands: list[Candidate],
+    now: float,
+    boosts: dict[str, float],
+    overrides: dict[str, CallTicket],
+    rate: float,
+    orderer: Orderer,
+    **kw: Any,
+) -> list[Ranked]:
+    return orderer.rank(
+        cands, now, boosts=boosts, tickets=overrides, recompute_s_per_token=rate, **kw
+    )
 
 
 def _wired(c: Candidate) -> CallTicket:
