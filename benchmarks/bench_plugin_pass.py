@@ -1,5 +1,6 @@
 """The plugin's Python on each SGLang scheduler pass: ranking the waiting queue and planning a
-preemption, with the key memo (serve's default) against without it, side by side.
+preemption, with the key memo (serve's default) against without it, side by side; and what
+writing its status costs (every queued request, ranked for the report).
 
 With priority preemption on, SGLang orders its waiting queue on every pass, each decode step
 (``get_new_batch_prefill``), and tries to preempt for the head when the batch is full. The
@@ -10,7 +11,10 @@ key memo and one with it off (``KeyMemo(horizon_s=0)``), through the same passes
 that changes as a busy engine's does: every pass the clock moves one decode step, calls
 arrive and the head is admitted, the tenants' shares move with the service credited, and
 time carries calls into the urgency band and into starvation. Each pass both orders must be
-the same (checked); each hook call is timed on its own, the two states alternating.
+the same (checked); each hook call is timed on its own, the two states alternating; every
+fifth pass each writes its status file. "status every" is how often the plugin then writes it
+at most (``STATUS_TIME_SHARE`` of the scheduler's time; never more often than every
+``STATUS_INTERVAL_S`` unless a control change is waiting to be acknowledged).
 
 No SGLang is needed: requests are duck-typed as the plugin reads them, with tickets like
 ``seed-mix``'s calls (a third with a deadline, a third with a drain). The live cache match
@@ -39,7 +43,11 @@ from agentconsole.server.runtime.sglang import wire
 from agentconsole.server.runtime.sglang.control import CONTROL_FILE, ControlState, write_json_atomic
 from agentconsole.server.runtime.sglang.keymemo import KeyMemo
 from agentconsole.server.runtime.sglang.lockstep import Layout
-from agentconsole.server.runtime.sglang.plugin_state import PluginState
+from agentconsole.server.runtime.sglang.plugin_state import (
+    STATUS_INTERVAL_S,
+    STATUS_TIME_SHARE,
+    PluginState,
+)
 
 TENANTS = ("t0", "t1", "t2", "t3")
 DECODE_STEP_S = 0.02  # the clock's move per pass
@@ -104,7 +112,17 @@ def run(waiting_n: int, running_n: int, passes: int, seed: int) -> dict[str, Any
     running = [_request(10**7 + n, wall - rnd.uniform(0, 30), rnd) for n in range(running_n)]
     states = {"off": _state(False), "on": _state(True)}
     queues = {name: list(waiting) for name in states}
-    hooks = ("sort", "plan")
+    hooks = ("sort", "plan", "status")
+    scheduler = {
+        name: SimpleNamespace(
+            waiting_queue=queues[name],
+            running_batch=SimpleNamespace(reqs=running),
+            tree_cache=None,
+            last_batch=None,
+            chunked_req=None,
+        )
+        for name in states
+    }
     times: dict[tuple[str, str], list[float]] = {(s, h): [] for s in states for h in hooks}
     arrivals = waiting_n
     for step in range(passes):
@@ -122,6 +140,9 @@ def run(waiting_n: int, running_n: int, passes: int, seed: int) -> dict[str, Any
             times[(name, "sort")].append(_timed(partial(st.sort_waiting, queue, wall)))
             plan = partial(st.plan_preemption, queue[0], running, 10)
             times[(name, "plan")].append(_timed(plan))
+            if step % 5 == 0:  # the status file, ranked for the report and written
+                write = partial(st.publish, scheduler[name], wall)
+                times[(name, "status")].append(_timed(write))
             order[name] = [r.rid for r in queue]
             del queue[:admit]
         if order["on"] != order["off"]:
@@ -146,7 +167,8 @@ def main() -> None:
     )
     for column in ("waiting", "order off", "order on", "on/off", "plan off", "plan on", "on/off"):
         table.add_column(column, justify="right")
-    table.add_column("reused", justify="right")
+    for column in ("status off", "status on", "status every", "reused"):
+        table.add_column(column, justify="right")
     for n in (int(x) for x in args.waiting.split(",")):
         passes = max(args.passes * 256 // max(n, 256), 30)
         r = run(n, args.running, passes, args.seed)
@@ -158,8 +180,11 @@ def main() -> None:
                 f"{on:.2f} ({r[f'on_{hook}_p90']:.2f})",
                 f"{on / off:.2f}x",
             ]
+        status = r["on_status"]
+        every = max(STATUS_INTERVAL_S, status / 1e3 / STATUS_TIME_SHARE)
+        cells += [f"{r['off_status']:.2f}", f"{status:.2f}", f"{every:.2f} s"]
         table.add_row(*cells, f"{r['reused']:.0%}")
-    Console().print(table)
+    Console(width=160).print(table)
 
 
 if __name__ == "__main__":

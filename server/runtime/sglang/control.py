@@ -133,7 +133,9 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, separators=(",", ":"))
+            # one string, not ``json.dump``: that streams through the pure-Python encoder, and
+            # the plugin writes its status (every queued request) ten times a second
+            fh.write(json.dumps(data, separators=(",", ":")))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

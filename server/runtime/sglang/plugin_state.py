@@ -62,7 +62,11 @@ from agentconsole.server.runtime.sglang.steps import StepRecorder
 
 logger = logging.getLogger("agentconsole.sglang.plugin")
 _MAX_CONTEXTS = 4096
-_STATUS_INTERVAL_S = 0.1
+STATUS_INTERVAL_S = 0.1
+#: the status costs at most this share of the scheduler's time: it lists every queued request
+#: (28 ms with 4,000 waiting), and is due at once after each control change (one per
+#: tool-wait hint), so a long queue spaces the writes out (``bench_plugin_pass.py --publish``)
+STATUS_TIME_SHARE = 0.05
 _TOUCH_EVERY, _TOUCH_MAX = 32, 128  # SGLang's own cadence and bound for the same refresh
 #: ordering passes between live matches of the waiting queue: with priority preemption SGLang
 #: orders on every pass (each decode step), and a match is linear in the prompt
@@ -100,6 +104,7 @@ class PluginState:
         self._rank_bound = False
         self.dp_rank: int | None = None  # this scheduler's data-parallel rank (None: no DP)
         self._status_at = 0.0
+        self._status_cost_s = 0.0  # what the last status write took (``STATUS_TIME_SHARE``)
         self._passes = 0
         #: request id -> prompt tokens on the device at the last live match (``sort_waiting``)
         self._resident: dict[str, int] = {}
@@ -458,9 +463,24 @@ class PluginState:
             self._forget_all_but(plugin_status.live_rids(scheduler, plan=plan))
         if not self.layout.writer:
             return
-        if self._status_dirty or wall - self._status_at >= _STATUS_INTERVAL_S:
-            self.publish(scheduler, wall, plan)
+        self.write_status_if_due(scheduler, wall, plan)
         self.telemetry.on_loop(scheduler, self.retention.contexts)
+
+    def write_status_if_due(self, scheduler: Any, wall: float, plan: Any = None) -> bool:
+        """Write ``status.json`` if it is due (every ``STATUS_INTERVAL_S``, and at once after
+        a control change, which the adapter waits to see acknowledged) and within its share
+        of the scheduler's time (``STATUS_TIME_SHARE`` of the time since the last write, at
+        what that write took). Returns whether it wrote."""
+        since = wall - self._status_at  # negative after the wall clock stepped back: write
+        due = self._status_dirty or not 0.0 <= since < STATUS_INTERVAL_S
+        if not due or (since >= 0.0 and since * STATUS_TIME_SHARE < self._status_cost_s):
+            return False
+        started = time.perf_counter()
+        self.publish(scheduler, wall, plan)
+        self._status_cost_s = time.perf_counter() - started
+        self._status_at = wall
+        self._status_dirty = False
+        return True
 
     def apply_retention(self, tree: Any, wall: float) -> None:
         """Mark the radix tree for every retention hint not applied yet."""
@@ -502,8 +522,6 @@ class PluginState:
         plugin_status.fill_kv(status, scheduler)
         self.telemetry.fill(status, scheduler)
         write_json_atomic(self._status_path, status.to_json())
-        self._status_at = wall
-        self._status_dirty = False
         if not self.lockstep:
             self._forget_all_but(plugin_status.live_rids(scheduler, waiting, running, plan))
 

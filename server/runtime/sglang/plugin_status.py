@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -28,18 +29,22 @@ def queued_entries(ranked: list[Ranked], wall: float, waiting: list[Any]) -> lis
     """The waiting queue in run order (``ranked`` sorted by effective key; ``waiting`` the
     requests, for their prompt sizes)."""
     tokens = {req.rid: len(req.origin_input_ids) for req in waiting}
-    return [
-        QueuedEntry(
-            r.candidate.rid,
-            r.program_id,
-            r.tenant,
-            r.key[0],
-            r.policy_key if r.policy_key != float("inf") else 1e30,
-            wall - r.candidate.first_seen,
-            tokens.get(r.candidate.rid, 0),
+    out = []
+    for r in ranked:
+        c, key = r.candidate, r.policy_key
+        shown = key if key != math.inf else 1e30  # JSON has no infinity
+        out.append(
+            QueuedEntry(
+                c.rid,
+                r.program_id,
+                r.tenant,
+                r.key[0],
+                shown,
+                wall - c.first_seen,
+                tokens.get(c.rid, 0),
+            )
         )
-        for r in ranked
-    ]
+    return out
 
 
 def running_entries(
