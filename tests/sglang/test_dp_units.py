@@ -172,6 +172,22 @@ def test_rank_files_wait_for_every_rank(tmp_path: Path) -> None:
     assert status.written_at == 7.0
 
 
+def test_a_status_is_parsed_and_merged_once_per_version_of_the_files(tmp_path: Path) -> None:
+    files = RankFiles(tmp_path, 2)
+    write_json_atomic(tmp_path / "status.rank0.json", SchedulerStatus(written_at=1.0).to_json())
+    write_json_atomic(tmp_path / "status.rank1.json", SchedulerStatus(written_at=2.0).to_json())
+    first = files.status()
+    assert first is not None
+    assert files.status() is first  # nothing changed: the same merge, nothing parsed again
+    write_json_atomic(tmp_path / "status.rank1.json", SchedulerStatus(written_at=3.0).to_json())
+    second = files.status()
+    assert second is not first
+    assert second is not None
+    assert second.written_at == 3.0
+    (tmp_path / "status.rank0.json").write_text("{not json", encoding="utf-8")
+    assert files.status() is second  # a torn file: the last good one stands, as before
+
+
 def test_each_rank_reports_as_an_engine_of_its_own() -> None:
     r0 = SchedulerStatus(written_at=1.0, kv_used_tokens=10, kv_bytes_per_token=2)
     r0.evictions, r0.evicted_tokens = [[1, 0.5, 30]], 30
