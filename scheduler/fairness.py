@@ -59,8 +59,8 @@ class FairnessGuard:
         """Run under ``config`` from now on: its half-life decays the service recorded so far
         from the time each tenant's was last updated, and the standing share decision is
         dropped (it was taken under the old rules)."""
-        self.config = config
-        self._decay_per_s = math.log(2) / max(config.half_life_s, 1e-9)
+        decay_per_s = math.log(2) / max(config.half_life_s, 1e-9)  # raises before any change
+        self.config, self._decay_per_s = config, decay_per_s
         self._cache = None
 
     def starve_at(self, ticket: CallTicket) -> float:

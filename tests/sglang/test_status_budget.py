@@ -44,7 +44,7 @@ def test_a_costly_status_is_written_at_most_its_share_of_the_time(
     gap = 0.01 / STATUS_TIME_SHARE  # at least 0.2 s before the next (a sleep never runs short)
     for wall in (1000.1, 1000.0 + gap * 0.9):  # past the 0.1 s interval, within the share
         assert not state.write_status_if_due(None, wall)
-    state._status_dirty = True  # a control change to acknowledge: written at once
+    state._ack_due = True  # a control change to acknowledge: written at once
     assert state.write_status_if_due(None, 1000.0 + gap * 0.95)
     assert state.write_status_if_due(None, 1002.0)  # unless the writes took 50 ms
     assert writes.at == [1000.0, 1000.0 + gap * 0.95, 1002.0]
@@ -56,8 +56,35 @@ def test_a_cheap_status_is_written_at_once_when_a_control_change_waits(
     state, writes = _state(tmp_path, monkeypatch)
     assert state.write_status_if_due(None, 1000.0)
     assert not state.write_status_if_due(None, 1000.01)  # before the interval: not due
-    state._status_dirty = True
+    state._ack_due = True
     assert state.write_status_if_due(None, 1000.02)
     assert state.write_status_if_due(None, 1000.15)  # the interval passed
     assert state.write_status_if_due(None, 999.0)  # the wall clock stepped back: not stuck
     assert writes.at == [1000.0, 1000.02, 1000.15, 999.0]
+
+
+def test_under_tensor_parallelism_the_status_keeps_its_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control writer plans each rank's switch from the status's pass count and rate: a
+    stale status would make controls late, so lockstep keeps the 0.1 s cadence."""
+    state, writes = _state(tmp_path, monkeypatch)
+    state.enable_lockstep()
+    writes.cost_s = 0.01
+    assert state.write_status_if_due(None, 1000.0)
+    assert state.write_status_if_due(None, 1000.11)
+    assert writes.at == [1000.0, 1000.11]
+
+
+def test_a_malformed_fairness_rule_keeps_the_old_rules_and_applies_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state, _ = _state(tmp_path, monkeypatch)
+    half_life = state.guard.config.half_life_s
+    bad = ControlState(version=2, paused=True, fairness={"half_life_s": "soon"})
+    write_json_atomic(tmp_path / CONTROL_FILE, bad.to_json())
+    assert state.refresh(1000.0, force=True)
+    assert state.paused  # the rest of the version is in force (and will be acknowledged)
+    assert state.control.version == 2
+    assert state.guard.config.half_life_s == half_life
+    assert state.errors == 1

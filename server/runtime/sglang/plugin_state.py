@@ -111,7 +111,9 @@ class PluginState:
         #: request id -> prompt tokens on the device, for requests the deferral sized since
         #: the last live match that it missed (``_resident_of``); the ranking never reads it
         self._filled: dict[str, int] = {}
-        self._status_dirty = True
+        #: a control version was applied and the adapter waits to see it acknowledged (the
+        #: first status too): the next loop pass writes the status whatever it costs
+        self._ack_due = True
         self.preemptions = 0
         #: passes whose in-flight chunk shrank for outranking waiting requests
         self.chunk_caps = 0
@@ -174,11 +176,9 @@ class PluginState:
 
     def _apply(self, control: ControlState) -> None:
         self.clock.observe(control.written_at, self.step)
-        if control.policy != self.control.policy or control.fairness != self.control.fairness:
-            # what every key is computed under; the rest a key reads is among its memo inputs
-            # (control is written on every tool-wait hint: clearing on each would empty it)
-            self.key_memo.clear()
-            self.guard.configure(_config(FairnessConfig, control.fairness))
+        rules_changed = (
+            control.policy != self.control.policy or control.fairness != self.control.fairness
+        )
         self.control = control
         self.orderer.set_policy(control.policy)
         self.rule = _config(PreemptionRule, control.preemption)
@@ -186,7 +186,15 @@ class PluginState:
         self._overrides = {
             rid: CallTicket.from_params(params) for rid, params in control.tickets.items()
         }
-        self._status_dirty = True
+        self._ack_due = True
+        if rules_changed:
+            # what every key is computed under; the rest a key reads is among its memo inputs
+            # (control is written on every tool-wait hint: clearing on each would empty it)
+            self.key_memo.clear()
+            try:
+                self.guard.configure(_config(FairnessConfig, control.fairness))
+            except (TypeError, ValueError) as err:  # a malformed value: the old rules stand
+                self.record_error("fairness", err)
 
     @property
     def paused(self) -> bool:
@@ -420,8 +428,8 @@ class PluginState:
             self.retention.note(w.ticket.program_id, ctx)
 
     def on_preempted(self, count: int) -> None:
+        """Count preemptions (the next periodic status shows them: nothing waits on it)."""
         self.preemptions += count
-        self._status_dirty = True
 
     # -- data-parallel rank -------------------------------------------------------------------
     def bind_rank(self) -> None:
@@ -469,19 +477,22 @@ class PluginState:
     def write_status_if_due(self, scheduler: Any, wall: float, plan: Any = None) -> bool:
         """Write ``status.json`` if it is due: at once after a control change (the adapter
         waits to see it acknowledged, and the scheduler may go idle after this pass), else
-        every ``STATUS_INTERVAL_S`` and within its share of the scheduler's time
-        (``STATUS_TIME_SHARE`` of the time since the last write, at what that write took).
+        every ``STATUS_INTERVAL_S`` and, with one rank deciding alone, within its share of the
+        scheduler's time (``STATUS_TIME_SHARE`` of the time since the last write, at what
+        that write took). Under tensor parallelism the writer plans when every rank applies
+        a control from the status's pass count and rate, so it stays at the interval.
         Returns whether it wrote."""
         since = wall - self._status_at  # negative after the wall clock stepped back: write
-        if not self._status_dirty and 0.0 <= since < max(
-            STATUS_INTERVAL_S, self._status_cost_s / STATUS_TIME_SHARE
-        ):
+        gap = STATUS_INTERVAL_S
+        if not self.lockstep:
+            gap = max(gap, self._status_cost_s / STATUS_TIME_SHARE)
+        if not self._ack_due and 0.0 <= since < gap:
             return False
         started = time.perf_counter()
         self.publish(scheduler, wall, plan)
         self._status_cost_s = time.perf_counter() - started
         self._status_at = wall
-        self._status_dirty = False
+        self._ack_due = False
         return True
 
     def apply_retention(self, tree: Any, wall: float) -> None:
