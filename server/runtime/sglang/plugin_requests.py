@@ -20,11 +20,10 @@ from agentconsole.server.runtime.sglang.ranked import Candidate
 class RequestBook:
     def __init__(self) -> None:
         self._wires: dict[str, wire.WireTicket | None] = {}
-        self._first_seen: dict[str, float] = {}
-        #: request id -> its place in the order requests were first seen (the keys' tie-break)
-        self._seq: dict[str, int] = {}
+        #: the last candidate made for each request: it holds when the request was first seen
+        #: and its place in that order (the keys' tie-break)
+        self._candidates: dict[str, Candidate] = {}
         self._next_seq = 0
-        self._candidates: dict[str, Candidate] = {}  # the last one made for each request
         self.admitted: dict[str, float] = {}
         self._requeued: set[str] = set()  # preempted by the operator, then seen waiting
         self._resumed: set[str] = set()  # ... and then seen running again
@@ -54,21 +53,14 @@ class RequestBook:
         if preempted_at is not None and rid in self._resumed:
             preempted_at = None
         known = self._candidates.get(rid)
-        if (
-            known is not None
-            and known.preempted_at == preempted_at
-            and known.resident_tokens == resident_tokens
-        ):
-            return known  # the same object each pass: the key memo compares it by identity
-        seen = self._first_seen
-        first = seen.setdefault(rid, now) if record else seen.get(rid, now)
-        seq = self._seq.get(rid)
-        if seq is None:  # a report numbers an unseen request after every seen one, unrecorded
-            # (the unseen ones of a report tie, and keep their queue order)
-            seq = self._next_seq
-            if record:
-                self._seq[rid] = seq
-                self._next_seq += 1
+        if known is not None:
+            if known.preempted_at == preempted_at and known.resident_tokens == resident_tokens:
+                return known  # the same object each pass: the key memo compares it by identity
+            first, seq = known.first_seen, known.seq
+        else:  # a report numbers an unseen request after every seen one, unrecorded (the
+            # unseen ones of a report tie, and keep their queue order)
+            first, seq = now, self._next_seq
+            self._next_seq += record
         made = Candidate(rid, self.wire_of(req), first, seq, preempted_at, resident_tokens)
         if record:
             self._candidates[rid] = made
@@ -94,8 +86,7 @@ class RequestBook:
     def prune(self, live: set[str], preempted: Iterable[str]) -> None:
         """Forget requests not in ``live``; the preempt mark stays while ``preempted`` names
         the request (the operator's preempt is still in control)."""
-        tables = (self._wires, self._first_seen, self._seq, self._candidates, self.admitted)
-        for table in tables:
+        for table in (self._wires, self._candidates, self.admitted):
             for rid in [rid for rid in table if rid not in live]:
                 del table[rid]
         self._requeued &= live
