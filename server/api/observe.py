@@ -16,7 +16,6 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Annotated, Any
 
-import msgspec
 from litestar import Controller, Request, get
 from litestar.background_tasks import BackgroundTask
 from litestar.params import QueryParameter
@@ -25,10 +24,10 @@ from litestar.response import Stream
 from agentconsole.scheduler.events import Event
 from agentconsole.server.api.contract import SSE, contract
 from agentconsole.server.api.deps import LiveDep, PrincipalDep
+from agentconsole.server.api.openai_format import sse_data
 from agentconsole.server.api.queryguard import strict_query
 
 JSON = dict[str, Any]
-_encode = msgspec.json.Encoder().encode
 #: the largest ``since`` (an event sequence is a 64-bit integer; ``Last-Event-ID`` has at
 #: most 18 digits)
 MAX_SEQ = 2**62
@@ -40,7 +39,7 @@ def _event(seq: int, event: Event) -> JSON:
 
 def _frame(kind: str, payload: JSON, seq: int | None = None) -> bytes:
     head = f"event: {kind}\n" + (f"id: {seq}\n" if seq is not None else "")
-    return head.encode() + b"data: " + _encode(payload) + b"\n\n"
+    return head.encode() + sse_data(payload)
 
 
 async def _batches(live: LiveDep, tenant: str | None, cursor: int) -> AsyncIterator[bytes]:

@@ -34,6 +34,24 @@ def with_lost_reuse(headers: dict[str, str], lost_reuse_tokens: int | None) -> d
 #: JSON bytes of a value (the bodies both generation routes send)
 encode_json = msgspec.json.Encoder().encode
 
+#: the line ends JSON leaves unescaped inside strings (U+0085, U+2028, U+2029, as UTF-8)
+#: with their escapes: ``str.splitlines`` (so httpx's ``iter_lines`` and many SSE clients)
+#: ends a line at each, which would cut a frame whose generated text holds one in two
+_LINE_ENDS_JSON_KEEPS = (
+    (b"\xc2\x85", b"\\u0085"),
+    (b"\xe2\x80\xa8", b"\\u2028"),
+    (b"\xe2\x80\xa9", b"\\u2029"),
+)
+
+
+def sse_data(value: Any) -> bytes:
+    """One SSE ``data:`` frame of ``value`` as JSON, on one line for every line splitter."""
+    data = encode_json(value)
+    for raw, escaped in _LINE_ENDS_JSON_KEEPS:
+        if raw in data:
+            data = data.replace(raw, escaped)
+    return b"data: " + data + b"\n\n"
+
 
 def tool_calls_json(call_id: str, calls: Sequence[ToolCallTuple]) -> list[JSON]:
     """``tool_calls`` entries (from ``(name, arguments JSON)``) with stable ids derived from
@@ -122,12 +140,12 @@ class Completion:
             body["usage"] = usage
         if extra is not None:
             body["agentconsole"] = extra
-        return b"data: " + encode_json(body) + b"\n\n"
+        return sse_data(body)
 
     @staticmethod
     def error(kind: str, message: str) -> bytes:
         """An SSE frame carrying an error (OpenAI clients raise it as an APIError)."""
-        return b"data: " + encode_json({"error": {"type": kind, "message": message}}) + b"\n\n"
+        return sse_data({"error": {"type": kind, "message": message}})
 
 
 class TextCompletion:
@@ -173,7 +191,7 @@ class TextCompletion:
             body["usage"] = usage
         if extra is not None:
             body["agentconsole"] = extra
-        return b"data: " + encode_json(body) + b"\n\n"
+        return sse_data(body)
 
 
 DONE = b"data: [DONE]\n\n"

@@ -102,6 +102,8 @@ class Stream:
                     self.finish = choice.get("finish_reason") or self.finish
                     if self.text:
                         self.started.set()
+        except Exception as err:  # a frame that does not parse fails the test, named
+            self.error = repr(err)
         finally:
             self.started.set()
             self.done.set()

@@ -4,6 +4,7 @@ node endpoint's files and header, the launch commands. No SGLang process."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -42,33 +43,57 @@ def test_forced_output_tokens_become_max_tokens_and_ignore_eos() -> None:
     assert body["ignore_eos"] is True
 
 
-def test_reader_accumulates_text_and_takes_the_usage() -> None:
-    async def lines() -> AsyncIterator[str]:
-        for line in [
-            'data: {"choices":[{"text":"a","finish_reason":null}]}',
-            "",
-            'data: {"choices":[{"text":"bc","finish_reason":"length"}]}',
-            'data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,'
-            '"prompt_tokens_details":{"cached_tokens":4}}}',
-            "data: [DONE]",
-            'data: {"choices":[{"text":"never"}]}',
-        ]:
-            yield line
+def _read(stream: bytes, chunk_size: int) -> list[dict[str, Any]]:
+    """The chunks :class:`ChunkReader` makes of ``stream`` arriving ``chunk_size`` bytes at
+    a time."""
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(stream), chunk_size):
+            yield stream[start : start + chunk_size]
 
     async def read() -> list[dict[str, Any]]:
         reader = completions.ChunkReader()
         out = []
-        async for event in completions.sse_events(lines()):
+        async for event in completions.sse_events(chunks()):
             chunk = reader.read(event)
             if chunk is not None:
                 out.append(chunk)
         return out
 
-    chunks = asyncio.run(read())
+    return asyncio.run(read())
+
+
+def test_reader_accumulates_text_and_takes_the_usage() -> None:
+    stream = (
+        b'data: {"choices":[{"text":"a","finish_reason":null}]}\n\n'
+        b'data: {"choices":[{"text":"bc","finish_reason":"length"}]}\n\n'
+        b'data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,'
+        b'"prompt_tokens_details":{"cached_tokens":4}}}\n\n'
+        b"data: [DONE]\n\n"
+        b'data: {"choices":[{"text":"never"}]}\n\n'
+    )
+    chunks = _read(stream, len(stream))
     assert [c["text"] for c in chunks] == ["a", "abc", "abc"]
     assert chunks[1]["meta_info"]["finish_reason"] == {"type": "length"}
     last = chunks[-1]["meta_info"]
     assert (last["prompt_tokens"], last["completion_tokens"], last["cached_tokens"]) == (9, 3, 4)
+
+
+def test_reader_splits_lines_only_where_sse_ends_them() -> None:
+    # generated text may hold U+2028, U+2029 and U+0085 raw in the JSON (str.splitlines would
+    # end a line at each); CRLF and CR end lines too, even split across chunks
+    texts = ["a\u2028b", "\x85", "c\u2029", "\u00e9\u4e2d"]
+    frames = [json.dumps({"choices": [{"text": t}]}, ensure_ascii=False) for t in texts]
+    ends = ["\r\n\r\n", "\n\n", "\r\r", "\r\n\r\n"]
+    stream = "".join(f"data: {f}{end}" for f, end in zip(frames, ends, strict=True)).encode()
+    for chunk_size in (1, 2, 3, 7, len(stream)):
+        chunks = _read(stream, chunk_size)
+        assert [c["text"] for c in chunks] == [
+            "a\u2028b",
+            "a\u2028b\x85",
+            "a\u2028b\x85c\u2029",
+            "a\u2028b\x85c\u2029\u00e9\u4e2d",
+        ]
 
 
 def test_node_report_lists_each_ranks_files_in_rank_order(tmp_path: Path) -> None:

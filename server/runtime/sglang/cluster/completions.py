@@ -86,9 +86,27 @@ class ChunkReader:
         return {"text": self.text, "meta_info": meta}
 
 
-async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
-    """The JSON objects of a ``data:`` event stream, up to ``[DONE]``."""
-    async for line in lines:
+async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """The lines of an event stream, ended only where SSE ends one (``\\n``, ``\\r\\n``,
+    ``\\r``). Not ``str.splitlines``: SGLang's JSON keeps U+2028 and U+0085 raw inside
+    generated text, and a split there would lose the frame."""
+    pending = b""
+    async for chunk in chunks:
+        data = pending + chunk
+        # a CR that ends a chunk may be the first half of a CRLF: it waits for the next
+        held = b"\r" if data.endswith(b"\r") else b""
+        data = data[: len(data) - len(held)].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *complete, rest = data.split(b"\n")
+        pending = rest + held
+        for line in complete:
+            yield line.decode(errors="replace")
+    if pending.rstrip(b"\r"):
+        yield pending.rstrip(b"\r").decode(errors="replace")
+
+
+async def sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects of a ``data:`` event stream (its raw bytes), up to ``[DONE]``."""
+    async for line in sse_lines(chunks):
         if not line.startswith("data:"):
             continue
         data = line[5:].strip()

@@ -181,7 +181,7 @@ class RouterRuntime(LiveControl, KVView):
                     detail = (await response.aread()).decode(errors="replace")[:500]
                     raise RuntimeError(f"router answered {response.status_code}: {detail}")
                 self._served_on(call, response.headers.get(NODE_HEADER, ""))
-                async for event in sse_events(response.aiter_lines()):
+                async for event in sse_events(response.aiter_bytes()):
                     chunk = reader.read(event)
                     if chunk is not None:
                         self.telemetry.on_chunk(call, chunk)
