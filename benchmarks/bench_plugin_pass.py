@@ -14,7 +14,11 @@ time carries calls into the urgency band and into starvation. Each pass both ord
 the same (checked); each hook call is timed on its own, the two states alternating; every
 fifth pass each writes its status file. "status every" is how often the plugin then writes it
 at most (``STATUS_TIME_SHARE`` of the scheduler's time; never more often than every
-``STATUS_INTERVAL_S`` unless a control change is waiting to be acknowledged).
+``STATUS_INTERVAL_S`` unless a control change is waiting to be acknowledged). "status share"
+drives one state with a control version written on every pass (serve writes one on each
+tool-wait hint) and gives the share of the passes' time spent writing the status when every
+version is acknowledged at once (the plugin until 2026-12-05) and when only the versions a
+caller waits for are (an operator's action; none here).
 
 No SGLang is needed: requests are duck-typed as the plugin reads them, with tickets like
 ``seed-mix``'s calls (a third with a deadline, a third with a drain). The live cache match
@@ -40,7 +44,12 @@ from rich.table import Table
 
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import wire
-from agentconsole.server.runtime.sglang.control import CONTROL_FILE, ControlState, write_json_atomic
+from agentconsole.server.runtime.sglang.control import (
+    CONTROL_FILE,
+    ControlState,
+    ControlWriter,
+    write_json_atomic,
+)
 from agentconsole.server.runtime.sglang.keymemo import KeyMemo
 from agentconsole.server.runtime.sglang.lockstep import Layout
 from agentconsole.server.runtime.sglang.plugin_state import (
@@ -155,6 +164,36 @@ def run(waiting_n: int, running_n: int, passes: int, seed: int) -> dict[str, Any
     return out
 
 
+def status_share(waiting_n: int, running_n: int, passes: int, seed: int, ack_all: bool) -> float:
+    """The share of the passes' time the plugin spends writing its status when a control
+    version arrives on every pass (the tool-wait hints and re-ranks serve writes on every
+    call): ``ack_all`` acknowledges each at once, as the plugin did until 2026-12-05; else
+    only the versions a caller waits for are (``ControlState.ack_version``), here none."""
+    rnd = random.Random(seed)
+    wall = 1_000_000.0
+    state = _state(memo=True)
+    writer = ControlWriter(state.state_dir, ControlState(version=1))
+    queue = [_request(n, wall - rnd.uniform(0, 60), rnd) for n in range(waiting_n)]
+    running = [_request(10**7 + n, wall - rnd.uniform(0, 30), rnd) for n in range(running_n)]
+    scheduler = SimpleNamespace(
+        waiting_queue=queue,
+        running_batch=SimpleNamespace(reqs=running),
+        tree_cache=None,
+        last_batch=None,
+        chunked_req=None,
+    )
+    spent = 0.0
+    for step in range(passes):
+        wall += DECODE_STEP_S
+        queue.append(_request(waiting_n + step, wall, rnd))
+        del queue[:1]
+        writer.write(ack=ack_all)
+        state.refresh(wall, force=True)
+        state.sort_waiting(queue, wall)
+        spent += _timed(partial(state.write_status_if_due, scheduler, wall)) / 1e3
+    return spent / (passes * DECODE_STEP_S)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--waiting", default="64,256,1000,4000", help="queue lengths to run")
@@ -168,6 +207,8 @@ def main() -> None:
     for column in ("waiting", "order off", "order on", "on/off", "plan off", "plan on", "on/off"):
         table.add_column(column, justify="right")
     for column in ("status off", "status on", "status every", "reused"):
+        table.add_column(column, justify="right")
+    for column in ("status share, ack all", "ack awaited"):
         table.add_column(column, justify="right")
     for n in (int(x) for x in args.waiting.split(",")):
         passes = max(args.passes * 256 // max(n, 256), 30)
@@ -183,7 +224,12 @@ def main() -> None:
         status = r["on_status"]
         every = max(STATUS_INTERVAL_S, status / 1e3 / STATUS_TIME_SHARE)
         cells += [f"{r['off_status']:.2f}", f"{status:.2f}", f"{every:.2f} s"]
-        table.add_row(*cells, f"{r['reused']:.0%}")
+        cells.append(f"{r['reused']:.0%}")
+        churn = max(passes // 2, 30)
+        for ack_all in (True, False):
+            share = status_share(n, args.running, churn, args.seed, ack_all)
+            cells.append(f"{share:.1%}")
+        table.add_row(*cells)
     Console(width=160).print(table)
 
 

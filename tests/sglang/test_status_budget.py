@@ -1,6 +1,7 @@
 """The plugin's periodic status file keeps within its share of the scheduler's time (it lists
-every queued request, which takes long with a long queue), while a control change is still
-acknowledged at once (the scheduler may go idle after the pass that applied it)."""
+every queued request, which takes long with a long queue), while a control change the
+adapter waits for (an operator's action) is still acknowledged at once (the scheduler may go
+idle after the pass that applied it); the changes written on every call are not."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from agentconsole.server.runtime.sglang.control import CONTROL_FILE, ControlState, write_json_atomic
+from agentconsole.server.runtime.sglang.control import (
+    CONTROL_FILE,
+    ControlState,
+    ControlWriter,
+    read_json,
+    write_json_atomic,
+)
 from agentconsole.server.runtime.sglang.lockstep import Layout
 from agentconsole.server.runtime.sglang.plugin_state import STATUS_TIME_SHARE, PluginState
 
@@ -44,7 +51,7 @@ def test_a_costly_status_is_written_at_most_its_share_of_the_time(
     gap = 0.01 / STATUS_TIME_SHARE  # at least 0.2 s before the next (a sleep never runs short)
     for wall in (1000.1, 1000.0 + gap * 0.9):  # past the 0.1 s interval, within the share
         assert not state.write_status_if_due(None, wall)
-    state._ack_due = True  # a control change to acknowledge: written at once
+    state.control.ack_version += 1  # a control change to acknowledge: written at once
     assert state.write_status_if_due(None, 1000.0 + gap * 0.95)
     assert state.write_status_if_due(None, 1002.0)  # unless the writes took 50 ms
     assert writes.at == [1000.0, 1000.0 + gap * 0.95, 1002.0]
@@ -56,11 +63,46 @@ def test_a_cheap_status_is_written_at_once_when_a_control_change_waits(
     state, writes = _state(tmp_path, monkeypatch)
     assert state.write_status_if_due(None, 1000.0)
     assert not state.write_status_if_due(None, 1000.01)  # before the interval: not due
-    state._ack_due = True
+    state.control.ack_version += 1
     assert state.write_status_if_due(None, 1000.02)
     assert state.write_status_if_due(None, 1000.15)  # the interval passed
     assert state.write_status_if_due(None, 999.0)  # the wall clock stepped back: not stuck
     assert writes.at == [1000.0, 1000.02, 1000.15, 999.0]
+
+
+def test_only_a_control_change_someone_waits_for_is_written_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tool-wait hints and re-ranks are written on every call: acknowledging each at once
+    would list the whole queue up to 50 times a second. An operator's action is waited for."""
+    state, writes = _state(tmp_path, monkeypatch)
+    assert state.write_status_if_due(None, 1000.0)  # the first status (ack_version 0)
+    control = tmp_path / CONTROL_FILE
+    hint = ControlState(version=2, ack_version=0, retention={})
+    write_json_atomic(control, hint.to_json())
+    assert state.refresh(1000.01, force=True)
+    assert state.control.version == 2
+    assert not state.write_status_if_due(None, 1000.02)  # shown at the next periodic write
+    drain = ControlState(version=3, ack_version=3, paused=True)
+    write_json_atomic(control, drain.to_json())
+    assert state.refresh(1000.03, force=True)
+    assert state.write_status_if_due(None, 1000.04)  # waited for: at once
+    assert not state.write_status_if_due(None, 1000.05)  # once
+    later = ControlState(version=4, ack_version=3, paused=True)  # a hint after the drain
+    write_json_atomic(control, later.to_json())
+    assert state.refresh(1000.06, force=True)
+    assert not state.write_status_if_due(None, 1000.07)
+    assert state.write_status_if_due(None, 1000.15)  # the interval passed
+    assert writes.at == [1000.0, 1000.04, 1000.15]
+
+
+def test_the_writer_marks_the_versions_it_waits_for(tmp_path: Path) -> None:
+    writer = ControlWriter(tmp_path)
+    assert writer.write() == 2
+    assert writer.write(ack=True) == 3
+    assert writer.write() == 4
+    written = ControlState.from_json(read_json(tmp_path / CONTROL_FILE) or {})
+    assert (written.version, written.ack_version) == (4, 3)
 
 
 def test_under_tensor_parallelism_the_status_keeps_its_interval(

@@ -96,6 +96,11 @@ class ControlState:
     record_steps: bool = False
     #: wall time of the write (a lockstep plugin's decision clock never runs behind it)
     written_at: float = 0.0
+    #: the newest version a caller waits to see acknowledged in ``status.json`` (an operator
+    #: action): the plugin writes its status at once on applying it. The changes written on
+    #: every call (tool-wait hints, re-ranks, forgetting an ended call) wait for none and
+    #: show at the next periodic write (a status lists the whole queue: long under load)
+    ack_version: int = 0
     #: status file name -> the loop pass from which the schedulers writing it apply this
     #: version; only read with tensor parallelism (``lockstep``), where every rank must switch
     #: at the same pass. Empty: apply when read (tp=1, or no status to plan from yet)
@@ -235,12 +240,15 @@ class ControlWriter:
         self.state = initial or ControlState()
         self.write()
 
-    def write(self) -> int:
+    def write(self, *, ack: bool = False) -> int:
         """Bump the version, stamp the write time and the pass each lockstep rank group
-        applies it at, and write the state; returns the new version."""
+        applies it at, and write the state; returns the new version. ``ack``: the caller
+        will wait for the version in ``status.json`` (``ControlState.ack_version``)."""
         previous = ControlState(written_at=self.state.written_at)
         previous.apply_at_step = self.state.apply_at_step
         self.state.version += 1
+        if ack:
+            self.state.ack_version = self.state.version
         self.state.written_at = time.time()
         self.state.apply_at_step = plan_apply_steps(
             self.path.parent, self.state.written_at, previous

@@ -5,7 +5,8 @@ Mixed into ``SGLangRuntime``. Each operation edits the plugin's ``control.json``
 tool-wait retention hints. The plugin applies a change at the scheduler's next ordering pass
 (it re-reads the file at most every 20 ms, and always before it orders the queue); where the
 order of effects matters (drain, boost, preempt) the call waits for the plugin to acknowledge
-the control version in ``status.json``.
+the control version in ``status.json``; only those versions (and a policy switch) make the
+plugin write its status at once (``ControlState.ack_version``).
 
 Operator preempt: SGLang has no per-request preempt, so the plugin first demotes the call
 (``control.preempted``), then the runtime asks SGLang to retract its running batch
@@ -93,7 +94,7 @@ class LiveControl:
             self.control.state.boosts[program_id] = amount
         else:
             self.control.state.boosts.pop(program_id, None)
-        await self._ack(self.control.write())
+        await self._ack(self.control.write(ack=True))
 
     async def preempt(self, call_id: str) -> bool:
         """Take a running call off the engine and requeue it behind the others (see the module
@@ -106,7 +107,7 @@ class LiveControl:
         if not self.settings.plugin:
             return False
         self.control.state.preempted[call_id] = time.time()
-        await self._ack(self.control.write())
+        await self._ack(self.control.write(ack=True))
         tm = self.engine.tokenizer_manager
         await tm.pause_generation(symbols.load(symbols.PAUSE_REQ)(mode="retract"))
         await tm.continue_generation(symbols.load(symbols.CONTINUE_REQ)(torch_empty_cache=False))
@@ -149,7 +150,7 @@ class LiveControl:
         if name != self.control.state.policy:
             self.policy_name = name
             self.control.state.policy = name
-            self.control.write()
+            self.control.write(ack=True)  # an operator's switch: the status shows it at once
 
     async def pause(self) -> None:
         """Drain: admit nothing new; running calls continue. Returns once the scheduler
@@ -158,7 +159,7 @@ class LiveControl:
         wait here, as without the plugin: none reaches an idle engine before its drain."""
         if self.settings.plugin and not self.control.state.paused:
             self.control.state.paused = True
-            await self._ack(self.control.write())
+            await self._ack(self.control.write(ack=True))
         if not self.settings.plugin or self.settings.tp > 1:
             self._gate.clear()
 
@@ -166,7 +167,7 @@ class LiveControl:
         """End a drain: queued calls are admitted again."""
         if self.settings.plugin and self.control.state.paused:
             self.control.state.paused = False
-            await self._ack(self.control.write())
+            await self._ack(self.control.write(ack=True))
         self._gate.set()
 
     def _release(self, program_id: str) -> None:

@@ -111,9 +111,10 @@ class PluginState:
         #: request id -> prompt tokens on the device, for requests the deferral sized since
         #: the last live match that it missed (``_resident_of``); the ranking never reads it
         self._filled: dict[str, int] = {}
-        #: a control version was applied and the adapter waits to see it acknowledged (the
-        #: first status too): the next loop pass writes the status whatever it costs
-        self._ack_due = True
+        #: the newest ``ControlState.ack_version`` a status has shown: while the applied
+        #: control's is newer, the adapter waits to see it, and the next loop pass writes the
+        #: status whatever it costs (-1: the first status is written at once too)
+        self._acked_version = -1
         self.preemptions = 0
         #: passes whose in-flight chunk shrank for outranking waiting requests
         self.chunk_caps = 0
@@ -186,7 +187,6 @@ class PluginState:
         self._overrides = {
             rid: CallTicket.from_params(params) for rid, params in control.tickets.items()
         }
-        self._ack_due = True
         if rules_changed:
             # what every key is computed under; the rest a key reads is among its memo inputs
             # (control is written on every tool-wait hint: clearing on each would empty it)
@@ -475,8 +475,9 @@ class PluginState:
         self.telemetry.on_loop(scheduler, self.retention.contexts)
 
     def write_status_if_due(self, scheduler: Any, wall: float, plan: Any = None) -> bool:
-        """Write ``status.json`` if it is due: at once after a control change (the adapter
-        waits to see it acknowledged, and the scheduler may go idle after this pass), else
+        """Write ``status.json`` if it is due: at once after a control change the adapter
+        waits to see acknowledged (``ControlState.ack_version``: the scheduler may go idle
+        after this pass), else
         every ``STATUS_INTERVAL_S`` and, with one rank deciding alone, within its share of the
         scheduler's time (``STATUS_TIME_SHARE`` of the time since the last write, at what
         that write took). Under tensor parallelism the writer plans when every rank applies
@@ -486,13 +487,14 @@ class PluginState:
         gap = STATUS_INTERVAL_S
         if not self.lockstep:
             gap = max(gap, self._status_cost_s / STATUS_TIME_SHARE)
-        if not self._ack_due and 0.0 <= since < gap:
+        ack_due = self.control.ack_version > self._acked_version
+        if not ack_due and 0.0 <= since < gap:
             return False
         started = time.perf_counter()
         self.publish(scheduler, wall, plan)
         self._status_cost_s = time.perf_counter() - started
         self._status_at = wall
-        self._ack_due = False
+        self._acked_version = self.control.ack_version
         return True
 
     def apply_retention(self, tree: Any, wall: float) -> None:

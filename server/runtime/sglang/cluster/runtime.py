@@ -233,7 +233,7 @@ class RouterRuntime(LiveControl, KVView):
         if call is None or call.ended or call.first_at is None:
             return False
         self.control.state.preempted[call_id] = time.time()
-        await self._ack(self.control.write())
+        await self._ack(self.control.write(ack=True))
         await self.workers.post_all("/pause_generation", {"mode": "retract"})
         await self.workers.post_all("/continue_generation", {})
         return True

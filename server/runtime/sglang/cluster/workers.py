@@ -184,7 +184,9 @@ class PushedControl(ControlWriter):
         self.state = initial
         self.write()
 
-    def write(self) -> int:
+    def write(self, *, ack: bool = False) -> int:
         self.state.version += 1
+        if ack:
+            self.state.ack_version = self.state.version
         self.workers.push(self.state)
         return self.state.version
