@@ -14,7 +14,9 @@ time carries calls into the urgency band and into starvation. Each pass both ord
 the same (checked); each hook call is timed on its own, the two states alternating; every
 fifth pass each writes its status file. "status every" is how often the plugin then writes it
 at most (``STATUS_TIME_SHARE`` of the scheduler's time; never more often than every
-``STATUS_INTERVAL_S`` unless a control change is waiting to be acknowledged). "status share"
+``STATUS_INTERVAL_S`` unless a control change is waiting to be acknowledged). The line below
+the table times the accounting of one decode step of the running batch (``on_step``, its
+forward and result phases: the tenants' credit, each program's last context). "status share"
 drives one state with a control version written on every pass (serve writes one on each
 tool-wait hint) and gives the share of the passes' time spent writing the status when every
 version is acknowledged at once (the plugin until 2026-12-05) and when only the versions a
@@ -110,6 +112,24 @@ def _timed(call: Callable[[], object]) -> float:
     t0 = time.perf_counter()
     call()
     return (time.perf_counter() - t0) * 1e3
+
+
+def step_ms(running_n: int, passes: int, seed: int) -> float:
+    """Median milliseconds of the plugin's accounting of one decode step of ``running_n``
+    requests (``on_step``: its forward phase, then its result's). Apart from the compared
+    states: ``on_step`` credits the tenants at the wall clock, not this benchmark's."""
+    rnd = random.Random(seed)
+    state = _state(memo=True)
+    running = [_request(n, 1_000_000.0, rnd) for n in range(running_n)]
+    batch = SimpleNamespace(
+        reqs=running, forward_mode=SimpleNamespace(is_extend=lambda: False), extend_lens=None
+    )
+
+    def step() -> None:
+        state.on_step(batch, 0.0, DECODE_STEP_S, forward=True)
+        state.on_step(batch, 0.0, DECODE_STEP_S, forward=False)
+
+    return statistics.median(_timed(step) for _ in range(passes))
 
 
 def run(waiting_n: int, running_n: int, passes: int, seed: int) -> dict[str, Any]:
@@ -230,7 +250,10 @@ def main() -> None:
             share = status_share(n, args.running, churn, args.seed, ack_all)
             cells.append(f"{share:.1%}")
         table.add_row(*cells)
-    Console(width=160).print(table)
+    console = Console(width=160)
+    console.print(table)
+    step = step_ms(args.running, args.passes, args.seed)
+    console.print(f"decode step accounting, {args.running} running: {step:.2f} ms (median)")
 
 
 if __name__ == "__main__":
