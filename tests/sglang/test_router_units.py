@@ -9,12 +9,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import wire
 from agentconsole.server.runtime.sglang.cluster import completions, launch, node_api
+from agentconsole.server.runtime.sglang.cluster.workers import Workers
 from agentconsole.server.runtime.sglang.control import ControlState, read_json
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
+from agentconsole.server.runtime.sglang.status import SchedulerStatus
 
 
 def _request(**kw: Any) -> GenerationRequest:
@@ -157,3 +161,39 @@ def test_router_command_is_manual_and_dp_aware(tmp_path: Path) -> None:
         "http://b",
     ]
     assert "--dp-aware" in cmd
+
+
+def test_workers_resend_control_only_to_a_worker_that_lost_or_missed_it() -> None:
+    """A worker's status that only lags behind the accepted control (the plugin shows a
+    version nobody waits for at its next periodic write) is not resent; a status whose
+    version went back (a restarted worker) or a push the worker did not accept is."""
+    shown = {"version": 3}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        status = SchedulerStatus(control_version=shown["version"]).to_json()
+        return httpx.Response(200, json={"node": "n0", "statuses": [status], "placements": []})
+
+    async def scenario() -> list[bool]:
+        workers = Workers(["http://w0"])
+        workers._client = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+        view = workers.views[0]
+        workers._pending = ControlState(version=5)
+
+        async def poll(status_shows: int, accepted: int) -> bool:
+            shown["version"] = status_shows
+            view.control_version = accepted  # what the worker answered the last push
+            workers._wake.clear()
+            await workers.poll()
+            return workers._wake.is_set()
+
+        try:
+            return [
+                await poll(3, accepted=5),  # the status lags
+                await poll(4, accepted=5),  # still lags
+                await poll(2, accepted=5),  # went back: the worker restarted
+                await poll(4, accepted=4),  # a push the worker did not accept
+            ]
+        finally:
+            await workers._client.aclose()
+
+    assert asyncio.run(scenario()) == [False, False, True, True]

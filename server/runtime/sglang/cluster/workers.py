@@ -37,6 +37,8 @@ class WorkerView:
     statuses: list[SchedulerStatus | None] = field(default_factory=list)
     placements: list[Placement | None] = field(default_factory=list)
     control_version: int = 0  # the newest control state this worker accepted
+    #: the oldest control version its ranks' statuses showed at the last poll
+    applied_version: int = 0
     reachable: bool = False
 
 
@@ -93,8 +95,15 @@ class Workers:
         view.statuses = _parse(SchedulerStatus, data.get("statuses"))
         view.placements = _parse(Placement, data.get("placements"))
         applied = [s.control_version for s in view.statuses if s is not None]
-        if self._pending is not None and applied and min(applied) < self._pending.version:
-            self._wake.set()  # restarted, or missed a push: send the state again
+        if applied:
+            # a plugin's status shows control versions in order, so one going back is a
+            # restarted worker, which may have lost the state. A status that only lags is not
+            # (the plugin shows the versions nobody waits for at its next periodic write)
+            if min(applied) < view.applied_version:
+                view.control_version = min(view.control_version, min(applied))
+            view.applied_version = min(applied)
+        if self._pending is not None and view.control_version < self._pending.version:
+            self._wake.set()  # restarted, or a push it did not accept: send the state again
 
     def statuses(self) -> list[SchedulerStatus | None]:
         """Every rank of every worker, worker by worker."""
