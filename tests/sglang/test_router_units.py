@@ -15,7 +15,7 @@ from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import wire
 from agentconsole.server.runtime.sglang.cluster import completions, launch, node_api
-from agentconsole.server.runtime.sglang.cluster.workers import Workers
+from agentconsole.server.runtime.sglang.cluster.workers import PushedControl, Workers
 from agentconsole.server.runtime.sglang.control import ControlState, read_json
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.status import SchedulerStatus
@@ -167,11 +167,12 @@ def test_workers_resend_control_only_to_a_worker_that_lost_or_missed_it() -> Non
     """A worker's status that only lags behind the accepted control (the plugin shows a
     version nobody waits for at its next periodic write) is not resent; a status whose
     version went back (a restarted worker) or a push the worker did not accept is."""
-    shown = {"version": 3}
+    shown: dict[str, Any] = {"version": 3, "node": "host:10"}
 
     def answer(request: httpx.Request) -> httpx.Response:
         status = SchedulerStatus(control_version=shown["version"]).to_json()
-        return httpx.Response(200, json={"node": "n0", "statuses": [status], "placements": []})
+        body = {"node": shown["node"], "statuses": [status], "placements": []}
+        return httpx.Response(200, json=body)
 
     async def scenario() -> list[bool]:
         workers = Workers(["http://w0"])
@@ -179,8 +180,8 @@ def test_workers_resend_control_only_to_a_worker_that_lost_or_missed_it() -> Non
         view = workers.views[0]
         workers._pending = ControlState(version=5)
 
-        async def poll(status_shows: int, accepted: int) -> bool:
-            shown["version"] = status_shows
+        async def poll(status_shows: int, accepted: int, node: str = "host:10") -> bool:
+            shown["version"], shown["node"] = status_shows, node
             view.control_version = accepted  # what the worker answered the last push
             workers._wake.clear()
             await workers.poll()
@@ -192,8 +193,39 @@ def test_workers_resend_control_only_to_a_worker_that_lost_or_missed_it() -> Non
                 await poll(4, accepted=5),  # still lags
                 await poll(2, accepted=5),  # went back: the worker restarted
                 await poll(4, accepted=4),  # a push the worker did not accept
+                await poll(5, accepted=5),  # caught up
+                await poll(5, accepted=5, node="host:11"),  # a new process, same version
             ]
         finally:
             await workers._client.aclose()
 
-    assert asyncio.run(scenario()) == [False, False, True, True]
+    assert asyncio.run(scenario()) == [False, False, True, True, False, True]
+
+
+def test_pushed_control_marks_the_versions_it_waits_for() -> None:
+    workers = Workers(["http://w0"])
+    control = PushedControl(workers, ControlState())
+    control.write()
+    awaited = control.write(ack=True)
+    control.write()
+    pending = workers._pending
+    assert pending is not None
+    assert (pending.version, pending.ack_version) == (awaited + 1, awaited)
+    asyncio.run(workers._client.aclose())
+
+
+def test_upstream_lines_end_at_the_streams_end_too() -> None:
+    def lines(*stream: bytes) -> list[str]:
+        async def chunks() -> AsyncIterator[bytes]:
+            for chunk in stream:
+                yield chunk
+
+        async def read() -> list[str]:
+            return [line async for line in completions.sse_lines(chunks())]
+
+        return asyncio.run(read())
+
+    # a CR that ends a chunk waits for the next (CRLF or not); at the stream's end it ends
+    # its line, and a last line needs no line end at all
+    assert lines(b"data: 1\r", b"\ndata: 2\r", b"data: 3\r") == ["data: 1", "data: 2", "data: 3"]
+    assert lines(b"data: 1\n", b"data: 2") == ["data: 1", "data: 2"]

@@ -5,12 +5,15 @@ idle after the pass that applied it); the changes written on every call are not.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agentconsole.scheduler.runtime import CacheAction
+from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
 from agentconsole.server.runtime.sglang.control import (
     CONTROL_FILE,
     ControlState,
@@ -18,6 +21,7 @@ from agentconsole.server.runtime.sglang.control import (
     read_json,
     write_json_atomic,
 )
+from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.lockstep import Layout
 from agentconsole.server.runtime.sglang.plugin_state import STATUS_TIME_SHARE, PluginState
 
@@ -93,7 +97,11 @@ def test_only_a_control_change_someone_waits_for_is_written_at_once(
     assert state.refresh(1000.06, force=True)
     assert not state.write_status_if_due(None, 1000.07)
     assert state.write_status_if_due(None, 1000.15)  # the interval passed
-    assert writes.at == [1000.0, 1000.04, 1000.15]
+    restarted = ControlState(version=2, ack_version=2)  # a control plane that counts anew
+    write_json_atomic(control, restarted.to_json())
+    assert state.refresh(1000.16, force=True)
+    assert state.write_status_if_due(None, 1000.17)  # waited for, though lower: at once
+    assert writes.at == [1000.0, 1000.04, 1000.15, 1000.17]
 
 
 def test_the_writer_marks_the_versions_it_waits_for(tmp_path: Path) -> None:
@@ -130,3 +138,27 @@ def test_a_malformed_fairness_rule_keeps_the_old_rules_and_applies_the_rest(
     assert state.control.version == 2
     assert state.guard.config.half_life_s == half_life
     assert state.errors == 1
+
+
+def test_operator_actions_are_awaited_and_the_per_call_hints_are_not(tmp_path: Path) -> None:
+    """Drain, resume, boost and a policy switch mark their version as awaited (the plugin
+    writes its status at once); a tool-wait hint does not. (Preempt marks its version the
+    same way; it needs a running call, see ``test_sglang_preemption``.)"""
+    runtime = SGLangRuntime(EngineSettings(model_path=tmp_path), state_dir=tmp_path)
+
+    def awaited() -> bool:
+        written = ControlState.from_json(read_json(tmp_path / CONTROL_FILE) or {})
+        return written.ack_version == written.version
+
+    async def actions() -> list[bool]:
+        marks = []
+        for action in (runtime.pause(), runtime.resume(), runtime.boost("p", 5.0)):
+            await action
+            marks.append(awaited())
+        runtime.set_policy("fcfs")
+        marks.append(awaited())
+        await runtime.cache_hint("p", CacheAction.KEEP, 5.0)
+        marks.append(awaited())
+        return marks
+
+    assert asyncio.run(actions()) == [True, True, True, True, False]

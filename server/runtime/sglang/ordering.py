@@ -257,8 +257,9 @@ class ServiceMeter:
     def credit(
         self, shares: Sequence[tuple[str, int]], seconds: float, wall: float, *, prefill: bool
     ) -> None:
-        """Credit ``seconds`` of one step to ``shares`` ((tenant, tokens) per request; the
-        empty tenant, for requests without a ticket, is not credited)."""
+        """Credit ``seconds`` of one step to ``shares`` ((tenant, tokens): per request, or
+        summed per tenant, alike; the empty tenant, for requests without a ticket, is not
+        credited)."""
         total = sum(tokens for _, tokens in shares)
         if total <= 0 or (seconds <= 0 and not self.deterministic):
             return

@@ -111,9 +111,9 @@ class PluginState:
         #: request id -> prompt tokens on the device, for requests the deferral sized since
         #: the last live match that it missed (``_resident_of``); the ranking never reads it
         self._filled: dict[str, int] = {}
-        #: the newest ``ControlState.ack_version`` a status has shown: while the applied
-        #: control's is newer, the adapter waits to see it, and the next loop pass writes the
-        #: status whatever it costs (-1: the first status is written at once too)
+        #: the ``ControlState.ack_version`` the last status showed: while the applied
+        #: control's differs (newer; or lower, from a control plane that restarted its count),
+        #: someone waits to see it, and the next loop pass writes the status whatever it costs
         self._acked_version = -1
         self.preemptions = 0
         #: passes whose in-flight chunk shrank for outranking waiting requests
@@ -480,8 +480,8 @@ class PluginState:
 
     def write_status_if_due(self, scheduler: Any, wall: float, plan: Any = None) -> bool:
         """Write ``status.json`` if it is due: at once after a control change the adapter
-        waits to see acknowledged (``ControlState.ack_version``: the scheduler may go idle
-        after this pass), else
+        waits to see acknowledged (``ControlState.ack_version``; the scheduler may go idle
+        after this pass); otherwise
         every ``STATUS_INTERVAL_S`` and, with one rank deciding alone, within its share of the
         scheduler's time (``STATUS_TIME_SHARE`` of the time since the last write, at what
         that write took). Under tensor parallelism the writer plans when every rank applies
@@ -491,7 +491,7 @@ class PluginState:
         gap = STATUS_INTERVAL_S
         if not self.lockstep:
             gap = max(gap, self._status_cost_s / STATUS_TIME_SHARE)
-        ack_due = self.control.ack_version > self._acked_version
+        ack_due = self.control.ack_version != self._acked_version
         if not ack_due and 0.0 <= since < gap:
             return False
         started = time.perf_counter()

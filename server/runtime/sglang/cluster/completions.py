@@ -17,6 +17,7 @@ choice chunks until the usage gives the exact numbers.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.server.runtime.sglang import wire
 
+logger = logging.getLogger("agentconsole.sglang.cluster")
 #: the header sglang-router's ``manual`` policy maps to a worker (one program, one worker)
 ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
 COMPLETIONS_PATH = "/v1/completions"
@@ -115,6 +117,7 @@ async def sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, An
         try:
             event = json.loads(data)
         except ValueError:
+            logger.warning("an SSE frame from SGLang did not parse: %.200s", data)
             continue
         if isinstance(event, dict):
             yield event

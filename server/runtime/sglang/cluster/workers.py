@@ -36,7 +36,9 @@ class WorkerView:
     node: str = ""  # the id the worker's responses carry (``node_api.NODE_HEADER``)
     statuses: list[SchedulerStatus | None] = field(default_factory=list)
     placements: list[Placement | None] = field(default_factory=list)
-    control_version: int = 0  # the newest control state this worker accepted
+    #: the newest control state this worker accepted (0 once it restarted: it may have
+    #: lost it)
+    control_version: int = 0
     #: the oldest control version its ranks' statuses showed at the last poll
     applied_version: int = 0
     reachable: bool = False
@@ -91,17 +93,20 @@ class Workers:
             view.reachable = False
             return
         view.reachable = True
-        view.node = str(data.get("node") or "")
+        node = str(data.get("node") or "")
         view.statuses = _parse(SchedulerStatus, data.get("statuses"))
         view.placements = _parse(Placement, data.get("placements"))
-        applied = [s.control_version for s in view.statuses if s is not None]
-        if applied:
-            # a plugin's status shows control versions in order, so one going back is a
-            # restarted worker, which may have lost the state. A status that only lags is not
-            # (the plugin shows the versions nobody waits for at its next periodic write)
-            if min(applied) < view.applied_version:
-                view.control_version = min(view.control_version, min(applied))
-            view.applied_version = min(applied)
+        applied = min((s.control_version for s in view.statuses if s is not None), default=None)
+        # A restarted worker may have lost the state: its node id (host and process) is new,
+        # or its status shows an older version than before (a plugin shows them in order). A
+        # status that only lags is neither (the plugin shows the versions nobody waits for at
+        # its next periodic write).
+        went_back = applied is not None and applied < view.applied_version
+        if (view.node and node != view.node) or went_back:
+            view.control_version = 0
+        view.node = node
+        if applied is not None:
+            view.applied_version = applied
         if self._pending is not None and view.control_version < self._pending.version:
             self._wake.set()  # restarted, or a push it did not accept: send the state again
 
