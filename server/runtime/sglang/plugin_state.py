@@ -481,12 +481,11 @@ class PluginState:
     def write_status_if_due(self, scheduler: Any, wall: float, plan: Any = None) -> bool:
         """Write ``status.json`` if it is due: at once after a control change the adapter
         waits to see acknowledged (``ControlState.ack_version``; the scheduler may go idle
-        after this pass); otherwise
-        every ``STATUS_INTERVAL_S`` and, with one rank deciding alone, within its share of the
-        scheduler's time (``STATUS_TIME_SHARE`` of the time since the last write, at what
-        that write took). Under tensor parallelism the writer plans when every rank applies
-        a control from the status's pass count and rate, so it stays at the interval.
-        Returns whether it wrote."""
+        after this pass); otherwise every ``STATUS_INTERVAL_S`` and, with one rank deciding
+        alone, within its share of the scheduler's time (``STATUS_TIME_SHARE`` of the time
+        since the last write, at what that write took). Under tensor parallelism the writer
+        plans when every rank applies a control from the status's pass count and rate, so it
+        stays at the interval. Returns whether it wrote."""
         since = wall - self._status_at  # negative after the wall clock stepped back: write
         gap = STATUS_INTERVAL_S
         if not self.lockstep:
