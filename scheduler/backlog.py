@@ -23,6 +23,16 @@ P95 rose 20-30% on the real engine, section 8.)
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+
+def drain_batch(queued_here: int, running: Iterable[int]) -> int:
+    """The batch that prices the drain of a call queued on an engine holding ``queued_here``
+    waiting calls: every engine's running calls (``running``, read only then) while calls
+    wait there, else 0, and the ticket carries no drain (with no queue there is nothing to
+    put the late paths ahead of). The simulator and serve both ask this."""
+    return sum(running) if queued_here else 0
+
 
 class EngineBacklog:
     """Expected remaining calls per live program, summed."""

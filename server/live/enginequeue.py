@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
+from agentconsole.scheduler.backlog import drain_batch
 from agentconsole.scheduler.runtime import MemoryView, Runtime
 
 #: how old a runtime's memory view may be before the next call reads it again
@@ -32,9 +33,8 @@ class EngineQueues:
         """The calls every model's engines run now if calls wait in ``model``'s queue, else 0.
         Every model's: the backlog counts every program's remaining calls, whichever model
         they go to."""
-        if not self._view(model).queued_calls:
-            return 0
-        return sum(self._view(name).running_calls for name in self._runtimes)
+        running = (self._view(name).running_calls for name in self._runtimes)
+        return drain_batch(self._view(model).queued_calls, running)
 
     def _view(self, model: str) -> MemoryView:
         now = self._clock()

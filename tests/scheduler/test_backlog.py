@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from agentconsole.scheduler.backlog import EngineBacklog
+from agentconsole.scheduler.backlog import EngineBacklog, drain_batch
 from agentconsole.scheduler.controller import CallUsage, ProgramController
 from agentconsole.scheduler.events import EventLog
 from agentconsole.scheduler.program import Node, NodeKind
@@ -65,3 +67,12 @@ def test_a_ticket_carries_the_drain_only_while_calls_wait_in_the_engines() -> No
     assert controller.backlog.total_calls < before
     controller.cancel_program("b", 3.0)
     assert controller.backlog.total_calls == pytest.approx(0.0)
+
+
+def test_the_drain_is_priced_by_every_engines_batch_only_while_calls_wait() -> None:
+    def unread() -> Iterator[int]:  # a generator: nothing runs until it is read
+        yield from ()
+        raise AssertionError("the engines were read with no queue")
+
+    assert drain_batch(1, iter((2, 3))) == 5  # calls wait here: every engine's batch
+    assert drain_batch(0, unread()) == 0  # no queue: no drain, the engines not read

@@ -35,6 +35,7 @@ from agentconsole.scheduler.actions import (
     StartPrograms,
     StopProgram,
 )
+from agentconsole.scheduler.backlog import drain_batch
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
 from agentconsole.scheduler.driver import ProgramDriver
 from agentconsole.scheduler.events import EventLog, Scalar, paused_gc
@@ -359,8 +360,8 @@ class Simulation:
             lost_tokens=max(found.miss_tokens - own, 0),
         )
         private = sum(b.tokens for b in blocks if not b.public)
-        # calls wait in its queue: the batch the engines run now prices the drain
-        behind = sum(len(en.running) for en in self.engines) if len(self.engines[e].queue) else 0
+        queued_here = len(self.engines[e].queue)
+        behind = drain_batch(queued_here, (len(en.running) for en in self.engines))
         ticket = self.driver.queue_call(
             program.id, tnode.id, probe, now, private_tokens=private, queued_behind=behind
         )
