@@ -24,7 +24,7 @@ from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.runtime import Prompt, RuntimeSnapshot
 from agentconsole.server.prometheus import PrometheusMetrics
 from tests.sglang.conftest import ENGINE_MAX_TOTAL_TOKENS
-from tests.sglang.helpers import consume, request, ticket, words
+from tests.sglang.helpers import consume, request, started, ticket, words
 
 pytestmark = pytest.mark.sglang
 Run = Callable[[Awaitable[Any]], Any]
@@ -167,3 +167,31 @@ def test_pool_pressure_evicts_and_the_returning_program_recomputes(
     assert recomputed.data["tokens"] == recompute
     assert recomputed.node_id == sched.node_id
     assert again.result.restore_s > 0  # its share of the prefill span SGLang measured
+
+
+def test_the_plugin_reports_each_calls_queueing_as_sglang_measures_it(rt: Any, run: Run) -> None:
+    """SGLang reports ``queue_time`` only with its metrics on, which register once per
+    process (a second engine, the benchmark's arms): the plugin reports the same measure in
+    every call's ``meta_info`` (``wire.QUEUE_TIME_KEY``). One request slot: the second call
+    waits for the first's decode."""
+    rt.set_policy("fcfs")  # no preemption: each call enters the queue once
+
+    async def two_calls() -> tuple[Any, Any]:
+        first = rt.submit(request(ticket("qt-first", expected_output_tokens=80), "go " * 20, 80))
+        await started(rt, first.rid)
+        second = rt.submit(request(ticket("qt-second", expected_output_tokens=4), "then", 4))
+        for stream in (first, second):
+            async for _ in stream:
+                pass
+        return first, second
+
+    first, second = run(two_calls())
+    assert first.plugin_queue_s is not None
+    assert second.plugin_queue_s is not None
+    assert second.plugin_queue_s > first.plugin_queue_s
+    assert second.plugin_queue_s > 0.05  # the first call's 80 decode steps, at least
+    result = run(second.result())
+    sglang_own = second.meta.get("queue_time")
+    if sglang_own is not None:  # this engine has SGLang's metrics on: the same measure
+        assert second.plugin_queue_s == pytest.approx(sglang_own, abs=1e-6)
+    assert result.queue_s == pytest.approx(second.plugin_queue_s, abs=1e-6)

@@ -55,7 +55,11 @@ from agentconsole.server.runtime.sglang.ordering import (
     preemption_victims,
 )
 from agentconsole.server.runtime.sglang.plugin_requests import RequestBook
-from agentconsole.server.runtime.sglang.plugin_telemetry import PluginTelemetry, waiting_residency
+from agentconsole.server.runtime.sglang.plugin_telemetry import (
+    PluginTelemetry,
+    report_queue_time,
+    waiting_residency,
+)
 from agentconsole.server.runtime.sglang.ranked import Ranked
 from agentconsole.server.runtime.sglang.status import SchedulerStatus
 from agentconsole.server.runtime.sglang.steps import StepRecorder
@@ -421,6 +425,8 @@ class PluginState:
             self.steps.scheduled(getattr(plan, "batch_to_run", None), seconds)
 
     def _note_running(self, req: Any, w: wire.WireTicket | None, wall: float) -> None:
+        if req.rid not in self.requests.admitted:  # its first forward
+            report_queue_time(req)
         self.requests.seen_running(req.rid, wall)
         if w is not None and w.kind is wire.CallKind.CALL:
             ctx = retention.Context(

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentconsole.server.runtime.sglang import retention
+from agentconsole.server.runtime.sglang import retention, wire
 from agentconsole.server.runtime.sglang.control import PLACEMENT_FILE, write_json_atomic
 from agentconsole.server.runtime.sglang.status import Placement, SchedulerStatus
 
@@ -41,6 +41,21 @@ _LIVE_MATCH_MAX = 128
 #: prompt tokens matched per live match: the match is linear in the prompt, so a queue of long
 #: prompts stays bounded (a count, not a clock: every tensor rank must match the same ones)
 _LIVE_MATCH_TOKENS = 262_144
+
+
+def report_queue_time(req: Any) -> None:
+    """Report the seconds ``req`` waited in SGLang's queue before its first forward (SGLang
+    measures them whether or not its metrics are on) in its ``meta_info``, under
+    ``wire.QUEUE_TIME_KEY``: call at its first forward, before its first output. SGLang
+    passes ``customized_info`` values token by token, so the one value goes out with the
+    first output and the tokenizer keeps it with the request."""
+    queued = getattr(getattr(req, "time_stats", None), "queue_duration_s", None)
+    if not isinstance(queued, int | float):
+        return
+    info = getattr(req, "customized_info", None)
+    if info is None:
+        info = req.customized_info = {}
+    info[wire.QUEUE_TIME_KEY] = [float(queued)]
 
 
 class EvictionLog:

@@ -18,6 +18,7 @@ from typing import Any
 
 from agentconsole.scheduler.runtime import GenerationRequest, GenerationResult, TokenDelta
 from agentconsole.scheduler.tokenstream import TokenStream
+from agentconsole.server.runtime.sglang import wire
 
 
 class SGLangStream(TokenStream):
@@ -41,6 +42,9 @@ class SGLangStream(TokenStream):
         self.output_ids: list[int] | None = None
         self.scheduled = False
         self.restore_s = 0.0
+        #: seconds in SGLang's queue before the first forward, as the plugin reported them
+        #: (``wire.QUEUE_TIME_KEY``; None: not reported, as without the plugin)
+        self.plugin_queue_s: float | None = None
 
     @property
     def rid(self) -> str:
@@ -50,6 +54,8 @@ class SGLangStream(TokenStream):
         """Take one streamed chunk: deliver its new text unless an abort began."""
         meta = chunk.get("meta_info") or {}
         self.meta = meta
+        if self.plugin_queue_s is None:
+            self.plugin_queue_s = _first_number(meta.get(wire.QUEUE_TIME_KEY))
         text = str(chunk.get("text") or "")
         tokens = int(meta.get("completion_tokens") or 0)
         if tokens > self.tokens and self.first_at is None:
@@ -80,7 +86,8 @@ class SGLangStream(TokenStream):
         kind = str(reason.get("type")) if isinstance(reason, dict) else "abort"
         if self.aborting:
             kind = "abort"
-        queue_s = float(meta.get("queue_time") or 0.0)
+        # SGLang's own measure where its metrics are on, else the plugin's (the same one)
+        queue_s = float(meta.get("queue_time") or self.plugin_queue_s or 0.0)
         e2e = now - self.submitted
         aborted = kind == "abort"
         return GenerationResult(
@@ -98,3 +105,12 @@ class SGLangStream(TokenStream):
             restore_s=self.restore_s,
             retractions=int(meta.get("num_retractions") or 0),
         )
+
+
+def _first_number(values: Any) -> float | None:
+    """The first number of a ``customized_info`` list (its other entries are None)."""
+    if isinstance(values, list):
+        for value in values:
+            if isinstance(value, int | float):
+                return float(value)
+    return None
