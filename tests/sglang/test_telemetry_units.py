@@ -227,3 +227,33 @@ def test_a_sweep_that_keeps_failing_is_turned_off() -> None:
     tel.on_loop(object(), contexts)  # off: nothing happens
     tel.on_evicted(5, 1.0)
     assert tel.evictions.total == 5
+
+
+def test_the_plugins_queueing_report_reaches_the_result_where_sglangs_is_missing() -> None:
+    """The plugin sets ``customized_info`` at a request's first forward; SGLang's tokenizer
+    hands the accumulated values back in ``meta_info`` (None where a chunk had none)."""
+    req = type("Req", (), {})()
+    req.time_stats = type("Stats", (), {"queue_duration_s": 0.25})()
+    req.customized_info = None
+    plugin_telemetry.report_queue_time(req)
+    assert req.customized_info == {wire.QUEUE_TIME_KEY: [0.25]}
+
+    def chunk(tokens: int, **meta: Any) -> dict[str, Any]:
+        finish = {"type": "length"} if tokens == 2 else None
+        return {
+            "text": "x" * tokens,
+            "meta_info": {"completion_tokens": tokens, **meta, "finish_reason": finish},
+        }
+
+    plain = _call("p-plain")  # SGLang's metrics off: only the plugin's report
+    plain.feed(chunk(1, **{wire.QUEUE_TIME_KEY: [None, 0.25]}))
+    plain.feed(chunk(2, **{wire.QUEUE_TIME_KEY: [None, 0.25]}))
+    assert plain.plugin_queue_s == 0.25
+    assert plain.result_now().queue_s == 0.25
+    both = _call("p-both")  # metrics on: SGLang's own figure comes first
+    both.feed(chunk(2, queue_time=0.5, **{wire.QUEUE_TIME_KEY: [0.25]}))
+    assert both.result_now().queue_s == 0.5
+    neither = _call("p-neither")  # no plugin: no queueing known
+    neither.feed(chunk(2))
+    assert neither.plugin_queue_s is None
+    assert neither.result_now().queue_s == 0.0
