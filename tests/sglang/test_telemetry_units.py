@@ -18,6 +18,8 @@ from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import plugin_telemetry, retention, wire
 from agentconsole.server.runtime.sglang.contexts import ProgramContexts, common_prefix
+from agentconsole.server.runtime.sglang.plugin_requests import RequestBook
+from agentconsole.server.runtime.sglang.ranked import Candidate
 from agentconsole.server.runtime.sglang.status import Placement, SchedulerStatus
 from agentconsole.server.runtime.sglang.stream import SGLangStream
 from agentconsole.server.runtime.sglang.telemetry import Telemetry
@@ -235,8 +237,13 @@ def test_the_plugins_queueing_report_reaches_the_result_where_sglangs_is_missing
     req = type("Req", (), {})()
     req.time_stats = type("Stats", (), {"queue_duration_s": 0.25})()
     req.customized_info = None
+    req.output_ids = []
     plugin_telemetry.report_queue_time(req)
     assert req.customized_info == {wire.QUEUE_TIME_KEY: [0.25]}
+    # retracted after 3 tokens, queued again: the sum of both spells, at the next token
+    req.output_ids, req.time_stats.queue_duration_s = [7, 7, 7], 0.4
+    plugin_telemetry.report_queue_time(req)
+    assert req.customized_info == {wire.QUEUE_TIME_KEY: [None, None, None, 0.4]}
 
     def chunk(tokens: int, **meta: Any) -> dict[str, Any]:
         finish = {"type": "length"} if tokens == 2 else None
@@ -250,6 +257,10 @@ def test_the_plugins_queueing_report_reaches_the_result_where_sglangs_is_missing
     plain.feed(chunk(2, **{wire.QUEUE_TIME_KEY: [None, 0.25]}))
     assert plain.plugin_queue_s == 0.25
     assert plain.result_now().queue_s == 0.25
+    again = _call("p-again")  # retracted and queued again: the newest report counts
+    again.feed(chunk(1, **{wire.QUEUE_TIME_KEY: [0.25]}))
+    again.feed(chunk(2, **{wire.QUEUE_TIME_KEY: [0.25, None, 0.4]}))
+    assert again.result_now().queue_s == 0.4
     both = _call("p-both")  # metrics on: SGLang's own figure comes first
     both.feed(chunk(2, queue_time=0.5, **{wire.QUEUE_TIME_KEY: [0.25]}))
     assert both.result_now().queue_s == 0.5
@@ -257,3 +268,13 @@ def test_the_plugins_queueing_report_reaches_the_result_where_sglangs_is_missing
     neither.feed(chunk(2))
     assert neither.plugin_queue_s is None
     assert neither.result_now().queue_s == 0.0
+
+
+def test_a_request_back_in_the_queue_is_reported_again_at_its_next_forward() -> None:
+    book = RequestBook()
+    assert book.seen_running("r", 1.0)  # its first forward
+    assert not book.seen_running("r", 1.1)
+    book.seen_waiting(Candidate("r", None, 0.0, 0), 1.2)  # retracted: waiting again
+    assert book.seen_running("r", 1.3)  # out of the queue again
+    assert not book.seen_running("r", 1.4)
+    assert book.admitted["r"] == 1.0  # admitted once: its residency counts from then

@@ -27,6 +27,9 @@ class RequestBook:
         self.admitted: dict[str, float] = {}
         self._requeued: set[str] = set()  # preempted by the operator, then seen waiting
         self._resumed: set[str] = set()  # ... and then seen running again
+        #: admitted, then seen waiting again (retracted or preempted): its next step is its
+        #: first forward since, after another spell of queueing
+        self._back_in_queue: set[str] = set()
 
     def wire_of(self, req: Any) -> wire.WireTicket | None:
         """The ticket ``req`` carries (decoded once), or None."""
@@ -70,14 +73,22 @@ class RequestBook:
         """``candidate`` was in the waiting queue at ``now`` (after its preempt, if any)."""
         if candidate.preempted_at is not None and now > candidate.preempted_at:
             self._requeued.add(candidate.rid)
+        if candidate.rid in self.admitted:
+            self._back_in_queue.add(candidate.rid)
 
-    def seen_running(self, rid: str, now: float) -> None:
-        """Request ``rid`` ran a step at ``now``."""
-        if rid not in self.admitted:
+    def seen_running(self, rid: str, now: float) -> bool:
+        """Request ``rid`` ran a step at ``now``; True when it just came out of the waiting
+        queue (its first step, or its first since it was seen waiting again)."""
+        entered = rid not in self.admitted
+        if entered:
             self.admitted[rid] = now
+        if rid in self._back_in_queue:
+            self._back_in_queue.discard(rid)
+            entered = True
         if rid in self._requeued:
             self._requeued.discard(rid)
             self._resumed.add(rid)
+        return entered
 
     def resident_s(self, rid: str, now: float) -> float:
         """How long ``rid`` has been running at ``now`` (0 if it has not run)."""
@@ -90,4 +101,5 @@ class RequestBook:
             for rid in [rid for rid in table if rid not in live]:
                 del table[rid]
         self._requeued &= live
+        self._back_in_queue &= live
         self._resumed &= live | set(preempted)

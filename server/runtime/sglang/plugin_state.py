@@ -425,9 +425,8 @@ class PluginState:
             self.steps.scheduled(getattr(plan, "batch_to_run", None), seconds)
 
     def _note_running(self, req: Any, w: wire.WireTicket | None, wall: float) -> None:
-        if req.rid not in self.requests.admitted:  # its first forward
+        if self.requests.seen_running(req.rid, wall):  # out of the queue, maybe again
             report_queue_time(req)
-        self.requests.seen_running(req.rid, wall)
         if w is not None and w.kind is wire.CallKind.CALL:
             ctx = retention.Context(
                 req.origin_input_ids,

@@ -44,18 +44,21 @@ _LIVE_MATCH_TOKENS = 262_144
 
 
 def report_queue_time(req: Any) -> None:
-    """Report the seconds ``req`` waited in SGLang's queue before its first forward (SGLang
-    measures them whether or not its metrics are on) in its ``meta_info``, under
-    ``wire.QUEUE_TIME_KEY``: call at its first forward, before its first output. SGLang
-    passes ``customized_info`` values token by token, so the one value goes out with the
-    first output and the tokenizer keeps it with the request."""
+    """Report the seconds ``req`` waited in SGLang's queue so far (SGLang sums every spell,
+    whether or not its metrics are on) in its ``meta_info``, under ``wire.QUEUE_TIME_KEY``:
+    call at its first forward after a spell in the queue (its first, or after a retraction),
+    before that forward's output. SGLang passes ``customized_info`` values token by token
+    from the first one not sent yet, so the value sits at the next token's place (the ones
+    before: None) and the tokenizer appends it to what the request had."""
     queued = getattr(getattr(req, "time_stats", None), "queue_duration_s", None)
     if not isinstance(queued, int | float):
         return
     info = getattr(req, "customized_info", None)
     if info is None:
         info = req.customized_info = {}
-    info[wire.QUEUE_TIME_KEY] = [float(queued)]
+    info[wire.QUEUE_TIME_KEY] = [None] * len(getattr(req, "output_ids", None) or ()) + [
+        float(queued)
+    ]
 
 
 class EvictionLog:

@@ -42,7 +42,7 @@ class SGLangStream(TokenStream):
         self.output_ids: list[int] | None = None
         self.scheduled = False
         self.restore_s = 0.0
-        #: seconds in SGLang's queue before the first forward, as the plugin reported them
+        #: seconds in SGLang's queue so far (every spell), as the plugin last reported them
         #: (``wire.QUEUE_TIME_KEY``; None: not reported, as without the plugin)
         self.plugin_queue_s: float | None = None
 
@@ -54,8 +54,9 @@ class SGLangStream(TokenStream):
         """Take one streamed chunk: deliver its new text unless an abort began."""
         meta = chunk.get("meta_info") or {}
         self.meta = meta
-        if self.plugin_queue_s is None:
-            self.plugin_queue_s = _first_number(meta.get(wire.QUEUE_TIME_KEY))
+        reported = _last_number(meta.get(wire.QUEUE_TIME_KEY))
+        if reported is not None:
+            self.plugin_queue_s = reported
         text = str(chunk.get("text") or "")
         tokens = int(meta.get("completion_tokens") or 0)
         if tokens > self.tokens and self.first_at is None:
@@ -107,10 +108,11 @@ class SGLangStream(TokenStream):
         )
 
 
-def _first_number(values: Any) -> float | None:
-    """The first number of a ``customized_info`` list (its other entries are None)."""
+def _last_number(values: Any) -> float | None:
+    """The last number of a ``customized_info`` list (the newest report; the rest None or
+    older reports)."""
     if isinstance(values, list):
-        for value in values:
+        for value in reversed(values):
             if isinstance(value, int | float):
                 return float(value)
     return None
