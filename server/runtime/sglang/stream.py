@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from agentconsole.scheduler.runtime import GenerationRequest, GenerationResult, TokenDelta
@@ -87,8 +88,7 @@ class SGLangStream(TokenStream):
         kind = str(reason.get("type")) if isinstance(reason, dict) else "abort"
         if self.aborting:
             kind = "abort"
-        # SGLang's own measure where its metrics are on, else the plugin's (the same one)
-        queue_s = float(meta.get("queue_time") or self.plugin_queue_s or 0.0)
+        queue_s = reported_queue_s(meta) or self.plugin_queue_s or 0.0
         e2e = now - self.submitted
         aborted = kind == "abort"
         return GenerationResult(
@@ -106,6 +106,16 @@ class SGLangStream(TokenStream):
             restore_s=self.restore_s,
             retractions=int(meta.get("num_retractions") or 0),
         )
+
+
+def reported_queue_s(meta: Mapping[str, Any]) -> float | None:
+    """The seconds a call waited in SGLang's queue, from a chunk's ``meta_info``: SGLang's own
+    ``queue_time`` where its metrics are on, else the plugin's newest report of the same
+    measure (``wire.QUEUE_TIME_KEY``); None when the chunk carries neither."""
+    own = meta.get("queue_time")
+    if isinstance(own, int | float):
+        return float(own)
+    return _last_number(meta.get(wire.QUEUE_TIME_KEY))
 
 
 def _last_number(values: Any) -> float | None:

@@ -39,7 +39,7 @@ from agentconsole.server.live.periodic import Periodic
 from agentconsole.server.runtime.sglang import wire
 from agentconsole.server.runtime.sglang.contexts import ProgramContexts
 from agentconsole.server.runtime.sglang.status import SchedulerStatus
-from agentconsole.server.runtime.sglang.stream import SGLangStream
+from agentconsole.server.runtime.sglang.stream import SGLangStream, reported_queue_s
 
 logger = logging.getLogger("agentconsole.sglang")
 ENGINE = "sglang"
@@ -131,12 +131,11 @@ class Telemetry:
         prefill_s = prefill_seconds(meta)
         if recompute and prefill_s is not None:
             call.restore_s = prefill_s * recompute / max(prompt_tokens - hit, 1)
-        queue_s = meta.get("queue_time")
         self._emit_call(
             call,
             EventKind.CALL_SCHEDULED,
             {
-                "queue_s": float(queue_s) if isinstance(queue_s, int | float) else 0.0,
+                "queue_s": reported_queue_s(meta) or 0.0,
                 "hit_tokens": hit,
                 "reload_tokens": host,
                 "recompute_tokens": recompute,

@@ -22,7 +22,7 @@ PARAMS_KEY = "agentconsole"
 WIRE_VERSION = 1
 PUBLIC_SALT = "public"
 #: the ``meta_info`` key (SGLang's ``customized_info``) under which the plugin reports the
-#: seconds a call waited in SGLang's queue before its first forward: SGLang's own
+#: seconds a call has waited in SGLang's queue (every spell, after each): SGLang's own
 #: ``queue_time`` is there only with its metrics on, which register once per process
 QUEUE_TIME_KEY = "agentconsole_queue_s"
 #: bound on the static priority so SGLang's per-priority metric labels stay few
