@@ -35,6 +35,7 @@ from litestar import Litestar
 from litestar.di import Provide
 from litestar.types import ControllerRouterHandler
 from pydantic import ValidationError
+from uvicorn.logging import TRACE_LOG_LEVEL
 
 from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.api.connections import HttpLimits, uvicorn_options
@@ -200,10 +201,27 @@ def http_limits(settings: Settings) -> HttpLimits:
     )
 
 
+#: serve's own HTTP clients (the demo's agents, the sglang-router runtime's upstream calls)
+#: log each request at INFO through these; the server's access log already shows each one
+CLIENT_LOGGERS = ("httpx", "httpcore")
+
+
+def configure_logging(level_name: str) -> None:
+    """Log to stderr at ``level_name``; the in-process HTTP clients' per-request lines only at
+    DEBUG (at INFO a demo or a router runtime would print every call twice)."""
+    # uvicorn's "trace" sits below DEBUG (logging knows the name only once uvicorn added it)
+    name = level_name.upper()
+    level = TRACE_LOG_LEVEL if name == "TRACE" else logging.getLevelName(name)
+    logging.basicConfig(level=level, stream=sys.stderr)
+    for logger_name in CLIENT_LOGGERS:
+        client_level = level if level <= logging.DEBUG else logging.WARNING
+        logging.getLogger(logger_name).setLevel(client_level)
+
+
 def run_serve(settings: Settings) -> None:
     """Serve until interrupted (or until the dashboard quits with ``tui``)."""
     since = time.monotonic()
-    logging.basicConfig(level=settings.server.log_level.upper(), stream=sys.stderr)
+    configure_logging(settings.server.log_level)
     click.echo(banner(settings), err=True)
     app = create_app(server_config(settings), extensions=extensions(settings))
     tenants, operators = settings.keys()

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -39,6 +39,12 @@ from agentconsole.server.gateway.sandbox_spec import (
 from agentconsole.server.live.modeldesk import SelectionConfig
 from agentconsole.server.live.tenants import TenantLimits
 
+#: uvicorn's log levels, lower-cased before they are checked (``--log-level INFO`` works)
+LogLevel = Annotated[
+    Literal["critical", "error", "warning", "info", "debug", "trace"],
+    BeforeValidator(lambda value: value.lower() if isinstance(value, str) else value),
+]
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
@@ -55,8 +61,9 @@ class ServerSection(_Section):
     """Answer plain generation calls (a chat or text completion, streamed or not, with a valid
     body and key) without Litestar's per-request machinery, with the same code and answers
     (``server/api/express.py``); false sends every request through Litestar."""
-    log_level: str = "info"
-    """uvicorn and application log level."""
+    log_level: LogLevel = "info"
+    """uvicorn and application log level (any case): critical, error, warning, info, debug,
+    or trace (uvicorn's, below debug)."""
     timeout_keep_alive: int = Field(default=5, ge=1, le=3600)
     """Seconds an idle kept-alive connection stays open after a response."""
     timeout_headers_s: float = Field(default=10.0, gt=0, le=3600)
