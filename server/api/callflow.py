@@ -36,7 +36,7 @@ from agentconsole.server.api.deps import Live
 from agentconsole.server.api.errors import ApiError
 from agentconsole.server.api.schemas import ID_PATTERN, AgentExtras
 from agentconsole.server.live.calls import CallOutcome, LiveCall
-from agentconsole.server.live.errors import Conflict
+from agentconsole.server.live.errors import Conflict, Unavailable
 
 _ID = re.compile(ID_PATTERN)
 QUICK_S = 0.05
@@ -202,8 +202,9 @@ def refusal(call: LiveCall, outcome: CallOutcome) -> Exception | None:
     if outcome.error is not None:
         return outcome.error
     if outcome.finish_reason in ("abort", "error"):
-        why = call.abort_reason or "runtime error"
-        return Conflict(f"the call was aborted ({why})")
+        if not call.abort_reason:  # not aborted here: the engine failed or ended it
+            return Unavailable("the engine ended the call before it finished; retry it")
+        return Conflict(f"the call was aborted ({call.abort_reason})")
     return None
 
 

@@ -92,7 +92,12 @@ class CallAccounting:
         svc.unregister(call)
         if result is None:
             self._emit(call, EventKind.CALL_FAILED, {"reason": "runtime error"})
-            self._report(call, None, "failed", now)
+            # the runtime failed mid-answer: what already reached the client is still paid
+            streamed = call.received + call.ghost
+            usage = CallUsage(0, 0, streamed, 0.0) if streamed else None
+            if streamed:
+                svc.tenants.charge_tokens(call.tenant, streamed, now)
+            self._report(call, usage, "failed", now)
             return
         charged = max(result.output_tokens, call.received + call.ghost)
         # The controller counts queue time from readiness to submission; the runtime knows
@@ -111,6 +116,11 @@ class CallAccounting:
         # next); any other stop (an abort, a shutdown) is an aborted attempt
         quota = call.error if isinstance(call.error, QuotaError) else None
         outcome = "ok" if not call.closed or quota is not None else "aborted"
+        # an abort this server did not ask for is the engine's (out of memory, a retraction
+        # with nowhere to go, a bad stop pattern): the call failed, its node did not complete
+        engine_failed = result.finish_reason == "abort" and not call.closed
+        if engine_failed:
+            outcome = "failed"
         data = usage_data(result)
         # what the driver is told, so a restart can replay the end exactly (eventtail.py)
         data.update(outcome=outcome, charged_output_tokens=usage.output_tokens)
@@ -126,15 +136,21 @@ class CallAccounting:
             self._emit(call, EventKind.CALL_ABORTED, data)
             if call.ghost:
                 self._emit(call, EventKind.GHOST_TOKENS, {"tokens": call.ghost})
+        elif engine_failed:
+            self._emit(call, EventKind.CALL_FAILED, {**data, "reason": "engine abort"})
         else:
             self._emit(call, EventKind.CALL_FINISHED, data)
         uncached = max(result.prompt_tokens - result.cached_tokens, 0)
         self.model.observe(uncached, result.output_tokens, result.service_s)
         svc.tenants.charge_tokens(call.tenant, uncached + charged, now)
-        if not call.closed and call.tools:
-            runtime = svc.models.runtime_of(call.request.model)  # the format of the model that ran
-            call.answer = format_of(runtime).parse(call.text, call.tools)
-        self._report(call, usage, outcome, now, quota)
+        try:
+            if outcome == "ok" and not call.closed and call.tools:
+                runtime = svc.models.runtime_of(call.request.model)  # the format that ran it
+                call.answer = format_of(runtime).parse(call.text, call.tools)
+        finally:
+            # whatever the answer's parse did, the driver hears of the end (else the node
+            # stays running and the program never finishes)
+            self._report(call, usage, outcome, now, quota)
         if call.answer is not None and call.answer[1]:  # the agent runs these tools now
             names = [name for name, _ in call.answer[1]]
             svc.tool_calls.asked(call.program_id, call.node_id, call.call_id, names)

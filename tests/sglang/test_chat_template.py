@@ -125,6 +125,18 @@ def test_the_models_tool_calls_are_parsed_whole_and_streamed(llama3_format: Any)
     assert shown + plain.finish()[0] == "It is sunny <|pyth"  # held text that was no call
 
 
+def test_a_call_body_the_parser_cannot_read_is_answered_as_text(llama3_format: Any) -> None:
+    """SGLang's parsers raise on a call body that is JSON but not an object (the model wrote
+    it): the answer is the model's text, whole and streamed, never an exception (one left the
+    call's node running for good and the stream without its end)."""
+    for body in ("<|python_tag|>[1]", '<|python_tag|>"x"'):
+        assert llama3_format.parse(body, [WEATHER]) == (body, [])
+        stream = llama3_format.stream([WEATHER])
+        shown = "".join(stream.feed(body[i : i + 4]) for i in range(0, len(body), 4))
+        rest, calls = stream.finish()
+        assert (shown + rest, calls) == (body, [])
+
+
 def test_tool_choice_becomes_sglangs_constraint(llama3_format: Any) -> None:
     fmt = llama3_format
     sampling = fmt.render(USER, [WEATHER], "required").sampling

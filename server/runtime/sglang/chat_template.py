@@ -138,10 +138,18 @@ class TemplateFormat:
     def parse(
         self, text: str, tools: Sequence[Mapping[str, Any]]
     ) -> tuple[str, list[ToolCallTuple]]:
-        """SGLang's parse of a whole answer; without a call the answer is plain text."""
+        """SGLang's parse of a whole answer; without a call the answer is plain text, as it is
+        when the parser fails on what the model wrote (SGLang's parsers raise on a call body
+        that is JSON but not an object: the model's text, not the server, is at fault)."""
         if not tools:
             return text, []
-        normal, items = tool_choice.parser(tools, self.parser).parse_non_stream(text)
+        try:
+            normal, items = tool_choice.parser(tools, self.parser).parse_non_stream(text)
+        except Exception:
+            logger.warning(
+                "tool-call parser %s failed; answered as text", self.parser, exc_info=True
+            )
+            return text, []
         calls = [(str(item.name), item.parameters) for item in items if item.name]
         return (str(normal) if calls else text), calls
 

@@ -1,0 +1,99 @@
+"""A call the engine itself ends early: an abort this server did not ask for (SGLang's own,
+out of memory or a retraction with nowhere to go) and a failure after tokens were streamed.
+The client is told 503 (retry), the call's node does not complete (its answer was cut), the
+program goes on, and what reached the client is charged to the program."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentconsole.scheduler.runtime import GenerationRequest, GenerationResult, TokenDelta
+from agentconsole.scheduler.tokenstream import TokenStream
+from agentconsole.server.runtime.sim.costmodel import preset
+from agentconsole.server.runtime.sim.live import SimLiveRuntime
+from tests.server.api.harness import LiveServer, chat_body, make_config
+
+CHAT = "/v1/chat/completions"
+#: tokens the faulty engine streams before it ends the call
+STREAMED = 3
+_RUNNING: set[asyncio.Future[None]] = set()
+
+
+class FaultyEngine(SimLiveRuntime):
+    """The simulated runtime, except for prompts naming a fault: ``ENGINE-ABORT`` ends the
+    call with the engine's own abort, ``ENGINE-FAIL`` breaks the stream, each after
+    :data:`STREAMED` tokens."""
+
+    def submit(self, request: GenerationRequest) -> Any:
+        for fault in ("ENGINE-ABORT", "ENGINE-FAIL"):
+            if fault in request.prompt:
+                stream = TokenStream()
+                task = asyncio.ensure_future(self._fault(stream, fault))
+                _RUNNING.add(task)  # a reference until it ends (the loop keeps only weak ones)
+                task.add_done_callback(_RUNNING.discard)
+                return stream
+        return super().submit(request)
+
+    @staticmethod
+    async def _fault(stream: TokenStream, fault: str) -> None:
+        for _ in range(STREAMED):
+            await asyncio.sleep(0.01)
+            stream.push(TokenDelta(" tok", 1))
+        if fault == "ENGINE-ABORT":
+            stream.end(GenerationResult("abort", " tok" * STREAMED, 12, 0, STREAMED))
+        else:
+            stream.fail(RuntimeError("the engine's process died"))
+
+
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    db = Path(tmp_path_factory.mktemp("faults")) / "faults.duckdb"
+    engine = FaultyEngine(preset("H200-141GB", "llama-3.1-8b", 1), time_scale=0.05)
+    with LiveServer(make_config(db), runtime=engine) as live:
+        live.wait_ready()
+        yield live
+
+
+def _program(live: LiveServer, pid: str) -> dict[str, Any]:
+    with live.client() as client:
+        found: dict[str, Any] = client.get(f"/v1/programs/{pid}").json()
+    return found
+
+
+def test_an_engine_abort_is_a_503_and_its_node_does_not_complete(faulty: LiveServer) -> None:
+    with faulty.client() as client:
+        cut = client.post(CHAT, json=chat_body("ENGINE-ABORT", max_tokens=20),
+                          headers={"X-Program-Id": "fault-abort"})  # fmt: skip
+        assert cut.status_code == 503, cut.text
+        assert cut.json()["error"]["type"] == "unavailable"
+        after = client.post(CHAT, json=chat_body("go on", max_tokens=4),
+                            headers={"X-Program-Id": "fault-abort"})  # fmt: skip
+        assert after.status_code == 200, after.text
+    program = _program(faulty, "fault-abort")
+    assert program["state"] == "running"
+    states = {n["node_id"]: n["state"] for n in program["nodes"]}
+    assert states["llm-1"] != "done"  # the cut answer completes nothing
+    assert program["nodes_done"] == 1  # the call after it
+
+
+def test_a_stream_the_engine_breaks_ends_with_an_error_and_is_charged(faulty: LiveServer) -> None:
+    body = chat_body("ENGINE-FAIL", max_tokens=20, stream=True)
+    with (
+        faulty.client() as client,
+        client.stream("POST", CHAT, json=body, headers={"X-Program-Id": "fault-fail"}) as response,
+    ):
+        frames = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+    assert frames[-1] == "[DONE]"
+    error = json.loads(frames[-2])["error"]
+    assert error["type"] == "unavailable", error
+    program = _program(faulty, "fault-fail")
+    assert program["state"] == "running"
+    assert program["nodes_done"] == 0
+    assert all(n["state"] != "running" for n in program["nodes"])  # not left running
+    assert program["tokens_used"] >= STREAMED  # what reached the client is paid
