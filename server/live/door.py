@@ -44,6 +44,8 @@ class DoorRoom:
             async with asyncio.timeout(self.wait_s):
                 await gate.opened.wait()
         except (TimeoutError, asyncio.CancelledError) as error:
+            if gate.opened.is_set() and isinstance(error, TimeoutError):
+                return  # let in as the wait ran out (the same turn of the loop): it goes on
             gate.waiters -= 1
             # still at the door and no other call of it waits: the program leaves the queue
             if not gate.opened.is_set() and not gate.waiters:
@@ -64,6 +66,10 @@ class DoorRoom:
             gate = self._waiting.pop(program_id, None)
             if gate is not None:
                 gate.opened.set()
+
+    def open_all(self) -> None:
+        """Let every waiting program in (the door was switched off, or the server closes)."""
+        self.open(list(self._waiting))
 
     @property
     def waiting(self) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentconsole.scheduler.events import Event, EventKind, Scalar
-from agentconsole.scheduler.program import Node, Program
+from agentconsole.scheduler.program import Node, NodeKind, Program
 from agentconsole.scheduler.runtime import GenerationRequest, Prompt
 from agentconsole.server.live.calls import LiveCall
 from agentconsole.server.live.errors import (
@@ -111,6 +111,10 @@ class CallIntake:
         svc.require_running(program)
         await svc.check_quotas(program, time.time())
         svc.tenants.check_call(tenant, time.time())
+        if hashes is not None and not program.nodes:
+            # a new inferred program: its client's retry after a 503 at the door (the same
+            # messages) finds it again, and with it its place in line
+            svc.chains.record(tenant, hashes, program.program_id, "")
         await self._door(program, next(iter(prompts.values())))
         svc.tool_calls.answered(program.program_id, chat.messages)
         now = time.time()
@@ -216,8 +220,14 @@ class CallIntake:
             if parked is None:
                 return
             await svc.apply(parked)  # its context offloaded or dropped while it waits
-        elif program.nodes:
-            return  # started, nothing finished yet: no boundary to park it at
+            if not svc.driver.door.is_returning(pid):
+                # let in (or ended) while the actions ran: no start is coming to wait for
+                svc.require_running(program)
+                return
+        elif any(node.kind is NodeKind.LLM for node in program.nodes.values()):
+            # started (or from before a restart), nothing finished yet: no boundary to park
+            # it at; a program that only ran tools so far comes to the door now
+            return
         else:
             # sized by what it does not share: a prefix the engine holds already (a system
             # prompt, tool schemas) was computed by other programs and is stored once
@@ -228,6 +238,8 @@ class CallIntake:
             if svc.driver.arrive(pid, size, tokens, time.time(), batch_slots=slots):
                 return
         await svc.door.wait(pid)
+        if svc.closing:  # woken by the server's shutdown
+            raise ShuttingDown()
         svc.require_running(program)  # it may have been cancelled while at the door
 
     def _inferred(

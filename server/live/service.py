@@ -19,6 +19,7 @@ and confirmed, tools interrupted (read-only) or flagged (side effects), KV dropp
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -66,6 +67,8 @@ from agentconsole.server.live.tenants import TenantBudgets
 from agentconsole.server.live.toolcalls import ToolCallBook
 from agentconsole.server.live.toolport import ToolPort
 from agentconsole.server.store.repository import ProgramView, StoredEvent
+
+log = logging.getLogger(__name__)
 
 CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
 
@@ -174,6 +177,8 @@ class ProgramService:
         self.runtime.set_policy(name)
         self.policy = policy
         self.driver.program_aware = policy.program_aware
+        if not self.driver.door_open:  # no door under this policy: nobody waits at it
+            self.door.open_all()
 
     def use_kv_policy(self, name: str) -> None:
         """Decide tool waits by tool-wait policy ``name`` from now on (``KeyError``)."""
@@ -194,23 +199,36 @@ class ProgramService:
         await self.apply([*(actions or ()), *self.driver.settle(self.view, time.time())])
 
     async def apply(self, actions: list[Action]) -> None:
-        """Carry out the driver's actions: let programs through the door, apply cache hints,
-        abort calls, stop programs over a quota, drop an ended program's placement."""
+        """Carry out the driver's actions, in order: let programs through the door, apply
+        cache hints, abort calls, stop programs over a quota, drop an ended program's
+        placement. One that fails is logged and the rest still run (the driver's state has
+        moved already: a start or an end skipped would leave calls waiting at the door)."""
         for action in actions:
-            if isinstance(action, StartPrograms):
-                self.door.open(action.program_ids)
-            elif isinstance(action, CacheHint):
-                await self.runtime.cache_hint(action.program_id, action.action, action.retain_s)
-            elif isinstance(action, AbortCalls):
-                live = [self.calls[c] for c in action.call_ids if c in self.calls]
-                await asyncio.gather(*(call.abort("cancel") for call in live))
-            elif isinstance(action, StopProgram):
-                error = QuotaError(action.program_id, action.quota, action.limit, action.value)
-                await self.stop_for_quota(action.program_id, error)
-            elif isinstance(action, ProgramEnded):
-                self.runtime.program_ended(action.program_id)
-                # calls still waiting at the door wake to find it ended (409), not time out
-                self.door.open((action.program_id,))
+            try:
+                await self._apply_one(action)
+            except Exception:
+                log.exception("driver action %s failed; the rest go on", type(action).__name__)
+
+    async def _apply_one(self, action: Action) -> None:
+        if isinstance(action, StartPrograms):
+            self.door.open(action.program_ids)
+        elif isinstance(action, CacheHint):
+            await self.runtime.cache_hint(action.program_id, action.action, action.retain_s)
+        elif isinstance(action, AbortCalls):
+            live = [self.calls[c] for c in action.call_ids if c in self.calls]
+            ended = await asyncio.gather(
+                *(call.abort("cancel") for call in live), return_exceptions=True
+            )
+            for call, outcome in zip(live, ended, strict=True):
+                if isinstance(outcome, BaseException):  # the others are aborted all the same
+                    log.error("abort of %s failed: %r", call.call_id, outcome)
+        elif isinstance(action, StopProgram):
+            error = QuotaError(action.program_id, action.quota, action.limit, action.value)
+            await self.stop_for_quota(action.program_id, error)
+        elif isinstance(action, ProgramEnded):
+            # calls still waiting at the door wake to find it ended (409), not time out
+            self.door.open((action.program_id,))
+            self.runtime.program_ended(action.program_id)
 
     def _left_door(self, program_id: str) -> None:
         self.settle(self.driver.leave_door(program_id, time.time()))
@@ -220,6 +238,7 @@ class ProgramService:
         same error now, so each client is answered (a JSON error, a stream's error frame and
         ``[DONE]``) before the server stops waiting for its connections."""
         self.closing = True
+        self.door.open_all()  # calls at the door wake to the same refusal (intake checks)
         for call in list(self.calls.values()):
             call.stop(ShuttingDown(), reason="shutdown")
 

@@ -3,8 +3,10 @@ started programs fill the (here: one-token) budget, and gets through when one of
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,21 @@ def _wait_until_waiting(server: LiveServer, count: int) -> None:
     while door.waiting < count and time.monotonic() < deadline:
         time.sleep(0.005)
     assert door.waiting == count
+
+
+@contextlib.contextmanager
+def _one_waiting(
+    db: Path, prefix: str
+) -> Iterator[tuple[LiveServer, httpx.Client, threading.Thread, dict[str, Any]]]:
+    """A door server where ``{prefix}-a`` started and ``{prefix}-b``'s first call waits at the
+    door (30 s wait bound): the server, a client, the waiting call's thread and result."""
+    with _door_server(db, admission_wait_s=30.0) as server:
+        server.wait_ready()
+        with server.client() as c:
+            assert _call(c, f"{prefix}-a").status_code == 200
+            waiter, result = _call_in_background(server, f"{prefix}-b")
+            _wait_until_waiting(server, 1)
+            yield server, c, waiter, result
 
 
 def test_a_new_program_waits_at_the_door_until_a_started_one_ends(tmp_path: Path) -> None:
@@ -134,16 +151,11 @@ def test_a_program_cancelled_at_the_door_answers_its_waiting_call_at_once(
 ) -> None:
     """A cancel wakes the program's call waiting at the door with 409 (it used to wait out
     the whole admission wait and get a 503 telling it to retry)."""
-    with _door_server(tmp_path / "door.duckdb", admission_wait_s=30.0) as server:
-        server.wait_ready()
-        with server.client() as c:
-            assert _call(c, "gone-a").status_code == 200
-            waiter, result = _call_in_background(server, "gone-b")
-            _wait_until_waiting(server, 1)
-            door = server.live.service.door
-            cancelled_at = time.monotonic()
-            assert c.post("/v1/programs/gone-b/cancel", json={}).status_code == 200
-            waiter.join(10)
+    with _one_waiting(tmp_path / "door.duckdb", "gone") as (server, c, waiter, result):
+        door = server.live.service.door
+        cancelled_at = time.monotonic()
+        assert c.post("/v1/programs/gone-b/cancel", json={}).status_code == 200
+        waiter.join(10)
         response = result["response"]
         assert response.status_code == 409, response.text
         assert "cancelled" in response.json()["error"]["message"]
@@ -244,3 +256,72 @@ def test_a_restarted_server_orders_and_sizes_by_what_it_learned_before(tmp_path:
         assert shown == {("tenant-a", "long"): runs[1], ("tenant-a", "short"): runs[0]}
         assert {p["kind"] for p in door["peaks"]} == {"short", "long"}
         _assert_the_short_kind_goes_first(second, c)
+
+
+def _inferred_call(client: httpx.Client, task: str) -> httpx.Response:
+    """A call of an unmodified agent: no program id, the program is inferred from its chat."""
+    return client.post("/v1/chat/completions", json=chat_body(task, max_tokens=4))
+
+
+def _inferred_programs(client: httpx.Client) -> int:
+    listed = client.get("/v1/programs", params={"label": "inferred:true", "limit": 100})
+    total: int = listed.json()["total"]
+    return total
+
+
+def test_an_unnamed_programs_retry_finds_its_program_and_place(tmp_path: Path) -> None:
+    """An agent that names no program and is told 503 at the door retries the same chat: it
+    is the same (inferred) program, keeping its place, not a second program per retry."""
+    with _door_server(tmp_path / "door.duckdb", admission_wait_s=0.3) as server:
+        server.wait_ready()
+        with server.client() as c:
+            assert _call(c, "named-a").status_code == 200
+            task = "an agent that names no program, with a task of its own"
+            for _ in range(3):
+                assert _inferred_call(c, task).status_code == 503
+            assert _inferred_programs(c) == 1
+            assert c.post("/v1/programs/named-a/finish", json={}).status_code == 200
+            admitted = _inferred_call(c, task)
+            assert admitted.status_code == 200, admitted.text
+            assert _inferred_programs(c) == 1
+
+
+def test_switching_to_a_request_level_policy_lets_the_waiting_calls_in(tmp_path: Path) -> None:
+    with (
+        _one_waiting(tmp_path / "door.duckdb", "switch") as (server, _, waiter, result),
+        server.client(OPERATOR) as ops,
+    ):
+        switched_at = time.monotonic()
+        assert ops.post("/v1/operator/policy", json={"policy": "fcfs"}).status_code == 200
+        waiter.join(10)
+        assert result["response"].status_code == 200, result["response"].text
+        assert result["at"] - switched_at < 5.0  # let in, not timed out (30 s)
+        assert server.live.service.door.waiting == 0
+
+
+def test_a_shutdown_answers_the_calls_waiting_at_the_door(tmp_path: Path) -> None:
+    with _one_waiting(tmp_path / "door.duckdb", "closing") as (server, _, waiter, result):
+
+        async def shut_down() -> None:
+            server.live.service.shut_down()
+
+        server.run(shut_down())
+        waiter.join(10)
+        response = result["response"]
+        assert response.status_code == 503, response.text
+        assert "shutting down" in response.json()["error"]["message"]
+
+
+def test_a_program_that_ran_tools_first_comes_to_the_door_with_its_first_call(
+    tmp_path: Path,
+) -> None:
+    """The door counts a program from its first LLM call, whatever ran before it (a program
+    whose first node was a tool used to pass the door uncounted)."""
+    with _door_server(tmp_path / "door.duckdb", admission_wait_s=0.3) as server:
+        server.wait_ready()
+        with server.client() as c:
+            assert _call(c, "tools-a").status_code == 200
+            assert c.post("/v1/programs", json={"program_id": "tools-b"}).status_code == 201
+            tool = {"node_id": "fetch", "kind": "tool", "tool": "web"}
+            assert c.post("/v1/programs/tools-b/nodes", json=tool).status_code == 201
+            assert _call(c, "tools-b").status_code == 503  # waited at the door like any other
