@@ -30,11 +30,12 @@ class EngineQueues:
         self._read: dict[str, tuple[float, MemoryView]] = {}
 
     def behind(self, model: str) -> int:
-        """The calls every model's engines run now if calls wait in ``model``'s queue, else 0.
-        Every model's: the backlog counts every program's remaining calls, whichever model
-        they go to."""
+        """The calls every model's engines run now if ``model``'s queue is a backlog (as long
+        as its batch at least), else 0 (``backlog.drain_batch``). Every model's: the backlog
+        counts every program's remaining calls, whichever model they go to."""
+        here = self._view(model)
         running = (self._view(name).running_calls for name in self._runtimes)
-        return drain_batch(self._view(model).queued_calls, running)
+        return drain_batch(here.queued_calls, here.running_calls, running)
 
     def _view(self, model: str) -> MemoryView:
         now = self._clock()

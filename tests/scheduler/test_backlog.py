@@ -69,10 +69,12 @@ def test_a_ticket_carries_the_drain_only_while_calls_wait_in_the_engines() -> No
     assert controller.backlog.total_calls == pytest.approx(0.0)
 
 
-def test_the_drain_is_priced_by_every_engines_batch_only_while_calls_wait() -> None:
+def test_the_drain_is_priced_by_every_engines_batch_only_while_a_backlog_waits() -> None:
     def unread() -> Iterator[int]:  # a generator: nothing runs until it is read
         yield from ()
-        raise AssertionError("the engines were read with no queue")
+        raise AssertionError("the engines were read with no backlog")
 
-    assert drain_batch(1, iter((2, 3))) == 5  # calls wait here: every engine's batch
-    assert drain_batch(0, unread()) == 0  # no queue: no drain, the engines not read
+    assert drain_batch(2, 2, iter((2, 3))) == 5  # a backlog here: every engine's batch
+    assert drain_batch(9, 2, iter((2, 3))) == 5
+    assert drain_batch(1, 2, unread()) == 0  # shorter than the batch: starts within a call
+    assert drain_batch(0, 0, unread()) == 0  # no queue: no drain, the engines not read

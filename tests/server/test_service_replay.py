@@ -103,9 +103,10 @@ def test_a_replayed_trace_runs_through_the_service_as_an_agent_would() -> None:
     assert nodes["answer"].output_tokens == 8
 
 
-def test_serve_prices_the_drain_by_the_batch_running_while_calls_wait() -> None:
-    """Serve's intake tells the driver what the engine runs while calls wait in its queue
-    (the drain on the ticket: ``scheduler/backlog.py``), and nothing while none waits."""
+def test_serve_prices_the_drain_by_the_batch_running_while_a_backlog_waits() -> None:
+    """Serve's intake tells the driver what the engine runs while its queue is a backlog (as
+    long as its batch: the drain on the ticket, ``scheduler/backlog.py``), and nothing while a
+    shorter queue or none waits."""
 
     async def run(queued: int) -> list[tuple[int, float]]:
         runtime = SimLiveRuntime(COST, time_scale=0.0, output_tokens=8)
@@ -131,15 +132,15 @@ def test_serve_prices_the_drain_by_the_batch_running_while_calls_wait() -> None:
             await runtime.stop()
         return told
 
-    busy, idle = asyncio.run(run(2)), asyncio.run(run(0))
+    busy, short, idle = asyncio.run(run(3)), asyncio.run(run(2)), asyncio.run(run(0))
     assert [behind for behind, _ in busy] == [3, 3]  # plan and answer
     assert busy[-1][1] > 0  # the answer: a call has ended, so a latency is known
-    assert idle == [(0, 0.0), (0, 0.0)]
+    assert short == idle == [(0, 0.0), (0, 0.0)]
 
 
 def test_the_engines_queues_are_read_at_most_every_few_ms_and_sum_every_models_batch() -> None:
     """``EngineQueues``: the batch that prices the drain is every model's running calls, told
-    only while calls wait in the chosen model's queue; a runtime's memory is read again only
+    only while the chosen model's queue is a backlog; a runtime's memory is read again only
     after ``READ_EVERY_S`` (on SGLang a read parses the plugin's status file)."""
 
     class Engine:
@@ -152,9 +153,9 @@ def test_the_engines_queues_are_read_at_most_every_few_ms_and_sum_every_models_b
             return self.view
 
     now = [0.0]
-    big, small = Engine(2, 3), Engine(0, 1)
+    big, small = Engine(3, 3), Engine(0, 1)
     queues = EngineQueues({"big": big, "small": small}, clock=lambda: now[0])  # type: ignore[dict-item]
-    assert queues.behind("big") == 4  # calls wait on big: big's 3 and small's 1 run
+    assert queues.behind("big") == 4  # a backlog on big: big's 3 and small's 1 run
     assert queues.behind("small") == 0  # nothing waits on small
     big.view = MemoryView(0, 0, queued_calls=0, running_calls=3)
     assert queues.behind("big") == 4  # read less than READ_EVERY_S ago: not read again

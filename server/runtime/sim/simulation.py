@@ -360,8 +360,9 @@ class Simulation:
             lost_tokens=max(found.miss_tokens - own, 0),
         )
         private = sum(b.tokens for b in blocks if not b.public)
-        queued_here = len(self.engines[e].queue)
-        behind = drain_batch(queued_here, (len(en.running) for en in self.engines))
+        here = self.engines[e]
+        running = (len(en.running) for en in self.engines)
+        behind = drain_batch(len(here.queue), len(here.running), running)
         ticket = self.driver.queue_call(
             program.id, tnode.id, probe, now, private_tokens=private, queued_behind=behind
         )
