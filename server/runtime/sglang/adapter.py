@@ -62,6 +62,9 @@ from agentconsole.server.runtime.sglang.tool_choice import ServedFormat
 
 logger = logging.getLogger("agentconsole.sglang")
 _HEALTH_FRESH_S = 5.0
+#: how long an abort waits for SGLang to register the call (it drops an abort for a rid it
+#: does not know yet); then it goes in the background, as soon as the rid is there
+ABORT_WAIT_S = 30.0
 _METRICS_IN_PROCESS = False  # an engine with SGLang's metrics was started in this process
 
 
@@ -102,6 +105,8 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
         )
         self._gate = asyncio.Event()
         self._gate.set()
+        #: aborts still waiting for SGLang to register their call (see ``abort``)
+        self._late_aborts: set[asyncio.Task[None]] = set()
         self._started_at = 0.0
         self._last_output = 0.0
         self._hit_tokens = 0
@@ -291,7 +296,7 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
             return False
         call.begin_abort()
         tm = self.engine.tokenizer_manager
-        deadline = time.monotonic() + 30.0
+        deadline = time.monotonic() + ABORT_WAIT_S
         # SGLang drops an abort for a rid it has not registered yet (still tokenizing)
         while call_id not in tm.rid_to_state and not call.ended:
             if call.task is not None and not self._gate.is_set():
@@ -301,13 +306,28 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
                 call.finish()
                 return True
             if time.monotonic() > deadline:
-                raise TimeoutError(f"call {call_id!r} never reached the engine")
+                # the caller stops waiting; the abort still goes once SGLang has the rid
+                logger.warning("call %s not in the engine after %.0f s", call_id, ABORT_WAIT_S)
+                task = asyncio.create_task(self._abort_when_registered(call_id))
+                self._late_aborts.add(task)
+                task.add_done_callback(self._late_aborts.discard)
+                return False
             await asyncio.sleep(0.002)
         if not call.ended:
             tm.abort_request(call_id)
         with contextlib.suppress(Exception):
             await call.result()
         return True
+
+    async def _abort_when_registered(self, call_id: str) -> None:
+        """Abort ``call_id`` as soon as SGLang has registered it (or it ended)."""
+        tm = self.engine.tokenizer_manager
+        call = self._calls.get(call_id)
+        while call is not None and not call.ended:
+            if call_id in tm.rid_to_state:
+                tm.abort_request(call_id)
+                return
+            await asyncio.sleep(0.05)
 
     async def flush_cache(self) -> bool:
         """Empty SGLang's radix cache; SGLang refuses (False) unless the engine is idle."""

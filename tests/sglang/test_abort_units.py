@@ -1,0 +1,52 @@
+"""``SGLangRuntime.abort`` for a call SGLang has not registered yet (it drops an abort for a
+rid it does not know): the caller stops waiting after ``ABORT_WAIT_S`` (it used to get a
+``TimeoutError``, which broke a program's cancel halfway), and the abort still goes as soon
+as the rid is there."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from agentconsole.server.runtime.sglang import adapter
+from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
+
+
+class _Call:
+    def __init__(self) -> None:
+        self.ended = False
+        self.task = None
+        self.aborting = False
+
+    def begin_abort(self) -> None:
+        self.aborting = True
+
+
+def test_an_abort_before_sglang_has_the_call_goes_once_it_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(adapter, "ABORT_WAIT_S", 0.05)
+    aborted: list[str] = []
+    manager = SimpleNamespace(rid_to_state={}, abort_request=aborted.append)
+    runtime: Any = object.__new__(SGLangRuntime)
+    runtime.engine = SimpleNamespace(tokenizer_manager=manager)
+    runtime._calls = {"p/n/0001": _Call()}
+    runtime._gate = asyncio.Event()
+
+    async def scenario() -> tuple[bool, list[str]]:
+        runtime._gate.set()
+        runtime._late_aborts = set()
+        answered = await runtime.abort("p/n/0001")
+        sent_before = list(aborted)
+        manager.rid_to_state["p/n/0001"] = object()  # SGLang registered it at last
+        await asyncio.wait_for(asyncio.gather(*runtime._late_aborts), 1.0)
+        return answered, sent_before
+
+    answered, sent_before = asyncio.run(scenario())
+    assert answered is False  # not confirmed: the caller goes on
+    assert sent_before == []
+    assert aborted == ["p/n/0001"]  # sent once the rid was there
+    assert runtime._calls["p/n/0001"].aborting  # nothing more delivered meanwhile
