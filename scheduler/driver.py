@@ -82,6 +82,9 @@ class _Flight:
     #: said what is shared, and a tenant's own prefix counts, conservatively
     shared_tokens: int | None = None
     learns_shared: bool = False
+    #: calls of it that ended (completed or not): one that ended without completing is no
+    #: longer a first call still to come
+    ended_calls: int = 0
 
 
 # -- the driver ------------------------------------------------------------------------------------
@@ -258,6 +261,8 @@ class ProgramDriver:
         stops the program."""
         flight = self._flights.get(program_id)
         held_when_queued = flight.calls.pop(call_id, None) if flight is not None else None
+        if flight is not None:
+            flight.ended_calls += 1
         if held_when_queued is not None and usage is not None and outcome == "ok":
             # evicted while it waited in the engine's queue (where thrash shows on an engine
             # that protects the contexts the tool-wait decisions keep); an aborted call
@@ -403,8 +408,8 @@ class ProgramDriver:
             flight = self._flights.get(program_id)
             if program is None or program.state.terminal or flight is None or flight.calls:
                 continue
-            if not program.completed_calls:
-                continue  # nothing of it computed yet: it counts as admitted, for its first call
+            if not (program.completed_calls or flight.ended_calls):
+                continue  # its first call is still to come: it counts as admitted, for it
             if flight.tools:
                 if self.program_aware:
                     actions += self._tool_wait(program_id, flight, view, now)

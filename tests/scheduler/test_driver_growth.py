@@ -251,3 +251,20 @@ def test_a_new_driver_relearns_what_the_finish_events_recorded() -> None:
     assert "tool_latency_s" not in second.controller.prediction_log.summary()  # nothing logged
     # the mean tool time in every remaining path, as learned live
     assert second.controller._mean_tool_s == pytest.approx(first.controller._mean_tool_s)
+
+
+def test_a_program_whose_first_call_failed_counts_at_the_door_only_for_the_idle_grace() -> None:
+    """A first call aborted or failed (its client left, the runtime refused it) leaves the
+    program counted only for the idle grace, as one done with its work so far; before, it
+    counted until the program was idle-finished, keeping newcomers out for minutes."""
+    driver = _driver()
+    for pid in ("a", "b"):
+        driver.controller.open_program(pid, "t", 0.0)
+    assert driver.arrive("a", 900, 0, 0.0)
+    assert not driver.arrive("b", 900, 0, 0.0)  # a's 900 of 1,000 leave no room
+    driver.controller.add_node("a", Node("n0", "a", NodeKind.LLM), 0.0)
+    ticket = driver.queue_call("a", "n0", PrefixProbe(900), 0.0, private_tokens=900)
+    driver.controller.start_node("a", "n0", 0.0)
+    driver.call_ended("a", "n0", ticket.call_id, 1.0, None, outcome="aborted")
+    assert driver.settle(_View(), 1.0) == []  # a still counts, for the idle grace
+    assert driver.tick(1.0 + driver.idle_grace_s + 0.1) == [StartPrograms(("b",))]
