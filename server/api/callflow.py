@@ -36,6 +36,7 @@ from agentconsole.server.api.deps import Live
 from agentconsole.server.api.errors import ApiError
 from agentconsole.server.api.schemas import ID_PATTERN, AgentExtras
 from agentconsole.server.live.calls import CallOutcome, LiveCall
+from agentconsole.server.live.door import ClientGone
 from agentconsole.server.live.errors import Conflict, Unavailable
 
 _ID = re.compile(ID_PATTERN)
@@ -225,6 +226,17 @@ async def _ends_within(call: LiveCall, seconds: float) -> bool:
     return True
 
 
+def client_gone(request: Client) -> ClientGone:
+    """What resolves when ``request``'s client disconnects (reads its ASGI messages: only one
+    reader at a time, so one watch per wait)."""
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    return disconnected
+
+
 async def wait_for_client_or_call(request: Client, call: LiveCall) -> bool:
     """True once the call has ended; False if the client disconnected first. Calls that end
     within ``QUICK_S`` are not raced against the client (a task watching the client costs
@@ -232,12 +244,8 @@ async def wait_for_client_or_call(request: Client, call: LiveCall) -> bool:
     if await _ends_within(call, QUICK_S):
         return True
 
-    async def disconnected() -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-
     ended = call.ending()
-    gone = asyncio.ensure_future(disconnected())
+    gone = asyncio.ensure_future(client_gone(request)())
     race: set[asyncio.Future[Any]] = {ended, gone}
     try:
         await asyncio.wait(race, return_when=asyncio.FIRST_COMPLETED)

@@ -29,6 +29,7 @@ from agentconsole.server.api.callflow import (
     Client,
     Reply,
     checked_max_tokens,
+    client_gone,
     event_stream,
     finished,
     model_request,
@@ -113,7 +114,7 @@ async def chat_completion(
     """Run one validated chat request as a call of its program: the JSON answer once the
     call ends, or (``stream: true``) the SSE stream of it."""
     chat = chat_call(data, client, live)
-    call = await live.service.start_call(principal.tenant, chat)
+    call = await live.service.start_call(principal.tenant, chat, gone=client_gone(client))
     # the format of the model that runs the call (the runtime is up once a call started)
     chat_format = format_of(live.service.models.runtime_of(call.request.model))
     ident = CallIdentity.of(call, data.rid or data.request_id)

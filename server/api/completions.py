@@ -24,6 +24,7 @@ from agentconsole.server.api.callflow import (
     Client,
     Reply,
     checked_max_tokens,
+    client_gone,
     event_stream,
     finished,
     model_request,
@@ -98,7 +99,8 @@ async def text_completion(
 ) -> Reply | Stream:
     """Run one validated completion request as a call of its program: the JSON answer once
     the call ends, or (``stream: true``) the SSE stream of it."""
-    call = await live.service.start_call(principal.tenant, completion_call(data, client, live))
+    wanted = completion_call(data, client, live)
+    call = await live.service.start_call(principal.tenant, wanted, gone=client_gone(client))
     ident = CallIdentity.of(call, data.rid or data.request_id)
     completion = TextCompletion(ident.request_id, served_name(call, live), ident.body)
     if data.stream:

@@ -12,10 +12,14 @@ line kept for the client's retry (``ProgramDoor.leave``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from agentconsole.server.live.errors import Unavailable
+from agentconsole.server.live.errors import ClientLeft, Unavailable
+
+#: resolves when the caller's client disconnects (the HTTP layer's watch on its connection)
+ClientGone = Callable[[], Awaitable[object]]
 
 
 @dataclass(slots=True)
@@ -34,18 +38,22 @@ class DoorRoom:
         self.wait_s = wait_s
         self._waiting: dict[str, _Gate] = {}
 
-    async def wait(self, program_id: str) -> None:
-        """Wait until ``program_id`` is let in; :class:`Unavailable` after ``wait_s``. When
-        its last waiting call gives up (timed out or cancelled), the program leaves the
-        queue; a call of it still waiting keeps it there."""
+    async def wait(self, program_id: str, gone: ClientGone | None = None) -> None:
+        """Wait until ``program_id`` is let in; :class:`Unavailable` after ``wait_s``,
+        :class:`ClientLeft` as soon as ``gone`` resolves (its client disconnected). When its
+        last waiting call gives up (timed out, cancelled, its client gone), the program leaves
+        the queue; a call of it still waiting keeps it there."""
         gate = self._waiting.setdefault(program_id, _Gate())
         gate.waiters += 1
         try:
             async with asyncio.timeout(self.wait_s):
-                await gate.opened.wait()
-        except (TimeoutError, asyncio.CancelledError) as error:
-            if gate.opened.is_set() and isinstance(error, TimeoutError):
-                return  # let in as the wait ran out (the same turn of the loop): it goes on
+                if gone is None:
+                    await gate.opened.wait()
+                elif not await _first(gate.opened.wait(), gone()):
+                    raise ClientLeft(f"the client left while program {program_id!r} waited")
+        except (TimeoutError, asyncio.CancelledError, ClientLeft) as error:
+            if gate.opened.is_set() and not isinstance(error, asyncio.CancelledError):
+                return  # let in as it gave up (the same turn of the loop): it goes on
             gate.waiters -= 1
             # still at the door and no other call of it waits: the program leaves the queue
             if not gate.opened.is_set() and not gate.waiters:
@@ -75,3 +83,16 @@ class DoorRoom:
     def waiting(self) -> int:
         """Programs whose calls wait at the door."""
         return len(self._waiting)
+
+
+async def _first(wanted: Awaitable[object], other: Awaitable[object]) -> bool:
+    """Await both until one is done; True if ``wanted`` was, and the other is cancelled."""
+    mine, theirs = asyncio.ensure_future(wanted), asyncio.ensure_future(other)
+    try:
+        await asyncio.wait({mine, theirs}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (mine, theirs):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+    return mine.done() and not mine.cancelled()

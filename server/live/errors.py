@@ -77,3 +77,11 @@ class ShuttingDown(Unavailable):
 
     def __init__(self) -> None:
         super().__init__("the server is shutting down", headers={"Retry-After": "5"})
+
+
+class ClientLeft(ServiceError):
+    """The client disconnected while its call waited (at the program door): nobody reads the
+    answer (the status is nginx's "client closed request", for the access log)."""
+
+    status = 499
+    type = "client_closed_request"

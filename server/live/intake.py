@@ -20,6 +20,7 @@ from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.scheduler.program import Node, NodeKind, Program
 from agentconsole.scheduler.runtime import GenerationRequest, Prompt
 from agentconsole.server.live.calls import LiveCall
+from agentconsole.server.live.door import ClientGone
 from agentconsole.server.live.errors import (
     ContextTooLong,
     InvalidRequest,
@@ -83,8 +84,9 @@ class CallIntake:
     def __init__(self, service: ProgramService) -> None:
         self.service = service
 
-    async def start(self, tenant: str, chat: ChatCall) -> LiveCall:
-        """Admit ``chat`` for ``tenant`` and submit it; raises the service's errors."""
+    async def start(self, tenant: str, chat: ChatCall, gone: ClientGone | None = None) -> LiveCall:
+        """Admit ``chat`` for ``tenant`` and submit it; raises the service's errors
+        (:class:`ClientLeft` when ``gone`` resolves while the call waits at the door)."""
         svc = self.service
         if svc.closing:
             raise ShuttingDown()
@@ -115,7 +117,7 @@ class CallIntake:
             # a new inferred program: its client's retry after a 503 at the door (the same
             # messages) finds it again, and with it its place in line
             svc.chains.record(tenant, hashes, program.program_id, "")
-        await self._door(program, next(iter(prompts.values())))
+        await self._door(program, next(iter(prompts.values())), gone)
         svc.tool_calls.answered(program.program_id, chat.messages)
         now = time.time()
         node = svc.nodes.llm_node(program, chat.node_id, parents, now)
@@ -207,7 +209,7 @@ class CallIntake:
             labels["predicted_finish_s"] = choice.finish_s[choice.chosen]
         return choice.chosen, labels
 
-    async def _door(self, program: Program, prompt: Prompt) -> None:
+    async def _door(self, program: Program, prompt: Prompt, gone: ClientGone | None) -> None:
         """Let the call through the program door: a new program when the driver starts it, a
         started one at once unless the started programs outgrew memory and the driver parks
         it at this call boundary (``DoorRoom.wait``: 503 after the wait limit)."""
@@ -237,7 +239,7 @@ class CallIntake:
             tokens, slots = memory.memory_tokens, memory.batch_slots
             if svc.driver.arrive(pid, size, tokens, time.time(), batch_slots=slots):
                 return
-        await svc.door.wait(pid)
+        await svc.door.wait(pid, gone)
         if svc.closing:  # woken by the server's shutdown
             raise ShuttingDown()
         svc.require_running(program)  # it may have been cancelled while at the door

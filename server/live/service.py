@@ -43,7 +43,7 @@ from agentconsole.scheduler.program import NodeKind, NodeState, Program, Quotas
 from agentconsole.scheduler.runtime import Runtime
 from agentconsole.server.live.accounting import CallAccounting
 from agentconsole.server.live.calls import LiveCall
-from agentconsole.server.live.door import DoorRoom
+from agentconsole.server.live.door import ClientGone, DoorRoom
 from agentconsole.server.live.engineview import LiveCost, RuntimeView
 from agentconsole.server.live.errors import (
     Conflict,
@@ -437,9 +437,12 @@ class ProgramService:
         self._cancel_listeners.append(listener)
 
     # -- LLM calls -------------------------------------------------------------------------------
-    async def start_call(self, tenant: str, chat: ChatCall) -> LiveCall:
-        """Admit a chat call and submit it to the runtime (see :mod:`intake`)."""
-        return await self.intake.start(tenant, chat)
+    async def start_call(
+        self, tenant: str, chat: ChatCall, *, gone: ClientGone | None = None
+    ) -> LiveCall:
+        """Admit a chat call and submit it to the runtime (see :mod:`intake`); ``gone``
+        resolves when its client disconnects (watched only while the call waits at the door)."""
+        return await self.intake.start(tenant, chat, gone)
 
     def register(self, call: LiveCall) -> None:
         """Track a call that was just submitted (until its accounting ends it)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from tests.server.api.harness import OPERATOR, LiveServer, chat_body, make_config
+from tests.server.api.harness import OPERATOR, LiveServer, chat_body, make_config, wait_until
 
 
 def _call(client: httpx.Client, program_id: str) -> httpx.Response:
@@ -325,3 +325,19 @@ def test_a_program_that_ran_tools_first_comes_to_the_door_with_its_first_call(
             tool = {"node_id": "fetch", "kind": "tool", "tool": "web"}
             assert c.post("/v1/programs/tools-b/nodes", json=tool).status_code == 201
             assert _call(c, "tools-b").status_code == 503  # waited at the door like any other
+
+
+def test_a_client_that_leaves_while_waiting_at_the_door_is_noticed(tmp_path: Path) -> None:
+    """Its call leaves the door at once (it used to wait out the whole bound, 120 s, then be
+    let in and prefilled for nobody), keeping its program's place for a retry."""
+    with _door_server(tmp_path / "door.duckdb", admission_wait_s=30.0) as server:
+        server.wait_ready()
+        with server.client() as c:
+            assert _call(c, "left-a").status_code == 200
+        with server.client(timeout=0.5) as impatient, contextlib.suppress(httpx.ReadTimeout):
+            _call(impatient, "left-b")  # gives up after half a second, closing its connection
+        door = server.live.service.door
+        wait_until(lambda: door.waiting == 0, timeout=5)
+        assert server.live.service.driver.door.holds_place("left-b", time.time())
+        with server.client() as c:
+            assert c.get("/v1/programs/left-b").json()["nodes_done"] == 0
