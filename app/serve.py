@@ -214,7 +214,7 @@ def configure_logging(level_name: str) -> None:
     level = TRACE_LOG_LEVEL if name == "TRACE" else logging.getLevelName(name)
     logging.basicConfig(level=level, stream=sys.stderr)
     for logger_name in CLIENT_LOGGERS:
-        client_level = level if level <= logging.DEBUG else logging.WARNING
+        client_level = level if level <= logging.DEBUG else max(level, logging.WARNING)
         logging.getLogger(logger_name).setLevel(client_level)
 
 

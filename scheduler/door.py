@@ -284,6 +284,19 @@ class ProgramDoor:
             self._line.forget(program_id)
         return self._start_parked(now)
 
+    def let_all_in(self, now: float) -> list[str]:
+        """The door is off (a request-level policy): every program waiting at it goes on now,
+        counted as started whatever it holds, so none is started a second time if the door
+        comes back. Returns them."""
+        started = self._returning.clear()
+        for pid in started:
+            self._go_on(pid)
+        while (first := self._line.first(now)) is not None:
+            self._line.take(first.program_id)
+            self._start(first.program_id, first.tokens, first.kind, now)
+            started.append(first.program_id)
+        return started
+
     def wake(self, now: float) -> list[str]:
         """Time passed: retentions that lapsed stop counting; returns programs that start."""
         return self._start_parked(now)

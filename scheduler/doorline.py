@@ -213,6 +213,13 @@ class ReturningLine:
                 self._order.remove(pid)
         return [pid for pid in self._order if pid not in self._away]
 
+    def clear(self) -> list[str]:
+        """Everyone leaves the line (the door is off); returns them, in line order."""
+        out = list(self._order)
+        self._order.clear()
+        self._away.clear()
+        return out
+
     def is_waiting(self, program_id: str) -> bool:
         """``program_id`` is in line and its call waits (it is not away)."""
         return program_id in self._order and program_id not in self._away

@@ -189,6 +189,10 @@ class ProgramDriver:
         place in line is kept for its retry)."""
         return self._started(self.door.leave(program_id, now))
 
+    def let_all_in(self, now: float) -> list[Action]:
+        """The door turned off (``program_aware`` false): start everyone waiting at it."""
+        return self._started(self.door.let_all_in(now))
+
     def tick(self, now: float) -> list[Action]:
         """Time passed: retentions that lapsed stop counting at the door."""
         return self._started(self.door.wake(now))

@@ -91,9 +91,10 @@ class CallAccounting:
         now = time.time()
         svc.unregister(call)
         if result is None:
-            self._emit(call, EventKind.CALL_FAILED, {"reason": "runtime error"})
             # the runtime failed mid-answer: what already reached the client is still paid
             streamed = call.received + call.ghost
+            failed = {"reason": "runtime error", "outcome": "failed"}
+            self._emit(call, EventKind.CALL_FAILED, {**failed, "charged_output_tokens": streamed})
             usage = CallUsage(0, 0, streamed, 0.0) if streamed else None
             if streamed:
                 svc.tenants.charge_tokens(call.tenant, streamed, now)
@@ -117,7 +118,7 @@ class CallAccounting:
         quota = call.error if isinstance(call.error, QuotaError) else None
         outcome = "ok" if not call.closed or quota is not None else "aborted"
         # an abort this server did not ask for is the engine's (out of memory, a retraction
-        # with nowhere to go, a bad stop pattern): the call failed, its node did not complete
+        # with nowhere to go): the call failed, its node did not complete
         engine_failed = result.finish_reason == "abort" and not call.closed
         if engine_failed:
             outcome = "failed"

@@ -12,7 +12,6 @@ line kept for the client's retry (``ProgramDoor.leave``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -93,6 +92,7 @@ async def _first(wanted: Awaitable[object], other: Awaitable[object]) -> bool:
     finally:
         for task in (mine, theirs):
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # waits for both to finish without raising their errors; a cancel of this task
+        # itself still passes on
+        await asyncio.wait({mine, theirs})
     return mine.done() and not mine.cancelled()

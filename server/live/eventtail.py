@@ -80,7 +80,7 @@ class TailReplay:
         kind = event.kind
         if kind is EventKind.NODE_ADDED and data.get("kind") == NodeKind.TOOL.value:
             program.tool_calls += 1
-        elif kind in (EventKind.CALL_FINISHED, EventKind.CALL_ABORTED):
+        elif kind in (EventKind.CALL_FINISHED, EventKind.CALL_ABORTED, EventKind.CALL_FAILED):
             program.attained_service_s += number(data, "service_s")
             program.tokens_used += (
                 _int(data, "prompt_tokens")
@@ -140,9 +140,9 @@ def _first_token(node: Node, event: Event) -> None:
 
 
 def _call_end(node: Node, event: Event) -> None:
-    """``call.finished`` / ``call.aborted``: ``finish_llm`` for a finished call of a running
-    node, else ``charge`` (what an aborted call streamed); a closing node's own
-    ``node.cancelled`` events follow."""
+    """``call.finished`` / ``call.aborted`` / ``call.failed``: ``finish_llm`` for a finished
+    call of a running node, else ``charge`` (what an aborted or failed call streamed); a
+    closing node's own ``node.cancelled`` events follow."""
     data = event.data
     node.service_s += number(data, "service_s")
     if data.get("outcome", "ok") == "ok" and node.state is NodeState.RUNNING:
@@ -190,6 +190,7 @@ _NODE_HANDLERS: dict[EventKind, Callable[[Node, Event], None]] = {
     EventKind.CALL_FIRST_TOKEN: _first_token,
     EventKind.CALL_FINISHED: _call_end,
     EventKind.CALL_ABORTED: _call_end,
+    EventKind.CALL_FAILED: _call_end,
     EventKind.TOOL_FINISHED: _tool_end,
     EventKind.NODE_CANCELLED: _cancelled,
 }

@@ -100,6 +100,10 @@ class CallIntake:
         if chat.program_id is None:
             hashes = chain_hashes(chat.messages)
             program, parents = self._inferred(tenant, hashes, chat)
+            if not program.nodes:
+                # a new inferred program: its client's retry after a refusal (the door's 503,
+                # a rate limit's 429) with the same messages finds it again, and its place
+                svc.chains.record(tenant, hashes, program.program_id, "")
         else:
             await svc.check_new_id(tenant, chat.program_id, explicit=False)
             if parents and chat.program_id not in svc.controller.programs:
@@ -113,10 +117,6 @@ class CallIntake:
         svc.require_running(program)
         await svc.check_quotas(program, time.time())
         svc.tenants.check_call(tenant, time.time())
-        if hashes is not None and not program.nodes:
-            # a new inferred program: its client's retry after a 503 at the door (the same
-            # messages) finds it again, and with it its place in line
-            svc.chains.record(tenant, hashes, program.program_id, "")
         await self._door(program, next(iter(prompts.values())), gone)
         svc.tool_calls.answered(program.program_id, chat.messages)
         now = time.time()
@@ -226,9 +226,10 @@ class CallIntake:
                 # let in (or ended) while the actions ran: no start is coming to wait for
                 svc.require_running(program)
                 return
-        elif any(node.kind is NodeKind.LLM for node in program.nodes.values()):
-            # started (or from before a restart), nothing finished yet: no boundary to park
-            # it at; a program that only ran tools so far comes to the door now
+        elif any(node.kind is NodeKind.LLM and node.attempts for node in program.nodes.values()):
+            # a call of it ran (or runs) already: started, or from before a restart, with
+            # nothing finished yet and no boundary to park it at; a program that only ran
+            # tools, or declared its LLM nodes ahead, comes to the door with its first call
             return
         else:
             # sized by what it does not share: a prefix the engine holds already (a system

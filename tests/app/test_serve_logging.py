@@ -25,9 +25,11 @@ def client_levels() -> Iterator[None]:
 @pytest.mark.parametrize(
     ("level", "clients"),
     [("info", logging.WARNING), ("warning", logging.WARNING), ("debug", logging.DEBUG),
-     ("trace", 5), ("TRACE", 5)],
+     ("trace", 5), ("TRACE", 5), ("error", logging.ERROR), ("critical", logging.CRITICAL)],
 )  # fmt: skip
-def test_client_request_lines_only_at_debug(level: str, clients: int) -> None:
+def test_client_request_lines_only_at_debug_and_never_below_the_level(
+    level: str, clients: int
+) -> None:
     configure_logging(level)
     assert all(logging.getLogger(name).level == clients for name in CLIENT_LOGGERS)
 

@@ -202,6 +202,8 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
     async def stop(self) -> None:
         """End every call with ``abort``, then stop the engine's processes (only those)."""
         await self.telemetry.stop()
+        for late in list(self._late_aborts):  # the engine goes: nothing left to abort
+            late.cancel()
         calls = list(self._calls.values())
         for call in calls:
             call.begin_abort()

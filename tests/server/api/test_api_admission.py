@@ -280,6 +280,9 @@ def test_an_unnamed_programs_retry_finds_its_program_and_place(tmp_path: Path) -
             for _ in range(3):
                 assert _inferred_call(c, task).status_code == 503
             assert _inferred_programs(c) == 1
+            listed = c.get("/v1/programs", params={"label": "inferred:true"}).json()
+            inferred = listed["programs"][0]["program_id"]
+            assert server.live.service.driver.door.holds_place(inferred, time.time())
             assert c.post("/v1/programs/named-a/finish", json={}).status_code == 200
             admitted = _inferred_call(c, task)
             assert admitted.status_code == 200, admitted.text
@@ -297,6 +300,8 @@ def test_switching_to_a_request_level_policy_lets_the_waiting_calls_in(tmp_path:
         assert result["response"].status_code == 200, result["response"].text
         assert result["at"] - switched_at < 5.0  # let in, not timed out (30 s)
         assert server.live.service.door.waiting == 0
+        gate = server.live.service.driver.door
+        assert (gate.parked, gate.is_started("switch-b")) == (0, True)  # its books too
 
 
 def test_a_shutdown_answers_the_calls_waiting_at_the_door(tmp_path: Path) -> None:
@@ -341,3 +346,18 @@ def test_a_client_that_leaves_while_waiting_at_the_door_is_noticed(tmp_path: Pat
         assert server.live.service.driver.door.holds_place("left-b", time.time())
         with server.client() as c:
             assert c.get("/v1/programs/left-b").json()["nodes_done"] == 0
+
+
+def test_a_program_that_declared_its_llm_node_first_comes_to_the_door(tmp_path: Path) -> None:
+    """Declaring a node (``POST /nodes``, as the replay agent does before each call) is not
+    running one: the program's first call still comes to the door."""
+    with _door_server(tmp_path / "door.duckdb", admission_wait_s=0.3) as server:
+        server.wait_ready()
+        with server.client() as c:
+            assert _call(c, "declared-a").status_code == 200
+            assert c.post("/v1/programs", json={"program_id": "declared-b"}).status_code == 201
+            node = {"node_id": "plan", "kind": "llm"}
+            assert c.post("/v1/programs/declared-b/nodes", json=node).status_code == 201
+            body = chat_body("hello, this is the task of declared-b", max_tokens=4)
+            body["agentconsole"] = {"program_id": "declared-b", "node_id": "plan"}
+            assert c.post("/v1/chat/completions", json=body).status_code == 503

@@ -56,6 +56,9 @@ SEMANTIC: dict[tuple[str, str], set[str | None]] = {
     ("POST", "/v1/operator/policy"): {"policy", "kv_policy"},
     ("POST", "/v1/operator/whatif"): {"until"},  # not after ``since``
 }
+#: how invalid data may be refused: schemathesis's own list (its 5xx included; the
+#: ``not_a_server_error`` check fails those anyway), and 413 for a body too large
+REJECTED = "400 401 403 404 405 406 409 413 415 422 428 429 5xx".split()
 #: error types a schema-valid registration may be refused with (parameters, executor rules)
 SEMANTIC_TYPES = {"invalid_tool", "unsafe_arguments", "sandbox_unavailable"}
 TALLY: Counter[str] = Counter()
@@ -81,6 +84,9 @@ def contract(contract_server: LiveServer) -> Any:
             "generation": {"max-examples": EXAMPLES, "allow-extra-parameters": False},
             # the event feed never ends: its first frame is enough
             "max-stream-events": 1,
+            # invalid data is rejected; a generated body past ``max_body_bytes`` (a few MB of
+            # messages over their limit) is rejected unread, 413, before its schema counts
+            "checks": {"negative_data_rejection": {"expected-statuses": REJECTED}},
             "request-timeout": 20,
         }
     )

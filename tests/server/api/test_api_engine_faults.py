@@ -15,6 +15,7 @@ import pytest
 
 from agentconsole.scheduler.runtime import GenerationRequest, GenerationResult, TokenDelta
 from agentconsole.scheduler.tokenstream import TokenStream
+from agentconsole.server.live.reopen import programs_to_restore, rebuild_created
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.live import SimLiveRuntime
 from tests.server.api.harness import LiveServer, chat_body, make_config
@@ -55,7 +56,8 @@ class FaultyEngine(SimLiveRuntime):
 def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     db = Path(tmp_path_factory.mktemp("faults")) / "faults.duckdb"
     engine = FaultyEngine(preset("H200-141GB", "llama-3.1-8b", 1), time_scale=0.05)
-    with LiveServer(make_config(db), runtime=engine) as live:
+    # rows never written by the clock: a rebuild reads these programs from the event tail
+    with LiveServer(make_config(db, store_sync_s=3600.0), runtime=engine) as live:
         live.wait_ready()
         yield live
 
@@ -97,3 +99,27 @@ def test_a_stream_the_engine_breaks_ends_with_an_error_and_is_charged(faulty: Li
     assert program["nodes_done"] == 0
     assert all(n["state"] != "running" for n in program["nodes"])  # not left running
     assert program["tokens_used"] >= STREAMED  # what reached the client is paid
+
+
+def test_a_restart_rebuilds_what_the_failed_calls_charged(faulty: LiveServer) -> None:
+    """The event tail a restart replays (``eventtail.py``) charges a failed call's tokens
+    and closes its node as the live server did (``call.failed`` carries them)."""
+    live = faulty.live
+    with faulty.client() as client:  # the two programs of the tests above, or made here
+        for pid, fault in (("fault-abort", "ENGINE-ABORT"), ("fault-fail", "ENGINE-FAIL")):
+            if client.get(f"/v1/programs/{pid}").status_code == 404:
+                client.post(CHAT, json=chat_body(fault, max_tokens=20),
+                            headers={"X-Program-Id": pid})  # fmt: skip
+
+    async def restore() -> list[Any]:
+        await asyncio.wrap_future(live.store.writer.flush())
+        return await asyncio.to_thread(programs_to_restore, live.store.repo)
+
+    restored = {tail[0].event.program_id: tail for view, tail in faulty.run(restore())}
+    for pid in ("fault-abort", "fault-fail"):
+        rebuilt = rebuild_created(restored[pid], 0.0)
+        assert rebuilt is not None
+        held = live.service.controller.programs[pid]
+        assert rebuilt.tokens_used == held.tokens_used > 0
+        states = {nid: n.state for nid, n in rebuilt.nodes.items()}
+        assert states == {nid: n.state for nid, n in held.nodes.items()}
