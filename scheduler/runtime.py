@@ -163,6 +163,11 @@ class GenerationResult:
     service_s: float = 0.0
     restore_s: float = 0.0
     retractions: int = 0
+    #: an abort the engine made itself (not one asked of it): the HTTP status it gives the
+    #: cause (SGLang's: 400 a request it cannot serve, 503 retract under memory pressure, 500
+    #: out of memory; None when it names none) and its message
+    engine_abort_status: int | None = None
+    engine_abort_message: str = ""
 
 
 class GenerationStream(Protocol):

@@ -37,7 +37,7 @@ from agentconsole.server.api.errors import ApiError
 from agentconsole.server.api.schemas import ID_PATTERN, AgentExtras
 from agentconsole.server.live.calls import CallOutcome, LiveCall
 from agentconsole.server.live.door import ClientGone
-from agentconsole.server.live.errors import Conflict, Unavailable
+from agentconsole.server.live.errors import Conflict, ServiceError, Unavailable
 
 _ID = re.compile(ID_PATTERN)
 QUICK_S = 0.05
@@ -204,9 +204,21 @@ def refusal(call: LiveCall, outcome: CallOutcome) -> Exception | None:
         return outcome.error
     if outcome.finish_reason in ("abort", "error"):
         if not call.abort_reason:  # not aborted here: the engine failed or ended it
-            return Unavailable("the engine ended the call before it finished; retry it")
+            return engine_ended(outcome)
         return Conflict(f"the call was aborted ({call.abort_reason})")
     return None
+
+
+def engine_ended(outcome: CallOutcome) -> ServiceError:
+    """The refusal of a call the engine ended itself: 400 with the engine's message when it
+    says the request is at fault (a retry would end alike), else 503 to retry (memory
+    pressure, a failure of the engine)."""
+    result = outcome.result
+    status = result.engine_abort_status if result is not None else None
+    if status is not None and 400 <= status < 500:
+        message = result.engine_abort_message if result is not None else ""
+        return ServiceError(f"the engine refused the call: {message or 'bad request'}")
+    return Unavailable("the engine ended the call before it finished; retry it")
 
 
 async def _ends_within(call: LiveCall, seconds: float) -> bool:

@@ -278,3 +278,22 @@ def test_a_request_back_in_the_queue_is_reported_again_at_its_next_forward() -> 
     assert book.seen_running("r", 1.3)  # out of the queue again
     assert not book.seen_running("r", 1.4)
     assert book.admitted["r"] == 1.0  # admitted once: its residency counts from then
+
+
+def test_an_abort_the_engine_made_itself_carries_its_status_and_message() -> None:
+    """SGLang's own abort names its cause (``FINISH_ABORT``: 400 for a request it cannot
+    serve, 503 for a retraction with nowhere to go); an abort this server asked for names
+    none, whatever the engine's last chunk says."""
+    refused = _call("p-refused")
+    cause = {"type": "abort", "status_code": 400, "message": "lower top_k"}
+    refused.feed({"text": "", "meta_info": {"finish_reason": cause, "completion_tokens": 0}})
+    result = refused.result_now()
+    assert (result.finish_reason, result.engine_abort_status) == ("abort", 400)
+    assert result.engine_abort_message == "lower top_k"
+    asked = _call("p-asked")
+    asked.begin_abort()
+    asked.feed({"text": "", "meta_info": {"finish_reason": cause, "completion_tokens": 0}})
+    assert (asked.result_now().engine_abort_status, asked.result_now().engine_abort_message) == (
+        None,
+        "",
+    )

@@ -91,6 +91,9 @@ class SGLangStream(TokenStream):
         queue_s = reported_queue_s(meta) or self.plugin_queue_s or 0.0
         e2e = now - self.submitted
         aborted = kind == "abort"
+        # an abort the engine made itself names its cause (SGLang's FINISH_ABORT)
+        engine_abort = reason if aborted and not self.aborting and isinstance(reason, dict) else {}
+        status = engine_abort.get("status_code")
         return GenerationResult(
             finish_reason=kind if kind in ("stop", "length", "abort") else "stop",
             text=self.read_text() if aborted else self.text,
@@ -105,6 +108,8 @@ class SGLangStream(TokenStream):
             service_s=max(e2e - queue_s, 0.0),
             restore_s=self.restore_s,
             retractions=int(meta.get("num_retractions") or 0),
+            engine_abort_status=int(status) if isinstance(status, int) else None,
+            engine_abort_message=str(engine_abort.get("message") or ""),
         )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ class FaultyEngine(SimLiveRuntime):
     :data:`STREAMED` tokens."""
 
     def submit(self, request: GenerationRequest) -> Any:
-        for fault in ("ENGINE-ABORT", "ENGINE-FAIL"):
+        for fault in ("ENGINE-ABORT", "ENGINE-FAIL", "ENGINE-REFUSE"):
             if fault in request.prompt:
                 stream = TokenStream()
                 task = asyncio.ensure_future(self._fault(stream, fault))
@@ -46,10 +47,14 @@ class FaultyEngine(SimLiveRuntime):
         for _ in range(STREAMED):
             await asyncio.sleep(0.01)
             stream.push(TokenDelta(" tok", 1))
-        if fault == "ENGINE-ABORT":
-            stream.end(GenerationResult("abort", " tok" * STREAMED, 12, 0, STREAMED))
-        else:
+        if fault == "ENGINE-FAIL":
             stream.fail(RuntimeError("the engine's process died"))
+            return
+        # SGLang's own aborts: a retraction with nowhere to go (503), a request it cannot
+        # serve (400, e.g. sampling support over its limit)
+        status, message = (503, "Retry later") if fault == "ENGINE-ABORT" else (400, "lower top_k")
+        cut = GenerationResult("abort", " tok" * STREAMED, 12, 0, STREAMED)
+        stream.end(replace(cut, engine_abort_status=status, engine_abort_message=message))
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +128,13 @@ def test_a_restart_rebuilds_what_the_failed_calls_charged(faulty: LiveServer) ->
         assert rebuilt.tokens_used == held.tokens_used > 0
         states = {nid: n.state for nid, n in rebuilt.nodes.items()}
         assert states == {nid: n.state for nid, n in held.nodes.items()}
+
+
+def test_an_engine_refusal_of_the_request_is_a_400_with_its_message(faulty: LiveServer) -> None:
+    """An abort the engine says is the request's fault (a 4xx status) is not worth a retry:
+    400 with the engine's message, where a retraction's is 503."""
+    with faulty.client() as client:
+        refused = client.post(CHAT, json=chat_body("ENGINE-REFUSE", max_tokens=20),
+                              headers={"X-Program-Id": "fault-refuse"})  # fmt: skip
+    assert refused.status_code == 400, refused.text
+    assert "lower top_k" in refused.json()["error"]["message"]
