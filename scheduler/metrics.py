@@ -210,7 +210,7 @@ class MetricsAggregator:
         output = number(e.data, "output_tokens")
         self.counts["computed_tokens"] += computed
         self.counts["output_tokens"] += output
-        self.counts["calls_finished" if finished else "calls_aborted"] += 1
+        self.counts[_CALL_ENDS[e.kind]] += 1
         program = self._live.get(e.program_id)
         # a call's events carry its ticket's tenant; one that ends after its program (aborted
         # by a cancel) still counts for it
@@ -447,10 +447,17 @@ def _critical_path_idle(program: _Program) -> tuple[float, float, float]:
         nid = max(parents, key=lambda k: done[k].finished_at or 0.0)
 
 
+#: the counter of each way a call ends (a failed call: the engine ended it, or the runtime failed)
+_CALL_ENDS = {
+    EventKind.CALL_FINISHED: "calls_finished",
+    EventKind.CALL_ABORTED: "calls_aborted",
+    EventKind.CALL_FAILED: "calls_failed",
+}
+
 _HANDLERS = {
     EventKind.PROGRAM_CREATED: MetricsAggregator._created,
     EventKind.CALL_QUEUED: MetricsAggregator._queued,
-    EventKind.CALL_FAILED: MetricsAggregator._dequeued,
+    EventKind.CALL_FAILED: MetricsAggregator._call_done,
     EventKind.NODE_ADDED: MetricsAggregator._node_added,
     EventKind.CALL_SCHEDULED: MetricsAggregator._scheduled,
     EventKind.CALL_FIRST_TOKEN: MetricsAggregator._first_token,

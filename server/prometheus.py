@@ -47,6 +47,10 @@ _COUNTS = {
     "programs": ("programs_created_total", "Programs created."),
     "calls_finished": ("llm_calls_finished_total", "LLM calls that finished."),
     "calls_aborted": ("llm_calls_aborted_total", "LLM calls aborted (cancel, disconnect, quota)."),
+    "calls_failed": (
+        "llm_calls_failed_total",
+        "LLM calls the engine ended itself or the runtime failed mid-answer.",
+    ),
     "computed_tokens": ("prompt_tokens_computed_total", "Prompt tokens prefilled (not cached)."),
     "output_tokens": ("generation_tokens_total", "Tokens generated."),
     "prefix_hit_tokens": ("prefix_cache_hit_tokens_total", "Prompt tokens served from cache."),

@@ -179,7 +179,9 @@ class ProgramService:
         self.driver.program_aware = policy.program_aware
         if not self.driver.door_open:  # no door under this policy: nobody waits at it
             self.door.open_all()
-            self.settle(self.driver.let_all_in(time.time()))
+            started = self.driver.let_all_in(time.time())
+            if started:  # their starts carried out (the gates are open already)
+                self.settle(started)
 
     def use_kv_policy(self, name: str) -> None:
         """Decide tool waits by tool-wait policy ``name`` from now on (``KeyError``)."""

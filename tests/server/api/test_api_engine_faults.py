@@ -138,3 +138,14 @@ def test_an_engine_refusal_of_the_request_is_a_400_with_its_message(faulty: Live
                               headers={"X-Program-Id": "fault-refuse"})  # fmt: skip
     assert refused.status_code == 400, refused.text
     assert "lower top_k" in refused.json()["error"]["message"]
+
+
+def test_failed_calls_are_counted_apart_from_aborted_ones(faulty: LiveServer) -> None:
+    with faulty.client() as client:
+        client.post(CHAT, json=chat_body("ENGINE-ABORT", max_tokens=20),
+                    headers={"X-Program-Id": "fault-counted"})  # fmt: skip
+    counts = faulty.live.metrics.counts
+    assert counts.get("calls_failed", 0) >= 1
+    with faulty.client(None) as ops:
+        exposed = ops.get("/metrics").text
+    assert "agentconsole_llm_calls_failed_total" in exposed
