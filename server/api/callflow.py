@@ -19,7 +19,6 @@ which answers the plain calls with the same functions.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from agentconsole.server.api.deps import Live
 from agentconsole.server.api.errors import ApiError
 from agentconsole.server.api.schemas import ID_PATTERN, AgentExtras
 from agentconsole.server.live.calls import CallOutcome, LiveCall
-from agentconsole.server.live.door import ClientGone
+from agentconsole.server.live.door import ClientGone, first_done
 from agentconsole.server.live.errors import Conflict, ServiceError, Unavailable
 
 _ID = re.compile(ID_PATTERN)
@@ -214,10 +213,9 @@ def engine_ended(outcome: CallOutcome) -> ServiceError:
     says the request is at fault (a retry would end alike), else 503 to retry (memory
     pressure, a failure of the engine)."""
     result = outcome.result
-    status = result.engine_abort_status if result is not None else None
-    if status is not None and 400 <= status < 500:
-        message = result.engine_abort_message if result is not None else ""
-        return ServiceError(f"the engine refused the call: {message or 'bad request'}")
+    if result is not None and 400 <= (result.engine_abort_status or 0) < 500:
+        message = result.engine_abort_message or "bad request"
+        return ServiceError(f"the engine refused the call: {message}")
     return Unavailable("the engine ended the call before it finished; retry it")
 
 
@@ -256,14 +254,5 @@ async def wait_for_client_or_call(request: Client, call: LiveCall) -> bool:
     if await _ends_within(call, QUICK_S):
         return True
 
-    ended = call.ending()
-    gone = asyncio.ensure_future(client_gone(request)())
-    race: set[asyncio.Future[Any]] = {ended, gone}
-    try:
-        await asyncio.wait(race, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (ended, gone):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+    await first_done(call.ending(), client_gone(request)())
     return call.finished

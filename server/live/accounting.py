@@ -95,10 +95,11 @@ class CallAccounting:
             streamed = call.received + call.ghost
             failed = {"reason": "runtime error", "outcome": "failed"}
             self._emit(call, EventKind.CALL_FAILED, {**failed, "charged_output_tokens": streamed})
-            usage = CallUsage(0, 0, streamed, 0.0) if streamed else None
+            paid = None
             if streamed:
+                paid = CallUsage(0, 0, streamed, 0.0)
                 svc.tenants.charge_tokens(call.tenant, streamed, now)
-            self._report(call, usage, "failed", now)
+            self._report(call, paid, "failed", now)
             return
         charged = max(result.output_tokens, call.received + call.ghost)
         # The controller counts queue time from readiness to submission; the runtime knows

@@ -48,7 +48,7 @@ class DoorRoom:
             async with asyncio.timeout(self.wait_s):
                 if gone is None:
                     await gate.opened.wait()
-                elif not await _first(gate.opened.wait(), gone()):
+                elif not await first_done(gate.opened.wait(), gone()):
                     raise ClientLeft(f"the client left while program {program_id!r} waited")
         except (TimeoutError, asyncio.CancelledError, ClientLeft) as error:
             if gate.opened.is_set() and not isinstance(error, asyncio.CancelledError):
@@ -84,8 +84,9 @@ class DoorRoom:
         return len(self._waiting)
 
 
-async def _first(wanted: Awaitable[object], other: Awaitable[object]) -> bool:
-    """Await both until one is done; True if ``wanted`` was, and the other is cancelled."""
+async def first_done(wanted: Awaitable[object], other: Awaitable[object]) -> bool:
+    """Await both until one is done, then cancel the other; True if ``wanted`` was done (the
+    race of a wait against its client's disconnect, here and in ``api/callflow.py``)."""
     mine, theirs = asyncio.ensure_future(wanted), asyncio.ensure_future(other)
     try:
         await asyncio.wait({mine, theirs}, return_when=asyncio.FIRST_COMPLETED)

@@ -33,7 +33,7 @@ def test_a_program_leaves_the_queue_only_when_its_last_waiting_call_gives_up() -
     asyncio.run(scenario())
 
 
-def test_a_call_whose_client_left_gives_up_its_wait_and_one_let_in_meanwhile_goes_on() -> None:
+def test_a_call_whose_client_left_gives_up_its_wait_and_one_let_in_drops_its_watch() -> None:
     left: list[str] = []
 
     async def scenario() -> None:
