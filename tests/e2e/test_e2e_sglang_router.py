@@ -81,7 +81,20 @@ class RouterSetup:
 
 def start_router_setup(tmp: Path, base_env: Mapping[str, str]) -> RouterSetup:
     """Two workers and the router, started together, then ``serve`` in front of the router,
-    once every one answers (logs in ``tmp``)."""
+    once every one answers (logs in ``tmp``). The ports are picked free and bound later, so
+    another process (the suite's servers, SGLang's own internal ports) can take one in
+    between: then the whole setup starts once more on new ports."""
+    try:
+        return _start_router_setup(tmp / "first", base_env)
+    except PortTaken:
+        return _start_router_setup(tmp / "again", base_env)
+
+
+class PortTaken(AssertionError):
+    """A process of the setup died because its port was taken meanwhile."""
+
+
+def _start_router_setup(tmp: Path, base_env: Mapping[str, str]) -> RouterSetup:
     from agentconsole.server.runtime.sglang.cluster.launch import (
         router_command,
         worker_command,
@@ -90,6 +103,7 @@ def start_router_setup(tmp: Path, base_env: Mapping[str, str]) -> RouterSetup:
     from agentconsole.server.runtime.sglang.engine_config import EngineSettings
     from agentconsole.server.runtime.sglang.tiny_model import make_tiny_model
 
+    tmp.mkdir()
     model = make_tiny_model(Path.home() / ".cache" / "agentconsole" / "tiny-llama")
     settings = EngineSettings(
         model_path=model, max_total_tokens=8192, enable_metrics=False, cpu_threads=1
@@ -116,7 +130,11 @@ def start_router_setup(tmp: Path, base_env: Mapping[str, str]) -> RouterSetup:
         deadline = time.monotonic() + 900  # started early, beside the rest of the suite
         for url in [*setup.workers, setup.router]:
             while not _answers(url + "/health"):
-                assert all(p.poll() is None for p in setup.procs), f"a process died; logs in {tmp}"
+                if any(p.poll() is not None for p in setup.procs):
+                    logs = " ".join(f.read_text(errors="replace") for f in tmp.glob("*.log"))
+                    if "address already in use" in logs:
+                        raise PortTaken(f"a port was taken; logs in {tmp}")
+                    raise AssertionError(f"a process died; logs in {tmp}")
                 assert time.monotonic() < deadline, f"not up in time; logs in {tmp}"
                 time.sleep(0.5)
         args = ["--runtime", "sglang-router", "--workers", ",".join(setup.workers)]
