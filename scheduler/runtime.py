@@ -168,6 +168,18 @@ class GenerationResult:
     #: out of memory; None when it names none) and its message
     engine_abort_status: int | None = None
     engine_abort_message: str = ""
+    #: an aborted call on a runtime whose abort takes effect a step later (SGLang's): every
+    #: token the engine generated for it, read or not (None: the runtime generates nothing
+    #: after an abort, so ``output_tokens`` is all of it)
+    produced_tokens: int | None = None
+
+    @property
+    def generated_tokens(self) -> int:
+        """Every token the engine generated for the call (``output_tokens`` counts only what
+        was read when it was aborted)."""
+        if self.produced_tokens is None:
+            return self.output_tokens
+        return max(self.produced_tokens, self.output_tokens)
 
 
 class GenerationStream(Protocol):

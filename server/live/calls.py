@@ -153,7 +153,7 @@ class LiveCall:
         if error is not None:
             log.error("runtime stream of %s failed: %r", self.call_id, error)
         if result is not None and self.closed:
-            self.ghost = max(self.ghost, result.output_tokens - self.received)
+            self.ghost = max(self.ghost, result.generated_tokens - self.received)
         try:
             self._hooks.ended(self, result)
         except Exception:

@@ -1,7 +1,8 @@
 """``SGLangRuntime.abort`` for a call SGLang has not registered yet (it drops an abort for a
 rid it does not know): the caller stops waiting after ``ABORT_WAIT_S`` (it used to get a
 ``TimeoutError``, which broke a program's cancel halfway), and the abort still goes as soon
-as the rid is there."""
+as the rid is there; and what an aborted call's stream reports of the tokens generated
+after the abort."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from typing import Any
 
 import pytest
 
+from agentconsole.scheduler.runtime import GenerationRequest
+from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import adapter
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
+from agentconsole.server.runtime.sglang.stream import SGLangStream
 
 
 class _Call:
@@ -50,3 +54,33 @@ def test_an_abort_before_sglang_has_the_call_goes_once_it_does(
     assert sent_before == []
     assert aborted == ["p/n/0001"]  # sent once the rid was there
     assert runtime._calls["p/n/0001"].aborting  # nothing more delivered meanwhile
+
+
+def test_an_aborted_stream_reports_what_the_engine_generated_after_the_abort() -> None:
+    """SGLang stops a call at its next step: the tokens it generates meanwhile (and those
+    produced but unread) never reach the reader, and the result still counts them
+    (``produced_tokens``), so the caller can charge them as ghost tokens."""
+
+    async def scenario() -> tuple[int, Any]:
+        ticket = CallTicket("p/n/1", "p", "n", "t", arrival=0.0)
+        stream = SGLangStream(GenerationRequest(ticket, "x", max_tokens=50))
+        read = 0
+        for produced in (1, 2, 3):
+            stream.feed({"text": "a" * produced, "meta_info": {"completion_tokens": produced}})
+        async for delta in stream:
+            read += delta.tokens
+            if read >= 2:
+                break
+        stream.begin_abort()  # the third token was produced, never read
+        for produced in (4, 5):  # the engine's steps before it saw the abort
+            stream.feed({"text": "a" * produced, "meta_info": {"completion_tokens": produced}})
+        stream.meta["finish_reason"] = {"type": "abort"}
+        stream.finish()
+        return read, await stream.result()
+
+    read, result = asyncio.run(scenario())
+    assert read == 2
+    assert result.finish_reason == "abort"
+    assert result.output_tokens == 2  # what the reader got
+    assert result.produced_tokens == 5
+    assert result.generated_tokens == 5

@@ -7,7 +7,9 @@ and :meth:`SGLangStream.feed`s them: each new piece of text is pushed to the str
 reader (the live service's call) takes it in that same task. Once :meth:`begin_abort` is called
 nothing more is delivered: tokens the engine produces after that moment are dropped, and so are
 produced-but-unread ones, so a caller that aborts never sees a token afterwards; an aborted
-call's result counts only what was read.
+call's result counts what was read as its output, and every token the engine generated (its
+last ``completion_tokens``: SGLang stops a call at its next step, not at once) as
+``produced_tokens``, which the caller charges as ghost tokens.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ class SGLangStream(TokenStream):
         self.first_at: float | None = None
         self.rank: int | None = None  # the data-parallel rank it was sent to (None: one rank)
         self.text = ""  # engine text seen so far (cumulative)
-        self.tokens = 0  # engine tokens seen so far
+        self.tokens = 0  # engine tokens delivered so far
+        self.engine_tokens = 0  # engine tokens generated so far, delivered or not
         self.aborting = False
         self.meta: dict[str, Any] = {}
         # telemetry (``telemetry.Telemetry``): SGLang's prompt and output ids as streamed,
@@ -62,6 +65,7 @@ class SGLangStream(TokenStream):
         tokens = int(meta.get("completion_tokens") or 0)
         if tokens > self.tokens and self.first_at is None:
             self.first_at = time.time()
+        self.engine_tokens = max(self.engine_tokens, tokens)
         if self.aborting:
             return
         if tokens > self.tokens:
@@ -110,6 +114,7 @@ class SGLangStream(TokenStream):
             retractions=int(meta.get("num_retractions") or 0),
             engine_abort_status=int(status) if isinstance(status, int) else None,
             engine_abort_message=str(engine_abort.get("message") or ""),
+            produced_tokens=self.engine_tokens if aborted else None,
         )
 
 

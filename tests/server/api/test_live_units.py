@@ -135,8 +135,10 @@ class _StubbornRuntime:
 
     name = "stub"
 
-    def __init__(self, total: int, late: int) -> None:
-        self.total, self.late = total, late
+    def __init__(self, total: int, late: int, unseen: int = 0) -> None:
+        # late: tokens streamed after the abort; unseen: tokens generated after it that are
+        # only in the final accounting (SGLang's, which stops streaming at the abort)
+        self.total, self.late, self.unseen = total, late, unseen
         self.aborted = asyncio.Event()
         self.abort_calls = 0
         self.produced = 0
@@ -157,7 +159,8 @@ class _StubbornRuntime:
             self.produced += 1
             stream.push(TokenDelta(" tok", 1))
             await asyncio.sleep(0.001)
-        stream.end(GenerationResult("abort", "", 5, 0, self.produced))
+        produced = self.produced + self.unseen
+        stream.end(GenerationResult("abort", "", 5, 0, self.produced, produced_tokens=produced))
 
     async def abort(self, call_id: str) -> bool:
         self.abort_calls += 1
@@ -173,9 +176,10 @@ class _Hooks:
     def ended(self, call: LiveCall, result: GenerationResult | None) -> None: ...
 
 
-def test_abort_stops_forwarding_and_counts_ghost_tokens() -> None:
+@pytest.mark.parametrize(("late", "unseen"), [(7, 0), (0, 7), (3, 4)])
+def test_abort_stops_forwarding_and_counts_ghost_tokens(late: int, unseen: int) -> None:
     async def scenario() -> tuple[int, int, int, int, int]:
-        runtime = _StubbornRuntime(total=10_000, late=7)
+        runtime = _StubbornRuntime(total=10_000, late=late, unseen=unseen)
         ticket = CallTicket("p/n/1", "p", "n", "t", time.time())
         call = LiveCall(GenerationRequest(ticket, "x", 10_000), runtime, _Hooks())  # type: ignore[arg-type]
         got = 0
@@ -191,7 +195,8 @@ def test_abort_stops_forwarding_and_counts_ghost_tokens() -> None:
     assert got == 20  # nothing reached the client after the abort was asked for
     assert received >= 20
     # every token produced after the abort was asked is a ghost: the 7 the runtime makes once
-    # it has the abort, and any it made between the ask and the runtime's seeing it
-    assert ghost == produced - received
+    # it has the abort (streamed or only counted in its result), and any it made between the
+    # ask and the runtime's seeing it
+    assert ghost == produced + unseen - received
     assert ghost >= 7
     assert aborts == 1  # exactly one abort per call, however many callers
