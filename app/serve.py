@@ -113,7 +113,8 @@ def engine_log_path(settings: Settings) -> Path | None:
 
 def banner(settings: Settings) -> str:
     """What ``serve`` prints at start: runtime, model, policies, store, where the engine logs
-    and the API keys in use."""
+    and the API keys: the development keys in full (they are public), configured keys only
+    counted (they are secrets; the log is not the place for them)."""
     tenants, operators = settings.keys()
     runtime = settings.runtime
     model = runtime.model or ("the tiny CPU model" if runtime.name == "sglang" else "default")
@@ -124,8 +125,17 @@ def banner(settings: Settings) -> str:
     ]
     if (log_path := engine_log_path(settings)) is not None:
         lines.append(f"engine log: {log_path}")
-    lines += [f"tenant key:   {key}  (tenant {tenant})" for key, tenant in tenants.items()]
-    lines += [f"operator key: {key}" for key in operators]
+    configured = settings.auth
+    for key, tenant in tenants.items():
+        if key not in configured.tenant_keys:  # a public development or demo key
+            lines.append(f"tenant key:   {key}  (tenant {tenant})")
+    lines += [f"operator key: {key}" for key in operators if key not in configured.operator_keys]
+    if configured.tenant_keys or configured.operator_keys:
+        names = ", ".join(sorted(set(configured.tenant_keys.values())))
+        lines.append(f"tenant keys:   {len(configured.tenant_keys)} configured ({names})")
+        lines.append(f"operator keys: {len(configured.operator_keys)} configured")
+        if not operators:
+            lines.append("no operator key: the operator routes refuse every call")
     return "\n".join(lines)
 
 

@@ -6,7 +6,8 @@ between nested names, e.g. ``AGENTCONSOLE_RUNTIME__POLICY=fcfs``) > a TOML confi
 Read once at start and passed down; nothing else reads the environment.
 
 API keys: ``auth.tenant_keys`` maps a key to its tenant, ``auth.operator_keys`` lists operator
-keys. With none configured the development defaults of docs/API.md are used (and printed).
+keys. With none configured at all the development defaults of docs/API.md are used (and
+printed); once one is configured, no development key is live.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -24,6 +32,7 @@ from pydantic_settings import (
 )
 
 from agentconsole.scheduler.models import ServedModel, get_rule
+from agentconsole.server.api.auth import OPERATOR_TENANT
 from agentconsole.server.api.config import (
     DEMO_TENANT_KEYS,
     DEV_OPERATOR_KEYS,
@@ -236,9 +245,21 @@ class WhatIfSection(_Section):
 
 class AuthSection(_Section):
     tenant_keys: dict[str, str] = Field(default_factory=dict)
-    """API key -> tenant. Empty: the development key ``sk-dev`` (tenant ``default``)."""
+    """API key -> tenant. Both this and ``operator_keys`` empty: the development keys
+    ``sk-dev`` (tenant ``default``) and ``sk-operator``; once any key is configured no
+    development key is live."""
     operator_keys: list[str] = Field(default_factory=list)
-    """Operator keys. Empty: the development key ``sk-operator``."""
+    """Operator keys. Empty while tenant keys are set: no operator key (the operator routes
+    answer 401/403)."""
+
+    @field_validator("tenant_keys")
+    @classmethod
+    def _no_operator_tenant(cls, keys: dict[str, str]) -> dict[str, str]:
+        # the operator key's own calls run as that tenant: a tenant of the name would share
+        # its programs and its cache namespace
+        if OPERATOR_TENANT in keys.values():
+            raise ValueError(f"tenant name {OPERATOR_TENANT!r} is reserved for operator keys")
+        return keys
 
 
 class TenantLimitsSection(_Section):
@@ -380,12 +401,20 @@ class Settings(BaseSettings):
         return tuple(sources)
 
     def keys(self) -> tuple[dict[str, str], list[str]]:
-        """(tenant keys, operator keys), with the development defaults when none are set."""
-        tenants = dict(self.auth.tenant_keys) or dict(DEV_TENANT_KEYS)
+        """(tenant keys, operator keys): the configured ones, or the development defaults when
+        none is configured (a configured tenant key never leaves the public ``sk-operator``
+        live)."""
+        tenants, operators = dict(self.auth.tenant_keys), list(self.auth.operator_keys)
+        if self.uses_dev_keys:
+            tenants, operators = dict(DEV_TENANT_KEYS), list(DEV_OPERATOR_KEYS)
         if self.demo:
             tenants = {**tenants, **DEMO_TENANT_KEYS}
-        operators = list(self.auth.operator_keys) or list(DEV_OPERATOR_KEYS)
         return tenants, operators
+
+    @property
+    def uses_dev_keys(self) -> bool:
+        """No key is configured: ``serve`` runs with the public development keys."""
+        return not self.auth.tenant_keys and not self.auth.operator_keys
 
     def server_config(self) -> ServerConfig:
         """The server's view of these settings."""

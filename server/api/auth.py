@@ -38,6 +38,10 @@ class KeyRing:
 
     def __init__(self, tenant_keys: Mapping[str, str], operator_keys: Sequence[str]) -> None:
         self._keys: dict[str, Principal] = {}
+        if OPERATOR_TENANT in tenant_keys.values():
+            # the operator key's chat calls run as that tenant: one of the name would read
+            # and cancel them and share their cache namespace
+            raise ValueError(f"tenant name {OPERATOR_TENANT!r} is reserved for operator keys")
         for key, tenant in tenant_keys.items():
             digest = key_hash(key)
             self._keys[digest] = Principal(tenant, False, f"key-{digest[:8]}")

@@ -31,7 +31,7 @@ def test_settings_precedence_in_process(tmp_path: Path, monkeypatch: pytest.Monk
     assert settings.server.port == 8000  # default
     tenants, operators = settings.keys()
     assert tenants == {"sk-x": "tx"}
-    assert operators == ["sk-operator"]
+    assert operators == []  # a configured key leaves no public development key live
 
 
 def test_serve_prints_keys_stops_cleanly_and_exports(tmp_path: Path) -> None:

@@ -1,0 +1,60 @@
+"""API keys from the settings: the public development keys are live only while no key is
+configured, configured keys are never printed, and the operator's tenant name is reserved."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from agentconsole.serve import banner
+from agentconsole.server.api.auth import KeyRing
+from agentconsole.settings import Settings
+
+
+def _settings(**auth: object) -> Settings:
+    return Settings(auth=auth, runtime={"name": "sim"})  # type: ignore[arg-type]
+
+
+def test_no_key_configured_runs_with_the_printed_development_keys() -> None:
+    settings = _settings()
+    assert settings.keys() == ({"sk-dev": "default"}, ["sk-operator"])
+    text = banner(settings)
+    assert "sk-dev" in text
+    assert "sk-operator" in text
+
+
+def test_configured_tenant_keys_leave_no_development_operator_key() -> None:
+    settings = _settings(tenant_keys={"k-secret-1": "acme"})
+    tenants, operators = settings.keys()
+    assert tenants == {"k-secret-1": "acme"}
+    assert operators == []
+    assert "sk-operator" not in settings.server_config().operator_keys
+    text = banner(settings)
+    assert "k-secret-1" not in text  # a configured key is a secret: counted, never printed
+    assert "sk-operator" not in text
+    assert "1 configured (acme)" in text
+    assert "operator routes refuse every call" in text
+
+
+def test_configured_operator_keys_are_counted_not_printed() -> None:
+    settings = _settings(tenant_keys={"k1": "acme"}, operator_keys=["op-secret"])
+    assert settings.keys() == ({"k1": "acme"}, ["op-secret"])
+    text = banner(settings)
+    assert "op-secret" not in text
+    assert "operator keys: 1 configured" in text
+
+
+def test_the_demo_keys_stay_public_beside_configured_ones() -> None:
+    settings = Settings(auth={"tenant_keys": {"k1": "acme"}}, demo=True)  # type: ignore[arg-type]
+    tenants, _ = settings.keys()
+    assert tenants["sk-tenant-a"] == "tenant-a"
+    text = banner(settings)
+    assert "sk-tenant-a" in text
+    assert "k1 " not in text
+
+
+def test_a_tenant_named_operator_is_refused() -> None:
+    with pytest.raises(ValidationError, match="reserved"):
+        _settings(tenant_keys={"k": "operator"})
+    with pytest.raises(ValueError, match="reserved"):
+        KeyRing({"k": "operator"}, ["op"])
