@@ -46,7 +46,7 @@ from agentconsole.server.gateway.sandbox_spec import (
     python_interpreter,
 )
 from agentconsole.server.live.modeldesk import SelectionConfig
-from agentconsole.server.live.tenants import TenantLimits
+from agentconsole.server.live.tenants import DEFAULT_PROGRAM_NODES, TenantLimits
 
 #: uvicorn's log levels, lower-cased before they are checked (``--log-level INFO`` works)
 LogLevel = Annotated[
@@ -269,8 +269,12 @@ class TenantLimitsSection(_Section):
     concurrent_programs: int | None = Field(default=None, ge=1)
     """Programs of the tenant running at once; a new one past it gets 429. None: unlimited."""
     stored_bytes: int | None = Field(default=None, ge=1)
-    """Bytes the store keeps for the tenant (events, tool results); new programs and calls
-    past it get 429. None: unlimited."""
+    """Bytes the store keeps for the tenant (events, tool results); new programs, calls and
+    nodes past it get 429. None: unlimited."""
+    program_nodes: int | None = Field(default=DEFAULT_PROGRAM_NODES, ge=1)
+    """Nodes one program of the tenant may hold (program quotas are the client's to choose:
+    this bounds one program's memory and events whatever it asks); a node past it gets 403.
+    None: unlimited."""
 
 
 class LimitsSection(_Section):

@@ -121,19 +121,26 @@ OPERATOR_PATH = "/v1/operator/"
 class RefusalLog(Protocol):
     """Where refused operator calls are audited (``OperatorDesk.refused``)."""
 
-    def refused(self, actor: str, action: str, target: str, reason: str) -> None: ...
+    def refused(
+        self, actor: str, action: str, target: str, reason: str, tenant: str = ""
+    ) -> None: ...
 
 
 def audit_refusal(
-    request: Request[Any, Any, Any], desk: RefusalLog, actor: str, error: ServiceError
+    request: Request[Any, Any, Any],
+    desk: RefusalLog,
+    actor: str,
+    error: ServiceError,
+    tenant: str = "",
 ) -> None:
     """Audit an operator route refused before it acted (action: the handler's
-    ``opt["audit_action"]`` or name; target: the program or tool call in the path)."""
+    ``opt["audit_action"]`` or name; target: the program or tool call in the path;
+    ``tenant``: the caller's when its key is known, "" for none)."""
     handler = request.route_handler
     params = request.path_params
     target = str(params.get("program_id") or params.get("tool_call_id") or "")
     action = str(handler.opt.get("audit_action", handler.handler_name))
-    desk.refused(actor, action, target, f"{error.status} {error}")
+    desk.refused(actor, action, target, f"{error.status} {error}", tenant)
 
 
 def _audit_invalid_operator_call(request: Request[Any, Any, Any], error: ApiError) -> None:
@@ -146,10 +153,11 @@ def _audit_invalid_operator_call(request: Request[Any, Any, Any], error: ApiErro
         return
     authorization = request.headers.get("authorization")
     try:
-        actor = live.keys.resolve(authorization).key_id
+        principal = live.keys.resolve(authorization)
     except ServiceError:
-        actor = live.keys.actor_of(authorization)
-    audit_refusal(request, live.desk, actor, error)
+        audit_refusal(request, live.desk, live.keys.actor_of(authorization), error)
+        return
+    audit_refusal(request, live.desk, principal.key_id, error, principal.tenant)
 
 
 def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:

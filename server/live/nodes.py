@@ -19,6 +19,7 @@ from agentconsole.scheduler.program import (
     ToolSpec,
 )
 from agentconsole.server.live.errors import Conflict, InvalidRequest, QuotaError
+from agentconsole.server.live.tenants import TenantBudgets
 
 
 def default_parents(program: Program, kind: NodeKind) -> tuple[str, ...]:
@@ -35,10 +36,13 @@ def default_parents(program: Program, kind: NodeKind) -> tuple[str, ...]:
 
 
 class NodeBook:
-    """Adds nodes through the controller, translating its refusals into service errors."""
+    """Adds nodes through the controller, translating its refusals into service errors; every
+    new node, whatever route declares it, passes the tenant's limits on stored bytes and
+    nodes per program first."""
 
-    def __init__(self, controller: ProgramController) -> None:
+    def __init__(self, controller: ProgramController, tenants: TenantBudgets) -> None:
         self.controller = controller
+        self.tenants = tenants
 
     def add(
         self,
@@ -53,9 +57,11 @@ class NodeBook:
     ) -> Node:
         """Add a new node (id and parents defaulted when None). Raises InvalidRequest for an
         unknown parent, Conflict for a duplicate id, QuotaError for the tool-call and branch quotas,
-        Conflict for a program that has ended."""
+        Conflict for a program that has ended, TenantLimitError for the tenant's stored bytes
+        (429) or nodes per program (403)."""
         if program.state.terminal:
             raise Conflict(f"program {program.program_id!r} is {program.state.value}")
+        self.tenants.check_new_node(program.tenant, program.program_id, len(program.nodes))
         if node_id is None:
             node_id = self._fresh_id(program, kind)
         elif node_id in program.nodes:

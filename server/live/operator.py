@@ -5,13 +5,17 @@ before the HTTP answer) and emitted as an ``operator.action`` event for the cons
 what an operator key does on a tenant's route (:meth:`OperatorDesk.run`: a cancel, a finish,
 a node). A call refused before it could act (a missing, unknown or tenant key on an operator
 route: :meth:`OperatorDesk.refused`) is queued for the audit table without waiting (a flood of
-refused calls must not wait on the store's commits). The writers are injected
+refused calls must not wait on the store's commits); its event is the caller's, never the
+target program's owner's (whose stored bytes it would otherwise fill), and refusals of callers
+with no known key are audited up to a rate (:class:`RefusalBudget`), the rest counted in the
+log, so an anonymous flood cannot fill the disk. The writers are injected
 (``Store.writer.put_durable`` and ``put`` in the server), so this module does not depend on
 the store.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
@@ -24,9 +28,44 @@ from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.server.live.errors import Conflict, InvalidRequest, ServiceError
 from agentconsole.server.live.service import ProgramService
 
+log = logging.getLogger(__name__)
+
 Audit = Callable[[float, str, str, str, Mapping[str, Any], str], Awaitable[None]]
 #: the audit row of a refused call, queued without waiting (see the module docstring)
 Note = Callable[[float, str, str, str, Mapping[str, Any], str], None]
+
+
+#: the longest target an audit row keeps of a refused call's path (a path of any length
+#: reaches the refusal before routing limits it)
+MAX_REFUSED_TARGET_CHARS = 200
+
+
+class RefusalBudget:
+    """How many refused calls of callers with no known key are audited: at most
+    ``per_minute`` in each minute; the rest are counted and logged once the minute ends."""
+
+    def __init__(self, per_minute: int = 600) -> None:
+        self.per_minute = per_minute
+        self._minute_start = float("-inf")
+        self._taken = 0
+        self.dropped = 0  # in the current minute
+
+    def take(self, now: float) -> bool:
+        """Count one refusal at ``now``; True when it is to be audited."""
+        if now - self._minute_start >= 60.0:
+            if self.dropped:
+                log.warning(
+                    "%d refused operator calls with no known key were not audited (over %d a "
+                    "minute)",
+                    self.dropped,
+                    self.per_minute,
+                )
+            self._minute_start, self._taken, self.dropped = now, 0, 0
+        if self._taken >= self.per_minute:
+            self.dropped += 1
+            return False
+        self._taken += 1
+        return True
 
 
 class OperatorDesk:
@@ -36,6 +75,7 @@ class OperatorDesk:
         self.service = service
         self._audit = audit
         self._note = note
+        self.unknown_refusals = RefusalBudget()
 
     def _emit(self, now: float, actor: str, action: str, target: str, result: str) -> None:
         program = self.service.controller.programs.get(target)
@@ -56,10 +96,16 @@ class OperatorDesk:
         self._emit(now, actor, action, target, result)
         await self._audit(now, actor, action, target, args, result)
 
-    def refused(self, actor: str, action: str, target: str, reason: str) -> None:
-        """Audit a call refused before it could act (``result`` ``refused: <reason>``)."""
+    def refused(self, actor: str, action: str, target: str, reason: str, tenant: str = "") -> None:
+        """Audit a call refused before it could act (``result`` ``refused: <reason>``).
+        ``tenant``: the caller's, when its key is known; its event counts to that tenant's
+        stored bytes (none: to nobody's, and rate-limited by :attr:`unknown_refusals`)."""
         now, result = time.time(), f"refused: {reason}"
-        self._emit(now, actor, action, target, result)
+        if not tenant and not self.unknown_refusals.take(now):
+            return
+        target = target[:MAX_REFUSED_TARGET_CHARS]
+        data = {"actor": actor, "action": action, "target": target, "result": result}
+        self.service.hub.emit(Event(now, EventKind.OPERATOR_ACTION, tenant=tenant, data=data))
         if self._note is not None:
             self._note(now, actor, action, target, {}, result)
 

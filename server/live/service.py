@@ -145,7 +145,7 @@ class ProgramService:
         self.view = RuntimeView(runtime)
         #: first calls of programs the driver keeps at the door
         self.door = DoorRoom(self._left_door, wait_s=door.wait_s)
-        self.nodes = NodeBook(self.controller)
+        self.nodes = NodeBook(self.controller, self.tenants)
         self.chains = PrefixChains()
         self.draining = False
         self.runtime_ready = asyncio.Event()

@@ -10,8 +10,12 @@ for unlimited, set for every tenant (``limits.tenant_*``) or per tenant (``limit
   flight may take the tenant past the limit by its own size);
 * **concurrent programs**: running programs; a new one is refused (429, ``Retry-After: 5``);
 * **stored bytes**: what the store keeps for the tenant (events as encoded, tool results),
-  read from the store at start and counted as it grows; new programs and calls are refused
-  (429) once it is reached (the operator raises the limit or exports and prunes).
+  read from the store at start and counted as it grows; new programs, calls and nodes (a
+  declared node, a tool call through the gateway or reported by the agent) are refused (429)
+  once it is reached (the operator raises the limit or exports and prunes);
+* **nodes per program**: a program's DAG size (10,000 unless set; program quotas are the
+  client's to choose, so this is the server's bound on one program's memory and events): a
+  node past it is refused (403: it will never pass for that program).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from agentconsole.scheduler.events import Event
 from agentconsole.server.live.errors import ServiceError
 
 WINDOW_S = 60.0
+#: nodes one program may hold unless the tenant's limits say otherwise
+DEFAULT_PROGRAM_NODES = 10_000
 _json = msgspec.json.Encoder().encode
 
 
@@ -44,6 +50,7 @@ class TenantLimits:
     tokens_per_minute: int | None = None
     concurrent_programs: int | None = None
     stored_bytes: int | None = None
+    program_nodes: int | None = DEFAULT_PROGRAM_NODES
 
 
 @dataclass(slots=True)
@@ -105,6 +112,19 @@ class TenantBudgets:
                     field="limits.tokens_per_minute",
                     headers={"Retry-After": str(wait)},
                 )
+        self._check_storage(tenant, limits)
+
+    def check_new_node(self, tenant: str, program_id: str, nodes: int) -> None:
+        """Before a node is added to ``program_id`` of ``tenant``, which holds ``nodes``."""
+        limits = self.limits(tenant)
+        if limits.program_nodes is not None and nodes >= limits.program_nodes:
+            error = TenantLimitError(
+                f"program {program_id!r} holds {nodes} nodes, the limit of tenant {tenant!r}'s "
+                f"programs is {limits.program_nodes}",
+                field="limits.program_nodes",
+            )
+            error.status = 403  # it will never pass for this program: no Retry-After
+            raise error
         self._check_storage(tenant, limits)
 
     def _check_storage(self, tenant: str, limits: TenantLimits) -> None:

@@ -71,3 +71,68 @@ def test_stored_bytes(tmp_path: Path) -> None:
             refused = c.post("/v1/programs", json={"program_id": "sb-new"})
             assert refused.status_code == 429
             assert refused.json()["error"]["field"] == "limits.stored_bytes"
+
+
+def _stored(c: httpx.Client) -> int:
+    (row,) = c.get("/v1/tenants").json()["tenants"]
+    stored: int = row["stored_bytes"]
+    return stored
+
+
+def test_refused_operator_calls_fill_no_tenant_s_storage(tmp_path: Path) -> None:
+    """Anonymous refusals on an operator route naming a tenant's program used to be stored as
+    that tenant's events, until its stored-bytes limit locked it out."""
+    with _server(tmp_path, stored_bytes=50_000) as server:
+        server.wait_ready()
+        with server.client() as c:
+            assert c.post("/v1/programs", json={"program_id": "victim"}).status_code == 201
+            before = _stored(c)
+        with server.client(None) as anonymous:
+            for _ in range(300):
+                refused = anonymous.post("/v1/operator/programs/victim/cancel")
+                assert refused.status_code == 401
+            long_target = anonymous.post("/v1/operator/programs/" + "v" * 20_000 + "/cancel")
+            assert long_target.status_code == 401
+        with server.client("sk-b") as b:  # a tenant key's refusal is its own tenant's
+            assert b.post("/v1/operator/programs/victim/cancel").status_code == 403
+        with server.client() as c:
+            assert _stored(c) - before < 500  # its own program's events only
+            assert c.post("/v1/programs", json={"program_id": "v2"}).status_code == 201
+        desk = server.live.desk
+        assert desk.unknown_refusals.dropped == 0  # 301 is within a minute's audit budget
+
+
+def test_nodes_and_tool_calls_are_refused_past_stored_bytes(tmp_path: Path) -> None:
+    with _server(tmp_path, stored_bytes=6_000) as server:
+        server.wait_ready()
+        with server.client() as c:
+            assert c.post("/v1/programs", json={"program_id": "nb"}).status_code == 201
+            answers = []
+            for i in range(40):
+                node = {"node_id": f"t{i}", "kind": "tool", "tool": "search"}
+                answers.append(c.post("/v1/programs/nb/nodes", json=node))
+            codes = [a.status_code for a in answers]
+            assert codes[0] == 201
+            assert 429 in codes, codes
+            refused = next(a for a in answers if a.status_code == 429)
+            assert refused.json()["error"]["field"] == "limits.stored_bytes"
+            assert _stored(c) < 6_000 + 2_000  # stopped within a node's events
+
+
+def test_a_program_holds_at_most_its_tenant_s_node_limit(tmp_path: Path) -> None:
+    with _server(tmp_path, program_nodes=5) as server:
+        server.wait_ready()
+        with server.client() as c:
+            assert c.post("/v1/programs", json={"program_id": "pn"}).status_code == 201
+            for i in range(5):
+                node = {"node_id": f"t{i}", "kind": "tool", "tool": "search"}
+                assert c.post("/v1/programs/pn/nodes", json=node).status_code == 201
+            node = {"node_id": "t5", "kind": "tool", "tool": "search"}
+            refused = c.post("/v1/programs/pn/nodes", json=node)
+            assert refused.status_code == 403, refused.text
+            assert refused.json()["error"]["field"] == "limits.program_nodes"
+            assert "Retry-After" not in refused.headers
+            too_many = _call(c, "pn")  # a chat call's node is a node too
+            assert too_many.status_code == 403
+            (row,) = c.get("/v1/tenants").json()["tenants"]
+            assert row["limits"]["program_nodes"] == 5
