@@ -90,6 +90,7 @@ class CallAccounting:
         svc = self.service
         now = time.time()
         svc.unregister(call)
+        svc.tenants.release(call.tenant, call.reserved_tokens)
         if result is None:
             # the runtime failed mid-answer: what already reached the client is still paid
             streamed = call.received + call.ghost

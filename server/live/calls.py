@@ -100,6 +100,8 @@ class LiveCall:
         #: the most of its prompt another served model with the same tokens held when it was
         #: sent (several models served; ``modeldesk.cached_elsewhere``)
         self.cached_elsewhere = 0
+        #: tokens held against the tenant's minute while the call runs (``TenantBudgets``)
+        self.reserved_tokens = 0
         self._runtime = runtime
         self._hooks = hooks
         self._forwarded: list[TokenDelta] = []  # what the client is given, in order

@@ -118,8 +118,11 @@ class CallIntake:
         await svc.check_quotas(program, time.time())
         svc.tenants.check_call(tenant, time.time())
         await self._door(program, next(iter(prompts.values())), gone)
-        svc.tool_calls.answered(program.program_id, chat.messages)
         now = time.time()
+        # again after the door's wait: calls admitted meanwhile hold their share of the minute
+        # (from here to the call's reservation nothing awaits, so none passes unseen)
+        svc.tenants.check_call(tenant, now)
+        svc.tool_calls.answered(program.program_id, chat.messages)
         node = svc.nodes.llm_node(program, chat.node_id, parents, now)
         pid, nid = program.program_id, node.node_id
         model, labels = self._choose(program, node, tenant, prompts, chat)
@@ -158,6 +161,9 @@ class CallIntake:
             svc.nodes.fail_attempt(program, nid, now)
             raise Unavailable(f"the runtime refused the call: {error}") from error
         call.cached_elsewhere = elsewhere
+        call.reserved_tokens = svc.tenants.reserve(
+            tenant, prompt_tokens - probe.hit_tokens + chat.max_tokens
+        )
         svc.register(call)
         if hashes is not None:
             svc.chains.record(tenant, hashes, pid, nid)

@@ -6,8 +6,10 @@ for unlimited, set for every tenant (``limits.tenant_*``) or per tenant (``limit
 
 * **tokens per minute**: prompt tokens computed plus output tokens of every call of the
   tenant in the last 60 s; a call is refused (429, ``Retry-After`` until enough of the window
-  has aged out) once the tenant has used its minute. Counted at each call's end (a call in
-  flight may take the tenant past the limit by its own size);
+  has aged out) once the tenant has used its minute. Counted at each call's end; meanwhile
+  each call in flight holds what it may cost (its uncached prompt and ``max_tokens``), so
+  calls sent in parallel cannot all pass before the first ends (the last one admitted may
+  still take the tenant past the limit by its own size);
 * **concurrent programs**: running programs; a new one is refused (429, ``Retry-After: 5``);
 * **stored bytes**: what the store keeps for the tenant (events as encoded, tool results),
   read from the store at start and counted as it grows; new programs, calls and nodes (a
@@ -57,6 +59,7 @@ class TenantLimits:
 class _Usage:
     window: deque[tuple[float, int]] = field(default_factory=deque)  # (when, tokens)
     window_tokens: int = 0
+    in_flight_tokens: int = 0  # what the calls in flight may cost (``reserve``)
     stored_bytes: int = 0
 
 
@@ -104,11 +107,12 @@ class TenantBudgets:
         if limits.tokens_per_minute is not None:
             usage = self._of(tenant)
             self._expire(usage, now)
-            if usage.window_tokens >= limits.tokens_per_minute:
+            if usage.window_tokens + usage.in_flight_tokens >= limits.tokens_per_minute:
                 wait = self._retry_after(usage, limits.tokens_per_minute, now)
                 raise TenantLimitError(
-                    f"tenant {tenant!r} used {usage.window_tokens} tokens in the last minute, "
-                    f"its limit is {limits.tokens_per_minute}",
+                    f"tenant {tenant!r} used {usage.window_tokens} tokens in the last minute "
+                    f"and its calls in flight may use {usage.in_flight_tokens}, its limit is "
+                    f"{limits.tokens_per_minute}",
                     field="limits.tokens_per_minute",
                     headers={"Retry-After": str(wait)},
                 )
@@ -137,6 +141,18 @@ class TenantBudgets:
             )
 
     # -- what happened ----------------------------------------------------------------------------
+    def reserve(self, tenant: str, tokens: int) -> int:
+        """A call of ``tenant`` that may cost ``tokens`` is in flight; returns what is held,
+        for :meth:`release` at its end."""
+        held = max(tokens, 0)
+        self._of(tenant).in_flight_tokens += held
+        return held
+
+    def release(self, tenant: str, tokens: int) -> None:
+        """A call that held ``tokens`` (:meth:`reserve`) ended; its cost is charged apart."""
+        usage = self._of(tenant)
+        usage.in_flight_tokens = max(usage.in_flight_tokens - tokens, 0)
+
     def charge_tokens(self, tenant: str, tokens: int, now: float) -> None:
         """``tenant``'s call used ``tokens`` (computed prompt plus output) at ``now``."""
         if tokens <= 0:
@@ -159,10 +175,15 @@ class TenantBudgets:
         self.charge_bytes(event.tenant, event_bytes(event) + stored)
 
     def usage(self, tenant: str, now: float) -> dict[str, int]:
-        """``tokens_last_minute`` and ``stored_bytes`` of ``tenant`` now."""
+        """``tokens_last_minute``, ``in_flight`` (what its calls in flight may cost) and
+        ``stored_bytes`` of ``tenant`` now."""
         usage = self._of(tenant)
         self._expire(usage, now)
-        return {"tokens_last_minute": usage.window_tokens, "stored_bytes": usage.stored_bytes}
+        return {
+            "tokens_last_minute": usage.window_tokens,
+            "in_flight": usage.in_flight_tokens,
+            "stored_bytes": usage.stored_bytes,
+        }
 
     # -- internals --------------------------------------------------------------------------------
     def _of(self, tenant: str) -> _Usage:
@@ -178,8 +199,9 @@ class TenantBudgets:
 
     @staticmethod
     def _retry_after(usage: _Usage, limit: int, now: float) -> int:
-        """Seconds until the tokens still in the window drop below ``limit``."""
-        left = usage.window_tokens
+        """Seconds until the tokens still in the window drop below ``limit`` (the calls in
+        flight count as spent until they end: at least a second)."""
+        left = usage.window_tokens + usage.in_flight_tokens
         for when, tokens in usage.window:
             left -= tokens
             if left < limit:

@@ -3,6 +3,8 @@ each answer 429 with ``Retry-After`` once reached, and ``/v1/tenants`` shows the
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -136,3 +138,23 @@ def test_a_program_holds_at_most_its_tenant_s_node_limit(tmp_path: Path) -> None
             assert too_many.status_code == 403
             (row,) = c.get("/v1/tenants").json()["tenants"]
             assert row["limits"]["program_nodes"] == 5
+
+
+def test_calls_sent_in_parallel_cannot_pass_the_minute_together(tmp_path: Path) -> None:
+    """Tokens are charged at a call's end; calls in flight hold what they may cost, so a
+    tenant cannot send many at once before the first one's tokens count."""
+    with _server(tmp_path, tokens_per_minute=500) as server:
+        server.wait_ready()
+
+        def send(i: int) -> int:
+            with server.client() as c:
+                return _call(c, f"par-{i}", max_tokens=256).status_code
+
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            codes = list(pool.map(send, range(20)))
+        assert codes.count(200) <= 3, codes
+        assert set(codes) <= {200, 429}
+        with server.client() as c:
+            (row,) = c.get("/v1/tenants").json()["tenants"]
+            assert row["tokens_last_minute"] <= 500 + 2 * (113 + 256)
+            assert server.live.service.tenants.usage("tenant-a", time.time())["in_flight"] == 0
