@@ -267,14 +267,18 @@ class PrometheusMetrics:
     def render(self) -> bytes:
         """The exposition text: our series, then the engine's own (if it writes any)."""
         text = generate_latest(self.registry)
-        directory = self.engine_metrics_dir() if self.engine_metrics_dir else None
-        if directory is None:
-            return text
+        return text + self._engine_text()
+
+    def _engine_text(self) -> bytes:
+        """The engine's series (empty without any, or when they cannot be read). Finding the
+        folder is guarded too: a runtime failing to name it must not fail our series."""
+        directory: Path | None = None
         try:
-            return text + engine_metrics(directory)
+            directory = self.engine_metrics_dir() if self.engine_metrics_dir else None
+            return b"" if directory is None else engine_metrics(directory)
         except Exception:  # a half-written file must not fail the scrape of ours
             log.warning("cannot read the engine's metrics in %s", directory, exc_info=True)
-            return text
+            return b""
 
 
 _FILLS: dict[EventKind, Callable[[PrometheusMetrics, EventData], None]] = {

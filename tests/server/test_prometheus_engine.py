@@ -71,3 +71,12 @@ def test_no_folder_or_a_broken_one_leaves_our_series(tmp_path: Path) -> None:
     (tmp_path / "counter_1.db").write_bytes(b"\xff" * 64)  # a corrupt (half-written) file
     broken = PrometheusMetrics(MetricsAggregator(), _Runtime(tmp_path).snapshot, dict)
     assert any(x.startswith("agentconsole_programs_created_total") for x in _lines(broken))
+
+
+def test_a_runtime_failing_to_name_its_folder_leaves_our_series() -> None:
+    class _Failing(_Runtime):
+        def metrics_dir(self) -> Path | None:
+            raise AttributeError("no state folder")
+
+    failing = PrometheusMetrics(MetricsAggregator(), _Failing(None).snapshot, dict)
+    assert any(x.startswith("agentconsole_programs_created_total") for x in _lines(failing))

@@ -124,6 +124,46 @@ def test_poll_turns_eviction_passes_and_stats_into_events() -> None:
     assert (stats.data["busy_s"], stats.data["hbm_bytes"]) == (2.5, 40)
 
 
+def test_poll_counts_a_restarted_process_afresh() -> None:
+    """A rank whose scheduler restarted reports passes and totals from 0 again: each of its
+    passes is new, and its busy seconds add to the old process's rather than go back."""
+    status = SchedulerStatus(written_at=1.0, evicted_tokens=1000, busy_s=40.0)
+    status.evictions = [[50, 0.5, 20]]
+    log = EventLog()
+    tel = Telemetry(log, lambda: status, ProgramContexts(), stats_s=0.0)
+    tel.poll(100.0)
+    before = len([e for e in log.events if e.kind is EventKind.KV_EVICTED])
+    status = SchedulerStatus(written_at=2.0, evicted_tokens=30, busy_s=1.5)
+    status.evictions = [[1, 1.5, 30]]
+    tel.poll(101.0)
+    evicted = [e for e in log.events if e.kind is EventKind.KV_EVICTED]
+    assert [(e.t, e.data["tokens"]) for e in evicted[before:]] == [(1.5, 30)]
+    status = SchedulerStatus(written_at=3.0, evicted_tokens=35, busy_s=2.0)
+    status.evictions = [[1, 1.5, 30], [2, 2.5, 5]]  # the same process: only its new pass
+    tel.poll(102.0)
+    evicted = [e for e in log.events if e.kind is EventKind.KV_EVICTED]
+    assert [(e.t, e.data["tokens"]) for e in evicted[before:]] == [(1.5, 30), (2.5, 5)]
+    busy = [e.data["busy_s"] for e in log.events if e.kind is EventKind.ENGINE_STATS]
+    assert busy == [40.0, 41.5, 42.0]
+
+
+def test_poll_takes_another_pid_for_a_new_process() -> None:
+    """A restarted process whose counters already passed the old ones is known by its pid."""
+    status = SchedulerStatus(pid=10, written_at=1.0, evicted_tokens=20, busy_s=5.0)
+    status.evictions = [[2, 0.5, 20]]
+    log = EventLog()
+    tel = Telemetry(log, lambda: status, ProgramContexts(), stats_s=0.0)
+    tel.poll(100.0)
+    # the new process's first pass (15 tokens) already left its list
+    status = SchedulerStatus(pid=11, written_at=2.0, evicted_tokens=60, busy_s=7.0)
+    status.evictions = [[3, 1.5, 45]]
+    tel.poll(101.0)
+    evicted = [e.data["tokens"] for e in log.events if e.kind is EventKind.KV_EVICTED]
+    assert evicted == [20, 45, 15]
+    busy = [e.data["busy_s"] for e in log.events if e.kind is EventKind.ENGINE_STATS]
+    assert busy == [5.0, 12.0]
+
+
 class _Node:
     def __init__(self, tokens: int, parent: _Node | None) -> None:
         self.key: list[int] | None = [0] * tokens

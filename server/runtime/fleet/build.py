@@ -7,7 +7,9 @@ Per model: its ``source`` (model directory or sim preset), KV pool, tensor-paral
 state folder and engine log (the plugin's files and SGLang's output must not mix), the
 tokenizer, the memory share (``mem_fraction_static``) and first device (``base_gpu_id``) as
 ``Engine`` arguments. Each engine's ``engine.stats`` events are labelled with its model (the
-metrics count GPU-busy seconds per engine and per model).
+metrics count GPU-busy seconds per engine and per model), and the engine's own name is kept
+under the model's (``<model>/<engine>``): the reports of a model's data-parallel ranks must
+stay apart, since the metrics keep the latest report of each engine name.
 """
 
 from __future__ import annotations
@@ -27,17 +29,24 @@ Factory = Callable[[str, RuntimeOptions], Runtime]
 
 
 class ModelSink:
-    """An engine's event sink: ``engine.stats`` named after the engine's model."""
+    """An engine's event sink: ``engine.stats`` labelled with the engine's model."""
 
     def __init__(self, sink: EventSink, model: str) -> None:
         self.sink = sink
         self.model = model
 
     def emit(self, event: Event) -> None:
+        """Pass ``event`` on; an ``engine.stats`` one (a copy) gets ``model`` and its engine
+        name prefixed with the model (two models' engines may share a name, as ``sglang``)."""
         if event.kind is EventKind.ENGINE_STATS:
-            data = {**event.data, "engine": self.model, "model": self.model}
+            data = {**event.data, "engine": self._engine_name(event), "model": self.model}
             event = dataclasses.replace(event, data=data)
         self.sink.emit(event)
+
+    def _engine_name(self, event: Event) -> str:
+        """``<model>/<engine>``; the model alone when the engine gave no name."""
+        own = str(event.data.get("engine") or "")
+        return f"{self.model}/{own}" if own else self.model
 
 
 def member_options(

@@ -22,7 +22,10 @@ From the plugin's ``status.json`` (polled every 100 ms): ``kv.evicted`` per evic
 ``engine.stats`` every 5 s (busy seconds, KV bytes on the device and, with HiCache, the host).
 With data-parallel ranks each rank's status is read on its own (eviction passes are numbered
 per rank) and each rank reports as an engine of its own, ``sglang.rank<r>`` (the aggregator
-sums engines); ``call.scheduled`` then carries the call's ``dp_rank``.
+sums engines); ``call.scheduled`` then carries the call's ``dp_rank``. A rank whose scheduler
+process was replaced (a restarted router worker: another pid, or counters that went back) is
+counted afresh: every pass the new process reports is new, and its busy seconds add to the old
+process's.
 Every entry point is guarded: telemetry never fails a call.
 """
 
@@ -63,11 +66,35 @@ def prefill_seconds(meta: Mapping[str, Any]) -> float | None:
 
 @dataclass(slots=True)
 class _RankSeen:
-    """What was already emitted of one rank's status."""
+    """What was already emitted of one rank's status. The plugin's counters (eviction pass
+    numbers, evicted tokens, busy seconds) count from 0 in each scheduler process; a rank
+    whose process was replaced (a restarted router worker) is counted afresh."""
 
     status_at: float = -1.0
+    pid: int = 0  # the scheduler process that wrote the last status (0: not reported)
     eviction_seq: int = 0
     evicted: int = 0  # tokens emitted as kv.evicted
+    busy_s: float = 0.0  # the current process's busy seconds, as last reported
+    busy_before: float = 0.0  # busy seconds of the rank's earlier processes
+
+    def restarted(self, status: SchedulerStatus) -> bool:
+        """Whether ``status`` comes from another process than the earlier ones: another pid,
+        or a counter below what was seen (each only grows within one process)."""
+        newest = max((int(e[0]) for e in status.evictions), default=self.eviction_seq)
+        return (
+            bool(self.pid and status.pid and status.pid != self.pid)
+            or newest < self.eviction_seq
+            or status.evicted_tokens < self.evicted
+            or status.busy_s < self.busy_s
+        )
+
+    def restart(self) -> None:
+        """Count from the new process's figures: its passes and totals start from 0 (so
+        every pass it reports is new); the busy seconds already reported are kept, so the
+        rank's busy time never goes back."""
+        self.busy_before += self.busy_s
+        self.busy_s = 0.0
+        self.eviction_seq = self.evicted = 0
 
 
 class Telemetry:
@@ -193,18 +220,15 @@ class Telemetry:
         if status is None or self.sink is None or status.written_at == seen.status_at:
             return False
         seen.status_at = status.written_at
-        for seq, at, tokens in status.evictions:
-            if seq > seen.eviction_seq:
-                seen.eviction_seq = int(seq)
-                self._evict(seen, float(at), int(tokens), rank)
-        missed = status.evicted_tokens - seen.evicted  # passes that left the list unseen
-        if missed > 0:
-            self._evict(seen, now, missed, rank)
+        if seen.restarted(status):
+            seen.restart()
+        seen.pid, seen.busy_s = status.pid, status.busy_s
+        self._evictions(seen, status, now, rank)
         if stats_due:
             per_token = status.kv_bytes_per_token
             data: dict[str, Scalar] = {
                 "engine": ENGINE if rank is None else f"{ENGINE}.rank{rank}",
-                "busy_s": status.busy_s,
+                "busy_s": seen.busy_before + status.busy_s,
                 "hbm_bytes": status.kv_used_tokens * per_token,
                 "dram_bytes": status.host_used_tokens * per_token,
                 "running": len(status.running),
@@ -212,6 +236,19 @@ class Telemetry:
             }
             self.sink.emit(Event(now, EventKind.ENGINE_STATS, data=data))
         return stats_due
+
+    def _evictions(
+        self, seen: _RankSeen, status: SchedulerStatus, now: float, rank: int | None
+    ) -> None:
+        """Emit the rank's eviction passes not emitted yet (those that left the status's list
+        unseen as one event at ``now``); advances ``seen``."""
+        for seq, at, tokens in status.evictions:
+            if seq > seen.eviction_seq:
+                seen.eviction_seq = int(seq)
+                self._evict(seen, float(at), int(tokens), rank)
+        missed = status.evicted_tokens - seen.evicted  # passes that left the list unseen
+        if missed > 0:
+            self._evict(seen, now, missed, rank)
 
     def _evict(self, seen: _RankSeen, at: float, tokens: int, rank: int | None) -> None:
         seen.evicted += tokens

@@ -10,11 +10,12 @@ import time
 
 import pytest
 
-from agentconsole.scheduler.events import Event, EventKind, EventLog
+from agentconsole.scheduler.events import Event, EventKind, EventLog, Scalar
+from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.models import ServedModel
 from agentconsole.scheduler.runtime import CacheAction, GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
-from agentconsole.server.runtime.fleet.build import build_runtime, member_options
+from agentconsole.server.runtime.fleet.build import ModelSink, build_runtime, member_options
 from agentconsole.server.runtime.fleet.runtime import FleetRuntime
 from agentconsole.server.runtime.registry import RuntimeOptions
 from agentconsole.server.runtime.sim.live import SimLiveRuntime
@@ -73,7 +74,7 @@ def test_calls_run_on_their_model_and_programs_are_remembered() -> None:
         await fleet.stop()
         stats = [e for e in log.events if e.kind is EventKind.ENGINE_STATS]
         assert {e.data["model"] for e in stats} == {"big", "small"}
-        assert all(e.data["engine"] == e.data["model"] for e in stats)
+        assert all(str(e.data["engine"]).startswith(f"{e.data['model']}/") for e in stats)
 
     asyncio.run(scenario())
 
@@ -152,5 +153,18 @@ def test_model_sink_names_engine_stats_only() -> None:
     sink = fleet_sink.extra["event_sink"]
     sink.emit(Event(1.0, EventKind.ENGINE_STATS, data={"engine": "0", "busy_s": 1.0}))
     sink.emit(Event(1.0, EventKind.KV_DROPPED, "p", data={"tokens": 3}))
-    assert log.events[0].data == {"engine": "small", "model": "small", "busy_s": 1.0}
+    assert log.events[0].data == {"engine": "small/0", "model": "small", "busy_s": 1.0}
     assert log.events[1].data == {"tokens": 3}
+
+
+def test_model_sink_keeps_each_data_parallel_rank_of_a_model_apart() -> None:
+    """Two ranks of one model report as two engines: their busy seconds add up, in the
+    cluster's total and the model's."""
+    metrics, log = MetricsAggregator(), EventLog(keep=False)
+    log.subscribe(metrics.observe)
+    sink = ModelSink(log, "big")
+    for rank, busy in ((0, 1.0), (1, 2.0)):
+        data: dict[str, Scalar] = {"engine": f"sglang.rank{rank}", "busy_s": busy}
+        sink.emit(Event(1.0, EventKind.ENGINE_STATS, data=data))
+    assert metrics.busy_s == 3.0
+    assert metrics.models()["big"]["gpu_s"] == 3.0

@@ -17,14 +17,20 @@ a local copy of the model's tokenizer and chat template, for rendering prompts).
   adapter's (``KVView``).
 * Abort goes to every worker by exact rid (the router has none); a worker that does not hold
   the rid ignores it. It is repeated until the call's stream ends, since a worker drops an
-  abort for a rid it has not registered yet.
+  abort for a rid it has not registered yet. An operator preempt retracts the batch of the
+  worker running the call only (when known), and reports whether any worker retracted.
+* The context length is the workers' (``max_context_tokens``), so the intake refuses a prompt
+  over it before sending; a request the router or a worker refuses as faulty (400) ends as
+  the in-process engine's own abort of a call does (``engine_abort_status``), not as a failure.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -61,6 +67,10 @@ from agentconsole.server.runtime.sglang.telemetry import Telemetry
 _GET_TOKENIZER = "sglang.srt.utils.hf_transformers.tokenizer:get_tokenizer"
 _ABORT_RETRY_S = 0.2
 _ABORT_DEADLINE_S = 30.0
+#: the answers that blame the request itself (SGLang: 400 for a prompt over the context or a
+#: bad parameter): the call ends refused, not failed. 404 (the served model's name, our
+#: setting), 408 and 429 (load) are not the client's fault: they stay failures to retry
+_REQUEST_FAULTS = frozenset({400, 413, 422})
 
 
 class RouterRuntime(LiveControl, KVView):
@@ -101,10 +111,18 @@ class RouterRuntime(LiveControl, KVView):
         self._hit_tokens = 0
         self._tokenizer: Any = None
         self._format: ChatFormat | None = None
+        self._context_len: int | None = None
 
     @property
     def chat_format(self) -> ChatFormat:
         return self._format if self._format is not None else ChatMLFormat()
+
+    @property
+    def max_context_tokens(self) -> int | None:
+        """The served context length (prompt plus output), as the workers' engines report it
+        (``Workers.context_length``, read at start); None before, or when none reported it.
+        The intake refuses a longer request before it is sent."""
+        return self._context_len
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -130,6 +148,7 @@ class RouterRuntime(LiveControl, KVView):
                     "plugin did not answer (workers need AGENTCONSOLE_SGLANG_NODE_API=1)"
                 )
             await asyncio.sleep(0.2)
+        self._context_len = await self.workers.context_length()
         self.engine = client
         self.workers.push(self.control.state)
         self.telemetry.start()
@@ -178,8 +197,8 @@ class RouterRuntime(LiveControl, KVView):
                 "POST", COMPLETIONS_PATH, json=body, headers=headers
             ) as response:
                 if response.status_code != 200:
-                    detail = (await response.aread()).decode(errors="replace")[:500]
-                    raise RuntimeError(f"router answered {response.status_code}: {detail}")
+                    await self._refused(call, response)
+                    return
                 self._served_on(call, response.headers.get(NODE_HEADER, ""))
                 async for event in sse_events(response.aiter_bytes()):
                     chunk = reader.read(event)
@@ -192,6 +211,18 @@ class RouterRuntime(LiveControl, KVView):
             error = err
         finally:
             self._settle(call, error)
+
+    async def _refused(self, call: SGLangStream, response: httpx.Response) -> None:
+        """The router or worker refused ``call`` before its stream began. A request at fault
+        (``_REQUEST_FAULTS``) ends the call as the engine's own abort of it, with the status
+        and the worker's message (the client gets a 400: a retry would be refused alike, as
+        the in-process engine's aborts are answered); anything else raises (a 503 to retry)."""
+        status = response.status_code
+        detail = (await response.aread()).decode(errors="replace")[:500]
+        if status not in _REQUEST_FAULTS:
+            raise RuntimeError(f"router answered {status}: {detail}")
+        reason = {"type": "abort", "status_code": status, "message": _error_message(detail)}
+        call.meta = {"finish_reason": reason}
 
     def _served_on(self, call: SGLangStream, node: str) -> None:
         """The worker that answered (its response header): the call's "rank"."""
@@ -227,16 +258,32 @@ class RouterRuntime(LiveControl, KVView):
         return True
 
     async def preempt(self, call_id: str) -> bool:
-        """As the in-process runtime (``LiveControl.preempt``), the retraction asked of every
-        worker over HTTP."""
+        """As the in-process runtime (``LiveControl.preempt``), the retraction asked over HTTP
+        of the worker running the call (every worker when that is not known). False, and the
+        call's demotion withdrawn, when no worker retracted its batch: the call runs on."""
         call = self._calls.get(call_id)
         if call is None or call.ended or call.first_at is None:
             return False
         self.control.state.preempted[call_id] = time.time()
         await self._ack(self.control.write(ack=True))
-        await self.workers.post_all("/pause_generation", {"mode": "retract"})
-        await self.workers.post_all("/continue_generation", {})
-        return True
+        holder = self._holder(call)
+        paused = await self.workers.post_all("/pause_generation", {"mode": "retract"}, only=holder)
+        # resumed even where the pause seemed to fail: a pause that timed out may have
+        # happened, and a worker left paused would stall every call it holds
+        await self.workers.post_all("/continue_generation", {}, only=holder)
+        if any(paused):
+            return True
+        # not retracted: the demotion would only requeue the call at a later retraction
+        if self.control.state.preempted.pop(call_id, None) is not None:
+            self.control.write()
+        return False
+
+    def _holder(self, call: SGLangStream) -> int | None:
+        """The worker running ``call``: the one that answered its request, else the one whose
+        status lists it (None: not known)."""
+        if call.rank is not None:
+            return call.rank
+        return self.workers.worker_of_call(call.rid)
 
     async def flush_cache(self) -> bool:
         """Empty every worker's radix cache (each refuses unless idle)."""
@@ -251,20 +298,23 @@ class RouterRuntime(LiveControl, KVView):
 
     # -- observation --------------------------------------------------------------------------
     def read_status(self) -> SchedulerStatus | None:
-        """Every worker's ranks merged (None until each has reported)."""
-        statuses = self.workers.statuses()
-        present = [s for s in statuses if s is not None]
-        return merge_statuses(present) if present and len(present) == len(statuses) else None
+        """The ranks of every worker that answers, merged (``Workers.status``)."""
+        return self.workers.status()
 
     def read_placement(self, program_id: str | None = None) -> Placement | None:
         """The sweep of the worker holding ``program_id``, else every worker's merged."""
         worker = self.workers.worker_of_program(program_id) if program_id else None
         views = self.workers.views if worker is None else [self.workers.views[worker]]
-        present = [p for v in views for p in v.placements if p is not None]
+        present = [p for v in views for p in v.live_placements()]
         return merge_placements(present) if present else None
 
     def _tokenize(self, text: str) -> list[int] | None:
         return None if self._tokenizer is None else list(self._tokenizer.encode(text))
+
+    def metrics_dir(self) -> Path | None:
+        """None: SGLang's metrics are written by the workers, other processes (on other
+        hosts) that each serve their own ``/metrics``; there is no folder here to merge."""
+        return None
 
     def snapshot(self) -> RuntimeSnapshot:
         snap = build_snapshot(
@@ -277,10 +327,24 @@ class RouterRuntime(LiveControl, KVView):
             placement=self.read_placement(),
         )
         for i, view in enumerate(self.workers.views):  # each worker's KV, as ranks' are shown
-            present = [st for st in view.statuses if st is not None]
+            present = [st for st in view.live_statuses() if st is not None]
             if present:
                 snap.tiers[f"{DEVICE_TIER}.rank{i}"] = merge_statuses(present).device_tier()
         return snap
+
+
+def _error_message(body: str) -> str:
+    """The message of an error answer: SGLang's ``{"message": ...}``, or the OpenAI-style
+    ``{"error": {"message": ...}}`` of the router; else the body as it is."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(data, dict):
+        return body
+    inner = data.get("error")
+    found = inner.get("message") if isinstance(inner, dict) else data.get("message")
+    return str(found) if found else body
 
 
 async def _answers(client: httpx.AsyncClient, path: str) -> bool:

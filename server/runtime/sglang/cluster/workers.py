@@ -1,11 +1,13 @@
 """The control plane's side of every SGLang worker behind the router (``node_api``).
 
 :class:`Workers` keeps one view per worker: its ranks' latest plugin statuses and placement
-sweeps, polled every ``poll_s`` from ``GET /agentconsole/status``. Operator settings are pushed
-to every worker (``POST /agentconsole/control``) by one task that always sends the newest
-state, so a burst of changes costs one request per worker, and a worker that missed one (it
-was down) gets the state again at the next change or poll. Abort, pause and continue go to
-every worker: the router has no route for them, and a worker ignores a rid it does not hold.
+sweeps, polled every ``poll_s`` from ``GET /agentconsole/status``; a worker whose last poll
+failed counts for nothing (no status, no placement) until it answers again. Operator settings
+are pushed to every worker (``POST /agentconsole/control``) by one task that always sends the
+newest state, so a burst of changes costs one request per worker, and a worker that missed one
+(it was down) gets the state again at the next change or poll. Abort, pause and continue go to
+every worker (the router has no route for them, and a worker ignores a rid it does not hold);
+a preempt's pause goes only to the worker holding the call, when that is known.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ import httpx
 from agentconsole.server.live.periodic import Periodic
 from agentconsole.server.runtime.sglang.cluster.node_api import CONTROL_PATH, STATUS_PATH
 from agentconsole.server.runtime.sglang.control import ControlState, ControlWriter
+from agentconsole.server.runtime.sglang.rank_status import merge_statuses
 from agentconsole.server.runtime.sglang.status import Placement, SchedulerStatus
 
 logger = logging.getLogger("agentconsole.sglang.cluster")
 _TIMEOUT_S = 5.0
+#: SGLang's OpenAI model list: the served model with its context length (``max_model_len``)
+MODELS_PATH = "/v1/models"
 
 
 @dataclass(slots=True)
@@ -42,6 +47,18 @@ class WorkerView:
     #: the oldest control version its ranks' statuses showed at the last poll
     applied_version: int = 0
     reachable: bool = False
+
+    def live_statuses(self) -> list[SchedulerStatus | None]:
+        """Its ranks' statuses while it answers, else a None per rank (the ranks keep their
+        places, which telemetry numbers them by). A dead worker's last report must not
+        count: its calls would stay queued or running forever, and its control version,
+        which never advances, would hold back every acknowledgement."""
+        return self.statuses if self.reachable else [None] * len(self.statuses)
+
+    def live_placements(self) -> list[Placement]:
+        """Its ranks' placement sweeps while it answers (none while it does not: a dead
+        worker holds no KV to place a program by)."""
+        return [p for p in self.placements if p is not None] if self.reachable else []
 
 
 def _parse(cls: Any, items: object) -> list[Any]:
@@ -111,8 +128,18 @@ class Workers:
             self._wake.set()  # restarted, or a push it did not accept: send the state again
 
     def statuses(self) -> list[SchedulerStatus | None]:
-        """Every rank of every worker, worker by worker."""
-        return [s for v in self.views for s in v.statuses] or [None]
+        """Every rank of every worker, worker by worker (None: not reported, or its worker
+        does not answer)."""
+        return [s for v in self.views for s in v.live_statuses()] or [None]
+
+    def status(self) -> SchedulerStatus | None:
+        """The ranks of every worker that answers, merged (None until each of those reported
+        every rank, or while none answers). A worker that stopped answering counts again
+        with the fresh report it gives once it answers (a restarted one: its new state)."""
+        ranks = [s for v in self.views if v.reachable for s in v.statuses]
+        if not ranks or any(s is None for s in ranks):
+            return None
+        return merge_statuses([s for s in ranks if s is not None])
 
     def index_of_node(self, node: str) -> int | None:
         """The index (in ``urls``) of the worker whose responses carry ``node``."""
@@ -121,7 +148,7 @@ class Workers:
     def worker_of_call(self, rid: str) -> int | None:
         """The worker whose scheduler has ``rid`` queued or running (as last polled)."""
         for i, view in enumerate(self.views):
-            for s in view.statuses:
+            for s in view.live_statuses():
                 if s is None:
                     continue
                 if any(q.rid == rid for q in s.queued) or any(r.rid == rid for r in s.running):
@@ -132,8 +159,8 @@ class Workers:
         """The worker holding most of the program's last context (as last swept)."""
         best, best_tokens = None, 0
         for i, view in enumerate(self.views):
-            for p in view.placements:
-                tokens = p.programs.get(program_id, (0, 0))[0] if p is not None else 0
+            for p in view.live_placements():
+                tokens = p.programs.get(program_id, (0, 0))[0]
                 if tokens > best_tokens:
                     best, best_tokens = i, tokens
         return best
@@ -162,8 +189,11 @@ class Workers:
             logger.warning("control state not delivered to %s", view.url)
 
     # -- every worker ----------------------------------------------------------------------------
-    async def post_all(self, path: str, body: dict[str, Any]) -> list[bool]:
-        """POST ``body`` to ``path`` on every worker; which answered 2xx."""
+    async def post_all(
+        self, path: str, body: dict[str, Any], *, only: int | None = None
+    ) -> list[bool]:
+        """POST ``body`` to ``path`` on every worker (``only``: on the worker of that index
+        alone); which answered 2xx."""
 
         async def one(view: WorkerView) -> bool:
             try:
@@ -172,11 +202,30 @@ class Workers:
                 return False
             return response.is_success
 
-        return list(await asyncio.gather(*(one(v) for v in self.views)))
+        views = self.views if only is None else [self.views[only]]
+        return list(await asyncio.gather(*(one(v) for v in views)))
 
     async def abort(self, rid: str) -> None:
         """Abort ``rid`` on every worker (only the one holding it acts)."""
         await self.post_all("/abort_request", {"rid": rid})
+
+    async def context_length(self) -> int | None:
+        """The smallest context length the workers serve (a call may land on any of them):
+        each one's ``/v1/models`` ``max_model_len``, its tokenizer manager's ``context_len``
+        (the model config's, or ``--context-length``). None when none answers it."""
+
+        async def one(view: WorkerView) -> int | None:
+            try:
+                response = await self._client.get(view.url + MODELS_PATH)
+                response.raise_for_status()
+                cards = response.json().get("data") or []
+                limit = cards[0].get("max_model_len") if cards else None
+            except (httpx.HTTPError, ValueError, AttributeError, TypeError):
+                return None
+            return limit if isinstance(limit, int) and limit > 0 else None
+
+        found = [n for n in await asyncio.gather(*(one(v) for v in self.views)) if n]
+        return min(found, default=None)
 
     async def healthy(self) -> bool:
         """Every worker answers ``/health``."""
