@@ -275,6 +275,10 @@ class TenantLimitsSection(_Section):
     """Nodes one program of the tenant may hold (program quotas are the client's to choose:
     this bounds one program's memory and events whatever it asks); a node past it gets 403.
     None: unlimited."""
+    max_priority: int = Field(default=0, ge=-1000, le=1000)
+    """The highest chat ``priority`` the tenant's calls take (a higher one is taken as this).
+    Below it the tenant orders its own calls; above 0 its calls go ahead of other tenants',
+    which is the operator's to grant."""
 
 
 class LimitsSection(_Section):

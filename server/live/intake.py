@@ -133,7 +133,10 @@ class CallIntake:
         ticket = svc.driver.queue_call(
             pid, nid, probe, now, private_tokens=prompt.private_tokens, queued_behind=behind
         )
-        ticket.boost += chat.priority * PRIORITY_UNIT_S
+        # a tenant orders its own calls with it, but never past its ceiling: above it, one
+        # tenant's calls would go ahead of every other tenant's
+        priority = svc.tenants.priority(tenant, chat.priority)
+        ticket.boost += priority * PRIORITY_UNIT_S
         svc.controller.start_node(pid, nid, now)
         request = GenerationRequest(
             ticket,
@@ -149,7 +152,7 @@ class CallIntake:
             model=model if labels else None,
         )
         prompt_tokens = prompt.tokens
-        data = {"prompt_tokens": prompt_tokens, "priority": chat.priority, **labels}
+        data = {"prompt_tokens": prompt_tokens, "priority": priority, **labels}
         if labels:
             svc.models.costs.sent(pid, nid, ticket.attempt, model)
         svc.hub.emit(Event(now, EventKind.CALL_QUEUED, pid, nid, ticket.attempt, tenant, data))

@@ -15,6 +15,8 @@ for unlimited, set for every tenant (``limits.tenant_*``) or per tenant (``limit
   read from the store at start and counted as it grows; new programs, calls and nodes (a
   declared node, a tool call through the gateway or reported by the agent) are refused (429)
   once it is reached (the operator raises the limit or exports and prunes);
+* **priority ceiling**: a chat call's ``priority`` is at most the tenant's ``max_priority``
+  (0 unless set), so a tenant cannot put its calls ahead of other tenants' by asking;
 * **nodes per program**: a program's DAG size (10,000 unless set; program quotas are the
   client's to choose, so this is the server's bound on one program's memory and events): a
   node past it is refused (403: it will never pass for that program).
@@ -53,6 +55,10 @@ class TenantLimits:
     concurrent_programs: int | None = None
     stored_bytes: int | None = None
     program_nodes: int | None = DEFAULT_PROGRAM_NODES
+    #: the highest chat ``priority`` its calls take (a higher one is taken as this): below it
+    #: a tenant orders its own calls; above 0 it goes ahead of other tenants' calls, which is
+    #: the operator's to grant
+    max_priority: int = 0
 
 
 @dataclass(slots=True)
@@ -117,6 +123,10 @@ class TenantBudgets:
                     headers={"Retry-After": str(wait)},
                 )
         self._check_storage(tenant, limits)
+
+    def priority(self, tenant: str, asked: int) -> int:
+        """The priority a call of ``tenant`` that asked for ``asked`` takes."""
+        return min(asked, self.limits(tenant).max_priority)
 
     def check_new_node(self, tenant: str, program_id: str, nodes: int) -> None:
         """Before a node is added to ``program_id`` of ``tenant``, which holds ``nodes``."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 
+from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.server.live.tenants import TenantLimits
 from tests.server.api.harness import LiveServer, chat_body, make_config
 
@@ -158,3 +159,24 @@ def test_calls_sent_in_parallel_cannot_pass_the_minute_together(tmp_path: Path) 
             (row,) = c.get("/v1/tenants").json()["tenants"]
             assert row["tokens_last_minute"] <= 500 + 2 * (113 + 256)
             assert server.live.service.tenants.usage("tenant-a", time.time())["in_flight"] == 0
+
+
+def test_a_tenant_s_priority_stops_at_its_ceiling(tmp_path: Path) -> None:
+    """``priority`` 1000 would put one tenant's calls ahead of every other tenant's by 1000 s
+    of policy key; it is taken as the tenant's ``max_priority`` (0 unless the operator
+    grants more), while a lower one still orders the tenant's own calls."""
+    config = make_config(
+        tmp_path / "prio.duckdb", tenant_overrides={"tenant-b": TenantLimits(max_priority=5)}
+    )
+    with LiveServer(config) as server:
+        server.wait_ready()
+        queued: list[Event] = []
+        server.live.service.hub.subscribe(
+            lambda e: queued.append(e) if e.kind is EventKind.CALL_QUEUED else None
+        )
+        with server.client() as a, server.client("sk-b") as b:
+            for client, pid, asked in ((a, "pa-1", 1000), (a, "pa-2", -3), (b, "pb-1", 1000)):
+                body = {**chat_body(priority=asked), "agentconsole": {"program_id": pid}}
+                assert client.post("/v1/chat/completions", json=body).status_code == 200
+        taken = {e.program_id: e.data["priority"] for e in queued}
+        assert taken == {"pa-1": 0, "pa-2": -3, "pb-1": 5}
