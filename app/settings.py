@@ -268,6 +268,9 @@ class TenantLimitsSection(_Section):
     past it gets 429 with ``Retry-After``. None: unlimited."""
     concurrent_programs: int | None = Field(default=None, ge=1)
     """Programs of the tenant running at once; a new one past it gets 429. None: unlimited."""
+    concurrent_calls: int | None = Field(default=None, ge=1)
+    """LLM calls of the tenant in flight at once (one program may run many, and the server's
+    connection limit is every tenant's); a call past it gets 429. None: unlimited."""
     stored_bytes: int | None = Field(default=None, ge=1)
     """Bytes the store keeps for the tenant (events, tool results); new programs, calls and
     nodes past it get 429. None: unlimited."""

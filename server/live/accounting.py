@@ -90,7 +90,7 @@ class CallAccounting:
         svc = self.service
         now = time.time()
         svc.unregister(call)
-        svc.tenants.release(call.tenant, call.reserved_tokens)
+        svc.tenants.release(call.hold)
         if result is None:
             # the runtime failed mid-answer: what already reached the client is still paid
             streamed = call.received + call.ghost

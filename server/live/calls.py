@@ -36,6 +36,7 @@ from agentconsole.scheduler.runtime import (
 )
 from agentconsole.scheduler.tokenstream import wake
 from agentconsole.server.live.errors import ServiceError
+from agentconsole.server.live.tenants import CallHold
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +101,8 @@ class LiveCall:
         #: the most of its prompt another served model with the same tokens held when it was
         #: sent (several models served; ``modeldesk.cached_elsewhere``)
         self.cached_elsewhere = 0
-        #: tokens held against the tenant's minute while the call runs (``TenantBudgets``)
-        self.reserved_tokens = 0
+        #: what the call holds of its tenant's budgets while it runs (``TenantBudgets``)
+        self.hold: CallHold | None = None
         self._runtime = runtime
         self._hooks = hooks
         self._forwarded: list[TokenDelta] = []  # what the client is given, in order

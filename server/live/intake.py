@@ -157,16 +157,18 @@ class CallIntake:
             svc.models.costs.sent(pid, nid, ticket.attempt, model)
         svc.hub.emit(Event(now, EventKind.CALL_QUEUED, pid, nid, ticket.attempt, tenant, data))
         declared, _ = offered_tools(chat.tools, chat.tool_choice)
+        hold = svc.tenants.reserve(tenant, prompt_tokens - probe.hit_tokens + chat.max_tokens)
         try:
             call = LiveCall(request, svc.runtime, svc.accounting, tools=tuple(declared))
         except Exception as error:
+            svc.tenants.release(hold)
             svc.driver.withdraw(pid, ticket.call_id)
             svc.nodes.fail_attempt(program, nid, now)
             raise Unavailable(f"the runtime refused the call: {error}") from error
         call.cached_elsewhere = elsewhere
-        call.reserved_tokens = svc.tenants.reserve(
-            tenant, prompt_tokens - probe.hit_tokens + chat.max_tokens
-        )
+        call.hold = hold
+        if call.finished:  # it ended within its submit, before it had its hold
+            svc.tenants.release(hold)
         svc.register(call)
         if hashes is not None:
             svc.chains.record(tenant, hashes, pid, nid)

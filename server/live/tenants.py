@@ -11,6 +11,9 @@ for unlimited, set for every tenant (``limits.tenant_*``) or per tenant (``limit
   calls sent in parallel cannot all pass before the first ends (the last one admitted may
   still take the tenant past the limit by its own size);
 * **concurrent programs**: running programs; a new one is refused (429, ``Retry-After: 5``);
+* **concurrent calls**: LLM calls in flight (one program may run many at once, and the
+  server's connection limit is everyone's); a call past it is refused (429,
+  ``Retry-After: 1``);
 * **stored bytes**: what the store keeps for the tenant (events as encoded, tool results),
   read from the store at start and counted as it grows; new programs, calls and nodes (a
   declared node, a tool call through the gateway or reported by the agent) are refused (429)
@@ -53,6 +56,7 @@ class TenantLimits:
 
     tokens_per_minute: int | None = None
     concurrent_programs: int | None = None
+    concurrent_calls: int | None = None
     stored_bytes: int | None = None
     program_nodes: int | None = DEFAULT_PROGRAM_NODES
     #: the highest chat ``priority`` its calls take (a higher one is taken as this): below it
@@ -62,10 +66,21 @@ class TenantLimits:
 
 
 @dataclass(slots=True)
+class CallHold:
+    """What one call in flight holds of its tenant's budgets, until :meth:`TenantBudgets.release`
+    (once: a second release changes nothing)."""
+
+    tenant: str
+    tokens: int
+    released: bool = False
+
+
+@dataclass(slots=True)
 class _Usage:
     window: deque[tuple[float, int]] = field(default_factory=deque)  # (when, tokens)
     window_tokens: int = 0
     in_flight_tokens: int = 0  # what the calls in flight may cost (``reserve``)
+    in_flight_calls: int = 0
     stored_bytes: int = 0
 
 
@@ -110,6 +125,14 @@ class TenantBudgets:
     def check_call(self, tenant: str, now: float) -> None:
         """Before a call of ``tenant`` starts at ``now``."""
         limits = self.limits(tenant)
+        calls = self._of(tenant).in_flight_calls
+        if limits.concurrent_calls is not None and calls >= limits.concurrent_calls:
+            raise TenantLimitError(
+                f"tenant {tenant!r} has {calls} calls in flight, its limit is "
+                f"{limits.concurrent_calls}",
+                field="limits.concurrent_calls",
+                headers={"Retry-After": "1"},
+            )
         if limits.tokens_per_minute is not None:
             usage = self._of(tenant)
             self._expire(usage, now)
@@ -151,17 +174,24 @@ class TenantBudgets:
             )
 
     # -- what happened ----------------------------------------------------------------------------
-    def reserve(self, tenant: str, tokens: int) -> int:
-        """A call of ``tenant`` that may cost ``tokens`` is in flight; returns what is held,
-        for :meth:`release` at its end."""
-        held = max(tokens, 0)
-        self._of(tenant).in_flight_tokens += held
-        return held
-
-    def release(self, tenant: str, tokens: int) -> None:
-        """A call that held ``tokens`` (:meth:`reserve`) ended; its cost is charged apart."""
+    def reserve(self, tenant: str, tokens: int) -> CallHold:
+        """A call of ``tenant`` that may cost ``tokens`` is in flight: it counts against the
+        tenant's minute and its concurrent calls until :meth:`release` of the hold."""
+        hold = CallHold(tenant, max(tokens, 0))
         usage = self._of(tenant)
-        usage.in_flight_tokens = max(usage.in_flight_tokens - tokens, 0)
+        usage.in_flight_tokens += hold.tokens
+        usage.in_flight_calls += 1
+        return hold
+
+    def release(self, hold: CallHold | None) -> None:
+        """The call of ``hold`` ended (its cost is charged apart); None or a released hold:
+        nothing."""
+        if hold is None or hold.released:
+            return
+        hold.released = True
+        usage = self._of(hold.tenant)
+        usage.in_flight_tokens -= hold.tokens
+        usage.in_flight_calls -= 1
 
     def charge_tokens(self, tenant: str, tokens: int, now: float) -> None:
         """``tenant``'s call used ``tokens`` (computed prompt plus output) at ``now``."""

@@ -180,3 +180,24 @@ def test_a_tenant_s_priority_stops_at_its_ceiling(tmp_path: Path) -> None:
                 assert client.post("/v1/chat/completions", json=body).status_code == 200
         taken = {e.program_id: e.data["priority"] for e in queued}
         assert taken == {"pa-1": 0, "pa-2": -3, "pb-1": 5}
+
+
+def test_concurrent_calls(tmp_path: Path) -> None:
+    with _server(tmp_path, concurrent_calls=2) as server:
+        server.wait_ready()
+
+        def send(i: int) -> httpx.Response:
+            with server.client() as c:
+                return _call(c, f"cc-{i}", max_tokens=1024)  # long enough to overlap
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(send, range(8)))
+        codes = [a.status_code for a in answers]
+        assert codes.count(200) >= 2, codes
+        assert 429 in codes, codes
+        refused = next(a for a in answers if a.status_code == 429)
+        assert refused.json()["error"]["field"] == "limits.concurrent_calls"
+        assert refused.headers["Retry-After"] == "1"
+        with server.client() as c:  # the holds were all released: calls run again
+            assert _call(c, "cc-after").status_code == 200
+        assert server.live.service.tenants.usage("tenant-a", time.time())["in_flight"] == 0
