@@ -113,26 +113,14 @@ class TenantBudgets:
     def check_new_program(self, tenant: str, running: int) -> None:
         """Before a program of ``tenant`` is opened with ``running`` already running."""
         limits = self.limits(tenant)
-        if limits.concurrent_programs is not None and running >= limits.concurrent_programs:
-            raise TenantLimitError(
-                f"tenant {tenant!r} has {running} programs running, its limit is "
-                f"{limits.concurrent_programs}",
-                field="limits.concurrent_programs",
-                headers={"Retry-After": "5"},
-            )
+        _check_count(tenant, "programs running", running, limits.concurrent_programs, 5)
         self._check_storage(tenant, limits)
 
     def check_call(self, tenant: str, now: float) -> None:
         """Before a call of ``tenant`` starts at ``now``."""
         limits = self.limits(tenant)
         calls = self._of(tenant).in_flight_calls
-        if limits.concurrent_calls is not None and calls >= limits.concurrent_calls:
-            raise TenantLimitError(
-                f"tenant {tenant!r} has {calls} calls in flight, its limit is "
-                f"{limits.concurrent_calls}",
-                field="limits.concurrent_calls",
-                headers={"Retry-After": "1"},
-            )
+        _check_count(tenant, "calls in flight", calls, limits.concurrent_calls, 1)
         if limits.tokens_per_minute is not None:
             usage = self._of(tenant)
             self._expire(usage, now)
@@ -247,3 +235,14 @@ class TenantBudgets:
             if left < limit:
                 return max(1, math.ceil(when + WINDOW_S - now))
         return 1
+
+
+def _check_count(tenant: str, what: str, count: int, limit: int | None, retry_s: int) -> None:
+    """429 ``limits.concurrent_<programs|calls>`` when ``count`` of ``what`` reached ``limit``."""
+    if limit is not None and count >= limit:
+        noun = what.split()[0]
+        raise TenantLimitError(
+            f"tenant {tenant!r} has {count} {what}, its limit is {limit}",
+            field=f"limits.concurrent_{noun}",
+            headers={"Retry-After": str(retry_s)},
+        )
