@@ -75,7 +75,7 @@ def provide_operator(
 ) -> Principal:
     if not principal.operator:
         error = ApiError(403, "this action needs an operator key")
-        audit_refusal(request, live.desk, principal.key_id, error, principal.tenant)
+        audit_refusal(request, live.desk, principal.key_id, error)
         raise error
     return principal
 

@@ -122,7 +122,7 @@ class RefusalLog(Protocol):
     """Where refused operator calls are audited (``OperatorDesk.refused``)."""
 
     def refused(
-        self, actor: str, action: str, target: str, reason: str, tenant: str = ""
+        self, actor: str, action: str, target: str, reason: str, *, operator: bool = False
     ) -> None: ...
 
 
@@ -131,16 +131,17 @@ def audit_refusal(
     desk: RefusalLog,
     actor: str,
     error: ServiceError,
-    tenant: str = "",
+    *,
+    operator: bool = False,
 ) -> None:
     """Audit an operator route refused before it acted (action: the handler's
     ``opt["audit_action"]`` or name; target: the program or tool call in the path;
-    ``tenant``: the caller's when its key is known, "" for none)."""
+    ``operator``: the caller holds an operator key)."""
     handler = request.route_handler
     params = request.path_params
     target = str(params.get("program_id") or params.get("tool_call_id") or "")
     action = str(handler.opt.get("audit_action", handler.handler_name))
-    desk.refused(actor, action, target, f"{error.status} {error}", tenant)
+    desk.refused(actor, action, target, f"{error.status} {error}", operator=operator)
 
 
 def _audit_invalid_operator_call(request: Request[Any, Any, Any], error: ApiError) -> None:
@@ -157,7 +158,7 @@ def _audit_invalid_operator_call(request: Request[Any, Any, Any], error: ApiErro
     except ServiceError:
         audit_refusal(request, live.desk, live.keys.actor_of(authorization), error)
         return
-    audit_refusal(request, live.desk, principal.key_id, error, principal.tenant)
+    audit_refusal(request, live.desk, principal.key_id, error, operator=principal.operator)
 
 
 def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:

@@ -5,12 +5,13 @@ before the HTTP answer) and emitted as an ``operator.action`` event for the cons
 what an operator key does on a tenant's route (:meth:`OperatorDesk.run`: a cancel, a finish,
 a node). A call refused before it could act (a missing, unknown or tenant key on an operator
 route: :meth:`OperatorDesk.refused`) is queued for the audit table without waiting (a flood of
-refused calls must not wait on the store's commits); its event is the caller's, never the
-target program's owner's (whose stored bytes it would otherwise fill), and refusals of callers
-with no known key are audited up to a rate (:class:`RefusalBudget`), the rest counted in the
-log, so an anonymous flood cannot fill the disk. The writers are injected
-(``Store.writer.put_durable`` and ``put`` in the server), so this module does not depend on
-the store.
+refused calls must not wait on the store's commits). Its event is the operator's (no tenant's:
+charged to the target program's owner, anonymous calls naming a program filled that tenant's
+stored bytes; charged to the caller, a tenant's console polling an operator view filled its
+own), and refusals of callers without an operator key are audited up to a rate
+(:class:`RefusalBudget`), the rest counted in the log, so a flood cannot fill the disk. The
+writers are injected (``Store.writer.put_durable`` and ``put`` in the server), so this module
+does not depend on the store.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ MAX_REFUSED_TARGET_CHARS = 200
 
 
 class RefusalBudget:
-    """How many refused calls of callers with no known key are audited: at most
+    """How many refused calls of callers without an operator key are audited: at most
     ``per_minute`` in each minute; the rest are counted and logged once the minute ends."""
 
     def __init__(self, per_minute: int = 600) -> None:
@@ -55,8 +56,8 @@ class RefusalBudget:
         if now - self._minute_start >= 60.0:
             if self.dropped:
                 log.warning(
-                    "%d refused operator calls with no known key were not audited (over %d a "
-                    "minute)",
+                    "%d refused operator calls without an operator key were not audited (over "
+                    "%d a minute)",
                     self.dropped,
                     self.per_minute,
                 )
@@ -75,7 +76,7 @@ class OperatorDesk:
         self.service = service
         self._audit = audit
         self._note = note
-        self.unknown_refusals = RefusalBudget()
+        self.refusals = RefusalBudget()
 
     def _emit(self, now: float, actor: str, action: str, target: str, result: str) -> None:
         program = self.service.controller.programs.get(target)
@@ -96,16 +97,18 @@ class OperatorDesk:
         self._emit(now, actor, action, target, result)
         await self._audit(now, actor, action, target, args, result)
 
-    def refused(self, actor: str, action: str, target: str, reason: str, tenant: str = "") -> None:
-        """Audit a call refused before it could act (``result`` ``refused: <reason>``).
-        ``tenant``: the caller's, when its key is known; its event counts to that tenant's
-        stored bytes (none: to nobody's, and rate-limited by :attr:`unknown_refusals`)."""
+    def refused(
+        self, actor: str, action: str, target: str, reason: str, *, operator: bool = False
+    ) -> None:
+        """Audit a call refused before it could act (``result`` ``refused: <reason>``), as an
+        event of no tenant's; one of a caller without an operator key (``operator`` False)
+        only within :attr:`refusals`' rate."""
         now, result = time.time(), f"refused: {reason}"
-        if not tenant and not self.unknown_refusals.take(now):
+        if not operator and not self.refusals.take(now):
             return
         target = target[:MAX_REFUSED_TARGET_CHARS]
         data = {"actor": actor, "action": action, "target": target, "result": result}
-        self.service.hub.emit(Event(now, EventKind.OPERATOR_ACTION, tenant=tenant, data=data))
+        self.service.hub.emit(Event(now, EventKind.OPERATOR_ACTION, data=data))
         if self._note is not None:
             self._note(now, actor, action, target, {}, result)
 

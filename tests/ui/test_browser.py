@@ -310,11 +310,29 @@ def test_a_tenant_key_sees_no_door_and_asks_for_it_once(
     page = session.page
     page.goto(target.url + "/#key=sk-tenant-a")
     page.click("#tabs a[data-view=tenants]")
-    session.wait("AC.state.view === 'tenants' && AC.state.doorRefused")
+    session.wait("AC.state.view === 'tenants' && AC.state.refused.door")
     polls = session.eval("AC.state.stats.polls")
     session.wait(f"AC.state.stats.polls >= {polls} + 2")  # two more polls of the view
     assert page.locator("#door-section").is_hidden()
     asked = [u for u in session.requests if u.endswith("/v1/operator/door")]
+    assert len(asked) == 1
+    session.errors.clear()  # the one refused request was logged as a resource error
+    session.check_clean()
+
+
+def test_a_tenant_key_is_refused_the_audit_log_once(
+    session: Session, target: ConsoleTarget
+) -> None:
+    """Each refused operator read is one more row in the server's audit: asked once, the view
+    says why it stays empty."""
+    page = session.page
+    page.goto(target.url + "/#key=sk-tenant-a")
+    page.click("#tabs a[data-view=audit]")
+    session.wait("AC.state.view === 'audit' && AC.state.refused.audit")
+    polls = session.eval("AC.state.stats.polls")
+    session.wait(f"AC.state.stats.polls >= {polls} + 2")
+    assert page.locator("#audit-refused").is_visible()
+    asked = [u for u in session.requests if "/v1/operator/audit" in u]
     assert len(asked) == 1
     session.errors.clear()  # the one refused request was logged as a resource error
     session.check_clean()

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Static
 
 from agentconsole.httpclient import ApiError, NotFoundError, PermissionDeniedError
 from agentconsole.ui.client.door import Door
-from agentconsole.ui.client.models import TenantRow
+from agentconsole.ui.client.models import AuditEntry, TenantRow
 from agentconsole.ui.tui.app import DashboardApp
 from agentconsole.ui.tui.views.door import DoorPanel
 from tests.ui.canned import CannedClient
@@ -126,7 +126,7 @@ async def test_a_tenant_key_is_asked_once_and_sees_no_door(refusal: ApiError) ->
     app.notify = lambda message, **kw: shown.append(str(message))  # type: ignore[method-assign]
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("3")
-        await until(pilot, lambda: app.sync.door_refused and bool(app.state.tenants))
+        await until(pilot, lambda: "door" in app.sync.refused and bool(app.state.tenants))
         for _ in range(3):  # three more polls of the view: none asks for the door again
             await _poll_again(pilot, app, client)
         assert client.door_reads == 1
@@ -134,3 +134,35 @@ async def test_a_tenant_key_is_asked_once_and_sees_no_door(refusal: ApiError) ->
         assert app.state.door is None
         assert app.query_one("#tenants-table", DataTable).row_count == 3
     assert shown == []  # a refusal is not an error to report
+
+
+class AuditRefusingClient(CannedClient):
+    """The stub world whose audit log is refused to this key (403), counting the reads."""
+
+    def __init__(self) -> None:
+        super().__init__(StubWorld())
+        self.audit_reads = 0
+
+    def audit(self, limit: int = 100) -> list[AuditEntry]:
+        self.audit_reads += 1
+        raise PermissionDeniedError(403, "forbidden", "this action needs an operator key")
+
+
+async def test_a_tenant_key_is_refused_the_audit_log_once() -> None:
+    """Each refused operator read is a row in the server's audit: the audit view asks once,
+    says why it stays empty, and asks no more."""
+    client = AuditRefusingClient()
+    app = DashboardApp(client, feed=False, poll_s=3600)
+    shown: list[str] = []
+    app.notify = lambda message, **kw: shown.append(str(message))  # type: ignore[method-assign]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5")
+        await until(pilot, lambda: "audit" in app.sync.refused and not app.sync.busy)
+        for _ in range(3):
+            await pilot.press("r")
+            await pilot.pause(0.05)
+            await until(pilot, lambda: not app.sync.busy)
+        assert client.audit_reads == 1
+        assert app.state.audit == []
+    assert len(shown) == 1
+    assert "operator" in shown[0]

@@ -199,7 +199,7 @@ async def test_a_tenant_key_asks_for_the_door_once_and_sees_none(real: RealServe
     app = DashboardApp(client, url=real.url, feed=False, poll_s=0.2)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("3")
-        await until(pilot, lambda: app.sync.door_refused)
+        await until(pilot, lambda: "door" in app.sync.refused)
         seen = reads
         await until(pilot, lambda: reads >= seen + 3)  # three more polls of the view
         assert not app.query_one(DoorPanel).display

@@ -26,7 +26,7 @@ from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 from agentconsole.ui.client.http import ConsoleApi, HttpConsoleClient
 from agentconsole.ui.tui import messages as m
 from agentconsole.ui.tui.commands import ProgramsProvider, system_commands
-from agentconsole.ui.tui.loader import VIEWS
+from agentconsole.ui.tui.loader import DOOR, VIEWS
 from agentconsole.ui.tui.state import HISTORY, DashboardState
 from agentconsole.ui.tui.sync import DataSync
 from agentconsole.ui.tui.topbar import topbar
@@ -238,13 +238,17 @@ class DashboardApp(App[None]):
         if self.active_view == "tenants":
             self.view("tenants").show(self.state)
 
-    @on(m.DoorRefused)
+    @on(m.ReadRefused)
     @while_running
-    def _door_refused(self, _: m.DoorRefused) -> None:
-        # not an error to notify: a tenant key simply has no door to see (its section hides)
-        self.state.door = None
-        if self.active_view == "tenants":
-            self.view("tenants").show(self.state)
+    def _read_refused(self, message: m.ReadRefused) -> None:
+        # a tenant key simply has no door to see (its section hides); the audit view says
+        # once why it stays empty
+        if message.what == DOOR:
+            self.state.door = None
+            if self.active_view == "tenants":
+                self.view("tenants").show(self.state)
+        else:
+            self.notify(f"the {message.what} log is the operator's: {message.reason}")
 
     @on(m.KVLoaded)
     @while_running

@@ -16,12 +16,12 @@ from agentconsole.ui.client.http import ConsoleApi
 from agentconsole.ui.tui.messages import (
     AuditLoaded,
     DoorLoaded,
-    DoorRefused,
     KVLoaded,
     LoadFailed,
     OverviewLoaded,
     ProgramLoaded,
     ProgramsLoaded,
+    ReadRefused,
     TenantsLoaded,
 )
 
@@ -30,14 +30,19 @@ VIEWS = ("overview", "programs", "tenants", "kv", "audit", "events")
 DOOR = "door"
 
 
-def _door(api: ConsoleApi) -> Message:
-    """The door, or :class:`DoorRefused` for a key that may not see it (403) or a server
+AUDIT = "audit"
+#: the reads only an operator key may make: refused to a tenant key once, then not asked again
+OPERATOR_READS = (DOOR, AUDIT)
+
+
+def _operator_read(what: str, read: Callable[[], Message]) -> Message:
+    """``read()``, or :class:`ReadRefused` for a key that may not make it (403) or a server
     without it (404, an older version): an answer to remember, not a failure to report on
-    every poll."""
+    every poll (and a refused operator call the server audits each time)."""
     try:
-        return DoorLoaded(api.door())
+        return read()
     except (PermissionDeniedError, NotFoundError) as error:
-        return DoorRefused(error.message)
+        return ReadRefused(what, error.message)
 
 
 def _reader(api: ConsoleApi, what: str, all_states: bool) -> Callable[[], Message] | None:
@@ -46,8 +51,8 @@ def _reader(api: ConsoleApi, what: str, all_states: bool) -> Callable[[], Messag
         "programs": lambda: ProgramsLoaded(api.programs(None if all_states else "running")),
         "tenants": lambda: TenantsLoaded(api.tenants()),
         "kv": lambda: KVLoaded(api.kv()),
-        "audit": lambda: AuditLoaded(api.audit()),
-        DOOR: lambda: _door(api),
+        AUDIT: lambda: _operator_read(AUDIT, lambda: AuditLoaded(api.audit())),
+        DOOR: lambda: _operator_read(DOOR, lambda: DoorLoaded(api.door())),
     }
     return readers.get(what)
 
@@ -62,7 +67,8 @@ def load(
     """Fetch ``wanted`` reads (view names) and the detail of ``program_id``.
 
     Unknown names are ignored (``events`` needs no read: the feed brings them). ``door`` is
-    the admission door's read (:class:`DoorRefused` when the key may not see it).
+    the admission door's read; ``door`` and ``audit`` answer :class:`ReadRefused` when the key
+    may not make them.
     """
     out: list[Message] = []
     for what in wanted:

@@ -93,15 +93,16 @@ class DoorLoaded(Message):
 
 
 @dataclass
-class DoorRefused(Message):
-    """The server refused the door to this key (403: it shows every tenant's figures, so it
-    is the operator's) or has none (404: an older server); the dashboard hides it and does
-    not ask again."""
+class ReadRefused(Message):
+    """The server refused an operator read (``what``: the door, the audit log) to this key
+    (403: it shows every tenant's figures and actions, so it is the operator's) or has none
+    (404: an older server); the dashboard hides it and does not ask again."""
 
+    what: str
     reason: str
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, DoorRefused)
+        return isinstance(message, ReadRefused) and message.what == self.what
 
 
 @dataclass

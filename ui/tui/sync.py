@@ -35,10 +35,11 @@ class DataSync:
         self._again = again
         self._polling = False
         self._queued = False
-        #: the server refused the door to this key (403). The key is the client's, fixed for
-        #: the app's life, so the refusal stands until the dashboard starts with another key:
-        #: asked once, never again (as the web console's ``state.doorRefused``).
-        self.door_refused = False
+        #: the operator reads (the door, the audit log) the server refused to this key (403).
+        #: The key is the client's, fixed for the app's life, so a refusal stands until the
+        #: dashboard starts with another key: asked once, never again (as the web console's
+        #: ``state.refused``); each refused call is one more row in the server's audit.
+        self.refused: set[str] = set()
 
     @property
     def busy(self) -> bool:
@@ -63,23 +64,25 @@ class DataSync:
     def poll(self, wanted: tuple[str, ...], program_id: str | None, all_states: bool) -> None:
         """Read ``wanted`` (and the open program) on a worker; while one poll is in flight a
         new request only marks that another is wanted, so a slow server never piles them up.
-        The tenants view also reads the admission door, unless this key was refused it."""
+        The tenants view also reads the admission door; a read refused to this key is not
+        made again."""
         if self._polling:
             self._queued = True
             return
         self._polling = True
-        if "tenants" in wanted and not self.door_refused:
+        if "tenants" in wanted:
             wanted = (*wanted, DOOR)
+        wanted = tuple(what for what in wanted if what not in self.refused)
         work = partial(self._poll, wanted, program_id, all_states)
         self.app.run_worker(work, thread=True, group="poll", exit_on_error=False)
 
     def _poll(self, wanted: tuple[str, ...], program_id: str | None, all_states: bool) -> None:
         try:
             for message in load(self.api, wanted, program_id=program_id, all_states=all_states):
-                if isinstance(message, m.DoorRefused):
+                if isinstance(message, m.ReadRefused):
                     # set here, before ``_finished`` can start the next poll: a flag set by
                     # the message's handler could come after that poll had asked again
-                    self.door_refused = True
+                    self.refused.add(message.what)
                 self.app.post_message(message)
         finally:
             self.app.call_from_thread(self._finished)

@@ -15,7 +15,7 @@
     key: "", keySource: "", live: false, overview: null, history: [],
     programs: new Map(), programsTotal: 0, programsVersion: 0, scope: "running",
     filter: "", sort: { col: "program_id", dir: 1 },
-    detailId: null, detail: null, tenants: [], door: null, doorRefused: false, kv: null, audit: [],
+    detailId: null, detail: null, tenants: [], door: null, refused: {}, kv: null, audit: [],
     events: [], eventsSeen: 0, lastSeq: null, view: "overview", tailPaused: false,
     stats: { updates: [], batches: 0, polls: 0 },
   });
@@ -33,10 +33,20 @@
     AC.views.keyState();
   }
 
+  // An operator read (the door, the audit log): null once refused to this key (403), and then
+  // not asked again until the key changes; each refused call is a row in the server's audit.
+  function operatorRead(what, path) {
+    if (state.refused[what]) return Promise.resolve(null);
+    return AC.api(path).then((b) => b, (e) => {
+      if (e.status === 403) state.refused[what] = true;
+      return null;
+    });
+  }
+
   AC.setKey = function (key) {
     if (key) sessionStorage.setItem("agentconsole-key", key);
     else sessionStorage.removeItem("agentconsole-key");
-    state.doorRefused = false;
+    state.refused = {};
     loadKey();
     AC.views.banner("");
     restartFeed();
@@ -220,17 +230,17 @@
         jobs.push(AC.api("/v1/programs/" + encodeURIComponent(state.detailId)).then((d) => { state.detail = d; }));
       }
       if (view === "tenants") {
-        // the door is the operator's to see: with a tenant key its section stays hidden, and
-        // once refused it is not asked for again until the key changes
-        const door = state.doorRefused ? Promise.resolve(null) : AC.api("/v1/operator/door").then(
-          (b) => b, (e) => { state.doorRefused = e.status === 403; return null; });
+        // the door is the operator's to see: with a tenant key its section stays hidden
+        const door = operatorRead("door", "/v1/operator/door");
         jobs.push(Promise.all([AC.api("/v1/tenants"), door]).then(([b, d]) => {
           state.door = d;
           state.tenants = b.tenants || [];
         }));
       }
       if (view === "kv") jobs.push(AC.api("/v1/kv").then((b) => { state.kv = b; }));
-      if (view === "audit") jobs.push(AC.api("/v1/operator/audit?limit=200").then((b) => { state.audit = b.actions || []; }));
+      if (view === "audit") {
+        jobs.push(operatorRead("audit", "/v1/operator/audit?limit=200").then((b) => { state.audit = b ? b.actions || [] : []; }));
+      }
       await Promise.allSettled(jobs);
       state.stats.polls += 1;
       schedule();

@@ -315,6 +315,7 @@
   }
 
   function renderAudit(st) {
+    $("#audit-refused").hidden = !st.refused.audit;
     fill($("#audit tbody"), st.audit.map((a) => [
       [fmt.clock(a.ts)], [a.actor], [a.action, a.action === "cancel" ? "late" : ""], [a.target],
       [fmt.compact(a.args)], [fmt.compact(a.result)],
