@@ -5,8 +5,14 @@ The feed coalesces: after the first new event a client waits ``sse_coalesce_s`` 
 sends what accumulated as ``event: batch`` frames of at most ``sse_batch_max`` (500) events,
 back to back until it has caught up; a burst of any size therefore costs a client a few frames,
 never one per event. ``event: overview`` carries the overview once a second (and keeps idle
-connections alive). A client resumes with ``?since=<seq>`` (or ``Last-Event-ID``); events
-older than the hub's ring are read from the store. Tenant keys receive their own events only.
+connections alive). A client resumes with ``?since=<seq>`` (or ``Last-Event-ID``) and
+``life`` (each batch's, the server's life: ``EventHub.life``); events older than the hub's ring
+are read from the store. A cursor from an earlier life of the server past this life's first
+``seq`` (a crash lost the events past the store's last commit, and this life numbered its own
+from there), or past the newest ``seq`` when no ``life`` is given, names events that no longer
+exist: the feed then begins with ``event: reset`` ``{"seq", "life"}`` and sends this life's
+events from its start; the client resumes from that ``seq``. Tenant keys receive their own
+events only.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from agentconsole.server.api.contract import SSE, contract
 from agentconsole.server.api.deps import LiveDep, PrincipalDep
 from agentconsole.server.api.openai_format import sse_data
 from agentconsole.server.api.queryguard import strict_query
+from agentconsole.server.live.hub import EventHub
 
 JSON = dict[str, Any]
 #: the largest ``since`` (an event sequence is a 64-bit integer; ``Last-Event-ID`` has at
@@ -48,23 +55,43 @@ async def _batches(live: LiveDep, tenant: str | None, cursor: int) -> AsyncItera
     while cursor < hub.last_seq:
         try:
             items, cursor = hub.since(cursor, tenant=tenant, limit=limit)
-        except LookupError:  # fell out of the ring: read the store
+        except LookupError:  # fell out of the ring: read the store, up to the ring
+            oldest = hub.oldest_seq()
             stored = await asyncio.to_thread(
-                live.store.repo.events_since, cursor, limit=limit, tenant=tenant
+                live.store.repo.events_since, cursor, limit=limit, tenant=tenant, before=oldest
             )
             items = [(s.seq, s.event) for s in stored]
-            cursor = items[-1][0] if len(items) == limit else hub.oldest_seq() - 1
+            cursor = items[-1][0] if len(items) == limit else oldest - 1
         if items:
             events = [_event(seq, e) for seq, e in items]
-            yield _frame("batch", {"seq": items[-1][0], "events": events}, items[-1][0])
+            body = {"seq": items[-1][0], "life": hub.life, "events": events}
+            yield _frame("batch", body, items[-1][0])
 
 
-async def event_feed(live: LiveDep, tenant: str | None, since: int) -> AsyncGenerator[bytes, None]:
+def resume_point(hub: EventHub, since: int, life: str | None) -> int | None:
+    """Where a reader asking for events after ``since`` (of server life ``life``) resumes:
+    ``None`` where it asked, else this life's start (module docstring: its cursor names
+    events that no longer exist)."""
+    start = hub.first_seq - 1
+    if life is not None and life != hub.life and since > start:
+        return start
+    if since > hub.last_seq:
+        return start
+    return None
+
+
+async def event_feed(
+    live: LiveDep, tenant: str | None, since: int, life: str | None = None
+) -> AsyncGenerator[bytes, None]:
     """The SSE body of ``GET /v1/events`` (module docstring)."""
     hub = live.hub
     cursor = since
     next_overview = 0.0
     yield b": agentconsole events\n\n"
+    reset = resume_point(hub, since, life)
+    if reset is not None:
+        cursor = reset
+        yield _frame("reset", {"seq": reset, "life": hub.life}, reset)
     while not hub.is_closed():
         now = time.monotonic()
         if now >= next_overview:
@@ -123,13 +150,17 @@ class ObserveController(Controller):
         since: Annotated[
             int | None, QueryParameter(ge=0, le=MAX_SEQ, description="Resume after this seq")
         ] = None,
+        life: Annotated[
+            str | None,
+            QueryParameter(max_length=64, description="The server life `since` belongs to"),
+        ] = None,
     ) -> Stream:
         """``event: batch`` frames ``{"seq", "events": [Event]}`` and ``event: overview``."""
         if since is None:
             last = request.headers.get("last-event-id", "")
             known = len(last) < 19 and last.isascii() and last.isdigit()
             since = int(last) if known else live.hub.last_seq
-        feed = event_feed(live, principal.scope, since)
+        feed = event_feed(live, principal.scope, since, life)
         return Stream(
             feed,
             media_type="text/event-stream",

@@ -16,6 +16,7 @@ The hub must be used from the event loop's thread (it resolves an asyncio future
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 
 from agentconsole.scheduler.events import Event
@@ -27,6 +28,12 @@ class EventHub:
     """An ``EventSink`` with numbering, a replay ring and subscribers."""
 
     def __init__(self, first_seq: int = 1, ring_size: int = 65_536) -> None:
+        #: this server's first ``seq`` (the store's last plus one) and a name for its life:
+        #: after a crash the store keeps events up to its last commit only, and this life
+        #: numbers its own from there, so a reader's cursor from an earlier life past
+        #: ``first_seq - 1`` names events that no longer exist (``/v1/events`` resets it)
+        self.first_seq = first_seq
+        self.life = uuid.uuid4().hex[:12]
         self._next = first_seq
         self._size = ring_size
         # event ``seq`` sits at ``seq % ring_size`` (no ``(seq, event)`` pair: the ring holds

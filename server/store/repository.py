@@ -183,11 +183,15 @@ class Repository:
         limit: int = 1000,
         program_id: str | None = None,
         tenant: str | None = None,
+        before: int | None = None,
     ) -> list[StoredEvent]:
-        """Events with ``seq`` greater than ``seq``, in order (SSE catch-up from a
-        ``Last-Event-ID``). A scan: ``events`` has no index by design."""
+        """Events with ``seq`` greater than ``seq`` (and less than ``before``), in order (SSE
+        catch-up from a ``Last-Event-ID``). A scan: ``events`` has no index by design."""
         where: list[str] = ["seq > ?"]
         params: list[object] = [seq]
+        if before is not None:
+            where.append("seq < ?")
+            params.append(before)
         for column, value in (("program_id", program_id), ("tenant", tenant)):
             if value is not None:
                 where.append(f"{column} = ?")

@@ -338,6 +338,24 @@ def test_a_tenant_key_is_refused_the_audit_log_once(
     session.check_clean()
 
 
+def test_the_feed_resumes_from_a_reset_after_the_server_s_numbers_restart(
+    session: Session, target: ConsoleTarget
+) -> None:
+    """A cursor from an earlier server life (a crash: the new server numbers from the store's
+    last commit) is reset by the server; the page takes the lower cursor and shows the new
+    life's events instead of waiting, silent, for the numbers to pass its old one."""
+    page = session.page
+    page.goto(target.url + "/")
+    session.wait("AC.state.live === true")
+    session.eval("AC.state.lastSeq = 1e12; AC.state.feedLife = 'an-earlier-life'")
+    session.eval("AC.setKey(AC.state.key)")  # reconnects with the stale cursor
+    session.wait("AC.state.lastSeq < 1e12 && AC.state.feedLife !== 'an-earlier-life'")
+    seen = session.eval("AC.state.eventsSeen")
+    target.new_running_program()
+    session.wait(f"AC.state.eventsSeen > {seen}")
+    session.check_clean()
+
+
 def test_the_dag_and_the_nodes_table_show_the_model_each_call_ran_on(
     session: Session, target: ConsoleTarget
 ) -> None:

@@ -176,3 +176,35 @@ def test_reader_reconnects_and_resumes_after_the_last_seq() -> None:
     assert requests[:3] == ["None", "2", "2"]
     statuses = [i for i in items if isinstance(i, FeedStatus)]
     assert any(not s.connected and "503" in s.detail for s in statuses)
+
+
+def test_reader_resumes_from_a_reset_below_its_cursor() -> None:
+    """After a crash the server's numbers restart below the reader's cursor: its ``reset``
+    moves the cursor back, so the new life's events are delivered, not dropped as seen, and
+    the reader names the life it resumes in."""
+    asked: list[tuple[str | None, str | None]] = []
+    stop = threading.Event()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append((request.url.params.get("since"), request.url.params.get("life")))
+        if len(asked) == 1:
+            events = [{"seq": 40, "kind": "old"}]
+            batch = {"seq": 40, "life": "before", "events": events}
+            return httpx.Response(200, content=_sse(("batch", batch)))
+        events = [{"seq": 11, "kind": "new-1"}, {"seq": 12, "kind": "new-2"}]
+        body = _sse(
+            ("reset", {"seq": 10, "life": "after"}),
+            ("batch", {"seq": 12, "life": "after", "events": events}),
+            ("overview", {"policy": "fcfs"}),
+        )
+        return httpx.Response(200, content=body)
+
+    client = httpx.Client(transport=httpx.MockTransport(handler), base_url="http://test")
+    items = []
+    for item in read_feed(client, stop, min_delay_s=0.001, max_delay_s=0.002):
+        items.append(item)
+        if isinstance(item, OverviewTick):
+            stop.set()
+    batches = [i for i in items if isinstance(i, EventBatch)]
+    assert [e.kind for b in batches for e in b.events] == ["old", "new-1", "new-2"]
+    assert asked[:2] == [(None, None), ("40", "before")]

@@ -1,8 +1,11 @@
 """The live feed: ``GET /v1/events`` read as typed items, reconnecting with ``since``.
 
 A reader never raises on network trouble; it reports :class:`FeedStatus` items instead and
-retries with exponential backoff, resuming after the last batch ``seq`` it delivered, so a
-console that loses the server for a while shows "reconnecting" and then catches up.
+retries with exponential backoff, resuming after the last batch ``seq`` it delivered (and the
+server life it came from), so a console that loses the server for a while shows
+"reconnecting" and then catches up; when the server answers that the cursor names events of an
+earlier life that no longer exist (``event: reset``, after a crash), the reader resumes from
+the point the server gives.
 """
 
 from __future__ import annotations
@@ -28,6 +31,17 @@ class EventBatch:
 
     seq: int
     events: tuple[FeedEvent, ...]
+    #: the server life the ``seq`` belongs to (None: a server that names none)
+    life: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FeedReset:
+    """An ``event: reset`` message: resume after ``seq`` of server life ``life`` (the cursor
+    sent named events of an earlier life that no longer exist)."""
+
+    seq: int
+    life: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +62,7 @@ class FeedStatus:
 FeedItem = EventBatch | OverviewTick | FeedStatus
 
 
-def decode(message: SSEMessage) -> EventBatch | OverviewTick | None:
+def decode(message: SSEMessage) -> EventBatch | OverviewTick | FeedReset | None:
     """The typed item for one SSE message; ``None`` for unknown events or bad JSON."""
     try:
         payload = json.loads(message.data)
@@ -60,7 +74,15 @@ def decode(message: SSEMessage) -> EventBatch | OverviewTick | None:
         body = j.obj(payload)
         events = tuple(FeedEvent.parse(e) for e in j.objects(body.get("events")))
         last = max((e.seq for e in events), default=0)
-        return EventBatch(seq=max(j.integer(body, "seq"), last), events=events)
+        life = body.get("life")
+        return EventBatch(
+            seq=max(j.integer(body, "seq"), last),
+            events=events,
+            life=life if isinstance(life, str) else None,
+        )
+    if message.event == "reset":
+        body = j.obj(payload)
+        return FeedReset(j.integer(body, "seq"), str(body.get("life") or ""))
     return None
 
 
@@ -80,8 +102,11 @@ def read_feed(
     when a reconnect overlaps.
     """
     delay = min_delay_s
+    life: str | None = None
     while not stop.is_set():
-        params = {} if since is None else {"since": since}
+        params: dict[str, int | str] = {} if since is None else {"since": since}
+        if since is not None and life:
+            params["life"] = life
         try:
             with client.stream(
                 "GET",
@@ -99,7 +124,11 @@ def read_feed(
                     for chunk in response.iter_text():
                         for message in parser.feed(chunk):
                             item = decode(message)
+                            if isinstance(item, FeedReset):
+                                since, life = item.seq, item.life
+                                continue
                             if isinstance(item, EventBatch):
+                                life = item.life or life
                                 item, since = _after(item, since)
                             if item is not None:
                                 yield item
@@ -123,4 +152,4 @@ def _after(batch: EventBatch, since: int | None) -> tuple[EventBatch | None, int
         return None, resume
     if len(fresh) == len(batch.events):
         return batch, resume
-    return EventBatch(seq=batch.seq, events=fresh), resume
+    return EventBatch(seq=batch.seq, events=fresh, life=batch.life), resume

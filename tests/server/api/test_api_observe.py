@@ -2,29 +2,38 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 from agentconsole.scheduler.events import Event, EventKind
+from agentconsole.server.api.observe import _batches
+from agentconsole.server.live.hub import EventHub
+from agentconsole.server.store.repository import StoredEvent
 from tests.server.api.harness import LiveServer, chat_body, wait_until
 
 
 class FeedReader:
     """Reads ``/v1/events`` in a thread; collects ``(event, data)`` frames."""
 
-    def __init__(self, server: LiveServer, key: str, since: int | None = None) -> None:
+    def __init__(
+        self, server: LiveServer, key: str, since: int | None = None, life: str | None = None
+    ) -> None:
         self.frames: list[tuple[str, dict[str, Any]]] = []
         self.connected = threading.Event()
         self._stop = False
-        params = {} if since is None else {"since": since}
+        params: dict[str, int | str] = {} if since is None else {"since": since}
+        if life is not None:
+            params["life"] = life
         self._thread = threading.Thread(target=self._run, args=(server, key, params), daemon=True)
         self._thread.start()
         assert self.connected.wait(10)
 
-    def _run(self, server: LiveServer, key: str, params: dict[str, int]) -> None:
+    def _run(self, server: LiveServer, key: str, params: dict[str, int | str]) -> None:
         with server.client(key) as client, client.stream("GET", "/v1/events", params=params) as r:
             kind = ""
             for line in r.iter_lines():
@@ -88,6 +97,74 @@ def test_resume_from_since_replays_missed_events(server: LiveServer) -> None:
     wait_until(lambda: len([e for e in reader.events() if e["seq"] >= first]) >= 50, 10)
     reader.close()
     assert [e["seq"] for e in reader.events()][:50] == list(range(first, first + 50))
+
+
+def test_a_cursor_past_the_newest_seq_is_reset_to_this_life_s_start(server: LiveServer) -> None:
+    """After a crash the store keeps events up to its last commit and a new server numbers its
+    own from there: a console's cursor can be past every seq this server has. It used to wait,
+    silent, until the numbers passed it."""
+    hub = server.live.hub
+    reader = FeedReader(server, "sk-a", since=hub.last_seq + 1000)
+    wait_until(lambda: any(kind == "reset" for kind, _ in reader.frames), 5)
+    first = server.run(_burst(server, 5, ("tenant-a",)))
+    wait_until(lambda: len([e for e in reader.events() if e["seq"] >= first]) >= 5, 10)
+    reader.close()
+    kind, reset = reader.frames[0]
+    assert kind == "reset"
+    assert reset == {"seq": hub.first_seq - 1, "life": hub.life}
+    batch = next(data for kind, data in reader.frames if kind == "batch")
+    assert batch["life"] == hub.life
+
+
+def test_a_cursor_of_another_life_is_reset_only_past_this_life_s_start(server: LiveServer) -> None:
+    hub = server.live.hub
+    server.run(_burst(server, 3, ("tenant-a",)))
+    other = FeedReader(server, "sk-a", since=hub.last_seq, life="an-earlier-life")
+    wait_until(lambda: bool(other.frames), 5)
+    other.close()
+    assert other.frames[0] == ("reset", {"seq": hub.first_seq - 1, "life": hub.life})
+    # a cursor at or before this life's start names events the store keeps: resumed as is
+    kept = FeedReader(server, "sk-a", since=hub.first_seq - 1, life="an-earlier-life")
+    same = FeedReader(server, "sk-a", since=hub.last_seq, life=hub.life)
+    server.run(_burst(server, 1, ("tenant-a",)))
+    wait_until(lambda: bool(kept.events()) and bool(same.events()), 5)
+    kept.close()
+    same.close()
+    assert all(kind != "reset" for kind, _ in kept.frames + same.frames)
+
+
+def test_the_store_s_catch_up_stops_where_the_ring_begins() -> None:
+    """A cursor that fell out of the ring is served from the store up to the ring's oldest
+    event, then from the ring: every event once, in order (the store's read had no upper
+    bound, so a tenant's events still in the ring came twice, the second time out of order)."""
+    hub = EventHub(first_seq=1, ring_size=8)
+    stored: list[StoredEvent] = []
+    hub.subscribe(lambda e: stored.append(StoredEvent(len(stored) + 1, e)))
+    for i in range(20):
+        hub.emit(Event(float(i), EventKind.ENGINE_STATS, tenant="b", data={"i": i}))
+    for i in range(3):
+        hub.emit(Event(float(20 + i), EventKind.ENGINE_STATS, tenant="a", data={"i": i}))
+
+    def events_since(
+        seq: int, *, limit: int, tenant: str | None, before: int | None = None
+    ) -> list[StoredEvent]:
+        rows = [r for r in stored if r.seq > seq and (tenant is None or r.event.tenant == tenant)]
+        return [r for r in rows if before is None or r.seq < before][:limit]
+
+    live: Any = SimpleNamespace(
+        hub=hub,
+        config=SimpleNamespace(sse_batch_max=500),
+        store=SimpleNamespace(repo=SimpleNamespace(events_since=events_since)),
+    )
+
+    async def read() -> list[int]:
+        seqs: list[int] = []
+        async for frame in _batches(live, "a", 1):
+            data = json.loads(frame.decode().split("data: ", 1)[1])
+            seqs += [e["seq"] for e in data["events"]]
+        return seqs
+
+    assert asyncio.run(read()) == [21, 22, 23]
 
 
 def test_overview_tenants_kv_runtime_shapes(server: LiveServer) -> None:

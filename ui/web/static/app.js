@@ -16,7 +16,7 @@
     programs: new Map(), programsTotal: 0, programsVersion: 0, scope: "running",
     filter: "", sort: { col: "program_id", dir: 1 },
     detailId: null, detail: null, tenants: [], door: null, refused: {}, kv: null, audit: [],
-    events: [], eventsSeen: 0, lastSeq: null, view: "overview", tailPaused: false,
+    events: [], eventsSeen: 0, lastSeq: null, feedLife: null, view: "overview", tailPaused: false,
     stats: { updates: [], batches: 0, polls: 0 },
   });
 
@@ -134,7 +134,9 @@
       const ctrl = new AbortController();
       feedAbort = ctrl;
       try {
-        const since = state.lastSeq === null ? "" : "?since=" + state.lastSeq;
+        // resume after the last seq seen, of the server life it came from (docs/API.md)
+        let since = state.lastSeq === null ? "" : "?since=" + state.lastSeq;
+        if (since && state.feedLife) since += "&life=" + encodeURIComponent(state.feedLife);
         const res = await fetch("/v1/events" + since, {
           headers: { Authorization: "Bearer " + state.key, Accept: "text/event-stream" },
           signal: ctrl.signal, cache: "no-store",
@@ -175,6 +177,11 @@
       schedule("overview");
     } else if (msg.event === "batch") {
       onBatch(data);
+    } else if (msg.event === "reset") {
+      // the seq sent named events of an earlier server life that no longer exist (a crash):
+      // resume from where the server says, even below the last seq seen
+      state.lastSeq = data.seq;
+      state.feedLife = data.life;
     }
   }
 
@@ -182,6 +189,7 @@
     const events = (batch && batch.events) || [];
     state.stats.batches += 1;
     if (typeof batch.seq === "number") state.lastSeq = Math.max(state.lastSeq || 0, batch.seq);
+    if (batch.life) state.feedLife = batch.life;
     let touched = false;
     for (const e of events) {
       state.events.push(e);
