@@ -259,6 +259,7 @@ def create_app(
             live.service,
             program_idle_s=config.program_idle_s,
             retain_s=config.retain_finished_s,
+            before_forget=projector.write_program,
         )
         recorder = MetricRecorder(
             live.metrics,

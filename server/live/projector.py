@@ -49,6 +49,8 @@ class StoreProjector:
         self.insertions = insertions
         self.interval_s = interval_s
         self._dirty: dict[str, set[str]] = {}
+        #: what a write in progress took of ``_dirty`` (``write_gradually`` yields midway)
+        self._writing: dict[str, set[str]] = {}
         self._periodic = Periodic("store-projector", interval_s, self._tick)
 
     def observe(self, event: Event) -> None:
@@ -86,13 +88,14 @@ class StoreProjector:
         so the writer commits them in one batch (each batch of upserts scans the tables; rows
         queued a few at a time made twice as many batches and doubled the writer's CPU)."""
         mark = self.last_seq()
-        dirty, self._dirty = self._dirty, {}
+        dirty = self._writing = self._dirty
+        self._dirty = {}
         rows: list[Record] = []
         done = 0
         try:
-            for pid, node_ids in dirty.items():
+            for pid, node_ids in list(dirty.items()):
                 program = self.controller.programs.get(pid)
-                if program is None:
+                if program is None or pid not in dirty:  # written by ``write_program``
                     continue
                 for nid in ("", *node_ids):  # "": the program's own row, first
                     if done >= chunk:
@@ -104,7 +107,25 @@ class StoreProjector:
                         rows.append(self._program_row(program, time.time()))
                         done += 1
         finally:
+            self._writing = {}
             self._put(rows, mark)
+
+    def write_program(self, program_id: str) -> None:
+        """Queue the current rows of ``program_id`` and whatever is dirty of it, now, without
+        a sync mark (each row carries its own): its last rows before it leaves memory. A
+        later write finds it gone and skips it, so a program forgotten sooner than the next
+        write (``limits.retain_finished_s`` under ``store_sync_s``) kept a row that said it
+        was running."""
+        program = self.controller.programs.get(program_id)
+        node_ids = self._dirty.pop(program_id, set()) | self._writing.pop(program_id, set())
+        if program is None:
+            return
+        now = time.time()
+        rows: list[Record] = [self._program_row(program, now)]
+        for nid in node_ids:
+            self._node_rows(program, nid, now, rows)
+        for row in rows:
+            self.writer.put(row)
 
     def _program_row(self, program: Program, now: float) -> ProgramRecord:
         return program_record(program, now, self.insertions, self.last_seq())

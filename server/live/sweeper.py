@@ -8,7 +8,8 @@
   asked for whose result never came back (``ToolCallBook``) does not count as running: it is
   closed as abandoned.
 * Memory: programs that ended more than ``retain_s`` ago leave the controller's table (the
-  store keeps them; reads fall back to it).
+  store keeps them, its rows written just before by ``before_forget``; reads fall back to
+  it).
 
 A program's last activity is recomputed only when an event touched it since the last sweep
 (every change of a node is an event): scanning every node of every program twice a second
@@ -18,6 +19,7 @@ stalled the event loop for milliseconds per thousand nodes.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from agentconsole.scheduler.events import Event
 from agentconsole.scheduler.program import NodeState, Program
@@ -44,8 +46,12 @@ class Sweeper:
         interval_s: float = 0.5,
         program_idle_s: float = 300.0,
         retain_s: float = 600.0,
+        before_forget: Callable[[str], None] = lambda _: None,
     ) -> None:
         self.service = service
+        #: called with a program's id just before it leaves memory (the store projector's
+        #: ``write_program``: its last rows)
+        self.before_forget = before_forget
         self.interval_s = interval_s
         self.program_idle_s = program_idle_s
         self.retain_s = retain_s
@@ -79,6 +85,7 @@ class Sweeper:
                 self._active.pop(pid, None)
                 ended = program.finished_at or now
                 if now - ended > self.retain_s and not service.calls_of(pid):
+                    self.before_forget(pid)
                     service.forget(pid)
                 continue
             limit = program.quotas.wall_time_s
