@@ -356,6 +356,21 @@ def test_the_feed_resumes_from_a_reset_after_the_server_s_numbers_restart(
     session.check_clean()
 
 
+def test_another_key_starts_the_event_tail_afresh(session: Session, target: ConsoleTarget) -> None:
+    """The operator's tail holds every tenant's events; switching to a tenant key must not
+    leave them on screen."""
+    page = session.page
+    page.goto(target.url + "/")
+    target.new_running_program()
+    session.wait("AC.state.events.length > 0")
+    emptied = session.eval("(AC.setKey('sk-tenant-a'), AC.state.events.length)")
+    assert emptied == 0
+    target.new_running_program()
+    page.wait_for_timeout(500)
+    assert session.eval("AC.state.events.every((e) => e.tenant === 'tenant-a')")
+    session.check_clean()
+
+
 def test_the_dag_and_the_nodes_table_show_the_model_each_call_ran_on(
     session: Session, target: ConsoleTarget
 ) -> None:

@@ -46,8 +46,15 @@
   AC.setKey = function (key) {
     if (key) sessionStorage.setItem("agentconsole-key", key);
     else sessionStorage.removeItem("agentconsole-key");
+    const changed = (key || DEV_KEY) !== state.key;
     state.refused = {};
     loadKey();
+    if (changed) {
+      // another key sees other tenants' events: the tail and the cursor start afresh
+      state.events = [];
+      state.lastSeq = null;
+      state.feedLife = null;
+    }
     AC.views.banner("");
     restartFeed();
     poll(true);
