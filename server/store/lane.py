@@ -274,6 +274,11 @@ class WriterLane:
             if len(items) == 1:
                 log.error("store write failed: %r", error)
                 self.stats.failed_items += 1
+                if batch.events:
+                    # a dropped event keeps its number, a gap in the store: the hub gave it
+                    # that seq, and every later event's store seq must stay its hub seq (the
+                    # rows' sync marks and the feed's cursors are hub numbers)
+                    self._seqs["events"] += len(batch.events)
                 batch.fail(error, settle)
                 return True
             # Isolate the bad item(s): each alone; if the lane dies on one, fail the rest.

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from agentconsole.scheduler.events import Event, EventKind, EventSink
 from agentconsole.server.store import OperatorAction, Store, StoreClosedError, StoreConfig
+from agentconsole.server.store import batch as batch_module
 from agentconsole.server.store.event_log import EVENTS
 from agentconsole.server.store.sqlconn import SqlConnection
 from tests.server.store.store_helpers import GatedConnection, make_event
@@ -297,3 +298,29 @@ def test_a_backlog_of_full_batches_is_written_without_lingering(db_path: Path) -
             time.sleep(0.01)
         # every full batch went at once; only the last, once the queue is short, lingers
         assert store.writer.stats.events_written >= 901
+
+
+def test_an_event_that_fails_alone_keeps_its_number(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hub numbers events as it emits them and the writer numbers them in the same order:
+    an event dropped by a lasting, non-fatal error must leave a gap, or every later event's
+    store seq falls behind its hub seq (restarts then skip events past the sync marks)."""
+    real = batch_module.insert_events
+
+    def failing(con: SqlConnection, events: Any, first_seq: int) -> None:
+        if any(e.data.get("i") == 2 for e in events):
+            raise duckdb.IOException("disk full")
+        real(con, events, first_seq)
+
+    monkeypatch.setattr(batch_module, "insert_events", failing)
+    gate = threading.Event()
+    store.writer.call(lambda _: gate.wait(10))
+    futures = [store.writer.append(make_event(i)) for i in (1, 2, 3, 4)]
+    gate.set()
+    assert futures[0].result(timeout=10) == 1
+    with pytest.raises(duckdb.IOException):
+        futures[1].result(timeout=10)
+    assert [f.result(timeout=10) for f in futures[2:]] == [3, 4]
+    assert _seqs(store) == [1, 3, 4]
+    assert store.writer.alive
