@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentconsole.scheduler.events import Event, EventKind, EventSink
-from agentconsole.server.store import OperatorAction, Store, StoreClosedError, StoreConfig
+from agentconsole.server.store import OperatorAction, Store, StoreClosedError, StoreConfig, bulk
 from agentconsole.server.store import batch as batch_module
 from agentconsole.server.store.event_log import EVENTS
 from agentconsole.server.store.sqlconn import SqlConnection
@@ -306,7 +306,7 @@ def test_an_event_that_fails_alone_keeps_its_number(
     """The hub numbers events as it emits them and the writer numbers them in the same order:
     an event dropped by a lasting, non-fatal error must leave a gap, or every later event's
     store seq falls behind its hub seq (restarts then skip events past the sync marks)."""
-    real = batch_module.insert_events
+    real = bulk.insert_events  # what the batch module calls, by its own name
 
     def failing(con: SqlConnection, events: Any, first_seq: int) -> None:
         if any(e.data.get("i") == 2 for e in events):
