@@ -4,7 +4,9 @@ every reconcile, written to the store's ``operator_actions`` table (``GET /v1/op
 Records are queued without waiting (a flood of rejected calls must not wait on fsync); they
 commit with the writer's next batch (within its 200 ms linger, ``StoreConfig.linger_s``), so a
 crash can lose the last ~250 ms of them.
-The arguments of a rejected call are never stored, only where they failed.
+The arguments of a rejected call are never stored, only where they failed: a refusal's
+message is stored as :meth:`GatewayError.audit_message` gives it (for a schema error, the
+failed rule without the value it quotes).
 """
 
 from __future__ import annotations
@@ -42,12 +44,13 @@ class Auditor:
     ) -> None:
         """Record that ``action`` by ``actor`` on ``target`` was refused with ``error``."""
         self.rejections[error.type] = self.rejections.get(error.type, 0) + 1
-        args: dict[str, JSONValue] = {"status": error.status, "message": error.message[:300]}
+        message = error.audit_message()
+        args: dict[str, JSONValue] = {"status": error.status, "message": message[:300]}
         if error.field is not None:
             args["field"] = error.field[:200]
         args["type"] = error.type
         args.update(context)
         # the result reads as the core's refusals do (``OperatorDesk.refused``); the error's
         # type, status and message stay in ``args``
-        self.record(actor, action, target, f"refused: {error.status} {error.message[:200]}", args)
+        self.record(actor, action, target, f"refused: {error.status} {message[:200]}", args)
         log.info("%s rejected for %s on %s: %s", action, actor, target, error.type)

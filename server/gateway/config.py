@@ -19,6 +19,8 @@ class GatewayConfig:
     side-effecting ``ledger``/``keyed_ledger`` builtins append their effects; without it they
     cannot be registered. ``allow_private_executor_urls`` lets *tenants* register ``http``
     executors on loopback or private addresses (operators always may): for development only.
+    Without it, a tenant's ``http`` tool also connects only where its host resolves to public
+    addresses, checked on every call (:mod:`.egress`).
     """
 
     max_body_bytes: int = 64 * 1024
@@ -38,6 +40,11 @@ class GatewayConfig:
     tenant_redaction: Mapping[str, Redaction] = field(default_factory=dict)
     #: The ``sandbox`` executor's server-wide settings (interpreter, identity, parallelism).
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+
+    def private_urls_allowed(self, *, platform: bool) -> bool:
+        """Whether an ``http`` tool may reach non-public addresses: a platform tool (an
+        operator's) may; a tenant's only with ``allow_private_executor_urls``."""
+        return platform or self.allow_private_executor_urls
 
     def redaction_for(self, tenant: str) -> Redaction:
         """The redaction of ``tenant``'s tool data."""

@@ -76,8 +76,18 @@ class ToolDefinition:
             return tenant == self.tenant
         return self.allowed_tenants is None or tenant in self.allowed_tenants
 
-    def to_json(self) -> dict[str, JSONValue]:
-        """The API's ``Tool`` object; ``owner`` is ``null`` for a platform tool."""
+    def view_for(self, tenant: str, *, operator: bool) -> dict[str, JSONValue]:
+        """The ``Tool`` object as ``tenant`` may see it: in full for its own tools and for
+        operator keys; a tool it did not register (a platform tool) shows its executor's
+        ``type`` only, as the URL or the script behind it is the operator's."""
+        return self.to_json(executor_details=operator or self.tenant == tenant)
+
+    def to_json(self, *, executor_details: bool = True) -> dict[str, JSONValue]:
+        """The API's ``Tool`` object; ``owner`` is ``null`` for a platform tool. Without
+        ``executor_details`` the executor is ``{"type": ...}`` alone."""
+        executor: dict[str, JSONValue] = (
+            self.executor.to_json() if executor_details else {"type": self.executor.type}
+        )
         return {
             "name": self.name,
             "owner": self.tenant or None,
@@ -90,7 +100,7 @@ class ToolDefinition:
             "rate_limit_per_s": self.rate_limit_per_s,
             "burst": self.burst,
             "max_concurrency": self.max_concurrency,
-            "executor": self.executor.to_json(),
+            "executor": executor,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }

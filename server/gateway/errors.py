@@ -34,6 +34,11 @@ class GatewayError(Exception):
         self.extra: dict[str, JSONValue] = dict(extra or {})
         self.headers: dict[str, str] = dict(headers or {})
 
+    def audit_message(self) -> str:
+        """What an audit row may keep of the message: all of it, unless the message quotes
+        a value the caller sent (see :class:`InvalidArguments`)."""
+        return self.message
+
     def body(self) -> dict[str, JSONValue]:
         """The JSON response body."""
         error: dict[str, JSONValue] = {"type": self.type, "message": self.message}
@@ -89,9 +94,23 @@ class QuotaExceededError(GatewayError):
 
 
 class InvalidArguments(GatewayError):
-    """The arguments fail the tool's JSON Schema."""
+    """The arguments fail the tool's JSON Schema; ``rule`` is the schema keyword that failed
+    (``type``, ``maxLength``...).
+
+    The message (jsonschema's) quotes the rejected value, which is the caller's own and helps
+    it; the audit keeps only where (``field``) and which rule failed, as the value may be a
+    secret the tenant's redaction keeps out of the store.
+    """
 
     status, type = 422, "invalid_arguments"
+
+    def __init__(self, message: str, *, field: str, rule: str) -> None:
+        super().__init__(message, field=field)
+        self.rule = rule
+
+    def audit_message(self) -> str:
+        """The failed rule, never the value."""
+        return f"the arguments fail the schema's {self.rule!r} rule"
 
 
 class UnsafeArguments(GatewayError):
@@ -127,3 +146,10 @@ class ToolFailed(GatewayError):
 
 class ToolTimeout(ToolFailed):
     type = "tool_timeout"
+
+
+class EgressRefused(ToolFailed):
+    """The egress policy refused the ``http`` tool's destination (its host resolves to a
+    non-public address): nothing was sent. Audited like the refusals before execution."""
+
+    type = "egress_refused"

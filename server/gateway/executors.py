@@ -7,6 +7,10 @@ whether trying again could ever help (``permanent``). The gateway turns that int
 idempotency key (the ``Idempotency-Key`` header for ``http``): only a downstream that honours
 it can make a repeated delivery harmless. ``sandbox`` runs code in bubblewrap
 (:mod:`.sandbox`); it has no effect outside its own scratch directory.
+
+An ``http`` tool's answer is read as a stream and given up past ``max_result_bytes``, so a
+downstream that answers without end costs at most that much memory. Its client decides where
+it may connect (:mod:`.egress` for a tenant's tools).
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ from typing import Protocol
 
 import httpx
 
+from agentconsole.server.gateway.egress import DestinationRefused
+from agentconsole.server.gateway.errors import EgressRefused, ToolFailed
 from agentconsole.server.gateway.sandbox import Sandbox, SandboxRun, SandboxUnavailable
 from agentconsole.server.gateway.sandbox_spec import CODE_ARGUMENT, SandboxSpec
+from agentconsole.server.gateway.streams import read_at_most
 from agentconsole.server.store.jsonutil import JSONValue
 
 
@@ -35,19 +42,39 @@ class Invocation:
     arguments: dict[str, JSONValue]
 
 
+#: The failure of a result over ``GatewayConfig.max_result_bytes`` (the executor's read cap
+#: and the runner's check of the encoded result answer alike).
+RESULT_TOO_LARGE = "the tool's result is too large"
+#: How much of a downstream's error body is kept (under redaction ``full`` only).
+ERROR_DETAIL_BYTES = 200
+
+
 class ExecutionFailed(Exception):
     """The tool did not succeed.
 
     ``ambiguous``: the effect may have been applied (the request may have reached the
     downstream). ``permanent``: the downstream refused the call as such, so repeating it with
-    the same arguments cannot succeed.
+    the same arguments cannot succeed. ``kind``: the error type answered (``tool_failed``, or
+    ``egress_refused`` when the egress policy refused the destination). ``detail``: the
+    downstream's own words (its error body), which may quote the call's data, so the store
+    keeps them only under redaction ``full``.
     """
 
-    def __init__(self, message: str, *, ambiguous: bool, permanent: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        ambiguous: bool,
+        permanent: bool = False,
+        kind: str = ToolFailed.type,
+        detail: str = "",
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.ambiguous = ambiguous
         self.permanent = permanent
+        self.kind = kind
+        self.detail = detail
 
 
 class Executor(Protocol):
@@ -59,11 +86,13 @@ class Executor(Protocol):
 
 class HttpExecutor:
     """POSTs ``{tool, tool_call_id, program_id, node_id, arguments}`` to the tool's URL with
-    ``Idempotency-Key: <tool_call_id>``; a 2xx JSON body is the result."""
+    ``Idempotency-Key: <tool_call_id>``; a 2xx JSON body of at most ``max_bytes`` is the
+    result."""
 
-    def __init__(self, url: str, client: httpx.AsyncClient) -> None:
+    def __init__(self, url: str, client: httpx.AsyncClient, max_bytes: int) -> None:
         self._url = url
         self._client = client
+        self._max_bytes = max_bytes
 
     async def run(self, invocation: Invocation) -> JSONValue:
         """One POST; no retry here (retries are the gateway's decision, by tool class)."""
@@ -79,27 +108,43 @@ class HttpExecutor:
             "X-Agentconsole-Tenant": invocation.tenant,
         }
         try:
-            response = await self._client.post(self._url, json=payload, headers=headers)
+            async with self._client.stream(
+                "POST", self._url, json=payload, headers=headers
+            ) as response:
+                status = response.status_code
+                if status >= 300:
+                    body = await read_at_most(response.aiter_bytes(), ERROR_DETAIL_BYTES)
+                    raise _refused_by_status(status, body)
+                content = await read_at_most(response.aiter_bytes(), self._max_bytes)
+        except DestinationRefused as error:  # refused before any connection: nothing sent
+            raise ExecutionFailed(
+                str(error), ambiguous=False, permanent=True, kind=EgressRefused.type
+            ) from error
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as error:
             # Nothing was sent: the effect cannot have happened.
             raise ExecutionFailed(f"cannot reach the tool: {error!r}", ambiguous=False) from error
         except httpx.HTTPError as error:
             raise ExecutionFailed(f"tool request failed: {error!r}", ambiguous=True) from error
-        status = response.status_code
-        if status >= 300:
-            # A 4xx (but timeout/conflict/throttle) is the downstream refusing the call: not
-            # applied, and the same call will be refused again.
-            refused = 400 <= status < 500 and status not in (408, 409, 425, 429)
-            raise ExecutionFailed(
-                f"tool answered HTTP {status}: {response.text[:200]}",
-                ambiguous=not refused,
-                permanent=refused,
-            )
+        if len(content) > self._max_bytes:
+            # the request was answered, so an effect may have happened, as the runner's cap
+            raise ExecutionFailed(RESULT_TOO_LARGE, ambiguous=True, permanent=True)
         try:
-            result: JSONValue = json.loads(response.content)
+            result: JSONValue = json.loads(content)
         except ValueError as error:
             raise ExecutionFailed("tool answered with a non-JSON body", ambiguous=True) from error
         return result
+
+
+def _refused_by_status(status: int, body: bytes) -> ExecutionFailed:
+    """The failure of a non-2xx answer. A 4xx (but timeout/conflict/throttle) is the
+    downstream refusing the call: not applied, and the same call will be refused again."""
+    refused = 400 <= status < 500 and status not in (408, 409, 425, 429)
+    return ExecutionFailed(
+        f"tool answered HTTP {status}",
+        ambiguous=not refused,
+        permanent=refused,
+        detail=body[:ERROR_DETAIL_BYTES].decode(errors="replace"),
+    )
 
 
 class SandboxExecutor:
@@ -129,7 +174,9 @@ class SandboxExecutor:
             source = code
         stdin = json.dumps(arguments, separators=(",", ":")).encode()
         try:
-            done = await self._sandbox.run(self._spec.language, source, stdin, self._spec.limits)
+            done = await self._sandbox.run(
+                self._spec.language, source, stdin, self._spec.limits, tenant=invocation.tenant
+            )
         except SandboxUnavailable as error:
             message = f"sandbox unavailable: {error.message}"
             raise ExecutionFailed(message, ambiguous=False) from error

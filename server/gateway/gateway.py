@@ -7,6 +7,11 @@ bookkeeping and the tool-call quota -> idempotency claim -> execute with timeout
 (epoch-fenced) -> event (through the program port). Authentication happened before (the app
 hands in the tenant). Every refusal is audited and answered with a 4xx before the executor
 is reached; :mod:`.runner` documents what is and is not exactly-once.
+
+Two exceptions to the order: a retry on a program that no longer runs is answered from the
+store when its key committed (replayed whatever the program's state, seed §12), and a tenant's
+``http`` tool whose host resolves to a non-public address is refused at connect time by the
+egress policy (:mod:`.egress`), answered 424 ``egress_refused`` and audited as a refusal.
 """
 
 from __future__ import annotations
@@ -23,11 +28,15 @@ from agentconsole.server.gateway.audit import Auditor
 from agentconsole.server.gateway.builtin_tools import builtin_functions
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.definition import ToolDefinition
+from agentconsole.server.gateway.egress import guarded_client
 from agentconsole.server.gateway.errors import (
+    EgressRefused,
     Forbidden,
     GatewayError,
+    InProgress,
     InvalidArguments,
     InvalidRequest,
+    ProgramNotRunning,
     ToolFailed,
     ToolNotFound,
 )
@@ -45,11 +54,11 @@ from agentconsole.server.gateway.registration import Registrant, parse_registrat
 from agentconsole.server.gateway.registry import CompiledTool, ToolRegistry
 from agentconsole.server.gateway.reports import AgentReports
 from agentconsole.server.gateway.request import CallRequest, parse_body, parse_call
-from agentconsole.server.gateway.runner import CancelReport, Job, Runner, RunningTool
+from agentconsole.server.gateway.runner import CancelReport, Job, Runner, RunningTool, call_hash
 from agentconsole.server.gateway.sandbox import Sandbox, SandboxUnavailable
 from agentconsole.server.gateway.schema_rules import check_parameters_schema
 from agentconsole.server.gateway.semantic import check_arguments
-from agentconsole.server.store import Store
+from agentconsole.server.store import IntentState, Store, make_tool_call_id
 from agentconsole.server.store.jsonutil import JSONValue
 
 
@@ -64,7 +73,12 @@ class _Builtin:
 
 
 class ToolGateway:
-    """One per ``serve`` process. Build, ``await start()``, serve, ``await close()``."""
+    """One per ``serve`` process. Build, ``await start()``, serve, ``await close()``.
+
+    ``http_client`` carries the calls of ``http`` tools that may reach private addresses
+    (platform tools); the others always go through the gateway's own client under the
+    egress policy.
+    """
 
     def __init__(
         self,
@@ -85,13 +99,18 @@ class ToolGateway:
         self._builtins = builtin_functions(self.config.ledger_path)
         self._http = http_client
         self._own_http = http_client is None
+        self._guarded: httpx.AsyncClient | None = None
         self.reports = AgentReports(self.registry, self.audit, self.config)
         self.operations = ToolOperations(store, self.audit, self.config)
 
     async def start(self) -> int:
         """Load the registered tools; returns how many."""
+        timeout = self.config.max_timeout_s
         if self._http is None:
-            self._http = httpx.AsyncClient(timeout=httpx.Timeout(self.config.max_timeout_s))
+            # redirects are not followed (httpx's default, kept explicit): a 3xx is the answer
+            self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout), follow_redirects=False)
+        if self._guarded is None:
+            self._guarded = guarded_client(timeout)
         return await asyncio.to_thread(self.registry.load)
 
     async def close(self, timeout: float = 10.0) -> None:
@@ -100,6 +119,8 @@ class ToolGateway:
         await self.runner.close(timeout)
         if self._http is not None and self._own_http:
             await self._http.aclose()
+        if self._guarded is not None:
+            await self._guarded.aclose()
 
     # ------------------------------------------------------------------ registry
     async def register(self, tenant: str, operator: bool, raw: bytes) -> ToolDefinition:
@@ -159,8 +180,14 @@ class ToolGateway:
             request = parse_call(parse_body(raw, self.config.max_body_bytes))
             context = {"program_id": request.program_id, "node_id": request.node_id}
             compiled = self._allowed_tool(tenant, name)
-            async with port_errors():
-                await port.check_program(tenant, request.program_id)
+            try:
+                async with port_errors():
+                    await port.check_program(tenant, request.program_id)
+            except ProgramNotRunning:
+                replayed = await self._replay_ended(compiled.definition, request, port)
+                if replayed is None:
+                    raise
+                return replayed
             tool = compiled.definition
             self.limits.admit(
                 tenant,
@@ -192,11 +219,38 @@ class ToolGateway:
         try:
             async with port_errors():
                 return await self.runner.run(job)
+        except EgressRefused as error:  # nothing was sent: a refusal, if found at connect time
+            self.audit.rejected(tenant, "tool.call", f"tool:{name}", error, context)
+            raise
         except ToolFailed:
             raise  # an execution outcome, not a refusal
         except GatewayError as error:
             self.audit.rejected(tenant, "tool.call", f"tool:{name}", error, context)
             raise
+
+    async def _replay_ended(
+        self, tool: ToolDefinition, request: CallRequest, port: ProgramPort
+    ) -> CallResult | None:
+        """The answer to a retry on a program that no longer runs: its committed result
+        (replayed, seed §12), or 409 ``in_progress`` while the call it retries still runs (a
+        side effect finishes after a cancel). ``None`` (the caller refuses the call) for a key
+        never called, called with other arguments, or in any other state. Changes nothing in
+        the store; the program's ownership was checked by ``check_program``."""
+        key = make_tool_call_id(request.program_id, request.node_id, request.attempt)
+        record = await asyncio.to_thread(self.store.repo.get_intent, key)
+        if record is None or record.params_hash != call_hash(tool, request.arguments):
+            return None
+        if record.state is IntentState.IN_PROGRESS:
+            raise InProgress(
+                "the program has ended but this call is still running; retry later for its result",
+                extra={"tool_call_id": key},
+            )
+        if record.state is not IntentState.COMMITTED:
+            return None
+        claim = await asyncio.wrap_future(self.store.intents.attach(key))  # final: at once
+        if claim is None:
+            return None
+        return await self.runner.replayed(request, port, claim)
 
     def _allowed_tool(self, tenant: str, name: str) -> CompiledTool:
         compiled = self.registry.resolve(tenant, name)
@@ -222,7 +276,11 @@ class ToolGateway:
         error = best_match(compiled.validator.iter_errors(request.arguments))
         if error is not None:
             pointer = "/".join(str(p) for p in error.absolute_path)
-            raise InvalidArguments(error.message[:300], field=f"arguments/{pointer}".rstrip("/"))
+            raise InvalidArguments(
+                error.message[:300],
+                field=f"arguments/{pointer}".rstrip("/"),
+                rule=str(error.validator),
+            )
         check_arguments(request.arguments)
         tool = compiled.definition
         async with port_errors():
@@ -231,13 +289,21 @@ class ToolGateway:
 
     def _executor(self, tool: ToolDefinition) -> Executor:
         spec = tool.executor
-        if spec.type == "http" and spec.url is not None and self._http is not None:
-            return HttpExecutor(spec.url, self._http)
+        client = self._http_client(tool)
+        if spec.type == "http" and spec.url is not None and client is not None:
+            return HttpExecutor(spec.url, client, self.config.max_result_bytes)
         if spec.type == "builtin" and spec.name in self._builtins:
             return _Builtin(self._builtins[spec.name])
         if spec.type == "sandbox" and spec.sandbox is not None:
             return SandboxExecutor(self.sandbox, spec.sandbox)
         raise ToolNotFound(f"tool {tool.name!r} has no executor available in this server")
+
+    def _http_client(self, tool: ToolDefinition) -> httpx.AsyncClient | None:
+        """The client for ``tool``'s calls: under the egress policy unless the tool may reach
+        private addresses (decided now, by today's settings, not at registration)."""
+        if self.config.private_urls_allowed(platform=not tool.tenant):
+            return self._http
+        return self._guarded
 
     # ------------------------------------------------------------------ cancel / observe
     def cancel_program(self, program_id: str) -> CancelReport:

@@ -12,11 +12,15 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
-from agentconsole.server.gateway.errors import ToolFailed, ToolTimeout
+from agentconsole.server.gateway.errors import EgressRefused, ToolFailed, ToolTimeout
 from agentconsole.server.gateway.ports import ToolOutcome
 from agentconsole.server.store.jsonutil import JSONValue
 
 CallStatus = Literal["committed", "replayed"]
+#: The failures answered with their own error type (any other is ``tool_failed``).
+_FAILURE_TYPES: dict[str, type[ToolFailed]] = {
+    cls.type: cls for cls in (ToolTimeout, EgressRefused)
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +100,7 @@ def failure_error(
     if not isinstance(value, dict):
         value = {"message": str(value)}
     message = str(value.get("message") or "the tool failed")
-    cls = ToolTimeout if value.get("type") == ToolTimeout.type else ToolFailed
+    cls = _FAILURE_TYPES.get(str(value.get("type")), ToolFailed)
     return cls(
         message,
         extra={"tool_call_id": tool_call_id, "retryable": retryable, "replayed": replayed},

@@ -98,8 +98,11 @@ class ProgramPort(Protocol):
         unknown to the gateway, the core measures from the attempt's start); the store keeps
         ``result_bytes`` of its result.
 
-        Must not raise for a program cancelled meanwhile (the result is committed anyway);
-        the gateway logs and swallows any error from this method.
+        Also called when a committed result is replayed: a node still running (rebuilt so
+        after a crash, its execution gone) must then end with ``outcome``, and a node that is
+        not running must be left as it is. Must not raise for a program cancelled meanwhile
+        (the result is committed anyway); the gateway logs and swallows any error from this
+        method.
         """
 
 

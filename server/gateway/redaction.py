@@ -11,8 +11,10 @@ contents). Per tenant (``privacy.tool_data``, ``privacy.tenants``), the gateway 
   ``result: null`` with ``redacted: "none"``.
 
 The caller of the first execution always gets the real result; only what is stored (and so
-what replays, exports and the consoles can show) changes. Idempotency is unaffected: a
-side-effecting call still runs once.
+what replays, exports and the consoles can show) changes. The same holds for an ``http``
+tool's error body (which may quote the call's data): the caller's 424 carries it, the intent's
+``error`` keeps it only under ``full`` (otherwise just the HTTP status). Idempotency is
+unaffected: a side-effecting call still runs once.
 """
 
 from __future__ import annotations

@@ -189,7 +189,7 @@ def _executor(
         url = value.get("url")
         if not isinstance(url, str) or len(url) > 2048:
             raise InvalidTool("executor url must be a string", field="executor/url")
-        private_ok = who.operator or config.allow_private_executor_urls
+        private_ok = config.private_urls_allowed(platform=who.operator)
         try:
             check_url(url, "executor/url", allow_private=private_ok)
         except UnsafeArguments as error:

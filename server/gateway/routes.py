@@ -45,6 +45,7 @@ from agentconsole.server.gateway import openapi
 from agentconsole.server.gateway.errors import Forbidden, GatewayError
 from agentconsole.server.gateway.gateway import ToolGateway
 from agentconsole.server.gateway.ports import ProgramPort
+from agentconsole.server.gateway.streams import read_at_most
 from agentconsole.server.store import StoreError
 
 log = logging.getLogger(__name__)
@@ -78,14 +79,7 @@ async def read_limited(request: Request[Any, Any, Any], limit: int) -> bytes:
     cap (and audit it), without buffering an attacker's megabytes."""
     if (request.content_length or 0) > limit:
         return b" " * (limit + 1)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            break
-    return b"".join(chunks)
+    return await read_at_most(request.stream(), limit)
 
 
 def gateway_dependencies(gateway: ToolGateway, port: ProgramPort) -> dict[str, Provide]:
@@ -124,7 +118,8 @@ class ToolsController(Controller):
 
     @get("/", summary="Tools the caller may call", opt=openapi.LIST_CONTRACT)
     async def list_tools(self, gateway: Gateway, tenant: Tenant, operator: Operator) -> Body:
-        return {"tools": [t.to_json() for t in gateway.tools(tenant, operator=operator)]}
+        tools = gateway.tools(tenant, operator=operator)
+        return {"tools": [t.view_for(tenant, operator=operator) for t in tools]}
 
     @post(
         "/{name:str}/call",

@@ -14,6 +14,12 @@ Exactly-once is impossible in general, and this module does not pretend otherwis
 Each call runs in its own task, shielded from the HTTP request: a client that disconnects
 mid-call does not strand an intent in progress, and concurrent duplicates attach to the one
 execution and replay its result.
+
+A replayed result also reports the tool node's end to the program port (as the execution
+does): after a crash the node was rebuilt as still running, and the replay is the only thing
+left that can close it (a node already done ignores the report). The gateway replays a
+committed result even once its program has ended (seed §12: the agent's retry of a side
+effect that committed after a cancel reads the result), through :meth:`Runner.replayed`.
 """
 
 from __future__ import annotations
@@ -34,7 +40,12 @@ from agentconsole.server.gateway.errors import (
     ToolFailed,
     ToolTimeout,
 )
-from agentconsole.server.gateway.executors import ExecutionFailed, Executor, Invocation
+from agentconsole.server.gateway.executors import (
+    RESULT_TOO_LARGE,
+    ExecutionFailed,
+    Executor,
+    Invocation,
+)
 from agentconsole.server.gateway.outcome import (
     CallResult,
     decode_result,
@@ -106,6 +117,21 @@ class _Failure:
     outcome: ToolOutcome
     ambiguous: bool
     permanent: bool = False
+    #: the downstream's own words: answered to the caller, stored under redaction full only
+    detail: str = ""
+
+    def said(self, *, with_detail: bool) -> str:
+        """The message, followed by :attr:`detail` when asked for and there is one."""
+        return f"{self.message}: {self.detail}" if with_detail and self.detail else self.message
+
+    def text(self, *, with_detail: bool) -> str:
+        """The stored (or answered) form, :func:`encode_failure`."""
+        return encode_failure(self.kind, self.said(with_detail=with_detail), self.outcome)
+
+
+def call_hash(tool: ToolDefinition, arguments: JSONValue) -> str:
+    """The hash that tells a retry of a call (same tool, same arguments) from a new one."""
+    return params_hash({"tool": tool.name, "arguments": arguments})
 
 
 def _retrieve(task: asyncio.Task[CallResult]) -> None:
@@ -144,7 +170,7 @@ class Runner:
             claim = await asyncio.wrap_future(
                 self.intents.claim(
                     key,
-                    params_hash({"tool": tool.name, "arguments": req.arguments}),
+                    call_hash(tool, req.arguments),
                     req.program_id,
                     req.node_id,
                     tool.name,
@@ -162,13 +188,27 @@ class Runner:
         finally:
             job.release()
 
+    async def replayed(self, request: CallRequest, port: ProgramPort, claim: Claim) -> CallResult:
+        """Answer the committed ``claim`` and report the tool node's end with its stored
+        outcome (a node rebuilt running after a crash is closed by it; the port ignores the
+        report for a node that is not running). Skipped while this process runs the same
+        node under another key (a new attempt): that execution reports its own end."""
+        result = decode_result(claim.tool_call_id, claim.result_json)
+        node = (request.program_id, request.node_id)
+        if not any((e.info.program_id, e.info.node_id) == node for e in self._running.values()):
+            size = len(claim.result_json or "")
+            await _report_end(port, request, "ok", result.latency_s, size)
+        return result
+
     async def _answer(self, job: Job, claim: Claim) -> CallResult:
         key = claim.tool_call_id
         ids: dict[str, JSONValue] = {"tool_call_id": key}
         if claim.status is ClaimStatus.IN_PROGRESS:
             claim = await self._attach(job, key)
+            if claim.status is ClaimStatus.COMMITTED:  # its execution reports the node's end
+                return decode_result(key, claim.result_json)
         if claim.status is ClaimStatus.COMMITTED:
-            return decode_result(key, claim.result_json)
+            return await self.replayed(job.request, job.port, claim)
         if claim.status is ClaimStatus.FAILED:
             raise failure_error(key, claim.error, retryable=claim.retryable, replayed=True)
         if claim.status is ClaimStatus.MISMATCH:
@@ -225,7 +265,12 @@ class Runner:
             )
         except ExecutionFailed as error:
             failure = _Failure(
-                ToolFailed.type, error.message, "fail", error.ambiguous, error.permanent
+                error.kind,
+                error.message,
+                "fail",
+                error.ambiguous,
+                error.permanent,
+                error.detail,
             )
         except asyncio.CancelledError:
             failure = _Failure(INTERRUPTED, "the tool was interrupted", "fail", tool.side_effect)
@@ -251,9 +296,7 @@ class Runner:
                     ToolFailed.type, "the tool's result is not JSON", "fail", True, True
                 )
         if failure is None and len(text) > self.config.max_result_bytes:
-            failure = _Failure(
-                ToolFailed.type, "the tool's result is too large", "fail", True, True
-            )
+            failure = _Failure(ToolFailed.type, RESULT_TOO_LARGE, "fail", True, True)
         if failure is not None:
             return await self._failed(job, claim, failure, latency)
         mode = self.config.redaction_for(job.tenant)
@@ -269,41 +312,47 @@ class Runner:
     async def _failed(
         self, job: Job, claim: Claim, failure: _Failure, latency: float
     ) -> CallResult:
+        # the caller gets the downstream's words; the store keeps them under redaction full
+        keep_detail = self.config.redaction_for(job.tenant) == "full"
         if failure.ambiguous and not job.tool.auto_retry_safe and failure.kind != INTERRUPTED:
             # the effect may have happened: an operator decides, nothing re-runs it
-            text = encode_failure(failure.kind, failure.message, failure.outcome)
+            text = failure.text(with_detail=keep_detail)
             await asyncio.wrap_future(self.intents.flag(claim.tool_call_id, text, claim.epoch))
             await self._finished(job, failure.outcome, latency)
             raise NeedsReconcile(
-                f"the side-effecting call ended in doubt ({failure.message}): its effect may or"
-                " may not have happened, so it is never re-run automatically; an operator must"
-                " reconcile it (POST /v1/operator/tool-calls/{tool_call_id}/reconcile)",
+                f"the side-effecting call ended in doubt ({failure.said(with_detail=True)}):"
+                " its effect may or may not have happened, so it is never re-run automatically;"
+                " an operator must reconcile it"
+                " (POST /v1/operator/tool-calls/{tool_call_id}/reconcile)",
                 extra={"tool_call_id": claim.tool_call_id, "retryable": False},
             )
         retryable = not failure.permanent and (not failure.ambiguous or job.tool.auto_retry_safe)
-        await self._fail(claim.tool_call_id, claim.epoch, failure, retryable)
+        await self._fail(claim.tool_call_id, claim.epoch, failure, retryable, keep_detail)
         await self._finished(job, failure.outcome, latency)
         if failure.kind == INTERRUPTED:
             raise ProgramNotRunning(
                 "the program was cancelled while its tool ran; the tool was interrupted",
                 extra={"tool_call_id": claim.tool_call_id, "retryable": retryable},
             )
-        stored = encode_failure(failure.kind, failure.message, failure.outcome)
-        raise failure_error(claim.tool_call_id, stored, retryable=retryable, replayed=False)
+        answer = failure.text(with_detail=True)
+        raise failure_error(claim.tool_call_id, answer, retryable=retryable, replayed=False)
 
-    async def _fail(self, key: str, epoch: int, failure: _Failure, retryable: bool = True) -> None:
-        text = encode_failure(failure.kind, failure.message, failure.outcome)
+    async def _fail(
+        self,
+        key: str,
+        epoch: int,
+        failure: _Failure,
+        retryable: bool = True,
+        keep_detail: bool = False,
+    ) -> None:
+        """Record ``failure`` on the intent (with its detail only if ``keep_detail``)."""
+        text = failure.text(with_detail=keep_detail)
         await asyncio.wrap_future(self.intents.fail(key, text, epoch, retryable=retryable))
 
     async def _finished(
         self, job: Job, outcome: ToolOutcome, latency: float, result_bytes: int = 0
     ) -> None:
-        try:
-            await job.port.tool_finished(
-                job.request.program_id, job.request.node_id, outcome, latency, result_bytes
-            )
-        except Exception:  # the result is committed whatever the core thinks of it now
-            log.exception("tool_finished failed for %s", job.request.program_id)
+        await _report_end(job.port, job.request, outcome, latency, result_bytes)
 
     def running(self) -> list[RunningTool]:
         """Executions in flight, oldest first."""
@@ -336,3 +385,19 @@ class Runner:
             _, pending = await asyncio.wait(set(self._calls), timeout=timeout)
             for task in pending:
                 task.cancel()
+
+
+async def _report_end(
+    port: ProgramPort,
+    request: CallRequest,
+    outcome: ToolOutcome,
+    latency: float,
+    result_bytes: int,
+) -> None:
+    """Tell the program core that ``request``'s tool node ended; never raises."""
+    try:
+        await port.tool_finished(
+            request.program_id, request.node_id, outcome, latency, result_bytes
+        )
+    except Exception:  # the result is committed whatever the core thinks of it now
+        log.exception("tool_finished failed for %s", request.program_id)

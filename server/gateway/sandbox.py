@@ -37,7 +37,12 @@ Trade-offs, and what is *not* done:
   no delegation): memory is bounded by ``processes * memory_mb`` plus ``scratch_mb`` of
   tmpfs, CPU by ``cpu_s`` per process and, for the whole tree, by ``wall_s``; the number of
   inodes in the scratch tmpfs is not limited (bwrap has no option for it);
-* ``SandboxConfig.max_parallel`` bounds how many sandboxes run at once; later calls wait.
+* ``SandboxConfig.max_parallel`` bounds how many sandboxes run at once; later calls wait,
+  and the wait counts against the call's ``timeout_s``. The slots are shared fairly between
+  tenants (:mod:`.slots`): a slot that frees while calls wait goes to the waiting tenant
+  holding the fewest, ties to the one served least recently. One tenant's backlog therefore
+  delays another tenant's call by at most one run (per tenant served before it), not by the
+  whole backlog; a tenant alone may still use every slot.
 
 Availability is checked by running exactly what a call runs (the same command line, identity
 and default limits) with a probe program that reports its namespaces, limits, root directory
@@ -58,8 +63,11 @@ from typing import Any
 from agentconsole.server.gateway.errors import InvalidTool
 from agentconsole.server.gateway.sandbox_process import Identity, RawRun, run
 from agentconsole.server.gateway.sandbox_spec import SandboxConfig, SandboxLimits
+from agentconsole.server.gateway.slots import FairSlots
 
 PROGRAM = "/sandbox/main.py"
+#: Whose slot the availability probe takes (no tenant id is empty).
+_PROBE_TENANT = ""
 SCRATCH = "/tmp"
 _TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _NAMESPACES = ("net", "pid", "mnt", "user", "ipc", "uts")
@@ -162,7 +170,7 @@ class Sandbox:
 
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
-        self._slots = asyncio.Semaphore(self.config.max_parallel)
+        self._slots = FairSlots(self.config.max_parallel)
         self._probe_lock = asyncio.Lock()
         self._works = False
 
@@ -172,17 +180,18 @@ class Sandbox:
         return Identity(self.config.run_as_uid, self.config.run_as_gid)
 
     async def run(
-        self, language: str, source: str, stdin: bytes, limits: SandboxLimits
+        self, language: str, source: str, stdin: bytes, limits: SandboxLimits, *, tenant: str
     ) -> SandboxRun:
-        """Run ``source`` with ``stdin``; raises :class:`SandboxUnavailable` if the sandbox
-        does not work here (nothing ran) and ``OSError`` if bwrap could not be started."""
+        """Run ``source`` with ``stdin`` in one of ``tenant``'s fair share of the slots;
+        raises :class:`SandboxUnavailable` if the sandbox does not work here (nothing ran)
+        and ``OSError`` if bwrap could not be started."""
         reason = await self.unavailable()
         if reason is not None:
             raise SandboxUnavailable(reason, field="executor/type")
-        return await self._run(language, source, stdin, limits)
+        return await self._run(language, source, stdin, limits, tenant)
 
     async def _run(
-        self, language: str, source: str, stdin: bytes, limits: SandboxLimits
+        self, language: str, source: str, stdin: bytes, limits: SandboxLimits, tenant: str
     ) -> SandboxRun:
         bwrap = shutil.which(self.config.bwrap)
         if bwrap is None:
@@ -195,7 +204,7 @@ class Sandbox:
                 program = program[os.write(code_fd, program) :]
             os.lseek(code_fd, 0, os.SEEK_SET)
             argv = build_argv(self.config, bwrap, language, limits, (code_fd, status_w))
-            async with self._slots:
+            async with self._slots.hold(tenant):
                 raw = await run(
                     argv,
                     stdin=stdin,
@@ -242,7 +251,7 @@ class Sandbox:
                 return f"the sandbox needs {path!r}, which is missing on this server"
         limits = replace(self.config.default_limits, wall_s=self.config.probe_timeout_s)
         try:
-            done = await self._run("python", _PROBE, b"probe", limits)
+            done = await self._run("python", _PROBE, b"probe", limits, _PROBE_TENANT)
         except OSError as error:
             return f"bwrap cannot be started: {error}"
         return _judge(done, limits, self.config)

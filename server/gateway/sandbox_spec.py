@@ -123,7 +123,8 @@ class SandboxConfig:
     ``run_as_uid``/``run_as_gid``: the unprivileged host identity the sandbox runs as when
     the server runs as root; ``max_limits``: the most a registration may ask for;
     ``default_limits``: what it gets when it asks nothing (``wall_s`` aside: 90% of the
-    tool's ``timeout_s``); ``max_parallel``: sandboxes running at once (calls beyond wait).
+    tool's ``timeout_s``); ``max_parallel``: sandboxes running at once (calls beyond wait,
+    the slots shared fairly between tenants: :mod:`.slots`).
     """
 
     bwrap: str = "bwrap"

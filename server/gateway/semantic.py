@@ -8,9 +8,11 @@ Run after schema validation, over every string in the arguments (keys included):
   relative path without ``..`` segments, ``~``, a drive letter or an encoded dot; any other
   string without spaces that contains a ``..`` path segment is refused as traversal too;
 * a string that looks like a URL (``scheme://`` or under a URL-like key) must be ``http`` or
-  ``https`` to a host that is not loopback, private, link-local, reserved, a bare-integer or
-  octal/hex IP, ``localhost`` or an internal name. Nothing is resolved or fetched: a public
-  name that resolves to a private address must be stopped by the executor's egress policy.
+  ``https`` to a host that is not loopback, private, link-local, reserved, site-local, an
+  IPv6 form carrying such an IPv4 address (mapped, NAT64, 6to4, Teredo: :mod:`.addresses`), a
+  bare-integer or octal/hex IP, ``localhost`` or an internal name. Nothing is resolved or
+  fetched here: an ``http`` executor's own URL is resolved and checked again on every call by
+  :mod:`.egress`; a URL in the arguments is the downstream tool's to guard when it fetches it.
 
 All checks are pure functions of the arguments, so they never cause a side effect.
 """
@@ -23,6 +25,7 @@ import unicodedata
 from collections.abc import Iterator
 from urllib.parse import unquote, urlsplit
 
+from agentconsole.server.gateway.addresses import IPAddress, is_public
 from agentconsole.server.gateway.errors import UnsafeArguments
 from agentconsole.server.store.jsonutil import JSONValue
 
@@ -115,18 +118,12 @@ def _inet_aton(host: str) -> ipaddress.IPv4Address | None:
     return ipaddress.IPv4Address(value)
 
 
-def _numeric_host(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+def _numeric_host(host: str) -> IPAddress | None:
     """The address ``host`` spells, in any numeric form; ``None`` for a name."""
     try:
         return ipaddress.ip_address(host)
     except ValueError:
         return _inet_aton(host)
-
-
-def _unsafe_address(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
-    return not addr.is_global or addr.is_multicast
 
 
 def check_url(text: str, pointer: str, *, allow_private: bool = False) -> None:
@@ -144,12 +141,13 @@ def check_url(text: str, pointer: str, *, allow_private: bool = False) -> None:
         raise UnsafeArguments("the URL has no host", field=pointer)
     if allow_private:
         return
+    # the messages do not quote the host: an audit row keeps them, never argument values
     addr = _numeric_host(host)
-    if addr is not None and _unsafe_address(addr):
-        raise UnsafeArguments(f"URL host {host} is not a public address", field=pointer)
+    if addr is not None and not is_public(addr):
+        raise UnsafeArguments("the URL's host is not a public address", field=pointer)
     internal = host in _INTERNAL_NAMES or host.endswith(_INTERNAL_SUFFIXES)
     if internal or (addr is None and "." not in host):
-        raise UnsafeArguments(f"URL host {host} is an internal name", field=pointer)
+        raise UnsafeArguments("the URL's host is an internal name", field=pointer)
 
 
 def check_arguments(arguments: JSONValue) -> None:

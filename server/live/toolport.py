@@ -114,6 +114,9 @@ class ToolPort:
             raise NotFound(f"tool node {node_id!r} of {program_id!r} not found", field="node_id")
         if program is None or node is None or node.state is not NodeState.RUNNING:
             return
+        # a node rebuilt running after a restart ends here when its committed result is
+        # replayed: it is no longer an orphan whose next start would be taken for its retry
+        svc.orphaned_tools.discard((program_id, node_id))
         now = time.time()
         if latency_s is None:
             latency_s = now - node.attempts[-1].started_at if node.attempts else 0.0

@@ -11,12 +11,16 @@ from agentconsole.server.gateway import ProgramClosed, ProgramNotFound, ToolOutc
 
 @dataclass(slots=True)
 class FakeProgram:
-    """One program: owner, state, tool nodes and the tool-call quota."""
+    """One program: owner, state, tool nodes (and which of them run) and the tool-call
+    quota."""
 
     tenant: str
     state: str = "running"
     nodes: dict[str, ToolSpec] = field(default_factory=dict)
     tool_calls_quota: int | None = None
+    #: tool nodes started and not finished (a test adds one to stand for a node rebuilt
+    #: running after a restart)
+    running: set[str] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -63,6 +67,7 @@ class FakePort:
         program = self._node(program_id, node_id)
         if program.state != "running":
             raise ProgramClosed(program_id, program.state)
+        program.running.add(node_id)
         self.events.append(("started", program_id, node_id, ""))
 
     async def tool_finished(
@@ -73,5 +78,8 @@ class FakePort:
         latency_s: float | None,
         result_bytes: int = 0,
     ) -> None:
-        self._node(program_id, node_id)
+        program = self._node(program_id, node_id)
+        if node_id not in program.running:
+            return  # as the core: a node that is not running is left as it is
+        program.running.discard(node_id)
         self.events.append(("finished", program_id, node_id, outcome))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from agentconsole.server.gateway import CallResult, ToolDefinition, ToolGateway
+from agentconsole.server.gateway import CallResult, GatewayConfig, ToolDefinition, ToolGateway
 from agentconsole.server.gateway.builtin_tools import read_ledger
+from agentconsole.server.store import Store
 from tests.server.gateway.fakes import FakePort
 
 
@@ -89,3 +92,16 @@ def applied(ledger: Path) -> dict[str, int]:
             key = str(row["key"])
             counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+@contextlib.asynccontextmanager
+async def opened_gateway(db: Path, config: GatewayConfig) -> AsyncIterator[ToolGateway]:
+    """A started gateway on a fresh store at ``db``; closed (and the store) at the end."""
+    store = Store.open(db)
+    gateway = ToolGateway(store, config)
+    await gateway.start()
+    try:
+        yield gateway
+    finally:
+        await gateway.close()
+        store.close()

@@ -11,6 +11,7 @@ from agentconsole.server.gateway import ToolGateway
 from agentconsole.server.gateway.errors import (
     GatewayError,
     IdempotencyMismatch,
+    InProgress,
     InvalidArguments,
     NeedsReconcile,
     ProgramNotFoundError,
@@ -241,3 +242,41 @@ async def test_closing_mid_effect_leaves_it_for_recovery_to_flag(tmp_path: Path)
         read_intent = reopened.repo.get_intent(make_tool_call_id("p1", "r", 1))
         assert read_intent is not None
         assert read_intent.state is IntentState.RETRYABLE
+
+
+async def test_a_side_effect_committed_after_a_cancel_replays_to_the_retry(
+    gateway: ToolGateway, port: FakePort
+) -> None:
+    body = tool_body("effect", SLEEP, parameters=SLEEP_PARAMS, side_effect=True, idempotent=False)
+    await register(gateway, body)
+    args = {"seconds": 0.3}
+    first = asyncio.create_task(call(gateway, port, "effect", args, node="w"))
+    while not gateway.running():
+        await asyncio.sleep(0.01)
+    port.programs["p1"].state = "cancelled"
+    assert [t.node_id for t in gateway.cancel_program("p1").flagged] == ["w"]
+    with pytest.raises(InProgress):  # the effect still runs: retry later, not "not running"
+        await call(gateway, port, "effect", args, node="w")
+    committed = await first
+    again = await call(gateway, port, "effect", args, node="w")
+    assert again.status == "replayed"
+    assert again.result == committed.result
+    assert gateway.runner.executions == 1
+    with pytest.raises(ProgramNotRunning):  # other arguments: a new call, not a retry
+        await call(gateway, port, "effect", {"seconds": 0.1}, node="w")
+    with pytest.raises(ProgramNotRunning):  # a new call needs a running program
+        await call(gateway, port, "effect", args, node="w2")
+    assert gateway.runner.executions == 1
+
+
+async def test_a_replayed_result_ends_a_tool_node_left_running_by_a_crash(
+    gateway: ToolGateway, port: FakePort, ledger: Path
+) -> None:
+    await register_ledger(gateway)
+    first = await call(gateway, port, "ledger", {"account": "a", "amount": 5})
+    port.programs["p1"].running.add("n1")  # rebuilt running: the crash came before its end
+    again = await call(gateway, port, "ledger", {"account": "a", "amount": 5})
+    assert again.status == "replayed"
+    assert port.events[-1] == ("finished", "p1", "n1", "ok")
+    assert not port.programs["p1"].running
+    assert applied(ledger) == {first.tool_call_id: 1}

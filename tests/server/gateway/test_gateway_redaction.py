@@ -3,19 +3,22 @@ exports) keeps no argument or result text; ``full`` keeps both and replays exact
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import duckdb
+import pytest
 from litestar.testing import TestClient
 
 from agentconsole.server.gateway import GatewayConfig, ToolGateway
+from agentconsole.server.gateway.errors import InvalidArguments
 from agentconsole.server.gateway.redaction import digest
 from agentconsole.server.store import Store
 from agentconsole.server.store.export import export_parquet
 from agentconsole.server.store.jsonutil import JSONValue
 from tests.server.gateway.fakes import FakePort
-from tests.server.gateway.helpers import tool_body
+from tests.server.gateway.helpers import call, register_ledger, tool_body
 from tests.server.gateway.mini_server import build_app
 
 A = {"Authorization": "Bearer sk-tenant-a"}  # tenant-a: hash
@@ -85,3 +88,21 @@ def test_full_keeps_arguments_and_results(tmp_path: Path) -> None:
         assert "redacted" not in replay
     store.close()
     assert _stored(db).count("4111") == 2  # the arguments and the result
+
+
+@pytest.mark.anyio
+async def test_a_schema_refusal_is_audited_without_the_rejected_value(
+    gateway: ToolGateway, port: FakePort
+) -> None:
+    await register_ledger(gateway)
+    ssn = "123-45-6789"
+    with pytest.raises(InvalidArguments) as info:
+        await call(gateway, port, "ledger", {"account": "a", "amount": ssn})
+    assert ssn in info.value.message  # the caller reads what it sent wrong
+    await asyncio.wrap_future(gateway.store.writer.flush())
+    rows = gateway.store.repo.audit_log(limit=100)
+    refused = [r.action for r in rows if r.action.action == "tool.call"]
+    assert len(refused) == 1
+    assert ssn not in json.dumps([refused[0].result, dict(refused[0].args)])
+    assert refused[0].args["field"] == "arguments/amount"  # where, and which rule
+    assert "'type'" in str(refused[0].args["message"])

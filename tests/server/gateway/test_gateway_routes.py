@@ -136,3 +136,25 @@ def test_a_missing_dependency_fails_at_start_not_as_a_query_parameter(tmp_path: 
         dependencies = gateway_dependencies(gateway, FakePort())
         with pytest.raises(ImproperlyConfiguredException, match=r"operator|tenant"):
             Litestar(route_handlers=list(GATEWAY_CONTROLLERS), dependencies=dependencies)
+
+
+def test_a_tenant_sees_only_the_type_of_an_executor_it_did_not_register(
+    client: tuple[TestClient[Litestar], FakePort],
+) -> None:
+    http, _ = client
+    url = "http://10.0.0.7/internal-only"
+    platform = tool_body("internal", {"type": "http", "url": url})
+    assert http.post("/v1/tools", json=platform, headers=OP).status_code == 201
+    own = tool_body("mine", {"type": "builtin", "name": "echo"})
+    assert http.post("/v1/tools", json=own, headers=A).status_code == 201
+
+    def executors(headers: dict[str, str]) -> dict[str, object]:
+        listing = http.get("/v1/tools", headers=headers).json()["tools"]
+        return {t["name"]: t["executor"] for t in listing}
+
+    assert executors(A) == {
+        "internal": {"type": "http"},
+        "mine": {"type": "builtin", "name": "echo"},
+    }
+    assert executors(B) == {"internal": {"type": "http"}}
+    assert executors(OP)["internal"] == {"type": "http", "url": url}

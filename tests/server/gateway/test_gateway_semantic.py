@@ -81,3 +81,26 @@ def test_every_spelling_of_a_non_public_ipv4_is_refused(address: ipaddress.IPv4A
 def test_public_addresses_pass(address: ipaddress.IPv4Address) -> None:
     check_url(f"https://{address}/x", "/url")
     check_url(f"https://{int(address)}/x", "/url")
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "[64:ff9b::7f00:1]",  # NAT64 of 127.0.0.1
+        "[64:ff9b::a9fe:a9fe]",  # NAT64 of 169.254.169.254
+        "[2002:7f00:1::]",  # 6to4 of 127.0.0.1
+        "[::127.0.0.1]",  # IPv4-compatible
+        "[fec0::1]",  # site-local
+        "[ff02::1]",  # multicast
+        "[2001:0:4136:e378:8000:63bf:3fff:fdd2]",  # Teredo
+    ],
+)
+def test_ipv6_forms_of_non_public_addresses_are_refused(host: str) -> None:
+    with pytest.raises(UnsafeArguments) as info:
+        check_url(f"http://{host}/x", "/url")
+    assert host.strip("[]") not in info.value.message  # audited: no value quoted
+
+
+def test_an_ipv6_form_of_a_public_address_passes() -> None:
+    check_url("http://[64:ff9b::808:808]/x", "/url")
+    check_url("http://[2606:4700::1111]/x", "/url")

@@ -269,7 +269,7 @@ async def test_a_killed_server_takes_its_sandboxes_along(
 from agentconsole.server.gateway.sandbox import Sandbox
 from agentconsole.server.gateway.sandbox_spec import SandboxLimits
 limits = SandboxLimits(wall_s=60)
-asyncio.run(Sandbox().run("python", {spawner(mark)!r}, b"", limits))
+asyncio.run(Sandbox().run("python", {spawner(mark)!r}, b"", limits, tenant="t"))
 """)
     child = subprocess.Popen([sys.executable, str(server)], cwd=ROOT)
     try:
