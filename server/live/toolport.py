@@ -47,6 +47,9 @@ class ToolPort:
             inferred = svc.tool_calls.adopt(program_id, spec.name)
             if inferred is not None:  # the model asked for it: that node is this tool
                 self._alias[(program_id, node_id)] = inferred
+                # the registered spec, not the bare name the model's ask gave it: a side
+                # effect must stay one (a cancel reports it as let run, not interrupted)
+                program.nodes[inferred].tool = spec
                 return
         svc.nodes.tool_node(program, node_id, spec, None, time.time())
 

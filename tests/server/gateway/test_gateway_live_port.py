@@ -47,3 +47,24 @@ def test_a_replay_ends_a_tool_node_rebuilt_running_after_a_crash(tmp_path: Path)
     assert retry.json()["status"] == "replayed"
     assert node["state"] == "done"
     assert ("orph", "n1") not in service.orphaned_tools
+
+
+def test_an_adopted_tool_node_takes_the_registered_spec(tmp_path: Path) -> None:
+    """The model asked for ``send_mail`` (a node named only by the ask), then the gateway runs
+    the registered tool for it: the node is that tool, a side effect, so a cancel reports it
+    as flagged (let run to its end), not as interrupted."""
+    with LiveServer(make_config(tmp_path / "s.duckdb")) as live:
+        live.wait_ready()
+        service = live.live.service
+        with live.client() as c:
+            assert c.post("/v1/programs", json={"program_id": "mail"}).status_code == 201
+            node = {"node_id": "llm-1", "kind": "llm"}
+            assert c.post("/v1/programs/mail/nodes", json=node).status_code == 201
+        service.tool_calls.asked("mail", "llm-1", "mail/llm-1/0001", ["send_mail"])
+        spec = ToolSpec("send_mail", side_effect=True, idempotent=False)
+        live.run(service.tools.ensure_tool_node("tenant-a", "mail", "n-mail", spec))
+        live.run(service.tools.tool_started("mail", "n-mail"))
+        with live.client() as c:
+            cancelled = c.post("/v1/programs/mail/cancel").json()
+    assert len(cancelled["flagged_tools"]) == 1
+    assert cancelled["interrupted_tools"] == []
