@@ -85,6 +85,13 @@ class ProgramNotRunning(GatewayError):
     status, type = 409, "program_not_running"
 
 
+class ShuttingDown(GatewayError):
+    """The server is stopping: the call's tool was interrupted (or never ran); a retry on the
+    next server is safe (read-only)."""
+
+    status, type = 503, "unavailable"
+
+
 class RateLimited(GatewayError):
     status, type = 429, "rate_limited"
 

@@ -37,6 +37,7 @@ from agentconsole.server.gateway.errors import (
     InProgress,
     NeedsReconcile,
     ProgramNotRunning,
+    ShuttingDown,
     ToolFailed,
     ToolTimeout,
 )
@@ -150,6 +151,8 @@ class Runner:
     executions: int = 0
     _calls: set[asyncio.Task[CallResult]] = field(default_factory=set)
     _running: dict[str, _Execution] = field(default_factory=dict)
+    #: :meth:`close` began: an interrupted tool is the server's stop, not a cancel
+    _closing: bool = False
 
     async def run(self, job: Job) -> CallResult:
         """Claim ``job``'s key and execute, replay, attach or refuse; see the module doc.
@@ -329,6 +332,14 @@ class Runner:
         retryable = not failure.permanent and (not failure.ambiguous or job.tool.auto_retry_safe)
         await self._fail(claim.tool_call_id, claim.epoch, failure, retryable, keep_detail)
         await self._finished(job, failure.outcome, latency)
+        if failure.kind == INTERRUPTED and self._closing:
+            # the program lives on: its agent retries on the next server (a 409 would tell
+            # it the program was cancelled)
+            raise ShuttingDown(
+                "the server is shutting down; the tool was interrupted: retry the call",
+                extra={"tool_call_id": claim.tool_call_id, "retryable": True},
+                headers={"Retry-After": "5"},
+            )
         if failure.kind == INTERRUPTED:
             raise ProgramNotRunning(
                 "the program was cancelled while its tool ran; the tool was interrupted",
@@ -377,6 +388,7 @@ class Runner:
     async def close(self, timeout: float) -> None:
         """Interrupt read-only executions, give the others ``timeout`` seconds to commit,
         then cancel what is left (start-up recovery settles those intents)."""
+        self._closing = True
         for execution in list(self._running.values()):
             if not execution.info.side_effect:
                 execution.interrupted = True

@@ -97,6 +97,9 @@ class ToolPort:
             svc.controller.close_attempt(program_id, node.node_id, now, INTERRUPTED)
         svc.driver.tool_started(program_id, node.node_id, now)
         await svc.settled()
+        # a cancel while the start's actions ran (a cache hint to another engine awaits)
+        # found no running tool to interrupt: the tool must not run now
+        svc.require_running(program)
 
     async def tool_finished(
         self,

@@ -17,6 +17,7 @@ from agentconsole.server.gateway.errors import (
     ProgramNotFoundError,
     ProgramNotRunning,
     QuotaExceededError,
+    ShuttingDown,
     ToolFailed,
     ToolTimeout,
 )
@@ -235,7 +236,12 @@ async def test_closing_mid_effect_leaves_it_for_recovery_to_flag(tmp_path: Path)
     while len(gateway.running()) < 2:
         await asyncio.sleep(0.01)
     await gateway.close(timeout=0.2)
-    await asyncio.gather(effect, read, return_exceptions=True)
+    _, stopped = await asyncio.gather(effect, read, return_exceptions=True)
+    # the read-only call was stopped by the server, not by a cancel: 503, retry it (a 409
+    # program_not_running would tell its agent that the program was cancelled)
+    assert isinstance(stopped, ShuttingDown)
+    assert stopped.status == 503
+    assert stopped.extra["retryable"] is True
     store.close()
     with Store.open(tmp_path / "s.duckdb") as reopened:
         assert reopened.intents.recovery.needs_reconcile == (make_tool_call_id("p1", "w", 1),)
