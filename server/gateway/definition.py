@@ -79,8 +79,13 @@ class ToolDefinition:
     def view_for(self, tenant: str, *, operator: bool) -> dict[str, JSONValue]:
         """The ``Tool`` object as ``tenant`` may see it: in full for its own tools and for
         operator keys; a tool it did not register (a platform tool) shows its executor's
-        ``type`` only, as the URL or the script behind it is the operator's."""
-        return self.to_json(executor_details=operator or self.tenant == tenant)
+        ``type`` only, as the URL or the script behind it is the operator's, and of the
+        tenants allowed to call it only ``tenant`` itself (the others' names are theirs)."""
+        full = operator or self.tenant == tenant
+        view = self.to_json(executor_details=full)
+        if not full and self.allowed_tenants is not None:
+            view["allowed_tenants"] = [tenant]  # restricted, and listed: it sees the tool
+        return view
 
     def to_json(self, *, executor_details: bool = True) -> dict[str, JSONValue]:
         """The API's ``Tool`` object; ``owner`` is ``null`` for a platform tool. Without

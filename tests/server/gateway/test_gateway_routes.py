@@ -144,6 +144,7 @@ def test_a_tenant_sees_only_the_type_of_an_executor_it_did_not_register(
     http, _ = client
     url = "http://10.0.0.7/internal-only"
     platform = tool_body("internal", {"type": "http", "url": url})
+    platform["allowed_tenants"] = ["tenant-a", "tenant-b", "a-secret-customer"]
     assert http.post("/v1/tools", json=platform, headers=OP).status_code == 201
     own = tool_body("mine", {"type": "builtin", "name": "echo"})
     assert http.post("/v1/tools", json=own, headers=A).status_code == 201
@@ -158,3 +159,6 @@ def test_a_tenant_sees_only_the_type_of_an_executor_it_did_not_register(
     }
     assert executors(B) == {"internal": {"type": "http"}}
     assert executors(OP)["internal"] == {"type": "http", "url": url}
+    # of the tenants allowed, a tenant sees itself only: the others' names are theirs
+    (seen,) = http.get("/v1/tools", headers=B).json()["tools"]
+    assert seen["allowed_tenants"] == ["tenant-b"]
