@@ -7,6 +7,8 @@ after the abort."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,6 +18,7 @@ from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import adapter
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
+from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.stream import SGLangStream
 
 
@@ -84,3 +87,64 @@ def test_an_aborted_stream_reports_what_the_engine_generated_after_the_abort() -
     assert result.output_tokens == 2  # what the reader got
     assert result.produced_tokens == 5
     assert result.generated_tokens == 5
+
+
+def test_a_probe_whose_caller_stops_waiting_is_aborted() -> None:
+    """``/ready`` bounds the health probe at 2 s; the probe waits up to 10 s. Cancelled, it
+    stayed queued in the engine, one more for every later probe."""
+    runtime: Any = object.__new__(SGLangRuntime)
+    runtime.clock = lambda: 0.0
+    runtime._calls = {}
+    runtime._late_aborts = set()
+    aborted: list[str] = []
+
+    async def never_served(call: Any, kind: Any = None) -> None:
+        await asyncio.Event().wait()
+
+    async def abort(rid: str) -> bool:
+        aborted.append(rid)
+        return True
+
+    runtime._pump = never_served
+    runtime.abort = abort
+
+    async def scenario() -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(0.05):
+                await runtime._probe()
+        await asyncio.wait_for(asyncio.gather(*runtime._late_aborts), 1.0)
+
+    asyncio.run(scenario())
+    assert len(aborted) == 1
+    assert aborted[0].startswith("__probe__/")
+
+
+def test_a_drained_engine_is_healthy_without_a_probe() -> None:
+    """A drain admits no new call, a probe included: probing would only queue probes."""
+    runtime: Any = object.__new__(SGLangRuntime)
+    runtime.engine = object()
+    runtime._procs = SimpleNamespace(alive=lambda: True)
+    runtime._started_at = 0.0
+    runtime._last_output = 0.0
+    runtime.control = SimpleNamespace(state=SimpleNamespace(paused=True))
+    runtime._gate = asyncio.Event()
+    runtime._gate.set()
+
+    async def no_probe() -> bool:
+        raise AssertionError("probed while drained")
+
+    runtime._probe = no_probe
+    assert asyncio.run(runtime.healthy()) is True
+
+
+def test_a_configured_state_folder_starts_without_an_earlier_engine_s_reports(
+    tmp_path: Path,
+) -> None:
+    """A configured ``state_dir`` outlives its engine: the last run's status and markers, read
+    as this engine's, passed the start-up check before its plugin ran and acknowledged control
+    versions it never applied."""
+    (tmp_path / "status.json").write_text('{"control_version": 50}')
+    (tmp_path / "plugin-123.json").write_text("{}")
+    runtime = SGLangRuntime(EngineSettings(model_path=tmp_path), state_dir=tmp_path)
+    assert runtime.read_status() is None
+    assert not (tmp_path / "plugin-123.json").exists()

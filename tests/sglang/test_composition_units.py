@@ -20,6 +20,7 @@ from agentconsole.server.runtime.sglang.composition import (
     admission_slots,
     keeps_one_chunked,
 )
+from agentconsole.server.runtime.sglang.control import CONTROL_FILE, ControlState, write_json_atomic
 from agentconsole.server.runtime.sglang.plugin_state import PluginState
 
 
@@ -377,3 +378,14 @@ def test_a_second_chunked_request_is_refused_beside_a_capped_chunk() -> None:
     assert keeps_one_chunked(object(), has_chunked_req=True, chunk_capped=True)
     # no cap this pass: SGLang admits as it always does (the chunk took its budget)
     assert keeps_one_chunked(chunked, has_chunked_req=True, chunk_capped=False)
+
+
+def test_a_policy_switch_ranks_the_running_requests_anew(tmp_path: Path) -> None:
+    """The keys kept for running requests were made under the old policy: compared with the
+    pending prefills' keys under the new one (a cp-cache key of a few seconds against an
+    fcfs arrival time), every prefill was deferred, or none."""
+    write_json_atomic(tmp_path / CONTROL_FILE, ControlState(version=1).to_json())
+    state = PluginState(tmp_path)
+    state.composer._running_keys["decoder"] = 5.0  # kept under the first policy
+    state._apply(ControlState(version=2, policy="fcfs"))
+    assert state.composer._running_keys == {}

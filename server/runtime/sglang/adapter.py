@@ -34,6 +34,7 @@ import shutil
 import signal
 import tempfile
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ from agentconsole.server.runtime.sglang.engine_log import EngineLog
 from agentconsole.server.runtime.sglang.factory import default_model_dir, settings_from_options
 from agentconsole.server.runtime.sglang.kvview import KVView
 from agentconsole.server.runtime.sglang.live_control import LiveControl
-from agentconsole.server.runtime.sglang.rank_status import RankFiles
+from agentconsole.server.runtime.sglang.rank_status import RankFiles, clear_reports
 from agentconsole.server.runtime.sglang.ranks import RankRouter
 from agentconsole.server.runtime.sglang.snapshot import build_snapshot
 from agentconsole.server.runtime.sglang.stream import SGLangStream
@@ -90,6 +91,7 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
         self._own_state_dir = state_dir is None
         self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="agentconsole-sglang-"))
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        clear_reports(self.state_dir, settings.dp)  # a configured folder outlives an engine
         initial = control or ControlState()
         initial.policy = policy
         self.control = ControlWriter(self.state_dir, initial)
@@ -106,7 +108,7 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
         self._gate = asyncio.Event()
         self._gate.set()
         #: aborts still waiting for SGLang to register their call (see ``abort``)
-        self._late_aborts: set[asyncio.Task[None]] = set()
+        self._late_aborts: set[asyncio.Task[object]] = set()
         self._started_at = 0.0
         self._last_output = 0.0
         self._hit_tokens = 0
@@ -310,9 +312,7 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
             if time.monotonic() > deadline:
                 # the caller stops waiting; the abort still goes once SGLang has the rid
                 logger.warning("call %s not in the engine after %.0f s", call_id, ABORT_WAIT_S)
-                task = asyncio.create_task(self._abort_when_registered(call_id))
-                self._late_aborts.add(task)
-                task.add_done_callback(self._late_aborts.discard)
+                self._late(self._abort_when_registered(call_id))
                 return False
             await asyncio.sleep(0.002)
         if not call.ended:
@@ -320,6 +320,16 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
         with contextlib.suppress(Exception):
             await call.result()
         return True
+
+    def _abort_later(self, call_id: str) -> None:
+        """Abort ``call_id`` in the background (the caller cannot wait)."""
+        self._late(self.abort(call_id))
+
+    def _late(self, work: Coroutine[Any, Any, object]) -> None:
+        """Run ``work`` as a task cancelled when the engine stops (``_late_aborts``)."""
+        task = asyncio.create_task(work)
+        self._late_aborts.add(task)
+        task.add_done_callback(self._late_aborts.discard)
 
     async def _abort_when_registered(self, call_id: str) -> None:
         """Abort ``call_id`` as soon as SGLang has registered it (or it ended)."""
@@ -346,6 +356,10 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
         now = time.time()
         if now - self._last_output < _HEALTH_FRESH_S:
             return True
+        if self.control.state.paused or not self._gate.is_set():
+            # a drain admits no new call, a probe included (it would wait in the queue until
+            # the resume): the processes' health is the engine's
+            return True
         if now - self._probe_at < 1.0:
             return self._probe_ok
         self._probe_at = now
@@ -360,6 +374,11 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
         call.task = asyncio.create_task(self._pump(call, wire.CallKind.PROBE))
         try:
             result = await asyncio.wait_for(call.result(), timeout=10.0)
+        except asyncio.CancelledError:
+            # the caller stopped waiting (``/ready``'s own bound): the probe must not stay
+            # in the engine's queue, one more for each later probe
+            self._abort_later(rid)
+            raise
         except Exception:
             await self.abort(rid)
             return False

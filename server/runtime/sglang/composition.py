@@ -74,6 +74,11 @@ class StepComposer:
         #: tier and defer every prefill behind it; and a pass ranks only new decoders
         self._running_keys: dict[str, Any] = {}
 
+    def rules_changed(self) -> None:
+        """The keys' rules changed (a policy or fairness switch): the running requests' kept
+        keys were made under the old ones and must not be compared with new keys."""
+        self._running_keys.clear()
+
     def defer_prefill(
         self,
         rank_keys: RankKeys,

@@ -109,8 +109,15 @@ class LiveControl:
         self.control.state.preempted[call_id] = time.time()
         await self._ack(self.control.write(ack=True))
         tm = self.engine.tokenizer_manager
-        await tm.pause_generation(symbols.load(symbols.PAUSE_REQ)(mode="retract"))
-        await tm.continue_generation(symbols.load(symbols.CONTINUE_REQ)(torch_empty_cache=False))
+        try:
+            await tm.pause_generation(symbols.load(symbols.PAUSE_REQ)(mode="retract"))
+        finally:
+            # shielded: a cancel of this task between the two (a client gone) must not
+            # leave the whole engine paused
+            resume = tm.continue_generation(
+                symbols.load(symbols.CONTINUE_REQ)(torch_empty_cache=False)
+            )
+            await asyncio.shield(resume)
         return True
 
     def program_ended(self, program_id: str) -> None:

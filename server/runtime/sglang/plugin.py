@@ -128,7 +128,9 @@ def _adder_class(st: PluginState) -> type[Any]:
         """SGLang's ``PrefillAdder`` with agentconsole's preemption rule and drain gate."""
 
         def add_one_req(self, req: Any, *args: Any, **kwargs: Any) -> Any:
-            if st.paused:
+            # a drain admits no new call; a call that already ran (SGLang retracted it under
+            # memory pressure, or an operator preempt did) goes on: the drain waits for it
+            if st.paused and not st.requests.ran(req.rid):
                 return add_result.OTHER
             return super().add_one_req(req, *args, **kwargs)
 

@@ -76,6 +76,10 @@ class RequestBook:
         if candidate.rid in self.admitted:
             self._back_in_queue.add(candidate.rid)
 
+    def ran(self, rid: str) -> bool:
+        """Request ``rid`` was admitted before (it ran a step)."""
+        return rid in self.admitted
+
     def seen_running(self, rid: str, now: float) -> bool:
         """Request ``rid`` ran a step at ``now``; True when it just came out of the waiting
         queue (its first step, or its first since it was seen waiting again)."""

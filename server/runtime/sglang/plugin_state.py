@@ -195,6 +195,7 @@ class PluginState:
             # what every key is computed under; the rest a key reads is among its memo inputs
             # (control is written on every tool-wait hint: clearing on each would empty it)
             self.key_memo.clear()
+            self.composer.rules_changed()
             try:
                 self.guard.configure(_config(FairnessConfig, control.fairness))
             except (TypeError, ValueError) as err:  # a malformed value: the old rules stand

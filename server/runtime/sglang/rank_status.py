@@ -20,6 +20,7 @@ from agentconsole.server.runtime.sglang.control import (
     PLACEMENT_FILE,
     STATUS_FILE,
     CachedJsonFile,
+    marker_files,
     rank_file,
 )
 from agentconsole.server.runtime.sglang.status import Placement, SchedulerStatus
@@ -119,6 +120,17 @@ def _read_each(files: Sequence[_ParsedFile[T]]) -> list[T | None]:
     """Each file's content, parsed (None: missing, unreadable or malformed)."""
     now = time.monotonic()
     return [f.read(now) for f in files]
+
+
+def clear_reports(state_dir: Path, ranks: int) -> None:
+    """Remove what an earlier engine's plugin left in ``state_dir`` (each rank's status and
+    placement, the markers): read as this engine's, they would pass the start-up check before
+    its plugin runs and acknowledge control versions it never applied."""
+    for rank in rank_ids(ranks):
+        for name in (STATUS_FILE, PLACEMENT_FILE):
+            (state_dir / rank_file(name, rank)).unlink(missing_ok=True)
+    for marker in marker_files(state_dir):
+        marker.unlink(missing_ok=True)
 
 
 class RankFiles:
