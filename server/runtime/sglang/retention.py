@@ -44,6 +44,9 @@ from agentconsole.server.runtime.sglang.control import RetentionHint
 STRATEGY_NAME = "agentconsole"
 #: attribute the plugin sets on Python tree-core nodes: wall-clock retention deadline
 UNTIL_ATTR = "_agentconsole_until"
+#: attribute with each program's own mark of the node (``UNTIL_ATTR`` is what they add up
+#: to): a path two programs share keeps one's ``keep`` whatever the other drops or releases
+MARKS_ATTR = "_agentconsole_marks"
 DROPPED = float("-inf")
 CLASS_DROPPED, CLASS_NORMAL, CLASS_KEPT = 0, 1, 2
 
@@ -122,9 +125,29 @@ def radix_key_of(token_ids: Any, ctx: Context) -> Any:
     return key_cls(token_ids=token_ids, extra_key=ctx.extra_key, cache_salt=ctx.cache_salt)
 
 
-def mark_context(tree_cache: Any, ctx: Context, until: float | None, *, whole_path: bool) -> int:
+def set_mark(node: Any, owner: str, until: float | None) -> None:
+    """Record ``owner``'s mark ``until`` on ``node`` (None: it has none now) and set the
+    node's eviction mark to what the programs' marks add up to: the latest ``keep`` deadline
+    when any program keeps it; ``DROPPED`` when programs mark it and none keeps it; None when
+    no program marks it."""
+    marks: dict[str, float] | None = getattr(node, MARKS_ATTR, None)
+    if marks is None:
+        marks = {}
+        setattr(node, MARKS_ATTR, marks)
+    if until is None:
+        marks.pop(owner, None)
+    else:
+        marks[owner] = until
+    kept = max(marks.values(), default=None)
+    setattr(node, UNTIL_ATTR, kept)
+
+
+def mark_context(
+    tree_cache: Any, ctx: Context, until: float | None, *, whole_path: bool, owner: str = ""
+) -> int:
     """Mark the cached path of ``ctx`` with deadline ``until`` (``DROPPED`` = evict first,
-    None = ordinary); returns the tokens marked (0 when nothing of it is cached).
+    None = ordinary) as ``owner``'s mark (:func:`set_mark`); returns the tokens marked (0 when
+    nothing of it is cached).
 
     Requires the Python tree core (nodes are Python objects that accept an attribute).
     ``whole_path=False`` stops below the deepest node another sequence continues from, so only
@@ -147,7 +170,7 @@ def mark_context(tree_cache: Any, ctx: Context, until: float | None, *, whole_pa
                 break
     tokens = 0
     for n in path:
-        setattr(n, UNTIL_ATTR, until)
+        set_mark(n, owner, until)
         tokens += len(n.key) if n.key is not None else 0
     return tokens
 
@@ -188,7 +211,7 @@ class RetentionBook:
                 continue
             until = mark_for(hint.action, hint.until)
             whole = hint.action not in ("recompute", "drop", "offload")
-            tokens = mark_context(tree, ctx, until, whole_path=whole)
+            tokens = mark_context(tree, ctx, until, whole_path=whole, owner=program)
             if hint.action == "keep":
                 self._kept[program] = (tokens, hint.until)
             else:
