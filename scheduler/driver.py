@@ -5,7 +5,8 @@ driver decides what a program's events mean for the engine and for other program
 
 * **the door** (``scheduler.door.ProgramDoor``): is a new program started now or parked,
   sized by its kind's predicted peak against the engines' HBM + DRAM, and which waiting
-  program goes first (its kind's expected run: ``scheduler.doorline``);
+  program goes first (its kind's expected run: ``scheduler.doorline``); each wait there
+  ends in a ``program.door_waited`` event, which the metrics count as queueing;
 * **ticket inputs**: the cached tokens and restore cost of a call, from what the engine holds
   of its prompt (a :class:`~agentconsole.scheduler.runtime.PrefixProbe`);
 * **the tool-wait decision**: when a program waits on tools only, what happens to its KV
@@ -124,6 +125,9 @@ class ProgramDriver:
         )
         self.retained: dict[str, Retained] = {}
         self._flights: dict[str, _Flight] = {}
+        #: programs waiting at the door -> since when, and whether at a call boundary (else
+        #: at their start): the wait the metrics count as queueing (``_door_wait_ended``)
+        self._door_waits: dict[str, tuple[float, bool]] = {}
         self._dirty: dict[str, None] = {}  # an ordered set: decisions in event order
 
     # -- the door
@@ -159,7 +163,10 @@ class ProgramDriver:
         flight = self._flight(program_id)
         flight.private_tokens = flight.peak_tokens = private_tokens
         predicted = self._predicted(program_id, private_tokens)
-        return self.door.try_start(program_id, predicted, now, kind=self._run_kind(program_id))
+        started = self.door.try_start(program_id, predicted, now, kind=self._run_kind(program_id))
+        if not started:
+            self._door_wait_starts(program_id, now, boundary=False)
+        return started
 
     def at_boundary(self, program_id: str, view: EngineView, now: float) -> list[Action] | None:
         """A started program's next call is ready: None to queue it, or, when the started
@@ -171,12 +178,15 @@ class ProgramDriver:
         door = self.door
         back = door.come_back(program_id, now) if self.door_open else None
         if back is not None:  # it stopped waiting here before: back to its place in line
+            if not back:
+                self._door_wait_starts(program_id, now, boundary=True)
             return None if back else []
         if not (self.door_open and door.over_budget and door.is_started(program_id)):
             return None
         if self.in_flight(program_id) or door.is_returning(program_id):
             return None  # a fan-out's sibling runs: it parks at a boundary of its own
         door.park_started(program_id, now)
+        self._door_wait_starts(program_id, now, boundary=True)
         memory = view.memory(program_id, now)
         flight = self._flight(program_id)
         room = memory.dram_capacity_tokens >= flight.private_tokens > 0
@@ -186,16 +196,18 @@ class ProgramDriver:
 
     def leave_door(self, program_id: str, now: float) -> list[Action]:
         """``program_id``'s caller stopped waiting at the door (``ProgramDoor.leave``: its
-        place in line is kept for its retry)."""
-        return self._started(self.door.leave(program_id, now))
+        place in line is kept for its retry; its wait so far is recorded, a retry that
+        waits again starts another)."""
+        self._door_wait_ended(program_id, now, "left")
+        return self._started(self.door.leave(program_id, now), now)
 
     def let_all_in(self, now: float) -> list[Action]:
         """The door turned off (``program_aware`` false): start everyone waiting at it."""
-        return self._started(self.door.let_all_in(now))
+        return self._started(self.door.let_all_in(now), now)
 
     def tick(self, now: float) -> list[Action]:
         """Time passed: retentions that lapsed stop counting at the door."""
-        return self._started(self.door.wake(now))
+        return self._started(self.door.wake(now), now)
 
     def next_wake(self) -> float | None:
         """When a retention counted at the door lapses while programs wait (None: never)."""
@@ -349,6 +361,8 @@ class ProgramDriver:
         expected run."""
         flight = self._flights.get(program_id)
         program = self.controller.get(program_id)
+        if not program.state.terminal:  # it ends at the door: its wait there ends before it
+            self._door_wait_ended(program_id, now, "ended")
         kind = program_kind(program.labels, program.tenant)
         taught: dict[str, Scalar] = {learned.KIND: kind}
         # a program that ran no call (finished at the door) says nothing of its kind's peak
@@ -388,6 +402,7 @@ class ProgramDriver:
             return self._end(program_id, now)
         flight = self._flights.get(program_id)
         calls = tuple(sorted(flight.calls)) if flight is not None else ()
+        self._door_wait_ended(program_id, now, "ended")  # recorded before its end
         self.controller.cancel_program(program_id, now, reason=reason)
         actions: list[Action] = [AbortCalls(calls)] if calls else []
         if self.program_aware:
@@ -418,7 +433,8 @@ class ProgramDriver:
                 if self.program_aware:
                     actions += self._tool_wait(program_id, flight, view, now)
                 continue
-            actions += self._started(self.door.step_out(program_id, now + self.idle_grace_s, now))
+            grace = now + self.idle_grace_s
+            actions += self._started(self.door.step_out(program_id, grace, now), now)
         return actions
 
     def _tool_wait(
@@ -434,7 +450,7 @@ class ProgramDriver:
         context = view.context(program_id, now)
         if context is None or context.private_tokens <= 0:
             # nothing of it is cached: it has no working set until its next call
-            return self._started(self.door.step_out(program_id, now, now))
+            return self._started(self.door.step_out(program_id, now, now), now)
         private = context.private_tokens
         facts = ToolWaitFacts(
             program_id,
@@ -454,7 +470,8 @@ class ProgramDriver:
                 program_id, program.tenant, private, advice.action, now + advice.retain_s
             )
         hint = CacheHint(program_id, advice.action, advice.retain_s)
-        return [hint, *self._started(self.door.step_out(program_id, now + advice.kept_s, now))]
+        kept = now + advice.kept_s
+        return [hint, *self._started(self.door.step_out(program_id, kept, now), now)]
 
     def _last_tool_back(
         self, program_id: str, flight: _Flight
@@ -518,13 +535,44 @@ class ProgramDriver:
     def _end(self, program_id: str, now: float) -> list[Action]:
         had_flight = self._flights.pop(program_id, None) is not None
         self._dirty.pop(program_id, None)
+        self._door_waits.pop(program_id, None)  # a dropped program's wait is nobody's now
         self._release(program_id)
         ended: list[Action] = [ProgramEnded(program_id)] if had_flight else []
-        return ended + self._started(self.door.finish(program_id, now))
+        return ended + self._started(self.door.finish(program_id, now), now)
 
-    @staticmethod
-    def _started(program_ids: list[str]) -> list[Action]:
-        return [StartPrograms(tuple(program_ids))] if program_ids else []
+    def _started(self, program_ids: list[str], now: float) -> list[Action]:
+        """The action that starts ``program_ids`` (the door let them in at ``now``); ends
+        their waits there."""
+        if not program_ids:
+            return []
+        for program_id in program_ids:
+            self._door_wait_ended(program_id, now, "let_in")
+        return [StartPrograms(tuple(program_ids))]
+
+    # -- door waits
+    def _door_wait_starts(self, program_id: str, now: float, *, boundary: bool) -> None:
+        """``program_id`` waits at the door from ``now`` (at a call ``boundary``, else at its
+        start); a wait already running goes on. Changes only the waits table."""
+        self._door_waits.setdefault(program_id, (now, boundary))
+
+    def _door_wait_ended(self, program_id: str, now: float, how: str) -> None:
+        """``program_id``'s wait at the door ended at ``now`` (``how``: ``let_in``, ``left``,
+        ``ended``): emits ``program.door_waited`` with its length, which the metrics count as
+        queueing (critical-path queue idle, starvation, max wait), the same for ``bench`` and
+        ``serve``. Nothing when it was not waiting."""
+        waiting = self._door_waits.pop(program_id, None)
+        if waiting is None:
+            return
+        since, boundary = waiting
+        program = self.controller.programs.get(program_id)
+        data: dict[str, Scalar] = {
+            "door_s": now - since,
+            "at": "boundary" if boundary else "start",
+            "ended": how,
+        }
+        tenant = program.tenant if program is not None else ""
+        event = Event(now, EventKind.PROGRAM_DOOR_WAITED, program_id, tenant=tenant, data=data)
+        self.controller.sink.emit(event)
 
     def in_flight(self, program_id: str) -> int:
         """Calls of the program in the engine."""

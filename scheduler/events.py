@@ -28,6 +28,8 @@ class EventKind(StrEnum):
     PROGRAM_FINISHED = "program.finished"
     PROGRAM_FAILED = "program.failed"
     PROGRAM_CANCELLED = "program.cancelled"
+    #: a wait at the program door ended (let in, left, or the program ended there): ``door_s``
+    PROGRAM_DOOR_WAITED = "program.door_waited"
 
     NODE_ADDED = "node.added"
     NODE_READY = "node.ready"

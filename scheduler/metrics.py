@@ -7,6 +7,8 @@ events; ``serve`` feeds it live events for ``/metrics``, the SSE feed and the co
 Event data keys it reads (producers: the controller and the runtimes):
 
 * ``node.added``: ``kind``, ``parents`` (comma-separated), ``branch``
+* ``program.door_waited``: ``door_s`` (a wait at the program door, ending at the event)
+* ``call.queued``: its time (where a door wait before the call lies on the critical path)
 * ``call.scheduled``: ``hit_tokens``, ``recompute_tokens``
 * ``call.finished`` / ``call.aborted``: ``prompt_tokens``, ``cached_tokens``,
   ``computed_tokens`` (prefilled), ``output_tokens``, ``service_s``, ``queue_s``,
@@ -18,30 +20,36 @@ Event data keys it reads (producers: the controller and the runtimes):
   ``cross_model_lost_tokens`` (prompt tokens another model had cached for the tenant that it
   prefilled in full), ``cross_model_reused_tokens`` and ``cross_model_recompute_tokens``
   (another model's KV reused for its shared layers, and prefilled for the rest)
-* ``tool.finished``: ``latency_s``, ``outcome``
+* ``tool.finished``: ``latency_s``, ``outcome``, ``final``, ``node_state`` (a final attempt's
+  failure completes the node, as the controller does)
 * ``kv.*``: ``tokens``; ``engine.stats``: ``busy_s`` (cumulative), ``hbm_bytes``, ``dram_bytes``
 * ``call.ghost_tokens``: ``tokens``
 
 Critical-path idle: along the observed critical path (the chain of last-finishing parents),
-the program's time not spent computing on that path, split into queue (waiting for the engine),
-KV (reloading or recomputing evicted context) and tool (waiting for tools). A tenant's
-*slowdown* is the mean of E2E / (E2E − queue idle − KV idle) over its finished programs: how
-much longer programs took than their own work and tools required; when the simulator knows a
-program's E2E alone on a warm idle engine (``ideal_e2e_s`` on ``program.created``), that is the
-denominator instead, so batch interference counts too. *Starvation* is the largest
-wait/service ratio of any of its programs.
+the program's time not spent computing on that path, split into queue (waiting for the engine,
+or at the program door), KV (reloading or recomputing evicted context) and tool (waiting for
+tools). A tenant's *slowdown* is the mean of E2E / (E2E − queue idle − KV idle) over its
+finished programs: how much longer programs took than their own work and tools required; when
+the simulator knows a program's E2E alone on a warm idle engine (``ideal_e2e_s`` on
+``program.created``), that is the denominator instead, so batch interference counts too.
+*Starvation* is the largest wait/service ratio of any of its programs (its wait: in engine
+queues and at the door).
+
+A program rebuilt after a ``serve`` restart emits no ``program.created`` again: the server
+hands it over with :meth:`MetricsAggregator.adopt`, so its end still counts.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict, deque
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentconsole.scheduler.eventdata import number
-from agentconsole.scheduler.events import Event, EventKind, paused_gc
+from agentconsole.scheduler.events import Event, EventKind, Scalar, paused_gc
+from agentconsole.scheduler.program import NodeState, Program
 
 SERVICE_FLOOR_S = 0.05  # service below this counts as this for wait/service ratios
 
@@ -73,6 +81,10 @@ class _Node:
     kind: str = "llm"
     parents: tuple[str, ...] = ()
     branch: str = "main"
+    added_at: float = 0.0
+    #: when its (first) call was queued: an LLM node revealed before the door parked its
+    #: program waits there between the two
+    queued_at: float | None = None
     finished_at: float | None = None
     queue_s: float = 0.0
     restore_s: float = 0.0
@@ -92,6 +104,8 @@ class _Program:
     tool_s: float = 0.0
     #: node -> when its call was queued, while it waits for the engine (live starvation)
     queued_since: dict[str, float] = field(default_factory=dict)
+    #: its waits at the program door, (from, to); None: it never waited there
+    door: list[tuple[float, float]] | None = None
 
 
 @dataclass(slots=True)
@@ -170,6 +184,35 @@ class MetricsAggregator:
         self._tenant_programs[e.tenant] += 1
         self.counts["programs"] += 1
 
+    def adopt(self, program: Program) -> None:
+        """Follow ``program``, rebuilt after a restart from the store (its ``program.created``
+        went to the previous server's aggregator): it counts as one of its tenant's programs
+        and its end counts as any other's, its nodes and its wait and service so far taken
+        from the rebuilt figures. Nothing for an ended program, or one already followed."""
+        if program.state.terminal or program.program_id in self._live:
+            return
+        followed = _Program(program.tenant, program.created_at)
+        followed.first_token_at = program.first_progress_at  # its TTFP was counted before
+        followed.service_s = program.attained_service_s
+        followed.wait_s = program.wait_s
+        for node in program.nodes.values():
+            done = node.state is NodeState.DONE
+            followed.tool_s += node.tool_s
+            followed.nodes[node.node_id] = _Node(
+                kind=node.kind.value,
+                parents=node.parents,
+                branch=node.branch.value,
+                added_at=node.created_at,
+                finished_at=node.finished_at if done else None,
+                queue_s=node.queue_s,
+                restore_s=node.kv_restore_s,
+                tool_s=node.tool_s,
+                service_s=node.service_s,
+            )
+        self._live[program.program_id] = followed
+        self._tenant_programs[program.tenant] += 1
+        self.counts["programs"] += 1
+
     def _node_added(self, e: Event) -> None:
         program = self._live.get(e.program_id)
         if program is None:
@@ -179,12 +222,31 @@ class MetricsAggregator:
             kind=str(e.data.get("kind", "llm")),
             parents=tuple(filter(None, parents.split(","))) if parents else (),
             branch=str(e.data.get("branch", "main")),
+            added_at=e.t,
         )
 
     def _queued(self, e: Event) -> None:
         program = self._live.get(e.program_id)
         if program is not None:
             program.queued_since[e.node_id] = e.t
+            node = program.nodes.get(e.node_id)
+            if node is not None and node.queued_at is None:
+                node.queued_at = e.t
+
+    def _door_waited(self, e: Event) -> None:
+        """A wait at the program door ended: it is the program's wait (starvation), the
+        tenant's (max queue wait) and, where it lies on the critical path, queue idle
+        (``_critical_path_idle``), as a wait in the engine's queue would be."""
+        program = self._live.get(e.program_id)
+        waited = number(e.data, "door_s")
+        if program is None or waited <= 0.0:
+            return
+        program.wait_s += waited
+        tenant = program.tenant
+        self._tenant_max_wait[tenant] = max(self._tenant_max_wait[tenant], waited)
+        if program.door is None:
+            program.door = []
+        program.door.append((e.t - waited, e.t))
 
     def _scheduled(self, e: Event) -> None:
         self.counts["prefix_hit_tokens"] += number(e.data, "hit_tokens")
@@ -258,7 +320,7 @@ class MetricsAggregator:
         node = program.nodes.get(e.node_id)
         if node is not None:
             node.tool_s += latency
-            if e.data.get("outcome") == "ok":
+            if _tool_node_done(e.data):
                 node.finished_at = e.t
 
     def _program_end(self, e: Event) -> None:
@@ -430,21 +492,46 @@ _CROSS_MODEL_KEYS = (
 )
 
 
+def _tool_node_done(data: Mapping[str, Scalar]) -> bool:
+    """Whether a tool end completed its node: the controller's ``node_state`` when the event
+    carries it; else (an event stored before it did) an ``ok`` outcome or a ``final``
+    attempt, the controller's rule. A final attempt that failed or timed out is the tool's
+    result (its children run), so it ends the node on the critical path too."""
+    state = data.get("node_state")
+    if isinstance(state, str):
+        return state == "done"
+    return data.get("outcome") == "ok" or data.get("final") is True
+
+
 def _critical_path_idle(program: _Program) -> tuple[float, float, float]:
+    """(queue, KV, tool) idle along the critical path: each node's own, plus, as queue, the
+    door waits in the gap before a node (from its parent's end, or a root's program's
+    creation, to its call's queueing, or a tool node's reveal)."""
     done = {nid: n for nid, n in program.nodes.items() if n.finished_at is not None}
     if not done:
         return 0.0, 0.0, 0.0
     nid = max(done, key=lambda k: done[k].finished_at or 0.0)
     queue = kv = tool = 0.0
+    door = program.door
     while True:
         node = done[nid]
         queue += node.queue_s
         kv += node.restore_s
         tool += node.tool_s
         parents = [p for p in node.parents if p in done]
-        if not parents:
+        parent = max(parents, key=lambda k: done[k].finished_at or 0.0) if parents else None
+        if door is not None and (parent is not None or not node.parents):
+            since = program.created_at if parent is None else done[parent].finished_at
+            entered = node.added_at if node.queued_at is None else node.queued_at
+            queue += _overlap(door, since or 0.0, entered)
+        if parent is None:
             return queue, kv, tool
-        nid = max(parents, key=lambda k: done[k].finished_at or 0.0)
+        nid = parent
+
+
+def _overlap(spans: list[tuple[float, float]], start: float, end: float) -> float:
+    """Seconds of ``spans`` (disjoint) within ``start``..``end``."""
+    return sum(max(min(end, hi) - max(start, lo), 0.0) for lo, hi in spans)
 
 
 #: the counter of each way a call ends (a failed call: the engine ended it, or the runtime failed)
@@ -456,6 +543,7 @@ _CALL_ENDS = {
 
 _HANDLERS = {
     EventKind.PROGRAM_CREATED: MetricsAggregator._created,
+    EventKind.PROGRAM_DOOR_WAITED: MetricsAggregator._door_waited,
     EventKind.CALL_QUEUED: MetricsAggregator._queued,
     EventKind.CALL_FAILED: MetricsAggregator._call_done,
     EventKind.NODE_ADDED: MetricsAggregator._node_added,

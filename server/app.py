@@ -242,7 +242,9 @@ def create_app(
         # programs survive a restart: rows plus the event log's tail (live/reopen.py), then
         # rows of this run, so the next tail starts here
         for view, tail in await asyncio.to_thread(programs_to_restore, store.repo):
-            live.service.reopen(view, tail)
+            program = live.service.reopen(view, tail)
+            if program is not None:  # no program.created again: the metrics follow it anyway
+                live.metrics.adopt(program)
         # and what finished programs and tools taught the scheduler (calls, sizes, runs, latencies)
         latest = store.repo.latest_events
         live.service.driver.relearn(await asyncio.to_thread(latest, RELEARNED, RELEARN_PER_GROUP))

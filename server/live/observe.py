@@ -84,7 +84,9 @@ class Observer:
             "queue_depth": len(snap.queued),
             "running_calls": len(snap.running),
             "kv": self.tiers(snap),
-            "prefix_hit_tokens": snap.prefix_hit_tokens,
+            # the aggregator's sum of ``call.scheduled`` hits, the figure of /metrics, bench and
+            # the stored snapshots (a runtime's own counter also counts admissions that failed)
+            "prefix_hit_tokens": int(counts.get("prefix_hit_tokens", 0)),
             "ghost_tokens": int(counts.get("ghost_tokens", 0)),
             # several models served: prompt tokens one prefilled that another had cached
             "cross_model_lost_tokens": int(counts.get("cross_model_lost_tokens", 0)),

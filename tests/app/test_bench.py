@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from plotly.offline import get_plotlyjs
 
 from agentconsole.bench.runner import BASELINES
+from agentconsole.bench.sweep import meets
 from agentconsole.cli import main
 from agentconsole.scheduler.policies import available
 
@@ -106,6 +107,27 @@ def test_sweep_reports_max_rate_and_ratio(tmp_path: Path) -> None:
     assert bound["programs_per_s"] == pytest.approx(1 / bound["seconds_per_program"])
     assert "ratio to fcfs" in output
     assert "No schedule can finish more than" in output
+
+
+def test_sweep_on_a_trace_shorter_than_programs_finds_a_rate(tmp_path: Path) -> None:
+    """The trace holds 20 programs, fewer than ``--programs`` (500 by default): each probe
+    runs those 20, and is judged on finishing them (not 90% of 500, which none could)."""
+    trace = Path(__file__).parents[2] / "sample_traces" / "seed-mix.small.jsonl"
+    out_json = tmp_path / "sweep.json"
+    args = ["bench", "--trace", str(trace), "--policies", "fcfs", "--jobs", "1"]
+    args += ["--sweep", "--slo-p95", "1e9", "--json", str(out_json)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(out_json.read_text())
+    assert data["policies"]["fcfs"]["programs"] == 20
+    assert data["sweep"]["fcfs"]["max_rate"] > 0
+
+
+def test_a_sweep_probe_counts_only_the_programs_that_finished() -> None:
+    """A cancelled or failed program is no success: 10 of 20 finished fails the 90% rule."""
+    report = {"e2e_p95_s": 1.0, "programs": 20, "finished": 10, "cancelled": 8, "failed": 2}
+    assert not meets(report, 10.0)
+    assert meets({**report, "finished": 18, "cancelled": 2, "failed": 0}, 10.0)
 
 
 def test_kv_policy_comparison_and_trace_input(tmp_path: Path) -> None:

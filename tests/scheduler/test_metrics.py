@@ -6,8 +6,10 @@ import math
 
 import pytest
 
+from agentconsole.scheduler import dag
 from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.scheduler.metrics import SERVICE_FLOOR_S, MetricsAggregator, percentile
+from agentconsole.scheduler.program import Node, NodeKind, NodeState, Program, ProgramState
 
 K = EventKind
 
@@ -99,3 +101,117 @@ def test_starvation_counts_programs_still_waiting() -> None:
     assert metrics.tenants(now=10.0)["t"].starvation == 9.0 / SERVICE_FLOOR_S
     metrics.observe(Event(10.0, EventKind.CALL_SCHEDULED, "p", "n1", 1, "t"))
     assert metrics.tenants(now=20.0)["t"].starvation == 0.0  # scheduled: no longer waiting
+
+
+def _event(t: float, what: EventKind, node: str = "", **data: float | str | bool) -> Event:
+    return Event(t, what, "p", node, 1, "t", data)
+
+
+def _call_done(t: float, node: str, queue_s: float, service_s: float) -> Event:
+    return _event(t, K.CALL_FINISHED, node, queue_s=queue_s, service_s=service_s)
+
+
+def test_a_final_tool_failure_ends_its_node_on_the_critical_path() -> None:
+    """llm n0 (queue 3 s) -> tool n1 (timed out on its final attempt: the agent takes the
+    error as its result) -> llm n2: the tool's 10 s and n0's queueing stay on the path."""
+    events = [
+        _event(0, K.PROGRAM_CREATED),
+        _event(0, K.NODE_ADDED, "n0", kind="llm", parents=""),
+        _call_done(5, "n0", queue_s=3.0, service_s=2.0),
+        _event(5, K.NODE_ADDED, "n1", kind="tool", parents="n0"),
+        _event(
+            15,
+            K.TOOL_FINISHED,
+            "n1",
+            latency_s=10.0,
+            outcome="timeout",
+            final=True,
+            node_state="done",
+        ),
+        _event(15, K.NODE_ADDED, "n2", kind="llm", parents="n1"),
+        _call_done(17, "n2", queue_s=0.5, service_s=1.5),
+        _event(17, K.PROGRAM_FINISHED),
+    ]
+    r = MetricsAggregator().observe_all(events).report()
+    assert r["cp_idle_tool_mean_s"] == pytest.approx(10.0)
+    assert r["cp_idle_queue_mean_s"] >= 3.0
+    assert r["cp_idle_queue_mean_s"] == pytest.approx(3.5)
+
+
+def test_a_final_tool_failure_stored_before_node_state_still_ends_its_node() -> None:
+    """Events without ``node_state`` (stored by an older server): ``final`` decides, as the
+    controller did; both attempts' latency is tool idle on the path."""
+    events = [
+        _event(0, K.PROGRAM_CREATED),
+        _event(0, K.NODE_ADDED, "n1", kind="tool", parents=""),
+        _event(2, K.TOOL_FINISHED, "n1", latency_s=2.0, outcome="fail", final=False),
+        _event(5, K.TOOL_FINISHED, "n1", latency_s=3.0, outcome="fail", final=True),
+        _event(5, K.NODE_ADDED, "n2", kind="llm", parents="n1"),
+        _call_done(6, "n2", queue_s=0.5, service_s=0.5),
+        _event(6, K.PROGRAM_FINISHED),
+    ]
+    r = MetricsAggregator().observe_all(events).report()
+    assert r["cp_idle_tool_mean_s"] == pytest.approx(5.0)
+
+
+def test_a_door_wait_at_a_call_boundary_is_queue_idle_and_wait() -> None:
+    """n0 ends at 5 s; n1, revealed then, waits at the door (parked at its call boundary)
+    until 12 s, then 0.5 s in the engine's queue: 7.5 s of its queueing, and the program's
+    and its tenant's wait."""
+    events = [
+        _event(0, K.PROGRAM_CREATED),
+        _event(0, K.NODE_ADDED, "n0", kind="llm", parents=""),
+        _event(0, K.CALL_QUEUED, "n0"),
+        _call_done(5, "n0", queue_s=1.0, service_s=4.0),
+        _event(5, K.NODE_ADDED, "n1", kind="llm", parents="n0"),
+        _event(12, K.PROGRAM_DOOR_WAITED, door_s=7.0, at="boundary"),
+        _event(12, K.CALL_QUEUED, "n1"),
+        _call_done(14, "n1", queue_s=0.5, service_s=1.5),
+        _event(14, K.PROGRAM_FINISHED),
+    ]
+    agg = MetricsAggregator().observe_all(events)
+    assert agg.report()["cp_idle_queue_mean_s"] == pytest.approx(1.0 + 7.0 + 0.5)
+    tenant = agg.tenants()["t"]
+    assert tenant.max_queue_wait_s == pytest.approx(7.0)
+    assert tenant.starvation == pytest.approx((1.0 + 7.0 + 0.5) / (4.0 + 1.5))
+
+
+def test_a_door_wait_off_the_critical_path_is_not_queue_idle() -> None:
+    """A fan-out: n1 was queued before the program parked; n2 waited at the door and ended
+    first. The critical path runs through n1, which never waited there."""
+    events = [
+        _event(0, K.PROGRAM_CREATED),
+        _event(0, K.NODE_ADDED, "n0", kind="llm", parents=""),
+        _call_done(2, "n0", queue_s=0.0, service_s=2.0),
+        _event(2, K.NODE_ADDED, "n1", kind="llm", parents="n0"),
+        _event(2, K.CALL_QUEUED, "n1"),
+        _event(2, K.NODE_ADDED, "n2", kind="llm", parents="n0"),
+        _event(4, K.PROGRAM_DOOR_WAITED, door_s=2.0, at="boundary"),
+        _event(4, K.CALL_QUEUED, "n2"),
+        _call_done(6, "n2", queue_s=0.0, service_s=2.0),
+        _call_done(10, "n1", queue_s=0.0, service_s=8.0),
+        _event(10, K.PROGRAM_FINISHED),
+    ]
+    agg = MetricsAggregator().observe_all(events)
+    assert agg.report()["cp_idle_queue_mean_s"] == pytest.approx(0.0)
+    assert agg.tenants()["t"].max_queue_wait_s == pytest.approx(2.0)  # still its wait
+
+
+def test_an_adopted_program_counts_when_it_ends() -> None:
+    """A program rebuilt after a restart (no ``program.created`` for this aggregator): its
+    finish, E2E from its creation and critical path count; an ended one is not adopted."""
+    program = Program("p", "t", 100.0, attained_service_s=2.0, wait_s=1.0)
+    done = Node("n0", "p", NodeKind.LLM, state=NodeState.DONE, finished_at=110.0, queue_s=1.0)
+    dag.add_node(program, done)
+    agg = MetricsAggregator()
+    agg.adopt(program)
+    agg.adopt(Program("q", "t", 100.0, state=ProgramState.FINISHED))
+    agg.observe(_event(112, K.NODE_ADDED, "n1", kind="llm", parents="n0"))
+    agg.observe(_call_done(130, "n1", queue_s=2.0, service_s=18.0))
+    agg.observe(_event(130, K.PROGRAM_FINISHED))
+    agg.observe(Event(131, K.PROGRAM_FINISHED, "q", tenant="t"))
+    r = agg.report()
+    assert (r["programs"], r["finished"]) == (1, 1)
+    assert r["e2e_p50_s"] == pytest.approx(30.0)
+    assert r["cp_idle_queue_mean_s"] == pytest.approx(3.0)
+    assert agg.tenants()["t"].starvation == pytest.approx(3.0 / 20.0)

@@ -327,7 +327,11 @@ class SimEngine:
         call.ready_at = got.ready_at
         call.restore_s += got.ready_at - now
         call.recompute_tokens += got.recompute_tokens
-        call.hit_tokens = got.hit_tokens
+        # prefix hits are the first admission's: a call re-admitted after a preemption finds
+        # its own prompt, which it computed (what of it is gone is recompute, counted above)
+        first = not call.retractions
+        if first:
+            call.hit_tokens = got.hit_tokens
         call.prefill_left = max(got.prefill_tokens, 1)  # the last token is recomputed for logits
         self._prefill_pending += call.prefill_left
         call.context_done = call.prompt_tokens + call.generated - call.prefill_left
@@ -346,7 +350,7 @@ class SimEngine:
             call,
             {
                 "queue_s": now - call.queued_at,
-                "hit_tokens": got.hit_tokens,
+                "hit_tokens": got.hit_tokens if first else 0,
                 "reload_tokens": got.reload_tokens,
                 "recompute_tokens": got.recompute_tokens,
             },
@@ -457,17 +461,24 @@ class SimEngine:
                 call.restore_s += call.service_s * min(call.recompute_tokens / miss, 1.0)
             del self._prefilling[call.call_id]
             call.generated += 1
-            call.first_token_at = call.last_token_at = now
-            if self._call_events:
-                ttft = now - call.submitted_at
-                self._emit(now, EventKind.CALL_FIRST_TOKEN, call, {"ttft_s": ttft})
-            self._notes.append(Note("first_token", call))
+            call.last_token_at = now
+            if call.first_token_at is None:  # a re-prefill after a preemption streams on
+                self._first_token(call, now)
             if call.remaining_tokens <= 0:
                 self._finish(call, now)
             else:
                 call.phase = Phase.DECODE
                 self._decoding[call.call_id] = call
                 self._decode_context += call.prompt_tokens + call.generated
+
+    def _first_token(self, call: SimCall, now: float) -> None:
+        """``call`` streams its first token at ``now``: sets ``first_token_at`` (TTFT) and
+        records it (event and note), once per call."""
+        call.first_token_at = now
+        if self._call_events:
+            ttft = now - call.submitted_at
+            self._emit(now, EventKind.CALL_FIRST_TOKEN, call, {"ttft_s": ttft})
+        self._notes.append(Note("first_token", call))
 
     def _complete_decode(self, block: StepBlock, now: float) -> None:
         steps = block.decode_steps
@@ -497,6 +508,10 @@ class SimEngine:
 
     # -- events ---------------------------------------------------------------------------------
     def _usage(self, call: SimCall, now: float) -> dict[str, Scalar]:
+        """A call's end event data. TTFT runs to its first token ever; TBT is the mean gap
+        between its streamed tokens as a client sees them, from that first token to the last,
+        so a preemption's stall (requeue and re-prefill) counts in it, as on ``serve``
+        (``live/accounting.py``)."""
         first = call.first_token_at
         decode_tokens = max(call.generated - 1, 0)
         tbt = (call.last_token_at - first) / decode_tokens if first and decode_tokens else 0.0

@@ -71,7 +71,8 @@ class ProgramRun:
 def build_contexts(run: ProgramRun, cost: CostModel, chunked_prefill_size: int) -> float:
     """Fill ``run.contexts`` with every LLM node's prompt blocks, and return the program's E2E
     alone on a warm engine (shared prefix cached): the denominator of its slowdown. One pass
-    over the DAG in listing (topological) order."""
+    over the DAG in listing (topological) order. The program ends when its needed nodes end
+    (``ProgramRun.needed``), so a discarded branch that would run longer does not count."""
     program = run.trace
     # a block is cached when it was seen right after the same block (a prefix-tree edge), so a
     # summary or report re-read at a new place in a compacted context is prefilled again
@@ -99,7 +100,9 @@ def build_contexts(run: ProgramRun, cost: CostModel, chunked_prefill_size: int) 
         took = cost.prefill_seconds(max(new, 1), total - new, chunked_prefill_size)
         took += cost.decode_steps_seconds(1, total + 1, node.output_tokens - 1)
         finish[node.id] = start + took + cost.efficiency.call_overhead_s
-    return max(finish.values(), default=0.0)
+    return max(
+        (finish[n.id] for n in program.nodes if n.branch is not Branch.DISCARDED), default=0.0
+    )
 
 
 def _edges(blocks: list[Block]) -> list[tuple[Hashable | None, Hashable]]:

@@ -87,6 +87,18 @@ def test_a_new_program_waits_at_the_door_until_a_started_one_ends(tmp_path: Path
         assert door.waiting == 0
 
 
+def test_a_wait_at_the_door_counts_as_the_programs_queueing(tmp_path: Path) -> None:
+    """serve's door records the wait as bench's does (``program.door_waited``, from the
+    driver both share): the tenant's max queue wait sees it."""
+    with _one_waiting(tmp_path / "door.duckdb", "wait") as (server, c, waiter, result):
+        time.sleep(0.3)
+        assert c.post("/v1/programs/wait-a/finish", json={}).status_code == 200
+        waiter.join(10)
+        assert result["response"].status_code == 200, result["response"].text
+        metrics = server.live.metrics
+        wait_until(lambda: metrics.tenants()["tenant-a"].max_queue_wait_s >= 0.3)
+
+
 def test_a_first_call_that_waits_too_long_gets_503_and_leaves_the_queue(tmp_path: Path) -> None:
     with _door_server(tmp_path / "door.duckdb", admission_wait_s=0.3) as server:
         server.wait_ready()

@@ -7,6 +7,8 @@ import json
 import re
 import threading
 import time
+from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,7 +16,7 @@ from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.server.api.observe import _batches
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.store.repository import StoredEvent
-from tests.server.api.harness import LiveServer, chat_body, wait_until
+from tests.server.api.harness import LiveServer, chat_body, make_config, wait_until
 
 
 class FeedReader:
@@ -227,3 +229,40 @@ def test_one_served_model_is_retrieved_by_id(server: LiveServer) -> None:
         assert missing.status_code == 404
         assert missing.json()["error"]["field"] == "model"
         assert c.get("/v1/models/compatibility").status_code == 200
+
+
+def test_overview_prefix_hits_are_the_metrics_count_when_the_head_waits(tmp_path: Path) -> None:
+    """On a 3,000-token pool, the second long call's prompt hits the cache but its output
+    does not fit beside the first's: it waits at the head of the queue for the first to end,
+    and every plan meanwhile matched its prompt again. The overview reports the hits of
+    calls that ran (``call.scheduled``), the figure of /metrics, not every failed match."""
+    config = make_config(tmp_path / "hits.duckdb", max_total_tokens=3_000)
+    config = replace(config, runtime_extra={"time_scale": 0.05, "host_kv_tokens": 0})
+    text = "the shared task of both programs " * 70  # ~600 prompt tokens
+    scheduled: list[Event] = []
+    with LiveServer(config) as server:
+        server.wait_ready()
+        server.live.hub.subscribe(
+            lambda e: scheduled.append(e) if e.kind is EventKind.CALL_SCHEDULED else None
+        )
+
+        def call(program: str, tokens: int) -> None:
+            extra = {"agentconsole": {"program_id": program}, "ignore_eos": True}
+            body = chat_body(text, max_tokens=tokens, **extra)
+            with server.client() as c:
+                assert c.post("/v1/chat/completions", json=body).status_code == 200
+
+        call("warm", 4)  # caches the prompt
+        first = threading.Thread(target=call, args=("first", 1_500))
+        first.start()
+        wait_until(lambda: any(e.program_id == "first" for e in scheduled))
+        call("second", 1_500)
+        first.join(30)
+        with server.client("sk-operator") as ops:
+            overview = ops.get("/v1/overview").json()
+        counts = server.live.metrics.counts
+    by_program = {e.program_id: e for e in scheduled}
+    assert float(str(by_program["second"].data["hit_tokens"])) > 500  # it found the prompt cached
+    assert float(str(by_program["second"].data["queue_s"])) > 1.0  # behind the first
+    assert overview["prefix_hit_tokens"] == counts["prefix_hit_tokens"]
+    assert counts["prefix_hit_tokens"] == sum(float(str(e.data["hit_tokens"])) for e in scheduled)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.server.api.harness import LiveServer, chat_body, make_config
+import pytest
+
+from tests.server.api.harness import OPERATOR, LiveServer, chat_body, make_config
 
 
 def test_a_restarted_server_shows_a_running_programs_nodes_and_continues_it(
@@ -157,3 +159,27 @@ def test_the_event_tail_rebuilds_a_tool_nodes_whole_spec() -> None:
     assert ToolSpec.from_fields({"tool": "old"}) == ToolSpec("old")  # an older row: defaults
     assert ToolSpec.from_fields({"tool": "x", "tool_kind": "nonsense"}) == ToolSpec("x")
     assert ToolSpec.from_fields({"tool": ""}) is None
+
+
+def test_a_program_rebuilt_after_a_restart_counts_when_it_finishes(tmp_path: Path) -> None:
+    """Rebuilding emits no ``program.created``, so the new server's metrics must be told of
+    the program: its finish counts in the overview and its E2E (from its creation before the
+    restart) in the percentiles, as Prometheus' histogram counts it."""
+    db = tmp_path / "finish.duckdb"
+    body = chat_body("plan the trip", max_tokens=8, agentconsole={"program_id": "trip"})
+    with LiveServer(make_config(db)) as first:
+        first.wait_ready()
+        with first.client() as c:
+            assert c.post("/v1/chat/completions", json=body).status_code == 200
+            created = c.get("/v1/programs/trip").json()["created_at"]
+    with LiveServer(make_config(db)) as second:
+        second.wait_ready()
+        with second.client() as c:
+            assert c.post("/v1/programs/trip/finish", json={}).status_code == 200
+            finished = c.get("/v1/programs/trip").json()["finished_at"]
+        second.live.observer.report_ttl_s = 0.0  # percentiles as of now, not a cached report
+        with second.client(OPERATOR) as ops:
+            overview = ops.get("/v1/overview").json()
+    assert overview["programs"]["finished"] == 1
+    assert overview["e2e_p50_s"] == pytest.approx(finished - created)
+    assert overview["e2e_p95_s"] == pytest.approx(finished - created)

@@ -1,0 +1,73 @@
+"""A call preempted while it decodes: its prefix hits count once, its TTFT is its first token's,
+its TBT spans its whole stream (the stall included, as a client sees it), and the output KV
+freed by the preemption counts as recompute."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from agentconsole.kvtiers.node import Block
+from agentconsole.scheduler.events import Event, EventKind, EventLog
+from agentconsole.scheduler.metrics import MetricsAggregator
+from agentconsole.scheduler.policies import get_policy
+from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.runtime.sim.calls import Phase, SimCall
+from agentconsole.server.runtime.sim.costmodel import preset
+from agentconsole.server.runtime.sim.engine import SimEngine
+
+COST = preset("H200-141GB", "llama-3.1-8b", 1)
+SHARED = Block("system", 1_000, public=True)
+
+
+def _call(pid: str, blocks: list[Block], output: int) -> SimCall:
+    ticket = CallTicket(f"{pid}/n/1", pid, "n", "t", 0.0)
+    return SimCall(ticket, blocks, output, f"{pid}/n/out")
+
+
+def _run_until(engine: SimEngine, now: float, done: Callable[[], bool]) -> float:
+    """Run the engine's blocks from ``now`` until ``done()``; returns the time then."""
+    while not done():
+        wake = engine.plan(now)
+        assert wake is not None, "the engine went idle first"
+        now = wake
+        engine.complete(now)
+    return now
+
+
+def _of(log: EventLog, kind: EventKind, pid: str) -> list[Event]:
+    return [e for e in log.events if e.kind is kind and e.program_id == pid]
+
+
+def test_a_preempted_decoding_call_counts_hits_once_and_keeps_its_first_token() -> None:
+    log = EventLog()
+    engine = SimEngine(COST, get_policy("fcfs"), log)
+    warm = _call("warm", [SHARED], 4)  # caches the shared prefix
+    engine.submit(warm, 0.0)
+    now = _run_until(engine, 0.0, lambda: warm.phase is Phase.DONE)
+
+    call = _call("p", [SHARED, Block("p/prompt", 3_000)], 400)
+    engine.submit(call, now)
+    submitted = now
+    now = _run_until(engine, now, lambda: call.generated >= 10)
+    first_token = _of(log, EventKind.CALL_FIRST_TOKEN, "p")[0].t
+    generated = call.generated
+    assert engine.preempt(call.call_id, now)  # its prompt goes back to the cache
+    end = _run_until(engine, now, lambda: call.phase is Phase.DONE)
+
+    scheduled = _of(log, EventKind.CALL_SCHEDULED, "p")
+    assert len(scheduled) == 2  # admitted, then admitted again after the preemption
+    assert [e.data["hit_tokens"] for e in scheduled] == [SHARED.tokens, 0]
+    # its freed output KV is prefilled again: recompute, not a hit
+    assert scheduled[1].data["recompute_tokens"] == generated
+    assert len(_of(log, EventKind.CALL_FIRST_TOKEN, "p")) == 1
+    (finished,) = _of(log, EventKind.CALL_FINISHED, "p")
+    assert finished.data["cached_tokens"] == SHARED.tokens
+    assert finished.data["ttft_s"] == pytest.approx(first_token - submitted)
+    # the stream's mean gap from its first token to its last: the stall counts
+    assert finished.data["tbt_s"] == pytest.approx((end - first_token) / (call.generated - 1))
+
+    metrics = MetricsAggregator().observe_all(log.events)
+    assert metrics.report()["prefix_hit_tokens"] == SHARED.tokens  # the warm-up had none
+    assert max(metrics.ttft) == pytest.approx(first_token - submitted)
