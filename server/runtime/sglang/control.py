@@ -24,7 +24,11 @@ whose path reaches the scheduler in the environment variable ``AGENTCONSOLE_SGLA
   pass named in ``apply_at_step`` (per status file: each data-parallel group counts its own
   passes), which the writer puts a little ahead of the step the group last reported
   (:func:`apply_step`), or two passes after a request sent after the write arrived; only
-  tensor rank 0 writes the status, placement and steps files (``lockstep``).
+  tensor rank 0 writes the status, placement and steps files (``lockstep``). A rank reads the
+  file once a pass, so a version replaced within a pass may be seen by one rank and not by
+  another: each write also carries the earlier versions not yet surely past their pass
+  (``ControlState.earlier``, as changes against the newest; :func:`earlier_versions`), so every
+  rank holds every version before its pass, whichever of them it happened to read.
 * ``plugin-<pid>.json`` — the marker the plugin's policy writes when SGLang constructs it in a
   scheduler process: proof that the plugin is active where it must be (SGLang only logs plugin
   load failures).
@@ -43,7 +47,7 @@ import os
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +109,11 @@ class ControlState:
     #: version; only read with tensor parallelism (``lockstep``), where every rank must switch
     #: at the same pass. Empty: apply when read (tp=1, or no status to plan from yet)
     apply_at_step: dict[str, int] = field(default_factory=dict)
+    #: the earlier versions still pending when this one was written, oldest first, each as
+    #: its changes against this one (:func:`earlier_versions`; :meth:`earlier_state` rebuilds
+    #: it): a lockstep rank that never read one of them still applies it at its pass. Only
+    #: the file carries them (a writer's own state keeps this empty); absent in older files
+    earlier: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -126,11 +135,49 @@ class ControlState:
         """Inverse of :meth:`to_json`; unknown keys are ignored (versions may differ)."""
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
-        kwargs["retention"] = {
-            str(k): RetentionHint(str(v["action"]), float(v["until"]), int(v["seq"]))
-            for k, v in dict(data.get("retention", {})).items()
-        }
+        kwargs["retention"] = _hints(data.get("retention", {}))
+        earlier = data.get("earlier")
+        kwargs["earlier"] = (
+            [e for e in earlier if isinstance(e, dict)] if isinstance(earlier, list) else []
+        )
         return cls(**kwargs)
+
+    def earlier_state(self, entry: Mapping[str, Any]) -> ControlState:
+        """The earlier version ``entry`` of :attr:`earlier` describes, whole: this state
+        with the entry's own fields and changes (the maps it leaves alone are shared)."""
+        known = _STATE_FIELDS
+        changes: dict[str, Any] = {
+            k: v for k, v in entry.items() if k in known and k not in _KEYED and k != "earlier"
+        }
+        sets, drops = entry.get("set") or {}, entry.get("drop") or {}
+        for name in _KEYED:
+            put, gone = sets.get(name), drops.get(name)
+            if not put and not gone:
+                continue
+            merged = dict(getattr(self, name))
+            merged.update(_hints(put or {}) if name == "retention" else dict(put or {}))
+            for key in gone or ():
+                merged.pop(key, None)
+            changes[name] = merged
+        return replace(self, earlier=[], **changes)
+
+
+def _hints(data: Any) -> dict[str, RetentionHint]:
+    return {
+        str(k): RetentionHint(str(v["action"]), float(v["until"]), int(v["seq"]))
+        for k, v in dict(data).items()
+    }
+
+
+_STATE_FIELDS = frozenset(f.name for f in fields(ControlState))
+#: what an entry of ``ControlState.earlier`` always carries whole (small, and its own)
+_OWN = ("version", "written_at", "ack_version", "apply_at_step")
+#: the maps an entry carries as changes against the newest state, key by key (``set``: the
+#: entry's value where it differs, ``drop``: keys the entry lacks); any other field that
+#: differs from the newest's is carried whole
+_KEYED = ("boosts", "tickets", "preempted", "retention")
+_NOT_WHOLE = frozenset((*_OWN, *_KEYED, "earlier", "set", "drop"))
+_MISSING: Any = object()
 
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
@@ -197,16 +244,49 @@ class CachedJsonFile:
 #: each other, since each pass starts with SGLang's broadcast of the received requests)
 LEAD_S = 0.25
 _LEAD_MIN_STEPS = 2
-#: writes closer than this share their passes (a burst: one operator action, several files)
+#: writes closer than this share their passes (a burst: one operator action, several files),
+#: while those stay at least half the lead ahead (writes that keep coming closer than this
+#: must not keep a pass the group has reached)
 BURST_S = 0.02
 
 
-def apply_step(step: int, steps_per_s: float, age_s: float) -> int:
+def apply_step(step: int, steps_per_s: float, age_s: float, lead_s: float = LEAD_S) -> int:
     """The loop pass at which a group that reported pass ``step`` ``age_s`` seconds ago,
-    running ``steps_per_s`` passes a second, applies a control change written now."""
+    running ``steps_per_s`` passes a second, applies a control change written now
+    (``lead_s`` ahead of where it is now, plus ``_LEAD_MIN_STEPS``)."""
     rate = steps_per_s if math.isfinite(steps_per_s) and steps_per_s > 0 else 0.0
-    ahead = rate * (max(age_s, 0.0) + LEAD_S)
+    ahead = rate * (max(age_s, 0.0) + lead_s)
     return step + math.ceil(min(ahead, 1e9)) + _LEAD_MIN_STEPS
+
+
+#: an earlier version stays in the file until every group it is planned for has reported a
+#: pass this far past its own (the reporting rank is at least there, every other rank at most
+#: one pass behind it: all of them have read the file for every pass up to the version's)
+_SETTLED_STEPS = 3
+#: at most this many earlier versions ride along (the oldest go first: written many passes
+#: ago at any write rate the engine sees, every rank has read them already)
+MAX_EARLIER = 32
+
+
+#: status file name -> (loop pass, passes a second, written at; None: not said)
+Reported = Mapping[str, tuple[int, float, float | None]]
+
+
+def reported_steps(state_dir: Path) -> dict[str, tuple[int, float, float | None]]:
+    """What every group that reports a loop pass (only lockstep plugins do) last reported
+    (``Reported``)."""
+    found: dict[str, tuple[int, float, float | None]] = {}
+    for path in sorted(state_dir.glob("status*.json")):
+        data = read_json(path)
+        if data is None or not isinstance(data.get("step"), int) or data["step"] <= 0:
+            continue
+        at = data.get("written_at")
+        found[path.name] = (
+            data["step"],
+            float(data.get("steps_per_s", 0.0)),
+            None if at is None else float(at),
+        )
+    return found
 
 
 def plan_apply_steps(
@@ -215,21 +295,134 @@ def plan_apply_steps(
     """``apply_at_step`` for a control change written at ``wall``: one entry per status
     file that reports a loop pass (only lockstep plugins do; the others apply when they
     read). ``previous``: the version this one replaces; written less than ``BURST_S`` before,
-    its passes are kept (a rank may never see a version replaced that fast, so it must not
-    apply before its successor), and a group's pass never goes back."""
+    its passes are kept while still half the lead ahead (one operator action's several
+    writes switch together), and a group's pass never goes back."""
+    return _plan(reported_steps(state_dir), wall, previous)
+
+
+def _plan(reported: Reported, wall: float, previous: ControlState | None) -> dict[str, int]:
     burst = previous is not None and 0 <= wall - previous.written_at < BURST_S
     plan: dict[str, int] = {}
-    for path in sorted(state_dir.glob("status*.json")):
-        data = read_json(path)
-        if data is None or not isinstance(data.get("step"), int) or data["step"] <= 0:
+    for name, (reported_step, rate, at) in reported.items():
+        age = wall - (wall if at is None else at)
+        step = apply_step(reported_step, rate, age)
+        before = previous.apply_at_step.get(name) if previous is not None else None
+        if before is None:
+            plan[name] = step
             continue
-        age = wall - float(data.get("written_at", wall))
-        step = apply_step(data["step"], float(data.get("steps_per_s", 0.0)), age)
-        before = previous.apply_at_step.get(path.name) if previous is not None else None
-        if before is not None and (burst or before > step):
+        # a burst keeps the pass while half the lead ahead: a chain of writes closer than
+        # BURST_S must not hold a pass the group is reaching
+        if before > step or (burst and before >= apply_step(reported_step, rate, age, LEAD_S / 2)):
             step = before
-        plan[path.name] = step
+        plan[name] = step
     return plan
+
+
+def earlier_versions(
+    new: Mapping[str, Any], previous: Mapping[str, Any] | None, reported: Mapping[str, int]
+) -> list[dict[str, Any]]:
+    """``ControlState.earlier`` of the state ``new`` (its JSON) written over the file content
+    ``previous``: that content's own version and the earlier versions it carried, each as
+    its changes against ``new``, less those every group has left behind (``reported``:
+    status file name -> the pass it reported; ``_SETTLED_STEPS``) and those planned for no
+    group (due wherever read). Costs one comparison of the two states' maps and a look at
+    the keys each entry or this write changed, not a copy of every version."""
+    if previous is None or not _newer(new.get("version"), previous.get("version")):
+        return []  # the first write, or a writer that started its count again
+    entries = [e for e in previous.get("earlier") or () if isinstance(e, dict)]
+    entries.append({k: previous[k] for k in _OWN if k in previous})
+    kept = [e for e in entries if _unsettled(e, reported)][-MAX_EARLIER:]
+    if not kept:
+        return []
+    whole = {
+        k
+        for k in previous.keys() | new.keys()
+        if k not in _NOT_WHOLE and previous.get(k, _MISSING) != new.get(k, _MISSING)
+    }
+    keyed: dict[str, set[str]] = {}
+    for name in _KEYED:
+        old, now = previous.get(name) or {}, new.get(name) or {}
+        if old != now:
+            keyed[name] = {
+                k for k in old.keys() | now.keys() if old.get(k, _MISSING) != now.get(k, _MISSING)
+            }
+    return [_rebase(e, previous, new, whole, keyed) for e in kept]
+
+
+def _newer(version: Any, than: Any) -> bool:
+    return isinstance(version, int) and isinstance(than, int) and version > than
+
+
+def _unsettled(entry: Mapping[str, Any], reported: Mapping[str, int]) -> bool:
+    plan = entry.get("apply_at_step")
+    if not isinstance(plan, dict):
+        return False
+    for name, due in plan.items():
+        step = reported.get(name)
+        if step is None or not isinstance(due, int) or step < due + _SETTLED_STEPS:
+            return True
+    return False
+
+
+def _rebase(
+    entry: Mapping[str, Any],
+    previous: Mapping[str, Any],
+    new: Mapping[str, Any],
+    whole: set[str],
+    keyed: Mapping[str, set[str]],
+) -> dict[str, Any]:
+    """``entry`` (changes against ``previous``) as changes against ``new``: only the fields
+    and keys the entry changed or this write changed can differ."""
+    out = {k: entry[k] for k in _OWN if k in entry}
+    for name in whole | (entry.keys() - _NOT_WHOLE):
+        value = entry[name] if name in entry else previous.get(name, _MISSING)
+        if value is not _MISSING and value != new.get(name, _MISSING):
+            out[name] = value
+    sets, drops = entry.get("set") or {}, entry.get("drop") or {}
+    for name in _KEYED:
+        put, gone = sets.get(name) or {}, set(drops.get(name) or ())
+        keys = put.keys() | gone | keyed.get(name, set())
+        if not keys:
+            continue
+        old, now = previous.get(name) or {}, new.get(name) or {}
+        put_now: dict[str, Any] = {}
+        gone_now: list[str] = []
+        for key in keys:
+            value = put[key] if key in put else _MISSING if key in gone else old.get(key, _MISSING)
+            if value == now.get(key, _MISSING):
+                continue
+            if value is _MISSING:
+                gone_now.append(key)
+            else:
+                put_now[key] = value
+        if put_now:
+            out.setdefault("set", {})[name] = put_now
+        if gone_now:
+            out.setdefault("drop", {})[name] = sorted(gone_now)
+    return out
+
+
+def stamp(
+    state: ControlState, state_dir: Path, previous: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Make ``state`` the next write of the control file in ``state_dir`` whose content is now
+    ``previous`` (None: none yet): stamp its write time and the pass each lockstep group
+    applies it at, and return the JSON to write, carrying the earlier versions still pending
+    (:func:`earlier_versions`)."""
+    prior = None
+    if previous is not None:
+        plan = previous.get("apply_at_step")
+        prior = ControlState(
+            written_at=float(previous.get("written_at") or 0.0),
+            apply_at_step=dict(plan) if isinstance(plan, dict) else {},
+        )
+    state.written_at = time.time()
+    reported = reported_steps(state_dir)
+    state.apply_at_step = _plan(reported, state.written_at, prior)
+    state.earlier = []
+    data = state.to_json()
+    data["earlier"] = earlier_versions(data, previous, {k: v[0] for k, v in reported.items()})
+    return data
 
 
 class ControlWriter:
@@ -238,22 +431,20 @@ class ControlWriter:
     def __init__(self, state_dir: Path, initial: ControlState | None = None) -> None:
         self.path = state_dir / CONTROL_FILE
         self.state = initial or ControlState()
+        self._written: dict[str, Any] | None = None  # the file's content, as last written
         self.write()
 
     def write(self, *, ack: bool = False) -> int:
         """Bump the version, stamp the write time and the pass each lockstep rank group
-        applies it at, and write the state; returns the new version. ``ack``: the caller
-        will wait for the version in ``status.json`` (``ControlState.ack_version``)."""
-        previous = ControlState(written_at=self.state.written_at)
-        previous.apply_at_step = self.state.apply_at_step
+        applies it at, and write the state with the earlier versions still pending
+        (:func:`stamp`); returns the new version. ``ack``: the caller will wait for the
+        version in ``status.json`` (``ControlState.ack_version``)."""
         self.state.version += 1
         if ack:
             self.state.ack_version = self.state.version
-        self.state.written_at = time.time()
-        self.state.apply_at_step = plan_apply_steps(
-            self.path.parent, self.state.written_at, previous
-        )
-        write_json_atomic(self.path, self.state.to_json())
+        data = stamp(self.state, self.path.parent, self._written)
+        write_json_atomic(self.path, data)
+        self._written = data
         return self.state.version
 
 

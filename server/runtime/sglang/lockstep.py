@@ -15,7 +15,11 @@ every rank sees alike:
 * **control**: :class:`ControlGate` holds each ``control.json`` version a rank reads until the
   loop pass the writer planned for its group (``ControlState.apply_at_step``), or until two
   passes after a request sent after the write arrived, whichever is first; loop passes count
-  alike on every rank (each pass starts with SGLang's broadcast).
+  alike on every rank (each pass starts with SGLang's broadcast). A rank reads the file once
+  a pass, so two ranks may read different subsets of the versions (one replaced within a
+  pass is seen by some ranks only, whatever its age); the file therefore also carries every
+  earlier version not yet past its pass (``ControlState.earlier``), and the gate holds those
+  it has not held or applied, so each rank holds every version before its pass.
 * **tenant share**: credited in tokens computed, not in measured seconds; the preemption cost
   estimates keep their configured values instead of learning from measured step times.
 * **files**: only tensor (and pipeline) rank 0 writes status, placement and steps files.
@@ -127,11 +131,24 @@ class ControlGate:
     or ``_AFTER_NEWS`` passes after the decision clock reached its ``written_at`` (a request
     sent after the write has arrived: by then every rank has read the file, which was written
     before that request was sent), whichever comes first. The second bounds the delay on an
-    idle engine, whose loop passes come once a second."""
+    idle engine, whose loop passes come once a second.
+
+    Why every rank applies the same version at every pass, whichever versions it read: each
+    rank reads the file at the start of every pass, and the writer plans each version far
+    enough ahead that every rank reads the file after the version was written and before
+    its pass; every file written until all ranks are past that pass carries the version
+    (itself or in ``earlier``, with its own plan and write time). So at each pass every rank
+    holds every version due by then that is newer than the one last applied, which is the
+    same on every rank (by induction over the passes, as is the decision clock that the
+    news rule reads); :meth:`due` takes the newest of those, a function of the versions alone.
+    Versions not due yet may be held on one rank and not another; they are not looked at."""
 
     def __init__(self, key: str) -> None:
         self.key = key
         self._pending: dict[int, ControlState] = {}
+        #: the version ``due`` last returned: it and older ones are not held again when a
+        #: later file carries them (-1: none yet, or the writer started its count again)
+        self._applied = -1
         self.late = 0  # versions read after their pass (ranks may have disagreed)
 
     def _due_at(self, control: ControlState, clock: DecisionClock) -> float:
@@ -142,8 +159,22 @@ class ControlGate:
         return min(planned, reached + _AFTER_NEWS if reached is not None else math.inf)
 
     def offer(self, control: ControlState, step: int, clock: DecisionClock) -> None:
-        """Hold ``control``, read during pass ``step`` (one read after its pass is due at
-        once, and counted in ``late``)."""
+        """Hold ``control``, read during pass ``step``, and the earlier versions its file
+        carries that this rank has neither held nor applied (a version read after its pass
+        is due at once, and counted in ``late``)."""
+        if control.version < self._applied:
+            self._applied = -1  # a writer that started its count again: take its versions
+        for entry in control.earlier:
+            version = entry.get("version")
+            if isinstance(version, int) and version < control.version and self._wants(version):
+                self._hold(control.earlier_state(entry), step, clock)
+        if self._wants(control.version):
+            self._hold(control, step, clock)
+
+    def _wants(self, version: int) -> bool:
+        return version > self._applied and version not in self._pending
+
+    def _hold(self, control: ControlState, step: int, clock: DecisionClock) -> None:
         if 0 < self._due_at(control, clock) < step:
             self.late += 1
         self._pending[control.version] = control
@@ -151,6 +182,8 @@ class ControlGate:
     def due(self, step: int, clock: DecisionClock) -> ControlState | None:
         """The newest held version due at pass ``step`` (None: none); it and every older
         version are dropped, so each rank applies the same version at the same pass."""
+        if not self._pending:
+            return None
         ready = [v for v, c in self._pending.items() if self._due_at(c, clock) <= step]
         if not ready:
             return None
@@ -158,4 +191,5 @@ class ControlGate:
         control = self._pending[newest]
         for v in [v for v in self._pending if v <= newest]:
             del self._pending[v]
+        self._applied = newest
         return control

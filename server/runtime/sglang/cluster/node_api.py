@@ -24,7 +24,6 @@ import multiprocessing
 import os
 import re
 import socket
-import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -34,8 +33,8 @@ from agentconsole.server.runtime.sglang.control import (
     PLACEMENT_FILE,
     STATUS_FILE,
     ControlState,
-    plan_apply_steps,
     read_json,
+    stamp,
     write_json_atomic,
 )
 
@@ -100,12 +99,11 @@ def node_report(state_dir: Path, node: str = "") -> dict[str, Any]:
 def apply_control(state_dir: Path, data: dict[str, Any]) -> int:
     """Write the control plane's state to this node's ``control.json``; its version."""
     state = ControlState.from_json(data)  # validates, and drops what this version lacks
-    # this node's tensor-parallel ranks switch at a pass planned from this node's own status
-    state.written_at = time.time()
+    # this node's tensor-parallel ranks switch at a pass planned from this node's own status,
+    # and the file carries the earlier versions still pending (a rank that missed one applies
+    # it at its pass as the others do: ``control.stamp``)
     before = read_json(state_dir / CONTROL_FILE)
-    previous = ControlState.from_json(before) if before is not None else None
-    state.apply_at_step = plan_apply_steps(state_dir, state.written_at, previous)
-    write_json_atomic(state_dir / CONTROL_FILE, state.to_json())
+    write_json_atomic(state_dir / CONTROL_FILE, stamp(state, state_dir, before))
     return state.version
 
 
