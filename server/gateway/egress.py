@@ -44,7 +44,9 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
     """Every address ``host`` resolves to for a TCP connection to ``port``, in the resolver's
     order without repeats. Raises ``httpcore.ConnectError`` when it resolves to none."""
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        # the socket module's resolver in a thread, as asyncio's default loop does: a loop of
+        # its own (uvloop, which SGLang installs) would resolve elsewhere, unseen by tests
+        infos = await asyncio.to_thread(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
     except OSError as error:  # nothing was sent: an unreachable tool, not a refusal
         raise httpcore.ConnectError(f"cannot resolve {host!r}: {error}") from error
     found: list[IPAddress] = []

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,8 +15,10 @@ from tests.server.gateway.fakes import FakePort
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+def anyio_backend() -> tuple[str, dict[str, Any]]:
+    # asyncio's own loop whatever policy an earlier import set (SGLang installs uvloop, whose
+    # resolver the egress tests' stand-in DNS cannot reach)
+    return "asyncio", {"loop_factory": asyncio.SelectorEventLoop}
 
 
 @pytest.fixture
