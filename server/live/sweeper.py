@@ -5,8 +5,11 @@
 * Programs end themselves: many agents never say they are done (an unmodified OpenAI client,
   an inferred program), so a program with no call or tool running, none waiting at the
   admission door, and no activity for ``program_idle_s`` is finished. A tool call the model
-  asked for whose result never came back (``ToolCallBook``) does not count as running: it is
-  closed as abandoned.
+  asked for whose result has not come back (``ToolCallBook``) keeps a named program open up
+  to ``pending_tool_s`` (its agent runs the tool: a test suite, a build, a person's approval
+  may take longer than the idle bound, and the program must be there when the result comes);
+  past that, and at once for an inferred program (a later call of its chat opens a new one),
+  it does not count as running and is closed as abandoned.
 * Memory: programs that ended more than ``retain_s`` ago leave the controller's table (the
   store keeps them, its rows written just before by ``before_forget``; reads fall back to
   it).
@@ -28,6 +31,11 @@ from agentconsole.server.live.periodic import Periodic
 from agentconsole.server.live.service import ProgramService
 
 
+def is_inferred(program: Program) -> bool:
+    """The program was inferred from a chat's prefix chain (its agent named none)."""
+    return program.labels.get("inferred") == "true"
+
+
 def last_activity(program: Program) -> float:
     """When anything of the program last happened."""
     latest = program.created_at
@@ -46,9 +54,11 @@ class Sweeper:
         interval_s: float = 0.5,
         program_idle_s: float = 300.0,
         retain_s: float = 600.0,
+        pending_tool_s: float = 3600.0,
         before_forget: Callable[[str], None] = lambda _: None,
     ) -> None:
         self.service = service
+        self.pending_tool_s = pending_tool_s
         #: called with a program's id just before it leaves memory (the store projector's
         #: ``write_program``: its last rows)
         self.before_forget = before_forget
@@ -108,4 +118,6 @@ class Sweeper:
         for node in program.nodes.values():
             if node.state is NodeState.RUNNING and node.node_id not in asked:
                 return False
-        return True
+        # a named program's agent runs the tools the model asked for (module docstring)
+        waits_on_its_agent = asked and now - active <= self.pending_tool_s
+        return not (waits_on_its_agent and not is_inferred(program))

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 from tests.server.api.harness import LiveServer, chat_body, make_config, wait_until
+from tests.server.api.test_api_programs import WEATHER
 
 
 def _call(server: LiveServer, program_id: str) -> None:
@@ -77,3 +78,32 @@ def test_the_overview_reports_estimator_errors(tmp_path: Path) -> None:
             errors = c.get("/v1/overview").json()["estimator_errors"]
         assert errors["output_tokens"]["count"] >= 3
         assert errors["output_tokens"]["mean_abs_error"] >= 0
+
+
+def test_a_named_program_waiting_on_a_tool_the_model_asked_for_stays_open(
+    tmp_path: Path,
+) -> None:
+    """A tool that runs longer than the idle bound (a test suite, a build, an approval) must
+    find its program there when the agent sends the result: it used to be finished, and the
+    agent's next call got 409 for good. An inferred program still ends (a later call of its
+    chat opens another)."""
+    config = make_config(tmp_path / "tools.duckdb", program_idle_s=0.6)
+    with LiveServer(config) as server:
+        server.wait_ready()
+        with server.client() as c:
+            body = chat_body("Weather in Paris?", tools=WEATHER, agentconsole={"program_id": "tw"})
+            asked = c.post("/v1/chat/completions", json=body).json()
+            assert asked["choices"][0]["finish_reason"] == "tool_calls"
+            inferred = c.post("/v1/chat/completions", json=chat_body("Weather?", tools=WEATHER))
+            inferred_id = inferred.headers["X-Program-Id"]
+        wait_until(lambda: _state(server, inferred_id) == "finished", timeout=10)
+        assert _state(server, "tw") == "running"
+        call = asked["choices"][0]["message"]["tool_calls"][0]
+        answer = [
+            {"role": "user", "content": "Weather in Paris?"},
+            asked["choices"][0]["message"],
+            {"role": "tool", "tool_call_id": call["id"], "content": "sunny"},
+        ]
+        with server.client() as c:
+            body = {**chat_body(), "messages": answer, "agentconsole": {"program_id": "tw"}}
+            assert c.post("/v1/chat/completions", json=body).status_code == 200
