@@ -63,6 +63,7 @@ def chat_call(data: ChatCompletionRequest, request: Client, live: Live) -> ChatC
     return ChatCall(
         messages=[m.model_dump(exclude_none=True) for m in data.messages],
         max_tokens=checked_max_tokens(max_tokens, live.config.default_max_tokens, live),
+        max_tokens_given=max_tokens is not None,  # a default may shrink to fit the context
         tools=[t.model_dump(exclude_none=True) for t in data.tools] if data.tools else None,
         tool_choice=tool_choice,
         temperature=1.0 if data.temperature is None else data.temperature,
@@ -88,8 +89,7 @@ async def _stream(
         outcome = await call.outcome()
         refused = refusal(call, outcome)
         if refused is not None:
-            kind = getattr(refused, "type", "error")
-            yield completion.error(kind, str(refused))
+            yield completion.error(refused)
         else:
             rest, calls = held.finish()
             if rest:

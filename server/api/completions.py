@@ -57,6 +57,7 @@ def completion_call(data: CompletionRequest, request: Client, live: Live) -> Cha
     return ChatCall(
         messages=({"role": "prompt", "content": prompt},),
         max_tokens=checked_max_tokens(data.max_tokens, DEFAULT_MAX_TOKENS, live),
+        max_tokens_given=data.max_tokens is not None,
         temperature=1.0 if data.temperature is None else data.temperature,
         top_p=1.0 if data.top_p is None else data.top_p,
         stop=stop,
@@ -82,7 +83,7 @@ async def _stream(
         outcome = await call.outcome()
         refused = refusal(call, outcome)
         if refused is not None:
-            yield Completion.error(getattr(refused, "type", "error"), str(refused))
+            yield Completion.error(refused)
         else:
             yield completion.chunk("", outcome.finish_reason, extra=completion.identity)
             if include_usage:

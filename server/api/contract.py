@@ -7,8 +7,8 @@ Litestar generates the paths; this module makes the result say what the server d
   server's ``max_tokens`` limit; a route that reads a raw body (the tool gateway) publishes
   its schema in its handler's ``opt`` (:func:`contract`);
 * each operation lists the statuses it answers, every error with the one error shape
-  (``{"error": {"type", "message", "field"?}}``, :data:`~.errors.ERROR_SCHEMA`), never
-  Litestar's ``{status_code, detail}``;
+  (``{"error": {"type", "message", "field"?, "param", "code"}}``,
+  :data:`~.errors.ERROR_SCHEMA`), never Litestar's ``{status_code, detail}``;
 * streaming answers are documented as ``text/event-stream``; keyed operations carry the
   bearer security scheme (public ones: ``contract(public=True)``).
 

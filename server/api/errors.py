@@ -1,4 +1,9 @@
-"""Every error answers ``{"error": {"type", "message", "field"?}}`` with a 4xx status.
+"""Every error answers ``{"error": {"type", "message", "field"?, "param", "code"}}`` with a
+4xx status. ``param`` and ``code`` are OpenAI's names (the client's ``e.param``, ``e.code``):
+``param`` is ``field`` (or null), ``code`` the ``type`` unless the error names a narrower one;
+``type`` and ``field`` stay for the clients and consoles that read them. A refusal that says
+whether a retry can pass (``ServiceError.retryable``) carries ``x-should-retry: true|false``,
+the header OpenAI's clients obey over their own rule (retry every 408, 409, 429 and 5xx).
 
 One handler, registered for ``Exception`` on the app, maps the service's refusals, Litestar's
 own client errors (validation 422, malformed JSON 400, oversized body 413, unknown route 404,
@@ -50,8 +55,9 @@ class ApiError(ServiceError):
         type: str | None = None,
         field: str | None = None,
         headers: dict[str, str] | None = None,
+        retryable: bool | None = None,
     ) -> None:
-        super().__init__(message, field=field, headers=headers)
+        super().__init__(message, field=field, headers=headers, retryable=retryable)
         self.status = status
         self.type = type or error_type(status)
 
@@ -68,6 +74,9 @@ ERROR_SCHEMA: dict[str, Any] = {
                 "type": {"type": "string"},
                 "message": {"type": "string"},
                 "field": {"type": "string"},
+                # OpenAI's names, on the core routes (the tool gateway's errors lack them)
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]},
             },
         }
     },
@@ -79,12 +88,35 @@ def error_type(status: int) -> str:
     return _TYPES.get(status, "error")
 
 
-def error_body(kind: str, message: str, field: str | None = None) -> dict[str, Any]:
-    """The JSON error shape of API.md."""
+#: the header OpenAI's clients read before their own retry rule (``openai._base_client``)
+SHOULD_RETRY = "x-should-retry"
+
+
+def error_body(
+    kind: str, message: str, field: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    """The JSON error shape of API.md (``code``: None for ``kind``)."""
     error: dict[str, Any] = {"type": kind, "message": message}
     if field:
         error["field"] = field
+    error["param"] = field or None
+    error["code"] = code or kind
     return {"error": error}
+
+
+def refusal_body(error: Exception) -> dict[str, Any]:
+    """The body of a refusal the service raised (the handler's answer, a stream's last
+    frame)."""
+    if isinstance(error, ServiceError):
+        return error_body(error.type, str(error), error.field, error.code)
+    return error_body(str(getattr(error, "type", "error")), str(error))
+
+
+def refusal_headers(error: ServiceError) -> dict[str, str]:
+    """``error``'s headers, with ``x-should-retry`` when it says whether a retry can pass."""
+    if error.retryable is None:
+        return error.headers
+    return {**error.headers, SHOULD_RETRY: "true" if error.retryable else "false"}
 
 
 def _validation(
@@ -164,8 +196,7 @@ def _audit_invalid_operator_call(request: Request[Any, Any, Any], error: ApiErro
 def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     """The app's one exception handler (see the module docstring)."""
     if isinstance(exc, ServiceError):
-        body = error_body(exc.type, str(exc), exc.field)
-        return Response(body, status_code=exc.status, headers=exc.headers)
+        return Response(refusal_body(exc), status_code=exc.status, headers=refusal_headers(exc))
     if isinstance(exc, ValidationException):
         if "JSON" in str(exc.detail) or "decode" in str(exc.detail).lower():
             _audit_invalid_operator_call(request, ApiError(400, str(exc.detail)))

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from agentconsole.scheduler.runtime import GenerationResult, ToolCallTuple
+from agentconsole.server.api.errors import refusal_body
 from agentconsole.server.live.toolcalls import tool_call_id
 
 JSON = dict[str, Any]
@@ -143,9 +144,10 @@ class Completion:
         return sse_data(body)
 
     @staticmethod
-    def error(kind: str, message: str) -> bytes:
-        """An SSE frame carrying an error (OpenAI clients raise it as an APIError)."""
-        return sse_data({"error": {"type": kind, "message": message}})
+    def error(refused: Exception) -> bytes:
+        """An SSE frame carrying the refusal (OpenAI clients raise it as an APIError, its
+        ``code`` and ``param`` read from it), in the error shape of every other answer."""
+        return sse_data(refusal_body(refused))
 
 
 class TextCompletion:

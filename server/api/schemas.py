@@ -1,12 +1,15 @@
 """Request bodies of the API (pydantic, validated at the edge; 422 names the bad field).
 
 The chat request follows OpenAI's (unknown OpenAI fields such as ``seed`` or ``user`` are
-accepted and ignored); every agentconsole body is strict (unknown fields are refused). Every
-body is validated in strict mode (no string or boolean where a number is expected, no float
-where an integer is) and every number is bounded. The published OpenAPI schema is these
-models' own JSON Schema (``contract.py``), so what the schema allows is what the server
-accepts; the one rule a JSON Schema cannot say (a named ``tool_choice`` must be among
-``tools``) is a 422 naming ``tool_choice``.
+accepted and ignored, since ignoring them changes no answer); what the server reads but cannot
+honour is refused, never ignored (422 naming the field, as ``n`` above 1): a
+``response_format`` other than ``text``, ``logprobs``/``top_logprobs``, content parts other
+than text. Every agentconsole body is strict (unknown fields are refused). Every body is
+validated in strict mode (no string or boolean where a number is expected, no float where an
+integer is) and every number is bounded. The published OpenAPI schema is these models' own
+JSON Schema (``contract.py``), so what the schema allows is what the server accepts; the one
+rule a JSON Schema cannot say (a named ``tool_choice`` must be among ``tools``) is a 422
+naming ``tool_choice``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 
 def _integral(value: object) -> object:
@@ -36,6 +40,48 @@ def _integral(value: object) -> object:
 def _false(value: bool) -> bool:
     if value:
         raise ValueError("is not supported")
+    return value
+
+
+def _unsupported(reason: str, *accepted: object) -> BeforeValidator:
+    """A field the server cannot honour: the ``accepted`` values pass (by identity: ``False``
+    is not ``0``), any other is refused with ``reason`` (no braces: pydantic formats it)."""
+
+    def check(value: object) -> object:
+        if any(value is ok for ok in accepted):
+            return value
+        raise PydanticCustomError("unsupported", reason)
+
+    return BeforeValidator(check)
+
+
+def _text_format(value: object) -> object:
+    """A ``response_format`` other than text is refused: the server does not constrain the
+    model's output, and free text where JSON was asked fails the client's parse later (or
+    worse, passes it)."""
+    kind = value.get("type") if isinstance(value, dict) else None
+    if isinstance(kind, str) and kind != "text":
+        raise PydanticCustomError(
+            "unsupported",
+            "type '{kind}' is not supported: this server does not constrain output to JSON or"
+            " a schema (send type 'text' or leave response_format out)",
+            {"kind": kind[:64]},  # echoed back: bounded
+        )
+    return value
+
+
+def _text_parts(value: object) -> object:
+    """Content parts other than text (``image_url``, ``input_audio``, ``file``, ...) are
+    refused: the served models read text only, and dropping them would answer a prompt the
+    client did not send (an image alone: an empty one)."""
+    for part in value if isinstance(value, list) else ():
+        kind = part.get("type") if isinstance(part, dict) else None
+        if isinstance(kind, str) and kind != "text":
+            raise PydanticCustomError(
+                "unsupported",
+                "content part type '{kind}' is not supported: the served models read text only",
+                {"kind": kind[:64]},  # echoed back: bounded
+            )
     return value
 
 
@@ -137,9 +183,20 @@ class ToolCallIn(_Body):
 
 
 class ContentPart(_Body):
+    """A text part (any other type is refused before this model: ``_text_parts``)."""
+
     model_config = ConfigDict(strict=True, extra="allow")
-    type: Annotated[str, Field(max_length=64)]
+    type: Literal["text"]
     text: str | None = None
+
+
+class ResponseFormat(_Body):
+    """``response_format``: ``text`` only (``_text_format`` refuses the others by name)."""
+
+    type: Literal["text"]
+
+
+_NO_LOGPROBS = "is not supported: this server does not return log probabilities"
 
 
 #: what ``Message``'s validator says, as JSON Schema: content (not null), or an assistant
@@ -161,7 +218,13 @@ _CONTENT_OR_CALLS: dict[str, Any] = {
 class Message(_Body):
     model_config = ConfigDict(strict=True, json_schema_extra=_CONTENT_OR_CALLS)
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | Annotated[list[ContentPart], Field(max_length=1024)] | None = None
+    content: (
+        Annotated[
+            str | Annotated[list[ContentPart], Field(max_length=1024)],
+            BeforeValidator(_text_parts),
+        ]
+        | None
+    ) = None
     name: Annotated[str, Field(max_length=256)] | None = None
     tool_calls: Annotated[list[ToolCallIn], Field(max_length=128)] | None = None
     tool_call_id: Annotated[str, Field(max_length=256)] | None = None
@@ -197,12 +260,24 @@ class _Generation(_Body):
 
 
 class ChatCompletionRequest(_Generation):
-    """``POST /v1/chat/completions``: OpenAI's chat request plus agentconsole extras."""
+    """``POST /v1/chat/completions``: OpenAI's chat request plus agentconsole extras (what it
+    cannot honour is refused, 422: ``n`` above 1, a ``response_format`` other than text,
+    ``logprobs``, content parts other than text)."""
 
     messages: Annotated[list[Message], Field(min_length=1, max_length=10_000)]
     max_completion_tokens: TokenCount | None = None
     tools: Annotated[list[ToolDef], Field(max_length=128)] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    response_format: Annotated[ResponseFormat, BeforeValidator(_text_format)] | None = None
+    #: refused when asked for (never answered with ``logprobs: null``); false or null pass
+    logprobs: Annotated[
+        bool | None,
+        _unsupported(_NO_LOGPROBS, None, False),
+        WithJsonSchema({"enum": [False, None]}),
+    ] = None
+    top_logprobs: Annotated[
+        int | None, _unsupported(_NO_LOGPROBS, None), WithJsonSchema({"type": "null"})
+    ] = None
 
     @field_validator("tool_choice")
     @classmethod

@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentconsole.server.live.errors import InvalidRequest
+
 START, END = "<|im_start|>", "<|im_end|>"
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 _CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
@@ -39,7 +41,10 @@ class ToolCall:
 
 
 def message_text(content: object) -> str:
-    """The text of a message's ``content``: a string, or the text parts of a part list."""
+    """The text of a message's ``content``: a string, or the text parts of a part list. A
+    part of another type (an image, audio, a file) is refused (422), not dropped: the served
+    models read text only, and the prompt without it is not the one the client sent (the HTTP
+    edge refuses them first; this holds for every other caller)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -47,6 +52,13 @@ def message_text(content: object) -> str:
     if isinstance(content, Sequence):
         parts = []
         for part in content:
+            kind = part.get("type", "text") if isinstance(part, Mapping) else "text"
+            if kind != "text":
+                raise InvalidRequest(
+                    f"content part type {str(kind)[:64]!r} is not supported: the served models read"
+                    " text only",
+                    field="messages",
+                )
             if isinstance(part, Mapping) and isinstance(part.get("text"), str):
                 parts.append(part["text"])
         return "".join(parts)

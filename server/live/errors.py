@@ -1,7 +1,10 @@
 """What the live service refuses, as exceptions the HTTP layer maps to status codes.
 
 The service never imports the web framework: each error carries the HTTP status it means, an
-error ``type`` for the JSON body, an optional ``field`` and extra headers (``Retry-After``).
+error ``type`` for the JSON body (and a ``code``, the type unless a class names a narrower
+one), an optional ``field``, extra headers (``Retry-After``) and whether a client should retry
+it (``retryable``, sent as ``x-should-retry``: OpenAI's clients retry every 409 and 429 on
+their own, which a refusal that can never pass must stop).
 """
 
 from __future__ import annotations
@@ -12,13 +15,25 @@ class ServiceError(Exception):
 
     status = 400
     type = "invalid_request"
+    #: OpenAI's ``code``: None for the ``type``
+    code: str | None = None
+    #: True: a retry may pass (the client waits and retries); False: it never will, however
+    #: often it is sent (the client must not retry); None: the status says (the default)
+    retryable: bool | None = None
 
     def __init__(
-        self, message: str, *, field: str | None = None, headers: dict[str, str] | None = None
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+        retryable: bool | None = None,
     ) -> None:
         super().__init__(message)
         self.field = field
         self.headers = headers or {}
+        if retryable is not None:  # the raiser knows better than the class
+            self.retryable = retryable
 
 
 class InvalidRequest(ServiceError):
@@ -41,10 +56,13 @@ class NotFound(ServiceError):
 
 
 class Conflict(ServiceError):
-    """The program or node is not in a state that allows this (finished, already running)."""
+    """The program or node is not in a state that allows this (finished, already running).
+    The same request sent again finds the same state: not retryable (409 is a lock timeout to
+    OpenAI's clients, which they retry)."""
 
     status = 409
     type = "conflict"
+    retryable = False
 
 
 class QuotaError(ServiceError):
@@ -53,6 +71,7 @@ class QuotaError(ServiceError):
 
     status = 429
     type = "quota_exceeded"
+    retryable = False  # a program's quota never grows back
 
     def __init__(self, program_id: str, quota: str, limit: float, used: float) -> None:
         super().__init__(
@@ -69,6 +88,7 @@ class Unavailable(ServiceError):
 
     status = 503
     type = "unavailable"
+    retryable = True
 
 
 class ShuttingDown(Unavailable):

@@ -42,6 +42,9 @@ class ChatCall:
 
     messages: Sequence[Mapping[str, Any]]
     max_tokens: int
+    #: False: ``max_tokens`` is the server's default, not the client's: on a model whose
+    #: context cannot hold it after the prompt, it shrinks to the room left (``fit_context``)
+    max_tokens_given: bool = True
     tools: Sequence[Mapping[str, Any]] | None = None
     tool_choice: object = "auto"
     temperature: float = 1.0
@@ -65,17 +68,32 @@ class ChatCall:
     min_tier: int | None = None
 
 
-def check_context(runtime: object, prompt_tokens: int, chat: ChatCall) -> None:
-    """422 ``context_length_exceeded`` when the prompt plus ``max_tokens`` exceed the served
-    model's context (the runtime's ``max_context_tokens``; a runtime without one: no check)."""
+def fit_context(runtime: object, prompt_tokens: int, chat: ChatCall) -> int:
+    """The call's ``max_tokens`` on ``runtime``: the request's, or (no ``max_tokens`` given)
+    the default shrunk to the room the prompt leaves in the served model's context (the
+    runtime's ``max_context_tokens``; a runtime without one: no check). 422
+    ``context_length_exceeded`` when they do not fit: naming ``max_tokens`` when the client's
+    own value is what overflows, the prompt when it leaves no room for a single token."""
     limit = getattr(runtime, "max_context_tokens", None)
-    if isinstance(limit, int) and prompt_tokens + chat.max_tokens > limit:
-        field = "prompt" if chat.prompt_text is not None else "messages"
+    if not isinstance(limit, int) or prompt_tokens + chat.max_tokens <= limit:
+        return chat.max_tokens
+    room = limit - prompt_tokens
+    prompt_field = "prompt" if chat.prompt_text is not None else "messages"
+    if not chat.max_tokens_given:
+        # the default is the server's guess at a useful answer, not the client's ask: blaming
+        # it would name a field the client never sent
+        if room >= 1:
+            return room
         raise ContextTooLong(
-            f"{prompt_tokens} prompt tokens + max_tokens {chat.max_tokens} exceed the"
-            f" model's context of {limit} tokens",
-            field="max_tokens" if prompt_tokens < limit else field,
+            f"{prompt_tokens} prompt tokens leave no room for an answer in the model's"
+            f" context of {limit} tokens",
+            field=prompt_field,
         )
+    raise ContextTooLong(
+        f"{prompt_tokens} prompt tokens + max_tokens {chat.max_tokens} exceed the"
+        f" model's context of {limit} tokens",
+        field="max_tokens" if room > 0 else prompt_field,
+    )
 
 
 class CallIntake:
@@ -94,7 +112,7 @@ class CallIntake:
         # The request's own faults first (an unknown model, a prompt the template refuses, one
         # over the context): refused before a program is opened, a call that never ran leaves
         # none. Each candidate model reads the prompt in its own format and tokens.
-        prompts = self._prompts(chat)
+        prompts, budgets = self._prompts(chat)
         hashes = None
         parents = chat.parent_ids
         if chat.program_id is None:
@@ -127,6 +145,7 @@ class CallIntake:
         pid, nid = program.program_id, node.node_id
         model, labels = self._choose(program, node, tenant, prompts, chat)
         prompt = prompts[model]
+        max_tokens = budgets[model]  # the default may have shrunk to this model's room
         elsewhere = svc.models.cached_elsewhere(pid, tenant, model, prompt) if labels else 0
         probe = svc.models.runtime_of(model).probe(pid, prompt, tenant)
         behind = svc.models.queued_behind(model)
@@ -141,12 +160,12 @@ class CallIntake:
         request = GenerationRequest(
             ticket,
             prompt.text,
-            chat.max_tokens,
+            max_tokens,
             chat.temperature,
             chat.top_p,
             chat.stop,
             cache_namespace=tenant,
-            forced_output_tokens=chat.max_tokens if chat.ignore_eos else None,
+            forced_output_tokens=max_tokens if chat.ignore_eos else None,
             prompt_ids=prompt.token_ids,
             sampling=prompt.sampling,
             model=model if labels else None,
@@ -157,7 +176,7 @@ class CallIntake:
             svc.models.costs.sent(pid, nid, ticket.attempt, model)
         svc.hub.emit(Event(now, EventKind.CALL_QUEUED, pid, nid, ticket.attempt, tenant, data))
         declared, _ = offered_tools(chat.tools, chat.tool_choice)
-        hold = svc.tenants.reserve(tenant, prompt_tokens - probe.hit_tokens + chat.max_tokens)
+        hold = svc.tenants.reserve(tenant, prompt_tokens - probe.hit_tokens + max_tokens)
         try:
             call = LiveCall(request, svc.runtime, svc.accounting, tools=tuple(declared))
         except Exception as error:
@@ -174,12 +193,14 @@ class CallIntake:
             svc.chains.record(tenant, hashes, pid, nid)
         return call
 
-    def _prompts(self, chat: ChatCall) -> dict[str, Prompt]:
-        """Candidate model -> the call's prompt in that model's format, the candidates whose
-        context cannot hold it left out (all of them: the first one's refusal)."""
+    def _prompts(self, chat: ChatCall) -> tuple[dict[str, Prompt], dict[str, int]]:
+        """Candidate model -> the call's prompt in that model's format, and its ``max_tokens``
+        there (``fit_context``); the candidates whose context cannot hold it left out (all of
+        them: the first one's refusal)."""
         desk = self.service.models
         names = desk.candidates(chat.model, chat.model_candidates)
         prompts: dict[str, Prompt] = {}
+        budgets: dict[str, int] = {}
         refused: ContextTooLong | None = None
         for name in names:
             runtime = desk.runtime_of(name)
@@ -188,14 +209,14 @@ class CallIntake:
             else:
                 prompt = render_prompt(runtime, chat.messages, chat.tools, chat.tool_choice)
             try:
-                check_context(runtime, prompt.tokens, chat)
+                budgets[name] = fit_context(runtime, prompt.tokens, chat)
             except ContextTooLong as error:
                 refused = refused or error
                 continue
             prompts[name] = prompt
         if not prompts and refused is not None:
             raise refused
-        return prompts
+        return prompts, budgets
 
     def _choose(
         self, program: Program, node: Node, tenant: str, prompts: dict[str, Prompt], chat: ChatCall

@@ -44,10 +44,13 @@ _json = msgspec.json.Encoder().encode
 
 
 class TenantLimitError(ServiceError):
-    """A tenant-level limit is reached (429 with ``Retry-After``)."""
+    """A tenant-level limit is reached (429 with ``Retry-After``). The minute's tokens and the
+    concurrent limits pass again on their own (retryable); the stored bytes and a program's
+    nodes only when the operator acts (raised with ``retryable=False``)."""
 
     status = 429
     type = "tenant_limit"
+    retryable = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +152,7 @@ class TenantBudgets:
                 field="limits.program_nodes",
             )
             error.status = 403  # it will never pass for this program: no Retry-After
+            error.retryable = False
             raise error
         self._check_storage(tenant, limits)
 
@@ -159,6 +163,7 @@ class TenantBudgets:
                 f"tenant {tenant!r} stores {stored} bytes, its limit is {limits.stored_bytes}",
                 field="limits.stored_bytes",
                 headers={"Retry-After": "3600"},
+                retryable=False,  # until the operator raises the limit or prunes
             )
 
     # -- what happened ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import httpx
 from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.server.api import observe
 from agentconsole.server.api.openai_format import Completion, TextCompletion, sse_data
+from agentconsole.server.live.errors import ServiceError
 
 LINE_ENDS_IN_TEXT = "one\u2028two\u2029three\x85four é 中 \U0001f600"
 
@@ -31,10 +32,18 @@ def test_generated_text_with_unicode_line_ends_arrives_whole() -> None:
 
 
 def test_errors_and_events_with_unicode_line_ends_arrive_whole() -> None:
-    error = Completion.error("bad", LINE_ENDS_IN_TEXT)
+    error = Completion.error(ServiceError(LINE_ENDS_IN_TEXT, field="f"))
     event = Event(1.0, EventKind.OPERATOR_ACTION, "p", data={"reason": LINE_ENDS_IN_TEXT})
     frames = _frames(error + observe._frame("event", {"seq": 1, **event.to_json()}, seq=1))
-    assert frames[0] == {"error": {"type": "bad", "message": LINE_ENDS_IN_TEXT}}
+    assert frames[0] == {
+        "error": {
+            "type": "invalid_request",
+            "message": LINE_ENDS_IN_TEXT,
+            "field": "f",
+            "param": "f",
+            "code": "invalid_request",
+        }
+    }
     assert frames[1]["data"] == {"reason": LINE_ENDS_IN_TEXT}
 
 
