@@ -296,8 +296,13 @@ class LimitsSection(_Section):
     )
     """A program with nothing running and no activity for this long is finished: agents
     that never say they are done (unmodified OpenAI clients, inferred programs) end this way.
-    A tool call the model asked for whose result never came back does not keep it open.
-    (``inferred_idle_s`` is read as this too.)"""
+    A tool call the model asked for whose result has not come back keeps a named program open
+    up to ``pending_tool_s`` (an inferred program: not at all). (``inferred_idle_s`` is read as
+    this too.)"""
+    pending_tool_s: float = Field(default=3600.0, gt=0)
+    """How long a tool call the model asked for, whose result has not come back, keeps its
+    named program open (the agent runs it: a test suite, a build, a person's approval); past
+    it the call is closed as abandoned and the program may end as idle."""
     tenant: TenantLimitsSection = Field(default_factory=lambda: TenantLimitsSection())
     """Tenant-level limits for every tenant (a tenant's programs together)."""
     tenants: dict[str, TenantLimitsSection] = Field(default_factory=dict)
@@ -461,6 +466,7 @@ class Settings(BaseSettings):
             max_tokens_limit=limits.max_tokens_limit,
             ready_timeout_s=limits.ready_timeout_s,
             program_idle_s=limits.program_idle_s,
+            pending_tool_s=limits.pending_tool_s,
             metrics_snapshot_s=limits.metrics_snapshot_s,
             store_sync_s=limits.store_sync_s,
             tenant_limits=TenantLimits(**limits.tenant.model_dump()),

@@ -260,6 +260,7 @@ def create_app(
         sweeper = Sweeper(
             live.service,
             program_idle_s=config.program_idle_s,
+            pending_tool_s=config.pending_tool_s,
             retain_s=config.retain_finished_s,
             before_forget=projector.write_program,
         )

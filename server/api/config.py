@@ -42,6 +42,7 @@ class ServerConfig:
     max_tokens_limit: int = 32_768
     ready_timeout_s: float = 30.0
     program_idle_s: float = 300.0
+    pending_tool_s: float = 3600.0
     metrics_snapshot_s: float = 10.0
     store_sync_s: float = 1.0
     tenant_limits: TenantLimits = field(default_factory=TenantLimits)
