@@ -44,6 +44,8 @@ class GatewayError(Exception):
         error: dict[str, JSONValue] = {"type": self.type, "message": self.message}
         if self.field is not None:
             error["field"] = self.field
+        # OpenAI's keys as the core API sends them, so every route has one error shape
+        error.update(param=self.field, code=self.type)
         error.update(self.extra)
         return {"error": error}
 

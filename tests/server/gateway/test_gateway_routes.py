@@ -69,6 +69,8 @@ def test_errors_have_the_api_shape(client: tuple[TestClient[Litestar], FakePort]
             "type": "invalid_arguments",
             "message": "5 is not of type 'string'",
             "field": "arguments/text",
+            "param": "arguments/text",  # OpenAI's keys, as every route sends them
+            "code": "invalid_arguments",
         }
     }
     big = http.post("/v1/tools/echo/call", content=b"{" + b" " * 70_000 + b"}", headers=A)
