@@ -19,9 +19,9 @@ Invariants (checked by :meth:`PrefixIndex.check_integrity`):
   lock count is at least each child's;
 * a private node's children are private to the same tenant.
 
-Per LLM call the simulator does: ``match`` -> ``lock(match.path)`` -> ``move`` DRAM/DISK hits
-to HBM (or recompute them) -> ``make_room(HBM, n)`` + ``reserve(HBM, n)`` for the call's own KV
--> run -> ``release`` + ``insert`` the new context -> ``unlock(match.path)``.
+Per LLM call the simulator does: ``match`` -> ``lock(match.path)`` -> ``promote`` DRAM/DISK
+hits to HBM leaving ``room=n`` for the call's own KV (all or nothing) -> ``reserve(HBM, n)`` ->
+run -> ``release`` + ``insert`` the new context -> ``unlock(match.path)``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ from agentconsole.kvtiers.node import Block, Node, PrivateKey
 from agentconsole.kvtiers.results import InsertResult, KVMove, Match, MoveResult
 from agentconsole.kvtiers.tiers import ALL_TIERS, Tier
 from agentconsole.kvtiers.tree import TierTree
+
+_NEG_INF = -float("inf")
 
 
 class PrefixIndex(TierTree):
@@ -194,23 +196,26 @@ class PrefixIndex(TierTree):
         """
         if until <= now:
             return 0
-        return self._retarget(nodes, until, lower=False)
+        return self._set_retention([n for n in nodes if n.retain_until < until], until)
 
     def end_retention(self, nodes: Sequence[Node], now: float) -> int:
         """End the soft retention of ``nodes`` at ``now``, before its deadline (the program
         came back, or ended, sooner than predicted).
 
-        Changes: ``retain_until = now`` on each live node retained past ``now``, so it ranks as
-        ordinary cache again. Returns the tokens released.
+        Changes: clears ``retain_until`` (to ``-inf``) on each live node retained past
+        ``now``, so it ranks as ordinary cache again: by its last access, not as if used now
+        (a deadline of ``now`` would outrank everything used since its last access). A
+        retention whose deadline passed is left as it is: it ages from its deadline. Returns
+        the tokens released.
         """
-        return self._retarget(nodes, now, lower=True)
+        return self._set_retention([n for n in nodes if n.retain_until > now], _NEG_INF)
 
-    def _retarget(self, nodes: Sequence[Node], until: float, *, lower: bool) -> int:
-        """Move the retention deadline of each live node to ``until`` where that lowers it
-        (``lower``) or raises it (else), re-ranking evictable ones; the tokens moved."""
+    def _set_retention(self, nodes: Sequence[Node], until: float) -> int:
+        """Set the retention deadline of each live node to ``until``, re-ranking evictable
+        ones; the tokens changed."""
         tokens = 0
         for node in nodes:
-            if node.dead or (node.retain_until <= until if lower else node.retain_until >= until):
+            if node.dead:
                 continue
             node.retain_until = until
             tokens += node.tokens
@@ -267,10 +272,12 @@ class PrefixIndex(TierTree):
         the promoted paths. Demotion also demotes each node's descendants that live on faster
         tiers (children never sit on a faster tier than their parent); locked nodes are skipped
         and so is a node for which ``tier`` has no room after eviction, which never evicts a
-        node this call demoted as asked. Dead nodes are skipped.
-        Promotions run before demotions; in a call that mixes both (possible only with DISK),
-        making room for a demotion may evict a node the same call just promoted (``moves``
-        is chronological, so replaying it stays consistent).
+        node this call demoted as asked or one asked that was there already. Promotion evicts
+        all or nothing and lends victims the room the promoted nodes leave on the tier they
+        are demoted to (a swap, see :meth:`promote`). Dead nodes are skipped.
+        Promotions run before demotions (a call mixes both only with DISK); making room for a
+        demotion spares what the call promoted, as it is asked there (``moves`` is
+        chronological, so replaying it stays consistent).
         """
         result = MoveResult(tier)
         promote: list[Node] = []
@@ -283,13 +290,40 @@ class PrefixIndex(TierTree):
             elif node.tier < tier:
                 demote.append(node)
         if promote:
-            self._promote(promote, tier, now, result)
-        # requested nodes this call demoted, alone or in an earlier one's subtree: room for
-        # the rest is not made of them
+            self._promote(promote, tier, now, result, 0, None)
+        # requested nodes this call demoted, alone or in an earlier one's subtree, and those
+        # already there: room for the rest is not made of them
         asked = {id(node) for node in demote}
-        moved: list[Node] = []
+        moved = [n for n in nodes if not n.dead and n.tier == tier] if demote else []
         for node in demote:
             self._demote(node, tier, now, result, moved, asked)
+        return result
+
+    def promote(
+        self,
+        nodes: Sequence[Node],
+        tier: Tier,
+        now: float,
+        *,
+        room: int = 0,
+        max_priority: float | None = None,
+    ) -> MoveResult:
+        """Promote ``nodes`` to ``tier`` as :meth:`move` does, and leave ``room`` more tokens
+        free there (a call's admission: the reload of its prefix and its own KV), all or
+        nothing: when eviction (of candidates with priority at most ``max_priority``, if
+        given) cannot make the room for both, nothing changes and ``ok`` is False
+        (``skipped_tokens`` then counts ``room`` too). A victim demoted to the tier a
+        promoted node leaves may take the room it leaves (a swap). Nodes already on ``tier``
+        or faster stay where they are (the room is not made of them); dead nodes are ignored.
+        """
+        result = MoveResult(tier)
+        slower = [n for n in nodes if not n.dead and n.tier > tier]
+        there = [n for n in nodes if not n.dead and n.tier <= tier]
+        for node in there:
+            self._pin(node)
+        self._promote(slower, tier, now, result, room, max_priority)
+        for node in there:
+            self._unpin(node)
         return result
 
     def drop(self, nodes: Sequence[Node], now: float) -> MoveResult:
@@ -330,7 +364,17 @@ class PrefixIndex(TierTree):
                 raise ValueError(f"not a root path of live nodes at {node!r}")
             prev = node
 
-    def _promote(self, nodes: list[Node], tier: Tier, now: float, out: MoveResult) -> None:
+    def _promote(
+        self,
+        nodes: list[Node],
+        tier: Tier,
+        now: float,
+        out: MoveResult,
+        room: int,
+        max_priority: float | None,
+    ) -> None:
+        """Promote ``nodes`` and their slower ancestors to ``tier`` leaving ``room`` tokens
+        free there besides, or change nothing (see :meth:`promote`)."""
         todo: list[Node] = []
         bottoms: list[Node] = []  # pinning these protects every promoted node and its ancestors
         seen: set[int] = set()
@@ -349,9 +393,21 @@ class PrefixIndex(TierTree):
         need = sum(n.tokens for n in todo)
         for node in bottoms:
             self._pin(node)
-        if self.free(tier) < need:
-            out.moves.extend(self.make_room(tier, need, now).moves)
-        if self.free(tier) >= need:
+        if self.free(tier) < need + room:
+            # a swap: the promoted nodes leave the tier victims are demoted to, so lend that
+            # room to the eviction, or a victim finds the tier full, is dropped, and the room
+            # is left empty. All or nothing, so the loan is repaid by the promotion below.
+            below = self._demote_to[tier]
+            lent = 0 if below is None else sum(n.tokens for n in todo if n.tier == below)
+            if below is not None:
+                self._capacity[below] += lent
+            made = self.make_room(
+                tier, need + room, now, max_priority=max_priority, all_or_nothing=True
+            )
+            if below is not None:
+                self._capacity[below] -= lent
+            out.moves.extend(made.moves)
+        if self.free(tier) >= need + room:
             for n in todo:
                 src = n.tier
                 self.counters.promoted_tokens[tier] += n.tokens
@@ -359,7 +415,7 @@ class PrefixIndex(TierTree):
                 out.moves.append(KVMove(n, n.tokens, src, tier))
             out.moved_tokens += need
         else:
-            out.skipped_tokens += need
+            out.skipped_tokens += need + room
         for node in bottoms:
             self._unpin(node)
 

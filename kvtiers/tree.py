@@ -125,7 +125,13 @@ class TierTree:
 
     # ------------------------------------------------------------------ eviction API
     def make_room(
-        self, tier: Tier, tokens: int, now: float, *, max_priority: float | None = None
+        self,
+        tier: Tier,
+        tokens: int,
+        now: float,
+        *,
+        max_priority: float | None = None,
+        all_or_nothing: bool = False,
     ) -> EvictionResult:
         """Evict from ``tier`` until ``free(tier) >= tokens``; evict nothing if already so.
 
@@ -133,13 +139,26 @@ class TierTree:
         possibly, to fit demoted nodes, lower-priority leaves of slower tiers. With
         ``max_priority`` only candidates whose priority is at most that are evicted (e.g.
         ``now`` under the ``retention`` strategy spares softly retained KV). ``ok`` is False
-        when locked or spared nodes and reservations leave too little (what was evicted
-        before that stays evicted); capacity is never exceeded.
+        when locked or spared nodes and reservations leave too little; what was evicted
+        before that stays evicted, unless ``all_or_nothing``: then nothing is evicted when
+        the room cannot be made (an admission that is turned away destroys no one's KV).
+        Capacity is never exceeded.
         """
         result = EvictionResult(tier, tokens, now)
         short = tokens - self.free(tier)
-        if short > 0:
+        if short <= 0:
+            return result
+        if not all_or_nothing:
             result.freed = self._evict(tier, short, max_priority, result)
+        elif self.evictable(tier) >= short:  # else no eviction can make the room
+            if max_priority is None:
+                # locks hold whole root paths, so every unlocked node of the tier can be
+                # evicted, leaves first: the room can be made, and eviction makes it
+                result.freed = self._evict(tier, short, None, result)
+            else:
+                plan = self._plan(tier, short, max_priority)
+                if plan is not None:
+                    result.freed = self._take(tier, plan, result)
         result.ok = self.free(tier) >= tokens
         return result
 
@@ -229,6 +248,68 @@ class TierTree:
             if threshold is not None and prio > threshold:
                 break
             heappop(heap)
+            node.stamp = -1
+            freed += node.tokens
+            self.counters.evicted_tokens[tier] += node.tokens
+            self._evict_node(node, prio, out)
+        return freed
+
+    def _plan(self, tier: Tier, need: int, threshold: float) -> list[tuple[float, Node]] | None:
+        """The candidates of ``tier`` (priority <= ``threshold``), smallest priority first,
+        whose eviction frees ``need`` tokens, or None when they cannot free it.
+
+        A dry run of :meth:`_evict`: a parent joins the candidates once the plan takes its
+        last child on the tier. Changes nothing but dropping the heap entries :meth:`_evict`
+        would drop as no candidate's; the entries of planned nodes are popped (on success
+        :meth:`_take` evicts them) or pushed back (on failure)."""
+        heap = self._heaps[tier]
+        taken: list[tuple[float, int, Node]] = []  # live entries popped for the plan
+        later: list[tuple[float, int, Node]] = []  # parents the plan makes candidates
+        left: dict[int, int] = {}  # id(parent) -> its children on the tier not yet planned
+        plan: list[tuple[float, Node]] = []
+        seq = self._seq  # later entries rank after equal priorities, as a fresh push would
+        freed = 0
+        while freed < need:
+            if heap and (not later or heap[0] < later[0]):
+                entry = heap[0]
+                prio, stamp, node = entry
+                if node.stamp != stamp:
+                    heappop(heap)
+                    continue
+                if node.lock_count or node.child_tiers[tier]:
+                    heappop(heap)  # no candidate now; one the plan makes is in ``later``
+                    node.stamp = -1
+                    continue
+                if prio > threshold:
+                    break
+                heappop(heap)
+                taken.append(entry)
+            elif later:
+                prio, _, node = later[0]
+                if prio > threshold:
+                    break
+                heappop(later)
+            else:
+                break
+            plan.append((prio, node))
+            freed += node.tokens
+            parent = node.parent
+            if parent is not None and parent.tier == tier and not parent.lock_count:
+                count = left.get(id(parent), parent.child_tiers[tier]) - 1
+                left[id(parent)] = count
+                if not count:
+                    seq += 1
+                    heappush(later, (self._priority(parent), seq, parent))
+        if freed >= need:
+            return plan
+        for entry in taken:
+            heappush(heap, entry)
+        return None
+
+    def _take(self, tier: Tier, plan: list[tuple[float, Node]], out: EvictionResult) -> int:
+        """Evict the nodes of a :meth:`_plan` in its order; the tokens freed."""
+        freed = 0
+        for prio, node in plan:
             node.stamp = -1
             freed += node.tokens
             self.counters.evicted_tokens[tier] += node.tokens

@@ -12,7 +12,7 @@ driver decides what a program's events mean for the engine and for other program
 * **the tool-wait decision**: when a program waits on tools only, what happens to its KV
   (asked of a :class:`~agentconsole.scheduler.actions.KvAdvisor`, from one
   :class:`~agentconsole.scheduler.runtime.MemoryView` and the slowest pending tool's learned
-  latency), and how long the program then counts at the door;
+  latency, less what of it has run already), and how long the program then counts at the door;
 * **what a call's end, a tool's start and end, a finish and a cancel do** (a program's end
   also tells the carrier to drop where its calls were placed:
   :class:`~agentconsole.scheduler.actions.ProgramEnded`).
@@ -50,7 +50,7 @@ from agentconsole.scheduler.doorline import RunKey
 from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.scheduler.growth import PeakEstimator, RunTimes, program_kind
-from agentconsole.scheduler.latency import LatencyDistribution
+from agentconsole.scheduler.latency import LatencyDistribution, remaining
 from agentconsole.scheduler.program import Node
 from agentconsole.scheduler.runtime import CacheAction, PrefixProbe
 from agentconsole.scheduler.ticket import CallTicket
@@ -443,9 +443,13 @@ class ProgramDriver:
         """Decide the wait on the running tool expected back last, unless that was done
         already: tools started together are decided once, one that starts later is decided
         again only when it is expected back after the wait decided for."""
-        latency, until = self._last_tool_back(program_id, flight)
+        latency, started, until = self._last_tool_back(program_id, flight)
         if flight.decided_until is not None and until <= flight.decided_until:
             return []
+        # the tool has run since ``started`` (the call that ends with the tool wait may have
+        # outlasted it): decide on what is left of its wait, so a retention ends near when
+        # it is due back, not a whole latency after the decision
+        latency = remaining(latency, now - started)
         flight.decided_until = until
         context = view.context(program_id, now)
         if context is None or context.private_tokens <= 0:
@@ -475,19 +479,20 @@ class ProgramDriver:
 
     def _last_tool_back(
         self, program_id: str, flight: _Flight
-    ) -> tuple[LatencyDistribution, float]:
-        """The running tool expected back last (by its learned mean latency from its start),
-        and when."""
+    ) -> tuple[LatencyDistribution, float, float]:
+        """The running tool expected back last (by its learned mean latency from its start):
+        its latency, when it started, and when it is expected back."""
         program = self.controller.programs[program_id]
-        best: tuple[LatencyDistribution, float] | None = None
+        best: tuple[LatencyDistribution, float, float] | None = None
         for node_id in sorted(flight.tools):
             node = program.nodes[node_id]
             if node.tool is None or not node.attempts:
                 continue
             dist = self.controller.tool_distribution(node.tool.name, node.tool.kind.value)
-            back = node.attempts[-1].started_at + dist.mean()
-            if best is None or back > best[1]:
-                best = (dist, back)
+            started = node.attempts[-1].started_at
+            back = started + dist.mean()
+            if best is None or back > best[2]:
+                best = (dist, started, back)
         assert best is not None, "a tool wait without a tool"
         return best
 

@@ -4,7 +4,8 @@ Owns the :class:`LatencyDistribution` protocol (``mean``, ``quantile``, ``surviv
 helper :func:`expected_min` (``E[min(L, tau)]``, closed form when the distribution offers it,
 else a numeric integral of the survival function), and two implementations: :class:`LogNormal`
 (inter-turn gaps and tool latencies are close to log-normal, SAECache / llm-d) and
-:class:`Constant` (deterministic tools, tests).
+:class:`Constant` (deterministic tools, tests). :func:`remaining` conditions one on the time a
+tool has already run (:class:`Remaining`: what is left of it, given it is still running).
 """
 
 from __future__ import annotations
@@ -140,3 +141,58 @@ class Constant:
     def expected_min(self, tau: float) -> float:
         """``min(seconds, tau)``."""
         return max(0.0, min(self.seconds, tau))
+
+
+#: below this probability of still running, a tool has outlived its distribution
+_OUTLIVED = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class Remaining:
+    """What is left of a latency ``L`` that has already run ``elapsed`` seconds: ``L -
+    elapsed`` given ``L > elapsed``. Build it with :func:`remaining`.
+
+    ``S'(t) = S(e + t) / S(e)``; ``Q'(q) = Q(1 - (1 - q) S(e)) - e``;
+    ``E[min(L', tau)] = (E[min(L, e + tau)] - E[min(L, e)]) / S(e)``.
+    """
+
+    base: LatencyDistribution
+    elapsed: float
+    #: ``S(e)`` and ``E[min(L, e)]``, computed once: every query needs them
+    still_running: float
+    held: float
+
+    def mean(self) -> float:
+        return (self.base.mean() - self.held) / self.still_running
+
+    def quantile(self, q: float) -> float:
+        if q <= 0:
+            return 0.0
+        return max(0.0, self.base.quantile(1.0 - (1.0 - q) * self.still_running) - self.elapsed)
+
+    def survival(self, t: float) -> float:
+        if t <= 0:
+            return 1.0
+        return min(1.0, self.base.survival(self.elapsed + t) / self.still_running)
+
+    def expected_min(self, tau: float) -> float:
+        if tau <= 0:
+            return 0.0
+        if math.isinf(tau):
+            return self.mean()
+        total = expected_min(self.base, self.elapsed + tau)
+        return max(0.0, (total - self.held) / self.still_running)
+
+
+def remaining(dist: LatencyDistribution, elapsed: float) -> LatencyDistribution:
+    """The rest of a tool's latency ``dist`` given it has run ``elapsed`` seconds and is still
+    running (:class:`Remaining`): a tool-wait decision taken after the tool started prices the
+    wait still ahead, not a wait from the start. ``dist`` itself when nothing has elapsed, and
+    when the tool has outlived it (``P(L > elapsed)`` about 0: what is learned says nothing
+    about the rest, so it is priced as a fresh wait rather than as one about to end)."""
+    if elapsed <= 0:
+        return dist
+    still_running = dist.survival(elapsed)
+    if still_running < _OUTLIVED:
+        return dist
+    return Remaining(dist, elapsed, still_running, expected_min(dist, elapsed))

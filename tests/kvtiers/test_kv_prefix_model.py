@@ -143,6 +143,38 @@ class IndexVsModel(RuleBasedStateMachine):
             assert self.ix.evictable(tier) == 0
             assert all(e[2] for e in self.model.values() if e[1] == tier)
 
+    @rule(tier=tiers_st, tokens=st.integers(0, 30), gated=st.booleans())
+    def make_room_all_or_nothing(self, tier: Tier, tokens: int, gated: bool) -> None:
+        now = self.tick()
+        gate = now if gated else None
+        result = self.ix.make_room(tier, tokens, now, max_priority=gate, all_or_nothing=True)
+        self.apply(result.moves)
+        assert result.ok == (self.ix.free(tier) >= tokens)
+        if not result.ok:
+            assert not result.moves  # nothing evicted for a room it could not make
+            # and evicting as far as the gate lets would not have made it either
+            again = self.ix.make_room(tier, tokens, now, max_priority=gate)
+            self.apply(again.moves)
+            assert not again.ok
+        elif gate is not None:  # the tier's own victims are all under the gate
+            priority = self.ix.strategy.priority
+            assert all(priority(m.node) <= gate for m in result.moves if m.src == tier)
+
+    @precondition(lambda self: self.paths)
+    @rule(data=st.data(), tier=tiers_st, room=st.integers(0, 20), gated=st.booleans())
+    def promote(self, data: st.DataObject, tier: Tier, room: int, gated: bool) -> None:
+        path = data.draw(st.sampled_from(self.paths))
+        nodes = data.draw(st.lists(st.sampled_from(path), max_size=3)) if path else []
+        now = self.tick()
+        gate = now if gated else None
+        result = self.ix.promote(nodes, tier, now, room=room, max_priority=gate)
+        self.apply(result.moves)
+        if result.ok:
+            assert all(n.tier <= tier for n in nodes if not n.dead)
+            assert self.ix.free(tier) >= room
+        else:
+            assert not result.moves
+
     @precondition(lambda self: self.paths)
     @rule(data=st.data(), tier=tiers_st)
     def move(self, data: st.DataObject, tier: Tier) -> None:

@@ -17,17 +17,7 @@ from agentconsole.scheduler.driver import ProgramDriver
 from agentconsole.scheduler.events import EventLog
 from agentconsole.scheduler.program import Node, NodeKind, ToolKind, ToolSpec
 from agentconsole.scheduler.runtime import CacheAction, MemoryView, PrefixProbe, ProgramContext
-
-
-class _Cost:
-    def call_seconds(self, uncached_prompt_tokens: int, output_tokens: float) -> float:
-        return 0.001 * uncached_prompt_tokens + 0.01 * output_tokens
-
-    def prefill_seconds(self, new_tokens: int, cached_tokens: int = 0) -> float:
-        return 0.001 * new_tokens
-
-    def reload_seconds(self, tokens: int) -> float:
-        return 0.0001 * tokens
+from tests.scheduler.driver_fakes import LinearCost
 
 
 class _Advisor:
@@ -44,8 +34,8 @@ class _View:
 
 
 def _driver() -> ProgramDriver:
-    controller = ProgramController(EventLog(), _Cost())
-    return ProgramDriver(controller, _Advisor(), _Cost(), budget_tokens=1_000)
+    controller = ProgramController(EventLog(), LinearCost())
+    return ProgramDriver(controller, _Advisor(), LinearCost(), budget_tokens=1_000)
 
 
 def _call(

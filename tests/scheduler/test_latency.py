@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentconsole.scheduler.latency import Constant, LatencyDistribution, LogNormal, expected_min
+from agentconsole.scheduler.latency import (
+    Constant,
+    LatencyDistribution,
+    LogNormal,
+    expected_min,
+    remaining,
+)
 
 
 class NumericOnly:
@@ -68,3 +74,32 @@ def test_constant() -> None:
     assert (c.mean(), c.quantile(0.3), c.survival(3.9), c.survival(4.0)) == (4.0, 4.0, 1.0, 0.0)
     assert expected_min(c, 10.0) == 4.0
     assert expected_min(c, 2.5) == 2.5
+
+
+def test_what_is_left_of_a_constant_tool() -> None:
+    left = remaining(Constant(40.0), 30.0)
+    assert left.mean() == pytest.approx(10.0)
+    assert (left.quantile(0.9), left.survival(9.9), left.survival(10.0)) == (10.0, 1.0, 0.0)
+    assert expected_min(left, 4.0) == pytest.approx(4.0)
+    assert expected_min(left, 25.0) == pytest.approx(10.0)
+    assert remaining(Constant(40.0), 0.0) == Constant(40.0)  # nothing elapsed: itself
+    # a tool that outlived what was learned of it is priced as a fresh wait
+    assert remaining(Constant(40.0), 45.0) == Constant(40.0)
+
+
+@given(st.floats(-1, 3), st.floats(0.1, 1.5), st.floats(0.05, 0.95), st.floats(0.01, 0.99))
+def test_what_is_left_of_a_lognormal_is_its_conditional_distribution(
+    mu: float, sigma: float, done: float, q: float
+) -> None:
+    d = LogNormal(mu, sigma)
+    elapsed = d.quantile(done)  # the tool has run past this share of its runs
+    left = remaining(d, elapsed)
+    t = left.quantile(q)
+    assert t >= 0
+    assert left.survival(t) == pytest.approx(1 - q, abs=1e-6)
+    assert left.survival(t) == pytest.approx(d.survival(elapsed + t) / d.survival(elapsed))
+    numeric = expected_min(NumericOnly(d), elapsed + t, steps=4000) - expected_min(
+        NumericOnly(d), elapsed, steps=4000
+    )
+    assert expected_min(left, t) == pytest.approx(numeric / d.survival(elapsed), rel=1e-3)
+    assert left.mean() == pytest.approx((d.mean() - expected_min(d, elapsed)) / d.survival(elapsed))

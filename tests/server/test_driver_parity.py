@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from agentconsole.sample_traces.codec import loads_trace
 from agentconsole.scheduler.actions import (
     Action,
@@ -248,5 +250,9 @@ def test_bench_and_serve_ask_the_driver_the_same_questions_and_get_the_same_answ
         ("ended", "par-2"),
     ]
     assert ended == ["par-1", "par-2"]
-    # the last decision of each wait was taken on the same facts
-    assert dict(bench_asked) == dict(serve_asked)
+    # the last decision of each wait was taken on the same facts, to the wall clock's jitter:
+    # the driver prices what is left of the tool's wait, and on serve the tool has run a few
+    # microseconds of real time by the decision
+    bench_facts, serve_facts = dict(bench_asked), dict(serve_asked)
+    assert bench_facts.keys() == serve_facts.keys()
+    assert all(serve_facts[p] == pytest.approx(bench_facts[p], rel=1e-3) for p in bench_facts)

@@ -386,7 +386,11 @@ class SimEngine:
         self._leave_running(call)
         self.kv.release(call)
         if call.context_done >= call.prompt_tokens:
-            # its prompt was fully prefilled: keep that KV as ordinary (evictable) cache
+            # its prompt was fully prefilled: keep that KV as ordinary (evictable) cache, as
+            # SGLang 0.5.23 does: the prompt went into the tree when its prefill ended
+            # (batch_result_processor -> checkpoint_kv_cache), and a retraction or priority
+            # preemption (release_req -> release_kv_cache(checkpoint=False)) frees only what
+            # came after it, the output, which the re-admission recomputes (SimCall.generated)
             self.kv.insert(call.ticket.tenant, call.blocks, call.ticket.program_id, now)
         call.retractions += 1
         call.phase = Phase.QUEUED

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from agentconsole.kvtiers.node import Block, Node
 from agentconsole.kvtiers.prefix_index import PrefixIndex
-from agentconsole.kvtiers.results import EvictionResult, InsertResult
+from agentconsole.kvtiers.results import InsertResult, KVMove
 from agentconsole.kvtiers.tiers import Tier, TierModel
 from agentconsole.scheduler.events import Event, EventKind, EventSink
 from agentconsole.scheduler.runtime import CacheAction
@@ -25,9 +25,11 @@ from agentconsole.server.runtime.sim.recentkeys import RecentKeys
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """What admitting a call found: ``ready_at`` (after any reload from DRAM), the prefix
-    ``hit_tokens``, the ``reload_tokens`` moved back to HBM, the ``recompute_tokens`` that were
-    computed once and are gone, and the ``miss_tokens`` with no KV on the matched prefix.
+    """What admitting a call found: ``ready_at`` (after the write-back of what its admission
+    evicted to DRAM and any reload from DRAM), the prefix ``hit_tokens``, the ``reload_tokens``
+    moved back to HBM, the ``recompute_tokens`` that were computed once and are gone, the
+    ``miss_tokens`` with no KV on the matched prefix, and the ``write_back_tokens`` it evicted
+    to DRAM.
 
     After a mid-prompt insertion (:class:`SuffixReuse`) the prefix cache mode reuses
     ``suffix.reused`` of those misses at a cost of ``suffix.correction`` prefilled tokens."""
@@ -40,6 +42,7 @@ class Admission:
     suffix: SuffixReuse
     #: what it made of other models' KV of its prompt (``crossmodel.py``)
     cross: CrossModelUse = NO_USE
+    write_back_tokens: int = 0
 
     @property
     def prefill_tokens(self) -> int:
@@ -50,8 +53,9 @@ class Admission:
 
     @property
     def loads(self) -> bool:
-        """Whether KV must arrive over the host link before it prefills."""
-        return bool(self.reload_tokens or self.cross.copy)
+        """Whether it waits on the host link before it prefills: KV must arrive, or what it
+        evicted must be written back first."""
+        return bool(self.reload_tokens or self.cross.copy or self.write_back_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +119,8 @@ class EngineKv:
         self._kept: dict[str, KeepDecision] = {}
         self._keep_number = 0
         self._retained_tokens = 0
+        #: each program's offloaded context, soft-retained on DRAM until it is back or ends
+        self._offloaded: dict[str, list[Node]] = {}
         self._computed = RecentKeys(config.computed_keys_kept)
         self._link_free_at = 0.0
 
@@ -122,11 +128,12 @@ class EngineKv:
     def admit(self, call: SimCall, now: float, *, reclaim_retained: bool) -> Admission | None:
         """Make room for ``call`` and take it: lock its matched prefix, start reloading what of
         it sits in DRAM, reserve HBM for its misses and output (``call.path``,
-        ``call.reserved``). None, with nothing held, when it does not fit.
+        ``call.reserved``). None, with nothing held or evicted, when it does not fit.
 
         Eviction spares KV softly retained for a program in tool wait (its priority is in the
         future) unless ``reclaim_retained``: new work waits instead of destroying the context
-        of work in flight; retention deadlines bound the wait."""
+        of work in flight; retention deadlines bound the wait. What it evicts to DRAM is
+        written back over the host link before it starts (HiCache write-back)."""
         index = self.index
         found = index.match(call.ticket.tenant, call.blocks, now)
         index.lock(found.path)
@@ -137,18 +144,24 @@ class EngineKv:
         slow_tokens = sum(n.tokens for n in slow)
         miss = found.miss_tokens + call.generated  # a resumed call recomputes what it generated
         own = miss + call.remaining_tokens
-        room = index.make_room(
-            Tier.HBM, own + slow_tokens, now, max_priority=None if reclaim_retained else now
+        # one all-or-nothing step: a call turned away evicts nothing, and a victim can take
+        # the DRAM room its reload frees
+        moved = index.promote(
+            slow, Tier.HBM, now, room=own, max_priority=None if reclaim_retained else now
         )
-        self._emit_evictions(room, now)
-        if not room.ok:
+        if not moved.ok:
             index.unlock(found.path)
             if suffix.reused:
                 index.unlock(suffix.path)
             return None
-        ready_at = now
+        evicted = [m for m in moved.moves if m.evicted]
+        self._emit_evictions(evicted, now)
+        # SGLang's write_back backs a victim up synchronously when evicting it
+        # (UnifiedRadixCache.backup_node_for_write_back, writing_check(write_back=True)):
+        # the evicting call waits for the copy, and a reload queues behind it
+        written = self._write_back_tokens(evicted)
+        ready_at = self._transfer(now, written) if written else now
         if slow:
-            moved = index.move(slow, Tier.HBM, now)
             ready_at = self._transfer(now, moved.moved_tokens)
             self._emit(now, EventKind.KV_RELOADED, call.ticket.program_id, moved.moved_tokens)
         if not index.reserve(Tier.HBM, own):
@@ -172,7 +185,9 @@ class EngineKv:
                 recompute += block.tokens
         if recompute:
             self._emit(now, EventKind.KV_RECOMPUTED, call.ticket.program_id, recompute)
-        return Admission(ready_at, found.hit_tokens, slow_tokens, recompute, miss, suffix, cross)
+        return Admission(
+            ready_at, found.hit_tokens, slow_tokens, recompute, miss, suffix, cross, written
+        )
 
     def _cross_model(
         self, call: SimCall, hit: int, misses: int, suffix: SuffixReuse
@@ -236,11 +251,16 @@ class EngineKv:
 
     def insert(self, tenant: str, blocks: list[Block], owner: str, now: float) -> InsertResult:
         """Cache a computed context (evictable) and remember its blocks as computed; evicts only
-        if the call's released reservation was not enough, e.g. after sharing blocks changed."""
+        if the call's released reservation was not enough, e.g. after sharing blocks changed
+        (what it evicts to DRAM is written back over the host link)."""
         inserted = self.index.insert(tenant, blocks, now, owner=owner)
         if not inserted.complete:
             need = sum(b.tokens for b in blocks[len(inserted.path) :])
-            self._emit_evictions(self.index.make_room(Tier.HBM, need, now), now)
+            evicted = self.index.make_room(Tier.HBM, need, now).moves
+            self._emit_evictions(evicted, now)
+            written = self._write_back_tokens(evicted)
+            if written:  # no call waits for it, but later copies queue behind it
+                self._transfer(now, written)
             inserted = self.index.insert(tenant, blocks, now, owner=owner)
         self._computed.update(b.key for b in blocks)
         return inserted
@@ -263,6 +283,13 @@ class EngineKv:
             if moved.moved_tokens:
                 self._transfer(now, moved.moved_tokens)
                 self._emit(now, EventKind.KV_OFFLOADED, program_id, moved.moved_tokens)
+            # soft-retained on DRAM for ``retain_s``, as the tool-wait policies price an
+            # offload and the door counts it as kept: demotions from HBM do not push it out
+            # before the deadline; the program's return or end releases it (release_kept)
+            offloaded = [n for n in nodes if n.tier is Tier.DRAM and not n.dead]
+            if offloaded:
+                self.index.retain(offloaded, now + retain_s, now)
+                self._offloaded[program_id] = offloaded
             return moved.moved_tokens
         dropped = self.index.drop(nodes, now)
         if dropped.moved_tokens:
@@ -287,13 +314,18 @@ class EngineKv:
         self._retained_tokens += tokens
 
     def release_kept(self, program_id: str, now: float) -> int:
-        """End the program's standing keep decision now (its next call arrived, or it ended),
-        as SGLang's adapter does (``sglang/retention.py``); returns the tokens released."""
+        """End the program's standing keep decision, and the retention of what it offloaded,
+        now (its next call arrived, or it ended), as SGLang's adapter does
+        (``sglang/retention.py``); returns the tokens released."""
+        released = 0
+        offloaded = self._offloaded.pop(program_id, None)
+        if offloaded is not None:
+            released = self.index.end_retention(offloaded, now)
         standing = self._kept.pop(program_id, None)
         if standing is None:
-            return 0
+            return released
         self._retained_tokens -= standing.tokens
-        return self.index.end_retention(standing.nodes, now)
+        return released + self.index.end_retention(standing.nodes, now)
 
     def retained_tokens(self, now: float) -> int:
         """Tokens softly retained for programs in tool wait (an estimate: retention that
@@ -306,6 +338,12 @@ class EngineKv:
                 del kept[program_id]
                 self._retained_tokens -= standing.tokens
         return self._retained_tokens
+
+    @staticmethod
+    def _write_back_tokens(evicted: list[KVMove]) -> int:
+        """Tokens an eviction demoted from HBM: what it copies to DRAM over the host link
+        (drops, and demotions between slower tiers, cross no host link)."""
+        return sum(m.tokens for m in evicted if m.src is Tier.HBM and m.dst is not None)
 
     def _transfer(self, now: float, tokens: int) -> float:
         """Queue a copy of ``tokens`` on the host link (one copy at a time); when it ends."""
@@ -325,8 +363,8 @@ class EngineKv:
             )
         )
 
-    def _emit_evictions(self, result: EvictionResult, now: float) -> None:
-        """Record what ``result`` evicted, if anything."""
-        if result.moves:
-            tokens = sum(move.tokens for move in result.moves)
+    def _emit_evictions(self, evicted: list[KVMove], now: float) -> None:
+        """Record what ``evicted`` (an eviction's moves) demoted or dropped, if anything."""
+        if evicted:
+            tokens = sum(move.tokens for move in evicted)
             self._emit(now, EventKind.KV_EVICTED, "", tokens)

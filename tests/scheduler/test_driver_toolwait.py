@@ -1,0 +1,65 @@
+"""A tool-wait decision taken after the tool started prices what is left of its wait: the
+retention runs to when the tool is due back, not a whole latency past the decision."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentconsole.kvtiers.advisor import ToolWaitAdvisor
+from agentconsole.kvtiers.toolwait import get_tool_wait_policy
+from agentconsole.scheduler.actions import CacheHint
+from agentconsole.scheduler.controller import CallUsage, ProgramController
+from agentconsole.scheduler.driver import ProgramDriver
+from agentconsole.scheduler.estimators import ToolLatencyEstimator
+from agentconsole.scheduler.events import EventLog
+from agentconsole.scheduler.latency import LogNormal
+from agentconsole.scheduler.program import Node, NodeKind, ToolSpec
+from agentconsole.scheduler.runtime import CacheAction, MemoryView, PrefixProbe, ProgramContext
+from tests.scheduler.driver_fakes import LinearCost
+
+
+class _View:
+    def memory(self, program_id: str, now: float) -> MemoryView:
+        return MemoryView(hbm_capacity_tokens=100_000, free_tokens=50_000)
+
+    def context(self, program_id: str, now: float) -> ProgramContext | None:
+        return ProgramContext(private_tokens=2_000)
+
+
+#: a tool that takes 40 s, give or take 5% (what the driver learned of it)
+LATENCY = LogNormal.from_median(40.0, 0.05)
+
+
+def _decide(tool_started_at: float, now: float) -> CacheHint:
+    """The keep policy's hint for a tool of :data:`LATENCY` started at ``tool_started_at``
+    beside a call that ends at ``now``."""
+    controller = ProgramController(EventLog(), LinearCost())
+    # an estimator that knows the tool already (set, not patched: the class may be compiled)
+    controller.tool_latency = ToolLatencyEstimator(prior=LATENCY)
+    advisor = ToolWaitAdvisor(get_tool_wait_policy("keep"))
+    driver = ProgramDriver(controller, advisor, LinearCost(), budget_tokens=1_000_000)
+    controller.open_program("p", "t", 0.0)
+    assert driver.arrive("p", 2_000, 0, 0.0)
+    controller.add_node("p", Node("n0", "p", NodeKind.LLM), 0.0)
+    ticket = driver.queue_call("p", "n0", PrefixProbe(2_000), 0.0)
+    controller.start_node("p", "n0", 0.0)
+    # a tool on a parallel branch starts while the call runs
+    controller.add_node("p", Node("t0", "p", NodeKind.TOOL, tool=ToolSpec("search")), 0.0)
+    driver.tool_started("p", "t0", tool_started_at)
+    assert driver.settle(_View(), tool_started_at) == []  # a call is in flight: no decision
+    driver.call_ended("p", "n0", ticket.call_id, now, CallUsage(2_000, 0, 50, 0.1))
+    hints = [a for a in driver.settle(_View(), now) if isinstance(a, CacheHint)]
+    assert len(hints) == 1
+    assert hints[0].action is CacheAction.KEEP
+    return hints[0]
+
+
+def test_a_tool_that_has_run_30_of_its_40_s_is_waited_for_what_is_left() -> None:
+    hint = _decide(tool_started_at=0.0, now=30.0)
+    # the keep policy's 90th percentile of the rest: about 12.6 s, not 42.6 s from now
+    assert hint.retain_s == pytest.approx(LATENCY.quantile(0.9) - 30.0, rel=1e-6)
+    assert hint.retain_s <= 13.0
+
+
+def test_a_tool_that_just_started_is_waited_for_its_whole_latency() -> None:
+    assert _decide(tool_started_at=5.0, now=5.0).retain_s == pytest.approx(LATENCY.quantile(0.9))
