@@ -254,6 +254,15 @@ class ProgramDriver:
         self._release(program_id)
         return ticket
 
+    def call_refused(self, program_id: str) -> None:
+        """A call of ``program_id`` was refused after the door let it pass (a tenant limit):
+        like a first call that failed, it keeps the program's share at the door only for the
+        idle grace (the next ``settle``), not until the program idles out."""
+        flight = self._flights.get(program_id)
+        if flight is not None:
+            flight.ended_calls += 1
+            self._dirty[program_id] = None
+
     def withdraw(self, program_id: str, call_id: str) -> None:
         """A queued call never reached the engine (the runtime refused it): forget it."""
         flight = self._flights.get(program_id)

@@ -93,8 +93,9 @@ class EventHub:
             self._changed.set_result(None)
 
     def oldest_seq(self) -> int:
-        """The oldest ``seq`` still in the ring."""
-        return max(self._next - self._size, 1)
+        """The oldest ``seq`` still in the ring (never before this life's first: earlier ones
+        are the store's to serve)."""
+        return max(self._next - self._size, self.first_seq)
 
     def since(
         self, seq: int, *, tenant: str | None = None, limit: int = 500

@@ -29,6 +29,7 @@ from agentconsole.server.live.errors import (
 )
 from agentconsole.server.live.identity import chain_hashes
 from agentconsole.server.live.prompt import encode_prompt, offered_tools, render_prompt
+from agentconsole.server.live.tenants import TenantLimitError
 
 if TYPE_CHECKING:
     from agentconsole.server.live.service import ProgramService
@@ -139,7 +140,12 @@ class CallIntake:
         now = time.time()
         # again after the door's wait: calls admitted meanwhile hold their share of the minute
         # (from here to the call's reservation nothing awaits, so none passes unseen)
-        svc.tenants.check_call(tenant, now)
+        try:
+            svc.tenants.check_call(tenant, now)
+        except TenantLimitError:
+            svc.driver.call_refused(program.program_id)  # its door share is not held on
+            await svc.settled()
+            raise
         svc.tool_calls.answered(program.program_id, chat.messages)
         node = svc.nodes.llm_node(program, chat.node_id, parents, now)
         pid, nid = program.program_id, node.node_id
@@ -186,9 +192,10 @@ class CallIntake:
             raise Unavailable(f"the runtime refused the call: {error}") from error
         call.cached_elsewhere = elsewhere
         call.hold = hold
-        if call.finished:  # it ended within its submit, before it had its hold
-            svc.tenants.release(hold)
-        svc.register(call)
+        if call.finished:  # it ended within its submit: its end was accounted without
+            svc.tenants.release(hold)  # its hold, and it is in flight no more
+        else:
+            svc.register(call)
         if hashes is not None:
             svc.chains.record(tenant, hashes, pid, nid)
         return call

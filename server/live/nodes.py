@@ -111,7 +111,10 @@ class NodeBook:
                 field="node_id",
             )
         if node.state is NodeState.RUNNING:
-            raise Conflict(f"node {node.node_id!r} is already running", field="node_id")
+            # it passes once the running attempt ends: worth a client's retry
+            raise Conflict(
+                f"node {node.node_id!r} is already running", field="node_id", retryable=True
+            )
 
     @staticmethod
     def _fresh_id(program: Program, kind: NodeKind) -> str:

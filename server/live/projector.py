@@ -51,6 +51,9 @@ class StoreProjector:
         self._dirty: dict[str, set[str]] = {}
         #: what a write in progress took of ``_dirty`` (``write_gradually`` yields midway)
         self._writing: dict[str, set[str]] = {}
+        #: programs whose last rows ``write_program`` queued during that write: its rows of
+        #: them, built earlier, must not follow the last ones
+        self._written_last: set[str] = set()
         self._periodic = Periodic("store-projector", interval_s, self._tick)
 
     def observe(self, event: Event) -> None:
@@ -108,6 +111,9 @@ class StoreProjector:
                         done += 1
         finally:
             self._writing = {}
+            if self._written_last:
+                rows = [r for r in rows if getattr(r, "program_id", "") not in self._written_last]
+                self._written_last = set()
             self._put(rows, mark)
 
     def write_program(self, program_id: str) -> None:
@@ -117,7 +123,10 @@ class StoreProjector:
         write (``limits.retain_finished_s`` under ``store_sync_s``) kept a row that said it
         was running."""
         program = self.controller.programs.get(program_id)
+        writing = program_id in self._writing
         node_ids = self._dirty.pop(program_id, set()) | self._writing.pop(program_id, set())
+        if writing:
+            self._written_last.add(program_id)
         if program is None:
             return
         now = time.time()

@@ -112,7 +112,9 @@ class BenchRunner:
     def check_idle(self) -> None:
         """Raise :class:`Conflict` while a run is in progress."""
         if self.busy:
-            raise Conflict("a bench run is in progress: read GET /v1/operator/whatif/run")
+            raise Conflict(  # it passes once the run ends
+                "a bench run is in progress: read GET /v1/operator/whatif/run", retryable=True
+            )
 
     def start(self, argv: Sequence[str], trace: Path, command: str) -> BenchRun:
         """Run ``argv`` (``agentconsole bench ...``; its program name is replaced by this

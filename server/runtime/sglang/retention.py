@@ -202,6 +202,11 @@ class RetentionBook:
         for program in [p for p in self._seq if p not in hints]:
             del self._seq[program]
             self._kept.pop(program, None)
+            ctx = self.contexts.get(program)
+            if ctx is not None and tree is not None:
+                # its marks go with its hint: a node keeps no entry per program it ever
+                # had, and a forgotten drop no longer weighs on the node
+                mark_context(tree, ctx, None, whole_path=True, owner=program)
         for program, hint in hints.items():
             if self._seq.get(program) == hint.seq:
                 continue

@@ -46,6 +46,19 @@ def test_hub_numbers_fans_out_and_filters() -> None:
         hub.since(10)  # fell out of the 8-event ring
 
 
+def test_a_cursor_before_this_life_s_first_seq_is_the_store_s() -> None:
+    """A restarted hub numbers from the store's last commit: a cursor before that is served
+    from the store (``LookupError``), not walked through empty ring slots and lost."""
+    hub = EventHub(first_seq=100, ring_size=8)
+    for _ in range(3):
+        hub.emit(_event())
+    assert hub.oldest_seq() == 100
+    with pytest.raises(LookupError):
+        hub.since(50)
+    items, _ = hub.since(99)
+    assert [seq for seq, _ in items] == [100, 101, 102]
+
+
 @given(st.text(max_size=80), st.lists(st.integers(1, 7), max_size=30))
 def test_filter_passes_plain_text_through_unchanged(text: str, cuts: list[int]) -> None:
     pieces, rest = [], text
