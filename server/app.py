@@ -235,6 +235,7 @@ def create_app(
         store = await asyncio.to_thread(Store.open, config.db_path, store_config)
         hub = EventHub(first_seq=store.repo.last_seq() + 1)
         live = build_live(config, store, runtime, hub)
+        live.service.store_alive = lambda: store.writer.alive
         live.service.prompt_blocks = PromptBlockRecorder(
             store.prompt_secret, store.writer.put, redaction_from(extensions)
         )

@@ -168,6 +168,9 @@ class ProgramService:
         self._background: set[asyncio.Task[Any]] = set()
         #: set by :meth:`shut_down`: the server is closing, new calls are refused
         self.closing = False
+        #: whether the store can record what a call does (the server wires its writer's
+        #: liveness; without a store, always): a call it could not record is refused
+        self.store_alive: Callable[[], bool] = lambda: True
         hub.resolve_tenants(self.tenant_of)
 
     # -- policies ----------------------------------------------------------------------------------

@@ -107,3 +107,19 @@ def test_a_named_program_waiting_on_a_tool_the_model_asked_for_stays_open(
         with server.client() as c:
             body = {**chat_body(), "messages": answer, "agentconsole": {"program_id": "tw"}}
             assert c.post("/v1/chat/completions", json=body).status_code == 200
+
+
+def test_a_call_the_store_cannot_record_is_refused(tmp_path: Path) -> None:
+    """With the store's writer dead of a fatal error, a call's events, node and tokens would
+    be lost: it is refused with 503 (``/ready`` already said so), and served again after."""
+    with LiveServer(make_config(tmp_path / "dead.duckdb")) as server:
+        server.wait_ready()
+        lane = server.live.store.writer._lanes[0]
+        lane._failure = RuntimeError("disk gone")  # what a fatal DuckDB error leaves
+        with server.client() as c:
+            refused = c.post("/v1/chat/completions", json=chat_body())
+            assert refused.status_code == 503, refused.text
+            assert "store" in refused.json()["error"]["message"]
+            assert c.get("/ready").status_code == 503
+        lane._failure = None
+        _call(server, "after")
