@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -150,6 +152,20 @@ def _sse(*messages: tuple[str, object]) -> bytes:
     return "".join(f"event: {e}\ndata: {json.dumps(d)}\n\n" for e, d in messages).encode()
 
 
+def _read_until_overview(
+    handler: Callable[[httpx.Request], httpx.Response], stop: threading.Event
+) -> list[Any]:
+    """What ``read_feed`` yields from a server answering with ``handler``, up to the first
+    overview."""
+    client = httpx.Client(transport=httpx.MockTransport(handler), base_url="http://test")
+    items = []
+    for item in read_feed(client, stop, min_delay_s=0.001, max_delay_s=0.002):
+        items.append(item)
+        if isinstance(item, OverviewTick):
+            stop.set()
+    return items
+
+
 def test_reader_reconnects_and_resumes_after_the_last_seq() -> None:
     requests: list[str] = []
     stop = threading.Event()
@@ -165,12 +181,7 @@ def test_reader_reconnects_and_resumes_after_the_last_seq() -> None:
         body = _sse(("batch", {"seq": 3, "events": events}), ("overview", {"policy": "fcfs"}))
         return httpx.Response(200, content=body)
 
-    client = httpx.Client(transport=httpx.MockTransport(handler), base_url="http://test")
-    items = []
-    for item in read_feed(client, stop, min_delay_s=0.001, max_delay_s=0.002):
-        items.append(item)
-        if isinstance(item, OverviewTick):
-            stop.set()
+    items = _read_until_overview(handler, stop)
     batches = [i for i in items if isinstance(i, EventBatch)]
     assert [e.kind for b in batches for e in b.events] == ["a", "b", "c"]  # no duplicate "b"
     assert requests[:3] == ["None", "2", "2"]
@@ -199,12 +210,7 @@ def test_reader_resumes_from_a_reset_below_its_cursor() -> None:
         )
         return httpx.Response(200, content=body)
 
-    client = httpx.Client(transport=httpx.MockTransport(handler), base_url="http://test")
-    items = []
-    for item in read_feed(client, stop, min_delay_s=0.001, max_delay_s=0.002):
-        items.append(item)
-        if isinstance(item, OverviewTick):
-            stop.set()
+    items = _read_until_overview(handler, stop)
     batches = [i for i in items if isinstance(i, EventBatch)]
     assert [e.kind for b in batches for e in b.events] == ["old", "new-1", "new-2"]
     assert asked[:2] == [(None, None), ("40", "before")]
