@@ -51,7 +51,10 @@ _REASONS = {
     422: "Validation: ``field`` names the culprit",
     424: "The tool ran and failed",
     429: "Quota or rate limit (``Retry-After`` when it will pass)",
-    503: "Unavailable: runtime starting, connection limit (``Retry-After``)",
+    503: (
+        "Unavailable: runtime starting, connection limit (``Retry-After``), a write the dead"
+        " store cannot record"
+    ),
 }
 _BOUNDS = {
     "ge": "minimum",

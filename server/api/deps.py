@@ -4,6 +4,11 @@ The lifespan of :func:`agentconsole.server.app.create_app` builds one :class:`Li
 in ``app.state.live``; handlers receive it (``live``) and the caller's :class:`Principal`
 (``principal``, or ``operator_principal`` which also requires the operator role) by injection.
 The tool gateway's handlers get ``tenant`` and ``operator`` the same way.
+
+Every route but ``/health`` and ``/ready`` resolves ``principal`` (``operator_principal`` and
+``tenant`` depend on it), so its provider is also where a write is refused while the store
+cannot record it (:func:`refuse_unrecordable_write`): one gate for the core routes, the tool
+gateway's and any extension's, none of them copied per route.
 """
 
 from __future__ import annotations
@@ -57,17 +62,33 @@ def provide_live(request: Request[Any, Any, Any]) -> Live:
     return live
 
 
+#: the methods that record nothing: a dead store still serves them (the store's reads work)
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def refuse_unrecordable_write(request: Request[Any, Any, Any], live: Live) -> None:
+    """503 ``unavailable`` (retryable) for a request that records state (every method but a
+    read's: program and node writes, tool reports and calls, operator actions, all audited or
+    evented) while the store's writer is dead: answered 2xx, what it did would be lost."""
+    if request.scope["method"] not in READ_METHODS:
+        live.service.require_store("this request")
+
+
 def provide_principal(request: Request[Any, Any, Any], live: LiveDep) -> Principal:
     # Depending on ``live`` (not just reading app state) chains the two providers: Litestar
     # resolves providers of one level concurrently in an anyio task group, which costs more
     # than the providers themselves.
     authorization = request.headers.get("authorization")
     try:
-        return live.keys.resolve(authorization)
+        principal = live.keys.resolve(authorization)
     except ApiError as error:
         if request.scope["path"].startswith(OPERATOR_PATH):
             audit_refusal(request, live.desk, live.keys.actor_of(authorization), error)
         raise
+    # after the key: a stranger learns nothing of the store it could not read at /ready;
+    # not audited on an operator route, the audit log being what the dead store lost
+    refuse_unrecordable_write(request, live)
+    return principal
 
 
 def provide_operator(

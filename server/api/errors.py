@@ -7,7 +7,8 @@ the header OpenAI's clients obey over their own rule (retry every 408, 409, 429 
 
 One handler, registered for ``Exception`` on the app, maps the service's refusals, Litestar's
 own client errors (validation 422, malformed JSON 400, oversized body 413, unknown route 404,
-wrong method 405) and anything else (500: a bug, logged with its traceback). The tool
+wrong method 405), the store's errors (503 ``unavailable``, retryable: its writer died) and
+anything else (500: a bug, logged with its traceback). The tool
 gateway's errors and the HTTP server's own refusals (``connections.py``: malformed HTTP 400,
 slow headers 408, oversized headers 431, connection limit 503) use the same shape and types;
 :data:`ERROR_SCHEMA` is that shape as JSON Schema (the OpenAPI contract's ``Error``).
@@ -21,7 +22,8 @@ from typing import Any, Protocol
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, InternalServerException, ValidationException
 
-from agentconsole.server.live.errors import ServiceError
+from agentconsole.server.live.errors import ServiceError, Unavailable
+from agentconsole.server.store.errors import StoreError
 
 log = logging.getLogger(__name__)
 #: Litestar's detail when the client disconnected before its body was read
@@ -209,6 +211,15 @@ def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[di
         _audit_invalid_operator_call(request, ApiError(status, str(exc.detail)))
         body = error_body(_TYPES.get(status, "error"), str(exc.detail))
         return Response(body, status_code=status, headers=exc.headers or None)
+    if isinstance(exc, StoreError):
+        # the store's writer died (or the store closed) under a request the write gate let
+        # pass: a read that needs a flush, or a write racing the death. Not a bug of ours:
+        # the dead store's refusal (``deps.refuse_unrecordable_write``), 503 and retryable
+        log.error("store unavailable during %s %s: %r", request.method, request.url.path, exc)
+        refusal = Unavailable("the store is not available (see /ready); retry later")
+        return Response(
+            refusal_body(refusal), status_code=refusal.status, headers=refusal_headers(refusal)
+        )
     if isinstance(exc, InternalServerException) and exc.detail == _GONE:
         # the client left mid-body (or its body timed out): nobody reads this answer
         log.debug("client left during %s %s", request.method, request.url.path)

@@ -22,15 +22,16 @@ instead of silently becoming a query parameter):
 Routes: ``POST/GET /v1/tools``, ``POST /v1/tools/{name}/call``,
 ``POST /v1/programs/{program_id}/tool-calls/start|finish``,
 ``GET /v1/operator/tool-calls`` and ``POST /v1/operator/tool-calls/{tool_call_id}/reconcile``.
-Errors are answered by the controllers' own handler in the API's error shape; each route's
-body schema and statuses for the published contract are in :mod:`.openapi`. Path parameters
-are checked by the gateway itself (so its refusals are audited). A tenant key on an operator
-route is refused and audited.
+In the app, a write (any route but a read) is refused with 503 while the store's writer is
+dead, by the ``principal`` provider that ``tenant`` depends on (``api/deps.py``), before the
+gateway sees it. Errors are answered by the controllers' own handler in the API's error shape;
+each route's body schema and statuses for the published contract are in :mod:`.openapi`. Path
+parameters are checked by the gateway itself (so its refusals are audited). A tenant key on an
+operator route is refused and audited.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated, Any, Literal
 
 from litestar import Controller, Request, Response, get, post
@@ -48,7 +49,6 @@ from agentconsole.server.gateway.ports import ProgramPort
 from agentconsole.server.gateway.streams import read_at_most
 from agentconsole.server.store import StoreError
 
-log = logging.getLogger(__name__)
 Body = dict[str, Any]
 Gateway = NamedDependency[SkipValidation[ToolGateway]]
 Port = NamedDependency[SkipValidation[ProgramPort]]
@@ -58,12 +58,11 @@ IntentState = Literal["in_progress", "committed", "failed", "retryable", "needs_
 
 
 def gateway_error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[Body]:
-    """The API error body for a :class:`GatewayError` (its status, ``Retry-After`` etc.)."""
+    """The API error body for a :class:`GatewayError` (its status, ``Retry-After`` etc.);
+    a store error as the core routes answer it (503 ``unavailable``, retryable)."""
     if isinstance(exc, GatewayError):
         return Response(exc.body(), status_code=exc.status, headers=exc.headers)
-    log.error("store unavailable during %s %s: %r", request.method, request.url.path, exc)
-    body = {"error": {"type": "unavailable", "message": "the store is not available"}}
-    return Response(body, status_code=503)
+    return handle_error(request, exc)
 
 
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {

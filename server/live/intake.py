@@ -109,10 +109,9 @@ class CallIntake:
         svc = self.service
         if svc.closing:
             raise ShuttingDown()
-        if not svc.store_alive():
-            # the store's writer died of a fatal error: the call's events, its node and its
-            # tokens would be lost, so it is refused until an operator restarts the server
-            raise Unavailable("the store cannot record calls (see /ready); retry later")
+        # the call's events, its node and its tokens would be lost with a dead store (the
+        # express lane reaches here without the HTTP layer's write gate, ``api/deps.py``)
+        svc.require_store("calls")
         await self._wait_runtime()
         # The request's own faults first (an unknown model, a prompt the template refuses, one
         # over the context): refused before a program is opened, a call that never ran leaves

@@ -51,6 +51,7 @@ from agentconsole.server.live.errors import (
     QuotaError,
     ServiceError,
     ShuttingDown,
+    Unavailable,
 )
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.identity import PrefixChains
@@ -168,8 +169,9 @@ class ProgramService:
         self._background: set[asyncio.Task[Any]] = set()
         #: set by :meth:`shut_down`: the server is closing, new calls are refused
         self.closing = False
-        #: whether the store can record what a call does (the server wires its writer's
-        #: liveness; without a store, always): a call it could not record is refused
+        #: whether the store can record what a request does (the server wires its writer's
+        #: liveness; without a store, always): a call or write it could not record is
+        #: refused (:meth:`require_store`)
         self.store_alive: Callable[[], bool] = lambda: True
         hub.resolve_tenants(self.tenant_of)
 
@@ -362,6 +364,14 @@ class ProgramService:
         if program.tenant != tenant:
             raise NotFound(f"program {program_id!r} not found", field="program_id")
         return program
+
+    def require_store(self, what: str) -> None:
+        """Raise :class:`Unavailable` (503, retryable) when the store's writer has stopped on a
+        fatal error: what the request would record (``what``, for the message) would be lost
+        while its answer said it was done, so it is refused until an operator restarts the
+        server (``/ready`` says ``store: false`` meanwhile)."""
+        if not self.store_alive():
+            raise Unavailable(f"the store cannot record {what} (see /ready); retry later")
 
     def require_running(self, program: Program) -> None:
         """Raise the reason a stopped program takes no more work (quota, else 409)."""
