@@ -71,6 +71,7 @@ def chat_call(data: ChatCompletionRequest, request: Client, live: Live) -> ChatC
         stop=stop,
         priority=data.priority,
         ignore_eos=data.ignore_eos,
+        max_tool_calls=1 if data.parallel_tool_calls is False else None,
         **program_identity(data.agentconsole, request),
         **model_request(data.model, data.agentconsole, request),
     )
@@ -92,6 +93,7 @@ async def _stream(
             yield completion.error(refused)
         else:
             rest, calls = held.finish()
+            calls = calls[: call.max_tool_calls]  # as the accounting cut the DAG's nodes
             if rest:
                 yield completion.chunk({"content": rest})
             reason = outcome.finish_reason
@@ -128,6 +130,7 @@ async def chat_completion(
     if isinstance(outcome, Reply):
         return outcome
     text, calls = call.answer or (outcome.text, [])
+    calls = calls[: call.max_tool_calls]
     tool_calls = tool_calls_json(call.call_id, calls) if calls else None
     reason = "tool_calls" if tool_calls else outcome.finish_reason
     body_json = completion.response(

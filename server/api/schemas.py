@@ -102,7 +102,9 @@ TokenCount = Annotated[int, Field(ge=1, le=MAX_TOKENS_BOUND), Integral]
 Priority = Annotated[int, Field(ge=-1000, le=1000), Integral]
 Seconds = Annotated[float, Field(gt=0, le=86_400 * 7)]
 Temperature = Annotated[float, Field(ge=0, le=2)]
-TopP = Annotated[float, Field(gt=0, le=1)]
+#: OpenAI accepts 0 (only the likeliest token: greedy); the SGLang adapter sends it as
+#: greedy decoding, since SGLang itself wants ``0 < top_p`` (``wire.sampling_params``)
+TopP = Annotated[float, Field(ge=0, le=1)]
 One = Annotated[int, Field(ge=1, le=1), Integral]
 Unsupported = Annotated[bool, AfterValidator(_false), WithJsonSchema({"const": False})]
 Stop = str | Annotated[list[str], Field(max_length=4)]
@@ -268,6 +270,9 @@ class ChatCompletionRequest(_Generation):
     max_completion_tokens: TokenCount | None = None
     tools: Annotated[list[ToolDef], Field(max_length=128)] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    """False: an answer that calls several tools returns (and adds the tool node of) the
+    first only; true or unset: every call the model made."""
     response_format: Annotated[ResponseFormat, BeforeValidator(_text_format)] | None = None
     #: refused when asked for (never answered with ``logprobs: null``); false or null pass
     logprobs: Annotated[

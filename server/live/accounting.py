@@ -149,7 +149,10 @@ class CallAccounting:
         try:
             if outcome == "ok" and not call.closed and call.tools:
                 runtime = svc.models.runtime_of(call.request.model)  # the format that ran it
-                call.answer = format_of(runtime).parse(call.text, call.tools)
+                text, calls = format_of(runtime).parse(call.text, call.tools)
+                # ``parallel_tool_calls: false``: the first call is the answer, and the one
+                # tool node; the others the model wrote are dropped (slicing by None: all)
+                call.answer = (text, calls[: call.max_tool_calls])
         finally:
             # whatever the answer's parse did, the driver hears of the end (else the node
             # stays running and the program never finishes)

@@ -77,6 +77,7 @@ class LiveCall:
         hooks: CallHooks,
         *,
         tools: Sequence[Mapping[str, Any]] = (),
+        max_tool_calls: int | None = None,
     ) -> None:
         ticket = request.ticket
         self.request = request
@@ -88,6 +89,9 @@ class LiveCall:
         self.tools = tools
         #: the answer as the model's format reads it, (content, tool calls), once finished
         self.answer: tuple[str, list[ToolCallTuple]] | None = None
+        #: the most tool calls the answer may make (``parallel_tool_calls: false``: 1), the
+        #: rest dropped from the answer and never made tool nodes; None: every call
+        self.max_tool_calls = max_tool_calls
         self.submitted_at = time.time()
         self.first_token_at: float | None = None
         self.received = 0  # tokens forwarded to the client

@@ -5,9 +5,13 @@ The built-in template is ChatML with Hermes-style tools (the format Qwen 2.5/3 a
 ``</tools>`` at the end of the system turn, and the model calls one by answering
 ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``. ``tool_choice="none"`` declares
 no tools; ``"required"`` or a named function adds the line ``tool_choice: required`` (a named
-function is the only one declared). :class:`~agentconsole.server.live.chatformat.ChatMLFormat`
-wraps these as a ``ChatFormat``; a model with a chat template of its own is served with that
-instead (``server/runtime/sglang/chat_template.py``).
+function is the only one declared). A named system, user or assistant message says its
+speaker in its turn header as OpenAI's ChatML does (``<|im_start|>user name=alice``), so two
+participants of one role are not read as one.
+:class:`~agentconsole.server.live.chatformat.ChatMLFormat` wraps these as a ``ChatFormat``; a
+model with a chat template of its own is served with that instead
+(``server/runtime/sglang/chat_template.py``: the template gets each message with its ``name``,
+and renders it where the template reads it).
 
 :class:`ToolCallFilter` splits a streamed answer into text that can be sent at once and a held
 tail that may be a tool call, so a client never sees the raw ``<tool_call>`` markup.
@@ -26,6 +30,8 @@ from agentconsole.server.live.errors import InvalidRequest
 START, END = "<|im_start|>", "<|im_end|>"
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 _CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+#: a message name written bare in a turn header (OpenAI's own pattern for names, less ``"``)
+_PLAIN_NAME = re.compile(r'[^\s<|\\/>"]+')
 TOOLS_HELP = (
     "For each function call, return a json object with function name and arguments within "
     "<tool_call></tool_call> XML tags."
@@ -90,6 +96,7 @@ def render_chat(
         role = str(message.get("role", "user"))
         role = "system" if role == "developer" else role
         text = message_text(message.get("content"))
+        header = role + _speaker(role, message.get("name"))
         if role == "system" and not system_done:
             text += _tools_section(declared, required)
             system_done = True
@@ -97,11 +104,28 @@ def render_chat(
             function = call.get("function", {})
             body = {"name": function.get("name"), "arguments": _arguments(function)}
             text += f"\n{CALL_OPEN}\n{json.dumps(body)}\n{CALL_CLOSE}"
-        out.append(f"{START}{role}\n{text}{END}\n")
+        out.append(f"{START}{header}\n{text}{END}\n")
     if not system_done:
         out.insert(0, f"{START}system\n{_tools_section(declared, required).lstrip()}{END}\n")
     out.append(f"{START}assistant\n")
     return "".join(out)
+
+
+def _speaker(role: str, name: object) -> str:
+    """The turn header's `` name=...`` for a named system, user or assistant message (OpenAI's
+    ChatML: ``<|im_start|>user name=alice``), so two speakers of one role stay two; empty
+    without a name, so an unnamed conversation renders as it always did. A ``tool`` turn's
+    name is the function's, not a speaker, and its header stays ``tool`` (what the simulated
+    model reads as a tool result). The name is the client's text inside the header line: one
+    that could end the line, the turn or the ``name=`` field (whitespace, ``<``, ``|``, ``>``,
+    ``"``, slashes) is written as a JSON string with ``<`` and ``>`` escaped too, so no name
+    can pass for a marker and two different names never render alike."""
+    if role == "tool" or not isinstance(name, str) or not name:
+        return ""
+    if _PLAIN_NAME.fullmatch(name):
+        return f" name={name}"
+    quoted = json.dumps(name, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
+    return f" name={quoted}"
 
 
 def _arguments(function: Mapping[str, Any]) -> object:

@@ -67,6 +67,8 @@ class ChatCall:
     #: the node's role (else the program's ``role`` label) and the least quality tier it takes
     role: str | None = None
     min_tier: int | None = None
+    #: ``parallel_tool_calls: false``: 1 (the answer's first tool call only); None: every one
+    max_tool_calls: int | None = None
 
 
 def fit_context(runtime: object, prompt_tokens: int, chat: ChatCall) -> int:
@@ -187,7 +189,13 @@ class CallIntake:
         declared, _ = offered_tools(chat.tools, chat.tool_choice)
         hold = svc.tenants.reserve(tenant, prompt_tokens - probe.hit_tokens + max_tokens)
         try:
-            call = LiveCall(request, svc.runtime, svc.accounting, tools=tuple(declared))
+            call = LiveCall(
+                request,
+                svc.runtime,
+                svc.accounting,
+                tools=tuple(declared),
+                max_tool_calls=chat.max_tool_calls,
+            )
         except Exception as error:
             svc.tenants.release(hold)
             svc.driver.withdraw(pid, ticket.call_id)

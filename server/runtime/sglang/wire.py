@@ -106,10 +106,16 @@ def sampling_params(
     """SGLang's ``sampling_params`` of a call, the ticket in ``custom_params``. The in-process
     adapter sends them as they are; over HTTP (``/v1/completions``) they are top-level fields
     of the body, ``max_new_tokens`` named ``max_tokens``."""
+    temperature, top_p = request.temperature, request.top_p
+    if top_p <= 0.0:
+        # OpenAI's ``top_p: 0`` keeps only the likeliest token, i.e. greedy decoding; SGLang
+        # refuses it (``SamplingParams.verify`` wants 0 < top_p) and decodes greedily at
+        # temperature 0 (its top_k 1), whatever temperature the client sent beside it
+        temperature, top_p = 0.0, 1.0
     sampling: dict[str, Any] = {
         "max_new_tokens": request.max_tokens,
-        "temperature": request.temperature,
-        "top_p": request.top_p,
+        "temperature": temperature,
+        "top_p": top_p,
         "custom_params": encode(request.ticket, clock_offset=clock_offset, kind=kind),
     }
     if request.stop:
