@@ -50,7 +50,7 @@ from agentconsole.server.api.system import SystemController
 from agentconsole.server.api.whatif import WhatIfController
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.observe import Observer
-from agentconsole.server.live.operator import OperatorDesk
+from agentconsole.server.live.operator import REMEMBERED_ACTIONS, OperatorDesk, OperatorMemory
 from agentconsole.server.live.ownership import StoredIds
 from agentconsole.server.live.projector import StoreProjector
 from agentconsole.server.live.promptblocks import PromptBlockRecorder, redaction_from
@@ -251,9 +251,10 @@ def create_app(
         live.service.driver.relearn(await asyncio.to_thread(latest, RELEARNED, RELEARN_PER_GROUP))
         live.queries.projector.mark_all()
         await live.queries.projector.sync()
-        # the operator's model pins too: replayed from the audit log, where each is durable
-        pinned = await asyncio.to_thread(store.repo.succeeded_actions, "pin_model")
-        live.service.models.restore_pins((a.args for a in pinned), live.service.controller.programs)
+        # the operator's standing decisions too (pins, drain, policies): replayed from the
+        # audit log, where each is durable (live/operator.py)
+        kept = await asyncio.to_thread(store.repo.succeeded_actions, *REMEMBERED_ACTIONS)
+        await live.desk.restore(OperatorMemory.of((a.action, a.args) for a in kept))
         now = time.time()
         for tenant in live.keys.tenants:
             store.writer.put(TenantRecord(tenant, tenant, now, now))

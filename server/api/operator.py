@@ -77,14 +77,15 @@ class OperatorController(Controller):
         self, data: JSONBody[DrainIn], live: LiveDep, operator_principal: PrincipalDep
     ) -> JSON:
         """``enabled: true`` stops admitting new calls into the runtime (they wait);
-        running calls continue."""
+        running calls continue. Remembered across a restart (as is ``enabled: false``)."""
         return await live.desk.drain(operator_principal.key_id, data.enabled)
 
     @post("/policy", status_code=200, summary="Switch policies live")
     async def policy(
         self, data: JSONBody[PolicyIn], live: LiveDep, operator_principal: PrincipalDep
     ) -> JSON:
-        """Switch the scheduling policy and/or the tool-wait KV policy by name."""
+        """Switch the scheduling policy and/or the tool-wait KV policy by name. Remembered
+        across a restart, over the configured policies."""
         return await live.desk.set_policy(operator_principal.key_id, data.policy, data.kv_policy)
 
     @post(

@@ -12,14 +12,24 @@ own), and refusals of callers without an operator key are audited up to a rate
 (:class:`RefusalBudget`), the rest counted in the log, so a flood cannot fill the disk. The
 writers are injected (``Store.writer.put_durable`` and ``put`` in the server), so this module
 does not depend on the store.
+
+What survives a restart: the actions whose effect is a standing setting (model pins, the
+drain, the scheduling and tool-wait policy switches: :data:`REMEMBERED_ACTIONS`) are durable in
+the audit table already; at start the server reads them back, oldest first, folds them into an
+:class:`OperatorMemory` and :meth:`OperatorDesk.restore` puts them in force before any call is
+served. One mechanism for all of them: the audit row is the record, no second table to keep in
+step. A remembered decision overrides the configured value (``selection.role_pins``,
+``runtime.policy``, ``runtime.kv_policy``), as the pins always did: the operator acted after the
+configuration was written, and a restart must not silently undo that; an operator returns to
+the configured value by switching back, which is remembered too.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentconsole.scheduler.events import Event, EventKind
@@ -39,6 +49,46 @@ Note = Callable[[float, str, str, str, Mapping[str, Any], str], None]
 #: the longest target an audit row keeps of a refused call's path (a path of any length
 #: reaches the refusal before routing limits it)
 MAX_REFUSED_TARGET_CHARS = 200
+
+#: the audited names of the actions whose effect stands until another changes it (a preempt, a
+#: boost or a cancel acts on what is running and ends with it): replayed at start
+PIN_MODEL, DRAIN, POLICY = "pin_model", "drain", "policy"
+REMEMBERED_ACTIONS = (PIN_MODEL, DRAIN, POLICY)
+
+
+@dataclass(slots=True)
+class OperatorMemory:
+    """What the operator's succeeded standing actions left in force, folded from the audit
+    log (oldest first): every pin and unpin in order (pins are per program and per role, so
+    each is replayed), and the last drain and the last name of each policy switched. None: no
+    operator ever set it, the configured value stands."""
+
+    pins: list[Mapping[str, object]] = field(default_factory=list)
+    draining: bool | None = None
+    policy: str | None = None
+    kv_policy: str | None = None
+
+    @classmethod
+    def of(cls, actions: Iterable[tuple[str, Mapping[str, object]]]) -> OperatorMemory:
+        """Fold ``(action, args)`` pairs of :data:`REMEMBERED_ACTIONS`, oldest first (other
+        actions are ignored)."""
+        memory = cls()
+        for action, args in actions:
+            if action == PIN_MODEL:
+                memory.pins.append(args)
+            elif action == DRAIN:
+                enabled = args.get("enabled")
+                if isinstance(enabled, bool):
+                    memory.draining = enabled
+            elif action == POLICY:
+                # a switch names only what it changed: a None field left that policy as it was
+                memory.policy = _name(args.get("policy")) or memory.policy
+                memory.kv_policy = _name(args.get("kv_policy")) or memory.kv_policy
+        return memory
+
+
+def _name(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 class RefusalBudget:
@@ -187,7 +237,7 @@ class OperatorDesk:
             self.service.draining = enabled
             return {"draining": enabled}
 
-        return await self.run(actor, "drain", "", {"enabled": enabled}, work)
+        return await self.run(actor, DRAIN, "", {"enabled": enabled}, work)
 
     async def set_policy(
         self, actor: str, policy: str | None, kv_policy: str | None
@@ -213,7 +263,7 @@ class OperatorDesk:
             service.hub.emit(Event(time.time(), EventKind.POLICY_CHANGED, data=data))
             return data
 
-        return await self.run(actor, "policy", "", args, work)
+        return await self.run(actor, POLICY, "", args, work)
 
     async def pin_model(
         self, actor: str, program_id: str | None, role: str | None, model: str | None
@@ -232,7 +282,44 @@ class OperatorDesk:
             pins = self.service.models.pin(program_id=program_id, role=role, model=model)
             return pins_json(pins)
 
-        return await self.run(actor, "pin_model", target, args, work)
+        return await self.run(actor, PIN_MODEL, target, args, work)
+
+    async def restore(self, memory: OperatorMemory) -> None:
+        """Put the operator's remembered decisions back in force at start, before any call is
+        served; they override the configured values (see the module docstring). Pins: role
+        pins, and program pins of programs the restart brought back. A policy no longer
+        registered is skipped with a warning, as a pin to a model no longer served is dropped.
+        Through the same service calls as the live actions, so a restored switch reaches the
+        driver and the runtime as a live one does; not audited again (nobody acted now)."""
+        service = self.service
+        service.models.restore_pins(memory.pins, service.controller.programs)
+        configured = (service.policy.name, service.kv_policy)
+        restored: list[str] = []
+        # tool-wait policy first, then the scheduling policy: the order of a live switch
+        for name, use, current in (
+            (memory.kv_policy, service.use_kv_policy, service.kv_policy),
+            (memory.policy, service.use_policy, service.policy.name),
+        ):
+            if name is None or name == current:
+                continue
+            try:
+                use(name)
+            except KeyError:
+                log.warning("the operator's policy %r is no longer registered: not restored", name)
+                continue
+            restored.append(name)
+        if memory.draining:
+            # before the runtime starts: each runtime holds the pause until its engine is up
+            await service.runtime.pause()
+            service.draining = True
+            restored.append("drain")
+        if restored:
+            log.info(
+                "operator state restored from the audit log: %s (configured policy %s, "
+                "kv-policy %s); switch back through /v1/operator to change it",
+                ", ".join(restored),
+                *configured,
+            )
 
 
 def door_json(service: ProgramService) -> dict[str, Any]:

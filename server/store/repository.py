@@ -301,15 +301,20 @@ class Repository:
             for r in self._all(sql, [*params, limit])
         ]
 
-    def succeeded_actions(self, action: str) -> list[OperatorAction]:
-        """Every operator action ``action`` that succeeded (``result`` ``ok``), oldest first:
-        what a restart replays to restore the state such actions set."""
+    def succeeded_actions(self, *actions: str) -> list[OperatorAction]:
+        """Every operator action named in ``actions`` that succeeded (``result`` ``ok``),
+        oldest first across all of them: what a restart replays to restore the state such
+        actions set (one scan, in the order they were taken, so a later action of one kind
+        reads after an earlier one of another)."""
+        if not actions:
+            return []
         names = _cols(OperatorAction.SPEC.names)
+        marks = ", ".join("?" for _ in actions)
         sql = (
-            f"SELECT {names} FROM operator_actions WHERE action = ? AND result = 'ok'"
+            f"SELECT {names} FROM operator_actions WHERE action IN ({marks}) AND result = 'ok'"
             " ORDER BY action_id"
         )
-        return [OperatorAction.from_row(r[1:]) for r in self._all(sql, [action])]
+        return [OperatorAction.from_row(r[1:]) for r in self._all(sql, list(actions))]
 
     def get_intent(self, tool_call_id: str) -> IntentRecord | None:
         """One tool intent, or ``None``."""
