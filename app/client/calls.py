@@ -63,10 +63,24 @@ def list_programs(
     tenant: str | None = None,
     limit: int = 100,
     offset: int = 0,
+    cursor: str | None = None,
 ) -> Call[ProgramPage]:
-    """One page of programs, newest first (``label`` is ``key:value``)."""
-    params: dict[str, str | int] = {"limit": limit, "offset": offset}
-    params.update({k: v for k, v in (("state", state), ("label", label), ("tenant", tenant)) if v})
+    """One page of programs, newest first (``label`` is ``key:value``). For the next page
+    pass ``cursor=page.next_cursor`` (None on the last page): it continues strictly after
+    this page's last row, so programs starting or ending meanwhile skip or repeat nothing.
+    ``offset`` is deprecated (rows shift under it); it cannot be combined with ``cursor``."""
+    params: dict[str, str | int] = {"limit": limit}
+    # offset only when asked for: the server refuses a cursor with a non-zero offset, and a
+    # default of 0 says nothing
+    if offset:
+        params["offset"] = offset
+    params.update(
+        {
+            k: v
+            for k, v in (("state", state), ("label", label), ("tenant", tenant), ("cursor", cursor))
+            if v
+        }
+    )
     return Call("GET", "/v1/programs", ProgramPage.parse, params=params)
 
 

@@ -96,16 +96,18 @@ class Program:
 
 @dataclass(frozen=True, slots=True)
 class ProgramPage:
-    """One page of ``GET /v1/programs``."""
+    """One page of ``GET /v1/programs``: ``total`` counts every match; ``next_cursor`` is the
+    ``cursor`` of the next page (None on the last one)."""
 
     programs: tuple[Program, ...]
     total: int
+    next_cursor: str | None = None
 
     @classmethod
     def parse(cls, value: Any) -> ProgramPage:
         data = j.obj(value)
         programs = tuple(map(Program.parse, j.objects(data.get("programs"))))
-        return cls(programs, j.integer(data, "total"))
+        return cls(programs, j.integer(data, "total"), j.opt_text(data, "next_cursor"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,13 +99,32 @@ class ProgramsController(Controller):
         # not named ``tenant``: that name is the caller's tenant (a dependency)
         tenant_filter: Annotated[str | None, QueryParameter(name="tenant", max_length=128)] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
-        offset: Annotated[int, QueryParameter(ge=0, le=10_000_000)] = 0,
+        offset: Annotated[
+            int,
+            QueryParameter(
+                ge=0,
+                le=10_000_000,
+                description="Deprecated: rows shift when programs start or end between"
+                " reads; page with cursor",
+            ),
+        ] = 0,
+        cursor: Annotated[
+            str | None,
+            QueryParameter(
+                min_length=1,
+                max_length=512,
+                pattern=r"^[A-Za-z0-9_-]+$",
+                description="next_cursor of the previous page: continue strictly after it",
+            ),
+        ] = None,
     ) -> JSON:
         """Newest first; ``label`` is ``key:value``; ``tenant`` is for operators (a tenant key
-        always sees its own tenant only)."""
+        always sees its own tenant only). Page with ``cursor`` (the previous answer's
+        ``next_cursor``, null on the last page): stable while programs start and end, where
+        the deprecated ``offset`` skips or repeats rows; the two together are refused (422)."""
         scope = principal.scope if principal.scope is not None else tenant_filter
         return await live.queries.list_programs(
-            scope, state=state_filter, label=label, limit=limit, offset=offset
+            scope, state=state_filter, label=label, limit=limit, offset=offset, cursor=cursor
         )
 
     @get("/{program_id:str}", summary="A program with its DAG", opt=contract(404))

@@ -3,7 +3,8 @@
 A listing is answered by the store (so it covers programs of earlier runs and programs the
 sweeper dropped from memory), after :meth:`StoreProjector.sync` so it includes every change
 made before the request; rows of programs still in memory are then shown with their live
-values. Store reads run in a worker thread so they never block the event loop.
+values. It pages by keyset (``pagecursor.py``): stable while programs start and end. Store
+reads run in a worker thread so they never block the event loop.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import asyncio
 import time
 from typing import Any
 
-from agentconsole.server.live.errors import NotFound
+from agentconsole.server.live.errors import InvalidRequest, NotFound
+from agentconsole.server.live.pagecursor import ProgramCursor
 from agentconsole.server.live.projector import StoreProjector
 from agentconsole.server.live.service import ProgramService
 from agentconsole.server.live.views import (
@@ -67,21 +69,44 @@ class ProgramQueries:
         state: str | None,
         label: str | None,
         limit: int,
-        offset: int,
+        offset: int = 0,
+        cursor: str | None = None,
     ) -> JSON:
-        """``{"programs": [ProgramSummary], "total": n}``, newest first."""
+        """``{"programs": [ProgramSummary], "total": n, "next_cursor": str | None}``, newest
+        first. ``cursor`` (a ``next_cursor`` of an earlier page) continues strictly after
+        that page's last row; :class:`InvalidRequest` when it is not one. ``next_cursor`` is
+        None on the last page. ``offset`` is the deprecated way (it skips or repeats rows
+        when programs start or end between reads; refused with a cursor)."""
+        if cursor is not None and offset:
+            # an offset counted from a keyset position is nothing a client could mean
+            raise InvalidRequest("give cursor or offset, not both", field="offset")
+        after = ProgramCursor.decode(cursor).key if cursor is not None else None
         await self.projector.sync()
         repo = self.store.repo
+        # one row more than asked says whether a next page exists, so the last page carries
+        # no cursor and a client never makes a read that can only come back empty
         records = await asyncio.to_thread(
-            repo.list_programs, tenant=tenant, state=state, label=label, limit=limit, offset=offset
+            repo.list_programs,
+            tenant=tenant,
+            state=state,
+            label=label,
+            limit=limit + 1,
+            offset=offset,
+            after=after,
         )
+        more = len(records) > limit
+        records = records[:limit]
         total = await asyncio.to_thread(self._count, tenant, state, label)
         live = self.service.controller.programs
         rows = [
             self.live_summary(r.program_id) if r.program_id in live else stored_summary(r)
             for r in records
         ]
-        return {"programs": rows, "total": total}
+        # from the stored row, not the JSON: the summary may round ``created_at``, and the
+        # keyset must compare equal to the DOUBLE the store holds
+        last = records[-1] if records and more else None
+        next_cursor = ProgramCursor(last.created_at, last.program_id).encode() if last else None
+        return {"programs": rows, "total": total, "next_cursor": next_cursor}
 
     def _count(self, tenant: str | None, state: str | None, label: str | None) -> int:
         # The repository has no count query; this mirrors list_programs' filters.

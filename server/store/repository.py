@@ -157,9 +157,15 @@ class Repository:
         label: str | None = None,
         limit: int = 100,
         offset: int = 0,
+        after: tuple[float, str] | None = None,
     ) -> list[ProgramRecord]:
-        """Programs matching every given filter, newest first. ``label`` matches one entry
-        of ``labels`` exactly."""
+        """Programs matching every given filter, newest first (``created_at`` descending,
+        then ``program_id`` ascending). ``label`` matches one entry of ``labels`` exactly.
+
+        ``after`` is a keyset position ``(created_at, program_id)``, the sort key of the last
+        row of an earlier page: only rows strictly after it in that order are returned, so a
+        program that ends or starts between two page reads never shifts the rows that follow
+        (an ``offset`` counts rows that may since have left or joined the filter)."""
         where: list[str] = ["TRUE"]
         params: list[object] = []
         for column, value in (("tenant", tenant), ("state", state)):
@@ -169,6 +175,10 @@ class Repository:
         if label is not None:
             where.append("list_contains(labels, ?)")
             params.append(label)
+        if after is not None:
+            # the sort's mixed directions rule out a row comparison: spelled out
+            where.append("(created_at < ? OR (created_at = ? AND program_id > ?))")
+            params.extend((after[0], after[0], after[1]))
         sql = (
             f"SELECT {_cols(ProgramRecord.SPEC.names)} FROM programs"
             f" WHERE {' AND '.join(where)} ORDER BY created_at DESC, program_id"

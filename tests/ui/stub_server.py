@@ -65,8 +65,12 @@ def build_app(world: StubWorld, *, live: bool = False, tick_steps: int = 5) -> L
         tenant: FromQuery[str | None] = None,
         limit: FromQuery[int] = 100,
         offset: FromQuery[int] = 0,
-    ) -> dict[str, Any]:
-        return dict(world.list_json(program_state, tenant, limit, offset))
+        cursor: FromQuery[str | None] = None,
+    ) -> Response[Any]:
+        try:
+            return Response(world.list_json(program_state, tenant, limit, offset, cursor))
+        except ValueError as error:
+            return _error(422, "invalid_request", str(error))
 
     @get("/v1/programs/{program_id:str}", sync_to_thread=False)
     def program(program_id: FromPath[str]) -> Response[Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from tests.ui.stub_gen import (
@@ -25,6 +26,8 @@ from tests.ui.stub_gen import (
 CAPACITY = {"hbm": 1_200_000, "dram": 8_000_000, "disk": 64_000_000}
 BYTES_PER_TOKEN = 131_072  # Llama-3.1-8B, bf16: 2 x 32 layers x 8 KV heads x 128 x 2 bytes
 BIG_PROGRAM = "prog-0001"
+#: the stub's opaque cursors: the program whose row ended the page
+CURSOR_PREFIX = "after-"
 
 
 class StubWorld:
@@ -45,6 +48,9 @@ class StubWorld:
         self.draining = False
         # programs the live tick leaves alone (tests act on them; the big one stays big)
         self.pinned: set[str] = {BIG_PROGRAM}
+        #: called with the ids of each program page served (tests change the world between
+        #: two page reads of one listing, as programs ending and starting do)
+        self.on_page: Callable[[list[str]], None] | None = None
         past: list[tuple[float, str, StubProgram, str, dict[str, Any]]] = []
         for index in range(programs):
             size = big_nodes if index == 1 else None
@@ -149,16 +155,52 @@ class StubWorld:
             )
             return body
 
-    def list_json(self, state: str | None, tenant: str | None, limit: int, offset: int) -> Any:
-        """``GET /v1/programs``."""
+    def list_json(
+        self,
+        state: str | None,
+        tenant: str | None,
+        limit: int,
+        offset: int,
+        cursor: str | None = None,
+    ) -> Any:
+        """``GET /v1/programs``, in the order programs were made (the stub's sort key), paged
+        by keyset like the server: ``cursor`` continues strictly after the program it names,
+        so programs that end or start between reads shift nothing. ``ValueError`` for a
+        cursor this stub did not write. :attr:`on_page` sees each page's ids as served."""
         with self._lock:
             rows = [
                 p
                 for p in self.programs.values()
                 if (state is None or p.state == state) and (tenant is None or p.tenant == tenant)
             ]
+            total = len(rows)
+            if cursor is not None:
+                after = cursor.removeprefix(CURSOR_PREFIX)
+                if not cursor.startswith(CURSOR_PREFIX) or after not in self.programs:
+                    raise ValueError(f"not a cursor of this stub: {cursor!r}")
+                # programs are never removed from the world: the named one keeps its place
+                # even once it left the filter
+                position = {pid: i for i, pid in enumerate(self.programs)}
+                rows = [p for p in rows if position[p.program_id] > position[after]]
             page = rows[offset : offset + limit]
-            return {"programs": [self.summary(p) for p in page], "total": len(rows)}
+            more = len(rows) > offset + limit
+            next_cursor = CURSOR_PREFIX + page[-1].program_id if page and more else None
+            body = {
+                "programs": [self.summary(p) for p in page],
+                "total": total,
+                "next_cursor": next_cursor,
+            }
+            if self.on_page is not None:
+                self.on_page([p.program_id for p in page])
+            return body
+
+    def start_program(self) -> str:
+        """Make a new running program (as a real agent would between two reads); its id."""
+        with self._lock:
+            prog = make_program(self.rng, len(self.programs), state="running")
+            self.programs[prog.program_id] = prog
+            self._emit("program.created", prog, "", {})
+            return prog.program_id
 
     def _placement(self, prog: StubProgram, *, full: bool = False) -> dict[str, int]:
         tiers = {"hbm": 0, "dram": 0, "disk": 0}

@@ -19,7 +19,7 @@ from agentconsole.sample_traces import load_trace
 from tests.ui.browser_target import ConsoleTarget, console_target
 from tests.ui.chromium import ARGS, CHROMIUM
 from tests.ui.stub_server import RunningStub, serve_stub
-from tests.ui.stub_world import BIG_PROGRAM
+from tests.ui.stub_world import BIG_PROGRAM, StubWorld
 
 pytestmark = pytest.mark.browser
 VIEWS = ("overview", "programs", "tenants", "kv", "audit", "events")
@@ -389,3 +389,57 @@ def test_the_dag_and_the_nodes_table_show_the_model_each_call_ran_on(
     assert cell.get_attribute("title") == reason
     assert page.locator(f'#dag svg text[data-model="{model}"]').count() == 1
     session.check_clean()
+
+
+def test_the_program_list_pages_by_cursor_through_programs_ending_and_starting(
+    browser: Browser,
+) -> None:
+    """Over one page (500) of running programs, ten of the first page end and three start
+    between the page's reads of one listing: every program running the whole time is in that
+    listing (an offset skipped the ten rows that moved up, so they flickered), and the second
+    read carried the server's cursor."""
+    world = StubWorld(programs=650, all_running=True, big_nodes=20)
+    before = set(world.programs)
+    ended: list[str] = []
+
+    def churn(page: list[str]) -> None:
+        if ended:
+            return
+        for program_id in page[:10]:
+            assert world.act("cancel", program_id, {})[0] == 200
+            ended.append(program_id)
+        for _ in range(3):
+            world.start_program()
+
+    world.on_page = churn
+    with serve_stub(world) as stub:
+        for session in _open(browser, stub.url):
+            session.page.goto(stub.url + "/#/overview")
+            session.wait("AC.state.overview !== null")
+            # record every listing the page takes (its polls replace the list each second;
+            # the first one alone ran through the churn)
+            session.eval(
+                """() => {
+                  const state = AC.state;
+                  let rows = state.programs;
+                  window.listings = [];
+                  Object.defineProperty(state, "programs", {
+                    get: () => rows,
+                    set: (value) => { rows = value; window.listings.push([...value.keys()]); },
+                  });
+                }"""
+            )
+            session.page.evaluate("() => { location.hash = '#/programs'; }")
+            session.wait("window.listings.length > 0")
+            first = session.eval("window.listings[0]")
+            assert isinstance(first, list)
+            listed = [str(program_id) for program_id in first]
+            reads = [u for u in session.requests if "/v1/programs?" in u]
+            session.check_clean()
+    throughout = before - set(ended)
+    assert len(throughout) > 500
+    missing = throughout - set(listed)
+    assert not missing, f"{len(missing)} programs running all along were not listed"
+    assert len(listed) == len(set(listed))
+    assert "cursor=after-" in reads[1]
+    assert "offset=" not in reads[1]

@@ -45,7 +45,8 @@ class ConsoleApi(Protocol):
         """``GET /v1/overview``."""
 
     def programs(self, state: str | None = None, limit: int = 2000) -> ProgramPage:
-        """Up to ``limit`` programs (all states when ``state`` is None), paging as needed."""
+        """Up to ``limit`` programs (all states when ``state`` is None), paging by the
+        server's cursor as needed (stable while programs start and end between reads)."""
 
     def program(self, program_id: str) -> ProgramDetail:
         """``GET /v1/programs/{id}`` with nodes, edges and critical path."""
@@ -104,22 +105,27 @@ class HttpConsoleClient:
         return Overview.parse(self._get("/v1/overview"))
 
     def programs(self, state: str | None = None, limit: int = 2000) -> ProgramPage:
-        out: list[ProgramSummary] = []
+        # Keyset paging: each page continues strictly after the last row of the one before
+        # (``next_cursor``), so programs that end or start between two page reads neither
+        # hide nor repeat rows, as an offset did (the list flickered past one page).
+        out: dict[str, ProgramSummary] = {}
         total = 0
+        cursor: str | None = None
         while len(out) < limit:
-            params: dict[str, str | int] = {
-                "limit": min(PAGE_SIZE, limit - len(out)),
-                "offset": len(out),
-            }
+            params: dict[str, str | int] = {"limit": min(PAGE_SIZE, limit - len(out))}
             if state:
                 params["state"] = state
+            if cursor is not None:
+                params["cursor"] = cursor
             body = self._get("/v1/programs", params)
             page = [ProgramSummary.parse(p) for p in j.objects(body.get("programs"))]
             total = j.integer(body, "total", len(out) + len(page))
-            out.extend(page)
-            if not page or len(out) >= total:
+            # keyed by id all the same: a row can never show twice, whatever the server did
+            out.update((p.program_id, p) for p in page)
+            cursor = j.opt_text(body, "next_cursor")
+            if not page or cursor is None:
                 break
-        return ProgramPage(tuple(out), max(total, len(out)))
+        return ProgramPage(tuple(out.values()), max(total, len(out)))
 
     def program(self, program_id: str) -> ProgramDetail:
         return ProgramDetail.parse(self._get(f"/v1/programs/{segment(program_id)}"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentconsole.scheduler.events import Event, EventKind, Scalar
+from agentconsole.server.live.pagecursor import ProgramCursor
 from agentconsole.server.store import (
     ApiKeyRecord,
     AttemptRecord,
@@ -82,6 +83,32 @@ def test_list_programs_filters_by_tenant_state_and_label(store: Store) -> None:
     assert ids(store.repo.list_programs(label="y")) == ["p2", "p1"]
     assert ids(store.repo.list_programs(tenant="a", label="y", state="finished")) == ["p1"]
     assert ids(store.repo.list_programs(limit=1, offset=1)) == ["p1"]
+
+
+def test_list_programs_after_a_keyset_position_walks_every_row_once(store: Store) -> None:
+    """Ties on ``created_at`` break by id; a float that is no short decimal (``0.1 + 0.2``)
+    still compares equal to itself through the cursor's text, so no row is lost at a page
+    edge; a position that no longer exists (its program left the filter) still places the
+    rest."""
+    times = [0.1 + 0.2, 0.1 + 0.2, 0.1 + 0.2, 1.0, 1.0, 2.5, 1796478867.2048428]
+    for i, t in enumerate(times):
+        store.writer.put(_program(f"k{i}", "a", "running" if i % 3 else "finished", t))
+    store.writer.flush().result(10)
+    whole = [r.program_id for r in store.repo.list_programs(limit=100)]
+    assert whole == ["k6", "k5", "k3", "k4", "k0", "k1", "k2"]
+    for size in (1, 2, 3):
+        walked: list[str] = []
+        after: tuple[float, str] | None = None
+        while page := store.repo.list_programs(limit=size, after=after):
+            walked += [r.program_id for r in page]
+            last = ProgramCursor.decode(
+                ProgramCursor(page[-1].created_at, page[-1].program_id).encode()
+            )
+            after = last.key
+        assert walked == whole
+    # k3 is finished: the running rows after its position are still exactly those after it
+    running = [r.program_id for r in store.repo.list_programs(state="running", after=(1.0, "k3"))]
+    assert running == ["k4", "k1", "k2"]
 
 
 def test_events_since_pages_and_filters(store: Store) -> None:

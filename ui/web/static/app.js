@@ -266,14 +266,21 @@
   }
   AC.poll = poll;
 
+  // Keyset paging: each page asks for the rows strictly after the last one of the page
+  // before (the server's opaque next_cursor, null on the last page). An offset counted rows
+  // that programs ending or starting between two reads had shifted, so past one page rows
+  // were skipped or shown twice and the list flickered.
   async function fetchPrograms(query) {
     const rows = new Map();
     let total = 0;
-    for (let offset = 0; offset < 5000; offset += 500) {
-      const body = await AC.api("/v1/programs?limit=500&offset=" + offset + query);
+    let cursor = null;
+    for (let page = 0; page < 10; page += 1) {  // at most 5,000 rows, as before
+      const after = cursor === null ? "" : "&cursor=" + encodeURIComponent(cursor);
+      const body = await AC.api("/v1/programs?limit=500" + after + query);
       for (const p of body.programs || []) rows.set(p.program_id, p);
       total = body.total || rows.size;
-      if (!(body.programs || []).length || rows.size >= total) break;
+      cursor = body.next_cursor || null;
+      if (!(body.programs || []).length || cursor === null) break;
     }
     state.programs = rows;
     state.programsTotal = total;
