@@ -588,6 +588,12 @@ class ProgramDriver:
         event = Event(now, EventKind.PROGRAM_DOOR_WAITED, program_id, tenant=tenant, data=data)
         self.controller.sink.emit(event)
 
+    def door_waits(self) -> dict[str, float]:
+        """Programs waiting at the door now -> since when: the waits whose
+        ``program.door_waited`` is still to come, which live metrics count as of now (a copy:
+        a wait leaves this table in the step that emits its event, so none counts twice)."""
+        return {program_id: since for program_id, (since, _) in self._door_waits.items()}
+
     def in_flight(self, program_id: str) -> int:
         """Calls of the program in the engine."""
         flight = self._flights.get(program_id)

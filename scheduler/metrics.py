@@ -35,23 +35,34 @@ the simulator knows a program's E2E alone on a warm idle engine (``ideal_e2e_s``
 *Starvation* is the largest wait/service ratio of any of its programs (its wait: in engine
 queues and at the door).
 
+Live figures: a wait at the door is an event only once it ends, and a program can sit there
+for minutes above saturation. An aggregator given ``at_door`` (``serve``: the driver's
+:meth:`~agentconsole.scheduler.driver.ProgramDriver.door_waits`) counts the waits still
+running as of the ``now`` it is asked for, in starvation and a tenant's max queue wait. The
+driver forgets a wait in the same step that emits its ``program.door_waited``, so each second
+counts once: running, or recorded. ``bench`` gives none (its run ends with nobody at the door).
+
 A program rebuilt after a ``serve`` restart emits no ``program.created`` again: the server
-hands it over with :meth:`MetricsAggregator.adopt`, so its end still counts.
+hands it over with :meth:`MetricsAggregator.adopt`, so its end still counts, with the door
+waits the store recorded for it before the restart.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict, deque
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, Scalar, paused_gc
-from agentconsole.scheduler.program import NodeState, Program
+from agentconsole.scheduler.program import NodeKind, NodeState, Program
 
 SERVICE_FLOOR_S = 0.05  # service below this counts as this for wait/service ratios
+
+#: programs waiting at the door now -> since when (their ``program.door_waited`` to come)
+DoorWaits = Callable[[], Mapping[str, float]]
 
 
 def percentile(values: Iterable[float], q: float) -> float:
@@ -122,9 +133,11 @@ class TenantMetrics:
 class MetricsAggregator:
     """Folds events into program and tenant statistics; ``report()`` is cheap to call often."""
 
-    def __init__(self, window: int | None = None) -> None:
+    def __init__(self, window: int | None = None, *, at_door: DoorWaits | None = None) -> None:
         """``window``: keep only the latest this many samples per distribution (a live server
-        runs for weeks); None keeps everything (a bench run)."""
+        runs for weeks); None keeps everything (a bench run). ``at_door``: the programs
+        waiting at the door now, whose waits so far the live figures count (see the module
+        docstring); None: only ended waits count."""
 
         def samples() -> deque[float]:
             return deque(maxlen=window)
@@ -153,6 +166,7 @@ class MetricsAggregator:
         self.model_calls: dict[str, int] = defaultdict(int)
         self.first_t = math.inf
         self.last_t = -math.inf
+        self.at_door = at_door
 
     # -- ingest -----------------------------------------------------------------------------
     def observe(self, e: Event) -> None:
@@ -184,17 +198,23 @@ class MetricsAggregator:
         self._tenant_programs[e.tenant] += 1
         self.counts["programs"] += 1
 
-    def adopt(self, program: Program) -> None:
+    def adopt(self, program: Program, door: Sequence[tuple[float, float]] = ()) -> None:
         """Follow ``program``, rebuilt after a restart from the store (its ``program.created``
         went to the previous server's aggregator): it counts as one of its tenant's programs
         and its end counts as any other's, its nodes and its wait and service so far taken
-        from the rebuilt figures. Nothing for an ended program, or one already followed."""
+        from the rebuilt figures. ``door``: its waits at the door before the restart, (from,
+        to), from the stored ``program.door_waited`` events: the rebuilt figures do not hold
+        them (the controller never counts them), so they are its wait, its tenant's max wait
+        and its critical path's queue idle as they were before. Nothing for an ended program,
+        or one already followed."""
         if program.state.terminal or program.program_id in self._live:
             return
         followed = _Program(program.tenant, program.created_at)
         followed.first_token_at = program.first_progress_at  # its TTFP was counted before
         followed.service_s = program.attained_service_s
         followed.wait_s = program.wait_s
+        for start, end in door:
+            self._door_span(followed, start, end)
         for node in program.nodes.values():
             done = node.state is NodeState.DONE
             followed.tool_s += node.tool_s
@@ -203,6 +223,8 @@ class MetricsAggregator:
                 parents=node.parents,
                 branch=node.branch.value,
                 added_at=node.created_at,
+                # its call was queued as it started (a door wait before it lies before that)
+                queued_at=node.started_at if node.kind is NodeKind.LLM else None,
                 finished_at=node.finished_at if done else None,
                 queue_s=node.queue_s,
                 restore_s=node.kv_restore_s,
@@ -239,14 +261,20 @@ class MetricsAggregator:
         (``_critical_path_idle``), as a wait in the engine's queue would be."""
         program = self._live.get(e.program_id)
         waited = number(e.data, "door_s")
-        if program is None or waited <= 0.0:
+        if program is not None:
+            self._door_span(program, e.t - waited, e.t)
+
+    def _door_span(self, program: _Program, start: float, end: float) -> None:
+        """``program`` waited at the door from ``start`` to ``end`` (nothing if it did not)."""
+        waited = end - start
+        if waited <= 0.0:
             return
         program.wait_s += waited
         tenant = program.tenant
         self._tenant_max_wait[tenant] = max(self._tenant_max_wait[tenant], waited)
         if program.door is None:
             program.door = []
-        program.door.append((e.t - waited, e.t))
+        program.door.append((start, end))
 
     def _scheduled(self, e: Event) -> None:
         self.counts["prefix_hit_tokens"] += number(e.data, "hit_tokens")
@@ -390,20 +418,40 @@ class MetricsAggregator:
         self.counts["ghost_tokens"] += number(e.data, "tokens")
 
     # -- report -----------------------------------------------------------------------------
-    def live_starvation(self, now: float) -> dict[str, float]:
+    def door_waiting(self, now: float) -> dict[str, float]:
+        """Per followed program waiting at the door (``at_door``), its wait there so far as of
+        ``now``: not in its figures yet, its ``program.door_waited`` is still to come."""
+        if self.at_door is None:
+            return {}
+        live = self._live
+        return {pid: max(now - t, 0.0) for pid, t in self.at_door().items() if pid in live}
+
+    def live_starvation(
+        self, now: float, door: Mapping[str, float] | None = None
+    ) -> dict[str, float]:
         """Per tenant, the largest wait/service ratio of its programs still running at
-        ``now``, their waiting calls' time in the queue so far included."""
+        ``now``, their waiting calls' time in the queue so far included, and their wait at
+        the door so far (``door``: :meth:`door_waiting`, read at ``now`` when not given)."""
+        waiting_at_door = self.door_waiting(now) if door is None else door
         out: dict[str, float] = {}
-        for program in self._live.values():
+        for pid, program in self._live.items():
             waiting = sum(max(now - t, 0.0) for t in program.queued_since.values())
+            waiting += waiting_at_door.get(pid, 0.0)
             ratio = (program.wait_s + waiting) / max(program.service_s, SERVICE_FLOOR_S)
             out[program.tenant] = max(out.get(program.tenant, 0.0), ratio)
         return out
 
     def tenants(self, now: float | None = None) -> dict[str, TenantMetrics]:
         """Per-tenant metrics; starvation counts programs still running (as of ``now``,
-        default the latest event) as well as those that ended."""
-        live = self.live_starvation(self.last_t if now is None else now)
+        default the latest event) as well as those that ended, and starvation and the max
+        queue wait count the door waits still running (``at_door``) as of then."""
+        at = self.last_t if now is None else now
+        door = self.door_waiting(at)
+        live = self.live_starvation(at, door)
+        max_wait = dict(self._tenant_max_wait)
+        for pid, waited in door.items():
+            tenant = self._live[pid].tenant
+            max_wait[tenant] = max(max_wait.get(tenant, 0.0), waited)
         out = {}
         for tenant, n in sorted(self._tenant_programs.items()):
             slowdowns: Collection[float] = self._tenant_slowdowns.get(tenant, ())
@@ -414,7 +462,7 @@ class MetricsAggregator:
                 starvation=_max_known(
                     self._tenant_starvation.get(tenant, math.nan), live.get(tenant, math.nan)
                 ),
-                max_queue_wait_s=self._tenant_max_wait.get(tenant, 0.0),
+                max_queue_wait_s=max_wait.get(tenant, 0.0),
                 e2e_p95_s=percentile(self._tenant_e2e.get(tenant, ()), 95),
                 tokens=self._tenant_tokens.get(tenant, 0),
             )
@@ -424,13 +472,14 @@ class MetricsAggregator:
         """P95 of the programs' E2E alone on an idle engine (NaN when unknown)."""
         return percentile(self.ideal, 95)
 
-    def report(self) -> dict[str, Any]:
-        """The metrics, named as printed in snake case with their unit."""
+    def report(self, now: float | None = None) -> dict[str, Any]:
+        """The metrics, named as printed in snake case with their unit; the tenants' figures
+        as of ``now`` (default the latest event: a finished run's end)."""
         c = self.counts
         finished = int(c["finished"])
         span = max(self.last_t - self.first_t, 1e-9) if finished else math.nan
         per_success = max(finished, 1)
-        tenants = self.tenants()
+        tenants = self.tenants(now)
         slowdowns = [t.slowdown for t in tenants.values() if not math.isnan(t.slowdown)]
         return {
             "programs": int(c["programs"]),

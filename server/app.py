@@ -48,6 +48,7 @@ from agentconsole.server.api.operator import OperatorController
 from agentconsole.server.api.programs import ProgramsController
 from agentconsole.server.api.system import SystemController
 from agentconsole.server.api.whatif import WhatIfController
+from agentconsole.server.live.doorwaits import stored_door_waits
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.observe import Observer
 from agentconsole.server.live.operator import REMEMBERED_ACTIONS, OperatorDesk, OperatorMemory
@@ -144,7 +145,8 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         model_name=config.model_name,
         selection=config.selection,
     )
-    metrics = MetricsAggregator(window=10_000)  # bounded: serve runs for weeks
+    # bounded: serve runs for weeks; waits still running at the door count in the live figures
+    metrics = MetricsAggregator(window=10_000, at_door=service.driver.door_waits)
     projector = StoreProjector(
         service.controller,
         store.writer,
@@ -242,10 +244,15 @@ def create_app(
         app.state.live = live
         # programs survive a restart: rows plus the event log's tail (live/reopen.py), then
         # rows of this run, so the next tail starts here
-        for view, tail in await asyncio.to_thread(programs_to_restore, store.repo):
-            program = live.service.reopen(view, tail)
-            if program is not None:  # no program.created again: the metrics follow it anyway
-                live.metrics.adopt(program)
+        restored = [
+            program
+            for view, tail in await asyncio.to_thread(programs_to_restore, store.repo)
+            if (program := live.service.reopen(view, tail)) is not None
+        ]
+        # no program.created again: the metrics follow them anyway, door waits included
+        door = await asyncio.to_thread(stored_door_waits, store.cursor, restored)
+        for program in restored:
+            live.metrics.adopt(program, door.get(program.program_id, ()))
         # and what finished programs and tools taught the scheduler (calls, sizes, runs, latencies)
         latest = store.repo.latest_events
         live.service.driver.relearn(await asyncio.to_thread(latest, RELEARNED, RELEARN_PER_GROUP))

@@ -48,7 +48,7 @@ class Observer:
         at, cached = self._report
         now = time.monotonic()
         if now - at >= self.report_ttl_s:
-            cached = self.metrics.report()
+            cached = self.metrics.report(time.time())  # live: waits so far count
             self._report = (now, cached)
         return cached
 

@@ -41,8 +41,9 @@ SAMPLED = (
 def samples(
     now: float, metrics: MetricsAggregator, snapshot: RuntimeSnapshot
 ) -> Iterator[MetricSample]:
-    """The rows of one sampling at ``now``."""
-    report = metrics.report()
+    """The rows of one sampling at ``now``: starvation as of ``now``, so waits still running
+    (in an engine's queue, at the door) count while they run, not only once they end."""
+    report = metrics.report(now)
     for name in SAMPLED:
         value = report.get(name)
         if isinstance(value, int | float) and math.isfinite(value):

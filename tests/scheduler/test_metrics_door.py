@@ -1,0 +1,89 @@
+"""Live figures count a wait at the program door while it runs (``MetricsAggregator``'s
+``at_door``, fed by the driver), and once it ends, as its ``program.door_waited``, once."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentconsole.scheduler import dag
+from agentconsole.scheduler.actions import KvAdvice, ToolWaitFacts
+from agentconsole.scheduler.controller import ProgramController
+from agentconsole.scheduler.driver import ProgramDriver
+from agentconsole.scheduler.events import Event, EventKind, EventLog
+from agentconsole.scheduler.metrics import SERVICE_FLOOR_S, MetricsAggregator
+from agentconsole.scheduler.program import Node, NodeKind, NodeState, Program
+from agentconsole.scheduler.runtime import CacheAction, MemoryView
+from tests.scheduler.driver_fakes import LinearCost
+
+
+class _Advisor:
+    def advise(self, facts: ToolWaitFacts, memory: MemoryView, now: float) -> KvAdvice:
+        return KvAdvice(CacheAction.KEEP, 1.0, 1.0, {})
+
+
+def _door_run() -> tuple[ProgramDriver, MetricsAggregator, EventLog]:
+    """A driver whose door holds 100 tokens, its events folded live by an aggregator that
+    asks it who waits at the door."""
+    log = EventLog()
+    controller = ProgramController(log, LinearCost())
+    driver = ProgramDriver(controller, _Advisor(), LinearCost(), budget_tokens=100)
+    metrics = MetricsAggregator(at_door=driver.door_waits)
+    log.subscribe(metrics.observe)
+    return driver, metrics, log
+
+
+def test_a_program_held_at_the_door_starves_its_tenant_while_it_waits() -> None:
+    """ "first" (tenant a) fills the door at 0 s; "held" (tenant b) waits there from 1 s until
+    "first" ends at 11 s. Tenant b's max wait and starvation grow with virtual time while it
+    waits, then equal the recorded ``program.door_waited`` and stop growing: no second is
+    counted twice, none is missed."""
+    driver, metrics, log = _door_run()
+    driver.controller.open_program("first", "a", 0.0)
+    driver.controller.open_program("held", "b", 1.0)
+    assert driver.arrive("first", 100, 0, 0.0)
+    assert not driver.arrive("held", 100, 0, 1.0)  # parked: the door is full
+    for now in (3.0, 6.0, 9.0):
+        waited = now - 1.0
+        tenant = metrics.tenants(now)["b"]
+        assert tenant.max_queue_wait_s == pytest.approx(waited)
+        assert tenant.starvation == pytest.approx(waited / SERVICE_FLOOR_S)
+        assert metrics.report(now)["max_tenant_starvation"] == pytest.approx(
+            waited / SERVICE_FLOOR_S
+        )
+        assert metrics.tenants(now)["a"].max_queue_wait_s == 0.0  # another tenant's wait
+    driver.finish("first", 11.0)  # the door lets "held" in: its wait is recorded
+    (recorded,) = [e for e in log if e.kind is EventKind.PROGRAM_DOOR_WAITED]
+    assert recorded.data["door_s"] == pytest.approx(10.0)
+    assert driver.door_waits() == {}
+    for now in (11.0, 30.0):
+        tenant = metrics.tenants(now)["b"]
+        assert tenant.max_queue_wait_s == pytest.approx(10.0)
+        assert tenant.starvation == pytest.approx(10.0 / SERVICE_FLOOR_S)
+
+
+def test_without_a_door_source_only_ended_waits_count() -> None:
+    """``bench``'s aggregator has no ``at_door``: what it reports follows the events alone."""
+    metrics = MetricsAggregator()
+    metrics.observe(Event(0.0, EventKind.PROGRAM_CREATED, "p", tenant="t"))
+    assert metrics.tenants(50.0)["t"].max_queue_wait_s == 0.0
+    metrics.observe(
+        Event(4.0, EventKind.PROGRAM_DOOR_WAITED, "p", tenant="t", data={"door_s": 4.0})
+    )
+    assert metrics.tenants(50.0)["t"].max_queue_wait_s == pytest.approx(4.0)
+
+
+def test_an_adopted_program_keeps_its_door_waits_from_before_the_restart() -> None:
+    """A program rebuilt after a restart, handed over with the door waits the store recorded
+    (4 s before its root's call): its wait, its tenant's max wait and, when it finishes, its
+    critical path's queue idle count them as the previous server did."""
+    program = Program("p", "t", 100.0, attained_service_s=2.0)
+    root = Node("n0", "p", NodeKind.LLM, state=NodeState.DONE, finished_at=110.0, queue_s=1.0)
+    root.started_at = 105.0
+    dag.add_node(program, root)
+    metrics = MetricsAggregator()
+    metrics.adopt(program, [(100.0, 104.0)])
+    tenant = metrics.tenants(200.0)["t"]
+    assert tenant.max_queue_wait_s == pytest.approx(4.0)
+    assert tenant.starvation == pytest.approx(4.0 / 2.0)
+    metrics.observe(Event(111.0, EventKind.PROGRAM_FINISHED, "p", tenant="t"))
+    assert metrics.report()["cp_idle_queue_mean_s"] == pytest.approx(1.0 + 4.0)

@@ -1,0 +1,117 @@
+"""The tenants view counts a wait at the program door while it runs, over real HTTP: a
+program held there starves its tenant now, not only once the door lets it in; and a wait the
+store recorded before a restart still counts after it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agentconsole.scheduler.eventdata import number
+from agentconsole.scheduler.events import EventKind
+from tests.server.api.harness import LiveServer, chat_body, make_config, wait_until
+
+
+def _call(client: httpx.Client, program_id: str) -> httpx.Response:
+    # a task of its own: a prompt another program computed already would be shared, size 0
+    task = f"hello, this is the task of {program_id}"
+    body = {**chat_body(task, max_tokens=4), "agentconsole": {"program_id": program_id}}
+    return client.post("/v1/chat/completions", json=body)
+
+
+def _door_server(db: Path) -> LiveServer:
+    """The door on, a one-token budget: a second program waits while the first runs."""
+    config = make_config(
+        db, program_admission=True, admission_budget_tokens=1, admission_wait_s=30.0
+    )
+    return LiveServer(config)
+
+
+def _held(server: LiveServer) -> tuple[threading.Thread, dict[str, Any]]:
+    """Tenant a's "first" started; tenant b's "held" calls on a thread of its own and waits at
+    the door (asserted). Returns the thread and the dict that gets its response."""
+    with server.client("sk-a") as a:
+        assert _call(a, "first").status_code == 200
+    result: dict[str, Any] = {}
+
+    def call() -> None:
+        with server.client("sk-b") as b:
+            result["response"] = _call(b, "held")
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    wait_until(lambda: server.live.service.door.waiting == 1, timeout=5)
+    return thread, result
+
+
+def _tenant_b(server: LiveServer) -> dict[str, Any]:
+    with server.client("sk-b") as b:
+        (row,) = b.get("/v1/tenants").json()["tenants"]
+    assert isinstance(row, dict)
+    assert row["tenant"] == "tenant-b"
+    return row
+
+
+def _recorded_wait(server: LiveServer) -> float:
+    """The ``door_s`` of tenant b's one ``program.door_waited`` event (from the hub's ring)."""
+    hub = server.live.hub
+    events, _ = hub.since(hub.first_seq - 1, tenant="tenant-b", limit=10_000)
+    (waited,) = [e for _, e in events if e.kind is EventKind.PROGRAM_DOOR_WAITED]
+    return number(waited.data, "door_s")
+
+
+def test_a_program_held_at_the_door_starves_its_tenant_before_its_wait_ends(
+    tmp_path: Path,
+) -> None:
+    with _door_server(tmp_path / "door.duckdb") as server:
+        server.wait_ready()
+        waiter, result = _held(server)
+        time.sleep(0.3)
+        during = _tenant_b(server)
+        assert "response" not in result  # still at the door
+        # no service yet: its wait so far over the service floor (0.05 s)
+        assert during["starvation"] > 0.25 / 0.05
+        assert during["max_queue_wait_s"] >= 0.3
+        time.sleep(0.2)
+        assert _tenant_b(server)["max_queue_wait_s"] >= during["max_queue_wait_s"] + 0.2
+        with server.client("sk-a") as a:
+            assert a.post("/v1/programs/first/finish", json={}).status_code == 200
+        waiter.join(10)
+        assert result["response"].status_code == 200, result["response"].text
+        recorded = _recorded_wait(server)
+        assert recorded >= 0.5
+        after = _tenant_b(server)
+        assert after["max_queue_wait_s"] == pytest.approx(recorded)  # counted once
+        time.sleep(0.1)
+        assert _tenant_b(server)["max_queue_wait_s"] == pytest.approx(recorded)
+
+
+def test_a_door_wait_recorded_before_a_restart_still_counts_after_it(tmp_path: Path) -> None:
+    db = tmp_path / "restart.duckdb"
+    with _door_server(db) as first:
+        first.wait_ready()
+        waiter, result = _held(first)
+        time.sleep(0.3)
+        with first.client("sk-a") as a:
+            assert a.post("/v1/programs/first/finish", json={}).status_code == 200
+        waiter.join(10)
+        assert result["response"].status_code == 200, result["response"].text
+        before = _tenant_b(first)
+        assert before["max_queue_wait_s"] == pytest.approx(_recorded_wait(first))
+        assert before["max_queue_wait_s"] >= 0.3
+    with _door_server(db) as second:
+        second.wait_ready()
+        assert "held" in second.live.service.controller.programs  # rebuilt, still running
+        after = _tenant_b(second)
+        assert after["max_queue_wait_s"] == pytest.approx(before["max_queue_wait_s"])
+        assert (
+            after["starvation"]
+            >= before["max_queue_wait_s"]
+            / max(second.live.service.controller.programs["held"].attained_service_s, 0.05)
+            - 1e-6
+        )
