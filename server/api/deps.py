@@ -86,8 +86,11 @@ def provide_principal(request: Request[Any, Any, Any], live: LiveDep) -> Princip
             audit_refusal(request, live.desk, live.keys.actor_of(authorization), error)
         raise
     # after the key: a stranger learns nothing of the store it could not read at /ready;
-    # not audited on an operator route, the audit log being what the dead store lost
-    refuse_unrecordable_write(request, live)
+    # not audited on an operator route, the audit log being what the dead store lost. A
+    # tenant key on an operator route is left to the role check: its answer is 403 whatever
+    # the store, and a 503 would have it retried for nothing
+    if principal.operator or not request.scope["path"].startswith(OPERATOR_PATH):
+        refuse_unrecordable_write(request, live)
     return principal
 
 

@@ -26,6 +26,7 @@ the configured value by switching back, which is remembered too.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -127,6 +128,10 @@ class OperatorDesk:
         self._audit = audit
         self._note = note
         self.refusals = RefusalBudget()
+        # standing actions one at a time, each audited before the next starts: a restart
+        # replays them in audit order, which must be the order they took effect (a drain's
+        # pause can wait seconds for the engine while an undrain overtakes it)
+        self._standing = asyncio.Lock()
 
     def _emit(self, now: float, actor: str, action: str, target: str, result: str) -> None:
         program = self.service.controller.programs.get(target)
@@ -171,7 +176,21 @@ class OperatorDesk:
         work: Callable[[], Awaitable[dict[str, Any]]],
     ) -> dict[str, Any]:
         """Do ``work`` as operator ``actor`` and audit it: ``ok``, or ``refused: <why>`` when
-        it raises the service's refusal (which is re-raised)."""
+        it raises the service's refusal (which is re-raised). Standing actions
+        (:data:`REMEMBERED_ACTIONS`) run one at a time."""
+        if action in REMEMBERED_ACTIONS:
+            async with self._standing:
+                return await self._run(actor, action, target, args, work)
+        return await self._run(actor, action, target, args, work)
+
+    async def _run(
+        self,
+        actor: str,
+        action: str,
+        target: str,
+        args: Mapping[str, Any],
+        work: Callable[[], Awaitable[dict[str, Any]]],
+    ) -> dict[str, Any]:
         try:
             outcome = await work()
         except ServiceError as error:

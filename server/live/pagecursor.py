@@ -61,11 +61,15 @@ class ProgramCursor:
         _, created_at, program_id = value
         if isinstance(created_at, bool) or not isinstance(created_at, int | float):
             raise _invalid()
+        try:  # a JSON integer has no bound: too large for a float is no cursor of ours
+            created_at = float(created_at)
+        except OverflowError as error:
+            raise _invalid() from error
         if not math.isfinite(created_at):
             raise _invalid()
         if not isinstance(program_id, str) or not 0 < len(program_id) <= MAX_ID:
             raise _invalid()
-        return ProgramCursor(float(created_at), program_id)
+        return ProgramCursor(created_at, program_id)
 
 
 def _invalid() -> InvalidRequest:

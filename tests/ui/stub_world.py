@@ -51,6 +51,8 @@ class StubWorld:
         #: called with the ids of each program page served (tests change the world between
         #: two page reads of one listing, as programs ending and starting do)
         self.on_page: Callable[[list[str]], None] | None = None
+        #: answer as a server older than the cursor does: no ``next_cursor``, offset only
+        self.cursorless = False
         past: list[tuple[float, str, StubProgram, str, dict[str, Any]]] = []
         for index in range(programs):
             size = big_nodes if index == 1 else None
@@ -190,6 +192,8 @@ class StubWorld:
                 "total": total,
                 "next_cursor": next_cursor,
             }
+            if self.cursorless:
+                del body["next_cursor"]
             if self.on_page is not None:
                 self.on_page([p.program_id for p in page])
             return body

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from agentconsole.httpclient import ApiError, PermissionDeniedError
+from agentconsole.ui.client import http as console_http
 from agentconsole.ui.client.feed import EventBatch, FeedStatus, OverviewTick, read_feed
 from agentconsole.ui.client.http import HttpConsoleClient
 from tests.ui.stub_server import TENANT_KEY, RunningStub
@@ -80,6 +81,23 @@ def test_paging_collects_past_one_page(stub: RunningStub) -> None:
         assert len(page.programs) == 7
         assert page.hidden == 33
     finally:
+        client.close()
+
+
+def test_paging_by_offset_against_a_server_older_than_the_cursor(
+    stub: RunningStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that sends no ``next_cursor`` is paged by offset, as it understands: every
+    program is read, not the first page alone."""
+    monkeypatch.setattr(console_http, "PAGE_SIZE", 7)
+    stub.world.cursorless = True
+    client = HttpConsoleClient(stub.url, stub.key)
+    try:
+        page = client.programs(limit=2000)
+        assert len(page.programs) == len(stub.world.programs) > 7
+        assert page.hidden == 0
+    finally:
+        stub.world.cursorless = False
         client.close()
 
 

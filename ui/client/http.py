@@ -110,20 +110,28 @@ class HttpConsoleClient:
         # hide nor repeat rows, as an offset did (the list flickered past one page).
         out: dict[str, ProgramSummary] = {}
         total = 0
-        cursor: str | None = None
+        after: dict[str, str | int] = {}
+        read = 0
         while len(out) < limit:
-            params: dict[str, str | int] = {"limit": min(PAGE_SIZE, limit - len(out))}
+            params: dict[str, str | int] = {"limit": min(PAGE_SIZE, limit - len(out)), **after}
             if state:
                 params["state"] = state
-            if cursor is not None:
-                params["cursor"] = cursor
             body = self._get("/v1/programs", params)
             page = [ProgramSummary.parse(p) for p in j.objects(body.get("programs"))]
+            read += len(page)
             total = j.integer(body, "total", len(out) + len(page))
             # keyed by id all the same: a row can never show twice, whatever the server did
             out.update((p.program_id, p) for p in page)
-            cursor = j.opt_text(body, "next_cursor")
-            if not page or cursor is None:
+            if not page:
+                break
+            if "next_cursor" in body:
+                cursor = j.opt_text(body, "next_cursor")
+                if cursor is None:
+                    break
+                after = {"cursor": cursor}
+            elif read < total:  # a server older than the cursor: by offset, as it understands
+                after = {"offset": read}
+            else:
                 break
         return ProgramPage(tuple(out.values()), max(total, len(out)))
 

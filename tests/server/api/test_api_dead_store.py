@@ -63,10 +63,9 @@ def test_program_creation_is_refused_and_reads_still_answer(server: LiveServer) 
         # the listing first brings the store's rows up to date, which a dead writer cannot:
         # that is the store's 503 too (retryable), never a 500
         listing = c.get("/v1/programs")
-        assert listing.status_code in (200, 503), listing.text
-        if listing.status_code == 503:
-            assert listing.json()["error"]["type"] == "unavailable"
-            assert listing.headers["x-should-retry"] == "true"
+        assert listing.status_code == 503, listing.text
+        assert listing.json()["error"]["type"] == "unavailable"
+        assert listing.headers["x-should-retry"] == "true"
 
 
 def test_node_declaration_is_refused(server: LiveServer) -> None:
@@ -106,3 +105,12 @@ def test_program_ends_and_operator_actions_are_refused(server: LiveServer) -> No
         assert_refused(op.post("/v1/operator/drain", json={"enabled": True}))
         assert op.get("/v1/operator/door").status_code == 200
         assert c.get("/v1/programs/ds-ops").json()["state"] == "running"
+
+
+def test_a_tenant_key_on_an_operator_route_is_still_forbidden(server: LiveServer) -> None:
+    """The role check answers before the store's: a tenant's operator call can only ever be
+    a 403, and a retryable 503 would have clients retry it for nothing."""
+    with server.client() as c:
+        refused = c.post("/v1/operator/drain", json={"enabled": True})
+        assert refused.status_code == 403, refused.text
+        assert refused.headers.get("x-should-retry") != "true"

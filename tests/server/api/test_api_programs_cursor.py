@@ -122,6 +122,7 @@ def _forged(value: object) -> str:
         _forged([1, "1.0", "p"]),
         _forged([1, 1.0, ""]),
         "WzEsTmFOLCJwIl0",  # [1,NaN,"p"]
+        _forged([1, 10**330, "p"]),  # an integer no float holds (was a 500)
         "",
     ],
 )

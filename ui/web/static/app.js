@@ -273,14 +273,23 @@
   async function fetchPrograms(query) {
     const rows = new Map();
     let total = 0;
-    let cursor = null;
+    let after = "";
+    let read = 0;
     for (let page = 0; page < 10; page += 1) {  // at most 5,000 rows, as before
-      const after = cursor === null ? "" : "&cursor=" + encodeURIComponent(cursor);
       const body = await AC.api("/v1/programs?limit=500" + after + query);
-      for (const p of body.programs || []) rows.set(p.program_id, p);
+      const got = body.programs || [];
+      for (const p of got) rows.set(p.program_id, p);
+      read += got.length;
       total = body.total || rows.size;
-      cursor = body.next_cursor || null;
-      if (!(body.programs || []).length || cursor === null) break;
+      if (!got.length) break;
+      if ("next_cursor" in body) {
+        if (body.next_cursor === null) break;
+        after = "&cursor=" + encodeURIComponent(body.next_cursor);
+      } else {
+        // a server older than the cursor: page by offset, as it understands
+        if (read >= total) break;
+        after = "&offset=" + read;
+      }
     }
     state.programs = rows;
     state.programsTotal = total;
