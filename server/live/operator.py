@@ -27,6 +27,7 @@ the configured value by switching back, which is remembered too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -178,26 +179,15 @@ class OperatorDesk:
         """Do ``work`` as operator ``actor`` and audit it: ``ok``, or ``refused: <why>`` when
         it raises the service's refusal (which is re-raised). Standing actions
         (:data:`REMEMBERED_ACTIONS`) run one at a time."""
-        if action in REMEMBERED_ACTIONS:
-            async with self._standing:
-                return await self._run(actor, action, target, args, work)
-        return await self._run(actor, action, target, args, work)
-
-    async def _run(
-        self,
-        actor: str,
-        action: str,
-        target: str,
-        args: Mapping[str, Any],
-        work: Callable[[], Awaitable[dict[str, Any]]],
-    ) -> dict[str, Any]:
-        try:
-            outcome = await work()
-        except ServiceError as error:
-            await self._record(actor, action, target, args, f"refused: {error}")
-            raise
-        await self._record(actor, action, target, args, "ok")
-        return outcome
+        one_at_a_time = action in REMEMBERED_ACTIONS
+        async with self._standing if one_at_a_time else contextlib.nullcontext():
+            try:
+                outcome = await work()
+            except ServiceError as error:
+                await self._record(actor, action, target, args, f"refused: {error}")
+                raise
+            await self._record(actor, action, target, args, "ok")
+            return outcome
 
     async def preempt(self, actor: str, program_id: str) -> dict[str, Any]:
         """Take the program's running calls off the GPU; they are requeued."""
