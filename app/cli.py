@@ -11,7 +11,9 @@ from pathlib import Path
 import click
 
 from agentconsole import __version__
+from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY
 from agentconsole.scheduler.composition import DEFAULT_MAX_DECODE_PASSES
+from agentconsole.scheduler.policies import DEFAULT_POLICY
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -37,7 +39,7 @@ def main() -> None:
 )
 @click.option(
     "--kv-policy",
-    default="adaptive",
+    default=DEFAULT_TOOL_WAIT_POLICY,
     show_default=True,
     help="Tool-wait KV policy, or a comma-separated list to compare.",
 )
@@ -257,8 +259,10 @@ def make_model(
 @click.option("--host", default=None, help="[127.0.0.1]")
 @click.option("--port", type=click.IntRange(0, 65535), default=None, help="[8000]")
 @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None)
-@click.option("--policy", default=None, help="Scheduling policy [cp-cache].")
-@click.option("--kv-policy", default=None, help="Tool-wait KV policy [adaptive].")
+@click.option("--policy", default=None, help=f"Scheduling policy [{DEFAULT_POLICY}].")
+@click.option(
+    "--kv-policy", default=None, help=f"Tool-wait KV policy [{DEFAULT_TOOL_WAIT_POLICY}]."
+)
 @click.option("--time-scale", type=click.FloatRange(min=0), default=None, help="Sim only.")
 @click.option(
     "--dp", type=click.IntRange(min=1), default=None, help="SGLang data-parallel ranks [1]."

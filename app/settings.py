@@ -31,7 +31,9 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY
 from agentconsole.scheduler.models import ServedModel, get_rule
+from agentconsole.scheduler.policies import DEFAULT_POLICY
 from agentconsole.server.api.auth import OPERATOR_TENANT
 from agentconsole.server.api.config import (
     DEMO_TENANT_KEYS,
@@ -93,9 +95,9 @@ class RuntimeSection(_Section):
     ``sim`` (the simulated engine)."""
     model: str | None = None
     """SGLang: a model path; sim: a model preset (default llama-3.1-8b)."""
-    policy: str = "cp-cache"
+    policy: str = DEFAULT_POLICY
     """Scheduling policy (``agentconsole bench --list`` shows them)."""
-    kv_policy: str = "adaptive"
+    kv_policy: str = DEFAULT_TOOL_WAIT_POLICY
     """Tool-wait KV policy: keep, offload, recompute or adaptive."""
     gpu: str = "H200-141GB"
     """Sim: the GPU preset."""

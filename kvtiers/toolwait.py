@@ -63,6 +63,7 @@ from agentconsole.scheduler.registry import Registry
 from agentconsole.scheduler.runtime import CacheAction
 
 __all__ = [
+    "DEFAULT_TOOL_WAIT_POLICY",
     "Constant",
     "Decision",
     "LogNormal",
@@ -78,6 +79,10 @@ __all__ = [
     "register_tool_wait_policy",
 ]
 
+#: What ``serve`` and ``bench`` decide tool waits by unless told: ``keep``, which ``adaptive``
+#: was built to match and never beat by a margin (docs/BENCHMARKS.md section 3), and beat by
+#: 2-4% at 0.9x of seed-mix's peak, where ``adaptive`` offloaded on transient queues
+DEFAULT_TOOL_WAIT_POLICY = "keep"
 #: The fixed ``keep`` policy's retention quantile (also where offloaded KV is retained to).
 KEEP_QUANTILE = 0.9
 #: Quantiles at which ``adaptive`` tries a retention deadline (it also tries 0).

@@ -7,7 +7,11 @@ Importing this package registers the built-in policies; look them up with
 from agentconsole.scheduler.policies import critical_path, fcfs, las, progress, sjf
 from agentconsole.scheduler.policies.base import Policy, available, get_policy, register
 
+#: what ``serve`` and ``bench`` schedule by unless told (docs/BENCHMARKS.md section 1)
+DEFAULT_POLICY = "cp-cache"
+
 __all__ = [
+    "DEFAULT_POLICY",
     "Policy",
     "available",
     "critical_path",

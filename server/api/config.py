@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY
 from agentconsole.scheduler.models import ServedModel
+from agentconsole.scheduler.policies import DEFAULT_POLICY
 from agentconsole.server.live.modeldesk import SelectionConfig
 from agentconsole.server.live.tenants import TenantLimits
 
@@ -26,8 +28,8 @@ class ServerConfig:
     store_own_process: bool = False
     runtime: str = "sim"
     model: str | None = None
-    policy: str = "cp-cache"
-    kv_policy: str = "adaptive"
+    policy: str = DEFAULT_POLICY
+    kv_policy: str = DEFAULT_TOOL_WAIT_POLICY
     gpu: str = "H200-141GB"
     tp: int = 1
     #: the KV pool in tokens per engine (None: the runtime's default)

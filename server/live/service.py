@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentconsole.kvtiers.advisor import ToolWaitAdvisor
-from agentconsole.kvtiers.toolwait import get_tool_wait_policy
+from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY, get_tool_wait_policy
 from agentconsole.scheduler.actions import (
     AbortCalls,
     Action,
@@ -38,7 +38,7 @@ from agentconsole.scheduler.actions import (
 )
 from agentconsole.scheduler.controller import ProgramController
 from agentconsole.scheduler.driver import ProgramDriver
-from agentconsole.scheduler.policies import Policy, get_policy
+from agentconsole.scheduler.policies import DEFAULT_POLICY, Policy, get_policy
 from agentconsole.scheduler.program import NodeKind, NodeState, Program, Quotas
 from agentconsole.scheduler.runtime import Runtime
 from agentconsole.server.live.accounting import CallAccounting
@@ -103,8 +103,8 @@ class ProgramService:
         runtime: Runtime,
         hub: EventHub,
         *,
-        policy: str = "cp-cache",
-        kv_policy: str = "adaptive",
+        policy: str = DEFAULT_POLICY,
+        kv_policy: str = DEFAULT_TOOL_WAIT_POLICY,
         ready_timeout_s: float = 30.0,
         stored_ids: StoredIds | None = None,
         door: DoorSettings | None = None,

@@ -9,6 +9,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY
+from agentconsole.scheduler.policies import DEFAULT_POLICY
 from agentconsole.scheduler.runtime import Runtime
 
 
@@ -17,8 +19,8 @@ class RuntimeOptions:
     """What a runtime factory may need; unknown knobs go in ``extra``."""
 
     model: str | None = None  # a model directory (SGLang) or a model preset name (sim)
-    policy: str = "cp-cache"
-    kv_policy: str = "adaptive"
+    policy: str = DEFAULT_POLICY
+    kv_policy: str = DEFAULT_TOOL_WAIT_POLICY
     gpu: str = "H200-141GB"  # sim: GPU preset
     tp: int = 1
     profile: str | None = None  # sim: calibration profile file or bundled name

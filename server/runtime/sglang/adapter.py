@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from agentconsole.scheduler.events import EventSink
-from agentconsole.scheduler.policies import get_policy
+from agentconsole.scheduler.policies import DEFAULT_POLICY, get_policy
 from agentconsole.scheduler.runtime import ChatFormat, GenerationRequest, RuntimeSnapshot
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.live.chatformat import ChatMLFormat
@@ -78,7 +78,7 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
         self,
         settings: EngineSettings,
         *,
-        policy: str = "cp-cache",
+        policy: str = DEFAULT_POLICY,
         state_dir: Path | None = None,
         control: ControlState | None = None,
         clock: Any = time.time,

@@ -51,6 +51,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from agentconsole.scheduler.policies import DEFAULT_POLICY
+
 STATE_DIR_ENV = "AGENTCONSOLE_SGLANG_STATE_DIR"
 CONTROL_FILE = "control.json"
 STATUS_FILE = "status.json"
@@ -81,7 +83,7 @@ class RetentionHint:
 @dataclass(slots=True)
 class ControlState:
     version: int = 0
-    policy: str = "cp-cache"
+    policy: str = DEFAULT_POLICY
     paused: bool = False
     #: program id -> operator boost (replaces the boost in that program's tickets)
     boosts: dict[str, float] = field(default_factory=dict)

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agentconsole.scheduler.fairness import TIER_STARVING, FairnessGuard
-from agentconsole.scheduler.policies import get_policy
+from agentconsole.scheduler.policies import DEFAULT_POLICY, get_policy
 from agentconsole.scheduler.policies.base import Policy
 from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.ticket import CallTicket
@@ -41,7 +41,7 @@ class Orderer:
     """Computes effective keys with one policy and one fairness guard (state: the guard's
     per-tenant service, fed by :class:`ServiceMeter`, and the policy chosen by name)."""
 
-    def __init__(self, guard: FairnessGuard, policy: str = "cp-cache") -> None:
+    def __init__(self, guard: FairnessGuard, policy: str = DEFAULT_POLICY) -> None:
         self.guard = guard
         self.policy_name = policy
         self.policy: Policy = get_policy(policy)

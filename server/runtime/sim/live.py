@@ -31,7 +31,7 @@ from typing import Any
 from agentconsole.kvtiers.node import Node
 from agentconsole.kvtiers.tiers import Tier
 from agentconsole.scheduler.events import EventSink
-from agentconsole.scheduler.policies import get_policy
+from agentconsole.scheduler.policies import DEFAULT_POLICY, get_policy
 from agentconsole.scheduler.runtime import (
     MAX_REMEMBERED_PROGRAMS,
     CacheAction,
@@ -76,7 +76,7 @@ class SimLiveRuntime:
         self,
         cost: CostModel,
         *,
-        policy: str = "cp-cache",
+        policy: str = DEFAULT_POLICY,
         time_scale: float = 1.0,
         event_sink: EventSink | None = None,
         config: EngineConfig | None = None,

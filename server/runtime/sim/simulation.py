@@ -24,7 +24,7 @@ from agentconsole.kvtiers.advisor import ToolWaitAdvisor
 from agentconsole.kvtiers.node import Block
 from agentconsole.kvtiers.results import Match
 from agentconsole.kvtiers.tiers import Tier
-from agentconsole.kvtiers.toolwait import get_tool_wait_policy
+from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY, get_tool_wait_policy
 from agentconsole.sample_traces.format import Branch as TraceBranch
 from agentconsole.sample_traces.format import LLMNode, Outcome, ToolNode, TraceProgram
 from agentconsole.scheduler.actions import (
@@ -41,7 +41,7 @@ from agentconsole.scheduler.driver import ProgramDriver
 from agentconsole.scheduler.events import EventLog, Scalar, paused_gc
 from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.models import ModelRequest
-from agentconsole.scheduler.policies import get_policy
+from agentconsole.scheduler.policies import DEFAULT_POLICY, get_policy
 from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.runtime import PrefixProbe
 from agentconsole.server.runtime.sim import timeline
@@ -62,8 +62,8 @@ __all__ = ["CostServiceModel", "SimConfig", "SimResult", "Simulation"]
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
-    policy: str = "cp-cache"
-    kv_policy: str = "adaptive"
+    policy: str = DEFAULT_POLICY
+    kv_policy: str = DEFAULT_TOOL_WAIT_POLICY
     #: data-parallel engine replicas behind the cache-aware router
     replicas: int = 1
     #: how calls are placed over the replicas (``kvtiers.router.get_router``): ``affinity``,

@@ -43,7 +43,7 @@ def test_a_drain_a_policy_switch_and_a_pin_survive_a_restart(tmp_path: Path) -> 
         with first.client(OPERATOR) as op:
             assert _standing(op)["policy"] == "cp-cache"  # the configured default
             _act(op, "/v1/operator/drain", {"enabled": True})
-            switched = {"policy": "fcfs", "kv_policy": "keep"}
+            switched = {"policy": "fcfs", "kv_policy": "offload"}
             assert _act(op, "/v1/operator/policy", switched) == switched
             pin = {"role": "planner", "model": config.model_name}
             _act(op, "/v1/operator/models/pins", pin)
@@ -51,7 +51,7 @@ def test_a_drain_a_policy_switch_and_a_pin_survive_a_restart(tmp_path: Path) -> 
     assert before == {
         "draining": True,
         "policy": "fcfs",
-        "kv_policy": "keep",
+        "kv_policy": "offload",
         "engine_policy": "fcfs",
         "engine_paused": True,
     }
@@ -77,14 +77,14 @@ def test_an_undrain_and_a_switch_back_survive_a_restart_too(tmp_path: Path) -> N
             # ...and undone by the operator, one field at a time: the kv switch alone
             _act(op, "/v1/operator/drain", {"enabled": False})
             _act(op, "/v1/operator/policy", {"policy": "cp-cache"})
-            _act(op, "/v1/operator/policy", {"kv_policy": "adaptive"})
+            _act(op, "/v1/operator/policy", {"kv_policy": "keep"})
     with LiveServer(make_config(db)) as third:
         third.wait_ready()
         with third.client(OPERATOR) as op:
             assert _standing(op) == {
                 "draining": False,
                 "policy": "cp-cache",
-                "kv_policy": "adaptive",
+                "kv_policy": "keep",
                 "engine_policy": "cp-cache",
                 "engine_paused": False,
             }
@@ -100,12 +100,12 @@ def test_a_remembered_switch_wins_over_the_configured_policy_as_pins_do(tmp_path
             assert refused.status_code == 422  # refused switches are audited, not remembered
     # restarted with other policies configured: the operator's switch stands, the kv policy
     # (never switched by an operator) is the configured one
-    with LiveServer(make_config(db, policy="fcfs", kv_policy="keep")) as second:
+    with LiveServer(make_config(db, policy="fcfs", kv_policy="offload")) as second:
         second.wait_ready()
         with second.client(OPERATOR) as op:
             standing = _standing(op)
             assert (standing["policy"], standing["engine_policy"]) == ("sjf", "sjf")
-            assert standing["kv_policy"] == "keep"
+            assert standing["kv_policy"] == "offload"
             assert standing["draining"] is False
 
 
@@ -116,7 +116,7 @@ def test_a_remembered_policy_no_longer_registered_is_skipped(tmp_path: Path) -> 
         server.run(server.live.desk.restore(memory))
         with server.client(OPERATOR) as op:
             standing = _standing(op)
-    assert (standing["policy"], standing["kv_policy"]) == ("cp-cache", "adaptive")
+    assert (standing["policy"], standing["kv_policy"]) == ("cp-cache", "keep")
 
 
 def test_the_memory_folds_the_audit_rows_in_order() -> None:

@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from agentconsole.scheduler.events import EventSink
-from agentconsole.scheduler.policies import get_policy
+from agentconsole.scheduler.policies import DEFAULT_POLICY, get_policy
 from agentconsole.scheduler.runtime import ChatFormat, GenerationRequest, RuntimeSnapshot
 from agentconsole.server.live.chatformat import ChatMLFormat
 from agentconsole.server.runtime.registry import RuntimeOptions
@@ -83,7 +83,7 @@ class RouterRuntime(LiveControl, KVView):
         settings: EngineSettings,
         cluster: ClusterSettings,
         *,
-        policy: str = "cp-cache",
+        policy: str = DEFAULT_POLICY,
         control: ControlState | None = None,
         clock: Any = time.time,
         event_sink: EventSink | None = None,
