@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agentconsole.sample_traces.format import TraceProgram
+from agentconsole.scheduler.metrics import percentile
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime, default_model_dir
@@ -38,7 +39,7 @@ from agentconsole.server.runtime.sglang.calibration import (
     with_call_overhead,
 )
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
-from agentconsole.server.runtime.sglang.replay import LiveReplay, percentile
+from agentconsole.server.runtime.sglang.replay import LiveReplay
 from agentconsole.server.runtime.sglang.textbook import TextBook
 from agentconsole.server.runtime.sglang.workload_scale import tiny_seed_mix
 from agentconsole.server.runtime.sim.calls import EngineConfig
@@ -188,10 +189,10 @@ def _report(
         step_max_abs_error=max(abs_err, default=0.0),
         steps=[{**asdict(p), "relative_error": e} for p, e in errors],
         e2e_mean_abs_error=statistics.fmean(e2e_err) if e2e_err else 0.0,
-        e2e_p50_real_s=percentile([real[p] for p in common], 50),
-        e2e_p50_sim_s=percentile([sim[p] for p in common], 50),
-        e2e_p95_real_s=percentile([real[p] for p in common], 95),
-        e2e_p95_sim_s=percentile([sim[p] for p in common], 95),
+        e2e_p50_real_s=percentile([real[p] for p in common], 50, empty=0.0),
+        e2e_p50_sim_s=percentile([sim[p] for p in common], 50, empty=0.0),
+        e2e_p95_real_s=percentile([real[p] for p in common], 95, empty=0.0),
+        e2e_p95_sim_s=percentile([sim[p] for p in common], 95, empty=0.0),
         programs=[{"program": p, "real_s": real[p], "sim_s": sim[p]} for p in common],
     )
 

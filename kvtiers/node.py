@@ -115,15 +115,6 @@ class Node:
         """True if the node is in the shared (public) namespace."""
         return self.tenant is None
 
-    def depth_tokens(self) -> int:
-        """Tokens from the root to this node inclusive (O(depth))."""
-        total = 0
-        node: Node | None = self
-        while node is not None:
-            total += node.tokens
-            node = node.parent
-        return total
-
     def __repr__(self) -> str:
         ns = "public" if self.tenant is None else self.tenant
         return (

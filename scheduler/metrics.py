@@ -65,11 +65,12 @@ SERVICE_FLOOR_S = 0.05  # service below this counts as this for wait/service rat
 DoorWaits = Callable[[], Mapping[str, float]]
 
 
-def percentile(values: Iterable[float], q: float) -> float:
-    """Linear-interpolated percentile (``q`` in 0..100); NaN for no data."""
+def percentile(values: Iterable[float], q: float, *, empty: float = math.nan) -> float:
+    """Linear-interpolated percentile (``q`` in 0..100); ``empty`` for no data (NaN unless the
+    caller says otherwise: the project's one interpolation, so every report agrees)."""
     xs = sorted(values)
     if not xs:
-        return math.nan
+        return empty
     pos = (len(xs) - 1) * q / 100
     lo = math.floor(pos)
     hi = min(lo + 1, len(xs) - 1)

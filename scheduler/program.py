@@ -240,9 +240,6 @@ class Program:
     def done_nodes(self) -> int:
         return sum(1 for n in self.nodes.values() if n.state is _DONE)
 
-    def running_nodes(self) -> list[Node]:
-        return [n for n in self.nodes.values() if n.state is _RUNNING]
-
 
 # Members as module globals, for the identity tests above and on the controller's hot paths
 # (an enum class attribute is a slow lookup; a global is a dict hit).

@@ -29,11 +29,20 @@ MAX_REMEMBERED_PROGRAMS = 4096
 
 
 class CacheAction(StrEnum):
-    """What to do with a program's private KV: the tool-wait decision, and a cancel's."""
+    """What to do with a program's private KV: the tool-wait decision, and a cancel's.
 
-    KEEP = "keep"  # stay on the GPU, softly retained for ``retain_s``
-    OFFLOAD = "offload"  # move to host memory now, reload on return
-    RECOMPUTE = "recompute"  # free it now; recomputed if it is ever needed again
+    The simulator carries each out now (``sim/kvstate.py``, ``EngineKv.apply_cache_action``).
+    SGLang cannot move or free a context on request: it marks the program's radix path for its
+    eviction strategy (``sglang/retention.py``), so ``offload`` and ``recompute`` both mean
+    "evicted first", and an offload reaches host memory only with HiCache on (eviction then
+    demotes the nodes); without HiCache (always on CPU) ``offload`` is the same as
+    ``recompute``."""
+
+    KEEP = "keep"  # stay on the GPU, softly retained for ``retain_s`` (both runtimes)
+    #: sim: moved to host memory now, reloaded on return; SGLang: evicted first (see above)
+    OFFLOAD = "offload"
+    #: sim: freed now; SGLang: evicted first; recomputed if it is ever needed again
+    RECOMPUTE = "recompute"
 
 
 @dataclass(frozen=True, slots=True)

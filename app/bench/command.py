@@ -33,8 +33,10 @@ from agentconsole.server.runtime.sim.crossmodel import CROSS_MODEL_MODES
 from agentconsole.server.runtime.sim.prefixcache import PREFIX_CACHE_MODES
 
 T = TypeVar("T")
-BASELINE = "fcfs"
 STOCK = "stock-sglang"
+#: the row the sweep tables' ratios are taken against: the first of these that ran, else the
+#: first row (not runner.py's ``BASELINES``, engine set-ups: ``fcfs`` here is a policy's row)
+RATIO_REFERENCES = (STOCK, "fcfs")
 #: a workload's model when ``--model`` is not given: one whose window holds its contexts
 #: (long-coding's reach 400K tokens, past Llama 3.1's 128K)
 WORKLOAD_MODELS = {"long-coding": "qwen2.5-7b-1m"}
@@ -154,20 +156,21 @@ def run_bench(**opts: Any) -> None:
             Console(width=max(console.width, 60 + 26 * 2 * columns)).print(table)
     if "sweep" in result:
         console.print(f"SLO: P95 E2E <= {result['slo_p95_s']:.1f} s")
-        base = _baseline(result["sweep"])
+        reference = _ratio_reference(result["sweep"])
         bound_rate = result.get("throughput_bound", {}).get("programs_per_s", math.nan)
         sweep_console = Console(width=max(console.width, 110))
-        sweep_console.print(sweep_table(result["sweep"], base, bound_rate))
+        sweep_console.print(sweep_table(result["sweep"], reference, bound_rate))
         if "throughput_bound" in result:
             console.print(
                 f"No schedule can finish more than {bound_rate:.3f} programs/s on this "
                 "hardware (perfect prefix reuse, free weights, prefill fully hidden under "
                 f"decode: {result['throughput_bound']['seconds_per_program']:.2f} s of GPU per"
-                f" program); 4x {base} would be {4 * result['sweep'][base]['max_rate']:.3f}."
+                f" program); 4x {reference} would be"
+                f" {4 * result['sweep'][reference]['max_rate']:.3f}."
             )
     if "load_sweep" in result:
-        base = _baseline(result["load_sweep"]["loads"])
-        Console(width=max(console.width, 130)).print(loads_table(result["load_sweep"], base))
+        reference = _ratio_reference(result["load_sweep"]["loads"])
+        Console(width=max(console.width, 130)).print(loads_table(result["load_sweep"], reference))
     if opts["json_path"]:
         Path(opts["json_path"]).write_text(json.dumps(_clean(result), indent=2) + "\n")
         console.print(f"wrote {opts['json_path']}")
@@ -230,11 +233,11 @@ def _hardware(setup: BenchSetup) -> str:
     return f"{setup.replicas} x {setup.gpu} x {setup.model} (tp {setup.tp})"
 
 
-def _baseline(rows: dict[str, Any]) -> str:
-    """The row ratios are taken to: stock SGLang when it ran, else ``fcfs``, else the first
-    (for a load sweep, ``rows`` maps loads to their rows)."""
+def _ratio_reference(rows: dict[str, Any]) -> str:
+    """The row ratios are taken to: the first of ``RATIO_REFERENCES`` that ran, else the first
+    row (for a load sweep, ``rows`` maps loads to their rows)."""
     names = next(iter(rows.values())) if rows and _is_load(next(iter(rows))) else rows
-    for name in (STOCK, BASELINE):
+    for name in RATIO_REFERENCES:
         if name in names:
             return name
     return next(iter(names))

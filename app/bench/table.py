@@ -97,21 +97,21 @@ def metrics_table(title: str, runs: Mapping[str, Mapping[str, Any]]) -> Table:
 
 
 def sweep_table(
-    sweep: Mapping[str, Mapping[str, Any]], baseline: str, bound_rate: float = math.nan
+    sweep: Mapping[str, Mapping[str, Any]], reference: str, bound_rate: float = math.nan
 ) -> Table:
-    """Each policy's highest rate meeting the SLO, its ratio to ``baseline`` and its share of
+    """Each policy's highest rate meeting the SLO, its ratio to ``reference``'s and its share of
     ``bound_rate`` (the most any schedule could finish, see ``throughput_bound``)."""
     table = Table(title="max arrival rate meeting the SLO", header_style="bold")
     for col in (
         "policy",
         "max rate (programs/s)",
-        f"ratio to {baseline}",
+        f"ratio to {reference}",
         "share of bound",
         "E2E P95 at max (s)",
         "max tenant slowdown at max",
     ):
         table.add_column(col, justify="right" if col != "policy" else "left")
-    base = sweep.get(baseline, {}).get("max_rate", math.nan)
+    base = sweep.get(reference, {}).get("max_rate", math.nan)
     for name, row in sweep.items():
         ratio = row["max_rate"] / base if base and base == base and base > 0 else math.nan
         table.add_row(
@@ -125,9 +125,9 @@ def sweep_table(
     return table
 
 
-def loads_table(loads: Mapping[str, Any], baseline: str) -> Table:
+def loads_table(loads: Mapping[str, Any], reference: str) -> Table:
     """``bench --loads``: each policy at each multiple of the measured peak: finished
-    programs/s and their share of the peak, P50/P95 E2E and the P95's ratio to ``baseline``,
+    programs/s and their share of the peak, P50/P95 E2E and the P95's ratio to ``reference``'s,
     recomputed tokens, and hit tokens as a share of an infinite cache's (the oracle)."""
     peak = loads["peak_programs_per_s"]
     oracle = loads["oracle"]["hit_tokens"]
@@ -141,13 +141,13 @@ def loads_table(loads: Mapping[str, Any], baseline: str) -> Table:
         "share of peak",
         "E2E P50 (s)",
         "E2E P95 (s)",
-        f"P95 / {baseline}",
+        f"P95 / {reference}",
         "recomputed tokens",
         "hits / oracle",
     ):
         table.add_column(col, justify="left" if col in ("load", "policy") else "right")
     for load, rows in loads["loads"].items():
-        base = rows.get(baseline, {}).get("e2e_p95_s", math.nan)
+        base = rows.get(reference, {}).get("e2e_p95_s", math.nan)
         for name, row in rows.items():
             p95 = row["e2e_p95_s"]
             table.add_row(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from agentconsole.scheduler.metrics import percentile
 
 ToolMode = Literal["gateway", "agent"]
 ProgramState = Literal["finished", "cancelled", "failed", "skipped"]
@@ -54,16 +55,6 @@ class ProgramOutcome:
     error: str | None = None
 
 
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The ``q`` quantile (0..1) by linear interpolation; ``None`` when empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    low, high = math.floor(pos), math.ceil(pos)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
-
-
 @dataclass(frozen=True, slots=True)
 class ReplaySummary:
     """Every program's outcome and the run's wall time."""
@@ -76,13 +67,15 @@ class ReplaySummary:
         return sum(1 for o in self.outcomes if o.state == state)
 
     def e2e(self, q: float) -> float | None:
-        """E2E quantile of the finished programs."""
-        return percentile([o.e2e_s for o in self.outcomes if o.state == "finished"], q)
+        """The ``q``-th percentile (0..100) of the finished programs' E2E; None when none
+        finished (the summary then prints "n/a" rather than a number)."""
+        finished = [o.e2e_s for o in self.outcomes if o.state == "finished"]
+        return percentile(finished, q) if finished else None
 
     def render(self) -> str:
         """The summary lines the CLI prints."""
         states = Counter(o.state for o in self.outcomes)
-        p50, p95 = self.e2e(0.5), self.e2e(0.95)
+        p50, p95 = self.e2e(50), self.e2e(95)
         lines = [
             f"programs: {len(self.outcomes)}  finished: {states['finished']}"
             f"  cancelled: {states['cancelled']}  failed: {states['failed']}"

@@ -61,8 +61,3 @@ def stored_result(result: JSONValue, latency_s: float, mode: Redaction) -> str:
     if mode == "hash":
         envelope.update(digest(result))
     return json.dumps(envelope, separators=(",", ":"))
-
-
-def redacted_envelope(value: object) -> bool:
-    """``value`` is a stored result envelope written under ``hash`` or ``none``."""
-    return isinstance(value, dict) and value.get("redacted") in ("hash", "none")

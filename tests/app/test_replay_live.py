@@ -91,7 +91,7 @@ def test_replay_finishes_programs_honours_cancels_and_retries_tools(
     assert summary.count("finished") == 4
     assert summary.count("cancelled") == 1
     assert sorted(seen) == ["cancelled"] + ["finished"] * 4
-    assert summary.e2e(0.5) is not None
+    assert summary.e2e(50) is not None
     with httpx.Client(base_url=mini.base_url, headers={"Authorization": "Bearer sk-tenant-c"}) as c:
         assert c.get(f"/v1/programs/{tools}-late-cancel").json()["state"] == "cancelled"
     calls = httpx.get(

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentconsole.replay import ReplayOptions, ReplaySummary, assign_keys
-from agentconsole.replay.results import ProgramOutcome, percentile
+from agentconsole.replay.results import ProgramOutcome
 from agentconsole.replay.text import CHARS_PER_TOKEN, chat_body, segment_text
 from agentconsole.sample_traces import LLMNode, PrefixSegment, TraceProgram, generate
 
@@ -74,10 +74,16 @@ def test_summary_counts_states_and_quantiles_finished_programs_only() -> None:
     outcomes = tuple(ProgramOutcome(f"p{i}", "t", "finished", float(i)) for i in range(1, 11))
     summary = ReplaySummary((*outcomes, ProgramOutcome("c", "t", "cancelled", 99.0)), 12.0)
     assert summary.count("finished") == 10
-    assert summary.e2e(0.5) == pytest.approx(5.5)
-    assert summary.e2e(0.95) == pytest.approx(9.55)
+    assert summary.e2e(50) == pytest.approx(5.5)  # q in 0..100, as every percentile here
+    assert summary.e2e(95) == pytest.approx(9.55)
     assert "finished: 10  cancelled: 1" in summary.render()
-    assert percentile([], 0.5) is None
+    assert "p50 5.50 s  p95 9.55 s" in summary.render()
+
+
+def test_a_summary_with_no_finished_program_has_no_e2e() -> None:
+    summary = ReplaySummary((ProgramOutcome("c", "t", "cancelled", 99.0),), 1.0)
+    assert summary.e2e(50) is None
+    assert "E2E (finished): n/a" in summary.render()
 
 
 def test_the_bundled_generator_feeds_the_replayer() -> None:

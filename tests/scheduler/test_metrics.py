@@ -85,6 +85,11 @@ def test_percentile_interpolates_and_handles_empty() -> None:
     assert math.isnan(percentile([], 50))
 
 
+def test_percentile_s_empty_case_is_the_caller_s_to_choose() -> None:
+    assert percentile([], 95, empty=0.0) == 0.0
+    assert percentile([1.0, 3.0], 50, empty=0.0) == 2.0  # only the empty case changes
+
+
 def test_window_bounds_samples() -> None:
     agg = MetricsAggregator(window=3)
     for i in range(10):

@@ -83,7 +83,7 @@ def _review_files(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         paused=True,
         boosts={"p1": 2.0},
         tickets={"c1": _ticket("c1", 1.0)},
-        retention={"p1": RetentionHint("keep", BASE + 5, 1), "p2": RetentionHint("drop", 0, 1)},
+        retention={"p1": RetentionHint("keep", BASE + 5, 1), "p2": RetentionHint("offload", 0, 1)},
     )
     writer = ControlWriter(tmp_path, initial)
     v5 = read_json(tmp_path / CONTROL_FILE)
@@ -180,7 +180,7 @@ def _random_states(rnd: random.Random, count: int) -> list[ControlState]:
             elif what == 2:
                 state.boosts[key] = float(rnd.randrange(5))
             elif what == 3:
-                state.retention[key] = RetentionHint(rnd.choice(["keep", "drop"]), 1.5, 1)
+                state.retention[key] = RetentionHint(rnd.choice(["keep", "recompute"]), 1.5, 1)
             elif what == 4:
                 state.tickets.pop(key, None) if rnd.random() < 0.5 else state.tickets.update(
                     {key: {"priority": rnd.randrange(3)}}

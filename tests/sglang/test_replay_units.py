@@ -27,3 +27,10 @@ def test_the_summary_counts_the_traces_cancels_apart_from_the_finished() -> None
     assert (summary["programs"], summary["finished"], summary["cancelled"]) == (4, 2, 1)
     assert summary["e2e_mean_s"] == pytest.approx(2.0)
     assert summary["cache_hit_rate"] == pytest.approx(0.4)
+
+
+def test_the_summary_s_percentiles_interpolate_and_are_0_with_none_finished() -> None:
+    summary = outcome_summary([_ended("a", 1.0), _ended("b", 3.0)])
+    assert (summary["e2e_p50_s"], summary["e2e_p95_s"]) == pytest.approx((2.0, 2.9))
+    nothing = outcome_summary([_ended("c", 5.0, success=False)])
+    assert (nothing["e2e_p50_s"], nothing["e2e_p95_s"], nothing["e2e_mean_s"]) == (0, 0, 0)

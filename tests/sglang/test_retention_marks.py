@@ -1,19 +1,33 @@
 """Tool-wait marks on a path two programs share (``retention.RetentionBook`` on a stand-in
-radix tree): one program's drop or release never undoes another's keep."""
+radix tree): one program's recompute or release never undoes another's keep. Each
+``CacheAction`` (and the release) maps to its mark, an unknown action is refused, and the
+adapter's hints read back from ``control.json`` are all known to the plugin."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from agentconsole.server.runtime.sglang.control import RetentionHint
+from agentconsole.scheduler.runtime import CacheAction
+from agentconsole.server.runtime.sglang.control import (
+    CONTROL_FILE,
+    ControlState,
+    RetentionHint,
+    read_json,
+)
+from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.retention import (
     DROPPED,
+    RELEASE,
     UNTIL_ATTR,
     Context,
     RetentionBook,
+    mark_for,
+    marks_whole_path,
 )
 
 pytestmark = pytest.mark.sglang
@@ -50,23 +64,84 @@ def _ctx(tokens: list[int]) -> Context:
     return Context(tokens, [], None, "salt")
 
 
-def test_a_drop_and_a_release_keep_another_program_s_keep() -> None:
+def test_a_recompute_and_a_release_keep_another_program_s_keep() -> None:
     tree, book = _Tree(), RetentionBook()
     book.note("B", _ctx([1, 2, 3, 4]))
     book.note("A", _ctx([1, 2, 3, 4, 5, 6]))
-    book.apply(tree, {"B": RetentionHint("keep", 1000.0, seq=1)})
+    book.apply(tree, {"B": RetentionHint(CacheAction.KEEP, 1000.0, seq=1)})
     book.apply(
         tree,
-        {"B": RetentionHint("keep", 1000.0, seq=1), "A": RetentionHint("drop", 0.0, seq=1)},
+        {
+            "B": RetentionHint(CacheAction.KEEP, 1000.0, seq=1),
+            "A": RetentionHint(CacheAction.RECOMPUTE, 0.0, seq=1),
+        },
     )
     assert getattr(tree.n3, UNTIL_ATTR) == DROPPED  # A's own suffix
     assert getattr(tree.n2, UNTIL_ATTR) == 1000.0  # B's context: B keeps it
     assert getattr(tree.n1, UNTIL_ATTR) == 1000.0
     book.apply(
         tree,
-        {"B": RetentionHint("keep", 1000.0, seq=1), "A": RetentionHint("release", 0.0, seq=2)},
+        {
+            "B": RetentionHint(CacheAction.KEEP, 1000.0, seq=1),
+            "A": RetentionHint(RELEASE, 0.0, seq=2),
+        },
     )
     assert getattr(tree.n2, UNTIL_ATTR) == 1000.0  # A's release is A's alone
     assert getattr(tree.n3, UNTIL_ATTR) is None
-    book.apply(tree, {"B": RetentionHint("release", 0.0, seq=2)})
+    book.apply(tree, {"B": RetentionHint(RELEASE, 0.0, seq=2)})
     assert getattr(tree.n2, UNTIL_ATTR) is None
+
+
+#: every hint action -> (its node mark for a deadline of 1000.0, whether it marks the whole path)
+_EXPECTED_MARKS: dict[str, tuple[float | None, bool]] = {
+    CacheAction.KEEP: (1000.0, True),
+    CacheAction.OFFLOAD: (DROPPED, False),
+    CacheAction.RECOMPUTE: (DROPPED, False),
+    RELEASE: (None, True),
+}
+
+
+def test_every_cache_action_maps_to_its_mark() -> None:
+    assert set(CacheAction) <= set(_EXPECTED_MARKS)  # a new member needs its mark decided
+    for action, (mark, whole) in _EXPECTED_MARKS.items():
+        assert (mark_for(action, 1000.0), marks_whole_path(action)) == (mark, whole), action
+
+
+@pytest.mark.parametrize("action", ["drop", "Keep", "evict", ""])
+def test_an_unknown_action_is_refused_not_taken_for_an_eviction(action: str) -> None:
+    with pytest.raises(ValueError, match="unknown retention action"):
+        mark_for(action, 1000.0)
+    with pytest.raises(ValueError, match="unknown retention action"):
+        marks_whole_path(action)
+
+
+def test_a_book_marks_nothing_for_an_unknown_action_and_applies_the_others() -> None:
+    tree, book = _Tree(), RetentionBook()
+    book.note("B", _ctx([1, 2, 3, 4]))
+    book.note("A", _ctx([1, 2, 3, 4, 5, 6]))
+    hints = {"A": RetentionHint("drop", 0.0, seq=1), "B": RetentionHint("keep", 1000.0, seq=1)}
+    with pytest.raises(ValueError, match="A: unknown retention action 'drop'"):
+        book.apply(tree, hints)
+    assert getattr(tree.n3, UNTIL_ATTR, None) is None  # A's context is not evicted first
+    assert getattr(tree.n2, UNTIL_ATTR) == 1000.0  # B's hint, after A's, still applied
+    book.apply(tree, hints)  # reported once: the same hint again is not applied again
+
+
+def test_the_plugin_knows_every_hint_the_adapter_writes(tmp_path: Path) -> None:
+    """Both ends of ``control.json``: each decision ``cache_hint`` sends, and the release a
+    program's end sends, read back as the plugin reads them, mark the tree without error."""
+    from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
+
+    runtime = SGLangRuntime(EngineSettings(model_path=tmp_path), state_dir=tmp_path)
+    for action in CacheAction:
+        asyncio.run(runtime.cache_hint(action.value, action, 60.0))
+    runtime.program_ended(CacheAction.KEEP.value)  # a kept context is released
+    data = read_json(tmp_path / CONTROL_FILE)
+    assert data is not None
+    hints = ControlState.from_json(data).retention
+    assert {h.action for h in hints.values()} == {*CacheAction, RELEASE} - {CacheAction.KEEP}
+    tree, book = _Tree(), RetentionBook()
+    for program in hints:
+        book.note(program, _ctx([1, 2, 3, 4, 5, 6]))
+    book.apply(tree, hints)
+    assert getattr(tree.n3, UNTIL_ATTR) == DROPPED  # offload and recompute: evicted first

@@ -1,6 +1,6 @@
 """The ``Runtime`` protocol over several named model runtimes, each its own engine.
 
-``submit`` runs a call on ``request.model`` (intake chose it: ``server/live/models.py``); the
+``submit`` runs a call on ``request.model`` (intake chose it: ``server/live/modeldesk.py``); the
 fleet remembers which engine holds each call (abort, re-rank and preempt go there, or to
 every engine for a call it no longer remembers, like SGLang's DP controller sends an abort to
 every rank) and which models hold each program's context (a cache hint goes to those; the

@@ -61,17 +61,6 @@ class RankRouting:
         """Node id -> the data-parallel rank its latest attempt ran on; empty with one rank."""
         return self.router.node_ranks(program_id) if self.router is not None else {}
 
-    def drain_rank(self, rank: int) -> None:
-        """Place no new program on ``rank`` and move the programs placed there at their next
-        call (``ValueError`` without such a rank); its calls in flight finish there."""
-        if self.router is None:
-            raise ValueError("drain_rank needs data-parallel ranks (dp > 1)")
-        self.router.drain(rank)
-
-    def undrain_rank(self, rank: int) -> None:
-        if self.router is not None:
-            self.router.undrain(rank)
-
     def rank_tiers(self) -> dict[str, TierUsage]:
         """Each rank's device KV as its own tier, ``hbm.rank<r>`` (empty with one rank): the
         snapshot's ``hbm`` is their sum."""

@@ -131,9 +131,10 @@ class LiveControl:
 
     async def cache_hint(self, program_id: str, action: CacheAction, retain_s: float) -> None:
         """Apply a tool-wait decision to the program's last context in SGLang's radix tree
-        (``keep``: evicted last until ``retain_s`` from now; ``drop``/``offload``: evicted
-        first). Does not wait: the scheduler applies it when it next orders its queue, before
-        that pass allocates (and so evicts) anything. A no-op without the plugin. With
+        (``keep``: evicted last until ``retain_s`` from now; ``offload``/``recompute``: evicted
+        first, ``offload`` demoted to host memory only with HiCache). Does not wait: the
+        scheduler applies it when it next orders its queue, before that pass allocates (and
+        so evicts) anything. A no-op without the plugin. With
         data-parallel ranks, ``recompute`` (the KV is given up) also ends the program's place
         on its rank: its next call is placed again."""
         if self.router is not None and action is CacheAction.RECOMPUTE:
@@ -181,7 +182,7 @@ class LiveControl:
         """The program is back from its tool wait, or ended: end the retention of its
         context."""
         hint = self.control.state.retention.get(program_id)
-        if hint is not None and hint.action == "keep":
+        if hint is not None and hint.action == CacheAction.KEEP:
             self._retention_seq += 1
             self.control.state.retention[program_id] = RetentionHint(
                 retention.RELEASE, time.time(), self._retention_seq

@@ -8,13 +8,13 @@ Mechanism (runs in the scheduler process, Python tree core only):
   strategy names, so the adapter runs the engine with the Python core
   (``SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=python``).
 * The strategy's victim order is ``(class, last_access_time)``: class 2 for nodes a program in
-  tool wait keeps (until its retention deadline), 1 for ordinary nodes, 0 for nodes a ``drop``
-  or ``offload`` decision marked. Without hints it is exactly LRU. Retention is *soft*: kept
-  nodes are evicted last, but they are evicted when nothing else is left, and the mark decays
-  at its deadline (the design's "priority that decays after the predicted wait").
+  tool wait keeps (until its retention deadline), 1 for ordinary nodes, 0 for nodes a
+  ``recompute`` or ``offload`` decision marked. Without hints it is exactly LRU. Retention is
+  *soft*: kept nodes are evicted last, but they are evicted when nothing else is left, and the
+  mark decays at its deadline (the design's "priority that decays after the predicted wait").
 * :func:`mark_context` applies a decision: it matches the program's last context (token ids
   recorded when its request ran) in the tree and marks the nodes on that path. ``keep`` marks
-  the whole path (shared prefix included: the program needs it back); ``drop``/``offload``
+  the whole path (shared prefix included: the program needs it back); ``recompute``/``offload``
   mark only the program's exclusive suffix (below the deepest node other sequences branch
   from), so a shared system prompt is never pushed out by one program's decision. When the
   program's next call arrives the adapter sends ``release``: the kept path becomes ordinary
@@ -26,7 +26,11 @@ maximum over the requests that inserted it, fixed when the request finishes, whi
 tool-wait decision is taken *after* the call finished and must decay; and SGLang also reads
 ``Req.priority`` for preemption. ``offload`` on a GPU with HiCache: marked nodes are evicted
 first, and eviction demotes backed-up nodes to host memory, so offload happens on demand.
-On CPU there is no host tier and ``offload`` behaves as ``drop``.
+Without HiCache (always on CPU) there is no host tier and ``offload`` behaves as ``recompute``.
+The hints' actions are :class:`CacheAction` values plus :data:`RELEASE`, written by the adapter
+(``live_control.py``) and read here from ``control.json``: anything else is a bug on one side,
+so :func:`mark_for` raises rather than guess (a guess of "evict first" would silently lose a
+context).
 """
 
 from __future__ import annotations
@@ -36,8 +40,9 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, assert_never
 
+from agentconsole.scheduler.runtime import CacheAction
 from agentconsole.server.runtime.sglang import symbols
 from agentconsole.server.runtime.sglang.control import RetentionHint
 
@@ -60,17 +65,43 @@ def node_class(until: float | None, now: float) -> int:
     return CLASS_KEPT if until > now else CLASS_NORMAL
 
 
-RELEASE = "release"  # the program is back: its context is ordinary cache again
+#: the hint that ends a program's marks when it is back or ended: not a tool-wait decision, so
+#: not a ``CacheAction``; its context becomes ordinary LRU cache again
+RELEASE: Final = "release"
 
 
 def mark_for(action: str, until: float) -> float | None:
-    """The node mark of a hint: its deadline for ``keep``, ``DROPPED`` for ``drop`` and
-    ``offload``, None (ordinary LRU) for ``release``."""
-    if action == "keep":
-        return until
+    """The node mark of a hint: its deadline ``until`` for ``keep``, ``DROPPED`` (evicted
+    first) for ``offload`` and ``recompute``, None (ordinary LRU) for :data:`RELEASE`.
+    ``ValueError`` for any other action."""
+    decision = _decision(action)
+    if decision is None:
+        return None
+    match decision:
+        case CacheAction.KEEP:
+            return until
+        case CacheAction.OFFLOAD | CacheAction.RECOMPUTE:
+            return DROPPED
+        case _:
+            assert_never(decision)
+
+
+def marks_whole_path(action: str) -> bool:
+    """Whether a hint marks the program's whole cached path (``keep``, :data:`RELEASE`) or only
+    its exclusive suffix (``offload``, ``recompute``: a shared prefix is not pushed out by one
+    program's decision). ``ValueError`` for an unknown action."""
+    return _decision(action) in (None, CacheAction.KEEP)
+
+
+def _decision(action: str) -> CacheAction | None:
+    """The decision ``action`` names (None for :data:`RELEASE`)."""
     if action == RELEASE:
         return None
-    return DROPPED
+    try:
+        return CacheAction(action)
+    except ValueError:
+        known = ", ".join([*CacheAction, RELEASE])
+        raise ValueError(f"unknown retention action {action!r} (known: {known})") from None
 
 
 def install_strategy(clock: Callable[[], float] = time.time) -> bool:
@@ -198,7 +229,9 @@ class RetentionBook:
 
     def apply(self, tree: Any, hints: Mapping[str, RetentionHint]) -> None:
         """Mark ``tree`` for every hint in ``hints`` not applied yet, and forget the hints
-        the adapter dropped (changes the nodes' marks, see ``mark_context``)."""
+        the adapter dropped (changes the nodes' marks, see ``mark_context``). ``ValueError``,
+        once the rest are applied, when a hint names an unknown action (nothing marked for
+        it)."""
         for program in [p for p in self._seq if p not in hints]:
             del self._seq[program]
             self._kept.pop(program, None)
@@ -207,20 +240,29 @@ class RetentionBook:
                 # its marks go with its hint: a node keeps no entry per program it ever
                 # had, and a forgotten drop no longer weighs on the node
                 mark_context(tree, ctx, None, whole_path=True, owner=program)
+        unknown: list[str] = []
         for program, hint in hints.items():
             if self._seq.get(program) == hint.seq:
                 continue
+            # recorded before the action is read: a bad hint is reported once, not each pass
             self._seq[program] = hint.seq
+            try:
+                until, whole = mark_for(hint.action, hint.until), marks_whole_path(hint.action)
+            except ValueError as err:
+                unknown.append(f"{program}: {err}")
+                continue
             ctx = self.contexts.get(program)
             if ctx is None or tree is None:
                 continue
-            until = mark_for(hint.action, hint.until)
-            whole = hint.action not in ("recompute", "drop", "offload")
             tokens = mark_context(tree, ctx, until, whole_path=whole, owner=program)
-            if hint.action == "keep":
+            if hint.action == CacheAction.KEEP:
                 self._kept[program] = (tokens, hint.until)
             else:
                 self._kept.pop(program, None)
+        if unknown:
+            # after the others are applied: one bad hint does not hold theirs back (the
+            # plugin's hook guard logs the error and counts it in ``status.json``)
+            raise ValueError("; ".join(unknown))
 
     def kept_tokens(self, wall: float) -> dict[str, int]:
         """Tokens each program's ``keep`` hint still holds at ``wall``."""

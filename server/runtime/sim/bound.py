@@ -108,10 +108,6 @@ class OracleHits:
     hit_tokens: int
     prompt_tokens: int
 
-    @property
-    def hit_rate(self) -> float:
-        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-
 
 def oracle_hits(programs: Iterable[TraceProgram]) -> OracleHits:
     """The hit tokens an infinite, never-evicting cache would give ``programs`` (every LLM
