@@ -15,11 +15,9 @@ exist and ``stop()`` before the store closes. OpenAPI is served at ``/schema``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
@@ -30,7 +28,6 @@ from litestar.openapi import OpenAPIConfig
 from litestar.plugins.pydantic import PydanticPlugin
 from litestar.types import ControllerRouterHandler
 
-from agentconsole.scheduler.learned import RELEARN_PER_GROUP, RELEARNED
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.runtime import Runtime
 from agentconsole.server.api.auth import KeyRing
@@ -48,23 +45,25 @@ from agentconsole.server.api.operator import OperatorController
 from agentconsole.server.api.programs import ProgramsController
 from agentconsole.server.api.system import SystemController
 from agentconsole.server.api.whatif import WhatIfController
-from agentconsole.server.live.doorwaits import stored_door_waits
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.observe import Observer
-from agentconsole.server.live.operator import REMEMBERED_ACTIONS, OperatorDesk, OperatorMemory
+from agentconsole.server.live.operator import OperatorDesk
 from agentconsole.server.live.ownership import StoredIds
 from agentconsole.server.live.projector import StoreProjector
 from agentconsole.server.live.promptblocks import PromptBlockRecorder, redaction_from
 from agentconsole.server.live.queries import ProgramQueries
-from agentconsole.server.live.reopen import programs_to_restore
 from agentconsole.server.live.service import DoorSettings, ProgramService
-from agentconsole.server.live.snapshots import MetricRecorder
-from agentconsole.server.live.sweeper import Sweeper
+from agentconsole.server.live.startup import (
+    HousekeepingTimes,
+    record_tenants,
+    restore_from_store,
+    shut_down,
+    start_background,
+)
 from agentconsole.server.live.tenants import TenantBudgets
 from agentconsole.server.prometheus import PrometheusMetrics
 from agentconsole.server.runtime.fleet.build import build_runtime
 from agentconsole.server.runtime.registry import RuntimeOptions
-from agentconsole.server.store.catalog import TenantRecord
 from agentconsole.server.store.config import StoreConfig
 from agentconsole.server.store.journal import OperatorAction
 from agentconsole.server.store.store import Store
@@ -221,6 +220,63 @@ async def _start_runtime(live: Live) -> None:
     log.debug("runtime %s ready", live.config.runtime)
 
 
+async def _open_live(
+    config: ServerConfig, runtime: Runtime | None, extensions: Sequence[Extension]
+) -> Live:
+    """Open the store (its writer thread starts) and wire the live objects around it: the
+    event hub numbered after the store's last event, the service told how to see the store's
+    health and where each prompt's block hashes go (redacted as the extensions ask)."""
+    store_config = StoreConfig(
+        memory_limit=config.store_memory_limit, own_process=config.store_own_process
+    )
+    store = await asyncio.to_thread(Store.open, config.db_path, store_config)
+    hub = EventHub(first_seq=store.repo.last_seq() + 1)
+    live = build_live(config, store, runtime, hub)
+    live.service.store_alive = lambda: store.writer.alive
+    live.service.prompt_blocks = PromptBlockRecorder(
+        store.prompt_secret, store.writer.put, redaction_from(extensions)
+    )
+    return live
+
+
+def _housekeeping_times(config: ServerConfig) -> HousekeepingTimes:
+    return HousekeepingTimes(
+        program_idle_s=config.program_idle_s,
+        pending_tool_s=config.pending_tool_s,
+        retain_finished_s=config.retain_finished_s,
+        metrics_snapshot_s=config.metrics_snapshot_s,
+    )
+
+
+def _tune_interpreter_for_serving() -> Callable[[], None]:
+    """Set the collector and the GIL for a long-lived server; returns what undoes it."""
+    # Everything built so far lives as long as the server: take it out of the cyclic
+    # collector's generations, so full collections stay short (latency tails).
+    gc.collect()
+    gc.freeze()
+    # A request allocates thousands of short-lived containers (Litestar, pydantic, the
+    # call's events); at CPython's default of a young collection every 700 of them,
+    # 32 requests in flight promoted their live objects into older generations and the
+    # collector took a quarter of the CPU. At 50,000 they die first: 2,250-2,400 ->
+    # 2,990-3,250 calls/s (docs/BENCHMARKS.md section 7).
+    gc_thresholds = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    # The store writer's threads share the GIL with requests. DuckDB takes it back after
+    # every task of a statement (a signal check), and when a request holds it, DuckDB
+    # forces a switch after this interval; the writer's own Python stretches (Arrow
+    # conversion) last well under it. 2 ms against CPython's 5 ms default (which let a
+    # batch's conversion hold a request) and 0.5 ms (which let DuckDB interrupt requests
+    # four times as often): alternated runs, p99 added median 1.82 -> 1.58 ms.
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+
+    def untune() -> None:
+        gc.set_threshold(*gc_thresholds)
+        sys.setswitchinterval(switch_interval)
+
+    return untune
+
+
 def create_app(
     config: ServerConfig,
     *,
@@ -231,97 +287,23 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        store_config = StoreConfig(
-            memory_limit=config.store_memory_limit, own_process=config.store_own_process
-        )
-        store = await asyncio.to_thread(Store.open, config.db_path, store_config)
-        hub = EventHub(first_seq=store.repo.last_seq() + 1)
-        live = build_live(config, store, runtime, hub)
-        live.service.store_alive = lambda: store.writer.alive
-        live.service.prompt_blocks = PromptBlockRecorder(
-            store.prompt_secret, store.writer.put, redaction_from(extensions)
-        )
+        live = await _open_live(config, runtime, extensions)
         app.state.live = live
-        # programs survive a restart: rows plus the event log's tail (live/reopen.py), then
-        # rows of this run, so the next tail starts here
-        restored = [
-            program
-            for view, tail in await asyncio.to_thread(programs_to_restore, store.repo)
-            if (program := live.service.reopen(view, tail)) is not None
-        ]
-        # no program.created again: the metrics follow them anyway, door waits included
-        door = await asyncio.to_thread(stored_door_waits, store.cursor, restored)
-        for program in restored:
-            live.metrics.adopt(program, door.get(program.program_id, ()))
-        # and what finished programs and tools taught the scheduler (calls, sizes, runs, latencies)
-        latest = store.repo.latest_events
-        live.service.driver.relearn(await asyncio.to_thread(latest, RELEARNED, RELEARN_PER_GROUP))
-        live.queries.projector.mark_all()
-        await live.queries.projector.sync()
-        # the operator's standing decisions too (pins, drain, policies): replayed from the
-        # audit log, where each is durable (live/operator.py)
-        kept = await asyncio.to_thread(store.repo.succeeded_actions, *REMEMBERED_ACTIONS)
-        await live.desk.restore(OperatorMemory.of((a.action, a.args) for a in kept))
-        now = time.time()
-        for tenant in live.keys.tenants:
-            store.writer.put(TenantRecord(tenant, tenant, now, now))
-        projector = live.queries.projector
-        sweeper = Sweeper(
-            live.service,
-            program_idle_s=config.program_idle_s,
-            pending_tool_s=config.pending_tool_s,
-            retain_s=config.retain_finished_s,
-            before_forget=projector.write_program,
-        )
-        recorder = MetricRecorder(
-            live.metrics,
-            live.service.runtime.snapshot,
-            store.writer.put,
-            interval_s=config.metrics_snapshot_s,
-        )
-        starting = asyncio.create_task(_start_runtime(live), name="runtime-start")
-        projector.start()
-        sweeper.start()
-        recorder.start()
+        await restore_from_store(live)
+        record_tenants(live.store, live.keys.tenants)
+        times = _housekeeping_times(config)
+        background = start_background(live, times, lambda: _start_runtime(live))
         for extension in extensions:
             await extension.start(live)
-        # Everything built so far lives as long as the server: take it out of the cyclic
-        # collector's generations, so full collections stay short (latency tails).
-        gc.collect()
-        gc.freeze()
-        # A request allocates thousands of short-lived containers (Litestar, pydantic, the
-        # call's events); at CPython's default of a young collection every 700 of them,
-        # 32 requests in flight promoted their live objects into older generations and the
-        # collector took a quarter of the CPU. At 50,000 they die first: 2,250-2,400 ->
-        # 2,990-3,250 calls/s (docs/BENCHMARKS.md section 7).
-        gc_thresholds = gc.get_threshold()
-        gc.set_threshold(*GC_THRESHOLDS)
-        # The store writer's threads share the GIL with requests. DuckDB takes it back after
-        # every task of a statement (a signal check), and when a request holds it, DuckDB
-        # forces a switch after this interval; the writer's own Python stretches (Arrow
-        # conversion) last well under it. 2 ms against CPython's 5 ms default (which let a
-        # batch's conversion hold a request) and 0.5 ms (which let DuckDB interrupt requests
-        # four times as often): alternated runs, p99 added median 1.82 -> 1.58 ms.
-        switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        untune = _tune_interpreter_for_serving()
         try:
             yield
         finally:
-            gc.set_threshold(*gc_thresholds)
-            sys.setswitchinterval(switch_interval)
-            hub.close()
+            untune()
+            live.hub.close()
             for extension in reversed(extensions):
                 await extension.stop()
-            await sweeper.stop()
-            await recorder.stop()
-            starting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await starting
-            await live.service.stop()
-            await live.service.runtime.stop()
-            await asyncio.to_thread(live.whatif.stop)
-            await projector.stop()
-            await asyncio.to_thread(store.close)
+            await shut_down(live, background)
 
     handlers: list[ControllerRouterHandler] = [
         SystemController,
@@ -353,6 +335,10 @@ def create_app(
             render_plugins=render_plugins(config.max_tokens_limit),
         ),
         debug=False,
+        # serve's own logging stays as ``configure_logging`` set it (level and one format):
+        # Litestar's default config would put the root logger back at INFO with a second
+        # handler in its own format. Unhandled errors are logged by ``handle_error``.
+        logging_config=None,
     )
     fix_options_allow(app)
     if config.express_lane and lane_fits(app, config.max_body_bytes):

@@ -99,8 +99,41 @@ def fit_context(runtime: object, prompt_tokens: int, chat: ChatCall) -> int:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _CallIdentity:
+    """The program a call belongs to and where it goes in it (:meth:`CallIntake._identify`)."""
+
+    program: Program
+    #: the call's parent nodes: the client's, or the node its inferred chain reached (none for
+    #: a new inferred program); None: the defaults (the tool nodes since the last LLM node)
+    parents: tuple[str, ...] | None
+    #: an inferred program's prompt-chain hashes, recorded again at the call's node once it is
+    #: submitted; None: the client named its program
+    chain: list[bytes] | None
+
+
+@dataclass(frozen=True, slots=True)
+class _QueuedCall:
+    """A call the driver queued (:meth:`CallIntake._queue`), not yet handed to the runtime."""
+
+    request: GenerationRequest
+    node_id: str
+    #: what the tenant's budgets hold while it is in flight: its uncached prompt + max_tokens
+    held_tokens: int
+    #: the most of its prompt another served model holds: reuse lost by the choice (else 0)
+    cached_elsewhere: int
+    #: when it was let in: its node's start, and the failed attempt's end if refused
+    queued_at: float
+
+
 class CallIntake:
-    """The chat-call entry of :class:`ProgramService`."""
+    """The chat-call entry of :class:`ProgramService`.
+
+    :meth:`start` runs four steps in order, each refusing with the service's errors: identify
+    the program, admit the call (quotas, the door, the tenant's limits again), queue it with the
+    driver (node, model, probe, ticket) and submit it to the runtime. The refusals that come
+    after something was taken give it back: the tenant's limits after the door the program's
+    door share, the runtime's refusal the call's hold, its ticket and its node's attempt."""
 
     def __init__(self, service: ProgramService) -> None:
         self.service = service
@@ -108,6 +141,24 @@ class CallIntake:
     async def start(self, tenant: str, chat: ChatCall, gone: ClientGone | None = None) -> LiveCall:
         """Admit ``chat`` for ``tenant`` and submit it; raises the service's errors
         (:class:`ClientLeft` when ``gone`` resolves while the call waits at the door)."""
+        await self._ready_to_serve()
+        # The request's own faults first (an unknown model, a prompt the template refuses, one
+        # over the context): refused before a program is opened, a call that never ran leaves
+        # none. Each candidate model reads the prompt in its own format and tokens.
+        prompts, budgets = self._prompts(chat)
+        identity = await self._identify(tenant, chat)
+        now = await self._admit(tenant, identity.program, next(iter(prompts.values())), gone)
+        queued = self._queue(tenant, chat, identity, prompts, budgets, now)
+        call = self._submit(tenant, chat, identity.program, queued)
+        if identity.chain is not None:
+            # the conversation's next call (this prompt plus the answer) joins it at this node
+            pid = identity.program.program_id
+            self.service.chains.record(tenant, identity.chain, pid, queued.node_id)
+        return call
+
+    async def _ready_to_serve(self) -> None:
+        """Refuse while the server shuts down or its store is dead; wait for a starting runtime
+        (503 past the service's ready timeout). Changes nothing."""
         svc = self.service
         if svc.closing:
             raise ShuttingDown()
@@ -115,33 +166,43 @@ class CallIntake:
         # express lane reaches here without the HTTP layer's write gate, ``api/deps.py``)
         svc.require_store("calls")
         await self._wait_runtime()
-        # The request's own faults first (an unknown model, a prompt the template refuses, one
-        # over the context): refused before a program is opened, a call that never ran leaves
-        # none. Each candidate model reads the prompt in its own format and tokens.
-        prompts, budgets = self._prompts(chat)
-        hashes = None
-        parents = chat.parent_ids
+
+    async def _identify(self, tenant: str, chat: ChatCall) -> _CallIdentity:
+        """The call's program and parent nodes: the one it names (opened on first sight), or
+        the inferred one its prompt chain continues (a new one opened, and its chain recorded
+        so a refused call's retry finds it again). Refuses a foreign or unusable program id,
+        and parents named for a program that has no nodes yet."""
+        svc = self.service
         if chat.program_id is None:
-            hashes = chain_hashes(chat.messages)
-            program, parents = self._inferred(tenant, hashes, chat)
+            chain = chain_hashes(chat.messages)
+            program, parents = self._inferred(tenant, chain, chat)
             if not program.nodes:
                 # a new inferred program: its client's retry after a refusal (the door's 503,
                 # a rate limit's 429) with the same messages finds it again, and its place
-                svc.chains.record(tenant, hashes, program.program_id, "")
-        else:
-            await svc.check_new_id(tenant, chat.program_id, explicit=False)
-            if parents and chat.program_id not in svc.controller.programs:
-                # a program not opened yet has no nodes: refused before it is opened
-                raise InvalidRequest(
-                    f"parent {parents[0]!r} is unknown: program {chat.program_id!r} has no "
-                    "nodes yet",
-                    field="parents",
-                )
-            program = svc.program_for_call(tenant, chat.program_id, chat)
+                svc.chains.record(tenant, chain, program.program_id, "")
+            return _CallIdentity(program, parents, chain)
+        await svc.check_new_id(tenant, chat.program_id, explicit=False)
+        parents = chat.parent_ids
+        if parents and chat.program_id not in svc.controller.programs:
+            # a program not opened yet has no nodes: refused before it is opened
+            raise InvalidRequest(
+                f"parent {parents[0]!r} is unknown: program {chat.program_id!r} has no nodes yet",
+                field="parents",
+            )
+        return _CallIdentity(svc.program_for_call(tenant, chat.program_id, chat), parents, None)
+
+    async def _admit(
+        self, tenant: str, program: Program, prompt: Prompt, gone: ClientGone | None
+    ) -> float:
+        """Let the call in and return the time it was let in: the program still runs and is
+        within its quotas, the tenant within its limits, then the door (which may park the
+        call); the tenant's limits are checked again after the door's wait, a refusal there
+        giving back the program's door share."""
+        svc = self.service
         svc.require_running(program)
         await svc.check_quotas(program, time.time())
         svc.tenants.check_call(tenant, time.time())
-        await self._door(program, next(iter(prompts.values())), gone)
+        await self._door(program, prompt, gone)
         now = time.time()
         # again after the door's wait: calls admitted meanwhile hold their share of the minute
         # (from here to the call's reservation nothing awaits, so none passes unseen)
@@ -151,8 +212,25 @@ class CallIntake:
             svc.driver.call_refused(program.program_id)  # its door share is not held on
             await svc.settled()
             raise
+        return now
+
+    def _queue(
+        self,
+        tenant: str,
+        chat: ChatCall,
+        identity: _CallIdentity,
+        prompts: dict[str, Prompt],
+        budgets: dict[str, int],
+        now: float,
+    ) -> _QueuedCall:
+        """Queue the call with the driver: the tool nodes its messages answer end, its LLM
+        node (or the node's next attempt) is added and started, the model is chosen, the
+        engine probed and the ticket made (raised by the tenant's priority); ``call.queued``
+        is emitted. Nothing awaits, so no other call passes between admission and here."""
+        svc = self.service
+        program = identity.program
         svc.tool_calls.answered(program.program_id, chat.messages)
-        node = svc.nodes.llm_node(program, chat.node_id, parents, now)
+        node = svc.nodes.llm_node(program, chat.node_id, identity.parents, now)
         pid, nid = program.program_id, node.node_id
         model, labels = self._choose(program, node, tenant, prompts, chat)
         prompt = prompts[model]
@@ -181,16 +259,25 @@ class CallIntake:
             sampling=prompt.sampling,
             model=model if labels else None,
         )
-        prompt_tokens = prompt.tokens
-        data = {"prompt_tokens": prompt_tokens, "priority": priority, **labels}
+        data = {"prompt_tokens": prompt.tokens, "priority": priority, **labels}
         if labels:
             svc.models.costs.sent(pid, nid, ticket.attempt, model)
         svc.hub.emit(Event(now, EventKind.CALL_QUEUED, pid, nid, ticket.attempt, tenant, data))
+        held = prompt.tokens - probe.hit_tokens + max_tokens
+        return _QueuedCall(request, nid, held, elsewhere, now)
+
+    def _submit(
+        self, tenant: str, chat: ChatCall, program: Program, queued: _QueuedCall
+    ) -> LiveCall:
+        """Hand the queued call to the runtime: the tenant's budgets hold its tokens while it is
+        in flight and the service registers it. A runtime that refuses it gets 503, its hold
+        released, its ticket withdrawn and its node's attempt failed."""
+        svc = self.service
         declared, _ = offered_tools(chat.tools, chat.tool_choice)
-        hold = svc.tenants.reserve(tenant, prompt_tokens - probe.hit_tokens + max_tokens)
+        hold = svc.tenants.reserve(tenant, queued.held_tokens)
         try:
             call = LiveCall(
-                request,
+                queued.request,
                 svc.runtime,
                 svc.accounting,
                 tools=tuple(declared),
@@ -198,17 +285,15 @@ class CallIntake:
             )
         except Exception as error:
             svc.tenants.release(hold)
-            svc.driver.withdraw(pid, ticket.call_id)
-            svc.nodes.fail_attempt(program, nid, now)
+            svc.driver.withdraw(program.program_id, queued.request.ticket.call_id)
+            svc.nodes.fail_attempt(program, queued.node_id, queued.queued_at)
             raise Unavailable(f"the runtime refused the call: {error}") from error
-        call.cached_elsewhere = elsewhere
+        call.cached_elsewhere = queued.cached_elsewhere
         call.hold = hold
         if call.finished:  # it ended within its submit: its end was accounted without
             svc.tenants.release(hold)  # its hold, and it is in flight no more
         else:
             svc.register(call)
-        if hashes is not None:
-            svc.chains.record(tenant, hashes, pid, nid)
         return call
 
     def _prompts(self, chat: ChatCall) -> tuple[dict[str, Prompt], dict[str, int]]:

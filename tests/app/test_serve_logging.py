@@ -1,15 +1,21 @@
 """Serve's logging: a checked level, and the in-process HTTP clients' request lines kept out
-of the log unless asked for (the server's access log already has each request)."""
+of the log unless asked for (the server's access log already has each request); the app keeps
+the level and the one format ``configure_logging`` set, through its start-up."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from agentconsole.serve import CLIENT_LOGGERS, configure_logging
+from agentconsole.server.api.config import ServerConfig
+from agentconsole.server.app import create_app
 from agentconsole.settings import load_settings
 
 
@@ -38,3 +44,60 @@ def test_log_level_is_checked_and_case_blind() -> None:
     assert load_settings(None, {"server": {"log_level": "INFO"}}).server.log_level == "info"
     with pytest.raises(ValidationError, match="log_level"):
         load_settings(None, {"server": {"log_level": "bogus"}})
+
+
+@contextlib.contextmanager
+def bare_root_logger() -> Iterator[logging.Logger]:
+    """The root logger without pytest's capture handlers (``basicConfig`` does nothing while
+    the root has a handler), put back as it was afterwards."""
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    for handler in saved_handlers:
+        root.removeHandler(handler)
+    try:
+        yield root
+    finally:
+        for handler in root.handlers[:]:
+            root.removeHandler(handler)
+            handler.close()
+        for handler in saved_handlers:
+            root.addHandler(handler)
+        root.setLevel(saved_level)
+
+
+def formats_reaching(logger: logging.Logger) -> set[str | None]:
+    """The format of every handler a record of ``logger`` reaches (through a queue handler's
+    listener too); None: a handler without a formatter (the bare message)."""
+    handlers: list[logging.Handler] = []
+    current: logging.Logger | None = logger
+    while current is not None:
+        handlers.extend(current.handlers)
+        current = current.parent if current.propagate else None
+    formats: set[str | None] = set()
+    while handlers:
+        handler = handlers.pop()
+        formats.add(handler.formatter._fmt if handler.formatter else None)
+        listener = getattr(handler, "listener", None)
+        handlers.extend(getattr(listener, "handlers", ()))
+    return formats
+
+
+@pytest.mark.usefixtures("client_levels")
+def test_app_start_up_keeps_the_warning_level_and_one_format(tmp_path: Path) -> None:
+    config = ServerConfig(
+        db_path=tmp_path / "logging.duckdb", runtime="sim", runtime_extra={"time_scale": 0.05}
+    )
+    ours = logging.getLogger("agentconsole.server.app")
+
+    async def start_and_stop() -> tuple[int, set[str | None]]:
+        app = create_app(config)
+        async with app.lifespan():
+            return ours.getEffectiveLevel(), formats_reaching(ours)
+
+    with bare_root_logger():
+        configure_logging("warning")
+        level, formats = asyncio.run(start_and_stop())
+        assert logging.getLogger("agentconsole").getEffectiveLevel() >= logging.WARNING
+        assert logging.getLogger("litestar").getEffectiveLevel() >= logging.WARNING
+    assert level >= logging.WARNING
+    assert formats == {logging.BASIC_FORMAT}
