@@ -11,9 +11,11 @@ from pathlib import Path
 import click
 
 from agentconsole import __version__
-from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY
+from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY, available_tool_wait_policies
 from agentconsole.scheduler.composition import DEFAULT_MAX_DECODE_PASSES
 from agentconsole.scheduler.policies import DEFAULT_POLICY
+from agentconsole.scheduler.policies import available as available_policies
+from agentconsole.server.runtime.registry import available_runtimes
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -251,17 +253,29 @@ def make_model(
 @main.command()
 @click.option(
     "--runtime",
-    type=click.Choice(["sglang", "sim", "sglang-router"]),
+    type=click.Choice(available_runtimes()),
     default=None,
     help="[sglang]",
 )
-@click.option("--model", default=None, help="SGLang model path, or sim model preset.")
+@click.option(
+    "--model",
+    default=None,
+    help="SGLang model path (on a GPU required; on a CPU the tiny model), or sim model preset.",
+)
 @click.option("--host", default=None, help="[127.0.0.1]")
 @click.option("--port", type=click.IntRange(0, 65535), default=None, help="[8000]")
 @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None)
-@click.option("--policy", default=None, help=f"Scheduling policy [{DEFAULT_POLICY}].")
 @click.option(
-    "--kv-policy", default=None, help=f"Tool-wait KV policy [{DEFAULT_TOOL_WAIT_POLICY}]."
+    "--policy",
+    default=None,
+    help=f"Scheduling policy: {', '.join(available_policies())} [{DEFAULT_POLICY}]"
+    " (bench --list's stock-sglang is a bench baseline, not a serve policy).",
+)
+@click.option(
+    "--kv-policy",
+    default=None,
+    help=f"Tool-wait KV policy: {', '.join(available_tool_wait_policies())}"
+    f" [{DEFAULT_TOOL_WAIT_POLICY}].",
 )
 @click.option("--time-scale", type=click.FloatRange(min=0), default=None, help="Sim only.")
 @click.option(

@@ -9,10 +9,15 @@ package provides it, else the built-in minimal agents of :mod:`agentconsole.demo
 runs ``agentconsole.ui.tui.app:run_dashboard(url, key)`` in the foreground (the server then
 runs in a background thread and stops when the dashboard quits).
 
-The terminal shows what a user needs: the runtime, model, policies, store and keys (the
-banner), the URL once it listens, and one line when the runtime is ready (or a pointer to the
-engine log if it is not). SGLang's own output (its server-args dump, import warnings, its
-processes' logs) goes to the engine log next to the store, named in the banner.
+The terminal shows what a user needs: the runtime, model, policies, the admission door,
+store, where the browser console and the OpenAI ``base_url`` are, and keys (the banner), the
+URL once it listens, and one line when the runtime is ready (or a pointer to the engine log if
+it is not). SGLang's own output (its server-args dump, import warnings, its processes' logs)
+goes to the engine log next to the store, named in the banner.
+
+What would fail once serving is refused before the banner, with a usage error (exit 2) and no
+traceback: a setting no registry knows, ``--tui`` without an operator key, SGLang on a GPU
+without a model, a store another process holds.
 """
 
 from __future__ import annotations
@@ -34,16 +39,25 @@ import uvicorn
 from litestar import Litestar
 from litestar.di import Provide
 from litestar.types import ControllerRouterHandler
-from pydantic import ValidationError
 from uvicorn.logging import TRACE_LOG_LEVEL
 
+from agentconsole.scheduler.policies import get_policy
 from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.api.connections import HttpLimits, uvicorn_options
 from agentconsole.server.api.deps import Live
 from agentconsole.server.app import Extension, create_app
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.extension import GatewayExtension
-from agentconsole.settings import Settings, load_settings
+from agentconsole.server.runtime.sglang.factory import GPU_MODEL_REQUIRED, engine_device
+from agentconsole.server.store import StoreConfig, StoreOpenError
+from agentconsole.server.store.event_log import event_log_path
+from agentconsole.server.store.opening import probe, refuse_unsafe_paths
+from agentconsole.settings import (
+    SIM_DEFAULT_MODEL,
+    InvalidSettings,
+    Settings,
+    load_settings_or_explain,
+)
 from agentconsole.ui.web.routes import console_routes
 
 log = logging.getLogger(__name__)
@@ -62,20 +76,30 @@ def demo_runner() -> DemoRunner:
         return run_demo
 
 
+class StartRefused(click.ClickException):
+    """``serve`` cannot start as set up (the store is another process's): ``Error: ...`` and
+    exit 2, as a usage error, without the usage text."""
+
+    exit_code = 2
+
+
 class Server(uvicorn.Server):
     """uvicorn with two additions: on shutdown the SSE feeds are closed and the calls in flight
-    answered first (uvicorn waits for open connections before the app's lifespan ends), and
-    ``on_started`` runs once the sockets listen (it receives the base URL)."""
+    answered first (uvicorn waits for open connections before the app's lifespan ends; each of
+    ``on_shutdown`` answers an extension's calls, the tool gateway's), and ``on_started`` runs
+    once the sockets listen (it receives the base URL)."""
 
     def __init__(
         self,
         config: uvicorn.Config,
         app: Litestar,
         on_started: Callable[[str], Coroutine[Any, Any, None]] | None = None,
+        on_shutdown: Sequence[Callable[[], None]] = (),
     ) -> None:
         super().__init__(config)
         self.app = app
         self.on_started = on_started
+        self.on_shutdown = tuple(on_shutdown)
         self.url = ""
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -86,6 +110,8 @@ class Server(uvicorn.Server):
         host, port = self.servers[0].sockets[0].getsockname()[:2]
         self.url = f"http://{host}:{port}"
         click.echo(f"agentconsole serving on {self.url}", err=True)
+        if self.config.port == 0:  # the banner could not say where: any free port was taken
+            click.echo(address_lines(self.url), err=True)
         if self.on_started is not None:
             task = asyncio.create_task(self.on_started(self.url))
             self._tasks.add(task)
@@ -98,6 +124,8 @@ class Server(uvicorn.Server):
             # calls in flight are answered (503) now, before uvicorn waits for connections
             # and then cancels what is left (a bare 500, a stream cut without its end)
             live.service.shut_down()
+        for answer_calls in self.on_shutdown:
+            answer_calls()
         for task in self._tasks:
             task.cancel()
         await super().shutdown(sockets)
@@ -111,28 +139,93 @@ def engine_log_path(settings: Settings) -> Path | None:
     return Path(str(configured)) if configured else settings.store.db.with_suffix(".sglang.log")
 
 
-def banner(settings: Settings) -> str:
-    """What ``serve`` prints at start: runtime, model, policies, store, where the engine logs
-    and the API keys: the development keys in full (they are public), configured keys only
-    counted (they are secrets; the log is not the place for them)."""
-    tenants, operators = settings.keys()
+def address_lines(url: str) -> str:
+    """Where a browser and an OpenAI client go."""
+    return f"console: {url}/  (browser)\nOpenAI base_url: {url}/v1"
+
+
+def model_line(settings: Settings) -> str:
+    """What the runtime serves: a path, the tiny CPU model, or a simulated preset and GPU."""
     runtime = settings.runtime
-    model = runtime.model or ("the tiny CPU model" if runtime.name == "sglang" else "default")
+    if runtime.name == "sim":
+        if runtime.profile:
+            return f"calibration profile {runtime.profile} (simulated)"
+        tp = f" x{runtime.tp}" if runtime.tp > 1 else ""
+        return f"{runtime.model or SIM_DEFAULT_MODEL} simulated on {runtime.gpu}{tp}"
+    if runtime.model:
+        return runtime.model
+    if runtime.name == "sglang":
+        return "the tiny CPU model"
+    return "the workers' own"
+
+
+def models_line(settings: Settings) -> str | None:
+    """Several served models, each with its source (None: one model)."""
+    served = settings.served_models()
+    if not served:
+        return None
+    runtime = settings.runtime
+    parts = []
+    for entry in served:
+        source = entry.path or runtime.model or "the runtime's default"
+        if runtime.name == "sim":
+            tp = f" x{entry.tp}" if entry.tp and entry.tp > 1 else ""
+            source += f" simulated on {entry.gpu or runtime.gpu}{tp}"
+        parts.append(f"{entry.name} ({source})")
+    return f"models:  {', '.join(parts)}  (default: {served[0].name})"
+
+
+def door_line(settings: Settings) -> str:
+    """Whether new programs may wait at the admission door (on by default), and how long."""
+    limits, policy = settings.limits, settings.runtime.policy
+    if not limits.program_admission:
+        return "admission door: off (limits.program_admission = false)"
+    if not get_policy(policy).program_aware:
+        return f"admission door: off under {policy} (a request-level policy)"
+    budget = (
+        f"{limits.admission_budget_tokens} KV tokens"
+        if limits.admission_budget_tokens
+        else "90% of the KV memory"
+    )
+    return (
+        f"admission door: on (a new program waits while the started ones fill {budget}, at"
+        f" most {limits.admission_wait_s:g} s, then 503; limits.program_admission)"
+    )
+
+
+def banner(settings: Settings) -> str:
+    """What ``serve`` prints at start: runtime, model, policies, the admission door, store,
+    where the engine logs, where the console and the OpenAI API are, and the API keys: the
+    development keys in full (they are public), configured keys only counted (they are
+    secrets; the log is not the place for them)."""
+    tenants, operators = settings.keys()
+    runtime, server = settings.runtime, settings.server
+    models = models_line(settings)
+    served_as = settings.server_config().model_name
     lines = [
         f"runtime: {runtime.name}  policy: {runtime.policy}  kv-policy: {runtime.kv_policy}",
-        f"model:   {model}  (served as {settings.server_config().model_name})",
+        models or f"model:   {model_line(settings)}  (served as {served_as})",
+        door_line(settings),
         f"store:   {settings.store.db}",
     ]
     if (log_path := engine_log_path(settings)) is not None:
         lines.append(f"engine log: {log_path}")
+    if server.port:
+        lines.append(address_lines(f"http://{server.host}:{server.port}"))
+    else:
+        lines.append("console (/) and OpenAI base_url (/v1): on the port printed once it listens")
     configured = settings.auth
     for key, tenant in tenants.items():
         if key not in configured.tenant_keys:  # a public development or demo key
             lines.append(f"tenant key:   {key}  (tenant {tenant})")
     lines += [f"operator key: {key}" for key in operators if key not in configured.operator_keys]
-    if configured.tenant_keys or configured.operator_keys:
+    if configured.tenant_keys:
         names = ", ".join(sorted(set(configured.tenant_keys.values())))
         lines.append(f"tenant keys:   {len(configured.tenant_keys)} configured ({names})")
+    elif configured.operator_keys:
+        live = "only the demo's" if tenants else "none is live"
+        lines.append(f"tenant keys:   none configured: {live} (no development key once any is set)")
+    if configured.tenant_keys or configured.operator_keys:
         lines.append(f"operator keys: {len(configured.operator_keys)} configured")
         if not operators:
             lines.append("no operator key: the operator routes refuse every call")
@@ -228,12 +321,72 @@ def configure_logging(level_name: str) -> None:
         logging.getLogger(logger_name).setLevel(client_level)
 
 
+def missing_model(settings: Settings) -> str | None:
+    """Why the SGLang runtime would have no model to load (none given, on a GPU), else None.
+    Asked before anything starts: the runtime would raise it in the lifespan, once the banner
+    had promised a model."""
+    runtime = settings.runtime
+    if runtime.name != "sglang" or runtime.model:
+        return None
+    entries = settings.served_models()
+    extras = [entry.extra for entry in entries if not entry.path] if entries else [{}]
+    for extra in extras:
+        try:
+            device = engine_device({**runtime.extra, **extra})
+        except ImportError:  # no torch: the runtime says what is missing once it starts
+            return None
+        if device != "cpu":
+            return GPU_MODEL_REQUIRED
+    return None
+
+
+#: how long a store held by a process that is ending (a server stopped a moment ago) may take
+#: to let go before ``serve`` refuses it; another live ``serve`` is refused after this
+STORE_RELEASE_WAIT_S = 1.0
+
+
+def check_store(settings: Settings) -> None:
+    """Raise :class:`StartRefused` for a store the server's open would refuse (locked by
+    another process, a missing directory, a damaged file or WAL): the same message, said
+    before anything starts instead of in a traceback from the lifespan. Reads only."""
+    path = settings.store.db.absolute()
+    config = StoreConfig(memory_limit=settings.store.memory_limit.strip())
+    deadline = time.monotonic() + STORE_RELEASE_WAIT_S
+    while True:
+        try:
+            for file in (path, event_log_path(path)):
+                refuse_unsafe_paths(file)
+                if file.exists():
+                    probe(file, config)
+            return
+        except StoreOpenError as error:
+            if "locked" not in error.reason or time.monotonic() > deadline:
+                raise StartRefused(str(error)) from None
+            time.sleep(0.1)
+
+
+def refuse_to_start(settings: Settings) -> None:
+    """What would fail only once serving, refused now: ``click.UsageError`` (exit 2) naming
+    what to set, or :class:`StartRefused` for the store."""
+    if settings.tui and not settings.keys()[1]:
+        raise click.UsageError(
+            "--tui needs an operator key, and the configured keys have none: add one"
+            """ (auth.operator_keys, AGENTCONSOLE_AUTH__OPERATOR_KEYS='["..."]') or drop --tui"""
+        )
+    if (missing := missing_model(settings)) is not None:
+        raise click.UsageError(missing)
+    check_store(settings)
+
+
 def run_serve(settings: Settings) -> None:
-    """Serve until interrupted (or until the dashboard quits with ``tui``)."""
+    """Serve until interrupted (or until the dashboard quits with ``tui``); refuses first
+    what could not run (:func:`refuse_to_start`)."""
     since = time.monotonic()
     configure_logging(settings.server.log_level)
+    refuse_to_start(settings)
     click.echo(banner(settings), err=True)
-    app = create_app(server_config(settings), extensions=extensions(settings))
+    mounted = extensions(settings)
+    app = create_app(server_config(settings), extensions=mounted)
     tenants, operators = settings.keys()
     log_path = engine_log_path(settings)
     run_demo = demo_runner() if settings.demo else None
@@ -262,7 +415,8 @@ def run_serve(settings: Settings) -> None:
         lifespan="on",
         **uvicorn_options(http_limits(settings)),
     )
-    server = Server(config, app, on_started)
+    gateways = [e.shut_down for e in mounted if isinstance(e, GatewayExtension)]
+    server = Server(config, app, on_started, on_shutdown=gateways)
     if not settings.tui:
         # uvicorn re-raises the signal that stopped it once it has shut down cleanly
         with contextlib.suppress(KeyboardInterrupt):
@@ -281,30 +435,38 @@ def run_serve(settings: Settings) -> None:
     thread.join()
 
 
+#: ``serve``'s flags (click's parameter names) -> the setting each sets
+SERVE_FLAGS: dict[str, str] = {
+    "host": "server.host",
+    "port": "server.port",
+    "log_level": "server.log_level",
+    "runtime": "runtime.name",
+    "model": "runtime.model",
+    "policy": "runtime.policy",
+    "kv_policy": "runtime.kv_policy",
+    "time_scale": "runtime.time_scale",
+    "dp": "runtime.dp",
+    "workers": "runtime.workers",
+    "router": "runtime.router",
+    "db": "store.db",
+    "demo": "demo",
+    "tui": "tui",
+}
+
+
 def serve_command(config_file: Path | None, options: Mapping[str, object]) -> None:
-    """The ``serve`` CLI: flags (None = not given) over env over the config file."""
-    overrides = {
-        "server": {
-            "host": options.get("host"),
-            "port": options.get("port"),
-            "log_level": options.get("log_level"),
-        },
-        "runtime": {
-            "name": options.get("runtime"),
-            "model": options.get("model"),
-            "policy": options.get("policy"),
-            "kv_policy": options.get("kv_policy"),
-            "time_scale": options.get("time_scale"),
-            "dp": options.get("dp"),
-            "workers": options.get("workers"),
-            "router": options.get("router"),
-        },
-        "store": {"db": options.get("db")},
-        "demo": options.get("demo"),
-        "tui": options.get("tui"),
-    }
+    """The ``serve`` CLI: flags (None = not given) over env over the config file. Settings
+    that cannot be loaded are a usage error (exit 2) naming each bad setting."""
+    overrides: dict[str, Any] = {}
+    for option, dotted in SERVE_FLAGS.items():
+        *sections, name = dotted.split(".")
+        target = overrides
+        for section in sections:
+            target = target.setdefault(section, {})
+        target[name] = options.get(option)
+    flags = {dotted: "--" + option.replace("_", "-") for option, dotted in SERVE_FLAGS.items()}
     try:
-        settings = load_settings(config_file, overrides)
-    except ValidationError as error:
-        raise click.UsageError(str(error)) from error
+        settings = load_settings_or_explain(config_file, overrides, flags)
+    except InvalidSettings as error:
+        raise click.UsageError(str(error)) from None
     run_serve(settings)

@@ -12,6 +12,8 @@ printed); once one is configured, no development key is live.
 
 from __future__ import annotations
 
+import os
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -22,6 +24,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationError,
     field_validator,
 )
 from pydantic_settings import (
@@ -30,10 +33,12 @@ from pydantic_settings import (
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+from pydantic_settings import SettingsError as SourceError
 
-from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY
-from agentconsole.scheduler.models import ServedModel, get_rule
+from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY, available_tool_wait_policies
+from agentconsole.scheduler.models import ServedModel, available_rules, get_rule
 from agentconsole.scheduler.policies import DEFAULT_POLICY
+from agentconsole.scheduler.policies import available as available_policies
 from agentconsole.server.api.auth import OPERATOR_TENANT
 from agentconsole.server.api.config import (
     DEMO_TENANT_KEYS,
@@ -49,6 +54,10 @@ from agentconsole.server.gateway.sandbox_spec import (
 )
 from agentconsole.server.live.modeldesk import SelectionConfig
 from agentconsole.server.live.tenants import DEFAULT_PROGRAM_NODES, TenantLimits
+from agentconsole.server.runtime.registry import available_runtimes
+
+#: what the ``sim`` runtime simulates without ``runtime.model`` (``server/runtime/sim/live.py``)
+SIM_DEFAULT_MODEL = "llama-3.1-8b"
 
 #: uvicorn's log levels, lower-cased before they are checked (``--log-level INFO`` works)
 LogLevel = Annotated[
@@ -59,6 +68,28 @@ LogLevel = Annotated[
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+def _one_of(name: str, known: list[str], what: str) -> str:
+    """``name`` if ``known`` lists it; else the ``ValueError`` naming the choices (checked at
+    load, so a typo is a usage error before anything starts, not a crash once serving)."""
+    if name not in known:
+        raise ValueError(f"unknown {what} {name!r}; choose from {', '.join(known)}")
+    return name
+
+
+def _serve_policy(name: str) -> str:
+    """A scheduling policy ``serve`` can run; ``bench --list`` also lists bench baselines
+    (``stock-sglang``: SGLang as shipped), which only ``bench`` compares against."""
+    if name not in available_policies():
+        from agentconsole.bench.runner import BASELINES  # only on a refusal: bench is heavy
+
+        if name in BASELINES:
+            raise ValueError(
+                f"{name!r} is a bench baseline (SGLang as shipped, for comparison), not a serve"
+                f" policy; choose from {', '.join(available_policies())}"
+            )
+    return _one_of(name, available_policies(), "policy")
 
 
 class ServerSection(_Section):
@@ -91,12 +122,13 @@ class ServerSection(_Section):
 
 class RuntimeSection(_Section):
     name: str = "sglang"
-    """Runtime: ``sglang`` (the real engine; on a CPU-only machine the tiny local model) or
-    ``sim`` (the simulated engine)."""
+    """Runtime: ``sglang`` (the real engine; on a CPU-only machine the tiny local model),
+    ``sim`` (the simulated engine) or ``sglang-router`` (SGLang servers behind sglang-router)."""
     model: str | None = None
-    """SGLang: a model path; sim: a model preset (default llama-3.1-8b)."""
+    """SGLang: a model path (needed on a GPU); sim: a model preset (default llama-3.1-8b)."""
     policy: str = DEFAULT_POLICY
-    """Scheduling policy (``agentconsole bench --list`` shows them)."""
+    """Scheduling policy (``agentconsole bench --list`` shows them; its ``stock-sglang`` is a
+    bench baseline, not a serve policy)."""
     kv_policy: str = DEFAULT_TOOL_WAIT_POLICY
     """Tool-wait KV policy: keep, offload, recompute or adaptive."""
     gpu: str = "H200-141GB"
@@ -123,6 +155,21 @@ class RuntimeSection(_Section):
     """The model name ``/v1/models`` reports (default: derived from ``model``)."""
     extra: dict[str, Any] = Field(default_factory=dict)
     """Runtime-specific options passed through to the runtime factory."""
+
+    @field_validator("name")
+    @classmethod
+    def _known_runtime(cls, name: str) -> str:
+        return _one_of(name, available_runtimes(), "runtime")
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, name: str) -> str:
+        return _serve_policy(name)
+
+    @field_validator("kv_policy")
+    @classmethod
+    def _known_kv_policy(cls, name: str) -> str:
+        return _one_of(name, available_tool_wait_policies(), "tool-wait policy")
 
 
 class ModelSection(_Section):
@@ -195,6 +242,11 @@ class SelectionSection(_Section):
     role_pins: dict[str, str] = Field(default_factory=dict)
     """Role -> model: operator pins in place at start (``/v1/operator/models/pins`` changes
     them while serving)."""
+
+    @field_validator("rule")
+    @classmethod
+    def _known_rule(cls, name: str) -> str:
+        return _one_of(name, available_rules(), "model selection rule")
 
     def config(self) -> SelectionConfig:
         """The server's view of these settings (``KeyError`` for an unknown rule)."""
@@ -522,3 +574,77 @@ def _without_none(values: Mapping[str, Any]) -> dict[str, Any]:
         elif value is not None:
             out[key] = value
     return out
+
+
+class InvalidSettings(ValueError):
+    """Settings that cannot be loaded, said for the person who wrote them: each bad setting by
+    its dotted name, where it can be set (a ``serve`` flag, its environment variable), what
+    is wrong and the value given. ``str()`` is the whole explanation."""
+
+
+def load_settings_or_explain(
+    config_file: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    flags: Mapping[str, str] | None = None,
+) -> Settings:
+    """:func:`load_settings`, with every way settings can be wrong (a value, a name no
+    registry knows, a TOML file that does not parse, an environment variable that is not
+    JSON) raised as :class:`InvalidSettings`. ``flags`` maps a dotted setting to the
+    command-line flag that sets it, named in the explanation."""
+    try:
+        return load_settings(config_file, overrides)
+    except ValidationError as error:
+        raise InvalidSettings(_explain_values(error, flags or {}, config_file)) from error
+    except tomllib.TOMLDecodeError as error:
+        raise InvalidSettings(
+            f"the config file {config_file} is not valid TOML: {error}"
+        ) from error
+    except SourceError as error:
+        raise InvalidSettings(_explain_environment(error)) from error
+
+
+def _explain_values(
+    error: ValidationError, flags: Mapping[str, str], config_file: Path | None
+) -> str:
+    # pydantic names the model (a class private to load_settings): name the settings instead
+    lines = [f"invalid setting{'s' if error.error_count() > 1 else ''}:"]
+    for problem in error.errors():
+        location = problem["loc"]
+        dotted = ".".join(str(part) for part in location)
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        given = repr(problem["input"])
+        if given not in message:
+            message += f" (given: {given if len(given) <= 80 else given[:77] + '...'})"
+        where = [flags[dotted]] if dotted in flags else []
+        where.append(_environment_name(location))
+        if config_file is not None and all(isinstance(part, str) for part in location):
+            *tables, key = location
+            where.append(
+                f"{'[' + '.'.join(map(str, tables)) + '] ' if tables else ''}{key} in {config_file}"
+            )
+        lines.append(f"  {dotted} ({', '.join(where)}): {message}")
+    return "\n".join(lines)
+
+
+def _environment_name(location: tuple[int | str, ...]) -> str:
+    """The variable that sets the setting at ``location`` (a list's items are given in the
+    list's variable, as JSON)."""
+    names: list[str] = []
+    for part in location:
+        if isinstance(part, int):
+            break
+        names.append(part.upper())
+    return "AGENTCONSOLE_" + "__".join(names)
+
+
+def _explain_environment(error: SourceError) -> str:
+    # pydantic-settings names only the top-level field whose variable did not parse
+    field = str(error).split('"')[1] if str(error).count('"') >= 2 else "?"
+    prefix = f"AGENTCONSOLE_{field.upper()}"
+    named = sorted(key for key in os.environ if key.upper().startswith(prefix))
+    cause = f" ({error.__cause__})" if error.__cause__ is not None else ""
+    return (
+        f"the environment's {', '.join(named) or prefix} for setting {field} is not valid"
+        f" JSON{cause}: lists and tables are given as JSON, e.g."
+        """ AGENTCONSOLE_MODELS='[{"name": "a"}]'"""
+    )

@@ -91,6 +91,12 @@ class GatewayExtension:
         if self.gateway is not None:
             self.gateway.cancel_program(program_id)
 
+    def shut_down(self) -> None:
+        """The server begins to stop: answer the tool calls in flight (503, retryable) before
+        the HTTP server waits for their connections; :meth:`stop` follows."""
+        if self.gateway is not None:
+            self.gateway.shut_down()
+
     async def stop(self) -> None:
         """Let running calls commit (read-only ones are interrupted); the store stays open."""
         gateway, self.gateway = self.gateway, None

@@ -113,6 +113,11 @@ class ToolGateway:
             self._guarded = guarded_client(timeout)
         return await asyncio.to_thread(self.registry.load)
 
+    def shut_down(self) -> None:
+        """The server begins to stop: answer the calls in flight now (503, retryable) and
+        refuse new ones; :meth:`close` follows. See :meth:`Runner.shut_down`."""
+        self.runner.shut_down()
+
     async def close(self, timeout: float = 10.0) -> None:
         """Let running calls finish (read-only ones are interrupted), then release the HTTP
         client. Does not close the store."""

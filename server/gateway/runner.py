@@ -15,6 +15,12 @@ Each call runs in its own task, shielded from the HTTP request: a client that di
 mid-call does not strand an intent in progress, and concurrent duplicates attach to the one
 execution and replay its result.
 
+When the server begins to stop (:meth:`Runner.shut_down`, before the HTTP server waits for
+its connections) read-only tools are interrupted and every caller is answered within
+:data:`SHUTDOWN_ANSWER_S`: its result if the tool ends by then, else 503 ``unavailable``,
+retryable with the same key (the execution goes on to its commit until :meth:`Runner.close`;
+the retry replays its result, or finds it ``needs_reconcile``: it is never run twice).
+
 A replayed result also reports the tool node's end to the program port (as the execution
 does): after a crash the node was rebuilt as still running, and the replay is the only thing
 left that can close it (a node already done ignores the report). The gateway replays a
@@ -70,6 +76,10 @@ from agentconsole.server.store.jsonutil import JSONValue
 
 log = logging.getLogger(__name__)
 INTERRUPTED = "interrupted"
+#: how long a caller waits for its tool once the server stops, before its 503: an
+#: interrupted read-only tool records its end in that time, and uvicorn's grace (5 s) is
+#: left for the answers to be written
+SHUTDOWN_ANSWER_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,20 +161,43 @@ class Runner:
     executions: int = 0
     _calls: set[asyncio.Task[CallResult]] = field(default_factory=set)
     _running: dict[str, _Execution] = field(default_factory=dict)
-    #: :meth:`close` began: an interrupted tool is the server's stop, not a cancel
+    #: :meth:`shut_down` or :meth:`close` began: an interrupted tool is the server's stop,
+    #: not a cancel
     _closing: bool = False
+    #: set by :meth:`shut_down`: the callers stop waiting for their tools
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def run(self, job: Job) -> CallResult:
         """Claim ``job``'s key and execute, replay, attach or refuse; see the module doc.
 
-        Raises the 4xx :class:`GatewayError` that answers a refused or failed call. The work
-        continues if the caller is cancelled; ``job.release`` is called when it ends.
+        Raises the 4xx :class:`GatewayError` that answers a refused or failed call, or 503
+        :class:`ShuttingDown` once the server stops. The work continues if the caller is
+        cancelled or answered so; ``job.release`` is called when it ends.
         """
+        key = make_tool_call_id(job.request.program_id, job.request.node_id, job.request.attempt)
+        if self._stopping.is_set():
+            job.release()
+            raise _stopped(key, "the server is shutting down; retry the call")
         task = asyncio.create_task(self._run(job))
         self._calls.add(task)
         task.add_done_callback(self._calls.discard)
         task.add_done_callback(_retrieve)
-        return await asyncio.shield(task)
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            # asyncio.wait never cancels what it waits for: the call runs on if this caller
+            # is cancelled (a disconnected client), as under a shield
+            await asyncio.wait((task, stopping), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if not task.done():
+            await asyncio.wait((task,), timeout=SHUTDOWN_ANSWER_S)
+        if not task.done():
+            raise _stopped(
+                key,
+                "the server is shutting down before the tool ended: retry the call with the"
+                " same key (a result committed meanwhile is replayed; nothing runs twice)",
+            )
+        return task.result()
 
     async def _run(self, job: Job) -> CallResult:
         try:
@@ -335,10 +368,9 @@ class Runner:
         if failure.kind == INTERRUPTED and self._closing:
             # the program lives on: its agent retries on the next server (a 409 would tell
             # it the program was cancelled)
-            raise ShuttingDown(
+            raise _stopped(
+                claim.tool_call_id,
                 "the server is shutting down; the tool was interrupted: retry the call",
-                extra={"tool_call_id": claim.tool_call_id, "retryable": True},
-                headers={"Retry-After": "5"},
             )
         if failure.kind == INTERRUPTED:
             raise ProgramNotRunning(
@@ -385,18 +417,36 @@ class Runner:
                 interrupted.append(execution.info)
         return CancelReport(tuple(interrupted), tuple(flagged))
 
-    async def close(self, timeout: float) -> None:
-        """Interrupt read-only executions, give the others ``timeout`` seconds to commit,
-        then cancel what is left (start-up recovery settles those intents)."""
+    def shut_down(self) -> None:
+        """The server begins to stop: refuse new calls (503), interrupt read-only executions
+        and answer every caller within :data:`SHUTDOWN_ANSWER_S` (side effects run on to
+        their commit, until :meth:`close`)."""
+        self._stopping.set()
+        self._interrupt_read_only()
+
+    def _interrupt_read_only(self) -> None:
         self._closing = True
         for execution in list(self._running.values()):
             if not execution.info.side_effect:
                 execution.interrupted = True
                 execution.task.cancel()
+
+    async def close(self, timeout: float) -> None:
+        """Interrupt read-only executions, give the others ``timeout`` seconds to commit,
+        then cancel what is left (start-up recovery settles those intents)."""
+        self._interrupt_read_only()
         if self._calls:
             _, pending = await asyncio.wait(set(self._calls), timeout=timeout)
             for task in pending:
                 task.cancel()
+
+
+def _stopped(tool_call_id: str, message: str) -> ShuttingDown:
+    return ShuttingDown(
+        message,
+        extra={"tool_call_id": tool_call_id, "retryable": True},
+        headers={"Retry-After": "5"},
+    )
 
 
 async def _report_end(

@@ -1,4 +1,5 @@
-"""Runtimes by name: ``serve --runtime sim|sglang``.
+"""Runtimes by name: ``serve --runtime sim|sglang|sglang-router``; the CLI's choices and the
+settings' check of ``runtime.name`` both come from :func:`available_runtimes`.
 
 Factories are imported lazily, so choosing the simulated runtime never imports torch or SGLang.
 """
@@ -39,6 +40,7 @@ _FACTORIES: dict[str, str] = {
 
 
 def available_runtimes() -> list[str]:
+    """The registered runtime names, in registration order."""
     return list(_FACTORIES)
 
 

@@ -90,7 +90,7 @@ def test_refusals() -> None:
         load_settings(overrides={"models": [{"name": "a", "memory_share": 2.0}]})
     with pytest.raises(ValidationError):
         load_settings(overrides={"models": [{"name": "a", "colour": "red"}]})
-    with pytest.raises(KeyError):
-        load_settings(overrides={"selection": {"rule": "coin-flip"}}).server_config()
+    with pytest.raises(ValidationError, match="unknown model selection rule 'coin-flip'"):
+        load_settings(overrides={"selection": {"rule": "coin-flip"}})
     with pytest.raises(ValueError, match="auto"):
         load_settings(overrides={"models": [{"name": "auto"}]}).server_config()

@@ -79,3 +79,29 @@ def test_serve_prints_keys_stops_cleanly_and_exports(tmp_path: Path) -> None:
     events = pq.read_table(out / "events.parquet").to_pydict()
     assert "call.finished" in events["kind"]
     assert sorted(events["seq"]) == list(range(1, len(events["seq"]) + 1))
+
+
+def test_a_second_serve_on_the_same_store_is_refused_in_one_line(tmp_path: Path) -> None:
+    """The first serve says where its console and OpenAI API are once it has a port; a second
+    one on the same store stops before its banner: the store's own message, exit 2, no
+    traceback."""
+    db = tmp_path / "twice.duckdb"
+    first = start_serve(["--runtime", "sim", "--db", str(db)])
+    try:
+        said = "".join(first.output)
+        assert f"console: {first.url}/  (browser)" in said
+        assert f"OpenAI base_url: {first.url}/v1" in said
+        second = subprocess.run(
+            [CLI, "serve", "--runtime", "sim", "--port", "0", "--db", str(db)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        assert first.stop() == 0
+    assert second.returncode == 2, second.stderr
+    assert second.stderr.startswith(f"Error: cannot open store {db}: it is locked by another")
+    assert f"(PID {first.proc.pid}" in second.stderr
+    assert "Traceback" not in second.stderr
+    assert len(second.stderr.splitlines()) == 1

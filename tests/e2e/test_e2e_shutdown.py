@@ -8,6 +8,7 @@ the store in a database process of its own (``store.own_process``), that process
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from tests.e2e.conftest import start_serve
 
 pytestmark = pytest.mark.e2e
 HEADERS = {"Authorization": "Bearer sk-dev"}
+OPERATOR = {"Authorization": "Bearer sk-operator"}
 
 
 def _long_call(program_id: str, *, stream: bool) -> dict[str, Any]:
@@ -117,3 +119,93 @@ def test_a_clean_stop_answers_the_calls_in_flight(tmp_path: Path, own_process: b
             assert c.get("/v1/programs/s").json()["tokens_used"] > 0
     finally:
         again.stop()
+
+
+def _sleep_tool(name: str, *, side_effect: bool) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": "waits",
+        "parameters": {
+            "type": "object",
+            "properties": {"seconds": {"type": "number"}},
+            "additionalProperties": False,
+        },
+        "side_effect": side_effect,
+        "idempotent": not side_effect,
+        "timeout_s": 60,
+        "executor": {"type": "builtin", "name": "sleep"},
+    }
+
+
+def _tool_call(node_id: str, seconds: float) -> dict[str, Any]:
+    return {"program_id": "t", "node_id": node_id, "arguments": {"seconds": seconds}}
+
+
+def test_a_clean_stop_answers_the_tool_calls_in_flight(tmp_path: Path) -> None:
+    """Ctrl-C during gateway tool calls: each caller gets the JSON 503 (retryable) within
+    about a second, not uvicorn's bare 500 after its 5 s grace. The read-only tool is
+    interrupted and its intent left retryable (the retry runs it again); the side effect runs
+    on to its commit as the server stops (the retry replays it: it never runs twice)."""
+    db = tmp_path / "tools.duckdb"
+    served = start_serve(["--runtime", "sim", "--db", str(db)])
+    got: dict[str, httpx.Response] = {}
+
+    def call(tool: str, node_id: str, seconds: float) -> None:
+        with httpx.Client(base_url=served.url, headers=HEADERS, timeout=60) as c:
+            got[tool] = c.post(f"/v1/tools/{tool}/call", json=_tool_call(node_id, seconds))
+
+    threads = [
+        threading.Thread(target=call, args=("wait", "r", 30)),
+        threading.Thread(target=call, args=("effect", "w", 3)),
+    ]
+    try:
+        with httpx.Client(base_url=served.url, headers=HEADERS, timeout=10) as c:
+            for body in (
+                _sleep_tool("wait", side_effect=False),
+                _sleep_tool("effect", side_effect=True),
+            ):
+                assert c.post("/v1/tools", json=body).status_code == 201
+            for thread in threads:
+                thread.start()
+            deadline = time.monotonic() + 30
+            while not all(_running_tool(c, node) for node in ("r", "w")):
+                assert time.monotonic() < deadline, "the tools never started"
+                time.sleep(0.05)
+        stopped_at = time.monotonic()
+        served.proc.send_signal(signal.SIGINT)
+        for thread in threads:
+            thread.join(30)
+        answered_in = time.monotonic() - stopped_at
+        # no second SIGINT (uvicorn's forced quit): the side effect runs on to its commit
+        assert served.proc.wait(30) == 0
+    finally:
+        served.stop()
+    assert answered_in < 3, answered_in
+    for tool in ("wait", "effect"):
+        answer = got[tool]
+        assert answer.status_code == 503, answer.text
+        error = answer.json()["error"]
+        assert error["type"] == "unavailable"
+        assert "shutting down" in error["message"]
+        assert error["retryable"] is True
+        assert answer.headers["retry-after"]
+    again = start_serve(["--runtime", "sim", "--db", str(db)])
+    try:
+        with httpx.Client(base_url=again.url, headers=HEADERS, timeout=30) as c:
+            # the interrupted read-only call may run again; the side effect that committed
+            # while the server stopped is replayed, not run a second time
+            listed = c.get("/v1/operator/tool-calls", headers=OPERATOR).json()["tool_calls"]
+            states = {call["node_id"]: call["state"] for call in listed}
+            assert states == {"r": "retryable", "w": "committed"}
+            replayed = c.post("/v1/tools/effect/call", json=_tool_call("w", 3))
+            assert replayed.status_code == 200, replayed.text
+            assert replayed.json()["status"] == "replayed"
+    finally:
+        again.stop()
+
+
+def _running_tool(client: httpx.Client, node_id: str) -> bool:
+    found = client.get("/v1/programs/t")
+    return found.status_code == 200 and any(
+        n["node_id"] == node_id and n["state"] == "running" for n in found.json()["nodes"]
+    )

@@ -1,19 +1,25 @@
 """Building the SGLang runtime's engine settings from ``RuntimeOptions``.
 
 A CUDA GPU when torch sees one, else the CPU engine; with no model on a CPU machine, the tiny
-model (made once, in a cache folder). Recognised ``RuntimeOptions.extra`` keys: ``device``,
-``plugin`` (False: stock SGLang), ``schedule_policy`` (stock policy), ``enable_metrics``,
-``cpu_threads``, ``dp`` (SGLang data-parallel ranks), ``hicache_size_gb`` (GPU: a HiCache host
-KV tier), ``engine_args`` (extra ``Engine`` keyword arguments), ``model_cache_dir``,
-``state_dir``, ``fairness`` and ``preemption`` (the plugin's settings), ``tool_call_parser``
-(SGLang's parser name) and ``engine_log`` (a file for SGLang's own output).
+model (made once, in a cache folder). On a GPU there is no default model: the tiny one is made
+for the CPU engine (float32, 16-wide attention heads), and which real model a GPU serves is the
+operator's choice (``ModelRequired`` says how to give it).
+
+Recognised ``RuntimeOptions.extra`` keys: ``device``, ``plugin`` (False: stock SGLang),
+``schedule_policy`` (stock policy), ``enable_metrics``, ``cpu_threads``, ``dp`` (SGLang
+data-parallel ranks), ``hicache_size_gb`` (GPU: a HiCache host KV tier), ``engine_args`` (extra
+``Engine`` keyword arguments), ``model_cache_dir``, ``state_dir``, ``fairness`` and
+``preemption`` (the plugin's settings), ``tool_call_parser`` (SGLang's parser name) and
+``engine_log`` (a file for SGLang's own output).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from agentconsole.server.runtime.registry import RuntimeOptions
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
@@ -28,11 +34,30 @@ def default_model_dir(options: RuntimeOptions) -> Path:
     return Path.home() / ".cache" / "agentconsole" / "tiny-llama"
 
 
+class ModelRequired(ValueError):
+    """The SGLang runtime on a GPU was given no model (there is no default there)."""
+
+
+#: what is missing when the SGLang runtime on a GPU has no model, and where to give one
+GPU_MODEL_REQUIRED = (
+    "the SGLang runtime on a GPU needs a model (the tiny default model is for the CPU engine):"
+    " give a model directory or Hugging Face id with `serve --model PATH`"
+    " (AGENTCONSOLE_RUNTIME__MODEL, runtime.model in --config; a `models` entry's path)"
+)
+
+
+def engine_device(extra: Mapping[str, Any]) -> str:
+    """The device an engine with ``extra`` options runs on: ``extra["device"]``, else
+    ``cuda`` when torch sees a GPU, else ``cpu`` (imports torch)."""
+    return str(extra.get("device") or _default_device())
+
+
 def settings_from_options(options: RuntimeOptions) -> EngineSettings:
     """Engine settings for ``options``: a CUDA GPU when torch sees one, else the CPU engine;
-    with no model on a CPU machine, the tiny model (made once, in the cache folder)."""
+    with no model on a CPU machine, the tiny model (made once, in the cache folder); with none
+    on a GPU, :class:`ModelRequired`."""
     extra = options.extra
-    device = str(extra.get("device") or _default_device())
+    device = engine_device(extra)
     if options.model:
         model = Path(options.model)
     elif device == "cpu":
@@ -40,7 +65,7 @@ def settings_from_options(options: RuntimeOptions) -> EngineSettings:
 
         model = make_tiny_model(default_model_dir(options))
     else:
-        raise ValueError("the SGLang runtime on a GPU needs a model (RuntimeOptions.model)")
+        raise ModelRequired(GPU_MODEL_REQUIRED)
     return EngineSettings(
         model_path=model,
         device=device,
