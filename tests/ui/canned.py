@@ -8,10 +8,11 @@ socket or a clock. Its feed delivers the world's recorded events once, then stay
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from agentconsole.httpclient import ApiError
+from agentconsole.httpclient import ApiError, UnreachableError
 from agentconsole.ui.client.door import Door
 from agentconsole.ui.client.feed import EventBatch, FeedItem, FeedStatus, OverviewTick
 from agentconsole.ui.client.http import ActionResult
@@ -58,25 +59,39 @@ class CannedClient:
     def __init__(self, world: StubWorld) -> None:
         self.world = world
         self.calls: list[str] = []
+        #: how many times each read was made (``overview``, ``programs``, ``program``, ...)
+        self.reads: Counter[str] = Counter()
+        #: reads that fail as an unreachable server's do, until taken out again
+        self.failing: set[str] = set()
+
+    def _read(self, what: str) -> None:
+        self.reads[what] += 1
+        if what in self.failing:
+            raise UnreachableError(f"stub: {what} is down")
 
     def overview(self) -> Overview:
+        self._read("overview")
         return Overview.parse(self.world.overview_json())
 
     def programs(self, state: str | None = None, limit: int = 2000) -> ProgramPage:
+        self._read("programs")
         body = self.world.list_json(state, None, limit, 0)
         rows = tuple(ProgramSummary.parse(p) for p in body["programs"])
         return ProgramPage(rows, int(body["total"]))
 
     def program(self, program_id: str) -> ProgramDetail:
+        self._read("program")
         body = self.world.program_json(program_id)
         if body is None:
             raise ApiError(404, "not_found", f"no program {program_id}")
         return ProgramDetail.parse(body)
 
     def tenants(self) -> list[TenantRow]:
+        self._read("tenants")
         return [TenantRow.parse(t) for t in self.world.tenants_json()["tenants"]]
 
     def kv(self) -> KVState:
+        self._read("kv")
         return KVState.parse(self.world.kv_json())
 
     def audit(self, limit: int = 100) -> list[AuditEntry]:

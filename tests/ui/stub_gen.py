@@ -20,7 +20,8 @@ WORKLOADS = ("swe-agent", "research", "data-analysis")
 
 @dataclass(slots=True)
 class StubNode:
-    """One node; ``timeline`` holds ``(phase, start, end)`` spans."""
+    """One node; ``timeline`` holds ``(phase, start, end)`` spans (a running node's last
+    one is sent open, see :meth:`spans_json`)."""
 
     node_id: str
     kind: str
@@ -67,8 +68,18 @@ class StubNode:
             "tool_s": round(self.seconds("tool"), 4),
             "kv_restore_s": round(self.seconds("kv"), 4),
             "kv_tier": self.kv_tier,
-            "timeline": [{"phase": p, "start": s, "end": e} for p, s, e in self.timeline],
+            "timeline": self.spans_json(),
         }
+
+    def spans_json(self) -> list[dict[str, Any]]:
+        """The timeline as the server sends it: a running node's last span is still open
+        (``end: null``); the end kept here is only how far the stub let it get."""
+        spans: list[dict[str, Any]] = [
+            {"phase": p, "start": s, "end": e} for p, s, e in self.timeline
+        ]
+        if self.state == "running" and spans:
+            spans[-1]["end"] = None
+        return spans
 
 
 @dataclass(slots=True)

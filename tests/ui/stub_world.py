@@ -28,6 +28,8 @@ BYTES_PER_TOKEN = 131_072  # Llama-3.1-8B, bf16: 2 x 32 layers x 8 KV heads x 12
 BIG_PROGRAM = "prog-0001"
 #: the stub's opaque cursors: the program whose row ended the page
 CURSOR_PREFIX = "after-"
+#: the boost a server applies when the body names no amount (``BoostIn``)
+BOOST_DEFAULT_S = 10.0
 
 
 class StubWorld:
@@ -139,6 +141,13 @@ class StubWorld:
             "tool_calls": sum(1 for n in prog.nodes if n.kind == "tool"),
             "branches": 1,
         }
+
+    def timeline_now(self) -> float:
+        """The moment the programs' timelines reach (every span, open ones as far as the stub
+        ran them): a console's "now" for drawing open spans as the stub recorded them. The
+        world's :attr:`now` stays the summaries' clock (slack, rates), as it always was."""
+        with self._lock:
+            return max(n.end() for p in self.programs.values() for n in p.nodes)
 
     def program_json(self, program_id: str) -> dict[str, Any] | None:
         """The API's ``Program`` or None if unknown."""
@@ -390,8 +399,11 @@ class StubWorld:
                     self._emit("call.preempted", prog, node.node_id, {"by": "operator"})
                 result = {"program_id": program_id, "preempted_calls": [n.node_id for n in calls]}
             else:
-                prog.boost += float(args.get("amount", 1.0))
-                result = {"program_id": program_id, "boost": prog.boost}
+                # as the server: 10 s of policy key by default, the amount applied answered
+                amount = float(args.get("amount", BOOST_DEFAULT_S))
+                prog.boost += amount
+                queued = [n.node_id for n in active if n.kind == "llm" and n.state == "ready"]
+                result = {"program_id": program_id, "boost": amount, "reranked_calls": queued}
             self._record("operator", action, program_id, args, "ok")
             return 200, result
 

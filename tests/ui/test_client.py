@@ -14,7 +14,9 @@ from agentconsole.httpclient import ApiError, PermissionDeniedError
 from agentconsole.ui.client import http as console_http
 from agentconsole.ui.client.feed import EventBatch, FeedStatus, OverviewTick, read_feed
 from agentconsole.ui.client.http import HttpConsoleClient
+from agentconsole.ui.client.models import TenantRow, parse_tiers
 from tests.ui.stub_server import TENANT_KEY, RunningStub
+from tests.ui.stub_world import BIG_PROGRAM
 
 
 def test_reads_every_view(stub: RunningStub) -> None:
@@ -232,3 +234,32 @@ def test_reader_resumes_from_a_reset_below_its_cursor() -> None:
     batches = [i for i in items if isinstance(i, EventBatch)]
     assert [e.kind for b in batches for e in b.events] == ["old", "new-1", "new-2"]
     assert asked[:2] == [(None, None), ("40", "before")]
+
+
+def test_a_running_node_s_open_span_reads_as_open_not_as_the_epoch(stub: RunningStub) -> None:
+    """The server sends ``end: null`` for a span still running (a tool, a call decoding);
+    read as 0.0 it was a span that ended in 1970, and no bar drew it."""
+    client = HttpConsoleClient(stub.url, stub.key)
+    try:
+        detail = client.program(BIG_PROGRAM)
+    finally:
+        client.close()
+    running = [n for n in detail.nodes if n.state == "running"]
+    assert running
+    for node in running:
+        last = node.timeline[-1]
+        assert last.end is None
+        assert last.is_open
+        assert last.end_by(last.start + 5.0) == last.start + 5.0
+        assert all(p.end is not None for p in node.timeline[:-1])
+    assert detail.running_spans
+    done = [n for n in detail.nodes if n.state == "done"]
+    assert all(p.end is not None and p.end >= p.start for n in done for p in n.timeline)
+
+
+def test_unknown_starvation_stays_unknown_and_a_tier_s_fill_is_not_capped() -> None:
+    row = TenantRow.parse({"tenant": "t", "starvation": None})
+    assert row.starvation is None  # not 0.0: "never waited" is a claim the server did not make
+    assert TenantRow.parse({"tenant": "t", "starvation": 0.25}).starvation == 0.25
+    (tier,) = parse_tiers({"hbm": {"used_tokens": 1500, "capacity_tokens": 1000}})
+    assert tier.fraction == 1.5  # as reported, not 100%

@@ -6,14 +6,27 @@ import threading
 
 from hypothesis import given
 from hypothesis import strategies as st
+from rich.text import Text
 
-from agentconsole.ui.client.models import FeedEvent
-from agentconsole.ui.client.programs import Node, Phase, ProgramDetail, ProgramPage
+from agentconsole.ui.client.http import ActionResult
+from agentconsole.ui.client.models import FeedEvent, KVState, TenantRow
+from agentconsole.ui.client.programs import (
+    Node,
+    Phase,
+    ProgramDetail,
+    ProgramPage,
+    ProgramSummary,
+)
 from agentconsole.ui.tui import fmt
 from agentconsole.ui.tui.feedbuffer import FeedBuffer
-from agentconsole.ui.tui.graph import layers, render_dag, timeline_bar
+from agentconsole.ui.tui.graph import drawn_now, layers, render_dag, span, timeline_bar
+from agentconsole.ui.tui.outcome import describe
 from agentconsole.ui.tui.selection import matches, next_sort, select
+from agentconsole.ui.tui.stale import stale_line
 from agentconsole.ui.tui.state import DashboardState
+from agentconsole.ui.tui.views.kv import tiers_text
+from agentconsole.ui.tui.views.tenants import COLUMNS as TENANT_COLUMNS
+from agentconsole.ui.tui.views.tenants import cells as tenant_cells
 from tests.ui.canned import CannedClient
 from tests.ui.stub_world import BIG_PROGRAM, StubWorld
 
@@ -93,7 +106,7 @@ def test_timeline_bar_has_its_width_and_shows_every_span(
     start: float, length: float, width: int
 ) -> None:
     node = _node("n", spans=(Phase("queue", start, start + length), Phase("decode", 9.95, 10.0)))
-    bar = timeline_bar(node, 0.0, 10.0, width).plain
+    bar = timeline_bar(node, 0.0, 10.0, width, now=10.0).plain
     assert len(bar) == width
     assert "█" in bar  # a 50 ms span on a 10 s axis still gets its cell
 
@@ -144,3 +157,82 @@ def test_middle_ellipsis_keeps_both_ends_of_an_id() -> None:
     assert len(cut) == 13
     assert fmt.middle("short", 13) == "short"
     assert fmt.middle("abcdefgh", 3) == "ab…"
+
+
+def _detail(*nodes: Node) -> ProgramDetail:
+    summary = ProgramSummary.parse({"program_id": "p", "state": "running"})
+    return ProgramDetail(summary, {}, nodes, (), (), {})
+
+
+def test_an_open_span_is_drawn_up_to_now() -> None:
+    decoding = _node(
+        "n",
+        spans=(Phase("queue", 0.0, 1.0), Phase("prefill", 1.0, 2.0), Phase("decode", 2.0, None)),
+    )
+    assert timeline_bar(decoding, 0.0, 10.0, 10, now=10.0).plain == "░▓████████"
+    assert timeline_bar(decoding, 0.0, 10.0, 10, now=6.0).plain == "░▓████····"
+    tool = _node("t", spans=(Phase("tool", 4.0, None),))
+    assert timeline_bar(tool, 0.0, 10.0, 10, now=8.0).plain == "····▒▒▒▒··"
+    # the window runs to now while a span is open; a clock behind the server's is not
+    # allowed to cut it short of what the server already reported
+    detail = _detail(decoding, _node("d", spans=(Phase("queue", 3.0, 7.5),)))
+    assert span(detail, 12.0) == (0.0, 12.0)
+    assert drawn_now(detail, 5.0) == 7.5
+    assert drawn_now(detail, 12.0) == 12.0
+
+
+def test_a_failing_read_is_news_once_per_outage_and_again_after_a_recovery() -> None:
+    state = DashboardState()
+    assert state.read_failed("tenants", "down", at=10.0)
+    assert not state.read_failed("tenants", "down", at=11.0)  # every poll repeats it
+    assert state.failures["tenants"].since == 10.0
+    assert state.read_failed("tenants", "timed out", at=12.0)  # another error is news
+    state.read_succeeded("tenants", at=13.0)
+    assert "tenants" not in state.failures
+    assert state.read_at["tenants"] == 13.0
+    assert state.read_failed("tenants", "down", at=20.0)  # it came back: reported again
+    line = stale_line(state, ("overview", "tenants"), now=21.5)
+    assert line is not None
+    assert line.plain == "⚠ stale tenants: read 8.50s ago · down"
+    assert stale_line(state, ("overview",), now=21.5) is None
+    assert state.read_failed("kv", "refused", at=20.0)
+    never = stale_line(state, ("kv",), now=23.0)
+    assert never is not None
+    assert never.plain == "⚠ stale kv: not read yet, failing 3.00s · refused"
+
+
+def test_the_boost_notification_says_the_amount_the_server_applied() -> None:
+    answer = {"program_id": "p1", "boost": 10.0, "reranked_calls": ["p1/n3/0001"]}
+    text = describe(ActionResult("boost", "p1", answer))
+    assert text == "boosted p1 by 10s of policy key: 1 queued calls re-ranked"
+    silent = describe(ActionResult("boost", "p1", {"program_id": "p1"}))
+    assert silent == "boosted p1 (the server did not say by how much)"
+
+
+def test_tenant_cells_unit_unknown_starvation_and_stored_bytes() -> None:
+    assert dict(TENANT_COLUMNS)["starve"] == "Starve (wait/service)"
+    row = TenantRow.parse(
+        {"tenant": "t", "starvation": None, "stored_bytes": 3 * 2**20, "limits": {}}
+    )
+    shown = [str(cell) for cell in tenant_cells(row)]
+    keys = [key for key, _ in TENANT_COLUMNS]
+    assert shown[keys.index("starve")] == "-"
+    assert shown[keys.index("stored")] == "3.0MiB"
+    limited = TenantRow.parse(
+        {"tenant": "t", "stored_bytes": 2**30, "limits": {"stored_bytes": 2**30}}
+    )
+    stored = tenant_cells(limited)[keys.index("stored")]
+    assert isinstance(stored, Text)
+    assert stored.plain == "1.0GiB / 1.0GiB"
+    assert stored.style == "bold red"
+
+
+def test_a_tier_over_its_capacity_shows_its_true_fill() -> None:
+    kv = KVState.parse(
+        {"tiers": {"hbm": {"used_tokens": 1_500, "capacity_tokens": 1_000, "used_bytes": 0}}}
+    )
+    text = tiers_text(kv, 80).plain
+    assert "150%" in text
+    assert "100%" not in text
+    assert fmt.fill(1.5).style == "bold red"
+    assert fmt.fill(0.42).plain == " 42%"

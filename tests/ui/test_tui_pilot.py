@@ -213,7 +213,7 @@ async def test_unreachable_server_is_reported_not_raised() -> None:
     app = DashboardApp(client, url="http://127.0.0.1:9", poll_s=0.5)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: "reconnecting" in app.state.feed_detail)
-        await until(pilot, lambda: "overview" in app._errors)
+        await until(pilot, lambda: "overview" in app.state.failures)
         assert not app.state.feed_live
         await pilot.press("2", "3", "1")
     client.close()

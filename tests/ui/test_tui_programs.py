@@ -82,7 +82,8 @@ def test_row_layout_fits_the_room_and_aligns_numbers() -> None:
 
 
 async def test_zoom_scales_the_bars_to_the_rows_on_screen() -> None:
-    app = DashboardApp(CannedClient(StubWorld()), poll_s=3600)
+    world = StubWorld()
+    app = DashboardApp(CannedClient(world), poll_s=3600, clock=world.timeline_now)
     async with app.run_test(size=(120, 30)) as pilot:
         app.open_program(BIG_PROGRAM)
         await until(pilot, lambda: isinstance(app.screen, ProgramScreen) and app.screen.detail)
@@ -101,3 +102,37 @@ async def test_zoom_scales_the_bars_to_the_rows_on_screen() -> None:
         assert filled(last) == 0  # far outside the window: not piled on an edge
         await pilot.press("z")
         assert filled("n2") == whole
+
+
+async def test_a_running_node_s_bar_grows_to_now_while_the_server_answers_the_same() -> None:
+    """The running node's span is open (``end: null``): drawn up to now, and redrawn as time
+    passes although each read of the program returns the same detail."""
+    world = StubWorld()
+    clock = [world.timeline_now()]
+    app = DashboardApp(CannedClient(world), feed=False, poll_s=3600, clock=lambda: clock[0])
+    async with app.run_test(size=(120, 30)) as pilot:
+        app.open_program(BIG_PROGRAM)
+        await until(pilot, lambda: isinstance(app.screen, ProgramScreen) and app.screen.detail)
+        await pilot.press("t")
+        screen = app.screen
+        assert isinstance(screen, ProgramScreen)
+        assert screen.detail is not None
+        running = screen.detail.nodes[-1]
+        assert running.state == "running"
+        assert running.timeline[-1].is_open
+        table = screen.query_one("#nodes-table", DataTable)
+
+        def bar() -> str:
+            cell = table.get_cell(running.node_id, "timeline")
+            assert isinstance(cell, Text)
+            return cell.plain
+
+        def filled() -> int:
+            return len(bar()) - bar().count("·")
+
+        assert bar()[-1] in "█▒"  # the run's window ends now: the open span reaches it
+        assert filled() < 5  # it began a moment ago
+        clock[0] += 300.0  # five minutes on, nothing new from the server
+        app.refresh_data()
+        await until(pilot, lambda: filled() > 20)  # now a good part of the run
+        assert bar()[-1] in "█▒"  # and still up to now

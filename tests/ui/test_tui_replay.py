@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from textual.widgets import TextArea
 
 from agentconsole.sample_traces import load_trace
 from agentconsole.ui.client.http import HttpConsoleClient
@@ -30,8 +31,9 @@ def _audited(server: RealServer) -> int:
 
 
 def _replaying(app: DashboardApp) -> bool:
-    """Whether the replay answer is on top (a function, so mypy does not narrow)."""
-    return isinstance(app.screen, ReplayScreen)
+    """Whether the replay answer is on top, its command box composed (a function, so mypy
+    does not narrow): the screen is on the stack a moment before its widgets are."""
+    return isinstance(app.screen, ReplayScreen) and bool(app.screen.query(TextArea))
 
 
 def _check(screen: ReplayScreen, program_id: str) -> None:

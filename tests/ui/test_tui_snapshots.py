@@ -24,7 +24,12 @@ SnapCompare = Callable[..., bool]
 
 
 def _app() -> DashboardApp:
-    return DashboardApp(CannedClient(StubWorld()), url="http://127.0.0.1:8000", poll_s=3600)
+    # open spans (running nodes) are drawn to "now": the moment the stub's timelines reach,
+    # so the render does not depend on the day the tests run
+    world = StubWorld()
+    return DashboardApp(
+        CannedClient(world), url="http://127.0.0.1:8000", poll_s=3600, clock=world.timeline_now
+    )
 
 
 def _steps(

@@ -27,10 +27,13 @@ class TierUse:
 
     @property
     def fraction(self) -> float:
-        """Used share of capacity in [0, 1]; 0 when the capacity is unknown."""
+        """Used share of capacity as the server reports it; 0 when the capacity is unknown.
+
+        Not capped at 1: should a runtime report more in use than its capacity, a 100% would
+        hide that; a meter clamps, the number shows what was reported (see ``fmt.fill``)."""
         if self.capacity_tokens <= 0:
             return 0.0
-        return min(1.0, self.used_tokens / self.capacity_tokens)
+        return self.used_tokens / self.capacity_tokens
 
 
 def parse_tiers(data: Any) -> tuple[TierUse, ...]:
@@ -103,7 +106,9 @@ class TenantRow:
     programs: int
     running: int
     slowdown: float | None
-    starvation: float
+    #: the largest queue wait / service ratio of the tenant's programs; None while unknown
+    #: (no program has had service yet), not 0, which would read as "never waited"
+    starvation: float | None
     max_queue_wait_s: float
     tokens_used: int
     quota_use: Mapping[str, float]
@@ -123,7 +128,7 @@ class TenantRow:
             programs=j.integer(d, "programs"),
             running=j.integer(d, "running"),
             slowdown=j.opt_num(d, "slowdown"),
-            starvation=j.num(d, "starvation"),
+            starvation=j.opt_num(d, "starvation"),
             max_queue_wait_s=j.num(d, "max_queue_wait_s"),
             tokens_used=j.integer(d, "tokens_used"),
             quota_use=j.num_map(d.get("quota_use")),

@@ -86,11 +86,23 @@ class ProgramPage:
 
 @dataclass(frozen=True, slots=True)
 class Phase:
-    """One span of a node's timeline."""
+    """One span of a node's timeline; ``end`` is None while the span is still open (the
+    server sends ``null``: a running tool, a call still decoding), never 0.0, which would
+    read as a span that ended before the epoch's first second."""
 
     phase: str
     start: float
-    end: float
+    end: float | None
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the span is still running."""
+        return self.end is None
+
+    def end_by(self, now: float) -> float:
+        """Where the span stops when drawn at ``now``: its end, or ``now`` while it is open
+        (never before its start, should the client's clock lag the server's)."""
+        return max(self.start, now) if self.end is None else self.end
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +134,7 @@ class Node:
         """Parse one node."""
         d = j.obj(data)
         spans = tuple(
-            Phase(j.text(p, "phase"), j.num(p, "start"), j.num(p, "end"))
+            Phase(j.text(p, "phase"), j.num(p, "start"), j.opt_num(p, "end"))
             for p in j.objects(d.get("timeline"))
         )
         return Node(
@@ -159,6 +171,19 @@ class ProgramDetail:
     kv: Mapping[str, float]
     #: prompt tokens prefilled again because of mid-prompt insertions
     lost_reuse_tokens: int = 0
+
+    @property
+    def running_spans(self) -> bool:
+        """Whether any node's timeline has a span still open (its bar grows with time)."""
+        return any(p.is_open for n in self.nodes for p in n.timeline)
+
+    def latest_time(self) -> float | None:
+        """The latest moment the timelines name (a start, or a closed span's end); None
+        without any span."""
+        times = [
+            t for n in self.nodes for p in n.timeline for t in (p.start, p.end) if t is not None
+        ]
+        return max(times, default=None)
 
     @staticmethod
     def parse(data: Any) -> ProgramDetail:

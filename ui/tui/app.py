@@ -20,13 +20,15 @@ from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
+from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from agentconsole.ui.client.http import ConsoleApi, HttpConsoleClient
 from agentconsole.ui.tui import messages as m
 from agentconsole.ui.tui.commands import ProgramsProvider, system_commands
-from agentconsole.ui.tui.loader import DOOR, VIEWS
+from agentconsole.ui.tui.loader import DOOR, VIEW_READS, VIEWS, program_read
+from agentconsole.ui.tui.stale import stale_line
 from agentconsole.ui.tui.state import HISTORY, DashboardState
 from agentconsole.ui.tui.sync import DataSync
 from agentconsole.ui.tui.topbar import topbar
@@ -42,6 +44,9 @@ from agentconsole.ui.tui.views.replay import ReplayScreen
 from agentconsole.ui.tui.views.tenants import TenantsView
 
 View = OverviewView | ProgramsView | TenantsView | KVView | AuditView | EventsView
+#: how long feed batches touching the open program gather before its detail is read again:
+#: a busy program's events come every ~100 ms, a read of its detail is the whole DAG
+DETAIL_RELOAD_S = 0.3
 
 
 _Handler = TypeVar("_Handler", bound=Callable[..., None])
@@ -86,7 +91,13 @@ class DashboardApp(App[None]):
     ]
 
     def __init__(
-        self, api: ConsoleApi, *, url: str = "", feed: bool = True, poll_s: float = 1.0
+        self,
+        api: ConsoleApi,
+        *,
+        url: str = "",
+        feed: bool = True,
+        poll_s: float = 1.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
         self.api = api
@@ -95,13 +106,17 @@ class DashboardApp(App[None]):
         self.sync = DataSync(self, api, again=self.refresh_data)
         self.update_costs: deque[tuple[str, float]] = deque(maxlen=100_000)
         self.all_states = False
+        #: wall-clock "now" (epoch seconds): the age of stale data, the end of open spans
+        self.clock = clock
         self._feed_enabled = feed
         self._poll_s = poll_s
-        self._errors: dict[str, str] = {}
+        #: the pending re-read of the open program that feed batches asked for, if any
+        self._detail_reload: Timer | None = None
 
     # -- layout ---------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Static(id="topbar")
+        yield Static(id="stale")
         with TabbedContent(id="views", initial="overview"):
             for view, widget in zip(VIEWS, self._views(), strict=True):
                 with TabPane(view.title() if view != "kv" else "KV", id=view):
@@ -143,6 +158,12 @@ class DashboardApp(App[None]):
         assert isinstance(widget, View)
         return widget
 
+    def visible_screen(self) -> Screen[object]:
+        """The topmost screen that is not a dialog: what shows around any dialog open."""
+        stack: list[Screen[object]] = list(self.screen_stack)
+        dialogs_off = [screen for screen in stack if not isinstance(screen, ModalScreen)]
+        return dialogs_off[-1] if dialogs_off else stack[0]
+
     def detail_screen(self) -> ProgramScreen | None:
         """The open program screen, if it is on top."""
         return self.screen if isinstance(self.screen, ProgramScreen) else None
@@ -160,12 +181,50 @@ class DashboardApp(App[None]):
 
     # -- data ---------------------------------------------------------------------------
     def refresh_data(self) -> None:
-        """Poll what the visible view (and the open program) needs."""
+        """Poll what is on screen: the open program alone while its screen covers the views
+        (the list under it, up to 2000 rows, would be read for nobody), else the visible
+        view, and the overview while the feed that brings it is down."""
+        visible = self.visible_screen()
+        if isinstance(visible, ProgramScreen):
+            self.sync.poll((), visible.program_id, self.all_states)
+            return
+        if visible is not self.screen_stack[0]:
+            return  # a screen of its own (none today) reads what it shows itself
         wanted: tuple[str, ...] = (self.active_view,)
         if not self.state.feed_live or self.state.overview is None:
             wanted = ("overview", *wanted)
-        screen = self.detail_screen()
-        self.sync.poll(wanted, screen.program_id if screen else None, self.all_states)
+        self.sync.poll(wanted, None, self.all_states)
+
+    def _reload_detail_soon(self) -> None:
+        """Read the open program again once the feed batches of the next moment are in: one
+        read for a burst of them, not one each."""
+        if self._detail_reload is None:
+            self._detail_reload = self.set_timer(DETAIL_RELOAD_S, self._reload_detail)
+
+    def _reload_detail(self) -> None:
+        self._detail_reload = None
+        if isinstance(self.visible_screen(), ProgramScreen):
+            self.refresh_data()
+
+    # -- freshness --------------------------------------------------------------------
+    def _read(self, what: str) -> None:
+        """Read ``what`` succeeded: it is fresh again (and its next failure is news)."""
+        was_stale = what in self.state.failures
+        self.state.read_succeeded(what, self.clock())
+        if was_stale:
+            self._draw_stale()
+
+    def _draw_stale(self) -> None:
+        """Mark the visible screen stale while a read it shows failed on its last try."""
+        visible = self.visible_screen()
+        now = self.clock()
+        if isinstance(visible, ProgramScreen):
+            visible.show_stale(stale_line(self.state, (program_read(visible.program_id),), now))
+            return
+        line = stale_line(self.state, VIEW_READS.get(self.active_view, ()), now)
+        widget = self.query_one("#stale", Static)
+        widget.update(line or "")
+        widget.display = line is not None
 
     # -- message handlers -----------------------------------------------------------------
     def _timed(self, kind: str, start: float) -> None:
@@ -184,9 +243,9 @@ class DashboardApp(App[None]):
                 view.append(events)
             elif self.active_view == "programs":
                 self.view("programs").show(self.state)
-        screen = self.detail_screen()
-        if screen is not None and screen.program_id in touched:
-            self.refresh_data()
+        screen = self.visible_screen()
+        if isinstance(screen, ProgramScreen) and screen.program_id in touched:
+            self._reload_detail_soon()
         self._timed("feed", start)
 
     @on(m.FeedChanged)
@@ -199,6 +258,7 @@ class DashboardApp(App[None]):
     @while_running
     def _overview_loaded(self, message: m.OverviewLoaded) -> None:
         start = time.perf_counter()
+        self._read("overview")
         self.state.set_overview(message.overview, sample=message.tick)
         self._draw_topbar()
         if self.active_view == "overview":
@@ -209,6 +269,7 @@ class DashboardApp(App[None]):
     @while_running
     def _programs_loaded(self, message: m.ProgramsLoaded) -> None:
         start = time.perf_counter()
+        self._read("programs")
         self.state.set_programs(message.page)
         if self.active_view == "programs":
             self.view("programs").show(self.state)
@@ -218,6 +279,7 @@ class DashboardApp(App[None]):
     @while_running
     def _program_loaded(self, message: m.ProgramLoaded) -> None:
         start = time.perf_counter()
+        self._read(program_read(message.detail.summary.program_id))
         screen = self.detail_screen()
         if screen is not None and screen.program_id == message.detail.summary.program_id:
             self.state.set_detail(message.detail)
@@ -227,6 +289,7 @@ class DashboardApp(App[None]):
     @on(m.TenantsLoaded)
     @while_running
     def _tenants_loaded(self, message: m.TenantsLoaded) -> None:
+        self._read("tenants")
         self.state.tenants = message.tenants
         if self.active_view == "tenants":
             self.view("tenants").show(self.state)
@@ -234,6 +297,7 @@ class DashboardApp(App[None]):
     @on(m.DoorLoaded)
     @while_running
     def _door_loaded(self, message: m.DoorLoaded) -> None:
+        self._read(DOOR)
         self.state.door = message.door
         if self.active_view == "tenants":
             self.view("tenants").show(self.state)
@@ -243,6 +307,7 @@ class DashboardApp(App[None]):
     def _read_refused(self, message: m.ReadRefused) -> None:
         # a tenant key simply has no door to see (its section hides); the audit view says
         # once why it stays empty
+        self._read(message.what)  # an answer all the same: what it shows is not stale
         if message.what == DOOR:
             self.state.door = None
             if self.active_view == "tenants":
@@ -253,6 +318,7 @@ class DashboardApp(App[None]):
     @on(m.KVLoaded)
     @while_running
     def _kv_loaded(self, message: m.KVLoaded) -> None:
+        self._read("kv")
         self.state.kv = message.kv
         if self.active_view == "kv":
             self.view("kv").show(self.state)
@@ -260,6 +326,7 @@ class DashboardApp(App[None]):
     @on(m.AuditLoaded)
     @while_running
     def _audit_loaded(self, message: m.AuditLoaded) -> None:
+        self._read("audit")
         self.state.audit = message.actions
         if self.active_view == "audit":
             self.view("audit").show(self.state)
@@ -267,9 +334,11 @@ class DashboardApp(App[None]):
     @on(m.LoadFailed)
     @while_running
     def _load_failed(self, message: m.LoadFailed) -> None:
-        if self._errors.get(message.what) != message.error:
-            self._errors[message.what] = message.error
+        # reported once per outage (each poll repeats it), again once it recovered and fails
+        # anew; meanwhile the screen says its data is stale, and how old it is
+        if self.state.read_failed(message.what, message.error, self.clock()):
             self.notify(message.error, title=f"cannot load {message.what}", severity="error")
+        self._draw_stale()
 
     @on(m.ActionDone)
     @while_running
@@ -293,6 +362,7 @@ class DashboardApp(App[None]):
     def _view_switched(self) -> None:
         view = self.view(self.active_view)
         view.show(self.state)
+        self._draw_stale()
         if isinstance(view, ProgramsView | TenantsView | AuditView):
             view.query_one(DataTable).focus()
         self.refresh_data()
@@ -316,7 +386,7 @@ class DashboardApp(App[None]):
         """Push the detail screen of ``program_id`` and load it."""
         if self.detail_screen() is not None:
             self.pop_screen()
-        self.push_screen(ProgramScreen(program_id))
+        self.push_screen(ProgramScreen(program_id, clock=self.clock))
         self.call_after_refresh(self.refresh_data)
 
     def action_view(self, name: str) -> None:
@@ -346,8 +416,20 @@ class DashboardApp(App[None]):
         self.push_screen(ConfirmScreen(question, "Cancel program"), answered)
 
     def action_drain(self, enabled: bool) -> None:
-        """Stop (or resume) admitting new calls."""
-        self.sync.drain(enabled)
+        """Stop (after confirmation, as a cancel) or resume admitting new calls."""
+        if not enabled:
+            self.sync.drain(False)  # resuming only lets waiting calls in: nothing to undo
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.sync.drain(True)
+
+        question = (
+            "Drain: stop admitting new calls?\n\nEvery tenant's new calls wait until drain is "
+            "turned off; running calls continue. Remembered across a server restart."
+        )
+        self.push_screen(ConfirmScreen(question, "Drain"), answered)
 
     def action_replay_window(self) -> None:
         """Write the traffic of the sparklines' window (their ``HISTORY`` one-second samples,

@@ -56,7 +56,9 @@ def system_commands(app: DashboardActions) -> Iterator[SystemCommand]:
         "which served models could share KV (identical leading layers), and why (m)",
         app.action_model_compat,
     )
-    yield SystemCommand("drain on", "stop admitting new calls", partial(app.action_drain, True))
+    yield SystemCommand(
+        "drain on", "stop admitting new calls (asks first)", partial(app.action_drain, True)
+    )
     yield SystemCommand("drain off", "admit new calls again", partial(app.action_drain, False))
     yield SystemCommand("refresh", "reload the visible view now", app.action_refresh)
     yield SystemCommand("help", "keys and glyphs", app.action_help)

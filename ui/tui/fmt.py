@@ -85,6 +85,12 @@ def bar(fraction: float, width: int, style: str = "green") -> Text:
     return text
 
 
+def fill(fraction: float) -> Text:
+    """A tier's fill as reported, `` 42%``; above 100% it is shown as is, in red, since the
+    runtime reported more in use than its capacity (a meter cannot show that)."""
+    return Text(f"{fraction:4.0%}", style="bold red" if fraction > 1 else "")
+
+
 def state(value: str) -> Text:
     """A program or node state with its glyph and colour."""
     return Text(f"{STATE_GLYPHS.get(value, '?')} {value}", style=STATE_STYLES.get(value, ""))

@@ -106,18 +106,27 @@ def legend() -> Text:
     return text
 
 
-def span(detail: ProgramDetail) -> tuple[float, float]:
-    """The time range covered by the program's timelines (a 1 s range when there is none)."""
+def drawn_now(detail: ProgramDetail, clock: float) -> float:
+    """The moment open spans are drawn to: the client's ``clock``, but never before the
+    latest time the server already reported (a client clock behind the server's would
+    otherwise cut a running span short of what is known)."""
+    return max(clock, detail.latest_time() or clock)
+
+
+def span(detail: ProgramDetail, now: float) -> tuple[float, float]:
+    """The time range covered by the program's timelines, open spans running to ``now``
+    (a 1 s range when there is none)."""
     starts = [p.start for n in detail.nodes for p in n.timeline]
-    ends = [p.end for n in detail.nodes for p in n.timeline]
+    ends = [p.end_by(now) for n in detail.nodes for p in n.timeline]
     if not starts:
         return 0.0, 1.0
     t0, t1 = min(starts), max(ends)
     return t0, max(t1, t0 + 1e-3)
 
 
-def timeline_bar(node: Node, t0: float, t1: float, width: int) -> Text:
-    """``node``'s phases painted over ``width`` cells spanning ``[t0, t1]``.
+def timeline_bar(node: Node, t0: float, t1: float, width: int, now: float) -> Text:
+    """``node``'s phases painted over ``width`` cells spanning ``[t0, t1]``; a span still
+    open (a running tool, a call still decoding) runs to ``now``.
 
     Every span gets at least one cell, so short phases (a 20 ms KV reload) stay visible; a
     later span overwrites an earlier one where they share a cell; spans outside the window are
@@ -127,10 +136,11 @@ def timeline_bar(node: Node, t0: float, t1: float, width: int) -> Text:
     step = (t1 - t0) / width
     cells: list[str | None] = [None] * width
     for phase in node.timeline:
-        if phase.end < t0 or phase.start > t1:
+        end = phase.end_by(now)
+        if end < t0 or phase.start > t1:
             continue  # outside the window: drawn by nothing rather than piled on an edge
         first = int((phase.start - t0) / step) if step > 0 else 0
-        last = math.ceil((phase.end - t0) / step) - 1 if step > 0 else 0
+        last = math.ceil((end - t0) / step) - 1 if step > 0 else 0
         first = min(max(first, 0), width - 1)
         last = min(max(last, first), width - 1)
         for cell in range(first, last + 1):

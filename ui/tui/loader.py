@@ -33,6 +33,21 @@ DOOR = "door"
 AUDIT = "audit"
 #: the reads only an operator key may make: refused to a tenant key once, then not asked again
 OPERATOR_READS = (DOOR, AUDIT)
+#: the reads each view shows, whose failure marks it stale (the events view shows the feed,
+#: whose state the top bar already says)
+VIEW_READS: dict[str, tuple[str, ...]] = {
+    "overview": ("overview",),
+    "programs": ("programs",),
+    "tenants": ("tenants", DOOR),
+    "kv": ("kv",),
+    "audit": (AUDIT,),
+    "events": (),
+}
+
+
+def program_read(program_id: str) -> str:
+    """The name of the read of ``program_id``'s detail (as its failures are named)."""
+    return f"program {program_id}"
 
 
 def _operator_read(what: str, read: Callable[[], Message]) -> Message:
@@ -83,5 +98,5 @@ def load(
         try:
             out.append(ProgramLoaded(api.program(program_id)))
         except ApiError as error:
-            out.append(LoadFailed(f"program {program_id}", str(error)))
+            out.append(LoadFailed(program_read(program_id), str(error)))
     return out

@@ -28,4 +28,16 @@ def describe(result: ActionResult) -> str:
     if result.action == "preempt":
         calls = _n(body, "preempted_calls") or _n(body, "requeued_calls")
         return f"preempted {pid}: {calls} running calls requeued"
+    if result.action == "boost":
+        return _boosted(body, pid)
     return f"{result.action} {pid}: done"
+
+
+def _boosted(body: Any, pid: str) -> str:
+    """The amount the server applied: the dashboard sends none, so the server's default (its
+    answer's ``boost``, seconds of policy key) is the only place the operator learns it."""
+    amount = body.get("boost")
+    if not isinstance(amount, int | float) or isinstance(amount, bool):
+        return f"boosted {pid} (the server did not say by how much)"
+    reranked = _n(body, "reranked_calls")
+    return f"boosted {pid} by {amount:g}s of policy key: {reranked} queued calls re-ranked"

@@ -36,6 +36,14 @@ class Sample:
     p95: float
 
 
+@dataclass(frozen=True, slots=True)
+class ReadFailure:
+    """A read whose last try failed: the error and since when it has failed so."""
+
+    error: str
+    since: float
+
+
 class DashboardState:
     """The client-side model of the server, fed by polls and the SSE feed."""
 
@@ -55,6 +63,25 @@ class DashboardState:
         self.events_seen = 0
         self.feed_live = False
         self.feed_detail = "connecting"
+        #: read name (a view's, ``door``, ``program <id>``) -> when it last succeeded
+        self.read_at: dict[str, float] = {}
+        #: the reads whose last try failed: what they show is stale until one succeeds
+        self.failures: dict[str, ReadFailure] = {}
+
+    def read_succeeded(self, what: str, at: float) -> None:
+        """Read ``what`` answered at ``at``: its data is fresh, and a later failure is news."""
+        self.read_at[what] = at
+        self.failures.pop(what, None)
+
+    def read_failed(self, what: str, error: str, at: float) -> bool:
+        """Read ``what`` failed with ``error`` at ``at``. True when that is news (the read
+        was fine, or failed otherwise): a failure repeated every poll is reported once per
+        outage, and again after a recovery."""
+        known = self.failures.get(what)
+        if known is not None and known.error == error:
+            return False
+        self.failures[what] = ReadFailure(error, at)
+        return True
 
     def set_overview(self, overview: Overview, *, sample: bool = True) -> None:
         """Take a new overview; append it to the history when it is a ``sample``.

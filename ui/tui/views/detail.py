@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import ClassVar
 
@@ -15,7 +17,7 @@ from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from agentconsole.ui.client.programs import ProgramDetail
 from agentconsole.ui.tui import fmt
-from agentconsole.ui.tui.graph import legend, render_dag, span, timeline_bar
+from agentconsole.ui.tui.graph import drawn_now, legend, render_dag, span, timeline_bar
 from agentconsole.ui.tui.views.tables import Table
 
 NODE_COLUMNS = ("node", "kind", "state", "kv", "queue", "service", "tool", "timeline")
@@ -63,15 +65,18 @@ class ProgramScreen(Screen[None]):
         Binding("z", "zoom", "Zoom bars"),
     ]
 
-    def __init__(self, program_id: str) -> None:
+    def __init__(self, program_id: str, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
         self.program_id = program_id
         self.detail: ProgramDetail | None = None
         self.zoom = False
         self._window: tuple[float, float] = (0.0, 1.0)
+        #: what "now" is for the spans still open (the app's clock, injectable for tests)
+        self._clock = clock
 
     def compose(self) -> ComposeResult:
         yield Static(f"loading {self.program_id}…", id="detail-summary")
+        yield Static(id="detail-stale")
         with TabbedContent(id="detail-tabs"):
             with TabPane("DAG", id="tab-dag"), VerticalScroll(id="dag-scroll"):
                 yield Static(id="dag")
@@ -92,8 +97,11 @@ class ProgramScreen(Screen[None]):
         tabs.active = "tab-timeline" if tabs.active == "tab-dag" else "tab-dag"
 
     def show(self, detail: ProgramDetail) -> None:
-        """Redraw everything from ``detail``."""
+        """Redraw everything from ``detail``; an unchanged one with spans still open redraws
+        only the bars, which grow with time although the server's answer did not change."""
         if detail == self.detail:
+            if detail.running_spans:
+                self._rescale(always=True)
             return
         self.detail = detail
         self.query_one("#detail-summary", Static).update(summary(detail))
@@ -103,6 +111,12 @@ class ProgramScreen(Screen[None]):
         self._node_model()
         if self.zoom:
             self.call_after_refresh(self._rescale)
+
+    def show_stale(self, line: Text | None) -> None:
+        """Mark the detail as stale (its last read failed) with ``line``; None clears it."""
+        widget = self.query_one("#detail-stale", Static)
+        widget.update(line or "")
+        widget.display = line is not None
 
     def action_zoom(self) -> None:
         """Scale the bars to the page of nodes around the cursor (or back to the whole run)."""
@@ -132,34 +146,37 @@ class ProgramScreen(Screen[None]):
         widget.update(line)
         widget.display = bool(line.plain)
 
-    def _scale(self, detail: ProgramDetail) -> tuple[float, float]:
+    def _scale(self, detail: ProgramDetail, now: float) -> tuple[float, float]:
         """The time window of the bars: the run, or the rows the table shows now."""
         if not self.zoom or not detail.nodes:
-            return span(detail)
+            return span(detail, now)
         table = self.query_one("#nodes-table", DataTable)
         rows = max(1, table.size.height - 1) if table.size.height else ZOOM_ROWS
         first = min(round(table.scroll_y), max(0, len(detail.nodes) - rows))
-        return span(replace(detail, nodes=detail.nodes[first : first + rows]))
+        return span(replace(detail, nodes=detail.nodes[first : first + rows]), now)
 
-    def _rescale(self) -> None:
+    def _rescale(self, *, always: bool = False) -> None:
+        """Repaint the bars if their window moved (``always``: open spans grew anyway)."""
         detail = self.detail
         if detail is None:
             return
-        window = self._scale(detail)
-        if window == self._window:
+        now = drawn_now(detail, self._clock())
+        window = self._scale(detail, now)
+        if window == self._window and not always:
             return
         self._window = window
         table = self.query_one("#nodes-table", DataTable)
         width = self._bar_width()
         for node in detail.nodes:
-            table.update_cell(node.node_id, "timeline", timeline_bar(node, *window, width))
+            table.update_cell(node.node_id, "timeline", timeline_bar(node, *window, width, now))
 
     def _bar_width(self) -> int:
         return max(8, self.size.width - FIXED_WIDTH)
 
     def _timeline(self, detail: ProgramDetail) -> None:
         table = self.query_one("#nodes-table", DataTable)
-        t0, t1 = self._window = self._scale(detail)
+        now = drawn_now(detail, self._clock())
+        t0, t1 = self._window = self._scale(detail, now)
         bar_width = self._bar_width()
         path = set(detail.critical_path)
         keep = table.cursor_row
@@ -177,7 +194,7 @@ class ProgramScreen(Screen[None]):
                 fmt.secs(node.queue_s),
                 fmt.secs(node.service_s),
                 fmt.secs(node.tool_s),
-                timeline_bar(node, t0, t1, bar_width),
+                timeline_bar(node, t0, t1, bar_width, now),
                 key=node.node_id,
             )
         if detail.nodes:

@@ -24,7 +24,9 @@ def tiers_text(kv: KVState, width: int) -> Text:
         text.append(f"{tier.tier:<5}", style=style)
         text.append_text(fmt.bar(tier.fraction, meter, style))
         tokens = f"{fmt.count(tier.used_tokens)}/{fmt.count(tier.capacity_tokens)} tok"
-        text.append(f" {tier.fraction:4.0%} {tokens:<18}{fmt.nbytes(tier.used_bytes):>9}\n")
+        text.append(" ")
+        text.append_text(fmt.fill(tier.fraction))
+        text.append(f" {tokens:<18}{fmt.nbytes(tier.used_bytes):>9}\n")
     text.append("migrations ", style="dim")
     text.append(str(kv.migrations), style="bold")
     text.append("  recomputes ", style="dim")

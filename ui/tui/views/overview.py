@@ -53,7 +53,9 @@ def kv_panel(o: Overview, width: int) -> Text:
             text.append("\n")
         text.append(f"{tier.tier:<5}", style=fmt.TIER_STYLES.get(tier.tier, ""))
         text.append_text(fmt.bar(tier.fraction, meter, fmt.TIER_STYLES.get(tier.tier, "green")))
-        text.append(f" {tier.fraction:4.0%} ")
+        text.append(" ")
+        text.append_text(fmt.fill(tier.fraction))
+        text.append(" ")
         text.append(f"{fmt.count(tier.used_tokens)}/{fmt.count(tier.capacity_tokens)}", style="dim")
     if not o.kv:
         text.append("no KV tiers reported", style="dim")

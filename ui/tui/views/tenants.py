@@ -3,6 +3,8 @@ admission door that holds programs back (``views.door``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -14,26 +16,35 @@ from agentconsole.ui.tui.state import DashboardState
 from agentconsole.ui.tui.views.door import DoorPanel
 from agentconsole.ui.tui.views.tables import Cell, Table, refill
 
+#: (key, header): starvation is a ratio, the largest queue wait over the service received
 COLUMNS = (
-    "tenant",
-    "programs",
-    "running",
-    "slowdown",
-    "starve",
-    "max wait",
-    "tokens",
-    "quota",
-    "tok/min",
-    "stored",
-    "lost reuse",
+    ("tenant", "Tenant"),
+    ("programs", "Programs"),
+    ("running", "Running"),
+    ("slowdown", "Slowdown"),
+    ("starve", "Starve (wait/service)"),
+    ("max wait", "Max Wait"),
+    ("tokens", "Tokens"),
+    ("quota", "Quota"),
+    ("tok/min", "Tok/Min"),
+    ("stored", "Stored"),
+    ("lost reuse", "Lost Reuse"),
 )
 
 
-def _against(used: float, limit: float | None, shown: str) -> Text:
-    """``used`` (as ``shown``) against its tenant-level limit; red once it is reached."""
+def _against(used: float, limit: float | None, shown: Callable[[float], str]) -> Text:
+    """``used`` against its tenant-level limit, both written by ``shown``; red once it is
+    reached."""
     if limit is None:
-        return Text(shown)
-    return Text(f"{shown} / {fmt.count(limit)}", style="bold red" if used >= limit else "")
+        return Text(shown(used))
+    return Text(f"{shown(used)} / {shown(limit)}", style="bold red" if used >= limit else "")
+
+
+def _starvation(value: float | None) -> Text:
+    """The wait/service ratio; ``-`` while unknown (no service yet: no ratio, not 0)."""
+    if value is None:
+        return Text("-", style="dim")
+    return Text(f"{value:.2f}", style="bold yellow" if value > 0.2 else "")
 
 
 def cells(t: TenantRow) -> list[Cell]:
@@ -46,16 +57,12 @@ def cells(t: TenantRow) -> list[Cell]:
         Text("-", style="dim")
         if t.slowdown is None
         else Text(f"{t.slowdown:.2f}x", style="bold red" if t.slowdown > 2 else ""),
-        Text(f"{t.starvation:.2f}", style="bold yellow" if t.starvation > 0.2 else ""),
+        _starvation(t.starvation),
         fmt.secs(t.max_queue_wait_s),
         fmt.count(t.tokens_used),
         quota or "-",
-        _against(
-            t.tokens_last_minute,
-            t.limits.get("tokens_per_minute"),
-            fmt.count(t.tokens_last_minute),
-        ),
-        _against(t.stored_bytes, t.limits.get("stored_bytes"), fmt.count(t.stored_bytes)),
+        _against(t.tokens_last_minute, t.limits.get("tokens_per_minute"), fmt.count),
+        _against(t.stored_bytes, t.limits.get("stored_bytes"), fmt.nbytes),
         fmt.count(t.lost_reuse_tokens),
     ]
 
@@ -69,8 +76,8 @@ class TenantsView(Vertical):
 
     def on_mount(self) -> None:
         table = self.query_one("#tenants-table", DataTable)
-        for column in COLUMNS:
-            table.add_column(column.title(), key=column)
+        for key, header in COLUMNS:
+            table.add_column(header, key=key)
 
     def show(self, state: DashboardState) -> None:
         """Redraw from ``state``."""
