@@ -177,6 +177,14 @@ def main() -> None:
     " rest), or none,shared-prefill side by side.",
 )
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--seeds",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="With --loads: draws of the workload per cell (seeds --seed on), each row their mean,"
+    " each policy's P50/P95 paired with fcfs's same draw (mean and worst draw).",
+)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(

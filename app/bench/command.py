@@ -68,6 +68,8 @@ def run_bench(**opts: Any) -> None:
             "--loads compares policies under one --prefix-cache mode, model rule and"
             " cross-model KV mode"
         )
+    if opts["seeds"] > 1 and (not opts["loads"] or opts["trace_path"]):
+        raise click.UsageError("--seeds draws a named workload again per --loads cell")
     setup = BenchSetup(
         workload=None if opts["trace_path"] else opts["workload"],
         trace=opts["trace_path"],
@@ -136,7 +138,12 @@ def run_bench(**opts: Any) -> None:
             loads = _loads(opts["loads"])
             runs_at = [(label(p, k, v), p, k) for p, k, v in cells]
             result["load_sweep"] = run_loads(
-                pool, setup, runs_at, loads, lambda what, fs: _gather(progress, what, fs)
+                pool,
+                setup,
+                runs_at,
+                loads,
+                lambda what, fs: _gather(progress, what, fs),
+                seeds=opts["seeds"],
             )
     # never squeeze the side-by-side table: a narrow terminal scrolls instead of truncating
     needed = 50 + 15 * len(runs)
@@ -170,7 +177,7 @@ def run_bench(**opts: Any) -> None:
             )
     if "load_sweep" in result:
         reference = _ratio_reference(result["load_sweep"]["loads"])
-        Console(width=max(console.width, 130)).print(loads_table(result["load_sweep"], reference))
+        Console(width=max(console.width, 175)).print(loads_table(result["load_sweep"], reference))
     if opts["json_path"]:
         Path(opts["json_path"]).write_text(json.dumps(_clean(result), indent=2) + "\n")
         console.print(f"wrote {opts['json_path']}")

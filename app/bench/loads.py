@@ -7,12 +7,18 @@ rate any of them sustains there is the engine's peak (a schedule that thrashes f
 fewer).
 Each load is then that many times the peak as an arrival rate, and each policy's report says
 what share of the peak it finished, its P50/P95 E2E and the tokens it recomputed.
+
+With ``seeds`` > 1 every cell runs that many draws of the workload (seeds ``setup.seed`` on,
+at the same rates: the peak is measured on the first) and a row is their mean, each draw kept
+in ``draws``: at 0.9x of the peak one draw's P95 moves by a few percent with the seed alone
+(docs/BENCHMARKS.md 2f), more than a 1% goal, so a comparison is read from paired draws.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from agentconsole.bench.runner import BenchSetup, cost_model, load_programs, run_one
@@ -43,9 +49,11 @@ def run_loads(
     runs: Sequence[tuple[str, str, str]],
     loads: Sequence[float],
     gather: Callable[[str, dict[str, Future[dict[str, Any]]]], dict[str, dict[str, Any]]],
+    seeds: int = 1,
 ) -> dict[str, Any]:
-    """Measure the peak, then run every ``(label, policy, kv policy)`` at every load; returns
-    ``{"peak_programs_per_s", "oracle", "loads": {load: {label: row}}}``."""
+    """Measure the peak, then run every ``(label, policy, kv policy)`` at every load, ``seeds``
+    draws each; returns ``{"peak_programs_per_s", "oracle", "seeds", "loads": {load: {label:
+    row}}}``, a row the mean of its draws (each in ``draws`` when there are several)."""
     saturated = saturation_rate(setup)
     peak_runs = gather(
         "peak",
@@ -55,18 +63,34 @@ def run_loads(
     out: dict[str, Any] = {
         "peak_programs_per_s": peak,
         "peak_by_policy": {k: r["throughput_programs_per_s"] for k, r in peak_runs.items()},
+        "seeds": list(range(setup.seed, setup.seed + seeds)),
         "loads": {},
     }
     oracle = oracle_hits(load_programs(setup))
     out["oracle"] = {"hit_tokens": oracle.hit_tokens, "prompt_tokens": oracle.prompt_tokens}
+    draws = [replace(setup, seed=seed) for seed in out["seeds"]]
     for load in loads:
-        futures = {label: pool.submit(run_one, setup, p, k, load * peak) for label, p, k in runs}
+        futures = {
+            f"{label}@{i}": pool.submit(run_one, draw, p, k, load * peak)
+            for label, p, k in runs
+            for i, draw in enumerate(draws)
+        }
         reports = gather(f"{load:g}x", futures)
         out["loads"][f"{load:g}"] = {
-            label: {
-                **{key: report[key] for key in KEPT},
-                "share_of_peak": report["throughput_programs_per_s"] / peak if peak else 0.0,
-            }
-            for label, report in reports.items()
+            label: _row([reports[f"{label}@{i}"] for i in range(len(draws))], peak)
+            for label, _, _ in runs
         }
     return out
+
+
+def _row(reports: Sequence[dict[str, Any]], peak: float) -> dict[str, Any]:
+    """One cell: the mean of its draws' kept figures (and each draw, when several)."""
+    kept = [{key: report[key] for key in KEPT} for report in reports]
+    row: dict[str, Any] = {}
+    for key in KEPT:
+        mean = sum(draw[key] for draw in kept) / len(kept)
+        row[key] = round(mean) if isinstance(kept[0][key], int) else mean  # counts stay whole
+    row["share_of_peak"] = row["throughput_programs_per_s"] / peak if peak else 0.0
+    if len(kept) > 1:
+        row["draws"] = kept
+    return row

@@ -134,7 +134,9 @@ def loads_table(loads: Mapping[str, Any], reference: str) -> Table:
     table = Table(
         title=f"load sweep: x the measured peak of {peak:.4f} programs/s", header_style="bold"
     )
-    for col in (
+    paired = PAIRED_REFERENCE
+    draws = len(loads.get("seeds", [0]))
+    columns = [
         "load",
         "policy",
         "finished/s",
@@ -142,15 +144,18 @@ def loads_table(loads: Mapping[str, Any], reference: str) -> Table:
         "E2E P50 (s)",
         "E2E P95 (s)",
         f"P95 / {reference}",
-        "recomputed tokens",
-        "hits / oracle",
-    ):
+    ]
+    if any(paired in rows for rows in loads["loads"].values()):
+        worst = " (worst)" if draws > 1 else ""
+        columns += [f"P50 / {paired}{worst}", f"P95 / {paired}{worst}"]
+    columns += ["recomputed tokens", "hits / oracle"]
+    for col in columns:
         table.add_column(col, justify="left" if col in ("load", "policy") else "right")
     for load, rows in loads["loads"].items():
         base = rows.get(reference, {}).get("e2e_p95_s", math.nan)
         for name, row in rows.items():
             p95 = row["e2e_p95_s"]
-            table.add_row(
+            cells = [
                 f"{load}x",
                 name,
                 fmt(row["throughput_programs_per_s"], "{:.4f}"),
@@ -158,11 +163,35 @@ def loads_table(loads: Mapping[str, Any], reference: str) -> Table:
                 fmt(row["e2e_p50_s"], "{:.1f}"),
                 fmt(p95, "{:.1f}"),
                 fmt(p95 / base if base and base == base else math.nan, "{:.2f}x"),
+            ]
+            if len(columns) > 9:
+                against = rows.get(paired)
+                cells += [_paired(row, against, key) for key in ("e2e_p50_s", "e2e_p95_s")]
+            cells += [
                 fmt(row["recompute_tokens"], "{:,d}"),
                 fmt(row["prefix_hit_tokens"] / oracle if oracle else math.nan, "{:.0%}"),
-            )
+            ]
+            table.add_row(*cells)
         table.add_section()
     return table
+
+
+#: the below-saturation goal's reference (issue 12: within 1% of fcfs): each draw of a cell is
+#: compared with fcfs's same draw, so the seed's own variation cancels
+PAIRED_REFERENCE = "fcfs"
+
+
+def _paired(row: Mapping[str, Any], against: Mapping[str, Any] | None, key: str) -> str:
+    """The mean over draws of ``row``'s ``key`` over ``against``'s same draw, and the worst
+    draw's in brackets when there are several; blank without ``against``."""
+    if against is None:
+        return ""
+    mine, theirs = row.get("draws", [row]), against.get("draws", [against])
+    ratios = [m[key] / t[key] for m, t in zip(mine, theirs, strict=True) if t[key]]
+    if not ratios:
+        return "-"
+    mean = f"{sum(ratios) / len(ratios):.3f}"
+    return f"{mean} ({max(ratios):.3f})" if len(ratios) > 1 else mean
 
 
 #: one row of a :func:`ratio_table`: printed name, format, and how to read it from a run

@@ -206,3 +206,42 @@ def test_stock_sglang_and_the_load_sweep(tmp_path: Path) -> None:
     assert aware["share_of_peak"] > stock["share_of_peak"]
     assert aware["recompute_tokens"] < stock["recompute_tokens"]
     assert "load sweep" in output
+
+
+def test_the_load_sweep_over_several_draws_pairs_each_with_fcfs(tmp_path: Path) -> None:
+    """``--seeds N``: each cell runs N draws of the workload at the same rates, a row is their
+    mean (each draw kept), and the table pairs every policy's P50/P95 with fcfs's same draw."""
+    output, data, _ = _bench(
+        tmp_path,
+        "--workload",
+        "seed-mix",
+        "--programs",
+        "20",
+        "--policies",
+        "fcfs,cp-cache",
+        "--loads",
+        "0.5",
+        "--seeds",
+        "2",
+    )
+    sweep = data["load_sweep"]
+    assert sweep["seeds"] == [0, 1]
+    cell = sweep["loads"]["0.5"]
+    for row in cell.values():
+        draws = row["draws"]
+        assert len(draws) == 2
+        assert row["e2e_p95_s"] == pytest.approx(sum(d["e2e_p95_s"] for d in draws) / 2)
+    # two draws of one workload differ (the seed draws programs and arrivals anew)
+    assert cell["fcfs"]["draws"][0] != cell["fcfs"]["draws"][1]
+    ratios = [
+        mine["e2e_p95_s"] / theirs["e2e_p95_s"]
+        for mine, theirs in zip(cell["cp-cache"]["draws"], cell["fcfs"]["draws"], strict=True)
+    ]
+    assert "P95 / fcfs (worst)" in output
+    assert f"{sum(ratios) / 2:.3f} ({max(ratios):.3f})" in output
+
+
+def test_several_draws_need_a_load_sweep(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["bench", "--programs", "5", "--seeds", "2"])
+    assert result.exit_code == 2
+    assert "--seeds" in result.output
