@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
+# the browser lane's Chromium, one per test module that asks for it
+from tests.ui.browser_session import browser  # noqa: F401
 from tests.ui.real_server import RealServer, serve_real
 from tests.ui.stub_server import RunningStub, serve_stub
 from tests.ui.stub_world import StubWorld

@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, Route, sync_playwright
+from playwright.sync_api import Browser
 
 from agentconsole.sample_traces import load_trace
+from tests.ui.browser_session import Session, open_session
 from tests.ui.browser_target import ConsoleTarget, console_target
-from tests.ui.chromium import ARGS, CHROMIUM
 from tests.ui.stub_server import RunningStub, serve_stub
 from tests.ui.stub_world import BIG_PROGRAM, StubWorld
 
@@ -26,70 +26,14 @@ VIEWS = ("overview", "programs", "tenants", "kv", "audit", "events")
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    assert CHROMIUM.exists(), "Debian's chromium is missing: run scripts/setup.sh --test"
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleTarget]:
     with console_target(tmp_path_factory.mktemp("web")) as server:
         yield server
 
 
-class Session:
-    """A page plus everything it asked for and complained about."""
-
-    def __init__(self, page: Page, origin: str) -> None:
-        self.page = page
-        self.origin = origin
-        self.requests: list[str] = []
-        self.blocked: list[str] = []
-        self.errors: list[str] = []
-
-    def route(self, route: Route) -> None:
-        url = route.request.url
-        self.requests.append(url)
-        if url.startswith((self.origin + "/", "data:", "blob:")) or url == self.origin:
-            route.continue_()
-        else:
-            self.blocked.append(url)
-            route.abort()
-
-    def eval(self, script: str) -> object:
-        return self.page.evaluate(script)
-
-    def wait(self, script: str, timeout_s: float = 20.0) -> None:
-        """Poll ``script`` until truthy (not ``wait_for_function``: the page's CSP forbids
-        the eval it relies on, while ``evaluate`` goes through the debugger protocol)."""
-        deadline = time.monotonic() + timeout_s
-        while not self.page.evaluate(f"() => !!({script})"):
-            assert time.monotonic() < deadline, f"not true within {timeout_s}s: {script}"
-            self.page.wait_for_timeout(100)
-
-    def check_clean(self) -> None:
-        assert self.blocked == [], f"requests left the machine: {self.blocked}"
-        assert all(u.startswith((self.origin, "data:", "blob:")) for u in self.requests)
-        assert self.errors == [], self.errors
-
-
-def _open(browser: Browser, url: str) -> Iterator[Session]:
-    context = browser.new_context(viewport={"width": 1400, "height": 950}, service_workers="block")
-    page = context.new_page()
-    session = Session(page, url)
-    context.route("**/*", session.route)
-    page.on("console", lambda m: session.errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: session.errors.append(f"page error: {e}"))
-    yield session
-    context.close()
-
-
 @pytest.fixture
 def session(browser: Browser, target: ConsoleTarget) -> Iterator[Session]:
-    yield from _open(browser, target.url)
+    yield from open_session(browser, target.url)
 
 
 def _shot(session: Session, directory: Path, name: str) -> None:
@@ -167,22 +111,30 @@ def test_cancel_from_the_page_cancels_the_program(session: Session, target: Cons
 def test_preempt_and_boost_buttons_reach_the_operator_api(
     session: Session, target: ConsoleTarget
 ) -> None:
+    """Each click is taken by the page and answered before the next: the buttons are enabled
+    only once this program's detail is drawn (Playwright's click waits for that), and the
+    page's outcome of each action (``AC.state.outcomes``, what its toast said) is awaited, so
+    an action the page lost or the server refused fails here, by name, at once; the audit
+    then holds a row per action. Two clicks fired back to back with only a wait on the audit
+    could not tell a lost click from a slow server, and said neither which action was missing."""
     program_id = target.new_running_program()
     page = session.page
     page.goto(f"{target.url}/#/program/{program_id}")
-    # this program's detail, not the one an earlier test of the page left (the page is shared
-    # and a hash change does not reload it)
-    session.wait(f"AC.state.detail !== null && AC.state.detail.program_id === '{program_id}'")
-    page.click("#view-program button[data-action=preempt]")
-    page.click("#view-program button[data-action=boost]")
-    expected = {("preempt", program_id), ("boost", program_id)}
+    for action in ("preempt", "boost"):
+        taken = session.eval("AC.state.outcomes.length")
+        page.click(f"#view-program button[data-action={action}]")
+        session.wait(f"AC.state.outcomes.length > {taken}", timeout_s=30)
+        outcome = session.eval("AC.state.outcomes[AC.state.outcomes.length - 1]")
+        assert isinstance(outcome, dict)
+        assert (outcome["action"], outcome["programId"]) == (action, program_id), outcome
+        assert outcome["ok"], f"{action} of {program_id} failed in the page: {outcome['text']}"
 
-    def audited() -> bool:
-        actions = target.get("/v1/operator/audit?limit=50")["actions"]
-        assert isinstance(actions, list)
-        return expected <= {(a["action"], a["target"]) for a in actions}
-
-    _until(audited)
+    actions = target.get("/v1/operator/audit?limit=200")["actions"]
+    assert isinstance(actions, list)
+    rows = [(a["action"], a["result"]) for a in actions if a["target"] == program_id]
+    # the audit row is written before the answer: no waiting on it
+    missing = [action for action in ("preempt", "boost") if (action, "ok") not in rows]
+    assert not missing, f"no audit row of {missing} on {program_id}; its rows: {rows}"
     session.check_clean()
 
 
@@ -241,7 +193,7 @@ def big_stub() -> Iterator[RunningStub]:
 def test_a_dag_of_hundreds_of_nodes_is_drawn_without_overlaps(
     browser: Browser, big_stub: RunningStub, screenshot_dir: Path
 ) -> None:
-    for session in _open(browser, big_stub.url):
+    for session in open_session(browser, big_stub.url):
         session.page.goto(f"{big_stub.url}/#/program/{BIG_PROGRAM}")
         session.wait("AC.state.detail !== null && AC.state.detail.nodes.length >= 200")
         session.wait(
@@ -274,7 +226,7 @@ def test_a_dag_of_hundreds_of_nodes_is_drawn_without_overlaps(
 
 
 def test_live_feed_updates_the_page(browser: Browser, big_stub: RunningStub) -> None:
-    for session in _open(browser, big_stub.url):
+    for session in open_session(browser, big_stub.url):
         session.page.goto(big_stub.url + "/#/events")
         session.wait("AC.state.live && AC.state.eventsSeen > 0")
         seen = session.eval("AC.state.eventsSeen")
@@ -413,7 +365,7 @@ def test_the_program_list_pages_by_cursor_through_programs_ending_and_starting(
 
     world.on_page = churn
     with serve_stub(world) as stub:
-        for session in _open(browser, stub.url):
+        for session in open_session(browser, stub.url):
             session.page.goto(stub.url + "/#/overview")
             session.wait("AC.state.overview !== null")
             # record every listing the page takes (its polls replace the list each second;

@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
-import tests.ui.test_browser as tb
 from agentconsole.serve import ConsoleExtension
 from agentconsole.server.app import Extension
 from tests.server.api.harness import LiveServer, make_config
 from tests.server.compat_models import KEPT, ServedDirs, compat_models
+from tests.ui.browser_session import Session, open_session
 from tests.ui.chromium import ARGS, CHROMIUM
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def session(tmp_path: Path) -> Iterator[tb.Session]:
+def session(tmp_path: Path) -> Iterator[Session]:
     models = compat_models()
     sources = [(name, str(models[name])) for name in ("large", "small", "variant")]
     extensions: list[Extension] = [ConsoleExtension(), ServedDirs(sources)]
@@ -32,11 +32,11 @@ def session(tmp_path: Path) -> Iterator[tb.Session]:
         sync_playwright() as playwright,
     ):
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield from tb._open(browser, server.url)
+        yield from open_session(browser, server.url)
         browser.close()
 
 
-def test_the_button_shows_the_matrix(session: tb.Session, screenshot_dir: Path) -> None:
+def test_the_button_shows_the_matrix(session: Session, screenshot_dir: Path) -> None:
     page = session.page
     page.goto(session.origin + "/#/overview")
     session.wait("window.AC && AC.state.overview !== null")

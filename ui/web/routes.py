@@ -28,10 +28,12 @@ CSP = (
     "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; "
     "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
+# Bare media types: Litestar's Response appends ``; charset=utf-8`` (its ``encoding``) to every
+# ``text/`` type itself, so a charset written here went out twice.
 _TYPES = {
-    ".html": "text/html; charset=utf-8",
-    ".js": "text/javascript; charset=utf-8",
-    ".css": "text/css; charset=utf-8",
+    ".html": "text/html",
+    ".js": "text/javascript",
+    ".css": "text/css",
     ".svg": "image/svg+xml",
 }
 _OPT: dict[str, Any] = {"exclude_from_auth": True}
@@ -90,7 +92,7 @@ def console_page() -> Response[bytes]:
     """The single-page console."""
     return Response(
         render_page(),
-        media_type="text/html; charset=utf-8",
+        media_type=_TYPES[".html"],
         headers={"Content-Security-Policy": CSP, "Cache-Control": "no-cache"},
     )
 

@@ -18,7 +18,16 @@
     detailId: null, detail: null, tenants: [], door: null, refused: {}, kv: null, audit: [],
     events: [], eventsSeen: 0, lastSeq: null, feedLife: null, view: "overview", tailPaused: false,
     stats: { updates: [], batches: 0, polls: 0 },
+    // which key every read and the feed were sent under: bumped when the key changes, so an
+    // answer to the previous key (still in flight) is dropped instead of shown
+    keyGen: 0,
+    // read name -> {status, message, at} while its last read failed (cleared by a success):
+    // the views mark what they show as stale instead of passing an old answer off as current
+    failed: {},
+    // the last operator actions' outcomes, newest last (what the toasts said, kept past them)
+    outcomes: [],
   });
+  const OUTCOMES = 20;
 
   // -- key -------------------------------------------------------------------------------
   function loadKey() {
@@ -33,13 +42,36 @@
     AC.views.keyState();
   }
 
+  // One polled read: ``request()`` under the current key, ``apply(body)`` with its answer
+  // unless the key changed meanwhile (then the answer is the previous key's: dropped). A
+  // failure is kept in ``state.failed[name]`` (the view marks itself stale) until a success.
+  function read(name, request, apply) {
+    const gen = state.keyGen;
+    return request().then((body) => {
+      if (gen !== state.keyGen) return;
+      delete state.failed[name];
+      apply(body);
+    }, (e) => {
+      if (gen === state.keyGen) state.failed[name] = failure(e);
+    });
+  }
+  function failure(e) {
+    return { status: e.status || 0, message: e.message || String(e), at: Date.now() / 1000 };
+  }
+
   // An operator read (the door, the audit log): null once refused to this key (403), and then
   // not asked again until the key changes; each refused call is a row in the server's audit.
-  function operatorRead(what, path) {
-    if (state.refused[what]) return Promise.resolve(null);
-    return AC.api(path).then((b) => b, (e) => {
-      if (e.status === 403) state.refused[what] = true;
-      return null;
+  // Any other failure is a failed read (the view keeps its last answer, marked stale).
+  const REFUSED = {};  // what an operator read answers a key the server refused it (403)
+  function operatorRead(what, path, apply) {
+    if (state.refused[what]) { apply(null); return Promise.resolve(); }
+    const ask = () => AC.api(path).catch((e) => {
+      if (e.status === 403) return REFUSED;
+      throw e;
+    });
+    return read(what, ask, (body) => {
+      if (body === REFUSED) state.refused[what] = true;
+      apply(body === REFUSED ? null : body);
     });
   }
 
@@ -49,20 +81,39 @@
     const changed = (key || DEV_KEY) !== state.key;
     state.refused = {};
     loadKey();
-    if (changed) {
-      // another key sees other tenants' events: the tail and the cursor start afresh
-      state.events = [];
-      state.lastSeq = null;
-      state.feedLife = null;
-    }
+    if (changed) forgetKeyedViews();
     AC.views.banner("");
     restartFeed();
     poll(true);
   };
 
+  // Another key sees other tenants (or nothing: a wrong key, "Forget"): nothing read with the
+  // previous key may stay on screen, and its reads still in flight are dropped when they land.
+  function forgetKeyedViews() {
+    state.keyGen += 1;
+    state.overview = null;
+    state.history = [];
+    state.programs = new Map();
+    state.programsTotal = 0;
+    state.programsVersion += 1;
+    state.detail = null;
+    state.tenants = [];
+    state.door = null;
+    state.kv = null;
+    state.audit = [];
+    state.failed = {};
+    // the tail and the feed's cursor start afresh too
+    state.events = [];
+    state.eventsSeen = 0;
+    state.lastSeq = null;
+    state.feedLife = null;
+    AC.views.forget();
+  }
+
   // -- API ---------------------------------------------------------------------------------
   AC.api = async function (path, opts) {
     opts = opts || {};
+    const gen = state.keyGen;
     const headers = { Accept: "application/json", Authorization: "Bearer " + state.key };
     if (opts.body !== undefined) headers["Content-Type"] = "application/json";
     const res = await fetch(path, {
@@ -75,20 +126,27 @@
       const err = (body && body.error) || {};
       const error = new Error(err.message || res.statusText || "request failed");
       error.status = res.status;
-      if (res.status === 401) AC.views.banner("The server refused the key. Enter the operator key that `agentconsole serve` printed.");
+      if (res.status === 401 && gen === state.keyGen) AC.views.banner("The server refused the key. Enter the operator key that `agentconsole serve` printed.");
       throw error;
     }
     return body;
   };
 
+  // A boost sends no body: the server's default amount, as the dashboard does; the toast
+  // says the amount the server applied.
   AC.act = async function (action, programId) {
+    let outcome;
     try {
       const body = await AC.api("/v1/operator/programs/" + encodeURIComponent(programId) + "/" + action,
-        { method: "POST", body: action === "boost" ? { amount: 1.0 } : {} });
-      AC.views.toast(AC.views.describe(action, programId, body), false);
+        { method: "POST", body: action === "boost" ? undefined : {} });
+      const text = AC.views.describe(action, programId, body);
+      outcome = { action, programId, ok: true, text, warn: AC.views.inDoubt(action, body) };
     } catch (e) {
-      AC.views.toast(action + " " + programId + ": " + e.message, true);
+      outcome = { action, programId, ok: false, text: action + " " + programId + ": " + e.message };
     }
+    state.outcomes.push(outcome);
+    if (state.outcomes.length > OUTCOMES) state.outcomes.shift();
+    AC.views.toast(outcome.text, !outcome.ok, outcome.warn);
     poll(true);
   };
 
@@ -140,6 +198,7 @@
     for (;;) {
       const ctrl = new AbortController();
       feedAbort = ctrl;
+      const gen = state.keyGen;
       try {
         // resume after the last seq seen, of the server life it came from (docs/API.md)
         let since = state.lastSeq === null ? "" : "?since=" + state.lastSeq;
@@ -157,7 +216,9 @@
         for (;;) {
           const chunk = await reader.read();
           if (chunk.done) break;
-          for (const msg of parser.feed(decoder.decode(chunk.value, { stream: true }))) onMessage(msg);
+          for (const msg of parser.feed(decoder.decode(chunk.value, { stream: true }))) {
+            if (gen === state.keyGen) onMessage(msg);  // else the previous key's feed, ending
+          }
         }
         setLive(false, "reconnecting");
       } catch (e) {
@@ -179,6 +240,7 @@
     try { data = JSON.parse(msg.data); } catch (e) { return; }
     if (msg.event === "overview") {
       state.overview = data;
+      delete state.failed.overview;
       state.history.push({ t: new Date(), o: data });
       if (state.history.length > HISTORY) state.history.shift();
       schedule("overview");
@@ -236,25 +298,26 @@
     try {
       const view = state.view;
       const jobs = [];
-      if (!state.live || !state.overview) jobs.push(AC.api("/v1/overview").then((o) => { state.overview = o; }));
+      if (!state.live || !state.overview) {
+        jobs.push(read("overview", () => AC.api("/v1/overview"), (o) => { state.overview = o; }));
+      }
       if (view === "programs") {
         const q = state.scope === "all" ? "" : "&state=running";
-        jobs.push(fetchPrograms(q));
-      }
-      if (view === "program" && state.detailId) {
-        jobs.push(AC.api("/v1/programs/" + encodeURIComponent(state.detailId)).then((d) => { state.detail = d; }));
-      }
-      if (view === "tenants") {
-        // the door is the operator's to see: with a tenant key its section stays hidden
-        const door = operatorRead("door", "/v1/operator/door");
-        jobs.push(Promise.all([AC.api("/v1/tenants"), door]).then(([b, d]) => {
-          state.door = d;
-          state.tenants = b.tenants || [];
+        jobs.push(read("programs", () => fetchPrograms(q), (listing) => {
+          state.programs = listing.rows;
+          state.programsTotal = listing.total;
+          state.programsVersion += 1;
         }));
       }
-      if (view === "kv") jobs.push(AC.api("/v1/kv").then((b) => { state.kv = b; }));
+      if (view === "program" && state.detailId) jobs.push(readDetail(state.detailId));
+      if (view === "tenants") {
+        jobs.push(read("tenants", () => AC.api("/v1/tenants"), (b) => { state.tenants = b.tenants || []; }));
+        // the door is the operator's to see: with a tenant key its section stays hidden
+        jobs.push(operatorRead("door", "/v1/operator/door", (d) => { state.door = d; }));
+      }
+      if (view === "kv") jobs.push(read("kv", () => AC.api("/v1/kv"), (b) => { state.kv = b; }));
       if (view === "audit") {
-        jobs.push(operatorRead("audit", "/v1/operator/audit?limit=200").then((b) => { state.audit = b ? b.actions || [] : []; }));
+        jobs.push(operatorRead("audit", "/v1/operator/audit?limit=200", (b) => { state.audit = b ? b.actions || [] : []; }));
       }
       await Promise.allSettled(jobs);
       state.stats.polls += 1;
@@ -265,6 +328,24 @@
     }
   }
   AC.poll = poll;
+
+  // The detail of one program. An answer for another program than the one now routed to (the
+  // operator moved on while it was in flight) is dropped, as is its failure. A program that
+  // is not there for this key (404, 403) leaves nothing of its last detail on screen; any
+  // other failure keeps the last detail, marked stale.
+  function readDetail(id) {
+    const gen = state.keyGen;
+    const current = () => gen === state.keyGen && id === state.detailId;
+    return AC.api("/v1/programs/" + encodeURIComponent(id)).then((d) => {
+      if (!current()) return;
+      delete state.failed.detail;
+      state.detail = d;
+    }, (e) => {
+      if (!current()) return;
+      state.failed.detail = failure(e);
+      if (e.status === 404 || e.status === 403) state.detail = null;
+    });
+  }
 
   // Keyset paging: each page asks for the rows strictly after the last one of the page
   // before (the server's opaque next_cursor, null on the last page). An offset counted rows
@@ -291,9 +372,7 @@
         after = "&offset=" + read;
       }
     }
-    state.programs = rows;
-    state.programsTotal = total;
-    state.programsVersion += 1;
+    return { rows, total };
   }
 
   // -- routing -----------------------------------------------------------------------------
@@ -303,7 +382,12 @@
     if (m) {
       state.view = "program";
       const id = decodeURIComponent(m[1]);
-      if (id !== state.detailId) { state.detailId = id; state.detail = null; }
+      if (id !== state.detailId) {
+        // nothing of the previous program stays on screen while this one is read
+        state.detailId = id;
+        state.detail = null;
+        delete state.failed.detail;
+      }
     } else {
       const view = hash.replace(/^#\/?/, "") || "overview";
       state.view = ["overview", "programs", "tenants", "kv", "audit", "events"].includes(view) ? view : "overview";

@@ -79,7 +79,7 @@
     const names = rows.map((t) => t.tenant);
     react("chart-tenants", [
       { type: "bar", name: "slowdown (x)", x: names, y: rows.map((t) => t.slowdown || 0), marker: { color: "#f5a623" } },
-      { type: "bar", name: "starvation", x: names, y: rows.map((t) => t.starvation || 0), marker: { color: "#ff4d6d" } },
+      { type: "bar", name: "starvation (wait/service)", x: names, y: rows.map((t) => t.starvation || 0), marker: { color: "#ff4d6d" } },
     ], layout("Per-tenant slowdown and starvation", { barmode: "group" }));
   };
 
@@ -89,14 +89,20 @@
     const t0 = starts.length ? Math.min(...starts) : 0;
     const ids = nodes.map((n) => n.node_id);
     const path = new Set(detail.critical_path || []);
+    // an open span (end null: the tool still runs, the call still decodes) lasts until now
+    const now = Date.now() / 1000;
     const data = Object.keys(COLORS).map((phase) => {
-      const ys = [], xs = [], base = [];
+      const ys = [], xs = [], base = [], open = [];
       for (const n of nodes) for (const p of n.timeline || []) {
         if (p.phase !== phase) continue;
-        ys.push(n.node_id); base.push(p.start - t0); xs.push(Math.max(p.end - p.start, 1e-3));
+        const running = p.end === null || p.end === undefined;
+        const end = running ? Math.max(now, p.start) : p.end;
+        ys.push(n.node_id); base.push(p.start - t0); xs.push(Math.max(end - p.start, 1e-3));
+        open.push(running ? " (still running)" : "");
       }
-      return { type: "bar", orientation: "h", name: phase, y: ys, x: xs, base, marker: { color: COLORS[phase] },
-        hovertemplate: "%{y} " + phase + ": %{x:.3f}s from %{base:.3f}s<extra></extra>" };
+      return { type: "bar", orientation: "h", name: phase, y: ys, x: xs, base, customdata: open,
+        marker: { color: COLORS[phase] },
+        hovertemplate: "%{y} " + phase + ": %{x:.3f}s from %{base:.3f}s%{customdata}<extra></extra>" };
     });
     const ticks = ids.map((id) => (path.has(id) ? "◆ " + id : id));
     react("chart-timeline", data, layout("Per-node phases (s since the first)", {

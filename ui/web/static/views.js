@@ -35,6 +35,15 @@
     },
     rate: (v) => (v || 0).toPrecision(3) + "/s",
     pct: (v) => Math.round((v || 0) * 100) + "%",
+    // binary units, as the dashboard shows bytes: 512B, 1.5KiB, 37.2GiB
+    bytes(v) {
+      let x = Number(v || 0);
+      for (const suffix of ["B", "KiB", "MiB", "GiB", "TiB"]) {
+        if (Math.abs(x) < 1024 || suffix === "TiB") return suffix === "B" ? Math.round(x) + "B" : x.toFixed(1) + suffix;
+        x /= 1024;
+      }
+      return String(v);
+    },
     clock(t) { return t ? new Date(t * 1000).toISOString().slice(11, 23) : "-"; },
     prio(p) {
       if (p === null || p === undefined) return "-";
@@ -57,16 +66,31 @@
   };
   views.keyState = function () { $("#keystate").textContent = AC.state.keySource; };
   views.banner = function (text) { const b = $("#banner"); b.textContent = text; b.hidden = !text; };
-  views.toast = function (text, error) {
-    const t = el("div", { class: "toast" + (error ? " error" : "") }, text);
+  views.toast = function (text, error, warn) {
+    const t = el("div", { class: "toast" + (error ? " error" : warn ? " warn" : "") }, text);
     $("#toasts").append(t);
     setTimeout(() => t.remove(), 6000);
   };
+  const listed = (body, k) => (Array.isArray(body && body[k]) ? body[k].length : 0);
+  // A cancel interrupts read-only tools but lets side-effecting ones finish and commit, or
+  // flags them ``needs_reconcile``: whether their effect happened is then in doubt, and the
+  // operator must hear it (as the dashboard says it).
+  views.inDoubt = (action, body) => action === "cancel" && listed(body, "flagged_tools") > 0;
   views.describe = function (action, id, body) {
-    const n = (k) => (Array.isArray(body && body[k]) ? body[k].length : 0);
-    if (action === "cancel") return "cancelled " + id + ": " + n("aborted_calls") + " calls aborted, " + n("interrupted_tools") + " tools interrupted";
-    if (action === "preempt") return "preempted " + id + ": " + n("preempted_calls") + " running calls requeued";
-    return "boosted " + id;
+    const n = (k) => listed(body, k);
+    if (action === "cancel") {
+      let text = "cancelled " + id + ": " + n("aborted_calls") + " calls aborted, " + n("interrupted_tools") + " tools interrupted";
+      const flagged = n("flagged_tools");
+      if (flagged) text += ", " + flagged + " side-effecting tool calls flagged: their effect is in doubt, reconcile them";
+      return text;
+    }
+    if (action === "preempt") return "preempted " + id + ": " + (n("preempted_calls") || n("requeued_calls")) + " running calls requeued";
+    if (action === "boost") {
+      const amount = body && typeof body.boost === "number" ? " by " + fmt.compact(body.boost) + "s" : "";
+      const reranked = body && Array.isArray(body.reranked_calls) ? ", " + n("reranked_calls") + " queued calls re-ranked" : "";
+      return "boosted " + id + amount + reranked;
+    }
+    return action + " " + id + ": done";
   };
 
   function header(o) {
@@ -81,16 +105,20 @@
     }
   };
 
-  // Views fed by one polled object redraw only when a new object arrives.
-  const SOURCES = { overview: (st) => st.overview, tenants: (st) => st.tenants, kv: (st) => st.kv, audit: (st) => st.audit };
+  // Views fed by polled objects redraw only when a new object arrives (the tenants view has
+  // two reads, either of which may fail while the other succeeds).
+  const SOURCES = { overview: (st) => [st.overview], tenants: (st) => [st.tenants, st.door], kv: (st) => [st.kv],
+    audit: (st) => [st.audit] };
   const drawn = {};
   views.render = function (view) {
     const st = AC.state;
     header(st.overview);
+    stale(st, view);
     if (SOURCES[view]) {
-      const source = SOURCES[view](st);
-      if (source === drawn[view]) return;
-      drawn[view] = source;
+      const sources = SOURCES[view](st);
+      const before = drawn[view];
+      if (before && sources.every((source, i) => source === before[i])) return;
+      drawn[view] = sources;
     }
     if (view === "overview") renderOverview(st);
     else if (view === "programs") renderPrograms(st);
@@ -99,6 +127,58 @@
     else if (view === "kv") renderKV(st);
     else if (view === "audit") renderAudit(st);
     else if (view === "events") renderTail(st);
+  };
+
+  // -- stale marker: a view whose last read failed says so, with the server's message, and
+  // that what it shows is the last good read (or nothing); cleared by the next success ------
+  const READS = { overview: ["overview"], programs: ["programs"], program: ["detail"], tenants: ["tenants", "door"],
+    kv: ["kv"], audit: ["audit"], events: [] };
+  const READ_NAMES = { overview: "the overview", programs: "the program list", detail: "the program",
+    tenants: "the tenants", door: "the admission door", kv: "the KV tiers", audit: "the audit log" };
+  function stale(st, view) {
+    const lines = (READS[view] || []).filter((name) => st.failed[name]).map((name) => {
+      const f = st.failed[name];
+      const what = name === "detail" ? "program " + st.detailId : READ_NAMES[name];
+      const status = f.status ? "HTTP " + f.status + ": " : "";
+      const shown = name === "detail" && !st.detail ? "nothing to show" : "showing the last good read";
+      return what + " could not be read at " + fmt.clock(f.at) + " (" + status + f.message + "); " + shown;
+    });
+    const box = $("#stale");
+    const text = lines.join("\n");
+    if (box.textContent !== text) box.textContent = text;
+    box.hidden = !text;
+  }
+
+  // -- a key change: nothing read with the previous key stays on screen -------------------
+  function purge(id) {
+    const node = document.getElementById(id);
+    if (node && node.data && window.Plotly) window.Plotly.purge(node);
+  }
+  views.forget = function () {
+    for (const k of Object.keys(drawn)) delete drawn[k];
+    header(null);
+    $("#cards").replaceChildren();
+    for (const id of ["chart-rates", "chart-latency", "chart-queue", "chart-kv", "chart-tenants", "chart-tiers", "chart-placement"]) purge(id);
+    $("#replay").hidden = true;
+    $("#compat").hidden = true;
+    rowCache.clear();
+    $("#programs tbody").replaceChildren();
+    $("#programs-count").textContent = "";
+    shownKey = "";
+    programsSeen = "";
+    clearDetail();
+    $("#tenants tbody").replaceChildren();
+    $("#door-section").hidden = true;
+    $("#door-cards").replaceChildren();
+    $("#door tbody").replaceChildren();
+    $("#kv-cards").replaceChildren();
+    $("#retained tbody").replaceChildren();
+    $("#audit tbody").replaceChildren();
+    $("#audit-refused").hidden = true;
+    $("#tail").replaceChildren();
+    tailSeen = -1;
+    $("#stale").hidden = true;
+    $("#stale").textContent = "";
   };
 
   function cards(target, items) {
@@ -217,10 +297,34 @@
   }
 
   // -- program detail ----------------------------------------------------------------------
+  // Nothing of a program stays on screen once another is routed to, or once it cannot be read
+  // (404, 403): no cards, DAG, timeline or nodes, and its buttons disabled.
+  let detailShown = true;  // the page's first draw clears the static markup too
+  function clearDetail() {
+    renderDetail.stamp = "";
+    timelineDrawn = 0;
+    if (!detailShown) return;
+    detailShown = false;
+    $("#detail-summary").replaceChildren();
+    $("#dag").replaceChildren();
+    $("#dag-legend").textContent = "";
+    purge("chart-timeline");
+    $("#nodes tbody").replaceChildren();
+    for (const b of document.querySelectorAll("#view-program button.act")) b.disabled = true;
+  }
+  views.clearDetail = clearDetail;
+
+  // an open span (end null: a tool still running, a call still decoding) grows with the
+  // clock: its timeline is redrawn at most this often while one is open
+  const OPEN_SPAN_REDRAW_MS = 1000;
+  let timelineDrawn = 0;
+  const hasOpenSpan = (d) => d.nodes.some((n) => (n.timeline || []).some((p) => p.end === null || p.end === undefined));
+
   function renderDetail(st) {
     const d = st.detail;
     $("#detail-title").textContent = st.detailId || "";
-    if (!d || d.program_id !== st.detailId) return;
+    if (!d || d.program_id !== st.detailId) { clearDetail(); return; }
+    detailShown = true;
     const kv = d.kv || {};
     cards($("#detail-summary"), [
       ["state", d.state, "st-" + d.state], ["tenant", d.tenant], ["nodes", d.nodes_done + "/" + d.nodes_known],
@@ -232,10 +336,18 @@
     ]);
     for (const b of document.querySelectorAll("#view-program button.act")) b.disabled = d.state !== "running";
     const stamp = JSON.stringify([d.nodes, d.critical_path]);
-    if (stamp === renderDetail.stamp) return;
+    const now = performance.now();
+    if (stamp === renderDetail.stamp) {
+      if (hasOpenSpan(d) && now - timelineDrawn >= OPEN_SPAN_REDRAW_MS) {
+        timelineDrawn = now;
+        AC.charts.timeline(d);
+      }
+      return;
+    }
     renderDetail.stamp = stamp;
     AC.dag.draw($("#dag"), d, $("#dag-fit").checked);
     $("#dag-legend").textContent = d.nodes.length + " nodes · critical path " + (d.critical_path || []).length;
+    timelineDrawn = now;
     AC.charts.timeline(d);
     const path = new Set(d.critical_path || []);
     $("#nodes tbody").replaceChildren(...d.nodes.map((n) => el("tr", { "data-node": n.node_id },
@@ -261,20 +373,30 @@
   }
 
   // a tenant-level usage against its limit (none: unlimited), flagged once reached
-  function against(used, limit) {
-    const shown = fmt.count(used || 0);
+  function against(used, limit, format) {
+    const shown = format(used || 0);
     if (limit === null || limit === undefined) return [shown, "num"];
-    return [shown + " / " + fmt.count(limit), "num" + ((used || 0) >= limit ? " late" : "")];
+    return [shown + " / " + format(limit), "num" + ((used || 0) >= limit ? " late" : "")];
+  }
+
+  // starvation is a ratio (a program's wait over its service, the tenant's worst): as the
+  // dashboard, two decimals, flagged above this
+  const STARVED = 0.2;
+  function starvation(v) {
+    // no service yet: no ratio (not 0), as the dashboard shows it
+    if (typeof v !== "number" || !Number.isFinite(v)) return ["-", "num muted"];
+    return [v.toFixed(2), "num" + (v > STARVED ? " warn" : "")];
   }
 
   function renderTenants(st) {
     fill($("#tenants tbody"), st.tenants.map((t) => [
       [t.tenant], [String(t.programs), "num"], [String(t.running), "num"],
       [t.slowdown === null || t.slowdown === undefined ? "-" : t.slowdown.toFixed(2) + "x", "num" + (t.slowdown > 2 ? " late" : "")],
-      [(t.starvation || 0).toFixed(3), "num"], [fmt.secs(t.max_queue_wait_s), "num"], [fmt.count(t.tokens_used), "num"],
+      starvation(t.starvation),
+      [fmt.secs(t.max_queue_wait_s), "num"], [fmt.count(t.tokens_used), "num"],
       [Object.entries(t.quota_use || {}).map(([k, v]) => k + " " + fmt.pct(v)).join("  ") || "-"],
-      against(t.tokens_last_minute, (t.limits || {}).tokens_per_minute),
-      against(t.stored_bytes, (t.limits || {}).stored_bytes),
+      against(t.tokens_last_minute, (t.limits || {}).tokens_per_minute, fmt.count),
+      against(t.stored_bytes, (t.limits || {}).stored_bytes, fmt.bytes),
       [fmt.count((t.prompt_insertions || {}).lost_reuse_tokens || 0), "num"],
     ]));
     AC.charts.tenants(st.tenants);
@@ -292,11 +414,19 @@
       ["held now", fmt.count(door.held_tokens)],
       ["boundary parks", String(door.boundary_parks)],
     ]);
-    const peaks = new Map((door.peaks || []).map((p) => [p.kind, p.peak_private_tokens]));
-    fill($("#door tbody"), (door.runs || []).map((r) => [
-      [r.tenant], [r.kind], [fmt.secs(r.expected_run_s), "num"],
-      [peaks.has(r.kind) ? fmt.count(Math.round(peaks.get(r.kind))) : "-", "num"],
-    ]));
+    // as the dashboard: each tenant's kinds with their run (by tenant, kind), then the kinds
+    // with a peak learned but no run yet (a kind whose programs all failed or still run)
+    const peaks = new Map((door.peaks || []).filter((p) => typeof p.peak_private_tokens === "number")
+      .map((p) => [p.kind, p.peak_private_tokens]));
+    const peak = (kind) => (peaks.has(kind) ? fmt.count(Math.round(peaks.get(kind))) : "-");
+    const byName = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
+    const runs = (door.runs || []).slice().sort((a, b) => byName(a.tenant, b.tenant) || byName(a.kind, b.kind));
+    const withRun = new Set(runs.map((r) => r.kind));
+    const peakOnly = [...peaks.keys()].filter((k) => !withRun.has(k)).sort(byName);
+    fill($("#door tbody"), [
+      ...runs.map((r) => [[r.tenant], [r.kind], [fmt.secs(r.expected_run_s), "num"], [peak(r.kind), "num"]]),
+      ...peakOnly.map((kind) => [["-", "muted"], [kind], ["-", "num muted"], [peak(kind), "num"]]),
+    ]);
   }
 
   function renderKV(st) {

@@ -1,0 +1,373 @@
+"""The browser console's views in Chromium: what a key change, a failed read, an open span and
+an operator action's answer leave on screen.
+
+Canned data (the stub server) where a failure or a shape must be forced, the real
+``agentconsole serve --runtime sim --demo`` where the server's own answer is the point (an open
+tool span, the boost default). Failures are forced with Playwright's routing (the page's
+requests answered by the test), never by changing the servers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Route
+
+from tests.ui.browser_session import Session, open_session
+from tests.ui.browser_target import ConsoleTarget, console_target
+from tests.ui.stub_server import TENANT_KEY, RunningStub, serve_stub
+from tests.ui.stub_world import BIG_PROGRAM, StubWorld
+
+pytestmark = pytest.mark.browser
+
+UNAVAILABLE = {"error": {"type": "unavailable", "message": "the store is closed for a test"}}
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[RunningStub]:
+    with serve_stub(StubWorld(programs=40)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleTarget]:
+    with console_target(tmp_path_factory.mktemp("web-views")) as server:
+        yield server
+
+
+@pytest.fixture
+def page_on_stub(browser: Browser, stub: RunningStub) -> Iterator[Session]:
+    yield from open_session(browser, stub.url)
+
+
+@pytest.fixture
+def page_on_real(browser: Browser, target: ConsoleTarget) -> Iterator[Session]:
+    yield from open_session(browser, target.url)
+
+
+def _answer(status: int, body: object) -> Any:
+    """A route handler answering ``status`` with ``body`` as JSON."""
+
+    def handler(route: Route) -> None:
+        route.fulfill(status=status, content_type="application/json", body=json.dumps(body))
+
+    return handler
+
+
+def _count(session: Session, selector: str) -> int:
+    return int(str(session.eval(f"document.querySelectorAll({json.dumps(selector)}).length")))
+
+
+# -- 1. a key change ----------------------------------------------------------------------
+
+#: every keyed view's drawn content: none of it may survive a change of key
+KEYED = {
+    "overview cards": "#cards .card",
+    "program rows": "#programs tbody tr",
+    "detail cards": "#detail-summary .card",
+    "DAG nodes": "#dag svg g.node",
+    "node rows": "#nodes tbody tr",
+    "tenant rows": "#tenants tbody tr",
+    "door rows": "#door tbody tr",
+    "KV cards": "#kv-cards .card",
+    "audit rows": "#audit tbody tr",
+    "tail lines": "#tail div",
+}
+CHARTS = ("chart-rates", "chart-timeline", "chart-tenants", "chart-tiers")
+
+
+def test_a_wrong_key_leaves_nothing_of_the_previous_key_on_screen(
+    page_on_stub: Session, stub: RunningStub
+) -> None:
+    """With the operator key every view is drawn; after a wrong key (refused: 401) nothing
+    the operator key read is left, in any view, nor does it come back."""
+    session, page = page_on_stub, page_on_stub.page
+    stub.world.act("boost", BIG_PROGRAM, {"amount": 1})  # an audit row to show
+    page.goto(f"{stub.url}/#/program/{BIG_PROGRAM}")
+    session.wait("document.querySelectorAll('#dag svg g.node').length > 0")
+    for view, drawn_by in (
+        ("programs", "program rows"),
+        ("tenants", "door rows"),
+        ("kv", "KV cards"),
+        ("audit", "audit rows"),
+        ("events", "tail lines"),
+        ("overview", "overview cards"),
+    ):
+        page.click(f"#tabs a[data-view={view}]")
+        if view == "events":
+            session.wait("AC.state.live")
+            stub.world.tick(0.1, 2)  # events for the tail (the stub is not live)
+        session.wait(f"document.querySelectorAll('{KEYED[drawn_by]}').length > 0")
+    session.wait("document.getElementById('chart-rates').data?.length === 2")
+    drawn = {name: _count(session, css) for name, css in KEYED.items()}
+    assert all(drawn.values()), f"the test did not draw every view: {drawn}"
+
+    session.eval("AC.setKey('sk-wrong')")
+    page.locator("#banner", has_text="refused").wait_for()
+    polls = session.eval("AC.state.stats.polls")
+    session.wait(f"AC.state.stats.polls >= {polls} + 2")
+    left = {name: n for name, css in KEYED.items() if (n := _count(session, css))}
+    assert left == {}, f"still on screen after the key changed: {left}"
+    charts = [c for c in CHARTS if session.eval(f"!!document.getElementById('{c}').data")]
+    assert charts == [], f"charts still drawn: {charts}"
+    assert page.locator("#door-section").is_hidden()
+    assert page.locator("#policy").text_content() == ""
+    assert session.eval("AC.state.programs.size + AC.state.history.length") == 0
+    session.errors.clear()  # the refused requests were logged as resource errors, as they should
+
+
+def test_a_refusal_of_the_previous_key_does_not_refuse_the_new_one(
+    page_on_stub: Session, stub: RunningStub
+) -> None:
+    """An audit read sent with a tenant key is held until the operator key is in use; its 403
+    then lands: it must not mark the operator key as refused (the audit would stay hidden)."""
+    session, page = page_on_stub, page_on_stub.page
+    stub.world.act("boost", BIG_PROGRAM, {"amount": 1})
+    page.goto(f"{stub.url}/#key={TENANT_KEY}")
+    session.wait("AC.state.key === 'sk-tenant-a' && AC.state.stats.polls > 0")
+    # hold the audit read sent with the tenant key until it is released (the page's fetch,
+    # patched: its request, headers included, is made only then)
+    session.eval(
+        """() => {
+          const send = window.fetch;
+          window.release = null;
+          window.fetch = (url, opts) => {
+            const held = String(url).startsWith('/v1/operator/audit') && !window.release;
+            if (!held) return send(url, opts);
+            return new Promise((resolve) => { window.release = () => resolve(send(url, opts)); });
+          };
+        }"""
+    )
+    page.click("#tabs a[data-view=audit]")
+    session.wait("window.release !== null")
+    session.eval(f"AC.setKey('{stub.key}')")
+    session.eval("window.release()")  # the tenant key's read goes out now: 403
+    session.wait("document.querySelectorAll('#audit tbody tr').length > 0")
+    polls = session.eval("AC.state.stats.polls")
+    session.wait(f"AC.state.stats.polls >= {polls} + 2")
+    assert session.eval("!!AC.state.refused.audit") is False
+    assert page.locator("#audit-refused").is_hidden()
+    assert _count(session, "#audit tbody tr") > 0
+    session.errors.clear()  # the held read's 403 was logged as a resource error
+
+
+# -- 2. the detail view -------------------------------------------------------------------
+
+
+def test_another_program_clears_the_detail_and_a_failed_read_says_why(
+    page_on_stub: Session, stub: RunningStub
+) -> None:
+    """Moving to a program that cannot be read (404) leaves nothing of the previous one: no
+    cards, DAG, timeline, node rows, no enabled button; the read's error is shown instead."""
+    session, page = page_on_stub, page_on_stub.page
+    page.goto(f"{stub.url}/#/program/{BIG_PROGRAM}")
+    session.wait("document.querySelectorAll('#dag svg g.node').length > 0")
+    session.wait("document.getElementById('chart-timeline').data?.length === 5")
+    assert page.locator("#view-program button[data-action=boost]").is_enabled()
+
+    polls = session.eval("AC.state.stats.polls")
+    page.evaluate("() => { location.hash = '#/program/no-such-program'; }")
+    session.wait(f"AC.state.stats.polls >= {polls} + 2")  # its read came back (a 404), twice
+    assert page.text_content("#detail-title") == "no-such-program"
+    left = {
+        name: n
+        for name, css in KEYED.items()
+        if name in ("detail cards", "DAG nodes", "node rows") and (n := _count(session, css))
+    }
+    assert left == {}, f"the previous program is still shown: {left}"
+    assert session.eval("!!document.getElementById('chart-timeline').data") is False
+    for action in ("preempt", "boost", "cancel"):
+        assert page.locator(f"#view-program button[data-action={action}]").is_disabled()
+    page.locator("#stale", has_text="no-such-program").wait_for()
+    marker = page.text_content("#stale") or ""
+    assert "HTTP 404" in marker, marker
+    assert "no program no-such-program" in marker, marker
+
+    # back to a readable program: the marker goes, the detail comes back
+    page.evaluate(f"() => {{ location.hash = '#/program/{BIG_PROGRAM}'; }}")
+    session.wait("document.querySelectorAll('#dag svg g.node').length > 0")
+    session.wait("document.getElementById('stale').hidden")
+    session.errors.clear()  # the 404 was logged as a resource error
+
+
+# -- 3. a failed poll ---------------------------------------------------------------------
+
+
+def test_a_failed_poll_marks_the_view_stale_until_a_read_succeeds(
+    page_on_stub: Session, stub: RunningStub
+) -> None:
+    session, page = page_on_stub, page_on_stub.page
+    page.goto(f"{stub.url}/#/programs")
+    session.wait("document.querySelectorAll('#programs tbody tr').length > 0")
+    rows = _count(session, "#programs tbody tr")
+    assert page.locator("#stale").is_hidden()
+
+    page.route("**/v1/programs?*", _answer(503, UNAVAILABLE))
+    page.locator("#stale", has_text="the store is closed for a test").wait_for()
+    marker = page.text_content("#stale") or ""
+    assert "the program list" in marker, marker
+    assert "HTTP 503" in marker, marker
+    assert "showing the last good read" in marker
+    assert _count(session, "#programs tbody tr") == rows  # the last list, marked, not dropped
+
+    page.unroute("**/v1/programs?*")
+    page.locator("#stale").wait_for(state="hidden")
+    session.errors.clear()  # the 503s were logged as resource errors
+
+
+def test_a_failed_door_read_keeps_the_door_marked_stale(
+    page_on_stub: Session, stub: RunningStub
+) -> None:
+    """Only a 403 hides the door (a tenant key); a 503 keeps the last door, marked."""
+    session, page = page_on_stub, page_on_stub.page
+    page.goto(f"{stub.url}/#/tenants")
+    session.wait("document.querySelectorAll('#door tbody tr').length > 0")
+    page.route("**/v1/operator/door", _answer(503, UNAVAILABLE))
+    page.locator("#stale", has_text="the admission door").wait_for()
+    assert page.locator("#door-section").is_visible()
+    assert session.eval("!!AC.state.refused.door") is False
+    page.unroute("**/v1/operator/door")
+    page.locator("#stale").wait_for(state="hidden")
+    session.errors.clear()
+
+
+# -- 4. an open span ----------------------------------------------------------------------
+
+
+def test_an_open_tool_span_is_drawn_up_to_now(page_on_real: Session, target: ConsoleTarget) -> None:
+    """The real server sends a running tool's span with ``end: null``: its bar reaches now
+    (and grows), not a 1 ms sliver."""
+    program_id = target.new_running_program()
+    session = page_on_real
+    session.page.goto(f"{target.url}/#/program/{program_id}")
+    session.wait("AC.state.detail !== null")
+    opened = session.eval(
+        "AC.state.detail.nodes.find((n) => n.node_id === 'n1').timeline"
+        ".find((p) => p.phase === 'tool')"
+    )
+    assert isinstance(opened, dict), opened
+    assert opened["end"] is None, opened
+    bar = """(() => {
+      const tool = (document.getElementById('chart-timeline').data || [])
+        .find((t) => t.name === 'tool');
+      const at = tool ? tool.y.indexOf('n1') : -1;
+      return at < 0 ? 0 : tool.x[at];
+    })()"""
+    session.wait(f"{bar} >= 1.0", timeout_s=20)  # a second or more, redrawn as it runs
+    length = float(str(session.eval(bar)))
+    running_for = float(str(session.eval(f"Date.now() / 1000 - {opened['start']}")))
+    assert length <= running_for + 0.01
+    session.check_clean()
+
+
+# -- 5. the actions' answers --------------------------------------------------------------
+
+
+def test_boost_sends_no_amount_and_says_the_server_s(
+    page_on_real: Session, target: ConsoleTarget
+) -> None:
+    """As the dashboard: no body (the server's default amount), and the toast says it."""
+    program_id = target.new_running_program()
+    session, page = page_on_real, page_on_real.page
+    posted: list[str | None] = []
+    page.on(
+        "request",
+        lambda r: posted.append(r.post_data) if r.url.endswith(f"/{program_id}/boost") else None,
+    )
+    page.goto(f"{target.url}/#/program/{program_id}")
+    page.click("#view-program button[data-action=boost]")  # enabled once its detail is shown
+    toast = page.locator(".toast", has_text=f"boosted {program_id}")
+    toast.wait_for()
+    assert posted == [None]
+    actions = target.get("/v1/operator/audit?limit=200")["actions"]
+    assert isinstance(actions, list)
+    boosts = [a for a in actions if (a["action"], a["target"]) == ("boost", program_id)]
+    assert len(boosts) == 1
+    amount = boosts[0]["args"]["amount"]
+    assert amount == 10.0  # the server's default (server/api/schemas.py BoostIn)
+    assert f"boosted {program_id} by 10s" in (toast.text_content() or "")
+    session.check_clean()
+
+
+def test_a_cancel_that_left_tools_in_doubt_says_so(
+    page_on_stub: Session, stub: RunningStub
+) -> None:
+    session, page = page_on_stub, page_on_stub.page
+    program_id = next(p for p, prog in stub.world.programs.items() if prog.state == "running")
+    answer = {
+        "program_id": program_id,
+        "state": "cancelled",
+        "aborted_calls": ["c1"],
+        "interrupted_tools": [],
+        "flagged_tools": ["n4", "n5"],
+    }
+    page.route(f"**/v1/operator/programs/{program_id}/cancel", _answer(200, answer))
+    page.goto(f"{stub.url}/#/program/{program_id}")
+    page.click("#view-program button[data-action=cancel]")
+    page.click("#confirm-yes")
+    toast = page.locator(".toast", has_text=f"cancelled {program_id}")
+    toast.wait_for()
+    text = toast.text_content() or ""
+    assert "2 side-effecting tool calls flagged" in text, text
+    assert "in doubt" in text, text
+    assert "warn" in (toast.get_attribute("class") or "")
+    session.check_clean()
+
+
+# -- 6. the tenants view ------------------------------------------------------------------
+
+
+def test_tenants_show_starvation_as_the_dashboard_and_stored_bytes_as_bytes(
+    page_on_stub: Session, stub: RunningStub
+) -> None:
+    session, page = page_on_stub, page_on_stub.page
+    page.goto(f"{stub.url}/#/tenants")
+    session.wait("document.querySelectorAll('#tenants tbody tr').length === 3")
+    heads = page.locator("#tenants thead th").all_text_contents()
+    column = next(i for i, h in enumerate(heads) if h.startswith("Starvation"))
+    assert "wait/service" in heads[column]
+    stored = heads.index("Stored")
+    rows = page.locator("#tenants tbody tr")
+    starvation = [rows.nth(i).locator("td").nth(column) for i in range(3)]
+    # the stub's tenants starve 0.05, 0.16, 0.27 (tenant-a, b, c); above 0.2 flagged
+    assert [c.text_content() for c in starvation] == ["0.05", "0.16", "0.27"]
+    flagged = ["warn" in (c.get_attribute("class") or "") for c in starvation]
+    assert flagged == [False, False, True]
+    # 3,500,000 bytes stored by tenant-a: 3.3 MiB, not "3.50M" tokens
+    assert rows.nth(0).locator("td").nth(stored).text_content() == "3.3MiB"
+    session.check_clean()
+
+
+def test_the_door_lists_kinds_with_a_peak_but_no_run(
+    page_on_stub: Session, stub: RunningStub
+) -> None:
+    """As the dashboard: after the learned runs (by tenant, kind), the kinds with a peak and
+    no run yet, with ``-`` for their tenant and run."""
+    session, page = page_on_stub, page_on_stub.page
+    door = stub.world.door_json()
+    door["peaks"].append({"kind": "newcomer", "peak_private_tokens": 4200.0})
+    page.route("**/v1/operator/door", _answer(200, door))
+    page.goto(f"{stub.url}/#/tenants")
+    session.wait("[...document.querySelectorAll('#door tbody tr')].length > 0")
+    rows = page.locator("#door tbody tr")
+    cells = [rows.nth(i).locator("td").all_text_contents() for i in range(rows.count())]
+    assert len(cells) == len(door["runs"]) + 1
+    assert cells[-1] == ["-", "newcomer", "-", "4.20K"]
+    runs = [(c[0], c[1]) for c in cells[:-1]]
+    assert runs == sorted(runs)
+    session.check_clean()
+
+
+# -- 7. the charset -----------------------------------------------------------------------
+
+
+def test_page_and_assets_name_one_charset(stub: RunningStub) -> None:
+    page = httpx.get(stub.url + "/")
+    assert page.headers["content-type"] == "text/html; charset=utf-8"
+    for name, media in (("app.js", "text/javascript"), ("app.css", "text/css")):
+        asset = httpx.get(f"{stub.url}/static/{name}")
+        assert asset.headers["content-type"] == f"{media}; charset=utf-8"
