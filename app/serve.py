@@ -50,8 +50,7 @@ from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.extension import GatewayExtension
 from agentconsole.server.runtime.sglang.factory import GPU_MODEL_REQUIRED, engine_device
 from agentconsole.server.store import StoreConfig, StoreOpenError
-from agentconsole.server.store.event_log import event_log_path
-from agentconsole.server.store.opening import probe, refuse_unsafe_paths
+from agentconsole.server.store.opening import check_openable
 from agentconsole.settings import (
     SIM_DEFAULT_MODEL,
     InvalidSettings,
@@ -309,13 +308,17 @@ def http_limits(settings: Settings) -> HttpLimits:
 CLIENT_LOGGERS = ("httpx", "httpcore")
 
 
+#: serve's one log format: when, how bad, who, what (an error without its time is half told)
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
 def configure_logging(level_name: str) -> None:
     """Log to stderr at ``level_name``; the in-process HTTP clients' per-request lines only at
     DEBUG (at INFO a demo or a router runtime would print every call twice)."""
     # uvicorn's "trace" sits below DEBUG (logging knows the name only once uvicorn added it)
     name = level_name.upper()
     level = TRACE_LOG_LEVEL if name == "TRACE" else logging.getLevelName(name)
-    logging.basicConfig(level=level, stream=sys.stderr)
+    logging.basicConfig(level=level, stream=sys.stderr, format=LOG_FORMAT)
     for logger_name in CLIENT_LOGGERS:
         client_level = level if level <= logging.DEBUG else max(level, logging.WARNING)
         logging.getLogger(logger_name).setLevel(client_level)
@@ -340,29 +343,16 @@ def missing_model(settings: Settings) -> str | None:
     return None
 
 
-#: how long a store held by a process that is ending (a server stopped a moment ago) may take
-#: to let go before ``serve`` refuses it; another live ``serve`` is refused after this
-STORE_RELEASE_WAIT_S = 1.0
-
-
 def check_store(settings: Settings) -> None:
     """Raise :class:`StartRefused` for a store the server's open would refuse (locked by
     another process, a missing directory, a damaged file or WAL): the same message, said
-    before anything starts instead of in a traceback from the lifespan. Reads only."""
-    path = settings.store.db.absolute()
+    before anything starts instead of in a traceback from the lifespan. Reads only, and
+    waits for a holder that is exiting as the open does."""
     config = StoreConfig(memory_limit=settings.store.memory_limit.strip())
-    deadline = time.monotonic() + STORE_RELEASE_WAIT_S
-    while True:
-        try:
-            for file in (path, event_log_path(path)):
-                refuse_unsafe_paths(file)
-                if file.exists():
-                    probe(file, config)
-            return
-        except StoreOpenError as error:
-            if "locked" not in error.reason or time.monotonic() > deadline:
-                raise StartRefused(str(error)) from None
-            time.sleep(0.1)
+    try:
+        check_openable(settings.store.db, config)
+    except StoreOpenError as error:
+        raise StartRefused(str(error)) from None
 
 
 def refuse_to_start(settings: Settings) -> None:

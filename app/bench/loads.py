@@ -16,6 +16,7 @@ in ``draws``: at 0.9x of the peak one draw's P95 moves by a few percent with the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import replace
@@ -66,9 +67,12 @@ def run_loads(
         "seeds": list(range(setup.seed, setup.seed + seeds)),
         "loads": {},
     }
-    oracle = oracle_hits(load_programs(setup))
-    out["oracle"] = {"hit_tokens": oracle.hit_tokens, "prompt_tokens": oracle.prompt_tokens}
     draws = [replace(setup, seed=seed) for seed in out["seeds"]]
+    # each draw is its own workload, with its own ceiling of hits
+    oracles = [oracle_hits(load_programs(draw)) for draw in draws]
+    out["oracle"] = {"hit_tokens": oracles[0].hit_tokens, "prompt_tokens": oracles[0].prompt_tokens}
+    if len(draws) > 1:
+        out["oracle_by_seed"] = [o.hit_tokens for o in oracles]
     for load in loads:
         futures = {
             f"{label}@{i}": pool.submit(run_one, draw, p, k, load * peak)
@@ -77,20 +81,27 @@ def run_loads(
         }
         reports = gather(f"{load:g}x", futures)
         out["loads"][f"{load:g}"] = {
-            label: _row([reports[f"{label}@{i}"] for i in range(len(draws))], peak)
+            label: _row(
+                [reports[f"{label}@{i}"] for i in range(len(draws))],
+                [o.hit_tokens for o in oracles],
+                peak,
+            )
             for label, _, _ in runs
         }
     return out
 
 
-def _row(reports: Sequence[dict[str, Any]], peak: float) -> dict[str, Any]:
-    """One cell: the mean of its draws' kept figures (and each draw, when several)."""
+def _row(reports: Sequence[dict[str, Any]], oracles: Sequence[int], peak: float) -> dict[str, Any]:
+    """One cell: the mean of its draws' kept figures (and each draw, when several), with
+    ``oracle_share``, the mean of each draw's hits over that draw's own oracle."""
     kept = [{key: report[key] for key in KEPT} for report in reports]
     row: dict[str, Any] = {}
     for key in KEPT:
         mean = sum(draw[key] for draw in kept) / len(kept)
         row[key] = round(mean) if isinstance(kept[0][key], int) else mean  # counts stay whole
     row["share_of_peak"] = row["throughput_programs_per_s"] / peak if peak else 0.0
+    shares = [d["prefix_hit_tokens"] / o for d, o in zip(kept, oracles, strict=True) if o]
+    row["oracle_share"] = sum(shares) / len(shares) if shares else math.nan
     if len(kept) > 1:
         row["draws"] = kept
     return row

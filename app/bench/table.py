@@ -130,7 +130,6 @@ def loads_table(loads: Mapping[str, Any], reference: str) -> Table:
     programs/s and their share of the peak, P50/P95 E2E and the P95's ratio to ``reference``'s,
     recomputed tokens, and hit tokens as a share of an infinite cache's (the oracle)."""
     peak = loads["peak_programs_per_s"]
-    oracle = loads["oracle"]["hit_tokens"]
     table = Table(
         title=f"load sweep: x the measured peak of {peak:.4f} programs/s", header_style="bold"
     )
@@ -169,7 +168,7 @@ def loads_table(loads: Mapping[str, Any], reference: str) -> Table:
                 cells += [_paired(row, against, key) for key in ("e2e_p50_s", "e2e_p95_s")]
             cells += [
                 fmt(row["recompute_tokens"], "{:,d}"),
-                fmt(row["prefix_hit_tokens"] / oracle if oracle else math.nan, "{:.0%}"),
+                fmt(row["oracle_share"], "{:.0%}"),
             ]
             table.add_row(*cells)
         table.add_section()

@@ -212,6 +212,27 @@ def open_connection(path: Path, config: StoreConfig) -> tuple[SqlConnection, Ope
     return con, OpenInfo(path=path, created=created, wal_bytes=wal_bytes)
 
 
+def check_openable(path: Path, config: StoreConfig) -> None:
+    """Raise the :class:`StoreOpenError` :func:`open_connection` would for ``path`` (locked
+    by another process, a missing directory, a damaged file or WAL), reading only, with the
+    same wait for a holder that is exiting; nothing for a store it would create."""
+    path = path.absolute()
+    files = (path, event_log_path(path))
+    for file in files:
+        refuse_unsafe_paths(file)
+    deadline = time.monotonic() + EXITING_HOLDER_WAIT_S
+    while True:
+        try:
+            for file in files:
+                if file.exists():
+                    probe(file, config)
+            return
+        except StoreOpenError as error:
+            if time.monotonic() > deadline or not _holder_exiting(error.__cause__):
+                raise
+            time.sleep(0.05)
+
+
 def _probe_and_connect(files: tuple[Path, Path], config: StoreConfig) -> SqlConnection:
     for file in files:
         if file.exists():

@@ -238,6 +238,13 @@ def test_the_load_sweep_over_several_draws_pairs_each_with_fcfs(tmp_path: Path) 
         for mine, theirs in zip(cell["cp-cache"]["draws"], cell["fcfs"]["draws"], strict=True)
     ]
     assert "P95 / fcfs (worst)" in output
+    # each draw is its own workload: its hits are a share of its own infinite cache's
+    oracles = sweep["oracle_by_seed"]
+    assert len(set(oracles)) > 1
+    for row in cell.values():
+        shares = [d["prefix_hit_tokens"] / o for d, o in zip(row["draws"], oracles, strict=True)]
+        assert row["oracle_share"] == pytest.approx(sum(shares) / 2)
+        assert row["oracle_share"] <= 1.0
     assert f"{sum(ratios) / 2:.3f} ({max(ratios):.3f})" in output
 
 

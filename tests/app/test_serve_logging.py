@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agentconsole.serve import CLIENT_LOGGERS, configure_logging
+from agentconsole.serve import CLIENT_LOGGERS, LOG_FORMAT, configure_logging
 from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.app import create_app
 from agentconsole.settings import load_settings
@@ -100,4 +100,5 @@ def test_app_start_up_keeps_the_warning_level_and_one_format(tmp_path: Path) -> 
         assert logging.getLogger("agentconsole").getEffectiveLevel() >= logging.WARNING
         assert logging.getLogger("litestar").getEffectiveLevel() >= logging.WARNING
     assert level >= logging.WARNING
-    assert formats == {logging.BASIC_FORMAT}
+    assert formats == {LOG_FORMAT}
+    assert "%(asctime)s" in LOG_FORMAT  # an error line says when

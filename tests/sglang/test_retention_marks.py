@@ -145,3 +145,16 @@ def test_the_plugin_knows_every_hint_the_adapter_writes(tmp_path: Path) -> None:
         book.note(program, _ctx([1, 2, 3, 4, 5, 6]))
     book.apply(tree, hints)
     assert getattr(tree.n3, UNTIL_ATTR) == DROPPED  # offload and recompute: evicted first
+
+
+def test_the_plugin_counts_a_bad_hint_and_its_pass_goes_on(tmp_path: Path) -> None:
+    """A hint with an unknown action is one counted error of the plugin's retention step,
+    not an exception that would skip the pass's status and telemetry after it."""
+    from agentconsole.server.runtime.sglang.plugin_state import PluginState
+
+    state = PluginState(tmp_path)
+    state.retention.note("A", _ctx([1, 2, 3, 4, 5, 6]))
+    state.control = ControlState(retention={"A": RetentionHint("drop", 0.0, seq=1)})
+    state.apply_retention(_Tree(), 0.0)  # no exception
+    assert state.errors == 1
+    assert "retention" in (state.last_error or "")

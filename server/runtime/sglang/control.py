@@ -73,7 +73,8 @@ def rank_file(name: str, rank: int | None) -> str:
 @dataclass(frozen=True, slots=True)
 class RetentionHint:
     """A tool-wait decision for a program's last context: ``keep`` until ``until`` (wall clock),
-    or ``drop`` / ``offload`` (evict first). ``seq`` tells a repeated hint from a new one."""
+    or ``recompute`` / ``offload`` (evict first), or ``release``; any other action is refused by
+    the retention marks. ``seq`` tells a repeated hint from a new one."""
 
     action: str
     until: float

@@ -507,8 +507,13 @@ class PluginState:
         return True
 
     def apply_retention(self, tree: Any, wall: float) -> None:
-        """Mark the radix tree for every retention hint not applied yet."""
-        self.retention.apply(tree, self.control.retention)
+        """Mark the radix tree for every retention hint not applied yet. A hint with an
+        action nobody defined marks nothing and is counted as an error here, so the pass's
+        status and telemetry still run (the other hints are applied)."""
+        try:
+            self.retention.apply(tree, self.control.retention)
+        except ValueError as err:
+            self.record_error("retention", err)
 
     def publish(self, scheduler: Any, wall: float, plan: Any = None) -> None:
         """Write ``status.json`` from the scheduler's live state; prunes per-request caches
