@@ -59,6 +59,9 @@ from agentconsole.scheduler.ticket import CallTicket
 #: agent's next call or tool usually follows at once; one that never says it is done must
 #: not hold the door shut)
 IDLE_GRACE_S = 5.0
+#: the share of HBM + DRAM the started programs' private contexts may claim at the door (the
+#: rest is headroom for the shared prefixes and the calls' outputs); serve and bench alike
+DOOR_MEMORY_SHARE = 0.9
 
 
 @dataclass(slots=True)
@@ -101,7 +104,7 @@ class ProgramDriver:
         *,
         program_aware: bool = True,
         admission: bool = True,
-        memory_share: float = 0.9,
+        memory_share: float = DOOR_MEMORY_SHARE,
         budget_tokens: int | None = None,
         idle_grace_s: float = IDLE_GRACE_S,
         shortest_first: bool = True,

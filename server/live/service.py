@@ -37,7 +37,7 @@ from agentconsole.scheduler.actions import (
     StopProgram,
 )
 from agentconsole.scheduler.controller import ProgramController
-from agentconsole.scheduler.driver import ProgramDriver
+from agentconsole.scheduler.driver import DOOR_MEMORY_SHARE, ProgramDriver
 from agentconsole.scheduler.policies import DEFAULT_POLICY, Policy, get_policy
 from agentconsole.scheduler.program import NodeKind, NodeState, Program, Quotas
 from agentconsole.scheduler.runtime import Runtime
@@ -81,7 +81,7 @@ class DoorSettings:
     enabled: bool = False
     wait_s: float = 120.0
     budget_tokens: int | None = None
-    memory_share: float = 0.9
+    memory_share: float = DOOR_MEMORY_SHARE
     #: waiting programs start by response ratio of their kind's expected run (else in order)
     shortest_first: bool = True
 

@@ -37,7 +37,7 @@ from agentconsole.scheduler.actions import (
 )
 from agentconsole.scheduler.backlog import drain_batch
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
-from agentconsole.scheduler.driver import ProgramDriver
+from agentconsole.scheduler.driver import DOOR_MEMORY_SHARE, ProgramDriver
 from agentconsole.scheduler.events import EventLog, Scalar, paused_gc
 from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.models import ModelRequest
@@ -76,7 +76,7 @@ class SimConfig:
     #: started fits HBM + DRAM (``scheduler/door.py``); request-level policies never wait there
     program_admission: bool = True
     #: share of HBM + DRAM the started programs' private contexts may claim
-    admission_memory_share: float = 0.9
+    admission_memory_share: float = DOOR_MEMORY_SHARE
     #: the door starts the next program whenever an engine would run below its batch
     #: (work-conserving; off: predicted working sets alone)
     admission_fill: bool = True
