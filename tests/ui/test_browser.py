@@ -395,3 +395,20 @@ def test_the_program_list_pages_by_cursor_through_programs_ending_and_starting(
     assert len(listed) == len(set(listed))
     assert "cursor=after-" in reads[1]
     assert "offset=" not in reads[1]
+
+
+def test_the_program_list_pages_by_offset_against_a_server_without_cursors(
+    browser: Browser,
+) -> None:
+    """A server older than the cursor sends no ``next_cursor``: the page goes on by offset, as
+    that server understands, and lists every program, not the first page alone."""
+    world = StubWorld(programs=650, all_running=True, big_nodes=20)
+    world.cursorless = True
+    with serve_stub(world) as stub:
+        for session in open_session(browser, stub.url):
+            session.page.goto(stub.url + "/#/programs")
+            session.wait("AC.state.programs.size >= 650")
+            reads = [u for u in session.requests if "/v1/programs?" in u]
+            assert any("offset=500" in u for u in reads), reads
+            assert not any("cursor=" in u for u in reads), reads
+            session.check_clean()
