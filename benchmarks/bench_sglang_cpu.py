@@ -47,11 +47,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentconsole.replay.served import replay_as_served
 from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.scheduler.growth import RunTimes
-from agentconsole.server.live.hub import EventHub
-from agentconsole.server.live.replay import ServiceReplay
-from agentconsole.server.live.service import DoorSettings, ProgramService
 from agentconsole.server.runtime.registry import RuntimeOptions
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime, default_model_dir
 from agentconsole.server.runtime.sglang.control import ControlState
@@ -151,35 +149,19 @@ async def run_arm(
             stock = await LiveReplay(runtime, trace, book, service, kv_hints=False).run()
             return ArmRun(stock, None)
         # ours is serve's own ProgramService (driver, door, tool-wait advisor), minus HTTP
-        # the replayed agents never retry: a first call the door answered 503 after serve's
-        # wait bound would be a lost program, so here a program waits at the door for good
-        door = DoorSettings(enabled=arm.door, wait_s=DOOR_WAIT_S, shortest_first=arm.shortest_first)
-        served = ProgramService(runtime, EventHub(), policy=args.policy, door=door)
-        if line is not None:
-            served.driver.run_times.adopt(line)
-        served.runtime_ready.set()
-        try:
-            ended = await ServiceReplay(served, trace, book).run()
-        finally:
-            await served.stop()
-        gate = served.driver.door
+        served = await replay_as_served(
+            runtime,
+            trace,
+            book,
+            policy=args.policy,
+            door=arm.door,
+            shortest_first=arm.shortest_first,
+            learned=line,
+        )
         if arm.door:  # how often the door held a program back, and whether contexts outgrew it
+            gate = served.door
             print(f"  door: {gate.parked_total} waited, {gate.boundary_parks} boundary parks")
-        outcomes = [
-            ProgramOutcome(
-                e.trace.id,
-                e.trace.tenant,
-                e.trace.shape,
-                e.e2e_s,
-                e.success,
-                prompt_tokens=e.prompt_tokens,
-                cached_tokens=e.cached_tokens,
-                arrival_s=e.trace.arrival_s,
-                cancelled=e.cancelled,
-            )
-            for e in ended
-        ]
-        return ArmRun(outcomes, await _engine_busy_s(runtime), served.driver.run_times)
+        return ArmRun(served.outcomes, await _engine_busy_s(runtime), served.run_times)
     finally:
         await runtime.stop()
 

@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentconsole.replay.served import replay_as_served
 from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
 from agentconsole.server.runtime.sglang.calibration import (
@@ -136,9 +137,13 @@ def settings(model: Path, plugin: bool, policy: str, args: argparse.Namespace) -
 
 
 async def replay(runtime: SGLangRuntime, trace: list[TraceProgram], plugin: bool) -> Any:
+    """Stock SGLang: the trace's agents calling it. Ours: serve's own program glue (driver,
+    tool-wait advisor, door on, as serve's default), as the CPU lane measures it."""
     book = TextBook(runtime.engine.tokenizer_manager.tokenizer, seed=0)
+    if plugin:
+        return (await replay_as_served(runtime, trace, book, policy="cp-cache", door=True)).outcomes
     service = CostServiceModel(CostModel.from_profile(f"{gpu_preset()}__{MODEL}__tp1"))
-    return await LiveReplay(runtime, trace, book, service, kv_hints=plugin).run()
+    return await LiveReplay(runtime, trace, book, service, kv_hints=False).run()
 
 
 def simulate(trace: list[TraceProgram], profile: Profile, server_args: Any) -> dict[str, float]:
