@@ -27,6 +27,7 @@ from typing import Any
 
 from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.scheduler.metrics import percentile
+from agentconsole.scheduler.policies import DEFAULT_POLICY
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime, default_model_dir
@@ -95,7 +96,7 @@ async def _calibrate(opts: CalibrateOptions) -> CalibrationReport:
 
         model = make_tiny_model(default_model_dir_for_cli())
     settings = EngineSettings(model_path=model, max_total_tokens=opts.max_total_tokens)
-    runtime = SGLangRuntime(settings, policy="cp-cache")
+    runtime = SGLangRuntime(settings, policy=DEFAULT_POLICY)
     print(f"calibrate: starting the engine ({model})", flush=True)
     await runtime.start()
     try:
@@ -152,7 +153,7 @@ def _simulate(
 ) -> dict[str, float]:
     args = runtime.engine.server_args
     config = SimConfig(
-        policy="cp-cache",
+        policy=DEFAULT_POLICY,
         engine=EngineConfig(
             max_running_requests=int(getattr(args, "max_running_requests", None) or 256),
             chunked_prefill_size=int(getattr(args, "chunked_prefill_size", None) or 4096),

@@ -41,6 +41,7 @@ from litestar.di import Provide
 from litestar.types import ControllerRouterHandler
 from uvicorn.logging import TRACE_LOG_LEVEL
 
+from agentconsole.scheduler.driver import DOOR_MEMORY_SHARE
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.api.connections import HttpLimits, uvicorn_options
@@ -184,7 +185,7 @@ def door_line(settings: Settings) -> str:
     budget = (
         f"{limits.admission_budget_tokens} KV tokens"
         if limits.admission_budget_tokens
-        else "90% of the KV memory"
+        else f"{DOOR_MEMORY_SHARE:.0%} of the KV memory"
     )
     return (
         f"admission door: on (a new program waits while the started ones fill {budget}, at"

@@ -41,6 +41,7 @@ from typing import Any
 
 from agentconsole.replay.served import replay_as_served
 from agentconsole.sample_traces.format import TraceProgram
+from agentconsole.scheduler.policies import DEFAULT_POLICY
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
 from agentconsole.server.runtime.sglang.calibration import (
     GridPoint,
@@ -141,7 +142,9 @@ async def replay(runtime: SGLangRuntime, trace: list[TraceProgram], plugin: bool
     tool-wait advisor, door on, as serve's default), as the CPU lane measures it."""
     book = TextBook(runtime.engine.tokenizer_manager.tokenizer, seed=0)
     if plugin:
-        return (await replay_as_served(runtime, trace, book, policy="cp-cache", door=True)).outcomes
+        return (
+            await replay_as_served(runtime, trace, book, policy=DEFAULT_POLICY, door=True)
+        ).outcomes
     service = CostServiceModel(CostModel.from_profile(f"{gpu_preset()}__{MODEL}__tp1"))
     return await LiveReplay(runtime, trace, book, service, kv_hints=False).run()
 
@@ -154,7 +157,7 @@ def simulate(trace: list[TraceProgram], profile: Profile, server_args: Any) -> d
         host_kv_tokens=0,
     )
     result = Simulation(
-        trace, CostModel.from_profile(profile), SimConfig("cp-cache", engine=engine)
+        trace, CostModel.from_profile(profile), SimConfig(DEFAULT_POLICY, engine=engine)
     ).run()
     return {
         pid: p.finished_at - p.created_at
@@ -182,7 +185,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     server_args: Any = None
     for name, plugin, policy in ARMS:
         started = time.perf_counter()
-        runtime = SGLangRuntime(settings(model, plugin, policy, args), policy="cp-cache")
+        runtime = SGLangRuntime(settings(model, plugin, policy, args), policy=DEFAULT_POLICY)
         await runtime.start()
         try:
             if plugin:  # calibrate on the plugin's engine first (it records the steps)

@@ -144,7 +144,8 @@ def loads_table(loads: Mapping[str, Any], reference: str) -> Table:
         "E2E P95 (s)",
         f"P95 / {reference}",
     ]
-    if any(paired in rows for rows in loads["loads"].values()):
+    with_paired = any(paired in rows for rows in loads["loads"].values())
+    if with_paired:
         worst = " (worst)" if draws > 1 else ""
         columns += [f"P50 / {paired}{worst}", f"P95 / {paired}{worst}"]
     columns += ["recomputed tokens", "hits / oracle"]
@@ -163,7 +164,7 @@ def loads_table(loads: Mapping[str, Any], reference: str) -> Table:
                 fmt(p95, "{:.1f}"),
                 fmt(p95 / base if base and base == base else math.nan, "{:.2f}x"),
             ]
-            if len(columns) > 9:
+            if with_paired:
                 against = rows.get(paired)
                 cells += [_paired(row, against, key) for key in ("e2e_p50_s", "e2e_p95_s")]
             cells += [

@@ -129,8 +129,7 @@ async def chat_completion(
     outcome = await finished(client, call, ident.headers)
     if isinstance(outcome, Reply):
         return outcome
-    text, calls = call.answer or (outcome.text, [])
-    calls = calls[: call.max_tool_calls]
+    text, calls = call.answer or (outcome.text, [])  # cut to max_tool_calls where parsed
     tool_calls = tool_calls_json(call.call_id, calls) if calls else None
     reason = "tool_calls" if tool_calls else outcome.finish_reason
     body_json = completion.response(

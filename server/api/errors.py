@@ -57,9 +57,8 @@ class ApiError(ServiceError):
         type: str | None = None,
         field: str | None = None,
         headers: dict[str, str] | None = None,
-        retryable: bool | None = None,
     ) -> None:
-        super().__init__(message, field=field, headers=headers, retryable=retryable)
+        super().__init__(message, field=field, headers=headers)
         self.status = status
         self.type = type or error_type(status)
 
@@ -76,7 +75,7 @@ ERROR_SCHEMA: dict[str, Any] = {
                 "type": {"type": "string"},
                 "message": {"type": "string"},
                 "field": {"type": "string"},
-                # OpenAI's names, on the core routes (the tool gateway's errors lack them)
+                # OpenAI's names, on every route (the tool gateway's too)
                 "param": {"type": ["string", "null"]},
                 "code": {"type": ["string", "null"]},
             },
@@ -94,15 +93,14 @@ def error_type(status: int) -> str:
 SHOULD_RETRY = "x-should-retry"
 
 
-def error_body(
-    kind: str, message: str, field: str | None = None, code: str | None = None
-) -> dict[str, Any]:
-    """The JSON error shape of API.md (``code``: None for ``kind``)."""
+def error_body(kind: str, message: str, field: str | None = None) -> dict[str, Any]:
+    """The JSON error shape of API.md (OpenAI's ``param`` is the field, its ``code`` the
+    type)."""
     error: dict[str, Any] = {"type": kind, "message": message}
     if field:
         error["field"] = field
     error["param"] = field or None
-    error["code"] = code or kind
+    error["code"] = kind
     return {"error": error}
 
 
@@ -110,7 +108,7 @@ def refusal_body(error: Exception) -> dict[str, Any]:
     """The body of a refusal the service raised (the handler's answer, a stream's last
     frame)."""
     if isinstance(error, ServiceError):
-        return error_body(error.type, str(error), error.field, error.code)
+        return error_body(error.type, str(error), error.field)
     return error_body(str(getattr(error, "type", "error")), str(error))
 
 

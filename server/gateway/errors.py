@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from agentconsole.server.api.errors import error_body
 from agentconsole.server.store.jsonutil import JSONValue
 
 
@@ -41,13 +42,10 @@ class GatewayError(Exception):
 
     def body(self) -> dict[str, JSONValue]:
         """The JSON response body."""
-        error: dict[str, JSONValue] = {"type": self.type, "message": self.message}
-        if self.field is not None:
-            error["field"] = self.field
-        # OpenAI's keys as the core API sends them, so every route has one error shape
-        error.update(param=self.field, code=self.type)
-        error.update(self.extra)
-        return {"error": error}
+        # the core API's shape (OpenAI's keys included), so every route has one error shape
+        body = error_body(self.type, self.message, self.field)
+        body["error"].update(self.extra)
+        return body
 
 
 class BodyTooLarge(GatewayError):

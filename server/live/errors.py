@@ -15,8 +15,6 @@ class ServiceError(Exception):
 
     status = 400
     type = "invalid_request"
-    #: OpenAI's ``code``: None for the ``type``
-    code: str | None = None
     #: True: a retry may pass (the client waits and retries); False: it never will, however
     #: often it is sent (the client must not retry); None: the status says (the default)
     retryable: bool | None = None

@@ -17,8 +17,10 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 
@@ -35,6 +37,8 @@ from agentconsole.server.store.event_log import (
 from agentconsole.server.store.preflight import missing_blocks, wal_path, wal_problem
 from agentconsole.server.store.remote import DBPROCESS_MODULE, connect_in_process
 from agentconsole.server.store.sqlconn import SqlConnection
+
+T = TypeVar("T")
 
 _KEEP = "Both files were left untouched; keep them (a copy is the safe way to experiment)"
 _LOCK_HOLDER = re.compile(r"held in (?P<prog>.*?) \(PID (?P<pid>\d+)\)")
@@ -192,22 +196,12 @@ def open_connection(path: Path, config: StoreConfig) -> tuple[SqlConnection, Ope
             raise StoreOpenError(path, "it is already open in this process", _IN_PROCESS)
         for file in files:
             refuse_unsafe_paths(file)
-        created = not path.exists()
-        if created and files[1].exists():
-            raise StoreOpenError(files[1], "an event log exists but its database does not", REMEDY)
+        created = _refuse_orphan_log(files)
         wal_bytes = 0
         for file in files:
             wal = wal_path(file)
             wal_bytes += wal.stat().st_size if wal.is_file() else 0
-        deadline = time.monotonic() + EXITING_HOLDER_WAIT_S
-        while True:
-            try:
-                con = _probe_and_connect(files, config)
-                break
-            except StoreOpenError as error:
-                if time.monotonic() > deadline or not _holder_exiting(error.__cause__):
-                    raise
-                time.sleep(0.05)
+        con = _while_holder_exits(lambda: _probe_and_connect(files, config))
         _open_in_process.update(keys)
     return con, OpenInfo(path=path, created=created, wal_bytes=wal_bytes)
 
@@ -220,23 +214,39 @@ def check_openable(path: Path, config: StoreConfig) -> None:
     files = (path, event_log_path(path))
     for file in files:
         refuse_unsafe_paths(file)
+    _refuse_orphan_log(files)
+    _while_holder_exits(lambda: _probe_existing(files, config))
+
+
+def _refuse_orphan_log(files: tuple[Path, Path]) -> bool:
+    """Whether the store is new (no database file); refused when its event log exists."""
+    created = not files[0].exists()
+    if created and files[1].exists():
+        raise StoreOpenError(files[1], "an event log exists but its database does not", REMEDY)
+    return created
+
+
+def _while_holder_exits(attempt: Callable[[], T]) -> T:
+    """``attempt()``, again while it fails on a lock held by a process that is exiting, up to
+    :data:`EXITING_HOLDER_WAIT_S`."""
     deadline = time.monotonic() + EXITING_HOLDER_WAIT_S
     while True:
         try:
-            for file in files:
-                if file.exists():
-                    probe(file, config)
-            return
+            return attempt()
         except StoreOpenError as error:
             if time.monotonic() > deadline or not _holder_exiting(error.__cause__):
                 raise
             time.sleep(0.05)
 
 
-def _probe_and_connect(files: tuple[Path, Path], config: StoreConfig) -> SqlConnection:
+def _probe_existing(files: tuple[Path, Path], config: StoreConfig) -> None:
     for file in files:
         if file.exists():
             probe(file, config)
+
+
+def _probe_and_connect(files: tuple[Path, Path], config: StoreConfig) -> SqlConnection:
+    _probe_existing(files, config)
     try:
         return connect(files[0], config)
     except (duckdb.Error, OSError) as error:

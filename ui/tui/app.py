@@ -280,8 +280,12 @@ class DashboardApp(App[None]):
     def _program_loaded(self, message: m.ProgramLoaded) -> None:
         start = time.perf_counter()
         self._read(program_read(message.detail.summary.program_id))
-        screen = self.detail_screen()
-        if screen is not None and screen.program_id == message.detail.summary.program_id:
+        # the screen the poll read it for: a dialog over it does not make the read a waste
+        screen = self.visible_screen()
+        if (
+            isinstance(screen, ProgramScreen)
+            and screen.program_id == message.detail.summary.program_id
+        ):
             self.state.set_detail(message.detail)
             screen.show(message.detail)
         self._timed("program", start)

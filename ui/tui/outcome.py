@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sized
 from typing import Any
 
+from agentconsole.httpclient import jsonread as j
 from agentconsole.ui.client.http import ActionResult
 
 
@@ -36,8 +37,8 @@ def describe(result: ActionResult) -> str:
 def _boosted(body: Any, pid: str) -> str:
     """The amount the server applied: the dashboard sends none, so the server's default (its
     answer's ``boost``, seconds of policy key) is the only place the operator learns it."""
-    amount = body.get("boost")
-    if not isinstance(amount, int | float) or isinstance(amount, bool):
+    amount = j.opt_num(body, "boost")
+    if amount is None:
         return f"boosted {pid} (the server did not say by how much)"
     reranked = _n(body, "reranked_calls")
     return f"boosted {pid} by {amount:g}s of policy key: {reranked} queued calls re-ranked"
