@@ -91,6 +91,24 @@ class _Flight:
     ended_calls: int = 0
 
 
+def marks_public(private_tokens: int | None, prompt_tokens: int) -> bool:
+    """Whether the carrier said which of a prompt's tokens are shared by marking public blocks
+    (the simulator's traces): then a tenant's own prefix counts as the program's,
+    conservatively. One that marks nothing (``serve``) leaves it to be learned from what the
+    engine held of the program's first prompt: every hit then is another program's KV."""
+    return private_tokens is not None and private_tokens < prompt_tokens
+
+
+def door_size(private_tokens: int, held: PrefixProbe | None) -> int:
+    """What a new program claims at the door, in ``bench`` and ``serve`` alike: its first
+    prompt's own tokens (``private_tokens``), less, where the carrier marks nothing public,
+    the prefix the engine holds already (``held``; a system prompt or tool schemas other
+    programs computed, stored once). ``held`` None: nothing known, all of it counts."""
+    if held is None or marks_public(private_tokens, held.prompt_tokens):
+        return private_tokens
+    return max(min(private_tokens, held.prompt_tokens - held.hit_tokens), 0)
+
+
 # -- the driver ------------------------------------------------------------------------------------
 class ProgramDriver:
     """See the module docstring. ``program_aware`` is the active policy's flag: request-level
@@ -146,13 +164,16 @@ class ProgramDriver:
         memory_tokens: int,
         now: float,
         *,
+        held: PrefixProbe | None = None,
         batch_slots: int = 0,
     ) -> bool:
         """A new program's first work is here; True when it starts now, False when it is
         parked (a later :class:`StartPrograms` starts it). ``private_tokens``: its first
-        prompt's non-public tokens; ``memory_tokens``: the engines' HBM + DRAM now;
-        ``batch_slots``: the requests they run at once (0: unknown; the door then admits by
-        predicted working sets alone)."""
+        prompt's non-public tokens; ``held``: what the engine holds of that prompt (None:
+        nothing known), so the program is sized by what it does not share
+        (:func:`door_size`); ``memory_tokens``: the engines' HBM + DRAM now; ``batch_slots``:
+        the requests they run at once (0: unknown; the door then admits by predicted working
+        sets alone)."""
         if not self.door_open or self.door.is_started(program_id):
             return True
         if self.budget_tokens is None and memory_tokens <= 0:
@@ -163,9 +184,10 @@ class ProgramDriver:
         self.door.size_to(
             budget if budget is not None else int(memory_tokens * self.memory_share), batch_slots
         )
+        size = door_size(private_tokens, held)
         flight = self._flight(program_id)
-        flight.private_tokens = flight.peak_tokens = private_tokens
-        predicted = self._predicted(program_id, private_tokens)
+        flight.private_tokens = flight.peak_tokens = size
+        predicted = self._predicted(program_id, size)
         started = self.door.try_start(program_id, predicted, now, kind=self._run_kind(program_id))
         if not started:
             self._door_wait_starts(program_id, now, boundary=False)
@@ -249,7 +271,7 @@ class ProgramDriver:
         flight.calls[ticket.call_id] = probe.hit_tokens
         flight.decided_until = None
         if flight.shared_tokens is None:  # its first call: every hit is another program's KV
-            flight.learns_shared = private_tokens is None or private_tokens >= probe.prompt_tokens
+            flight.learns_shared = not marks_public(private_tokens, probe.prompt_tokens)
             flight.shared_tokens = probe.hit_tokens if flight.learns_shared else 0
         own = max(probe.prompt_tokens - flight.shared_tokens, 0)
         self._grow(program_id, flight, own if private_tokens is None else min(private_tokens, own))

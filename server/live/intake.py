@@ -367,13 +367,13 @@ class CallIntake:
             # tools, or declared its LLM nodes ahead, comes to the door with its first call
             return
         else:
-            # sized by what it does not share: a prefix the engine holds already (a system
-            # prompt, tool schemas) was computed by other programs and is stored once
-            shared = svc.runtime.probe(pid, prompt, program.tenant).hit_tokens
-            size = min(prompt.private_tokens, prompt.tokens - shared)
+            held = svc.runtime.probe(pid, prompt, program.tenant)
             memory = svc.runtime.memory()
             tokens, slots = memory.memory_tokens, memory.batch_slots
-            if svc.driver.arrive(pid, size, tokens, time.time(), batch_slots=slots):
+            now = time.time()
+            if svc.driver.arrive(
+                pid, prompt.private_tokens, tokens, now, held=held, batch_slots=slots
+            ):
                 return
         await svc.door.wait(pid, gone)
         if svc.closing:  # woken by the server's shutdown

@@ -13,7 +13,7 @@ from agentconsole.scheduler.actions import (
     ToolWaitFacts,
 )
 from agentconsole.scheduler.controller import CallUsage, ProgramController
-from agentconsole.scheduler.driver import ProgramDriver
+from agentconsole.scheduler.driver import ProgramDriver, door_size
 from agentconsole.scheduler.events import EventLog
 from agentconsole.scheduler.program import Node, NodeKind, ToolKind, ToolSpec
 from agentconsole.scheduler.runtime import CacheAction, MemoryView, PrefixProbe, ProgramContext
@@ -109,6 +109,20 @@ def test_a_prefix_other_programs_computed_is_not_counted_as_the_programs_own() -
     # a runtime that knows public blocks says so (the simulator): the smaller counts
     driver.queue_call("p", "n2", PrefixProbe(1_400, cached_tokens=1_300), 2.0, private_tokens=450)
     assert driver.door.held_tokens == 450
+
+
+def test_bench_and_serve_size_a_new_program_at_the_door_by_one_rule() -> None:
+    """The door sizes a new program by what of its first prompt it does not share: serve
+    marks nothing public, so the prefix its engine holds is another program's; the
+    simulator's traces mark the platform prefix public and a tenant's prefix counts."""
+    held = PrefixProbe(1_000, cached_tokens=700, slow_tokens=100)
+    assert door_size(1_000, held) == 200  # serve: the whole prompt is "private"
+    assert door_size(700, held) == 700  # bench: 300 public, the rest its own
+    assert door_size(1_000, None) == 1_000  # nothing known: all of it counts
+    driver = _driver()
+    driver.controller.open_program("p", "t", 0.0)
+    assert driver.arrive("p", 1_000, 0, 0.0, held=held)
+    assert driver.door.held_tokens == 200
 
 
 def test_a_shared_prefix_the_probe_did_not_see_is_learned_when_the_first_call_ends() -> None:

@@ -27,7 +27,7 @@ from agentconsole.scheduler.actions import (
     StartPrograms,
     ToolWaitFacts,
 )
-from agentconsole.scheduler.driver import ProgramDriver
+from agentconsole.scheduler.driver import ProgramDriver, door_size
 from agentconsole.scheduler.program import ToolKind, ToolSpec
 from agentconsole.scheduler.runtime import CacheAction, MemoryView
 from agentconsole.server.live.hub import EventHub
@@ -125,7 +125,17 @@ class Recorder:
 
             setattr(d, name, recorded)
 
-        wrap("arrive", lambda pid, tokens, memory, now, batch_slots=0: (pid, batch_slots))
+        wrap(
+            "arrive",
+            # each carrier probes what its engine holds of the first prompt, and the door
+            # sizes by one rule (the counts differ: serve's prompt carries the chat template)
+            lambda pid, tokens, memory, now, held=None, batch_slots=0: (
+                pid,
+                batch_slots,
+                held is not None,
+                door_size(tokens, held) < tokens // 2,  # mostly held already
+            ),
+        )
         wrap("at_boundary", lambda pid, view, now: (pid,))
         wrap("queue_call", lambda pid, nid, probe, now, **kw: (pid, nid))
         wrap("call_ended", lambda pid, nid, cid, now, usage, outcome="ok": (pid, nid, outcome))
@@ -194,7 +204,8 @@ async def _serve(ended: list[str]) -> tuple[list[tuple[Any, ...]], list[tuple[st
     tools = service.tools
 
     async def call(pid: str, node_id: str) -> None:
-        chat = ChatCall([{"role": "user", "content": "x" * 1200}], 20, program_id=pid)
+        # each program its own task, as in the trace (its blocks are keyed by program)
+        chat = ChatCall([{"role": "user", "content": pid + "x" * 1200}], 20, program_id=pid)
         chat = ChatCall(chat.messages, 20, program_id=pid, node_id=node_id)
         await (await service.start_call(TENANT, chat)).outcome()
 
@@ -227,7 +238,7 @@ def test_bench_and_serve_ask_the_driver_the_same_questions_and_get_the_same_answ
     serve_log, serve_asked = asyncio.run(_serve(ended))
     assert bench_log == serve_log
     assert bench_log == [
-        ("arrive", "par-1", 256),  # the engine's batch: the door fills it
+        ("arrive", "par-1", 256, True, False),  # the engine's batch: the door fills it
         ("queue_call", "par-1", "llm-1"),
         ("call_ended", "par-1", "llm-1", "ok"),
         ("tool_started", "par-1", "tool-2"),
@@ -240,7 +251,7 @@ def test_bench_and_serve_ask_the_driver_the_same_questions_and_get_the_same_answ
         ("call_ended", "par-1", "llm-4", "ok"),
         ("finish", "par-1", True),
         ("ended", "par-1"),
-        ("arrive", "par-2", 256),  # the engine's batch: the door fills it
+        ("arrive", "par-2", 256, True, False),  # the engine's batch: the door fills it
         ("queue_call", "par-2", "llm-1"),
         ("call_ended", "par-2", "llm-1", "ok"),
         ("tool_started", "par-2", "tool-3"),

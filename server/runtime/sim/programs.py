@@ -58,14 +58,13 @@ class ProgramRun:
         needed = sum(1 for n in program.nodes if n.branch is not Branch.DISCARDED)
         return cls(program, waiting, children, needed)
 
-    def private_tokens_at_start(self) -> int:
-        """What the program is known to claim when it starts (the admission gate's size): the
-        non-public tokens of its first call's context (the task it was given; a tenant-wide
-        prefix counts too, conservatively). Needs ``contexts`` built."""
+    def first_context(self) -> list[Block]:
+        """The prompt blocks of the program's first call (what the door sizes it by, with what
+        the engines hold of them); empty when it makes no call. Needs ``contexts`` built."""
         for node in self.trace.nodes:
             if isinstance(node, LLMNode):
-                return sum(b.tokens for b in self.contexts[node.id] if not b.public)
-        return 0
+                return self.contexts[node.id]
+        return []
 
 
 def build_contexts(run: ProgramRun, cost: CostModel, chunked_prefill_size: int) -> float:

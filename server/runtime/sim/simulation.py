@@ -302,9 +302,16 @@ class Simulation:
             labels={"workload": program.shape},
             ideal_e2e_s=ideal,
         )
-        size = run.private_tokens_at_start()
+        first = run.first_context()
+        held = max(
+            (e.index.peek(program.tenant, first) for e in self.engines),
+            key=lambda match: match.hit_tokens,
+        )
+        private = sum(b.tokens for b in first if not b.public)
+        probe = PrefixProbe(held.requested_tokens, cached_tokens=held.hit_tokens)
         slots = self._batch_slots
-        if self.driver.arrive(program.id, size, self._memory_tokens, now, batch_slots=slots):
+        memory = self._memory_tokens
+        if self.driver.arrive(program.id, private, memory, now, held=probe, batch_slots=slots):
             self._start(run, now)
 
     def _start(self, run: ProgramRun, now: float) -> None:
