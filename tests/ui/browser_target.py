@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
+from playwright.sync_api import Browser
 
+from tests.ui.browser_session import Session, open_session
 from tests.ui.real_server import serve_real
 
 
@@ -56,3 +59,16 @@ def console_target(tmp: Path) -> Iterator[ConsoleTarget]:
             return program_id
 
         yield ConsoleTarget(real.url, real.key, "real", opened, finished)
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleTarget]:
+    """The real server with the console page, for the browser tests of one module."""
+    with console_target(tmp_path_factory.mktemp("web")) as server:
+        yield server
+
+
+@pytest.fixture
+def session(browser: Browser, target: ConsoleTarget) -> Iterator[Session]:
+    """A page of its own (a fresh browser context) on :func:`target`, recording its requests."""
+    yield from open_session(browser, target.url)

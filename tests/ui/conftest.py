@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
-# the browser lane's Chromium, one per test module that asks for it
+# the browser lane's Chromium (one per test module that asks for it), the real server with
+# the console page (one per module) and a fresh page on it (one per test)
 from tests.ui.browser_session import browser  # noqa: F401
+from tests.ui.browser_target import session, target  # noqa: F401
 from tests.ui.real_server import RealServer, serve_real
 from tests.ui.stub_server import RunningStub, serve_stub
 from tests.ui.stub_world import StubWorld

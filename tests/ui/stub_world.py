@@ -55,6 +55,11 @@ class StubWorld:
         self.on_page: Callable[[list[str]], None] | None = None
         #: answer as a server older than the cursor does: no ``next_cursor``, offset only
         self.cursorless = False
+        #: the ids of each listing served, in the order served, repeats kept: a listing starts
+        #: with a page asked for without a cursor or an offset and goes on through the pages
+        #: that continue it (whether paging served a row twice is read here, not from a
+        #: console's rows, which are keyed by id)
+        self.listings: list[list[str]] = []
         past: list[tuple[float, str, StubProgram, str, dict[str, Any]]] = []
         for index in range(programs):
             size = big_nodes if index == 1 else None
@@ -203,9 +208,19 @@ class StubWorld:
             }
             if self.cursorless:
                 del body["next_cursor"]
+            served = [p.program_id for p in page]
+            if (cursor is None and offset == 0) or not self.listings:
+                self.listings.append([])
+            self.listings[-1].extend(served)
             if self.on_page is not None:
-                self.on_page([p.program_id for p in page])
+                self.on_page(served)
             return body
+
+    def touch(self, program_id: str) -> None:
+        """Emit news of ``program_id`` that changes none of its rows (a busy program's next
+        call scheduled): the feed carries it as it carries any of the program's events."""
+        with self._lock:
+            self._emit("call.scheduled", self.programs[program_id], "n0", {})
 
     def start_program(self) -> str:
         """Make a new running program (as a real agent would between two reads); its id."""

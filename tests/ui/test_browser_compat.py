@@ -9,34 +9,29 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import Browser
 
 from agentconsole.serve import ConsoleExtension
 from agentconsole.server.app import Extension
 from tests.server.api.harness import LiveServer, make_config
 from tests.server.compat_models import KEPT, ServedDirs, compat_models
 from tests.ui.browser_session import Session, open_session
-from tests.ui.chromium import ARGS, CHROMIUM
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def session(tmp_path: Path) -> Iterator[Session]:
+def page_on_models(browser: Browser, tmp_path: Path) -> Iterator[Session]:
+    """A page on a server serving the three tiny models (not the demo server of ``session``)."""
     models = compat_models()
     sources = [(name, str(models[name])) for name in ("large", "small", "variant")]
     extensions: list[Extension] = [ConsoleExtension(), ServedDirs(sources)]
-    assert CHROMIUM.exists(), "Debian's chromium is missing: run scripts/setup.sh --test"
-    with (
-        LiveServer(make_config(tmp_path / "db.duckdb"), extensions=extensions) as server,
-        sync_playwright() as playwright,
-    ):
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+    with LiveServer(make_config(tmp_path / "db.duckdb"), extensions=extensions) as server:
         yield from open_session(browser, server.url)
-        browser.close()
 
 
-def test_the_button_shows_the_matrix(session: Session, screenshot_dir: Path) -> None:
+def test_the_button_shows_the_matrix(page_on_models: Session, screenshot_dir: Path) -> None:
+    session = page_on_models
     page = session.page
     page.goto(session.origin + "/#/overview")
     session.wait("window.AC && AC.state.overview !== null")

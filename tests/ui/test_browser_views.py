@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import Browser, Route
 
 from tests.ui.browser_session import Session, open_session
-from tests.ui.browser_target import ConsoleTarget, console_target
+from tests.ui.browser_target import ConsoleTarget
 from tests.ui.stub_server import TENANT_KEY, RunningStub, serve_stub
 from tests.ui.stub_world import BIG_PROGRAM, StubWorld
 
@@ -33,20 +33,9 @@ def stub() -> Iterator[RunningStub]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleTarget]:
-    with console_target(tmp_path_factory.mktemp("web-views")) as server:
-        yield server
-
-
 @pytest.fixture
 def page_on_stub(browser: Browser, stub: RunningStub) -> Iterator[Session]:
     yield from open_session(browser, stub.url)
-
-
-@pytest.fixture
-def page_on_real(browser: Browser, target: ConsoleTarget) -> Iterator[Session]:
-    yield from open_session(browser, target.url)
 
 
 def _answer(status: int, body: object) -> Any:
@@ -238,11 +227,10 @@ def test_a_failed_door_read_keeps_the_door_marked_stale(
 # -- 4. an open span ----------------------------------------------------------------------
 
 
-def test_an_open_tool_span_is_drawn_up_to_now(page_on_real: Session, target: ConsoleTarget) -> None:
+def test_an_open_tool_span_is_drawn_up_to_now(session: Session, target: ConsoleTarget) -> None:
     """The real server sends a running tool's span with ``end: null``: its bar reaches now
     (and grows), not a 1 ms sliver."""
     program_id = target.new_running_program()
-    session = page_on_real
     session.page.goto(f"{target.url}/#/program/{program_id}")
     session.wait("AC.state.detail !== null")
     opened = session.eval(
@@ -268,11 +256,11 @@ def test_an_open_tool_span_is_drawn_up_to_now(page_on_real: Session, target: Con
 
 
 def test_boost_sends_no_amount_and_says_the_server_s(
-    page_on_real: Session, target: ConsoleTarget
+    session: Session, target: ConsoleTarget
 ) -> None:
     """As the dashboard: no body (the server's default amount), and the toast says it."""
     program_id = target.new_running_program()
-    session, page = page_on_real, page_on_real.page
+    page = session.page
     posted: list[str | None] = []
     page.on(
         "request",
@@ -371,3 +359,104 @@ def test_page_and_assets_name_one_charset(stub: RunningStub) -> None:
     for name, media in (("app.js", "text/javascript"), ("app.css", "text/css")):
         asset = httpx.get(f"{stub.url}/static/{name}")
         assert asset.headers["content-type"] == f"{media}; charset=utf-8"
+
+
+# -- 8. bursts of feed news ---------------------------------------------------------------
+
+#: how long the page lets the feed's batches gather before it reads the open program again
+#: (app.js ``DETAIL_RELOAD_MS``, the dashboard's ``DETAIL_RELOAD_S``)
+DETAIL_RELOAD_MS = 300
+#: feed batches in a burst: the stub sends one every 100 ms while there is news
+BURST = 20
+
+
+def _running(world: StubWorld) -> str:
+    """A small running program (the big one's detail is slow to draw)."""
+    return next(
+        program_id
+        for program_id, program in world.programs.items()
+        if program.state == "running" and program_id != BIG_PROGRAM
+    )
+
+
+def _requests(session: Session, fragment: str) -> int:
+    return sum(1 for url in session.requests if fragment in url)
+
+
+def _burst(session: Session, world: StubWorld, program_id: str, *, starting: bool) -> list[str]:
+    """News of ``program_id`` each moment, a batch of its own each (and a program started
+    with each when ``starting``), until the page has every event; the started programs."""
+    seen = int(str(session.eval("AC.state.eventsSeen")))
+    started: list[str] = []
+    for _ in range(BURST):
+        world.touch(program_id)
+        if starting:
+            started.append(world.start_program())
+        session.page.wait_for_timeout(120)  # the next batch (a Playwright wait: routes run)
+    session.wait(f"AC.state.eventsSeen >= {seen + BURST + len(started)}")
+    return started
+
+
+def _pause_timers(session: Session) -> None:
+    """From now on no timer of the page fires (its once-a-second poll, a deferred read) unless
+    the test runs the clock: a read the page makes meanwhile is one the feed asked for."""
+    now = float(str(session.eval("Date.now()")))
+    session.page.clock.pause_at(now + 1)
+
+
+def test_news_of_the_program_last_opened_does_not_reread_the_list(browser: Browser) -> None:
+    """Back on the list after a program's detail, that program's news is no reason to read
+    every page of the list again: a burst of it (and of programs starting) reads nothing
+    until the list's own poll, and that poll then shows every program started."""
+    world = StubWorld()
+    program_id = _running(world)
+    with serve_stub(world) as stub:
+        for session in open_session(browser, stub.url):
+            page = session.page
+            page.clock.install()
+            page.goto(f"{stub.url}/#/program/{program_id}")
+            session.wait("AC.state.live && AC.state.detail !== null")
+            page.evaluate("() => { location.hash = '#/programs'; }")
+            session.wait(f"AC.state.programs.has({json.dumps(program_id)})")
+            _pause_timers(session)
+            lists = _requests(session, "/v1/programs?")
+
+            started = _burst(session, world, program_id, starting=True)
+            reread = _requests(session, "/v1/programs?") - lists
+            assert reread <= 1, f"{reread} list reads for {BURST} batches of one program's news"
+
+            page.clock.resume()
+            shown = " && ".join(
+                f"document.querySelector('#programs tbody tr[data-id={json.dumps(p)}]')"
+                for p in started
+            )
+            session.wait(shown)
+            session.check_clean()
+
+
+def test_a_burst_of_news_of_the_open_program_reads_it_once(browser: Browser) -> None:
+    """As the dashboard: the open program's news is read once the batches of the moment are
+    in, one read for a burst of them, not one each; that read shows the program as it is."""
+    world = StubWorld()
+    program_id = _running(world)
+    detail = f"/v1/programs/{program_id}"
+    with serve_stub(world) as stub:
+        for session in open_session(browser, stub.url):
+            page = session.page
+            page.clock.install()
+            page.goto(f"{stub.url}/#/program/{program_id}")
+            session.wait("AC.state.live && AC.state.detail !== null")
+            assert session.eval("AC.state.detail.priority_key[0]") == 1
+            _pause_timers(session)
+            reads = _requests(session, detail)
+
+            world.act("boost", program_id, {"amount": 5})  # a change only a read shows
+            _burst(session, world, program_id, starting=False)
+            page.clock.run_for(DETAIL_RELOAD_MS)
+            session.wait("AC.state.detail.priority_key[0] === 0")  # boosted: read after it
+            reread = _requests(session, detail) - reads
+            assert 1 <= reread <= 2, f"{reread} reads of the program for {BURST} batches"
+
+            page.clock.resume()
+            page.locator("#detail-summary .card", has_text="priority0, ").wait_for()
+            session.check_clean()

@@ -7,19 +7,14 @@ import pytest
 from textual.pilot import Pilot
 
 from agentconsole.ui.tui.app import DashboardApp
-from agentconsole.ui.tui.views.dialogs import ConfirmScreen
 from agentconsole.ui.tui.views.programs import ProgramsView
 from tests.ui.canned import CannedClient
+from tests.ui.on_screen import confirming
 from tests.ui.recording import recorded_notes
 from tests.ui.stub_world import BOOST_DEFAULT_S, StubWorld
 from tests.ui.waiting import until
 
 pytestmark = [pytest.mark.tui, pytest.mark.anyio]
-
-
-def _confirming(app: DashboardApp) -> bool:
-    """Whether a confirmation is on top (a function, so mypy does not narrow)."""
-    return isinstance(app.screen, ConfirmScreen)
 
 
 async def _palette(pilot: Pilot[None], command: str) -> None:
@@ -36,21 +31,21 @@ async def test_drain_on_asks_first_and_drain_off_does_not() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: app.state.overview is not None and not app.sync.busy)
         await _palette(pilot, "drain on")
-        assert _confirming(app)
+        assert confirming(app)
         assert "stop admitting new calls" in str(app.screen.query_one("#confirm-question").render())
         await pilot.press("n")  # kept: nothing sent
-        assert not _confirming(app)
+        assert not confirming(app)
         await pilot.pause(0.2)
         assert not world.draining
         assert not any(title == "drain" for title, _ in notes)
 
         await _palette(pilot, "drain on")
-        assert _confirming(app)
+        assert confirming(app)
         await pilot.press("y")
         await until(pilot, lambda: world.draining)
 
         await _palette(pilot, "drain off")  # resuming undoes nothing: no question
-        assert not _confirming(app)
+        assert not confirming(app)
         await until(pilot, lambda: not world.draining)
 
 

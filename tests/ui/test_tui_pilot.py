@@ -19,6 +19,7 @@ from agentconsole.ui.tui.views.detail import ProgramScreen
 from agentconsole.ui.tui.views.dialogs import ConfirmScreen, HelpScreen
 from agentconsole.ui.tui.views.door import DoorPanel
 from agentconsole.ui.tui.views.programs import ProgramsView
+from tests.ui.on_screen import confirming
 from tests.ui.real_server import RealServer
 from tests.ui.waiting import until
 
@@ -29,11 +30,6 @@ def _audit(server: RealServer) -> list[tuple[str, str]]:
     actions = server.get("/v1/operator/audit?limit=200")["actions"]
     assert isinstance(actions, list)
     return [(a["action"], a["target"]) for a in actions]
-
-
-def _confirming(app: DashboardApp) -> bool:
-    """Whether the cancel confirmation is on top (a function, so mypy does not narrow)."""
-    return isinstance(app.screen, ConfirmScreen)
 
 
 def _state(server: RealServer, program_id: str) -> object:
@@ -93,13 +89,13 @@ async def test_cancel_declined_changes_nothing(real: RealServer) -> None:
         await pilot.press("slash", *target, "enter")
         await until(pilot, lambda: view.selected() == target)
         await pilot.press("c")
-        assert _confirming(app)
+        assert confirming(app)
         await pilot.press("enter")  # focus starts on "Keep"
-        assert not _confirming(app)
+        assert not confirming(app)
         await pilot.press("c")
-        assert _confirming(app)
+        assert confirming(app)
         await pilot.press("n")
-        assert not _confirming(app)
+        assert not confirming(app)
         await pilot.pause(0.3)
     client.close()
     assert _state(real, target) == "running"

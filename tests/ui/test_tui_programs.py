@@ -14,20 +14,11 @@ from agentconsole.ui.tui.views.detail import ProgramScreen
 from agentconsole.ui.tui.views.program_rows import GAP, LABELS, cells, header, line, styles, widths
 from agentconsole.ui.tui.views.programs import ProgramsView
 from tests.ui.canned import CannedClient
+from tests.ui.on_screen import program_ids_shown
 from tests.ui.stub_world import BIG_PROGRAM, StubWorld
 from tests.ui.waiting import until
 
 pytestmark = [pytest.mark.tui, pytest.mark.anyio]
-
-
-def _shown(view: ProgramsView) -> list[str]:
-    table = view.table
-    out = []
-    for key in table.rows:
-        cell = table.get_row(key)[0]
-        assert isinstance(cell, Text)
-        out.append(cell.plain.split()[0])
-    return out
 
 
 def _expected(app: DashboardApp, view: ProgramsView) -> list[str]:
@@ -52,14 +43,14 @@ async def test_rows_follow_polls_and_the_cursor_stays_on_its_program() -> None:
             world.act("cancel", program_id, {})
         world.tick(0.5, 25)
         app.refresh_data()
-        await until(pilot, lambda: _shown(view) == _expected(app, view) != before)
+        await until(pilot, lambda: program_ids_shown(view) == _expected(app, view) != before)
         assert view.selected() == chosen
-        assert _shown(view)[view.table.cursor_row] == chosen
+        assert program_ids_shown(view)[view.table.cursor_row] == chosen
         # a sort change rebuilds in the new order and still keeps the cursor
         await pilot.press("s", "s", "s", "s", "S")
         assert view.sort == "service"
         assert view.reverse
-        assert _shown(view) == _expected(app, view)
+        assert program_ids_shown(view) == _expected(app, view)
         assert view.selected() == chosen
         head = str(app.query_one("#programs-header").render())
         assert "Service ▼" in head

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from litestar import Litestar, Request, get, post
 from litestar.di import NamedDependency, Provide
 from litestar.exceptions import NotAuthorizedException, NotFoundException
 from litestar.params import FromPath, JSONBody
+from litestar.testing import TestClient
 
 from agentconsole.scheduler.program import ToolSpec
 from agentconsole.server.gateway import (
@@ -39,6 +42,10 @@ KEYS: dict[str, tuple[str, bool]] = {
     "sk-operator": ("operator", True),
 }
 Body = dict[str, Any]
+#: the headers the tests send these keys with
+TENANT_A = {"Authorization": "Bearer sk-tenant-a"}
+TENANT_B = {"Authorization": "Bearer sk-tenant-b"}
+OPERATOR = {"Authorization": "Bearer sk-operator"}
 
 
 def _principal(request: Request[Any, Any, Any]) -> tuple[str, bool]:
@@ -168,6 +175,19 @@ def build_app(store: Store, gateway: ToolGateway, port: FakePort) -> Litestar:
         on_startup=[gateway.start],
         on_shutdown=[gateway.close, lambda: store.close()],
     )
+
+
+@contextlib.contextmanager
+def in_process(
+    db: Path, config: GatewayConfig
+) -> Iterator[tuple[TestClient[Litestar], ToolGateway, FakePort]]:
+    """The app in-process over a fresh store at ``db``: its HTTP client, the gateway and the
+    fake port behind it. The app's shutdown closes the gateway and the store."""
+    store = Store.open(db)
+    gateway = ToolGateway(store, config)
+    port = FakePort()
+    with TestClient(build_app(store, gateway, port)) as http:
+        yield http, gateway, port
 
 
 def serve_on_free_port(app: Litestar) -> None:

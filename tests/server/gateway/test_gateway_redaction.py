@@ -9,20 +9,16 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from litestar.testing import TestClient
 
 from agentconsole.server.gateway import GatewayConfig, ToolGateway
 from agentconsole.server.gateway.errors import InvalidArguments
 from agentconsole.server.gateway.redaction import digest
-from agentconsole.server.store import Store
 from agentconsole.server.store.export import export_parquet
 from agentconsole.server.store.jsonutil import JSONValue
 from tests.server.gateway.fakes import FakePort
 from tests.server.gateway.helpers import call, register_ledger, tool_body
-from tests.server.gateway.mini_server import build_app
+from tests.server.gateway.mini_server import TENANT_A, TENANT_B, in_process
 
-A = {"Authorization": "Bearer sk-tenant-a"}  # tenant-a: hash
-B = {"Authorization": "Bearer sk-tenant-b"}  # tenant-b: none
 SECRET = "card 4111-1111-1111-1111"
 
 
@@ -38,32 +34,29 @@ def _stored(db: Path) -> str:
 
 def test_hash_and_none_keep_no_tool_text_and_full_replays_exactly(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
-    store = Store.open(db)
     config = GatewayConfig(
         ledger_path=tmp_path / "l.jsonl",
         tenant_redaction={"tenant-a": "hash", "tenant-b": "none"},
     )
-    gateway = ToolGateway(store, config)
     echo = tool_body("echo", {"type": "builtin", "name": "echo"})
     args: dict[str, JSONValue] = {"text": SECRET}
-    with TestClient(build_app(store, gateway, FakePort())) as http:
-        for headers in (A, B):
+    with in_process(db, config) as (http, _, _):
+        for headers in (TENANT_A, TENANT_B):
             assert http.post("/v1/tools", json=echo, headers=headers).status_code == 201
         body = {"program_id": "p", "node_id": "n", "arguments": args}
-        first = http.post("/v1/tools/echo/call", json=body, headers=A).json()
+        first = http.post("/v1/tools/echo/call", json=body, headers=TENANT_A).json()
         assert first["status"] == "committed"
         assert first["result"] == {"arguments": args}  # the caller gets the result itself
-        replay = http.post("/v1/tools/echo/call", json=body, headers=A).json()
+        replay = http.post("/v1/tools/echo/call", json=body, headers=TENANT_A).json()
         assert replay["status"] == "replayed"
         assert replay["result"] is None
         assert replay["redacted"] == "hash"
         assert replay["sha256"] == digest({"arguments": args})["sha256"]
         body_b = {"program_id": "q", "node_id": "n", "arguments": args}
-        http.post("/v1/tools/echo/call", json=body_b, headers=B)
-        replay_b = http.post("/v1/tools/echo/call", json=body_b, headers=B).json()
+        http.post("/v1/tools/echo/call", json=body_b, headers=TENANT_B)
+        replay_b = http.post("/v1/tools/echo/call", json=body_b, headers=TENANT_B).json()
         assert replay_b["redacted"] == "none"
         assert "sha256" not in replay_b
-    store.close()
     stored = _stored(db)
     assert "4111" not in stored
     assert str(digest(args)["sha256"]) in stored  # tenant-a's arguments: digest and size only
@@ -75,18 +68,17 @@ def test_hash_and_none_keep_no_tool_text_and_full_replays_exactly(tmp_path: Path
 
 def test_full_keeps_arguments_and_results(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
-    store = Store.open(db)
-    gateway = ToolGateway(store, GatewayConfig(ledger_path=tmp_path / "l.jsonl"))
-    with TestClient(build_app(store, gateway, FakePort())) as http:
+    with in_process(db, GatewayConfig(ledger_path=tmp_path / "l.jsonl")) as (http, _, _):
         http.post(
-            "/v1/tools", json=tool_body("echo", {"type": "builtin", "name": "echo"}), headers=A
+            "/v1/tools",
+            json=tool_body("echo", {"type": "builtin", "name": "echo"}),
+            headers=TENANT_A,
         )
         body = {"program_id": "p", "node_id": "n", "arguments": {"text": SECRET}}
-        http.post("/v1/tools/echo/call", json=body, headers=A)
-        replay = http.post("/v1/tools/echo/call", json=body, headers=A).json()
+        http.post("/v1/tools/echo/call", json=body, headers=TENANT_A)
+        replay = http.post("/v1/tools/echo/call", json=body, headers=TENANT_A).json()
         assert replay["result"] == {"arguments": {"text": SECRET}}
         assert "redacted" not in replay
-    store.close()
     assert _stored(db).count("4111") == 2  # the arguments and the result
 
 

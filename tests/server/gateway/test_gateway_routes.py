@@ -19,49 +19,45 @@ from agentconsole.server.gateway import (
 from agentconsole.server.store import Store
 from tests.server.gateway.fakes import FakePort
 from tests.server.gateway.helpers import tool_body
-from tests.server.gateway.mini_server import build_app
-
-A = {"Authorization": "Bearer sk-tenant-a"}
-B = {"Authorization": "Bearer sk-tenant-b"}
-OP = {"Authorization": "Bearer sk-operator"}
+from tests.server.gateway.mini_server import OPERATOR, TENANT_A, TENANT_B, in_process
 
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[tuple[TestClient[Litestar], FakePort]]:
-    store = Store.open(tmp_path / "s.duckdb")
-    gateway = ToolGateway(store, GatewayConfig(ledger_path=tmp_path / "l.jsonl"))
-    port = FakePort()
-    with TestClient(build_app(store, gateway, port)) as test_client:
-        yield test_client, port
+    config = GatewayConfig(ledger_path=tmp_path / "l.jsonl")
+    with in_process(tmp_path / "s.duckdb", config) as (http, _, port):
+        yield http, port
 
 
 def test_register_list_call_and_replay(client: tuple[TestClient[Litestar], FakePort]) -> None:
     http, _ = client
     created = http.post(
-        "/v1/tools", json=tool_body("echo", {"type": "builtin", "name": "echo"}), headers=A
+        "/v1/tools", json=tool_body("echo", {"type": "builtin", "name": "echo"}), headers=TENANT_A
     )
     assert created.status_code == 201
     assert created.json()["owner"] == "tenant-a"
-    assert [t["name"] for t in http.get("/v1/tools", headers=A).json()["tools"]] == ["echo"]
-    assert http.get("/v1/tools", headers=B).json()["tools"] == []
+    assert [t["name"] for t in http.get("/v1/tools", headers=TENANT_A).json()["tools"]] == ["echo"]
+    assert http.get("/v1/tools", headers=TENANT_B).json()["tools"] == []
     body = {"program_id": "p", "node_id": "n", "arguments": {"text": "hi"}}
-    first = http.post("/v1/tools/echo/call", json=body, headers=A).json()
-    second = http.post("/v1/tools/echo/call", json=body, headers=A).json()
+    first = http.post("/v1/tools/echo/call", json=body, headers=TENANT_A).json()
+    second = http.post("/v1/tools/echo/call", json=body, headers=TENANT_A).json()
     assert first["status"] == "committed"
     assert second["status"] == "replayed"
     assert first["result"] == second["result"] == {"arguments": {"text": "hi"}}
-    refused = http.post("/v1/tools/echo/call", json=body, headers=B)
+    refused = http.post("/v1/tools/echo/call", json=body, headers=TENANT_B)
     assert refused.status_code == 404
     assert refused.json()["error"]["type"] == "tool_not_found"
 
 
 def test_errors_have_the_api_shape(client: tuple[TestClient[Litestar], FakePort]) -> None:
     http, _ = client
-    http.post("/v1/tools", json=tool_body("echo", {"type": "builtin", "name": "echo"}), headers=A)
+    http.post(
+        "/v1/tools", json=tool_body("echo", {"type": "builtin", "name": "echo"}), headers=TENANT_A
+    )
     bad = http.post(
         "/v1/tools/echo/call",
         json={"program_id": "p", "node_id": "n", "arguments": {"text": 5}},
-        headers=A,
+        headers=TENANT_A,
     )
     assert bad.status_code == 422
     assert bad.json() == {
@@ -73,7 +69,7 @@ def test_errors_have_the_api_shape(client: tuple[TestClient[Litestar], FakePort]
             "code": "invalid_arguments",
         }
     }
-    big = http.post("/v1/tools/echo/call", content=b"{" + b" " * 70_000 + b"}", headers=A)
+    big = http.post("/v1/tools/echo/call", content=b"{" + b" " * 70_000 + b"}", headers=TENANT_A)
     assert big.status_code == 413
     assert big.json()["error"]["type"] == "too_large"
 
@@ -83,34 +79,42 @@ def test_agent_run_tools_are_reported_not_executed(
 ) -> None:
     http, port = client
     agent_tool = tool_body("browser", {"type": "agent"})
-    assert http.post("/v1/tools", json=agent_tool, headers=A).status_code == 201
+    assert http.post("/v1/tools", json=agent_tool, headers=TENANT_A).status_code == 201
     call = http.post(
         "/v1/tools/browser/call",
         json={"program_id": "p", "node_id": "n", "arguments": {}},
-        headers=A,
+        headers=TENANT_A,
     )
     assert call.status_code == 422
     started = http.post(
-        "/v1/programs/p/tool-calls/start", json={"node_id": "t1", "tool": "browser"}, headers=A
+        "/v1/programs/p/tool-calls/start",
+        json={"node_id": "t1", "tool": "browser"},
+        headers=TENANT_A,
     )
     assert started.status_code == 200
     finished = http.post(
         "/v1/programs/p/tool-calls/finish",
         json={"node_id": "t1", "outcome": "timeout", "latency_s": 2.5},
-        headers=A,
+        headers=TENANT_A,
     )
     assert finished.json()["latency_s"] == 2.5
     assert port.events == [("started", "p", "t1", ""), ("finished", "p", "t1", "timeout")]
     theirs = http.post(
-        "/v1/programs/p/tool-calls/finish", json={"node_id": "t1", "outcome": "ok"}, headers=B
+        "/v1/programs/p/tool-calls/finish",
+        json={"node_id": "t1", "outcome": "ok"},
+        headers=TENANT_B,
     )
     assert theirs.status_code == 404
     unknown = http.post(
-        "/v1/programs/p/tool-calls/finish", json={"node_id": "zz", "outcome": "ok"}, headers=A
+        "/v1/programs/p/tool-calls/finish",
+        json={"node_id": "zz", "outcome": "ok"},
+        headers=TENANT_A,
     )
     assert unknown.status_code == 404
     wrong = http.post(
-        "/v1/programs/p/tool-calls/finish", json={"node_id": "t1", "outcome": "meh"}, headers=A
+        "/v1/programs/p/tool-calls/finish",
+        json={"node_id": "t1", "outcome": "meh"},
+        headers=TENANT_A,
     )
     assert wrong.status_code == 422
 
@@ -119,15 +123,17 @@ def test_operator_routes_need_an_operator_key(
     client: tuple[TestClient[Litestar], FakePort],
 ) -> None:
     http, _ = client
-    assert http.get("/v1/operator/tool-calls", headers=A).status_code == 403
-    listing = http.get("/v1/operator/tool-calls", params={"state": "needs_reconcile"}, headers=OP)
+    assert http.get("/v1/operator/tool-calls", headers=TENANT_A).status_code == 403
+    listing = http.get(
+        "/v1/operator/tool-calls", params={"state": "needs_reconcile"}, headers=OPERATOR
+    )
     assert listing.json() == {"tool_calls": []}
     assert (
-        http.get("/v1/operator/tool-calls", params={"state": "bogus"}, headers=OP).status_code
+        http.get("/v1/operator/tool-calls", params={"state": "bogus"}, headers=OPERATOR).status_code
         == 422
     )
     missing = http.post(
-        "/v1/operator/tool-calls/tc_x/reconcile", json={"action": "retry"}, headers=OP
+        "/v1/operator/tool-calls/tc_x/reconcile", json={"action": "retry"}, headers=OPERATOR
     )
     assert missing.status_code == 404
 
@@ -147,20 +153,20 @@ def test_a_tenant_sees_only_the_type_of_an_executor_it_did_not_register(
     url = "http://10.0.0.7/internal-only"
     platform = tool_body("internal", {"type": "http", "url": url})
     platform["allowed_tenants"] = ["tenant-a", "tenant-b", "a-secret-customer"]
-    assert http.post("/v1/tools", json=platform, headers=OP).status_code == 201
+    assert http.post("/v1/tools", json=platform, headers=OPERATOR).status_code == 201
     own = tool_body("mine", {"type": "builtin", "name": "echo"})
-    assert http.post("/v1/tools", json=own, headers=A).status_code == 201
+    assert http.post("/v1/tools", json=own, headers=TENANT_A).status_code == 201
 
     def executors(headers: dict[str, str]) -> dict[str, object]:
         listing = http.get("/v1/tools", headers=headers).json()["tools"]
         return {t["name"]: t["executor"] for t in listing}
 
-    assert executors(A) == {
+    assert executors(TENANT_A) == {
         "internal": {"type": "http"},
         "mine": {"type": "builtin", "name": "echo"},
     }
-    assert executors(B) == {"internal": {"type": "http"}}
-    assert executors(OP)["internal"] == {"type": "http", "url": url}
+    assert executors(TENANT_B) == {"internal": {"type": "http"}}
+    assert executors(OPERATOR)["internal"] == {"type": "http", "url": url}
     # of the tenants allowed, a tenant sees itself only: the others' names are theirs
-    (seen,) = http.get("/v1/tools", headers=B).json()["tools"]
+    (seen,) = http.get("/v1/tools", headers=TENANT_B).json()["tools"]
     assert seen["allowed_tenants"] == ["tenant-b"]

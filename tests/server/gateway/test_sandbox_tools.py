@@ -23,13 +23,11 @@ from agentconsole.server.gateway.sandbox_spec import SandboxConfig
 from agentconsole.server.store import Store
 from tests.server.gateway.fakes import FakePort
 from tests.server.gateway.helpers import call, obj, register, tool_body
-from tests.server.gateway.mini_server import build_app
+from tests.server.gateway.mini_server import OPERATOR, TENANT_A, in_process
 from tests.server.gateway.sandbox_support import CODE_PARAMS, python_tool, require_sandbox
 from tests.server.gateway.spawn import ServerProcess
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.anyio]
-A = {"Authorization": "Bearer sk-tenant-a"}
-OP = {"Authorization": "Bearer sk-operator"}
 
 
 @pytest.fixture
@@ -177,29 +175,27 @@ async def test_a_stored_tool_survives_a_restart_and_never_runs_unsandboxed(
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[tuple[TestClient[Litestar], ToolGateway]]:
-    store = Store.open(tmp_path / "s.duckdb")
-    gateway = ToolGateway(store, GatewayConfig())
-    with TestClient(build_app(store, gateway, FakePort())) as test_client:
-        yield test_client, gateway
+    with in_process(tmp_path / "s.duckdb", GatewayConfig()) as (http, gateway, _):
+        yield http, gateway
 
 
 def test_over_http_like_any_tool(client: tuple[TestClient[Litestar], ToolGateway]) -> None:
     http, gateway = client
-    created = http.post("/v1/tools", json=python_tool(), headers=A)
+    created = http.post("/v1/tools", json=python_tool(), headers=TENANT_A)
     assert created.status_code == 201, created.text
     assert created.json()["executor"]["type"] == "sandbox"
     body = {"program_id": "p", "node_id": "n", "arguments": {"code": "print(6 * 7)"}}
-    first = http.post("/v1/tools/python/call", json=body, headers=A)
+    first = http.post("/v1/tools/python/call", json=body, headers=TENANT_A)
     assert first.status_code == 200, first.text
-    second = http.post("/v1/tools/python/call", json=body, headers=A).json()
+    second = http.post("/v1/tools/python/call", json=body, headers=TENANT_A).json()
     assert first.json()["result"]["stdout"] == "42\n"
     assert (first.json()["status"], second["status"]) == ("committed", "replayed")
     other = {**body, "arguments": {"code": "print(1)"}}
-    mismatch = http.post("/v1/tools/python/call", json=other, headers=A)
+    mismatch = http.post("/v1/tools/python/call", json=other, headers=TENANT_A)
     assert mismatch.status_code == 422
     assert mismatch.json()["error"]["type"] == "idempotency_mismatch"
     gateway.sandbox = Sandbox(SandboxConfig(bwrap="/nonexistent/bwrap"))
-    refused = http.post("/v1/tools", json=python_tool("python2"), headers=A)
+    refused = http.post("/v1/tools", json=python_tool("python2"), headers=TENANT_A)
     assert refused.status_code == 422
     assert refused.json()["error"]["type"] == "sandbox_unavailable"
     gateway.store.writer.flush().result(10)
@@ -221,11 +217,11 @@ def test_the_demo_agent_runs_python_in_the_sandbox(tmp_path: Path) -> None:
         output = asyncio.run(run_python_demo(server.base_url, "sk-tenant-a", program_id="py-1"))
         assert output is not None
         assert "primes below 60: [2, 3, 5, 7" in output
-        calls = httpx.get(f"{server.base_url}/v1/operator/tool-calls", headers=OP).json()
+        calls = httpx.get(f"{server.base_url}/v1/operator/tool-calls", headers=OPERATOR).json()
         assert [(c["program_id"], c["tool"]) for c in calls["tool_calls"]] == [
             ("py-1", "demo_python")
         ]
-        program = httpx.get(f"{server.base_url}/v1/programs/py-1", headers=A).json()
+        program = httpx.get(f"{server.base_url}/v1/programs/py-1", headers=TENANT_A).json()
         assert program["state"] == "finished"
 
 

@@ -42,17 +42,24 @@
     AC.views.keyState();
   }
 
-  // One polled read: ``request()`` under the current key, ``apply(body)`` with its answer
-  // unless the key changed meanwhile (then the answer is the previous key's: dropped). A
-  // failure is kept in ``state.failed[name]`` (the view marks itself stale) until a success.
-  function read(name, request, apply) {
+  // One polled read, the only read path: ``request()`` under the current key, ``apply(body)``
+  // with its answer unless the answer is no longer wanted: the key changed meanwhile (it is
+  // the previous key's) or ``opts.wanted()`` says the view moved on. Either way a late answer
+  // is dropped, its failure too. A failure is kept in ``state.failed[name]`` (the view marks
+  // itself stale) until a success, and handed to ``opts.failed(e)`` where what is shown must
+  // change with it.
+  function read(name, request, apply, opts) {
     const gen = state.keyGen;
+    const wanted = (opts && opts.wanted) || (() => true);
+    const current = () => gen === state.keyGen && wanted();
     return request().then((body) => {
-      if (gen !== state.keyGen) return;
+      if (!current()) return;
       delete state.failed[name];
       apply(body);
     }, (e) => {
-      if (gen === state.keyGen) state.failed[name] = failure(e);
+      if (!current()) return;
+      state.failed[name] = failure(e);
+      if (opts && opts.failed) opts.failed(e);
     });
   }
   function failure(e) {
@@ -269,8 +276,23 @@
       if (e.program_id && e.program_id === state.detailId) touched = true;
     }
     if (state.events.length > TAIL) state.events.splice(0, state.events.length - TAIL);
-    if (touched) poll(true);
+    // only the open program's screen re-reads on its news: the detail id outlives the screen,
+    // and a poll from the list would read every page of the list for one program's event
+    if (touched && state.view === "program") reloadDetailSoon();
     schedule("batch");
+  }
+
+  // Feed batches about the open program read it again once the batches of the next moment are
+  // in, as the dashboard does (its DETAIL_RELOAD_S): one read for a burst of them, not one
+  // each; that read is a poll, so it also joins poll's one in flight and one pending.
+  const DETAIL_RELOAD_MS = 300;
+  let detailReload = null;
+  function reloadDetailSoon() {
+    if (detailReload !== null) return;
+    detailReload = setTimeout(() => {
+      detailReload = null;
+      if (state.view === "program") poll(true);  // else route() polled the view shown now
+    }, DETAIL_RELOAD_MS);
   }
 
   // -- rendering is coalesced to one pass per animation frame ------------------------------
@@ -334,16 +356,9 @@
   // is not there for this key (404, 403) leaves nothing of its last detail on screen; any
   // other failure keeps the last detail, marked stale.
   function readDetail(id) {
-    const gen = state.keyGen;
-    const current = () => gen === state.keyGen && id === state.detailId;
-    return AC.api("/v1/programs/" + encodeURIComponent(id)).then((d) => {
-      if (!current()) return;
-      delete state.failed.detail;
-      state.detail = d;
-    }, (e) => {
-      if (!current()) return;
-      state.failed.detail = failure(e);
-      if (e.status === 404 || e.status === 403) state.detail = null;
+    return read("detail", () => AC.api("/v1/programs/" + encodeURIComponent(id)), (d) => { state.detail = d; }, {
+      wanted: () => id === state.detailId,
+      failed: (e) => { if (e.status === 404 || e.status === 403) state.detail = null; },
     });
   }
 

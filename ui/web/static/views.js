@@ -312,7 +312,6 @@
     $("#nodes tbody").replaceChildren();
     for (const b of document.querySelectorAll("#view-program button.act")) b.disabled = true;
   }
-  views.clearDetail = clearDetail;
 
   // an open span (end null: a tool still running, a call still decoding) grows with the
   // clock: its timeline is redrawn at most this often while one is open
