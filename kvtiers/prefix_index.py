@@ -319,6 +319,8 @@ class PrefixIndex(TierTree):
         result = MoveResult(tier)
         slower = [n for n in nodes if not n.dead and n.tier > tier]
         there = [n for n in nodes if not n.dead and n.tier <= tier]
+        # pinned so the eviction cannot make the room of them: the simulator's admission
+        # passes only the slower nodes of a path it locked, but a caller may pass a whole set
         for node in there:
             self._pin(node)
         self._promote(slower, tier, now, result, room, max_priority)

@@ -210,8 +210,8 @@ def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[di
         body = error_body(_TYPES.get(status, "error"), str(exc.detail))
         return Response(body, status_code=status, headers=exc.headers or None)
     if isinstance(exc, StoreError):
-        # the store's writer died (or the store closed) under a request the write gate let
-        # pass: a read that needs a flush, or a write racing the death. Not a bug of ours:
+        # the store closed (shutting down) under a read that needs a flush, or its writer
+        # died under a write the write gate let pass (racing the death). Not a bug of ours:
         # the dead store's refusal (``deps.refuse_unrecordable_write``), 503 and retryable
         log.error("store unavailable during %s %s: %r", request.method, request.url.path, exc)
         refusal = Unavailable("the store is not available (see /ready); retry later")

@@ -14,20 +14,25 @@ naming ``tool_choice``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     ValidationInfo,
-    WithJsonSchema,
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
+
+from agentconsole.server.live.chatml import message_text
+from agentconsole.server.live.errors import InvalidRequest
 
 
 def _integral(value: object) -> object:
@@ -37,22 +42,32 @@ def _integral(value: object) -> object:
     return value
 
 
-def _false(value: bool) -> bool:
-    if value:
-        raise ValueError("is not supported")
-    return value
+@dataclass(frozen=True, slots=True)
+class Unsupported:
+    """``Annotated`` metadata of a field the server reads but cannot honour: the ``accepted``
+    values pass (by identity: ``False`` is not ``0``), any other is refused (422) with
+    ``reason`` before the field's type is checked; the JSON Schema allows the accepted values
+    only, so the published contract says the same."""
 
+    reason: str
+    accepted: tuple[object, ...] = (None,)
 
-def _unsupported(reason: str, *accepted: object) -> BeforeValidator:
-    """A field the server cannot honour: the ``accepted`` values pass (by identity: ``False``
-    is not ``0``), any other is refused with ``reason`` (no braces: pydantic formats it)."""
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_before_validator_function(self._check, handler(source))
 
-    def check(value: object) -> object:
-        if any(value is ok for ok in accepted):
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        values = list(self.accepted)
+        return {"const": values[0]} if len(values) == 1 else {"enum": values}
+
+    def _check(self, value: object) -> object:
+        if any(value is ok for ok in self.accepted):
             return value
-        raise PydanticCustomError("unsupported", reason)
-
-    return BeforeValidator(check)
+        # ``reason`` is pydantic's message template, so it is ours, never a client's text
+        raise PydanticCustomError("unsupported", self.reason)
 
 
 def _text_format(value: object) -> object:
@@ -70,19 +85,17 @@ def _text_format(value: object) -> object:
     return value
 
 
-def _text_parts(value: object) -> object:
+def _text_parts(content: object) -> object:
     """Content parts other than text (``image_url``, ``input_audio``, ``file``, ...) are
-    refused: the served models read text only, and dropping them would answer a prompt the
-    client did not send (an image alone: an empty one)."""
-    for part in value if isinstance(value, list) else ():
-        kind = part.get("type") if isinstance(part, dict) else None
-        if isinstance(kind, str) and kind != "text":
-            raise PydanticCustomError(
-                "unsupported",
-                "content part type '{kind}' is not supported: the served models read text only",
-                {"kind": kind[:64]},  # echoed back: bounded
-            )
-    return value
+    refused here, naming the content, before anything runs: the served models read text only,
+    and dropping them would answer a prompt the client did not send (an image alone: an empty
+    one). What is text is the prompt formats' own reading (``chatml.message_text``, the one
+    place that refuses the rest), so the edge refuses exactly what a prompt would."""
+    try:
+        message_text(content)
+    except InvalidRequest as refused:
+        raise PydanticCustomError("unsupported", "{reason}", {"reason": str(refused)}) from None
+    return content
 
 
 #: integers in strict mode (no string, boolean or fraction), ``5.0`` accepted as 5; the
@@ -106,7 +119,6 @@ Temperature = Annotated[float, Field(ge=0, le=2)]
 #: greedy decoding, since SGLang itself wants ``0 < top_p`` (``wire.sampling_params``)
 TopP = Annotated[float, Field(ge=0, le=1)]
 One = Annotated[int, Field(ge=1, le=1), Integral]
-Unsupported = Annotated[bool, AfterValidator(_false), WithJsonSchema({"const": False})]
 Stop = str | Annotated[list[str], Field(max_length=4)]
 ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
 ModelName = Annotated[str, Field(min_length=1, max_length=256)]
@@ -185,7 +197,7 @@ class ToolCallIn(_Body):
 
 
 class ContentPart(_Body):
-    """A text part (any other type is refused before this model: ``_text_parts``)."""
+    """A text part (a part of any other type is refused before this model: ``_text_parts``)."""
 
     model_config = ConfigDict(strict=True, extra="allow")
     type: Literal["text"]
@@ -199,6 +211,8 @@ class ResponseFormat(_Body):
 
 
 _NO_LOGPROBS = "is not supported: this server does not return log probabilities"
+_NO_ECHO = "is not supported: this server does not echo the prompt back"
+_NO_SUFFIX = "is not supported: this server does not complete text before a suffix"
 
 
 #: what ``Message``'s validator says, as JSON Schema: content (not null), or an assistant
@@ -275,14 +289,8 @@ class ChatCompletionRequest(_Generation):
     first only; true or unset: every call the model made."""
     response_format: Annotated[ResponseFormat, BeforeValidator(_text_format)] | None = None
     #: refused when asked for (never answered with ``logprobs: null``); false or null pass
-    logprobs: Annotated[
-        bool | None,
-        _unsupported(_NO_LOGPROBS, None, False),
-        WithJsonSchema({"enum": [False, None]}),
-    ] = None
-    top_logprobs: Annotated[
-        int | None, _unsupported(_NO_LOGPROBS, None), WithJsonSchema({"type": "null"})
-    ] = None
+    logprobs: Annotated[bool | None, Unsupported(_NO_LOGPROBS, (False, None))] = None
+    top_logprobs: Annotated[None, Unsupported(_NO_LOGPROBS)] = None
 
     @field_validator("tool_choice")
     @classmethod
@@ -307,9 +315,9 @@ class CompletionRequest(_Generation):
         | Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=1)]
     )
     best_of: One | None = None
-    echo: Unsupported = False
-    logprobs: None = None
-    suffix: None = None
+    echo: Annotated[bool, Unsupported(_NO_ECHO, (False,))] = False
+    logprobs: Annotated[None, Unsupported(_NO_LOGPROBS)] = None
+    suffix: Annotated[None, Unsupported(_NO_SUFFIX)] = None
 
     @property
     def text(self) -> str:

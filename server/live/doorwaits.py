@@ -16,39 +16,26 @@ again from its own arrival).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from agentconsole.scheduler.events import EventKind
 from agentconsole.scheduler.program import Program
-from agentconsole.server.store.event_log import EVENTS
-from agentconsole.server.store.repository import CursorFactory
+from agentconsole.server.store.repository import DoorWait
 
 #: a program's waits at the door, (from, to)
 Spans = list[tuple[float, float]]
 
 
-def stored_door_waits(cursor: CursorFactory, programs: Sequence[Program]) -> dict[str, Spans]:
-    """Per program of ``programs``, its waits at the door the event log recorded, oldest
-    first (a program that never waited there is left out). One read of the log for them all,
-    from the earliest one's creation on (its waits cannot come before; the log's zone maps
-    on time skip what lies earlier)."""
-    if not programs:
-        return {}
-    since = min(p.created_at for p in programs)
-    sql = (
-        f"SELECT program_id, ts, CAST(data->>'door_s' AS DOUBLE) FROM {EVENTS}"
-        " WHERE kind = ? AND ts >= ? AND program_id IN (SELECT unnest(?::VARCHAR[]))"
-        " ORDER BY seq"
-    )
-    params: list[object] = [
-        EventKind.PROGRAM_DOOR_WAITED.value,
-        since,
-        [p.program_id for p in programs],
-    ]
-    with cursor() as cur:
-        rows = cur.execute(sql, params).fetchall()
+def door_waits_since(programs: Sequence[Program]) -> float:
+    """The earliest time a wait of ``programs`` can have ended at: their earliest creation
+    (0.0 without programs)."""
+    return min((p.created_at for p in programs), default=0.0)
+
+
+def door_spans(waits: Iterable[DoorWait]) -> dict[str, Spans]:
+    """Per program, its stored waits at the door as spans, in the order of ``waits`` (the
+    log's, oldest first); a program that never waited there is left out. Read in the
+    start-up's one scan of the log (``Repository.restart_events``)."""
     out: dict[str, Spans] = {}
-    for program_id, ended, waited in rows:
-        if waited is not None and waited > 0.0:
-            out.setdefault(str(program_id), []).append((ended - waited, float(ended)))
+    for wait in waits:
+        out.setdefault(wait.program_id, []).append((wait.ended_at - wait.waited_s, wait.ended_at))
     return out

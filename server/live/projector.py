@@ -3,7 +3,8 @@
 Subscribed to the hub, it only marks programs and nodes dirty (O(1) per event); a task writes
 the current rows of dirty ones every ``interval_s`` (1 s) through the store writer (fire and
 forget, group-committed). :meth:`sync` writes at once and waits for the commit, so a listing
-read right after a change sees it.
+read right after a change sees it (:meth:`sync_for_read`: unless the writer died, when the
+listing reads what committed before).
 
 Marks, so a crash loses no committed event's effect: each row carries ``synced_seq`` in its
 data (the hub's last ``seq`` when it was built: every earlier event is in it), and each batch
@@ -24,6 +25,7 @@ from agentconsole.scheduler.program import Program
 from agentconsole.server.live.insertionbook import InsertionBook
 from agentconsole.server.live.periodic import Periodic
 from agentconsole.server.live.views import node_record, program_record
+from agentconsole.server.store.errors import StoreClosedError
 from agentconsole.server.store.records import AttemptRecord, ProgramRecord, Record
 from agentconsole.server.store.syncmarks import PROJECTOR, SyncMarkRecord
 from agentconsole.server.store.writer import StoreWriter
@@ -172,6 +174,20 @@ class StoreProjector:
         """Write everything dirty and wait until it (and all before it) has committed."""
         self.write()
         await asyncio.wrap_future(self.writer.flush())
+
+    async def sync_for_read(self) -> None:
+        """:meth:`sync` before a read of the rows, unless the store's writer has died: nothing
+        more can commit then, so the read answers from the rows that did (shown with their
+        live values) instead of failing. A dead store refuses writes, not reads; a death that
+        races the flush is read past the same way. A writer merely closed (shutting down)
+        still raises :class:`StoreClosedError`, as :meth:`sync` does."""
+        if self.writer.failure is not None:
+            return
+        try:
+            await self.sync()
+        except StoreClosedError:
+            if self.writer.failure is None:
+                raise
 
     def start(self) -> None:
         self._periodic.start()

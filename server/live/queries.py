@@ -1,10 +1,13 @@
 """Program reads for the API: live programs from memory, the rest from the store.
 
 A listing is answered by the store (so it covers programs of earlier runs and programs the
-sweeper dropped from memory), after :meth:`StoreProjector.sync` so it includes every change
-made before the request; rows of programs still in memory are then shown with their live
-values. It pages by keyset (``pagecursor.py``): stable while programs start and end. Store
-reads run in a worker thread so they never block the event loop.
+sweeper dropped from memory), after :meth:`StoreProjector.sync_for_read` so it includes every
+change made before the request; rows of programs still in memory are then shown with their
+live values. With the store's writer dead the listing still answers, from the rows committed
+before it died (a program created in the second before has no row yet, and is missing from
+the listing, not from ``GET /v1/programs/{id}``). It pages by keyset (``pagecursor.py``):
+stable while programs start and end. Store reads run in a worker thread so they never block
+the event loop.
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ class ProgramQueries:
             # an offset counted from a keyset position is nothing a client could mean
             raise InvalidRequest("give cursor or offset, not both", field="offset")
         after = ProgramCursor.decode(cursor).key if cursor is not None else None
-        await self.projector.sync()
+        await self.projector.sync_for_read()
         repo = self.store.repo
         # one row more than asked says whether a next page exists, so the last page carries
         # no cursor and a client never makes a read that can only come back empty

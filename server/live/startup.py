@@ -16,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentconsole.scheduler.learned import RELEARN_PER_GROUP, RELEARNED
 from agentconsole.scheduler.metrics import MetricsAggregator
-from agentconsole.server.live.doorwaits import stored_door_waits
+from agentconsole.scheduler.program import Program
+from agentconsole.server.live.doorwaits import door_spans, door_waits_since
 from agentconsole.server.live.operator import REMEMBERED_ACTIONS, OperatorDesk, OperatorMemory
 from agentconsole.server.live.queries import ProgramQueries
 from agentconsole.server.live.reopen import programs_to_restore
@@ -86,32 +87,39 @@ async def restore_from_store(live: ServingParts) -> None:
     reopened), the metrics (which adopt them), the driver's learners, the projector's marks
     (every program written again, so the next restart's event tail starts here) and the
     operator's standing decisions (replayed through the desk)."""
-    await _reopen_running_programs(live)
-    await _relearn(live)
+    restored = await _reopen_running_programs(live)
+    await _learn_from_the_log(live, restored)
     live.queries.projector.mark_all()
     await live.queries.projector.sync()
     await _replay_operator_decisions(live)
 
 
-async def _reopen_running_programs(live: ServingParts) -> None:
-    """Programs survive a restart: rows plus the event log's tail (``reopen.py``). The metrics
-    follow them without a second ``program.created``, their stored door waits included."""
-    store = live.store
-    restored = [
+async def _reopen_running_programs(live: ServingParts) -> list[Program]:
+    """Programs survive a restart: rows plus the event log's tail (``reopen.py``). Returns
+    the programs reopened."""
+    return [
         program
-        for view, tail in await asyncio.to_thread(programs_to_restore, store.repo)
+        for view, tail in await asyncio.to_thread(programs_to_restore, live.store.repo)
         if (program := live.service.reopen(view, tail)) is not None
     ]
-    door = await asyncio.to_thread(stored_door_waits, store.cursor, restored)
+
+
+async def _learn_from_the_log(live: ServingParts, restored: Sequence[Program]) -> None:
+    """What the event log still teaches, read in one scan of it: the metrics follow the
+    ``restored`` programs without a second ``program.created``, their stored door waits
+    included (``doorwaits.py``); and what finished programs and tools taught the scheduler
+    (calls, sizes, runs, latencies) is learned again from their latest end events."""
+    logged = await asyncio.to_thread(
+        live.store.repo.restart_events,
+        RELEARNED,
+        RELEARN_PER_GROUP,
+        door_waits_of=[program.program_id for program in restored],
+        door_since=door_waits_since(restored),
+    )
+    door = door_spans(logged.door_waits)
     for program in restored:
         live.metrics.adopt(program, door.get(program.program_id, ()))
-
-
-async def _relearn(live: ServingParts) -> None:
-    """What finished programs and tools taught the scheduler (calls, sizes, runs, latencies),
-    learned again from their latest end events."""
-    latest = live.store.repo.latest_events
-    live.service.driver.relearn(await asyncio.to_thread(latest, RELEARNED, RELEARN_PER_GROUP))
+    live.service.driver.relearn(logged.latest)
 
 
 async def _replay_operator_decisions(live: ServingParts) -> None:

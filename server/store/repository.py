@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.server.store.catalog import ApiKeyRecord, TenantRecord, ToolRecord
 from agentconsole.server.store.event_log import EVENT_SPEC, EVENTS
@@ -50,11 +51,32 @@ class ProgramView:
     attempts: tuple[AttemptRecord, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class DoorWait:
+    """A program's wait at the door, as its ``program.door_waited`` event recorded it: ended
+    at ``ended_at``, ``waited_s`` long."""
+
+    program_id: str
+    ended_at: float
+    waited_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class RestartEvents:
+    """What a start-up reads back from the event log (:meth:`Repository.restart_events`)."""
+
+    #: the latest events of each learned kind and group, oldest first
+    latest: list[Event]
+    #: the restored programs' waits at the door, in log order
+    door_waits: list[DoorWait]
+
+
 def _cols(names: tuple[str, ...]) -> str:
     return ", ".join(names)
 
 
 _EVENT_COLS = _cols(EVENT_SPEC.names)
+_DOOR_WAITED = EventKind.PROGRAM_DOOR_WAITED
 _INTENT_COLS = _cols(IntentRecord.SPEC.names)
 
 
@@ -70,6 +92,49 @@ def _event(r: tuple[Any, ...]) -> StoredEvent:
         data=data,
     )
     return StoredEvent(seq=int(r[0]), event=event)
+
+
+def _latest_window(groups: Sequence[tuple[EventKind, Sequence[str]]]) -> str:
+    """The window that numbers each kind's events per tenant and values of the kind's fields
+    in ``groups``, newest first (the kinds and field names are the scheduler's constants,
+    never a client's text)."""
+    width = max(len(fields) for _, fields in groups)
+    by_field = [
+        "CASE kind "
+        + " ".join(
+            f"WHEN '{kind.value}' THEN data->>'{fields[i]}'"
+            for kind, fields in groups
+            if i < len(fields)
+        )
+        + " END"
+        for i in range(width)
+    ]
+    return f"PARTITION BY {', '.join(['kind', 'tenant', *by_field])} ORDER BY seq DESC"
+
+
+def _restart_scan(
+    groups: Sequence[tuple[EventKind, Sequence[str]]],
+    per_group: int,
+    door_waits_of: Sequence[str],
+    door_since: float,
+) -> tuple[str, list[object]]:
+    """The query of :meth:`Repository.restart_events` and its parameters: one scan of the
+    log, its filter an ``OR`` of the learned kinds and the door waits asked for."""
+    where: list[str] = []
+    params: list[object] = []
+    if groups:
+        where.append(f"kind IN ({', '.join('?' * len(groups))})")
+        params.extend(kind.value for kind, _ in groups)
+    if door_waits_of:
+        # a semi-join on the unnested list: one hash join, not one lookup per id
+        where.append("(kind = ? AND ts >= ? AND program_id IN (SELECT unnest(?::VARCHAR[])))")
+        params.extend((_DOOR_WAITED.value, door_since, list(door_waits_of)))
+    sql = f"SELECT {_EVENT_COLS} FROM {EVENTS} WHERE {' OR '.join(where)}"
+    if groups:
+        # the door waits pass whole; only the learned kinds keep their latest
+        sql += f" QUALIFY kind = ? OR row_number() OVER ({_latest_window(groups)}) <= ?"
+        params.extend((_DOOR_WAITED.value, per_group))
+    return sql + " ORDER BY seq", params
 
 
 R = TypeVar("R", NodeRecord, AttemptRecord)
@@ -248,39 +313,43 @@ class Repository:
         )
         return [_event(r) for r in rows]
 
-    def latest_events(
-        self, groups: Sequence[tuple[EventKind, Sequence[str]]], per_group: int
-    ) -> list[Event]:
-        """The latest ``per_group`` events of each kind in ``groups`` per tenant and values of
-        that kind's data fields, oldest first: what a restart learns again
-        (``scheduler/learned.py``). A single scan of the log covering every kind, once at
-        start-up (a scan by one kind measured 0.3-0.4 s over 20 million events; the start-up
-        made one such scan per kind before). Raises ``ValueError`` if a kind comes twice."""
-        if not groups:
-            return []
-        if len({kind for kind, _ in groups}) != len(groups):
+    def restart_events(
+        self,
+        groups: Sequence[tuple[EventKind, Sequence[str]]],
+        per_group: int,
+        *,
+        door_waits_of: Sequence[str] = (),
+        door_since: float = 0.0,
+    ) -> RestartEvents:
+        """What a start-up reads back from the event log, in a single scan of it (a scan by
+        one kind measured 0.3-0.4 s over 20 million events; the start-up made one such scan
+        per kind before, and one more for the door waits):
+
+        - ``latest``: the latest ``per_group`` events of each kind in ``groups`` per tenant
+          and values of that kind's data fields, oldest first: what a restart learns again
+          (``scheduler/learned.py``);
+        - ``door_waits``: every wait at the door that programs ``door_waits_of`` ended at or
+          after ``door_since`` (their earliest creation: none can come before), in log order;
+          a ``program.door_waited`` of no length is left out (``server/live/doorwaits.py``).
+
+        Raises ``ValueError`` if a kind comes twice in ``groups``, or if ``program.door_waited``
+        is one of them (its events are read whole, for the door waits)."""
+        kinds = [kind for kind, _ in groups]
+        if len(set(kinds)) != len(kinds):
             raise ValueError("each kind once: its events are grouped by one set of fields")
-        width = max(len(fields) for _, fields in groups)
-        # the kinds and field names are the scheduler's constants, never a client's text
-        by_field = [
-            "CASE kind "
-            + " ".join(
-                f"WHEN '{kind.value}' THEN data->>'{fields[i]}'"
-                for kind, fields in groups
-                if i < len(fields)
-            )
-            + " END"
-            for i in range(width)
+        if _DOOR_WAITED in kinds:
+            raise ValueError(f"{_DOOR_WAITED.value} is read whole, for the door waits")
+        if not groups and not door_waits_of:
+            return RestartEvents([], [])
+        sql, params = _restart_scan(groups, per_group, door_waits_of, door_since)
+        stored = [_event(r).event for r in self._all(sql, params)]
+        latest = [event for event in stored if event.kind is not _DOOR_WAITED]
+        door_waits = [
+            DoorWait(event.program_id, event.t, waited)
+            for event in stored
+            if event.kind is _DOOR_WAITED and (waited := number(event.data, "door_s")) > 0.0
         ]
-        partition = ", ".join(["kind", "tenant", *by_field])
-        kinds = [kind.value for kind, _ in groups]
-        rows = self._all(
-            f"SELECT {_EVENT_COLS} FROM {EVENTS} WHERE kind IN ({', '.join('?' * len(kinds))})"
-            f" QUALIFY row_number() OVER (PARTITION BY {partition} ORDER BY seq DESC) <= ?"
-            " ORDER BY seq",
-            [*kinds, per_group],
-        )
-        return [_event(r).event for r in rows]
+        return RestartEvents(latest, door_waits)
 
     def audit_log(
         self,

@@ -97,3 +97,23 @@ def test_a_promotion_with_room_is_all_or_nothing() -> None:
     assert (other[0].tier, slow[0].tier, kept[0].tier) == (DRAM, HBM, HBM)
     assert ix.free(HBM) >= 10
     ix.check_integrity()
+
+
+def test_a_promotion_never_makes_its_room_of_a_node_it_was_given_that_is_there_already() -> None:
+    """``promote`` pins what it is given that sits on the tier already: a caller passing a
+    whole set of nodes it is about to use (not only the slower ones) must not see one of them
+    evicted to make room for another. The simulator's admission never passes such a node (it
+    sends the slower part of a path it has locked), so only this reaches the pin."""
+    ix = make(hbm=10, dram=20, strategy="lru")
+    there = ix.insert("T", [Block("t", 10)], 0.0).path  # fills HBM, unlocked
+    slow = ix.insert("T", [Block("s", 10)], 1.0, DRAM).path
+    refused = ix.promote([there[0], slow[0]], HBM, 2.0)
+    assert not refused.ok
+    assert refused.moves == []
+    assert (there[0].tier, slow[0].tier) == (HBM, DRAM)
+    assert there[0].lock_count == 0  # the pin is undone
+    # given the slower node alone, the same promotion swaps the other one out
+    done = ix.promote(slow, HBM, 3.0)
+    assert done.ok
+    assert (there[0].tier, slow[0].tier) == (DRAM, HBM)
+    ix.check_integrity()

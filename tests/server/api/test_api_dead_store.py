@@ -1,6 +1,7 @@
 """With the store's writer stopped by a fatal error, every route that records state answers
-503 ``unavailable`` (retryable), as a chat call does, while the read routes still answer:
-a write answered 2xx would be lost without a word.
+503 ``unavailable`` (retryable), as a chat call does, while the read routes still answer (the
+program listing from the rows committed before the death): a write answered 2xx would be lost
+without a word.
 
 One server for the module: what the tests need is set up while the store records, then the
 store dies (a writer lane stopped by a fatal error does not come back), so every test sees
@@ -21,6 +22,8 @@ from tests.server.gateway.helpers import tool_body
 ECHO = {"type": "builtin", "name": "echo"}
 AGENT_RUN = {"type": "agent"}
 REPORTS = "/v1/programs/ds-report/tool-calls"
+#: the programs created (and their rows committed) before the store dies
+COMMITTED = ("ds-kept", "ds-nodes", "ds-report", "ds-ops")
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +33,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         with live.client() as c:
             for name, executor in (("echo", ECHO), ("browser", AGENT_RUN)):
                 assert c.post("/v1/tools", json=tool_body(name, executor)).status_code == 201
-            for program_id in ("ds-kept", "ds-nodes", "ds-report", "ds-ops"):
+            for program_id in COMMITTED:
                 created = c.post("/v1/programs", json={"program_id": program_id})
                 assert created.status_code == 201, created.text
             started = c.post(f"{REPORTS}/start", json={"node_id": "t1", "tool": "browser"})
             assert started.status_code == 200, started.text
+            # a listing commits the programs' rows: what the dead store's listing reads back
+            assert c.get("/v1/programs").json()["total"] == len(COMMITTED)
         # what a fatal DuckDB error (a failed fsync, an invalidated database) leaves
         live.live.store.writer._lanes[0].abort(RuntimeError("disk gone"))
         assert not live.live.service.store_alive()
@@ -60,12 +65,26 @@ def test_program_creation_is_refused_and_reads_still_answer(server: LiveServer) 
         assert c.get("/v1/programs/ds-lost").status_code == 404  # nothing half-made
         assert c.get("/v1/tools").status_code == 200
         assert c.get("/v1/overview").status_code == 200
-        # the listing first brings the store's rows up to date, which a dead writer cannot:
-        # that is the store's 503 too (retryable), never a 500
+
+
+def test_the_program_listing_answers_from_the_rows_committed_before_the_death(
+    server: LiveServer,
+) -> None:
+    """The listing brings the store's rows up to date first, which a dead writer cannot: it
+    reads the rows that committed before instead (a dead store takes no read down)."""
+    with server.client() as c:
         listing = c.get("/v1/programs")
-        assert listing.status_code == 503, listing.text
-        assert listing.json()["error"]["type"] == "unavailable"
-        assert listing.headers["x-should-retry"] == "true"
+        assert listing.status_code == 200, listing.text
+        body = listing.json()
+        assert sorted(p["program_id"] for p in body["programs"]) == sorted(COMMITTED)
+        assert body["total"] == len(COMMITTED)
+        assert {p["state"] for p in body["programs"]} == {"running"}
+        page = c.get("/v1/programs", params={"limit": 2})
+        assert page.status_code == 200, page.text
+        rest = c.get("/v1/programs", params={"cursor": page.json()["next_cursor"]})
+        assert rest.status_code == 200, rest.text
+        paged = [p["program_id"] for p in page.json()["programs"] + rest.json()["programs"]]
+        assert sorted(paged) == sorted(COMMITTED)
 
 
 def test_node_declaration_is_refused(server: LiveServer) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentconsole.scheduler.events import Event, EventKind, Scalar
+from agentconsole.server.live.doorwaits import door_spans
 from agentconsole.server.live.pagecursor import ProgramCursor
 from agentconsole.server.store import (
     ApiKeyRecord,
@@ -17,6 +18,7 @@ from agentconsole.server.store import (
     TenantRecord,
     ToolRecord,
 )
+from agentconsole.server.store.repository import DoorWait, RestartEvents
 from tests.server.store.store_helpers import make_event
 
 
@@ -125,7 +127,14 @@ def test_events_since_pages_and_filters(store: Store) -> None:
     assert store.repo.events_since(50) == []
 
 
-def test_latest_events_keeps_the_latest_of_each_tenant_and_group(store: Store) -> None:
+def _latest(store: Store, groups: list[tuple[EventKind, tuple[str, ...]]], n: int) -> list[Event]:
+    """The learned half of the start-up's read of the log."""
+    read = store.repo.restart_events(groups, n)
+    assert read.door_waits == []  # none asked for
+    return read.latest
+
+
+def test_restart_events_keep_the_latest_of_each_tenant_and_group(store: Store) -> None:
     def finished(i: int, tenant: str, kind: str, label: str = "") -> Event:
         data: dict[str, Scalar] = {"program_kind": kind, "workload": label, "calls": i}
         data["door_run_s"] = float(i)
@@ -144,21 +153,61 @@ def test_latest_events_keeps_the_latest_of_each_tenant_and_group(store: Store) -
         store.writer.emit(event)
     store.writer.flush().result(10)
     by_kind_and_label = [(EventKind.PROGRAM_FINISHED, ("program_kind", "workload"))]
-    recent = store.repo.latest_events(by_kind_and_label, 2)
+    recent = _latest(store, by_kind_and_label, 2)
     assert [e.program_id for e in recent] == ["p3", "p4", "p5", "p6"]  # oldest first
     assert recent[0] == finished(3, "a", "coding", "coding")
     assert type(recent[0].data["calls"]) is int  # as stored: a count stays a count
     assert type(recent[0].data["door_run_s"]) is float
-    assert len(store.repo.latest_events(by_kind_and_label, 10)) == 7
-    finished_per_tenant = store.repo.latest_events([(EventKind.PROGRAM_FINISHED, ())], 1)
+    assert len(_latest(store, by_kind_and_label, 10)) == 7
+    finished_per_tenant = _latest(store, [(EventKind.PROGRAM_FINISHED, ())], 1)
     assert len(finished_per_tenant) == 2  # one per tenant
     # several kinds in one scan, each grouped by its own fields; other kinds left out
     both = [*by_kind_and_label, (EventKind.PROGRAM_FAILED, ("workload",))]
-    latest = [e.program_id for e in store.repo.latest_events(both, 1)]
+    latest = [e.program_id for e in _latest(store, both, 1)]
     assert latest == ["failed", "p4", "p5", "p6", "fy1", "fx2"]  # the unlabelled, y, latest x
-    assert store.repo.latest_events([], 1) == []
+    assert _latest(store, [], 1) == []
     with pytest.raises(ValueError, match="each kind once"):
-        store.repo.latest_events([*both, (EventKind.PROGRAM_FAILED, ())], 1)
+        _latest(store, [*both, (EventKind.PROGRAM_FAILED, ())], 1)
+
+
+def _door_waited(t: float, program_id: str, door_s: Scalar | None, tenant: str = "a") -> Event:
+    data: dict[str, Scalar] = {"at": "start", "ended": "let_in"}
+    if door_s is not None:
+        data["door_s"] = door_s
+    return Event(t, EventKind.PROGRAM_DOOR_WAITED, program_id, tenant=tenant, data=data)
+
+
+def test_restart_events_read_the_door_waits_in_the_same_scan(store: Store) -> None:
+    finished: dict[str, Scalar] = {"program_kind": "chat", "workload": "chat", "calls": 1}
+    events = [
+        _door_waited(5.0, "early", 1.0),  # before the earliest creation asked for: left out
+        _door_waited(11.0, "p", 0.5),
+        Event(12.0, EventKind.PROGRAM_FINISHED, "done", tenant="a", data=finished),
+        _door_waited(13.0, "other", 2.0),  # not asked for
+        _door_waited(14.0, "q", 0.0),  # of no length
+        _door_waited(15.0, "q", None),  # no length recorded
+        _door_waited(16.0, "p", 1.5, tenant="b"),
+        _door_waited(17.0, "q", 3.0),
+    ]
+    for event in events:
+        store.writer.emit(event)
+    store.writer.flush().result(10)
+    learned = [(EventKind.PROGRAM_FINISHED, ("program_kind",))]
+    asked = ["p", "q", "early"]
+    read = store.repo.restart_events(learned, 1, door_waits_of=asked, door_since=10.0)
+    assert [e.program_id for e in read.latest] == ["done"]  # door waits never count there
+    assert read.door_waits == [
+        DoorWait("p", 11.0, 0.5),
+        DoorWait("p", 16.0, 1.5),
+        DoorWait("q", 17.0, 3.0),
+    ]
+    assert door_spans(read.door_waits) == {"p": [(10.5, 11.0), (14.5, 16.0)], "q": [(14.0, 17.0)]}
+    # the door waits alone; the learned kinds' window leaves them whole
+    alone = store.repo.restart_events([], 1, door_waits_of=asked, door_since=10.0)
+    assert alone == RestartEvents([], read.door_waits)
+    assert store.repo.restart_events([], 1) == RestartEvents([], [])
+    with pytest.raises(ValueError, match="read whole"):
+        store.repo.restart_events([(EventKind.PROGRAM_DOOR_WAITED, ())], 1)
 
 
 def test_audit_log_is_numbered_and_newest_first(store: Store) -> None:
