@@ -41,15 +41,14 @@ from litestar.di import Provide
 from litestar.types import ControllerRouterHandler
 from uvicorn.logging import TRACE_LOG_LEVEL
 
-from agentconsole.scheduler.driver import DOOR_MEMORY_SHARE
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.api.connections import HttpLimits, uvicorn_options
 from agentconsole.server.api.deps import Live
-from agentconsole.server.app import Extension, create_app
+from agentconsole.server.app import Extension, create_app, door_settings
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.extension import GatewayExtension
-from agentconsole.server.runtime.sglang.factory import GPU_MODEL_REQUIRED, engine_device
+from agentconsole.server.runtime.registry import runtime_spec
 from agentconsole.server.store import StoreConfig, StoreOpenError
 from agentconsole.server.store.opening import check_openable
 from agentconsole.settings import (
@@ -86,20 +85,20 @@ class StartRefused(click.ClickException):
 class Server(uvicorn.Server):
     """uvicorn with two additions: on shutdown the SSE feeds are closed and the calls in flight
     answered first (uvicorn waits for open connections before the app's lifespan ends; each of
-    ``on_shutdown`` answers an extension's calls, the tool gateway's), and ``on_started`` runs
-    once the sockets listen (it receives the base URL)."""
+    the mounted ``extensions`` is told with its ``shut_down``), and ``on_started`` runs once
+    the sockets listen (it receives the base URL)."""
 
     def __init__(
         self,
         config: uvicorn.Config,
         app: Litestar,
         on_started: Callable[[str], Coroutine[Any, Any, None]] | None = None,
-        on_shutdown: Sequence[Callable[[], None]] = (),
+        extensions: Sequence[Extension] = (),
     ) -> None:
         super().__init__(config)
         self.app = app
         self.on_started = on_started
-        self.on_shutdown = tuple(on_shutdown)
+        self.extensions = tuple(extensions)
         self.url = ""
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -124,16 +123,17 @@ class Server(uvicorn.Server):
             # calls in flight are answered (503) now, before uvicorn waits for connections
             # and then cancels what is left (a bare 500, a stream cut without its end)
             live.service.shut_down()
-        for answer_calls in self.on_shutdown:
-            answer_calls()
+        for extension in self.extensions:
+            extension.shut_down()
         for task in self._tasks:
             task.cancel()
         await super().shutdown(sockets)
 
 
 def engine_log_path(settings: Settings) -> Path | None:
-    """Where SGLang's own output goes (next to the store), or None for the simulator."""
-    if settings.runtime.name != "sglang":
+    """Where an in-process engine's own output goes (SGLang's: next to the store), or None for
+    a runtime without one (the simulator, SGLang servers behind a router)."""
+    if not runtime_spec(settings.runtime.name).engine_in_process:
         return None
     configured = settings.runtime.extra.get("engine_log")
     return Path(str(configured)) if configured else settings.store.db.with_suffix(".sglang.log")
@@ -145,18 +145,16 @@ def address_lines(url: str) -> str:
 
 
 def model_line(settings: Settings) -> str:
-    """What the runtime serves: a path, the tiny CPU model, or a simulated preset and GPU."""
+    """What the runtime serves: a path, its default (SGLang's tiny CPU model), or a simulated
+    preset and GPU."""
     runtime = settings.runtime
-    if runtime.name == "sim":
+    spec = runtime_spec(runtime.name)
+    if spec.simulated:
         if runtime.profile:
             return f"calibration profile {runtime.profile} (simulated)"
         tp = f" x{runtime.tp}" if runtime.tp > 1 else ""
         return f"{runtime.model or SIM_DEFAULT_MODEL} simulated on {runtime.gpu}{tp}"
-    if runtime.model:
-        return runtime.model
-    if runtime.name == "sglang":
-        return "the tiny CPU model"
-    return "the workers' own"
+    return runtime.model or spec.default_model
 
 
 def models_line(settings: Settings) -> str | None:
@@ -165,10 +163,11 @@ def models_line(settings: Settings) -> str | None:
     if not served:
         return None
     runtime = settings.runtime
+    simulated = runtime_spec(runtime.name).simulated
     parts = []
     for entry in served:
         source = entry.path or runtime.model or "the runtime's default"
-        if runtime.name == "sim":
+        if simulated:
             tp = f" x{entry.tp}" if entry.tp and entry.tp > 1 else ""
             source += f" simulated on {entry.gpu or runtime.gpu}{tp}"
         parts.append(f"{entry.name} ({source})")
@@ -176,20 +175,21 @@ def models_line(settings: Settings) -> str | None:
 
 
 def door_line(settings: Settings) -> str:
-    """Whether new programs may wait at the admission door (on by default), and how long."""
-    limits, policy = settings.limits, settings.runtime.policy
-    if not limits.program_admission:
+    """Whether new programs may wait at the admission door (on by default), and how long: the
+    door the service will run (``door_settings``), under the policy's own flag."""
+    door, policy = door_settings(settings.server_config()), settings.runtime.policy
+    if not door.enabled:
         return "admission door: off (limits.program_admission = false)"
     if not get_policy(policy).program_aware:
         return f"admission door: off under {policy} (a request-level policy)"
     budget = (
-        f"{limits.admission_budget_tokens} KV tokens"
-        if limits.admission_budget_tokens
-        else f"{DOOR_MEMORY_SHARE:.0%} of the KV memory"
+        f"{door.budget_tokens} KV tokens"
+        if door.budget_tokens
+        else f"{door.memory_share:.0%} of the KV memory"
     )
     return (
         f"admission door: on (a new program waits while the started ones fill {budget}, at"
-        f" most {limits.admission_wait_s:g} s, then 503; limits.program_admission)"
+        f" most {door.wait_s:g} s, then 503; limits.program_admission)"
     )
 
 
@@ -242,6 +242,9 @@ class ConsoleExtension:
 
     async def start(self, live: Live) -> None:
         return None
+
+    def shut_down(self) -> None:
+        """Nothing to answer: static files are short responses uvicorn lets finish."""
 
     async def stop(self) -> None:
         return None
@@ -326,21 +329,23 @@ def configure_logging(level_name: str) -> None:
 
 
 def missing_model(settings: Settings) -> str | None:
-    """Why the SGLang runtime would have no model to load (none given, on a GPU), else None.
-    Asked before anything starts: the runtime would raise it in the lifespan, once the banner
-    had promised a model."""
+    """Why the runtime would have no model to load for the one model or an entry given none
+    (the runtime's own check: SGLang on a GPU has no default), else None. Asked before
+    anything starts: the runtime would raise it in the lifespan, once the banner had promised
+    a model."""
     runtime = settings.runtime
-    if runtime.name != "sglang" or runtime.model:
+    if runtime.model:
         return None
+    spec = runtime_spec(runtime.name)
     entries = settings.served_models()
     extras = [entry.extra for entry in entries if not entry.path] if entries else [{}]
     for extra in extras:
         try:
-            device = engine_device({**runtime.extra, **extra})
+            missing = spec.missing_model({**runtime.extra, **extra})
         except ImportError:  # no torch: the runtime says what is missing once it starts
             return None
-        if device != "cpu":
-            return GPU_MODEL_REQUIRED
+        if missing is not None:
+            return missing
     return None
 
 
@@ -406,8 +411,7 @@ def run_serve(settings: Settings) -> None:
         lifespan="on",
         **uvicorn_options(http_limits(settings)),
     )
-    gateways = [e.shut_down for e in mounted if isinstance(e, GatewayExtension)]
-    server = Server(config, app, on_started, on_shutdown=gateways)
+    server = Server(config, app, on_started, extensions=mounted)
     if not settings.tui:
         # uvicorn re-raises the signal that stopped it once it has shut down cleanly
         with contextlib.suppress(KeyboardInterrupt):

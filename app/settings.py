@@ -36,6 +36,7 @@ from pydantic_settings import (
 from pydantic_settings import SettingsError as SourceError
 
 from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY, available_tool_wait_policies
+from agentconsole.scheduler.door import DOOR_ON_BY_DEFAULT
 from agentconsole.scheduler.models import ServedModel, available_rules, get_rule
 from agentconsole.scheduler.policies import DEFAULT_POLICY
 from agentconsole.scheduler.policies import available as available_policies
@@ -54,7 +55,7 @@ from agentconsole.server.gateway.sandbox_spec import (
 )
 from agentconsole.server.live.modeldesk import SelectionConfig
 from agentconsole.server.live.tenants import DEFAULT_PROGRAM_NODES, TenantLimits
-from agentconsole.server.runtime.registry import available_runtimes
+from agentconsole.server.runtime.registry import available_runtimes, runtime_spec
 
 #: what the ``sim`` runtime simulates without ``runtime.model`` (``server/runtime/sim/live.py``)
 SIM_DEFAULT_MODEL = "llama-3.1-8b"
@@ -369,7 +370,7 @@ class LimitsSection(_Section):
     miss, so a crash loses no committed event's effect; longer means fewer writes."""
     retain_finished_s: float = Field(default=600.0, ge=0)
     """Ended programs stay in memory this long (then they are read from the store)."""
-    program_admission: bool = True
+    program_admission: bool = DOOR_ON_BY_DEFAULT
     """Under a program-aware policy, a new program's first call waits at the door while the
     working set of the started programs fills 90% of the runtime's KV memory (HBM + DRAM) and
     the engine's batch is full, so overload does not thrash (docs/BENCHMARKS.md, 2b and 8: on
@@ -491,7 +492,7 @@ class Settings(BaseSettings):
         tenants, operators = self.keys()
         runtime, limits = self.runtime, self.limits
         extra = dict(runtime.extra)
-        if runtime.name == "sim":
+        if runtime_spec(runtime.name).simulated:
             extra.setdefault("time_scale", runtime.time_scale)
         if runtime.dp > 1:
             extra.setdefault("dp", runtime.dp)
@@ -544,7 +545,7 @@ class Settings(BaseSettings):
 
     def served_models(self) -> list[ModelSection]:
         """``models``; with none, the demo's two presets under ``--demo`` on the simulator."""
-        if self.models or not (self.demo and self.runtime.name == "sim"):
+        if self.models or not (self.demo and runtime_spec(self.runtime.name).simulated):
             return list(self.models)
         if self.runtime.model is not None or self.runtime.profile is not None:
             return []  # the operator chose the demo's model: one, as before

@@ -69,6 +69,9 @@ FILL_COOLDOWN_S = 600.0
 #: report a second old, or a page boundary, shows a few tokens missing; eviction takes whole
 #: leaves of the radix tree (a context's tail and up)
 LOSS_EVIDENCE_SHARE = 0.25
+#: whether the door runs unless told otherwise: on (``serve``'s settings and its
+#: ``ServerConfig`` default to this one value; a request-level policy gets no door anyway)
+DOOR_ON_BY_DEFAULT = True
 
 
 class ProgramDoor:
@@ -84,7 +87,7 @@ class ProgramDoor:
         self,
         budget_tokens: int,
         *,
-        enabled: bool = True,
+        enabled: bool = DOOR_ON_BY_DEFAULT,
         place_kept_s: float = PLACE_KEPT_S,
         batch_slots: int = 0,
         fill_cooldown_s: float = FILL_COOLDOWN_S,

@@ -9,7 +9,9 @@ flight, stop the runtime, write the last rows, close the store (commit, checkpoi
 
 Extensions (the tool gateway, the consoles) plug in with :class:`Extension`: their handlers
 and dependency providers are added to the app, ``start(live)`` runs once the live objects
-exist and ``stop()`` before the store closes. OpenAPI is served at ``/schema``.
+exist, ``shut_down()`` when the server begins to stop (``serve`` calls it before the HTTP
+server drains its connections) and ``stop()`` before the store closes. OpenAPI is served at
+``/schema``.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ from agentconsole.server.live.startup import (
 from agentconsole.server.live.tenants import TenantBudgets
 from agentconsole.server.prometheus import PrometheusMetrics
 from agentconsole.server.runtime.fleet.build import build_runtime
-from agentconsole.server.runtime.registry import RuntimeOptions
+from agentconsole.server.runtime.registry import RuntimeOptions, runtime_spec
 from agentconsole.server.store.config import StoreConfig
 from agentconsole.server.store.journal import OperatorAction
 from agentconsole.server.store.store import Store
@@ -88,6 +90,11 @@ class Extension(Protocol):
 
     async def start(self, live: Live) -> None: ...
 
+    def shut_down(self) -> None:
+        """The server begins to stop, before the HTTP server waits for its open connections:
+        answer (or end) what the extension has in flight, so no caller waits out the grace
+        period for a bare 500. Synchronous; :meth:`stop` follows in the lifespan's end."""
+
     async def stop(self) -> None: ...
 
 
@@ -108,6 +115,17 @@ def _audit_note(store: Store) -> Any:
         store.writer.put(OperatorAction(ts, actor, action, target, result, dict(args)))
 
     return note
+
+
+def door_settings(config: ServerConfig) -> DoorSettings:
+    """The program door the service runs under ``config`` (its memory share is the door's
+    own default): what ``serve``'s banner describes."""
+    return DoorSettings(
+        enabled=config.program_admission,
+        wait_s=config.admission_wait_s,
+        budget_tokens=config.admission_budget_tokens,
+        shortest_first=config.admission_shortest_first,
+    )
 
 
 def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub: EventHub) -> Live:
@@ -132,12 +150,7 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         ready_timeout_s=config.ready_timeout_s,
         stored_ids=StoredIds(store.repo.program_owner, store.repo.program_ids()),
         stored_program=store.repo.get_program,
-        door=DoorSettings(
-            enabled=config.program_admission,
-            wait_s=config.admission_wait_s,
-            budget_tokens=config.admission_budget_tokens,
-            shortest_first=config.admission_shortest_first,
-        ),
+        door=door_settings(config),
         tenants=TenantBudgets(
             config.tenant_limits, config.tenant_overrides, store.repo.stored_bytes_by_tenant()
         ),
@@ -190,16 +203,19 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
     )
 
 
+def bench_hardware(config: ServerConfig) -> BenchHardware:
+    """What the what-if benches on: a simulated runtime's own hardware (its GPU preset, model
+    preset, tensor-parallel size and calibration profile); for a real engine, bench's defaults
+    (the served engine's hardware is not a preset bench knows)."""
+    if not runtime_spec(config.runtime).simulated:
+        return BenchHardware()
+    return BenchHardware(gpu=config.gpu, model=config.model, tp=config.tp, profile=config.profile)
+
+
 def _whatif(config: ServerConfig, store: Store, flush: Callable[[], Awaitable[None]]) -> WhatIfDesk:
     """The what-if desk: traces under the configured directory, bench on the served
     simulator's hardware (a real engine's: bench's defaults, or a calibration profile)."""
-    sim = config.runtime == "sim"
-    hardware = BenchHardware(
-        gpu=config.gpu if sim else None,
-        model=config.model if sim else None,
-        tp=config.tp if sim else None,
-        profile=config.profile if sim else None,
-    )
+    hardware = bench_hardware(config)
     settings = WhatIfSettings(
         directory=config.whatif_directory,
         keep=config.whatif_keep,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY
+from agentconsole.scheduler.door import DOOR_ON_BY_DEFAULT
 from agentconsole.scheduler.models import ServedModel
 from agentconsole.scheduler.policies import DEFAULT_POLICY
 from agentconsole.server.live.modeldesk import SelectionConfig
@@ -50,7 +51,7 @@ class ServerConfig:
     tenant_limits: TenantLimits = field(default_factory=TenantLimits)
     tenant_overrides: Mapping[str, TenantLimits] = field(default_factory=dict)
     retain_finished_s: float = 600.0
-    program_admission: bool = False
+    program_admission: bool = DOOR_ON_BY_DEFAULT
     admission_wait_s: float = 120.0
     admission_budget_tokens: int | None = None
     admission_shortest_first: bool = True

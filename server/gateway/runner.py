@@ -164,8 +164,11 @@ class Runner:
     #: :meth:`shut_down` or :meth:`close` began: an interrupted tool is the server's stop,
     #: not a cancel
     _closing: bool = False
-    #: set by :meth:`shut_down`: the callers stop waiting for their tools
-    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    #: :meth:`shut_down` began: new calls are refused
+    _stopping: bool = False
+    #: resolved by :meth:`shut_down`; every caller waits on this one future beside its call,
+    #: so a call costs no watcher task of its own (made on the loop by the first call)
+    _shutdown_future: asyncio.Future[None] | None = None
 
     async def run(self, job: Job) -> CallResult:
         """Claim ``job``'s key and execute, replay, attach or refuse; see the module doc.
@@ -175,20 +178,17 @@ class Runner:
         cancelled or answered so; ``job.release`` is called when it ends.
         """
         key = make_tool_call_id(job.request.program_id, job.request.node_id, job.request.attempt)
-        if self._stopping.is_set():
+        if self._stopping:
             job.release()
             raise _stopped(key, "the server is shutting down; retry the call")
         task = asyncio.create_task(self._run(job))
         self._calls.add(task)
         task.add_done_callback(self._calls.discard)
         task.add_done_callback(_retrieve)
-        stopping = asyncio.ensure_future(self._stopping.wait())
-        try:
-            # asyncio.wait never cancels what it waits for: the call runs on if this caller
-            # is cancelled (a disconnected client), as under a shield
-            await asyncio.wait((task, stopping), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopping.cancel()
+        # asyncio.wait never cancels what it waits for: the call runs on if this caller is
+        # cancelled (a disconnected client), as under a shield, and the shared future stays
+        # pending for the other callers
+        await asyncio.wait((task, self._shutdown_signal()), return_when=asyncio.FIRST_COMPLETED)
         if not task.done():
             await asyncio.wait((task,), timeout=SHUTDOWN_ANSWER_S)
         if not task.done():
@@ -198,6 +198,12 @@ class Runner:
                 " same key (a result committed meanwhile is replayed; nothing runs twice)",
             )
         return task.result()
+
+    def _shutdown_signal(self) -> asyncio.Future[None]:
+        """The future :meth:`shut_down` resolves, made on the running loop when first asked."""
+        if self._shutdown_future is None:
+            self._shutdown_future = asyncio.get_running_loop().create_future()
+        return self._shutdown_future
 
     async def _run(self, job: Job) -> CallResult:
         try:
@@ -421,7 +427,9 @@ class Runner:
         """The server begins to stop: refuse new calls (503), interrupt read-only executions
         and answer every caller within :data:`SHUTDOWN_ANSWER_S` (side effects run on to
         their commit, until :meth:`close`)."""
-        self._stopping.set()
+        self._stopping = True
+        if self._shutdown_future is not None and not self._shutdown_future.done():
+            self._shutdown_future.set_result(None)
         self._interrupt_read_only()
 
     def _interrupt_read_only(self) -> None:

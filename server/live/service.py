@@ -37,6 +37,7 @@ from agentconsole.scheduler.actions import (
     StopProgram,
 )
 from agentconsole.scheduler.controller import ProgramController
+from agentconsole.scheduler.door import DOOR_ON_BY_DEFAULT
 from agentconsole.scheduler.driver import DOOR_MEMORY_SHARE, ProgramDriver
 from agentconsole.scheduler.policies import DEFAULT_POLICY, Policy, get_policy
 from agentconsole.scheduler.program import NodeKind, NodeState, Program, Quotas
@@ -76,9 +77,9 @@ CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
 
 @dataclass(frozen=True, slots=True)
 class DoorSettings:
-    """The program door in ``serve`` (``limits.program_admission``; the settings turn it on)."""
+    """The program door in ``serve`` (``limits.program_admission``)."""
 
-    enabled: bool = False
+    enabled: bool = DOOR_ON_BY_DEFAULT
     wait_s: float = 120.0
     budget_tokens: int | None = None
     memory_share: float = DOOR_MEMORY_SHARE

@@ -6,6 +6,7 @@ the simulator simulates and that no tenant key is live when none is configured."
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import subprocess
 import sys
@@ -17,8 +18,13 @@ import pytest
 from click.testing import CliRunner
 
 import agentconsole.cli
+import agentconsole.serve
 from agentconsole.cli import main
+from agentconsole.scheduler.door import DOOR_ON_BY_DEFAULT
 from agentconsole.serve import StartRefused, banner, check_store, missing_model
+from agentconsole.server.api.config import ServerConfig
+from agentconsole.server.app import door_settings
+from agentconsole.server.live.service import DoorSettings
 from agentconsole.server.runtime import registry
 from agentconsole.server.runtime.registry import RuntimeOptions, available_runtimes
 from agentconsole.server.runtime.sglang.factory import ModelRequired, settings_from_options
@@ -180,6 +186,25 @@ def test_the_banner_says_where_to_go_and_what_runs() -> None:
     assert "admission door: off under fcfs" in request_level
 
 
+def test_the_banner_describes_the_door_the_service_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The banner reads the door the service runs (``door_settings``), not its own copy of
+    the door's rules: a door with another memory share or wait is described as it is."""
+
+    def other_door(config: ServerConfig) -> DoorSettings:
+        return dataclasses.replace(door_settings(config), memory_share=0.5, wait_s=7.0)
+
+    monkeypatch.setattr(agentconsole.serve, "door_settings", other_door)
+    text = banner(load_settings())
+    assert "fill 50% of the KV memory, at most 7 s, then 503" in text
+
+
+def test_a_server_config_built_directly_runs_the_door_serve_runs() -> None:
+    settings_door = load_settings().server_config().program_admission
+    assert ServerConfig().program_admission is settings_door is DOOR_ON_BY_DEFAULT is True
+
+
 def test_the_banner_names_the_simulated_preset_and_gpu() -> None:
     sim = banner(load_settings(overrides={"runtime": {"name": "sim"}}))
     assert "model:   llama-3.1-8b simulated on H200-141GB" in sim
@@ -207,7 +232,8 @@ def test_serve_offers_the_registered_runtimes(monkeypatch: pytest.MonkeyPatch) -
         return [str(choice) for choice in runtime.type.choices]
 
     assert choices() == available_runtimes()
-    monkeypatch.setitem(registry._FACTORIES, "plug-in", "example.runtime:create_runtime")
+    plug_in = registry.RuntimeSpec("example.runtime:create_runtime")
+    monkeypatch.setitem(registry._RUNTIMES, "plug-in", plug_in)
     try:
         importlib.reload(agentconsole.cli)
         assert "plug-in" in choices()  # a runtime registered is one serve can be told to run

@@ -49,5 +49,8 @@ class ServedDirs:
     async def start(self, live: Live) -> None:
         return None
 
+    def shut_down(self) -> None:
+        """Nothing in flight: it only provides a dependency."""
+
     async def stop(self) -> None:
         return None

@@ -3,13 +3,14 @@ and its ``ServedModel`` entry, then a :class:`FleetRuntime` over them (one model
 alone, exactly as before).
 
 Per model: its ``source`` (model directory or sim preset), KV pool, tensor-parallel size
-(``len(devices)``), and runtime options over the shared ones. SGLang engines also get their own
-state folder and engine log (the plugin's files and SGLang's output must not mix), the
-tokenizer, the memory share (``mem_fraction_static``) and first device (``base_gpu_id``) as
-``Engine`` arguments. Each engine's ``engine.stats`` events are labelled with its model (the
-metrics count GPU-busy seconds per engine and per model), and the engine's own name is kept
-under the model's (``<model>/<engine>``): the reports of a model's data-parallel ranks must
-stay apart, since the metrics keep the latest report of each engine name.
+(``len(devices)``), and runtime options over the shared ones. Engines in this process (SGLang's:
+``RuntimeSpec.engine_in_process``) also get their own state folder and engine log (the plugin's
+files and SGLang's output must not mix), the tokenizer, the memory share
+(``mem_fraction_static``) and first device (``base_gpu_id``) as ``Engine`` arguments. Each
+engine's ``engine.stats`` events are labelled with its model (the metrics count GPU-busy
+seconds per engine and per model), and the engine's own name is kept under the model's
+(``<model>/<engine>``): the reports of a model's data-parallel ranks must stay apart, since the
+metrics keep the latest report of each engine name.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from agentconsole.scheduler.events import Event, EventKind, EventSink
 from agentconsole.scheduler.models.served import ServedModel
 from agentconsole.scheduler.runtime import Runtime
 from agentconsole.server.runtime.fleet.runtime import FleetRuntime
-from agentconsole.server.runtime.registry import RuntimeOptions, create_runtime
+from agentconsole.server.runtime.registry import RuntimeOptions, create_runtime, runtime_spec
 
 Factory = Callable[[str, RuntimeOptions], Runtime]
 
@@ -59,8 +60,8 @@ def member_options(
     sink = extra.get("event_sink")
     if sink is not None and not alone:
         extra["event_sink"] = ModelSink(sink, model.name)
-    if kind == "sglang":
-        extra.update(_sglang_extra(base.extra, model, alone))
+    if runtime_spec(kind).engine_in_process:
+        extra.update(_engine_extra(base.extra, model, alone))
     return dataclasses.replace(
         base,
         model=model.source or base.model,
@@ -71,8 +72,9 @@ def member_options(
     )
 
 
-def _sglang_extra(shared: dict[str, Any], model: ServedModel, alone: bool) -> dict[str, Any]:
-    """SGLang: a state folder and engine log of its own, and the model's engine arguments."""
+def _engine_extra(shared: dict[str, Any], model: ServedModel, alone: bool) -> dict[str, Any]:
+    """An engine in this process: a state folder and engine log of its own, and the model's
+    ``Engine`` arguments."""
     out: dict[str, Any] = {}
     engine_args = {**shared.get("engine_args", {}), **model.extra.get("engine_args", {})}
     if model.tokenizer:

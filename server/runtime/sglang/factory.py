@@ -52,6 +52,13 @@ def engine_device(extra: Mapping[str, Any]) -> str:
     return str(extra.get("device") or _default_device())
 
 
+def missing_model(extra: Mapping[str, Any]) -> str | None:
+    """Why an engine with ``extra`` options and no model given would have none to load
+    (:data:`GPU_MODEL_REQUIRED` on a GPU), else None (the CPU engine's tiny model). Imports
+    torch. The registry's ``model_check`` for SGLang: ``serve`` asks it before starting."""
+    return None if engine_device(extra) == "cpu" else GPU_MODEL_REQUIRED
+
+
 def settings_from_options(options: RuntimeOptions) -> EngineSettings:
     """Engine settings for ``options``: a CUDA GPU when torch sees one, else the CPU engine;
     with no model on a CPU machine, the tiny model (made once, in the cache folder); with none
@@ -60,12 +67,12 @@ def settings_from_options(options: RuntimeOptions) -> EngineSettings:
     device = engine_device(extra)
     if options.model:
         model = Path(options.model)
-    elif device == "cpu":
+    elif (missing := missing_model(extra)) is not None:
+        raise ModelRequired(missing)
+    else:
         from agentconsole.server.runtime.sglang.tiny_model import make_tiny_model
 
         model = make_tiny_model(default_model_dir(options))
-    else:
-        raise ModelRequired(GPU_MODEL_REQUIRED)
     return EngineSettings(
         model_path=model,
         device=device,

@@ -68,7 +68,7 @@ class LiveServer:
             timeout_graceful_shutdown=3,
             **uvicorn_options(limits or HttpLimits()),
         )
-        self.server = Server(uconfig, self.app, self._started)
+        self.server = Server(uconfig, self.app, self._started, extensions=extensions)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.url = ""
         self._thread = threading.Thread(target=self.server.run, daemon=True)

@@ -57,3 +57,27 @@ async def test_shut_down_answers_every_caller_before_the_tools_end(tmp_path: Pat
     assert effect_intent.state is IntentState.COMMITTED
     assert read_intent is not None
     assert read_intent.state is IntentState.RETRYABLE
+
+
+async def test_a_call_in_flight_costs_no_watcher_task_of_its_own(tmp_path: Path) -> None:
+    """Every caller waits for its tool and for the server's stop on one future shared by all
+    of them: a call in flight is its caller's task, its execution's and its tool's, no more
+    (a watcher task per call would be one more for the stop to wake and collect)."""
+    store = Store.open(tmp_path / "s.duckdb")
+    gateway = ToolGateway(store)
+    await gateway.start()
+    port = FakePort()
+    await register(gateway, tool_body("wait", SLEEP, parameters=SLEEP_PARAMS))
+    idle = len(asyncio.all_tasks())
+    calls = [
+        asyncio.create_task(call(gateway, port, "wait", {"seconds": 30}, node=f"n{i}"))
+        for i in range(3)
+    ]
+    while len(gateway.running()) < len(calls):
+        await asyncio.sleep(0.01)
+    assert len(asyncio.all_tasks()) - idle == 3 * len(calls)
+    gateway.shut_down()
+    answers = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(answer, ShuttingDown) for answer in answers), answers
+    await gateway.close()
+    store.close()

@@ -1,0 +1,109 @@
+"""The wiring asks a runtime's registry entry what it is, never its name: a runtime registered
+under a new name with a capability gets the behaviour that goes with it (serve's banner, engine
+log and model check, the fleet's per-engine options, the what-if's hardware)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from agentconsole.scheduler.models.served import ServedModel
+from agentconsole.serve import banner, engine_log_path, missing_model, refuse_to_start
+from agentconsole.server.api.config import ServerConfig
+from agentconsole.server.app import bench_hardware
+from agentconsole.server.runtime import registry
+from agentconsole.server.runtime.fleet.build import member_options
+from agentconsole.server.runtime.registry import RuntimeOptions, RuntimeSpec, runtime_spec
+from agentconsole.server.whatif.window import BenchHardware
+from agentconsole.settings import Settings, load_settings
+
+NO_MODEL = "this engine needs a model: give one with serve --model"
+
+
+def needs_a_model(extra: Mapping[str, Any]) -> str | None:
+    """A runtime's model check for the tests: a model is missing unless ``extra`` says local."""
+    return None if extra.get("local") else NO_MODEL
+
+
+def _register(monkeypatch: pytest.MonkeyPatch, name: str, spec: RuntimeSpec) -> None:
+    monkeypatch.setitem(registry._RUNTIMES, name, spec)
+
+
+def _settings(name: str, **runtime: object) -> Settings:
+    return load_settings(overrides={"runtime": {"name": name, **runtime}})
+
+
+def test_a_simulated_runtime_under_another_name_is_banner_and_benched_as_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _register(monkeypatch, "sim-copy", runtime_spec("sim"))
+    text = banner(_settings("sim-copy", model="llama-3.1-70b", gpu="H100-80GB", tp=2))
+    assert "model:   llama-3.1-70b simulated on H100-80GB x2" in text
+    config = ServerConfig(runtime="sim-copy", model="m", gpu="H100-80GB", tp=2, profile="p")
+    assert bench_hardware(config) == BenchHardware(gpu="H100-80GB", model="m", tp=2, profile="p")
+
+
+def test_a_real_engine_is_benched_on_bench_defaults() -> None:
+    config = ServerConfig(runtime="sglang-router", model="m", gpu="H100-80GB", tp=2)
+    assert bench_hardware(config) == BenchHardware()
+
+
+def test_an_in_process_engine_under_another_name_gets_its_log_and_engine_options(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _register(monkeypatch, "sglang-next", dataclasses.replace(runtime_spec("sglang")))
+    settings = load_settings(
+        overrides={"runtime": {"name": "sglang-next"}, "store": {"db": str(tmp_path / "s.duckdb")}}
+    )
+    assert engine_log_path(settings) == tmp_path / "s.sglang.log"
+    base = RuntimeOptions(extra={"engine_log": "/x/serve.log", "state_dir": "/s"})
+    member = member_options("sglang-next", base, ServedModel("big", "/m/big", devices=(1,)))
+    assert member.extra["engine_args"] == {"base_gpu_id": 1}
+    assert member.extra["engine_log"] == "/x/serve.big.log"
+    assert member.extra["state_dir"] == "/s/big"
+
+
+def test_a_runtime_without_an_in_process_engine_has_neither(tmp_path: Path) -> None:
+    settings = load_settings(
+        overrides={
+            "runtime": {"name": "sglang-router"},
+            "store": {"db": str(tmp_path / "s.duckdb")},
+        }
+    )
+    assert engine_log_path(settings) is None
+    base = RuntimeOptions(extra={"engine_log": "/x/serve.log", "state_dir": "/s"})
+    member = member_options("sglang-router", base, ServedModel("big", "/m/big", devices=(1,)))
+    assert "engine_args" not in member.extra
+    assert member.extra["engine_log"] == "/x/serve.log"  # the shared options, untouched
+
+
+def test_the_banner_names_the_default_model_its_runtime_gives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spec = RuntimeSpec(runtime_spec("sglang-router").factory, default_model="the service's own")
+    _register(monkeypatch, "remote", spec)
+    assert "model:   the service's own  (served as" in banner(_settings("remote"))
+    given = banner(_settings("remote", model="/models/llama"))
+    assert "model:   /models/llama  (served as" in given
+
+
+def test_a_runtime_under_another_name_is_refused_by_its_own_model_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    check = f"{__name__}:needs_a_model"
+    _register(monkeypatch, "gpu-engine", RuntimeSpec("example:create_runtime", model_check=check))
+    assert missing_model(_settings("gpu-engine")) == NO_MODEL
+    assert missing_model(_settings("gpu-engine", extra={"local": True})) is None
+    assert missing_model(_settings("gpu-engine", model="/models/llama")) is None
+    with pytest.raises(click.UsageError, match="needs a model"):
+        refuse_to_start(_settings("gpu-engine"))
+
+
+def test_a_runtime_without_a_model_check_never_misses_a_model() -> None:
+    assert missing_model(_settings("sim")) is None
+    assert missing_model(_settings("sglang-router", extra={"device": "cuda"})) is None
