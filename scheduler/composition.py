@@ -23,6 +23,12 @@ from typing import Any
 #: decode passes in a row a prefill may be deferred for: a few dozen tokens of a short
 #: verifier or summary (the calls section 4 is about), a small share of a long generation
 DEFAULT_MAX_DECODE_PASSES = 8
+#: the seconds a call's prefill may be deferred in all (its chunks' streaks summed), as a
+#: share of the call's own predicted service: a call the ranks put behind every other (a long
+#: program's, at a load with no queue to order) is not deferred chunk after chunk, which put
+#: the program-aware policies' P95 behind fcfs's below saturation (docs/BENCHMARKS.md 2f);
+#: beside a 100K-token prefill it still lets a short verifier finish first (section 4)
+DEFAULT_MAX_DEFERRED_SHARE = 0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +38,8 @@ class PrefillDeferral:
     #: decode-only passes in a row before a pending prefill runs anyway (0: never defer, as
     #: stock SGLang)
     max_decode_passes: int = DEFAULT_MAX_DECODE_PASSES
+    #: the most a call's prefill is deferred in all, as a share of its predicted service
+    max_deferred_share: float = DEFAULT_MAX_DEFERRED_SHARE
 
     @property
     def enabled(self) -> bool:
@@ -49,11 +57,15 @@ class PrefillDeferral:
         *,
         prefill_passes: int = 1,
         waiting_prefills: int = 1,
+        deferred_s: float = 0.0,
+        service_s: float = 0.0,
     ) -> bool:
         """True when this pass should decode the calls keyed ``decoder_keys`` and leave the
         best pending prefill (key ``prefill_key``, ``prefill_passes`` passes of work left) for
         later: some decoder's key is better, the decode passes since the last prefill
-        (``decode_streak``) are under the cap, and deferring pays. Changes nothing.
+        (``decode_streak``) are under the cap, the seconds that call was deferred so far
+        (``deferred_s``) are under its share of its predicted service (``service_s``; 0:
+        unknown, no cap), and deferring pays. Changes nothing.
 
         It pays for a prefill of several passes: its chunks then alternate with the decode
         instead of running back to back (section 4). A one-pass prefill delays the decoders
@@ -66,6 +78,8 @@ class PrefillDeferral:
         engine's 2-request batch, where waiting only delays the newcomer).
         """
         if prefill_key is None or decode_streak >= self.max_decode_passes:
+            return False
+        if service_s > 0.0 and deferred_s >= self.max_deferred_share * service_s:
             return False
         if prefill_passes <= 1 and len(decoder_keys) <= waiting_prefills:
             return False

@@ -57,3 +57,14 @@ def test_passes_of_a_prefill() -> None:
     assert passes_for(512, 512) == 1
     assert passes_for(513, 512) == 2
     assert passes_for(2048, 512) == 4
+
+
+def test_a_call_is_deferred_at_most_its_share_of_its_own_service_in_all() -> None:
+    """Streak after streak, a call the ranks put behind (a long program's, with no queue to
+    order) stops being deferred once it waited its share of its predicted service."""
+    rule = PrefillDeferral(max_decode_passes=8, max_deferred_share=0.3)
+    decoders = [KEY_BETTER]
+    assert rule.defers(decoders, KEY_PREFILL, 0, prefill_passes=9, deferred_s=2.9, service_s=10)
+    assert not rule.defers(decoders, KEY_PREFILL, 0, prefill_passes=9, deferred_s=3, service_s=10)
+    # a call with no predicted service has no such cap
+    assert rule.defers(decoders, KEY_PREFILL, 0, prefill_passes=9, deferred_s=99, service_s=0)

@@ -389,3 +389,28 @@ def test_a_policy_switch_ranks_the_running_requests_anew(tmp_path: Path) -> None
     state.composer._running_keys["decoder"] = 5.0  # kept under the first policy
     state._apply(ControlState(version=2, policy="fcfs"))
     assert state.composer._running_keys == {}
+
+
+def test_a_request_is_deferred_at_most_its_share_of_its_service_in_all() -> None:
+    """The plugin counts the seconds each pending prefill was deferred, pass by pass on its
+    clock, and stops deferring one that waited its share of its ticket's predicted service
+    (``PrefillDeferral.max_deferred_share``), however many streaks that took."""
+    composer = StepComposer(PrefillDeferral(max_decode_passes=2, max_deferred_share=0.5))
+    nearly_done, fresh = Req("a", key=1), Req("b", key=9)
+    service = {"b": 2.0}  # predicted seconds: deferred 1 s in all at most
+
+    def ask(now: float) -> bool:
+        return composer.defer_prefill(
+            keys,
+            [nearly_done],
+            fresh,
+            [],
+            chunk_tokens=CHUNK,
+            service_s=lambda req: service.get(req.rid, 0.0),
+            now=now,
+        )
+
+    # passes of 0.3 s: two deferred, one prefill, one deferred (0.9 s in all), one more
+    # (1.2 s), then every pass prefills
+    assert [ask(0.3 * i) for i in range(7)] == [True, True, False, True, True, False, False]
+    assert composer.deferred_s("b") == pytest.approx(1.2)

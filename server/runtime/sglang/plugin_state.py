@@ -339,7 +339,14 @@ class PluginState:
             ),
             chunk_tokens=getattr(scheduler, "chunked_prefill_size", None),
             max_running=getattr(scheduler, "max_running_requests", None),
+            service_s=self._service_estimate,
+            now=time.monotonic(),
         )
+
+    def _service_estimate(self, req: Any) -> float:
+        """The predicted service of ``req``'s call (its ticket's; 0.0: no ticket, unknown)."""
+        carried = self.requests.wire_of(req)
+        return carried.ticket.service_estimate_s if carried is not None else 0.0
 
     def _resident_of(self, tree: Any, reqs: list[Any]) -> dict[str, int]:
         """Request id -> prompt tokens on the device for ``reqs``: the waiting queue's last

@@ -107,6 +107,8 @@ class SimCall:
     prefill_left: int = 0
     context_done: int = 0  # tokens of KV present for attention
     generated: int = 0
+    #: seconds its prefill was deferred for better-ranked decoders (``PrefillDeferral``)
+    deferred_s: float = 0.0
     submitted_at: float = 0.0
     queued_at: float = 0.0
     admitted_at: float = 0.0

@@ -90,7 +90,8 @@ class SimEngine:
         self.planner = BlockPlanner(cost, self.config)
         self.deferral = PrefillDeferral(self.config.defer_prefill_steps)
         self._deferred_steps = 0  # decode steps in a row a pending prefill was deferred for
-        self._deferring_prefill = False  # the block in flight is such a run
+        #: the call whose prefill the block in flight defers (None: the block defers none)
+        self._deferred_call: SimCall | None = None
         self._block: StepBlock | None = None
         self._notes: list[Note] = []
         self.busy_s = 0.0
@@ -170,7 +171,7 @@ class SimEngine:
         wake = self._finish_loading(now) if self._loading else None
         until = wake if wake is not None else math.inf
         prefilling, decoding = self._prefilling.values(), self._decoding.values()
-        self._deferring_prefill = False
+        self._deferred_call = None
         if prefilling:
             # the step's composition follows the policy's rank, not only its admission order
             first = min(prefilling, key=lambda c: c.rank)
@@ -184,14 +185,16 @@ class SimEngine:
                         now, until, prefilling, decoding, self._decode_context
                     )
                 )
-            self._deferring_prefill = self.deferral.defers(
+            if self.deferral.defers(
                 [c.rank for c in decoding],
                 best,
                 self._deferred_steps,
                 prefill_passes=passes_for(first.prefill_left, self.config.chunked_prefill_size),
                 waiting_prefills=len(self._prefilling),
-            )
-            if self._deferring_prefill:
+                deferred_s=first.deferred_s,
+                service_s=first.ticket.service_estimate_s,
+            ):
+                self._deferred_call = first
                 # or, as the SGLang plugin does, decode alone for a bounded streak
                 left = self.deferral.passes_left(self._deferred_steps)
                 return self._run(self._decode_block(now, until, max_steps=left))
@@ -227,8 +230,10 @@ class SimEngine:
         if block is not None:
             self.busy_s += block.duration
             self._attribute_service(block, now)
-            deferred = self._deferred_steps + block.decode_steps
-            self._deferred_steps = deferred if self._deferring_prefill else 0
+            deferred = self._deferred_call
+            if deferred is not None:
+                deferred.deferred_s += block.duration
+            self._deferred_steps = self._deferred_steps + block.decode_steps if deferred else 0
             if block.decode:
                 self._complete_decode(block, now)
             if block.prefill:

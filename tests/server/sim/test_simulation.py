@@ -22,6 +22,11 @@ from agentconsole.sample_traces.format import (
     TraceProgram,
 )
 from agentconsole.sample_traces.generator import generate
+from agentconsole.scheduler.composition import (
+    DEFAULT_MAX_DECODE_PASSES,
+    DEFAULT_MAX_DEFERRED_SHARE,
+    PrefillDeferral,
+)
 from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.server.runtime.sim.calls import EngineConfig
@@ -223,6 +228,27 @@ def test_section4_without_deferral_the_admitted_prefill_goes_on() -> None:
     admitted, so A finishes after B's first token, by about B's prefill."""
     a_done, b_first = _section4("cp-cache", NO_DEFERRAL)
     assert b_first < a_done
+
+
+def _fresh_first_token(share: float) -> float:
+    """B's first token in the section-4 case under cp-cache, its prefill deferred at most
+    ``share`` of its predicted service in all."""
+    t = _last_call_ready("cp-cache", DEFERRING)
+    programs = [_nearly_done(0.0), _fresh_big(t - 0.01)]
+    sim = Simulation(programs, COST, SimConfig(policy="cp-cache", engine=DEFERRING))
+    sim.engines[0].deferral = PrefillDeferral(DEFAULT_MAX_DECODE_PASSES, share)
+    events = sim.run().events
+    return next(e.t for e in events if e.kind is EventKind.CALL_FIRST_TOKEN and e.program_id == "B")
+
+
+def test_section4_a_deferred_prefill_waits_at_most_its_share_of_its_service() -> None:
+    """The simulator's engine counts the seconds a prefill was deferred, block by block, and
+    stops deferring it at its share of its predicted service: a tiny share lets B's prefill
+    go sooner than an unbounded one, and no share at all is stock's composition."""
+    unbounded, tiny, none = (_fresh_first_token(s) for s in (1e9, 0.01, 0.0))
+    assert none <= tiny < unbounded
+    # the default share leaves the section-4 case as it is: A's verifier still goes first
+    assert _fresh_first_token(DEFAULT_MAX_DEFERRED_SHARE) == unbounded
 
 
 @pytest.mark.parametrize("policy", ["plas", "atlas"])
