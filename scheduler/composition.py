@@ -8,7 +8,9 @@ both the simulator's engine and the SGLang plugin (around ``Scheduler._should_de
 apply: a pass decodes instead while some decoder outranks every pending prefill (a one-pass
 prefill only while the decoders outnumber the requests waiting on it), at most
 ``max_decode_passes`` passes in a row, so a stream of well-ranked decoders slows a prefill but
-never stops it (the same cadence as SGLang's ``prefill_decode_interval``, decided by rank).
+never stops it (the same cadence as SGLang's ``prefill_decode_interval``, decided by rank), and
+at most ``max_deferred_share`` of the call's own predicted service in all, so no call pays
+for program awareness more than a bounded share of what it costs.
 
 Ranks are the policy's effective queue keys (smaller runs first), compared as they are; the
 rule never looks at which policy made them.

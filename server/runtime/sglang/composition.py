@@ -16,8 +16,9 @@ prefill is pending. Two decisions fix that, both by rank (``ordering.Orderer`` k
 * :meth:`StepComposer.defer_prefill` (around ``Scheduler._should_defer_prefill``): while a
   running request outranks every pending prefill (one that fits a pass only while the
   decoders outnumber the requests the pass would start), the pass decodes instead, at most
-  ``PrefillDeferral.max_decode_passes`` passes in a row (the simulator's engine applies the
-  same rule, ``EngineConfig.defer_prefill_steps``).
+  ``PrefillDeferral.max_decode_passes`` passes in a row and, summed over its streaks, a
+  share of the request's predicted service (the simulator's engine applies the same rule,
+  ``EngineConfig.defer_prefill_steps``).
 
 Both only read the requests; this object keeps the streak of deferred passes and each running
 request's key from when it was first seen running.
