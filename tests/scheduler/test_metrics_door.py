@@ -7,7 +7,7 @@ import pytest
 
 from agentconsole.scheduler import dag
 from agentconsole.scheduler.actions import KvAdvice, ToolWaitFacts
-from agentconsole.scheduler.controller import ProgramController
+from agentconsole.scheduler.controller import CallUsage, ProgramController
 from agentconsole.scheduler.driver import ProgramDriver
 from agentconsole.scheduler.events import Event, EventKind, EventLog
 from agentconsole.scheduler.metrics import SERVICE_FLOOR_S, MetricsAggregator
@@ -87,3 +87,34 @@ def test_an_adopted_program_keeps_its_door_waits_from_before_the_restart() -> No
     assert tenant.starvation == pytest.approx(4.0 / 2.0)
     metrics.observe(Event(111.0, EventKind.PROGRAM_FINISHED, "p", tenant="t"))
     assert metrics.report()["cp_idle_queue_mean_s"] == pytest.approx(1.0 + 4.0)
+
+
+def test_a_node_declared_ahead_of_a_door_wait_counts_it_once_after_a_restart() -> None:
+    """A node declared at 100, its call sent at 102, at the door until 106, then 1 s in the
+    engine's queue: the controller holds 7 s of queue time for it (ready to start, then the
+    engine's queue). The server that saw it counted the door's 4 s and the engine's 1 s; a
+    server that adopts it after a restart, with the door's stored span, counts the same (it
+    counted the door twice, and the agent's 2 s as queueing)."""
+    log = EventLog()
+    controller = ProgramController(log, LinearCost())
+    before = MetricsAggregator()
+    log.subscribe(before.observe)
+    program = controller.open_program("p", "t", 100.0)
+    controller.add_node("p", Node("plan", "p", NodeKind.LLM), 100.0)
+    door = {"door_s": 4.0}
+    before.observe(Event(106.0, EventKind.PROGRAM_DOOR_WAITED, "p", tenant="t", data=door))
+    before.observe(Event(106.0, EventKind.CALL_QUEUED, "p", "plan", 1, "t"))
+    controller.start_node("p", "plan", 106.0)
+    usage = CallUsage(10, 0, 5, service_s=2.0, runtime_queue_s=1.0)
+    controller.finish_llm("p", "plan", 110.0, usage)
+    ended = {"queue_s": 1.0, "service_s": 2.0}
+    before.observe(Event(110.0, EventKind.CALL_FINISHED, "p", "plan", 1, "t", ended))
+    assert program.nodes["plan"].queue_s == pytest.approx(7.0)
+    after = MetricsAggregator()
+    after.adopt(program, [(102.0, 106.0)])
+    for metrics in (before, after):
+        tenant = metrics.tenants(111.0)["t"]
+        assert tenant.starvation == pytest.approx((4.0 + 1.0) / 2.0)
+        assert tenant.max_queue_wait_s == pytest.approx(4.0)
+        metrics.observe(Event(111.0, EventKind.PROGRAM_FINISHED, "p", tenant="t"))
+        assert metrics.report()["cp_idle_queue_mean_s"] == pytest.approx(4.0 + 1.0)

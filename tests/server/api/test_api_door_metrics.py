@@ -115,3 +115,65 @@ def test_a_door_wait_recorded_before_a_restart_still_counts_after_it(tmp_path: P
             / max(second.live.service.controller.programs["held"].attained_service_s, 0.05)
             - 1e-6
         )
+
+
+def _declared_and_held(server: LiveServer, think_s: float) -> tuple[float, float]:
+    """Tenant a's "first" started; tenant b opens "declared", declares its LLM node "plan"
+    ahead, calls it ``think_s`` later and waits at the door (asserted) until "first"
+    finishes. Returns the recorded door wait and the call's own engine queue time."""
+    with server.client("sk-a") as a:
+        assert _call(a, "first").status_code == 200
+    with server.client("sk-b") as b:
+        assert b.post("/v1/programs", json={"program_id": "declared"}).status_code == 201
+        node = {"node_id": "plan", "kind": "llm"}
+        assert b.post("/v1/programs/declared/nodes", json=node).status_code == 201
+    time.sleep(think_s)  # the agent's own time: the node is ready, nothing calls it yet
+    result: dict[str, Any] = {}
+
+    def call() -> None:
+        body = chat_body("hello, this is the task of declared", max_tokens=4)
+        body["agentconsole"] = {"program_id": "declared", "node_id": "plan"}
+        with server.client("sk-b") as b:
+            result["response"] = b.post("/v1/chat/completions", json=body)
+
+    waiter = threading.Thread(target=call)
+    waiter.start()
+    wait_until(lambda: server.live.service.door.waiting == 1, timeout=5)
+    time.sleep(0.3)
+    with server.client("sk-a") as a:
+        assert a.post("/v1/programs/first/finish", json={}).status_code == 200
+    waiter.join(10)
+    assert result["response"].status_code == 200, result["response"].text
+    hub = server.live.hub
+    events, _ = hub.since(hub.first_seq - 1, tenant="tenant-b", limit=10_000)
+    (finished,) = [e for _, e in events if e.kind is EventKind.CALL_FINISHED]
+    return _recorded_wait(server), number(finished.data, "queue_s")
+
+
+def test_a_door_wait_of_a_node_declared_ahead_counts_once_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """The rebuilt node's queue time holds its whole wait from ready to start (the agent's
+    time before its call, then the door), of which the metrics count the door's wait alone:
+    adopted after a restart, it counted the door's wait twice and the agent's time as
+    queueing (starvation and queue idle about three times what the first server showed)."""
+    db = tmp_path / "declared.duckdb"
+    with _door_server(db) as first:
+        first.wait_ready()
+        door_s, engine_queue_s = _declared_and_held(first, think_s=0.4)
+        assert door_s >= 0.3
+        before = _tenant_b(first)
+    with _door_server(db) as second:
+        second.wait_ready()
+        assert "declared" in second.live.service.controller.programs  # rebuilt, still running
+        after = _tenant_b(second)
+        assert after["max_queue_wait_s"] == pytest.approx(before["max_queue_wait_s"])
+        assert after["starvation"] == pytest.approx(before["starvation"])
+        with second.client("sk-b") as b:
+            assert b.post("/v1/programs/declared/finish", json={}).status_code == 200
+        wait_until(lambda: second.live.metrics.counts["finished"] == 1, timeout=5)
+        report = second.live.metrics.report()
+        # its one node's critical path: the door's wait, then the engine's queue
+        # (a span rebuilt from epoch seconds loses ~1e-7 s to rounding)
+        expected = door_s + engine_queue_s
+        assert report["cp_idle_queue_mean_s"] == pytest.approx(expected, abs=1e-6)
