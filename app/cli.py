@@ -31,7 +31,8 @@ def main() -> None:
     "trace_path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="JSONL trace file instead of a workload.",
+    help="JSONL trace file instead of a workload (--rate, --sweep and --loads rescale its"
+    " arrivals: they refuse a trace whose programs all arrive at once).",
 )
 @click.option(
     "--policies",
@@ -61,7 +62,7 @@ def main() -> None:
 )
 @click.option(
     "--slo-p95",
-    type=float,
+    type=click.FloatRange(min=0, min_open=True),
     default=None,
     help="P95 E2E SLO in seconds for --sweep (default: 3x the workload's P95 alone).",
 )
@@ -421,7 +422,9 @@ def replay(
     limit: int | None,
     model: str,
 ) -> None:
-    """Drive a live server with a trace's programs in real time; print E2E p50/p95."""
+    """Drive a live server with a trace's programs in real time; print E2E p50/p95.
+
+    Exits 1, after the summary, when any program failed (cancelled ones are the trace's own)."""
     from agentconsole.replay.command import parse_keys, run_replay_command
 
     run_replay_command(

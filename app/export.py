@@ -3,20 +3,24 @@
 
 While ``serve`` runs it holds the database file exclusively, so export then fails with a
 message saying so (stop the server first). The file is opened read-only and never changed.
+
+:func:`check_output` and :func:`make_parent` serve every command that writes a file: the
+store is imported only where it is read, so ``bench`` can use them without loading DuckDB.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 
-from agentconsole.server.store import StoreOpenError, export_parquet
-
 
 def run_export(db: Path, out_dir: Path) -> list[Path]:
     """Write ``out_dir/<table>.parquet`` for each table of ``db``; returns the files."""
+    from agentconsole.server.store import StoreOpenError, export_parquet
+
     try:
         return export_parquet(db, out_dir)
     except StoreOpenError as error:
@@ -38,16 +42,44 @@ def parse_when(text: str | None) -> float | None:
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
+def check_output(path: Path, option: str) -> None:
+    """Refuse, as a usage error naming ``option``, an output file that could not be written,
+    before the command does its work (a long run should not end in a write error). A missing
+    folder is fine: :func:`make_parent` creates it when the file is written."""
+    try:
+        folder = path.parent
+        while not folder.exists():  # the nearest folder that exists is where mkdir starts
+            folder = folder.parent
+        if not folder.is_dir():
+            raise click.BadParameter(f"{folder} is not a folder", param_hint=option)
+        existing = path.exists()
+    except OSError as error:  # e.g. a folder on the way that may not be searched
+        message = f"cannot reach {path}: {error.strerror}"
+        raise click.BadParameter(message, param_hint=option) from None
+    if existing and path.is_dir():
+        raise click.BadParameter(f"{path} is a folder", param_hint=option)
+    target, access = (path, os.W_OK) if existing else (folder, os.W_OK | os.X_OK)
+    if not os.access(target, access):
+        raise click.BadParameter(f"{target} is not writable", param_hint=option)
+
+
+def make_parent(path: Path) -> None:
+    """Create ``path``'s folder (and those above it) if missing, as ``calibrate --out`` does."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+
 def run_trace_export(
     db: Path, out: Path, since: str | None, until: str | None, tenant: str | None
 ) -> int:
     """Write the trace of ``db``'s programs in the window to ``out``; returns how many."""
+    from agentconsole.server.store import StoreOpenError
     from agentconsole.server.whatif import export_trace
 
+    check_output(out, "--out")
+    window = parse_when(since), parse_when(until)
+    make_parent(out)
     try:
-        programs = export_trace(
-            db, out, since=parse_when(since), until=parse_when(until), tenant=tenant
-        )
+        programs = export_trace(db, out, since=window[0], until=window[1], tenant=tenant)
     except StoreOpenError as error:
         raise click.ClickException(str(error)) from error
     return len(programs)

@@ -13,16 +13,39 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from click.core import ParameterSource
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
 from agentconsole.bench.html_report import write_html
 from agentconsole.bench.loads import run_loads
 from agentconsole.bench.models_table import ALL_LARGE, models_table
-from agentconsole.bench.runner import BASELINES, BenchSetup, cost_model, load_programs, run_one
+from agentconsole.bench.options import (
+    check_outputs,
+    check_trace,
+    defaulted,
+    names_of,
+    parse_loads,
+    settle_hardware,
+    workload_params,
+)
+from agentconsole.bench.runner import (
+    BASELINES,
+    BenchSetup,
+    cost_model,
+    load_programs,
+    run_one,
+    trace_programs,
+)
 from agentconsole.bench.sweep import max_rate
-from agentconsole.bench.table import loads_table, metrics_table, prefix_cache_table, sweep_table
+from agentconsole.bench.table import (
+    counterpart,
+    loads_table,
+    metrics_table,
+    policy_of,
+    prefix_cache_table,
+    sweep_table,
+)
+from agentconsole.export import make_parent
 from agentconsole.kvtiers.router import get_router
 from agentconsole.kvtiers.toolwait import available_tool_wait_policies
 from agentconsole.sample_traces.generator import available_workloads
@@ -54,14 +77,17 @@ def run_bench(**opts: Any) -> None:
         console.print("policies:", ", ".join([*available(), *BASELINES]))
         console.print("kv policies:", ", ".join(available_tool_wait_policies()))
         return
+    check_outputs(opts)
+    loads = parse_loads(opts["loads"]) if opts["loads"] is not None else None
     if not opts["workload"] and not opts["trace_path"]:
         opts["workload"] = "seed-mix"
-    if opts["workload"] in WORKLOAD_MODELS and not opts["trace_path"] and _defaulted("model"):
+    if opts["workload"] in WORKLOAD_MODELS and not opts["trace_path"] and defaulted("model"):
         opts["model"] = WORKLOAD_MODELS[opts["workload"]]
     if opts["workload"] in WORKLOAD_POOLS and not opts["trace_path"] and not opts["models"]:
         opts["models"] = WORKLOAD_POOLS[opts["workload"]]
-    policies = _names(opts["policies"], [*available(), *BASELINES], "policy")
-    kv_policies = _names(opts["kv_policy"], available_tool_wait_policies(), "kv policy")
+    settle_hardware(opts)
+    policies = names_of(opts["policies"], [*available(), *BASELINES], "policy")
+    kv_policies = names_of(opts["kv_policy"], available_tool_wait_policies(), "kv policy")
     dims = _dimensions(opts)
     if opts["loads"] and any(len(values) > 1 for _, values in dims):
         raise click.UsageError(
@@ -70,8 +96,9 @@ def run_bench(**opts: Any) -> None:
         )
     if opts["seeds"] > 1 and (not opts["loads"] or opts["trace_path"]):
         raise click.UsageError("--seeds draws a named workload again per --loads cell")
+    workload = None if opts["trace_path"] else opts["workload"]
     setup = BenchSetup(
-        workload=None if opts["trace_path"] else opts["workload"],
+        workload=workload,
         trace=opts["trace_path"],
         programs=opts["programs"],
         rate=opts["rate"],
@@ -90,10 +117,12 @@ def run_bench(**opts: Any) -> None:
         mixed_chunk=opts["mixed_chunk"],
         admission=opts["admission"],
         shortest_first=opts["door_order"] == "shortest-first",
-        params=tuple(_param(text) for text in opts["workload_params"]),
+        params=workload_params(opts["workload_params"], workload),
         models=opts["models"],
     )
     try:  # fail fast on a bad workload, trace, parameter or hardware, before forking workers
+        if setup.trace is not None:
+            check_trace(trace_programs(setup), opts)
         programs = load_programs(setup)
         cost = cost_model(setup)
         get_router(setup.routing, 1)
@@ -120,7 +149,9 @@ def run_bench(**opts: Any) -> None:
                 result["setup"][field] = values
         title = f"{setup.label} on {_hardware(setup)}"
         if opts["sweep"]:
-            slo = opts["slo_p95"] or DEFAULT_SLO_FACTOR * _ideal_p95(runs)
+            slo = opts["slo_p95"]
+            if slo is None:
+                slo = DEFAULT_SLO_FACTOR * _ideal_p95(runs)
             start = next(iter(runs.values()))["rate_programs_per_s"]
             result["slo_p95_s"] = slo
             if not setup.models:  # the bound is of one model's replicas
@@ -134,8 +165,7 @@ def run_bench(**opts: Any) -> None:
                     for p, k, v in cells
                 },
             )
-        if opts["loads"]:
-            loads = _loads(opts["loads"])
+        if loads:
             runs_at = [(label(p, k, v), p, k) for p, k, v in cells]
             result["load_sweep"] = run_loads(
                 pool,
@@ -168,17 +198,20 @@ def run_bench(**opts: Any) -> None:
         sweep_console = Console(width=max(console.width, 110))
         sweep_console.print(sweep_table(result["sweep"], reference, bound_rate))
         if "throughput_bound" in result:
+            # the reference's first run (several with a --kv-policy list: fcfs+keep, ...)
+            ran = counterpart(result["sweep"], next(iter(result["sweep"])), reference)
+            assert ran is not None  # _ratio_reference names a policy that ran
             console.print(
                 f"No schedule can finish more than {bound_rate:.3f} programs/s on this "
                 "hardware (perfect prefix reuse, free weights, prefill fully hidden under "
                 f"decode: {result['throughput_bound']['seconds_per_program']:.2f} s of GPU per"
-                f" program); 4x {reference} would be"
-                f" {4 * result['sweep'][reference]['max_rate']:.3f}."
+                f" program); 4x {ran} would be {4 * result['sweep'][ran]['max_rate']:.3f}."
             )
     if "load_sweep" in result:
         reference = _ratio_reference(result["load_sweep"]["loads"])
         Console(width=max(console.width, 175)).print(loads_table(result["load_sweep"], reference))
     if opts["json_path"]:
+        make_parent(opts["json_path"])
         Path(opts["json_path"]).write_text(json.dumps(_clean(result), indent=2) + "\n")
         console.print(f"wrote {opts['json_path']}")
     if opts["html_path"]:
@@ -189,13 +222,13 @@ def run_bench(**opts: Any) -> None:
 def _dimensions(opts: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """What the runs vary besides the policies: the setup field and its values, each list
     in the order given (``all-large`` first among rules: the ratios are to it)."""
-    modes = _names(opts["prefix_cache"], list(PREFIX_CACHE_MODES), "prefix cache")
-    crosses = _names(opts["cross_model_kv"], list(CROSS_MODEL_MODES), "cross-model KV mode")
+    modes = names_of(opts["prefix_cache"], list(PREFIX_CACHE_MODES), "prefix cache")
+    crosses = names_of(opts["cross_model_kv"], list(CROSS_MODEL_MODES), "cross-model KV mode")
     if not opts["models"]:
-        if not (_defaulted("model_rules") and _defaulted("cross_model_kv")):
+        if not (defaulted("model_rules") and defaulted("cross_model_kv")):
             raise click.UsageError("--model-rules and --cross-model-kv need --models")
         return [("prefix_cache", modes)]
-    rules = _names(opts["model_rules"], available_rules(), "model rule")
+    rules = names_of(opts["model_rules"], available_rules(), "model rule")
     rules.sort(key=lambda r: r != ALL_LARGE)  # stable: the rest keep their order
     return [("prefix_cache", modes), ("model_rule", rules), ("cross_model_kv", crosses)]
 
@@ -234,20 +267,24 @@ def _groups(
 
 
 def _hardware(setup: BenchSetup) -> str:
-    """What the run's engines are, for the table's title."""
+    """What the run's engines are, for the table's title (and the profile costing them)."""
     if setup.models:
         return f"{setup.gpu}: {setup.models}"
-    return f"{setup.replicas} x {setup.gpu} x {setup.model} (tp {setup.tp})"
+    costed = f", profile {setup.profile}" if setup.profile else ""
+    return f"{setup.replicas} x {setup.gpu} x {setup.model} (tp {setup.tp}{costed})"
 
 
 def _ratio_reference(rows: dict[str, Any]) -> str:
-    """The row ratios are taken to: the first of ``RATIO_REFERENCES`` that ran, else the first
-    row (for a load sweep, ``rows`` maps loads to their rows)."""
+    """The policy ratios are taken to: the first of ``RATIO_REFERENCES`` that ran, else the
+    first row's (for a load sweep, ``rows`` maps loads to their rows). A policy, not a row's
+    label: with a ``--kv-policy`` list or variants the labels add ``+keep``, ``+relative``...,
+    and the tables pair each row with the reference's that differs only in the policy."""
     names = next(iter(rows.values())) if rows and _is_load(next(iter(rows))) else rows
+    policies = [policy_of(name) for name in names]
     for name in RATIO_REFERENCES:
-        if name in names:
+        if name in policies:
             return name
-    return next(iter(names))
+    return policies[0]
 
 
 def _is_load(key: str) -> bool:
@@ -256,43 +293,6 @@ def _is_load(key: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _loads(text: str) -> list[float]:
-    try:
-        loads = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected numbers, got {text!r}", param_hint="--loads") from None
-    if not loads or any(x <= 0 for x in loads):
-        raise click.BadParameter("loads must be positive multiples", param_hint="--loads")
-    return loads
-
-
-def _defaulted(option: str) -> bool:
-    """Whether the running command took ``option`` from its default (not from the user)."""
-    ctx = click.get_current_context(silent=True)
-    source = ctx.get_parameter_source(option) if ctx is not None else None
-    return source in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
-
-
-def _param(text: str) -> tuple[str, Any]:
-    key, sep, raw = text.partition("=")
-    if not sep or not key:
-        raise click.BadParameter(f"expected KEY=VALUE, got {text!r}", param_hint="--set")
-    try:
-        return key, json.loads(raw)
-    except json.JSONDecodeError:
-        return key, raw
-
-
-def _names(text: str, known: list[str], what: str) -> list[str]:
-    names = known if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in known]
-    if unknown or not names:
-        raise click.BadParameter(
-            f"unknown {what} {', '.join(unknown) or '(none)'}; choose from {', '.join(known)}"
-        )
-    return names
 
 
 def _progress() -> Progress:

@@ -86,14 +86,23 @@ def figures(result: dict[str, Any]) -> list[go.Figure]:
         sweep = result["sweep"]
         figs.append(
             _bar(
-                f"Highest rate with P95 E2E <= {result['slo_p95_s']:.1f} s (no schedule can "
-                f"exceed {result['throughput_bound']['programs_per_s']:.3f})",
+                _sweep_title(result),
                 list(sweep),
                 {"max rate": [float(v["max_rate"]) for v in sweep.values()]},
                 "programs / s",
             )
         )
     return figs
+
+
+def _sweep_title(result: dict[str, Any]) -> str:
+    """The sweep chart's title, with the throughput bound when the run has one (a run over
+    several models has none: the bound is of one model's replicas)."""
+    title = f"Highest rate with P95 E2E <= {result['slo_p95_s']:.1f} s"
+    bound = result.get("throughput_bound")
+    if bound is None:
+        return title
+    return f"{title} (no schedule can exceed {bound['programs_per_s']:.3f})"
 
 
 def _table_html(result: dict[str, Any]) -> str:
@@ -128,4 +137,6 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child{{t
 
 
 def write_html(path: Path, title: str, result: dict[str, Any]) -> None:
+    """Write the page, creating ``path``'s folder if missing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(title, result), encoding="utf-8")

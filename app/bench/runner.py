@@ -46,6 +46,10 @@ DEFAULT_RATES = {
 }
 
 
+#: why a trace whose programs all arrive at one time cannot be run at another rate
+ALL_AT_ONCE = "the trace's programs all arrive at once, so it has no arrival rate to scale"
+
+
 @dataclass(frozen=True, slots=True)
 class Baseline:
     """A configuration users run without agentconsole, named for it: a policy plus the engine
@@ -165,14 +169,21 @@ def load_programs(setup: BenchSetup, rate: float | None = None) -> list[TracePro
     """The setup's programs, with arrivals at ``rate`` (or the setup's rate) per second."""
     rate = rate if rate is not None else setup.rate
     if setup.trace is not None:
-        programs = _trace(setup.trace)[: setup.programs]
-        return rescale(programs, rate) if rate else list(programs)
+        programs = trace_programs(setup)
+        return rescale(programs, rate) if rate else programs
     assert setup.workload is not None
     if rate is None:
         rate = DEFAULT_RATES.get(setup.workload, 0.05)
     return generate(
         setup.workload, n_programs=setup.programs, rate=rate, seed=setup.seed, **dict(setup.params)
     )
+
+
+def trace_programs(setup: BenchSetup) -> list[TraceProgram]:
+    """The setup's trace as recorded: its first ``setup.programs`` programs, arrivals as the
+    file has them."""
+    assert setup.trace is not None
+    return list(_trace(setup.trace)[: setup.programs])
 
 
 @lru_cache(maxsize=4)
@@ -191,8 +202,13 @@ def arrival_rate(programs: list[TraceProgram]) -> float:
 def rescale(
     programs: list[TraceProgram] | tuple[TraceProgram, ...], rate: float
 ) -> list[TraceProgram]:
-    """The same programs with arrival times stretched to a mean ``rate`` per second."""
-    factor = arrival_rate(list(programs)) / rate
+    """The same programs with arrival times stretched to a mean ``rate`` per second;
+    ``ValueError`` when they all arrive at once (no span to stretch: ``arrival_rate`` is
+    infinite, and a zero arrival times an infinite factor is no time)."""
+    recorded = arrival_rate(list(programs))
+    if math.isinf(recorded):
+        raise ValueError(ALL_AT_ONCE)
+    factor = recorded / rate
     return [replace(p, arrival_s=p.arrival_s * factor) for p in programs]
 
 

@@ -96,11 +96,34 @@ def metrics_table(title: str, runs: Mapping[str, Mapping[str, Any]]) -> Table:
     return table
 
 
+def policy_of(label: str) -> str:
+    """The policy a run's label names: its part before any ``+kv-policy`` or ``+variant``."""
+    return label.partition("+")[0]
+
+
+def counterpart(rows: Mapping[str, Any], label: str, reference: str) -> str | None:
+    """The label of policy ``reference``'s run to compare ``label``'s with: the one that
+    differs from it only in the policy (``fcfs+offload`` for ``cp-cache+offload``), else the
+    first run of that policy, else None (it did not run)."""
+    _, plus, rest = label.partition("+")
+    same = f"{reference}{plus}{rest}"
+    if same in rows:
+        return same
+    return next((name for name in rows if policy_of(name) == reference), None)
+
+
+def _base(rows: Mapping[str, Mapping[str, Any]], label: str, reference: str, key: str) -> float:
+    """``key`` of ``label``'s reference run (see :func:`counterpart`); NaN when none ran."""
+    other = counterpart(rows, label, reference)
+    return math.nan if other is None else float(rows[other].get(key, math.nan))
+
+
 def sweep_table(
     sweep: Mapping[str, Mapping[str, Any]], reference: str, bound_rate: float = math.nan
 ) -> Table:
-    """Each policy's highest rate meeting the SLO, its ratio to ``reference``'s and its share of
-    ``bound_rate`` (the most any schedule could finish, see ``throughput_bound``)."""
+    """Each policy's highest rate meeting the SLO, its ratio to policy ``reference``'s (the
+    run of it that differs only in the policy) and its share of ``bound_rate`` (the most any
+    schedule could finish, see ``throughput_bound``)."""
     table = Table(title="max arrival rate meeting the SLO", header_style="bold")
     for col in (
         "policy",
@@ -111,9 +134,9 @@ def sweep_table(
         "max tenant slowdown at max",
     ):
         table.add_column(col, justify="right" if col != "policy" else "left")
-    base = sweep.get(reference, {}).get("max_rate", math.nan)
     for name, row in sweep.items():
-        ratio = row["max_rate"] / base if base and base == base and base > 0 else math.nan
+        base = _base(sweep, name, reference, "max_rate")
+        ratio = row["max_rate"] / base if base > 0 else math.nan
         table.add_row(
             name,
             fmt(row["max_rate"], "{:.3f}"),
@@ -127,24 +150,21 @@ def sweep_table(
 
 def loads_table(loads: Mapping[str, Any], reference: str) -> Table:
     """``bench --loads``: each policy at each multiple of the measured peak: finished
-    programs/s and their share of the peak, P50/P95 E2E and the P95's ratio to ``reference``'s,
-    recomputed tokens, and hit tokens as a share of an infinite cache's (the oracle)."""
+    programs/s and their share of the peak, P50/P95 E2E and the P95's ratio to policy
+    ``reference``'s, recomputed tokens, and hit tokens as a share of an infinite cache's (the
+    oracle). When fcfs ran, each P50/P95 is also paired with fcfs's same draw; if fcfs is the
+    reference too, those paired columns replace the plain ratio (one would repeat the other)."""
     peak = loads["peak_programs_per_s"]
     table = Table(
         title=f"load sweep: x the measured peak of {peak:.4f} programs/s", header_style="bold"
     )
     paired = PAIRED_REFERENCE
     draws = len(loads.get("seeds", [0]))
-    columns = [
-        "load",
-        "policy",
-        "finished/s",
-        "share of peak",
-        "E2E P50 (s)",
-        "E2E P95 (s)",
-        f"P95 / {reference}",
-    ]
-    with_paired = any(paired in rows for rows in loads["loads"].values())
+    with_paired = any(policy_of(n) == paired for rows in loads["loads"].values() for n in rows)
+    with_ratio = not (with_paired and reference == paired)
+    columns = ["load", "policy", "finished/s", "share of peak", "E2E P50 (s)", "E2E P95 (s)"]
+    if with_ratio:
+        columns.append(f"P95 / {reference}")
     if with_paired:
         worst = " (worst)" if draws > 1 else ""
         columns += [f"P50 / {paired}{worst}", f"P95 / {paired}{worst}"]
@@ -152,20 +172,21 @@ def loads_table(loads: Mapping[str, Any], reference: str) -> Table:
     for col in columns:
         table.add_column(col, justify="left" if col in ("load", "policy") else "right")
     for load, rows in loads["loads"].items():
-        base = rows.get(reference, {}).get("e2e_p95_s", math.nan)
         for name, row in rows.items():
-            p95 = row["e2e_p95_s"]
             cells = [
                 f"{load}x",
                 name,
                 fmt(row["throughput_programs_per_s"], "{:.4f}"),
                 fmt(row["share_of_peak"], "{:.0%}"),
                 fmt(row["e2e_p50_s"], "{:.1f}"),
-                fmt(p95, "{:.1f}"),
-                fmt(p95 / base if base and base == base else math.nan, "{:.2f}x"),
+                fmt(row["e2e_p95_s"], "{:.1f}"),
             ]
+            if with_ratio:
+                base = _base(rows, name, reference, "e2e_p95_s")
+                cells.append(fmt(_ratio(row["e2e_p95_s"], base), "{:.2f}x"))
             if with_paired:
-                against = rows.get(paired)
+                other = counterpart(rows, name, paired)
+                against = rows[other] if other is not None else None
                 cells += [_paired(row, against, key) for key in ("e2e_p50_s", "e2e_p95_s")]
             cells += [
                 fmt(row["recompute_tokens"], "{:,d}"),
@@ -183,12 +204,13 @@ PAIRED_REFERENCE = "fcfs"
 
 def _paired(row: Mapping[str, Any], against: Mapping[str, Any] | None, key: str) -> str:
     """The mean over draws of ``row``'s ``key`` over ``against``'s same draw, and the worst
-    draw's in brackets when there are several; blank without ``against``."""
+    draw's in brackets when there are several; blank without ``against``, - when a draw has
+    no ratio (a value missing or NaN: no program finished), as every other column prints."""
     if against is None:
         return ""
     mine, theirs = row.get("draws", [row]), against.get("draws", [against])
-    ratios = [m[key] / t[key] for m, t in zip(mine, theirs, strict=True) if t[key]]
-    if not ratios:
+    ratios = [_ratio(m[key], t[key]) for m, t in zip(mine, theirs, strict=True)]
+    if not ratios or any(math.isnan(r) for r in ratios):
         return "-"
     mean = f"{sum(ratios) / len(ratios):.3f}"
     return f"{mean} ({max(ratios):.3f})" if len(ratios) > 1 else mean
@@ -244,6 +266,6 @@ def prefix_cache_table(
 
 
 def _ratio(value: Any, base: Any) -> float:
-    """``value / base``, NaN when either is missing or ``base`` is not positive."""
+    """``value / base``, NaN when either is missing or NaN or ``base`` is not positive."""
     ok = isinstance(value, int | float) and isinstance(base, int | float) and base > 0
-    return float(value) / float(base) if ok else math.nan
+    return float(value) / float(base) if ok and value == value else math.nan

@@ -44,7 +44,8 @@ def run_replay_command(
     limit: int | None,
     model: str,
 ) -> ReplaySummary:
-    """Load the trace, replay it with a rich progress bar, print the summary."""
+    """Load the trace, replay it with a rich progress bar, print the summary; then fail
+    (exit 1) when any program failed, so a script sees that the replay did not go through."""
     try:
         programs = load_trace(trace or demo_trace())
     except (OSError, TraceError) as error:
@@ -82,4 +83,7 @@ def run_replay_command(
     except Exception as error:  # the server refused to set up (e.g. tools): say why
         raise click.ClickException(f"replay failed: {error}") from error
     click.echo(summary.render())
+    failed = summary.count("failed")
+    if failed:
+        raise click.ClickException(f"{failed} of {len(summary.outcomes)} programs failed")
     return summary

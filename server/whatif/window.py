@@ -70,13 +70,13 @@ def bench_command(trace: Path, programs: int, hardware: BenchHardware) -> tuple[
     unless told) under every scheduling policy and the stock baseline, on ``hardware``."""
     argv = ["agentconsole", "bench", "--trace", str(trace), "--programs", str(max(programs, 1))]
     argv += ["--policies", "all"]
-    for flag, value in (
-        ("--kv-policy", hardware.kv_policy),
-        ("--gpu", hardware.gpu),
-        ("--model", hardware.model),
-        ("--tp", hardware.tp),
-        ("--profile", hardware.profile),
-    ):
+    # a calibration profile names its own GPU, model and tp (bench refuses them beside it)
+    named = (
+        (("--profile", hardware.profile),)
+        if hardware.profile is not None
+        else (("--gpu", hardware.gpu), ("--model", hardware.model), ("--tp", hardware.tp))
+    )
+    for flag, value in (("--kv-policy", hardware.kv_policy), *named):
         if value is not None:
             argv += [flag, str(value)]
     return tuple(argv)

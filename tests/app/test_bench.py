@@ -150,6 +150,12 @@ def test_unknown_policy_is_a_clear_error() -> None:
         (["--set", "slow_tool_kind=nope"], "not one of"),
         (["--set", "nope=1"], "has no parameter nope"),
         (["--gpu", "nope"], "no bundled profile"),
+        (["--profile", "/nonexistent/p.json"], "--profile: cannot read /nonexistent/p.json"),
+        (["--profile", "nope"], "--profile: no bundled profile 'nope'"),
+        (["--set", "p_slow_tool=abc"], "--set: p_slow_tool takes float, got 'abc'"),
+        (["--set", 'tenants="x"'], "--set: tenants takes int, got 'x'"),
+        (["--set", "mix=[1, true, 1]"], "--set: mix takes Sequence[float]"),
+        (["--set", "deadline_slack=fast"], "--set: deadline_slack takes float | None"),
     ],
 )
 def test_bad_workload_or_hardware_is_a_usage_error(args: list[str], message: str) -> None:
@@ -157,6 +163,7 @@ def test_bad_workload_or_hardware_is_a_usage_error(args: list[str], message: str
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+    assert result.output.strip().splitlines()[-1].startswith("Error:")  # one line says why
 
 
 def test_program_aware_mechanisms_can_be_ablated(tmp_path: Path) -> None:

@@ -76,3 +76,16 @@ def test_model_flags_need_models_and_known_names() -> None:
     loads = CliRunner().invoke(main, [*ARGS, "--loads", "0.5"])
     assert loads.exit_code == 2
     assert "one --prefix-cache mode, model rule" in loads.output
+
+
+def test_a_sweep_over_models_writes_its_page_without_a_bound(tmp_path: Path) -> None:
+    """The throughput bound is one model's replicas', so a run over several has none: the
+    sweep chart's title then leaves it out (it used to fail on the missing key at the end)."""
+    page = tmp_path / "mm.html"
+    args = ["--programs", "3", "--policies", "fcfs", "--model-rules", "all-large", "--sweep"]
+    _, data = _bench(tmp_path, *args, "--slo-p95", "1e9", "--html", str(page))
+    assert "throughput_bound" not in data
+    assert data["sweep"]["fcfs"]["max_rate"] > 0
+    text = page.read_text()
+    assert "Highest rate with P95 E2E" in text
+    assert "no schedule can exceed" not in text

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentconsole.cli import main
 from agentconsole.replay import ReplayOptions, ReplaySummary, assign_keys
 from agentconsole.replay.results import ProgramOutcome
 from agentconsole.replay.text import CHARS_PER_TOKEN, chat_body, segment_text
@@ -89,3 +91,13 @@ def test_a_summary_with_no_finished_program_has_no_e2e() -> None:
 def test_the_bundled_generator_feeds_the_replayer() -> None:
     programs = generate("seed-mix", n_programs=3, rate=1.0, seed=1)
     assert set(assign_keys(programs, {"*": "k"}).values()) == {"k"}
+
+
+def test_a_replay_whose_programs_failed_exits_1_after_its_summary() -> None:
+    """Nothing listens on port 9: every program fails, and the command says so by its exit
+    code (a script must not read a replay that did not go through as one that did)."""
+    args = ["replay", "--url", "http://127.0.0.1:9", "--tools", "agent"]
+    result = CliRunner().invoke(main, [*args, "--programs", "2", "--speed", "1000"])
+    assert result.exit_code == 1, result.output
+    assert "failed: 2" in result.output  # the summary comes first
+    assert "2 of 2 programs failed" in result.output

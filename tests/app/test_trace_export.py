@@ -92,6 +92,26 @@ def test_the_session_comes_back_as_a_trace(
     assert cancelled.prefix == ()
 
 
+def test_the_trace_goes_into_a_folder_made_for_it(
+    session: tuple[Path, list[TraceProgram]], tmp_path: Path
+) -> None:
+    db, played = session
+    assert len(_export(db, tmp_path / "new" / "folder" / "t.jsonl")) == len(played) + 1
+
+
+def test_an_out_that_cannot_be_written_is_refused_before_reading_the_store(
+    tmp_path: Path,
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    out = blocker / "t.jsonl"
+    result = CliRunner().invoke(
+        main, ["trace", "export", "--db", str(tmp_path / "none.duckdb"), "--out", str(out)]
+    )
+    assert result.exit_code == 2, result.output
+    assert f"--out: {blocker} is not a folder" in result.output
+
+
 def test_window_and_tenant_filters(
     session: tuple[Path, list[TraceProgram]], tmp_path: Path
 ) -> None:

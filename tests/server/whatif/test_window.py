@@ -5,6 +5,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from agentconsole.cli import main
+from agentconsole.sample_traces.codec import dump_trace
+from agentconsole.sample_traces.generator import generate
 from agentconsole.server.whatif.runs import BenchRunner
 from agentconsole.server.whatif.window import (
     REPORT_SUFFIX,
@@ -27,6 +32,19 @@ def test_the_command_replays_every_program_under_every_policy_on_the_hardware() 
     assert sim[8:] == (
         "--kv-policy", "keep", "--gpu", "H100-80GB", "--model", "qwen", "--tp", "2",
     )  # fmt: skip
+
+
+def test_a_profiled_servers_command_is_one_bench_accepts(tmp_path: Path) -> None:
+    """A simulated server on a calibration profile knows its GPU and tp too; the profile names
+    its own, and bench refuses them beside it, so the command carries the profile alone."""
+    trace = tmp_path / "window.jsonl"
+    dump_trace(generate("seed-mix", n_programs=2, rate=1.0, seed=0), trace)
+    profile = "cpu-2core__tiny-llama__tp1"
+    hardware = BenchHardware(gpu="H200-141GB", model=None, tp=1, profile=profile)
+    argv = bench_command(trace, 2, hardware)
+    assert argv[8:] == ("--profile", profile)
+    result = CliRunner().invoke(main, [*argv[1:6], "--policies", "fcfs", *argv[8:]])
+    assert result.exit_code == 0, result.output
 
 
 def test_names_sort_by_time_and_never_collide() -> None:
