@@ -7,9 +7,12 @@ On this machine's CPU engine (the tiny model unless ``--model`` is given) it:
 2. measures what a call spends outside engine steps, fits the cost model and writes a
    ``Profile`` JSON that the simulated runtime loads (``--profile``, ``bench --profile``),
 3. reports the simulator's relative error on each measured step, and
-4. runs the same small workload (seed-mix scaled to the tiny model) on the real engine
-   (``LiveReplay``) and in the simulator with the fitted profile, and reports the error on
-   program end-to-end time.
+4. runs the same small workload (seed-mix scaled to the tiny model) on the real engine and in
+   the simulator with the fitted profile, and reports the error on program end-to-end time.
+   The real engine plays it through ``serve``'s own program glue (``replay_as_served``: the
+   program driver under serve's default scheduling and tool-wait policies and its default
+   door), so the simulator is fitted to what ``serve`` runs; the simulator runs the same
+   defaults (``SimConfig``).
 
 Goals: step time within 10%, program E2E within 15% (mean absolute relative error).
 """
@@ -25,11 +28,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentconsole.replay.served import replay_as_served
 from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.scheduler.metrics import percentile
 from agentconsole.scheduler.policies import DEFAULT_POLICY
-from agentconsole.scheduler.runtime import GenerationRequest
+from agentconsole.scheduler.runtime import GenerationRequest, Runtime
 from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.live.replay import SegmentText
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime, default_model_dir
 from agentconsole.server.runtime.sglang.calibration import (
     GridPoint,
@@ -40,13 +45,13 @@ from agentconsole.server.runtime.sglang.calibration import (
     with_call_overhead,
 )
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
-from agentconsole.server.runtime.sglang.replay import LiveReplay
 from agentconsole.server.runtime.sglang.textbook import TextBook
 from agentconsole.server.runtime.sglang.workload_scale import tiny_seed_mix
 from agentconsole.server.runtime.sim.calls import EngineConfig
 from agentconsole.server.runtime.sim.costmodel import CostModel
 from agentconsole.server.runtime.sim.profile import Profile, save_profile
-from agentconsole.server.runtime.sim.simulation import CostServiceModel, SimConfig, Simulation
+from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
+from agentconsole.settings import LimitsSection
 
 GRID = tuple(GridPoint(b, c, 32) for b in (1, 4, 16) for c in (32, 256, 1024))
 QUICK_GRID = tuple(GridPoint(b, c, 16) for b in (1, 8) for c in (64, 512))
@@ -112,17 +117,28 @@ async def _calibrate(opts: CalibrateOptions) -> CalibrationReport:
         trace = tiny_seed_mix(opts.programs, opts.rate, opts.seed)
         print(f"calibrate: replaying {len(trace)} programs on the engine", flush=True)
         await runtime.flush_cache()
-        real = await LiveReplay(
-            runtime, trace, book, CostServiceModel(CostModel.from_profile(profile))
-        ).run()
+        real = await replay_as_serve_runs_it(runtime, trace, book)
         sim = _simulate(trace, profile, runtime)
     finally:
         await runtime.stop()
-    report = _report(opts.out, profile, errors, {o.program_id: o.e2e_s for o in real}, sim)
+    report = _report(opts.out, profile, errors, real, sim)
     _print(report)
     if opts.json_path is not None:
         opts.json_path.write_text(json.dumps(asdict(report), indent=2) + "\n", encoding="utf-8")
     return report
+
+
+async def replay_as_serve_runs_it(
+    runtime: Runtime, trace: list[TraceProgram], book: SegmentText
+) -> dict[str, float]:
+    """Each program's E2E seconds with ``trace`` played on ``runtime`` (started) through
+    serve's own program glue under serve's defaults: the default scheduling policy, the
+    default tool-wait policy, the door as ``limits.program_admission`` leaves it. The
+    simulated side (:func:`_simulate`) runs the same defaults, so the error compares like
+    with like."""
+    door = LimitsSection().program_admission
+    served = await replay_as_served(runtime, trace, book, policy=DEFAULT_POLICY, door=door)
+    return {o.program_id: o.e2e_s for o in served.outcomes}
 
 
 def default_model_dir_for_cli() -> Path:

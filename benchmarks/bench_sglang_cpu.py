@@ -4,14 +4,16 @@ Run: ``.venv/bin/python benchmarks/bench_sglang_cpu.py [--programs 60] [--rate 8
 
 The same workload (seed-mix of seed section 19, scaled to the tiny model: ~1/50 of the tokens,
 so the 80K prefix becomes ~1.6K and contexts stay under the model's 2K positions; tool
-latencies 10x shorter) is replayed in wall-clock time (``LiveReplay``) through three engines,
-one after the other, each started fresh with the same KV pool and batch limit:
+latencies 10x shorter) is replayed in wall-clock time through three engines, one after the
+other, each started fresh with the same KV pool and batch limit:
 
-* ``agentconsole``: our plugin in SGLang's scheduler (``cp-cache`` policy under the fairness
-  guard, preemption, tool-wait retention hints; the guard's aging floor and the preemption
-  residency scaled by the same 10x as the tools, since they are time constants);
-* ``sglang-fcfs`` and ``sglang-lpm``: stock SGLang's own policies, our plugin disabled
-  (``SGLANG_PLUGINS=none``), default LRU radix eviction.
+* ``agentconsole``: serve's own program glue (``replay_as_served``: the program driver, the
+  default tool-wait policy, the door with ``--door``) and our plugin in SGLang's scheduler
+  (``cp-cache`` policy under the fairness guard, preemption, tool-wait retention; the guard's
+  aging floor and the preemption residency scaled by the same 10x as the tools, since they
+  are time constants);
+* ``sglang-fcfs`` and ``sglang-lpm``: stock SGLang's own policies played by ``LiveReplay``'s
+  agents, our plugin disabled (``SGLANG_PLUGINS=none``), default LRU radix eviction.
 
 ``--dp N`` runs every engine with N data-parallel ranks (``--max-total-tokens`` per rank) and
 adds ``agentconsole-rr``: ours with each call left to SGLang's round robin instead of pinned

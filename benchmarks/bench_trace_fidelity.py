@@ -5,7 +5,11 @@
    chat calls with program headers, tools through the gateway);
 3. the server stops; ``agentconsole trace export`` rebuilds the session from the store;
 4. ``agentconsole bench --trace`` replays it in virtual time with the server's settings
-   (same policy, tool-wait policy, GPU and model; the program door off, as ``serve``'s default).
+   (same policy, tool-wait policy, GPU and model; the program door as ``serve``'s default,
+   ``limits.program_admission``: on since 2026-12-03).
+
+With no flags both sides run serve's defaults (scheduling policy, tool-wait policy, door), read
+from the project rather than copied, so the session measured is the one ``serve`` runs.
 
 Prints the live P50/P95 program E2E (from the store: a program's creation to its finish) and
 the replayed ones, with their ratios; exits 1 when a ratio is off by more than ``--tolerance``.
@@ -25,15 +29,19 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
 import httpx
 
+from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY
 from agentconsole.replay import ReplayOptions, run_replay
 from agentconsole.sample_traces import dump_trace, generate
 from agentconsole.scheduler.metrics import percentile
+from agentconsole.scheduler.policies import DEFAULT_POLICY
 from agentconsole.server.whatif import export_trace
+from agentconsole.settings import LimitsSection
 
 CLI = str(Path(sys.executable).with_name("agentconsole"))
 TENANTS = ("tenant-a", "tenant-b", "tenant-c", "tenant-d")
@@ -89,23 +97,36 @@ def _live_e2e(db: Path) -> list[float]:
     return [float(r[0]) for r in rows]
 
 
+def replay_command(trace: Path, out: Path, policy: str, kv_policy: str) -> list[str]:
+    """``bench`` on the exported session with the server's settings: its policies, and its
+    door as the served config leaves it (the default, since the config sets no limits)."""
+    door = "--admission" if LimitsSection().program_admission else "--no-admission"
+    return [CLI, "bench", "--trace", str(trace), "--policies", policy, "--kv-policy", kv_policy,
+            door, "--jobs", "1", "--json", str(out)]  # fmt: skip
+
+
 def _replayed(trace: Path, out: Path, policy: str, kv_policy: str) -> dict[str, float]:
-    args = [CLI, "bench", "--trace", str(trace), "--policies", policy, "--kv-policy", kv_policy,
-            "--no-admission", "--jobs", "1", "--json", str(out)]  # fmt: skip
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    command = replay_command(trace, out, policy, kv_policy)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     run = json.loads(out.read_text())["policies"][policy]
     return {"p50": float(run["e2e_p50_s"]), "p95": float(run["e2e_p95_s"])}
 
 
-def main() -> int:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line; with no flags, the session is serve's as it runs by default."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--programs", type=int, default=24)
     parser.add_argument("--rate", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--policy", default="cp-cache")
-    parser.add_argument("--kv-policy", default="adaptive")
+    # serve's own defaults, read rather than copied, so the session measured is serve's
+    parser.add_argument("--policy", default=DEFAULT_POLICY)
+    parser.add_argument("--kv-policy", default=DEFAULT_TOOL_WAIT_POLICY)
     parser.add_argument("--tolerance", type=float, default=0.10)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> int:
+    args = parse_args()
     work = Path(tempfile.mkdtemp(prefix="trace-fidelity-"))
     keys = {tenant: f"sk-{tenant}" for tenant in TENANTS}
     config = work / "serve.toml"

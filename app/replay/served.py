@@ -1,10 +1,11 @@
 """A trace replayed through ``serve``'s own program glue on a started runtime, minus HTTP.
 
 What the real-engine benchmarks measure as "agentconsole" (``benchmarks/bench_sglang_cpu.py``
-on the CPU engine, ``benchmarks/gpu_lane.py`` on a GPU): serve's ``ProgramService`` (the
-program driver's tickets from the engine's prefix probe, the tool-wait advisor, the door when
-on) playing the trace's agents, so a figure of either lane is a figure of what ``serve`` runs,
-and the two lanes cannot drift apart.
+on the CPU engine, ``benchmarks/gpu_lane.py`` on a GPU) and what ``agentconsole calibrate``
+fits the simulator against: serve's ``ProgramService`` (the program driver's tickets from the
+engine's prefix probe, the tool-wait advisor, the door when on) playing the trace's agents, so
+a figure of either lane, or of calibrate, is a figure of what ``serve`` runs, and they cannot
+drift apart.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from dataclasses import dataclass
 from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.scheduler.door import ProgramDoor
 from agentconsole.scheduler.growth import RunTimes
+from agentconsole.scheduler.runtime import Runtime
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.replay import ReplayedProgram, SegmentText, ServiceReplay
 from agentconsole.server.live.service import DoorSettings, ProgramService
-from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
 from agentconsole.server.runtime.sglang.replay import ProgramOutcome
 
 #: the replayed agents never retry: a first call the door answered 503 after serve's wait
@@ -38,7 +39,7 @@ class ServedReplay:
 
 
 async def replay_as_served(
-    runtime: SGLangRuntime,
+    runtime: Runtime,
     trace: list[TraceProgram],
     book: SegmentText,
     *,

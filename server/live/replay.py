@@ -1,6 +1,7 @@
 """Replay trace programs through the :class:`ProgramService` that ``serve`` runs, in wall time.
 
-What ``benchmarks/bench_sglang_cpu.py`` measures as "agentconsole" on the real engine: every
+What the real-engine benchmarks measure as "agentconsole", and what ``calibrate`` fits the
+simulator against (both through ``agentconsole.replay.served.replay_as_served``): every
 program-level decision (tickets from the engine's own prefix probe, the program door, the
 tool-wait advisor, accounting) is the one ``serve`` takes, because it *is* ``serve``'s service,
 minus HTTP. The replay plays the agents as ``runtime.sglang.replay.LiveReplay`` does for stock

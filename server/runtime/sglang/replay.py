@@ -1,14 +1,18 @@
 """Replay trace programs against a live ``Runtime`` in wall-clock time.
 
 The wall-clock counterpart of the simulator's virtual-time ``Simulation``, for measuring the
-real engine on the same workloads (``calibrate``, ``benchmarks/bench_sglang_cpu.py``). It plays
-the agents: a program arrives at its trace time; a node starts when its parents finished (the
-scheduler is never told the future); LLM nodes become calls whose prompt is the node's context
-rendered by :class:`~agentconsole.server.runtime.sglang.textbook.TextBook` (exact token counts,
-same text for the same segment), with the recorded output length forced; tool nodes sleep for
-their recorded latency, attempt by attempt. Tickets come from a ``ProgramController``, exactly
-as in the simulator. Program-aware runs send the tool-wait KV hint (keep the context for the
-expected tool latency) when a program waits on tools only.
+real engine on the same workloads. Only the stock SGLang arms of the real-engine benchmarks
+(``benchmarks/bench_sglang_cpu.py``, ``benchmarks/gpu_lane.py``; ``kv_hints=False``) use it
+now: ``calibrate`` and those benchmarks' agentconsole arms replay through serve's own program
+glue (``agentconsole.replay.served.replay_as_served``), whose tool-wait decisions are serve's
+default policy's, not the fixed hint below. It plays the agents: a program arrives at its
+trace time; a node starts when its parents finished (the scheduler is never told the future);
+LLM nodes become calls whose prompt is the node's context rendered by
+:class:`~agentconsole.server.runtime.sglang.textbook.TextBook` (exact token counts, same text
+for the same segment), with the recorded output length forced; tool nodes sleep for their
+recorded latency, attempt by attempt. Tickets come from a ``ProgramController``, exactly as in
+the simulator. With ``kv_hints`` (program-aware runs) it sends a tool-wait KV hint (keep the
+context for ``retain_factor`` times the mean tool latency) when a program waits on tools only.
 
 Difference from the simulator, kept on purpose: a call's own generated tokens are not reused as
 the next call's context (the next prompt renders the ``/out`` segment as trace text), so those

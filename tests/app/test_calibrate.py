@@ -1,0 +1,113 @@
+"""``agentconsole calibrate`` measures the live engine running what ``serve`` runs: its replay
+is serve's own program glue, so a program's tool waits are decided by serve's default
+tool-wait policy (not a replay's own keep rule) and its E2E is what an agent of ``serve``
+would see."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from agentconsole.calibrate import replay_as_serve_runs_it
+from agentconsole.kvtiers.toolwait import (
+    DEFAULT_TOOL_WAIT_POLICY,
+    KEEP_QUANTILE,
+    Keep,
+    get_tool_wait_policy,
+)
+from agentconsole.sample_traces.codec import loads_trace
+from agentconsole.scheduler.controller import ProgramController
+from agentconsole.scheduler.events import EventLog
+from agentconsole.scheduler.runtime import CacheAction
+from agentconsole.server.runtime.sim.costmodel import preset
+from agentconsole.server.runtime.sim.live import SimLiveRuntime
+from agentconsole.server.runtime.sim.live_text import CHARS_PER_TOKEN
+from agentconsole.server.runtime.sim.simulation import CostServiceModel
+
+COST = preset("H200-141GB", "llama-3.1-8b", 1)
+TOOL, TOOL_KIND = "web_search", "search"
+
+
+class Letters:
+    """Segment text the simulated tokenizer counts as exactly ``tokens``."""
+
+    def text(self, key: str, tokens: int) -> str:
+        del key
+        return "a" * (tokens * CHARS_PER_TOKEN)
+
+
+class HintedRuntime(SimLiveRuntime):
+    """The simulated engine, keeping every KV hint it was sent."""
+
+    def __init__(self) -> None:
+        super().__init__(COST, time_scale=0.0, output_tokens=8)
+        self.hints: list[tuple[str, CacheAction, float]] = []
+
+    async def cache_hint(self, program_id: str, action: CacheAction, retain_s: float) -> None:
+        self.hints.append((program_id, action, retain_s))
+        await super().cache_hint(program_id, action, retain_s)
+
+
+def _agent(pid: str) -> dict[str, Any]:
+    """Plan, one tool call, answer: one tool wait with the plan's context cached."""
+    return {
+        "id": pid,
+        "tenant": "acme",
+        "workload": "calibrate",
+        "shape": "calibrate",
+        "arrival_s": 0.0,
+        "nodes": [
+            {"id": "plan", "kind": "llm", "parents": [], "prompt_tokens": 400, "output_tokens": 8},
+            {
+                "id": "search",
+                "kind": "tool",
+                "parents": ["plan"],
+                "tool": TOOL,
+                "tool_kind": TOOL_KIND,
+                "timeout_s": 60.0,
+                "result_tokens": 40,
+                "attempts": [{"latency_s": 0.05, "outcome": "ok"}],
+            },
+            {
+                "id": "answer",
+                "kind": "llm",
+                "parents": ["search"],
+                "prompt_tokens": 60,
+                "output_tokens": 8,
+            },
+        ],
+    }
+
+
+async def _calibrate_replay() -> tuple[dict[str, float], list[tuple[str, CacheAction, float]]]:
+    runtime = HintedRuntime()
+    await runtime.start()
+    try:
+        e2e = await replay_as_serve_runs_it(
+            runtime, loads_trace(json.dumps(_agent("p"))), Letters()
+        )
+    finally:
+        await runtime.stop()
+    return e2e, runtime.hints
+
+
+def test_calibrate_replays_tool_waits_as_serves_default_policy_decides_them() -> None:
+    # what a first wait on a tool nobody has seen yet is priced with: the latency prior
+    prior = ProgramController(EventLog(), CostServiceModel(COST)).tool_distribution(TOOL, TOOL_KIND)
+    # serve's default keeps the KV for the 0.9 quantile of the latency (the expectation
+    # below is that rule; a new default needs a new expectation)
+    assert isinstance(get_tool_wait_policy(DEFAULT_TOOL_WAIT_POLICY), Keep)
+    served_retention = prior.quantile(KEEP_QUANTILE)
+    # a replay's own keep rule (LiveReplay: 1.5x the mean) would tell the engine otherwise
+    assert abs(1.5 * prior.mean() / served_retention - 1) > 0.2
+
+    e2e, hints = asyncio.run(_calibrate_replay())
+
+    assert list(e2e) == ["p"]
+    assert e2e["p"] >= 0.05  # the tool's latency at least: played in wall time
+    assert len(hints) == 1
+    program, action, retain_s = hints[0]
+    assert (program, action) == ("p", CacheAction.KEEP)
+    # decided when the tool had just started: what is left of its wait is nearly all of it
+    assert abs(retain_s / served_retention - 1) < 0.02
