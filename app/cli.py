@@ -6,7 +6,9 @@ Each subcommand imports its implementation only when it runs, so ``agentconsole 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -16,6 +18,19 @@ from agentconsole.scheduler.composition import DEFAULT_MAX_DECODE_PASSES
 from agentconsole.scheduler.policies import DEFAULT_POLICY
 from agentconsole.scheduler.policies import available as available_policies
 from agentconsole.server.runtime.registry import available_runtimes
+
+
+class Finite(click.FloatRange):
+    """A ``FloatRange`` that refuses ``nan`` and ``inf`` too: click's passes ``nan`` through
+    (no comparison with a bound fails), and no rate, SLO or speed here means either."""
+
+    name = "finite float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -49,7 +64,7 @@ def main() -> None:
 @click.option("--programs", type=click.IntRange(min=1), default=500, show_default=True)
 @click.option(
     "--rate",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Finite(min=0, min_open=True),
     default=None,
     help="Program arrivals per second (default: the workload's own).",
 )
@@ -62,7 +77,7 @@ def main() -> None:
 )
 @click.option(
     "--slo-p95",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Finite(min=0, min_open=True),
     default=None,
     help="P95 E2E SLO in seconds for --sweep (default: 3x the workload's P95 alone).",
 )
@@ -286,7 +301,7 @@ def make_model(
     help=f"Tool-wait KV policy: {', '.join(available_tool_wait_policies())}"
     f" [{DEFAULT_TOOL_WAIT_POLICY}].",
 )
-@click.option("--time-scale", type=click.FloatRange(min=0), default=None, help="Sim only.")
+@click.option("--time-scale", type=Finite(min=0), default=None, help="Sim only.")
 @click.option(
     "--dp", type=click.IntRange(min=1), default=None, help="SGLang data-parallel ranks [1]."
 )
@@ -365,7 +380,7 @@ def trace_export(
     help="Where to write the fitted profile (load it with --profile).",
 )
 @click.option("--programs", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True)
+@click.option("--rate", type=Finite(min=0, min_open=True), default=1.0, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--max-total-tokens", type=click.IntRange(min=1024), default=32768, show_default=True)
 @click.option("--quick", is_flag=True, help="A smaller step grid (for tests).")
@@ -394,15 +409,13 @@ def calibrate(**options: object) -> None:
     help="Key for every trace tenant not given by --key.",
 )
 @click.option("--key", "keys", multiple=True, metavar="TENANT=KEY", help="One tenant's key.")
-@click.option(
-    "--speed", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True
-)
+@click.option("--speed", type=Finite(min=0, min_open=True), default=1.0, show_default=True)
 @click.option(
     "--tools", type=click.Choice(["gateway", "agent"]), default="gateway", show_default=True
 )
 @click.option(
     "--token-scale",
-    type=click.FloatRange(min=0),
+    type=Finite(min=0),
     default=1.0,
     show_default=True,
     help="Scale prompt sizes (about 0.02 for the tiny CPU model).",

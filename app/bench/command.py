@@ -96,6 +96,9 @@ def run_bench(**opts: Any) -> None:
         )
     if opts["seeds"] > 1 and (not opts["loads"] or opts["trace_path"]):
         raise click.UsageError("--seeds draws a named workload again per --loads cell")
+    if opts["sweep"] and not opts["trace_path"] and opts["programs"] < 2:
+        # one program arrives alone: no arrival rate to start the search from
+        raise click.UsageError("--sweep scales the arrival rate: give --programs 2 or more")
     workload = None if opts["trace_path"] else opts["workload"]
     setup = BenchSetup(
         workload=workload,

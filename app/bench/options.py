@@ -110,6 +110,8 @@ def workload_params(texts: tuple[str, ...], workload: str | None) -> tuple[tuple
     """``--set`` pairs, each value checked against the type ``workload`` declares for it (a
     wrong one would fail deep in the generator); an unknown workload or parameter is left to
     ``generate``, which names the choices."""
+    if texts and workload is None:
+        raise click.UsageError("--set changes a named workload; a --trace replays as recorded")
     params = tuple(_param(text) for text in texts)
     declared = _declared_types(workload)
     for key, value in params:

@@ -16,6 +16,8 @@ from agentconsole.bench.sweep import meets
 from agentconsole.cli import main
 from agentconsole.scheduler.policies import available
 
+SMALL_TRACE = Path(__file__).parents[2] / "sample_traces" / "seed-mix.small.jsonl"
+
 
 def _bench(tmp_path: Path, *args: str) -> tuple[str, dict[str, Any], str]:
     out_json, out_html = tmp_path / "b.json", tmp_path / "b.html"
@@ -131,9 +133,14 @@ def test_a_sweep_probe_counts_only_the_programs_that_finished() -> None:
 
 
 def test_kv_policy_comparison_and_trace_input(tmp_path: Path) -> None:
-    trace = Path(__file__).parents[2] / "sample_traces" / "seed-mix.small.jsonl"
     _, data, _ = _bench(
-        tmp_path, "--trace", str(trace), "--policies", "cp-cache", "--kv-policy", "keep,adaptive"
+        tmp_path,
+        "--trace",
+        str(SMALL_TRACE),
+        "--policies",
+        "cp-cache",
+        "--kv-policy",
+        "keep,adaptive",
     )
     assert set(data["policies"]) == {"cp-cache+keep", "cp-cache+adaptive"}
 
@@ -156,6 +163,13 @@ def test_unknown_policy_is_a_clear_error() -> None:
         (["--set", 'tenants="x"'], "--set: tenants takes int, got 'x'"),
         (["--set", "mix=[1, true, 1]"], "--set: mix takes Sequence[float]"),
         (["--set", "deadline_slack=fast"], "--set: deadline_slack takes float | None"),
+        (["--rate", "nan"], "'nan' is not a finite number"),
+        (["--sweep", "--slo-p95", "inf"], "'inf' is not a finite number"),
+        (["--sweep", "--programs", "1"], "--sweep scales the arrival rate"),
+        (
+            ["--trace", str(SMALL_TRACE), "--set", "p_slow_tool=0.1"],
+            "a --trace replays as recorded",
+        ),
     ],
 )
 def test_bad_workload_or_hardware_is_a_usage_error(args: list[str], message: str) -> None:
