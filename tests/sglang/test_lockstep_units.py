@@ -298,3 +298,45 @@ def test_the_request_carries_its_send_time() -> None:
     legacy = wire.decode(old)
     assert legacy is not None
     assert legacy.sent is None
+
+
+def test_ranks_stop_deferring_a_prefill_at_the_same_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cap on what one request's prefill is deferred in all is counted on the decision
+    clock: two ranks whose own clocks run at different speeds stop deferring it at the same
+    pass (counted on each rank's clock, the faster one would stop first and the batches split)."""
+    import agentconsole.server.runtime.sglang.plugin_state as plugin_state
+
+    rnd = random.Random(3)
+    decoder = _req(1, "ta", BASE, rnd)
+    chunked = _req(2, "tb", BASE + 0.1, rnd)
+    chunked.origin_input_ids = list(range(4_000))  # many chunks: deferring it can pay
+    chunked.full_untruncated_fill_ids = None
+    decisions = []
+    for rank, tick in ((0, 0.003), (1, 0.71)):
+        clock = SimpleNamespace(t=BASE + 900.0 * rank)
+
+        def wall(clock: Any = clock, tick: float = tick) -> float:
+            clock.t += tick
+            return clock.t
+
+        fake_time = SimpleNamespace(time=wall, monotonic=wall, perf_counter=time.perf_counter)
+        monkeypatch.setattr(plugin_state, "time", fake_time)
+        folder = tmp_path / f"r{rank}"
+        folder.mkdir()
+        write_json_atomic(folder / CONTROL_FILE, ControlState(version=1).to_json())
+        st = PluginState(folder, Layout(tp_size=2, tp_rank=rank))
+        st.rank_keys = lambda reqs: [0 if r is decoder else 1 for r in reqs]  # type: ignore
+        scheduler = SimpleNamespace(
+            tree_cache=None,
+            waiting_queue=[],
+            running_batch=SimpleNamespace(reqs=[decoder]),
+            last_batch=None,
+            chunked_req=chunked,
+            chunked_prefill_size=64,
+        )
+        st.begin_pass(scheduler)
+        running = SimpleNamespace(reqs=[decoder])
+        decisions.append([st.defer_prefill(scheduler, running) for _ in range(60)])
+    assert decisions[0] == decisions[1]

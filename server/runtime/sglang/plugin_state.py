@@ -340,7 +340,8 @@ class PluginState:
             chunk_tokens=getattr(scheduler, "chunked_prefill_size", None),
             max_running=getattr(scheduler, "max_running_requests", None),
             service_s=self._service_estimate,
-            now=time.monotonic(),
+            # the decision clock under tensor parallelism: every rank must defer alike
+            now=self.decision_time(time.time()),
         )
 
     def _service_estimate(self, req: Any) -> float:
