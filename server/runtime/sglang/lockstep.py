@@ -8,8 +8,9 @@ every rank sees alike:
 
 * **time**: :class:`DecisionClock`, the newest sender wall clock among the requests the
   scheduler has seen (``WireTicket.sent``) and the control version it applied
-  (``ControlState.written_at``), never the rank's own clock. Aging, deadlines, residency and
-  retention deadlines move when news arrives (a request, a control write), not while the
+  (``ControlState.written_at``), never the rank's own clock. Aging, deadlines, residency,
+  retention deadlines and the prefill deferral's cap (``composition.StepComposer``) move
+  when news arrives (a request, a control write), not while the
   engine only drains what it holds; a call never starves for it, since the queue it waits in
   only shrinks then.
 * **control**: :class:`ControlGate` holds each ``control.json`` version a rank reads until the
