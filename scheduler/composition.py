@@ -47,6 +47,15 @@ class PrefillDeferral:
     def enabled(self) -> bool:
         return self.max_decode_passes > 0
 
+    def seconds_left(self, deferred_s: float, service_s: float) -> float | None:
+        """How much longer a call deferred ``deferred_s`` so far may be deferred, by its share
+        of its predicted ``service_s`` (None: its service is unknown, no cap). A deferral
+        that starts with some left runs whole passes: its last may pass the cap by less than
+        one pass, in the simulator and the plugin alike."""
+        if service_s <= 0.0:
+            return None
+        return max(self.max_deferred_share * service_s - deferred_s, 0.0)
+
     def passes_left(self, decode_streak: int) -> int:
         """How many more passes may decode before the prefill must run."""
         return max(self.max_decode_passes - decode_streak, 0)
@@ -81,7 +90,8 @@ class PrefillDeferral:
         """
         if prefill_key is None or decode_streak >= self.max_decode_passes:
             return False
-        if service_s > 0.0 and deferred_s >= self.max_deferred_share * service_s:
+        left = self.seconds_left(deferred_s, service_s)
+        if left is not None and left <= 0.0:
             return False
         if prefill_passes <= 1 and len(decoder_keys) <= waiting_prefills:
             return False

@@ -392,14 +392,15 @@ def test_a_policy_switch_ranks_the_running_requests_anew(tmp_path: Path) -> None
 
 
 def test_a_request_is_deferred_at_most_its_share_of_its_service_in_all() -> None:
-    """The plugin counts the seconds each pending prefill was deferred, pass by pass on its
-    clock, and stops deferring one that waited its share of its ticket's predicted service
-    (``PrefillDeferral.max_deferred_share``), however many streaks that took."""
+    """The plugin counts the seconds each pending prefill was deferred, each deferred pass at
+    its predicted length, and stops deferring one that waited its share of its ticket's
+    predicted service (``PrefillDeferral.max_deferred_share``), however many streaks that
+    took; the pass that starts under the cap runs whole."""
     composer = StepComposer(PrefillDeferral(max_decode_passes=2, max_deferred_share=0.5))
     nearly_done, fresh = Req("a", key=1), Req("b", key=9)
     service = {"b": 2.0}  # predicted seconds: deferred 1 s in all at most
 
-    def ask(now: float) -> bool:
+    def ask() -> bool:
         return composer.defer_prefill(
             keys,
             [nearly_done],
@@ -407,10 +408,10 @@ def test_a_request_is_deferred_at_most_its_share_of_its_service_in_all() -> None
             [],
             chunk_tokens=CHUNK,
             service_s=lambda req: service.get(req.rid, 0.0),
-            now=now,
+            pass_s=0.3,
         )
 
-    # passes of 0.3 s: two deferred, one prefill, one deferred (0.9 s in all), one more
-    # (1.2 s), then every pass prefills
-    assert [ask(0.3 * i) for i in range(7)] == [True, True, False, True, True, False, False]
+    # passes of 0.3 s: two deferred, one prefill, two more (the second starts at 0.9 s, under
+    # the cap, and ends at 1.2 s), one prefill, then every pass prefills
+    assert [ask() for _ in range(7)] == [True, True, False, True, True, False, False]
     assert composer.deferred_s("b") == pytest.approx(1.2)

@@ -303,9 +303,10 @@ def test_the_request_carries_its_send_time() -> None:
 def test_ranks_stop_deferring_a_prefill_at_the_same_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The cap on what one request's prefill is deferred in all is counted on the decision
-    clock: two ranks whose own clocks run at different speeds stop deferring it at the same
-    pass (counted on each rank's clock, the faster one would stop first and the batches split)."""
+    """The cap on what one request's prefill is deferred in all counts each deferred pass at
+    its predicted length, which lockstep keeps at its configured value: two ranks whose own
+    clocks run at different speeds stop deferring it at the same pass (counted on each rank's
+    clock, the faster one would stop first and the batches split)."""
     import agentconsole.server.runtime.sglang.plugin_state as plugin_state
 
     rnd = random.Random(3)
@@ -328,6 +329,7 @@ def test_ranks_stop_deferring_a_prefill_at_the_same_pass(
         write_json_atomic(folder / CONTROL_FILE, ControlState(version=1).to_json())
         st = PluginState(folder, Layout(tp_size=2, tp_rank=rank))
         st.rank_keys = lambda reqs: [0 if r is decoder else 1 for r in reqs]  # type: ignore
+        st.meter.decode_step_s = 0.05  # configured alike on every rank: the cap binds soon
         scheduler = SimpleNamespace(
             tree_cache=None,
             waiting_queue=[],
@@ -340,3 +342,5 @@ def test_ranks_stop_deferring_a_prefill_at_the_same_pass(
         running = SimpleNamespace(reqs=[decoder])
         decisions.append([st.defer_prefill(scheduler, running) for _ in range(60)])
     assert decisions[0] == decisions[1]
+    assert decisions[0][0]  # it deferred
+    assert not any(decisions[0][-10:])  # then the cap held

@@ -76,11 +76,10 @@ class StepComposer:
         #: rank at admission: a long decode must not age into the fairness guard's starving
         #: tier and defer every prefill behind it; and a pass ranks only new decoders
         self._running_keys: dict[str, Any] = {}
-        #: request id -> seconds its prefill was deferred so far (the deferral's cap in all,
-        #: ``PrefillDeferral.max_deferred_share``); and the request the pass running defers,
-        #: since when (credited when the next pass asks)
+        #: request id -> seconds its prefill was deferred so far, each deferred pass counted
+        #: at its predicted length (the deferral's cap in all,
+        #: ``PrefillDeferral.max_deferred_share``)
         self._deferred_s: dict[str, float] = {}
-        self._deferring: tuple[str, float] | None = None
 
     def rules_changed(self) -> None:
         """The keys' rules changed (a policy or fairness switch): the running requests' kept
@@ -99,16 +98,16 @@ class StepComposer:
         chunk_tokens: int | None = None,
         max_running: int | None = None,
         service_s: ServiceOf = lambda req: 0.0,
-        now: float = 0.0,
+        pass_s: float = 0.0,
     ) -> bool:
         """Whether this pass should decode the ``running`` requests and leave the pending
         prefill (the ``chunked`` request's next chunk, or a ``waiting`` one the pass has
         ``room`` to admit) for later (``PrefillDeferral.defers``: the best pending prefill's
         passes from its uncached prompt, by ``residency``, in chunks of ``chunk_tokens``; the
         requests the pass would start, by the free ones of SGLang's ``max_running`` slots;
-        the seconds it was deferred so far, on the clock ``now``, against its predicted
-        ``service_s``); counts the streak and the deferred seconds."""
-        self._credit_deferral(now)
+        the seconds it was deferred so far, each deferred pass counted as ``pass_s``, against
+        its predicted ``service_s``); counts the streak and the deferred seconds. Predicted,
+        not measured, pass lengths: tensor-parallel ranks must count alike (``lockstep``)."""
         decoders = [r for r in running if not r.finished()]
         pending = _pending(chunked, waiting if room.slots != 0 else ())
         if not decoders:
@@ -140,7 +139,7 @@ class StepComposer:
             return False
         self.deferred_passes += 1
         self.deferrals += 1
-        self._deferring = (best.rid, now)
+        self._deferred_s[best.rid] = self._deferred_s.get(best.rid, 0.0) + pass_s
         if len(self._deferred_s) > 2 * len(pending) + _LOOK:  # forget requests no longer pending
             self._deferred_s = {
                 r.rid: self._deferred_s[r.rid] for r in pending if r.rid in self._deferred_s
@@ -150,14 +149,6 @@ class StepComposer:
     def deferred_s(self, rid: str) -> float:
         """Seconds the prefill of request ``rid`` was deferred so far (passes credited)."""
         return self._deferred_s.get(rid, 0.0)
-
-    def _credit_deferral(self, now: float) -> None:
-        """The pass that deferred a prefill is over: its time counts to that request."""
-        if self._deferring is None:
-            return
-        rid, since = self._deferring
-        self._deferring = None
-        self._deferred_s[rid] = self._deferred_s.get(rid, 0.0) + max(now - since, 0.0)
 
     @staticmethod
     def chunk_limit(

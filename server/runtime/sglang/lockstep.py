@@ -8,9 +8,8 @@ every rank sees alike:
 
 * **time**: :class:`DecisionClock`, the newest sender wall clock among the requests the
   scheduler has seen (``WireTicket.sent``) and the control version it applied
-  (``ControlState.written_at``), never the rank's own clock. Aging, deadlines, residency,
-  retention deadlines and the prefill deferral's cap (``composition.StepComposer``) move
-  when news arrives (a request, a control write), not while the
+  (``ControlState.written_at``), never the rank's own clock. Aging, deadlines, residency and
+  retention deadlines move when news arrives (a request, a control write), not while the
   engine only drains what it holds; a call never starves for it, since the queue it waits in
   only shrinks then.
 * **control**: :class:`ControlGate` holds each ``control.json`` version a rank reads until the
@@ -22,7 +21,8 @@ every rank sees alike:
   earlier version not yet past its pass (``ControlState.earlier``), and the gate holds those
   it has not held or applied, so each rank holds every version before its pass.
 * **tenant share**: credited in tokens computed, not in measured seconds; the preemption cost
-  estimates keep their configured values instead of learning from measured step times.
+  estimates keep their configured values instead of learning from measured step times, and so
+  does the decode pass length the prefill deferral's cap counts (``composition.StepComposer``).
 * **files**: only tensor (and pipeline) rank 0 writes status, placement and steps files.
 
 Pure Python except :func:`layout`, which reads SGLang's published ranks best effort.

@@ -340,8 +340,7 @@ class PluginState:
             chunk_tokens=getattr(scheduler, "chunked_prefill_size", None),
             max_running=getattr(scheduler, "max_running_requests", None),
             service_s=self._service_estimate,
-            # the decision clock under tensor parallelism: every rank must defer alike
-            now=self.decision_time(time.time()),
+            pass_s=self.meter.decode_step_s,  # a deferred pass decodes
         )
 
     def _service_estimate(self, req: Any) -> float:

@@ -195,9 +195,17 @@ class SimEngine:
                 service_s=first.ticket.service_estimate_s,
             ):
                 self._deferred_call = first
-                # or, as the SGLang plugin does, decode alone for a bounded streak
+                # or, as the SGLang plugin does, decode alone for a bounded streak, ending at
+                # the first step boundary past the call's deferral cap (the plugin checks the
+                # cap before each pass)
                 left = self.deferral.passes_left(self._deferred_steps)
-                return self._run(self._decode_block(now, until, max_steps=left))
+                block = self._decode_block(now, until, max_steps=left)
+                capped = self.deferral.seconds_left(
+                    first.deferred_s, first.ticket.service_estimate_s
+                )
+                if capped is not None:
+                    self.planner.cut(block, now + capped)
+                return self._run(block)
             budget = self.config.chunked_prefill_size
             return self._run(
                 self.planner.prefill_step(now, prefilling, decoding, self._decode_context, budget)

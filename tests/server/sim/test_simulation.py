@@ -251,6 +251,30 @@ def test_section4_a_deferred_prefill_waits_at_most_its_share_of_its_service() ->
     assert _fresh_first_token(DEFAULT_MAX_DEFERRED_SHARE) == unbounded
 
 
+def test_a_deferring_block_ends_at_the_first_step_past_the_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The simulator fuses a streak's decode steps into one block; the block ends at the
+    first step boundary past the deferred call's cap, as the plugin, which asks before each
+    pass, stops there: the cap is passed by less than one step, not by the rest of a streak."""
+    share = 0.002
+    deferred: list[tuple[float, float, float]] = []  # (deferred so far, its cap, one step)
+    complete = SimEngine.complete
+
+    def recording(engine: SimEngine, now: float) -> None:
+        block, call = engine._block, engine._deferred_call
+        complete(engine, now)
+        if call is not None and block is not None and block.decode_steps:
+            cap = share * call.ticket.service_estimate_s
+            deferred.append((call.deferred_s, cap, block.duration / block.decode_steps))
+
+    monkeypatch.setattr(SimEngine, "complete", recording)
+    _fresh_first_token(share)
+    assert deferred, "the case defers B's prefill"
+    so_far, cap, step = deferred[-1]
+    assert cap < so_far < cap + step
+
+
 @pytest.mark.parametrize("policy", ["plas", "atlas"])
 def test_section4_least_attained_service_favours_the_new_program(policy: str) -> None:
     """Autellix's PLAS/ATLAS rank by attained service: the new program has none, so it goes
