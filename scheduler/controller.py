@@ -322,14 +322,16 @@ class ProgramController:
         restore_cost_s: float = 0.0,
         queued_behind: int = 0,
     ) -> CallTicket:
-        """Issue the ticket for queueing LLM node ``node_id`` now (changes no program; the
-        backlog takes the program's remaining calls in). ``queued_behind``: calls wait in the
-        engines' queue while they run this many, so the ticket carries the drain (0: no call
-        waits; ``backlog.py`` says why)."""
+        """Issue the ticket for queueing LLM node ``node_id`` now (changes no program's
+        standing; the backlog takes the program's remaining calls in, and the node notes that
+        its call is queued from ``now``: :meth:`start_node` counts its queue time from here).
+        ``queued_behind``: calls wait in the engines' queue while they run this many, so the
+        ticket carries the drain (0: no call waits; ``backlog.py`` says why)."""
         program = self.programs.get(program_id)
         if program is None:
             raise UnknownProgram(program_id)
         node = program.nodes[node_id]
+        node.queued_at = now
         expected = node.expected_output_tokens or self.output_lengths.predict()
         uncached = prompt_tokens - cached_tokens
         if uncached < 0:
@@ -393,7 +395,10 @@ class ProgramController:
         return max(nodes[p].cp_before_s + nodes[p].service_s for p in parents)
 
     def start_node(self, program_id: str, node_id: str, now: float) -> Node:
-        """The node's call (LLM) or tool began running: opens an attempt."""
+        """The node's call (LLM) or tool began running: opens an attempt. An LLM call's wait
+        since it was queued (:meth:`ticket`, or its preemption) is its node's and program's
+        queue time; a node ticketed never (only a caller that drives the controller by hand)
+        counts from when it became ready."""
         program = self.programs.get(program_id)
         if program is None:
             raise UnknownProgram(program_id)
@@ -405,8 +410,11 @@ class ProgramController:
         attempts.append(Attempt(len(attempts) + 1, now))
         node.cp_before_s = self._cp_before(program, node)
         kind = node.kind
-        if node.ready_at is not None and kind is _LLM:
-            waited = now - node.ready_at
+        # not from ``ready_at``: a node declared ahead of its call (``serve``) is ready while
+        # its agent still works, and a retry would count again from its first readiness
+        queued_at = node.queued_at if node.queued_at is not None else node.ready_at
+        if queued_at is not None and kind is _LLM:
+            waited = now - queued_at
             if waited < 0.0:  # max(waited, 0.0), without the builtin's call
                 waited = 0.0
             node.queue_s += waited
@@ -444,10 +452,11 @@ class ProgramController:
             program.first_progress_at = now
 
     def requeue_node(self, program_id: str, node_id: str, now: float) -> None:
-        """A running LLM call was preempted: it waits again (its attempt stays open)."""
+        """A running LLM call was preempted: it waits again (its attempt stays open), queued
+        from ``now``."""
         node = self.get(program_id).nodes[node_id]
         node.state = NodeState.READY
-        node.ready_at = now
+        node.ready_at = node.queued_at = now
 
     def charge(self, program_id: str, node_id: str, usage: CallUsage) -> None:
         """Count what a call that will not finish (aborted, cut off) already cost: its tokens

@@ -57,7 +57,7 @@ from typing import Any
 
 from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, Scalar, paused_gc
-from agentconsole.scheduler.program import Node, NodeKind, NodeState, Program
+from agentconsole.scheduler.program import NodeKind, NodeState, Program
 
 SERVICE_FLOOR_S = 0.05  # service below this counts as this for wait/service ratios
 
@@ -206,9 +206,11 @@ class MetricsAggregator:
         from the rebuilt figures. ``door``: its waits at the door before the restart, (from,
         to), from the stored ``program.door_waited`` events, counted as :meth:`_door_waited`
         counts them: its wait, its tenant's max wait and its critical path's queue idle as
-        they were before. Its nodes' queue time is the engine's alone, as the call events
-        report it (:func:`_ready_to_start_s`). Nothing for an ended program, or one already
-        followed."""
+        they were before. Its nodes' queue time is the controller's, which counts a call's
+        wait from its queueing (``ProgramController.start_node``): in ``serve`` a call starts
+        as it is queued, so that is the engine's queue alone, as the call events report it
+        (neither the agent's time before a call to a node it declared ahead nor a wait at the
+        door before the call). Nothing for an ended program, or one already followed."""
         if program.state.terminal or program.program_id in self._live:
             return
         followed = _Program(program.tenant, program.created_at)
@@ -220,8 +222,6 @@ class MetricsAggregator:
         for node in program.nodes.values():
             done = node.state is NodeState.DONE
             followed.tool_s += node.tool_s
-            not_queued = _ready_to_start_s(node)
-            followed.wait_s -= not_queued
             followed.nodes[node.node_id] = _Node(
                 kind=node.kind.value,
                 parents=node.parents,
@@ -230,12 +230,11 @@ class MetricsAggregator:
                 # its call was queued as it started (a door wait before it lies before that)
                 queued_at=node.started_at if node.kind is NodeKind.LLM else None,
                 finished_at=node.finished_at if done else None,
-                queue_s=max(node.queue_s - not_queued, 0.0),
+                queue_s=node.queue_s,
                 restore_s=node.kv_restore_s,
                 tool_s=node.tool_s,
                 service_s=node.service_s,
             )
-        followed.wait_s = max(followed.wait_s, 0.0)
         self._live[program.program_id] = followed
         self._tenant_programs[program.tenant] += 1
         self.counts["programs"] += 1
@@ -555,19 +554,6 @@ def _tool_node_done(data: Mapping[str, Scalar]) -> bool:
     if isinstance(state, str):
         return state == "done"
     return data.get("outcome") == "ok" or data.get("final") is True
-
-
-def _ready_to_start_s(node: Node) -> float:
-    """What of a rebuilt node's ``queue_s`` is not the engine's queue: the controller's
-    ``start_node`` counts each attempt's wait from the node's ready time to its start, which
-    in ``serve`` is the agent's own time when it declared the node ahead of its call, plus
-    any wait at the door in between. The call events report the engine's queue alone and the
-    door spans the door's wait, so this aggregator counts neither the agent's time nor (a
-    second time) the door's; an adopted node leaves the gap out to agree with them."""
-    if node.kind is not NodeKind.LLM or node.ready_at is None:
-        return 0.0
-    ready = node.ready_at
-    return sum(max(attempt.started_at - ready, 0.0) for attempt in node.attempts)
 
 
 def _critical_path_idle(program: _Program) -> tuple[float, float, float]:

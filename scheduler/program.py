@@ -171,6 +171,10 @@ class Node:
     attempts: list[Attempt] = field(default_factory=list)
     created_at: float = 0.0
     ready_at: float | None = None
+    #: when its call last entered a queue (its ticket was made, or it was preempted): the
+    #: attempt's queue time counts from here, not from ``ready_at`` (an agent that declares a
+    #: node ahead calls it later; that time is its own, not the server's queue)
+    queued_at: float | None = None
     started_at: float | None = None
     first_token_at: float | None = None
     finished_at: float | None = None
@@ -181,7 +185,7 @@ class Node:
     service_s: float = 0.0  # GPU time attained by this node (all attempts)
     tool_s: float = 0.0  # tool execution time (all attempts)
     cp_before_s: float = 0.0  # ATLAS: GPU service along the heaviest path into this node
-    queue_s: float = 0.0  # time spent ready but not running
+    queue_s: float = 0.0  # time its calls spent queued but not running (all attempts)
     kv_restore_s: float = 0.0  # reload/recompute time on this node's critical path
 
     @property

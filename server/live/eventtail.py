@@ -121,7 +121,9 @@ def _ready(node: Node, event: Event) -> None:
 def _start(node: Node, event: Event) -> None:
     """``call.queued`` / ``tool.started``: the controller's ``start_node`` (and, with several
     models served, the model the call was sent to and why; the per-candidate figures are
-    only in the node's row)."""
+    only in the node's row). ``serve`` queues a call (its ticket) and starts its node at the
+    one instant of ``call.queued``, so the controller counted no queue time here: a call's is
+    the engine's, from its end's event (:func:`_call_end`)."""
     model, reason = event.data.get("model"), event.data.get("model_reason")
     if isinstance(model, str) and model:
         node.model_choice = ModelChoice(model, str(reason or ""))
@@ -130,8 +132,8 @@ def _start(node: Node, event: Event) -> None:
         node.started_at = event.t
     _close_attempt(node, event.t, INTERRUPTED)  # a retry after a restart (``toolport``)
     node.attempts.append(Attempt(event.attempt or node.attempt + 1, event.t))
-    if node.ready_at is not None and node.is_llm:
-        node.queue_s += max(event.t - node.ready_at, 0.0)
+    if node.is_llm:
+        node.queued_at = event.t
 
 
 def _first_token(node: Node, event: Event) -> None:

@@ -195,3 +195,43 @@ def test_runtime_queue_time_counts_as_wait() -> None:
     c.finish_llm("p", "a", 3.0, CallUsage(100, 0, 10, 0.5, runtime_queue_s=2.0))
     assert c.get("p").wait_s == pytest.approx(2.0)
     assert c.get("p").nodes["a"].queue_s == pytest.approx(2.0)
+
+
+def test_a_node_declared_ahead_queues_from_its_call_not_from_its_readiness() -> None:
+    """``serve``: an agent declares its LLM node at 0 (ready: no parents), sends the call 5 s
+    later (its ticket), and the call starts 1 s after that. The 5 s were the agent's own, not
+    the server's queue: the node and its program waited 1 s, and the next call's ticket ranks
+    the program by that 1 s."""
+    c, _ = _controller()
+    c.open_program("p", "t", 0.0)
+    c.add_node("p", _llm("plan"), 0.0)
+    c.ticket("p", "plan", 5.0, prompt_tokens=100)
+    c.start_node("p", "plan", 6.0)
+    c.finish_llm("p", "plan", 7.0, _usage())
+    program = c.get("p")
+    assert program.nodes["plan"].queue_s == pytest.approx(1.0)
+    assert program.wait_s == pytest.approx(1.0)
+    c.add_node("p", _llm("act", "plan"), 7.0)
+    assert c.ticket("p", "act", 9.0, prompt_tokens=100).program_wait_s == pytest.approx(1.0)
+
+
+def test_each_attempt_queues_from_its_own_queueing() -> None:
+    """A node ready at 0: its first call queued at 5 and started at 6, preempted at 8 and
+    running again at 9 (2 s queued), then failed at 10 (the runtime refused it: ``serve``'s
+    ``fail_attempt``); the agent's retry queued at 20, started at 20.5. Its queue time is
+    2.5 s, not counted again from 0 for the retry."""
+    c, _ = _controller()
+    c.open_program("p", "t", 0.0)
+    c.add_node("p", _llm("plan"), 0.0)
+    c.ticket("p", "plan", 5.0, prompt_tokens=100)
+    c.start_node("p", "plan", 6.0)
+    c.requeue_node("p", "plan", 8.0)
+    c.start_node("p", "plan", 9.0)
+    assert c.close_attempt("p", "plan", 10.0, "failed")
+    node = c.get("p").nodes["plan"]
+    node.state = NodeState.FAILED
+    retry = c.ticket("p", "plan", 20.0, prompt_tokens=100)
+    assert retry.program_wait_s == pytest.approx(2.0)
+    c.start_node("p", "plan", 20.5)
+    assert node.queue_s == pytest.approx(2.5)
+    assert c.get("p").wait_s == pytest.approx(2.5)

@@ -90,11 +90,12 @@ def test_an_adopted_program_keeps_its_door_waits_from_before_the_restart() -> No
 
 
 def test_a_node_declared_ahead_of_a_door_wait_counts_it_once_after_a_restart() -> None:
-    """A node declared at 100, its call sent at 102, at the door until 106, then 1 s in the
-    engine's queue: the controller holds 7 s of queue time for it (ready to start, then the
-    engine's queue). The server that saw it counted the door's 4 s and the engine's 1 s; a
-    server that adopts it after a restart, with the door's stored span, counts the same (it
-    counted the door twice, and the agent's 2 s as queueing)."""
+    """A node declared at 100, its call sent at 102, at the door until 106, queued and started
+    there (``serve``), then 1 s in the engine's queue: the controller holds the engine's 1 s
+    of queue time for it (its queue time counts from its ticket, not from its readiness). The
+    server that saw it counted the door's 4 s and the engine's 1 s; a server that adopts it
+    after a restart, with the door's stored span, counts the same (neither the door twice nor
+    the agent's 2 s as queueing)."""
     log = EventLog()
     controller = ProgramController(log, LinearCost())
     before = MetricsAggregator()
@@ -104,12 +105,14 @@ def test_a_node_declared_ahead_of_a_door_wait_counts_it_once_after_a_restart() -
     door = {"door_s": 4.0}
     before.observe(Event(106.0, EventKind.PROGRAM_DOOR_WAITED, "p", tenant="t", data=door))
     before.observe(Event(106.0, EventKind.CALL_QUEUED, "p", "plan", 1, "t"))
+    controller.ticket("p", "plan", 106.0, prompt_tokens=10)
     controller.start_node("p", "plan", 106.0)
     usage = CallUsage(10, 0, 5, service_s=2.0, runtime_queue_s=1.0)
     controller.finish_llm("p", "plan", 110.0, usage)
     ended = {"queue_s": 1.0, "service_s": 2.0}
     before.observe(Event(110.0, EventKind.CALL_FINISHED, "p", "plan", 1, "t", ended))
-    assert program.nodes["plan"].queue_s == pytest.approx(7.0)
+    assert program.nodes["plan"].queue_s == pytest.approx(1.0)
+    assert program.wait_s == pytest.approx(1.0)
     after = MetricsAggregator()
     after.adopt(program, [(102.0, 106.0)])
     for metrics in (before, after):

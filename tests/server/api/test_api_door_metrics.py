@@ -150,22 +150,35 @@ def _declared_and_held(server: LiveServer, think_s: float) -> tuple[float, float
     return _recorded_wait(server), number(finished.data, "queue_s")
 
 
+def _assert_queued_in_the_engine_alone(server: LiveServer, engine_queue_s: float) -> None:
+    """The declared node "plan" and its program waited ``engine_queue_s`` (its call's own
+    figure), as the node's view and the controller show it."""
+    with server.client("sk-b") as b:
+        node = b.get("/v1/programs/declared/nodes/plan").json()
+    assert node["queue_s"] == pytest.approx(engine_queue_s, abs=1e-6)
+    program = server.live.service.controller.programs["declared"]
+    assert program.wait_s == pytest.approx(engine_queue_s, abs=1e-6)
+
+
 def test_a_door_wait_of_a_node_declared_ahead_counts_once_after_a_restart(
     tmp_path: Path,
 ) -> None:
-    """The rebuilt node's queue time holds its whole wait from ready to start (the agent's
-    time before its call, then the door), of which the metrics count the door's wait alone:
-    adopted after a restart, it counted the door's wait twice and the agent's time as
-    queueing (starvation and queue idle about three times what the first server showed)."""
+    """The node's queue time is its call's in the engine's queue alone, counted from its
+    queueing: neither the agent's time before its call (0.4 s) nor the door's wait (the
+    metrics count that once, from the door's events), on the server that ran it (the node's
+    view, the program's wait the policies rank by) and rebuilt after a restart (which once
+    counted the door's wait twice and the agent's time as queueing)."""
     db = tmp_path / "declared.duckdb"
     with _door_server(db) as first:
         first.wait_ready()
         door_s, engine_queue_s = _declared_and_held(first, think_s=0.4)
         assert door_s >= 0.3
+        _assert_queued_in_the_engine_alone(first, engine_queue_s)
         before = _tenant_b(first)
     with _door_server(db) as second:
         second.wait_ready()
         assert "declared" in second.live.service.controller.programs  # rebuilt, still running
+        _assert_queued_in_the_engine_alone(second, engine_queue_s)
         after = _tenant_b(second)
         assert after["max_queue_wait_s"] == pytest.approx(before["max_queue_wait_s"])
         assert after["starvation"] == pytest.approx(before["starvation"])

@@ -120,3 +120,25 @@ def test_an_llm_call_in_flight_at_the_crash_is_closed_after_the_tail() -> None:
     assert node.state is NodeState.FAILED
     assert node.attempts[-1].outcome == "interrupted"
     assert rebuild_created(tail[1:], now=9.0) is None  # not a creation: nothing to make
+
+
+def test_a_replayed_call_queues_from_its_queueing_not_from_its_node_readiness() -> None:
+    """A node declared ahead (ready at 1.1), its call queued 2 s later and 0.5 s in the
+    engine's queue: the tail rebuilds the controller's figure, the engine's 0.5 s (the
+    agent's 2 s before its call were never the server's queue)."""
+    from agentconsole.scheduler.events import Event, EventKind
+    from agentconsole.server.store.repository import StoredEvent
+
+    ended = {"outcome": "ok", "queue_s": 0.5, "service_s": 1.0, "prompt_tokens": 10}
+    events = (
+        Event(1.0, EventKind.PROGRAM_CREATED, "p", tenant="t"),
+        Event(1.1, EventKind.NODE_ADDED, "p", "n1", data={"kind": "llm", "parents": ""}),
+        Event(1.1, EventKind.NODE_READY, "p", "n1"),
+        Event(3.1, EventKind.CALL_QUEUED, "p", "n1", 1, "t"),
+        Event(4.6, EventKind.CALL_FINISHED, "p", "n1", 1, "t", ended),
+    )
+    program = rebuild_created([StoredEvent(s, e) for s, e in enumerate(events, start=5)], 9.0)
+    assert program is not None
+    assert program.nodes["n1"].state is NodeState.DONE
+    assert program.nodes["n1"].queue_s == pytest.approx(0.5)
+    assert program.wait_s == pytest.approx(0.5)
