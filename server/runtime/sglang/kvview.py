@@ -14,8 +14,18 @@ second old), and the adapter's own memory of each program's last context (``cont
   suffix (private) and a prefix other sequences share, as the plugin measured it.
 * ``probe()``: the common prefix of the prompt with the program's last context (the prompt's
   ids, else the engine's tokenizer), capped by the resident tokens last reported; what the
-  cap cuts off is lost (recomputed). On CPU there is no slower tier (``slow_tokens`` 0). An
-  estimate: hits on prefixes other programs cached are not counted.
+  cap cuts off is lost (recomputed). A program with no context of its own (a new one, sized
+  at the program door by what the engine already holds of its first prompt) is credited
+  instead with the longest prefix it shares with another program's remembered context under
+  the same cache salt (SGLang never shares a prefix across salts), capped by that context's
+  resident tokens by the same rule; nothing of it is lost. That lookup is bounded
+  (``contexts.ProgramContexts.shared``: an index by salt and first ids, at most
+  ``contexts.SHARED_CANDIDATES`` contexts compared, about one full comparison when they share
+  one prefix) and a program with a context never pays it. With data-parallel ranks a program
+  not placed yet reads every rank's merged sweep, so the prefix may sit on a rank it will not
+  be placed on. On CPU there is no slower tier (``slow_tokens`` 0). An estimate: a prefix held
+  only by a context the adapter no longer remembers (or by a call still in flight) is not
+  counted.
 
 ``metrics_dir()`` names the folder of SGLang's Prometheus multiprocess files, which
 ``server.prometheus`` merges into ``/metrics``.
@@ -28,6 +38,7 @@ from typing import Any
 
 from agentconsole.scheduler.runtime import MemoryView, PrefixProbe, ProgramContext, Prompt
 from agentconsole.server.runtime.sglang import wire
+from agentconsole.server.runtime.sglang.contexts import LastContext
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.rank_status import RankFiles
 from agentconsole.server.runtime.sglang.ranks import RankRouter
@@ -121,12 +132,17 @@ class KVView:
             else wire.cache_salt(namespace, prompt_chars=1, public_prefix_chars=0)
         )
         contexts = self.telemetry.contexts
-        last = contexts.get(program_id)
-        resident: int | None = None
         placement = self.read_placement(program_id)
-        if last is not None and placement is not None and placement.written_at > last.at:
-            resident = placement.programs.get(program_id, (0, 0))[0]
-        reuse = contexts.reuse(program_id, salt, ids, resident)
+
+        def resident_of(program: str, last: LastContext) -> int | None:
+            return _resident(placement, program, last)
+
+        last = contexts.get(program_id)
+        if last is None:  # a new program: what the tenant's other programs computed
+            return PrefixProbe(
+                prompt_tokens=len(ids), cached_tokens=contexts.shared(salt, ids, resident_of)
+            )
+        reuse = contexts.reuse(program_id, salt, ids, resident_of(program_id, last))
         return PrefixProbe(
             prompt_tokens=len(ids), cached_tokens=reuse.resident, lost_tokens=reuse.lost
         )
@@ -138,6 +154,15 @@ class KVView:
         if tokenizer is None:
             return None
         return list(tokenizer.encode(text))
+
+
+def _resident(placement: Placement | None, program: str, last: LastContext) -> int | None:
+    """The program's resident context tokens in the plugin's latest sweep, if that sweep ran
+    after its last context was remembered (None: not reported since, taken as all still
+    there; a sweep lags by up to a second). A program the sweep does not list holds none."""
+    if placement is None or placement.written_at <= last.at:
+        return None
+    return placement.programs.get(program, (0, 0))[0]
 
 
 def _prompt_tokens(call: SGLangStream) -> int:
