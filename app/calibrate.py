@@ -12,7 +12,7 @@ On this machine's CPU engine (the tiny model unless ``--model`` is given) it:
    The real engine plays it through ``serve``'s own program glue (``replay_as_served``: the
    program driver under serve's default scheduling and tool-wait policies and its default
    door), so the simulator is fitted to what ``serve`` runs; the simulator runs the same
-   defaults (``SimConfig``).
+   defaults (``SimConfig``) on the real engine's KV pool (``--max-total-tokens``).
 
 Goals: step time within 10%, program E2E within 15% (mean absolute relative error).
 """
@@ -167,26 +167,35 @@ async def _warm_up(runtime: SGLangRuntime, book: TextBook) -> None:
 def _simulate(
     trace: list[TraceProgram], profile: Profile, runtime: SGLangRuntime
 ) -> dict[str, float]:
-    args = runtime.engine.server_args
-    config = SimConfig(
-        policy=DEFAULT_POLICY,
-        engine=EngineConfig(
-            max_running_requests=int(getattr(args, "max_running_requests", None) or 256),
-            chunked_prefill_size=int(getattr(args, "chunked_prefill_size", None) or 4096),
-            mixed_chunk=bool(getattr(args, "enable_mixed_chunk", False)),
-            # SGLang runs whole prefill chunks (the plugin orders its queue and defers a
-            # prefill for better-ranked decoders, ``defer_prefill_steps``; it does not size
-            # mixed chunks by rank): simulate exactly that
-            rank_aware_steps=False,
-            host_kv_tokens=0,
-        ),
-    )
+    config = sim_config_of(runtime.engine.server_args)
     result = Simulation(trace, CostModel.from_profile(profile), config).run()
     return {
         pid: p.finished_at - p.created_at
         for pid, p in result.controller.programs.items()
         if p.finished_at is not None
     }
+
+
+def sim_config_of(server_args: Any) -> SimConfig:
+    """The simulated engine configured as the real one (``server_args``, SGLang's) runs."""
+    return SimConfig(
+        policy=DEFAULT_POLICY,
+        engine=EngineConfig(
+            max_running_requests=int(getattr(server_args, "max_running_requests", None) or 256),
+            chunked_prefill_size=int(getattr(server_args, "chunked_prefill_size", None) or 4096),
+            mixed_chunk=bool(getattr(server_args, "enable_mixed_chunk", False)),
+            # SGLang runs whole prefill chunks (the plugin orders its queue and defers a
+            # prefill for better-ranked decoders, ``defer_prefill_steps``; it does not size
+            # mixed chunks by rank): simulate exactly that
+            rank_aware_steps=False,
+            # the real engine's KV pool (``--max-total-tokens``, always set on the CPU
+            # engine): left unset, the simulator would size it from the profile's hardware
+            # preset (millions of tokens), so its door budget and eviction would not be
+            # the real engine's
+            hbm_kv_tokens=int(server_args.max_total_tokens),
+            host_kv_tokens=0,
+        ),
+    )
 
 
 def _report(

@@ -42,6 +42,7 @@ from litestar.types import ControllerRouterHandler
 from uvicorn.logging import TRACE_LOG_LEVEL
 
 from agentconsole.scheduler.policies import get_policy
+from agentconsole.scheduler.runtime import Runtime
 from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.api.connections import HttpLimits, uvicorn_options
 from agentconsole.server.api.deps import Live
@@ -374,6 +375,47 @@ def refuse_to_start(settings: Settings) -> None:
     check_store(settings)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Listener:
+    """Where and how uvicorn listens for :func:`make_server`."""
+
+    host: str
+    port: int  # 0: any free port (the server's ``url`` says which once it listens)
+    log_level: str
+    limits: HttpLimits
+    #: seconds uvicorn waits for open connections to end on stop before cancelling them
+    graceful_shutdown_s: int = 5
+
+
+def make_server(
+    config: ServerConfig,
+    listener: Listener,
+    mounted: Sequence[Extension],
+    *,
+    on_started: Callable[[str], Coroutine[Any, Any, None]] | None = None,
+    runtime: Runtime | None = None,
+) -> Server:
+    """``serve``'s server: the app for ``config`` with the ``mounted`` extensions, under
+    uvicorn as ``listener`` says. Built here alone, for ``serve`` and the API tests alike, so
+    the app and the server are given the same extensions: those the app starts are those told
+    ``shut_down`` when the server begins to stop. ``runtime``: a given one instead of the one
+    ``config`` names (tests)."""
+    app = create_app(config, runtime=runtime, extensions=mounted)
+    uconfig = uvicorn.Config(
+        app,
+        host=listener.host,
+        port=listener.port,
+        log_level=listener.log_level,
+        # uvicorn builds every request's access line before its logger drops it (~2 us a
+        # request): off unless the level shows it
+        access_log=listener.log_level.lower() in ("trace", "debug", "info"),
+        timeout_graceful_shutdown=listener.graceful_shutdown_s,
+        lifespan="on",
+        **uvicorn_options(listener.limits),
+    )
+    return Server(uconfig, app, on_started, extensions=mounted)
+
+
 def run_serve(settings: Settings) -> None:
     """Serve until interrupted (or until the dashboard quits with ``tui``); refuses first
     what could not run (:func:`refuse_to_start`)."""
@@ -381,15 +423,18 @@ def run_serve(settings: Settings) -> None:
     configure_logging(settings.server.log_level)
     refuse_to_start(settings)
     click.echo(banner(settings), err=True)
-    mounted = extensions(settings)
-    app = create_app(server_config(settings), extensions=mounted)
     tenants, operators = settings.keys()
     log_path = engine_log_path(settings)
     run_demo = demo_runner() if settings.demo else None
 
     async def on_started(url: str) -> None:
+        # ``server`` (below) exists by now: this runs once it listens
         # with the dashboard in the foreground the terminal is its own: no lines printed
-        ready = None if settings.tui else asyncio.create_task(announce_ready(app, since, log_path))
+        ready = (
+            None
+            if settings.tui
+            else asyncio.create_task(announce_ready(server.app, since, log_path))
+        )
         try:
             if run_demo is not None:
                 await run_demo(url, tenants)
@@ -399,19 +444,15 @@ def run_serve(settings: Settings) -> None:
             if ready is not None:
                 ready.cancel()
 
-    config = uvicorn.Config(
-        app,
-        host=settings.server.host,
-        port=settings.server.port,
-        log_level=settings.server.log_level,
-        # uvicorn builds every request's access line before its logger drops it (~2 us a
-        # request): off unless the level shows it
-        access_log=settings.server.log_level.lower() in ("trace", "debug", "info"),
-        timeout_graceful_shutdown=5,
-        lifespan="on",
-        **uvicorn_options(http_limits(settings)),
+    listener = Listener(
+        settings.server.host,
+        settings.server.port,
+        settings.server.log_level,
+        http_limits(settings),
     )
-    server = Server(config, app, on_started, extensions=mounted)
+    server = make_server(
+        server_config(settings), listener, extensions(settings), on_started=on_started
+    )
     if not settings.tui:
         # uvicorn re-raises the signal that stopped it once it has shut down cleanly
         with contextlib.suppress(KeyboardInterrupt):

@@ -148,7 +148,7 @@ async def run_arm(
         book = TextBook(runtime.engine.tokenizer_manager.tokenizer, seed=args.seed)
         if not arm.plugin:  # stock SGLang: agents calling it, no program glue at all
             service = CostServiceModel(CostModel.from_profile("cpu-2core__tiny-llama__tp1"))
-            stock = await LiveReplay(runtime, trace, book, service, kv_hints=False).run()
+            stock = await LiveReplay(runtime, trace, book, service).run()
             return ArmRun(stock, None)
         # ours is serve's own ProgramService (driver, door, tool-wait advisor), minus HTTP
         served = await replay_as_served(

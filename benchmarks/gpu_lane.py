@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentconsole.calibrate import sim_config_of
 from agentconsole.replay.served import replay_as_served
 from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.scheduler.policies import DEFAULT_POLICY
@@ -56,10 +57,9 @@ from agentconsole.server.runtime.sglang.replay import LiveReplay, outcome_summar
 from agentconsole.server.runtime.sglang.textbook import TextBook
 from agentconsole.server.runtime.sglang.tiny_model import make_tiny_model
 from agentconsole.server.runtime.sglang.workload_scale import scaled_workload
-from agentconsole.server.runtime.sim.calls import EngineConfig
 from agentconsole.server.runtime.sim.costmodel import CostModel
 from agentconsole.server.runtime.sim.profile import Profile, save_profile
-from agentconsole.server.runtime.sim.simulation import CostServiceModel, SimConfig, Simulation
+from agentconsole.server.runtime.sim.simulation import CostServiceModel, Simulation
 
 MODEL = "llama-3.1-8b"
 #: the published Llama-3.1-8B architecture (no weights: served with --load-format dummy)
@@ -146,19 +146,13 @@ async def replay(runtime: SGLangRuntime, trace: list[TraceProgram], plugin: bool
             await replay_as_served(runtime, trace, book, policy=DEFAULT_POLICY, door=True)
         ).outcomes
     service = CostServiceModel(CostModel.from_profile(f"{gpu_preset()}__{MODEL}__tp1"))
-    return await LiveReplay(runtime, trace, book, service, kv_hints=False).run()
+    return await LiveReplay(runtime, trace, book, service).run()
 
 
 def simulate(trace: list[TraceProgram], profile: Profile, server_args: Any) -> dict[str, float]:
-    engine = EngineConfig(
-        max_running_requests=int(getattr(server_args, "max_running_requests", None) or 256),
-        chunked_prefill_size=int(getattr(server_args, "chunked_prefill_size", None) or 8192),
-        mixed_chunk=bool(getattr(server_args, "enable_mixed_chunk", False)),
-        host_kv_tokens=0,
-    )
-    result = Simulation(
-        trace, CostModel.from_profile(profile), SimConfig(DEFAULT_POLICY, engine=engine)
-    ).run()
+    """The same trace in the simulator, configured as the engine ran (its KV pool, batch and
+    chunk sizes: ``calibrate``'s rule) and costed by ``profile``."""
+    result = Simulation(trace, CostModel.from_profile(profile), sim_config_of(server_args)).run()
     return {
         pid: p.finished_at - p.created_at
         for pid, p in result.controller.programs.items()

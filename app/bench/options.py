@@ -33,9 +33,10 @@ def settle_hardware(opts: dict[str, Any]) -> None:
     whose pools carry their own as ``NAME:xR``); with ``--profile``, take its GPU, model and
     tp as the run's, so the title and the JSON setup name what the costs are of."""
     if opts["models"] and opts["replicas"] > 1:
+        where = " in --models" if defaulted("models") else ""
         raise click.UsageError(
-            f"--replicas is one model's; give each of --models ({opts['models']}) its replicas"
-            " as NAME:xR"
+            f"--replicas is one model's; give each model of {_models_named(opts)} its"
+            f" replicas as NAME:xR{where}"
         )
     profile = _profile(opts)
     if profile is not None:
@@ -56,7 +57,7 @@ def _profile(opts: dict[str, Any]) -> Profile | None:
         )
     if opts["models"]:
         raise click.UsageError(
-            f"--profile costs one model; --models ({opts['models']}) costs each of its own"
+            f"--profile costs one model; {_models_named(opts)} costs each of its own"
         )
     try:
         return load_profile(path)
@@ -67,6 +68,15 @@ def _profile(opts: dict[str, Any]) -> Profile | None:
     except (ValueError, TypeError) as error:  # not JSON, another format, an unknown field
         reason = f"{path}: {error}"
     raise click.BadParameter(str(reason), param_hint="--profile")
+
+
+def _models_named(opts: dict[str, Any]) -> str:
+    """The run's models as a message names them: by the option the user gave, or, when the
+    workload filled them in, by that workload, so a refusal does not cite an option the user
+    never typed (``command.WORKLOAD_POOLS`` fills ``--models`` in before the checks)."""
+    if defaulted("models"):
+        return f"the {opts['workload']} workload's pool ({opts['models']})"
+    return f"--models ({opts['models']})"
 
 
 def check_trace(programs: list[TraceProgram], opts: dict[str, Any]) -> None:

@@ -170,6 +170,21 @@ def test_unknown_policy_is_a_clear_error() -> None:
             ["--trace", str(SMALL_TRACE), "--set", "p_slow_tool=0.1"],
             "a --trace replays as recorded",
         ),
+        # the models the workload filled in are named as its, not as a --models never given
+        (
+            ["--workload", "multi-model", "--profile", "cpu-2core__tiny-llama__tp1"],
+            "--profile costs one model; the multi-model workload's pool"
+            " (llama-3.1-70b:tp4,llama-3.1-8b) costs each of its own",
+        ),
+        (
+            ["--workload", "multi-model", "--replicas", "2"],
+            "give each model of the multi-model workload's pool (llama-3.1-70b:tp4,llama-3.1-8b)"
+            " its replicas as NAME:xR in --models",
+        ),
+        (
+            ["--models", "llama-3.1-8b", "--replicas", "2"],
+            "give each model of --models (llama-3.1-8b) its replicas as NAME:xR",
+        ),
     ],
 )
 def test_bad_workload_or_hardware_is_a_usage_error(args: list[str], message: str) -> None:

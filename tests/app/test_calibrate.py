@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import SimpleNamespace
 from typing import Any
 
-from agentconsole.calibrate import replay_as_serve_runs_it
+from agentconsole.calibrate import replay_as_serve_runs_it, sim_config_of
 from agentconsole.kvtiers.toolwait import (
     DEFAULT_TOOL_WAIT_POLICY,
     KEEP_QUANTILE,
@@ -99,7 +100,7 @@ def test_calibrate_replays_tool_waits_as_serves_default_policy_decides_them() ->
     # below is that rule; a new default needs a new expectation)
     assert isinstance(get_tool_wait_policy(DEFAULT_TOOL_WAIT_POLICY), Keep)
     served_retention = prior.quantile(KEEP_QUANTILE)
-    # a replay's own keep rule (LiveReplay: 1.5x the mean) would tell the engine otherwise
+    # a replay's own fixed keep rule (such as 1.5x the mean) would tell the engine otherwise
     assert abs(1.5 * prior.mean() / served_retention - 1) > 0.2
 
     e2e, hints = asyncio.run(_calibrate_replay())
@@ -111,3 +112,19 @@ def test_calibrate_replays_tool_waits_as_serves_default_policy_decides_them() ->
     assert (program, action) == ("p", CacheAction.KEEP)
     # decided when the tool had just started: what is left of its wait is nearly all of it
     assert abs(retain_s / served_retention - 1) < 0.02
+
+
+def test_simulated_engine_has_the_real_engines_kv_pool() -> None:
+    # SGLang's server arguments as the CPU engine runs them (``--max-total-tokens``)
+    server_args = SimpleNamespace(
+        max_total_tokens=32768,
+        max_running_requests=None,
+        chunked_prefill_size=None,
+        enable_mixed_chunk=False,
+    )
+
+    engine = sim_config_of(server_args).engine
+
+    # the door's budget and eviction are sized by this pool, not by the hardware preset
+    assert engine.hbm_kv_tokens == 32768
+    assert engine.host_kv_tokens == 0  # the CPU engine has no host tier either

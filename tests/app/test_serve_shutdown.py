@@ -1,6 +1,8 @@
 """``serve``'s stop as a mounted extension sees it: every extension, whatever its type, is told
 ``shut_down()`` when the server begins to stop, before the app's lifespan ends with its
-``stop()`` (the tool gateway answers its calls in flight there; the others may have nothing)."""
+``stop()`` (the tool gateway answers its calls in flight there; the others may have nothing).
+The test server is serve's own (``LiveServer`` builds it with ``serve.make_server``), so this is
+serve's wiring of its extensions, not a harness's."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Replaying a trace and measuring steps on the real engine (what calibrate and the CPU
-benchmark are built on), and exact-size prompt text from the engine's own tokenizer."""
+"""Replaying a trace (the stock arms' agents of the real-engine benchmarks) and measuring
+steps (what calibrate fits) on the real engine, and exact-size prompt text from the engine's
+own tokenizer."""
 
 from __future__ import annotations
 

@@ -1,18 +1,18 @@
 """Replay trace programs against a live ``Runtime`` in wall-clock time.
 
 The wall-clock counterpart of the simulator's virtual-time ``Simulation``, for measuring the
-real engine on the same workloads. Only the stock SGLang arms of the real-engine benchmarks
-(``benchmarks/bench_sglang_cpu.py``, ``benchmarks/gpu_lane.py``; ``kv_hints=False``) use it
-now: ``calibrate`` and those benchmarks' agentconsole arms replay through serve's own program
-glue (``agentconsole.replay.served.replay_as_served``), whose tool-wait decisions are serve's
-default policy's, not the fixed hint below. It plays the agents: a program arrives at its
-trace time; a node starts when its parents finished (the scheduler is never told the future);
-LLM nodes become calls whose prompt is the node's context rendered by
+real engine on the same workloads. It plays the agents of the stock SGLang arms of the
+real-engine benchmarks (``benchmarks/bench_sglang_cpu.py``, ``benchmarks/gpu_lane.py``): stock
+SGLang is told nothing about programs, so the replay sends no KV hints. Whatever measures what
+``serve`` runs (``calibrate``, those benchmarks' agentconsole arms) replays through serve's own
+program glue instead (``agentconsole.replay.served.replay_as_served``), whose tool waits serve's
+default policy decides. The agents: a program arrives at its trace time; a node starts when
+its parents finished (the scheduler is never told the future); LLM nodes become calls whose
+prompt is the node's context rendered by
 :class:`~agentconsole.server.runtime.sglang.textbook.TextBook` (exact token counts, same text
 for the same segment), with the recorded output length forced; tool nodes sleep for their
 recorded latency, attempt by attempt. Tickets come from a ``ProgramController``, exactly as in
-the simulator. With ``kv_hints`` (program-aware runs) it sends a tool-wait KV hint (keep the
-context for ``retain_factor`` times the mean tool latency) when a program waits on tools only.
+the simulator.
 
 Difference from the simulator, kept on purpose: a call's own generated tokens are not reused as
 the next call's context (the next prompt renders the ``/out`` segment as trace text), so those
@@ -43,7 +43,7 @@ from agentconsole.scheduler.events import EventLog
 from agentconsole.scheduler.metrics import percentile
 from agentconsole.scheduler.program import Branch, NodeKind, RetryPolicy, ToolKind, ToolSpec
 from agentconsole.scheduler.program import Node as ProgramNode
-from agentconsole.scheduler.runtime import CacheAction, GenerationRequest, Runtime
+from agentconsole.scheduler.runtime import GenerationRequest, Runtime
 from agentconsole.server.live.enginequeue import EngineQueues
 from agentconsole.server.runtime.sglang.textbook import TextBook
 
@@ -66,7 +66,6 @@ class ProgramOutcome:
 class _Run:
     trace: TraceProgram
     start: float
-    live_llm: set[str] = field(default_factory=set)
     calls: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
@@ -82,17 +81,12 @@ class LiveReplay:
         programs: list[TraceProgram],
         book: TextBook,
         service: ServiceModel,
-        *,
-        kv_hints: bool = True,
-        retain_factor: float = 1.5,
     ) -> None:
         self.runtime = runtime
         #: what the engine runs while calls wait (the drain's batch), read as serve reads it
         self._queues = EngineQueues({"": runtime})
         self.programs = programs
         self.book = book
-        self.kv_hints = kv_hints
-        self.retain_factor = retain_factor
         self.log = EventLog()
         self.controller = ProgramController(self.log, service)
         self._tenant_sent: dict[str, set[str]] = {}
@@ -191,7 +185,6 @@ class LiveReplay:
             cache_namespace=trace.tenant,
             public_prefix_chars=public,
         )
-        run.live_llm.add(ticket.call_id)
         stream = self.runtime.submit(request)
         try:
             first = True
@@ -205,8 +198,6 @@ class LiveReplay:
         except asyncio.CancelledError:
             await self.runtime.abort(ticket.call_id)
             raise
-        finally:
-            run.live_llm.discard(ticket.call_id)
         sent.update(s.key for s in segments)
         sent.add(f"{trace.id}/{node.id}/out")
         run.calls += 1
@@ -226,10 +217,6 @@ class LiveReplay:
 
     async def _tool(self, run: _Run, node: ToolNode) -> bool:
         trace = run.trace
-        if self.kv_hints and not run.live_llm:
-            dist = self.controller.tool_distribution(node.tool, node.tool_kind.value)
-            retain = dist.mean() * self.retain_factor
-            await self.runtime.cache_hint(trace.id, CacheAction.KEEP, retain)
         for k, attempt in enumerate(node.attempts):
             self.controller.start_node(trace.id, node.id, time.time())
             await asyncio.sleep(attempt.latency_s)

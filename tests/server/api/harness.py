@@ -1,5 +1,6 @@
-"""A real server for tests: the app under uvicorn on a loopback port, in a thread, with
-``serve``'s HTTP limits (``connections.py``; ``limits`` changes them) and any extensions.
+"""A real server for tests: ``serve``'s own server (``make_server``: the app, uvicorn, the
+extensions mounted on both) on a loopback port, in a thread, with ``serve``'s HTTP limits
+(``connections.py``; ``limits`` changes them) and any extensions.
 
 Litestar's in-process test clients hang on infinite SSE streams, so every API test talks real
 HTTP to this server. It runs on its own event loop in a thread; :meth:`LiveServer.run` executes
@@ -19,14 +20,13 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
-import uvicorn
 
 from agentconsole.scheduler.runtime import Runtime
-from agentconsole.serve import Server
+from agentconsole.serve import Listener, make_server
 from agentconsole.server.api.config import ServerConfig
-from agentconsole.server.api.connections import HttpLimits, uvicorn_options
+from agentconsole.server.api.connections import HttpLimits
 from agentconsole.server.api.deps import Live
-from agentconsole.server.app import Extension, create_app
+from agentconsole.server.app import Extension
 from agentconsole.server.gateway import GatewayConfig, GatewayExtension
 
 T = TypeVar("T")
@@ -58,17 +58,13 @@ class LiveServer:
         extensions: Sequence[Extension] = (),
         limits: HttpLimits | None = None,
     ) -> None:
-        self.app = create_app(config, runtime=runtime, extensions=extensions)
-        uconfig = uvicorn.Config(
-            self.app,
-            host="127.0.0.1",
-            port=0,
-            log_level="warning",
-            lifespan="on",
-            timeout_graceful_shutdown=3,
-            **uvicorn_options(limits or HttpLimits()),
+        listener = Listener(
+            "127.0.0.1", 0, "warning", limits or HttpLimits(), graceful_shutdown_s=3
         )
-        self.server = Server(uconfig, self.app, self._started, extensions=extensions)
+        self.server = make_server(
+            config, listener, extensions, on_started=self._started, runtime=runtime
+        )
+        self.app = self.server.app
         self.loop: asyncio.AbstractEventLoop | None = None
         self.url = ""
         self._thread = threading.Thread(target=self.server.run, daemon=True)
