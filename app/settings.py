@@ -40,7 +40,7 @@ from agentconsole.scheduler.door import DOOR_ON_BY_DEFAULT
 from agentconsole.scheduler.models import ServedModel, available_rules, get_rule
 from agentconsole.scheduler.policies import DEFAULT_POLICY
 from agentconsole.scheduler.policies import available as available_policies
-from agentconsole.server.api.auth import OPERATOR_TENANT
+from agentconsole.server.api.auth import check_tenant_name
 from agentconsole.server.api.config import (
     DEMO_TENANT_KEYS,
     DEV_OPERATOR_KEYS,
@@ -309,11 +309,12 @@ class AuthSection(_Section):
 
     @field_validator("tenant_keys")
     @classmethod
-    def _no_operator_tenant(cls, keys: dict[str, str]) -> dict[str, str]:
-        # the operator key's own calls run as that tenant: a tenant of the name would share
-        # its programs and its cache namespace
-        if OPERATOR_TENANT in keys.values():
-            raise ValueError(f"tenant name {OPERATOR_TENANT!r} is reserved for operator keys")
+    def _no_reserved_tenant(cls, keys: dict[str, str]) -> dict[str, str]:
+        # a blank name is the platform's marker (it would own platform tools and read events
+        # of no tenant), ``operator`` runs the operator keys' own calls: refused before serve
+        # starts, with the reason, rather than by the key ring at start-up
+        for tenant in keys.values():
+            check_tenant_name(tenant)
         return keys
 
 

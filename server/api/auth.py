@@ -14,6 +14,26 @@ from dataclasses import dataclass
 from agentconsole.server.api.errors import ApiError
 
 OPERATOR_TENANT = "operator"
+#: Tenant names the server itself uses as markers, so no key may act as one: ``""`` is the
+#: tool registry's owner of platform tools and the tenant of events that belong to no tenant
+#: (a tenant of that name would replace platform tools and read every untenanted event),
+#: ``operator`` runs the operator keys' own chat calls, and ``__probe__`` is the tenant of the
+#: SGLang adapter's health probe (``server/runtime/sglang/adapter.py``: ``_probe``).
+RESERVED_TENANTS = frozenset({"", OPERATOR_TENANT, "__probe__"})
+
+
+def check_tenant_name(tenant: str) -> None:
+    """Raise ValueError for a name no tenant may have: blank, or one of
+    :data:`RESERVED_TENANTS` (the message says why)."""
+    if not tenant.strip():
+        # blank names are the platform's marker (``""``) or look like it in every listing
+        raise ValueError(f"tenant name {tenant!r} is empty: name every tenant")
+    if tenant == OPERATOR_TENANT:
+        # the operator key's chat calls run as that tenant: one of the name would read and
+        # cancel them and share their cache namespace
+        raise ValueError(f"tenant name {OPERATOR_TENANT!r} is reserved for operator keys")
+    if tenant in RESERVED_TENANTS:
+        raise ValueError(f"tenant name {tenant!r} is reserved for the server's own use")
 
 
 def key_hash(key: str) -> str:
@@ -38,10 +58,9 @@ class KeyRing:
 
     def __init__(self, tenant_keys: Mapping[str, str], operator_keys: Sequence[str]) -> None:
         self._keys: dict[str, Principal] = {}
-        if OPERATOR_TENANT in tenant_keys.values():
-            # the operator key's chat calls run as that tenant: one of the name would read
-            # and cancel them and share their cache namespace
-            raise ValueError(f"tenant name {OPERATOR_TENANT!r} is reserved for operator keys")
+        # the settings refuse these names already; a KeyRing built any other way must too
+        for tenant in tenant_keys.values():
+            check_tenant_name(tenant)
         for key, tenant in tenant_keys.items():
             digest = key_hash(key)
             self._keys[digest] = Principal(tenant, False, f"key-{digest[:8]}")

@@ -23,7 +23,6 @@ from agentconsole.server.live.calls import LiveCall
 from agentconsole.server.live.door import ClientGone
 from agentconsole.server.live.errors import (
     ContextTooLong,
-    InvalidRequest,
     ShuttingDown,
     Unavailable,
 )
@@ -171,7 +170,7 @@ class CallIntake:
         """The call's program and parent nodes: the one it names (opened on first sight), or
         the inferred one its prompt chain continues (a new one opened, and its chain recorded
         so a refused call's retry finds it again). Refuses a foreign or unusable program id,
-        and parents named for a program that has no nodes yet."""
+        and parents named for a program the tenant does not have (NotFound, as a foreign id)."""
         svc = self.service
         if chat.program_id is None:
             chain = chain_hashes(chat.messages)
@@ -183,12 +182,11 @@ class CallIntake:
             return _CallIdentity(program, parents, chain)
         await svc.check_new_id(tenant, chat.program_id, explicit=False)
         parents = chat.parent_ids
-        if parents and chat.program_id not in svc.controller.programs:
-            # a program not opened yet has no nodes: refused before it is opened
-            raise InvalidRequest(
-                f"parent {parents[0]!r} is unknown: program {chat.program_id!r} has no nodes yet",
-                field="parents",
-            )
+        if parents:
+            # parents name nodes of a program the tenant already has; one it does not have is
+            # refused before it is opened, and alike (NotFound) whether the id is new or
+            # another tenant's, so the answer tells nothing of other tenants' ids
+            svc.owned(tenant, chat.program_id)
         return _CallIdentity(svc.program_for_call(tenant, chat.program_id, chat), parents, None)
 
     async def _admit(

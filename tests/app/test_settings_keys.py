@@ -1,5 +1,5 @@
 """API keys from the settings: the public development keys are live only while no key is
-configured, configured keys are never printed, and the operator's tenant name is reserved."""
+configured, configured keys are never printed, and blank or reserved tenant names are refused."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from agentconsole.serve import banner
 from agentconsole.server.api.auth import KeyRing
-from agentconsole.settings import Settings
+from agentconsole.settings import InvalidSettings, Settings, load_settings_or_explain
 
 
 def _settings(**auth: object) -> Settings:
@@ -58,3 +58,25 @@ def test_a_tenant_named_operator_is_refused() -> None:
         _settings(tenant_keys={"k": "operator"})
     with pytest.raises(ValueError, match="reserved"):
         KeyRing({"k": "operator"}, ["op"])
+
+
+@pytest.mark.parametrize("name", ["", "  ", "__probe__"])
+def test_a_blank_or_reserved_tenant_name_is_refused(name: str) -> None:
+    # "" is the registry's owner of platform tools and the tenant of events of no tenant:
+    # a key of that tenant replaced platform tools and read every untenanted event
+    with pytest.raises(InvalidSettings) as refused:
+        load_settings_or_explain(
+            overrides={
+                "auth": {"tenant_keys": {"k": name, "k2": "alpha"}},
+                "runtime": {"name": "sim"},
+            }
+        )
+    assert "auth.tenant_keys" in str(refused.value)
+    assert f"tenant name {name!r} is" in str(refused.value)
+
+
+@pytest.mark.parametrize("name", ["", "  ", "__probe__"])
+def test_the_key_ring_refuses_a_blank_or_reserved_tenant_name(name: str) -> None:
+    # defence in depth: a KeyRing built from anything but the settings refuses them too
+    with pytest.raises(ValueError, match=f"tenant name {name!r} is"):
+        KeyRing({"sk-x": name}, [])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 
@@ -83,6 +84,25 @@ def test_only_known_assets_are_served(client: TestClient[Litestar], name: str) -
     assert client.get(f"/static/{name}").status_code == 404
     assert asset("__init__.py") is None
     assert asset("../routes.py") is None
+
+
+@pytest.mark.parametrize("length", [300, 50_000])
+def test_a_name_too_long_for_the_filesystem_is_a_quiet_404(
+    client: TestClient[Litestar], caplog: pytest.LogCaptureFixture, length: int
+) -> None:
+    # the name once reached the filesystem: OSError (name too long), a 500 and a traceback
+    # repeating the name in the log for every request
+    name = "a" * length + ".js"
+    with caplog.at_level(logging.DEBUG):
+        response = client.get(f"/static/{name}")
+    assert response.status_code == 404
+    assert name not in response.text
+    server_side = [r for r in caplog.records if r.name != "httpx"]  # the test client's own
+    assert not [r for r in server_side if r.levelno >= logging.WARNING], caplog.text
+    assert not [r for r in server_side if "a" * 300 in r.getMessage()]
+    assert client.get("/static/app.js").status_code == 200
+    # no cache keyed by the client's names: one per name tried grew memory without bound
+    assert not hasattr(asset, "cache_info")
 
 
 def test_routes_are_plain_handlers_outside_the_schema() -> None:

@@ -47,18 +47,37 @@ def _plotly_js() -> bytes:
 
 
 @functools.cache
+def _static_names() -> frozenset[str]:
+    """The names of the files ``static/`` holds with a web suffix, listed once: a client's
+    name is looked up here and never reaches the filesystem (a name too long for it raised
+    ``OSError`` per request, each a 500 and a traceback repeating the name)."""
+    folder = resources.files("agentconsole.ui.web.static")
+    return frozenset(
+        entry.name
+        for entry in folder.iterdir()
+        if entry.is_file() and not entry.name.startswith(".") and _suffix(entry.name) in _TYPES
+    )
+
+
 def asset(name: str) -> bytes | None:
     """The bytes of one asset, or None when there is no such asset.
 
-    Only plain file names of ``static/`` with a web suffix are served (no folders, no Python
-    files), so a crafted name cannot escape the folder or read the package's code.
+    Only the listed files of ``static/`` (plain names with a web suffix: no folders, no Python
+    files) and the plotly bundle are served, so a crafted name cannot escape the folder, read
+    the package's code or touch the filesystem at all. Not cached per name: a cache keyed by
+    clients' names would grow with every name tried; the few real assets are cached below.
     """
     if name == PLOTLY_JS:
         return _plotly_js()
-    if "/" in name or "\\" in name or name.startswith(".") or _suffix(name) not in _TYPES:
+    if name not in _static_names():
         return None
-    path = resources.files("agentconsole.ui.web.static").joinpath(name)
-    return path.read_bytes() if path.is_file() else None
+    return _static_bytes(name)
+
+
+@functools.cache
+def _static_bytes(name: str) -> bytes:
+    """One listed file's bytes (only :func:`_static_names`' names come here: bounded)."""
+    return resources.files("agentconsole.ui.web.static").joinpath(name).read_bytes()
 
 
 @functools.cache
@@ -102,7 +121,8 @@ def console_static(name: FromPath[str]) -> Response[bytes]:
     """One asset; versioned URLs make long caching safe."""
     data = asset(name)
     if data is None:
-        raise NotFoundException(f"no asset {name!r}")
+        # the name is the client's, of any length: not echoed back
+        raise NotFoundException("no such asset")
     return Response(
         data,
         media_type=_content_type(name),
@@ -115,5 +135,7 @@ def console_static(name: FromPath[str]) -> Response[bytes]:
 
 
 def console_routes() -> list[HTTPRouteHandler]:
-    """The route handlers of the browser console, for the server app to mount."""
+    """The route handlers of the browser console, for the server app to mount; the static
+    folder is listed here, once, so a listing that fails does so at start-up."""
+    _static_names()
     return [console_page, console_static]

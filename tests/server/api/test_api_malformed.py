@@ -58,7 +58,7 @@ CASES: list[tuple[str, str, str, str | None, Any, dict[str, str], int]] = [
         "sk-a",
         chat_body(agentconsole={"program_id": "mal-1", "parent_ids": ["zz"]}),
         {},
-        422,
+        404,
     ),
     ("oversized body", "POST", CHAT, "sk-a", chat_body(BIG), {}, 413),
     ("priority range", "POST", CHAT, "sk-a", chat_body(priority=10**6), {}, 422),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import httpx
+
 from tests.server.api.harness import LiveServer, chat_body
 
 SECRET = "tenant-a confidential system prompt: " + "lorem ipsum " * 300
@@ -69,3 +71,25 @@ def test_tenant_views_are_filtered(server: LiveServer) -> None:
     assert all(c["tenant"] == "tenant-b" for c in runtime["queued"] + runtime["running"])
     a_programs = {"iso-a", "cache-a1", "cache-a2"}
     assert not a_programs & set(kv["placement"])
+
+
+def test_parents_on_another_tenants_program_answer_as_on_an_unknown_one(
+    server: LiveServer,
+) -> None:
+    """A chat call naming parents of a program the caller does not have is refused the same
+    way whether another tenant holds the id or nobody does: no oracle of other tenants' ids."""
+    with server.client("sk-a") as a:
+        body = chat_body(agentconsole={"program_id": "oracle-a", "node_id": "n1"})
+        assert a.post("/v1/chat/completions", json=body).status_code == 200
+
+    def refusal(b: httpx.Client, program_id: str) -> tuple[int, str]:
+        body = chat_body(agentconsole={"program_id": program_id, "parent_ids": ["n1"]})
+        answer = b.post("/v1/chat/completions", json=body)
+        return answer.status_code, answer.text.replace(program_id, "<id>")
+
+    with server.client("sk-b") as b:
+        foreign = refusal(b, "oracle-a")
+        unknown = refusal(b, "oracle-nobody")
+        assert b.get("/v1/programs/oracle-nobody").status_code == 404  # none was opened
+    assert foreign == unknown
+    assert foreign[0] == 404
