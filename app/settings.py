@@ -615,7 +615,8 @@ def _explain_values(
         dotted = ".".join(str(part) for part in location)
         message = str(problem["msg"]).removeprefix("Value error, ")
         given = repr(problem["input"])
-        if given not in message:
+        # the keys are secrets: an error names what is wrong with them, never echoes them
+        if location[:1] != ("auth",) and given not in message:
             message += f" (given: {given if len(given) <= 80 else given[:77] + '...'})"
         where = [flags[dotted]] if dotted in flags else []
         where.append(_environment_name(location))

@@ -67,12 +67,13 @@ def test_a_blank_or_reserved_tenant_name_is_refused(name: str) -> None:
     with pytest.raises(InvalidSettings) as refused:
         load_settings_or_explain(
             overrides={
-                "auth": {"tenant_keys": {"k": name, "k2": "alpha"}},
+                "auth": {"tenant_keys": {"sk-secret-1": name, "sk-secret-2": "alpha"}},
                 "runtime": {"name": "sim"},
             }
         )
     assert "auth.tenant_keys" in str(refused.value)
     assert f"tenant name {name!r} is" in str(refused.value)
+    assert "sk-secret" not in str(refused.value)  # the error never echoes the keys
 
 
 @pytest.mark.parametrize("name", ["", "  ", "__probe__"])
