@@ -154,8 +154,9 @@ def _load_row(p95: float) -> dict[str, Any]:
 
 def test_the_load_table_prints_each_fcfs_ratio_once_and_no_nan() -> None:
     rows = {"fcfs": _load_row(math.nan), "cp-cache": _load_row(10.0)}
-    sweep = {"peak_programs_per_s": 1.0, "seeds": [0], "loads": {"3": rows}}
-    text = _text(loads_table(sweep, command._ratio_reference(sweep["loads"])))
+    loads = {"3": rows}
+    sweep = {"peak_programs_per_s": 1.0, "seeds": [0], "loads": loads}
+    text = _text(loads_table(sweep, command._ratio_reference(loads)))
     assert text.count("P95 / fcfs") == 1
     assert "nan" not in text
 

@@ -320,7 +320,7 @@ def test_ranks_stop_deferring_a_prefill_at_the_same_pass(
 
         def wall(clock: Any = clock, tick: float = tick) -> float:
             clock.t += tick
-            return clock.t
+            return float(clock.t)
 
         fake_time = SimpleNamespace(time=wall, monotonic=wall, perf_counter=time.perf_counter)
         monkeypatch.setattr(plugin_state, "time", fake_time)

@@ -126,10 +126,15 @@ def test_a_replayed_call_queues_from_its_queueing_not_from_its_node_readiness() 
     """A node declared ahead (ready at 1.1), its call queued 2 s later and 0.5 s in the
     engine's queue: the tail rebuilds the controller's figure, the engine's 0.5 s (the
     agent's 2 s before its call were never the server's queue)."""
-    from agentconsole.scheduler.events import Event, EventKind
+    from agentconsole.scheduler.events import Event, EventKind, Scalar
     from agentconsole.server.store.repository import StoredEvent
 
-    ended = {"outcome": "ok", "queue_s": 0.5, "service_s": 1.0, "prompt_tokens": 10}
+    ended: dict[str, Scalar] = {
+        "outcome": "ok",
+        "queue_s": 0.5,
+        "service_s": 1.0,
+        "prompt_tokens": 10,
+    }
     events = (
         Event(1.0, EventKind.PROGRAM_CREATED, "p", tenant="t"),
         Event(1.1, EventKind.NODE_ADDED, "p", "n1", data={"kind": "llm", "parents": ""}),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from agentconsole.scheduler.events import Event, EventKind, Scalar
@@ -127,7 +129,9 @@ def test_events_since_pages_and_filters(store: Store) -> None:
     assert store.repo.events_since(50) == []
 
 
-def _latest(store: Store, groups: list[tuple[EventKind, tuple[str, ...]]], n: int) -> list[Event]:
+def _latest(
+    store: Store, groups: Sequence[tuple[EventKind, tuple[str, ...]]], n: int
+) -> list[Event]:
     """The learned half of the start-up's read of the log."""
     read = store.repo.restart_events(groups, n)
     assert read.door_waits == []  # none asked for
