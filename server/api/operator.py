@@ -10,6 +10,7 @@ it acts (no key, an unknown key, a tenant key, a body or parameter refused) is a
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from litestar import Controller, get, post
@@ -21,6 +22,7 @@ from agentconsole.server.api.queryguard import strict_query
 from agentconsole.server.api.schemas import ID_PATTERN, BoostIn, DrainIn, ModelPinIn, PolicyIn
 from agentconsole.server.live.errors import Unavailable
 from agentconsole.server.live.operator import door_json, pins_json
+from agentconsole.server.store import Store, StoredAction
 from agentconsole.server.store.errors import StoreClosedError
 
 JSON = dict[str, Any]
@@ -123,26 +125,77 @@ class OperatorController(Controller):
         live: LiveDep,
         operator_principal: PrincipalDep,
         limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+        before_id: Annotated[
+            int | None,
+            QueryParameter(
+                ge=1, description="next_before_id of the previous page: continue with older rows"
+            ),
+        ] = None,
+        actor: Annotated[
+            str | None,
+            QueryParameter(
+                min_length=1,
+                max_length=128,
+                description="only this actor's rows (an operator's: operator-<key hash prefix>)",
+            ),
+        ] = None,
+        target: Annotated[
+            str | None,
+            QueryParameter(min_length=1, max_length=256, description="only rows on this target"),
+        ] = None,
     ) -> JSON:
-        """Operator actions, newest first."""
+        """Operator actions and audited refusals, newest first. Page with ``before_id`` (the
+        previous answer's ``next_before_id``, null on the last page); ``actor`` and
+        ``target`` keep the rows of one actor or on one target (an operator's actions past
+        any number of tenants' refused calls)."""
         del operator_principal
-        # refusals are noted without waiting (``put``): read what was noted before this call
-        try:
-            await asyncio.wrap_future(live.store.writer.flush(events=False))
-        except StoreClosedError as error:
-            raise Unavailable(f"the audit log cannot be read: {error}") from error
-        rows = await asyncio.to_thread(live.store.repo.audit_log, limit=limit)
-        return {
-            "actions": [
-                {
-                    "id": row.action_id,
-                    "ts": row.action.ts,
-                    "actor": row.action.actor,
-                    "action": row.action.action,
-                    "target": row.action.target,
-                    "args": dict(row.action.args),
-                    "result": row.action.result,
-                }
-                for row in rows
-            ]
-        }
+        filters = AuditFilter(before_id=before_id, actor=actor, target=target)
+        return await audit_page(live.store, limit, filters)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditFilter:
+    """Which audit rows a page reads: older than ``before_id``, of ``actor``, on ``target``
+    (None: any)."""
+
+    before_id: int | None = None
+    actor: str | None = None
+    target: str | None = None
+
+
+async def audit_page(store: Store, limit: int, filters: AuditFilter) -> JSON:
+    """Up to ``limit`` audit rows matching ``filters``, newest first, and ``next_before_id``:
+    where the next page starts (a keyset on the row id, so rows written meanwhile neither
+    shift nor repeat a page), or None when no older row matches."""
+    # refusals are noted without waiting (``put``): read what was noted before this call
+    try:
+        await asyncio.wrap_future(store.writer.flush(events=False))
+    except StoreClosedError as error:
+        raise Unavailable(f"the audit log cannot be read: {error}") from error
+    # one row past the page tells whether another page follows
+    rows = await asyncio.to_thread(
+        store.repo.audit_log,
+        limit=limit + 1,
+        before_id=filters.before_id,
+        actor=filters.actor,
+        target=filters.target,
+    )
+    page = rows[:limit]
+    more = len(rows) > limit
+    return {
+        "actions": [_action_json(row) for row in page],
+        "next_before_id": page[-1].action_id if more else None,
+    }
+
+
+def _action_json(row: StoredAction) -> JSON:
+    action = row.action
+    return {
+        "id": row.action_id,
+        "ts": action.ts,
+        "actor": action.actor,
+        "action": action.action,
+        "target": action.target,
+        "args": dict(action.args),
+        "result": action.result,
+    }

@@ -19,6 +19,7 @@ from agentconsole.server.gateway.ports import (
     ProgramClosed,
     ProgramNotFound,
     ProgramPort,
+    ReportPort,
     ToolOutcome,
 )
 from agentconsole.server.gateway.routes import (
@@ -40,6 +41,7 @@ __all__ = [
     "ProgramClosed",
     "ProgramNotFound",
     "ProgramPort",
+    "ReportPort",
     "RunningTool",
     "ToolDefinition",
     "ToolGateway",

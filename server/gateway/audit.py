@@ -7,6 +7,11 @@ crash can lose the last ~250 ms of them.
 The arguments of a rejected call are never stored, only where they failed: a refusal's
 message is stored as :meth:`GatewayError.audit_message` gives it (for a schema error, the
 failed rule without the value it quotes).
+
+A tenant can make the gateway refuse as often as it can send, so its refusals are audited as
+the core API's are (:mod:`agentconsole.server.refusals`): within the server's one
+:class:`RefusalBudget` (600 a minute, shared with the core's refusals; an operator key's
+refusals are always audited), the target cut to ``MAX_REFUSED_TARGET_CHARS``.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ import logging
 import time
 from collections.abc import Mapping
 
+from agentconsole.server.api.auth import OPERATOR_TENANT
 from agentconsole.server.gateway.errors import GatewayError
+from agentconsole.server.refusals import RefusalBudget, refused_target
 from agentconsole.server.store import OperatorAction, StoreWriter
 from agentconsole.server.store.jsonutil import JSONValue
 
@@ -23,27 +30,34 @@ log = logging.getLogger(__name__)
 
 
 class Auditor:
-    """Writes audit rows; counts rejections by error type (for tests and metrics)."""
+    """Writes audit rows; counts rejections by error type (for tests and metrics), the ones
+    past ``refusals`` included.
 
-    def __init__(self, writer: StoreWriter) -> None:
+    ``refusals`` is the server's budget for refused calls (the core API's, so that both
+    together stay within it); a gateway on its own gets one of its own."""
+
+    def __init__(self, writer: StoreWriter, refusals: RefusalBudget | None = None) -> None:
         self._writer = writer
+        self.refusals = refusals if refusals is not None else RefusalBudget()
         self.rejections: dict[str, int] = {}
 
     def record(
         self, actor: str, action: str, target: str, result: str, args: Mapping[str, JSONValue]
     ) -> None:
         """Queue one audit row (never blocks, never raises)."""
-        self._writer.put(
-            OperatorAction(
-                ts=time.time(), actor=actor, action=action, target=target, result=result, args=args
-            )
-        )
+        self._queue(time.time(), actor, action, target, result, args)
 
     def rejected(
         self, actor: str, action: str, target: str, error: GatewayError, context: Mapping[str, str]
     ) -> None:
-        """Record that ``action`` by ``actor`` on ``target`` was refused with ``error``."""
+        """Record that ``action`` by ``actor`` on ``target`` was refused with ``error``: for a
+        tenant, only within :attr:`refusals`, and the target cut as the core cuts its own."""
         self.rejections[error.type] = self.rejections.get(error.type, 0) + 1
+        now = time.time()
+        # the tenant name ``operator`` is reserved for operator keys (``auth.KeyRing``)
+        if actor != OPERATOR_TENANT and not self.refusals.take(now):
+            return
+        target = refused_target(target)
         message = error.audit_message()
         args: dict[str, JSONValue] = {"status": error.status, "message": message[:300]}
         if error.field is not None:
@@ -52,5 +66,21 @@ class Auditor:
         args.update(context)
         # the result reads as the core's refusals do (``OperatorDesk.refused``); the error's
         # type, status and message stay in ``args``
-        self.record(actor, action, target, f"refused: {error.status} {message[:200]}", args)
+        result = f"refused: {error.status} {message[:200]}"
+        self._queue(now, actor, action, target, result, args)
         log.info("%s rejected for %s on %s: %s", action, actor, target, error.type)
+
+    def _queue(
+        self,
+        ts: float,
+        actor: str,
+        action: str,
+        target: str,
+        result: str,
+        args: Mapping[str, JSONValue],
+    ) -> None:
+        self._writer.put(
+            OperatorAction(
+                ts=ts, actor=actor, action=action, target=target, result=result, args=args
+            )
+        )

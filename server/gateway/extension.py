@@ -3,8 +3,9 @@
 Mount it with ``create_app(config, extensions=[GatewayExtension(GatewayConfig(...))])``: it
 adds the gateway's controllers and the ``gateway``/``program_port`` providers (the app
 provides ``tenant`` and ``operator``), builds the :class:`ToolGateway` on the live store once
-the app has started, answers cancels of the program service (read-only tools interrupted,
-side effects left to commit) and closes the gateway before the store closes.
+the app has started (its refusals audited within the operator desk's budget), answers cancels
+of the program service (read-only tools interrupted, side effects left to commit) and closes
+the gateway before the store closes.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from litestar.types import ControllerRouterHandler
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.errors import GatewayError
 from agentconsole.server.gateway.gateway import ToolGateway
-from agentconsole.server.gateway.ports import ProgramPort
+from agentconsole.server.gateway.ports import ReportPort
 from agentconsole.server.gateway.routes import GATEWAY_CONTROLLERS
+from agentconsole.server.refusals import RefusalBudget
 from agentconsole.server.store import Store
 
 CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
@@ -29,11 +31,19 @@ class ProgramServiceLike(Protocol):
     """The program core as the extension needs it: its port, and cancel notifications."""
 
     @property
-    def tools(self) -> ProgramPort:
+    def tools(self) -> ReportPort:
         """The port the gateway calls (tool nodes, permission checks, tool start and end)."""
 
     def add_cancel_listener(self, listener: CancelListener) -> None:
         """Call ``listener(program_id, interrupted, flagged)`` on every program cancel."""
+
+
+class OperatorDeskLike(Protocol):
+    """The operator desk as the extension needs it: the server's budget of audited refusals,
+    which the gateway's refusals share with the core's."""
+
+    @property
+    def refusals(self) -> RefusalBudget: ...
 
 
 class LiveLike(Protocol):
@@ -44,6 +54,9 @@ class LiveLike(Protocol):
 
     @property
     def service(self) -> ProgramServiceLike: ...
+
+    @property
+    def desk(self) -> OperatorDeskLike: ...
 
 
 class GatewayUnavailable(GatewayError):
@@ -60,7 +73,7 @@ class GatewayExtension:
     def __init__(self, config: GatewayConfig | None = None) -> None:
         self.config = config or GatewayConfig()
         self.gateway: ToolGateway | None = None
-        self._port: ProgramPort | None = None
+        self._port: ReportPort | None = None
 
     def dependencies(self) -> Mapping[str, Provide]:
         """``gateway`` and ``program_port``, resolved per request (they exist once started)."""
@@ -74,14 +87,15 @@ class GatewayExtension:
             raise GatewayUnavailable("the tool gateway is not running")
         return self.gateway
 
-    def _provide_port(self) -> ProgramPort:
+    def _provide_port(self) -> ReportPort:
         if self._port is None:
             raise GatewayUnavailable("the tool gateway is not running")
         return self._port
 
     async def start(self, live: LiveLike) -> None:
-        """Build the gateway on the live store and load the registered tools."""
-        gateway = ToolGateway(live.store, self.config)
+        """Build the gateway on the live store and load the registered tools; its refusals
+        are audited within the core's budget (one flood cannot get twice the rows)."""
+        gateway = ToolGateway(live.store, self.config, refusals=live.desk.refusals)
         await gateway.start()
         live.service.add_cancel_listener(self._cancelled)
         self._port = live.service.tools

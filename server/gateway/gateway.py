@@ -1,12 +1,13 @@
 """The tool gateway: registration, listing, and the call pipeline in its fixed order.
 
-``call`` runs, in this order (research §3.4): body size cap -> tool allowlist (exact name) ->
-authz (the tenant may use the tool; the program is the tenant's) -> per-tenant+tool rate
-limit and concurrency cap -> JSON-Schema validation -> semantic validators -> program/node
-bookkeeping and the tool-call quota -> idempotency claim -> execute with timeout -> commit
-(epoch-fenced) -> event (through the program port). Authentication happened before (the app
-hands in the tenant). Every refusal is audited and answered with a 4xx before the executor
-is reached; :mod:`.runner` documents what is and is not exactly-once.
+``call`` runs, in this order (research §3.4): body size cap -> tool allowlist (exact name; a
+tool the tenant may not use is unknown to it, 404 as a name nobody registered) -> authz (the
+program is the tenant's) -> per-tenant+tool rate limit and concurrency cap -> JSON-Schema
+validation -> semantic validators -> program/node bookkeeping and the tool-call quota ->
+idempotency claim -> execute with timeout -> commit (epoch-fenced) -> event (through the
+program port). Authentication happened before (the app hands in the tenant). Every refusal
+is audited (within the server's refusal budget, :mod:`.audit`) and answered with a 4xx before
+the executor is reached; :mod:`.runner` documents what is and is not exactly-once.
 
 Two exceptions to the order: a retry on a program that no longer runs is answered from the
 store when its key committed (replayed whatever the program's state, seed §12), and a tenant's
@@ -31,7 +32,6 @@ from agentconsole.server.gateway.definition import ToolDefinition
 from agentconsole.server.gateway.egress import guarded_client
 from agentconsole.server.gateway.errors import (
     EgressRefused,
-    Forbidden,
     GatewayError,
     InProgress,
     InvalidArguments,
@@ -58,6 +58,7 @@ from agentconsole.server.gateway.runner import CancelReport, Job, Runner, Runnin
 from agentconsole.server.gateway.sandbox import Sandbox, SandboxUnavailable
 from agentconsole.server.gateway.schema_rules import check_parameters_schema
 from agentconsole.server.gateway.semantic import check_arguments
+from agentconsole.server.refusals import RefusalBudget
 from agentconsole.server.store import IntentState, Store, make_tool_call_id
 from agentconsole.server.store.jsonutil import JSONValue
 
@@ -77,7 +78,8 @@ class ToolGateway:
 
     ``http_client`` carries the calls of ``http`` tools that may reach private addresses
     (platform tools); the others always go through the gateway's own client under the
-    egress policy.
+    egress policy. ``refusals`` is the server's budget of audited refusals (see
+    :mod:`.audit`); without one the gateway keeps its own.
     """
 
     def __init__(
@@ -88,13 +90,14 @@ class ToolGateway:
         clock: Callable[[], float] = time.monotonic,
         http_client: httpx.AsyncClient | None = None,
         sandbox: Sandbox | None = None,
+        refusals: RefusalBudget | None = None,
     ) -> None:
         self.config = config or GatewayConfig()
         self.sandbox = sandbox or Sandbox(self.config.sandbox)
         self.store = store
         self.registry = ToolRegistry(store)
         self.limits = ToolLimits(clock)
-        self.audit = Auditor(store.writer)
+        self.audit = Auditor(store.writer, refusals)
         self.runner = Runner(store.intents, self.config)
         self._builtins = builtin_functions(self.config.ledger_path)
         self._http = http_client
@@ -258,11 +261,10 @@ class ToolGateway:
         return await self.runner.replayed(request, port, claim)
 
     def _allowed_tool(self, tenant: str, name: str) -> CompiledTool:
+        # a tool hidden from the tenant answers as an unknown one: a 403 would tell it exists
         compiled = self.registry.resolve(tenant, name)
         if compiled is None:
             raise ToolNotFound(f"no tool named {name[:64]!r}", field="name")
-        if not compiled.definition.allows(tenant):
-            raise Forbidden(f"tenant may not call tool {name!r}", field="name")
         if compiled.definition.executor.type == "agent":
             raise InvalidRequest(
                 f"tool {name!r} is run by the agent itself: report it with"

@@ -3,7 +3,9 @@
 The server core's ``ProgramService`` implements :class:`ProgramPort`; the gateway only calls
 it, so the gateway never imports the core. The Litestar handlers of
 :mod:`agentconsole.server.gateway.routes` receive it by dependency injection under the name
-``program_port`` (see :func:`agentconsole.server.gateway.routes.gateway_dependencies`).
+``program_port`` (see :func:`agentconsole.server.gateway.routes.gateway_dependencies`), as a
+:class:`ReportPort`: the tool reports' routes also need to tell an unknown program from a new
+one.
 
 Error contract of every method: raise :class:`ProgramNotFound` for a program that belongs to
 another tenant (the API answers 404, never 403, so existence does not leak), or for a node the
@@ -104,6 +106,18 @@ class ProgramPort(Protocol):
         (the result is committed anyway); the gateway logs and swallows any error from this
         method.
         """
+
+
+class ReportPort(ProgramPort, Protocol):
+    """The port of the gateway's routes (``ProgramService``'s): a :class:`ProgramPort` that can
+    also check a program an agent's tool report names in its path."""
+
+    async def check_program(
+        self, tenant: str, program_id: str, *, must_exist: bool = False
+    ) -> None:
+        """As :meth:`ProgramPort.check_program`; with ``must_exist`` (a tool report: it never
+        creates a program) an unknown id raises :class:`ProgramNotFound` exactly as another
+        tenant's program does, so the answer does not tell whether the id is taken."""
 
 
 def _refusal(error: Exception) -> GatewayError | None:

@@ -68,9 +68,14 @@ class ToolRegistry:
         return definition
 
     def resolve(self, tenant: str, name: str) -> CompiledTool | None:
-        """The tool ``name`` as ``tenant`` sees it: its own, else the platform's; ``None``
-        when neither exists (another tenant's tool of that name is invisible)."""
-        return self._tools.get((tenant, name)) or self._tools.get(("", name))
+        """The tool ``name`` as ``tenant`` sees it: its own, else the platform's if open to
+        ``tenant``; ``None`` otherwise. Another tenant's tool of that name and a platform tool
+        not open to ``tenant`` are invisible alike: a call or report naming one is answered as
+        for a name nobody registered, so the answer does not tell that it exists."""
+        compiled = self._tools.get((tenant, name)) or self._tools.get(("", name))
+        if compiled is None or not compiled.definition.allows(tenant):
+            return None
+        return compiled
 
     def visible(self, tenant: str, *, operator: bool) -> list[ToolDefinition]:
         """Tools ``tenant`` may call, by name (its own shadowing a platform tool of the same
@@ -80,7 +85,4 @@ class ToolRegistry:
             return sorted(every, key=lambda d: (d.name, d.tenant))
         names = {name for owner, name in self._tools if owner in (tenant, "")}
         tools = [self.resolve(tenant, name) for name in names]
-        return sorted(
-            (t.definition for t in tools if t is not None and t.definition.allows(tenant)),
-            key=lambda d: d.name,
-        )
+        return sorted((t.definition for t in tools if t is not None), key=lambda d: d.name)

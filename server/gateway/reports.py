@@ -1,6 +1,10 @@
 """Tools the agent runs itself: it reports start and finish so the scheduler knows the
 program waits on a tool (``/v1/programs/{id}/tool-calls/start|finish``). Nothing is executed
-here, so there is no idempotency claim; the same checks as a call guard the reports."""
+here, so there is no idempotency claim; the same checks as a call guard the reports.
+
+A report names a program in its path, so it must name one the tenant has: an id nobody has
+answers the same 404 as another tenant's program (a report never creates a program, and the
+answer does not tell whether the id is taken)."""
 
 from __future__ import annotations
 
@@ -9,8 +13,8 @@ import time
 from agentconsole.scheduler.program import ToolSpec
 from agentconsole.server.gateway.audit import Auditor
 from agentconsole.server.gateway.config import GatewayConfig
-from agentconsole.server.gateway.errors import Forbidden, GatewayError
-from agentconsole.server.gateway.ports import ProgramPort, port_errors
+from agentconsole.server.gateway.errors import GatewayError
+from agentconsole.server.gateway.ports import ReportPort, port_errors
 from agentconsole.server.gateway.registry import ToolRegistry
 from agentconsole.server.gateway.request import (
     check_program_id,
@@ -34,21 +38,20 @@ class AgentReports:
         self._started: dict[tuple[str, str], float] = {}
 
     async def started(
-        self, tenant: str, program_id: str, raw: bytes, port: ProgramPort
+        self, tenant: str, program_id: str, raw: bytes, port: ReportPort
     ) -> dict[str, JSONValue]:
         """The agent starts running ``tool`` for ``node_id``: create the node if needed
         (counts against the ``tool_calls`` quota) and mark the program as waiting on it.
 
-        A tool of that name registered for the platform but not for this tenant is 403;
-        unregistered names are accepted (the agent owns its tools)."""
+        A tool the tenant sees gives the node its registered spec; any other name (a platform
+        tool not open to the tenant included, so it answers as an unknown name) is the
+        agent's own tool."""
         try:
             check_program_id(program_id)
             node_id, tool = parse_started(parse_body(raw, self._config.max_body_bytes))
             compiled = self._registry.resolve(tenant, tool)
-            if compiled is not None and not compiled.definition.allows(tenant):
-                raise Forbidden(f"tenant may not use tool {tool!r}", field="tool")
             async with port_errors():
-                await port.check_program(tenant, program_id)
+                await port.check_program(tenant, program_id, must_exist=True)
                 spec = compiled.definition.spec() if compiled is not None else ToolSpec(tool)
                 await port.ensure_tool_node(tenant, program_id, node_id, spec)
                 await port.tool_started(program_id, node_id)
@@ -61,7 +64,7 @@ class AgentReports:
         return {"program_id": program_id, "node_id": node_id, "tool": tool, "state": "running"}
 
     async def finished(
-        self, tenant: str, program_id: str, raw: bytes, port: ProgramPort
+        self, tenant: str, program_id: str, raw: bytes, port: ReportPort
     ) -> dict[str, JSONValue]:
         """The agent's tool for ``node_id`` ended; ``latency_s`` defaults to the time since
         its start report (without one, the core measures it)."""
@@ -69,7 +72,7 @@ class AgentReports:
             check_program_id(program_id)
             node_id, outcome, latency = parse_finished(parse_body(raw, self._config.max_body_bytes))
             async with port_errors():
-                await port.check_program(tenant, program_id)
+                await port.check_program(tenant, program_id, must_exist=True)
                 started = self._started.pop((program_id, node_id), None)
                 if latency is None and started is not None:
                     latency = time.monotonic() - started

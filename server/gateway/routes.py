@@ -14,7 +14,7 @@ Dependency names the handlers require (none has a default, so a missing one fail
 instead of silently becoming a query parameter):
 
 * ``gateway``: the :class:`ToolGateway`;
-* ``program_port``: the :class:`~agentconsole.server.gateway.ports.ProgramPort`
+* ``program_port``: the :class:`~agentconsole.server.gateway.ports.ReportPort`
   (``ProgramService``);
 * ``tenant``: ``str``, the authenticated caller's tenant;
 * ``operator``: ``bool``, whether the key is an operator key.
@@ -45,13 +45,13 @@ from agentconsole.server.api.queryguard import strict_query
 from agentconsole.server.gateway import openapi
 from agentconsole.server.gateway.errors import Forbidden, GatewayError
 from agentconsole.server.gateway.gateway import ToolGateway
-from agentconsole.server.gateway.ports import ProgramPort
+from agentconsole.server.gateway.ports import ReportPort
 from agentconsole.server.gateway.streams import read_at_most
 from agentconsole.server.store import StoreError
 
 Body = dict[str, Any]
 Gateway = NamedDependency[SkipValidation[ToolGateway]]
-Port = NamedDependency[SkipValidation[ProgramPort]]
+Port = NamedDependency[SkipValidation[ReportPort]]
 Tenant = NamedDependency[str]
 Operator = NamedDependency[bool]
 IntentState = Literal["in_progress", "committed", "failed", "retryable", "needs_reconcile"]
@@ -81,13 +81,13 @@ async def read_limited(request: Request[Any, Any, Any], limit: int) -> bytes:
     return await read_at_most(request.stream(), limit)
 
 
-def gateway_dependencies(gateway: ToolGateway, port: ProgramPort) -> dict[str, Provide]:
+def gateway_dependencies(gateway: ToolGateway, port: ReportPort) -> dict[str, Provide]:
     """The ``gateway`` and ``program_port`` providers (the app adds ``tenant``/``operator``)."""
 
     def provide_gateway() -> ToolGateway:
         return gateway
 
-    def provide_port() -> ProgramPort:
+    def provide_port() -> ReportPort:
         return port
 
     return {

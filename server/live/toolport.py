@@ -1,4 +1,4 @@
-"""The tool gateway's port into the program service (``gateway.ports.ProgramPort``).
+"""The tool gateway's port into the program service (``gateway.ports.ReportPort``).
 
 The gateway runs tools; the program service owns programs. Through this port the gateway
 makes sure a tool node exists (creating the program on first sight), asks whether a tenant may
@@ -58,16 +58,19 @@ class ToolPort:
         for key in [k for k in self._alias if k[0] == program_id]:
             del self._alias[key]
 
-    async def check_program(self, tenant: str, program_id: str) -> None:
-        """May ``tenant`` act on ``program_id``? Unknown ids pass (created on first sight);
-        another tenant's (in memory or in the store) is NotFound, a stopped one its stop
-        reason or 409."""
+    async def check_program(
+        self, tenant: str, program_id: str, *, must_exist: bool = False
+    ) -> None:
+        """May ``tenant`` act on ``program_id``? Unknown ids pass (created on first sight)
+        unless ``must_exist``; another tenant's (in memory or in the store) is NotFound, and
+        so is an unknown id that must exist, with the same answer (no existence oracle); a
+        stopped one its stop reason or 409. The tenant's own stored program is reopened."""
         svc = self.service
         await svc.check_new_id(tenant, program_id, explicit=False)
         program = svc.controller.programs.get(program_id)
-        if program is None:
+        if program is None and not must_exist:
             return
-        if program.tenant != tenant:
+        if program is None or program.tenant != tenant:
             raise NotFound(f"program {program_id!r} not found", field="program_id")
         svc.require_running(program)
 

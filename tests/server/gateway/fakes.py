@@ -1,4 +1,4 @@
-"""An in-memory :class:`ProgramPort` standing in for the server core's ProgramService."""
+"""An in-memory :class:`ReportPort` standing in for the server core's ProgramService."""
 
 from __future__ import annotations
 
@@ -36,11 +36,13 @@ class FakePort:
         program.tool_calls_quota = tool_calls
         return program
 
-    async def check_program(self, tenant: str, program_id: str) -> None:
+    async def check_program(
+        self, tenant: str, program_id: str, *, must_exist: bool = False
+    ) -> None:
         program = self.programs.get(program_id)
-        if program is None:
+        if program is None and not must_exist:
             return
-        if program.tenant != tenant:
+        if program is None or program.tenant != tenant:
             raise ProgramNotFound(program_id)
         if program.state != "running":
             raise ProgramClosed(program_id, program.state)

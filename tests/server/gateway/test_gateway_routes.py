@@ -86,6 +86,7 @@ def test_agent_run_tools_are_reported_not_executed(
         headers=TENANT_A,
     )
     assert call.status_code == 422
+    port.create("tenant-a", "p")  # a report names a program the tenant has
     started = http.post(
         "/v1/programs/p/tool-calls/start",
         json={"node_id": "t1", "tool": "browser"},

@@ -1,0 +1,56 @@
+"""How much of the refused calls the audit table keeps: a rate, and a bounded target.
+
+A caller without an operator key can make the server refuse as often as it can send. Were
+every refusal audited in full, one tenant's flood would push every operator action out of the
+newest rows of ``GET /v1/operator/audit`` and grow the audit table without bound (charged to
+no tenant's ``stored_bytes``). So the core API's refusals (``live.operator.OperatorDesk``) and
+the tool gateway's (``gateway.audit.Auditor``) go through one :class:`RefusalBudget`, shared by
+the server, and keep at most :data:`MAX_REFUSED_TARGET_CHARS` of the target they name
+(:func:`refused_target`). Operator keys' refusals are always audited: they are no flood.
+
+This module imports nothing of the server, so the core and the gateway both use it without an
+import cycle (the gateway imports the API, which imports the core).
+"""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
+
+#: the longest target an audit row keeps of a refused call's path (a path of any length
+#: reaches the refusal before routing limits it)
+MAX_REFUSED_TARGET_CHARS = 200
+
+
+def refused_target(target: str) -> str:
+    """What an audit row keeps of a refused call's ``target``."""
+    return target[:MAX_REFUSED_TARGET_CHARS]
+
+
+class RefusalBudget:
+    """How many refused calls of callers without an operator key are audited: at most
+    ``per_minute`` in each minute; the rest are counted and logged once the minute ends."""
+
+    def __init__(self, per_minute: int = 600) -> None:
+        self.per_minute = per_minute
+        self._minute_start = float("-inf")
+        self._taken = 0
+        self.dropped = 0  # in the current minute
+
+    def take(self, now: float) -> bool:
+        """Count one refusal at ``now`` (wall-clock seconds); True when it is to be audited."""
+        if now - self._minute_start >= 60.0:
+            if self.dropped:
+                log.warning(
+                    "%d refused calls of callers without an operator key were not audited "
+                    "(over %d a minute)",
+                    self.dropped,
+                    self.per_minute,
+                )
+            self._minute_start, self._taken, self.dropped = now, 0, 0
+        if self._taken >= self.per_minute:
+            self.dropped += 1
+            return False
+        self._taken += 1
+        return True
