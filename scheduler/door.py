@@ -109,11 +109,12 @@ class ProgramDoor:
         #: newcomers waiting, and the places of those that stopped waiting
         self._line = WaitingLine(expected_run_s, place_kept_s)
         self._started_at: dict[str, float] = {}  # started program -> when it first started
-        #: per label (a kind across tenants), its started programs -> when they started, in
-        #: the order they started: the first is the longest running (a floor on the line;
-        #: serve's clock is the wall clock, so a step back would misorder a few of them)
-        self._started_by_label: dict[str, dict[str, float]] = {}
-        self._label: dict[str, str] = {}  # started program -> its label
+        #: per (tenant, kind), its started programs -> when they started, in the order they
+        #: started: the first is the longest running (a floor on the line; serve's clock is
+        #: the wall clock, so a step back would misorder a few of them). Per tenant: another
+        #: tenant's programs labelled with a kind must not lengthen this tenant's expected run
+        self._started_by_kind: dict[RunKey, dict[str, float]] = {}
+        self._kind: dict[str, RunKey] = {}  # started program -> its (tenant, kind)
         #: started programs parked at a call boundary
         self._returning = ReturningLine(place_kept_s)
         self._held: dict[str, int] = {}  # started program -> private tokens it holds now
@@ -275,12 +276,12 @@ class ProgramDoor:
             self._held.pop(program_id, None)
             self._version.pop(program_id, None)
             self._dropped_by_plan.discard(program_id)
-            label = self._label.pop(program_id, "")
-            started = self._started_by_label.get(label)
+            kind = self._kind.pop(program_id, ("", ""))
+            started = self._started_by_kind.get(kind)
             if started is not None:
                 started.pop(program_id, None)
                 if not started:
-                    del self._started_by_label[label]
+                    del self._started_by_kind[kind]
             self._started_at.pop(program_id, None)
             self._returning.remove(program_id)
         else:
@@ -357,15 +358,15 @@ class ProgramDoor:
         return started
 
     def _running_s(self, kind: RunKey, now: float) -> float:
-        """How long the longest running started program of ``kind`` (any tenant's) has run."""
-        started = self._started_by_label.get(kind[1])
+        """How long the longest running started program of ``kind`` (its tenant's) has run."""
+        started = self._started_by_kind.get(kind)
         return now - next(iter(started.values())) if started else 0.0
 
     def _start(self, program_id: str, tokens: int, kind: RunKey, now: float) -> None:
         self._share[program_id] = tokens
         self._started_at[program_id] = now
-        self._started_by_label.setdefault(kind[1], {})[program_id] = now
-        self._label[program_id] = kind[1]
+        self._started_by_kind.setdefault(kind, {})[program_id] = now
+        self._kind[program_id] = kind
         self._go_on(program_id)
 
     def _expire(self, now: float) -> None:

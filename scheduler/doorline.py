@@ -5,15 +5,17 @@ long: in a burst of agent programs the k-th arrival finishes at about k over the
 whatever its size. The line orders by **response ratio** instead (highest response ratio next,
 Brinch Hansen 1971): ``(waited + expected run) / expected run``, where the expected run is the
 mean time programs of the same kind took from their start to their finish (learned online, per
-tenant and ``workload`` or ``agent`` label, else per label: ``growth.RunTimes``). A short kind
-goes ahead of a long one that arrived at about the same time; every waiting program's ratio
-grows with its wait, and faster the shorter it is, so a long program is passed only by
-programs short against its own wait and none waits forever (a newcomer's ratio is 1, the
-lowest there is). Only relative sizes matter: scaling every expected run by one factor orders
-the same. Before any program finished, or with no estimate given, the line is first come
-first served. A kind none of whose programs finished yet is expected to run at least as long as
-its longest running program had when the waiting one queued (a kind that has not finished is
-not a short one; the floor is fixed at the queueing, so the ratio still grows with the wait).
+tenant and ``workload`` or ``agent`` label, never from another tenant's programs:
+``growth.RunTimes``). A short kind goes ahead of a long one that arrived at about the same
+time; every waiting program's ratio grows with its wait, and faster the shorter it is, so a
+long program is passed only by programs short against its own wait and none waits forever (a
+newcomer's ratio is 1, the lowest there is). Only relative sizes matter: scaling every expected
+run by one factor orders the same. While a waiting program's tenant has no program finished
+yet, or with no estimate given, the line is first come first served. A kind none of whose
+programs (of its tenant) finished yet is expected to run at least as long as its tenant's
+longest running program of it had when the waiting one queued (a kind that has not finished
+is not a short one; the floor is fixed at the queueing, so the ratio still grows with the
+wait).
 
 Nobody is skipped for fitting: when the first in line does not fit, the programs behind it
 wait too (a large program is never starved by smaller ones that fit around it).

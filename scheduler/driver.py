@@ -46,10 +46,9 @@ from agentconsole.scheduler.actions import (
 )
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
 from agentconsole.scheduler.door import ProgramDoor
-from agentconsole.scheduler.doorline import RunKey
 from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, Scalar
-from agentconsole.scheduler.growth import PeakEstimator, RunTimes, program_kind
+from agentconsole.scheduler.growth import KindKey, PeakEstimator, RunTimes, kind_key
 from agentconsole.scheduler.latency import LatencyDistribution, remaining
 from agentconsole.scheduler.program import Node
 from agentconsole.scheduler.runtime import CacheAction, PrefixProbe
@@ -134,10 +133,10 @@ class ProgramDriver:
         self.memory_share = memory_share
         self.budget_tokens = budget_tokens
         self.idle_grace_s = idle_grace_s
-        #: peak working sets per kind of program: how the door sizes a program
+        #: peak working sets per (tenant, kind) of program: how the door sizes a program
         self.growth = PeakEstimator()
-        #: seconds from start to finish per kind of program: the door's line order (with
-        #: ``shortest_first``; else first come first served)
+        #: seconds from start to finish per (tenant, kind) of program: the door's line order
+        #: (with ``shortest_first``; else first come first served)
         self.run_times = RunTimes()
         self.door = ProgramDoor(
             budget_tokens or 0,
@@ -188,7 +187,7 @@ class ProgramDriver:
         flight = self._flight(program_id)
         flight.private_tokens = flight.peak_tokens = size
         predicted = self._predicted(program_id, size)
-        started = self.door.try_start(program_id, predicted, now, kind=self._run_kind(program_id))
+        started = self.door.try_start(program_id, predicted, now, kind=self._kind(program_id))
         if not started:
             self._door_wait_starts(program_id, now, boundary=False)
         return started
@@ -397,16 +396,17 @@ class ProgramDriver:
         program = self.controller.get(program_id)
         if not program.state.terminal:  # it ends at the door: its wait there ends before it
             self._door_wait_ended(program_id, now, "ended")
-        kind = program_kind(program.labels, program.tenant)
-        taught: dict[str, Scalar] = {learned.KIND: kind}
+        key = kind_key(program.labels, program.tenant)
+        # the event's tenant is the other half of the key: a restart relearns it per tenant
+        taught: dict[str, Scalar] = {learned.KIND: key[1]}
         # a program that ran no call (finished at the door) says nothing of its kind's peak
         if success and flight is not None and program.completed_calls:
-            self.growth.observe(kind, flight.peak_tokens)
+            self.growth.observe(key, flight.peak_tokens)
             taught[learned.PEAK_TOKENS] = flight.peak_tokens
         started = self.door.started_at(program_id)
         if success and started is not None:
             ended = now if last_active is None else min(last_active, now)
-            self.run_times.observe((program.tenant, kind), ended - started)
+            self.run_times.observe(key, ended - started)
             taught[learned.RUN_S] = ended - started
         self.controller.finish_program(program_id, now, success=success, taught=taught)
         return self._end(program_id, now)
@@ -414,8 +414,8 @@ class ProgramDriver:
     def relearn(self, events: Iterable[Event]) -> int:
         """Learn again what earlier events taught (what a previous run of the server stored,
         oldest first; see :mod:`~agentconsole.scheduler.learned`): each label's calls, each
-        kind's peak and run, each tool's latency. Changes the learners only; returns how many
-        events it replayed."""
+        kind's peak and run (under the event's tenant, as live), each tool's latency. Changes
+        the learners only; returns how many events it replayed."""
         replayed = 0
         for event in events:
             if event.kind not in learned.RELEARNED_KINDS:
@@ -425,8 +425,9 @@ class ProgramDriver:
             kind = event.data.get(learned.KIND)
             if event.kind is not EventKind.PROGRAM_FINISHED or not isinstance(kind, str):
                 continue  # a tool's end, a failure, or a finish stored before they had a kind
-            self.growth.observe(kind, number(event.data, learned.PEAK_TOKENS))
-            self.run_times.observe((event.tenant, kind), number(event.data, learned.RUN_S))
+            key = event.tenant, kind
+            self.growth.observe(key, number(event.data, learned.PEAK_TOKENS))
+            self.run_times.observe(key, number(event.data, learned.RUN_S))
         return replayed
 
     def cancel(self, program_id: str, now: float, *, reason: str = "user") -> list[Action]:
@@ -531,13 +532,10 @@ class ProgramDriver:
         return best
 
     # -- growth
-    def _kind(self, program_id: str) -> str:
+    def _kind(self, program_id: str) -> KindKey:
+        """What a program's peak and run are learned under: its tenant and kind."""
         program = self.controller.get(program_id)
-        return program_kind(program.labels, program.tenant)
-
-    def _run_kind(self, program_id: str) -> RunKey:
-        """What a program's expected run is learned under: its tenant and kind."""
-        return self.controller.programs[program_id].tenant, self._kind(program_id)
+        return kind_key(program.labels, program.tenant)
 
     @staticmethod
     def _learn_shared(flight: _Flight, cached_tokens: int) -> int:

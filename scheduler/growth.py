@@ -10,6 +10,14 @@ kind reached (an exponentially weighted mean over finished ones), and predicts a
 program's peak as the larger of that and what it holds now, so the prediction is corrected as
 the program grows. The same mean of the seconds from start to finish (:class:`RunTimes`) is
 what the door orders waiting programs by.
+
+A kind is a name in its tenant's namespace (:data:`KindKey`): labels are the client's to
+choose, so a kind learned across tenants let one tenant's programs, labelled with another's
+kind (or its unlabelled fallback, ``tenant:<name>``), make that tenant's programs look huge at
+the door or long in its line. Every learner here is keyed by (tenant, kind) and never falls
+back to another tenant's figures: a tenant's first program of a kind is predicted from its own
+history alone (what it holds now; for its run, its tenant's other kinds), never from what
+other tenants' programs taught.
 """
 
 from __future__ import annotations
@@ -19,97 +27,107 @@ from collections.abc import Mapping
 #: weight of a newly finished program in its kind's mean peak
 LEARNING_RATE = 0.2
 
+#: what a program's growth and run are learned under: its tenant and its kind (a kind is a name
+#: in its tenant's namespace; see the module docstring)
+KindKey = tuple[str, str]
+
 
 def program_kind(labels: Mapping[str, str], tenant: str) -> str:
-    """The kind a program's growth is learned under."""
+    """The kind a program's growth is learned under, within its tenant's namespace."""
     return labels.get("workload") or labels.get("agent") or f"tenant:{tenant}"
 
 
+def kind_key(labels: Mapping[str, str], tenant: str) -> KindKey:
+    """What a program of ``tenant`` with ``labels`` is learned under: (tenant, kind)."""
+    return tenant, program_kind(labels, tenant)
+
+
 class KindMeans:
-    """An exponentially weighted mean of one quantity of finished programs, per kind."""
+    """An exponentially weighted mean of one quantity of finished programs, per (tenant,
+    kind): each tenant's kinds apart, so nothing one tenant's programs teach reaches
+    another's."""
 
     def __init__(self, learning_rate: float = LEARNING_RATE) -> None:
         self.learning_rate = learning_rate
-        self._means: dict[str, float] = {}
+        self._means: dict[str, dict[str, float]] = {}  # tenant -> kind -> mean
 
-    def observe(self, kind: str, value: float) -> None:
-        """A program of ``kind`` ended with ``value`` (ignored unless positive)."""
+    def observe(self, key: KindKey, value: float) -> None:
+        """A program of ``key`` (tenant, kind) ended with ``value`` (ignored unless
+        positive)."""
         if value <= 0:
             return
-        known = self._means.get(kind)
-        if known is None:
-            self._means[kind] = float(value)
-        else:
-            self._means[kind] = known + self.learning_rate * (value - known)
+        tenant, kind = key
+        means = self._means.setdefault(tenant, {})
+        known = means.get(kind)
+        means[kind] = (
+            float(value) if known is None else known + self.learning_rate * (value - known)
+        )
 
-    def known(self, kind: str) -> float | None:
-        """The learned mean of ``kind`` (None before one finished)."""
-        return self._means.get(kind)
+    def known(self, key: KindKey) -> float | None:
+        """The learned mean of ``key`` (None before one of its programs finished)."""
+        tenant, kind = key
+        means = self._means.get(tenant)
+        return means.get(kind) if means is not None else None
+
+    def tenant_mean(self, tenant: str) -> float | None:
+        """The mean over ``tenant``'s kinds learned (None before one of its programs
+        finished): what its kind not seen yet is taken for, from its own history alone."""
+        means = self._means.get(tenant)
+        return sum(means.values()) / len(means) if means else None
 
     def adopt(self, other: KindMeans) -> None:
         """Start over from what ``other`` learned."""
-        self._means = dict(other._means)
+        self._means = {tenant: dict(means) for tenant, means in other._means.items()}
 
-    def items(self) -> list[tuple[str, float]]:
-        """Every kind learned and its mean, by kind."""
-        return sorted(self._means.items())
-
-    def expected(self, kind: str) -> float | None:
-        """The learned mean of ``kind``, else the mean over the kinds learned (a kind not
-        seen yet is taken for an average one); None before any program finished."""
-        known = self._means.get(kind)
-        if known is not None or not self._means:
-            return known
-        return sum(self._means.values()) / len(self._means)
+    def items(self) -> list[tuple[KindKey, float]]:
+        """Every (tenant, kind) learned and its mean, by tenant and kind."""
+        return sorted(
+            ((tenant, kind), mean)
+            for tenant, means in self._means.items()
+            for kind, mean in means.items()
+        )
 
 
 class RunTimes:
-    """Seconds from the door to the end of finished programs, per (tenant, kind): a tenant's
-    own programs of the kind first, else the kind's over all tenants, else the mean of all
-    kinds. A tenant's labels never outweigh another tenant's own history."""
+    """Seconds from the door to the end of finished programs, per (tenant, kind): the
+    tenant's own programs of the kind, else the mean of the tenant's own kinds (a kind it has
+    not finished yet is taken for an average one of its own), else nothing learned. Never
+    another tenant's: a label names only its own tenant's kinds."""
 
     def __init__(self, learning_rate: float = LEARNING_RATE) -> None:
-        self._own = KindMeans(learning_rate)
-        self._shared = KindMeans(learning_rate)
+        self._means = KindMeans(learning_rate)
 
     def adopt(self, other: RunTimes) -> None:
         """Start over from what ``other`` learned (a server that has run a while)."""
-        self._own.adopt(other._own)
-        self._shared.adopt(other._shared)
+        self._means.adopt(other._means)
 
     def learned(self) -> list[tuple[str, str, float]]:
         """(tenant, kind, mean seconds) of every tenant's kinds learned, by tenant and kind."""
-        learned: list[tuple[str, str, float]] = []
-        for key, mean in self._own.items():
-            tenant, kind = key.split("\0", 1)
-            learned.append((tenant, kind, mean))
-        return learned
+        return [(tenant, kind, mean) for (tenant, kind), mean in self._means.items()]
 
-    def observe(self, key: tuple[str, str], seconds: float) -> None:
+    def observe(self, key: KindKey, seconds: float) -> None:
         """A program of ``key`` (tenant, kind) ran ``seconds`` from its start to its end."""
-        tenant, kind = key
-        self._own.observe(f"{tenant}\0{kind}", seconds)
-        self._shared.observe(kind, seconds)
+        self._means.observe(key, seconds)
 
-    def expected(self, key: tuple[str, str], running_s: float = 0.0) -> float | None:
-        """The expected run of a program of ``key`` (None before any program finished). A kind
-        nobody's programs finished yet runs at least ``running_s``, how long the longest
-        running program of the kind has run so far (it has not finished: it is no short one)."""
-        tenant, kind = key
-        own = self._own.known(f"{tenant}\0{kind}")
+    def expected(self, key: KindKey, running_s: float = 0.0) -> float | None:
+        """The expected run of a program of ``key`` (tenant, kind); None before any of the
+        tenant's programs finished (the line is then first come first served, as on a new
+        server). A kind none of the tenant's programs finished yet is taken for an average
+        one of the tenant's kinds, and runs at least ``running_s``, how long the tenant's
+        longest running program of the kind has run so far (it has not finished: it is no
+        short one)."""
+        own = self._means.known(key)
         if own is not None:
             return own
-        shared = self._shared.known(kind)
-        if shared is not None:
-            return shared
-        overall = self._shared.expected(kind)
-        return None if overall is None else max(overall, running_s)
+        average = self._means.tenant_mean(key[0])
+        return None if average is None else max(average, running_s)
 
 
 class PeakEstimator(KindMeans):
-    """Mean peak private tokens of finished programs, per kind."""
+    """Mean peak private tokens of finished programs, per (tenant, kind)."""
 
-    def predict(self, kind: str, current_tokens: int) -> int:
-        """The predicted peak of a program of ``kind`` that holds ``current_tokens`` now."""
-        learned = self.known(kind)
+    def predict(self, key: KindKey, current_tokens: int) -> int:
+        """The predicted peak of a program of ``key`` that holds ``current_tokens`` now: its
+        tenant's kind's learned peak, else (nothing of it learned) what it holds."""
+        learned = self.known(key)
         return max(current_tokens, int(learned)) if learned is not None else current_tokens

@@ -18,7 +18,8 @@ from agentconsole.scheduler.events import EventKind
 LABEL = "workload"
 #: the calls the program completed
 CALLS = "calls"
-#: the kind its growth and run are learned under (``growth.program_kind``)
+#: the kind its growth and run are learned under, with the event's tenant (``growth.kind_key``:
+#: a kind is a name in its tenant's namespace, relearned under the same tenant)
 KIND = "program_kind"
 #: the most private tokens its context held
 PEAK_TOKENS = "peak_private_tokens"

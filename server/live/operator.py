@@ -40,6 +40,7 @@ from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.server.live.errors import Conflict, InvalidRequest, ServiceError
 from agentconsole.server.live.service import ProgramService
+from agentconsole.server.refusals import RefusalBudget, refused_target
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +48,6 @@ Audit = Callable[[float, str, str, str, Mapping[str, Any], str], Awaitable[None]
 #: the audit row of a refused call, queued without waiting (see the module docstring)
 Note = Callable[[float, str, str, str, Mapping[str, Any], str], None]
 
-
-#: the longest target an audit row keeps of a refused call's path (a path of any length
-#: reaches the refusal before routing limits it)
-MAX_REFUSED_TARGET_CHARS = 200
 
 #: the audited names of the actions whose effect stands until another changes it (a preempt, a
 #: boost or a cancel acts on what is running and ends with it): replayed at start
@@ -91,34 +88,6 @@ class OperatorMemory:
 
 def _name(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-class RefusalBudget:
-    """How many refused calls of callers without an operator key are audited: at most
-    ``per_minute`` in each minute; the rest are counted and logged once the minute ends."""
-
-    def __init__(self, per_minute: int = 600) -> None:
-        self.per_minute = per_minute
-        self._minute_start = float("-inf")
-        self._taken = 0
-        self.dropped = 0  # in the current minute
-
-    def take(self, now: float) -> bool:
-        """Count one refusal at ``now``; True when it is to be audited."""
-        if now - self._minute_start >= 60.0:
-            if self.dropped:
-                log.warning(
-                    "%d refused operator calls without an operator key were not audited (over "
-                    "%d a minute)",
-                    self.dropped,
-                    self.per_minute,
-                )
-            self._minute_start, self._taken, self.dropped = now, 0, 0
-        if self._taken >= self.per_minute:
-            self.dropped += 1
-            return False
-        self._taken += 1
-        return True
 
 
 class OperatorDesk:
@@ -162,7 +131,7 @@ class OperatorDesk:
         now, result = time.time(), f"refused: {reason}"
         if not operator and not self.refusals.take(now):
             return
-        target = target[:MAX_REFUSED_TARGET_CHARS]
+        target = refused_target(target)
         data = {"actor": actor, "action": action, "target": target, "result": result}
         self.service.hub.emit(Event(now, EventKind.OPERATOR_ACTION, data=data))
         if self._note is not None:
@@ -334,8 +303,8 @@ class OperatorDesk:
 def door_json(service: ProgramService) -> dict[str, Any]:
     """The program door: its memory budget and what its started programs are predicted to
     need and hold now, who waits, and what it learned (each tenant's kinds' runs from the
-    door to the end, which order its line; each kind's peak private context, which sizes a
-    program). Changes nothing."""
+    door to the end, which order its line; each tenant's kinds' peak private context, which
+    sizes a program: a kind is a name in its tenant's namespace). Changes nothing."""
     driver = service.driver
     door = driver.door
     # sized from the engines' memory as programs arrive: none before the first, nor on a
@@ -355,7 +324,8 @@ def door_json(service: ProgramService) -> dict[str, Any]:
             for tenant, kind, mean in driver.run_times.learned()
         ],
         "peaks": [
-            {"kind": kind, "peak_private_tokens": peak} for kind, peak in driver.growth.items()
+            {"tenant": tenant, "kind": kind, "peak_private_tokens": peak}
+            for (tenant, kind), peak in driver.growth.items()
         ],
     }
 

@@ -124,7 +124,10 @@ def test_the_profile_names_the_hardware(tmp_path: Path) -> None:
     [
         (["--profile", TINY_PROFILE, "--gpu", "H100-80GB"], "drop --gpu"),
         (["--profile", TINY_PROFILE, "--model", "llama-3.1-8b", "--tp", "1"], "drop --model, --tp"),
-        (["--profile", TINY_PROFILE, "--workload", "multi-model"], "the multi-model workload's pool"),
+        (
+            ["--profile", TINY_PROFILE, "--workload", "multi-model"],
+            "the multi-model workload's pool",
+        ),
         (["--workload", "multi-model", "--replicas", "2"], "NAME:xR"),
         (["--models", "llama-3.1-8b,llama-3.1-8b-verify", "--replicas", "3"], "NAME:xR"),
     ],

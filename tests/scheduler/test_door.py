@@ -301,18 +301,23 @@ def test_a_parked_program_whose_sibling_counts_again_goes_on_without_more_room()
 
 
 def test_an_unfinished_kinds_floor_follows_its_longest_running_program() -> None:
-    """The floor of a kind none of whose programs finished is how long its longest running
-    program has run; when that one ends, the next longest's (and nothing once none runs)."""
+    """The floor of a kind none of whose programs finished is how long its tenant's longest
+    running program of it has run; when that one ends, the next longest's (and nothing once
+    none runs). Another tenant's programs with the same label are not its tenant's kind."""
     door = ProgramDoor(10_000, expected_run_s=lambda kind, floor: max(floor, 1.0))
-    assert door.try_start("l1", 100, 0.0, kind=("t", "long"))
-    assert door.try_start("l2", 100, 5.0, kind=("u", "long"))  # another tenant, same label
+    assert door.try_start("l0", 100, 0.0, kind=("u", "long"))  # another tenant, same label
+    assert door.try_start("l1", 100, 1.0, kind=("t", "long"))
+    assert door.try_start("l2", 100, 5.0, kind=("t", "long"))
     assert door.try_start("s1", 100, 6.0, kind=("t", "short"))
-    assert door._running_s(("v", "long"), 10.0) == 10.0
+    assert door._running_s(("t", "long"), 10.0) == 9.0  # not u's, running since 0
+    assert door._running_s(("v", "long"), 10.0) == 0.0  # nothing of v's runs
     door.finish("l1", 11.0)
-    assert door._running_s(("v", "long"), 12.0) == 7.0
+    assert door._running_s(("t", "long"), 12.0) == 7.0
     door.finish("l2", 13.0)
-    assert door._running_s(("v", "long"), 14.0) == 0.0
-    assert set(door._started_by_label) == {"short"}  # an ended label leaves nothing behind
+    assert door._running_s(("t", "long"), 14.0) == 0.0
+    assert door._running_s(("u", "long"), 14.0) == 14.0
+    door.finish("l0", 15.0)
+    assert set(door._started_by_kind) == {("t", "short")}  # an ended kind leaves nothing
 
 
 def test_one_program_alone_is_never_over_budget() -> None:
@@ -322,15 +327,17 @@ def test_one_program_alone_is_never_over_budget() -> None:
 
 
 def test_the_peak_estimator_learns_per_kind_and_follows_growth() -> None:
-    from agentconsole.scheduler.growth import PeakEstimator, program_kind
+    from agentconsole.scheduler.growth import PeakEstimator, kind_key
 
     peaks = PeakEstimator(learning_rate=0.5)
-    assert peaks.predict("coding", 20_000) == 20_000  # nothing learned yet
-    peaks.observe("coding", 200_000)
-    assert peaks.predict("coding", 20_000) == 200_000  # sized by its kind's peak
-    assert peaks.predict("coding", 250_000) == 250_000  # corrected as it outgrows it
-    peaks.observe("coding", 100_000)
-    assert peaks.known("coding") == 150_000
-    assert peaks.predict("search", 5_000) == 5_000
-    assert program_kind({"workload": "repair"}, "t") == "repair"
-    assert program_kind({}, "t") == "tenant:t"
+    coding = ("t", "coding")
+    assert peaks.predict(coding, 20_000) == 20_000  # nothing learned yet
+    peaks.observe(coding, 200_000)
+    assert peaks.predict(coding, 20_000) == 200_000  # sized by its kind's peak
+    assert peaks.predict(coding, 250_000) == 250_000  # corrected as it outgrows it
+    peaks.observe(coding, 100_000)
+    assert peaks.known(coding) == 150_000
+    assert peaks.predict(("t", "search"), 5_000) == 5_000
+    assert peaks.predict(("u", "coding"), 5_000) == 5_000  # another tenant's kind of that name
+    assert kind_key({"workload": "repair"}, "t") == ("t", "repair")
+    assert kind_key({}, "t") == ("t", "tenant:t")

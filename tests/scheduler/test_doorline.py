@@ -87,21 +87,26 @@ def test_the_door_starts_the_waiting_program_with_the_highest_response_ratio() -
     assert not door.try_start("long", 500, 1.0, kind=("t", "serial"))
     assert not door.try_start("short", 500, 2.0, kind=("t", "fanout"))
     runs.observe(("t", "serial"), 30.0)  # learned meanwhile from other programs
-    runs.observe(("u", "fanout"), 3.0)  # another tenant's: the kind's run until t has its own
+    runs.observe(("t", "fanout"), 3.0)
     assert door.finish("first", 4.0) == ["short", "long"]  # both fit: short first
     assert door.started_at("short") == 4.0
     assert door.started_at("first") is None  # finished
 
 
-def test_a_tenants_own_history_of_a_kind_outweighs_other_tenants() -> None:
+def test_no_tenants_history_reaches_another_tenants_expected_runs() -> None:
+    """Labels are the client's: another tenant's programs labelled with a tenant's kind (or
+    its unlabelled fallback) teach that tenant nothing, not even before it has a history."""
     runs = RunTimes(learning_rate=1.0)
     assert runs.expected(("t", "agent")) is None  # nothing learned: first come first served
     runs.observe(("hostile", "agent"), 500.0)  # another tenant's programs of the label
-    assert runs.expected(("t", "agent")) == 500.0
+    runs.observe(("hostile", "tenant:t"), 500.0)  # and of t's unlabelled programs' kind
+    assert runs.expected(("t", "agent")) is None  # still nothing of t's
+    assert runs.expected(("t", "tenant:t"), 4.0) is None
     runs.observe(("t", "agent"), 5.0)
     runs.observe(("hostile", "agent"), 900.0)
     assert runs.expected(("t", "agent")) == 5.0  # its own history, whatever others report
-    assert runs.expected(("t", "new")) == 900.0  # an unseen kind: the mean of the kinds
+    assert runs.expected(("t", "new")) == 5.0  # an unseen kind: the mean of its own kinds
+    assert runs.expected(("t", "new"), 8.0) == 8.0  # at least its longest running one's run
     restarted = RunTimes()
     restarted.adopt(runs)  # a server that has run a while starts from what it learned
     assert restarted.expected(("t", "agent")) == 5.0
@@ -117,13 +122,13 @@ def test_a_kind_that_has_not_finished_yet_is_no_short_one() -> None:
     door = ProgramDoor(1_000, expected_run_s=runs.expected)
     assert door.try_start("serial-1", 500, 0.0, kind=("t", "serial"))
     assert door.try_start("fanout-1", 500, 0.0, kind=("t", "fanout"))
-    assert not door.try_start("serial-2", 500, 6.0, kind=("u", "serial"))  # serial-1 ran 6 s
+    assert not door.try_start("serial-2", 500, 6.0, kind=("t", "serial"))  # serial-1 ran 6 s
     assert not door.try_start("fanout-2", 500, 6.5, kind=("t", "fanout"))
     runs.observe(("t", "fanout"), 2.0)  # fanout-1's run: the only kind learned so far
     # at 9 s: serial-2 (3 + 6) / 6 = 1.5 against fanout-2 (2.5 + 2) / 2 = 2.25 (taken for an
     # average kind, serial would be 2 s: (3 + 2) / 2 = 2.5, and go first)
     assert door.finish("fanout-1", 9.0) == ["fanout-2"]
-    assert runs.expected(("u", "serial"), 6.0) == 6.0
+    assert runs.expected(("t", "serial"), 6.0) == 6.0
 
 
 def test_programs_that_left_from_inside_the_line_are_skipped() -> None:

@@ -57,7 +57,7 @@ def test_a_kind_known_to_grow_is_admitted_by_its_peak() -> None:
     for step in range(5):  # it grows to ~900 tokens, then finishes
         _call(driver, "done", f"n{step}", 100 + 150 * step, float(step))
     driver.finish("done", 10.0)
-    assert driver.growth.known("coding") is not None
+    assert driver.growth.known(("t", "coding")) is not None
     assert driver.arrive("next", 100, 0, 11.0)  # sized at ~750: alone, it starts
     assert not driver.arrive("third", 100, 0, 11.0)  # two ~750-token peaks do not fit 1,000
 
@@ -144,7 +144,7 @@ def test_a_shared_prefix_the_probe_did_not_see_is_learned_when_the_first_call_en
     driver.call_ended("p", "n1", ticket.call_id, 2.0, CallUsage(1_100, 1_049, 50, 0.1))
     assert driver.door.held_tokens == 350  # later cached tokens are its own context
     driver.finish("p", 3.0)
-    assert driver.growth.known("w") == 350  # its peak, less what was never its own
+    assert driver.growth.known(("t", "w")) == 350  # its peak, less what was never its own
 
 
 def test_a_carrier_that_marks_public_prefixes_has_said_what_is_shared() -> None:
@@ -192,8 +192,8 @@ def test_a_finished_programs_run_from_the_door_teaches_its_kinds_expected_run() 
     driver.finish("p", 305.0, last_active=5.0)  # idle since 5 s: 3 s from the door to its end
     driver.cancel("q", 309.0)  # a cancelled program teaches nothing
     learned = (driver.run_times.expected(("t", "fanout")), driver.run_times.expected(("t", "x")))
-    assert learned == (3.0, 3.0)  # a kind never seen is taken for an average one
-    assert driver.run_times.expected(("other", "fanout")) == 3.0  # another tenant's: the kind's
+    assert learned == (3.0, 3.0)  # a kind never seen is taken for an average one of its own
+    assert driver.run_times.expected(("other", "fanout")) is None  # never another tenant's
 
 
 def test_a_new_driver_relearns_what_the_finish_events_recorded() -> None:
@@ -225,7 +225,7 @@ def test_a_new_driver_relearns_what_the_finish_events_recorded() -> None:
     first.controller.open_program("door", "t", 0.0, labels={"workload": "idle"})
     assert first.arrive("door", 5_000, 0, 31.0)  # sized by its first prompt, then no call
     first.finish("door", 31.5)
-    assert first.growth.known("idle") is None
+    assert first.growth.known(("t", "idle")) is None
     for k in range(5):  # enough finishes of the label for its calls to count
         first.controller.open_program(f"d{k}", "t", 0.0, labels={"workload": "coding"})
         assert first.arrive(f"d{k}", 100, 0, 31.0)
@@ -237,8 +237,8 @@ def test_a_new_driver_relearns_what_the_finish_events_recorded() -> None:
 
     second = _driver()
     assert second.relearn(log.events) == 20  # 8 finishes, 6 failures, 6 tools' ends
-    for kind in ("coding", "chat"):
-        assert second.growth.known(kind) == first.growth.known(kind)
+    for key in (("t", "coding"), ("u", "coding"), ("t", "chat")):
+        assert second.growth.known(key) == first.growth.known(key)
     for key in (("t", "coding"), ("u", "coding"), ("t", "chat"), ("v", "coding")):
         assert second.run_times.expected(key) == first.run_times.expected(key)
     learned, relearned = first.controller.remaining_work, second.controller.remaining_work
@@ -247,8 +247,8 @@ def test_a_new_driver_relearns_what_the_finish_events_recorded() -> None:
         assert [relearned.remaining_calls(label, done) for done in range(4)] == remaining
     assert learned.remaining_calls("coding", 0) != 8.0  # learned, not the prior
     assert learned.remaining_calls("chat", 0) != 8.0
-    assert second.growth.known("chat") is None
-    assert second.growth.known("idle") is None
+    assert second.growth.known(("t", "chat")) is None
+    assert second.growth.known(("t", "idle")) is None
     tools, retools = first.controller.tool_latency, second.controller.tool_latency
     assert retools.distribution("pytest", "test_run") == tools.distribution("pytest", "test_run")
     assert retools.distribution("pytest") != retools.distribution("never-seen")  # not the prior
@@ -272,3 +272,110 @@ def test_a_program_whose_first_call_failed_counts_at_the_door_only_for_the_idle_
     driver.call_ended("a", "n0", ticket.call_id, 1.0, None, outcome="aborted")
     assert driver.settle(_View(), 1.0) == []  # a still counts, for the idle grace
     assert driver.tick(1.0 + driver.idle_grace_s + 0.1) == [StartPrograms(("b",))]
+
+
+# -- tenants' kinds apart ------------------------------------------------------------------------
+#: labels another tenant may give its programs to aim at tenant alpha's predictions: alpha's
+#: unlabelled programs' kind (by workload and by agent label), the kind alpha labels its
+#: programs with, and bravo's own unlabelled kind
+_AIMED_AT_ALPHA: tuple[dict[str, str], ...] = (
+    {"workload": "tenant:alpha"},
+    {"agent": "tenant:alpha"},
+    {"workload": "coding"},
+    {},
+)
+
+
+def _big_driver() -> ProgramDriver:
+    controller = ProgramController(EventLog(), LinearCost())
+    return ProgramDriver(controller, _Advisor(), LinearCost(), budget_tokens=10_000_000)
+
+
+def _run_program(
+    driver: ProgramDriver,
+    pid: str,
+    tenant: str,
+    labels: dict[str, str],
+    tokens: int,
+    now: float,
+    *,
+    run_s: float,
+) -> None:
+    """One program of ``tenant`` with ``labels``: one call of ``tokens`` tokens, finished
+    ``run_s`` after its start."""
+    driver.controller.open_program(pid, tenant, now, labels=labels)
+    assert driver.arrive(pid, tokens, 0, now)
+    _call(driver, pid, "n0", tokens, now)
+    driver.finish(pid, now + run_s)
+
+
+def _alphas_history(driver: ProgramDriver) -> None:
+    """Alpha's own programs: unlabelled ones of 100 tokens (peak 150 with the answer), coding
+    ones of 300 (peak 350)."""
+    for k in range(3):
+        _run_program(driver, f"alpha-{k}", "alpha", {}, 100, float(k), run_s=2.0)
+        _run_program(driver, f"alpha-c{k}", "alpha", {"workload": "coding"}, 300, k, run_s=9)
+
+
+def _alphas_next(driver: ProgramDriver, now: float) -> tuple[int, int]:
+    """What the door counts for alpha's next unlabelled and next coding program, each of 20
+    tokens so far (each alone at the door)."""
+    counted = []
+    for pid, labels in ((f"alpha-next-{now}", {}), (f"alpha-code-{now}", {"workload": "coding"})):
+        driver.controller.open_program(pid, "alpha", now, labels=labels)
+        assert driver.arrive(pid, 20, 0, now)
+        counted.append(driver.door.used_tokens)
+        driver.cancel(pid, now)  # teaches nothing
+    return counted[0], counted[1]
+
+
+def _alphas_runs(driver: ProgramDriver) -> tuple[float | None, float | None]:
+    runs = driver.run_times
+    return runs.expected(("alpha", "tenant:alpha")), runs.expected(("alpha", "coding"))
+
+
+@pytest.mark.parametrize("labels", _AIMED_AT_ALPHA)
+def test_another_tenants_programs_never_change_a_tenants_predicted_peak_or_run(
+    labels: dict[str, str],
+) -> None:
+    """The security review's case: tenant bravo labels programs with alpha's kinds (alpha's
+    unlabelled fallback ``tenant:alpha`` too) and fills them with 400,000-token prompts that
+    run long. Alpha's next programs are sized at the door, and ordered in its line, by
+    alpha's own history as before (they were counted at 400,050 tokens)."""
+    driver = _big_driver()
+    _alphas_history(driver)
+    before, runs_before = _alphas_next(driver, 20.0), _alphas_runs(driver)
+    assert before == (150, 350)
+    for k in range(3):
+        _run_program(driver, f"bravo-poison-{k}", "bravo", labels, 400_000, 30.0, run_s=900.0)
+    assert _alphas_next(driver, 2_000.0) == before
+    assert _alphas_runs(driver) == runs_before
+    bravo_kind = labels.get("workload") or labels.get("agent") or "tenant:bravo"
+    assert driver.growth.known(("bravo", bravo_kind)) == 400_050  # bravo's own, apart
+
+
+def test_a_tenants_first_program_of_a_kind_is_sized_by_what_it_holds_not_by_others() -> None:
+    """Before anything of a tenant's kind is learned its program counts what it holds now
+    (the prior), never another tenant's peak of the kind, and its run is unknown."""
+    driver = _big_driver()
+    for k in range(3):
+        _run_program(driver, f"bravo-{k}", "bravo", {"workload": "coding"}, 400_000, k, run_s=9)
+    assert _alphas_next(driver, 20.0) == (20, 20)
+    assert _alphas_runs(driver) == (None, None)
+
+
+def test_a_restart_relearns_each_tenants_kinds_apart() -> None:
+    """A restarted server replays the stored finishes under each event's tenant: bravo's
+    programs labelled with alpha's kinds still leave alpha's predictions alone."""
+    first = _big_driver()
+    _alphas_history(first)
+    for k, labels in enumerate(_AIMED_AT_ALPHA):
+        _run_program(first, f"bravo-{k}", "bravo", labels, 400_000, 30.0, run_s=900.0)
+    log = first.controller.sink
+    assert isinstance(log, EventLog)
+    second = _big_driver()
+    assert second.relearn(log.events) == 10  # alpha's 6 finishes, bravo's 4
+    assert _alphas_next(second, 2_000.0) == (150, 350)
+    assert _alphas_runs(second) == _alphas_runs(first) == (2.0, 9.0)
+    for key, peak in first.growth.items():
+        assert second.growth.known(key) == peak

@@ -249,7 +249,7 @@ def test_a_restarted_server_orders_and_sizes_by_what_it_learned_before(tmp_path:
         _learn_a_short_and_a_long_kind(first, c)
         before = first.live.service.driver
         runs = [before.run_times.expected(("tenant-a", k)) for k in ("short", "long")]
-        peaks = [before.growth.known(k) for k in ("short", "long")]
+        peaks = [before.growth.known(("tenant-a", k)) for k in ("short", "long")]
     short_run, long_run = runs
     assert short_run is not None
     assert long_run is not None
@@ -259,15 +259,62 @@ def test_a_restarted_server_orders_and_sizes_by_what_it_learned_before(tmp_path:
         second.wait_ready()
         after = second.live.service.driver
         assert [after.run_times.expected(("tenant-a", k)) for k in ("short", "long")] == runs
-        assert [after.growth.known(k) for k in ("short", "long")] == peaks
+        assert [after.growth.known(("tenant-a", k)) for k in ("short", "long")] == peaks
         with second.client(OPERATOR) as op:  # what the operator sees of it
             door = op.get("/v1/operator/door").json()
         assert (door["enabled"], door["order"], door["waiting"]) == (True, "shortest-first", 0)
         assert door["budget_tokens"] == 1  # as configured
         shown = {(r["tenant"], r["kind"]): r["expected_run_s"] for r in door["runs"]}
         assert shown == {("tenant-a", "long"): runs[1], ("tenant-a", "short"): runs[0]}
-        assert {p["kind"] for p in door["peaks"]} == {"short", "long"}
+        shown_peaks = {(p["tenant"], p["kind"]): p["peak_private_tokens"] for p in door["peaks"]}
+        assert shown_peaks == {("tenant-a", "short"): peaks[0], ("tenant-a", "long"): peaks[1]}
         _assert_the_short_kind_goes_first(second, c)
+
+
+def _alphas_peak(door: dict[str, Any]) -> float:
+    """Tenant a's unlabelled programs' learned peak, as the operator's door view shows it."""
+    peaks = {(p["tenant"], p["kind"]): p["peak_private_tokens"] for p in door["peaks"]}
+    return float(peaks[("tenant-a", "tenant:tenant-a")])
+
+
+def test_a_tenant_cannot_make_another_tenants_programs_look_huge_at_the_door(
+    tmp_path: Path,
+) -> None:
+    """The security review's case: tenant b labels its programs with tenant a's unlabelled
+    kind (``tenant:tenant-a``), fills each with a 400,000-character prompt and finishes it.
+    Kinds are per tenant: a's next small program is counted at the door by a's own history
+    (it was counted at tens of thousands of predicted tokens, and under load waited and got
+    503), and what b taught shows under b."""
+    config = make_config(
+        tmp_path / "poison.duckdb", program_admission=True, admission_budget_tokens=10_000_000
+    )
+    with LiveServer(config) as server, server.client("sk-a") as a, server.client("sk-b") as b:
+        server.wait_ready()
+        for k in range(2):  # a's own history: small unlabelled programs
+            assert _call(a, f"alpha-{k}").status_code == 200
+            assert a.post(f"/v1/programs/alpha-{k}/finish", json={}).status_code == 200
+        with server.client(OPERATOR) as op:
+            own = _alphas_peak(op.get("/v1/operator/door").json())
+        assert own < 1_000
+        for k in range(3):
+            program_id = f"bravo-poison-{k}"
+            labels = {"workload": "tenant:tenant-a"}
+            made = b.post("/v1/programs", json={"program_id": program_id, "labels": labels})
+            assert made.status_code == 201, made.text
+            body = {
+                **chat_body("x" * 400_000, max_tokens=4),
+                "agentconsole": {"program_id": program_id},
+            }
+            assert b.post("/v1/chat/completions", json=body).status_code == 200
+            assert b.post(f"/v1/programs/{program_id}/finish", json={}).status_code == 200
+        assert _call(a, "alpha-next").status_code == 200  # counted for its idle grace now
+        with server.client(OPERATOR) as op:
+            door = op.get("/v1/operator/door").json()
+        assert _alphas_peak(door) == own
+        assert door["predicted_tokens"] <= 2 * own  # alpha-next alone, by a's own history
+        bravos = [p for p in door["peaks"] if p["tenant"] == "tenant-b"]
+        assert [p["kind"] for p in bravos] == ["tenant:tenant-a"]  # b's own, in b's namespace
+        assert bravos[0]["peak_private_tokens"] > 10_000
 
 
 def _inferred_call(client: httpx.Client, task: str) -> httpx.Response:
