@@ -175,7 +175,7 @@ class ProgramController:
         self.backlog.forget(program_id)
         label = program.labels.get("workload", "")
         self.remaining_work.observe_finished(
-            label, program.completed_calls, self._estimates[program_id].predictions
+            program.tenant, label, program.completed_calls, self._estimates[program_id].predictions
         )
         kind = EventKind.PROGRAM_FINISHED if success else EventKind.PROGRAM_FAILED
         met = program.deadline is None or now <= program.deadline
@@ -194,14 +194,15 @@ class ProgramController:
         if event.kind in (EventKind.PROGRAM_FINISHED, EventKind.PROGRAM_FAILED):
             label = data.get(learned.LABEL)
             if isinstance(label, str) and learned.CALLS in data:
-                self.remaining_work.observe_finished(label, int(number(data, learned.CALLS)), [])
+                calls = int(number(data, learned.CALLS))
+                self.remaining_work.observe_finished(event.tenant, label, calls, [])
         elif event.kind is EventKind.TOOL_FINISHED:
             latency_s = number(data, "latency_s")
             self._mean_tool_s += _MEAN_RATE * (latency_s - self._mean_tool_s)
             tool, kind = data.get(learned.TOOL), data.get(learned.TOOL_KIND)
             # a tool node declared without a tool learns nothing more live either
             if tool and kind and isinstance(tool, str) and isinstance(kind, str):
-                self.tool_latency.learn(tool, kind, latency_s)
+                self.tool_latency.learn(event.tenant, tool, kind, latency_s)
 
     def cancel_program(self, program_id: str, now: float, *, reason: str = "user") -> list[Node]:
         """Cancel every non-terminal node; returns the nodes that were RUNNING (to abort or
@@ -285,7 +286,7 @@ class ProgramController:
             program.tool_calls += 1
         elif kind is _LLM and not node.expected_output_tokens:
             node.expected_output_tokens = self.output_lengths.predict(
-                program.labels.get("model", "")
+                program.tenant, program.labels.get("model", "")
             )
         # _emit inlined (this runs for every queued call); ``_value_`` is what ``.value``
         # returns, without the enum property's Python-level call
@@ -332,14 +333,14 @@ class ProgramController:
             raise UnknownProgram(program_id)
         node = program.nodes[node_id]
         node.queued_at = now
-        expected = node.expected_output_tokens or self.output_lengths.predict()
+        expected = node.expected_output_tokens or self.output_lengths.predict(program.tenant)
         uncached = prompt_tokens - cached_tokens
         if uncached < 0:
             uncached = 0
         service = self.service_model.call_seconds(uncached, expected)
         completed = program.completed_calls
         remaining_calls = self.remaining_work.remaining_calls(
-            program.labels.get("workload", ""), completed
+            program.tenant, program.labels.get("workload", ""), completed
         )
         after_this = remaining_calls - 1.0
         if after_this < 0.0:  # max(remaining_calls - 1.0, 0.0), without the builtin's call
@@ -494,7 +495,8 @@ class ProgramController:
         program.attained_service_s += usage.service_s
         program.completed_calls += 1
         program.tokens_used += usage.prompt_tokens - usage.cached_tokens + usage.output_tokens
-        self.output_lengths.observe(program.labels.get("model", ""), usage.output_tokens)
+        model = program.labels.get("model", "")
+        self.output_lengths.observe(program.tenant, model, usage.output_tokens)
         self._mean_call_s += _MEAN_RATE * (usage.service_s - self._mean_call_s)
         latency = node.queue_s + usage.service_s  # its queueing over every attempt, its run
         self._mean_latency_s += _MEAN_RATE * (latency - self._mean_latency_s)
@@ -530,7 +532,7 @@ class ProgramController:
         node.tool_s += latency_s
         spec = node.tool
         if spec is not None:
-            self.tool_latency.observe(spec.name, spec.kind.value, latency_s)
+            self.tool_latency.observe(program.tenant, spec.name, spec.kind.value, latency_s)
         self._mean_tool_s += _MEAN_RATE * (latency_s - self._mean_tool_s)
         retry_safe = spec is None or spec.auto_retry_safe
         if outcome == "ok" or final:
@@ -558,8 +560,10 @@ class ProgramController:
             return self._unlock(program, node, now), False
         return [], node.state is NodeState.READY
 
-    def tool_distribution(self, tool: str, kind: str) -> LogNormal:
-        return self.tool_latency.distribution(tool, kind)
+    def tool_distribution(self, tenant: str, tool: str, kind: str) -> LogNormal:
+        """The latency ``tenant``'s ``tool`` (of ``kind``) is expected to take: learned from
+        its own tools' ends only (tool names are the client's)."""
+        return self.tool_latency.distribution(tenant, tool, kind)
 
     def _unlock(self, program: Program, node: Node, now: float) -> list[Node]:
         ready = dag.unlocked_by(program, node.node_id)

@@ -523,7 +523,8 @@ class ProgramDriver:
             node = program.nodes[node_id]
             if node.tool is None or not node.attempts:
                 continue
-            dist = self.controller.tool_distribution(node.tool.name, node.tool.kind.value)
+            tool = node.tool
+            dist = self.controller.tool_distribution(program.tenant, tool.name, tool.kind.value)
             started = node.attempts[-1].started_at
             back = started + dist.mean()
             if best is None or back > best[2]:

@@ -95,7 +95,9 @@ async def _calibrate_replay() -> tuple[dict[str, float], list[tuple[str, CacheAc
 
 def test_calibrate_replays_tool_waits_as_serves_default_policy_decides_them() -> None:
     # what a first wait on a tool nobody has seen yet is priced with: the latency prior
-    prior = ProgramController(EventLog(), CostServiceModel(COST)).tool_distribution(TOOL, TOOL_KIND)
+    prior = ProgramController(EventLog(), CostServiceModel(COST)).tool_distribution(
+        "", TOOL, TOOL_KIND
+    )
     # serve's default keeps the KV for the 0.9 quantile of the latency (the expectation
     # below is that rule; a new default needs a new expectation)
     assert isinstance(get_tool_wait_policy(DEFAULT_TOOL_WAIT_POLICY), Keep)

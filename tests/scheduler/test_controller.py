@@ -155,7 +155,7 @@ def test_remaining_work_is_learned_and_errors_recorded() -> None:
             c.finish_llm(pid, f"n{k}", 0.0, _usage(0.1))
             prev = (f"n{k}",)
         c.finish_program(pid, 1.0)
-    assert c.remaining_work.remaining_calls("w", 1) == pytest.approx(3.0)
+    assert c.remaining_work.remaining_calls("t", "w", 1) == pytest.approx(3.0)
     summary = c.prediction_log.summary()
     assert summary["remaining_calls"]["count"] == 40
     assert "output_tokens" in summary
@@ -235,3 +235,78 @@ def test_each_attempt_queues_from_its_own_queueing() -> None:
     c.start_node("p", "plan", 20.5)
     assert node.queue_s == pytest.approx(2.5)
     assert c.get("p").wait_s == pytest.approx(2.5)
+
+
+# -- tenants' estimates apart --------------------------------------------------------------------
+def _run_programs(
+    c: ProgramController,
+    tenant: str,
+    labels: dict[str, str],
+    *,
+    calls: int,
+    output: int,
+    tool_s: float,
+) -> None:
+    """Six finished programs of ``tenant`` with ``labels``: ``calls`` calls each of ``output``
+    tokens, then one ``run_tests`` tool of ``tool_s`` seconds."""
+    for k in range(6):
+        pid = f"{tenant}-{k}-{len(c.programs)}"
+        c.open_program(pid, tenant, 0.0, labels=labels)
+        prev: tuple[str, ...] = ()
+        for n in range(calls):
+            c.add_node(pid, _llm(f"n{n}", *prev), 0.0)
+            c.ticket(pid, f"n{n}", 0.0, prompt_tokens=10)
+            c.start_node(pid, f"n{n}", 0.0)
+            usage = CallUsage(
+                prompt_tokens=10, cached_tokens=0, output_tokens=output, service_s=0.1
+            )
+            c.finish_llm(pid, f"n{n}", 0.0, usage)
+            prev = (f"n{n}",)
+        c.add_node(pid, _tool("t", *prev), 0.0)
+        c.start_node(pid, "t", 0.0)
+        c.finish_tool(pid, "t", tool_s, outcome="ok", latency_s=tool_s)
+        c.finish_program(pid, 1.0)
+
+
+def _alphas_estimates(c: ProgramController) -> tuple[float, ...]:
+    """What alpha's next programs and calls are predicted: its workload's and its unlabelled
+    programs' remaining calls, its model's and any call's output, its tool's latency."""
+    return (
+        c.remaining_work.remaining_calls("alpha", "w", 0),
+        c.remaining_work.remaining_calls("alpha", "", 0),
+        c.output_lengths.predict("alpha", "m"),
+        c.output_lengths.predict("alpha"),
+        c.tool_distribution("alpha", "run_tests", "test_run").mean(),
+    )
+
+
+_BRAVOS_AIM: tuple[dict[str, str], ...] = ({"workload": "w", "model": "m"}, {})
+
+
+def test_no_tenants_programs_change_another_tenants_estimates() -> None:
+    """Tenant bravo runs programs labelled like alpha's (its workload, its model, its tool's
+    name), and unlabelled ones, ten times the size: alpha's remaining work, its calls' output
+    and its tool waits are predicted from alpha's own history as before, and a restart
+    relearns the remaining work and the tool latencies apart."""
+    c, log = _controller()
+    _run_programs(c, "alpha", {"workload": "w", "model": "m"}, calls=2, output=20, tool_s=1.0)
+    _run_programs(c, "alpha", {}, calls=3, output=20, tool_s=1.0)
+    before = _alphas_estimates(c)
+    for labels in _BRAVOS_AIM:
+        _run_programs(c, "bravo", labels, calls=30, output=4_000, tool_s=1_000.0)
+    assert _alphas_estimates(c) == before
+    c.open_program("alpha-next", "alpha", 2.0, labels={"model": "m"})
+    assert c.add_node("alpha-next", _llm("n0"), 2.0).expected_output_tokens == 20
+    restarted = ProgramController(EventLog(), FlatCost())
+    for event in log.events:
+        restarted.relearn(event)
+    relearned = _alphas_estimates(restarted)  # output lengths are not relearned at all
+    assert [relearned[k] for k in (0, 1, 4)] == pytest.approx([before[k] for k in (0, 1, 4)])
+
+
+def test_a_tenants_first_estimates_are_the_priors_not_another_tenants() -> None:
+    c, _ = _controller()
+    priors = _alphas_estimates(c)
+    for labels in _BRAVOS_AIM:
+        _run_programs(c, "bravo", labels, calls=30, output=4_000, tool_s=1_000.0)
+    assert _alphas_estimates(c) == priors

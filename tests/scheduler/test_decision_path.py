@@ -52,7 +52,7 @@ def test_every_ticket_field_by_name() -> None:
     node = program.nodes["c"]
     t = c.ticket("p", "c", 6.0, prompt_tokens=5000, cached_tokens=1000, restore_cost_s=0.5)
     service = 4000 * 1e-4 + node.expected_output_tokens * 1e-2
-    remaining = c.remaining_work.remaining_calls("w", 2)
+    remaining = c.remaining_work.remaining_calls("acme", "w", 2)
     assert t.to_params() == {
         "call_id": "p/c/0002",
         "program_id": "p",
@@ -89,7 +89,7 @@ def test_predictions_are_kept_per_ticket_in_order() -> None:
         c.finish_llm("p", f"n{k}", 0.0, _usage(0.1))
     got = c._estimates["p"].predictions
     assert [k for k, _ in got] == [0, 1, 2]
-    assert [r for _, r in got] == [c.remaining_work.remaining_calls("", k) for k in range(3)]
+    assert [r for _, r in got] == [c.remaining_work.remaining_calls("t", "", k) for k in range(3)]
 
 
 def test_add_node_events_and_shared_default_retry() -> None:

@@ -243,15 +243,16 @@ def test_a_new_driver_relearns_what_the_finish_events_recorded() -> None:
         assert second.run_times.expected(key) == first.run_times.expected(key)
     learned, relearned = first.controller.remaining_work, second.controller.remaining_work
     for label in ("coding", "chat", "idle"):
-        remaining = [learned.remaining_calls(label, done) for done in range(4)]
-        assert [relearned.remaining_calls(label, done) for done in range(4)] == remaining
-    assert learned.remaining_calls("coding", 0) != 8.0  # learned, not the prior
-    assert learned.remaining_calls("chat", 0) != 8.0
+        remaining = [learned.remaining_calls("t", label, done) for done in range(4)]
+        assert [relearned.remaining_calls("t", label, done) for done in range(4)] == remaining
+    assert learned.remaining_calls("t", "coding", 0) != 8.0  # learned, not the prior
+    assert learned.remaining_calls("t", "chat", 0) != 8.0
     assert second.growth.known(("t", "chat")) is None
     assert second.growth.known(("t", "idle")) is None
     tools, retools = first.controller.tool_latency, second.controller.tool_latency
-    assert retools.distribution("pytest", "test_run") == tools.distribution("pytest", "test_run")
-    assert retools.distribution("pytest") != retools.distribution("never-seen")  # not the prior
+    pytest_latency = tools.distribution("t", "pytest", "test_run")
+    assert retools.distribution("t", "pytest", "test_run") == pytest_latency
+    assert retools.distribution("t", "pytest") != retools.distribution("t", "never-seen")
     assert "tool_latency_s" not in second.controller.prediction_log.summary()  # nothing logged
     # the mean tool time in every remaining path, as learned live
     assert second.controller._mean_tool_s == pytest.approx(first.controller._mean_tool_s)
