@@ -327,7 +327,8 @@ class StubWorld:
             return {"tenants": rows}
 
     def door_json(self) -> dict[str, Any]:
-        """``GET /v1/operator/door``: each tenant's kinds' runs, each kind's peak."""
+        """``GET /v1/operator/door``: each tenant's kinds' runs and peaks (a tenant's peak
+        grows with its place, so a row showing another tenant's peak is caught)."""
         kinds = {"coding": (240.0, 61_500.0), "chat": (12.5, 3_200.0)}
         return {
             "enabled": True,
@@ -344,7 +345,9 @@ class StubWorld:
                 for kind, (run, _) in kinds.items()
             ],
             "peaks": [
-                {"kind": kind, "peak_private_tokens": peak} for kind, (_, peak) in kinds.items()
+                {"tenant": tenant, "kind": kind, "peak_private_tokens": peak * (1 + index)}
+                for index, tenant in enumerate(TENANTS)
+                for kind, (_, peak) in kinds.items()
             ],
         }
 

@@ -334,19 +334,21 @@ def test_the_door_lists_kinds_with_a_peak_but_no_run(
     page_on_stub: Session, stub: RunningStub
 ) -> None:
     """As the dashboard: after the learned runs (by tenant, kind), the kinds with a peak and
-    no run yet, with ``-`` for their tenant and run."""
+    no run yet, with ``-`` for their run; each row's peak is its own tenant's."""
     session, page = page_on_stub, page_on_stub.page
     door = stub.world.door_json()
-    door["peaks"].append({"kind": "newcomer", "peak_private_tokens": 4200.0})
+    door["peaks"].append({"tenant": "tenant-b", "kind": "newcomer", "peak_private_tokens": 4200.0})
     page.route("**/v1/operator/door", _answer(200, door))
     page.goto(f"{stub.url}/#/tenants")
     session.wait("[...document.querySelectorAll('#door tbody tr')].length > 0")
     rows = page.locator("#door tbody tr")
     cells = [rows.nth(i).locator("td").all_text_contents() for i in range(rows.count())]
     assert len(cells) == len(door["runs"]) + 1
-    assert cells[-1] == ["-", "newcomer", "-", "4.20K"]
+    assert cells[-1] == ["tenant-b", "newcomer", "-", "4.20K"]
     runs = [(c[0], c[1]) for c in cells[:-1]]
     assert runs == sorted(runs)
+    coding = {c[0]: c[3] for c in cells if c[1] == "coding"}
+    assert len(set(coding.values())) == len(coding)  # the stub gives each tenant its own
     session.check_clean()
 
 

@@ -69,9 +69,10 @@ def test_door_unsized_missing_fields_and_a_peak_without_a_run() -> None:
             "budget_tokens": None,
             "runs": [{"tenant": "t", "kind": "chat", "expected_run_s": 4.5}, "junk"],
             "peaks": [
-                {"kind": "chat", "peak_private_tokens": 800.5},
-                {"kind": "batch", "peak_private_tokens": 1200},
-                {"kind": "odd"},  # no number: not a learned peak
+                {"tenant": "t", "kind": "chat", "peak_private_tokens": 800.5},
+                {"tenant": "u", "kind": "chat", "peak_private_tokens": 99.0},  # another's
+                {"tenant": "t", "kind": "batch", "peak_private_tokens": 1200},
+                {"tenant": "t", "kind": "odd"},  # no number: not a learned peak
             ],
         }
     )
@@ -80,7 +81,8 @@ def test_door_unsized_missing_fields_and_a_peak_without_a_run() -> None:
     assert (door.order, door.waiting, door.predicted_tokens) == ("?", 0, 0)
     assert door.learned() == (
         LearnedKind("t", "chat", 4.5, 800.5),
-        LearnedKind(None, "batch", None, 1200.0),
+        LearnedKind("t", "batch", None, 1200.0),
+        LearnedKind("u", "chat", None, 99.0),
     )
     assert Door.parse({"budget_tokens": 0}).sized
     assert Door.parse({"budget_tokens": 0}).fill is None  # sized to nothing: no share

@@ -94,12 +94,12 @@ async def test_the_tenants_view_shows_the_door_and_what_it_learned() -> None:
             ["tenant-a", "chat", "12.5s", "3.2K"],
             ["tenant-a", "coding", "4m00s", "61.5K"],
         ]
-        assert rows[-1] == ["tenant-c", "coding", "5m36s", "61.5K"]
+        assert rows[-1] == ["tenant-c", "coding", "5m36s", "184K"]  # its own peak, not a's
     assert client.door_reads >= 1
 
 
 async def test_an_unsized_door_says_so_and_a_peak_without_a_run_is_listed() -> None:
-    peaks = [{"kind": "batch", "peak_private_tokens": 9_000}]
+    peaks = [{"tenant": "tenant-b", "kind": "batch", "peak_private_tokens": 9_000}]
     client = DoorClient(budget_tokens=None, enabled=False, runs=[], peaks=peaks)
     app = _app(client)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -108,7 +108,7 @@ async def test_an_unsized_door_says_so_and_a_peak_without_a_run_is_listed() -> N
         counts = _text(app, "#door-counts")
         assert "predicted not sized" in " ".join(counts.split())
         assert "door off" in " ".join(counts.split())
-        assert _rows(app) == [["-", "batch", "-", "9K"]]
+        assert _rows(app) == [["tenant-b", "batch", "-", "9K"]]
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """The consoles' view of ``GET /v1/operator/door``: the program admission door's counts and
 what it learned from finished programs (each tenant's kinds' runs from the door to the end,
-which order its line, and each kind's peak private context, which sizes a program).
+which order its line, and each tenant's kinds' peak private context, which sizes a program).
 
 The endpoint shows every tenant's figures, so it is the operator's: a tenant key gets 403.
 """
@@ -25,14 +25,15 @@ class KindRun:
 
 @dataclass(frozen=True, slots=True)
 class LearnedKind:
-    """One row of what the door learned: a tenant's kind with its run and the kind's peak.
+    """One row of what the door learned: a tenant's kind with its run and its peak (kinds are
+    names in their tenant's namespace).
 
-    ``tenant`` and ``expected_run_s`` are None for a kind whose peak is known but no tenant's
-    run (the two are learned apart, so one can come without the other); ``peak_tokens`` is
-    None for a kind with a run but no peak yet.
+    ``expected_run_s`` is None for a kind whose peak is known but no run (the two are learned
+    apart, so one can come without the other); ``peak_tokens`` is None for a kind with a run
+    but no peak yet.
     """
 
-    tenant: str | None
+    tenant: str
     kind: str
     expected_run_s: float | None
     peak_tokens: float | None
@@ -53,8 +54,8 @@ class Door:
     waited_total: int
     boundary_parks: int
     runs: tuple[KindRun, ...]
-    #: kind -> mean peak private tokens
-    peaks: Mapping[str, float]
+    #: (tenant, kind) -> mean peak private tokens
+    peaks: Mapping[tuple[str, str], float]
 
     @property
     def sized(self) -> bool:
@@ -70,17 +71,17 @@ class Door:
         return self.predicted_tokens / self.budget_tokens
 
     def learned(self) -> tuple[LearnedKind, ...]:
-        """Each tenant's kinds with their run and the kind's peak, by tenant and kind, then
-        the kinds with a peak but no run."""
+        """Each tenant's kinds with their run and their peak, by tenant and kind, then the
+        kinds with a peak but no run."""
         rows = [
-            LearnedKind(r.tenant, r.kind, r.expected_run_s, self.peaks.get(r.kind))
+            LearnedKind(r.tenant, r.kind, r.expected_run_s, self.peaks.get((r.tenant, r.kind)))
             for r in sorted(self.runs, key=lambda r: (r.tenant, r.kind))
         ]
-        with_run = {r.kind for r in self.runs}
+        with_run = {(r.tenant, r.kind) for r in self.runs}
         rows += [
-            LearnedKind(None, kind, None, peak)
-            for kind, peak in sorted(self.peaks.items())
-            if kind not in with_run
+            LearnedKind(tenant, kind, None, peak)
+            for (tenant, kind), peak in sorted(self.peaks.items())
+            if (tenant, kind) not in with_run
         ]
         return tuple(rows)
 
@@ -94,7 +95,7 @@ class Door:
             for r in j.objects(d.get("runs"))
         )
         peaks = {
-            j.text(p, "kind"): peak
+            (j.text(p, "tenant"), j.text(p, "kind")): peak
             for p in j.objects(d.get("peaks"))
             if (peak := j.opt_num(p, "peak_private_tokens")) is not None
         }

@@ -53,7 +53,7 @@ def cells(row: LearnedKind) -> list[Cell]:
     """One learned kind: its tenant, run and peak (``-`` where not learned)."""
     dash = Text("-", style="dim")
     return [
-        row.tenant if row.tenant is not None else dash,
+        row.tenant,
         row.kind,
         fmt.secs(row.expected_run_s) if row.expected_run_s is not None else dash,
         fmt.count(round(row.peak_tokens)) if row.peak_tokens is not None else dash,
@@ -62,7 +62,7 @@ def cells(row: LearnedKind) -> list[Cell]:
 
 def row_key(row: LearnedKind) -> str:
     """A key unique per (tenant, kind): NUL cannot occur in either name."""
-    return f"{row.tenant or ''}\0{row.kind}"
+    return f"{row.tenant}\0{row.kind}"
 
 
 class DoorPanel(Vertical):

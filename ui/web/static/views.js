@@ -414,17 +414,20 @@
       ["boundary parks", String(door.boundary_parks)],
     ]);
     // as the dashboard: each tenant's kinds with their run (by tenant, kind), then the kinds
-    // with a peak learned but no run yet (a kind whose programs all failed or still run)
-    const peaks = new Map((door.peaks || []).filter((p) => typeof p.peak_private_tokens === "number")
-      .map((p) => [p.kind, p.peak_private_tokens]));
-    const peak = (kind) => (peaks.has(kind) ? fmt.count(Math.round(peaks.get(kind))) : "-");
+    // with a peak learned but no run yet (a kind whose programs all failed or still run); a
+    // kind is a name in its tenant's namespace, so both key a row
+    const key = (p) => JSON.stringify([p.tenant, p.kind]);
+    const learned = (door.peaks || []).filter((p) => typeof p.peak_private_tokens === "number");
+    const peaks = new Map(learned.map((p) => [key(p), p.peak_private_tokens]));
+    const peak = (p) => (peaks.has(key(p)) ? fmt.count(Math.round(peaks.get(key(p)))) : "-");
     const byName = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
-    const runs = (door.runs || []).slice().sort((a, b) => byName(a.tenant, b.tenant) || byName(a.kind, b.kind));
-    const withRun = new Set(runs.map((r) => r.kind));
-    const peakOnly = [...peaks.keys()].filter((k) => !withRun.has(k)).sort(byName);
+    const byTenantKind = (a, b) => byName(a.tenant, b.tenant) || byName(a.kind, b.kind);
+    const runs = (door.runs || []).slice().sort(byTenantKind);
+    const withRun = new Set(runs.map(key));
+    const peakOnly = learned.filter((p) => !withRun.has(key(p))).sort(byTenantKind);
     fill($("#door tbody"), [
-      ...runs.map((r) => [[r.tenant], [r.kind], [fmt.secs(r.expected_run_s), "num"], [peak(r.kind), "num"]]),
-      ...peakOnly.map((kind) => [["-", "muted"], [kind], ["-", "num muted"], [peak(kind), "num"]]),
+      ...runs.map((r) => [[r.tenant], [r.kind], [fmt.secs(r.expected_run_s), "num"], [peak(r), "num"]]),
+      ...peakOnly.map((p) => [[p.tenant], [p.kind], ["-", "num muted"], [peak(p), "num"]]),
     ]);
   }
 
