@@ -159,7 +159,8 @@ def corpus() -> list[Case]:
     for program in ("theirs", "theirs-2"):
         cases += [_case("cross-tenant", t, g, 404, program=program) for t, g in GOOD.items()]
     cases += [_case("unknown-tool", name, {"path": "a"}, 404) for name in UNKNOWN_TOOLS]
-    cases.append(_case("forbidden-tool", "restricted", GOOD["files.read"], 403))
+    # a tool not open to the tenant is unknown to it (no 403 that would tell it exists)
+    cases.append(_case("forbidden-tool", "restricted", GOOD["files.read"], 404))
     cases += [Case("malformed", "files.read", raw, frozenset({400, 413, 422})) for raw in BAD_JSON]
     for envelope in BAD_ENVELOPES:
         body = json.dumps({**envelope, "arguments": GOOD["files.read"]}).encode()

@@ -61,7 +61,7 @@ def test_reads_the_door_and_joins_each_kind_with_its_peak(stub: RunningStub) -> 
     assert len(rows) == 6  # three tenants, two kinds each
     coding_c = next(r for r in rows if (r.tenant, r.kind) == ("tenant-c", "coding"))
     assert coding_c.expected_run_s == pytest.approx(240.0 * 1.4)
-    assert coding_c.peak_tokens == 61_500.0
+    assert coding_c.peak_tokens == 61_500.0 * 3  # its own, not tenant-a's
 
 
 def test_a_tenant_key_is_refused_the_door_but_reads_its_views(stub: RunningStub) -> None:
