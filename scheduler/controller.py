@@ -107,9 +107,14 @@ class ProgramController:
         self.tool_latency = ToolLatencyEstimator(log=self.prediction_log)
         self.remaining_work = RemainingWorkEstimator(log=self.prediction_log)
         self._estimates: dict[str, _ProgramEstimates] = {}
-        # running means used to turn "remaining calls" into remaining critical-path seconds
-        self._mean_call_s = mean_call_s
-        self._mean_tool_s = mean_tool_s
+        # running means used to turn "remaining calls" into remaining critical-path seconds,
+        # each tenant's its own (a tool's latency is its agent's report, and one tenant's long
+        # calls or tools must not lengthen every other tenant's predicted paths); the priors
+        # for a tenant with none yet
+        self._mean_call_prior_s = mean_call_s
+        self._mean_tool_prior_s = mean_tool_s
+        self._mean_call_s: dict[str, float] = {}
+        self._mean_tool_s: dict[str, float] = {}
         #: the live programs' expected remaining calls (the drain: ``backlog.py``)
         self.backlog = EngineBacklog()
         #: running mean of a call's latency, its queueing and its service
@@ -198,7 +203,7 @@ class ProgramController:
                 self.remaining_work.observe_finished(event.tenant, label, calls, [])
         elif event.kind is EventKind.TOOL_FINISHED:
             latency_s = number(data, "latency_s")
-            self._mean_tool_s += _MEAN_RATE * (latency_s - self._mean_tool_s)
+            self._learn_tool_mean(event.tenant, latency_s)
             tool, kind = data.get(learned.TOOL), data.get(learned.TOOL_KIND)
             # a tool node declared without a tool learns nothing more live either
             if tool and kind and isinstance(tool, str) and isinstance(kind, str):
@@ -345,9 +350,10 @@ class ProgramController:
         after_this = remaining_calls - 1.0
         if after_this < 0.0:  # max(remaining_calls - 1.0, 0.0), without the builtin's call
             after_this = 0.0
-        remaining_cp = (
-            service + restore_cost_s + after_this * (self._mean_call_s + self._mean_tool_s)
-        )
+        tenant = program.tenant
+        mean_call_s = self._mean_call_s.get(tenant, self._mean_call_prior_s)
+        mean_tool_s = self._mean_tool_s.get(tenant, self._mean_tool_prior_s)
+        remaining_cp = service + restore_cost_s + after_this * (mean_call_s + mean_tool_s)
         backlog = self.backlog
         backlog.expect(program_id, remaining_calls)
         cp_before = node.cp_before_s = self._cp_before(program, node)
@@ -497,7 +503,10 @@ class ProgramController:
         program.tokens_used += usage.prompt_tokens - usage.cached_tokens + usage.output_tokens
         model = program.labels.get("model", "")
         self.output_lengths.observe(program.tenant, model, usage.output_tokens)
-        self._mean_call_s += _MEAN_RATE * (usage.service_s - self._mean_call_s)
+        mean_call_s = self._mean_call_s.get(program.tenant, self._mean_call_prior_s)
+        self._mean_call_s[program.tenant] = mean_call_s + _MEAN_RATE * (
+            usage.service_s - mean_call_s
+        )
         latency = node.queue_s + usage.service_s  # its queueing over every attempt, its run
         self._mean_latency_s += _MEAN_RATE * (latency - self._mean_latency_s)
         self.backlog.served(program_id)
@@ -533,7 +542,7 @@ class ProgramController:
         spec = node.tool
         if spec is not None:
             self.tool_latency.observe(program.tenant, spec.name, spec.kind.value, latency_s)
-        self._mean_tool_s += _MEAN_RATE * (latency_s - self._mean_tool_s)
+        self._learn_tool_mean(program.tenant, latency_s)
         retry_safe = spec is None or spec.auto_retry_safe
         if outcome == "ok" or final:
             node.state, node.finished_at = NodeState.DONE, now
@@ -559,6 +568,10 @@ class ProgramController:
         if node.state is NodeState.DONE:
             return self._unlock(program, node, now), False
         return [], node.state is NodeState.READY
+
+    def _learn_tool_mean(self, tenant: str, latency_s: float) -> None:
+        mean = self._mean_tool_s.get(tenant, self._mean_tool_prior_s)
+        self._mean_tool_s[tenant] = mean + _MEAN_RATE * (latency_s - mean)
 
     def tool_distribution(self, tenant: str, tool: str, kind: str) -> LogNormal:
         """The latency ``tenant``'s ``tool`` (of ``kind``) is expected to take: learned from

@@ -270,13 +270,21 @@ def _run_programs(
 
 def _alphas_estimates(c: ProgramController) -> tuple[float, ...]:
     """What alpha's next programs and calls are predicted: its workload's and its unlabelled
-    programs' remaining calls, its model's and any call's output, its tool's latency."""
+    programs' remaining calls, its model's and any call's output, its tool's latency, and the
+    remaining critical path of a fresh program's first call (its tool waits to come weigh in
+    by alpha's own mean tool time)."""
+    probe = f"alpha-probe-{len(c.programs)}"
+    c.open_program(probe, "alpha", 0.0, labels={"workload": "w", "model": "m"})
+    c.add_node(probe, _llm("n0"), 0.0)
+    remaining_cp_s = c.ticket(probe, "n0", 0.0, prompt_tokens=100).remaining_cp_s
+    c.cancel_program(probe, 0.0)
     return (
         c.remaining_work.remaining_calls("alpha", "w", 0),
         c.remaining_work.remaining_calls("alpha", "", 0),
         c.output_lengths.predict("alpha", "m"),
         c.output_lengths.predict("alpha"),
         c.tool_distribution("alpha", "run_tests", "test_run").mean(),
+        remaining_cp_s,
     )
 
 

@@ -69,7 +69,9 @@ def test_every_ticket_field_by_name() -> None:
         "cp_service_s": 4.0,
         "program_wait_s": 5.0,
         "completed_calls": 2,
-        "remaining_cp_s": service + 0.5 + max(remaining - 1.0, 0.0) * (c._mean_call_s + 1.0),
+        "remaining_cp_s": service
+        + 0.5
+        + max(remaining - 1.0, 0.0) * (c._mean_call_s["acme"] + 1.0),
         "unlock_value": 1.0,
         "deadline": 90.0,
         "boost": 0.25,
