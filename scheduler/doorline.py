@@ -98,13 +98,18 @@ class WaitingLine:
         if len(heads) <= 1:
             return heads[0] if heads else None
         estimate = self.expected_run_s
-        runs = [estimate(e.kind, e.floor_s) for e in heads] if estimate else [None]
-        if None in runs:  # nothing learned: first come first served
+        runs = [estimate(e.kind, e.floor_s) for e in heads] if estimate else []
+        known = sorted(run for run in runs if run is not None)
+        if not known:  # nothing learned: first come first served
             return min(heads, key=lambda e: e.place)
+        # a head whose tenant finished no program of its kind yet counts as a middling one:
+        # one such program must not turn the whole line first come first served (a tenant
+        # whose programs never finish would hold every other tenant's short ones behind long)
+        middling = known[len(known) // 2]
 
         def order(pair: tuple[Waiting, float | None]) -> tuple[float, int]:
             e, run = pair
-            size = max(run or 0.0, MIN_RUN_S)
+            size = max(middling if run is None else run, MIN_RUN_S)
             return -(now - e.since + size) / size, e.place  # highest ratio, then earliest
 
         return min(zip(heads, runs, strict=True), key=order)[0]

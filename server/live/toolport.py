@@ -1,9 +1,10 @@
 """The tool gateway's port into the program service (``gateway.ports.ReportPort``).
 
 The gateway runs tools; the program service owns programs. Through this port the gateway
-makes sure a tool node exists (creating the program on first sight), asks whether a tenant may
-act on a program, and reports a tool's start and end to the program driver, which knows then
-that the program waits on a tool and decides what happens to its KV meanwhile.
+makes sure a tool node exists (a gateway tool call creates its program on first sight; an
+agent's report of its own tool needs a program the tenant has), asks whether a tenant may act
+on a program, and reports a tool's start and end to the program driver, which knows then that
+the program waits on a tool and decides what happens to its KV meanwhile.
 """
 
 from __future__ import annotations

@@ -58,6 +58,18 @@ def test_a_short_kind_goes_ahead_until_a_long_ones_wait_outweighs_it() -> None:
     assert _first(scaled, 40.0) == "short"
 
 
+def test_a_head_with_nothing_learned_keeps_the_line_by_ratio_for_the_others() -> None:
+    """A tenant that never finished a program of its kind (new, or its programs always fail)
+    waits as a middling one; it does not turn the whole line first come first served."""
+    line = _waiting(
+        {"serial": 1_000.0, "fanout": 10.0},
+        ("long", "serial", 0.0),
+        ("newcomer", "unknown", 1.0),
+        ("short", "fanout", 2.0),
+    )
+    assert _first(line, 5.0) == "short"  # first come first served would start "long"
+
+
 def test_a_newcomer_never_goes_ahead_of_anyone_already_waiting() -> None:
     line = _waiting({"serial": 30.0, "fanout": 1.0}, ("long", "serial", 0.0))
     # it arrives with the long one: ratio 1 both
