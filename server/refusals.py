@@ -30,27 +30,37 @@ def refused_target(target: str) -> str:
 
 class RefusalBudget:
     """How many refused calls of callers without an operator key are audited: at most
-    ``per_minute`` in each minute; the rest are counted and logged once the minute ends."""
+    ``per_minute`` in each minute, and at most ``per_actor`` of one actor's (one tenant's
+    flood must not use up the minute and hide another caller's refusals); the rest are
+    counted and logged once the minute ends."""
 
-    def __init__(self, per_minute: int = 600) -> None:
+    def __init__(self, per_minute: int = 600, per_actor: int = 60) -> None:
         self.per_minute = per_minute
+        self.per_actor = per_actor
         self._minute_start = float("-inf")
         self._taken = 0
+        #: this minute's audited refusals per actor (at most ``per_minute`` entries)
+        self._by_actor: dict[str, int] = {}
         self.dropped = 0  # in the current minute
 
-    def take(self, now: float) -> bool:
-        """Count one refusal at ``now`` (wall-clock seconds); True when it is to be audited."""
+    def take(self, now: float, actor: str = "") -> bool:
+        """Count one refusal of ``actor`` at ``now`` (wall-clock seconds); True when it is to
+        be audited."""
         if now - self._minute_start >= 60.0:
             if self.dropped:
                 log.warning(
                     "%d refused calls of callers without an operator key were not audited "
-                    "(over %d a minute)",
+                    "(over %d a minute, or %d of one caller)",
                     self.dropped,
                     self.per_minute,
+                    self.per_actor,
                 )
             self._minute_start, self._taken, self.dropped = now, 0, 0
-        if self._taken >= self.per_minute:
+            self._by_actor.clear()
+        taken_by_actor = self._by_actor.get(actor, 0)
+        if self._taken >= self.per_minute or taken_by_actor >= self.per_actor:
             self.dropped += 1
             return False
         self._taken += 1
+        self._by_actor[actor] = taken_by_actor + 1
         return True

@@ -55,7 +55,7 @@ class Auditor:
         self.rejections[error.type] = self.rejections.get(error.type, 0) + 1
         now = time.time()
         # the tenant name ``operator`` is reserved for operator keys (``auth.KeyRing``)
-        if actor != OPERATOR_TENANT and not self.refusals.take(now):
+        if actor != OPERATOR_TENANT and not self.refusals.take(now, actor):
             return
         target = refused_target(target)
         message = error.audit_message()

@@ -129,7 +129,7 @@ class OperatorDesk:
         event of no tenant's; one of a caller without an operator key (``operator`` False)
         only within :attr:`refusals`' rate."""
         now, result = time.time(), f"refused: {reason}"
-        if not operator and not self.refusals.take(now):
+        if not operator and not self.refusals.take(now, actor):
             return
         target = refused_target(target)
         data = {"actor": actor, "action": action, "target": target, "result": result}

@@ -41,6 +41,25 @@ async def test_a_tenants_refusals_are_audited_within_the_budget(
     assert gateway.audit.refusals.dropped == 7
 
 
+async def test_one_tenants_flood_leaves_room_for_another_callers_refusals(
+    store: Store, port: FakePort
+) -> None:
+    """Each caller's refusals are audited up to its own share of the minute: a tenant that
+    floods cannot use the whole budget and hide another's refused calls."""
+    gateway = ToolGateway(store, refusals=RefusalBudget(per_minute=10, per_actor=4))
+    await gateway.start()
+    for _ in range(12):
+        with pytest.raises(ToolNotFound):
+            await call(gateway, port, "nope", {}, tenant="tenant-b")
+    with pytest.raises(ToolNotFound):
+        await call(gateway, port, "probe", {}, tenant="tenant-c")
+    rows = await _refused_rows(store)
+    await gateway.close()
+    actors = [r.action.actor for r in rows]
+    assert actors.count("tenant-b") == 4
+    assert actors.count("tenant-c") == 1
+
+
 async def test_a_refused_calls_target_is_cut(store: Store, port: FakePort) -> None:
     gateway = ToolGateway(store)
     await gateway.start()
