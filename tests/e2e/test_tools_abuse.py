@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from agentconsole.server.gateway.builtin_tools import read_ledger
+from agentconsole.server.refusals import RefusalBudget
 from agentconsole.server.store import Store
 from tests.server.gateway.helpers import obj
 from tests.server.gateway.spawn import ServerProcess, served
@@ -233,7 +234,8 @@ def test_the_abuse_corpus_is_refused_before_execution_and_audited(server: Server
     assert all(400 <= s < 500 for s in statuses), statuses
     assert gateway_answers >= len(cases) - 2
     assert read_ledger(server.ledger) == []  # the executor saw 0 calls
-    assert _audited_call_refusals(server) == gateway_answers
+    # audited up to one caller's share of the minute's budget (the rest counted in the log)
+    assert _audited_call_refusals(server) == min(gateway_answers, RefusalBudget().per_actor)
 
 
 def test_a_burst_ten_times_the_bucket_executes_at_most_the_bucket(server: ServerProcess) -> None:
