@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 from types import SimpleNamespace
-from typing import Any
 
 from agentconsole.calibrate import replay_as_serve_runs_it, sim_config_of
 from agentconsole.kvtiers.toolwait import (
@@ -21,64 +20,8 @@ from agentconsole.sample_traces.codec import loads_trace
 from agentconsole.scheduler.controller import ProgramController
 from agentconsole.scheduler.events import EventLog
 from agentconsole.scheduler.runtime import CacheAction
-from agentconsole.server.runtime.sim.costmodel import preset
-from agentconsole.server.runtime.sim.live import SimLiveRuntime
-from agentconsole.server.runtime.sim.live_text import CHARS_PER_TOKEN
 from agentconsole.server.runtime.sim.simulation import CostServiceModel
-
-COST = preset("H200-141GB", "llama-3.1-8b", 1)
-TOOL, TOOL_KIND = "web_search", "search"
-
-
-class Letters:
-    """Segment text the simulated tokenizer counts as exactly ``tokens``."""
-
-    def text(self, key: str, tokens: int) -> str:
-        del key
-        return "a" * (tokens * CHARS_PER_TOKEN)
-
-
-class HintedRuntime(SimLiveRuntime):
-    """The simulated engine, keeping every KV hint it was sent."""
-
-    def __init__(self) -> None:
-        super().__init__(COST, time_scale=0.0, output_tokens=8)
-        self.hints: list[tuple[str, CacheAction, float]] = []
-
-    async def cache_hint(self, program_id: str, action: CacheAction, retain_s: float) -> None:
-        self.hints.append((program_id, action, retain_s))
-        await super().cache_hint(program_id, action, retain_s)
-
-
-def _agent(pid: str) -> dict[str, Any]:
-    """Plan, one tool call, answer: one tool wait with the plan's context cached."""
-    return {
-        "id": pid,
-        "tenant": "acme",
-        "workload": "calibrate",
-        "shape": "calibrate",
-        "arrival_s": 0.0,
-        "nodes": [
-            {"id": "plan", "kind": "llm", "parents": [], "prompt_tokens": 400, "output_tokens": 8},
-            {
-                "id": "search",
-                "kind": "tool",
-                "parents": ["plan"],
-                "tool": TOOL,
-                "tool_kind": TOOL_KIND,
-                "timeout_s": 60.0,
-                "result_tokens": 40,
-                "attempts": [{"latency_s": 0.05, "outcome": "ok"}],
-            },
-            {
-                "id": "answer",
-                "kind": "llm",
-                "parents": ["search"],
-                "prompt_tokens": 60,
-                "output_tokens": 8,
-            },
-        ],
-    }
+from tests.replay_fakes import COST, TOOL, TOOL_KIND, HintedRuntime, Letters, plan_tool_answer
 
 
 async def _calibrate_replay() -> tuple[dict[str, float], list[tuple[str, CacheAction, float]]]:
@@ -86,7 +29,7 @@ async def _calibrate_replay() -> tuple[dict[str, float], list[tuple[str, CacheAc
     await runtime.start()
     try:
         e2e = await replay_as_serve_runs_it(
-            runtime, loads_trace(json.dumps(_agent("p"))), Letters()
+            runtime, loads_trace(json.dumps(plan_tool_answer("p", "calibrate"))), Letters()
         )
     finally:
         await runtime.stop()

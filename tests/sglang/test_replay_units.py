@@ -5,21 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, cast
+from typing import cast
 
 import pytest
 
 from agentconsole.sample_traces.codec import loads_trace
-from agentconsole.scheduler.runtime import CacheAction
 from agentconsole.server.runtime.sglang.replay import LiveReplay, ProgramOutcome, outcome_summary
 from agentconsole.server.runtime.sglang.textbook import TextBook
-from agentconsole.server.runtime.sim.costmodel import preset
-from agentconsole.server.runtime.sim.live import SimLiveRuntime
-from agentconsole.server.runtime.sim.live_text import CHARS_PER_TOKEN
 from agentconsole.server.runtime.sim.simulation import CostServiceModel
-
-COST = preset("H200-141GB", "llama-3.1-8b", 1)
-TOOL_LATENCY_S = 0.05
+from tests.replay_fakes import COST, TOOL_LATENCY_S, HintedRuntime, Letters, plan_tool_answer
 
 
 def _ended(
@@ -51,59 +45,8 @@ def test_the_summary_s_percentiles_interpolate_and_are_0_with_none_finished() ->
     assert (nothing["e2e_p50_s"], nothing["e2e_p95_s"], nothing["e2e_mean_s"]) == (0, 0, 0)
 
 
-class Letters:
-    """Segment text the simulated tokenizer counts as exactly ``tokens``."""
-
-    def text(self, key: str, tokens: int) -> str:
-        del key
-        return "a" * (tokens * CHARS_PER_TOKEN)
-
-
-class HintedRuntime(SimLiveRuntime):
-    """The simulated engine, keeping every KV hint it was sent."""
-
-    def __init__(self) -> None:
-        super().__init__(COST, time_scale=0.0, output_tokens=8)
-        self.hints: list[tuple[str, CacheAction, float]] = []
-
-    async def cache_hint(self, program_id: str, action: CacheAction, retain_s: float) -> None:
-        self.hints.append((program_id, action, retain_s))
-        await super().cache_hint(program_id, action, retain_s)
-
-
-def _plan_tool_answer(pid: str) -> dict[str, Any]:
-    """Plan, one tool call, answer: a tool wait with the plan's context cached."""
-    return {
-        "id": pid,
-        "tenant": "acme",
-        "workload": "replay",
-        "shape": "replay",
-        "arrival_s": 0.0,
-        "nodes": [
-            {"id": "plan", "kind": "llm", "parents": [], "prompt_tokens": 400, "output_tokens": 8},
-            {
-                "id": "search",
-                "kind": "tool",
-                "parents": ["plan"],
-                "tool": "web_search",
-                "tool_kind": "search",
-                "timeout_s": 60.0,
-                "result_tokens": 40,
-                "attempts": [{"latency_s": TOOL_LATENCY_S, "outcome": "ok"}],
-            },
-            {
-                "id": "answer",
-                "kind": "llm",
-                "parents": ["search"],
-                "prompt_tokens": 60,
-                "output_tokens": 8,
-            },
-        ],
-    }
-
-
 async def _replay(runtime: HintedRuntime) -> list[ProgramOutcome]:
-    trace = loads_trace(json.dumps(_plan_tool_answer("p")))
+    trace = loads_trace(json.dumps(plan_tool_answer("p", "replay")))
     book = cast(TextBook, Letters())  # LiveReplay reads nothing of a book but its text
     await runtime.start()
     try:

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Route
+from playwright.sync_api import Browser, Page, Route
 
 from tests.ui.browser_session import Session, open_session
 from tests.ui.browser_target import ConsoleTarget
@@ -406,6 +406,15 @@ def _pause_timers(session: Session) -> None:
     session.page.clock.pause_at(now + 1)
 
 
+def _on_program_with_a_clock(session: Session, url: str, program_id: str) -> Page:
+    """The page on ``program_id``'s detail, live, its timers under the test's clock."""
+    page = session.page
+    page.clock.install()
+    page.goto(f"{url}/#/program/{program_id}")
+    session.wait("AC.state.live && AC.state.detail !== null")
+    return page
+
+
 def test_news_of_the_program_last_opened_does_not_reread_the_list(browser: Browser) -> None:
     """Back on the list after a program's detail, that program's news is no reason to read
     every page of the list again: a burst of it (and of programs starting) reads nothing
@@ -414,10 +423,7 @@ def test_news_of_the_program_last_opened_does_not_reread_the_list(browser: Brows
     program_id = _running(world)
     with serve_stub(world) as stub:
         for session in open_session(browser, stub.url):
-            page = session.page
-            page.clock.install()
-            page.goto(f"{stub.url}/#/program/{program_id}")
-            session.wait("AC.state.live && AC.state.detail !== null")
+            page = _on_program_with_a_clock(session, stub.url, program_id)
             page.evaluate("() => { location.hash = '#/programs'; }")
             session.wait(f"AC.state.programs.has({json.dumps(program_id)})")
             _pause_timers(session)
@@ -444,10 +450,7 @@ def test_a_burst_of_news_of_the_open_program_reads_it_once(browser: Browser) -> 
     detail = f"/v1/programs/{program_id}"
     with serve_stub(world) as stub:
         for session in open_session(browser, stub.url):
-            page = session.page
-            page.clock.install()
-            page.goto(f"{stub.url}/#/program/{program_id}")
-            session.wait("AC.state.live && AC.state.detail !== null")
+            page = _on_program_with_a_clock(session, stub.url, program_id)
             assert session.eval("AC.state.detail.priority_key[0]") == 1
             _pause_timers(session)
             reads = _requests(session, detail)

@@ -37,7 +37,7 @@ from agentconsole.scheduler.actions import (
 )
 from agentconsole.scheduler.backlog import drain_batch
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
-from agentconsole.scheduler.driver import DOOR_MEMORY_SHARE, ProgramDriver
+from agentconsole.scheduler.driver import DOOR_MEMORY_SHARE, ProgramDriver, marks_public
 from agentconsole.scheduler.events import EventLog, Scalar, paused_gc
 from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.models import ModelRequest
@@ -303,12 +303,14 @@ class Simulation:
             ideal_e2e_s=ideal,
         )
         first = run.first_context()
-        held = max(
-            (e.index.peek(program.tenant, first) for e in self.engines),
-            key=lambda match: match.hit_tokens,
-        )
         private = sum(b.tokens for b in first if not b.public)
-        probe = PrefixProbe(held.requested_tokens, cached_tokens=held.hit_tokens)
+        probe = None  # what the engines hold of it: asked only where the door's size needs it
+        if self.driver.door_open and not marks_public(private, sum(b.tokens for b in first)):
+            held = max(
+                (e.index.peek(program.tenant, first) for e in self.engines),
+                key=lambda match: match.hit_tokens,
+            )
+            probe = PrefixProbe(held.requested_tokens, cached_tokens=held.hit_tokens)
         slots = self._batch_slots
         memory = self._memory_tokens
         if self.driver.arrive(program.id, private, memory, now, held=probe, batch_slots=slots):
