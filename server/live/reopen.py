@@ -7,8 +7,10 @@ memory is rebuilt when its owner names it again, so its next call continues its 
 policies see its attained service, completed calls and tokens as before.
 
 What cannot go on after a restart: an LLM call that was in the engine is gone with it; its
-node is closed as ``interrupted`` (the agent's retry of that node id is a new attempt). A tool
-node stays running: the agent (or the gateway's recovered intent) still reports its end.
+node is closed as ``interrupted`` (the agent's retry of that node id is a new attempt). An LLM
+node declared ahead and not called yet is no such call: it stays ready (or pending) for its
+first call. A tool node stays running: the agent (or the gateway's recovered intent) still
+reports its end.
 Rebuilding emits no events: nothing happened, the server only remembers.
 
 Rows trail the event log by up to a second; :func:`rebuild` takes the program's events past
@@ -95,13 +97,24 @@ def _node(view: ProgramView, index: int) -> Node:
 
 def _close_interrupted(program: Program, now: float) -> None:
     """LLM calls died with the old process: their nodes close, so the agent can run them
-    again (tools go on: their ends are still reported)."""
+    again (tools go on: their ends are still reported). Only a call in flight died: its node
+    running, or with an attempt still open (a preempted call waits ready). A node the agent
+    declared ahead and never called (ready or pending, no open attempt) lost nothing: it
+    stays as it was, and its first call is a first attempt, not a retry."""
     for node in program.nodes.values():
-        if node.kind is NodeKind.LLM and node.state in (NodeState.RUNNING, NodeState.READY):
+        if node.kind is NodeKind.LLM and _call_in_flight(node):
             node.state = NodeState.FAILED
             node.finished_at = now
             if node.attempts and node.attempts[-1].finished_at is None:
                 node.attempts[-1].finished_at, node.attempts[-1].outcome = now, INTERRUPTED
+
+
+def _call_in_flight(node: Node) -> bool:
+    """Whether the node's call was in the engine (or queued for it) when the process ended."""
+    if node.state.terminal:
+        return False
+    open_attempt = bool(node.attempts) and node.attempts[-1].finished_at is None
+    return node.state is NodeState.RUNNING or open_attempt
 
 
 def _synced(data: Mapping[str, Any]) -> int:

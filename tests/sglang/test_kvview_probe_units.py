@@ -5,6 +5,7 @@ door subtracts), and a known program's probe is its own context's, as before."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from agentconsole.scheduler.events import EventLog
 from agentconsole.scheduler.runtime import PrefixProbe, Prompt
@@ -15,6 +16,7 @@ from agentconsole.server.runtime.sglang.contexts import (
     LastContext,
     ProgramContexts,
 )
+from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.kvview import KVView
 from agentconsole.server.runtime.sglang.status import Placement
 from agentconsole.server.runtime.sglang.telemetry import Telemetry
@@ -30,6 +32,7 @@ class _View(KVView):
     sweep (None: none written yet)."""
 
     def __init__(self, contexts: ProgramContexts, placement: Placement | None = None) -> None:
+        self.settings = EngineSettings(model_path=Path("m"))  # one rank
         self.telemetry = Telemetry(EventLog(), lambda: None, contexts)
         self.router = None
         self.engine = None

@@ -12,6 +12,7 @@ With one rank (the default) nothing here changes a request.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from agentconsole.scheduler.runtime import TierUsage
@@ -43,7 +44,7 @@ class RankRouting:
             salt_of(call),
             prompt,
             len(prompt) or t.prompt_tokens,
-            (_in_flight(c) for c in self._calls.values() if c.rank is not None),
+            routed_calls(self._calls.values()),
             self.telemetry.contexts,
             self.rank_files.placements(),
         )
@@ -71,6 +72,12 @@ class RankRouting:
             if status is not None:
                 out[f"{DEVICE_TIER}.rank{r}"] = status.device_tier()
         return out
+
+
+def routed_calls(calls: Iterable[SGLangStream]) -> list[InFlight]:
+    """The load of the calls already sent to a rank, as routing (and a probe asking where a
+    new program would go) weighs it."""
+    return [_in_flight(c) for c in calls if c.rank is not None]
 
 
 def _in_flight(call: SGLangStream) -> InFlight:

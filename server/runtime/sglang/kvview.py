@@ -21,11 +21,16 @@ second old), and the adapter's own memory of each program's last context (``cont
   resident tokens by the same rule; nothing of it is lost. That lookup is bounded
   (``contexts.ProgramContexts.shared``: an index by salt and first ids, at most
   ``contexts.SHARED_CANDIDATES`` contexts compared, about one full comparison when they share
-  one prefix) and a program with a context never pays it. With data-parallel ranks a program
-  not placed yet reads every rank's merged sweep, so the prefix may sit on a rank it will not
-  be placed on. On CPU there is no slower tier (``slow_tokens`` 0). An estimate: a prefix held
-  only by a context the adapter no longer remembers (or by a call still in flight) is not
-  counted.
+  one prefix) and a program with a context never pays it. With data-parallel ranks each rank
+  has its own radix cache, so only what the rank the call goes to holds counts: the rank the
+  router (``ranks.RankRouter.likely_ranks``) would place it on now, by the placement rule's
+  own score (cached tokens against load: the rank holding the prefix wins unless its load
+  outweighs the prefix), and on a tie, or unpinned (SGLang's controller spreads calls round
+  robin), the least over the ranks it may go to; a context counts on a rank by that rank's
+  sweep, or, before one ran since, on the rank its program last ran on alone. The call is
+  placed when it is sent, so the load may have changed by then. On CPU there is no slower
+  tier (``slow_tokens`` 0). An estimate: a prefix held only by a context the adapter no
+  longer remembers (or by a call still in flight) is not counted.
 
 ``metrics_dir()`` names the folder of SGLang's Prometheus multiprocess files, which
 ``server.prometheus`` merges into ``/metrics``.
@@ -33,12 +38,14 @@ second old), and the adapter's own memory of each program's last context (``cont
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from agentconsole.scheduler.runtime import MemoryView, PrefixProbe, ProgramContext, Prompt
 from agentconsole.server.runtime.sglang import wire
-from agentconsole.server.runtime.sglang.contexts import LastContext
+from agentconsole.server.runtime.sglang.contexts import LastContext, ResidentOf
+from agentconsole.server.runtime.sglang.dataparallel import routed_calls
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.rank_status import RankFiles
 from agentconsole.server.runtime.sglang.ranks import RankRouter
@@ -132,20 +139,49 @@ class KVView:
             else wire.cache_salt(namespace, prompt_chars=1, public_prefix_chars=0)
         )
         contexts = self.telemetry.contexts
-        placement = self.read_placement(program_id)
-
-        def resident_of(program: str, last: LastContext) -> int | None:
-            return _resident(placement, program, last)
-
         last = contexts.get(program_id)
         if last is None:  # a new program: what the tenant's other programs computed
-            return PrefixProbe(
-                prompt_tokens=len(ids), cached_tokens=contexts.shared(salt, ids, resident_of)
-            )
-        reuse = contexts.reuse(program_id, salt, ids, resident_of(program_id, last))
+            held = self._shared_on_its_rank(program_id, salt, ids)
+            return PrefixProbe(prompt_tokens=len(ids), cached_tokens=held)
+        resident = _resident(self.read_placement(program_id), program_id, last)
+        reuse = contexts.reuse(program_id, salt, ids, resident)
         return PrefixProbe(
             prompt_tokens=len(ids), cached_tokens=reuse.resident, lost_tokens=reuse.lost
         )
+
+    def _shared_on_its_rank(self, program_id: str, salt: str, ids: Sequence[int]) -> int:
+        """The prefix of a new program's prompt that other programs' contexts hold resident
+        where its call will run. With data-parallel ranks each rank has its own radix cache:
+        only the rank the call would be routed to now counts (the least of the ranks it may
+        go to: every rank when SGLang places calls round robin, the tied ones on a tie)."""
+        contexts = self.telemetry.contexts
+        if self.settings.dp <= 1:
+            placement = self.read_placement(program_id)
+            return contexts.shared(salt, ids, lambda p, last: _resident(placement, p, last))
+        placements = self.rank_files.placements()
+        if self.router is None:  # unpinned: SGLang's controller may send it to any rank
+            ranks = list(range(self.settings.dp))
+        else:
+            calls = routed_calls(self._calls.values())
+            ranks = self.router.likely_ranks(
+                program_id, salt, ids, len(ids), calls, contexts, placements
+            )
+        return min(contexts.shared(salt, ids, self._resident_on(r, placements)) for r in ranks)
+
+    def _resident_on(self, rank: int, placements: Sequence[Placement | None]) -> ResidentOf:
+        """A remembered context's tokens resident on ``rank``: as that rank's sweep lists them
+        once it swept after the context was remembered; before that, all of it where its
+        program last ran and none elsewhere (a context whose rank is not known counts on
+        none)."""
+        placement = placements[rank] if rank < len(placements) else None
+
+        def resident_of(program: str, last: LastContext) -> int | None:
+            if placement is not None and placement.written_at > last.at:
+                return placement.programs.get(program, (0, 0))[0]
+            ran_on = self.router.ran_on(program) if self.router is not None else None
+            return None if ran_on == rank else 0
+
+        return resident_of
 
     def _tokenize(self, text: str) -> list[int] | None:
         """``text`` in the served model's tokens, as SGLang tokenizes a prompt (None before

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from agentconsole.kvtiers.router import AffinityRouter, RouteWeights, WorkerState
+from agentconsole.kvtiers.router import AffinityRouter, RouteWeights, WorkerState, route_cost
 from agentconsole.kvtiers.tiers import ALL_TIERS, Tier
 from agentconsole.server.runtime.sglang.contexts import ProgramContexts, as_ids
 from agentconsole.server.runtime.sglang.status import Placement
@@ -89,20 +89,66 @@ class RankRouter:
             # mappings whose rank lost the context go now, not only on a tie, so that
             # ``rank_of`` (the API's view) does not show a rank that holds nothing of it
             self.rule.forget_lost(holds)
-            load = _loads(self.size, calls)
-            last_rank = self._ran_on.get(program_id)
-            hits = self._hits(program_id, salt, as_ids(prompt), contexts, placements, last_rank)
-            return [
-                WorkerState(
-                    f"rank{r}",
-                    [hits[r] if t is Tier.HBM else 0 for t in ALL_TIERS],
-                    load[r].prefill_tokens,
-                    load[r].decode_tokens,
-                )
-                for r in candidates
-            ]
+            return self._workers(candidates, program_id, salt, prompt, calls, contexts, placements)
 
         return self.rule.route(program_id, prompt_tokens, holds, workers)
+
+    def likely_ranks(
+        self,
+        program_id: str,
+        salt: str,
+        prompt: Sequence[int],
+        prompt_tokens: int,
+        calls: Iterable[InFlight],
+        contexts: ProgramContexts,
+        placements: Sequence[Placement | None],
+    ) -> list[int]:
+        """The ranks :meth:`route` would choose among for the program's next call if it were
+        placed now, changing nothing (a probe asks before the call is placed): its rank while
+        it keeps it, else the open ranks of lowest ``route_cost``, all of them on a tie (the
+        tie-break counts mapped programs, which may change before the call is placed). The
+        rule is ``AffinityRouter.route``'s, asked without its side effects."""
+        rank = self.rule.rank_of(program_id)
+        if (
+            rank is not None
+            and rank not in self.drained
+            and self._keeps(program_id, rank, contexts, placements)
+        ):
+            return [rank]
+        candidates = self.rule.open_ranks()
+        states = self._workers(candidates, program_id, salt, prompt, calls, contexts, placements)
+        costs = [route_cost(prompt_tokens, state, self.weights) for state in states]
+        lowest = min(costs)
+        return [r for r, cost in zip(candidates, costs, strict=True) if cost == lowest]
+
+    def ran_on(self, program_id: str) -> int | None:
+        """The rank the program's latest call ran on (None: none known, or forgotten)."""
+        return self._ran_on.get(program_id)
+
+    def _workers(
+        self,
+        candidates: Sequence[int],
+        program_id: str,
+        salt: str,
+        prompt: Sequence[int],
+        calls: Iterable[InFlight],
+        contexts: ProgramContexts,
+        placements: Sequence[Placement | None],
+    ) -> list[WorkerState]:
+        """The candidate ranks as the placement rule scores them for the program's prompt:
+        its expected cached tokens there, and the rank's load of calls in flight."""
+        load = _loads(self.size, calls)
+        last_rank = self._ran_on.get(program_id)
+        hits = self._hits(program_id, salt, as_ids(prompt), contexts, placements, last_rank)
+        return [
+            WorkerState(
+                f"rank{r}",
+                [hits[r] if t is Tier.HBM else 0 for t in ALL_TIERS],
+                load[r].prefill_tokens,
+                load[r].decode_tokens,
+            )
+            for r in candidates
+        ]
 
     def _keeps(
         self,
