@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agentconsole.server.api.errors import ApiError
+from agentconsole.server.refusals import NO_KEY_ACTOR, UNKNOWN_KEY_ACTOR_PREFIX
 
 OPERATOR_TENANT = "operator"
 #: Tenant names the server itself uses as markers, so no key may act as one: ``""`` is the
@@ -90,7 +91,7 @@ class KeyRing:
         """Who presented ``authorization`` that :meth:`resolve` refused, for the audit log:
         ``anonymous`` without a key, else ``unknown-<hash prefix>`` (never the key itself)."""
         key = (authorization or "").partition(" ")[2].strip()
-        return f"unknown-{key_hash(key)[:8]}" if key else "anonymous"
+        return f"{UNKNOWN_KEY_ACTOR_PREFIX}{key_hash(key)[:8]}" if key else NO_KEY_ACTOR
 
 
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}

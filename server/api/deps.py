@@ -3,10 +3,11 @@
 The lifespan of :func:`agentconsole.server.app.create_app` builds one :class:`Live` and puts it
 in ``app.state.live``; handlers receive it (``live``) and the caller's :class:`Principal`
 (``principal``, or ``operator_principal`` which also requires the operator role) by injection.
-The tool gateway's handlers get ``tenant`` and ``operator`` the same way.
+The tool gateway's handlers get ``principal`` too (an operator key's actions audited under its
+key id there as here).
 
-Every route but ``/health`` and ``/ready`` resolves ``principal`` (``operator_principal`` and
-``tenant`` depend on it), so its provider is also where a write is refused while the store
+Every route but ``/health`` and ``/ready`` resolves ``principal`` (``operator_principal``
+depends on it), so its provider is also where a write is refused while the store
 cannot record it (:func:`refuse_unrecordable_write`): one gate for the core routes, the tool
 gateway's and any extension's, none of them copied per route.
 """
@@ -104,18 +105,8 @@ def provide_operator(
     return principal
 
 
-def provide_tenant(principal: PrincipalDep) -> str:
-    return principal.tenant
-
-
-def provide_is_operator(principal: PrincipalDep) -> bool:
-    return principal.operator
-
-
 DEPENDENCIES: dict[str, Provide] = {
     "live": Provide(provide_live, sync_to_thread=False),
     "principal": Provide(provide_principal, sync_to_thread=False),
     "operator_principal": Provide(provide_operator, sync_to_thread=False),
-    "tenant": Provide(provide_tenant, sync_to_thread=False),
-    "operator": Provide(provide_is_operator, sync_to_thread=False),
 }

@@ -12,6 +12,10 @@ A tenant can make the gateway refuse as often as it can send, so its refusals ar
 the core API's are (:mod:`agentconsole.server.refusals`): within the server's one
 :class:`RefusalBudget` (600 a minute, shared with the core's refusals; an operator key's
 refusals are always audited), the target cut to ``MAX_REFUSED_TARGET_CHARS``.
+
+Rows name their caller as an :class:`AuditActor`: an operator key by the key id the core's
+audit names it by, so ``GET /v1/operator/audit?actor=operator-<hash>`` lists one operator's
+tool registrations and reconciles with the rest of its actions.
 """
 
 from __future__ import annotations
@@ -19,14 +23,33 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from agentconsole.server.api.auth import OPERATOR_TENANT
+from agentconsole.server.api.auth import Principal
 from agentconsole.server.gateway.errors import GatewayError
 from agentconsole.server.refusals import RefusalBudget, refused_target
 from agentconsole.server.store import OperatorAction, StoreWriter
 from agentconsole.server.store.jsonutil import JSONValue
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditActor:
+    """Whom a gateway audit row names (``name``), and whether the caller holds an operator
+    key (its refusals are audited past the budget: an operator is no flood)."""
+
+    name: str
+    operator: bool = False
+
+    @classmethod
+    def of(cls, principal: Principal) -> AuditActor:
+        """An operator key by its key id (``operator-<key hash prefix>``), as the core's own
+        audit names it (every operator key acts as the one tenant ``operator``: that name
+        would not tell them apart); a tenant key by its tenant, as the gateway's rows always
+        named it."""
+        name = principal.key_id if principal.operator else principal.tenant
+        return cls(name, principal.operator)
 
 
 class Auditor:
@@ -42,20 +65,30 @@ class Auditor:
         self.rejections: dict[str, int] = {}
 
     def record(
-        self, actor: str, action: str, target: str, result: str, args: Mapping[str, JSONValue]
+        self,
+        actor: AuditActor,
+        action: str,
+        target: str,
+        result: str,
+        args: Mapping[str, JSONValue],
     ) -> None:
         """Queue one audit row (never blocks, never raises)."""
-        self._queue(time.time(), actor, action, target, result, args)
+        self._queue(time.time(), actor.name, action, target, result, args)
 
     def rejected(
-        self, actor: str, action: str, target: str, error: GatewayError, context: Mapping[str, str]
+        self,
+        actor: AuditActor,
+        action: str,
+        target: str,
+        error: GatewayError,
+        context: Mapping[str, str],
     ) -> None:
         """Record that ``action`` by ``actor`` on ``target`` was refused with ``error``: for a
-        tenant, only within :attr:`refusals`, and the target cut as the core cuts its own."""
+        tenant key, only within :attr:`refusals`, and the target cut as the core cuts its own.
+        Every caller here holds a valid key (the app resolved it before the gateway)."""
         self.rejections[error.type] = self.rejections.get(error.type, 0) + 1
         now = time.time()
-        # the tenant name ``operator`` is reserved for operator keys (``auth.KeyRing``)
-        if actor != OPERATOR_TENANT and not self.refusals.take(now, actor):
+        if not actor.operator and not self.refusals.take(now, actor.name):
             return
         target = refused_target(target)
         message = error.audit_message()
@@ -67,8 +100,8 @@ class Auditor:
         # the result reads as the core's refusals do (``OperatorDesk.refused``); the error's
         # type, status and message stay in ``args``
         result = f"refused: {error.status} {message[:200]}"
-        self._queue(now, actor, action, target, result, args)
-        log.info("%s rejected for %s on %s: %s", action, actor, target, error.type)
+        self._queue(now, actor.name, action, target, result, args)
+        log.info("%s rejected for %s on %s: %s", action, actor.name, target, error.type)
 
     def _queue(
         self,

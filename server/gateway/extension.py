@@ -2,7 +2,7 @@
 
 Mount it with ``create_app(config, extensions=[GatewayExtension(GatewayConfig(...))])``: it
 adds the gateway's controllers and the ``gateway``/``program_port`` providers (the app
-provides ``tenant`` and ``operator``), builds the :class:`ToolGateway` on the live store once
+provides ``principal``), builds the :class:`ToolGateway` on the live store once
 the app has started (its refusals audited within the operator desk's budget), answers cancels
 of the program service (read-only tools interrupted, side effects left to commit) and closes
 the gateway before the store closes.

@@ -25,7 +25,7 @@ from dataclasses import replace
 import httpx
 from jsonschema.exceptions import best_match
 
-from agentconsole.server.gateway.audit import Auditor
+from agentconsole.server.gateway.audit import AuditActor, Auditor
 from agentconsole.server.gateway.builtin_tools import builtin_functions
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.definition import ToolDefinition
@@ -131,9 +131,14 @@ class ToolGateway:
             await self._guarded.aclose()
 
     # ------------------------------------------------------------------ registry
-    async def register(self, tenant: str, operator: bool, raw: bytes) -> ToolDefinition:
+    async def register(
+        self, tenant: str, operator: bool, raw: bytes, *, actor: AuditActor | None = None
+    ) -> ToolDefinition:
         """Register (or replace) a tool from a ``POST /v1/tools`` body; an operator's is
-        platform-wide. Raises (and audits) :class:`InvalidTool` or :class:`InvalidRequest`."""
+        platform-wide. Raises (and audits) :class:`InvalidTool` or :class:`InvalidRequest`.
+        ``actor``: whom the audit names (the routes pass the key's, :meth:`AuditActor.of`);
+        by default the tenant."""
+        actor = actor or AuditActor(tenant, operator)
         try:
             body = parse_body(raw, self.config.max_body_bytes)
             definition = parse_registration(
@@ -153,13 +158,13 @@ class ToolGateway:
                         field="executor/type",
                     )
         except GatewayError as error:
-            self.audit.rejected(tenant, "tool.register", "tool", error, {})
+            self.audit.rejected(actor, "tool.register", "tool", error, {})
             raise
         definition = await self.registry.register(
             _with_schema(definition, validator.schema), validator
         )
         self.audit.record(
-            tenant,
+            actor,
             "tool.register",
             f"tool:{definition.name}",
             "ok",
@@ -177,12 +182,22 @@ class ToolGateway:
         return self.registry.visible(tenant, operator=operator)
 
     # ------------------------------------------------------------------ call
-    async def call(self, tenant: str, name: str, raw: bytes, port: ProgramPort) -> CallResult:
+    async def call(
+        self,
+        tenant: str,
+        name: str,
+        raw: bytes,
+        port: ProgramPort,
+        *,
+        actor: AuditActor | None = None,
+    ) -> CallResult:
         """Run the pipeline for ``POST /v1/tools/{name}/call``; see the module docstring.
 
         Returns the committed or replayed result. Raises a :class:`GatewayError`: a 4xx
-        refusal (audited, and the executor was not reached) or a 424 for a tool that failed.
+        refusal (audited as ``actor``, by default the tenant, and the executor was not
+        reached) or a 424 for a tool that failed.
         """
+        actor = actor or AuditActor(tenant)
         context: dict[str, str] = {}
         try:
             request = parse_call(parse_body(raw, self.config.max_body_bytes))
@@ -205,7 +220,7 @@ class ToolGateway:
                 max_concurrency=tool.max_concurrency,
             )
         except GatewayError as error:
-            self.audit.rejected(tenant, "tool.call", f"tool:{name}", error, context)
+            self.audit.rejected(actor, "tool.call", f"tool:{name}", error, context)
             raise
         released = False
 
@@ -219,7 +234,7 @@ class ToolGateway:
             job = await self._prepare(tenant, compiled, request, port, release)
         except GatewayError as error:
             release()
-            self.audit.rejected(tenant, "tool.call", f"tool:{name}", error, context)
+            self.audit.rejected(actor, "tool.call", f"tool:{name}", error, context)
             raise
         except BaseException:
             release()
@@ -228,12 +243,12 @@ class ToolGateway:
             async with port_errors():
                 return await self.runner.run(job)
         except EgressRefused as error:  # nothing was sent: a refusal, if found at connect time
-            self.audit.rejected(tenant, "tool.call", f"tool:{name}", error, context)
+            self.audit.rejected(actor, "tool.call", f"tool:{name}", error, context)
             raise
         except ToolFailed:
             raise  # an execution outcome, not a refusal
         except GatewayError as error:
-            self.audit.rejected(tenant, "tool.call", f"tool:{name}", error, context)
+            self.audit.rejected(actor, "tool.call", f"tool:{name}", error, context)
             raise
 
     async def _replay_ended(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agentconsole.server.gateway.audit import Auditor
+from agentconsole.server.gateway.audit import AuditActor, Auditor
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.errors import Conflict, GatewayError, InvalidRequest, ToolNotFound
 from agentconsole.server.gateway.outcome import encode_result
@@ -56,11 +56,14 @@ class ToolOperations:
         )
         return [intent_json(r) for r in records]
 
-    async def reconcile(self, actor: str, tool_call_id: str, raw: bytes) -> dict[str, JSONValue]:
+    async def reconcile(
+        self, actor: AuditActor, tool_call_id: str, raw: bytes
+    ) -> dict[str, JSONValue]:
         """Settle a ``needs_reconcile`` call: ``{"action": "commit", "result": ...}`` records
         what a human established happened (replayed from now on); ``{"action": "retry"}``
         allows exactly one new execution with the same key. Raises 404 for an unknown id and
-        409 for a call in any other state; nothing changes then."""
+        409 for a call in any other state; nothing changes then. Audited as ``actor`` (the
+        operator's key id)."""
         try:
             body = parse_body(raw, self._config.max_body_bytes)
             action = body.get("action")

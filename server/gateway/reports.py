@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from agentconsole.scheduler.program import ToolSpec
-from agentconsole.server.gateway.audit import Auditor
+from agentconsole.server.gateway.audit import AuditActor, Auditor
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.errors import GatewayError
 from agentconsole.server.gateway.ports import ReportPort, port_errors
@@ -38,14 +38,21 @@ class AgentReports:
         self._started: dict[tuple[str, str], float] = {}
 
     async def started(
-        self, tenant: str, program_id: str, raw: bytes, port: ReportPort
+        self,
+        tenant: str,
+        program_id: str,
+        raw: bytes,
+        port: ReportPort,
+        *,
+        actor: AuditActor | None = None,
     ) -> dict[str, JSONValue]:
         """The agent starts running ``tool`` for ``node_id``: create the node if needed
         (counts against the ``tool_calls`` quota) and mark the program as waiting on it.
 
         A tool the tenant sees gives the node its registered spec; any other name (a platform
         tool not open to the tenant included, so it answers as an unknown name) is the
-        agent's own tool."""
+        agent's own tool. A refusal is audited as ``actor`` (by default the tenant)."""
+        actor = actor or AuditActor(tenant)
         try:
             check_program_id(program_id)
             node_id, tool = parse_started(parse_body(raw, self._config.max_body_bytes))
@@ -56,7 +63,7 @@ class AgentReports:
                 await port.ensure_tool_node(tenant, program_id, node_id, spec)
                 await port.tool_started(program_id, node_id)
         except GatewayError as error:
-            self._audit.rejected(tenant, "tool.report", f"program:{program_id}", error, {})
+            self._audit.rejected(actor, "tool.report", f"program:{program_id}", error, {})
             raise
         if len(self._started) >= MAX_OPEN_REPORTS:
             self._started.pop(next(iter(self._started)))
@@ -64,10 +71,18 @@ class AgentReports:
         return {"program_id": program_id, "node_id": node_id, "tool": tool, "state": "running"}
 
     async def finished(
-        self, tenant: str, program_id: str, raw: bytes, port: ReportPort
+        self,
+        tenant: str,
+        program_id: str,
+        raw: bytes,
+        port: ReportPort,
+        *,
+        actor: AuditActor | None = None,
     ) -> dict[str, JSONValue]:
         """The agent's tool for ``node_id`` ended; ``latency_s`` defaults to the time since
-        its start report (without one, the core measures it)."""
+        its start report (without one, the core measures it). A refusal is audited as
+        ``actor`` (by default the tenant)."""
+        actor = actor or AuditActor(tenant)
         try:
             check_program_id(program_id)
             node_id, outcome, latency = parse_finished(parse_body(raw, self._config.max_body_bytes))
@@ -78,7 +93,7 @@ class AgentReports:
                     latency = time.monotonic() - started
                 await port.tool_finished(program_id, node_id, outcome, latency)
         except GatewayError as error:
-            self._audit.rejected(tenant, "tool.report", f"program:{program_id}", error, {})
+            self._audit.rejected(actor, "tool.report", f"program:{program_id}", error, {})
             raise
         return {
             "program_id": program_id,

@@ -5,8 +5,7 @@ Wiring (``server/app.py``)::
     gateway = ToolGateway(store, GatewayConfig(...))
     app = Litestar(
         route_handlers=[..., *GATEWAY_CONTROLLERS],
-        dependencies={**gateway_dependencies(gateway, program_service), "tenant": ...,
-                      "operator": ...},
+        dependencies={**gateway_dependencies(gateway, program_service), "principal": ...},
         on_startup=[gateway.start], on_shutdown=[gateway.close],  # before the store closes
     )
 
@@ -16,18 +15,19 @@ instead of silently becoming a query parameter):
 * ``gateway``: the :class:`ToolGateway`;
 * ``program_port``: the :class:`~agentconsole.server.gateway.ports.ReportPort`
   (``ProgramService``);
-* ``tenant``: ``str``, the authenticated caller's tenant;
-* ``operator``: ``bool``, whether the key is an operator key.
+* ``principal``: the authenticated caller's :class:`~agentconsole.server.api.auth.Principal`
+  (its tenant, whether it holds an operator key, and the key id the audit names an operator
+  by: :meth:`AuditActor.of`).
 
 Routes: ``POST/GET /v1/tools``, ``POST /v1/tools/{name}/call``,
 ``POST /v1/programs/{program_id}/tool-calls/start|finish``,
 ``GET /v1/operator/tool-calls`` and ``POST /v1/operator/tool-calls/{tool_call_id}/reconcile``.
 In the app, a write (any route but a read) is refused with 503 while the store's writer is
-dead, by the ``principal`` provider that ``tenant`` depends on (``api/deps.py``), before the
-gateway sees it. Errors are answered by the controllers' own handler in the API's error shape;
-each route's body schema and statuses for the published contract are in :mod:`.openapi`. Path
-parameters are checked by the gateway itself (so its refusals are audited). A tenant key on an
-operator route is refused and audited.
+dead, by the ``principal`` provider (``api/deps.py``), before the gateway sees it. Errors are
+answered by the controllers' own handler in the API's error shape; each route's body schema
+and statuses for the published contract are in :mod:`.openapi`. Path parameters are checked by
+the gateway itself (so its refusals are audited). A tenant key on an operator route is refused
+and audited.
 """
 
 from __future__ import annotations
@@ -40,9 +40,11 @@ from litestar.exceptions import ValidationException
 from litestar.params import FromPath, QueryParameter, SkipValidation
 from litestar.types import ExceptionHandlersMap
 
+from agentconsole.server.api.auth import Principal
 from agentconsole.server.api.errors import handle_error
 from agentconsole.server.api.queryguard import strict_query
 from agentconsole.server.gateway import openapi
+from agentconsole.server.gateway.audit import AuditActor
 from agentconsole.server.gateway.errors import Forbidden, GatewayError
 from agentconsole.server.gateway.gateway import ToolGateway
 from agentconsole.server.gateway.ports import ReportPort
@@ -52,8 +54,7 @@ from agentconsole.server.store import StoreError
 Body = dict[str, Any]
 Gateway = NamedDependency[SkipValidation[ToolGateway]]
 Port = NamedDependency[SkipValidation[ReportPort]]
-Tenant = NamedDependency[str]
-Operator = NamedDependency[bool]
+Caller = NamedDependency[SkipValidation[Principal]]
 IntentState = Literal["in_progress", "committed", "failed", "retryable", "needs_reconcile"]
 
 
@@ -82,7 +83,7 @@ async def read_limited(request: Request[Any, Any, Any], limit: int) -> bytes:
 
 
 def gateway_dependencies(gateway: ToolGateway, port: ReportPort) -> dict[str, Provide]:
-    """The ``gateway`` and ``program_port`` providers (the app adds ``tenant``/``operator``)."""
+    """The ``gateway`` and ``program_port`` providers (the app adds ``principal``)."""
 
     def provide_gateway() -> ToolGateway:
         return gateway
@@ -110,13 +111,16 @@ class ToolsController(Controller):
         opt=openapi.REGISTER_CONTRACT,
     )
     async def register(
-        self, request: Request[Any, Any, Any], gateway: Gateway, tenant: Tenant, operator: Operator
+        self, request: Request[Any, Any, Any], gateway: Gateway, principal: Caller
     ) -> Body:
         raw = await read_limited(request, gateway.config.max_body_bytes)
-        return (await gateway.register(tenant, operator, raw)).to_json()
+        actor = AuditActor.of(principal)
+        definition = await gateway.register(principal.tenant, principal.operator, raw, actor=actor)
+        return definition.to_json()
 
     @get("/", summary="Tools the caller may call", opt=openapi.LIST_CONTRACT)
-    async def list_tools(self, gateway: Gateway, tenant: Tenant, operator: Operator) -> Body:
+    async def list_tools(self, gateway: Gateway, principal: Caller) -> Body:
+        tenant, operator = principal.tenant, principal.operator
         tools = gateway.tools(tenant, operator=operator)
         return {"tools": [t.view_for(tenant, operator=operator) for t in tools]}
 
@@ -132,10 +136,13 @@ class ToolsController(Controller):
         name: FromPath[str],
         gateway: Gateway,
         program_port: Port,
-        tenant: Tenant,
+        principal: Caller,
     ) -> Body:
         raw = await read_limited(request, gateway.config.max_body_bytes)
-        return (await gateway.call(tenant, name, raw, program_port)).to_json()
+        actor = AuditActor.of(principal)
+        return (
+            await gateway.call(principal.tenant, name, raw, program_port, actor=actor)
+        ).to_json()
 
 
 class ToolReportsController(Controller):
@@ -157,10 +164,13 @@ class ToolReportsController(Controller):
         program_id: FromPath[str],
         gateway: Gateway,
         program_port: Port,
-        tenant: Tenant,
+        principal: Caller,
     ) -> Body:
         raw = await read_limited(request, gateway.config.max_body_bytes)
-        return await gateway.reports.started(tenant, program_id, raw, program_port)
+        actor = AuditActor.of(principal)
+        return await gateway.reports.started(
+            principal.tenant, program_id, raw, program_port, actor=actor
+        )
 
     @post(
         "/finish",
@@ -174,10 +184,13 @@ class ToolReportsController(Controller):
         program_id: FromPath[str],
         gateway: Gateway,
         program_port: Port,
-        tenant: Tenant,
+        principal: Caller,
     ) -> Body:
         raw = await read_limited(request, gateway.config.max_body_bytes)
-        return await gateway.reports.finished(tenant, program_id, raw, program_port)
+        actor = AuditActor.of(principal)
+        return await gateway.reports.finished(
+            principal.tenant, program_id, raw, program_port, actor=actor
+        )
 
 
 class ToolOperatorController(Controller):
@@ -196,17 +209,17 @@ class ToolOperatorController(Controller):
     async def list_calls(
         self,
         gateway: Gateway,
-        tenant: Tenant,
-        operator: Operator,
+        principal: Caller,
         intent_state: Annotated[IntentState | None, QueryParameter(name="state")] = None,
         program_id: Annotated[
             str | None, QueryParameter(pattern=openapi.ID_PATTERN.pattern)
         ] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
     ) -> Body:
-        if not operator:
+        if not principal.operator:
             error = Forbidden("operator key required")
-            gateway.audit.rejected(tenant, "tool.list_calls", "tool_calls", error, {})
+            actor = AuditActor.of(principal)
+            gateway.audit.rejected(actor, "tool.list_calls", "tool_calls", error, {})
             raise error
         return {"tool_calls": await gateway.operations.list(intent_state, program_id, limit)}
 
@@ -221,15 +234,15 @@ class ToolOperatorController(Controller):
         request: Request[Any, Any, Any],
         tool_call_id: FromPath[str],
         gateway: Gateway,
-        tenant: Tenant,
-        operator: Operator,
+        principal: Caller,
     ) -> Body:
-        if not operator:
+        actor = AuditActor.of(principal)
+        if not principal.operator:
             error = Forbidden("operator key required")
-            gateway.audit.rejected(tenant, "tool.reconcile", f"tool_call:{tool_call_id}", error, {})
+            gateway.audit.rejected(actor, "tool.reconcile", f"tool_call:{tool_call_id}", error, {})
             raise error
         raw = await read_limited(request, gateway.config.max_body_bytes)
-        return await gateway.operations.reconcile(tenant, tool_call_id, raw)
+        return await gateway.operations.reconcile(actor, tool_call_id, raw)
 
 
 GATEWAY_CONTROLLERS = (ToolsController, ToolReportsController, ToolOperatorController)

@@ -40,7 +40,7 @@ from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.server.live.errors import Conflict, InvalidRequest, ServiceError
 from agentconsole.server.live.service import ProgramService
-from agentconsole.server.refusals import RefusalBudget, refused_target
+from agentconsole.server.refusals import RefusalBudget, is_keyless, refused_target
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +127,10 @@ class OperatorDesk:
     ) -> None:
         """Audit a call refused before it could act (``result`` ``refused: <reason>``), as an
         event of no tenant's; one of a caller without an operator key (``operator`` False)
-        only within :attr:`refusals`' rate."""
+        only within :attr:`refusals`' rate, those without a valid key (``actor`` as
+        ``KeyRing.actor_of`` names them) all within one caller's share of it."""
         now, result = time.time(), f"refused: {reason}"
-        if not operator and not self.refusals.take(now, actor):
+        if not operator and not self.refusals.take(now, actor, keyless=is_keyless(actor)):
             return
         target = refused_target(target)
         data = {"actor": actor, "action": action, "target": target, "result": result}

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agentconsole.server.gateway import CallResult, GatewayConfig, ToolDefinition, ToolGateway
+from agentconsole.server.gateway.audit import AuditActor
 from agentconsole.server.gateway.builtin_tools import read_ledger
 from agentconsole.server.store import Store
 from tests.server.gateway.fakes import FakePort
@@ -79,9 +80,10 @@ async def call(
     node: str = "n1",
     tenant: str = "t1",
     attempt: int = 1,
+    actor: AuditActor | None = None,
 ) -> CallResult:
     body = {"program_id": program, "node_id": node, "arguments": arguments, "attempt": attempt}
-    return await gateway.call(tenant, tool, raw(body), port)
+    return await gateway.call(tenant, tool, raw(body), port, actor=actor)
 
 
 def applied(ledger: Path) -> dict[str, int]:

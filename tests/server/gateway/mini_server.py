@@ -26,6 +26,8 @@ from litestar.params import FromPath, JSONBody
 from litestar.testing import TestClient
 
 from agentconsole.scheduler.program import ToolSpec
+from agentconsole.server.api.auth import KeyRing, Principal
+from agentconsole.server.api.errors import ApiError
 from agentconsole.server.gateway import (
     EXCEPTION_HANDLERS,
     GATEWAY_CONTROLLERS,
@@ -48,20 +50,22 @@ TENANT_B = {"Authorization": "Bearer sk-tenant-b"}
 OPERATOR = {"Authorization": "Bearer sk-operator"}
 
 
-def _principal(request: Request[Any, Any, Any]) -> tuple[str, bool]:
-    header = request.headers.get("authorization", "")
-    found = KEYS.get(header.removeprefix("Bearer ").strip())
-    if found is None:
-        raise NotAuthorizedException("bad key")
-    return found
+#: the server's own key ring over :data:`KEYS`: the gateway's routes get its principals
+_KEY_RING = KeyRing(
+    {key: tenant for key, (tenant, operator) in KEYS.items() if not operator},
+    [key for key, (_, operator) in KEYS.items() if operator],
+)
+
+
+async def _principal(request: Request[Any, Any, Any]) -> Principal:
+    try:
+        return _KEY_RING.resolve(request.headers.get("authorization"))
+    except ApiError as error:  # the ring's 401, in this app's own shape
+        raise NotAuthorizedException("bad key") from error
 
 
 async def _tenant(request: Request[Any, Any, Any]) -> str:
-    return _principal(request)[0]
-
-
-async def _operator(request: Request[Any, Any, Any]) -> bool:
-    return _principal(request)[1]
+    return (await _principal(request)).tenant
 
 
 def build_app(store: Store, gateway: ToolGateway, port: FakePort) -> Litestar:
@@ -168,8 +172,8 @@ def build_app(store: Store, gateway: ToolGateway, port: FakePort) -> Litestar:
         ],
         dependencies={
             **gateway_dependencies(gateway, port),
+            "principal": Provide(_principal),
             "tenant": Provide(_tenant),
-            "operator": Provide(_operator),
         },
         exception_handlers=EXCEPTION_HANDLERS,
         on_startup=[gateway.start],

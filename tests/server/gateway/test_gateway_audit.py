@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from agentconsole.server.gateway import ToolGateway
+from agentconsole.server.gateway.audit import AuditActor
 from agentconsole.server.gateway.errors import GatewayError, ToolNotFound
 from agentconsole.server.refusals import MAX_REFUSED_TARGET_CHARS, RefusalBudget
 from agentconsole.server.store import Store, StoredAction
@@ -30,13 +31,14 @@ async def test_a_tenants_refusals_are_audited_within_the_budget(
     for _ in range(12):
         with pytest.raises(ToolNotFound):
             await call(gateway, port, "nope", {}, tenant="tenant-b")
-    # an operator key's refusal is no flood: audited past the budget
+    # an operator key's refusal is no flood: audited past the budget, under its key id
+    operator = AuditActor("operator-0123abcd", operator=True)
     with pytest.raises(ToolNotFound):
-        await call(gateway, port, "nope", {}, tenant="operator")
+        await call(gateway, port, "nope", {}, tenant="operator", actor=operator)
     rows = await _refused_rows(store)
     await gateway.close()
     assert [r.action.actor for r in rows].count("tenant-b") == 5
-    assert [r.action.actor for r in rows].count("operator") == 1
+    assert [r.action.actor for r in rows].count(operator.name) == 1
     assert gateway.audit.rejections == {"tool_not_found": 13}  # counted, audited or not
     assert gateway.audit.refusals.dropped == 7
 

@@ -143,7 +143,7 @@ def test_a_missing_dependency_fails_at_start_not_as_a_query_parameter(tmp_path: 
     with Store.open(tmp_path / "s.duckdb") as store:
         gateway = ToolGateway(store)
         dependencies = gateway_dependencies(gateway, FakePort())
-        with pytest.raises(ImproperlyConfiguredException, match=r"operator|tenant"):
+        with pytest.raises(ImproperlyConfiguredException, match=r"principal"):
             Litestar(route_handlers=list(GATEWAY_CONTROLLERS), dependencies=dependencies)
 
 
