@@ -186,21 +186,39 @@ class ProgramController:
         met = program.deadline is None or now <= program.deadline
         data: dict[str, Scalar] = {"e2e_s": now - program.created_at, "deadline_met": met}
         data |= {learned.LABEL: label, learned.CALLS: program.completed_calls}
+        data |= self._output_lengths_taught(program)
         data |= taught or {}
         self._emit(now, kind, program, data=data)
         return program
+
+    def _output_lengths_taught(self, program: Program) -> dict[str, Scalar]:
+        """The program's ``model`` label and, as they stand now, the mean output tokens learned
+        for its tenant's calls of that label and for all its tenant's calls (each when
+        learned): what a restart takes back (``learned.py`` says why not a replay)."""
+        model = program.labels.get("model", "")
+        taught: dict[str, Scalar] = {learned.MODEL: model}
+        for field_name, key in (
+            (learned.MODEL_OUTPUT_TOKENS, model),
+            (learned.TENANT_OUTPUT_TOKENS, ""),
+        ):
+            mean = self.output_lengths.learned(program.tenant, key)
+            if mean is not None:
+                taught[field_name] = mean
+        return taught
 
     def relearn(self, event: Event) -> None:
         """Learn again what ``event`` (stored by an earlier run of the server) taught: a
         program's end (finished or failed, as live), the calls a program of its label made;
         a tool's end, its latency. Logs no prediction errors (they were logged when it
-        happened)."""
+        happened); a program's end also restores the output lengths learned when it ended.
+        """
         data = event.data
         if event.kind in (EventKind.PROGRAM_FINISHED, EventKind.PROGRAM_FAILED):
             label = data.get(learned.LABEL)
             if isinstance(label, str) and learned.CALLS in data:
                 calls = int(number(data, learned.CALLS))
                 self.remaining_work.observe_finished(event.tenant, label, calls, [])
+            self._relearn_output_lengths(event.tenant, data)
         elif event.kind is EventKind.TOOL_FINISHED:
             latency_s = number(data, "latency_s")
             self._learn_tool_mean(event.tenant, latency_s)
@@ -208,6 +226,20 @@ class ProgramController:
             # a tool node declared without a tool learns nothing more live either
             if tool and kind and isinstance(tool, str) and isinstance(kind, str):
                 self.tool_latency.learn(event.tenant, tool, kind, latency_s)
+
+    def _relearn_output_lengths(self, tenant: str, data: Mapping[str, Scalar]) -> None:
+        """Take back the output lengths a program's end recorded as learned then (an end
+        stored before they were recorded, or with none learned, teaches none)."""
+        model = data.get(learned.MODEL)
+        for field_name, key in (
+            (learned.MODEL_OUTPUT_TOKENS, model),
+            (learned.TENANT_OUTPUT_TOKENS, ""),
+        ):
+            mean = data.get(field_name)
+            if isinstance(mean, bool) or not isinstance(mean, int | float):
+                continue  # a bool is an int, but no mean of tokens
+            if isinstance(key, str) and mean >= 0:  # (NaN compares false)
+                self.output_lengths.restore(tenant, key, mean)
 
     def cancel_program(self, program_id: str, now: float, *, reason: str = "user") -> list[Node]:
         """Cancel every non-terminal node; returns the nodes that were RUNNING (to abort or

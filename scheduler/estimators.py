@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from agentconsole.scheduler.bounded import TenantLru
 from agentconsole.scheduler.latency import LogNormal
-
-#: what an estimate is learned under: a tenant and one of its keys (a label, a tool)
-TenantKey = tuple[str, str]
 
 
 @dataclass(slots=True)
@@ -94,9 +92,22 @@ class _Welford:
 DEFAULT_TOOL_PRIOR = LogNormal(mu=0.0, sigma=1.0)  # median 1 s, heavy tail
 
 
+@dataclass(slots=True)
+class _ToolFit:
+    """The latencies of a tenant's tool (or kind of tool) and their fit, once there are
+    enough of them to predict by."""
+
+    samples: _Welford = field(default_factory=_Welford)
+    fitted: LogNormal | None = None
+
+
 class ToolLatencyEstimator:
     """Per tenant and tool, a log-normal fit of observed latencies, falling back to the
-    tenant's tools of the kind, then to a prior, until ``min_samples`` observations exist."""
+    tenant's tools of the kind, then to a prior, until ``min_samples`` observations exist.
+
+    A tenant's learner holds at most :data:`~agentconsole.scheduler.bounded.KEYS_PER_TENANT`
+    tools and kinds (tool names are the client's): past it, the least recently used is
+    forgotten and predicted again as a tool never seen (its kind's fit, else the prior)."""
 
     def __init__(
         self,
@@ -106,15 +117,16 @@ class ToolLatencyEstimator:
     ) -> None:
         self._prior = prior
         self._min = min_samples
-        self._fits: dict[TenantKey, _Welford] = defaultdict(_Welford)
-        self._cache: dict[TenantKey, LogNormal] = {}
+        self._fits: TenantLru[_ToolFit] = TenantLru()
         self.log = log or PredictionLog()
 
     def distribution(self, tenant: str, tool: str, kind: str = "") -> LogNormal:
-        """The current latency distribution of ``tenant``'s ``tool`` (no side effects)."""
-        for key in _tool_keys(tenant, tool, kind):
-            if key in self._cache:
-                return self._cache[key]
+        """The current latency distribution of ``tenant``'s ``tool`` (changes no estimate)."""
+        fits = self._fits
+        for key in (tool, f"kind:{kind}"):  # the tool, then its kind
+            fit = fits.get(tenant, key)
+            if fit is not None and fit.fitted is not None:
+                return fit.fitted
         return self._prior
 
     def observe(self, tenant: str, tool: str, kind: str, latency_s: float) -> None:
@@ -127,40 +139,64 @@ class ToolLatencyEstimator:
         """Fit an observed latency into ``tenant``'s ``tool``'s and its kind's distributions
         (no log)."""
         x = math.log(max(latency_s, 1e-4))
-        for key in _tool_keys(tenant, tool, kind):
-            fit = self._fits[key]
-            fit.add(x)
-            if fit.n >= self._min:
-                self._cache[key] = LogNormal(fit.mean, max(fit.std, 0.05))
-
-
-def _tool_keys(tenant: str, tool: str, kind: str) -> tuple[TenantKey, TenantKey]:
-    """What a tenant's tool's latency is learned under: the tool, then its kind."""
-    return (tenant, tool), (tenant, f"kind:{kind}")
+        for key in (f"kind:{kind}", tool):  # the tool last: the more recently used
+            fit = self._fits.setdefault(tenant, key, _ToolFit)
+            fit.samples.add(x)
+            if fit.samples.n >= self._min:
+                fit.fitted = LogNormal(fit.samples.mean, max(fit.samples.std, 0.05))
 
 
 class OutputLengthEstimator:
     """Exponentially weighted mean of output tokens per tenant and key (model or node label),
-    falling back to the tenant's mean over its keys, then to a prior."""
+    falling back to the tenant's mean over its keys, then to a prior.
+
+    A tenant's learner holds at most :data:`~agentconsole.scheduler.bounded.KEYS_PER_TENANT`
+    keys (the labels are the client's): past it, the least recently used is forgotten and
+    predicted again as a key never seen, by the tenant's mean (which every call refreshes, so
+    it is never the one forgotten)."""
 
     def __init__(
         self, prior: float = 256.0, alpha: float = 0.05, log: PredictionLog | None = None
     ) -> None:
         self._prior = prior
         self._alpha = alpha
-        self._mean: dict[TenantKey, float] = {}
+        self._means: TenantLru[float] = TenantLru()
         self.log = log or PredictionLog()
 
     def predict(self, tenant: str, key: str = "") -> float:
         """The expected output tokens of a call of ``tenant``'s ``key`` (``""``: any)."""
-        own = self._mean.get((tenant, key))
-        return own if own is not None else self._mean.get((tenant, ""), self._prior)
+        means = self._means
+        own = means.get(tenant, key)
+        if own is not None:
+            return own
+        overall = means.get(tenant, "")
+        return overall if overall is not None else self._prior
 
     def observe(self, tenant: str, key: str, actual: int) -> None:
         self.log.record("output_tokens", self.predict(tenant, key), actual)
-        for k in {key, ""}:
-            old = self._mean.get((tenant, k))
-            self._mean[tenant, k] = actual if old is None else old + self._alpha * (actual - old)
+        means = self._means
+        for k in ("", key) if key else ("",):  # the key last: the more recently used
+            old = means.get(tenant, k)
+            means.put(tenant, k, actual if old is None else old + self._alpha * (actual - old))
+
+    def learned(self, tenant: str, key: str = "") -> float | None:
+        """The mean learned for ``tenant``'s ``key`` itself (``""``: over its keys), with no
+        fallback; None before one of its calls ended (or once it was forgotten)."""
+        return self._means.get(tenant, key)
+
+    def restore(self, tenant: str, key: str, mean: float) -> None:
+        """Take ``mean`` for ``tenant``'s ``key`` as learned (a restart: what an earlier run
+        had learned, :meth:`learned`); logs nothing."""
+        self._means.put(tenant, key, float(mean))
+
+
+@dataclass(slots=True)
+class _CallsClass:
+    """One program class's finished programs: how many made each total of calls, and the
+    residual-life table built from them when first asked (None: to build)."""
+
+    totals: list[int]
+    residual: list[float] | None = None
 
 
 class RemainingWorkEstimator:
@@ -170,6 +206,12 @@ class RemainingWorkEstimator:
     ``workload`` label) from finished programs and answers with the mean residual life
     E[total - k | total > k]. Until enough of the tenant's programs of the class finished it
     assumes ``prior_calls`` in total.
+
+    A tenant's learner holds at most :data:`~agentconsole.scheduler.bounded.KEYS_PER_TENANT`
+    classes (labels are the client's; each holds a histogram of ``max_calls + 1`` counts): past
+    it, the least recently used is forgotten and predicted by the prior again, as a label never
+    seen, until enough of its programs finish anew. A label asked about that none of the
+    tenant's programs finished stores nothing.
     """
 
     def __init__(
@@ -177,18 +219,17 @@ class RemainingWorkEstimator:
     ) -> None:
         self._prior = prior_calls
         self._max = max_calls
-        # per class: histogram of total calls, and its suffix sums, rebuilt lazily
-        self._hist: dict[TenantKey, list[int]] = defaultdict(lambda: [0] * (max_calls + 1))
-        self._residual: dict[TenantKey, list[float]] = {}
+        self._classes: TenantLru[_CallsClass] = TenantLru()
         self.log = log or PredictionLog()
 
     def remaining_calls(self, tenant: str, label: str, completed: int) -> float:
-        key = tenant, label
-        table = self._residual.get(key)
-        if table is None:
-            table = self._rebuild(key)
-        if table and completed < len(table) and table[completed] >= 0:
-            return table[completed]
+        known = self._classes.get(tenant, label)
+        if known is not None:
+            table = known.residual
+            if table is None:
+                table = known.residual = _residual_life(known.totals)
+            if completed < len(table) and table[completed] >= 0:
+                return table[completed]
         return max(self._prior - completed, 1.0)
 
     def observe_finished(
@@ -198,23 +239,29 @@ class RemainingWorkEstimator:
         (completed, predicted remaining) pairs made during its life, whose errors are logged."""
         for completed, predicted in predictions:
             self.log.record("remaining_calls", predicted, total_calls - completed)
-        key = tenant, label
-        self._hist[key][min(total_calls, self._max)] += 1
-        self._residual.pop(key, None)
+        size = self._max + 1
+        known = self._classes.setdefault(tenant, label, lambda: _CallsClass([0] * size))
+        known.totals[min(total_calls, self._max)] += 1
+        known.residual = None
 
-    def _rebuild(self, key: TenantKey) -> list[float]:
-        hist = self._hist.get(key)
-        if hist is None or sum(hist) < 5:
-            self._residual[key] = []
-            return []
-        # residual[k] = E[total - k | total > k]; -1 marks "no data beyond k"
-        table = [-1.0] * (self._max + 1)
-        count = 0
-        total = 0
-        for k in range(self._max, -1, -1):
-            if count:
-                table[k] = total / count - k
-            count += hist[k]
-            total += hist[k] * k
-        self._residual[key] = table
-        return table
+
+#: finished programs of a class before its own histogram predicts (the prior until then)
+_MIN_FINISHED = 5
+
+
+def _residual_life(totals: list[int]) -> list[float]:
+    """``table[k]`` = E[total - k | total > k] of the histogram ``totals`` (-1: none made more
+    than k calls); empty, so every answer is the prior's, before :data:`_MIN_FINISHED`
+    programs finished."""
+    if sum(totals) < _MIN_FINISHED:
+        return []
+    top = len(totals) - 1
+    table = [-1.0] * (top + 1)
+    count = 0
+    total = 0
+    for k in range(top, -1, -1):
+        if count:
+            table[k] = total / count - k
+        count += totals[k]
+        total += totals[k] * k
+    return table

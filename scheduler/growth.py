@@ -22,7 +22,10 @@ other tenants' programs taught.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+
+from agentconsole.scheduler.bounded import TenantLru
 
 #: weight of a newly finished program in its kind's mean peak
 LEARNING_RATE = 0.2
@@ -45,11 +48,14 @@ def kind_key(labels: Mapping[str, str], tenant: str) -> KindKey:
 class KindMeans:
     """An exponentially weighted mean of one quantity of finished programs, per (tenant,
     kind): each tenant's kinds apart, so nothing one tenant's programs teach reaches
-    another's."""
+    another's. A tenant's kinds held are at most
+    :data:`~agentconsole.scheduler.bounded.KEYS_PER_TENANT` (its labels are the client's):
+    past it, its least recently used kind is forgotten and predicted again as a kind none of
+    its programs finished yet."""
 
     def __init__(self, learning_rate: float = LEARNING_RATE) -> None:
         self.learning_rate = learning_rate
-        self._means: dict[str, dict[str, float]] = {}  # tenant -> kind -> mean
+        self._means: TenantLru[float] = TenantLru()
 
     def observe(self, key: KindKey, value: float) -> None:
         """A program of ``key`` (tenant, kind) ended with ``value`` (ignored unless
@@ -57,35 +63,30 @@ class KindMeans:
         if value <= 0:
             return
         tenant, kind = key
-        means = self._means.setdefault(tenant, {})
-        known = means.get(kind)
-        means[kind] = (
-            float(value) if known is None else known + self.learning_rate * (value - known)
-        )
+        known = self._means.get(tenant, kind)
+        mean = float(value) if known is None else known + self.learning_rate * (value - known)
+        self._means.put(tenant, kind, mean)
 
     def known(self, key: KindKey) -> float | None:
         """The learned mean of ``key`` (None before one of its programs finished)."""
         tenant, kind = key
-        means = self._means.get(tenant)
-        return means.get(kind) if means is not None else None
+        return self._means.get(tenant, kind)
 
     def tenant_mean(self, tenant: str) -> float | None:
         """The mean over ``tenant``'s kinds learned (None before one of its programs
-        finished): what its kind not seen yet is taken for, from its own history alone."""
-        means = self._means.get(tenant)
-        return sum(means.values()) / len(means) if means else None
+        finished): what its kind not seen yet is taken for, from its own history alone. Summed
+        exactly (``fsum``): the kinds are held in order of use, which reading them changes, and
+        a sum in that order would move the mean by a rounding as they are read."""
+        means = self._means.values_of(tenant)
+        return math.fsum(means) / len(means) if means else None
 
     def adopt(self, other: KindMeans) -> None:
         """Start over from what ``other`` learned."""
-        self._means = {tenant: dict(means) for tenant, means in other._means.items()}
+        self._means = other._means.copy()
 
     def items(self) -> list[tuple[KindKey, float]]:
         """Every (tenant, kind) learned and its mean, by tenant and kind."""
-        return sorted(
-            ((tenant, kind), mean)
-            for tenant, means in self._means.items()
-            for kind, mean in means.items()
-        )
+        return sorted(((tenant, kind), mean) for tenant, kind, mean in self._means.items())
 
 
 class RunTimes:
