@@ -410,9 +410,15 @@ class ProgramService:
             raise Conflict(f"program {program_id!r} is cancelled")
         if program.state.terminal:
             return program
-        # tool calls the model asked for whose answer never came close as abandoned
+        # tool calls the model asked for whose answer never came close as abandoned, and so
+        # do tools the agent reported started and never ended: a finished program has nothing
+        # running (a gateway run still in flight commits in the gateway; its late end is a
+        # no-op here, as after a cancel)
         self.tool_calls.abandon(program_id)
         now = time.time()
+        for node in list(program.nodes.values()):
+            if node.kind is NodeKind.TOOL and node.state is NodeState.RUNNING:
+                self.controller.close_node(program_id, node.node_id, now, "abandoned")
         self.settle(self.driver.finish(program_id, now, success=success, last_active=last_active))
         return program
 
