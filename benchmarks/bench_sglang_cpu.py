@@ -52,11 +52,12 @@ from pathlib import Path
 from agentconsole.replay.served import replay_as_served
 from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.scheduler.growth import RunTimes
+from agentconsole.scheduler.metrics import outcome_summary
 from agentconsole.server.runtime.registry import RuntimeOptions
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime, default_model_dir
 from agentconsole.server.runtime.sglang.control import ControlState
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
-from agentconsole.server.runtime.sglang.replay import LiveReplay, ProgramOutcome, outcome_summary
+from agentconsole.server.runtime.sglang.replay import LiveReplay, ProgramOutcome
 from agentconsole.server.runtime.sglang.textbook import TextBook
 from agentconsole.server.runtime.sglang.workload_scale import TINY_WORKLOADS
 from agentconsole.server.runtime.sim.costmodel import CostModel

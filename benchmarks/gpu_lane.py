@@ -42,6 +42,7 @@ from typing import Any
 from agentconsole.calibrate import sim_config_of
 from agentconsole.replay.served import replay_as_served
 from agentconsole.sample_traces.format import TraceProgram
+from agentconsole.scheduler.metrics import outcome_summary
 from agentconsole.scheduler.policies import DEFAULT_POLICY
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
 from agentconsole.server.runtime.sglang.calibration import (
@@ -53,7 +54,7 @@ from agentconsole.server.runtime.sglang.calibration import (
     with_call_overhead,
 )
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
-from agentconsole.server.runtime.sglang.replay import LiveReplay, outcome_summary
+from agentconsole.server.runtime.sglang.replay import LiveReplay
 from agentconsole.server.runtime.sglang.textbook import TextBook
 from agentconsole.server.runtime.sglang.tiny_model import make_tiny_model
 from agentconsole.server.runtime.sglang.workload_scale import scaled_workload

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from agentconsole.kvtiers.tiers import ALL_TIERS, Tier, TierModel
+from agentconsole.scheduler.registry import Registry
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,11 @@ class ProgramRouter(Protocol):
     def undrain(self, rank: int) -> None: ...
 
 
+#: the placement rules by name (``--routing``); each registers after its class (see
+#: ``scheduler.registry``: this module is compiled)
+ROUTERS: Registry[ProgramRouter] = Registry("routing")
+
+
 class _Ranks:
     """``size`` ranks, some drained (nothing new is placed there)."""
 
@@ -204,6 +210,9 @@ class AffinityRouter(_Ranks):
         return counts
 
 
+ROUTERS.register(AffinityRouter)
+
+
 class RoundRobinRouter(_Ranks):
     """``round-robin``: every call to the next open rank in turn, whatever its program or
     cache (SGLang's own data-parallel default, ``load_balance_method=round_robin``): the
@@ -228,20 +237,10 @@ class RoundRobinRouter(_Ranks):
         pass
 
 
-_ROUTERS: dict[str, Callable[[int, RouteWeights | None], ProgramRouter]] = {
-    AffinityRouter.name: AffinityRouter,
-    RoundRobinRouter.name: RoundRobinRouter,
-}
-
-
-def available_routers() -> list[str]:
-    return list(_ROUTERS)
+ROUTERS.register(RoundRobinRouter)
 
 
 def get_router(name: str, size: int, weights: RouteWeights | None = None) -> ProgramRouter:
-    """A fresh router named ``name`` over ``size`` ranks (``KeyError`` for an unknown name)."""
-    try:
-        make = _ROUTERS[name]
-    except KeyError:
-        raise KeyError(f"unknown routing {name!r} (known: {', '.join(_ROUTERS)})") from None
-    return make(size, weights)
+    """A fresh router named ``name`` over ``size`` ranks (``KeyError`` for an unknown name,
+    listing the known ones)."""
+    return ROUTERS.create(name, size=size, weights=weights)

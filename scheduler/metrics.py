@@ -35,6 +35,9 @@ the simulator knows a program's E2E alone on a warm idle engine (``ideal_e2e_s``
 *Starvation* is the largest wait/service ratio of any of its programs (its wait: in engine
 queues and at the door).
 
+Runs with no events of ours (the stock SGLang arms of the real-engine benchmarks) are summed
+up from the rows their client recorded, by :func:`outcome_summary`.
+
 Live figures: a wait at the door is an event only once it ends, and a program can sit there
 for minutes above saturation. An aggregator given ``at_door`` (``serve``: the driver's
 :meth:`~agentconsole.scheduler.driver.ProgramDriver.door_waits`) counts the waits still
@@ -53,7 +56,7 @@ import math
 from collections import defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, Scalar, paused_gc
@@ -84,8 +87,9 @@ def _max_known(a: float, b: float) -> float:
     return a if math.isnan(b) else max(a, b)
 
 
-def _mean(values: Collection[float]) -> float:
-    return sum(values) / len(values) if values else math.nan
+def _mean(values: Collection[float], *, empty: float = math.nan) -> float:
+    """The arithmetic mean; ``empty`` for no data (NaN unless the caller says otherwise)."""
+    return sum(values) / len(values) if values else empty
 
 
 @dataclass(slots=True)
@@ -585,6 +589,47 @@ def _critical_path_idle(program: _Program) -> tuple[float, float, float]:
 def _overlap(spans: list[tuple[float, float]], start: float, end: float) -> float:
     """Seconds of ``spans`` (disjoint) within ``start``..``end``."""
     return sum(max(min(end, hi) - max(start, lo), 0.0) for lo, hi in spans)
+
+
+class ClientOutcome(Protocol):
+    """One replayed program as its client saw it end (``sglang.replay.ProgramOutcome``)."""
+
+    @property
+    def e2e_s(self) -> float: ...
+
+    @property
+    def success(self) -> bool: ...
+
+    @property
+    def cancelled(self) -> bool:
+        """The trace's own cancel ended it (no failure of the serving)."""
+        ...
+
+    @property
+    def prompt_tokens(self) -> int: ...
+
+    @property
+    def cached_tokens(self) -> int: ...
+
+
+def outcome_summary(outcomes: Sequence[ClientOutcome]) -> dict[str, float]:
+    """Programs, finished, cancelled by the trace, E2E P50/P95/mean of the finished ones,
+    prefix-cache hit rate, from the rows the replaying client recorded. Client-side because
+    the stock SGLang arms of the real-engine benchmarks run without our server, so there are
+    no events of ours to fold; the agentconsole arms are summed up the same way (their
+    ``replay_as_served`` rows), so every arm is measured alike. Figures with no data are 0,
+    not NaN: the benchmarks read 0 as "no figure"."""
+    done = [o.e2e_s for o in outcomes if o.success]
+    prompt = sum(o.prompt_tokens for o in outcomes)
+    return {
+        "programs": len(outcomes),
+        "finished": len(done),
+        "cancelled": sum(1 for o in outcomes if o.cancelled),
+        "e2e_p50_s": percentile(done, 50, empty=0.0),
+        "e2e_p95_s": percentile(done, 95, empty=0.0),
+        "e2e_mean_s": _mean(done, empty=0.0),
+        "cache_hit_rate": sum(o.cached_tokens for o in outcomes) / prompt if prompt else 0.0,
+    }
 
 
 #: the counter of each way a call ends (a failed call: the engine ended it, or the runtime failed)

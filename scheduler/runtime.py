@@ -244,6 +244,19 @@ class RuntimeSnapshot:
     paused: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ServicePrior:
+    """What a runtime knows of its model's speed before any call ran, in wall seconds: where
+    the server's learned service model starts (``server.live.modelcost``), so calls are ranked
+    by the model's real speed from the first one. Only a runtime with a cost model of its own
+    (the simulator's roofline) has one; a real engine is learned from its calls alone."""
+
+    #: prefill time per uncached prompt token
+    prefill_s_per_token: float
+    #: one decode step of a lone call
+    decode_step_s: float
+
+
 #: one parsed tool call: (function name, arguments as JSON text)
 ToolCallTuple = tuple[str, str]
 Json = Mapping[str, Any]
@@ -290,6 +303,14 @@ class Runtime(Protocol):
     @property
     def chat_format(self) -> ChatFormat:
         """How this runtime's model reads chats and writes tool calls (valid once started)."""
+
+    @property
+    def max_context_tokens(self) -> int | None:
+        """The served model's context window, prompt plus output: a call that cannot fit is
+        refused before it is sent (None: unknown, e.g. before the engine is up; no check)."""
+
+    def service_prior(self) -> ServicePrior | None:
+        """The model's speed as the runtime knows it in advance (None: learned from calls)."""
 
     async def start(self) -> None:
         """Bring the engine up; returns when it answers requests."""
@@ -349,4 +370,9 @@ class Runtime(Protocol):
 
     def context_of(self, program_id: str) -> ProgramContext | None:
         """The program's last context as the engine holds it (None: nothing of it cached)."""
+        ...
+
+    def node_ranks(self, program_id: str) -> Mapping[str, int]:
+        """Node id -> the data-parallel rank its latest attempt ran on, shown on the program's
+        nodes (empty: a runtime without ranks, or none known for the program)."""
         ...

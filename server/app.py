@@ -49,7 +49,7 @@ from agentconsole.server.api.system import SystemController
 from agentconsole.server.api.whatif import WhatIfController
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.observe import Observer
-from agentconsole.server.live.operator import OperatorDesk
+from agentconsole.server.live.operator import Audit, Note, OperatorDesk
 from agentconsole.server.live.ownership import StoredIds
 from agentconsole.server.live.projector import StoreProjector
 from agentconsole.server.live.promptblocks import PromptBlockRecorder, redaction_from
@@ -98,7 +98,7 @@ class Extension(Protocol):
     async def stop(self) -> None: ...
 
 
-def _audit_writer(store: Store) -> Any:
+def _audit_writer(store: Store) -> Audit:
     async def audit(
         ts: float, actor: str, action: str, target: str, args: Mapping[str, Any], result: str
     ) -> None:
@@ -108,7 +108,7 @@ def _audit_writer(store: Store) -> Any:
     return audit
 
 
-def _audit_note(store: Store) -> Any:
+def _audit_note(store: Store) -> Note:
     def note(
         ts: float, actor: str, action: str, target: str, args: Mapping[str, Any], result: str
     ) -> None:

@@ -26,10 +26,6 @@ GATEWAY_TOOLS = {
 }
 
 
-class ProgramFailed(Exception):
-    """A node's request failed; the program stops."""
-
-
 @dataclass(slots=True)
 class ProgramAgent:
     """Plays ``program`` for the tenant of ``key``; see the module docstring."""

@@ -49,7 +49,6 @@ from agentconsole.server.api.openai_format import (
 )
 from agentconsole.server.api.schemas import ChatCompletionRequest, NamedToolChoice
 from agentconsole.server.live.calls import LiveCall
-from agentconsole.server.live.chatformat import format_of
 from agentconsole.server.live.errors import NotFound
 from agentconsole.server.live.intake import ChatCall
 
@@ -118,7 +117,7 @@ async def chat_completion(
     chat = chat_call(data, client, live)
     call = await live.service.start_call(principal.tenant, chat, gone=client_gone(client))
     # the format of the model that runs the call (the runtime is up once a call started)
-    chat_format = format_of(live.service.models.runtime_of(call.request.model))
+    chat_format = live.service.models.runtime_of(call.request.model).chat_format
     ident = CallIdentity.of(call, data.rid or data.request_id)
     completion = Completion(ident.request_id, served_name(call, live), ident.body)
     if data.stream:

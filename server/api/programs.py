@@ -4,15 +4,14 @@ A tenant key sees only its tenant's programs: another tenant's program answers 4
 like an unknown one. Operators see every tenant (and may filter by ``tenant``); what an
 operator key changes here (create, cancel, finish, a node) is audited like an operator action
 (``OperatorDesk.run``: ``ok`` or ``refused: <why>``). On a runtime with data-parallel ranks
-(SGLang ``--dp N``) a live program's nodes carry ``dp_rank``: the rank that ran their latest
-attempt (None for a node that ran on none, e.g. a tool).
+(SGLang ``--dp N``) a program's nodes carry ``dp_rank`` (``ProgramQueries``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Annotated, Any, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal
 
 from litestar import Controller, get, post
 from litestar.params import JSONBody, PathParameter, QueryParameter
@@ -29,24 +28,6 @@ JSON = dict[str, Any]
 ProgramId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Program id")]
 NodeId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Node id")]
 State = Literal["running", "finished", "failed", "cancelled"]
-
-
-@runtime_checkable
-class RankedRuntime(Protocol):
-    """A runtime that runs calls on data-parallel ranks (not part of ``Runtime``: most don't)."""
-
-    def node_ranks(self, program_id: str) -> Mapping[str, int]:
-        """Node id -> the rank its latest attempt ran on (empty: no ranks, or none known)."""
-        ...
-
-
-def with_ranks(live: Live, program_id: str, nodes: list[JSON]) -> None:
-    """Add ``dp_rank`` to ``nodes`` when the runtime knows ranks for the program."""
-    runtime = live.service.runtime
-    ranks = runtime.node_ranks(program_id) if isinstance(runtime, RankedRuntime) else {}
-    if ranks:
-        for node in nodes:
-            node["dp_rank"] = ranks.get(str(node.get("node_id")))
 
 
 async def _acting(
@@ -132,9 +113,7 @@ class ProgramsController(Controller):
         self, program_id: ProgramId, live: LiveDep, principal: PrincipalDep
     ) -> JSON:
         """The program, its nodes, edges, critical path and KV placement."""
-        out = await live.queries.get_program(principal.scope, program_id)
-        with_ranks(live, program_id, list(out.get("nodes") or []))
-        return out
+        return await live.queries.get_program(principal.scope, program_id)
 
     @post(
         "/{program_id:str}/cancel",
@@ -216,6 +195,4 @@ class ProgramsController(Controller):
         self, program_id: ProgramId, node_id: NodeId, live: LiveDep, principal: PrincipalDep
     ) -> JSON:
         """One node with its timings and timeline."""
-        out = await live.queries.get_node(principal.scope, program_id, node_id)
-        with_ranks(live, program_id, [out])
-        return out
+        return await live.queries.get_node(principal.scope, program_id, node_id)

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 from agentconsole.scheduler.controller import CallUsage
 from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
 from agentconsole.scheduler.runtime import GenerationResult
-from agentconsole.server.live.chatformat import format_of
 from agentconsole.server.live.errors import QuotaError
 from agentconsole.server.live.insertionbook import insertion_data
 from agentconsole.server.live.servicemodel import OnlineServiceModel
@@ -149,7 +148,7 @@ class CallAccounting:
         try:
             if outcome == "ok" and not call.closed and call.tools:
                 runtime = svc.models.runtime_of(call.request.model)  # the format that ran it
-                text, calls = format_of(runtime).parse(call.text, call.tools)
+                text, calls = runtime.chat_format.parse(call.text, call.tools)
                 # ``parallel_tool_calls: false``: the first call is the answer, and the one
                 # tool node; the others the model wrote are dropped (slicing by None: all)
                 call.answer = (text, calls[: call.max_tool_calls])

@@ -2,8 +2,7 @@
 
 A runtime whose model has no chat template of its own uses it: the simulated runtime (with its
 own token count, four characters a token) and SGLang for a tokenizer without a template (with
-the tokenizer's token ids). :func:`format_of` is how the service finds a runtime's format; a
-runtime without one (a test stub) gets ChatML with an estimated size.
+the tokenizer's token ids). The service reads a runtime's format as ``Runtime.chat_format``.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentconsole.scheduler.runtime import ChatFormat, Prompt, ToolCallTuple
+from agentconsole.scheduler.runtime import Prompt, ToolCallTuple
 from agentconsole.server.live.chatml import ToolCallFilter, parse_tool_calls, render_chat
 
 #: (text, add the tokenizer's special tokens?) -> the prompt in the model's tokens
@@ -76,12 +75,3 @@ class _ChatMLStream:
     def finish(self) -> tuple[str, list[ToolCallTuple]]:
         rest, calls = self._filter.finish()
         return rest, [(c.name, c.arguments) for c in calls or ()]
-
-
-_DEFAULT = ChatMLFormat()
-
-
-def format_of(runtime: object) -> ChatFormat:
-    """The runtime's chat format (ChatML with estimated sizes if it offers none)."""
-    found: ChatFormat | None = getattr(runtime, "chat_format", None)
-    return found if found is not None else _DEFAULT

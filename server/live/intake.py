@@ -70,14 +70,13 @@ class ChatCall:
     max_tool_calls: int | None = None
 
 
-def fit_context(runtime: object, prompt_tokens: int, chat: ChatCall) -> int:
-    """The call's ``max_tokens`` on ``runtime``: the request's, or (no ``max_tokens`` given)
-    the default shrunk to the room the prompt leaves in the served model's context (the
-    runtime's ``max_context_tokens``; a runtime without one: no check). 422
+def fit_context(limit: int | None, prompt_tokens: int, chat: ChatCall) -> int:
+    """The call's ``max_tokens`` in a served model's context of ``limit`` tokens (its
+    runtime's ``max_context_tokens``; None: unknown, no check): the request's, or (no
+    ``max_tokens`` given) the default shrunk to the room the prompt leaves. 422
     ``context_length_exceeded`` when they do not fit: naming ``max_tokens`` when the client's
     own value is what overflows, the prompt when it leaves no room for a single token."""
-    limit = getattr(runtime, "max_context_tokens", None)
-    if not isinstance(limit, int) or prompt_tokens + chat.max_tokens <= limit:
+    if limit is None or prompt_tokens + chat.max_tokens <= limit:
         return chat.max_tokens
     room = limit - prompt_tokens
     prompt_field = "prompt" if chat.prompt_text is not None else "messages"
@@ -306,11 +305,13 @@ class CallIntake:
         for name in names:
             runtime = desk.runtime_of(name)
             if chat.prompt_text is not None:
-                prompt = encode_prompt(runtime, chat.prompt_text)
+                prompt = encode_prompt(runtime.chat_format, chat.prompt_text)
             else:
-                prompt = render_prompt(runtime, chat.messages, chat.tools, chat.tool_choice)
+                prompt = render_prompt(
+                    runtime.chat_format, chat.messages, chat.tools, chat.tool_choice
+                )
             try:
-                budgets[name] = fit_context(runtime, prompt.tokens, chat)
+                budgets[name] = fit_context(runtime.max_context_tokens, prompt.tokens, chat)
             except ContextTooLong as error:
                 refused = refused or error
                 continue

@@ -3,9 +3,9 @@ that finished there, and a model's queue as its engine shows it.
 
 One :class:`OnlineServiceModel` per model: a 70B and an 8B model differ by an order of
 magnitude, so one learned scale for both would mispredict each. A model whose runtime knows
-its cost model (the simulator's ``cost``, a roofline of its preset) starts from that; others
-from the defaults, scaled towards what their calls take. The calls' ends come from the event
-hub (``call.finished``), matched to the model intake sent them to.
+its speed in advance (``Runtime.service_prior``: the simulator's roofline of its preset) starts
+from that; others from the defaults, scaled towards what their calls take. The calls' ends
+come from the event hub (``call.finished``), matched to the model intake sent them to.
 """
 
 from __future__ import annotations
@@ -21,18 +21,12 @@ _ENDS = (EventKind.CALL_FINISHED, EventKind.CALL_ABORTED, EventKind.CALL_FAILED)
 
 
 def prior_model(runtime: Runtime) -> OnlineServiceModel:
-    """A service model for ``runtime``'s model: from its cost model when it has one (the
-    simulator: prefill per token at 8k, one decode step of a lone call), else the defaults."""
-    cost = getattr(runtime, "cost", None)
-    prefill = getattr(cost, "prefill_seconds", None)
-    decode = getattr(cost, "decode_step_seconds", None)
-    if callable(prefill) and callable(decode):
-        per_token = float(prefill(8192)) / 8192
-        step = float(decode(1, 1024))
-        scale = float(getattr(runtime, "time_scale", 1.0) or 0.0)  # wall s per engine s
-        if per_token > 0 and step > 0 and scale > 0:
-            return OnlineServiceModel(per_token * scale, step * scale)
-    return OnlineServiceModel()
+    """A service model for ``runtime``'s model: from the speed it knows in advance when it
+    knows one (``Runtime.service_prior``: the simulator's cost model), else the defaults."""
+    prior = runtime.service_prior()
+    if prior is None:
+        return OnlineServiceModel()
+    return OnlineServiceModel(prior.prefill_s_per_token, prior.decode_step_s)
 
 
 class ModelCosts:

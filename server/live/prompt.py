@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentconsole.scheduler.runtime import Prompt
-from agentconsole.server.live.chatformat import format_of
+from agentconsole.scheduler.runtime import ChatFormat, Prompt
 from agentconsole.server.live.chatml import (
     CALL_CLOSE,
     CALL_OPEN,
@@ -45,21 +44,21 @@ __all__ = [
 
 
 def render_prompt(
-    runtime: object,
+    chat_format: ChatFormat,
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | None = None,
     tool_choice: object = "auto",
 ) -> Prompt:
-    """The prompt of a chat call in ``runtime``'s format (``InvalidRequest`` if the model's
+    """The prompt of a chat call in ``chat_format`` (``InvalidRequest`` if the model's
     template refuses the messages, e.g. roles that do not alternate)."""
     try:
-        return format_of(runtime).render(messages, tools, tool_choice)
+        return chat_format.render(messages, tools, tool_choice)
     except ValueError as error:
         raise InvalidRequest(
             f"the model's chat template refused the messages: {error}", field="messages"
         ) from error
 
 
-def encode_prompt(runtime: object, text: str) -> Prompt:
-    """A raw prompt (``/v1/completions``) as ``runtime``'s model tokenizes it."""
-    return format_of(runtime).encode(text)
+def encode_prompt(chat_format: ChatFormat, text: str) -> Prompt:
+    """A raw prompt (``/v1/completions``) as the model of ``chat_format`` tokenizes it."""
+    return chat_format.encode(text)

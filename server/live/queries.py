@@ -8,12 +8,17 @@ before it died (a program created in the second before has no row yet, and is mi
 the listing, not from ``GET /v1/programs/{id}``). It pages by keyset (``pagecursor.py``):
 stable while programs start and end. Store reads run in a worker thread so they never block
 the event loop.
+
+On a runtime with data-parallel ranks (SGLang ``--dp N``) a program's nodes carry ``dp_rank``:
+the rank that ran their latest attempt (None for a node that ran on none, e.g. a tool), as
+long as the runtime remembers the program's ranks (``Runtime.node_ranks``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from agentconsole.server.live.errors import InvalidRequest, NotFound
@@ -60,6 +65,14 @@ class ProgramQueries:
         for node in out.get("nodes", ()):
             _running_output(node, generating)
         return out
+
+    def _with_ranks(self, program_id: str, nodes: Iterable[JSON]) -> None:
+        """Add ``dp_rank`` to ``nodes`` when the runtime knows ranks for the program (a
+        runtime without ranks knows none, and its nodes carry no ``dp_rank`` at all)."""
+        ranks = self.service.runtime.node_ranks(program_id)
+        if ranks:
+            for node in nodes:
+                node["dp_rank"] = ranks.get(str(node.get("node_id")))
 
     def live_summary(self, program_id: str) -> JSON:
         program = self.service.controller.programs[program_id]
@@ -128,7 +141,13 @@ class ProgramQueries:
         return int(row[0]) if row else 0
 
     async def get_program(self, tenant: str | None, program_id: str) -> JSON:
-        """``Program`` (live, else stored); NotFound when unknown or another tenant's."""
+        """``Program`` (live, else stored), its nodes with their ranks; NotFound when unknown
+        or another tenant's."""
+        out = await self._program(tenant, program_id)
+        self._with_ranks(program_id, out.get("nodes") or ())
+        return out
+
+    async def _program(self, tenant: str | None, program_id: str) -> JSON:
         program = self.service.controller.programs.get(program_id)
         if program is not None:
             self.service.owned(tenant, program_id)
@@ -142,7 +161,13 @@ class ProgramQueries:
         return stored_program(view)
 
     async def get_node(self, tenant: str | None, program_id: str, node_id: str) -> JSON:
-        """``Node`` (live, else stored); NotFound when unknown or another tenant's."""
+        """``Node`` (live, else stored) with its rank; NotFound when unknown or another
+        tenant's."""
+        out = await self._node(tenant, program_id, node_id)
+        self._with_ranks(program_id, [out])
+        return out
+
+    async def _node(self, tenant: str | None, program_id: str, node_id: str) -> JSON:
         program = self.service.controller.programs.get(program_id)
         if program is not None:
             self.service.owned(tenant, program_id)

@@ -13,10 +13,10 @@ import pytest
 from agentconsole.kvtiers.node import Block, Node
 from agentconsole.kvtiers.results import Match
 from agentconsole.kvtiers.router import (
+    ROUTERS,
     AffinityRouter,
     RoundRobinRouter,
     WorkerState,
-    available_routers,
     get_router,
 )
 from agentconsole.kvtiers.tiers import ALL_TIERS, Tier, TierModel
@@ -124,7 +124,7 @@ def test_simulator_and_sglang_place_the_same_programs_on_the_same_ranks(
 
 
 def test_placement_rules_are_chosen_by_name() -> None:
-    assert available_routers() == ["affinity", "round-robin"]
+    assert ROUTERS.names() == ["affinity", "round-robin"]
     assert isinstance(get_router("affinity", 2), AffinityRouter)
     robin = get_router("round-robin", 3)
     assert isinstance(robin, RoundRobinRouter)

@@ -194,10 +194,7 @@ def test_a_template_that_refuses_the_messages_is_a_422(models: Path) -> None:
     strict = _tokenizer(models, "chatml")
     strict.chat_template = "{{ raise_exception('roles must alternate user/assistant') }}"
 
-    class Runtime:
-        chat_format = build_format(strict)
-
     with pytest.raises(InvalidRequest, match="roles must alternate") as refused:
-        render_prompt(Runtime(), USER)
+        render_prompt(build_format(strict), USER)
     assert refused.value.status == 422
     assert refused.value.field == "messages"

@@ -10,7 +10,8 @@ from typing import cast
 import pytest
 
 from agentconsole.sample_traces.codec import loads_trace
-from agentconsole.server.runtime.sglang.replay import LiveReplay, ProgramOutcome, outcome_summary
+from agentconsole.scheduler.metrics import outcome_summary
+from agentconsole.server.runtime.sglang.replay import LiveReplay, ProgramOutcome
 from agentconsole.server.runtime.sglang.textbook import TextBook
 from agentconsole.server.runtime.sim.simulation import CostServiceModel
 from tests.replay_fakes import COST, TOOL_LATENCY_S, HintedRuntime, Letters, plan_tool_answer

@@ -28,6 +28,7 @@ from agentconsole.scheduler.runtime import (
     Prompt,
     Runtime,
     RuntimeSnapshot,
+    ServicePrior,
 )
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.fleet.merge import merged_memory, merged_snapshot
@@ -78,8 +79,12 @@ class FleetRuntime:
     @property
     def max_context_tokens(self) -> int | None:
         """The default model's context (intake checks each call against its own model's)."""
-        limit = getattr(self.members[self.default], "max_context_tokens", None)
-        return limit if isinstance(limit, int) else None
+        return self.members[self.default].max_context_tokens
+
+    def service_prior(self) -> ServicePrior | None:
+        """None: each model's service is learned from its own member's prior (``ModelDesk``
+        asks the members); one prior for models that differ tenfold would fit none."""
+        return None
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -197,3 +202,7 @@ class FleetRuntime:
                 private += context.private_tokens
                 shared += context.shared_tokens
         return ProgramContext(private, shared) if private or shared else None
+
+    def node_ranks(self, program_id: str) -> dict[str, int]:
+        """Empty: the fleet shows no data-parallel ranks (its members' are not merged)."""
+        return {}

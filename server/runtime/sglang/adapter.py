@@ -40,7 +40,12 @@ from typing import Any
 
 from agentconsole.scheduler.events import EventSink
 from agentconsole.scheduler.policies import DEFAULT_POLICY, get_policy
-from agentconsole.scheduler.runtime import ChatFormat, GenerationRequest, RuntimeSnapshot
+from agentconsole.scheduler.runtime import (
+    ChatFormat,
+    GenerationRequest,
+    RuntimeSnapshot,
+    ServicePrior,
+)
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.live.chatformat import ChatMLFormat
 from agentconsole.server.runtime.registry import RuntimeOptions
@@ -131,6 +136,10 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
         manager = getattr(self.engine, "tokenizer_manager", None)
         limit = getattr(manager, "context_len", None)
         return limit if isinstance(limit, int) else None
+
+    def service_prior(self) -> ServicePrior | None:
+        """None: a real engine's speed is learned from the calls it serves."""
+        return None
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:

@@ -40,7 +40,6 @@ from agentconsole.sample_traces.format import (
 )
 from agentconsole.scheduler.controller import CallUsage, ProgramController, ServiceModel
 from agentconsole.scheduler.events import EventLog
-from agentconsole.scheduler.metrics import percentile
 from agentconsole.scheduler.program import Branch, NodeKind, RetryPolicy, ToolKind, ToolSpec
 from agentconsole.scheduler.program import Node as ProgramNode
 from agentconsole.scheduler.runtime import GenerationRequest, Runtime
@@ -252,20 +251,3 @@ def program_node(node: TraceNode, program_id: str) -> ProgramNode:
             node.id, program_id, NodeKind.TOOL, node.parents, tool=spec, branch=branch, retry=retry
         )
     return ProgramNode(node.id, program_id, NodeKind.LLM, node.parents, branch=branch)
-
-
-def outcome_summary(outcomes: list[ProgramOutcome]) -> dict[str, float]:
-    """Programs, finished, cancelled by the trace, E2E P50/P95/mean of the finished ones,
-    prefix-cache hit rate."""
-    done = [o.e2e_s for o in outcomes if o.success]
-    prompt = sum(o.prompt_tokens for o in outcomes)
-    return {
-        "programs": len(outcomes),
-        "finished": len(done),
-        "cancelled": sum(1 for o in outcomes if o.cancelled),
-        # 0, not NaN, when none finished, as the mean: the benchmarks read 0 as "no figure"
-        "e2e_p50_s": percentile(done, 50, empty=0.0),
-        "e2e_p95_s": percentile(done, 95, empty=0.0),
-        "e2e_mean_s": sum(done) / len(done) if done else 0.0,
-        "cache_hit_rate": sum(o.cached_tokens for o in outcomes) / prompt if prompt else 0.0,
-    }

@@ -43,6 +43,7 @@ from agentconsole.scheduler.runtime import (
     QueuedCall,
     RunningCall,
     RuntimeSnapshot,
+    ServicePrior,
     TierUsage,
 )
 from agentconsole.scheduler.ticket import CallTicket
@@ -109,6 +110,16 @@ class SimLiveRuntime:
     def max_context_tokens(self) -> int | None:
         """The model preset's context window (prompt plus output; None: unstated)."""
         return self.cost.model.context_window
+
+    def service_prior(self) -> ServicePrior | None:
+        """The cost model's speed in wall seconds: prefill per token at 8k, one decode step of
+        a lone call (None in the zero-cost mode, where a call takes no wall time)."""
+        per_token = self.cost.prefill_seconds(8192) / 8192
+        step = self.cost.decode_step_seconds(1, 1024)
+        scale = self.time_scale  # wall s per engine s
+        if per_token > 0 and step > 0 and scale > 0:
+            return ServicePrior(per_token * scale, step * scale)
+        return None
 
     # -- clock --------------------------------------------------------------------------------
     def _now(self) -> float:
@@ -358,6 +369,10 @@ class SimLiveRuntime:
         if not private:
             return None
         return ProgramContext(private, sum(n.tokens for n in path) - private)
+
+    def node_ranks(self, program_id: str) -> dict[str, int]:
+        """Always empty: the simulated engine runs every call on its one rank."""
+        return {}
 
     def _remember_path(self, program_id: str, path: list[Node]) -> None:
         last = self._last_path

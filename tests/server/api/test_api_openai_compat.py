@@ -331,8 +331,8 @@ def test_a_prompt_that_fills_the_context_is_refused_naming_the_prompt(
     assert asked.value.param == "max_tokens"
 
 
-class _Context:
-    max_context_tokens = 100
+#: the served model's context in ``test_fit_context`` (a small one: the numbers stay readable)
+SMALL_CONTEXT = 100
 
 
 @pytest.mark.parametrize(
@@ -350,12 +350,12 @@ class _Context:
 def test_fit_context(prompt_tokens: int, max_tokens: int, given: bool, fitted: int | str) -> None:
     chat = ChatCall([{"role": "user", "content": "x"}], max_tokens, max_tokens_given=given)
     if isinstance(fitted, int):
-        assert fit_context(_Context(), prompt_tokens, chat) == fitted
+        assert fit_context(SMALL_CONTEXT, prompt_tokens, chat) == fitted
         return
     with pytest.raises(ContextTooLong) as refused:
-        fit_context(_Context(), prompt_tokens, chat)
+        fit_context(SMALL_CONTEXT, prompt_tokens, chat)
     assert refused.value.field == fitted
     text = ChatCall(chat.messages, max_tokens, max_tokens_given=given, prompt_text="x")
     with pytest.raises(ContextTooLong) as refused:
-        fit_context(_Context(), prompt_tokens, text)
+        fit_context(SMALL_CONTEXT, prompt_tokens, text)
     assert refused.value.field == ("prompt" if fitted == "messages" else fitted)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.server.api.harness import LiveServer, chat_body
+from agentconsole.server.runtime.sim.costmodel import preset
+from agentconsole.server.runtime.sim.live import SimLiveRuntime
+from tests.server.api.harness import LiveServer, chat_body, make_config
 
 
 def _call(
@@ -193,3 +196,29 @@ def test_tokens_of_a_call_in_flight_show_while_it_generates(server: LiveServer) 
         caller.join(30)
     assert answered
     assert answered[0].status_code != 200 or answered[0].json()["usage"]["completion_tokens"] > 0
+
+
+class RankedEngine(SimLiveRuntime):
+    """The simulated runtime, saying it ran the node ``plan`` of ``ranked-*`` programs on
+    rank 1 (as SGLang with ``--dp 2`` names the rank of each node it ran)."""
+
+    def node_ranks(self, program_id: str) -> dict[str, int]:
+        return {"plan": 1} if program_id.startswith("ranked-") else {}
+
+
+def test_nodes_carry_the_rank_the_runtime_ran_them_on(tmp_path: Path) -> None:
+    engine = RankedEngine(preset("H200-141GB", "llama-3.1-8b", 1), time_scale=0.05)
+    with LiveServer(make_config(tmp_path / "ranks.duckdb"), runtime=engine) as live:
+        live.wait_ready()
+        with live.client() as c:
+            _call(c, "ranked-1", "plan")
+            tool = {"node_id": "search", "kind": "tool", "parents": ["plan"], "tool": "web"}
+            assert c.post("/v1/programs/ranked-1/nodes", json=tool).status_code == 201
+            nodes = {n["node_id"]: n for n in c.get("/v1/programs/ranked-1").json()["nodes"]}
+            assert nodes["plan"]["dp_rank"] == 1
+            assert nodes["search"]["dp_rank"] is None  # a node that ran on no rank
+            assert c.get("/v1/programs/ranked-1/nodes/plan").json()["dp_rank"] == 1
+            # a program the runtime knows no ranks of: its nodes carry none at all
+            _call(c, "plain-1", "plan")
+            assert "dp_rank" not in c.get("/v1/programs/plain-1").json()["nodes"][0]
+            assert "dp_rank" not in c.get("/v1/programs/plain-1/nodes/plan").json()

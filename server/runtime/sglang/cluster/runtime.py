@@ -37,7 +37,12 @@ import httpx
 
 from agentconsole.scheduler.events import EventSink
 from agentconsole.scheduler.policies import DEFAULT_POLICY, get_policy
-from agentconsole.scheduler.runtime import ChatFormat, GenerationRequest, RuntimeSnapshot
+from agentconsole.scheduler.runtime import (
+    ChatFormat,
+    GenerationRequest,
+    RuntimeSnapshot,
+    ServicePrior,
+)
 from agentconsole.server.live.chatformat import ChatMLFormat
 from agentconsole.server.runtime.registry import RuntimeOptions
 from agentconsole.server.runtime.sglang import symbols, wire
@@ -123,6 +128,10 @@ class RouterRuntime(LiveControl, KVView):
         (``Workers.context_length``, read at start); None before, or when none reported it.
         The intake refuses a longer request before it is sent."""
         return self._context_len
+
+    def service_prior(self) -> ServicePrior | None:
+        """None: the workers' speed is learned from the calls they serve."""
+        return None
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
