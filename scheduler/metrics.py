@@ -47,7 +47,7 @@ counts once: running, or recorded. ``bench`` gives none (its run ends with nobod
 
 A program rebuilt after a ``serve`` restart emits no ``program.created`` again: the server
 hands it over with :meth:`MetricsAggregator.adopt`, so its end still counts, with the door
-waits the store recorded for it before the restart.
+waits the store recorded for it before the restart; it is not counted as created again.
 """
 
 from __future__ import annotations
@@ -205,16 +205,19 @@ class MetricsAggregator:
 
     def adopt(self, program: Program, door: Sequence[tuple[float, float]] = ()) -> None:
         """Follow ``program``, rebuilt after a restart from the store (its ``program.created``
-        went to the previous server's aggregator): it counts as one of its tenant's programs
-        and its end counts as any other's, its nodes and its wait and service so far taken
-        from the rebuilt figures. ``door``: its waits at the door before the restart, (from,
-        to), from the stored ``program.door_waited`` events, counted as :meth:`_door_waited`
-        counts them: its wait, its tenant's max wait and its critical path's queue idle as
-        they were before. Its nodes' queue time is the controller's, which counts a call's
-        wait from its queueing (``ProgramController.start_node``): in ``serve`` a call starts
-        as it is queued, so that is the engine's queue alone, as the call events report it
-        (neither the agent's time before a call to a node it declared ahead nor a wait at the
-        door before the call). Nothing for an ended program, or one already followed."""
+        went to the previous server's aggregator): its end counts as any other's, its nodes
+        and its wait and service so far taken from the rebuilt figures. ``door``: its waits at
+        the door before the restart, (from, to), from the stored ``program.door_waited``
+        events, counted as :meth:`_door_waited` counts them: its wait, its tenant's max wait
+        and its critical path's queue idle as they were before. Its nodes' queue time is the
+        controller's, which counts a call's wait from its queueing
+        (``ProgramController.start_node``): in ``serve`` a call starts as it is queued, so that
+        is the engine's queue alone, as the call events report it (neither the agent's time
+        before a call to a node it declared ahead nor a wait at the door before the call). It
+        is one of its tenant's programs (those this server follows, so a tenant's finished
+        never outnumber them) but not counted as created: ``programs`` counts creations since
+        start, and it was created before. Nothing for an ended program, or one already
+        followed."""
         if program.state.terminal or program.program_id in self._live:
             return
         followed = _Program(program.tenant, program.created_at)
@@ -241,7 +244,9 @@ class MetricsAggregator:
             )
         self._live[program.program_id] = followed
         self._tenant_programs[program.tenant] += 1
-        self.counts["programs"] += 1
+        # no ``counts["programs"]``: the previous server counted its creation, and that count
+        # is ``programs_created_total``, whose ``increase()`` would count every program still
+        # running once more per restart
 
     def _node_added(self, e: Event) -> None:
         program = self._live.get(e.program_id)

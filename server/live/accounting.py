@@ -31,6 +31,13 @@ if TYPE_CHECKING:
     from agentconsole.server.live.service import ProgramService
 
 
+def streamed_tokens(call: LiveCall) -> int:
+    """The output tokens ``call`` has cost so far: delivered to its client, and produced
+    after an abort was asked (ghost). What a call that ends without the runtime's accounting
+    pays (a runtime failure here, a crash at the restart: ``reopen.py``)."""
+    return call.received + call.ghost
+
+
 def usage_data(result: GenerationResult) -> dict[str, Scalar]:
     """The ``call.finished`` / ``call.aborted`` data keys of :mod:`scheduler.metrics`."""
     decode = max(result.output_tokens - 1, 0)
@@ -92,7 +99,7 @@ class CallAccounting:
         svc.tenants.release(call.hold)
         if result is None:
             # the runtime failed mid-answer: what already reached the client is still paid
-            streamed = call.received + call.ghost
+            streamed = streamed_tokens(call)
             failed = {"reason": "runtime error", "outcome": "failed"}
             self._emit(call, EventKind.CALL_FAILED, {**failed, "charged_output_tokens": streamed})
             paid = None

@@ -9,13 +9,15 @@ and state past the program row's. So each effect counts once, whichever rows the
 
 The replay mirrors :class:`~agentconsole.scheduler.controller.ProgramController`'s changes
 event for event, from what each event's data records (the call's outcome and charged tokens,
-the tool node's next state, the program's labels and quotas); it emits nothing.
+the tool node's next state, the program's labels and quotas); it emits nothing. A call's end
+past its node's row also drops what the row said that call had streamed (``streamed``): the
+end's own ``charged_output_tokens`` charge it, and the restart must not charge it again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentconsole.scheduler import dag
 from agentconsole.scheduler.creation import labels_of, quotas_of
@@ -35,6 +37,10 @@ from agentconsole.scheduler.program import (
 
 #: the outcome of an attempt whose run died with the process (the node may run again)
 INTERRUPTED = "interrupted"
+#: Keys of a node row written while its call streamed (``projector.py``): the attempt and the
+#: tokens it had streamed, which a restart charges if that attempt was cut (``reopen.py``)
+STREAMED_ATTEMPT = "streamed_attempt"
+STREAMED_TOKENS = "streamed_tokens"
 
 
 def _int(data: Mapping[str, Scalar], key: str) -> int:
@@ -57,11 +63,14 @@ def created_program(event: Event) -> Program:
 @dataclass(slots=True)
 class TailReplay:
     """Applies one program's tail events (see the module docstring). ``synced`` maps a node
-    id to its row's ``synced_seq``; ``program_synced`` is the program row's."""
+    id to its row's ``synced_seq``; ``program_synced`` is the program row's; ``streamed`` maps
+    a node id to the (attempt, tokens) its row says its call had streamed, left with those
+    whose call no tail event ended."""
 
     program: Program
     synced: Mapping[str, int]
     program_synced: int
+    streamed: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def apply(self, seq: int, event: Event) -> None:
         """Apply ``event`` (number ``seq``) where a row does not reflect it yet."""
@@ -74,13 +83,16 @@ class TailReplay:
             handler = _NODE_HANDLERS.get(event.kind)
             if handler is not None:
                 handler(node, event)
+            if event.kind in _CALL_ENDS:
+                # the row's call ended (or a later one, after it): the end charged it
+                self.streamed.pop(node.node_id, None)
 
     def _program_part(self, event: Event) -> None:
         program, data = self.program, event.data
         kind = event.kind
         if kind is EventKind.NODE_ADDED and data.get("kind") == NodeKind.TOOL.value:
             program.tool_calls += 1
-        elif kind in (EventKind.CALL_FINISHED, EventKind.CALL_ABORTED, EventKind.CALL_FAILED):
+        elif kind in _CALL_ENDS:
             program.attained_service_s += number(data, "service_s")
             program.tokens_used += (
                 _int(data, "prompt_tokens")
@@ -107,6 +119,7 @@ class TailReplay:
         dag.add_node(self.program, node)
 
 
+_CALL_ENDS = frozenset((EventKind.CALL_FINISHED, EventKind.CALL_ABORTED, EventKind.CALL_FAILED))
 _PROGRAM_END = {
     EventKind.PROGRAM_FINISHED: ProgramState.FINISHED,
     EventKind.PROGRAM_FAILED: ProgramState.FAILED,

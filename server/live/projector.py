@@ -11,17 +11,28 @@ data (the hub's last ``seq`` when it was built: every earlier event is in it), a
 ends with the projector's sync mark (``store/syncmarks.py``), the hub's last ``seq`` when the
 batch began. A restart rebuilds from the rows and replays the events past the mark
 (``eventtail.py``), each onto the rows that do not reflect it yet.
+
+Tokens a call streams are no event until it ends, so a crash mid-stream would lose them (the
+restart closes the call as interrupted and would charge nothing: free tokens, a refunded
+quota). Given the calls in flight (:meth:`StoreProjector.follow_streams`), each write also
+marks the node of every call that streamed more since its last row dirty, and the node's row
+carries what its open attempt has streamed so far (``eventtail.STREAMED_ATTEMPT`` and
+``STREAMED_TOKENS``), which the restart charges (``reopen.py``). No event, and at most one
+row per streaming call per ``interval_s``: the charge lags what was delivered by at most the
+tokens one call streams in an interval (plus the store's commit delay).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
 from agentconsole.scheduler.controller import ProgramController
 from agentconsole.scheduler.events import Event
 from agentconsole.scheduler.program import Program
+from agentconsole.server.live.eventtail import STREAMED_ATTEMPT, STREAMED_TOKENS
 from agentconsole.server.live.insertionbook import InsertionBook
 from agentconsole.server.live.periodic import Periodic
 from agentconsole.server.live.views import node_record, program_record
@@ -29,6 +40,21 @@ from agentconsole.server.store.errors import StoreClosedError
 from agentconsole.server.store.records import AttemptRecord, ProgramRecord, Record
 from agentconsole.server.store.syncmarks import PROJECTOR, SyncMarkRecord
 from agentconsole.server.store.writer import StoreWriter
+
+
+@dataclass(frozen=True, slots=True)
+class Streamed:
+    """What one call in flight has streamed so far: the tokens its attempt will be charged
+    (delivered and ghost) if it ends now."""
+
+    program_id: str
+    node_id: str
+    attempt: int
+    tokens: int
+
+
+#: the calls in flight now, as :class:`Streamed` (the service's, wired at start-up)
+StreamSource = Callable[[], Iterable[Streamed]]
 
 
 class StoreProjector:
@@ -57,6 +83,28 @@ class StoreProjector:
         #: them, built earlier, must not follow the last ones
         self._written_last: set[str] = set()
         self._periodic = Periodic("store-projector", interval_s, self._tick)
+        self._streams: StreamSource = lambda: ()
+        #: (program, node) -> (attempt, tokens) of each call in flight, as of the last write:
+        #: what its node's rows carry
+        self._streamed: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def follow_streams(self, streams: StreamSource) -> None:
+        """Record what the calls ``streams`` names have streamed in their nodes' rows (the
+        module docstring says why)."""
+        self._streams = streams
+
+    def _note_streams(self) -> None:
+        """Take the calls in flight now, and mark the node of each that streamed more since
+        its row was last written dirty (a call that streams nothing new costs no row)."""
+        before, now = self._streamed, {}
+        for call in self._streams():
+            if call.tokens <= 0:  # nothing to charge yet: no row for it
+                continue
+            key = (call.program_id, call.node_id)
+            now[key] = (call.attempt, call.tokens)
+            if before.get(key) != now[key]:
+                self._dirty.setdefault(call.program_id, set()).add(call.node_id)
+        self._streamed = now
 
     def observe(self, event: Event) -> None:
         """Hub subscriber: remember what changed."""
@@ -74,6 +122,7 @@ class StoreProjector:
     def write(self) -> int:
         """Queue the rows of everything dirty at once; returns how many programs."""
         mark = self.last_seq()
+        self._note_streams()
         dirty, self._dirty = self._dirty, {}
         rows: list[Record] = []
         for pid, node_ids in dirty.items():
@@ -93,6 +142,7 @@ class StoreProjector:
         so the writer commits them in one batch (each batch of upserts scans the tables; rows
         queued a few at a time made twice as many batches and doubled the writer's CPU)."""
         mark = self.last_seq()
+        self._note_streams()
         dirty = self._writing = self._dirty
         self._dirty = {}
         rows: list[Record] = []
@@ -146,7 +196,12 @@ class StoreProjector:
         node = program.nodes.get(nid)
         if node is None:
             return 0
-        rows.append(node_record(program, node, now, self.insertions, self.last_seq()))
+        row = node_record(program, node, now, self.insertions, self.last_seq())
+        streamed = self._streamed.get((program.program_id, nid))
+        if streamed is not None:  # its call streams: what a crash now must still charge
+            number, tokens = streamed
+            row = replace(row, data={**row.data, STREAMED_ATTEMPT: number, STREAMED_TOKENS: tokens})
+        rows.append(row)
         for attempt in node.attempts:
             rows.append(
                 AttemptRecord(

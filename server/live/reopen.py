@@ -7,10 +7,13 @@ memory is rebuilt when its owner names it again, so its next call continues its 
 policies see its attained service, completed calls and tokens as before.
 
 What cannot go on after a restart: an LLM call that was in the engine is gone with it; its
-node is closed as ``interrupted`` (the agent's retry of that node id is a new attempt). An LLM
-node declared ahead and not called yet is no such call: it stays ready (or pending) for its
-first call. A tool node stays running: the agent (or the gateway's recovered intent) still
-reports its end.
+node is closed as ``interrupted`` (the agent's retry of that node id is a new attempt). What
+it had streamed is charged as a failed call's would be (its node's output tokens and its
+program's ``tokens_used``, so its quota and its tenant's usage): the tokens its node's row
+recorded at the projector's last write while it streamed (``projector.py``), so the charge
+lags the tokens delivered by at most one sync interval's worth. An LLM node declared ahead
+and not called yet is no such call: it stays ready (or pending) for its first call. A tool
+node stays running: the agent (or the gateway's recovered intent) still reports its end.
 Rebuilding emits no events: nothing happened, the server only remembers.
 
 Rows trail the event log by up to a second; :func:`rebuild` takes the program's events past
@@ -37,7 +40,13 @@ from agentconsole.scheduler.program import (
     Quotas,
     ToolSpec,
 )
-from agentconsole.server.live.eventtail import INTERRUPTED, TailReplay, created_program
+from agentconsole.server.live.eventtail import (
+    INTERRUPTED,
+    STREAMED_ATTEMPT,
+    STREAMED_TOKENS,
+    TailReplay,
+    created_program,
+)
 from agentconsole.server.live.views import SYNCED_SEQ, choice_from_json, labels_dict
 from agentconsole.server.store.repository import ProgramView, Repository, StoredEvent
 from agentconsole.server.store.syncmarks import PROJECTOR
@@ -95,18 +104,39 @@ def _node(view: ProgramView, index: int) -> Node:
     return node
 
 
-def _close_interrupted(program: Program, now: float) -> None:
+def _close_interrupted(
+    program: Program, now: float, streamed: Mapping[str, tuple[int, int]]
+) -> None:
     """LLM calls died with the old process: their nodes close, so the agent can run them
     again (tools go on: their ends are still reported). Only a call in flight died: its node
     running, or with an attempt still open (a preempted call waits ready). A node the agent
     declared ahead and never called (ready or pending, no open attempt) lost nothing: it
-    stays as it was, and its first call is a first attempt, not a retry."""
+    stays as it was, and its first call is a first attempt, not a retry. ``streamed``: node
+    -> (attempt, tokens) its row recorded as streamed; a cut attempt pays that, as
+    ``ProgramController.charge`` charges a call that failed mid-answer (no GPU time: none
+    was recorded)."""
     for node in program.nodes.values():
         if node.kind is NodeKind.LLM and _call_in_flight(node):
             node.state = NodeState.FAILED
             node.finished_at = now
             if node.attempts and node.attempts[-1].finished_at is None:
-                node.attempts[-1].finished_at, node.attempts[-1].outcome = now, INTERRUPTED
+                cut = node.attempts[-1]
+                cut.finished_at, cut.outcome = now, INTERRUPTED
+                attempt, tokens = streamed.get(node.node_id, (0, 0))
+                if attempt == cut.number:  # else a row of an earlier attempt's stream
+                    node.output_tokens += tokens
+                    program.tokens_used += tokens
+
+
+def _streamed(view: ProgramView) -> dict[str, tuple[int, int]]:
+    """node -> (attempt, tokens) its call had streamed, for each node row written while its
+    call streamed."""
+    out = {}
+    for record in view.nodes:
+        attempt, tokens = record.data.get(STREAMED_ATTEMPT), record.data.get(STREAMED_TOKENS)
+        if isinstance(attempt, int) and isinstance(tokens, int) and tokens > 0:
+            out[record.node_id] = (attempt, tokens)
+    return out
 
 
 def _call_in_flight(node: Node) -> bool:
@@ -130,11 +160,12 @@ def rebuild(view: ProgramView, now: float, tail: Sequence[StoredEvent] = ()) -> 
         program,
         {n.node_id: _synced(n.data) for n in view.nodes},
         _synced(view.program.data),
+        _streamed(view),
     )
     for stored in tail:
         replay.apply(stored.seq, stored.event)
     _derive(program)
-    _close_interrupted(program, now)
+    _close_interrupted(program, now, replay.streamed)
     return program
 
 
@@ -148,7 +179,7 @@ def rebuild_created(tail: Sequence[StoredEvent], now: float) -> Program | None:
     for stored in tail[1:]:
         replay.apply(stored.seq, stored.event)
     _derive(program)
-    _close_interrupted(program, now)
+    _close_interrupted(program, now, replay.streamed)
     return program
 
 

@@ -3,7 +3,8 @@
 Start-up restores what the store remembers before the first request: the running programs
 (rows plus the event log's tail, ``reopen.py``), adopted by the metrics with their door waits;
 what finished programs and tools taught the scheduler; the operator's standing decisions (pins,
-drain, policy switches) from the audit log. Then the background tasks start. Shutdown stops
+drain, policy switches) from the audit log. Then the background tasks start, the projector
+recording what the calls in flight have streamed (a crash's restart charges it). Shutdown stops
 them, then the calls, the runtime and the store, the store last so the rows written on the way
 out are committed.
 
@@ -23,8 +24,10 @@ from typing import Any, Protocol
 from agentconsole.scheduler.learned import RELEARN_PER_GROUP, RELEARNED
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.program import Program
+from agentconsole.server.live.accounting import streamed_tokens
 from agentconsole.server.live.doorwaits import door_spans, door_waits_since
 from agentconsole.server.live.operator import REMEMBERED_ACTIONS, OperatorDesk, OperatorMemory
+from agentconsole.server.live.projector import Streamed
 from agentconsole.server.live.queries import ProgramQueries
 from agentconsole.server.live.reopen import programs_to_restore
 from agentconsole.server.live.service import ProgramService
@@ -142,8 +145,11 @@ def start_background(
     start_runtime: Callable[[], Coroutine[Any, Any, None]],
 ) -> Background:
     """Start the runtime in the background (``/health`` answers at once, ``/ready`` waits for
-    it), then the projector, the sweeper and the metric recorder."""
+    it), then the projector (following the service's calls in flight), the sweeper and the
+    metric recorder."""
     projector = live.queries.projector
+    service = live.service
+    projector.follow_streams(lambda: calls_streaming(service))
     sweeper = Sweeper(
         live.service,
         program_idle_s=times.program_idle_s,
@@ -162,6 +168,14 @@ def start_background(
     sweeper.start()
     recorder.start()
     return Background(runtime_start, sweeper, recorder)
+
+
+def calls_streaming(service: ProgramService) -> list[Streamed]:
+    """What each of ``service``'s calls in flight has streamed so far, for the projector."""
+    return [
+        Streamed(call.program_id, call.node_id, call.request.ticket.attempt, streamed_tokens(call))
+        for call in service.calls.values()
+    ]
 
 
 async def shut_down(live: ServingParts, background: Background) -> None:

@@ -18,6 +18,7 @@ from agentconsole.scheduler import dag
 from agentconsole.scheduler.models import ModelChoice
 from agentconsole.scheduler.policies.base import Policy
 from agentconsole.scheduler.program import Node, NodeKind, Program, ToolSpec
+from agentconsole.server.live.eventtail import STREAMED_ATTEMPT, STREAMED_TOKENS
 from agentconsole.server.live.insertionbook import NODE_KEY, PROGRAM_KEY, InsertionBook, empty
 from agentconsole.server.store.records import NodeRecord, ProgramRecord
 from agentconsole.server.store.repository import ProgramView
@@ -293,8 +294,9 @@ def stored_program(view: ProgramView) -> JSON:
 
 
 def stored_node(record: NodeRecord) -> JSON:
-    """``Node`` of a node known only to the store."""
+    """``Node`` of a node known only to the store (without the projector's bookkeeping)."""
     out = dict(record.data)
-    out.pop(SYNCED_SEQ, None)
+    for key in (SYNCED_SEQ, STREAMED_ATTEMPT, STREAMED_TOKENS):
+        out.pop(key, None)
     out.setdefault(NODE_KEY, None)
     return out
