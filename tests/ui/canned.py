@@ -17,7 +17,14 @@ from agentconsole.ui.client.door import Door
 from agentconsole.ui.client.feed import EventBatch, FeedItem, FeedStatus, OverviewTick
 from agentconsole.ui.client.http import ActionResult
 from agentconsole.ui.client.modelcompat import ModelCompat
-from agentconsole.ui.client.models import AuditEntry, FeedEvent, KVState, Overview, TenantRow
+from agentconsole.ui.client.models import (
+    AuditEntry,
+    FeedEvent,
+    KVState,
+    Overview,
+    Policies,
+    TenantRow,
+)
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
 from agentconsole.ui.client.whatif import WindowReplay
 from tests.ui.stub_world import StubWorld
@@ -112,6 +119,13 @@ class CannedClient:
     def drain(self, enabled: bool) -> Mapping[str, Any]:
         self.world.draining = enabled
         return {"draining": enabled}
+
+    def set_policy(self, policy: str | None, kv_policy: str | None) -> Policies:
+        self.calls.append(f"policy {policy} {kv_policy}")
+        status, body = self.world.set_policy({"policy": policy, "kv_policy": kv_policy})
+        if status >= 400:
+            raise ApiError(status, body["error"]["type"], body["error"]["message"])
+        return Policies.parse(body)
 
     def replay_window(self, since: float, tenant: str | None = None) -> WindowReplay:
         # the stub world records no traffic the server could write as a trace

@@ -106,6 +106,18 @@ def build_app(world: StubWorld, *, live: bool = False, tick_steps: int = 5) -> L
         status, body = world.act(action, program_id, data or {})
         return Response(body, status_code=status)
 
+    @post("/v1/programs/{program_id:str}/cancel", sync_to_thread=False)
+    def cancel(program_id: FromPath[str]) -> Response[Any]:
+        # the stub's tenant key sees every program (its world is not scoped): a cancel here
+        # is the same cancel with either key, as the server's is for a tenant's own program
+        status, body = world.act("cancel", program_id, {})
+        return Response(body, status_code=status)
+
+    @post("/v1/operator/policy", sync_to_thread=False)
+    def policy(data: JSONBody[dict[str, Any]]) -> Response[Any]:
+        status, body = world.set_policy(data)
+        return Response(body, status_code=status)
+
     @post("/v1/operator/drain", sync_to_thread=False)
     def drain(data: JSONBody[dict[str, Any]]) -> dict[str, Any]:
         world.draining = bool(data.get("enabled"))
@@ -151,6 +163,8 @@ def build_app(world: StubWorld, *, live: bool = False, tick_steps: int = 5) -> L
             door,
             audit,
             act,
+            cancel,
+            policy,
             drain,
             events,
             burst,

@@ -30,6 +30,9 @@ BIG_PROGRAM = "prog-0001"
 CURSOR_PREFIX = "after-"
 #: the boost a server applies when the body names no amount (``BoostIn``)
 BOOST_DEFAULT_S = 10.0
+#: the names the stub's policy switch takes (a few of the server's registries')
+POLICIES = ("cp-cache", "fcfs", "sjf")
+KV_POLICIES = ("adaptive", "keep", "offload")
 
 
 class StubWorld:
@@ -48,6 +51,8 @@ class StubWorld:
         self.migrations = 37
         self.recomputes = 12
         self.draining = False
+        self.policy = "cp-cache"
+        self.kv_policy = "adaptive"
         # programs the live tick leaves alone (tests act on them; the big one stays big)
         self.pinned: set[str] = {BIG_PROGRAM}
         #: called with the ids of each program page served (tests change the world between
@@ -271,8 +276,8 @@ class StubWorld:
 
             running = [p for p in self.programs.values() if p.state == "running"]
             return {
-                "policy": "cp-cache",
-                "kv_policy": "adaptive",
+                "policy": self.policy,
+                "kv_policy": self.kv_policy,
                 "runtime": "sim:H200-141GB/llama-3.1-8b",
                 "draining": self.draining,
                 "programs": counts,
@@ -424,6 +429,24 @@ class StubWorld:
                 result = {"program_id": program_id, "boost": amount, "reranked_calls": queued}
             self._record("operator", action, program_id, args, "ok")
             return 200, result
+
+    def set_policy(self, args: dict[str, Any]) -> tuple[int, Any]:
+        """``POST /v1/operator/policy``: as the server, an unknown name is refused (422) with
+        the names it knows, before anything is switched; the answer is the names in force."""
+        with self._lock:
+            for field, known, what in (
+                ("policy", POLICIES, "policy"),
+                ("kv_policy", KV_POLICIES, "tool-wait policy"),
+            ):
+                name = args.get(field)
+                if name is not None and name not in known:
+                    message = f"unknown {what} {name!r}; choose from {', '.join(known)}"
+                    error = {"type": "invalid_request", "message": message, "field": field}
+                    return 422, {"error": error}
+            self.policy = args.get("policy") or self.policy
+            self.kv_policy = args.get("kv_policy") or self.kv_policy
+            self._record("operator", "policy", "", args, "ok")
+            return 200, {"policy": self.policy, "kv_policy": self.kv_policy}
 
     # -- live ------------------------------------------------------------------------
     def tick(self, dt: float = 0.1, steps: int = 5) -> None:

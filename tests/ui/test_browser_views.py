@@ -97,8 +97,8 @@ def test_a_wrong_key_leaves_nothing_of_the_previous_key_on_screen(
 
     session.eval("AC.setKey('sk-wrong')")
     page.locator("#banner", has_text="refused").wait_for()
-    polls = session.eval("AC.state.stats.polls")
-    session.wait(f"AC.state.stats.polls >= {polls} + 2")
+    polls = session.eval("AC.state.stats.pausedPolls")  # refused: the polls read nothing
+    session.wait(f"AC.state.stats.pausedPolls >= {polls} + 2")
     left = {name: n for name, css in KEYED.items() if (n := _count(session, css))}
     assert left == {}, f"still on screen after the key changed: {left}"
     charts = [c for c in CHARTS if session.eval(f"!!document.getElementById('{c}').data")]
@@ -293,7 +293,7 @@ def test_a_cancel_that_left_tools_in_doubt_says_so(
         "interrupted_tools": [],
         "flagged_tools": ["n4", "n5"],
     }
-    page.route(f"**/v1/operator/programs/{program_id}/cancel", _answer(200, answer))
+    page.route(f"**/v1/programs/{program_id}/cancel", _answer(200, answer))
     page.goto(f"{stub.url}/#/program/{program_id}")
     page.click("#view-program button[data-action=cancel]")
     page.click("#confirm-yes")
@@ -465,3 +465,105 @@ def test_a_burst_of_news_of_the_open_program_reads_it_once(browser: Browser) -> 
             page.clock.resume()
             page.locator("#detail-summary .card", has_text="priority0, ").wait_for()
             session.check_clean()
+
+
+# -- 9. what a key may do ---------------------------------------------------------------
+
+
+def _reads(session: Session) -> list[str]:
+    """The API reads the page made so far (the feed's connection left out)."""
+    return [u for u in session.requests if "/v1/" in u and "/v1/events" not in u]
+
+
+def test_a_refused_key_pauses_every_read_until_the_key_changes(
+    page_on_stub: Session, stub: RunningStub
+) -> None:
+    """A key the server does not know (401) would poll the operator's reads once a second,
+    each refusal an audit row: the page stops reading until another key is entered, says
+    where keys come from, and does not claim to show a last good read it cleared."""
+    session, page = page_on_stub, page_on_stub.page
+    page.goto(f"{stub.url}/#key=sk-wrong")
+    banner = page.locator("#banner", has_text="refused")
+    banner.wait_for()
+    text = banner.text_content() or ""
+    assert "configured" in text, text
+    assert "no keys configured" in text, text
+    assert "`agentconsole serve` printed" not in text
+    session.wait("AC.state.keyRefused")
+    page.locator("#stale", has_text="the overview could not be read").wait_for()
+    stale = page.text_content("#stale") or ""
+    assert "nothing to show" in stale, stale  # the views were cleared with the old key
+    assert "last good read" not in stale, stale
+    page.click("#tabs a[data-view=audit]")
+    reads = len(_reads(session))
+    paused = int(str(session.eval("AC.state.stats.pausedPolls")))
+    session.wait(f"AC.state.stats.pausedPolls >= {paused} + 3")  # three more seconds
+    assert _reads(session)[reads:] == []  # the audit log not asked for, nor anything else
+
+    page.fill("#key", stub.key)
+    page.click("#keyform button[type=submit]")
+    session.wait("document.querySelectorAll('#audit tbody tr').length > 0")
+    assert page.locator("#banner").is_hidden()
+    session.errors.clear()  # the refused requests were logged as resource errors
+
+
+def test_a_tenant_key_loses_the_operator_controls_and_cancels_its_own_program(
+    page_on_stub: Session, stub: RunningStub
+) -> None:
+    session, page = page_on_stub, page_on_stub.page
+    program_id = _running(stub.world)
+    page.goto(f"{stub.url}/#key={TENANT_KEY}")
+    page.click("#tabs a[data-view=programs]")
+    row = page.locator(f"#programs tbody tr[data-id='{program_id}']")
+    row.wait_for()
+    assert row.locator("button[data-action=boost]").is_visible()  # not known yet: offered
+    page.click("#tabs a[data-view=tenants]")  # the door is refused: a tenant's key
+    session.wait("AC.state.tenantKey")
+    page.click("#tabs a[data-view=programs]")
+    for action in ("preempt", "boost"):
+        assert row.locator(f"button[data-action={action}]").is_hidden()
+    assert page.locator("#policyform").is_hidden()
+    assert "a tenant's key" in (page.text_content("#keystate") or "")
+    before = len(session.requests)
+    row.locator("button[data-action=cancel]").click()
+    page.click("#confirm-yes")
+    page.locator(".toast", has_text=f"cancelled {program_id}").wait_for()
+    assert stub.world.programs[program_id].state == "cancelled"
+    sent = session.requests[before:]
+    assert any(u.endswith(f"/v1/programs/{program_id}/cancel") for u in sent), sent
+    assert not [u for u in sent if "/v1/operator/programs/" in u]
+
+    page.goto(f"{stub.url}/#/program/{program_id}")
+    session.wait(f"AC.state.detail && AC.state.detail.program_id === {json.dumps(program_id)}")
+    for action in ("preempt", "boost"):
+        assert page.locator(f"#view-program button[data-action={action}]").is_hidden()
+    session.eval(f"AC.setKey('{stub.key}')")  # an operator's key: offered again
+    page.locator("#view-program button[data-action=boost]").wait_for(state="visible")
+    session.errors.clear()  # the door's 403 was logged as a resource error
+
+
+def test_the_policy_picker_switches_by_name_and_toasts_the_server_s_answer(
+    page_on_stub: Session, stub: RunningStub
+) -> None:
+    session, page = page_on_stub, page_on_stub.page
+    page.goto(f"{stub.url}/#/overview")
+    session.wait("AC.state.overview !== null")
+    assert page.get_attribute("#policy-name", "placeholder") == "cp-cache"  # the one in force
+    try:
+        page.fill("#policy-name", "fcfs")
+        page.click("#policyform button[type=submit]")
+        page.locator(".toast", has_text="policy fcfs · kv policy adaptive").wait_for()
+        assert stub.world.policy == "fcfs"
+        page.locator("#policy", has_text="fcfs / adaptive").wait_for()
+
+        page.select_option("#policy-field", "kv_policy")
+        assert page.get_attribute("#policy-name", "placeholder") == "adaptive"
+        page.fill("#policy-name", "nope")
+        page.click("#policyform button[type=submit]")
+        refused = page.locator(".toast.error", has_text="unknown tool-wait policy 'nope'")
+        refused.wait_for()
+        assert "choose from adaptive, keep, offload" in (refused.text_content() or "")
+        assert stub.world.kv_policy == "adaptive"
+    finally:
+        stub.world.set_policy({"policy": "cp-cache"})
+    session.errors.clear()  # the 422 was logged as a resource error

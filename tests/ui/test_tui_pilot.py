@@ -6,9 +6,11 @@ Every effect is checked through the API, not through the dashboard's own state.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import pytest
-from textual.widgets import DataTable
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Input
 
 from agentconsole.ui.client.http import HttpConsoleClient
 from agentconsole.ui.client.models import TenantRow
@@ -18,9 +20,11 @@ from agentconsole.ui.tui.app import DashboardApp
 from agentconsole.ui.tui.views.detail import ProgramScreen
 from agentconsole.ui.tui.views.dialogs import ConfirmScreen, HelpScreen
 from agentconsole.ui.tui.views.door import DoorPanel
+from agentconsole.ui.tui.views.policy import PolicyScreen
 from agentconsole.ui.tui.views.programs import ProgramsView
 from tests.ui.on_screen import confirming
 from tests.ui.real_server import RealServer
+from tests.ui.recording import recorded_notes
 from tests.ui.waiting import until
 
 pytestmark = [pytest.mark.tui, pytest.mark.anyio]
@@ -83,11 +87,7 @@ async def test_cancel_declined_changes_nothing(real: RealServer) -> None:
     client = HttpConsoleClient(real.url, real.key)
     app = DashboardApp(client, url=real.url, poll_s=0.5)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("2")
-        view = app.query_one(ProgramsView)
-        await until(pilot, lambda: target in app.state.programs)
-        await pilot.press("slash", *target, "enter")
-        await until(pilot, lambda: view.selected() == target)
+        await select_program(pilot, app, target)
         await pilot.press("c")
         assert confirming(app)
         await pilot.press("enter")  # focus starts on "Keep"
@@ -100,6 +100,58 @@ async def test_cancel_declined_changes_nothing(real: RealServer) -> None:
     client.close()
     assert _state(real, target) == "running"
     assert ("cancel", target) not in _audit(real)
+
+
+async def test_a_tenant_key_cancels_its_own_program(real: RealServer) -> None:
+    """The operator's cancel route refuses a tenant's key (403, audited); the program's own
+    route cancels a tenant's program for its key, and the operator's for any key."""
+    target = f"ui-own-{uuid.uuid4().hex[:8]}"
+    real.open_program(target)  # tenant-a's
+    client = HttpConsoleClient(real.url, real.tenant_key)
+    app = DashboardApp(client, url=real.url, feed=False, poll_s=0.5)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await select_program(pilot, app, target)
+        await pilot.press("c")
+        assert confirming(app)
+        await pilot.press("y")
+        await until(pilot, lambda: _state(real, target) == "cancelled")
+    client.close()
+    actions = real.get("/v1/operator/audit?limit=200")["actions"]
+    assert isinstance(actions, list)
+    assert not [a for a in actions if a["target"] == target and a["result"] != "ok"]
+
+
+async def test_an_operator_switches_the_policy_from_the_palette(real: RealServer) -> None:
+    """The server's answer is the notification; a name it does not know is refused with the
+    list of its names, and nothing changes."""
+    before = real.get("/v1/overview")
+    client = HttpConsoleClient(real.url, real.key)
+    app = DashboardApp(client, url=real.url, feed=False, poll_s=3600)
+    notes = recorded_notes(app)
+
+    def answered(count: int) -> Callable[[], bool]:
+        return lambda: len([title for title, _ in notes if title == "policy"]) == count
+
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: app.state.overview is not None and not app.sync.busy)
+            for name, count in (("fcfs", 1), ("no-such-policy", 2)):
+                await pilot.press("colon", *"switch policy")
+                await pilot.pause(0.3)
+                await pilot.press("enter")
+                await until(pilot, lambda: isinstance(app.screen, PolicyScreen))
+                app.screen.query_one("#policy-name", Input).value = name
+                await pilot.press("enter")
+                await until(pilot, answered(count))
+        said = [text for title, text in notes if title == "policy"]
+        assert said[0] == f"policy fcfs · kv policy {before['kv_policy']}"
+        assert said[1].startswith("unknown policy 'no-such-policy'; choose from ")
+        assert "fcfs" in said[1]
+        assert real.get("/v1/overview")["policy"] == "fcfs"
+    finally:
+        client.set_policy(str(before["policy"]), None)
+        client.close()
+    assert ("policy", "") in _audit(real)
 
 
 async def test_demo_shows_without_set_up(real: RealServer) -> None:
@@ -228,3 +280,12 @@ async def test_data_arriving_while_the_app_shuts_down_is_dropped(real: RealServe
     app._overview_loaded(m.OverviewLoaded(overview, tick=True))
     app._feed_changed(m.FeedChanged(live=False, detail="closed"))
     client.close()
+
+
+async def select_program(pilot: Pilot[None], app: DashboardApp, target: str) -> None:
+    """Open the programs view and select ``target`` by the filter, once the list has it."""
+    await pilot.press("2")
+    view = app.query_one(ProgramsView)
+    await until(pilot, lambda: target in app.state.programs)
+    await pilot.press("slash", *target, "enter")
+    await until(pilot, lambda: view.selected() == target)

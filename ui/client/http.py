@@ -21,7 +21,7 @@ from agentconsole.httpclient import jsonread as j
 from agentconsole.ui.client.door import Door
 from agentconsole.ui.client.feed import FeedItem, read_feed
 from agentconsole.ui.client.modelcompat import ModelCompat
-from agentconsole.ui.client.models import AuditEntry, KVState, Overview, TenantRow
+from agentconsole.ui.client.models import AuditEntry, KVState, Overview, Policies, TenantRow
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
 from agentconsole.ui.client.whatif import WindowReplay
 
@@ -65,10 +65,17 @@ class ConsoleApi(Protocol):
         only: a tenant key's :class:`ApiError` has status 403)."""
 
     def act(self, action: str, program_id: str, amount: float | None = None) -> ActionResult:
-        """``POST /v1/operator/programs/{id}/{action}`` for preempt, cancel or boost."""
+        """Preempt or boost (``POST /v1/operator/programs/{id}/{action}``, operator key
+        only), or cancel (``POST /v1/programs/{id}/cancel``: the operator cancel with an
+        operator key, a tenant's own program with its key)."""
 
     def drain(self, enabled: bool) -> Mapping[str, Any]:
         """``POST /v1/operator/drain``: stop (or resume) admitting new calls."""
+
+    def set_policy(self, policy: str | None, kv_policy: str | None) -> Policies:
+        """``POST /v1/operator/policy``: switch the scheduling and/or the tool-wait KV policy
+        by name (None: leave it); the policies then in force. An unknown name is refused
+        (422) with a message that lists the server's names."""
 
     def replay_window(self, since: float, tenant: str | None = None) -> WindowReplay:
         """``POST /v1/operator/whatif``: write the programs that arrived since ``since``
@@ -155,12 +162,20 @@ class HttpConsoleClient:
         if action not in ("preempt", "cancel", "boost"):
             raise ValueError(f"unknown operator action {action!r}")
         payload = {} if amount is None else {"amount": amount}
-        path = f"/v1/operator/programs/{segment(program_id)}/{action}"
+        # a cancel goes to the program's own route: with an operator key the server makes it
+        # the operator cancel (audited alike), and a tenant key may cancel its own programs
+        # there, where the operator route refuses it (403, one more audit row)
+        base = "/v1/programs" if action == "cancel" else "/v1/operator/programs"
+        path = f"{base}/{segment(program_id)}/{action}"
         return ActionResult(action, program_id, self._send(Call("POST", path, j.obj, payload)))
 
     def drain(self, enabled: bool) -> Mapping[str, Any]:
         """``POST /v1/operator/drain``: stop (or resume) admitting new calls."""
         return self._send(Call("POST", "/v1/operator/drain", j.obj, {"enabled": enabled}))
+
+    def set_policy(self, policy: str | None, kv_policy: str | None) -> Policies:
+        body = drop_none({"policy": policy, "kv_policy": kv_policy})
+        return self._send(Call("POST", "/v1/operator/policy", Policies.parse, body))
 
     def replay_window(self, since: float, tenant: str | None = None) -> WindowReplay:
         body = drop_none({"since": max(since, 0.0), "tenant": tenant})

@@ -252,3 +252,17 @@ def compact(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Policies:
+    """The policies in force: ``POST /v1/operator/policy``'s answer (the overview's names)."""
+
+    policy: str
+    kv_policy: str
+
+    @staticmethod
+    def parse(data: Any) -> Policies:
+        """Parse the policy switch's answer."""
+        d = j.obj(data)
+        return Policies(policy=j.text(d, "policy"), kv_policy=j.text(d, "kv_policy"))

@@ -20,6 +20,7 @@ from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
@@ -39,11 +40,17 @@ from agentconsole.ui.tui.views.dialogs import ConfirmScreen, HelpScreen
 from agentconsole.ui.tui.views.events import EventsView
 from agentconsole.ui.tui.views.kv import KVView
 from agentconsole.ui.tui.views.overview import OverviewView
+from agentconsole.ui.tui.views.policy import PolicyChoice, PolicyScreen
 from agentconsole.ui.tui.views.programs import ProgramsView
 from agentconsole.ui.tui.views.replay import ReplayScreen
 from agentconsole.ui.tui.views.tenants import TenantsView
 
 View = OverviewView | ProgramsView | TenantsView | KVView | AuditView | EventsView
+#: the actions only an operator key may take (the server refuses them to a tenant's, 403): with
+#: a key known to be a tenant's they leave the footer, the keys and the palette; its cancel
+#: of its own program is allowed (the program's own route)
+OPERATOR_ACTIONS = frozenset({"drain", "replay_window", "policy"})
+OPERATOR_PROGRAM_ACTIONS = frozenset({"preempt", "boost"})
 #: how long feed batches touching the open program gather before its detail is read again:
 #: a busy program's events come every ~100 ms, a read of its detail is the whole DAG
 DETAIL_RELOAD_S = 0.3
@@ -143,8 +150,30 @@ class DashboardApp(App[None]):
         self.sync.stop.set()
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        yield from system_commands(self)
+        yield from system_commands(self, operator=not self.sync.tenant_key)
         yield from super().get_system_commands(screen)
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A toast whose text is shown verbatim unless a caller asks for markup: what the
+        dashboard notifies quotes the server (its errors, ids, paths, policy names)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Leave out the operator's actions once the key is known to be a tenant's (hidden
+        from the footer, their keys do nothing): each would be refused and audited."""
+        if not self.sync.tenant_key:
+            return True
+        if action in OPERATOR_ACTIONS:
+            return False
+        return not (action == "act" and set(parameters) & OPERATOR_PROGRAM_ACTIONS)
 
     # -- where we are -----------------------------------------------------------------
     @property
@@ -316,8 +345,22 @@ class DashboardApp(App[None]):
             self.state.door = None
             if self.active_view == "tenants":
                 self.view("tenants").show(self.state)
+        elif message.status == 401:
+            self.notify(
+                f"the server refused this key ({message.reason}): the {message.what} log is "
+                "not asked for again; restart the dashboard with an operator key",
+                severity="error",
+            )
         else:
             self.notify(f"the {message.what} log is the operator's: {message.reason}")
+
+    @on(m.TenantKeyFound)
+    @while_running
+    def _tenant_key_found(self, _: m.TenantKeyFound) -> None:
+        # the footer drops the operator's keys and the top bar says why; no toast: a
+        # tenant's key is no error (a refused action has said so already)
+        self.refresh_bindings()
+        self._draw_topbar()
 
     @on(m.KVLoaded)
     @while_running
@@ -382,7 +425,7 @@ class DashboardApp(App[None]):
             self.open_program(message.row_key.value)
 
     def _draw_topbar(self) -> None:
-        bar: Text = topbar(self.state, self.url)
+        bar: Text = topbar(self.state, self.url, tenant_key=self.sync.tenant_key)
         self.query_one("#topbar", Static).update(bar)
 
     # -- actions -----------------------------------------------------------------------
@@ -413,9 +456,11 @@ class DashboardApp(App[None]):
             if yes:
                 self.sync.act("cancel", program_id)
 
-        question = (
-            f"Cancel program [b]{program_id}[/b]?\n\nIts running calls are aborted, pending "
-            "nodes dropped and KV reclaimed. This cannot be undone."
+        question = Text.assemble(
+            "Cancel program ",
+            (program_id, "bold"),
+            "?\n\nIts running calls are aborted, pending nodes dropped and KV reclaimed. "
+            "This cannot be undone.",
         )
         self.push_screen(ConfirmScreen(question, "Cancel program"), answered)
 
@@ -429,11 +474,22 @@ class DashboardApp(App[None]):
             if yes:
                 self.sync.drain(True)
 
-        question = (
+        question = Text(
             "Drain: stop admitting new calls?\n\nEvery tenant's new calls wait until drain is "
             "turned off; running calls continue. Remembered across a server restart."
         )
         self.push_screen(ConfirmScreen(question, "Drain"), answered)
+
+    def action_policy(self) -> None:
+        """Switch the scheduling and/or the tool-wait KV policy by name (asks for the names)."""
+        overview = self.state.overview
+        policy, kv_policy = (overview.policy, overview.kv_policy) if overview else ("", "")
+
+        def answered(picked: PolicyChoice | None) -> None:
+            if picked is not None:
+                self.sync.set_policy(picked.policy, picked.kv_policy)
+
+        self.push_screen(PolicyScreen(policy, kv_policy), answered)
 
     def action_replay_window(self) -> None:
         """Write the traffic of the sparklines' window (their ``HISTORY`` one-second samples,
@@ -457,7 +513,8 @@ def run_dashboard(url: str, key: str) -> None:
     """Run the terminal dashboard against the server at ``url`` with API key ``key``.
 
     Blocks until the operator quits. Requires a terminal; works with any key (a tenant key
-    sees only its tenant, and operator actions then fail with the server's 403).
+    sees only its tenant; once the server refuses it an operator route, 403, the operator's
+    controls hide, and ``c`` still cancels its own programs).
     """
     client = HttpConsoleClient(url, key)
     try:

@@ -11,7 +11,12 @@ from collections.abc import Callable
 
 from textual.message import Message
 
-from agentconsole.httpclient import ApiError, NotFoundError, PermissionDeniedError
+from agentconsole.httpclient import (
+    ApiError,
+    AuthenticationError,
+    NotFoundError,
+    PermissionDeniedError,
+)
 from agentconsole.ui.client.http import ConsoleApi
 from agentconsole.ui.tui.messages import (
     AuditLoaded,
@@ -31,7 +36,8 @@ DOOR = "door"
 
 
 AUDIT = "audit"
-#: the reads only an operator key may make: refused to a tenant key once, then not asked again
+#: the reads only an operator key may make: refused to a tenant key (or an unknown one) once,
+#: then not asked again
 OPERATOR_READS = (DOOR, AUDIT)
 #: the reads each view shows, whose failure marks it stale (the events view shows the feed,
 #: whose state the top bar already says)
@@ -51,13 +57,15 @@ def program_read(program_id: str) -> str:
 
 
 def _operator_read(what: str, read: Callable[[], Message]) -> Message:
-    """``read()``, or :class:`ReadRefused` for a key that may not make it (403) or a server
-    without it (404, an older version): an answer to remember, not a failure to report on
-    every poll (and a refused operator call the server audits each time)."""
+    """``read()``, or :class:`ReadRefused` for a key that may not make it (403), a key the
+    server does not know (401: the dashboard's key is fixed for its life, so asking again
+    cannot succeed) or a server without it (404, an older version): an answer to remember,
+    not a failure to report on every poll (and a refused operator call the server audits
+    each time)."""
     try:
         return read()
-    except (PermissionDeniedError, NotFoundError) as error:
-        return ReadRefused(what, error.message)
+    except (AuthenticationError, PermissionDeniedError, NotFoundError) as error:
+        return ReadRefused(what, error.message, error.status)
 
 
 def _reader(api: ConsoleApi, what: str, all_states: bool) -> Callable[[], Message] | None:

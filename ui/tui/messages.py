@@ -95,11 +95,13 @@ class DoorLoaded(Message):
 @dataclass
 class ReadRefused(Message):
     """The server refused an operator read (``what``: the door, the audit log) to this key
-    (403: it shows every tenant's figures and actions, so it is the operator's) or has none
-    (404: an older server); the dashboard hides it and does not ask again."""
+    (``status`` 403: it shows every tenant's figures and actions, so it is the operator's;
+    401: the server knows no such key) or has none (404: an older server); the dashboard
+    hides it and does not ask again."""
 
     what: str
     reason: str
+    status: int = 403
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ReadRefused) and message.what == self.what
@@ -142,6 +144,12 @@ class ReplayWritten(Message):
 
     replay: WindowReplay
     span_s: float
+
+
+@dataclass
+class TenantKeyFound(Message):
+    """The server refused an operator route to this key (403): it is a tenant's. Sent once;
+    the dashboard then hides the controls only an operator key may use."""
 
 
 @dataclass

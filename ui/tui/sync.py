@@ -14,7 +14,7 @@ from functools import partial
 
 from textual.app import App
 
-from agentconsole.httpclient import ApiError
+from agentconsole.httpclient import ApiError, PermissionDeniedError
 from agentconsole.ui.client.feed import EventBatch, FeedStatus, OverviewTick
 from agentconsole.ui.client.http import ConsoleApi
 from agentconsole.ui.client.whatif import chart_window
@@ -22,6 +22,9 @@ from agentconsole.ui.tui import messages as m
 from agentconsole.ui.tui.feedbuffer import FeedBuffer
 from agentconsole.ui.tui.loader import DOOR, load
 from agentconsole.ui.tui.outcome import describe
+
+#: the status of an operator route refused to a tenant's key
+FORBIDDEN = 403
 
 
 class DataSync:
@@ -35,11 +38,16 @@ class DataSync:
         self._again = again
         self._polling = False
         self._queued = False
-        #: the operator reads (the door, the audit log) the server refused to this key (403).
+        #: the operator reads (the door, the audit log) the server refused to this key (403, or
+        #: 401 for a key it does not know).
         #: The key is the client's, fixed for the app's life, so a refusal stands until the
         #: dashboard starts with another key: asked once, never again (as the web console's
         #: ``state.refused``); each refused call is one more row in the server's audit.
         self.refused: set[str] = set()
+        #: whether the server refused an operator route to this key (403): a tenant's key.
+        #: Fixed for the app's life as the key is; the operator controls then hide, so a
+        #: tenant is not offered buttons that each fail and write an audit row.
+        self.tenant_key = False
 
     @property
     def busy(self) -> bool:
@@ -83,6 +91,8 @@ class DataSync:
                     # set here, before ``_finished`` can start the next poll: a flag set by
                     # the message's handler could come after that poll had asked again
                     self.refused.add(message.what)
+                    if message.status == FORBIDDEN:
+                        self._found_tenant_key()
                 self.app.post_message(message)
         finally:
             self.app.call_from_thread(self._finished)
@@ -93,6 +103,19 @@ class DataSync:
             self._queued = False
             self._again()
 
+    def _found_tenant_key(self) -> None:
+        """Note (once, from any thread) that the server refused an operator route to this key."""
+        if not self.tenant_key:
+            self.tenant_key = True
+            self.app.post_message(m.TenantKeyFound())
+
+    def _refused(self, title: str, program_id: str, error: ApiError) -> m.ActionDone:
+        """The failed action's message; a 403 of an operator route also says the key is a
+        tenant's."""
+        if isinstance(error, PermissionDeniedError):
+            self._found_tenant_key()
+        return m.ActionDone(title, program_id, False, error.message)
+
     def act(self, action: str, program_id: str) -> None:
         """Preempt, cancel or boost ``program_id`` on a worker; the answer comes as a message."""
 
@@ -101,7 +124,10 @@ class DataSync:
                 result = self.api.act(action, program_id)
                 self.app.post_message(m.ActionDone(action, program_id, True, describe(result)))
             except ApiError as error:
-                self.app.post_message(m.ActionDone(action, program_id, False, error.message))
+                if action == "cancel":  # the program's own route: a 403 there is no key's
+                    self.app.post_message(m.ActionDone(action, program_id, False, error.message))
+                else:
+                    self.app.post_message(self._refused(action, program_id, error))
 
         self.app.run_worker(run, thread=True, group="actions", exit_on_error=False)
 
@@ -116,7 +142,7 @@ class DataSync:
                 replay = self.api.replay_window(since)
                 self.app.post_message(m.ReplayWritten(replay, now - since))
             except ApiError as error:
-                self.app.post_message(m.ActionDone("replay this window", "", False, error.message))
+                self.app.post_message(self._refused("replay this window", "", error))
 
         self.app.run_worker(run, thread=True, group="actions", exit_on_error=False)
 
@@ -129,6 +155,21 @@ class DataSync:
                 text = "draining: new calls wait" if enabled else "admitting new calls"
                 self.app.post_message(m.ActionDone("drain", "", True, text))
             except ApiError as error:
-                self.app.post_message(m.ActionDone("drain", "", False, error.message))
+                self.app.post_message(self._refused("drain", "", error))
+
+        self.app.run_worker(run, thread=True, group="actions", exit_on_error=False)
+
+    def set_policy(self, policy: str | None, kv_policy: str | None) -> None:
+        """Switch the scheduling and/or tool-wait policy by name on a worker; the answer (the
+        policies in force, or the server's refusal, which lists its names) comes as
+        :class:`~m.ActionDone`."""
+
+        def run() -> None:
+            try:
+                now = self.api.set_policy(policy, kv_policy)
+                text = f"policy {now.policy} · kv policy {now.kv_policy}"
+                self.app.post_message(m.ActionDone("policy", "", True, text))
+            except ApiError as error:
+                self.app.post_message(self._refused("policy", "", error))
 
         self.app.run_worker(run, thread=True, group="actions", exit_on_error=False)

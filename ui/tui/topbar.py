@@ -7,10 +7,14 @@ from rich.text import Text
 from agentconsole.ui.tui.state import DashboardState
 
 
-def topbar(state: DashboardState, url: str) -> Text:
-    """The top line: ``agentconsole ● live cp-cache/adaptive run 24 q 5 … url``."""
+def topbar(state: DashboardState, url: str, *, tenant_key: bool = False) -> Text:
+    """The top line: ``agentconsole ● live cp-cache/adaptive run 24 q 5 … url``; with
+    ``tenant_key`` (the server refused this key an operator route) it says the key is a
+    tenant's, which is why the operator's controls are gone."""
     text = Text()
     text.append("agentconsole ", style="bold")
+    if tenant_key:
+        text.append("tenant key ", style="bold magenta")
     if state.feed_live:
         text.append("● live ", style="bold green")
     else:

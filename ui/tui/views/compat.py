@@ -19,6 +19,8 @@ from textual.widgets import DataTable, Static
 from agentconsole.httpclient import ApiError
 from agentconsole.ui.client.http import ConsoleApi
 from agentconsole.ui.client.modelcompat import ModelCompat
+from agentconsole.ui.tui.literal import literal
+from agentconsole.ui.tui.views.tables import Table
 
 
 def sharing_line(matrix: ModelCompat) -> str:
@@ -59,7 +61,7 @@ class CompatScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="compat-box"):
             yield Static("reading the served models…", id="compat-models")
-            yield DataTable(id="compat-pairs", cursor_type="row", zebra_stripes=True)
+            yield Table(id="compat-pairs", cursor_type="row", zebra_stripes=True)
             yield Static("", id="compat-reasons")
             yield Static("", id="compat-sharing")
             yield Static("escape closes", id="compat-keys")
@@ -78,13 +80,15 @@ class CompatScreen(ModalScreen[None]):
         self.app.call_from_thread(self._show, matrix)
 
     def _failed(self, message: str) -> None:
-        self.query_one("#compat-models", Static).update(f"could not read the matrix: {message}")
+        self.query_one("#compat-models", Static).update(
+            literal(f"could not read the matrix: {message}")
+        )
 
     def _show(self, matrix: ModelCompat) -> None:
         """Fill the panel with ``matrix``."""
         self.matrix = matrix
-        self.query_one("#compat-models", Static).update(model_line(matrix))
-        self.query_one("#compat-sharing", Static).update(sharing_line(matrix))
+        self.query_one("#compat-models", Static).update(literal(model_line(matrix)))
+        self.query_one("#compat-sharing", Static).update(literal(sharing_line(matrix)))
         table = self.query_one(DataTable)
         for pair in matrix.pairs:
             table.add_row(pair.a, pair.b, pair.verdict)
@@ -96,7 +100,8 @@ class CompatScreen(ModalScreen[None]):
         if self.matrix is not None and 0 <= event.cursor_row < len(self.matrix.pairs):
             pair = self.matrix.pairs[event.cursor_row]
             text = "\n".join(f"· {reason}" for reason in pair.reasons)
-            self.query_one("#compat-reasons", Static).update(f"{pair.a} / {pair.b}:\n{text}")
+            reasons = literal(f"{pair.a} / {pair.b}:\n{text}")
+            self.query_one("#compat-reasons", Static).update(reasons)
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 from agentconsole.ui.client.programs import ProgramDetail
 from agentconsole.ui.tui import fmt
 from agentconsole.ui.tui.graph import drawn_now, legend, render_dag, span, timeline_bar
+from agentconsole.ui.tui.literal import literal
 from agentconsole.ui.tui.views.tables import Table
 
 NODE_COLUMNS = ("node", "kind", "state", "kv", "queue", "service", "tool", "timeline")
@@ -75,7 +76,7 @@ class ProgramScreen(Screen[None]):
         self._clock = clock
 
     def compose(self) -> ComposeResult:
-        yield Static(f"loading {self.program_id}…", id="detail-summary")
+        yield Static(literal(f"loading {self.program_id}…"), id="detail-summary")
         yield Static(id="detail-stale")
         with TabbedContent(id="detail-tabs"):
             with TabPane("DAG", id="tab-dag"), VerticalScroll(id="dag-scroll"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -13,7 +14,7 @@ from textual.widgets import Button, Static
 
 HELP = """\
 [b]Views[/b]      1 overview  2 programs  3 tenants  4 kv  5 audit  6 events
-[b]Commands[/b]   :  command palette (views, actions, drain, go to program)
+[b]Commands[/b]   :  command palette (views, actions, drain, policy, program)
 [b]Programs[/b]   enter open  / filter (! inverts)  s sort  S reverse  a running/all
 [b]Actions[/b]    p preempt    c cancel (asks first)  b boost
            w replay this window (trace + bench command)
@@ -27,14 +28,17 @@ reload ▓ prefill █ decode ▒ tool."""
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    """Ask before a destructive action. Focus starts on "No" (k9s: Tab then Enter)."""
+    """Ask before a destructive action. Focus starts on "No" (k9s: Tab then Enter).
+
+    The question is :class:`Text`, not markup: it names the program, whose id is the server's.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Yes", show=False),
         Binding("n,escape", "answer(False)", "No", show=False),
     ]
 
-    def __init__(self, question: str, confirm_label: str) -> None:
+    def __init__(self, question: Text, confirm_label: str) -> None:
         super().__init__()
         self.question = question
         self.confirm_label = confirm_label

@@ -15,6 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static, TextArea
 
 from agentconsole.ui.client.whatif import WindowReplay
+from agentconsole.ui.tui.literal import literal
 
 
 def summary(replay: WindowReplay, span_s: float) -> str:
@@ -38,7 +39,7 @@ class ReplayScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="replay-box"):
-            yield Static(summary(self.replay, self.span_s), id="replay-summary")
+            yield Static(literal(summary(self.replay, self.span_s)), id="replay-summary")
             yield Static("Replay it under every policy:", id="replay-hint")
             yield TextArea(
                 self.replay.command or "",

@@ -17,7 +17,13 @@
     filter: "", sort: { col: "program_id", dir: 1 },
     detailId: null, detail: null, tenants: [], door: null, refused: {}, kv: null, audit: [],
     events: [], eventsSeen: 0, lastSeq: null, feedLife: null, view: "overview", tailPaused: false,
-    stats: { updates: [], batches: 0, polls: 0 },
+    stats: { updates: [], batches: 0, polls: 0, pausedPolls: 0 },
+    // the server refused this key (401): no read is sent again until the key changes (every
+    // refused operator read is a row in the server's audit, once a second)
+    keyRefused: false,
+    // the server refused this key an operator route (403): a tenant's key. The operator's
+    // controls hide (each would be refused and audited); its cancel of its own program stays
+    tenantKey: false,
     // which key every read and the feed were sent under: bumped when the key changes, so an
     // answer to the previous key (still in flight) is dropped instead of shown
     keyGen: 0,
@@ -68,7 +74,8 @@
 
   // An operator read (the door, the audit log): null once refused to this key (403), and then
   // not asked again until the key changes; each refused call is a row in the server's audit.
-  // Any other failure is a failed read (the view keeps its last answer, marked stale).
+  // A key the server does not know (401) stops every poll instead (see ``poll``). Any other
+  // failure is a failed read (the view keeps its last answer, marked stale).
   const REFUSED = {};  // what an operator read answers a key the server refused it (403)
   function operatorRead(what, path, apply) {
     if (state.refused[what]) { apply(null); return Promise.resolve(); }
@@ -87,6 +94,7 @@
     else sessionStorage.removeItem("agentconsole-key");
     const changed = (key || DEV_KEY) !== state.key;
     state.refused = {};
+    state.keyRefused = false;  // the new key (or the same one, entered again) is asked anew
     loadKey();
     if (changed) forgetKeyedViews();
     AC.views.banner("");
@@ -114,7 +122,17 @@
     state.eventsSeen = 0;
     state.lastSeq = null;
     state.feedLife = null;
+    // another key may be an operator's: its controls are offered until a 403 says otherwise
+    state.tenantKey = false;
+    AC.views.tenantKey(false);
     AC.views.forget();
+  }
+
+  // The server refused an operator route to this key (403): it is a tenant's.
+  function foundTenantKey() {
+    if (state.tenantKey) return;
+    state.tenantKey = true;
+    AC.views.tenantKey(true);
   }
 
   // -- API ---------------------------------------------------------------------------------
@@ -133,18 +151,30 @@
       const err = (body && body.error) || {};
       const error = new Error(err.message || res.statusText || "request failed");
       error.status = res.status;
-      if (res.status === 401 && gen === state.keyGen) AC.views.banner("The server refused the key. Enter the operator key that `agentconsole serve` printed.");
+      if (gen === state.keyGen) {
+        if (res.status === 401) {
+          state.keyRefused = true;
+          AC.views.banner("The server refused this key (HTTP 401); reading is paused until another is entered. " +
+            "Use a key the server is configured with (an operator key of [auth] operator_keys, or a tenant's key), " +
+            "or, on a server with no keys configured, the development operator key `agentconsole serve` prints at start.");
+        } else if (res.status === 403 && path.startsWith("/v1/operator/")) {
+          foundTenantKey();
+        }
+      }
       throw error;
     }
     return body;
   };
 
   // A boost sends no body: the server's default amount, as the dashboard does; the toast
-  // says the amount the server applied.
+  // says the amount the server applied. A cancel goes to the program's own route: with an
+  // operator key the server makes it the operator cancel (audited alike), and a tenant's key
+  // may cancel its own programs there (the operator route refuses it, and audits that).
   AC.act = async function (action, programId) {
     let outcome;
+    const base = action === "cancel" ? "/v1/programs/" : "/v1/operator/programs/";
     try {
-      const body = await AC.api("/v1/operator/programs/" + encodeURIComponent(programId) + "/" + action,
+      const body = await AC.api(base + encodeURIComponent(programId) + "/" + action,
         { method: "POST", body: action === "boost" ? undefined : {} });
       const text = AC.views.describe(action, programId, body);
       outcome = { action, programId, ok: true, text, warn: AC.views.inDoubt(action, body) };
@@ -155,6 +185,25 @@
     if (state.outcomes.length > OUTCOMES) state.outcomes.shift();
     AC.views.toast(outcome.text, !outcome.ok, outcome.warn);
     poll(true);
+  };
+
+  // Switch the scheduling policy (``field`` "policy") or the tool-wait KV policy
+  // ("kv_policy") by name. The server publishes no list of its names: one it does not know is
+  // refused with a message that lists them, which the toast shows.
+  AC.setPolicy = async function (field, name) {
+    let outcome;
+    try {
+      const body = await AC.api("/v1/operator/policy", { method: "POST", body: { [field]: name } });
+      if (state.overview) state.overview = Object.assign({}, state.overview, body);  // shown now
+      outcome = { action: "policy", programId: "", ok: true, text: "policy " + body.policy + " · kv policy " + body.kv_policy };
+    } catch (e) {
+      outcome = { action: "policy", programId: "", ok: false, text: "policy " + name + ": " + e.message };
+    }
+    state.outcomes.push(outcome);
+    if (state.outcomes.length > OUTCOMES) state.outcomes.shift();
+    AC.views.toast(outcome.text, !outcome.ok);
+    schedule();
+    return outcome.ok;
   };
 
   // "Replay this window": the span of the overview charts (HISTORY one-second samples) up
@@ -315,6 +364,8 @@
   let polling = false;
   let again = false;
   async function poll(now) {
+    // a key the server refused (401): nothing is read until the key changes (``AC.setKey``)
+    if (state.keyRefused) { state.stats.pausedPolls += 1; schedule(); return; }
     if (polling) { again = again || !!now; return; }
     polling = true;
     try {

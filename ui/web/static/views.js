@@ -64,7 +64,9 @@
     pill.textContent = live ? "● live" : "○ " + text;
     pill.className = "pill " + (live ? "pill-ok" : "pill-warn");
   };
-  views.keyState = function () { $("#keystate").textContent = AC.state.keySource; };
+  views.keyState = function () {
+    $("#keystate").textContent = AC.state.keySource + (AC.state.tenantKey ? " · a tenant's key" : "");
+  };
   views.banner = function (text) { const b = $("#banner"); b.textContent = text; b.hidden = !text; };
   views.toast = function (text, error, warn) {
     const t = el("div", { class: "toast" + (error ? " error" : warn ? " warn" : "") }, text);
@@ -96,7 +98,18 @@
   function header(o) {
     $("#policy").textContent = o ? o.policy + " / " + o.kv_policy + " · " + o.runtime : "";
     $("#draining").hidden = !(o && o.draining);
+    // the picker's hint: the name in force of the policy it switches
+    const name = $("#policy-name");
+    const hint = o ? o[$("#policy-field").value] || "" : "policy name";
+    if (name.placeholder !== hint) name.placeholder = hint;
   }
+
+  // A tenant's key (the server refused it an operator route): the controls only an operator
+  // key may use are hidden (marked ``data-operator``); its cancel stays.
+  views.tenantKey = function (tenant) {
+    document.body.classList.toggle("tenant-key", tenant);
+    views.keyState();
+  };
 
   views.show = function (view) {
     for (const s of document.querySelectorAll(".view")) s.hidden = s.id !== "view-" + view;
@@ -133,6 +146,10 @@
   // that what it shows is the last good read (or nothing); cleared by the next success ------
   const READS = { overview: ["overview"], programs: ["programs"], program: ["detail"], tenants: ["tenants", "door"],
     kv: ["kv"], audit: ["audit"], events: [] };
+  // whether a read's last good answer is still on screen (none after a key change, or before
+  // any answer: the marker must not claim one is shown)
+  const SHOWN = { overview: (st) => !!st.overview, programs: (st) => st.programs.size > 0, detail: (st) => !!st.detail,
+    tenants: (st) => st.tenants.length > 0, door: (st) => !!st.door, kv: (st) => !!st.kv, audit: (st) => st.audit.length > 0 };
   const READ_NAMES = { overview: "the overview", programs: "the program list", detail: "the program",
     tenants: "the tenants", door: "the admission door", kv: "the KV tiers", audit: "the audit log" };
   function stale(st, view) {
@@ -140,7 +157,7 @@
       const f = st.failed[name];
       const what = name === "detail" ? "program " + st.detailId : READ_NAMES[name];
       const status = f.status ? "HTTP " + f.status + ": " : "";
-      const shown = name === "detail" && !st.detail ? "nothing to show" : "showing the last good read";
+      const shown = SHOWN[name](st) ? "showing the last good read" : "nothing to show";
       return what + " could not be read at " + fmt.clock(f.at) + " (" + status + f.message + "); " + shown;
     });
     const box = $("#stale");
@@ -239,8 +256,8 @@
       for (let i = 0; i < 8; i++) tr.append(el("td"));
       const id = p.program_id;
       tr.append(el("td", {},
-        el("button", { "data-action": "preempt", title: "preempt", onclick: (e) => { e.stopPropagation(); AC.act("preempt", id); } }, "P"),
-        el("button", { "data-action": "boost", title: "boost", onclick: (e) => { e.stopPropagation(); AC.act("boost", id); } }, "B"),
+        el("button", { "data-action": "preempt", "data-operator": "", title: "preempt", onclick: (e) => { e.stopPropagation(); AC.act("preempt", id); } }, "P"),
+        el("button", { "data-action": "boost", "data-operator": "", title: "boost", onclick: (e) => { e.stopPropagation(); AC.act("boost", id); } }, "B"),
         el("button", { class: "danger", "data-action": "cancel", title: "cancel…", onclick: (e) => { e.stopPropagation(); views.confirmCancel(id); } }, "C")));
       tr.addEventListener("click", () => { location.hash = "#/program/" + encodeURIComponent(id); });
       rowCache.set(p.program_id, tr);
@@ -511,6 +528,13 @@
   views.bind = function () {
     $("#keyform").addEventListener("submit", (e) => { e.preventDefault(); AC.setKey($("#key").value.trim()); $("#key").value = ""; });
     $("#forget").addEventListener("click", () => AC.setKey(""));
+    $("#policyform").addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const name = $("#policy-name").value.trim();
+      if (!name) return;
+      if (await AC.setPolicy($("#policy-field").value, name)) $("#policy-name").value = "";
+    });
+    $("#policy-field").addEventListener("change", () => header(AC.state.overview));
     $("#filter").addEventListener("input", (e) => { AC.state.filter = e.target.value; AC.schedule(); });
     $("#scope").addEventListener("change", (e) => { AC.state.scope = e.target.value; AC.poll(true); });
     const programs = $("#programs tbody");

@@ -1,0 +1,94 @@
+"""Switch the policies live (``POST /v1/operator/policy``): a dialog with the scheduling policy
+and the tool-wait KV policy in force, each editable by name.
+
+The server publishes no list of its policies' names (only the ones in force, on the
+overview), so the names are typed; a name it does not know is refused with a message that
+lists its names, and the dashboard shows that message. Only what was changed is sent: switching
+the KV policy to the one in force would still start its tool-wait advisor afresh.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, Static
+
+from agentconsole.ui.tui.literal import literal
+
+#: the longest name the server takes (``PolicyIn``)
+NAME_CHARS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyChoice:
+    """The names to switch to (None: leave that policy as it is)."""
+
+    policy: str | None
+    kv_policy: str | None
+
+
+def choice(typed_policy: str, typed_kv_policy: str, policy: str, kv_policy: str) -> PolicyChoice:
+    """What to send for the typed names against those in force: a name left blank or as it
+    was is not sent."""
+    wanted = typed_policy.strip()
+    wanted_kv = typed_kv_policy.strip()
+    return PolicyChoice(
+        policy=wanted if wanted and wanted != policy else None,
+        kv_policy=wanted_kv if wanted_kv and wanted_kv != kv_policy else None,
+    )
+
+
+class PolicyScreen(ModalScreen[PolicyChoice | None]):
+    """The policies in force, to switch by name; Enter switches, Escape keeps them."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Keep")]
+    # its own style, beside the code, as the dialog is opened from the palette only
+    DEFAULT_CSS = """
+    PolicyScreen { align: center middle; }
+    #policy-box {
+        width: 70; max-width: 100%; height: auto;
+        border: round $warning; background: $surface; padding: 0 1;
+    }
+    #policy-box Label { margin-top: 1; }
+    #policy-now, #policy-hint { color: $text-muted; }
+    """
+
+    def __init__(self, policy: str, kv_policy: str) -> None:
+        super().__init__()
+        #: the names in force when the dialog opened ("" before the first overview)
+        self.policy = policy
+        self.kv_policy = kv_policy
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="policy-box"):
+            now = f"in force: {self.policy or '?'} · kv {self.kv_policy or '?'}"
+            yield Static(literal(now), id="policy-now")
+            yield Label("Scheduling policy")
+            yield Input(self.policy, id="policy-name", max_length=NAME_CHARS)
+            yield Label("Tool-wait KV policy")
+            yield Input(self.kv_policy, id="kv-policy-name", max_length=NAME_CHARS)
+            yield Static(
+                "enter switches · escape keeps · a name the server does not know is refused "
+                "with the list of its names",
+                id="policy-hint",
+            )
+
+    def on_mount(self) -> None:
+        self.query_one("#policy-box").border_title = "Switch policy"
+        self.query_one("#policy-name", Input).focus()
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        typed = self.query_one("#policy-name", Input).value
+        typed_kv = self.query_one("#kv-policy-name", Input).value
+        picked = choice(typed, typed_kv, self.policy, self.kv_policy)
+        self.dismiss(picked if picked.policy or picked.kv_policy else None)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
