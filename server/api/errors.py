@@ -23,7 +23,7 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, InternalServerException, ValidationException
 
 from agentconsole.server.live.errors import ServiceError, Unavailable
-from agentconsole.server.store.errors import StoreError
+from agentconsole.server.store.errors import StoreDamagedError, StoreError
 
 log = logging.getLogger(__name__)
 #: Litestar's detail when the client disconnected before its body was read
@@ -209,6 +209,14 @@ def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[di
         _audit_invalid_operator_call(request, ApiError(status, str(exc.detail)))
         body = error_body(_TYPES.get(status, "error"), str(exc.detail))
         return Response(body, status_code=status, headers=exc.headers or None)
+    if isinstance(exc, StoreDamagedError):
+        # a damaged block of the files: a retry meets the same block, so it is said not to
+        # pass (the operator restores); one line, the message names the file
+        log.error("store damaged under %s %s: %s", request.method, request.url.path, exc)
+        refusal = Unavailable(str(exc), retryable=False)
+        return Response(
+            refusal_body(refusal), status_code=refusal.status, headers=refusal_headers(refusal)
+        )
     if isinstance(exc, StoreError):
         # the store closed (shutting down) under a read that needs a flush, or its writer
         # died under a write the write gate let pass (racing the death). Not a bug of ours:

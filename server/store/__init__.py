@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from agentconsole.server.store.catalog import ApiKeyRecord, TenantRecord, ToolRecord
 from agentconsole.server.store.config import StoreConfig
-from agentconsole.server.store.errors import StoreClosedError, StoreError, StoreOpenError
+from agentconsole.server.store.errors import (
+    StoreClosedError,
+    StoreDamagedError,
+    StoreError,
+    StoreOpenError,
+)
 from agentconsole.server.store.export import export_parquet
 from agentconsole.server.store.intent_types import (
     Claim,
@@ -53,6 +58,7 @@ __all__ = [
     "Store",
     "StoreClosedError",
     "StoreConfig",
+    "StoreDamagedError",
     "StoreError",
     "StoreOpenError",
     "StoreWriter",

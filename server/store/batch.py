@@ -9,6 +9,8 @@ them; :func:`apply_batch` writes them with ``BEGIN ... COMMIT`` and fires the cr
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -100,6 +102,31 @@ class Batch:
 def is_fatal(error: BaseException) -> bool:
     """Whether ``error`` leaves the database instance unusable (restart and replay needed)."""
     return isinstance(error, duckdb.FatalException) or "invalidated" in str(error)
+
+
+#: Why a file system refuses a write whatever is written: full, read-only, over quota, or
+#: failing. DuckDB puts the operating system's text in its message ("Failed to commit: Could
+#: not write file ".../store.duckdb.wal": No space left on device"), not the errno.
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EIO)
+_STORAGE_REASONS = tuple(os.strerror(number) for number in STORAGE_ERRNOS)
+
+
+def is_storage_failure(error: BaseException) -> bool:
+    """Whether ``error`` is the storage refusing a write (disk full, read-only file system),
+    not the batch's fault: the same batch commits once space is freed or the file system is
+    writable again (DuckDB rolls a failed commit's WAL back, and the instance stays usable).
+
+    Matched narrowly, by DuckDB's class (a commit's WAL write fails as a
+    ``TransactionException``, a spill or another file write as an ``IOException``) and the
+    operating system's reason, so an item's own error still fails that item alone; a
+    :func:`is_fatal` error (a failed checkpoint invalidates the instance) is not one.
+    """
+    if isinstance(error, OSError):
+        return error.errno in STORAGE_ERRNOS
+    if is_fatal(error) or not isinstance(error, duckdb.IOException | duckdb.TransactionException):
+        return False
+    message = str(error)
+    return any(reason in message for reason in _STORAGE_REASONS)
 
 
 def apply_batch(

@@ -53,6 +53,9 @@ class StoreConfig:
     idle_checkpoint_s: float = 5.0
     #: How often a failed batch is retried on a transaction conflict before it fails.
     conflict_retries: int = 3
+    #: Seconds between retries of a batch whose commit the storage refused (disk full,
+    #: read-only file system); meanwhile the store refuses writes (``lane.py``).
+    storage_retry_s: float = 1.0
     #: Run DuckDB in a process of its own (``dbprocess.py``): its statements then take no
     #: GIL from the serving thread (``remote.py`` forwards each call). Off, DuckDB runs in the
     #: caller's process: tools, tests and benchmarks that open a store for a moment.

@@ -7,9 +7,17 @@ timer on the latency path; ``linger_s`` can add one.
 
 A failed batch is rolled back; a transaction conflict retries it, any other error retries
 each item alone so one bad item fails only its own future. A fatal DuckDB error (the
-database invalidated, e.g. by a failed fsync) stops the lane: ``alive`` turns false, every
-pending future fails with :class:`StoreClosedError`, and the process must restart (reopening
-replays the WAL).
+database invalidated, e.g. by a failed fsync or checkpoint) stops the lane: ``alive`` turns
+false, every pending future fails with :class:`StoreClosedError`, and the process must restart
+(reopening replays the WAL).
+
+A commit the storage refuses (disk full, read-only file system: :func:`is_storage_failure`)
+is neither: the batch is not at fault, and its fire-and-forget rows were answered 2xx
+already, so failing it would lose them. The lane *holds* it instead: ``alive`` turns false
+(the API answers writes 503, ``/ready`` says ``store: false``), new acknowledged work is
+refused, and the same batch is retried every ``storage_retry_s`` until it commits, when the
+lane carries on as before. Closing while held makes one last try, then fails what is held
+(counted in ``stats.dropped``) at once rather than waiting out the close's timeout.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from typing import Any
 
 import duckdb
 
-from agentconsole.server.store.batch import Batch, apply_batch, is_fatal
+from agentconsole.server.store.batch import Batch, apply_batch, is_fatal, is_storage_failure
 from agentconsole.server.store.config import StoreConfig
 from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.errors import StoreClosedError
@@ -52,7 +60,9 @@ class WriterLane:
     """Owns ``con`` from :meth:`start` until :meth:`stop` returns; see the module docstring.
 
     ``numbered`` maps each writer-numbered sequence (``"events"``, a table name) to the table
-    and column its committed maximum is read from; ``database`` is what ``CHECKPOINT`` names.
+    and column its committed maximum is read from; ``database`` is what ``CHECKPOINT`` names;
+    ``checkpoints_paused`` says when the idle checkpoint must wait (another lane on the same
+    disk holds a batch).
     """
 
     def __init__(
@@ -64,9 +74,11 @@ class WriterLane:
         numbered: dict[str, tuple[str, str]],
         database: str = "",
         on_death: Callable[[BaseException], None] | None = None,
+        checkpoints_paused: Callable[[], bool] | None = None,
     ) -> None:
         self.name = name
         self._on_death = on_death
+        self._checkpoints_paused = checkpoints_paused or (lambda: False)
         self._con = con
         self._config = config
         self._crash = crash
@@ -77,6 +89,10 @@ class WriterLane:
         self._urgent = threading.Event()
         self._closing = False
         self._failure: BaseException | None = None
+        # The storage error a held batch waits out (None when commits go through).
+        self._stalled: BaseException | None = None
+        # Cuts a held batch's wait between retries short: set on close and abort.
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._seqs = self._load_seqs(numbered)
         self.stats = WriterStats()
@@ -119,11 +135,13 @@ class WriterLane:
         return self._closing
 
     def submit(self, item: object) -> None:
-        """Queue ``item``, which carries a future; raises :class:`StoreClosedError` if closed."""
+        """Queue ``item``, which carries a future; raises :class:`StoreClosedError` if closed
+        or while a batch is held (the storage refuses writes): its caller would otherwise
+        wait, unanswered, for as long as the disk stays full."""
         # The lock orders this put against stop()'s sentinel: an item with a future is
         # either refused here or processed before the thread exits, never left hanging.
         with self._submit_lock:
-            if self._closing:
+            if self._closing or self._stalled is not None:
                 raise StoreClosedError(self._closed_reason())
             self._queue.put(item)
         self._urgent.set()
@@ -131,18 +149,28 @@ class WriterLane:
     def _closed_reason(self) -> str:
         if self._failure is not None:
             return f"the store writer died: {self._failure!r}"
+        stalled = self._stalled
+        if stalled is not None:
+            return f"the store cannot write to its files ({stalled}); writes resume once it can"
         return "the store is closed"
 
     # ----------------------------------------------------------------- liveness
     @property
     def alive(self) -> bool:
-        """True while the thread runs and no fatal error has occurred."""
-        return self._thread.is_alive() and self._failure is None
+        """True while the thread runs, no fatal error has occurred and no batch is held."""
+        return self._thread.is_alive() and self._failure is None and self._stalled is None
+
+    @property
+    def holding(self) -> bool:
+        """Whether a batch whose commit the storage refused is held for a retry."""
+        return self._stalled is not None
 
     @property
     def failure(self) -> BaseException | None:
-        """The fatal error that stopped the lane, if any."""
-        return self._failure
+        """What keeps the lane from committing: the fatal error that stopped it, or the
+        storage error a held batch waits out (None again once a retry commits). Readers
+        that would wait for a commit first read past it instead (nothing commits now)."""
+        return self._failure if self._failure is not None else self._stalled
 
     @property
     def queue_depth(self) -> int:
@@ -157,6 +185,7 @@ class WriterLane:
                 self._closing = True
                 self._queue.put(_STOP)
         self._urgent.set()
+        self._wake.set()
 
     def abort(self, error: BaseException) -> None:
         """Stop because another lane of the same DuckDB instance died of ``error``: refuse new
@@ -168,6 +197,7 @@ class WriterLane:
                 self._closing = True
                 self._queue.put(_STOP)
         self._urgent.set()
+        self._wake.set()
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the thread to end; False if it did not within ``timeout``. Items that
@@ -198,7 +228,8 @@ class WriterLane:
             try:
                 items = self._take(idle)
             except queue.Empty:
-                self._maybe_checkpoint()
+                if not self._maybe_checkpoint():
+                    return
                 continue
             if items and items[-1] is _STOP:
                 items.pop()
@@ -271,6 +302,8 @@ class WriterLane:
             if is_fatal(error):
                 self._die(error, batch)
                 return False
+            if is_storage_failure(error):
+                return self._hold(items, error)
             if len(items) == 1:
                 log.error("store write failed: %r", error)
                 self.stats.failed_items += 1
@@ -297,7 +330,8 @@ class WriterLane:
             try:
                 seqs = apply_batch(self._con, batch, dict(self._seqs), self._crash)
             except duckdb.TransactionException as error:
-                if attempt == self._config.conflict_retries:
+                # a commit that could not write its WAL is one too, but no conflict
+                if attempt == self._config.conflict_retries or is_storage_failure(error):
                     return error
                 continue
             except Exception as error:
@@ -307,6 +341,75 @@ class WriterLane:
             batch.resolve(settle)
             return None
         raise AssertionError("unreachable")
+
+    def _hold(self, items: list[object], error: BaseException) -> bool:
+        """Keep ``items``, whose commit the storage refused with ``error``, and retry them
+        until they commit (True); False if the lane ended first (see the module docstring).
+
+        Not dying is the point: a dead lane would drop the held rows, and everything queued
+        behind them, though the clients were told they were written."""
+        self._stalled = error
+        self.stats.storage_failures += 1
+        log.critical(
+            "store writer %s cannot write to its files (%s): holding %d items and refusing "
+            "writes (503, /ready store: false); retrying every %g s",
+            self.name,
+            error,
+            len(items),
+            self._config.storage_retry_s,
+        )
+        started = time.monotonic()
+        while True:
+            if not self._closing:
+                self._wake.wait(self._config.storage_retry_s)
+                self._wake.clear()
+            # a close asked for before this try makes it the last: a prompt shutdown
+            closing = self._closing
+            if self._failure is not None:  # aborted: the other lane died
+                break
+            batch = Batch.collect(items)
+            retried = self._write(batch)
+            if retried is None:
+                self._stalled = None
+                log.warning(
+                    "store writer %s writes again: the %d held items committed after %.1f s",
+                    self.name,
+                    len(items),
+                    time.monotonic() - started,
+                )
+                return True
+            if is_fatal(retried):
+                self._stalled = None
+                self._die(retried, batch)
+                return False
+            if not is_storage_failure(retried):  # the storage is back; this is the items' own
+                self._stalled = None
+                return self._process(items)
+            error = retried
+            self.stats.storage_failures += 1
+            if closing:
+                break
+            log.debug("store writer %s still cannot write: %s", self.name, error)
+        self._give_up(items, error)
+        return False
+
+    def _give_up(self, items: list[object], error: BaseException) -> None:
+        """End a hold without a commit: fail the held and queued items, count them lost."""
+        with self._submit_lock:
+            if self._failure is None:
+                # so the store's close skips its checkpoint and reports the loss
+                self._failure = error
+            self._closing = True
+        self._stalled = None
+        lost = items + self._drain()
+        Batch.collect(lost).fail(StoreClosedError(self._closed_reason()), settle)
+        self.stats.dropped += len(lost)
+        log.critical(
+            "store writer %s stopped with %d items not written: its files still refuse writes (%s)",
+            self.name,
+            len(lost),
+            error,
+        )
 
     def _die(self, error: BaseException, batch: Batch) -> None:
         log.critical("store writer %s stopped by a fatal DuckDB error: %r", self.name, error)
@@ -319,10 +422,18 @@ class WriterLane:
         if self._on_death is not None:
             self._on_death(error)
 
-    def _maybe_checkpoint(self) -> None:
-        if self.stats.commits_since_checkpoint == 0:
-            return
+    def _maybe_checkpoint(self) -> bool:
+        """Checkpoint if anything committed since the last; False if that killed the lane."""
+        if self.stats.commits_since_checkpoint == 0 or self._checkpoints_paused():
+            return True
         try:
             self.checkpoint_now()
-        except duckdb.Error as error:  # e.g. a reader holds a transaction; try again later
+        except duckdb.Error as error:
+            if is_fatal(error):
+                # a checkpoint that could not write (a full disk) invalidates the instance:
+                # say so now, not at the next write, whose batch would be lost with it
+                self._die(error, Batch())
+                return False
+            # e.g. a reader holds a transaction; try again later
             log.info("idle checkpoint of %s skipped: %s", self.name, error)
+        return True

@@ -13,6 +13,7 @@ the same checks before either is opened read-write.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import threading
@@ -25,7 +26,7 @@ from typing import TypeVar
 import duckdb
 
 from agentconsole.server.store.config import StoreConfig
-from agentconsole.server.store.errors import StoreOpenError
+from agentconsole.server.store.errors import DAMAGE_REMEDY, StoreOpenError, is_corrupt_block
 from agentconsole.server.store.event_log import (
     EVENT_LOG,
     REMEDY,
@@ -84,10 +85,54 @@ def refuse_unsafe_paths(path: Path) -> None:
         )
 
 
+def refuse_unwritable(path: Path) -> None:
+    """Raise :class:`StoreOpenError` when the store at ``path`` could not be written: its
+    directory (where DuckDB creates the file and the WALs) or one of its existing files is
+    read-only, by a read-only file system or by permissions. Read-write opens only: a
+    read-only export of a store on a read-only disk is fine."""
+    files = (path, wal_path(path), event_log_path(path), wal_path(event_log_path(path)))
+    for target in (path.parent, *(file for file in files if file.exists())):
+        # access() answers EROFS for a read-only mount whoever asks, root included, and
+        # for the permission bits as the process's effective user (DuckDB's)
+        if not os.access(target, os.W_OK, effective_ids=os.access in os.supports_effective_ids):
+            raise _unwritable(path, target, _read_only_mount(target))
+
+
+def _read_only_mount(target: Path) -> bool:
+    try:
+        return bool(os.statvfs(target).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _unwritable(path: Path, target: Path, read_only_mount: bool) -> StoreOpenError:
+    """The refusal of a store whose ``target`` (its directory or one of its files) cannot
+    be written: not damage, so no talk of backups."""
+    what = f"the data directory {target}" if target == path.parent else str(target)
+    if read_only_mount:
+        return StoreOpenError(
+            path,
+            f"{what} is on a read-only file system",
+            "Remount it read-write or serve from a writable directory (--db); the files were "
+            "not touched.",
+        )
+    return StoreOpenError(
+        path,
+        f"{what} is not writable by this user (uid {os.geteuid()})",
+        "Fix its owner or mode, or serve from a writable directory (--db); the files were "
+        "not touched.",
+    )
+
+
 def explain_open_error(path: Path, error: Exception) -> StoreOpenError:
     """Turn DuckDB's open error into a :class:`StoreOpenError` with a remedy."""
     message = str(error)
     wal = wal_path(path)
+    if (
+        isinstance(error, OSError) and error.errno == errno.EROFS
+    ) or "Read-only file system" in message:
+        # e.g. remounted read-only after refuse_unwritable looked
+        return _unwritable(path, path.parent, read_only_mount=True)
     if "different configuration" in message:
         return StoreOpenError(path, "it is already open in this process", _IN_PROCESS)
     if "Could not set lock" in message or "Conflicting lock" in message:
@@ -118,6 +163,12 @@ def explain_open_error(path: Path, error: Exception) -> StoreOpenError:
             f"it was written by an incompatible DuckDB version ({message})",
             f"Open it with the DuckDB version that wrote it and export it; this build uses "
             f"{duckdb.__version__}.",
+        )
+    if is_corrupt_block(error):
+        return StoreOpenError(
+            path,
+            f"a block of the database or its event log is corrupt ({message})",
+            f"{DAMAGE_REMEDY}.",
         )
     if isinstance(error, PermissionError) or "Permission denied" in message:
         return StoreOpenError(
@@ -180,11 +231,12 @@ def open_connection(path: Path, config: StoreConfig) -> tuple[SqlConnection, Ope
     """Open ``path`` read-write with ``config`` applied at open time (before WAL replay).
 
     Creates the file if it does not exist. Raises :class:`StoreOpenError` if the directory is
-    missing, the file is locked by another process (or already open in this one), is not a
-    DuckDB database, is damaged or truncated, or its WAL cannot be replayed or fails
-    :func:`wal_problem`; the files are then unchanged. A lock held by a process that is
-    exiting (a crashed server's database process, whose files close after its threads end)
-    is waited for, up to :data:`EXITING_HOLDER_WAIT_S`.
+    missing or it or a file cannot be written (:func:`refuse_unwritable`), the file is locked
+    by another process (or already open in this one), is not a DuckDB database, is damaged or
+    truncated, or its WAL cannot be replayed or fails :func:`wal_problem`; the files are then
+    unchanged. A lock held by a process that is exiting (a crashed server's database process,
+    whose files close after its threads end) is waited for, up to
+    :data:`EXITING_HOLDER_WAIT_S`.
     """
     path = path.absolute()
     files = (path, event_log_path(path))
@@ -197,6 +249,7 @@ def open_connection(path: Path, config: StoreConfig) -> tuple[SqlConnection, Ope
         for file in files:
             refuse_unsafe_paths(file)
         created = _refuse_orphan_log(files)
+        refuse_unwritable(path)
         wal_bytes = 0
         for file in files:
             wal = wal_path(file)
@@ -208,13 +261,15 @@ def open_connection(path: Path, config: StoreConfig) -> tuple[SqlConnection, Ope
 
 def check_openable(path: Path, config: StoreConfig) -> None:
     """Raise the :class:`StoreOpenError` :func:`open_connection` would for ``path`` (locked
-    by another process, a missing directory, a damaged file or WAL), reading only, with the
-    same wait for a holder that is exiting; nothing for a store it would create."""
+    by another process, a missing or read-only directory, a damaged file or WAL), reading
+    only, with the same wait for a holder that is exiting; nothing for a store it would
+    create."""
     path = path.absolute()
     files = (path, event_log_path(path))
     for file in files:
         refuse_unsafe_paths(file)
     _refuse_orphan_log(files)
+    refuse_unwritable(path)
     _while_holder_exits(lambda: _probe_existing(files, config))
 
 

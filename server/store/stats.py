@@ -29,6 +29,9 @@ class WriterStats:
     batches: int = 0
     dropped: int = 0
     failed_items: int = 0
+    #: commits the storage refused (disk full, read-only), first tries and retries of a held
+    #: batch together
+    storage_failures: int = 0
     checkpoints: int = 0
     commits_since_checkpoint: int = 0
     last_batch_rows: int = 0

@@ -22,7 +22,12 @@ import duckdb
 
 from agentconsole.server.store.config import StoreConfig
 from agentconsole.server.store.crash import CrashPoints
-from agentconsole.server.store.errors import StoreClosedError, StoreOpenError
+from agentconsole.server.store.errors import (
+    StoreClosedError,
+    StoreDamagedError,
+    StoreOpenError,
+    is_corrupt_block,
+)
 from agentconsole.server.store.event_log import EVENT_LOG
 from agentconsole.server.store.intent_types import RecoveryReport
 from agentconsole.server.store.intents import ToolIntents, recover_intents
@@ -141,7 +146,10 @@ class Store:
         """A fresh read cursor (its own connection and snapshot), closed on exit.
 
         Use from any thread; never write through it (writes go through :attr:`writer`).
-        Raises :class:`StoreClosedError` once :meth:`close` has begun.
+        Raises :class:`StoreClosedError` once :meth:`close` has begun; a read inside the block
+        that meets a damaged block of the files raises :class:`StoreDamagedError` (a
+        :class:`StoreError`, which the API answers without a traceback) instead of DuckDB's
+        bare error.
         """
         with self._readers_done:
             if self._closed:
@@ -152,6 +160,10 @@ class Store:
                 cur = self._read_root.cursor()
             try:
                 yield cur
+            except duckdb.Error as error:
+                if is_corrupt_block(error):
+                    raise StoreDamagedError(self.path, str(error)) from error
+                raise
             finally:
                 cur.close()
         finally:
@@ -162,9 +174,11 @@ class Store:
     def close(self, timeout: float = 30.0) -> bool:
         """Commit everything queued, wait for readers, ``CHECKPOINT``, close. Idempotent.
 
-        Returns False if the writer died, or did not finish (or readers did not) within
-        ``timeout``: then nothing is checkpointed, and the next start replays the WAL. A
-        connection still in use by a stuck thread is left open rather than pulled away.
+        Returns False if the writer died (or gave up on files that refuse writes: then it
+        ends at once, not after ``timeout``), did not finish (or readers did not) within
+        ``timeout``, or the checkpoint failed: then nothing is checkpointed, and the next start
+        replays the WAL. A connection still in use by a stuck thread is left open rather than
+        pulled away.
         """
         deadline = time.monotonic() + timeout
         with self._readers_done:
@@ -189,6 +203,12 @@ class Store:
             return False
         try:
             self.writer.checkpoint_now()
+        except duckdb.Error as error:
+            # e.g. a disk that filled up since the last commit: the WAL still holds every
+            # commit and the next start replays it, so this is one line, not a traceback
+            # out of the server's shutdown
+            log.error("store %s not checkpointed at close (the WAL keeps it): %s", self.path, error)
+            return False
         finally:
             self._disconnect()
         return True

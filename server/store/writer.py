@@ -7,7 +7,8 @@ Events go to the *event lane*, which writes the event log file; everything else 
 (:mod:`lane`), so a checkpoint of the event log never stalls an acknowledged write of the
 main file (:mod:`event_log` says why that matters).
 
-A fatal error in either lane stops both. Ordering holds within a lane, not across them: an
+A fatal error in either lane stops both; while either holds a batch the storage refused
+(:mod:`lane`), neither checkpoints. Ordering holds within a lane, not across them: an
 event and a record queued one after the other may commit in either order. Nothing reads them
 as a pair; :meth:`flush` waits for both.
 """
@@ -71,7 +72,9 @@ class StoreWriter:
         numbered = {
             spec.table: (spec.table, spec.seq_column) for spec in NUMBERED_SPECS if spec.seq_column
         }
-        self._main = WriterLane("store-writer", con, config, crash, numbered, "", self._died)
+        self._main = WriterLane(
+            "store-writer", con, config, crash, numbered, "", self._died, self._holding
+        )
         self._events = WriterLane(
             "store-event-writer",
             event_con,
@@ -80,6 +83,7 @@ class StoreWriter:
             {"events": (EVENTS, "seq")},
             EVENT_LOG,
             self._died,
+            self._holding,
         )
         self._lanes = (self._main, self._events)
 
@@ -87,6 +91,12 @@ class StoreWriter:
         # A fatal error invalidates the whole DuckDB instance, so the other lane stops too.
         for lane in self._lanes:
             lane.abort(error)
+
+    def _holding(self) -> bool:
+        # Both files share a disk: while one lane's commits are refused (full, read-only), a
+        # checkpoint of the other would fail too, and a failed checkpoint invalidates the
+        # whole instance, the held batch with it.
+        return any(lane.holding for lane in self._lanes)
 
     # ----------------------------------------------------------------- producer side
     def start(self) -> None:
@@ -146,12 +156,14 @@ class StoreWriter:
     # ----------------------------------------------------------------- liveness
     @property
     def alive(self) -> bool:
-        """True while both lanes run and neither met a fatal error."""
+        """True while both lanes run, neither met a fatal error, and neither holds a batch its
+        file refused (disk full, read-only: ``alive`` comes back once the batch commits)."""
         return all(lane.alive for lane in self._lanes)
 
     @property
     def failure(self) -> BaseException | None:
-        """The fatal error that stopped a lane, if any."""
+        """The fatal error that stopped a lane, or the storage error a lane's held batch
+        waits out; None while both commit."""
         return next((lane.failure for lane in self._lanes if lane.failure is not None), None)
 
     @property

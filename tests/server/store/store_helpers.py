@@ -126,3 +126,36 @@ class GatedConnection:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._con, name)
+
+
+def corrupt_a_block_of(db: Path, table: str) -> int:
+    """Flip one byte inside a data block that holds ``table``'s rows and no other table's, in
+    the closed store file ``db``, as a bad sector or a stray write would: the block's checksum
+    no longer matches, which DuckDB finds when a read needs that block (and not before).
+    Returns the byte offset flipped."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        size_row = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()
+        assert size_row is not None
+        tables = [
+            row[0] for row in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        ]
+        users: dict[int, set[str]] = {}
+        for name in tables:
+            blocks = con.execute(
+                "SELECT DISTINCT block_id FROM pragma_storage_info(?) WHERE block_id >= 0", [name]
+            ).fetchall()
+            for (block,) in blocks:
+                users.setdefault(int(block), set()).add(name)
+    finally:
+        con.close()
+    own = sorted(block for block, names in users.items() if names == {table})
+    assert own, f"no block of {db} holds {table} alone: write more rows to it"
+    # past the three file headers, then past the block's own checksum into its data
+    offset = 3 * 4096 + own[0] * int(size_row[0]) + 4096
+    with db.open("r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    return offset
