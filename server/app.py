@@ -198,7 +198,12 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         prometheus=prometheus,
         observer=Observer(service, metrics),
         queries=ProgramQueries(service, store, projector),
-        desk=OperatorDesk(service, _audit_writer(store), _audit_note(store)),
+        desk=OperatorDesk(
+            service,
+            _audit_writer(store),
+            _audit_note(store),
+            committed=lambda: asyncio.wrap_future(store.writer.flush()),
+        ),
         whatif=_whatif(config, store, projector.sync),
     )
 

@@ -5,10 +5,15 @@ like an unknown one. Operators see every tenant (and may filter by ``tenant``); 
 operator key changes here (create, cancel, finish, a node) is audited like an operator action
 (``OperatorDesk.run``: ``ok`` or ``refused: <why>``). On a runtime with data-parallel ranks
 (SGLang ``--dp N``) a program's nodes carry ``dp_rank`` (``ProgramQueries``).
+
+A create, a cancel and a finish are answered once their events have committed
+(:func:`_committed`): a client told that a program exists or has ended must find it so after
+a crash right after the answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Literal
@@ -28,6 +33,14 @@ JSON = dict[str, Any]
 ProgramId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Program id")]
 NodeId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Node id")]
 State = Literal["running", "finished", "failed", "cancelled"]
+
+
+async def _committed(live: Live) -> None:
+    """Wait until everything handed to the store so far has committed, the events of the
+    state change just made among them: the event lane commits fire-and-forget events only
+    every ~250 ms (its linger), and a kill -9 in that window would bring the program back
+    running (or not at all) while its client was told otherwise."""
+    await asyncio.wrap_future(live.store.writer.flush())
 
 
 async def _acting(
@@ -65,6 +78,7 @@ class ProgramsController(Controller):
                 quotas=quotas,
                 labels=data.labels,
             )
+            await _committed(live)
             return await live.queries.get_program(principal.scope, program.program_id)
 
         args = data.model_dump(exclude_none=True)
@@ -128,6 +142,7 @@ class ProgramsController(Controller):
         if principal.operator:
             return await live.desk.cancel(principal.key_id, program_id)
         report = await live.service.cancel_program(principal.scope, program_id)
+        await _committed(live)
         return {
             "program_id": program_id,
             "state": "cancelled",
@@ -154,6 +169,7 @@ class ProgramsController(Controller):
 
         async def work() -> JSON:
             live.service.finish_program(principal.scope, program_id, success=success)
+            await _committed(live)
             return await live.queries.get_program(principal.scope, program_id)
 
         return await _acting(live, principal, "finish", program_id, {"success": success}, work)

@@ -36,6 +36,7 @@ from agentconsole.server.gateway.errors import (
     InProgress,
     InvalidArguments,
     InvalidRequest,
+    ProgramNotFoundError,
     ProgramNotRunning,
     ToolFailed,
     ToolNotFound,
@@ -103,7 +104,7 @@ class ToolGateway:
         self._http = http_client
         self._own_http = http_client is None
         self._guarded: httpx.AsyncClient | None = None
-        self.reports = AgentReports(self.registry, self.audit, self.config)
+        self.reports = AgentReports(self.registry, self.audit, self.config, self._committed)
         self.operations = ToolOperations(store, self.audit, self.config)
 
     async def start(self) -> int:
@@ -129,6 +130,10 @@ class ToolGateway:
             await self._http.aclose()
         if self._guarded is not None:
             await self._guarded.aclose()
+
+    async def _committed(self) -> None:
+        """Wait until everything handed to the store so far has committed (both lanes)."""
+        await asyncio.wrap_future(self.store.writer.flush())
 
     # ------------------------------------------------------------------ registry
     async def register(
@@ -206,10 +211,12 @@ class ToolGateway:
             try:
                 async with port_errors():
                     await port.check_program(tenant, request.program_id)
-            except ProgramNotRunning:
-                replayed = await self._replay_ended(compiled.definition, request, port)
-                if replayed is None:
+            except GatewayError as refusal:
+                if not _program_ended(refusal):
                     raise
+                replayed = await self._replay_ended(compiled.definition, request, port)
+                if replayed is None:  # the port's own error stays the cause
+                    raise _not_running(refusal) from refusal.__cause__
                 return replayed
             tool = compiled.definition
             self.limits.admit(
@@ -336,6 +343,23 @@ class ToolGateway:
     def running(self) -> list[RunningTool]:
         """Tool executions in flight."""
         return self.runner.running()
+
+
+def _program_ended(refusal: GatewayError) -> bool:
+    """Whether ``check_program``'s refusal says the program no longer runs. The port refuses
+    only an id the tenant may not see (404: nothing may be replayed to it) or a program that
+    ended: the gateway's :class:`ProgramClosed`, or the core's own error (the program service
+    raises its 409 ``conflict``, or the quota that stopped the program)."""
+    return refusal.status != ProgramNotFoundError.status
+
+
+def _not_running(refusal: GatewayError) -> GatewayError:
+    """The answer to a new call (nothing to replay) on a program that ended: 409
+    ``program_not_running`` whatever the port's 409 says; another refusal (the quota that
+    stopped the program) as it is, since it tells why."""
+    if isinstance(refusal, ProgramNotRunning) or refusal.status != ProgramNotRunning.status:
+        return refusal
+    return ProgramNotRunning(refusal.message, field=refusal.field, extra=refusal.extra)
 
 
 def _with_schema(definition: ToolDefinition, schema: object) -> ToolDefinition:

@@ -101,10 +101,11 @@ class ProgramPort(Protocol):
         ``result_bytes`` of its result.
 
         Also called when a committed result is replayed: a node still running (rebuilt so
-        after a crash, its execution gone) must then end with ``outcome``, and a node that is
-        not running must be left as it is. Must not raise for a program cancelled meanwhile
-        (the result is committed anyway); the gateway logs and swallows any error from this
-        method.
+        after a crash, its execution gone) must then end with ``outcome``; a node that never
+        started (a crash lost its start) of a running program starts and ends, one attempt of
+        ``latency_s``; a node that ended must be left as it is. Must not raise for a program
+        cancelled meanwhile (the result is committed anyway); the gateway logs and swallows any
+        error from this method.
         """
 
 

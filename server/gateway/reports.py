@@ -4,11 +4,16 @@ here, so there is no idempotency claim; the same checks as a call guard the repo
 
 A report names a program in its path, so it must name one the tenant has: an id nobody has
 answers the same 404 as another tenant's program (a report never creates a program, and the
-answer does not tell whether the id is taken)."""
+answer does not tell whether the id is taken).
+
+A report is answered once what it changed has committed (``committed``: the store's flush):
+the agent takes the answer as the tool node's new state, so a crash right after it must not
+undo that (the events would otherwise wait up to the event lane's linger, ~250 ms)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 from agentconsole.scheduler.program import ToolSpec
 from agentconsole.server.gateway.audit import AuditActor, Auditor
@@ -31,10 +36,17 @@ MAX_OPEN_REPORTS = 100_000
 class AgentReports:
     """Start/finish reports of agent-run tools."""
 
-    def __init__(self, registry: ToolRegistry, audit: Auditor, config: GatewayConfig) -> None:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        audit: Auditor,
+        config: GatewayConfig,
+        committed: Callable[[], Awaitable[None]],
+    ) -> None:
         self._registry = registry
         self._audit = audit
         self._config = config
+        self._committed = committed
         self._started: dict[tuple[str, str], float] = {}
 
     async def started(
@@ -68,6 +80,7 @@ class AgentReports:
         if len(self._started) >= MAX_OPEN_REPORTS:
             self._started.pop(next(iter(self._started)))
         self._started[(program_id, node_id)] = time.monotonic()
+        await self._committed()
         return {"program_id": program_id, "node_id": node_id, "tool": tool, "state": "running"}
 
     async def finished(
@@ -95,6 +108,7 @@ class AgentReports:
         except GatewayError as error:
             self._audit.rejected(actor, "tool.report", f"program:{program_id}", error, {})
             raise
+        await self._committed()
         return {
             "program_id": program_id,
             "node_id": node_id,

@@ -9,9 +9,11 @@ refused calls must not wait on the store's commits). Its event is the operator's
 charged to the target program's owner, anonymous calls naming a program filled that tenant's
 stored bytes; charged to the caller, a tenant's console polling an operator view filled its
 own), and refusals of callers without an operator key are audited up to a rate
-(:class:`RefusalBudget`), the rest counted in the log, so a flood cannot fill the disk. The
-writers are injected (``Store.writer.put_durable`` and ``put`` in the server), so this module
-does not depend on the store.
+(:class:`RefusalBudget`), the rest counted in the log, so a flood cannot fill the disk. A
+cancel is answered once its events have committed too (``committed``), so a crash right after
+the answer cannot bring the program back running. The writers are injected
+(``Store.writer.put_durable``, ``put`` and ``flush`` in the server), so this module does not
+depend on the store.
 
 What survives a restart: the actions whose effect is a standing setting (model pins, the
 drain, the scheduling and tool-wait policy switches: :data:`REMEMBERED_ACTIONS`) are durable in
@@ -47,6 +49,12 @@ log = logging.getLogger(__name__)
 Audit = Callable[[float, str, str, str, Mapping[str, Any], str], Awaitable[None]]
 #: the audit row of a refused call, queued without waiting (see the module docstring)
 Note = Callable[[float, str, str, str, Mapping[str, Any], str], None]
+#: waits until everything handed to the store so far has committed
+Committed = Callable[[], Awaitable[None]]
+
+
+async def _nothing_to_commit() -> None:
+    """Without a store (tests of the desk alone) nothing waits to commit."""
 
 
 #: the audited names of the actions whose effect stands until another changes it (a preempt, a
@@ -93,10 +101,17 @@ def _name(value: object) -> str | None:
 class OperatorDesk:
     """The operator's actions on the live service."""
 
-    def __init__(self, service: ProgramService, audit: Audit, note: Note | None = None) -> None:
+    def __init__(
+        self,
+        service: ProgramService,
+        audit: Audit,
+        note: Note | None = None,
+        committed: Committed = _nothing_to_commit,
+    ) -> None:
         self.service = service
         self._audit = audit
         self._note = note
+        self._committed = committed
         self.refusals = RefusalBudget()
         # standing actions one at a time, each audited before the next starts: a restart
         # replays them in audit order, which must be the order they took effect (a drain's
@@ -178,6 +193,8 @@ class OperatorDesk:
 
         async def work() -> dict[str, Any]:
             report = await self.service.cancel_program(None, program_id, reason="operator")
+            # the cancel's events (not only its audit row) durable before the answer
+            await self._committed()
             return {
                 "program_id": program_id,
                 "state": "cancelled",

@@ -114,20 +114,30 @@ class ToolPort:
         result_bytes: int = 0,
     ) -> None:
         """The tool ended (``ok``, ``fail`` or ``timeout``); the agent takes the result either
-        way. A no-op for a node that is not running (cancelled meanwhile) or whose program has
-        left memory (ended); NotFound for a node the program does not have."""
+        way. A node of a running program that never started (its start was lost in a crash:
+        the gateway's retry recreated it, or the restart rebuilt it, as declared) is started
+        and ended now, one attempt of ``latency_s``: the tool did run. A no-op for a node that
+        ended (cancelled meanwhile, or a committed result replayed again) or whose program has
+        ended or left memory; NotFound for a node the program does not have."""
         svc = self.service
         node_id = self._alias.pop((program_id, node_id), node_id)
         program = svc.controller.programs.get(program_id)
         node = program.nodes.get(node_id) if program is not None else None
         if program is not None and (node is None or node.kind is not NodeKind.TOOL):
             raise NotFound(f"tool node {node_id!r} of {program_id!r} not found", field="node_id")
-        if program is None or node is None or node.state is not NodeState.RUNNING:
+        if program is None or node is None or node.state.terminal:
             return
+        now = time.time()
+        if node.state is not NodeState.RUNNING:
+            if program.state.terminal:
+                return  # an ended program starts nothing, not even to close it
+            # not before the node existed: a node recreated by the retry is younger than the
+            # run its stored latency measured
+            started = max(now - (latency_s or 0.0), node.created_at)
+            svc.driver.tool_started(program_id, node_id, started)
         # a node rebuilt running after a restart ends here when its committed result is
         # replayed: it is no longer an orphan whose next start would be taken for its retry
         svc.orphaned_tools.discard((program_id, node_id))
-        now = time.time()
         if latency_s is None:
             latency_s = now - node.attempts[-1].started_at if node.attempts else 0.0
         svc.driver.tool_finished(

@@ -1,4 +1,7 @@
-"""An in-memory :class:`ReportPort` standing in for the server core's ProgramService."""
+"""An in-memory :class:`ReportPort` standing in for the server core's ProgramService
+(``live/toolport.py``), refusing and reporting as it does: a program that no longer runs is
+the core's own 409 ``conflict`` (not the gateway's ``ProgramClosed``), and a replayed end of a
+node that never started starts and ends it."""
 
 from __future__ import annotations
 
@@ -6,7 +9,8 @@ from dataclasses import dataclass, field
 
 from agentconsole.scheduler.controller import QuotaExceeded
 from agentconsole.scheduler.program import ToolSpec
-from agentconsole.server.gateway import ProgramClosed, ProgramNotFound, ToolOutcome
+from agentconsole.server.gateway import ProgramNotFound, ToolOutcome
+from agentconsole.server.live.errors import Conflict
 
 
 @dataclass(slots=True)
@@ -21,6 +25,13 @@ class FakeProgram:
     #: tool nodes started and not finished (a test adds one to stand for a node rebuilt
     #: running after a restart)
     running: set[str] = field(default_factory=set)
+    #: tool nodes that ended (one in ``running`` too was rebuilt running: it runs)
+    done: set[str] = field(default_factory=set)
+
+
+def _ended(program_id: str, program: FakeProgram) -> Conflict:
+    """What the core's ``require_running`` raises for a program that no longer runs."""
+    return Conflict(f"program {program_id!r} is {program.state}")
 
 
 @dataclass(slots=True)
@@ -45,7 +56,7 @@ class FakePort:
         if program is None or program.tenant != tenant:
             raise ProgramNotFound(program_id)
         if program.state != "running":
-            raise ProgramClosed(program_id, program.state)
+            raise _ended(program_id, program)
 
     async def ensure_tool_node(
         self, tenant: str, program_id: str, node_id: str, tool: ToolSpec
@@ -68,7 +79,7 @@ class FakePort:
     async def tool_started(self, program_id: str, node_id: str) -> None:
         program = self._node(program_id, node_id)
         if program.state != "running":
-            raise ProgramClosed(program_id, program.state)
+            raise _ended(program_id, program)
         program.running.add(node_id)
         self.events.append(("started", program_id, node_id, ""))
 
@@ -82,6 +93,10 @@ class FakePort:
     ) -> None:
         program = self._node(program_id, node_id)
         if node_id not in program.running:
-            return  # as the core: a node that is not running is left as it is
+            if node_id in program.done or program.state != "running":
+                return  # as the core: an ended node, or a node of an ended program, is left
+            # as the core: its start was lost (a crash), yet it ran: started and ended now
+            self.events.append(("started", program_id, node_id, ""))
         program.running.discard(node_id)
+        program.done.add(node_id)
         self.events.append(("finished", program_id, node_id, outcome))
