@@ -39,6 +39,7 @@ import uvicorn
 from litestar import Litestar
 from litestar.di import Provide
 from litestar.types import ControllerRouterHandler
+from uvicorn.lifespan.on import LifespanOn, LifespanSendMessage
 from uvicorn.logging import TRACE_LOG_LEVEL
 
 from agentconsole.scheduler.policies import get_policy
@@ -46,7 +47,7 @@ from agentconsole.scheduler.runtime import Runtime
 from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.api.connections import HttpLimits, uvicorn_options
 from agentconsole.server.api.deps import Live
-from agentconsole.server.app import Extension, create_app, door_settings
+from agentconsole.server.app import Extension, create_app, door_settings, store_refusal
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.extension import GatewayExtension
 from agentconsole.server.runtime.registry import runtime_spec
@@ -81,6 +82,31 @@ class StartRefused(click.ClickException):
     exit 2, as a usage error, without the usage text."""
 
     exit_code = 2
+
+
+class StoreRefusalLifespan(LifespanOn):
+    """uvicorn's lifespan, less the traceback of a start-up the store refused (Litestar sends
+    it as the failure's message, which uvicorn logs): ``serve`` says that refusal in one line
+    once uvicorn has given up (:func:`store_refusal`). Any other failure keeps its traceback."""
+
+    async def send(self, message: LifespanSendMessage) -> None:
+        app = self.config.app
+        if (
+            message["type"] == "lifespan.startup.failed"
+            and isinstance(app, Litestar)
+            and store_refusal(app) is not None
+        ):
+            message = {"type": "lifespan.startup.failed", "message": ""}
+        await super().send(message)
+
+
+class ServeConfig(uvicorn.Config):
+    """uvicorn's config with :class:`StoreRefusalLifespan` for its lifespan "on"."""
+
+    def load(self) -> None:
+        super().load()
+        if self.lifespan == "on":
+            self.lifespan_class = StoreRefusalLifespan
 
 
 class Server(uvicorn.Server):
@@ -120,6 +146,9 @@ class Server(uvicorn.Server):
     async def shutdown(self, sockets: Any = None) -> None:
         live = getattr(self.app.state, "live", None)
         if live is not None:
+            # first: requests waiting on a batch the store holds (its disk is full) are
+            # answered (503) now, not cancelled with a traceback when uvicorn's grace ends
+            live.store.give_up_holds()
             live.hub.close()
             # calls in flight are answered (503) now, before uvicorn waits for connections
             # and then cancels what is left (a bare 500, a stream cut without its end)
@@ -362,6 +391,13 @@ def check_store(settings: Settings) -> None:
         raise StartRefused(str(error)) from None
 
 
+def refuse_as_the_store_did(app: Litestar) -> None:
+    """Raise :class:`StartRefused` (one line, exit 2) if ``app``'s start-up ended on a store
+    refusal: a damaged block its first reads met, which no check before the start reads."""
+    if (refusal := store_refusal(app)) is not None:
+        raise StartRefused(str(refusal)) from None
+
+
 def refuse_to_start(settings: Settings) -> None:
     """What would fail only once serving, refused now: ``click.UsageError`` (exit 2) naming
     what to set, or :class:`StartRefused` for the store."""
@@ -401,7 +437,7 @@ def make_server(
     ``shut_down`` when the server begins to stop. ``runtime``: a given one instead of the one
     ``config`` names (tests)."""
     app = create_app(config, runtime=runtime, extensions=mounted)
-    uconfig = uvicorn.Config(
+    uconfig = ServeConfig(
         app,
         host=listener.host,
         port=listener.port,
@@ -456,7 +492,11 @@ def run_serve(settings: Settings) -> None:
     if not settings.tui:
         # uvicorn re-raises the signal that stopped it once it has shut down cleanly
         with contextlib.suppress(KeyboardInterrupt):
-            server.run()
+            try:
+                server.run()
+            except SystemExit:  # uvicorn's exit 3: the lifespan's start-up failed
+                refuse_as_the_store_did(server.app)
+                raise
         return
     thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
     thread.start()
@@ -469,6 +509,8 @@ def run_serve(settings: Settings) -> None:
         finally:
             server.should_exit = True
     thread.join()
+    # the thread ended by uvicorn's exit (which a thread swallows) if start-up failed
+    refuse_as_the_store_did(server.app)
 
 
 #: ``serve``'s flags (click's parameter names) -> the setting each sets

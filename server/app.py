@@ -56,6 +56,7 @@ from agentconsole.server.live.promptblocks import PromptBlockRecorder, redaction
 from agentconsole.server.live.queries import ProgramQueries
 from agentconsole.server.live.service import DoorSettings, ProgramService
 from agentconsole.server.live.startup import (
+    Background,
     HousekeepingTimes,
     record_tenants,
     restore_from_store,
@@ -67,6 +68,7 @@ from agentconsole.server.prometheus import PrometheusMetrics
 from agentconsole.server.runtime.fleet.build import build_runtime
 from agentconsole.server.runtime.registry import RuntimeOptions, runtime_spec
 from agentconsole.server.store.config import StoreConfig
+from agentconsole.server.store.errors import StoreDamagedError, StoreError, StoreOpenError
 from agentconsole.server.store.journal import OperatorAction
 from agentconsole.server.store.store import Store
 from agentconsole.server.whatif.desk import WhatIfDesk, WhatIfSettings
@@ -251,8 +253,12 @@ async def _open_live(
         memory_limit=config.store_memory_limit, own_process=config.store_own_process
     )
     store = await asyncio.to_thread(Store.open, config.db_path, store_config)
-    hub = EventHub(first_seq=store.repo.last_seq() + 1)
-    live = build_live(config, store, runtime, hub)
+    try:
+        hub = EventHub(first_seq=store.repo.last_seq() + 1)
+        live = build_live(config, store, runtime, hub)
+    except BaseException:  # e.g. a damaged block met by the wiring's reads
+        await asyncio.to_thread(store.close)
+        raise
     live.service.store_alive = lambda: store.writer.alive
     live.service.prompt_blocks = PromptBlockRecorder(
         store.prompt_secret, store.writer.put, redaction_from(extensions)
@@ -298,6 +304,38 @@ def _tune_interpreter_for_serving() -> Callable[[], None]:
     return untune
 
 
+async def _start_serving(
+    live: Live, config: ServerConfig, extensions: Sequence[Extension]
+) -> Background:
+    """Restore what the store remembers, then start the background work and the extensions.
+    A failure (a damaged block met by the restore's reads) ends what started and closes the
+    store before it propagates: the process may be a test's that goes on, and the store's
+    writer threads must not outlive a start that failed."""
+    background: Background | None = None
+    try:
+        await restore_from_store(live)
+        record_tenants(live.store, live.keys.tenants)
+        times = _housekeeping_times(config)
+        background = start_background(live, times, lambda: _start_runtime(live))
+        for extension in extensions:
+            await extension.start(live)
+    except BaseException:
+        live.hub.close()
+        if background is not None:
+            await shut_down(live, background)
+        else:
+            await asyncio.to_thread(live.store.close)
+        raise
+    return background
+
+
+def store_refusal(app: Litestar) -> StoreError | None:
+    """The store error that ended ``app``'s start-up (a store that cannot be opened, or a
+    damaged block met by the first reads), or None: ``serve`` reports it as one line."""
+    refusal: StoreError | None = getattr(app.state, "store_refusal", None)
+    return refusal
+
+
 def create_app(
     config: ServerConfig,
     *,
@@ -308,14 +346,15 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        live = await _open_live(config, runtime, extensions)
-        app.state.live = live
-        await restore_from_store(live)
-        record_tenants(live.store, live.keys.tenants)
-        times = _housekeeping_times(config)
-        background = start_background(live, times, lambda: _start_runtime(live))
-        for extension in extensions:
-            await extension.start(live)
+        try:
+            live = await _open_live(config, runtime, extensions)
+            app.state.live = live
+            background = await _start_serving(live, config, extensions)
+        except (StoreOpenError, StoreDamagedError) as error:
+            # ``serve`` says this in one line, as it says the refusals it finds before
+            # starting (Litestar hands uvicorn the traceback to log: ``store_refusal``)
+            app.state.store_refusal = error
+            raise
         untune = _tune_interpreter_for_serving()
         try:
             yield

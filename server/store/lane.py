@@ -17,7 +17,10 @@ already, so failing it would lose them. The lane *holds* it instead: ``alive`` t
 (the API answers writes 503, ``/ready`` says ``store: false``), new acknowledged work is
 refused, and the same batch is retried every ``storage_retry_s`` until it commits, when the
 lane carries on as before. Closing while held makes one last try, then fails what is held
-(counted in ``stats.dropped``) at once rather than waiting out the close's timeout.
+(counted in ``stats.dropped``) at once rather than waiting out the close's timeout; so does
+:meth:`WriterLane.give_up_holds` (the server begins to stop, and the requests waiting on the
+held batch must be answered before the HTTP server's grace period ends), while the lane,
+holding nothing, still takes writes.
 """
 
 from __future__ import annotations
@@ -91,8 +94,10 @@ class WriterLane:
         self._failure: BaseException | None = None
         # The storage error a held batch waits out (None when commits go through).
         self._stalled: BaseException | None = None
-        # Cuts a held batch's wait between retries short: set on close and abort.
+        # Cuts a held batch's wait between retries short: set on close, abort and give-up.
         self._wake = threading.Event()
+        # Set once the server stops: a batch the storage refuses gets one last try, no hold.
+        self._no_holds = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._seqs = self._load_seqs(numbered)
         self.stats = WriterStats()
@@ -185,6 +190,13 @@ class WriterLane:
                 self._closing = True
                 self._queue.put(_STOP)
         self._urgent.set()
+        self._wake.set()
+
+    def give_up_holds(self) -> None:
+        """From now on, hold no batch: one the storage refuses (the one held now, if any) gets
+        one last try, then it and everything queued fail at once, counted and logged, as on
+        close. Until then the lane takes and commits work as usual. Idempotent."""
+        self._no_holds = True
         self._wake.set()
 
     def abort(self, error: BaseException) -> None:
@@ -360,11 +372,12 @@ class WriterLane:
         )
         started = time.monotonic()
         while True:
-            if not self._closing:
+            if not self._last_try_due():
                 self._wake.wait(self._config.storage_retry_s)
                 self._wake.clear()
-            # a close asked for before this try makes it the last: a prompt shutdown
-            closing = self._closing
+            # a close (or give-up) asked for before this try makes it the last: a prompt
+            # shutdown
+            closing = self._last_try_due()
             if self._failure is not None:  # aborted: the other lane died
                 break
             batch = Batch.collect(items)
@@ -392,6 +405,10 @@ class WriterLane:
             log.debug("store writer %s still cannot write: %s", self.name, error)
         self._give_up(items, error)
         return False
+
+    def _last_try_due(self) -> bool:
+        """Whether the next try of a held batch is its last (closing, or holds given up)."""
+        return self._closing or self._no_holds
 
     def _give_up(self, items: list[object], error: BaseException) -> None:
         """End a hold without a commit: fail the held and queued items, count them lost."""

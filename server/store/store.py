@@ -171,6 +171,13 @@ class Store:
                 self._readers -= 1
                 self._readers_done.notify_all()
 
+    def give_up_holds(self) -> None:
+        """The server begins to stop: stop holding what the files refuse (disk full,
+        read-only) and fail it, counted and logged, as :meth:`close` would, but now, so the
+        requests waiting on it are answered before the HTTP server stops waiting for them.
+        Writes the files accept still commit until :meth:`close`."""
+        self.writer.give_up_holds()
+
     def close(self, timeout: float = 30.0) -> bool:
         """Commit everything queued, wait for readers, ``CHECKPOINT``, close. Idempotent.
 

@@ -177,6 +177,13 @@ class StoreWriter:
         return WriterStats.merged(lane.stats for lane in self._lanes)
 
     # ----------------------------------------------------------------- shutdown
+    def give_up_holds(self) -> None:
+        """The server begins to stop: a batch the files refuse (held now or later) gets one
+        last try, then fails with everything queued behind it (``WriterLane.give_up_holds``),
+        so its waiters are answered now rather than when the server's grace period ends."""
+        for lane in self._lanes:
+            lane.give_up_holds()
+
     def stop(self, timeout: float | None = None) -> bool:
         """Refuse new work, commit everything queued, and end both threads.
 
