@@ -53,6 +53,11 @@ class Principal:
     def scope(self) -> str | None:
         return None if self.operator else self.tenant
 
+    def as_json(self) -> dict[str, str | bool]:
+        """What ``GET /v1/whoami`` answers: the tenant, the role and the key's id (the audit
+        log's actor; a hash prefix, never the key)."""
+        return {"tenant": self.tenant, "operator": self.operator, "key_id": self.key_id}
+
 
 class KeyRing:
     """Resolves bearer keys; built once from the settings."""

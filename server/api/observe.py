@@ -121,6 +121,13 @@ class ObserveController(Controller):
         del principal
         return live.observer.overview()
 
+    @get("/whoami", summary="The caller's key")
+    async def whoami(self, principal: PrincipalDep) -> dict[str, str | bool]:
+        """``{tenant, operator, key_id}`` of the key presented: a console asks it to decide
+        whether to offer the operator's controls, rather than learn it from a 403 (which is
+        audited)."""
+        return principal.as_json()
+
     @get("/tenants", summary="Tenants")
     async def tenants(self, live: LiveDep, principal: PrincipalDep) -> JSON:
         """Per tenant: programs, slowdown, starvation, quota use (a tenant sees itself)."""

@@ -90,6 +90,13 @@ class OperatorController(Controller):
         across a restart, over the configured policies."""
         return await live.desk.set_policy(operator_principal.key_id, data.policy, data.kv_policy)
 
+    @get("/policy", summary="The policies in force and their choices")
+    async def policies(self, live: LiveDep, operator_principal: PrincipalDep) -> JSON:
+        """``{policy, kv_policy, policies, kv_policies}``: the scheduling and tool-wait KV
+        policies in force, and every name ``POST /v1/operator/policy`` accepts for each."""
+        del operator_principal
+        return live.desk.policies()
+
     @post(
         "/models/pins",
         status_code=200,

@@ -36,9 +36,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agentconsole.kvtiers.toolwait import available_tool_wait_policies
 from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.scheduler.models import Pins
-from agentconsole.scheduler.policies import get_policy
+from agentconsole.scheduler.policies import available, get_policy
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.server.live.errors import Conflict, InvalidRequest, ServiceError
 from agentconsole.server.live.service import ProgramService
@@ -260,6 +261,16 @@ class OperatorDesk:
             return data
 
         return await self.run(actor, POLICY, "", args, work)
+
+    def policies(self) -> dict[str, Any]:
+        """The policies in force and the names :meth:`set_policy` accepts: the registries it
+        validates against, so a console offers choices instead of a typed name."""
+        return {
+            "policy": self.service.policy.name,
+            "kv_policy": self.service.kv_policy,
+            "policies": available(),
+            "kv_policies": available_tool_wait_policies(),
+        }
 
     async def pin_model(
         self, actor: str, program_id: str | None, role: str | None, model: str | None

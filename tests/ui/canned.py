@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from agentconsole.httpclient import ApiError, UnreachableError
+from agentconsole.httpclient import ApiError, NotFoundError, UnreachableError
 from agentconsole.ui.client.door import Door
 from agentconsole.ui.client.feed import EventBatch, FeedItem, FeedStatus, OverviewTick
 from agentconsole.ui.client.http import ActionResult
@@ -20,9 +20,11 @@ from agentconsole.ui.client.modelcompat import ModelCompat
 from agentconsole.ui.client.models import (
     AuditEntry,
     FeedEvent,
+    Identity,
     KVState,
     Overview,
     Policies,
+    PolicyChoices,
     TenantRow,
 )
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
@@ -70,6 +72,10 @@ class CannedClient:
         self.reads: Counter[str] = Counter()
         #: reads that fail as an unreachable server's do, until taken out again
         self.failing: set[str] = set()
+        #: what ``whoami`` answers; None: a server older than it (404)
+        self.identity: Identity | None = Identity("operator", True, "operator-canned")
+        #: whether ``policy_choices`` answers (False: a server older than the route, 404)
+        self.publishes_policies = True
 
     def _read(self, what: str) -> None:
         self.reads[what] += 1
@@ -126,6 +132,18 @@ class CannedClient:
         if status >= 400:
             raise ApiError(status, body["error"]["type"], body["error"]["message"])
         return Policies.parse(body)
+
+    def policy_choices(self) -> PolicyChoices:
+        self._read("policy_choices")
+        if not self.publishes_policies:
+            raise NotFoundError(404, "not_found", "no route GET /v1/operator/policy")
+        return PolicyChoices.parse(self.world.policy_choices_json())
+
+    def whoami(self) -> Identity:
+        self._read("whoami")
+        if self.identity is None:
+            raise NotFoundError(404, "not_found", "no route /v1/whoami")
+        return self.identity
 
     def replay_window(self, since: float, tenant: str | None = None) -> WindowReplay:
         # the stub world records no traffic the server could write as a trace

@@ -46,6 +46,8 @@ def build_app(world: StubWorld, *, live: bool = False, tick_steps: int = 5) -> L
             return None
         authorization = request.headers.get("authorization")
         if authorization == f"Bearer {TENANT_KEY}" and path.startswith("/v1/operator/"):
+            # as the server, a refused operator call is an audit row
+            world.note_refusal(path)
             return _error(403, "forbidden", "this action needs an operator key")
         if authorization not in (f"Bearer {OPERATOR_KEY}", f"Bearer {TENANT_KEY}"):
             return _error(401, "unauthorized", "missing or unknown API key")
@@ -113,6 +115,19 @@ def build_app(world: StubWorld, *, live: bool = False, tick_steps: int = 5) -> L
         status, body = world.act("cancel", program_id, {})
         return Response(body, status_code=status)
 
+    @get("/v1/operator/policy", sync_to_thread=False)
+    def policy_choices() -> dict[str, Any]:
+        return world.policy_choices_json()
+
+    @get("/v1/whoami", sync_to_thread=False)
+    def whoami(request: Request[Any, Any, Any]) -> Response[Any]:
+        if not world.publishes_whoami:  # a server from before the route
+            return _error(404, "not_found", "no route /v1/whoami")
+        tenant = request.headers.get("authorization") == f"Bearer {TENANT_KEY}"
+        if tenant:
+            return Response({"tenant": "tenant-a", "operator": False, "key_id": "key-tenant-a"})
+        return Response({"tenant": "operator", "operator": True, "key_id": "operator-stub"})
+
     @post("/v1/operator/policy", sync_to_thread=False)
     def policy(data: JSONBody[dict[str, Any]]) -> Response[Any]:
         status, body = world.set_policy(data)
@@ -165,6 +180,8 @@ def build_app(world: StubWorld, *, live: bool = False, tick_steps: int = 5) -> L
             act,
             cancel,
             policy,
+            policy_choices,
+            whoami,
             drain,
             events,
             burst,

@@ -48,6 +48,11 @@ class StubWorld:
         self.events: deque[dict[str, Any]] = deque(maxlen=20_000)
         self.seq = 0
         self.audit: list[dict[str, Any]] = []
+        #: the operator routes refused to the tenant key (each an audit row on the server)
+        self.refused_paths: list[str] = []
+        #: False: ``/v1/whoami`` answers 404, as a server from before it (the consoles then
+        #: learn a tenant's key from its first 403)
+        self.publishes_whoami = True
         self.migrations = 37
         self.recomputes = 12
         self.draining = False
@@ -429,6 +434,21 @@ class StubWorld:
                 result = {"program_id": program_id, "boost": amount, "reranked_calls": queued}
             self._record("operator", action, program_id, args, "ok")
             return 200, result
+
+    def policy_choices_json(self) -> dict[str, Any]:
+        """``GET /v1/operator/policy``: the names in force and those the switch accepts."""
+        with self._lock:
+            return {
+                "policy": self.policy,
+                "kv_policy": self.kv_policy,
+                "policies": list(POLICIES),
+                "kv_policies": list(KV_POLICIES),
+            }
+
+    def note_refusal(self, path: str) -> None:
+        """An operator route refused to the tenant key: the server writes an audit row for it."""
+        with self._lock:
+            self.refused_paths.append(path)
 
     def set_policy(self, args: dict[str, Any]) -> tuple[int, Any]:
         """``POST /v1/operator/policy``: as the server, an unknown name is refused (422) with

@@ -113,9 +113,11 @@ def test_a_refusal_of_the_previous_key_does_not_refuse_the_new_one(
     page_on_stub: Session, stub: RunningStub
 ) -> None:
     """An audit read sent with a tenant key is held until the operator key is in use; its 403
-    then lands: it must not mark the operator key as refused (the audit would stay hidden)."""
+    then lands: it must not mark the operator key as refused (the audit would stay hidden). A
+    server without ``/v1/whoami``: the tenant key's role is learned from that 403 alone."""
     session, page = page_on_stub, page_on_stub.page
     stub.world.act("boost", BIG_PROGRAM, {"amount": 1})
+    stub.world.publishes_whoami = False
     page.goto(f"{stub.url}/#key={TENANT_KEY}")
     session.wait("AC.state.key === 'sk-tenant-a' && AC.state.stats.polls > 0")
     # hold the audit read sent with the tenant key until it is released (the page's fetch,
@@ -141,6 +143,7 @@ def test_a_refusal_of_the_previous_key_does_not_refuse_the_new_one(
     assert session.eval("!!AC.state.refused.audit") is False
     assert page.locator("#audit-refused").is_hidden()
     assert _count(session, "#audit tbody tr") > 0
+    stub.world.publishes_whoami = True
     session.errors.clear()  # the held read's 403 was logged as a resource error
 
 
@@ -512,14 +515,15 @@ def test_a_tenant_key_loses_the_operator_controls_and_cancels_its_own_program(
 ) -> None:
     session, page = page_on_stub, page_on_stub.page
     program_id = _running(stub.world)
+    refused_before = len(stub.world.refused_paths)  # the stub serves the module's tests
     page.goto(f"{stub.url}/#key={TENANT_KEY}")
     page.click("#tabs a[data-view=programs]")
     row = page.locator(f"#programs tbody tr[data-id='{program_id}']")
     row.wait_for()
-    assert row.locator("button[data-action=boost]").is_visible()  # not known yet: offered
-    page.click("#tabs a[data-view=tenants]")  # the door is refused: a tenant's key
-    session.wait("AC.state.tenantKey")
+    session.wait("AC.state.tenantKey")  # ``/v1/whoami`` said so: no operator route asked
+    page.click("#tabs a[data-view=tenants]")  # the door is not asked for either
     page.click("#tabs a[data-view=programs]")
+    assert stub.world.refused_paths[refused_before:] == []  # each would be an audit row
     for action in ("preempt", "boost"):
         assert row.locator(f"button[data-action={action}]").is_hidden()
     assert page.locator("#policyform").is_hidden()
@@ -542,28 +546,26 @@ def test_a_tenant_key_loses_the_operator_controls_and_cancels_its_own_program(
     session.errors.clear()  # the door's 403 was logged as a resource error
 
 
-def test_the_policy_picker_switches_by_name_and_toasts_the_server_s_answer(
+def test_the_policy_picker_offers_the_server_s_names_and_toasts_its_answer(
     page_on_stub: Session, stub: RunningStub
 ) -> None:
     session, page = page_on_stub, page_on_stub.page
     page.goto(f"{stub.url}/#/overview")
-    session.wait("AC.state.overview !== null")
-    assert page.get_attribute("#policy-name", "placeholder") == "cp-cache"  # the one in force
+    session.wait("AC.state.overview !== null && AC.state.policyChoices !== null")
+    assert page.locator("#policy-name").is_hidden()  # names published: no typing
+    offered = page.locator("#policy-choice option").all_text_contents()
+    assert set(offered) == set(stub.world.policy_choices_json()["policies"])
+    assert page.input_value("#policy-choice") == "cp-cache"  # the one in force
     try:
-        page.fill("#policy-name", "fcfs")
+        page.select_option("#policy-choice", "fcfs")
         page.click("#policyform button[type=submit]")
         page.locator(".toast", has_text="policy fcfs · kv policy adaptive").wait_for()
         assert stub.world.policy == "fcfs"
         page.locator("#policy", has_text="fcfs / adaptive").wait_for()
 
         page.select_option("#policy-field", "kv_policy")
-        assert page.get_attribute("#policy-name", "placeholder") == "adaptive"
-        page.fill("#policy-name", "nope")
-        page.click("#policyform button[type=submit]")
-        refused = page.locator(".toast.error", has_text="unknown tool-wait policy 'nope'")
-        refused.wait_for()
-        assert "choose from adaptive, keep, offload" in (refused.text_content() or "")
-        assert stub.world.kv_policy == "adaptive"
+        kv_offered = page.locator("#policy-choice option").all_text_contents()
+        assert set(kv_offered) == set(stub.world.policy_choices_json()["kv_policies"])
+        assert page.input_value("#policy-choice") == "adaptive"
     finally:
         stub.world.set_policy({"policy": "cp-cache"})
-    session.errors.clear()  # the 422 was logged as a resource error

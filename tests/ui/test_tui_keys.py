@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widgets import Input, Select
 
 from agentconsole.httpclient import AuthenticationError, PermissionDeniedError
 from agentconsole.ui.client.door import Door
 from agentconsole.ui.client.http import ActionResult
-from agentconsole.ui.client.models import AuditEntry
+from agentconsole.ui.client.models import AuditEntry, Identity
 from agentconsole.ui.tui.app import DashboardApp
 from agentconsole.ui.tui.views.policy import PolicyScreen, choice
 from agentconsole.ui.tui.views.programs import ProgramsView
 from tests.ui.canned import CannedClient
 from tests.ui.on_screen import confirming
 from tests.ui.recording import recorded_notes
-from tests.ui.stub_world import StubWorld
+from tests.ui.stub_world import KV_POLICIES, POLICIES, StubWorld
 from tests.ui.waiting import until
 
 pytestmark = [pytest.mark.tui, pytest.mark.anyio]
@@ -37,6 +37,7 @@ class RefusingClient(CannedClient):
         super().__init__(StubWorld())
         self.status = status
         self.operator_reads = 0
+        self.identity = None  # a server without ``/v1/whoami``: the key's role shows by a 403
 
     def _refuse(self) -> None:
         if self.status == 401:
@@ -145,7 +146,7 @@ def test_only_the_names_changed_are_sent() -> None:
     assert choice("cp-cache", "keep", "cp-cache", "adaptive").policy is None
 
 
-async def test_the_palette_switches_the_policy_and_says_the_server_s_answer() -> None:
+async def test_the_policy_dialog_offers_the_server_s_names_with_those_in_force() -> None:
     world = StubWorld()
     client = CannedClient(world)
     app = DashboardApp(client, feed=False, poll_s=3600)
@@ -153,7 +154,43 @@ async def test_the_palette_switches_the_policy_and_says_the_server_s_answer() ->
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: app.state.overview is not None and not app.sync.busy)
         await _palette(pilot, "switch policy")
-        assert isinstance(app.screen, PolicyScreen)
+        await until(pilot, lambda: isinstance(app.screen, PolicyScreen))
+        policy = app.screen.query_one("#policy-name", Select)
+        kv_policy = app.screen.query_one("#kv-policy-name", Select)
+        assert [name for name, _ in policy._options] == list(POLICIES)
+        assert [name for name, _ in kv_policy._options] == list(KV_POLICIES)
+        assert (policy.value, kv_policy.value) == ("cp-cache", "adaptive")  # in force
+        policy.value = "sjf"
+        await pilot.click("#policy-switch")
+        await until(pilot, lambda: any(title == "policy" for title, _ in notes))
+    assert client.calls == ["policy sjf None"]  # only what changed
+    assert (world.policy, world.kv_policy) == ("sjf", "adaptive")
+
+
+async def test_whoami_hides_the_operator_controls_of_a_tenant_key_before_any_403() -> None:
+    client = CannedClient(StubWorld())
+    client.identity = Identity("tenant-a", False, "key-tenant-a")
+    app = DashboardApp(client, feed=False, poll_s=3600)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.sync.tenant_key)
+        await until(pilot, lambda: not {"p", "b"} & set(app.screen.active_bindings))
+        hits = [c.title for c in app.get_system_commands(app.screen)]
+        assert "switch policy" not in hits
+    assert client.reads["door"] == 0  # nothing was refused
+    assert client.reads["audit"] == 0
+
+
+async def test_the_palette_switches_the_policy_and_says_the_server_s_answer() -> None:
+    """A server that publishes no policy names (older): they are typed."""
+    world = StubWorld()
+    client = CannedClient(world)
+    client.publishes_policies = False
+    app = DashboardApp(client, feed=False, poll_s=3600)
+    notes = recorded_notes(app)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.state.overview is not None and not app.sync.busy)
+        await _palette(pilot, "switch policy")
+        await until(pilot, lambda: isinstance(app.screen, PolicyScreen))
         name = app.screen.query_one("#policy-name", Input)
         assert (name.value, app.screen.query_one("#kv-policy-name", Input).value) == (
             "cp-cache",
@@ -167,6 +204,7 @@ async def test_the_palette_switches_the_policy_and_says_the_server_s_answer() ->
         assert notes[-1] == ("policy", "policy fcfs · kv policy adaptive")
 
         await _palette(pilot, "switch policy")
+        await until(pilot, lambda: isinstance(app.screen, PolicyScreen))
         app.screen.query_one("#kv-policy-name", Input).value = "nope"
         await pilot.press("enter")
         await until(pilot, lambda: len([t for t, _ in notes if t == "policy"]) == 2)
@@ -175,6 +213,7 @@ async def test_the_palette_switches_the_policy_and_says_the_server_s_answer() ->
         assert world.kv_policy == "adaptive"
 
         await _palette(pilot, "switch policy")
+        await until(pilot, lambda: isinstance(app.screen, PolicyScreen))
         await pilot.press("escape")  # kept: nothing sent
         await pilot.pause(0.2)
         assert len(client.calls) == 2

@@ -21,7 +21,15 @@ from agentconsole.httpclient import jsonread as j
 from agentconsole.ui.client.door import Door
 from agentconsole.ui.client.feed import FeedItem, read_feed
 from agentconsole.ui.client.modelcompat import ModelCompat
-from agentconsole.ui.client.models import AuditEntry, KVState, Overview, Policies, TenantRow
+from agentconsole.ui.client.models import (
+    AuditEntry,
+    Identity,
+    KVState,
+    Overview,
+    Policies,
+    PolicyChoices,
+    TenantRow,
+)
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
 from agentconsole.ui.client.whatif import WindowReplay
 
@@ -76,6 +84,14 @@ class ConsoleApi(Protocol):
         """``POST /v1/operator/policy``: switch the scheduling and/or the tool-wait KV policy
         by name (None: leave it); the policies then in force. An unknown name is refused
         (422) with a message that lists the server's names."""
+
+    def policy_choices(self) -> PolicyChoices:
+        """``GET /v1/operator/policy``: the policies in force and the names the switch
+        accepts (operator key only; a server older than it answers 404)."""
+
+    def whoami(self) -> Identity:
+        """``GET /v1/whoami``: the key's tenant and whether it is an operator's (any key; a
+        server older than it answers 404)."""
 
     def replay_window(self, since: float, tenant: str | None = None) -> WindowReplay:
         """``POST /v1/operator/whatif``: write the programs that arrived since ``since``
@@ -176,6 +192,12 @@ class HttpConsoleClient:
     def set_policy(self, policy: str | None, kv_policy: str | None) -> Policies:
         body = drop_none({"policy": policy, "kv_policy": kv_policy})
         return self._send(Call("POST", "/v1/operator/policy", Policies.parse, body))
+
+    def policy_choices(self) -> PolicyChoices:
+        return PolicyChoices.parse(self._get("/v1/operator/policy"))
+
+    def whoami(self) -> Identity:
+        return Identity.parse(self._get("/v1/whoami"))
 
     def replay_window(self, since: float, tenant: str | None = None) -> WindowReplay:
         body = drop_none({"since": max(since, 0.0), "tenant": tenant})

@@ -266,3 +266,42 @@ class Policies:
         """Parse the policy switch's answer."""
         d = j.obj(data)
         return Policies(policy=j.text(d, "policy"), kv_policy=j.text(d, "kv_policy"))
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyChoices:
+    """``GET /v1/operator/policy``: the policies in force and every name the switch accepts
+    for each (what the consoles offer, so no name is typed)."""
+
+    policy: str
+    kv_policy: str
+    policies: tuple[str, ...]
+    kv_policies: tuple[str, ...]
+
+    @staticmethod
+    def parse(data: Any) -> PolicyChoices:
+        """Parse the policy choices."""
+        d = j.obj(data)
+        return PolicyChoices(
+            policy=j.text(d, "policy"),
+            kv_policy=j.text(d, "kv_policy"),
+            policies=j.strings(d.get("policies")),
+            kv_policies=j.strings(d.get("kv_policies")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """``GET /v1/whoami``: whose key this is (``key_id`` is the audit's actor, not the key)."""
+
+    tenant: str
+    operator: bool
+    key_id: str
+
+    @staticmethod
+    def parse(data: Any) -> Identity:
+        """Parse the key's principal."""
+        d = j.obj(data)
+        return Identity(
+            tenant=j.text(d, "tenant"), operator=j.flag(d, "operator"), key_id=j.text(d, "key_id")
+        )

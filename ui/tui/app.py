@@ -141,6 +141,7 @@ class DashboardApp(App[None]):
 
     def on_mount(self) -> None:
         self._draw_topbar()
+        self.sync.learn_role()
         if self._feed_enabled:
             self.sync.start_feed()
         self.refresh_data()
@@ -481,15 +482,25 @@ class DashboardApp(App[None]):
         self.push_screen(ConfirmScreen(question, "Drain"), answered)
 
     def action_policy(self) -> None:
-        """Switch the scheduling and/or the tool-wait KV policy by name (asks for the names)."""
+        """Switch the scheduling and/or the tool-wait KV policy: the server's names are read
+        first, and the dialog opens once they come (:meth:`_policy_choices_loaded`)."""
+        self.sync.load_policy_choices()
+
+    @on(m.PolicyChoicesLoaded)
+    @while_running
+    def _policy_choices_loaded(self, message: m.PolicyChoicesLoaded) -> None:
+        choices = message.choices
         overview = self.state.overview
-        policy, kv_policy = (overview.policy, overview.kv_policy) if overview else ("", "")
+        if choices is not None:  # the server's answer is newer than the last overview
+            policy, kv_policy = choices.policy, choices.kv_policy
+        else:
+            policy, kv_policy = (overview.policy, overview.kv_policy) if overview else ("", "")
 
         def answered(picked: PolicyChoice | None) -> None:
             if picked is not None:
                 self.sync.set_policy(picked.policy, picked.kv_policy)
 
-        self.push_screen(PolicyScreen(policy, kv_policy), answered)
+        self.push_screen(PolicyScreen(policy, kv_policy, choices), answered)
 
     def action_replay_window(self) -> None:
         """Write the traffic of the sparklines' window (their ``HISTORY`` one-second samples,

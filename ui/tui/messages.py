@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from agentconsole.ui.client.door import Door
-from agentconsole.ui.client.models import AuditEntry, KVState, Overview, TenantRow
+from agentconsole.ui.client.models import AuditEntry, KVState, Overview, PolicyChoices, TenantRow
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage
 from agentconsole.ui.client.whatif import WindowReplay
 
@@ -150,6 +150,14 @@ class ReplayWritten(Message):
 class TenantKeyFound(Message):
     """The server refused an operator route to this key (403): it is a tenant's. Sent once;
     the dashboard then hides the controls only an operator key may use."""
+
+
+@dataclass
+class PolicyChoicesLoaded(Message):
+    """The server's policy names, to offer in the switch dialog (None: a server that does not
+    publish them, whose names are typed)."""
+
+    choices: PolicyChoices | None
 
 
 @dataclass

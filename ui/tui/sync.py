@@ -103,6 +103,37 @@ class DataSync:
             self._queued = False
             self._again()
 
+    def learn_role(self) -> None:
+        """Ask the server, on a worker, whose key this is (``GET /v1/whoami``): a tenant's
+        hides the operator's controls before any of them is refused (each refusal is an audit
+        row). A server without the route (or unreachable now) leaves the 403 to tell."""
+
+        def run() -> None:
+            try:
+                identity = self.api.whoami()
+            except ApiError:
+                return
+            if not identity.operator:
+                self._found_tenant_key()
+
+        self.app.run_worker(run, thread=True, group="role", exit_on_error=False)
+
+    def load_policy_choices(self) -> None:
+        """Read the server's policy names on a worker, for the switch dialog; they come as
+        :class:`~m.PolicyChoicesLoaded` (None from a server that does not publish them)."""
+
+        def run() -> None:
+            try:
+                choices = self.api.policy_choices()
+            except PermissionDeniedError as error:
+                self.app.post_message(self._refused("policy", "", error))
+                return
+            except ApiError:
+                choices = None  # an older server: the names are typed, its refusal lists them
+            self.app.post_message(m.PolicyChoicesLoaded(choices))
+
+        self.app.run_worker(run, thread=True, group="actions", exit_on_error=False)
+
     def _found_tenant_key(self) -> None:
         """Note (once, from any thread) that the server refused an operator route to this key."""
         if not self.tenant_key:

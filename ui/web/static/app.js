@@ -24,6 +24,10 @@
     // the server refused this key an operator route (403): a tenant's key. The operator's
     // controls hide (each would be refused and audited); its cancel of its own program stays
     tenantKey: false,
+    // settles once ``/v1/whoami`` answered (or failed): operator reads wait for it
+    role: Promise.resolve(),
+    // ``GET /v1/operator/policy``: the names the policy switch offers (null: none published)
+    policyChoices: null,
     // which key every read and the feed were sent under: bumped when the key changes, so an
     // answer to the previous key (still in flight) is dropped instead of shown
     keyGen: 0,
@@ -79,7 +83,11 @@
   const REFUSED = {};  // what an operator read answers a key the server refused it (403)
   function operatorRead(what, path, apply) {
     if (state.refused[what]) { apply(null); return Promise.resolve(); }
-    const ask = () => AC.api(path).catch((e) => {
+    // the key's role first (``learnRole``): a tenant's key never asks, so never meets a 403
+    const ask = () => state.role.then(() => {
+      if (state.tenantKey) return REFUSED;
+      return AC.api(path);
+    }).catch((e) => {
       if (e.status === 403) return REFUSED;
       throw e;
     });
@@ -97,6 +105,7 @@
     state.keyRefused = false;  // the new key (or the same one, entered again) is asked anew
     loadKey();
     if (changed) forgetKeyedViews();
+    learnRole();
     AC.views.banner("");
     restartFeed();
     poll(true);
@@ -126,6 +135,26 @@
     state.tenantKey = false;
     AC.views.tenantKey(false);
     AC.views.forget();
+  }
+
+  // Ask the server whose key this is (``GET /v1/whoami``) before any operator route: a
+  // tenant's key hides the operator's controls without a refused call (each one is an audit
+  // row on the server). An operator's key then reads the policy names the switch offers. A
+  // server without the route (404) leaves the first 403 to tell, as before.
+  function learnRole() {
+    const gen = state.keyGen;
+    state.policyChoices = null;
+    AC.views.policyChoices(null);
+    state.role = AC.api("/v1/whoami").then((me) => {
+      if (gen !== state.keyGen) return;
+      if (!me.operator) { foundTenantKey(); return; }
+      return AC.api("/v1/operator/policy").then((choices) => {
+        if (gen !== state.keyGen) return;
+        state.policyChoices = choices;
+        AC.views.policyChoices(choices);
+      });
+    }).catch(() => {});  // an older server, or none now: the 403 fallback stands
+    return state.role;
   }
 
   // The server refused an operator route to this key (403): it is a tenant's.
@@ -188,13 +217,17 @@
   };
 
   // Switch the scheduling policy (``field`` "policy") or the tool-wait KV policy
-  // ("kv_policy") by name. The server publishes no list of its names: one it does not know is
-  // refused with a message that lists them, which the toast shows.
+  // ("kv_policy") by name: one of the server's names (``state.policyChoices``), or, from a
+  // server that publishes none, a typed one it refuses with a message listing its names.
   AC.setPolicy = async function (field, name) {
     let outcome;
     try {
       const body = await AC.api("/v1/operator/policy", { method: "POST", body: { [field]: name } });
       if (state.overview) state.overview = Object.assign({}, state.overview, body);  // shown now
+      if (state.policyChoices) {
+        state.policyChoices = Object.assign({}, state.policyChoices, body);
+        AC.views.policyChoices(state.policyChoices);
+      }
       outcome = { action: "policy", programId: "", ok: true, text: "policy " + body.policy + " · kv policy " + body.kv_policy };
     } catch (e) {
       outcome = { action: "policy", programId: "", ok: false, text: "policy " + name + ": " + e.message };
@@ -466,6 +499,7 @@
   document.addEventListener("DOMContentLoaded", () => {
     AC.views.bind();
     loadKey();
+    learnRole();
     window.addEventListener("hashchange", route);
     route();
     runFeed();

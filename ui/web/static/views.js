@@ -104,6 +104,27 @@
     if (name.placeholder !== hint) name.placeholder = hint;
   }
 
+  // The server's policy names (``GET /v1/operator/policy``): the form offers the names of the
+  // policy it switches, the one in force selected; null (a server that publishes none) keeps
+  // the typed name.
+  function fillPolicyChoice() {
+    const choices = AC.state.policyChoices;
+    const pick = $("#policy-choice");
+    $("#policy-name").hidden = !!choices;
+    pick.hidden = !choices;
+    if (!choices) return;
+    const field = $("#policy-field").value;
+    const names = field === "kv_policy" ? choices.kv_policies : choices.policies;
+    pick.replaceChildren(...names.map((name) => {
+      const option = document.createElement("option");
+      option.value = name;
+      option.textContent = name;
+      return option;
+    }));
+    pick.value = choices[field];
+  }
+  views.policyChoices = function () { fillPolicyChoice(); };
+
   // A tenant's key (the server refused it an operator route): the controls only an operator
   // key may use are hidden (marked ``data-operator``); its cancel stays.
   views.tenantKey = function (tenant) {
@@ -530,11 +551,13 @@
     $("#forget").addEventListener("click", () => AC.setKey(""));
     $("#policyform").addEventListener("submit", async (e) => {
       e.preventDefault();
-      const name = $("#policy-name").value.trim();
-      if (!name) return;
+      const published = AC.state.policyChoices;
+      const field = $("#policy-field").value;
+      const name = published ? $("#policy-choice").value : $("#policy-name").value.trim();
+      if (!name || (published && name === published[field])) return;  // nothing changed
       if (await AC.setPolicy($("#policy-field").value, name)) $("#policy-name").value = "";
     });
-    $("#policy-field").addEventListener("change", () => header(AC.state.overview));
+    $("#policy-field").addEventListener("change", () => { header(AC.state.overview); fillPolicyChoice(); });
     $("#filter").addEventListener("input", (e) => { AC.state.filter = e.target.value; AC.schedule(); });
     $("#scope").addEventListener("change", (e) => { AC.state.scope = e.target.value; AC.poll(true); });
     const programs = $("#programs tbody");
