@@ -49,14 +49,20 @@ def test_log_level_is_checked_and_case_blind() -> None:
 @contextlib.contextmanager
 def bare_root_logger() -> Iterator[logging.Logger]:
     """The root logger without pytest's capture handlers (``basicConfig`` does nothing while
-    the root has a handler), put back as it was afterwards."""
+    the root has a handler), and the ``litestar`` logger at no level of its own, as in a fresh
+    ``serve`` process (another test's Litestar app with Litestar's default logging set-up, the
+    consoles' stub server's, leaves it at INFO); both put back as they were afterwards."""
     root = logging.getLogger()
+    litestar = logging.getLogger("litestar")
     saved_handlers, saved_level = root.handlers[:], root.level
+    saved_litestar_level = litestar.level
     for handler in saved_handlers:
         root.removeHandler(handler)
+    litestar.setLevel(logging.NOTSET)
     try:
         yield root
     finally:
+        litestar.setLevel(saved_litestar_level)
         for handler in root.handlers[:]:
             root.removeHandler(handler)
             handler.close()
