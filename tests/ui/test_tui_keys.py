@@ -75,6 +75,12 @@ async def _palette(pilot: Pilot[None], command: str) -> None:
     await pilot.pause()
 
 
+async def _open_policy_dialog(pilot: Pilot[None], app: DashboardApp) -> None:
+    """Open the policy dialog from the palette, as an operator does."""
+    await _palette(pilot, "switch policy")
+    await until(pilot, lambda: isinstance(app.screen, PolicyScreen))
+
+
 async def test_an_unknown_key_is_refused_each_operator_read_once() -> None:
     """Each refused operator read is an audit row on the server: a key it does not know
     (401) asks once for the audit log and the door, as a tenant's key does, not every poll."""
@@ -153,8 +159,7 @@ async def test_the_policy_dialog_offers_the_server_s_names_with_those_in_force()
     notes = recorded_notes(app)
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: app.state.overview is not None and not app.sync.busy)
-        await _palette(pilot, "switch policy")
-        await until(pilot, lambda: isinstance(app.screen, PolicyScreen))
+        await _open_policy_dialog(pilot, app)
         policy = app.screen.query_one("#policy-name", Select)
         kv_policy = app.screen.query_one("#kv-policy-name", Select)
         assert [name for name, _ in policy._options] == list(POLICIES)
@@ -189,8 +194,7 @@ async def test_the_palette_switches_the_policy_and_says_the_server_s_answer() ->
     notes = recorded_notes(app)
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: app.state.overview is not None and not app.sync.busy)
-        await _palette(pilot, "switch policy")
-        await until(pilot, lambda: isinstance(app.screen, PolicyScreen))
+        await _open_policy_dialog(pilot, app)
         name = app.screen.query_one("#policy-name", Input)
         assert (name.value, app.screen.query_one("#kv-policy-name", Input).value) == (
             "cp-cache",
@@ -203,8 +207,7 @@ async def test_the_palette_switches_the_policy_and_says_the_server_s_answer() ->
         assert (world.policy, world.kv_policy) == ("fcfs", "adaptive")
         assert notes[-1] == ("policy", "policy fcfs · kv policy adaptive")
 
-        await _palette(pilot, "switch policy")
-        await until(pilot, lambda: isinstance(app.screen, PolicyScreen))
+        await _open_policy_dialog(pilot, app)
         app.screen.query_one("#kv-policy-name", Input).value = "nope"
         await pilot.press("enter")
         await until(pilot, lambda: len([t for t, _ in notes if t == "policy"]) == 2)
@@ -212,8 +215,7 @@ async def test_the_palette_switches_the_policy_and_says_the_server_s_answer() ->
         assert refusal == "unknown tool-wait policy 'nope'; choose from adaptive, keep, offload"
         assert world.kv_policy == "adaptive"
 
-        await _palette(pilot, "switch policy")
-        await until(pilot, lambda: isinstance(app.screen, PolicyScreen))
+        await _open_policy_dialog(pilot, app)
         await pilot.press("escape")  # kept: nothing sent
         await pilot.pause(0.2)
         assert len(client.calls) == 2
