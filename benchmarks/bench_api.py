@@ -41,6 +41,7 @@ from typing import Any
 
 from api_floor import floor_server
 
+from agentconsole.scheduler.metrics import percentile
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.api.config import ServerConfig
@@ -57,11 +58,6 @@ TOKENS = 16
 #: periodic work once (the store projector's first 1 s tick, the event lane's first commits,
 #: DuckDB's first statements on each table) instead of timing one-off warm-up costs.
 WARM_UP_S = 2.0
-
-
-def percentile(xs: list[float], q: float) -> float:
-    ordered = sorted(xs)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 # -- direct ---------------------------------------------------------------------------------------

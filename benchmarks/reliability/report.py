@@ -9,15 +9,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# the project's one interpolation, re-exported for the scenarios' figures
+from agentconsole.scheduler.metrics import percentile as percentile
+
 Figure = int | float | str
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The ``q``-th percentile (nearest rank); NaN for no values."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 def ms(seconds: float) -> float:
