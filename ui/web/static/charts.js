@@ -8,6 +8,18 @@
   const TIERS = { hbm: "#52c41a", dram: "#f5a623", disk: "#4aa3ff" };
   const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
+  // Plotly reads a subset of HTML in every text it draws (ticks, legends, bar texts, hover
+  // labels): <a href> becomes a link, <span style> restyles, <b>, <i>, <br> format. Names
+  // from the server (tenants, program and node ids, tier names) are chosen by others, so
+  // each goes through plain() before it reaches a chart; Plotly turns &amp; &lt; &gt; back
+  // into the characters, so the name shows as sent. Hover templates substitute values as
+  // they are (%{x}, %{y}): escaped values keep those plain too. Applied to every string
+  // of a category axis alike (its values, categoryarray, tickvals), so they still match.
+  const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;" };
+  function plain(value) {
+    return String(value).replace(/[&<>]/g, (c) => ESCAPES[c]);
+  }
+
   function layout(title, extra) {
     return Object.assign({
       title: { text: title, font: { size: 13 }, x: 0.02 },
@@ -55,7 +67,7 @@
     const share = (t) => (tiers[t].capacity_tokens ? (100 * tiers[t].used_tokens) / tiers[t].capacity_tokens : 0);
     const text = names.map((t) => AC.views.fmt.count(tiers[t].used_tokens) + " / " + AC.views.fmt.count(tiers[t].capacity_tokens));
     react(id, [
-      { type: "bar", name: "used", x: names, y: names.map(share), text, textposition: "outside",
+      { type: "bar", name: "used", x: names.map(plain), y: names.map(share), text, textposition: "outside",
         hovertemplate: "%{x}: %{y:.1f}% (%{text} tokens)<extra></extra>",
         marker: { color: names.map((t) => TIERS[t] || "#888") } },
     ], layout(title, { yaxis: { range: [0, 110], ticksuffix: "%", gridcolor: "#2a313b" }, showlegend: false }));
@@ -67,7 +79,7 @@
       .map(([pid, t]) => [pid, t, Object.values(t).reduce((a, b) => a + b, 0)])
       .sort((a, b) => b[2] - a[2]).slice(0, 20).reverse();
     react("chart-placement", Object.keys(TIERS).map((tier) => ({
-      type: "bar", orientation: "h", name: tier, y: top.map((r) => r[0]), x: top.map((r) => r[1][tier] || 0),
+      type: "bar", orientation: "h", name: tier, y: top.map((r) => plain(r[0])), x: top.map((r) => r[1][tier] || 0),
       marker: { color: TIERS[tier] },
     })), layout("Where programs' KV sits (top 20, tokens)", {
       barmode: "stack", margin: { l: 150, r: 12, t: 32, b: 32 }, height: Math.max(260, 18 * top.length + 90),
@@ -76,7 +88,7 @@
   };
 
   charts.tenants = function (rows) {
-    const names = rows.map((t) => t.tenant);
+    const names = rows.map((t) => plain(t.tenant));
     react("chart-tenants", [
       { type: "bar", name: "slowdown (x)", x: names, y: rows.map((t) => t.slowdown || 0), marker: { color: "#f5a623" } },
       { type: "bar", name: "starvation (wait/service)", x: names, y: rows.map((t) => t.starvation || 0), marker: { color: "#ff4d6d" } },
@@ -87,8 +99,9 @@
     const nodes = detail.nodes || [];
     const starts = nodes.flatMap((n) => (n.timeline || []).map((p) => p.start));
     const t0 = starts.length ? Math.min(...starts) : 0;
-    const ids = nodes.map((n) => n.node_id);
-    const path = new Set(detail.critical_path || []);
+    // node ids as the chart spells them (escaped): its bars, categories, ticks and hover
+    const ids = nodes.map((n) => plain(n.node_id));
+    const path = new Set((detail.critical_path || []).map(plain));
     // an open span (end null: the tool still runs, the call still decodes) lasts until now
     const now = Date.now() / 1000;
     const data = Object.keys(COLORS).map((phase) => {
@@ -97,7 +110,7 @@
         if (p.phase !== phase) continue;
         const running = p.end === null || p.end === undefined;
         const end = running ? Math.max(now, p.start) : p.end;
-        ys.push(n.node_id); base.push(p.start - t0); xs.push(Math.max(end - p.start, 1e-3));
+        ys.push(plain(n.node_id)); base.push(p.start - t0); xs.push(Math.max(end - p.start, 1e-3));
         open.push(running ? " (still running)" : "");
       }
       return { type: "bar", orientation: "h", name: phase, y: ys, x: xs, base, customdata: open,
