@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,14 @@ def _markup_drawn(session: Session, chart_id: str) -> dict[str, int]:
     drawn = session.eval(script)
     assert isinstance(drawn, dict), drawn
     return {str(k): int(v) for k, v in drawn.items()}
+
+
+def _assert_drawn_literally(session: Session, chart_id: str, names: Iterable[str]) -> None:
+    """Each of ``names`` shows in ``chart_id`` as sent, and no markup in them was drawn."""
+    text = _chart_text(session, chart_id)
+    missing = [name for name in names if name not in text]
+    assert missing == [], f"not drawn literally: {missing} in {text!r}"
+    assert _markup_drawn(session, chart_id) == {"links": 0, "styled": 0}
 
 
 def _hover_first_node(session: Session, chart_id: str) -> str:
@@ -121,10 +129,7 @@ def test_a_tenant_s_name_is_drawn_literally_on_the_real_server(
         session.wait("document.querySelectorAll('#tenants tbody tr').length >= 6")
         # one tick per tenant drawn (the chart is first drawn empty, before the read)
         session.wait("document.querySelectorAll('#chart-tenants .xtick').length >= 6")
-        text = _chart_text(session, "chart-tenants")
-        missing = [name for name in HOSTILE if name not in text]
-        assert missing == [], f"not drawn literally: {missing} in {text!r}"
-        assert _markup_drawn(session, "chart-tenants") == {"links": 0, "styled": 0}
+        _assert_drawn_literally(session, "chart-tenants", HOSTILE)
         session.check_clean()
 
 
@@ -161,12 +166,8 @@ def test_program_ids_and_tier_names_are_drawn_literally(
     page.goto(f"{stub.url}/#/kv")
     session.wait("document.querySelector('#chart-placement .main-svg') !== null")
     session.wait("document.querySelector('#chart-tiers .main-svg') !== null")
-    text = _chart_text(session, "chart-placement")
-    missing = [name for name in HOSTILE if name not in text]
-    assert missing == [], f"not drawn literally: {missing} in {text!r}"
-    assert _markup_drawn(session, "chart-placement") == {"links": 0, "styled": 0}
-    assert hostile_tier in _chart_text(session, "chart-tiers")
-    assert _markup_drawn(session, "chart-tiers") == {"links": 0, "styled": 0}
+    _assert_drawn_literally(session, "chart-placement", HOSTILE)
+    _assert_drawn_literally(session, "chart-tiers", [hostile_tier])
     session.check_clean()
 
 
@@ -192,10 +193,7 @@ def test_node_ids_are_drawn_literally_in_the_timeline_and_its_hover(
     page.route(f"**/v1/programs/{program_id}", _answer_with(rename))
     page.goto(f"{stub.url}/#/program/{program_id}")
     session.wait("document.querySelector('#chart-timeline .main-svg') !== null")
-    text = _chart_text(session, "chart-timeline")
-    missing = [name for name in renames.values() if name not in text]
-    assert missing == [], f"not drawn literally: {missing} in {text!r}"
-    assert _markup_drawn(session, "chart-timeline") == {"links": 0, "styled": 0}
+    _assert_drawn_literally(session, "chart-timeline", renames.values())
 
     hover = _hover_first_node(session, "chart-timeline")  # n0, named LINK
     assert LINK in hover, hover
