@@ -13,9 +13,12 @@ the core API's are (:mod:`agentconsole.server.refusals`): within the server's on
 :class:`RefusalBudget` (600 a minute, shared with the core's refusals; an operator key's
 refusals are always audited), the target cut to ``MAX_REFUSED_TARGET_CHARS``.
 
-Rows name their caller as an :class:`AuditActor`: an operator key by the key id the core's
-audit names it by, so ``GET /v1/operator/audit?actor=operator-<hash>`` lists one operator's
-tool registrations and reconciles with the rest of its actions.
+Rows name their caller as an :class:`AuditActor`: by the key id the core's audit names that
+key by (``operator-<hash>``, ``key-<hash>``: :attr:`Principal.key_id`), so
+``GET /v1/operator/audit?actor=key-<hash>`` lists one key's gateway actions with the rest of
+its actions, and its refusals, core and gateway together, count against one caller's share of
+the budget. A tenant key's rows also name its tenant (``args["tenant"]``): the key id alone
+does not tell the operator whose key it is.
 """
 
 from __future__ import annotations
@@ -36,20 +39,33 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class AuditActor:
-    """Whom a gateway audit row names (``name``), and whether the caller holds an operator
-    key (its refusals are audited past the budget: an operator is no flood)."""
+    """Whom a gateway audit row names (``name``), whether the caller holds an operator key
+    (its refusals are audited past the budget: an operator is no flood), and the tenant a
+    tenant key acts for (``None`` for an operator key: every one acts as ``operator``),
+    written to the row's ``args`` as ``tenant``."""
 
     name: str
     operator: bool = False
+    tenant: str | None = None
 
     @classmethod
     def of(cls, principal: Principal) -> AuditActor:
-        """An operator key by its key id (``operator-<key hash prefix>``), as the core's own
-        audit names it (every operator key acts as the one tenant ``operator``: that name
-        would not tell them apart); a tenant key by its tenant, as the gateway's rows always
-        named it."""
-        name = principal.key_id if principal.operator else principal.tenant
-        return cls(name, principal.operator)
+        """A key by its key id (``operator-<hash>``, ``key-<hash>``), as the core's own audit
+        names it: a tenant's keys are its callers (two keys of one tenant are two, as the core
+        counts them), and an operator key's tenant ``operator`` would not tell operators
+        apart."""
+        tenant = None if principal.operator else principal.tenant
+        return cls(principal.key_id, principal.operator, tenant)
+
+    @classmethod
+    def of_tenant(cls, tenant: str, operator: bool = False) -> AuditActor:
+        """A caller known only by its tenant (the gateway called without a principal, as
+        tests and embedders do): named by that tenant."""
+        return cls(tenant, operator, None if operator else tenant)
+
+    def with_tenant(self, args: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
+        """``args`` with the tenant of a tenant key added (an operator key's rows have none)."""
+        return dict(args) if self.tenant is None else {**args, "tenant": self.tenant}
 
 
 class Auditor:
@@ -73,7 +89,7 @@ class Auditor:
         args: Mapping[str, JSONValue],
     ) -> None:
         """Queue one audit row (never blocks, never raises)."""
-        self._queue(time.time(), actor.name, action, target, result, args)
+        self._queue(time.time(), actor.name, action, target, result, actor.with_tenant(args))
 
     def rejected(
         self,
@@ -97,6 +113,7 @@ class Auditor:
             args["field"] = error.field[:200]
         args["type"] = error.type
         args.update(context)
+        args = actor.with_tenant(args)
         # the result reads as the core's refusals do (``OperatorDesk.refused``); the error's
         # type, status and message stay in ``args``
         result = f"refused: {error.status} {message[:200]}"

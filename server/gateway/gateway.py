@@ -143,7 +143,7 @@ class ToolGateway:
         platform-wide. Raises (and audits) :class:`InvalidTool` or :class:`InvalidRequest`.
         ``actor``: whom the audit names (the routes pass the key's, :meth:`AuditActor.of`);
         by default the tenant."""
-        actor = actor or AuditActor(tenant, operator)
+        actor = actor or AuditActor.of_tenant(tenant, operator)
         try:
             body = parse_body(raw, self.config.max_body_bytes)
             definition = parse_registration(
@@ -202,7 +202,7 @@ class ToolGateway:
         refusal (audited as ``actor``, by default the tenant, and the executor was not
         reached) or a 424 for a tool that failed.
         """
-        actor = actor or AuditActor(tenant)
+        actor = actor or AuditActor.of_tenant(tenant)
         context: dict[str, str] = {}
         try:
             request = parse_call(parse_body(raw, self.config.max_body_bytes))

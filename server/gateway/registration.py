@@ -7,6 +7,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.definition import ExecutorSpec, ToolDefinition
@@ -15,10 +16,26 @@ from agentconsole.server.gateway.sandbox_spec import SandboxConfig, parse_sandbo
 from agentconsole.server.gateway.semantic import check_characters, check_url
 from agentconsole.server.store.jsonutil import JSONValue
 
+#: A tool's name: the consoles show it, and ``/v1/tools/{name}/call`` carries it in its path.
+#: The patterns here are published in the OpenAPI contract (JSON Schema, where ``$`` ends the
+#: text); Python's ``$`` also matches before a final newline, so they are checked with
+#: ``fullmatch``, never ``match``.
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+#: what :data:`NAME_PATTERN` asks, in words, for the refusals that name it
+NAME_RULE = (
+    "a letter, then letters, digits, '_', '.' or '-', 64 characters at most "
+    f"({NAME_PATTERN.pattern})"
+)
 #: bounds of ``rate_limit_per_s`` (a slower rate would answer a ``Retry-After`` of years)
 MIN_RATE_PER_S, MAX_RATE_PER_S = 0.001, 1_000_000.0
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+
+def is_tool_name(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a string a tool may be named (all of it: no trailing newline)."""
+    return isinstance(value, str) and NAME_PATTERN.fullmatch(value) is not None
+
+
 _FIELDS = frozenset(
     {
         "name",
@@ -60,8 +77,8 @@ def parse_registration(
     if unknown:
         raise InvalidTool(f"unknown field {unknown[0]!r}", field=unknown[0])
     name = body.get("name")
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        raise InvalidTool(f"name must match {NAME_PATTERN.pattern}", field="name")
+    if not is_tool_name(name):
+        raise InvalidTool(f"name must be {NAME_RULE}", field="name")
     description = body.get("description", "")
     if not isinstance(description, str) or len(description) > 4096:
         raise InvalidTool(
@@ -152,7 +169,7 @@ def _allowed_tenants(value: JSONValue, who: Registrant) -> tuple[str, ...] | Non
         )
     tenants: list[str] = []
     for item in value:
-        if not isinstance(item, str) or not TENANT_PATTERN.match(item):
+        if not isinstance(item, str) or not TENANT_PATTERN.fullmatch(item):
             raise InvalidTool(f"not a tenant id: {item!r}", field="allowed_tenants")
         tenants.append(item)
     return tuple(sorted(set(tenants)))

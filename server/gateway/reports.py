@@ -64,7 +64,7 @@ class AgentReports:
         A tool the tenant sees gives the node its registered spec; any other name (a platform
         tool not open to the tenant included, so it answers as an unknown name) is the
         agent's own tool. A refusal is audited as ``actor`` (by default the tenant)."""
-        actor = actor or AuditActor(tenant)
+        actor = actor or AuditActor.of_tenant(tenant)
         try:
             check_program_id(program_id)
             node_id, tool = parse_started(parse_body(raw, self._config.max_body_bytes))
@@ -95,7 +95,7 @@ class AgentReports:
         """The agent's tool for ``node_id`` ended; ``latency_s`` defaults to the time since
         its start report (without one, the core measures it). A refusal is audited as
         ``actor`` (by default the tenant)."""
-        actor = actor or AuditActor(tenant)
+        actor = actor or AuditActor.of_tenant(tenant)
         try:
             check_program_id(program_id)
             node_id, outcome, latency = parse_finished(parse_body(raw, self._config.max_body_bytes))

@@ -16,9 +16,11 @@ from typing import cast
 from agentconsole.server.api.jsonguard import TOO_DEEP, json_problem
 from agentconsole.server.gateway.errors import BodyTooLarge, InvalidJson, InvalidRequest
 from agentconsole.server.gateway.ports import ToolOutcome
-from agentconsole.server.gateway.registration import NAME_PATTERN
+from agentconsole.server.gateway.registration import NAME_RULE, is_tool_name
 from agentconsole.server.store.jsonutil import JSONValue
 
+#: a program or node id, as the core's (``api/schemas.py``); checked with ``fullmatch``: Python's
+#: ``$`` also matches before a final newline
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_ATTEMPT = 1_000_000
 _OUTCOMES: dict[str, ToolOutcome] = {"ok": "ok", "fail": "fail", "timeout": "timeout"}
@@ -89,7 +91,7 @@ def _check_fields(body: Mapping[str, JSONValue], allowed: frozenset[str]) -> Non
 def identifier(body: Mapping[str, JSONValue], key: str) -> str:
     """A required program/node id matching :data:`ID_PATTERN`."""
     value = body.get(key)
-    if not isinstance(value, str) or not ID_PATTERN.match(value):
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
         raise InvalidRequest(f"{key} must match {ID_PATTERN.pattern}", field=key)
     return value
 
@@ -125,11 +127,15 @@ def parse_call(body: Mapping[str, JSONValue]) -> CallRequest:
 
 
 def parse_started(body: Mapping[str, JSONValue]) -> tuple[str, str]:
-    """``{node_id, tool}`` of an agent-run tool that starts."""
+    """``{node_id, tool}`` of an agent-run tool that starts.
+
+    ``tool`` need not be registered (any name the tenant does not see is the agent's own
+    tool), but it is named as a registered tool would be: the node keeps it, and both consoles
+    and the events show it, so its length and characters are bounded here."""
     _check_fields(body, frozenset({"node_id", "tool"}))
     tool = body.get("tool")
-    if not isinstance(tool, str) or not NAME_PATTERN.match(tool):
-        raise InvalidRequest("tool must be a tool name", field="tool")
+    if not is_tool_name(tool):
+        raise InvalidRequest(f"tool must be a tool name: {NAME_RULE}", field="tool")
     return identifier(body, "node_id"), tool
 
 

@@ -16,8 +16,8 @@ instead of silently becoming a query parameter):
 * ``program_port``: the :class:`~agentconsole.server.gateway.ports.ReportPort`
   (``ProgramService``);
 * ``principal``: the authenticated caller's :class:`~agentconsole.server.api.auth.Principal`
-  (its tenant, whether it holds an operator key, and the key id the audit names an operator
-  by: :meth:`AuditActor.of`).
+  (its tenant, whether it holds an operator key, and the key id the audit names every caller
+  by, tenant keys and operator keys alike, as the core's audit does: :meth:`AuditActor.of`).
 
 Routes: ``POST/GET /v1/tools``, ``POST /v1/tools/{name}/call``,
 ``POST /v1/programs/{program_id}/tool-calls/start|finish``,

@@ -103,7 +103,8 @@ def test_callers_with_invented_keys_share_one_allowance_of_the_refusal_budget(
     refused_b = {
         (r["actor"], r["action"]) for r in rows if r["actor"] in (tenant_b_key, "tenant-b")
     }
-    assert refused_b == {(tenant_b_key, "audit"), ("tenant-b", "tool.call")}
+    # the core and the gateway name the key alike: one caller, one allowance
+    assert refused_b == {(tenant_b_key, "audit"), (tenant_b_key, "tool.call")}
 
 
 def test_the_key_rings_names_for_callers_without_a_valid_key_are_keyless() -> None:
@@ -117,6 +118,7 @@ def test_keyless_callers_share_one_allowance_apart_from_any_tenants() -> None:
     budget = RefusalBudget(per_minute=10, per_actor=2)
     invented = [budget.take(0.0, f"unknown-{i:08x}", keyless=True) for i in range(5)]
     assert invented == [True, True, False, False, False]
-    # a tenant named as a keyless caller is (the gateway names tenants) keeps its own share
+    # an actor merely named like the keyless one (a tenant called so, as an embedded gateway
+    # without keys names its callers) keeps its own share
     assert [budget.take(1.0, "anonymous") for _ in range(3)] == [True, True, False]
     assert budget.take(61.0, "unknown-new", keyless=True)  # a new minute, a new allowance
