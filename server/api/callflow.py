@@ -82,7 +82,7 @@ def _header_id(request: Client, name: str) -> str | None:
     if value is None:
         return None
     value = value.strip()
-    if not _ID.match(value):
+    if not _ID.fullmatch(value):
         raise ApiError(422, f"{name} must match {ID_PATTERN}", field=name)
     return value
 
@@ -98,7 +98,7 @@ def program_identity(extras: AgentExtras | None, request: Client) -> dict[str, A
         parents = tuple(extras.parent_ids)
     elif (raw := request.headers.get("x-parent-ids")) is not None:
         parents = tuple(p.strip() for p in raw.split(",") if p.strip())
-        if any(not _ID.match(p) for p in parents):
+        if any(not _ID.fullmatch(p) for p in parents):
             raise ApiError(422, f"X-Parent-Ids must be ids matching {ID_PATTERN}", field=raw)
     return {
         "program_id": program_id,
