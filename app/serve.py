@@ -84,10 +84,39 @@ class StartRefused(click.ClickException):
     exit_code = 2
 
 
+#: what uvicorn logs (``uvicorn.error``, at ERROR) once the lifespan's start-up has failed
+UVICORN_STARTUP_FAILED = "Application startup failed. Exiting."
+
+
+class _QuietOnStoreRefusal(logging.Filter):
+    """Drops uvicorn's own "startup failed" line when the store refused the start: ``serve``
+    says that refusal itself, in one line, and a second one saying only that something failed
+    reads as another error."""
+
+    def __init__(self, app: object) -> None:
+        super().__init__()
+        self._app = app
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        refused = isinstance(self._app, Litestar) and store_refusal(self._app) is not None
+        return not (refused and record.msg == UVICORN_STARTUP_FAILED)
+
+
 class StoreRefusalLifespan(LifespanOn):
-    """uvicorn's lifespan, less the traceback of a start-up the store refused (Litestar sends
-    it as the failure's message, which uvicorn logs): ``serve`` says that refusal in one line
-    once uvicorn has given up (:func:`store_refusal`). Any other failure keeps its traceback."""
+    """uvicorn's lifespan, less what uvicorn logs of a start-up the store refused (the
+    traceback Litestar sends as the failure's message, and uvicorn's "startup failed" line):
+    ``serve`` says that refusal in one line once uvicorn has given up (:func:`store_refusal`).
+    Any other failure keeps both."""
+
+    async def startup(self) -> None:
+        # a filter on uvicorn's logger for the start-up only: the line is logged there, in
+        # ``LifespanOn.startup``, with no hook of its own
+        quiet = _QuietOnStoreRefusal(self.config.app)
+        self.logger.addFilter(quiet)
+        try:
+            await super().startup()
+        finally:
+            self.logger.removeFilter(quiet)
 
     async def send(self, message: LifespanSendMessage) -> None:
         app = self.config.app

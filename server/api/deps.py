@@ -26,6 +26,7 @@ from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.server.api.auth import KeyRing, Principal
 from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.api.errors import OPERATOR_PATH, ApiError, audit_refusal
+from agentconsole.server.api.refusedcreates import RefusedCreates
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.observe import Observer
 from agentconsole.server.live.operator import OperatorDesk
@@ -52,6 +53,8 @@ class Live:
     desk: OperatorDesk
     whatif: WhatIfDesk
     started_at: float = field(default_factory=time.time)
+    #: creates refused after opening their program, whose retry is answered as they would be
+    refused_creates: RefusedCreates = field(default_factory=RefusedCreates)
 
 
 LiveDep = NamedDependency[SkipValidation[Live]]

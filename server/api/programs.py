@@ -8,7 +8,11 @@ operator key changes here (create, cancel, finish, a node) is audited like an op
 
 A create, a cancel and a finish are answered once their events have committed
 (:func:`_committed`): a client told that a program exists or has ended must find it so after
-a crash right after the answer.
+a crash right after the answer. When that wait (or an operator's audit row) is refused, the
+answer is 503 ``x-should-retry: true`` though the change took effect in memory, so the retry
+must get the answer the first attempt would have had: a finish and a cancel are idempotent,
+and a create's retry (same tenant, same body) is recognised by :mod:`refusedcreates` instead
+of being told 409 for the program its own first attempt opened.
 """
 
 from __future__ import annotations
@@ -21,11 +25,12 @@ from typing import Annotated, Any, Literal
 from litestar import Controller, get, post
 from litestar.params import JSONBody, PathParameter, QueryParameter
 
-from agentconsole.scheduler.program import Branch, NodeKind, Quotas, ToolSpec
+from agentconsole.scheduler.program import Branch, NodeKind, Program, Quotas, ToolSpec
 from agentconsole.server.api.auth import Principal
 from agentconsole.server.api.contract import contract
 from agentconsole.server.api.deps import Live, LiveDep, PrincipalDep
 from agentconsole.server.api.queryguard import strict_query
+from agentconsole.server.api.refusedcreates import create_request
 from agentconsole.server.api.schemas import ID_PATTERN, NodeCreate, ProgramCreate, ProgramFinish
 from agentconsole.server.live.views import node_json
 
@@ -65,24 +70,47 @@ class ProgramsController(Controller):
     async def create(
         self, data: JSONBody[ProgramCreate], live: LiveDep, principal: PrincipalDep
     ) -> JSON:
-        """Create a program for the caller's tenant (409 if the id exists)."""
+        """Create a program for the caller's tenant (409 if the id exists, unless this repeats
+        a create of the same tenant and body that opened it and was refused: see
+        :mod:`refusedcreates`)."""
         quotas = Quotas(**data.quotas.model_dump()) if data.quotas else None
+        refused, request = live.refused_creates, create_request(data)
+        opened: Program | None = None
 
         async def work() -> JSON:
-            if data.program_id is not None:
-                await live.service.check_new_id(principal.tenant, data.program_id, explicit=True)
-            program = live.service.open_program(
-                principal.tenant,
-                data.program_id,
-                deadline_s=data.deadline_s,
-                quotas=quotas,
-                labels=data.labels,
-            )
+            nonlocal opened
+            programs = live.service.controller.programs
+            existing = programs.get(data.program_id) if data.program_id is not None else None
+            if existing is not None and refused.is_retry(existing, principal.tenant, request):
+                program = existing
+            else:
+                if data.program_id is not None:
+                    await live.service.check_new_id(
+                        principal.tenant, data.program_id, explicit=True
+                    )
+                program = live.service.open_program(
+                    principal.tenant,
+                    data.program_id,
+                    deadline_s=data.deadline_s,
+                    quotas=quotas,
+                    labels=data.labels,
+                )
+            opened = program
             await _committed(live)
             return await live.queries.get_program(principal.scope, program.program_id)
 
         args = data.model_dump(exclude_none=True)
-        return await _acting(live, principal, "create", data.program_id or "", args, work)
+        try:
+            answer = await _acting(live, principal, "create", data.program_id or "", args, work)
+        except BaseException:
+            # open in memory, yet its client was not told so (503 retryable, or gone): its
+            # retry is to be answered as this would have been, not 409
+            if opened is not None:
+                refused.remember(opened, request)
+            raise
+        if opened is not None:
+            refused.answered(opened.program_id)
+        return answer
 
     @get("/", summary="List programs", guards=[strict_query])
     async def list_programs(

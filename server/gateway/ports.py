@@ -81,11 +81,13 @@ class ProgramPort(Protocol):
         quota; nothing is created then.
         """
 
-    async def tool_started(self, program_id: str, node_id: str) -> None:
+    async def tool_started(self, program_id: str, node_id: str, *, repeat: bool = False) -> None:
         """The tool of ``node_id`` starts executing now: the program waits on a tool.
 
-        Raises :class:`ProgramClosed` if the program was cancelled meanwhile; the gateway then
-        does not execute the tool.
+        ``repeat``: this repeats a start report that took effect but whose answer was refused
+        (503: its commit met a full disk), so a node already running is that start, not a
+        second one. Raises :class:`ProgramClosed` if the program was cancelled meanwhile; the
+        gateway then does not execute the tool.
         """
 
     async def tool_finished(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from agentconsole.scheduler.program import ToolSpec
 from agentconsole.server.gateway.audit import AuditActor, Auditor
@@ -31,6 +32,14 @@ from agentconsole.server.store.jsonutil import JSONValue
 
 #: Start times kept for reports whose finish never comes (oldest dropped first).
 MAX_OPEN_REPORTS = 100_000
+V = TypeVar("V")
+
+
+def _bounded_put(table: dict[tuple[str, str], V], key: tuple[str, str], value: V) -> None:
+    """``table[key] = value``, the oldest entry dropped first at :data:`MAX_OPEN_REPORTS`."""
+    if key not in table and len(table) >= MAX_OPEN_REPORTS:
+        table.pop(next(iter(table)))
+    table[key] = value
 
 
 class AgentReports:
@@ -48,6 +57,9 @@ class AgentReports:
         self._config = config
         self._committed = committed
         self._started: dict[tuple[str, str], float] = {}
+        #: starts that took effect and whose answer was refused (their commit failed: 503),
+        #: by (program, node) -> tool: a retry of one is that start, not a second (409)
+        self._unanswered: dict[tuple[str, str], str] = {}
 
     async def started(
         self,
@@ -73,14 +85,16 @@ class AgentReports:
                 await port.check_program(tenant, program_id, must_exist=True)
                 spec = compiled.definition.spec() if compiled is not None else ToolSpec(tool)
                 await port.ensure_tool_node(tenant, program_id, node_id, spec)
-                await port.tool_started(program_id, node_id)
+                repeat = self._unanswered.get((program_id, node_id)) == tool
+                await port.tool_started(program_id, node_id, repeat=repeat)
         except GatewayError as error:
             self._audit.rejected(actor, "tool.report", f"program:{program_id}", error, {})
             raise
-        if len(self._started) >= MAX_OPEN_REPORTS:
-            self._started.pop(next(iter(self._started)))
-        self._started[(program_id, node_id)] = time.monotonic()
+        key = (program_id, node_id)
+        _bounded_put(self._started, key, time.monotonic())
+        _bounded_put(self._unanswered, key, tool)  # until the answer below can be given
         await self._committed()
+        self._unanswered.pop(key, None)
         return {"program_id": program_id, "node_id": node_id, "tool": tool, "state": "running"}
 
     async def finished(

@@ -83,16 +83,19 @@ class ToolPort:
             raise NotFound(f"tool node {node_id!r} of {program_id!r} not found", field="node_id")
         return program, node
 
-    async def tool_started(self, program_id: str, node_id: str) -> None:
+    async def tool_started(self, program_id: str, node_id: str, *, repeat: bool = False) -> None:
         """The tool of ``node_id`` began running (NotFound for an unknown tool node, Conflict
-        when the program has stopped). When the program then waits on tools only, the
-        tool-wait policy decides what happens to its KV."""
+        when the program has stopped, or when the node runs already, unless ``repeat``: the
+        retry of a start that took effect and was answered 503). When the program then waits
+        on tools only, the tool-wait policy decides what happens to its KV."""
         svc = self.service
         program, node = self._tool(program_id, node_id)
         svc.require_running(program)
         if (program_id, node_id) in self._alias and node.state is NodeState.RUNNING:
             return  # inferred: it has been running since the model asked for it
         now = time.time()
+        if node.state is NodeState.RUNNING and repeat:
+            return  # its own refused start put it there: the retry is answered, not refused
         if node.state is NodeState.RUNNING:
             if (program_id, node.node_id) not in svc.orphaned_tools:
                 raise Conflict(f"tool node {node_id!r} is already running", field="node_id")

@@ -34,13 +34,10 @@ def _store_with_programs(db: Path) -> None:
         store.writer.flush().result(timeout=30)
 
 
-def test_damage_met_by_start_ups_reads_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    """Before: exit 3, after the lifespan's whole traceback (Litestar's, logged by uvicorn)."""
-    db = tmp_path / "store.duckdb"
-    _store_with_programs(db)
-    corrupt_a_block_of(db, "programs")
-    before = digest(*store_files(db))
-    serve = subprocess.run(
+def serve_sim_on(db: Path, cwd: Path, *, log_level: str) -> subprocess.CompletedProcess[str]:
+    """``agentconsole serve --runtime sim --port 0 --db db`` run to its end (a refused
+    start-up ends at once), logging at ``log_level``."""
+    return subprocess.run(
         [
             sys.executable,
             "-c",
@@ -56,9 +53,18 @@ def test_damage_met_by_start_ups_reads_is_one_line_and_exit_2(tmp_path: Path) ->
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "AGENTCONSOLE_SERVER__LOG_LEVEL": "info"},
-        cwd=tmp_path,
+        env={**os.environ, "AGENTCONSOLE_SERVER__LOG_LEVEL": log_level},
+        cwd=cwd,
     )
+
+
+def test_damage_met_by_start_ups_reads_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Before: exit 3, after the lifespan's whole traceback (Litestar's, logged by uvicorn)."""
+    db = tmp_path / "store.duckdb"
+    _store_with_programs(db)
+    corrupt_a_block_of(db, "programs")
+    before = digest(*store_files(db))
+    serve = serve_sim_on(db, tmp_path, log_level="info")
     output = serve.stdout + serve.stderr
     assert serve.returncode == 2, output
     assert "Traceback" not in output

@@ -76,7 +76,7 @@ class FakePort:
             raise ProgramNotFound(program_id, node_id)
         return program
 
-    async def tool_started(self, program_id: str, node_id: str) -> None:
+    async def tool_started(self, program_id: str, node_id: str, *, repeat: bool = False) -> None:
         program = self._node(program_id, node_id)
         if program.state != "running":
             raise _ended(program_id, program)
