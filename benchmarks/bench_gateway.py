@@ -48,7 +48,7 @@ class NullPort:
     ) -> None:
         return None
 
-    async def tool_started(self, program_id: str, node_id: str) -> None:
+    async def tool_started(self, program_id: str, node_id: str, *, repeat: bool = False) -> None:
         return None
 
     async def tool_finished(

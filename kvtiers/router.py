@@ -105,6 +105,12 @@ class ProgramRouter(Protocol):
         """The name it is chosen by (``--routing``)."""
         ...
 
+    @property
+    def places_by_score(self) -> bool:
+        """Whether a program not kept on its rank goes to the open ranks of lowest
+        :func:`route_cost` (so a probe can tell where it may land), or to any open rank."""
+        ...
+
     def route(self, program_id: str, prompt_tokens: int, holds: Holds, workers: WorkersOf) -> int:
         """The rank of the program's next call (``prompt_tokens`` its prompt)."""
         ...
@@ -160,6 +166,7 @@ class AffinityRouter(_Ranks):
     every placement without a pass over every mapped program per placement."""
 
     name: ClassVar[str] = "affinity"
+    places_by_score: ClassVar[bool] = True
 
     def __init__(self, size: int, weights: RouteWeights | None = None) -> None:
         super().__init__(size)
@@ -219,6 +226,7 @@ class RoundRobinRouter(_Ranks):
     baseline affinity is measured against."""
 
     name: ClassVar[str] = "round-robin"
+    places_by_score: ClassVar[bool] = False
 
     def __init__(self, size: int, weights: RouteWeights | None = None) -> None:
         super().__init__(size)

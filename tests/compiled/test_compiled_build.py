@@ -117,6 +117,7 @@ def test_the_simulator_and_scheduler_suites_pass_compiled(compiled: dict[str, st
         "tests/server/sim",
         "tests/server/test_driver_parity.py",
         "tests/server/test_routing_parity.py",
+        "tests/server/runtime/test_sim_door_credit.py",
     ]
     deselect = [arg for test in INSTRUMENTING for arg in ("--deselect", test)]
     pytest_args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", *suites, *deselect]

@@ -26,7 +26,8 @@ second old), and the adapter's own memory of each program's last context (``cont
   router (``ranks.RankRouter.likely_ranks``) would place it on now, by the placement rule's
   own score (cached tokens against load: the rank holding the prefix wins unless its load
   outweighs the prefix), and on a tie, or unpinned (SGLang's controller spreads calls round
-  robin), the least over the ranks it may go to; a context counts on a rank by that rank's
+  robin), the least over the ranks it may go to (``runtime/prefixcredit.py``: the rule
+  ``bench --replicas`` credits by too); a context counts on a rank by that rank's
   sweep, or, before one ran since, on the rank its program last ran on alone. The call is
   placed when it is sent, so the load may have changed by then. On CPU there is no slower
   tier (``slow_tokens`` 0). An estimate: a prefix held only by a context the adapter no
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from agentconsole.scheduler.runtime import MemoryView, PrefixProbe, ProgramContext, Prompt
+from agentconsole.server.runtime.prefixcredit import credited_prefix
 from agentconsole.server.runtime.sglang import wire
 from agentconsole.server.runtime.sglang.contexts import LastContext, ResidentOf
 from agentconsole.server.runtime.sglang.dataparallel import routed_calls
@@ -166,7 +168,9 @@ class KVView:
             ranks = self.router.likely_ranks(
                 program_id, salt, ids, len(ids), calls, contexts, placements
             )
-        return min(contexts.shared(salt, ids, self._resident_on(r, placements)) for r in ranks)
+        return credited_prefix(
+            ranks, lambda r: contexts.shared(salt, ids, self._resident_on(r, placements))
+        )
 
     def _resident_on(self, rank: int, placements: Sequence[Placement | None]) -> ResidentOf:
         """A remembered context's tokens resident on ``rank``: as that rank's sweep lists them

@@ -27,8 +27,9 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from agentconsole.kvtiers.router import AffinityRouter, RouteWeights, WorkerState, route_cost
+from agentconsole.kvtiers.router import AffinityRouter, RouteWeights, WorkerState
 from agentconsole.kvtiers.tiers import ALL_TIERS, Tier
+from agentconsole.server.runtime.prefixcredit import likely_ranks
 from agentconsole.server.runtime.sglang.contexts import ProgramContexts, as_ids
 from agentconsole.server.runtime.sglang.status import Placement
 
@@ -107,19 +108,20 @@ class RankRouter:
         placed now, changing nothing (a probe asks before the call is placed): its rank while
         it keeps it, else the open ranks of lowest ``route_cost``, all of them on a tie (the
         tie-break counts mapped programs, which may change before the call is placed). The
-        rule is ``AffinityRouter.route``'s, asked without its side effects."""
+        rule is ``AffinityRouter.route``'s, asked without its side effects, through
+        ``prefixcredit.likely_ranks``, which the simulator's ``ReplicaRouter`` asks too."""
         rank = self.rule.rank_of(program_id)
-        if (
+        kept = (
             rank is not None
             and rank not in self.drained
             and self._keeps(program_id, rank, contexts, placements)
-        ):
-            return [rank]
-        candidates = self.rule.open_ranks()
-        states = self._workers(candidates, program_id, salt, prompt, calls, contexts, placements)
-        costs = [route_cost(prompt_tokens, state, self.weights) for state in states]
-        lowest = min(costs)
-        return [r for r, cost in zip(candidates, costs, strict=True) if cost == lowest]
+        )
+
+        def workers(candidates: Sequence[int]) -> list[WorkerState]:
+            return self._workers(candidates, program_id, salt, prompt, calls, contexts, placements)
+
+        pinned = rank if kept else None
+        return likely_ranks(self.rule.open_ranks(), prompt_tokens, self.weights, workers, pinned)
 
     def ran_on(self, program_id: str) -> int | None:
         """The rank the program's latest call ran on (None: none known, or forgotten)."""

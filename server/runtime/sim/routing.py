@@ -9,7 +9,10 @@ program's context (some node of its last context that is its own is still cached
 A tool-wait ``recompute`` decision drops those nodes, so the program is placed again at its
 next call, as ``RankRouter.release`` does live; so is a program whose context was evicted. A
 program that ended is forgotten at once (:meth:`ReplicaRouter.forget`, the driver's
-``ProgramEnded``), as ``serve --dp`` forgets its rank.
+``ProgramEnded``), as ``serve --dp`` forgets its rank. What a new program's first prompt is
+credited with at the door is what the replicas the rule could place it on all hold
+(:meth:`ReplicaRouter.held_where_placed`, ``runtime/prefixcredit.py``), as ``serve --dp``
+credits it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from agentconsole.kvtiers.node import Block, Node
 from agentconsole.kvtiers.results import Match
 from agentconsole.kvtiers.router import RouteWeights, WorkerState, get_router
 from agentconsole.kvtiers.tiers import TierModel
+from agentconsole.server.runtime.prefixcredit import credited_prefix, likely_ranks
 from agentconsole.server.runtime.sim.carrier import holds_private
 from agentconsole.server.runtime.sim.costmodel import CostModel
 from agentconsole.server.runtime.sim.programs import ProgramRun
@@ -75,16 +79,7 @@ class ReplicaRouter:
         peeked: dict[int, Match] = {}
 
         def workers(ranks: Sequence[int]) -> list[WorkerState]:
-            out = []
-            for k in ranks:
-                engine = engines[k]
-                m = peeked[k] = engine.index.peek(tenant, blocks)
-                out.append(
-                    WorkerState(
-                        engine.name, m.tokens_by_tier, int(engine.prefill_load), engine.decode_load
-                    )
-                )
-            return out
+            return self._states(ranks, tenant, blocks, peeked)
 
         prompt = sum(b.tokens for b in blocks)
         e = self.rule.route(pid, prompt, self._holds, workers)
@@ -96,6 +91,49 @@ class ReplicaRouter:
         if self._routed % 4096 == 0:
             self._prune()
         return e, found
+
+    def held_where_placed(self, program_id: str, tenant: str, blocks: list[Block]) -> int:
+        """The tokens of a prompt ``blocks`` the program's next call would find cached (any
+        tier) where it may be placed now: the least over the replicas the rule could choose
+        (``runtime/prefixcredit.py``, the rule ``serve --dp`` credits a new program by).
+        Changes nothing."""
+        engines = self.engines
+        peeked: dict[int, Match] = {}
+
+        def held_on(k: int) -> int:
+            found = peeked.get(k)
+            if found is None:
+                found = peeked[k] = engines[k].index.peek(tenant, blocks)
+            return found.hit_tokens
+
+        if len(engines) == 1:
+            return held_on(0)
+        rank = self.rule.rank_of(program_id)
+        pinned = rank if rank is not None and self._holds(program_id, rank) else None
+
+        def workers(ranks: Sequence[int]) -> list[WorkerState]:
+            return self._states(ranks, tenant, blocks, peeked)
+
+        prompt = sum(b.tokens for b in blocks)
+        scored = workers if self.rule.places_by_score else None
+        ranks = likely_ranks(range(len(engines)), prompt, self.weights, scored, pinned)
+        return credited_prefix(ranks, held_on)
+
+    def _states(
+        self, ranks: Sequence[int], tenant: str, blocks: list[Block], peeked: dict[int, Match]
+    ) -> list[WorkerState]:
+        """The replicas ``ranks`` as the rule scores them for prompt ``blocks``: the prompt's
+        hits there by tier and the replica's load; each match is kept in ``peeked``."""
+        out = []
+        for k in ranks:
+            engine = self.engines[k]
+            m = peeked[k] = engine.index.peek(tenant, blocks)
+            out.append(
+                WorkerState(
+                    engine.name, m.tokens_by_tier, int(engine.prefill_load), engine.decode_load
+                )
+            )
+        return out
 
     def forget(self, program_id: str) -> None:
         """The program ended: its replica no longer counts it (``ProgramEnded``; live,

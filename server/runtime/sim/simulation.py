@@ -305,16 +305,23 @@ class Simulation:
         first = run.first_context()
         private = sum(b.tokens for b in first if not b.public)
         probe = None  # what the engines hold of it: asked only where the door's size needs it
-        if self.driver.door_open and not marks_public(private, sum(b.tokens for b in first)):
-            held = max(
-                (e.index.peek(program.tenant, first) for e in self.engines),
-                key=lambda match: match.hit_tokens,
-            )
-            probe = PrefixProbe(held.requested_tokens, cached_tokens=held.hit_tokens)
+        prompt = sum(b.tokens for b in first)
+        if self.driver.door_open and not marks_public(private, prompt):
+            probe = PrefixProbe(prompt, cached_tokens=self._held_at_arrival(run, first))
         slots = self._batch_slots
         memory = self._memory_tokens
         if self.driver.arrive(program.id, private, memory, now, held=probe, batch_slots=slots):
             self._start(run, now)
+
+    def _held_at_arrival(self, run: ProgramRun, first: list[Block]) -> int:
+        """What the engines hold of a new program's first prompt ``first``, for the door: only
+        the replica its first call runs on saves anything, so what all the replicas the
+        router could place it on hold, as ``serve --dp`` credits it. With several models the
+        selector picks the model when the call is sent: the most any engine holds."""
+        tenant = run.trace.tenant
+        if self.placer is not None:
+            return max(e.index.peek(tenant, first).hit_tokens for e in self.engines)
+        return self.router.held_where_placed(run.trace.id, tenant, first)
 
     def _start(self, run: ProgramRun, now: float) -> None:
         """Reveal the program's root nodes (it passed the admission door)."""
