@@ -104,10 +104,11 @@ def is_fatal(error: BaseException) -> bool:
     return isinstance(error, duckdb.FatalException) or "invalidated" in str(error)
 
 
-#: Why a file system refuses a write whatever is written: full, read-only, over quota, or
-#: failing. DuckDB puts the operating system's text in its message ("Failed to commit: Could
-#: not write file ".../store.duckdb.wal": No space left on device"), not the errno.
-STORAGE_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EIO)
+#: Why a file system refuses a write whatever is written: full, read-only, over quota, past
+#: the process's file-size limit (``RLIMIT_FSIZE``: "File too large"), or failing. DuckDB puts
+#: the operating system's text in its message ("Failed to commit: Could not write file
+#: ".../store.duckdb.wal": No space left on device"), not the errno.
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG, errno.EIO)
 _STORAGE_REASONS = tuple(os.strerror(number) for number in STORAGE_ERRNOS)
 
 

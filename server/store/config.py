@@ -2,7 +2,36 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+#: What DuckDB is told its automatic checkpoint threshold is: a WAL size never reached, so
+#: DuckDB never checkpoints inside a COMMIT. A checkpoint that cannot write (a full disk)
+#: invalidates the whole instance, and inside a COMMIT it strikes a batch that did commit
+#: (DuckDB 2.0.1: "Transaction COMMIT succeeded and is durable, but the autocheckpoint
+#: failed ... The database has been invalidated"), so the lanes checkpoint instead, at
+#: ``checkpoint_threshold``, where they can look for room first (``lane.py``). An exabyte
+#: (DuckDB's largest unit is TB, and its sizes are 64-bit). It also turns off DuckDB's "skip
+#: the WAL and checkpoint" path for big commits, which runs only when a checkpoint is due.
+DUCKDB_CHECKPOINT_THRESHOLD = "1000000TB"
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*")
+#: DuckDB's units for a size setting: KB, MB, GB, TB in powers of 1000, KiB... in 1024.
+_SIZE_UNITS = {
+    **dict.fromkeys(("b", "byte", "bytes"), 1),
+    **{letter: 1000**power for power, letter in enumerate("kmgt", 1)},
+    **{letter + "b": 1000**power for power, letter in enumerate("kmgt", 1)},
+    **{letter + "ib": 1024**power for power, letter in enumerate("kmgt", 1)},
+}
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a size as DuckDB's settings write it (``"2MB"``, ``"1.5 GiB"``, ``"512kb"``);
+    raises :class:`ValueError` for anything else."""
+    match = _SIZE.fullmatch(text.lower())
+    if match is None or match[2] not in _SIZE_UNITS:
+        raise ValueError(f"not a size: {text!r} (e.g. 2MB, 512KiB)")
+    return int(float(match[1]) * _SIZE_UNITS[match[2]])
 
 
 @dataclass(frozen=True, slots=True)
@@ -12,7 +41,7 @@ class StoreConfig:
     ``memory_limit`` is passed in the open-time configuration on purpose: a ``SET`` after
     connect takes effect only after WAL replay, and a replay that runs out of memory turns a
     restart into a crash loop. Leave head-room for replaying a full WAL
-    (``checkpoint_threshold``).
+    (``checkpoint_threshold``, more while checkpoints wait for disk space).
     """
 
     memory_limit: str = "1GB"
@@ -20,10 +49,14 @@ class StoreConfig:
     #: never takes both of a 2-core machine's cores from the serving thread (measured: the
     #: API's throughput 1,800-2,000 -> 2,150-2,600 calls/s, ingest 215 k -> 290 k events/s).
     threads: int = 1
-    #: WAL size that triggers DuckDB's automatic checkpoint inside a COMMIT (one setting for
-    #: both files). A checkpoint stalls its file's writes, so small and frequent beats large
-    #: and rare: with the event log's small row groups (``event_log.ROW_GROUP_SIZE``) a 2 MB
-    #: WAL checkpoints in 10-35 ms here, where DuckDB's default of 16 MB took 40-80 ms.
+    #: WAL size at which a writer lane checkpoints its file, after the batch that reached it
+    #: (one setting for both files; DuckDB's own automatic checkpoint is off in effect:
+    #: :data:`DUCKDB_CHECKPOINT_THRESHOLD`). Skipped while the disk lacks room for it, or a
+    #: lane holds a batch the files refused; the WAL then grows past it (``lane.py``). A
+    #: checkpoint stalls its file's writes, so small and frequent beats large and rare: with
+    #: the event log's small row groups (``event_log.ROW_GROUP_SIZE``) a 2 MB WAL checkpoints
+    #: in 10-35 ms here, where DuckDB's default of 16 MB took 40-80 ms. A size as DuckDB
+    #: writes one (:func:`parse_size`).
     checkpoint_threshold: str = "2MB"
     #: Most rows (events plus records) committed in one transaction.
     max_batch_rows: int = 5000
@@ -61,10 +94,18 @@ class StoreConfig:
     #: caller's process: tools, tests and benchmarks that open a store for a moment.
     own_process: bool = False
 
+    def __post_init__(self) -> None:
+        parse_size(self.checkpoint_threshold)  # a typo fails the open, not the lane's thread
+
+    @property
+    def checkpoint_threshold_bytes(self) -> int:
+        """:attr:`checkpoint_threshold` in bytes."""
+        return parse_size(self.checkpoint_threshold)
+
     def duckdb_config(self) -> dict[str, str | bool | int | float | list[str]]:
         """The ``config`` mapping for ``duckdb.connect``."""
         return {
             "memory_limit": self.memory_limit,
             "threads": str(self.threads),
-            "checkpoint_threshold": self.checkpoint_threshold,
+            "checkpoint_threshold": DUCKDB_CHECKPOINT_THRESHOLD,
         }

@@ -21,16 +21,29 @@ lane carries on as before. Closing while held makes one last try, then fails wha
 :meth:`WriterLane.give_up_holds` (the server begins to stop, and the requests waiting on the
 held batch must be answered before the HTTP server's grace period ends), while the lane,
 holding nothing, still takes writes.
+
+Checkpoints happen here only, never inside a COMMIT (DuckDB's automatic checkpoint is off in
+effect: ``config.DUCKDB_CHECKPOINT_THRESHOLD``): after a batch that took the WAL past
+``checkpoint_threshold``, and when the lane is idle. A checkpoint that cannot write
+invalidates the instance (the whole store stops until a restart), where a commit that cannot
+write only holds its batch, so none is started that the storage may refuse: none while a lane
+holds a batch, and none while the disk (or the process's file-size limit) leaves less room
+than the checkpoint may need (:func:`checkpoint_need`). Skipped, the WAL keeps growing until
+room comes back or the disk fills; then commits are refused and held, which the store
+survives.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import queue
+import resource
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -40,11 +53,48 @@ from agentconsole.server.store.config import StoreConfig
 from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.errors import StoreClosedError
 from agentconsole.server.store.ops import Op
+from agentconsole.server.store.preflight import wal_path
 from agentconsole.server.store.sqlconn import SqlConnection
 from agentconsole.server.store.stats import WriterStats
 
 log = logging.getLogger(__name__)
 _STOP = object()
+
+#: Room a checkpoint must find beyond its WAL's size. The WAL's size covers the rows: the
+#: store never updates in place (upserts delete and insert, ``bulk.py``), so a checkpoint
+#: writes the WAL's rows once, compressed (measured: 0.13-0.4 times the WAL in new blocks).
+#: The rest is what the WAL does not show: the file grows by whole 256 KiB blocks, the
+#: metadata and free list of every table touched are written anew before the old ones are
+#: freed, and the other lane's file on the same disk keeps committing meanwhile. Too much
+#: costs little (checkpoints stop a few MB sooner on a disk about to fill anyway); too
+#: little invalidates the store.
+CHECKPOINT_HEADROOM_BYTES = 8 * 1024 * 1024
+
+
+def checkpoint_need(wal_bytes: int) -> int:
+    """Bytes of room a checkpoint of a ``wal_bytes`` WAL must find before it runs."""
+    return wal_bytes + CHECKPOINT_HEADROOM_BYTES
+
+
+def room_to_grow(file: Path) -> int:
+    """Bytes ``file`` may still grow by: its file system's free space (what an unprivileged
+    writer may use, as ``shutil.disk_usage`` says; none on a read-only mount), capped by
+    this process's file-size limit (``RLIMIT_FSIZE``, e.g. systemd's ``LimitFSIZE=``: a
+    write past it fails with EFBIG; a database process inherits it). 0 when it cannot be
+    told. Reads metadata only: this process must not open the database file (``preflight``).
+    """
+    try:
+        fs = os.statvfs(file.parent)
+        size = file.stat().st_size
+    except OSError:
+        return 0
+    if fs.f_flag & os.ST_RDONLY:
+        return 0
+    room = fs.f_bavail * fs.f_frsize
+    limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if limit != resource.RLIM_INFINITY:
+        room = min(room, limit - size)
+    return max(room, 0)
 
 
 def settle(future: Future[Any], value: Any = None, error: BaseException | None = None) -> None:
@@ -63,9 +113,9 @@ class WriterLane:
     """Owns ``con`` from :meth:`start` until :meth:`stop` returns; see the module docstring.
 
     ``numbered`` maps each writer-numbered sequence (``"events"``, a table name) to the table
-    and column its committed maximum is read from; ``database`` is what ``CHECKPOINT`` names;
-    ``checkpoints_paused`` says when the idle checkpoint must wait (another lane on the same
-    disk holds a batch).
+    and column its committed maximum is read from; ``database`` is what ``CHECKPOINT`` names
+    (the connection's current database when empty); ``checkpoints_paused`` says when
+    checkpoints must wait (another lane on the same disk holds a batch).
     """
 
     def __init__(
@@ -100,6 +150,12 @@ class WriterLane:
         self._no_holds = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._seqs = self._load_seqs(numbered)
+        self._file = self._database_file(database)
+        self._wal = None if self._file is None else wal_path(self._file)
+        self._checkpoint_bytes = config.checkpoint_threshold_bytes
+        # Why checkpoints are being skipped (None while they run): logged when that begins and
+        # when it ends, not at every batch that finds it so.
+        self._checkpoints_skipped: str | None = None
         self.stats = WriterStats()
 
     def _load_seqs(self, numbered: dict[str, tuple[str, str]]) -> dict[str, int]:
@@ -112,6 +168,15 @@ class WriterLane:
             rows = self._con.execute(f"SELECT coalesce(max({column}), 0) FROM {table}").fetchall()
             seqs[key] = int(rows[0][0]) + 1
         return seqs
+
+    def _database_file(self, database: str) -> Path | None:
+        """The file this lane's ``CHECKPOINT`` writes (None in memory)."""
+        rows = self._con.execute(
+            "SELECT path FROM duckdb_databases()"
+            " WHERE database_name = coalesce(nullif(?, ''), current_database())",
+            [database],
+        ).fetchall()
+        return Path(rows[0][0]) if rows and rows[0][0] else None
 
     # ----------------------------------------------------------------- producer side
     def start(self) -> None:
@@ -240,7 +305,7 @@ class WriterLane:
             try:
                 items = self._take(idle)
             except queue.Empty:
-                if not self._maybe_checkpoint():
+                if not self._checkpoint_when_idle():
                     return
                 continue
             if items and items[-1] is _STOP:
@@ -252,6 +317,8 @@ class WriterLane:
                 Batch.collect(items).fail(StoreClosedError(self._closed_reason()), settle)
                 return
             if items and not self._process(items):
+                return
+            if not stopping and not self._checkpoint_when_wal_full():
                 return
         # offer() takes no lock (it is the hot path), so a fire-and-forget item can land
         # behind the stop sentinel: it is not written, but it is counted, not lost silently
@@ -439,18 +506,71 @@ class WriterLane:
         if self._on_death is not None:
             self._on_death(error)
 
-    def _maybe_checkpoint(self) -> bool:
+    def _checkpoint_when_idle(self) -> bool:
         """Checkpoint if anything committed since the last; False if that killed the lane."""
-        if self.stats.commits_since_checkpoint == 0 or self._checkpoints_paused():
+        if self.stats.commits_since_checkpoint == 0:
+            return True
+        return self._checkpoint_if_safe()
+
+    def _checkpoint_when_wal_full(self) -> bool:
+        """Checkpoint once the WAL has reached ``checkpoint_threshold``; False if that killed
+        the lane. One ``stat`` a batch below it."""
+        if self._wal_bytes() < self._checkpoint_bytes:
+            return True
+        return self._checkpoint_if_safe()
+
+    def _wal_bytes(self) -> int:
+        if self._wal is None:
+            return 0
+        try:
+            return self._wal.stat().st_size
+        except FileNotFoundError:  # a checkpoint removes it; the next commit makes it anew
+            return 0
+
+    def _checkpoint_if_safe(self) -> bool:
+        """Checkpoint unless the storage may refuse it (see the module docstring); False if it
+        killed the lane."""
+        if self._checkpoints_paused():
+            return True  # the hold's own log says why; retried once it ends
+        skip = self._no_room_for_checkpoint()
+        if skip is not None:
+            self._skip_checkpoints(skip)
             return True
         try:
             self.checkpoint_now()
         except duckdb.Error as error:
             if is_fatal(error):
-                # a checkpoint that could not write (a full disk) invalidates the instance:
-                # say so now, not at the next write, whose batch would be lost with it
+                # a checkpoint that could not write invalidates the instance: say so now,
+                # not at the next write, whose batch would be lost with it
                 self._die(error, Batch())
                 return False
-            # e.g. a reader holds a transaction; try again later
-            log.info("idle checkpoint of %s skipped: %s", self.name, error)
+            self._skip_checkpoints(str(error))  # e.g. a conflict; tried again later
+            return True
+        if self._checkpoints_skipped is not None:
+            log.warning("store writer %s checkpoints again", self.name)
+            self._checkpoints_skipped = None
         return True
+
+    def _no_room_for_checkpoint(self) -> str | None:
+        """Why the disk cannot take a checkpoint of this lane's file now, or None if it can."""
+        if self._file is None:
+            return None
+        wal = self._wal_bytes()
+        need = checkpoint_need(wal)
+        room = room_to_grow(self._file)
+        if room >= need:
+            return None
+        return (
+            f"{room:,} bytes of room left for {self._file}, and a checkpoint of its {wal:,}-byte "
+            f"WAL may need {need:,}"
+        )
+
+    def _skip_checkpoints(self, reason: str) -> None:
+        if self._checkpoints_skipped is None:
+            log.warning(
+                "store writer %s skips checkpoints: %s; writes go on into its WAL (held if the "
+                "disk fills) until a checkpoint can run",
+                self.name,
+                reason,
+            )
+        self._checkpoints_skipped = reason
