@@ -91,9 +91,15 @@ class AgentReports:
             self._audit.rejected(actor, "tool.report", f"program:{program_id}", error, {})
             raise
         key = (program_id, node_id)
-        _bounded_put(self._started, key, time.monotonic())
-        _bounded_put(self._unanswered, key, tool)  # until the answer below can be given
-        await self._committed()
+        if not repeat:  # a retry keeps the first start's time: the tool runs since then
+            _bounded_put(self._started, key, time.monotonic())
+        try:
+            await self._committed()
+        except BaseException:
+            # started, yet its agent was not told so: its retry is this start, not a second;
+            # recorded only now, so a concurrent start meanwhile is still a second one (409)
+            _bounded_put(self._unanswered, key, tool)
+            raise
         self._unanswered.pop(key, None)
         return {"program_id": program_id, "node_id": node_id, "tool": tool, "state": "running"}
 

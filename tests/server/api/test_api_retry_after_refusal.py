@@ -10,7 +10,8 @@ Now a create repeated by the same tenant with the same body, for the program a r
 create opened, is answered as that create would have been (201 once its rows commit, 503
 while the store still cannot); another tenant, another body, or a create of a program whose
 creation was answered 201 still gets 409. Finish and cancel were already honest (each is
-idempotent); an agent's tool start report is not (see the xfail below).
+idempotent); an agent's tool start report is now answered `running` on its retry, and keeps
+the first start's time.
 
 The disk fills at an exact point of the request: a hub subscriber, called as the state change
 emits its event, makes both lanes' commits fail as on a full disk and waits until the store
@@ -20,7 +21,10 @@ refused.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,8 @@ from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.scheduler.program import Program
 from agentconsole.server.api.refusedcreates import RefusedCreates, create_request
 from agentconsole.server.api.schemas import ProgramCreate
+from agentconsole.server.gateway.config import GatewayConfig
+from agentconsole.server.gateway.extension import GatewayExtension
 from tests.server.api.harness import OPERATOR, LiveServer, gateway_server, make_config, wait_until
 from tests.server.store.test_store_storage_full import NO_SPACE, RefusingCommits, refuse_commits
 
@@ -173,15 +179,55 @@ def test_a_tool_start_report_retried_after_its_503_is_answered_as_running(
             assert a.post("/v1/programs", json={"program_id": "cr-tool"}).status_code == 201
             start = {"node_id": "t1", "tool": "grep"}
             disk.fill_on(EventKind.TOOL_STARTED, "cr-tool")
+            started = time.monotonic()
             _refused_as_retryable(a.post("/v1/programs/cr-tool/tool-calls/start", json=start))
             assert disk.filled
             disk.free(anon)
+            time.sleep(0.5)  # the tool runs on while the agent waits to retry
             retried = a.post("/v1/programs/cr-tool/tool-calls/start", json=start)
             assert retried.status_code == 200, retried.text
             assert retried.json()["state"] == "running"
             # once answered, a start of the running node is a second start again
             again = a.post("/v1/programs/cr-tool/tool-calls/start", json=start)
             assert again.status_code == 409, again.text
+            finish = {"node_id": "t1", "outcome": "ok"}
+            finished = a.post("/v1/programs/cr-tool/tool-calls/finish", json=finish)
+            ran_s = time.monotonic() - started
+            assert finished.status_code == 200, finished.text
+        # measured from the first start, which took effect: not from its retry
+        assert ran_s >= finished.json()["latency_s"] >= 0.5
+
+
+def test_a_start_while_the_first_start_waits_for_its_commit_is_a_second_start(
+    tmp_path: Path,
+) -> None:
+    """Only a start whose answer was refused is retried: a concurrent start of the same node
+    while the first waits for its commit (a slow disk) is still told 409, so one tool does not
+    run twice."""
+    gateway = GatewayExtension(GatewayConfig(tenant_builtins=None))
+    with LiveServer(make_config(tmp_path / "two.duckdb"), extensions=[gateway]) as server:
+        server.wait_ready()
+        assert gateway.gateway is not None
+        reports = gateway.gateway.reports
+        commit = reports._committed
+        waiting = threading.Event()
+
+        async def slow_first_commit() -> None:
+            if not waiting.is_set():
+                waiting.set()
+                await asyncio.sleep(0.8)
+            await commit()
+
+        reports._committed = slow_first_commit
+        start = {"node_id": "t1", "tool": "grep"}
+        path = "/v1/programs/cr-two/tool-calls/start"
+        with server.client() as a, server.client() as b, ThreadPoolExecutor(1) as pool:
+            assert a.post("/v1/programs", json={"program_id": "cr-two"}).status_code == 201
+            first = pool.submit(a.post, path, json=start)
+            assert waiting.wait(10)  # the first start is waiting for its commit
+            second = b.post(path, json=start)
+            assert first.result(timeout=10).status_code == 200
+        assert second.status_code == 409, second.text
 
 
 def test_only_the_program_the_refused_create_opened_is_its_retrys() -> None:
