@@ -40,6 +40,8 @@ class Batch:
     ops: list[Op[Any]] = field(default_factory=list)
     results: list[Any] = field(default_factory=list)
     after_commit: list[Callable[[], None]] = field(default_factory=list)
+    #: what the committed ops updated in place (``Txn.updated_in_place``)
+    updated_in_place: dict[str, int] = field(default_factory=dict)
     first_seq: int = 0
 
     @classmethod
@@ -169,4 +171,5 @@ def apply_batch(
     if txn.wrote_result:
         crash.hit("after_result_commit_before_ack")
     batch.after_commit = txn.after_commit
+    batch.updated_in_place = txn.updated_in_place
     return seqs

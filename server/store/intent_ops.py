@@ -34,6 +34,14 @@ _INSERT = (
 _SET_STATE = (
     "UPDATE tool_intents SET state = ?, epoch = ?, error = ?, updated_at = ? WHERE tool_call_id = ?"
 )
+
+
+def _set_state(txn: Txn, params: list[object]) -> None:
+    """Run :data:`_SET_STATE` (an in-place update: noted for the lane's checkpoint room)."""
+    txn.con.execute(_SET_STATE, params)
+    txn.updated("tool_intents")
+
+
 _INSERT_RESULT = f"INSERT INTO tool_results ({', '.join(TOOL_RESULTS.names)}) VALUES (?, ?, ?, ?)"
 
 
@@ -139,7 +147,7 @@ class ClaimOp(Op[Claim]):
         if state is IntentState.RETRYABLE or (
             state is IntentState.IN_PROGRESS and reexecutable and self.book.expired(self.key)
         ):
-            txn.con.execute(_SET_STATE, ["in_progress", epoch + 1, None, txn.now, self.key])
+            _set_state(txn, ["in_progress", epoch + 1, None, txn.now, self.key])
             return self._arm(txn, epoch + 1)
         return _stored_claim(txn, self.key, row)
 
@@ -174,16 +182,16 @@ class FinishOp(Op[CommitOutcome]):
             return CommitOutcome.WRONG_STATE
         if self.result_json is not None:
             txn.con.execute(_INSERT_RESULT, [self.key, self.epoch, self.result_json, txn.now])
-            txn.con.execute(_SET_STATE, ["committed", self.epoch, None, txn.now, self.key])
+            _set_state(txn, ["committed", self.epoch, None, txn.now, self.key])
             txn.wrote_result = True
             claim = Claim(ClaimStatus.COMMITTED, self.key, self.epoch, self.result_json)
         elif self.in_doubt:
             state = IntentState.NEEDS_RECONCILE
-            txn.con.execute(_SET_STATE, [state.value, self.epoch, self.error, txn.now, self.key])
+            _set_state(txn, [state.value, self.epoch, self.error, txn.now, self.key])
             claim = Claim(ClaimStatus.NEEDS_RECONCILE, self.key, self.epoch, error=self.error)
         else:
             state = IntentState.RETRYABLE if self.retryable else IntentState.FAILED
-            txn.con.execute(_SET_STATE, [state.value, self.epoch, self.error, txn.now, self.key])
+            _set_state(txn, [state.value, self.epoch, self.error, txn.now, self.key])
             claim = Claim(
                 ClaimStatus.FAILED, self.key, self.epoch, error=self.error, retryable=self.retryable
             )
@@ -208,11 +216,11 @@ class ReconcileOp(Op[CommitOutcome]):
             return CommitOutcome.WRONG_STATE
         epoch = int(row[2]) + 1  # fences the executor that was in doubt
         if self.result_json is None:
-            txn.con.execute(_SET_STATE, ["retryable", epoch, row[5], txn.now, self.key])
+            _set_state(txn, ["retryable", epoch, row[5], txn.now, self.key])
             claim = Claim(ClaimStatus.FAILED, self.key, epoch, error=row[5], retryable=True)
         else:
             txn.con.execute(_INSERT_RESULT, [self.key, epoch, self.result_json, txn.now])
-            txn.con.execute(_SET_STATE, ["committed", epoch, None, txn.now, self.key])
+            _set_state(txn, ["committed", epoch, None, txn.now, self.key])
             txn.wrote_result = True
             claim = Claim(ClaimStatus.COMMITTED, self.key, epoch, self.result_json)
         txn.after_commit.append(lambda: self.book.finished(self.key, claim))

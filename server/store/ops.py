@@ -32,6 +32,14 @@ class Txn:
     #: Set by ops that insert or re-arm a tool intent / commit a tool result (crash points).
     wrote_intent: bool = False
     wrote_result: bool = False
+    #: Tables whose stored rows an op updated in place -> how many updates: a checkpoint
+    #: rewrites the updated columns of every row group touched, which the WAL's size does not
+    #: show (the lane's room check counts them).
+    updated_in_place: dict[str, int] = field(default_factory=dict)
+
+    def updated(self, table: str) -> None:
+        """An op updated one stored row of ``table`` in place."""
+        self.updated_in_place[table] = self.updated_in_place.get(table, 0) + 1
 
 
 class Op(Generic[T]):

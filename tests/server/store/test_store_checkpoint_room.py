@@ -25,6 +25,7 @@ import duckdb
 import pytest
 
 from agentconsole.server.store import Store, StoreConfig
+from agentconsole.server.store import lane as lane_module
 from agentconsole.server.store.batch import is_storage_failure
 from agentconsole.server.store.event_log import EVENTS
 
@@ -134,3 +135,29 @@ def test_the_checkpoint_size_is_read_as_duckdb_reads_it(text: str, size: int) ->
 def test_a_checkpoint_size_duckdb_would_not_take_fails_at_once() -> None:
     with pytest.raises(ValueError, match="not a size"):
         StoreConfig(checkpoint_threshold="2000")
+
+
+def test_intents_updated_in_place_count_in_the_room_a_checkpoint_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool intent's state change updates its row in place, and a checkpoint then rewrites
+    the updated columns of the row group (~1 MB) however small the WAL: the room check counts
+    one row group per update, at most every row group of the table."""
+    config = StoreConfig(idle_checkpoint_s=3600.0)  # no idle checkpoint meanwhile
+    with Store.open(tmp_path / "s.duckdb", config) as store:
+        for key in ("k1", "k2", "k3"):
+            claim = store.intents.claim(
+                key, "h", "prog", "node", "tool", side_effect=True, idempotent=False
+            ).result(timeout=10)
+            store.intents.commit(key, "{}", claim.epoch).result(timeout=10)
+        lane = store.writer._main
+        assert lane._updated_in_place == {"tool_intents": 3}
+        assert lane._rewritten_row_groups() == 1  # three rows, one row group
+        wal = lane._wal_bytes()
+        monkeypatch.setattr(lane_module, "room_to_grow", lambda _: lane_module.checkpoint_need(wal))
+        reason = lane._no_room_for_checkpoint()
+        assert reason is not None  # room for the WAL, not for the rewritten row group
+        assert f"{lane_module.checkpoint_need(wal, 1):,}" in reason
+        lane.checkpoint_now()  # the lane is idle: its connection is free
+        assert lane._updated_in_place == {}
+        assert lane._no_room_for_checkpoint() is None
