@@ -51,9 +51,11 @@ def test_abort_of_a_running_call_is_confirmed_and_nothing_arrives_after_it(
     assert all(t <= out["aborted_at"] for t, _ in out["seen"])  # nothing after abort()
     assert out["result"].finish_reason == "abort"
     assert out["result"].output_tokens == delivered
-    # the engine stopped within a step: at most the token in flight plus one more, each
-    # reported for the caller to charge as a ghost token
-    assert delivered <= out["engine_tokens"] <= delivered + 2
+    # the engine stopped promptly: of the 1500 tokens asked, a few past what had reached the
+    # caller (SGLang's scheduler runs ahead of its detokenizer and tokenizer manager; on a
+    # loaded 2-core host measured 3-20 tokens ahead), each reported for the caller to charge
+    # as a ghost token
+    assert delivered <= out["engine_tokens"] <= delivered + 64
     assert out["result"].produced_tokens == out["engine_tokens"]
     assert not out["in_tm"]  # the tokenizer manager forgot the request: it is gone
 
