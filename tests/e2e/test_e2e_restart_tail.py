@@ -78,7 +78,9 @@ def test_sigkill_before_the_rows_are_written_loses_nothing_the_events_hold(
             assert finished.status_code < 300, finished.text
             _chat(c, "late", "write")
             before = c.get("/v1/programs/late").json()
-        time.sleep(1.0)  # events commit within the event lane's 200 ms linger; rows wait an hour
+        # events commit within the event lane's 200 ms linger (longer while SGLang servers start
+        # beside this test on 2 cores); rows wait an hour
+        time.sleep(2.0)
     finally:
         first.proc.send_signal(signal.SIGKILL)
         first.proc.wait(30)
@@ -145,7 +147,7 @@ def test_the_model_each_node_ran_on_survives_a_sigkill(tmp_path: Path) -> None:
                 if text == "plan":  # a listing syncs the rows: the first node is in them
                     assert c.get("/v1/programs").status_code == 200
             before = c.get("/v1/programs/mm").json()["nodes"]
-        time.sleep(1.0)  # as above: the events are committed, the rows not
+        time.sleep(2.0)  # as above: the events are committed, the rows not
     finally:
         first.proc.send_signal(signal.SIGKILL)
         first.proc.wait(30)

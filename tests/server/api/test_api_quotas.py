@@ -74,9 +74,10 @@ def test_branch_quota_is_429(server: LiveServer) -> None:
 def test_wall_time_quota_cancels_within_a_second_and_403s(server: LiveServer) -> None:
     with server.client() as c:
         _open(c, "q-wall", wall_time_s=0.3)
-        started = time.monotonic()
         wait_until(lambda: c.get("/v1/programs/q-wall").json()["state"] == "cancelled", 3)
-        assert time.monotonic() - started < 0.3 + 1.0
+        # by the server's own clock: the client's polling on a loaded host is no part of it
+        program = c.get("/v1/programs/q-wall").json()
+        assert program["finished_at"] - program["created_at"] < 0.3 + 1.0
         refused = c.post(
             "/v1/chat/completions", json=chat_body(agentconsole={"program_id": "q-wall"})
         )
