@@ -177,9 +177,17 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
             "draining": float(service.draining),
         }
 
-    prometheus = PrometheusMetrics(
-        metrics, runtime.snapshot, gauges, counters=service.insertions.counters
-    )
+    def counters() -> dict[str, float]:
+        writer = store.writer.stats  # the lanes' ints, read across threads: a snapshot
+        return {
+            **service.insertions.counters(),
+            "store_commits_refused_total": writer.storage_failures,
+            "store_checkpoints_total": writer.checkpoints,
+            "store_checkpoints_skipped_total": writer.checkpoints_skipped,
+            "store_items_dropped_total": writer.dropped,
+        }
+
+    prometheus = PrometheusMetrics(metrics, runtime.snapshot, gauges, counters=counters)
     subscribers = (
         store.writer.emit,
         metrics.observe,

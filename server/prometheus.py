@@ -67,6 +67,16 @@ _COUNTER_HELP = {
     "prompt_insertions_total": "LLM calls whose prompt inserted tokens mid-prompt.",
     "prompt_inserted_tokens_total": "Tokens inserted mid-prompt.",
     "lost_reuse_tokens_total": "Prompt tokens prefilled again because of mid-prompt insertions.",
+    "store_commits_refused_total": (
+        "Store commits the disk refused (full, read-only), first tries and retries."
+    ),
+    "store_checkpoints_total": "Store checkpoints run.",
+    "store_checkpoints_skipped_total": (
+        "Store checkpoints due and not run (no room on the disk, a held batch)."
+    ),
+    "store_items_dropped_total": (
+        "Store rows and events given up (queue overflow, a disk refusing at shutdown)."
+    ),
 }
 _KV_KINDS = ("offloaded", "reloaded", "dropped", "evicted", "recomputed")
 log = logging.getLogger(__name__)

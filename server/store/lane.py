@@ -595,6 +595,7 @@ class WriterLane:
         return groups
 
     def _skip_checkpoints(self, reason: str) -> None:
+        self.stats.checkpoints_skipped += 1
         if self._checkpoints_skipped is None:
             log.warning(
                 "store writer %s skips checkpoints: %s; writes go on into its WAL (held if the "

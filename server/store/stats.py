@@ -33,6 +33,8 @@ class WriterStats:
     #: batch together
     storage_failures: int = 0
     checkpoints: int = 0
+    #: checkpoints due and not run: the disk lacked room, a batch was held, or DuckDB refused
+    checkpoints_skipped: int = 0
     commits_since_checkpoint: int = 0
     last_batch_rows: int = 0
     last_commit_s: float = 0.0

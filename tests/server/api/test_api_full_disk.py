@@ -7,6 +7,7 @@ dropped, the writer still reporting itself alive.
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -44,6 +45,12 @@ def test_a_full_disk_refuses_writes_and_loses_no_acknowledged_program(tmp_path: 
             assert refused.headers["x-should-retry"] == "true"
             listing = c.get("/v1/programs")  # reads still answer
             assert listing.status_code == 200, listing.text
+            # what an operator's alerts see: the refused commits, counted as they come
+            refusals = re.search(
+                r"^agentconsole_store_commits_refused_total (\S+)$", c.get("/metrics").text, re.M
+            )
+            assert refusals is not None
+            assert float(refusals.group(1)) >= 1
 
             for lane in lanes:
                 lane.refusing.clear()  # room again: the held rows commit, writes resume

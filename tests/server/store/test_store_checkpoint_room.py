@@ -158,6 +158,9 @@ def test_intents_updated_in_place_count_in_the_room_a_checkpoint_needs(
         reason = lane._no_room_for_checkpoint()
         assert reason is not None  # room for the WAL, not for the rewritten row group
         assert f"{lane_module.checkpoint_need(wal, 1):,}" in reason
+        assert lane._checkpoint_if_safe()  # skipped, the lane alive
+        assert store.writer.stats.checkpoints_skipped == 1  # counted for /metrics
+        assert lane._updated_in_place == {"tool_intents": 3}
         lane.checkpoint_now()  # the lane is idle: its connection is free
         assert lane._updated_in_place == {}
         assert lane._no_room_for_checkpoint() is None
