@@ -6,13 +6,14 @@ operator key changes here (create, cancel, finish, a node) is audited like an op
 (``OperatorDesk.run``: ``ok`` or ``refused: <why>``). On a runtime with data-parallel ranks
 (SGLang ``--dp N``) a program's nodes carry ``dp_rank`` (``ProgramQueries``).
 
-A create, a cancel and a finish are answered once their events have committed
-(:func:`_committed`): a client told that a program exists or has ended must find it so after
-a crash right after the answer. When that wait (or an operator's audit row) is refused, the
-answer is 503 ``x-should-retry: true`` though the change took effect in memory, so the retry
-must get the answer the first attempt would have had: a finish and a cancel are idempotent,
-and a create's retry (same tenant, same body) is recognised by :mod:`refusedcreates` instead
-of being told 409 for the program its own first attempt opened.
+A create, a cancel, a finish and a node's declaration are answered once their events have
+committed (:func:`_committed`): a client told that a program exists or has ended must find it
+so after a crash right after the answer. When that wait (or an operator's audit row) is
+refused, the answer is 503 ``x-should-retry: true`` though the change took effect in memory,
+so the retry must get the answer the first attempt would have had: a finish, a cancel and a
+declaration (the same node declared the same way) are idempotent, and a create's retry (same
+tenant, same body) is recognised by :mod:`refusedcreates` instead of being told 409 for the
+program its own first attempt opened.
 """
 
 from __future__ import annotations
@@ -215,12 +216,14 @@ class ProgramsController(Controller):
         live: LiveDep,
         principal: PrincipalDep,
     ) -> JSON:
-        """Declare a node (an LLM call or a tool call) and its parents."""
+        """Declare a node (an LLM call or a tool call) and its parents; declaring it again
+        exactly so answers the node (a retry), otherwise an existing id is 409. Committed
+        before the answer."""
 
         async def work() -> JSON:
             program = live.service.owned(principal.scope, program_id)
             tool = ToolSpec(data.tool) if data.tool else None
-            node = live.service.nodes.add(
+            node = live.service.nodes.declare(
                 program,
                 data.node_id,
                 NodeKind(data.kind),
@@ -229,6 +232,7 @@ class ProgramsController(Controller):
                 tool=tool,
                 branch=Branch(data.branch),
             )
+            await _committed(live)
             return node_json(node)
 
         args = data.model_dump(exclude_none=True)

@@ -4,6 +4,11 @@ Agents often name neither node nor parents. Then an LLM node's parents are the t
 added since the program's last LLM node (the results it reads), or that LLM node itself; a
 tool node's parent is the last LLM node (the call that asked for it). Node ids default to
 ``llm-<n>`` / ``tool-<n>``. A node id that exists is reused as a new attempt of that node.
+
+A declaration (``POST /v1/programs/{id}/nodes``) is idempotent: declaring a node again exactly
+as it was declared answers the node as it is, so that an agent may retry a declaration whose
+answer it never saw (a timeout, a 503 whose node was open in memory, a restart); declaring an
+existing id otherwise is a conflict.
 """
 
 from __future__ import annotations
@@ -20,6 +25,10 @@ from agentconsole.scheduler.program import (
 )
 from agentconsole.server.live.errors import Conflict, InvalidRequest, QuotaError
 from agentconsole.server.live.tenants import TenantBudgets
+
+
+def _tool_name(tool: ToolSpec | None) -> str | None:
+    return tool.name if tool is not None else None
 
 
 def default_parents(program: Program, kind: NodeKind) -> tuple[str, ...]:
@@ -75,6 +84,29 @@ class NodeBook:
             raise InvalidRequest(str(error), field="parents") from None
         except QuotaExceeded as error:
             raise QuotaError(program.program_id, error.quota, error.limit, error.value) from None
+
+    def declare(
+        self,
+        program: Program,
+        node_id: str | None,
+        kind: NodeKind,
+        parents: tuple[str, ...],
+        now: float,
+        *,
+        tool: ToolSpec | None = None,
+        branch: Branch = Branch.MAIN,
+    ) -> Node:
+        """The node an agent declares ahead (``add`` with the given parents), or the existing
+        ``node_id`` when this repeats its declaration: same kind, parents, tool and branch
+        (module docstring). Raises Conflict for an existing id declared otherwise."""
+        existing = program.nodes.get(node_id) if node_id is not None else None
+        if existing is None:
+            return self.add(program, node_id, kind, parents, now, tool=tool, branch=branch)
+        # the tool by name: running it may have refined the spec to the registered one
+        declared = (existing.kind, existing.parents, _tool_name(existing.tool), existing.branch)
+        if declared != (kind, parents, _tool_name(tool), branch):
+            raise Conflict(f"node {node_id!r} already exists, declared otherwise", field="node_id")
+        return existing
 
     def llm_node(
         self, program: Program, node_id: str | None, parents: tuple[str, ...] | None, now: float

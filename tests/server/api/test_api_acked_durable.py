@@ -1,8 +1,8 @@
 """A state change the client was told happened is durable when it is told: a program created,
-finished or cancelled (tenant and operator routes, an operator key on a tenant's route) and a
-tool start or end the agent reported are committed to the store before the answer, so a
-kill -9 right after it cannot bring the program back running or make it vanish (the event
-lane commits fire-and-forget events only every ~250 ms).
+finished or cancelled (tenant and operator routes, an operator key on a tenant's route), a node
+declared ahead, and a tool start or end the agent reported are committed to the store before
+the answer, so a kill -9 right after it cannot bring the program back running or make it
+vanish (the event lane commits fire-and-forget events only every ~250 ms).
 
 Checked in one process by reading, right after each answer and without flushing, what a
 start-up would rebuild from the store (``programs_to_restore``), and end to end by killing a
@@ -141,6 +141,23 @@ def test_an_acknowledged_create_is_committed_before_its_answer(
     assert program.state.value == "running"
 
 
+def test_a_declared_node_is_committed_before_its_answer(tmp_path: Path) -> None:
+    with (
+        gateway_server(tmp_path / "declared.duckdb", store_sync_s=3600.0) as server,
+        server.client() as tenant,
+    ):
+        assert tenant.post("/v1/programs", json={"program_id": "p"}).status_code == 201
+        _settle(server)
+        ahead = {"node_id": "t1", "kind": "tool", "tool": "grep", "parents": []}
+        answer = tenant.post("/v1/programs/p/nodes", json=ahead)
+        assert answer.status_code == 201, answer.text
+        program = _restored(server, "p")
+    assert program is not None
+    tool = program.nodes["t1"].tool
+    assert tool is not None
+    assert tool.name == "grep"
+
+
 TENANT = {"Authorization": "Bearer sk-tenant-a"}
 OPERATOR_KEY = {"Authorization": "Bearer sk-operator"}
 
@@ -177,6 +194,13 @@ def test_what_was_acknowledged_survives_a_kill_right_after_the_answer(tmp_path: 
         assert _killed_after(server, "/v1/programs", {"program_id": "made"}) == 201
         server = life()
         assert _state(server, "made") == "running"
+        ahead = {"node_id": "next", "kind": "llm", "parents": []}
+        assert _killed_after(server, "/v1/programs/made/nodes", ahead) == 201
+        server = life()
+        # the retry of a declaration whose answer was lost finds the node, as declared
+        again = httpx.post(f"{server.base_url}/v1/programs/made/nodes", headers=TENANT, json=ahead)
+        assert again.status_code == 201, again.text
+        assert again.json()["node_id"] == "next"
         assert _killed_after(server, "/v1/programs/made/finish", {"success": True}) == 200
         server = life()
         assert _state(server, "made") == "finished"

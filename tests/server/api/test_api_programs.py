@@ -40,7 +40,15 @@ def test_create_get_finish_and_dag(server: LiveServer) -> None:
         _call(c, "dag-1", "plan")
         tool = {"node_id": "search", "kind": "tool", "parents": ["plan"], "tool": "web"}
         assert c.post("/v1/programs/dag-1/nodes", json=tool).status_code == 201
-        assert c.post("/v1/programs/dag-1/nodes", json=tool).status_code == 409
+        # declaring it again the same way is a retry (the node as it is), otherwise 409
+        again = c.post("/v1/programs/dag-1/nodes", json=tool)
+        assert again.status_code == 201
+        assert again.json()["node_id"] == "search"
+        for other in ({"parents": []}, {"tool": "fetch"}, {"branch": "repair"}):
+            redeclared = c.post("/v1/programs/dag-1/nodes", json={**tool, **other})
+            assert redeclared.status_code == 409, other
+        as_llm = {"node_id": "search", "kind": "llm", "parents": ["plan"]}
+        assert c.post("/v1/programs/dag-1/nodes", json=as_llm).status_code == 409
         _call(c, "dag-1", "answer", ["plan", "search"])
         detail = c.get("/v1/programs/dag-1").json()
         assert {n["node_id"] for n in detail["nodes"]} == {"plan", "search", "answer"}

@@ -10,8 +10,8 @@ Now a create repeated by the same tenant with the same body, for the program a r
 create opened, is answered as that create would have been (201 once its rows commit, 503
 while the store still cannot); another tenant, another body, or a create of a program whose
 creation was answered 201 still gets 409. Finish and cancel were already honest (each is
-idempotent); an agent's tool start report is now answered `running` on its retry, and keeps
-the first start's time.
+idempotent), and so is a node's declaration (the same node declared the same way); an agent's
+tool start report is now answered `running` on its retry, and keeps the first start's time.
 
 The disk fills at an exact point of the request: a hub subscriber, called as the state change
 emits its event, makes both lanes' commits fail as on a full disk and waits until the store
@@ -168,6 +168,26 @@ def test_a_finish_or_cancel_retried_after_its_503_is_answered_as_done(
             retried = c.post(f"/v1/programs/cr-end/{verb}")
             assert retried.status_code == 200, retried.text
             assert retried.json()["state"] == state
+
+
+@pytest.mark.parametrize("key", ["sk-a", OPERATOR], ids=["tenant", "operator"])
+def test_a_declaration_retried_after_its_503_is_answered_with_its_node(
+    tmp_path: Path, key: str
+) -> None:
+    """The node the refused declaration added is answered on the retry, not 409."""
+    with LiveServer(make_config(tmp_path / "node.duckdb")) as server:
+        server.wait_ready()
+        disk = FillingDisk(server)
+        with server.client() as a, server.client(key) as c, server.client(None) as anon:
+            assert a.post("/v1/programs", json={"program_id": "cr-node"}).status_code == 201
+            ahead = {"node_id": "n1", "kind": "llm", "parents": []}
+            disk.fill_on(EventKind.NODE_ADDED, "cr-node")
+            _refused_as_retryable(c.post("/v1/programs/cr-node/nodes", json=ahead))
+            assert disk.filled
+            disk.free(anon)
+            retried = c.post("/v1/programs/cr-node/nodes", json=ahead)
+            assert retried.status_code == 201, retried.text
+            assert retried.json()["node_id"] == "n1"
 
 
 def test_a_tool_start_report_retried_after_its_503_is_answered_as_running(
