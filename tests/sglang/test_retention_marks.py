@@ -92,6 +92,39 @@ def test_a_recompute_and_a_release_keep_another_program_s_keep() -> None:
     assert getattr(tree.n2, UNTIL_ATTR) is None
 
 
+class _ForkTree:
+    """root -> shared -> {a, b}: two programs behind one system prompt, each with its own
+    turns."""
+
+    def __init__(self) -> None:
+        root = _Node(None, [])
+        self.shared = _Node(root, [1, 2, 3, 4])
+        self.a = _Node(self.shared, [5, 6])
+        self.b = _Node(self.shared, [7, 8, 9])
+
+    def match_prefix(self, params: Any) -> Any:
+        last = list(params.key.token_ids)[-1]
+        node = self.a if last == 6 else self.b
+        return SimpleNamespace(device_prefix_len=len(params.key.token_ids), last_device_node=node)
+
+    def resolve_node_handle(self, node: Any) -> Any:
+        return node
+
+
+def test_a_keep_counts_only_the_tokens_its_program_holds_alone() -> None:
+    """Two programs keeping their contexts behind one shared prompt hold the prompt once:
+    each is counted its own turns (as the simulator counts a keep: its private blocks), not
+    the whole path, which counted the shared prompt once per program."""
+    tree, book = _ForkTree(), RetentionBook()
+    book.note("A", _ctx([1, 2, 3, 4, 5, 6]))
+    book.note("B", _ctx([1, 2, 3, 4, 7, 8, 9]))
+    keep = RetentionHint(CacheAction.KEEP, 1000.0, seq=1)
+    book.apply(tree, {"A": keep, "B": keep})
+    assert book.kept_tokens(0.0) == {"A": 2, "B": 3}
+    # a keep still marks the whole path: the shared prompt is kept while either waits
+    assert getattr(tree.shared, UNTIL_ATTR) == 1000.0
+
+
 #: every hint action -> (its node mark for a deadline of 1000.0, whether it marks the whole path)
 _EXPECTED_MARKS: dict[str, tuple[float | None, bool]] = {
     CacheAction.KEEP: (1000.0, True),

@@ -177,12 +177,15 @@ def mark_context(
     tree_cache: Any, ctx: Context, until: float | None, *, whole_path: bool, owner: str = ""
 ) -> int:
     """Mark the cached path of ``ctx`` with deadline ``until`` (``DROPPED`` = evict first,
-    None = ordinary) as ``owner``'s mark (:func:`set_mark`); returns the tokens marked (0 when
-    nothing of it is cached).
+    None = ordinary) as ``owner``'s mark (:func:`set_mark`); returns the tokens of the
+    context's exclusive suffix, which only it holds (0 when nothing of it is cached).
 
     Requires the Python tree core (nodes are Python objects that accept an attribute).
     ``whole_path=False`` stops below the deepest node another sequence continues from, so only
-    the context's exclusive suffix is marked.
+    the exclusive suffix is marked. The count is that suffix either way: a shared prefix kept
+    by many programs is one copy in memory, and the simulator counts a ``keep`` by the
+    program's private blocks alike (``kvstate.retained_tokens``); summing whole paths counted
+    a system prompt once per program that kept it.
     """
     params = symbols.load(symbols.MATCH_PARAMS)
     result = tree_cache.match_prefix(params(key=radix_key(ctx)))
@@ -193,17 +196,14 @@ def mark_context(
     while node is not None and node.parent is not None:
         path.append(node)
         node = node.parent
-    if not whole_path:
-        # a node other sequences continue from is shared: it and everything above it stay
-        for i, n in enumerate(path):
-            if len(n.children) > (0 if i == 0 else 1):
-                path = path[:i]
-                break
-    tokens = 0
-    for n in path:
+    # a node other sequences continue from is shared: it and everything above it are not
+    # this context's alone
+    exclusive = next(
+        (i for i, n in enumerate(path) if len(n.children) > (0 if i == 0 else 1)), len(path)
+    )
+    for n in path if whole_path else path[:exclusive]:
         set_mark(n, owner, until)
-        tokens += len(n.key) if n.key is not None else 0
-    return tokens
+    return sum(len(n.key) for n in path[:exclusive] if n.key is not None)
 
 
 class RetentionBook:

@@ -58,7 +58,7 @@ class SchedulerStatus:
     kv_bytes_per_token: int = 0
     #: requests the scheduler runs at once (SGLang's ``max_running_requests``)
     batch_slots: int = 0
-    retained_tokens: dict[str, int] = field(default_factory=dict)  # program -> kept tokens
+    retained_tokens: dict[str, int] = field(default_factory=dict)  # program -> kept, its own
     tenant_service_s: dict[str, float] = field(default_factory=dict)
     #: HiCache's host tier (GPU only; zero without HiCache)
     host_used_tokens: int = 0
