@@ -5,7 +5,8 @@ is unit-tested on its own. For tickets as queued the order is exactly the simula
 each waiting call ``FairnessGuard.effective_key(ticket, policy.key(ticket, now), now,
 underserved)`` with the same policy objects (``get_policy``) and the same guard, ties broken
 by arrival in the scheduler. Unlike the simulator's queue, which keys a call once when it is
-queued, the plugin also refreshes a waiting call's cache inputs with the tree's live match
+queued, the plugin keys every waiting call again on each pass (a deadline's or a drain's
+slack shrinks as the call waits) and refreshes its cache inputs with the tree's live match
 (:func:`refreshed`), since the real cache moves while the call waits. Two tiers are added
 behind the guard's three (0 starving, 1 underserved tenant, 2 normal):
 
