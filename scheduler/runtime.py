@@ -364,8 +364,12 @@ class Runtime(Protocol):
         """What the engine holds of ``prompt`` for ``program_id`` (tenant ``namespace``)."""
         ...
 
-    def memory(self) -> MemoryView:
-        """The engine's KV memory and queue now."""
+    def memory(self, program_id: str | None = None) -> MemoryView:
+        """The engine's KV memory and queue now. None: the whole runtime's (every rank and
+        model summed: what the program door sizes a new program against). A program: the
+        memory of the engine its calls run on (its data-parallel rank, its latest model), the
+        view ``bench`` gives the driver of the replica the program last ran on; the whole
+        runtime's while it has run nowhere yet."""
         ...
 
     def context_of(self, program_id: str) -> ProgramContext | None:

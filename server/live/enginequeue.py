@@ -1,9 +1,10 @@
 """What the engines run while calls wait in their queue: the batch that prices the drain on
 a call's ticket (``scheduler/backlog.py``).
 
-Read from each runtime's memory view, at most every ``READ_EVERY_S`` per runtime: on SGLang a
-read parses the plugin's status file, which the plugin publishes about as often, so reading it
-for every call would cost the API its overhead budget and tell nothing newer.
+Read from each runtime's memory view, at most every ``READ_EVERY_S`` per runtime (and per
+program whose engine is asked for: a data-parallel rank's queue is its own): on SGLang a read
+parses the plugin's status file, which the plugin publishes about as often, so reading it for
+every call would cost the API its overhead budget and tell nothing newer.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from agentconsole.scheduler.runtime import MemoryView, Runtime
 
 #: how old a runtime's memory view may be before the next call reads it again
 READ_EVERY_S = 0.05
+#: views kept before those older than ``READ_EVERY_S`` are dropped (one per model, and one per
+#: program that asked within the last ``READ_EVERY_S``: a busy server must not keep them all)
+_VIEWS_KEPT = 256
 
 
 class EngineQueues:
@@ -27,19 +31,34 @@ class EngineQueues:
     ) -> None:
         self._runtimes = runtimes
         self._clock = clock
-        self._read: dict[str, tuple[float, MemoryView]] = {}
+        #: (model, program or None: the whole runtime) -> (when read, its view)
+        self._read: dict[tuple[str, str | None], tuple[float, MemoryView]] = {}
 
-    def behind(self, model: str) -> int:
-        """The calls every model's engines run now if ``model``'s queue is a backlog (as long
-        as its batch at least), else 0 (``backlog.drain_batch``). Every model's: the backlog
-        counts every program's remaining calls, whichever model they go to."""
-        here = self._view(model)
+    def behind(self, model: str, program_id: str | None = None) -> int:
+        """The calls every model's engines run now if the queue the call waits in is a
+        backlog (as long as its batch at least), else 0 (``backlog.drain_batch``). The queue:
+        that of the engine of ``model`` the program runs on (its data-parallel rank, as
+        ``bench --replicas`` asks of the replica a call is placed on), ``model``'s whole
+        runtime's for no program or one that ran nowhere yet. Every model's batch: the
+        backlog counts every program's remaining calls, whichever model they go to."""
+        here = self._view(model, program_id)
         running = (self._view(name).running_calls for name in self._runtimes)
         return drain_batch(here.queued_calls, here.running_calls, running)
 
-    def _view(self, model: str) -> MemoryView:
+    def _view(self, model: str, program_id: str | None = None) -> MemoryView:
+        """``model``'s runtime's memory (of ``program_id``'s engine when given), read again
+        once older than ``READ_EVERY_S``."""
         now = self._clock()
-        read = self._read.get(model)
+        key = (model, program_id)
+        read = self._read.get(key)
         if read is None or now - read[0] >= READ_EVERY_S:
-            read = self._read[model] = (now, self._runtimes[model].memory())
+            view = self._runtimes[model].memory(program_id)
+            if read is None and len(self._read) >= _VIEWS_KEPT:
+                self._forget_stale(now)
+            read = self._read[key] = (now, view)
         return read[1]
+
+    def _forget_stale(self, now: float) -> None:
+        """Drop the views older than ``READ_EVERY_S`` (they would be read again anyway)."""
+        for key in [k for k, (at, _) in self._read.items() if now - at >= READ_EVERY_S]:
+            del self._read[key]

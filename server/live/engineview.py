@@ -16,8 +16,11 @@ class RuntimeView:
         self.runtime = runtime
 
     def memory(self, program_id: str, now: float) -> MemoryView:
-        del program_id, now  # one engine: the same memory for every program
-        return self.runtime.memory()
+        """The memory of the engine the program runs on (its data-parallel rank, its latest
+        model: the replica ``bench`` shows the driver), the whole runtime's while it ran
+        nowhere yet."""
+        del now  # the runtime's view is of its own now
+        return self.runtime.memory(program_id)
 
     def context(self, program_id: str, now: float) -> ProgramContext | None:
         del now

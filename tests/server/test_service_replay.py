@@ -112,7 +112,9 @@ def test_serve_prices_the_drain_by_the_batch_running_while_a_backlog_waits() -> 
         runtime = SimLiveRuntime(COST, time_scale=0.0, output_tokens=8)
         await runtime.start()
         memory = runtime.memory
-        runtime.memory = lambda: replace(memory(), queued_calls=queued, running_calls=3)  # type: ignore[method-assign]
+        runtime.memory = lambda program_id=None: replace(  # type: ignore[method-assign]
+            memory(program_id), queued_calls=queued, running_calls=3
+        )
         service = ProgramService(runtime, EventHub(), door=DoorSettings(enabled=False))
         service.runtime_ready.set()
         told: list[tuple[int, float]] = []
@@ -148,7 +150,8 @@ def test_the_engines_queues_are_read_at_most_every_few_ms_and_sum_every_models_b
             self.view = MemoryView(0, 0, queued_calls=queued, running_calls=running)
             self.reads = 0
 
-        def memory(self) -> MemoryView:
+        def memory(self, program_id: str | None = None) -> MemoryView:
+            del program_id  # one engine: the same for every program
             self.reads += 1
             return self.view
 

@@ -190,7 +190,14 @@ class FleetRuntime:
         model = models[-1] if models else self.default
         return self.members[model].probe(program_id, prompt, namespace)
 
-    def memory(self) -> MemoryView:
+    def memory(self, program_id: str | None = None) -> MemoryView:
+        """Every engine's memory summed (None, or a program that ran on none yet: the door
+        sizes a new program against all of it); a program's: its latest model's engine's
+        view of it (that engine holds its context and runs its next call, as ``bench`` shows
+        the driver the replica a program last ran on)."""
+        models = self._programs.get(program_id) if program_id is not None else None
+        if models:
+            return self.members[models[-1]].memory(program_id)
         return merged_memory({n: r.memory() for n, r in self.members.items()})
 
     def context_of(self, program_id: str) -> ProgramContext | None:

@@ -9,7 +9,9 @@ second old), and the adapter's own memory of each program's last context (``cont
   what the ``agentconsole`` eviction strategy keeps for programs in tool wait; the queued
   demand is the prompt tokens of calls waiting in SGLang plus those the adapter holds that
   SGLang has not registered yet; with HiCache (GPU only, untested here) the host tier's
-  capacity.
+  capacity. With data-parallel ranks, every rank's summed; ``memory(program_id)``: the rank
+  the program last ran on alone (the driver's tool-wait and parking decisions, as
+  ``bench --replicas`` decides them on the program's replica).
 * ``context_of()``: the program's last context as resident now, split into its exclusive
   suffix (private) and a prefix other sequences share, as the plugin measured it.
 * ``probe()``: the common prefix of the prompt with the program's last context (the prompt's
@@ -85,21 +87,47 @@ class KVView:
             return None
         return self.state_dir / "prometheus"
 
-    def memory(self) -> MemoryView:
+    def memory(self, program_id: str | None = None) -> MemoryView:
         """The engine's KV pool and queue now (from the plugin's status; without the plugin,
-        the configured pool and the adapter's own calls)."""
+        the configured pool and the adapter's own calls). With data-parallel ranks and
+        ``program_id``: the pool and queue of the rank the program last ran on (its own radix
+        cache and batch, as ``bench --replicas`` shows the driver its replica's); every rank's
+        summed when no rank is known for it (a new program, unpinned ranks) or that rank has
+        not reported yet."""
+        rank = self._rank_of_program(program_id)
+        if rank is not None:
+            statuses = self.rank_files.statuses()
+            status = statuses[rank] if rank < len(statuses) else None
+            if status is not None:
+                return self._memory_of(status, [c for c in self._calls.values() if c.rank == rank])
         status = self.read_status()
-        pending = [c for c in self._calls.values() if c.first_at is None]
+        calls = list(self._calls.values())
         if status is None:
+            pending = [c for c in calls if c.first_at is None]
             capacity = self.settings.max_total_tokens or 0
             return MemoryView(
                 hbm_capacity_tokens=capacity,
                 free_tokens=capacity,
                 queued_tokens=float(sum(_prompt_tokens(c) for c in pending)),
                 queued_calls=len(pending),
-                running_calls=len(self._calls) - len(pending),
+                running_calls=len(calls) - len(pending),
                 batch_slots=self.settings.max_running_requests or 0,
             )
+        return self._memory_of(status, calls)
+
+    def _rank_of_program(self, program_id: str | None) -> int | None:
+        """The data-parallel rank whose memory answers for ``program_id``: the rank its latest
+        call ran on, else the rank it is placed on (None: one rank, unpinned ranks, no program
+        or none known for it)."""
+        if self.router is None or program_id is None:
+            return None
+        ran_on = self.router.ran_on(program_id)
+        return ran_on if ran_on is not None else self.router.rank_of(program_id)
+
+    def _memory_of(self, status: SchedulerStatus, calls: Sequence[SGLangStream]) -> MemoryView:
+        """``status``'s pool and queue (one rank's, or every rank's merged), with those of
+        ``calls`` (the adapter's calls sent there) that it does not list yet as queued."""
+        pending = [c for c in calls if c.first_at is None]
         known = {q.rid for q in status.queued} | {r.rid for r in status.running}
         waiting_here = [c for c in pending if c.rid not in known]  # being tokenized or held
         queued = sum(q.prompt_tokens for q in status.queued)

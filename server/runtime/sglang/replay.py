@@ -174,7 +174,7 @@ class LiveReplay:
             now,
             prompt_tokens=total,
             cached_tokens=cached,
-            queued_behind=self._queues.behind(""),
+            queued_behind=self._queues.behind("", trace.id),
         )
         request = GenerationRequest(
             ticket,

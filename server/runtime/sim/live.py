@@ -358,8 +358,10 @@ class SimLiveRuntime:
             lost_tokens=max(common - found.hit_tokens, 0),
         )
 
-    def memory(self) -> MemoryView:
-        """The engine's KV memory and queue now (engine clock)."""
+    def memory(self, program_id: str | None = None) -> MemoryView:
+        """The engine's KV memory and queue now (engine clock); one engine: the same for
+        every program."""
+        del program_id
         return memory_view(self.engine, self._now())
 
     def context_of(self, program_id: str) -> ProgramContext | None:

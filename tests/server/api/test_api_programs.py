@@ -44,7 +44,12 @@ def test_create_get_finish_and_dag(server: LiveServer) -> None:
         again = c.post("/v1/programs/dag-1/nodes", json=tool)
         assert again.status_code == 201
         assert again.json()["node_id"] == "search"
-        for other in ({"parents": []}, {"tool": "fetch"}, {"branch": "repair"}):
+        others: list[dict[str, object]] = [
+            {"parents": []},
+            {"tool": "fetch"},
+            {"branch": "repair"},
+        ]
+        for other in others:
             redeclared = c.post("/v1/programs/dag-1/nodes", json={**tool, **other})
             assert redeclared.status_code == 409, other
         as_llm = {"node_id": "search", "kind": "llm", "parents": ["plan"]}
