@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.scheduler.program import Node, NodeKind, Program
-from agentconsole.scheduler.runtime import GenerationRequest, Prompt
+from agentconsole.scheduler.runtime import GenerationRequest, PrefixProbe, Prompt
 from agentconsole.server.live.calls import LiveCall
 from agentconsole.server.live.door import ClientGone
 from agentconsole.server.live.errors import (
@@ -145,7 +145,7 @@ class CallIntake:
         # none. Each candidate model reads the prompt in its own format and tokens.
         prompts, budgets = self._prompts(chat)
         identity = await self._identify(tenant, chat)
-        now = await self._admit(tenant, identity.program, next(iter(prompts.values())), gone)
+        now = await self._admit(tenant, identity.program, prompts, gone)
         queued = self._queue(tenant, chat, identity, prompts, budgets, now)
         call = self._submit(tenant, chat, identity.program, queued)
         if identity.chain is not None:
@@ -189,17 +189,22 @@ class CallIntake:
         return _CallIdentity(svc.program_for_call(tenant, chat.program_id, chat), parents, None)
 
     async def _admit(
-        self, tenant: str, program: Program, prompt: Prompt, gone: ClientGone | None
+        self,
+        tenant: str,
+        program: Program,
+        prompts: dict[str, Prompt],
+        gone: ClientGone | None,
     ) -> float:
         """Let the call in and return the time it was let in: the program still runs and is
         within its quotas, the tenant within its limits, then the door (which may park the
-        call); the tenant's limits are checked again after the door's wait, a refusal there
-        giving back the program's door share."""
+        call; ``prompts``: the call's prompt per candidate model); the tenant's limits are
+        checked again after the door's wait, a refusal there giving back the program's door
+        share."""
         svc = self.service
         svc.require_running(program)
         await svc.check_quotas(program, time.time())
         svc.tenants.check_call(tenant, time.time())
-        await self._door(program, prompt, gone)
+        await self._door(program, prompts, gone)
         now = time.time()
         # again after the door's wait: calls admitted meanwhile hold their share of the minute
         # (from here to the call's reservation nothing awaits, so none passes unseen)
@@ -234,7 +239,7 @@ class CallIntake:
         max_tokens = budgets[model]  # the default may have shrunk to this model's room
         elsewhere = svc.models.cached_elsewhere(pid, tenant, model, prompt) if labels else 0
         probe = svc.models.runtime_of(model).probe(pid, prompt, tenant)
-        behind = svc.models.queued_behind(model)
+        behind = svc.models.queued_behind(model, pid)
         ticket = svc.driver.queue_call(
             pid, nid, probe, now, private_tokens=prompt.private_tokens, queued_behind=behind
         )
@@ -343,8 +348,11 @@ class CallIntake:
             labels["predicted_finish_s"] = choice.finish_s[choice.chosen]
         return choice.chosen, labels
 
-    async def _door(self, program: Program, prompt: Prompt, gone: ClientGone | None) -> None:
-        """Let the call through the program door: a new program when the driver starts it, a
+    async def _door(
+        self, program: Program, prompts: dict[str, Prompt], gone: ClientGone | None
+    ) -> None:
+        """Let the call through the program door: a new program when the driver starts it
+        (sized by its first candidate's prompt, less what :meth:`_held_at_door` credits), a
         started one at once unless the started programs outgrew memory and the driver parks
         it at this call boundary (``DoorRoom.wait``: 503 after the wait limit)."""
         svc = self.service
@@ -366,7 +374,8 @@ class CallIntake:
             # tools, or declared its LLM nodes ahead, comes to the door with its first call
             return
         else:
-            held = svc.runtime.probe(pid, prompt, program.tenant)
+            prompt = next(iter(prompts.values()))
+            held = self._held_at_door(pid, program.tenant, prompt, prompts)
             memory = svc.runtime.memory()
             tokens, slots = memory.memory_tokens, memory.batch_slots
             now = time.time()
@@ -378,6 +387,20 @@ class CallIntake:
         if svc.closing:  # woken by the server's shutdown
             raise ShuttingDown()
         svc.require_running(program)  # it may have been cancelled while at the door
+
+    def _held_at_door(
+        self, program_id: str, tenant: str, prompt: Prompt, prompts: dict[str, Prompt]
+    ) -> PrefixProbe:
+        """What the engines hold of a new program's first ``prompt``, for the door; changes
+        nothing. One model: its runtime's probe (with ``--dp``, the replicas' rule). Several:
+        the call may run on any candidate of ``prompts``, so what the least of them holds of
+        its own prompt (``ModelDesk.held_for_new_program``, the rule ``bench --models``
+        credits by); the fleet's own probe asks only the default model."""
+        svc = self.service
+        if not svc.models.multi:
+            return svc.runtime.probe(program_id, prompt, tenant)
+        held = svc.models.held_for_new_program(program_id, tenant, prompts)
+        return PrefixProbe(prompt.tokens, cached_tokens=held)
 
     def _inferred(
         self, tenant: str, hashes: list[bytes], chat: ChatCall

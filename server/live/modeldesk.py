@@ -32,6 +32,7 @@ from agentconsole.scheduler.models import (
     output_tokens,
     role_map,
 )
+from agentconsole.scheduler.models.doorcredit import least_over_models, likely_models
 from agentconsole.scheduler.runtime import Prompt, Runtime
 from agentconsole.server.live.enginequeue import EngineQueues
 from agentconsole.server.live.errors import InvalidRequest, NotFound
@@ -94,6 +95,19 @@ class ModelDesk:
         probes = (self.runtimes[m].probe(program_id, prompt, tenant) for m in others)
         return max((p.cached_tokens for p in probes), default=0)
 
+    def held_for_new_program(
+        self, program_id: str, tenant: str, prompts: Mapping[str, Prompt]
+    ) -> int:
+        """The tokens of a new program's first prompt the door credits as cached (any tier):
+        its first call may run on any candidate (``prompts``: each with the prompt in its own
+        tokens), so the least over them of what each model's runtime credits
+        (``runtime/prefixcredit.py``, the rule ``bench --models`` credits it by; a model's
+        own probe applies the replicas' rule). Changes nothing."""
+        return least_over_models(
+            likely_models(tuple(prompts), self.by_name),
+            lambda name: self.runtimes[name].probe(program_id, prompts[name], tenant).hit_tokens,
+        )
+
     def _family(self, name: str) -> tuple[str, str | None]:
         """(chat format, tokenizer digest) of a served model: models that agree read a prompt
         as the same tokens. A model without a tokenizer directory (a simulated preset) has
@@ -118,10 +132,11 @@ class ModelDesk:
         format reads the call's prompt and answer."""
         return self.runtimes[model or self.served[0].name]
 
-    def queued_behind(self, model: str | None) -> int:
+    def queued_behind(self, model: str | None, program_id: str | None = None) -> int:
         """What the engines run while calls wait in ``model``'s queue (None: the default
-        model's), else 0: the batch that prices the drain on a call's ticket."""
-        return self.queues.behind(model or self.served[0].name)
+        model's; of the rank ``program_id`` runs on, when it has one), else 0: the batch that
+        prices the drain on a call's ticket."""
+        return self.queues.behind(model or self.served[0].name, program_id)
 
     def _known(self, name: str, field: str) -> str:
         if name not in self.by_name:

@@ -1,6 +1,7 @@
-"""How much of a new program's first prompt counts as cached when there are several replicas:
-one rule for ``bench --replicas N`` (``sim/simulation.py``) and ``serve --dp N``
-(``sglang/kvview.py``).
+"""How much of a new program's first prompt counts as cached when there are several replicas
+or several models: one rule for ``bench --replicas N`` (``sim/simulation.py``) and
+``serve --dp N`` (``sglang/kvview.py``), and for ``bench --models`` and ``serve`` over several
+models (``live/intake.py``).
 
 The program door sizes a new program by what its first prompt does not find cached
 (``scheduler.driver.door_size``). Each replica (a data-parallel rank) has its own prefix cache,
@@ -14,6 +15,18 @@ which may change before the call is placed); for a rule that places without one 
 SGLang's own controller when calls are not pinned), every replica it may use. Crediting the
 most any replica holds counted cache the program would usually not land on, which made
 ``bench`` start programs ``serve`` would have kept waiting.
+
+With several models (``bench --models``, ``serve`` over a fleet) each model's engines keep
+their own prefix cache and the selector picks the first call's model only when it is sent, so
+that call may run on any of its node's candidate models (none given: every served model,
+:func:`likely_models`) and only what it finds where it runs saves anything. The credit is the
+least over those candidates of each model's own credit (:func:`least_over_models`), each
+model's own being the rule above over that model's replicas: ``bench`` asks each candidate
+pool's router (``Simulation._held_at_arrival``), ``serve`` each candidate model's runtime with
+the prompt in that model's tokens (``ModelDesk.held_for_new_program``). Crediting the most any
+engine held, or the default model's probe alone, counted cache on models the call may not run
+on. The two functions live in ``scheduler.models.doorcredit`` (``serve``'s live code reaches
+no runtime module) and are re-exported here, the one place the whole rule is stated.
 """
 
 from __future__ import annotations
@@ -21,6 +34,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from agentconsole.kvtiers.router import RouteWeights, WorkersOf, route_cost
+from agentconsole.scheduler.models.doorcredit import least_over_models, likely_models
+
+__all__ = ["credited_prefix", "least_over_models", "likely_models", "likely_ranks"]
 
 
 def likely_ranks(

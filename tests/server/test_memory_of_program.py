@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
+
+import pytest
 
 from agentconsole.scheduler.models import ServedModel
 from agentconsole.scheduler.runtime import GenerationRequest, MemoryView
@@ -16,6 +19,7 @@ from agentconsole.server.runtime.fleet.build import build_runtime
 from agentconsole.server.runtime.fleet.merge import merged_memory
 from agentconsole.server.runtime.fleet.runtime import FleetRuntime
 from agentconsole.server.runtime.registry import RuntimeOptions
+from tests.server.api.harness import LiveServer, chat_body, make_config
 
 MODELS = (
     ServedModel("big", source="llama-3.1-70b", tier=2, tp=4),
@@ -99,3 +103,21 @@ def test_the_views_of_programs_that_asked_long_ago_are_not_kept() -> None:
         now[0] += READ_EVERY_S / 4
         queues.behind("m", f"p{n}")
     assert len(queues._read) <= 300
+
+
+def test_a_call_s_ticket_asks_the_queue_of_its_program_s_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Serve's intake names the call's program when it asks for the drain batch."""
+    asked: list[tuple[str, str | None]] = []
+    behind = EngineQueues.behind
+
+    def recording(self: EngineQueues, model: str, program_id: str | None = None) -> int:
+        asked.append((model, program_id))
+        return behind(self, model, program_id)
+
+    monkeypatch.setattr(EngineQueues, "behind", recording)
+    with LiveServer(make_config(tmp_path / "behind.duckdb")) as server, server.client() as c:
+        body = chat_body("hi", max_tokens=4, agentconsole={"program_id": "p-behind"})
+        assert c.post("/v1/chat/completions", json=body).status_code == 200
+    assert [pid for _, pid in asked] == ["p-behind"]

@@ -29,6 +29,7 @@ from agentconsole.scheduler.models import (
     model_option,
     output_tokens,
 )
+from agentconsole.server.runtime.prefixcredit import least_over_models, likely_models
 from agentconsole.server.runtime.sim.costmodel import CostModel, preset
 from agentconsole.server.runtime.sim.crossmodel import ForeignKv
 from agentconsole.server.runtime.sim.engine import SimEngine
@@ -135,10 +136,15 @@ def _rest(p: ModelPool) -> tuple[int, int, str, float]:
 
 class ModelPlacer:
     """Places a call on a model's replica: the pools' engines in one list (``first[k]`` is the
-    index of pool ``k``'s first engine), one router per pool."""
+    index of pool ``k``'s first engine), one router per pool placing by the rule named
+    ``routing`` (``SimConfig.routing``, as the single-model path's router)."""
 
     def __init__(
-        self, setup: ModelSetup, engines: Sequence[SimEngine], costs: Sequence[CostModel]
+        self,
+        setup: ModelSetup,
+        engines: Sequence[SimEngine],
+        costs: Sequence[CostModel],
+        routing: str = "affinity",
     ) -> None:
         self.setup = setup
         self.selector = setup.selector()
@@ -147,7 +153,7 @@ class ModelPlacer:
         at = 0
         for pool, cost in zip(setup.pools, costs, strict=True):
             self.first.append(at)
-            self.routers.append(ReplicaRouter(engines[at : at + pool.replicas], cost))
+            self.routers.append(ReplicaRouter(engines[at : at + pool.replicas], cost, routing))
             at += pool.replicas
         self.engines = engines
         self.index = {p.name: k for k, p in enumerate(setup.pools)}
@@ -167,7 +173,7 @@ class ModelPlacer:
         """The engine (index into ``engines``) for a call with prompt ``blocks``, its match
         there and the choice with its reasons. Candidates not served are left out; none given,
         or none served, means every served model. Changes nothing in the engines."""
-        served = [c for c in candidates if c in self.index] or list(self.index)
+        served = likely_models(candidates, self.index)
         placed: dict[str, tuple[int, Match]] = {}
         options = []
         output = output_tokens(expected_output)
@@ -181,6 +187,25 @@ class ModelPlacer:
         choice = self.selector.select(options, request)
         e, found = placed[choice.chosen]
         return e, found, choice
+
+    def held_where_placed(
+        self, program_id: str, tenant: str, blocks: list[Block], candidates: Sequence[str]
+    ) -> int:
+        """The tokens of a prompt ``blocks`` a program's next call would surely find cached
+        (any tier): it may run on any of ``candidates`` (as :meth:`place` reads them), so the
+        least over them of what each model's router credits where it may place the call
+        (``runtime/prefixcredit.py``). Changes nothing."""
+        routers, index = self.routers, self.index
+        return least_over_models(
+            likely_models(candidates, index),
+            lambda name: routers[index[name]].held_where_placed(program_id, tenant, blocks),
+        )
+
+    def forget(self, program_id: str) -> None:
+        """The program ended: no model's router counts it any longer (``ProgramEnded``; live,
+        ``FleetRuntime.program_ended`` tells each model that ran it)."""
+        for router in self.routers:
+            router.forget(program_id)
 
     def foreign(self, tenant: str, blocks: list[Block], e: int) -> ForeignKv:
         """What the engines of models other than engine ``e``'s hold of ``blocks`` for

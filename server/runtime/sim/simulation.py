@@ -129,7 +129,7 @@ class Simulation:
                 for pool, c in zip(pools, costs, strict=True)
                 for i in range(pool.replicas)
             ]
-            self.placer = ModelPlacer(config.models, self.engines, costs)
+            self.placer = ModelPlacer(config.models, self.engines, costs, config.routing)
         self.router = ReplicaRouter(self.engines, cost, config.routing)
         self._runs: dict[str, ProgramRun] = {}
         self.view = SimEngines(self.engines, self._runs)
@@ -241,6 +241,8 @@ class Simulation:
                 run = self._runs[action.program_id]
                 self.engines[run.engine or 0].release_kept(action.program_id, now)
                 self.router.forget(action.program_id)
+                if self.placer is not None:  # its calls were placed by the models' routers
+                    self.placer.forget(action.program_id)
         wake = self.driver.next_wake()
         if wake is not None and wake != self._door_wake:
             self._door_wake = wake
@@ -314,13 +316,17 @@ class Simulation:
             self._start(run, now)
 
     def _held_at_arrival(self, run: ProgramRun, first: list[Block]) -> int:
-        """What the engines hold of a new program's first prompt ``first``, for the door: only
-        the replica its first call runs on saves anything, so what all the replicas the
-        router could place it on hold, as ``serve --dp`` credits it. With several models the
-        selector picks the model when the call is sent: the most any engine holds."""
+        """What the engines hold of a new program's first prompt ``first``, for the door
+        (``runtime/prefixcredit.py``, the rule ``serve`` credits it by): only the replica its
+        first call runs on saves anything, so what all the replicas the router could place it
+        on hold, as ``serve --dp`` credits it. With several models the selector picks the model
+        when the call is sent, so it may run on any candidate of its node (none listed: every
+        model): the least over them of that model's credit. Changes nothing."""
         tenant = run.trace.tenant
         if self.placer is not None:
-            return max(e.index.peek(tenant, first).hit_tokens for e in self.engines)
+            node = next((n for n in run.trace.nodes if isinstance(n, LLMNode)), None)
+            candidates = _candidates_of(node) if node is not None else ()
+            return self.placer.held_where_placed(run.trace.id, tenant, first, candidates)
         return self.router.held_where_placed(run.trace.id, tenant, first)
 
     def _start(self, run: ProgramRun, now: float) -> None:
@@ -397,9 +403,8 @@ class Simulation:
         assert self.placer is not None
         node = self.controller.programs[run.trace.id].nodes[tnode.id]
         request = ModelRequest(run.trace.id, tnode.role)
-        candidates = tnode.candidates or ((tnode.model,) if tnode.model else ())
         e, found, choice = self.placer.place(
-            run, blocks, candidates, request, node.expected_output_tokens
+            run, blocks, _candidates_of(tnode), request, node.expected_output_tokens
         )
         node.model_choice = choice
         labels: dict[str, Scalar] = {
@@ -529,3 +534,9 @@ class Simulation:
         where = run.llm_calls.pop(call_id, None) if run is not None else None
         if where is not None:
             self.engines[where[1]].abort(call_id, now)
+
+
+def _candidates_of(node: LLMNode) -> tuple[str, ...]:
+    """The models a trace's LLM node may run on: its candidates, else the one model it names,
+    else none (every served model)."""
+    return node.candidates or ((node.model,) if node.model else ())
