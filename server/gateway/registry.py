@@ -7,7 +7,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, replace
 
-from jsonschema import Draft202012Validator
+from jsonschema.protocols import Validator
 
 from agentconsole.server.gateway.definition import ToolDefinition
 from agentconsole.server.gateway.errors import InvalidTool
@@ -22,7 +22,7 @@ class CompiledTool:
     """A definition with its argument validator."""
 
     definition: ToolDefinition
-    validator: Draft202012Validator
+    validator: Validator
 
 
 class ToolRegistry:
@@ -55,9 +55,7 @@ class ToolRegistry:
             self._tools[(definition.tenant, definition.name)] = CompiledTool(definition, validator)
         return len(self._tools)
 
-    async def register(
-        self, definition: ToolDefinition, validator: Draft202012Validator
-    ) -> ToolDefinition:
+    async def register(self, definition: ToolDefinition, validator: Validator) -> ToolDefinition:
         """Persist ``definition`` (replacing one of the same owner and name, whose
         ``created_at`` is kept), then serve it. Calls already running keep the old one."""
         old = self._tools.get((definition.tenant, definition.name))

@@ -5,7 +5,8 @@ it that can accept an object must say ``"additionalProperties": false``: unknown
 are the first thing an injected or confused model sends, and a schema that lets them through
 turns the tool into an arbitrary RPC (seed section 13, research section 3.4). A subschema
 that constrains nothing (``{}``, ``true``, no ``type``/``enum``/``const``/``$ref``/combinator)
-accepts objects with any properties, so it is refused as well.
+accepts objects with any properties, so it is refused as well. Its regular expressions must
+compile as RE2 (:mod:`patterns`: matched in linear time, so no schema can stall the server).
 """
 
 from __future__ import annotations
@@ -16,8 +17,14 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from jsonschema.protocols import Validator
 
 from agentconsole.server.gateway.errors import InvalidTool
+from agentconsole.server.gateway.patterns import (
+    ToolArgumentsValidator,
+    UnsupportedPattern,
+    compiled,
+)
 
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_SCHEMA_DEPTH = 32
@@ -109,8 +116,33 @@ def _check_node(node: Any, path: str, depth: int, role: str, parent_closed: bool
         _check_node(child, child_path, depth + 1, child_role, child_role == BRANCH and inherits)
 
 
-def check_parameters_schema(schema: object) -> Draft202012Validator:
-    """Validate a registration's ``parameters`` and return its compiled validator.
+def _check_patterns(node: Any, path: str, depth: int) -> None:
+    """Every ``pattern`` and ``patternProperties`` key under ``node`` compiles as RE2 (where
+    a value is never admitted too: ``propertyNames`` and ``if`` match their patterns all the
+    same). Raises :class:`InvalidTool` naming the first that does not."""
+    if not isinstance(node, Mapping) or depth > MAX_SCHEMA_DEPTH:
+        return
+    patterns = [(f"{path}/pattern", node.get("pattern"))]
+    if isinstance(node.get("patternProperties"), Mapping):
+        patterns += [(f"{path}/patternProperties", key) for key in node["patternProperties"]]
+    for where, pattern in patterns:
+        if not isinstance(pattern, str):
+            continue
+        try:
+            compiled(pattern)
+        except UnsupportedPattern as error:
+            raise InvalidTool(
+                f"pattern {error} is not supported: patterns are matched in linear time"
+                " (RE2), without backreferences or lookaround",
+                field=where,
+            ) from None
+    for child_path, child, _ in _children(node, path):
+        _check_patterns(child, child_path, depth + 1)
+
+
+def check_parameters_schema(schema: object) -> Validator:
+    """Validate a registration's ``parameters`` and return its compiled validator (one that
+    matches the schema's patterns by RE2).
 
     Requires a 2020-12 schema (``$schema`` absent or the 2020-12 URI) whose root is ``type:
     object``, at most :data:`MAX_SCHEMA_BYTES` of JSON and :data:`MAX_SCHEMA_DEPTH` levels.
@@ -136,7 +168,9 @@ def check_parameters_schema(schema: object) -> Draft202012Validator:
         ) from error
     _check_refs(schema, "parameters")
     _check_node(schema, "parameters", 0, VALUE)
-    return Draft202012Validator(schema)
+    _check_patterns(schema, "parameters", 0)
+    validator: Validator = ToolArgumentsValidator(schema)
+    return validator
 
 
 def _check_refs(node: Any, path: str) -> None:
