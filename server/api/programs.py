@@ -197,6 +197,8 @@ class ProgramsController(Controller):
         success = data.success if data is not None else True
 
         async def work() -> JSON:
+            # one that left memory (retention, a restart) is answered as it would be there
+            await live.service.program_of(principal.scope, program_id)
             live.service.finish_program(principal.scope, program_id, success=success)
             await _committed(live)
             return await live.queries.get_program(principal.scope, program_id)
@@ -221,7 +223,8 @@ class ProgramsController(Controller):
         before the answer."""
 
         async def work() -> JSON:
-            program = live.service.owned(principal.scope, program_id)
+            # one that left memory is rebuilt: an ended one answers 409, as in memory
+            program = await live.service.program_of(principal.scope, program_id)
             tool = ToolSpec(data.tool) if data.tool else None
             node = live.service.nodes.declare(
                 program,

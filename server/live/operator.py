@@ -190,7 +190,8 @@ class OperatorDesk:
         return await self.run(actor, "preempt", program_id, {}, work)
 
     async def cancel(self, actor: str, program_id: str) -> dict[str, Any]:
-        """As the tenant cancel, for any tenant's program."""
+        """As the tenant cancel, for any tenant's program (one that left memory included:
+        ``cancel_program`` rebuilds it from the store)."""
 
         async def work() -> dict[str, Any]:
             report = await self.service.cancel_program(None, program_id, reason="operator")

@@ -331,6 +331,23 @@ class ProgramService:
             raise Conflict(f"program {program_id!r} already exists", field="program_id")
         if owner != tenant:
             raise NotFound(f"program {program_id!r} not found", field="program_id")
+        await self._reopen_stored(program_id)
+
+    async def program_of(self, tenant: str | None, program_id: str) -> Program:
+        """The program ``tenant`` (operators: ``None``, any tenant's) names, from memory or,
+        when it left memory (retention, a restart), rebuilt in memory from the store as a
+        call naming it rebuilds it (:meth:`check_new_id`), so that a finish, a cancel or a
+        node of it is answered as in memory (idempotent, or 409 for an ended one). NotFound
+        for an unknown id and for another tenant's, alike (no existence oracle)."""
+        if program_id not in self.controller.programs:
+            owner = await self.stored_ids.owner(program_id)
+            if owner is not None and (tenant is None or owner == tenant):
+                await self._reopen_stored(program_id)
+        return self.owned(tenant, program_id)
+
+    async def _reopen_stored(self, program_id: str) -> None:
+        """Rebuild the stored ``program_id`` in memory (:meth:`reopen`) unless it is there
+        already (another request rebuilt it while the store was read) or has no rows."""
         view = await asyncio.to_thread(self.stored_program, program_id)
         if view is not None and program_id not in self.controller.programs:
             self.reopen(view)
@@ -403,8 +420,10 @@ class ProgramService:
         success: bool,
         last_active: float | None = None,
     ) -> Program:
-        """The agent says it is done; Conflict if the program was cancelled.
-        ``last_active``: when its work really ended (an idle finish comes long after)."""
+        """The agent says it is done; Conflict if the program was cancelled, idempotent once
+        it has ended otherwise. ``last_active``: when its work really ended (an idle finish
+        comes long after). The program must be in memory: a caller naming one that may have
+        left it (the finish route) gets it back first with :meth:`program_of`."""
         program = self.owned(tenant, program_id)
         if program.state.terminal and program.state.value == "cancelled":
             raise Conflict(f"program {program_id!r} is cancelled")
@@ -430,9 +449,11 @@ class ProgramService:
     async def cancel_program(
         self, tenant: str | None, program_id: str, *, reason: str = "user"
     ) -> CancelReport:
-        """Cancel the program and everything in flight; idempotent. When this returns, every
-        aborted call is confirmed out of the runtime (and its events are emitted)."""
-        program = self.owned(tenant, program_id)
+        """Cancel the program and everything in flight; idempotent, Conflict for one that
+        finished or failed. One that left memory is rebuilt from the store first
+        (:meth:`program_of`). When this returns, every aborted call is confirmed out of the
+        runtime (and its events are emitted)."""
+        program = await self.program_of(tenant, program_id)
         if program.state.terminal and program.state.value != "cancelled":
             raise Conflict(f"program {program_id!r} is {program.state.value}")
         running = [n for n in program.nodes.values() if n.state is NodeState.RUNNING]
