@@ -12,6 +12,9 @@ anything else (500: a bug, logged with its traceback). The tool
 gateway's errors and the HTTP server's own refusals (``connections.py``: malformed HTTP 400,
 slow headers 408, oversized headers 431, connection limit 503) use the same shape and types;
 :data:`ERROR_SCHEMA` is that shape as JSON Schema (the OpenAPI contract's ``Error``).
+
+A body that fails validation (422) names one culprit, as the client wrote it
+(:mod:`bodyerrors`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any, Protocol
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, InternalServerException, ValidationException
 
+from agentconsole.server.api.bodyerrors import body_errors, body_schema, culprit
 from agentconsole.server.live.errors import ServiceError, Unavailable
 from agentconsole.server.store.errors import StoreDamagedError, StoreError
 
@@ -123,6 +127,10 @@ def _validation(
     request: Request[Any, Any, Any], exc: ValidationException
 ) -> tuple[str, str | None]:
     details = exc.extra if isinstance(exc.extra, list) else []
+    errors = body_errors(exc, details)
+    if errors:
+        field, message = culprit(errors, body_schema(request))
+        return (f"{field}: {message}" if field else message), field or None
     for item in details:
         if isinstance(item, dict):
             key = item.get("key")

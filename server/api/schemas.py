@@ -353,22 +353,31 @@ class NodeCreate(_Strict):
     model_config = ConfigDict(
         strict=True,
         extra="forbid",
+        # a tool node names its tool, an LLM node none (the validators below enforce it)
         json_schema_extra={
             "if": {"properties": {"kind": {"const": "tool"}}},
             "then": {"required": ["tool"], "properties": {"tool": {"type": "string"}}},
+            "else": {"properties": {"tool": {"type": "null"}}},
         },
     )
     node_id: Id
     kind: Literal["llm", "tool"]
     parents: Annotated[list[Id], Field(max_length=256)] = []
-    tool: ToolName | None = None
+    #: checked when absent too, so a tool node without one is refused naming ``tool``
+    tool: Annotated[ToolName | None, Field(validate_default=True)] = None
     branch: Literal["main", "repair", "discarded"] = "main"
 
-    @model_validator(mode="after")
-    def _tool_named(self) -> NodeCreate:
-        if self.kind == "tool" and self.tool is None:
+    @field_validator("tool")
+    @classmethod
+    def _tool_as_kind_says(cls, tool: str | None, info: ValidationInfo) -> str | None:
+        kind = info.data.get("kind")  # absent when the kind itself was refused
+        if kind == "tool" and tool is None:
             raise ValueError("a tool node needs 'tool'")
-        return self
+        # an LLM node's tool fields are null: a tool named here would be answered, then lost
+        # with a restart (the node would not read the same before and after it)
+        if kind == "llm" and tool is not None:
+            raise ValueError("an llm node takes no 'tool' (declare a tool node for it)")
+        return tool
 
 
 class BoostIn(_Strict):
