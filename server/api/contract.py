@@ -52,8 +52,8 @@ _REASONS = {
     424: "The tool ran and failed",
     429: "Quota or rate limit (``Retry-After`` when it will pass)",
     503: (
-        "Unavailable: runtime starting, connection limit (``Retry-After``), a write the dead"
-        " store cannot record"
+        "Unavailable: runtime starting, an operator's drain or connection limit"
+        " (``Retry-After``), a write the dead store cannot record"
     ),
 }
 _BOUNDS = {

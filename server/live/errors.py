@@ -97,6 +97,20 @@ class ShuttingDown(Unavailable):
         super().__init__("the server is shutting down", headers={"Retry-After": "5"})
 
 
+class Draining(Unavailable):
+    """An operator drains the server (``POST /v1/operator/drain``): a new call is refused
+    until the drain ends, when a retry passes (the calls admitted before it run then). A fresh
+    one per refusal, as :class:`ShuttingDown`."""
+
+    type = "draining"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the server is draining: an operator stopped admitting new calls; retry later",
+            headers={"Retry-After": "5"},
+        )
+
+
 class ClientLeft(ServiceError):
     """The client disconnected while its call waited (at the program door): nobody reads the
     answer (the status is nginx's "client closed request", for the access log)."""

@@ -23,6 +23,7 @@ from agentconsole.server.live.calls import LiveCall
 from agentconsole.server.live.door import ClientGone
 from agentconsole.server.live.errors import (
     ContextTooLong,
+    Draining,
     ShuttingDown,
     Unavailable,
 )
@@ -155,11 +156,17 @@ class CallIntake:
         return call
 
     async def _ready_to_serve(self) -> None:
-        """Refuse while the server shuts down or its store is dead; wait for a starting runtime
-        (503 past the service's ready timeout). Changes nothing."""
+        """Refuse while the server shuts down, an operator drains it or its store is dead; wait
+        for a starting runtime (503 past the service's ready timeout). Changes nothing."""
         svc = self.service
         if svc.closing:
             raise ShuttingDown()
+        if svc.draining:
+            # the drain paused the runtime: a call let in now would wait, unanswered and
+            # unbounded, until an operator ends it. Refused before anything is opened or held,
+            # the client retries after ``Retry-After``; the calls let in before the drain run
+            # when it ends
+            raise Draining()
         # the call's events, its node and its tokens would be lost with a dead store (the
         # express lane reaches here without the HTTP layer's write gate, ``api/deps.py``)
         svc.require_store("calls")
