@@ -137,14 +137,16 @@ def model_request(model: str, extras: AgentExtras | None, request: Client) -> di
     }
 
 
-def checked_max_tokens(value: int | None, default: int, live: Live) -> int:
-    """``value`` unless it is over the server's limit (422); without one ``default``, capped
-    at the limit."""
+def checked_max_tokens(
+    value: int | None, default: int, live: Live, field: str = "max_tokens"
+) -> int:
+    """``value`` unless it is over the server's limit (422 naming ``field``, the request's
+    name of it); without one ``default``, capped at the limit."""
     limit = live.config.max_tokens_limit
     if value is None:
         return min(default, limit)
     if value > limit:
-        raise ApiError(422, f"max_tokens must be at most {limit}", field="max_tokens")
+        raise ApiError(422, f"{field} must be at most {limit}", field=field)
     return value
 
 

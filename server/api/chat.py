@@ -56,13 +56,16 @@ from agentconsole.server.live.intake import ChatCall
 def chat_call(data: ChatCompletionRequest, request: Client, live: Live) -> ChatCall:
     """The service's view of a validated chat request (identity, limits, defaults)."""
     max_tokens = data.max_completion_tokens or data.max_tokens
+    # OpenAI's newer name wins when both are sent; a refusal names the one that counted
+    named = "max_completion_tokens" if data.max_completion_tokens else "max_tokens"
     stop = (data.stop,) if isinstance(data.stop, str) else tuple(data.stop or ())
     choice = data.tool_choice
     tool_choice = choice.model_dump() if isinstance(choice, NamedToolChoice) else choice or "auto"
     return ChatCall(
         messages=[m.model_dump(exclude_none=True) for m in data.messages],
-        max_tokens=checked_max_tokens(max_tokens, live.config.default_max_tokens, live),
+        max_tokens=checked_max_tokens(max_tokens, live.config.default_max_tokens, live, named),
         max_tokens_given=max_tokens is not None,  # a default may shrink to fit the context
+        max_tokens_field=named,
         tools=[t.model_dump(exclude_none=True) for t in data.tools] if data.tools else None,
         tool_choice=tool_choice,
         temperature=1.0 if data.temperature is None else data.temperature,

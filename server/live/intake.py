@@ -46,6 +46,9 @@ class ChatCall:
     #: False: ``max_tokens`` is the server's default, not the client's: on a model whose
     #: context cannot hold it after the prompt, it shrinks to the room left (``fit_context``)
     max_tokens_given: bool = True
+    #: the request's name of ``max_tokens`` (chat's ``max_completion_tokens`` when it sent
+    #: that): a refusal names the field the client wrote
+    max_tokens_field: str = "max_tokens"
     tools: Sequence[Mapping[str, Any]] | None = None
     tool_choice: object = "auto"
     temperature: float = 1.0
@@ -92,9 +95,9 @@ def fit_context(limit: int | None, prompt_tokens: int, chat: ChatCall) -> int:
             field=prompt_field,
         )
     raise ContextTooLong(
-        f"{prompt_tokens} prompt tokens + max_tokens {chat.max_tokens} exceed the"
-        f" model's context of {limit} tokens",
-        field="max_tokens" if room > 0 else prompt_field,
+        f"{prompt_tokens} prompt tokens + {chat.max_tokens_field} {chat.max_tokens} exceed"
+        f" the model's context of {limit} tokens",
+        field=chat.max_tokens_field if room > 0 else prompt_field,
     )
 
 

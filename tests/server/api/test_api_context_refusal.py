@@ -75,3 +75,20 @@ def test_a_refused_call_of_a_running_program_changes_nothing(server: LiveServer)
     assert after["state"] == "running"
     assert [n["node_id"] for n in after["nodes"]] == [n["node_id"] for n in before["nodes"]]
     assert after["tokens_used"] == before["tokens_used"]
+
+
+def test_a_refusal_names_max_completion_tokens_when_the_client_sent_that(
+    server: LiveServer,
+) -> None:
+    """OpenAI's newer name for the answer's budget is what the client wrote: the refusal
+    names it, over the server's limit and over the model's context alike."""
+    with server.client() as c:
+        over_limit = chat_body("hi", max_completion_tokens=40_000)
+        error = c.post(CHAT, json=over_limit).json()["error"]
+        assert error["field"] == "max_completion_tokens"
+        assert "max_completion_tokens must be at most" in error["message"]
+        old_name = c.post(CHAT, json=chat_body("hi", max_tokens=40_000)).json()["error"]
+        assert old_name["field"] == "max_tokens"
+        long_prompt = chat_body("abcd" * 120_000, max_completion_tokens=30_000)
+        overflow = _refused(c.post(CHAT, json=long_prompt))
+        assert overflow["field"] == "max_completion_tokens"
