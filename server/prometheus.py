@@ -38,7 +38,9 @@ from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.runtime import RuntimeSnapshot
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: Prometheus's text format; the charset is Litestar's to add (it appends ``charset=utf-8``
+#: to every ``text/*`` type, so naming it here sent it twice)
+CONTENT_TYPE = "text/plain; version=0.0.4"
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 _LONG = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
 
