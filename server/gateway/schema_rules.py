@@ -116,28 +116,51 @@ def _check_node(node: Any, path: str, depth: int, role: str, parent_closed: bool
         _check_node(child, child_path, depth + 1, child_role, child_role == BRANCH and inherits)
 
 
-def _check_patterns(node: Any, path: str, depth: int) -> None:
-    """Every ``pattern`` and ``patternProperties`` key under ``node`` compiles as RE2 (where
-    a value is never admitted too: ``propertyNames`` and ``if`` match their patterns all the
-    same). Raises :class:`InvalidTool` naming the first that does not."""
-    if not isinstance(node, Mapping) or depth > MAX_SCHEMA_DEPTH:
-        return
-    patterns = [(f"{path}/pattern", node.get("pattern"))]
-    if isinstance(node.get("patternProperties"), Mapping):
-        patterns += [(f"{path}/patternProperties", key) for key in node["patternProperties"]]
-    for where, pattern in patterns:
-        if not isinstance(pattern, str):
+def _check_patterns(schema: Mapping[str, Any]) -> None:
+    """Every ``pattern`` and ``patternProperties`` key anywhere in ``schema`` compiles as RE2:
+    anywhere, not only under the keywords that admit values, since a ``$ref`` may point into
+    any part of the document, ``propertyNames``, ``not`` and ``if`` match their patterns all
+    the same, and a pattern's mistake must not wait for a call. ``unevaluatedProperties`` is
+    refused where ``patternProperties`` appears (:mod:`patterns`: its search is Python's).
+    Raises :class:`InvalidTool` naming the first culprit's JSON pointer."""
+    uses_pattern_properties = False
+    unevaluated_at: str | None = None
+    todo: list[tuple[str, Any]] = [("parameters", schema)]
+    while todo:
+        path, node = todo.pop()
+        if isinstance(node, list):
+            todo.extend((f"{path}/{i}", item) for i, item in enumerate(node))
             continue
-        try:
-            compiled(pattern)
-        except UnsupportedPattern as error:
-            raise InvalidTool(
-                f"pattern {error} is not supported: patterns are matched in linear time"
-                " (RE2), without backreferences or lookaround",
-                field=where,
-            ) from None
-    for child_path, child, _ in _children(node, path):
-        _check_patterns(child, child_path, depth + 1)
+        if not isinstance(node, Mapping):
+            continue
+        found = [(f"{path}/pattern", node.get("pattern"))]
+        if isinstance(node.get("patternProperties"), Mapping):
+            uses_pattern_properties = True
+            found += [(f"{path}/patternProperties", key) for key in node["patternProperties"]]
+        if "unevaluatedProperties" in node and unevaluated_at is None:
+            unevaluated_at = f"{path}/unevaluatedProperties"
+        for where, pattern in found:
+            if isinstance(pattern, str):
+                _compiles(pattern, where)
+        todo.extend((f"{path}/{key}", value) for key, value in node.items())
+    if uses_pattern_properties and unevaluated_at is not None:
+        raise InvalidTool(
+            "unevaluatedProperties cannot be combined with patternProperties (patterns are"
+            " matched in linear time, and this combination would match them otherwise);"
+            ' close the objects with "additionalProperties": false',
+            field=unevaluated_at,
+        )
+
+
+def _compiles(pattern: str, where: str) -> None:
+    try:
+        compiled(pattern)
+    except UnsupportedPattern as error:
+        raise InvalidTool(
+            f"pattern {error} is not supported: patterns are matched in linear time"
+            " (RE2), without backreferences or lookaround",
+            field=where,
+        ) from None
 
 
 def check_parameters_schema(schema: object) -> Validator:
@@ -168,7 +191,7 @@ def check_parameters_schema(schema: object) -> Validator:
         ) from error
     _check_refs(schema, "parameters")
     _check_node(schema, "parameters", 0, VALUE)
-    _check_patterns(schema, "parameters", 0)
+    _check_patterns(schema)
     validator: Validator = ToolArgumentsValidator(schema)
     return validator
 

@@ -57,6 +57,45 @@ def test_a_pattern_re2_cannot_match_is_refused_where_it_is(
     assert "linear time" in refused.value.message
 
 
+def test_a_pattern_anywhere_a_ref_may_reach_is_checked() -> None:
+    schema = {**obj(a={"$ref": "#/x-hidden"}), "x-hidden": {"type": "string", "pattern": "(?=a)"}}
+    with pytest.raises(InvalidTool) as refused:
+        check_parameters_schema(schema)
+    assert refused.value.field == "parameters/x-hidden/pattern"
+
+
+def test_unevaluated_properties_beside_pattern_properties_is_refused() -> None:
+    schema = {
+        **obj(),
+        "patternProperties": {"^x-": {"type": "string"}},
+        "unevaluatedProperties": False,
+    }
+    with pytest.raises(InvalidTool) as refused:
+        check_parameters_schema(schema)
+    assert refused.value.field == "parameters/unevaluatedProperties"
+
+
+def test_additional_properties_are_told_by_re2_too() -> None:
+    """``additionalProperties`` finds the properties no pattern names: by RE2, whose answer is
+    the one ``patternProperties`` acted on (Python's found an Arabic-Indic digit a digit, so
+    its value was neither checked by the pattern's schema nor refused as additional), and in
+    linear time (Python's joined the patterns into one backtracking regex)."""
+    digits = check_parameters_schema(
+        {**obj(), "patternProperties": {r"^\d+$": {"type": "integer"}}}
+    )
+    assert digits.is_valid({"12": 3})
+    assert not digits.is_valid({"12": "three"})
+    assert not digits.is_valid({"\u0663": {"cmd": "rm -rf /"}})
+    evil = check_parameters_schema({**obj(), "patternProperties": {EVIL: {"type": "string"}}})
+    assert not evil.is_valid({"a" * 10_000 + "!": "x"})
+    assert evil.is_valid({"a" * 10_000: "x"})
+    # flags inside one pattern: Python refused the joined regex (a 500 on every call)
+    flags = {"^x": {"type": "string"}, "(?i)^y": {"type": "string"}}
+    mixed = check_parameters_schema({**obj(), "patternProperties": flags})
+    assert mixed.is_valid({"Y1": "v", "x1": "w"})
+    assert not mixed.is_valid({"z": "v"})
+
+
 def test_patterns_and_pattern_properties_still_decide() -> None:
     schema = {
         **obj(account={"type": "string", "pattern": "^[a-z0-9-]+$"}),
