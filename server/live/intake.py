@@ -220,7 +220,11 @@ class CallIntake:
         # (from here to the call's reservation nothing awaits, so none passes unseen)
         try:
             svc.tenants.check_call(tenant, now)
-        except TenantLimitError:
+            if svc.draining:
+                # drained while it awaited (the store, its quotas, the door): the runtime is
+                # paused, and the check on arrival no longer holds
+                raise Draining()
+        except (TenantLimitError, Draining):
             svc.driver.call_refused(program.program_id)  # its door share is not held on
             await svc.settled()
             raise

@@ -229,10 +229,17 @@ class OperatorDesk:
 
         async def work() -> dict[str, Any]:
             if enabled:
-                await self.service.runtime.pause()
+                # refusing first: a call let in while the pause is acknowledged would wait on
+                # a paused runtime
+                self.service.draining = True
+                try:
+                    await self.service.runtime.pause()
+                except BaseException:
+                    self.service.draining = False  # not drained: the answer says it failed
+                    raise
             else:
                 await self.service.runtime.resume()
-            self.service.draining = enabled
+                self.service.draining = False
             return {"draining": enabled}
 
         return await self.run(actor, DRAIN, "", {"enabled": enabled}, work)
