@@ -22,6 +22,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, Protocol
 
 from litestar import Litestar
@@ -54,6 +55,7 @@ from agentconsole.server.live.ownership import StoredIds
 from agentconsole.server.live.projector import StoreProjector
 from agentconsole.server.live.promptblocks import PromptBlockRecorder, redaction_from
 from agentconsole.server.live.queries import ProgramQueries
+from agentconsole.server.live.reopen import program_to_reopen
 from agentconsole.server.live.service import DoorSettings, ProgramService
 from agentconsole.server.live.startup import (
     Background,
@@ -151,7 +153,7 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         kv_policy=config.kv_policy,
         ready_timeout_s=config.ready_timeout_s,
         stored_ids=StoredIds(store.repo.program_owner, store.repo.program_ids()),
-        stored_program=store.repo.get_program,
+        stored_program=partial(program_to_reopen, store.repo),
         door=door_settings(config),
         tenants=TenantBudgets(
             config.tenant_limits, config.tenant_overrides, store.repo.stored_bytes_by_tenant()

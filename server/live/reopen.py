@@ -216,6 +216,17 @@ def _derive(program: Program) -> None:
     )
 
 
+def program_to_reopen(
+    repo: Repository, program_id: str
+) -> tuple[ProgramView | None, list[StoredEvent]]:
+    """What rebuilding one program that left memory reads: its rows and its events past the
+    projector's mark (the rows are written every second, fire-and-forget, so a program can
+    leave memory before its last rows commit: its committed events say what they miss, a
+    cancel among them). Two reads; changes nothing."""
+    tail = repo.program_events_after(repo.sync_mark(PROJECTOR), program_id)
+    return repo.get_program(program_id), tail
+
+
 def programs_to_restore(repo: Repository) -> list[tuple[ProgramView | None, list[StoredEvent]]]:
     """What a start-up rebuilds, each with its event tail: every program the store holds as
     running, and every program with events past the projector's mark (``None``: created

@@ -70,6 +70,9 @@ from agentconsole.server.live.toolcalls import ToolCallBook
 from agentconsole.server.live.toolport import ToolPort
 from agentconsole.server.store.repository import ProgramView, StoredEvent
 
+#: a stored program's rows (None: none written) and its events past them, by id
+StoredProgram = Callable[[str], tuple[ProgramView | None, list[StoredEvent]]]
+
 log = logging.getLogger(__name__)
 
 CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
@@ -110,7 +113,7 @@ class ProgramService:
         stored_ids: StoredIds | None = None,
         door: DoorSettings | None = None,
         tenants: TenantBudgets | None = None,
-        stored_program: Callable[[str], ProgramView | None] | None = None,
+        stored_program: StoredProgram | None = None,
         model_name: str = "default",
         selection: SelectionConfig | None = None,
     ) -> None:
@@ -125,8 +128,9 @@ class ProgramService:
         #: tool nodes a restart found running: their run died with the old process, so a
         #: start of one (the gateway's or the agent's retry) is its next attempt
         self.orphaned_tools: set[tuple[str, str]] = set()
-        #: a stored program's rows (to rebuild it after a restart); none without a store
-        self.stored_program = stored_program or (lambda _: None)
+        #: a stored program's rows and its events past them (to rebuild it after a restart
+        #: or once it left memory); none without a store
+        self.stored_program: StoredProgram = stored_program or (lambda _: (None, []))
         self.hub = hub
         #: tenant-level limits (tokens per minute, concurrent programs, stored bytes)
         self.tenants = tenants or TenantBudgets()
@@ -348,9 +352,9 @@ class ProgramService:
     async def _reopen_stored(self, program_id: str) -> None:
         """Rebuild the stored ``program_id`` in memory (:meth:`reopen`) unless it is there
         already (another request rebuilt it while the store was read) or has no rows."""
-        view = await asyncio.to_thread(self.stored_program, program_id)
-        if view is not None and program_id not in self.controller.programs:
-            self.reopen(view)
+        view, tail = await asyncio.to_thread(self.stored_program, program_id)
+        if (view is not None or tail) and program_id not in self.controller.programs:
+            self.reopen(view, tail)
 
     def reopen(self, view: ProgramView | None, tail: Sequence[StoredEvent] = ()) -> Program | None:
         """Rebuild a stored program in memory with its DAG and standing, its events past the

@@ -303,14 +303,21 @@ class Repository:
         rows = self._all("SELECT seq FROM sync_marks WHERE name = ?", [name])
         return int(rows[0][0]) if rows else 0
 
-    def program_events_after(self, seq: int) -> list[StoredEvent]:
-        """Every event after ``seq`` that names a program, in order: the tail a restart
-        replays onto the projected rows (a second's worth, so read whole)."""
-        rows = self._all(
-            f"SELECT {_EVENT_COLS} FROM {EVENTS} WHERE seq > ? AND program_id IS NOT NULL"
-            " AND program_id <> '' ORDER BY seq",
-            [seq],
-        )
+    def program_events_after(self, seq: int, program_id: str | None = None) -> list[StoredEvent]:
+        """Every event after ``seq`` that names a program (``program_id``: that one), in
+        order: the tail a restart replays onto the projected rows (a second's worth, so read
+        whole)."""
+        if program_id is not None:
+            rows = self._all(
+                f"SELECT {_EVENT_COLS} FROM {EVENTS} WHERE seq > ? AND program_id = ? ORDER BY seq",
+                [seq, program_id],
+            )
+        else:
+            rows = self._all(
+                f"SELECT {_EVENT_COLS} FROM {EVENTS} WHERE seq > ? AND program_id IS NOT NULL"
+                " AND program_id <> '' ORDER BY seq",
+                [seq],
+            )
         return [_event(r) for r in rows]
 
     def restart_events(

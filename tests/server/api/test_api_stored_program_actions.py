@@ -6,6 +6,7 @@ while another tenant's stays 404, exactly like an unknown id. Operators act on a
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +138,25 @@ def test_ended_programs_past_their_retention_answer_as_in_memory(tmp_path: Path)
                 wait_until(lambda p=path, s=state: c.get(p).json().get("state") == s, 5)
             _assert_hidden_from_tenant_b(server)
             _assert_answered_as_in_memory(c)
+
+
+def test_a_program_rebuilt_before_its_last_rows_commit_keeps_what_its_events_say(
+    tmp_path: Path,
+) -> None:
+    """Rows are written every second, fire-and-forget: a program forgotten right after its
+    cancel can leave the store with rows that still say running. Its committed events say
+    otherwise, and the rebuild replays them: a finish is refused, not applied to a program
+    its client was told is cancelled."""
+    config = make_config(tmp_path / "stale.duckdb", retain_finished_s=0.0)
+    with LiveServer(config) as server, server.client() as c:
+        server.wait_ready()
+        programs = server.live.service.controller.programs
+        for n in range(3):
+            pid = f"stale-{n}"
+            assert c.post("/v1/programs", json={"program_id": pid}).status_code == 201
+            time.sleep(1.2)  # its rows are written once, as running
+            assert c.post(f"/v1/programs/{pid}/cancel").status_code == 200
+            wait_until(lambda pid=pid: pid not in programs, timeout=5, interval=0.002)
+            finish = c.post(f"/v1/programs/{pid}/finish", json={"success": True})
+            assert finish.status_code == 409, finish.text
+            assert c.get(f"/v1/programs/{pid}").json()["state"] == "cancelled"
