@@ -109,6 +109,9 @@ class MemoryView:
     kv_bytes_per_token: float = 1.0
     #: bandwidth of the host link (HBM <-> DRAM), bytes per second
     host_link_bytes_per_s: float = 25e9
+    #: the engines this view sums (data-parallel ranks, models): a program's own engine's
+    #: view (``Runtime.memory(program_id)``) can differ from it only where there are several
+    engines: int = 1
 
     @property
     def reclaimable_tokens(self) -> int:

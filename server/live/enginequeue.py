@@ -1,10 +1,11 @@
 """What the engines run while calls wait in their queue: the batch that prices the drain on
 a call's ticket (``scheduler/backlog.py``).
 
-Read from each runtime's memory view, at most every ``READ_EVERY_S`` per runtime (and per
-program whose engine is asked for: a data-parallel rank's queue is its own): on SGLang a read
-parses the plugin's status file, which the plugin publishes about as often, so reading it for
-every call would cost the API its overhead budget and tell nothing newer.
+Read from each runtime's memory view, at most every ``READ_EVERY_S`` per runtime, and per
+program only where the runtime sums several engines (data-parallel ranks, models: a rank's
+queue is its own): on SGLang a read parses the plugin's status file, which the plugin
+publishes about as often, so reading it for every call would cost the API its overhead budget
+and tell nothing newer.
 """
 
 from __future__ import annotations
@@ -46,19 +47,22 @@ class EngineQueues:
         return drain_batch(here.queued_calls, here.running_calls, running)
 
     def _view(self, model: str, program_id: str | None = None) -> MemoryView:
-        """``model``'s runtime's memory (of ``program_id``'s engine when given), read again
-        once older than ``READ_EVERY_S``."""
+        """``model``'s runtime's memory (of ``program_id``'s engine when given and the runtime
+        has several), read again once older than ``READ_EVERY_S``."""
+        whole = self._read_view(model, None)
+        if program_id is None or whole.engines <= 1:
+            return whole  # one engine: every program's view is the whole runtime's
+        return self._read_view(model, program_id)
+
+    def _read_view(self, model: str, program_id: str | None) -> MemoryView:
         now = self._clock()
         key = (model, program_id)
         read = self._read.get(key)
         if read is None or now - read[0] >= READ_EVERY_S:
             view = self._runtimes[model].memory(program_id)
-            if read is None and len(self._read) >= _VIEWS_KEPT:
-                self._forget_stale(now)
+            self._read.pop(key, None)  # re-inserted last: the dict stays oldest first
+            while len(self._read) >= _VIEWS_KEPT:
+                # the oldest read goes (a whole runtime's too: it is read again when asked)
+                del self._read[next(iter(self._read))]
             read = self._read[key] = (now, view)
         return read[1]
-
-    def _forget_stale(self, now: float) -> None:
-        """Drop the views older than ``READ_EVERY_S`` (they would be read again anyway)."""
-        for key in [k for k, (at, _) in self._read.items() if now - at >= READ_EVERY_S]:
-            del self._read[key]

@@ -73,7 +73,7 @@ class _TwoRanks:
     def memory(self, program_id: str | None = None) -> MemoryView:
         self.reads.append(program_id)
         found = self.ranks.get(program_id) if program_id is not None else None
-        return found or MemoryView(0, 0, queued_calls=6, running_calls=5)
+        return found or MemoryView(0, 0, queued_calls=6, running_calls=5, engines=2)
 
 
 def test_the_drain_batch_reads_the_queue_of_the_programs_rank() -> None:
@@ -91,7 +91,7 @@ def test_the_drain_batch_reads_the_queue_of_the_programs_rank() -> None:
     now[0] += READ_EVERY_S
     engine.ranks["on-idle"] = MemoryView(0, 0, queued_calls=3, running_calls=1)
     assert queues.behind("m", "on-idle") == 10
-    assert engine.reads == ["on-idle", None]
+    assert engine.reads == [None, "on-idle"]
 
 
 def test_the_views_of_programs_that_asked_long_ago_are_not_kept() -> None:
@@ -103,6 +103,33 @@ def test_the_views_of_programs_that_asked_long_ago_are_not_kept() -> None:
         now[0] += READ_EVERY_S / 4
         queues.behind("m", f"p{n}")
     assert len(queues._read) <= 300
+
+
+def test_one_engine_is_read_once_whatever_the_programs_that_ask() -> None:
+    """Where the runtime is one engine every program's view is the whole runtime's: a burst of
+    calls from a thousand programs reads it once (a read per program cost the API its
+    overhead budget on SGLang, where a read parses the plugin's status)."""
+    now = [0.0]
+    engine = _TwoRanks()
+    engine.ranks.clear()
+    single = MemoryView(0, 0, queued_calls=6, running_calls=5)  # engines=1
+
+    def memory(program_id: str | None = None) -> MemoryView:
+        engine.reads.append(program_id)
+        return single
+
+    engine.memory = memory  # type: ignore[method-assign]
+    queues = EngineQueues({"m": engine}, clock=lambda: now[0])  # type: ignore[dict-item]
+    for n in range(1_000):
+        queues.behind("m", f"p{n}")
+    assert engine.reads == [None]
+
+
+def test_views_asked_at_once_by_many_programs_stay_bounded() -> None:
+    queues = EngineQueues({"m": _TwoRanks()}, clock=lambda: 0.0)  # type: ignore[dict-item]
+    for n in range(2_000):
+        queues.behind("m", f"p{n}")  # all within READ_EVERY_S: none is stale
+    assert len(queues._read) <= 256
 
 
 def test_a_call_s_ticket_asks_the_queue_of_its_program_s_engine(

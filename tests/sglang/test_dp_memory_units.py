@@ -89,7 +89,9 @@ def test_a_programs_memory_is_its_ranks_and_the_whole_runtimes_is_every_ranks(
     runtime.router.note("on-idle", "n0", IDLE)
     runtime.router.note("on-busy", "n0", BUSY)
     whole = runtime.memory()
+    assert whole.engines == 2  # the whole view says it sums two ranks
     idle, busy = runtime.memory("on-idle"), runtime.memory("on-busy")
+    assert idle.engines == busy.engines == 1
     assert idle == MemoryView(
         hbm_capacity_tokens=CAPACITY,
         free_tokens=CAPACITY - 2_000,

@@ -36,6 +36,7 @@ def merged_memory(views: Mapping[str, MemoryView]) -> MemoryView:
         dram_capacity_tokens=sum(v.dram_capacity_tokens for v in items),
         kv_bytes_per_token=max(v.kv_bytes_per_token for v in items),
         host_link_bytes_per_s=min(v.host_link_bytes_per_s for v in items),
+        engines=sum(v.engines for v in items),
     )
 
 

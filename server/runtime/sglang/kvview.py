@@ -99,7 +99,9 @@ class KVView:
             statuses = self.rank_files.statuses()
             status = statuses[rank] if rank < len(statuses) else None
             if status is not None:
-                return self._memory_of(status, [c for c in self._calls.values() if c.rank == rank])
+                here = [c for c in self._calls.values() if c.rank == rank]
+                return self._memory_of(status, here)
+        engines = self.router.size if self.router is not None else 1
         status = self.read_status()
         calls = list(self._calls.values())
         if status is None:
@@ -112,8 +114,9 @@ class KVView:
                 queued_calls=len(pending),
                 running_calls=len(calls) - len(pending),
                 batch_slots=self.settings.max_running_requests or 0,
+                engines=engines,
             )
-        return self._memory_of(status, calls)
+        return self._memory_of(status, calls, engines)
 
     def _rank_of_program(self, program_id: str | None) -> int | None:
         """The data-parallel rank whose memory answers for ``program_id``: the rank its latest
@@ -124,9 +127,12 @@ class KVView:
         ran_on = self.router.ran_on(program_id)
         return ran_on if ran_on is not None else self.router.rank_of(program_id)
 
-    def _memory_of(self, status: SchedulerStatus, calls: Sequence[SGLangStream]) -> MemoryView:
-        """``status``'s pool and queue (one rank's, or every rank's merged), with those of
-        ``calls`` (the adapter's calls sent there) that it does not list yet as queued."""
+    def _memory_of(
+        self, status: SchedulerStatus, calls: Sequence[SGLangStream], engines: int = 1
+    ) -> MemoryView:
+        """``status``'s pool and queue (one rank's, or every rank's merged: ``engines``), with
+        those of ``calls`` (the adapter's calls sent there) that it does not list yet as
+        queued."""
         pending = [c for c in calls if c.first_at is None]
         known = {q.rid for q in status.queued} | {r.rid for r in status.running}
         waiting_here = [c for c in pending if c.rid not in known]  # being tokenized or held
@@ -144,6 +150,7 @@ class KVView:
             batch_slots=status.batch_slots,
             dram_capacity_tokens=status.host_capacity_tokens,
             kv_bytes_per_token=float(status.kv_bytes_per_token or 1),
+            engines=engines,
         )
 
     def context_of(self, program_id: str) -> ProgramContext | None:
