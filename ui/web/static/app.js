@@ -239,6 +239,30 @@
     return outcome.ok;
   };
 
+  // Start (``enabled`` true) or end the server's drain; the header's button asks first before
+  // a start (views.confirmDrain). The answer's ``draining`` goes into the overview at once:
+  // with the feed live a poll does not read the overview again, so the pill and the button
+  // would otherwise lag the toast until the feed's next overview.
+  AC.drain = async function (enabled) {
+    let outcome;
+    AC.views.drainBusy(true);  // one at a time: a second click would ask the server twice
+    try {
+      const body = await AC.api("/v1/operator/drain", { method: "POST", body: { enabled } });
+      const draining = body && typeof body.draining === "boolean" ? body.draining : enabled;
+      if (state.overview) state.overview = Object.assign({}, state.overview, { draining });
+      outcome = { action: "drain", programId: "", ok: true, text: draining ? "draining: new calls refused" : "drain ended" };
+    } catch (e) {
+      outcome = { action: "drain", programId: "", ok: false, text: (enabled ? "drain" : "end drain") + ": " + e.message };
+    } finally {
+      AC.views.drainBusy(false);
+    }
+    state.outcomes.push(outcome);
+    if (state.outcomes.length > OUTCOMES) state.outcomes.shift();
+    AC.views.toast(outcome.text, !outcome.ok);
+    poll(true);
+    return outcome.ok;
+  };
+
   // "Replay this window": the span of the overview charts (HISTORY one-second samples) up
   // to now, written by the server as a trace; the answer names the file and the command.
   AC.replayWindow = async function () {

@@ -98,11 +98,33 @@
   function header(o) {
     $("#policy").textContent = o ? o.policy + " / " + o.kv_policy + " · " + o.runtime : "";
     $("#draining").hidden = !(o && o.draining);
+    drainButton(o);
     // the picker's hint: the name in force of the policy it switches
     const name = $("#policy-name");
     const hint = o ? o[$("#policy-field").value] || "" : "policy name";
     if (name.placeholder !== hint) name.placeholder = hint;
   }
+
+  // The drain button says what a click does: "Drain" while the server admits, "End drain"
+  // while it drains. Disabled until an overview tells which (none yet, or another key's was
+  // forgotten) and while a drain request is in flight.
+  let drainBusy = false;
+  function drainButton(o) {
+    const button = $("#drain");
+    const draining = !!(o && o.draining);
+    const label = draining ? "End drain" : "Drain";
+    button.classList.toggle("danger", !draining);  // only starting one stops anybody
+    if (button.textContent !== label) {
+      button.textContent = label;
+      button.title = draining ? "admit new calls again (operator key)"
+        : "stop admitting new calls from every tenant (asks first; operator key)";
+    }
+    button.disabled = !o || drainBusy;
+  }
+  views.drainBusy = function (busy) {
+    drainBusy = busy;
+    drainButton(AC.state.overview);
+  };
 
   // The server's policy names (``GET /v1/operator/policy``): the form offers the names of the
   // policy it switches, the one in force selected; null (a server that publishes none) keeps
@@ -537,13 +559,28 @@
   }
 
   // -- controls ----------------------------------------------------------------------------
-  views.confirmCancel = function (programId) {
+  // The one confirmation dialog, asking ``text``: "Keep" (focused, and Escape) does nothing;
+  // the danger button, labelled ``yes`` for what it goes on to do, runs ``onYes``. Each
+  // question sets both, so no label of an earlier question is left on the next one.
+  function confirm(text, yes, onYes) {
     const dialog = $("#confirm");
-    $("#confirm-text").textContent = "Cancel program " + programId + "? Its running calls are aborted, " +
-      "pending nodes dropped and KV reclaimed. This cannot be undone.";
+    $("#confirm-text").textContent = text;
+    $("#confirm-yes").textContent = yes;
     dialog.returnValue = "";
-    dialog.onclose = () => { if (dialog.returnValue === "yes") AC.act("cancel", programId); };
+    dialog.onclose = () => { if (dialog.returnValue === "yes") onYes(); };
     dialog.showModal();
+  }
+
+  views.confirmCancel = function (programId) {
+    confirm("Cancel program " + programId + "? Its running calls are aborted, " +
+      "pending nodes dropped and KV reclaimed. This cannot be undone.", "Cancel program", () => AC.act("cancel", programId));
+  };
+
+  // What a drain does on this server (server/live/errors.py Draining): a new call is refused,
+  // not held, so every tenant's agents see 503s until it ends.
+  views.confirmDrain = function () {
+    confirm("Start a drain? New calls from every tenant are refused (503, retry later) until the drain ends, " +
+      "the next call of running programs included; calls already admitted continue.", "Start drain", () => AC.drain(true));
   };
 
   views.bind = function () {
@@ -556,6 +593,13 @@
       const name = published ? $("#policy-choice").value : $("#policy-name").value.trim();
       if (!name || (published && name === published[field])) return;  // nothing changed
       if (await AC.setPolicy($("#policy-field").value, name)) $("#policy-name").value = "";
+    });
+    // ending a drain only lets calls in again: nothing to confirm
+    $("#drain").addEventListener("click", () => {
+      const o = AC.state.overview;
+      if (!o) return;
+      if (o.draining) AC.drain(false);
+      else views.confirmDrain();
     });
     $("#policy-field").addEventListener("change", () => { header(AC.state.overview); fillPolicyChoice(); });
     $("#filter").addEventListener("input", (e) => { AC.state.filter = e.target.value; AC.schedule(); });
