@@ -61,7 +61,13 @@ def main() -> None:
     show_default=True,
     help="Tool-wait KV policy, or a comma-separated list to compare.",
 )
-@click.option("--programs", type=click.IntRange(min=1), default=500, show_default=True)
+@click.option(
+    "--programs",
+    type=click.IntRange(min=1),
+    default=500,
+    show_default=True,
+    help="Programs to generate; a --trace runs whole unless this cuts it.",
+)
 @click.option(
     "--rate",
     type=Finite(min=0, min_open=True),
@@ -160,7 +166,7 @@ def main() -> None:
     default="affinity",
     show_default=True,
     help="How calls are placed over the replicas: affinity (what serve --dp does) or"
-    " round-robin (SGLang's own data-parallel default).",
+    " round-robin (SGLang's own data-parallel default, which stock-sglang always uses).",
 )
 @click.option(
     "--prefix-cache",
@@ -190,7 +196,7 @@ def main() -> None:
     show_default=True,
     help="With --models: none (count the prefix another model cached as lost cross-model"
     " reuse) or shared-prefill (reuse a compatible model's shared layers, recompute the"
-    " rest), or none,shared-prefill side by side.",
+    " rest), or none,shared-prefill side by side (stock-sglang always none).",
 )
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(

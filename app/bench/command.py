@@ -15,7 +15,9 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.table import Table
 
+from agentconsole.bench.context_fit import refuse_overflow
 from agentconsole.bench.html_report import write_html
 from agentconsole.bench.loads import run_loads
 from agentconsole.bench.models_table import ALL_LARGE, models_table
@@ -33,6 +35,9 @@ from agentconsole.bench.runner import (
     BenchSetup,
     cost_model,
     load_programs,
+    model_pools,
+    model_setup,
+    recorded_trace,
     run_one,
     trace_programs,
 )
@@ -48,11 +53,14 @@ from agentconsole.bench.table import (
 from agentconsole.export import make_parent
 from agentconsole.kvtiers.router import get_router
 from agentconsole.kvtiers.toolwait import available_tool_wait_policies
+from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.sample_traces.generator import available_workloads
 from agentconsole.scheduler.models import available_rules
 from agentconsole.scheduler.policies import available
 from agentconsole.server.runtime.sim.bound import ThroughputBound, throughput_bound
+from agentconsole.server.runtime.sim.costmodel import CostModel
 from agentconsole.server.runtime.sim.crossmodel import CROSS_MODEL_MODES
+from agentconsole.server.runtime.sim.hardware import model as model_spec
 from agentconsole.server.runtime.sim.prefixcache import PREFIX_CACHE_MODES
 
 T = TypeVar("T")
@@ -78,6 +86,12 @@ def run_bench(**opts: Any) -> None:
         console.print("kv policies:", ", ".join(available_tool_wait_policies()))
         return
     check_outputs(opts)
+    if opts["trace_path"] and opts["workload"] is not None and not defaulted("workload"):
+        # the trace would run and the workload be dropped without a word
+        raise click.UsageError(
+            f"--trace replays its own programs, --workload {opts['workload']} generates others:"
+            " give one of them"
+        )
     loads = parse_loads(opts["loads"]) if opts["loads"] is not None else None
     if not opts["workload"] and not opts["trace_path"]:
         opts["workload"] = "seed-mix"
@@ -125,12 +139,17 @@ def run_bench(**opts: Any) -> None:
     )
     try:  # fail fast on a bad workload, trace, parameter or hardware, before forking workers
         if setup.trace is not None:
+            setup = _trace_length(setup)
             check_trace(trace_programs(setup), opts)
         programs = load_programs(setup)
         cost = cost_model(setup)
+        for served in model_pools(setup):  # the top tier's is costed above, the others here
+            served.cost()
+        model_setup(setup, programs)
         get_router(setup.routing, 1)
     except (ValueError, KeyError) as exc:  # KeyError: an unknown GPU, model or profile
         raise click.UsageError(str(exc.args[0] if exc.args else exc)) from None
+    _check_windows(setup, programs, cost, opts["seeds"])
     variants = _variants(setup, dims)
     setup = next(iter(variants.values()))
     cells = [(p, k, v) for p in policies for k in kv_policies for v in variants]
@@ -182,10 +201,17 @@ def run_bench(**opts: Any) -> None:
     needed = 50 + 15 * len(runs)
     wide = Console(width=max(console.width, needed)) if console.width < needed else console
     wide.print(metrics_table(title, runs))
+    shown: list[Table] = []  # the tables after the metrics one, for the HTML page too
+
+    def show(table: Table, width: int) -> None:
+        """Print ``table`` at least ``width`` wide, and keep it for the page."""
+        Console(width=max(console.width, width)).print(table)
+        shown.append(table)
+
     modes = dict(dims)["prefix_cache"]
     if len(modes) > 1:
         groups = _groups(cells, label, variants, "prefix_cache", runs)
-        Console(width=max(console.width, 120)).print(prefix_cache_table(groups, modes))
+        show(prefix_cache_table(groups, modes), 120)
     if setup.models:
         by_rule = _groups(cells, label, variants, "model_rule", runs, also="cross_model_kv")
         sweeps = _groups(
@@ -193,13 +219,12 @@ def run_bench(**opts: Any) -> None:
         )
         columns = len({c for by in by_rule.values() for c in by})
         for table in models_table(by_rule, sweeps):  # each column twice: value and ratio
-            Console(width=max(console.width, 60 + 26 * 2 * columns)).print(table)
+            show(table, 60 + 26 * 2 * columns)
     if "sweep" in result:
         console.print(f"SLO: P95 E2E <= {result['slo_p95_s']:.1f} s")
         reference = _ratio_reference(result["sweep"])
         bound_rate = result.get("throughput_bound", {}).get("programs_per_s", math.nan)
-        sweep_console = Console(width=max(console.width, 110))
-        sweep_console.print(sweep_table(result["sweep"], reference, bound_rate))
+        show(sweep_table(result["sweep"], reference, bound_rate), 110)
         if "throughput_bound" in result:
             # the reference's first run (several with a --kv-policy list: fcfs+keep, ...)
             ran = counterpart(result["sweep"], next(iter(result["sweep"])), reference)
@@ -212,14 +237,50 @@ def run_bench(**opts: Any) -> None:
             )
     if "load_sweep" in result:
         reference = _ratio_reference(result["load_sweep"]["loads"])
-        Console(width=max(console.width, 175)).print(loads_table(result["load_sweep"], reference))
+        show(loads_table(result["load_sweep"], reference), 175)
     if opts["json_path"]:
         make_parent(opts["json_path"])
         Path(opts["json_path"]).write_text(json.dumps(_clean(result), indent=2) + "\n")
         console.print(f"wrote {opts['json_path']}")
     if opts["html_path"]:
-        write_html(Path(opts["html_path"]), title, result)
+        write_html(Path(opts["html_path"]), title, result, shown)
         console.print(f"wrote {opts['html_path']}")
+
+
+def _trace_length(setup: BenchSetup) -> BenchSetup:
+    """``setup`` with the programs to take from its trace: all of them unless ``--programs``
+    was given; when it takes fewer than the trace has, one line on stderr says so (the rest
+    of the trace is left out)."""
+    assert setup.trace is not None
+    recorded = len(recorded_trace(setup.trace))
+    if defaulted("programs"):
+        return replace(setup, programs=recorded)
+    if recorded > setup.programs:
+        click.echo(
+            f"--programs {setup.programs}: running the first {setup.programs} of the"
+            f" {recorded} programs in {setup.trace}",
+            err=True,
+        )
+    return setup
+
+
+def _check_windows(
+    setup: BenchSetup, programs: list[TraceProgram], cost: CostModel, seeds: int
+) -> None:
+    """Refuse the run (``click.UsageError``) when an LLM call of ``programs``, or of the
+    other ``--seeds`` draws of its workload, fits the context window of no model it may run
+    on: serve would refuse it, the simulator would run it (``context_fit``). One model: the
+    cost model's (a ``--profile``'s model too); several: each pool's preset."""
+    pools = model_pools(setup)
+    if pools:
+        windows = {p.name: model_spec(p.name).context_window for p in pools}
+        way_out = "{} in --models"
+    else:
+        windows = {cost.model.name: cost.model.context_window}
+        way_out = "--model {}" if setup.profile is None else "--model {} (without --profile)"
+    # each further draw is another workload: its contexts are its own
+    draws = (load_programs(replace(setup, seed=setup.seed + k)) for k in range(1, seeds))
+    refuse_overflow(itertools.chain(programs, *draws), windows, way_out)
 
 
 def _dimensions(opts: dict[str, Any]) -> list[tuple[str, list[str]]]:

@@ -8,11 +8,13 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
+from rich.table import Table
 
 from agentconsole.bench.table import ROWS, fmt
 
@@ -117,7 +119,23 @@ def _table_html(result: dict[str, Any]) -> str:
     return f"<table><thead><tr><th>metric</th>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
-def render(title: str, result: dict[str, Any]) -> str:
+def _rich_table_html(table: Table) -> str:
+    """A table the terminal printed (``table.py``'s: the sweep, the load sweep, the model
+    rules, the prefix cache modes) as an HTML table with its title, its cells as printed."""
+    head = "".join(f"<th>{html.escape(str(c.header))}</th>" for c in table.columns)
+    cells = [[str(cell) for cell in c.cells] for c in table.columns]
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(row)}</td>" for row in line) + "</tr>"
+        for line in zip(*cells, strict=True)
+    )
+    caption = f"<caption>{html.escape(str(table.title))}</caption>" if table.title else ""
+    return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def render(title: str, result: dict[str, Any], tables: Sequence[Table] = ()) -> str:
+    """The page: the metrics table, then ``tables`` (what the terminal printed after it),
+    then the charts."""
+    extra = "\n".join(_rich_table_html(table) for table in tables)
     divs = "\n".join(
         fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig{i}")
         for i, fig in enumerate(figures(result))
@@ -128,15 +146,19 @@ def render(title: str, result: dict[str, Any]) -> str:
 <script>{get_plotlyjs()}</script>
 <style>body{{font-family:system-ui,sans-serif;margin:2em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child{{text-align:left}}
+table{{margin-bottom:1.5em}}caption{{font-weight:bold;text-align:left;padding:4px 0}}
 </style></head><body>
 <h1>{html.escape(title)}</h1><p><code>{setup}</code></p>
 {_table_html(result)}
+{extra}
 {divs}
 </body></html>
 """
 
 
-def write_html(path: Path, title: str, result: dict[str, Any]) -> None:
-    """Write the page, creating ``path``'s folder if missing."""
+def write_html(
+    path: Path, title: str, result: dict[str, Any], tables: Sequence[Table] = ()
+) -> None:
+    """Write the page (:func:`render`), creating ``path``'s folder if missing."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(title, result), encoding="utf-8")
+    path.write_text(render(title, result, tables), encoding="utf-8")

@@ -29,14 +29,22 @@ def check_outputs(opts: dict[str, Any]) -> None:
 
 
 def settle_hardware(opts: dict[str, Any]) -> None:
-    """Refuse hardware options the run would ignore (``--replicas`` beside ``--models``,
-    whose pools carry their own as ``NAME:xR``); with ``--profile``, take its GPU, model and
-    tp as the run's, so the title and the JSON setup name what the costs are of."""
+    """Refuse hardware options the run would ignore (``--replicas``, ``--model`` and ``--tp``
+    beside ``--models``, whose pools name their own models, replicas and tp); with
+    ``--profile``, take its GPU, model and tp as the run's, so the title and the JSON setup
+    name what the costs are of."""
     if opts["models"] and opts["replicas"] > 1:
         where = " in --models" if defaulted("models") else ""
         raise click.UsageError(
             f"--replicas is one model's; give each model of {_models_named(opts)} its"
             f" replicas as NAME:xR{where}"
+        )
+    ignored = [f"--{name}" for name in ("model", "tp") if not defaulted(name)]
+    if opts["models"] and ignored:
+        raise click.UsageError(
+            f"{' and '.join(ignored)} {'name' if len(ignored) > 1 else 'names'} one model;"
+            f" {_models_named(opts)} names its own"
+            " models and each one's tp (NAME:tpN): drop " + ", ".join(ignored)
         )
     profile = _profile(opts)
     if profile is not None:

@@ -53,7 +53,9 @@ ALL_AT_ONCE = "the trace's programs all arrive at once, so it has no arrival rat
 @dataclass(frozen=True, slots=True)
 class Baseline:
     """A configuration users run without agentconsole, named for it: a policy plus the engine
-    and program-level features it has (whatever the bench's own flags say)."""
+    and program-level features it has, whatever the bench's own flags say (``--prefix-cache``,
+    ``--routing``, ``--cross-model-kv``, ``--holds``, ``--admission``, ``--host-tier`` and
+    ``--defer-prefill-steps`` set agentconsole's features, not the stock engine's)."""
 
     policy: str
     eviction: str
@@ -64,6 +66,12 @@ class Baseline:
     prefix_cache: str = "ordinary"
     #: engines as shipped run a pending prefill at once (no ``PrefillDeferral``)
     defer_prefill: bool = False
+    #: how calls are placed over data-parallel replicas: SGLang's own router places them in
+    #: turn (``round-robin``), not by where a program's KV is (``affinity``, agentconsole's)
+    routing: str = "round-robin"
+    #: engines as shipped keep each model's KV to itself (``none``): none prefills a call from
+    #: what another model cached (``shared-prefill`` is DroidSpeak's, not a shipped engine's)
+    cross_model_kv: str = "none"
 
 
 #: ``stock-sglang``: SGLang as shipped: first come first served, plain LRU radix eviction, no
@@ -128,8 +136,8 @@ class BenchSetup:
 
 def model_pools(setup: BenchSetup) -> tuple[ModelPool, ...]:
     """The setup's served models (empty for a one-model run); ``ValueError``/``KeyError``
-    for a bad ``models`` text."""
-    return parse_models(setup.models, setup.gpu) if setup.models else ()
+    for a bad ``models`` text (an empty one too: it names no model)."""
+    return parse_models(setup.models, setup.gpu) if setup.models is not None else ()
 
 
 def cost_model(setup: BenchSetup) -> CostModel:
@@ -154,7 +162,9 @@ def engine_config(setup: BenchSetup, baseline: Baseline | None = None) -> Engine
         ),
         hold_queued_context=holds,
         prefix_cache=get_prefix_cache(mode),
-        cross_model=get_cross_model(setup.cross_model_kv),
+        cross_model=get_cross_model(
+            setup.cross_model_kv if baseline is None else baseline.cross_model_kv
+        ),
     )
     if baseline is not None:
         base = replace(base, eviction=baseline.eviction)
@@ -183,11 +193,12 @@ def trace_programs(setup: BenchSetup) -> list[TraceProgram]:
     """The setup's trace as recorded: its first ``setup.programs`` programs, arrivals as the
     file has them."""
     assert setup.trace is not None
-    return list(_trace(setup.trace)[: setup.programs])
+    return list(recorded_trace(setup.trace)[: setup.programs])
 
 
 @lru_cache(maxsize=4)
-def _trace(path: Path) -> tuple[TraceProgram, ...]:
+def recorded_trace(path: Path) -> tuple[TraceProgram, ...]:
+    """Every program of the trace file at ``path``, read once per process (cached)."""
     return tuple(load_trace(path))
 
 
@@ -224,7 +235,7 @@ def run_one(
         kv_policy=kv_policy,
         engine=engine_config(setup, baseline),
         replicas=setup.replicas,
-        routing=setup.routing,
+        routing=baseline.routing if baseline else setup.routing,
         program_admission=baseline.admission if baseline else setup.admission,
         admission_shortest_first=setup.shortest_first,
         models=model_setup(setup, programs),

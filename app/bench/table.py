@@ -113,17 +113,28 @@ def counterpart(rows: Mapping[str, Any], label: str, reference: str) -> str | No
 
 
 def _base(rows: Mapping[str, Mapping[str, Any]], label: str, reference: str, key: str) -> float:
-    """``key`` of ``label``'s reference run (see :func:`counterpart`); NaN when none ran."""
-    other = counterpart(rows, label, reference)
+    """``key`` of ``label``'s reference run (see :func:`counterpart`); NaN when none ran, or
+    when every row is of one policy (:func:`compares_policies`)."""
+    other = counterpart(rows, label, reference) if compares_policies(rows) else None
     return math.nan if other is None else float(rows[other].get(key, math.nan))
+
+
+def compares_policies(rows: Mapping[str, Any]) -> bool:
+    """Whether ``rows`` (by run label) hold runs of more than one policy. A ratio to a policy
+    needs another one to compare with: with one policy every row is its own counterpart, and
+    a column of 1.00x would read as "no better than the reference" when no reference ran.
+    The rows of one policy may differ in a variant (a model rule, a prefix cache mode): the
+    tables of that dimension compare those, to their own first column, under their own title."""
+    return len({policy_of(label) for label in rows}) > 1
 
 
 def sweep_table(
     sweep: Mapping[str, Mapping[str, Any]], reference: str, bound_rate: float = math.nan
 ) -> Table:
     """Each policy's highest rate meeting the SLO, its ratio to policy ``reference``'s (the
-    run of it that differs only in the policy) and its share of ``bound_rate`` (the most any
-    schedule could finish, see ``throughput_bound``)."""
+    run of it that differs only in the policy; - when no other policy ran:
+    :func:`compares_policies`) and its share of ``bound_rate`` (the most any schedule could
+    finish, see ``throughput_bound``)."""
     table = Table(title="max arrival rate meeting the SLO", header_style="bold")
     for col in (
         "policy",
@@ -152,15 +163,20 @@ def loads_table(loads: Mapping[str, Any], reference: str) -> Table:
     """``bench --loads``: each policy at each multiple of the measured peak: finished
     programs/s and their share of the peak, P50/P95 E2E and the P95's ratio to policy
     ``reference``'s, recomputed tokens, and hit tokens as a share of an infinite cache's (the
-    oracle). When fcfs ran, each P50/P95 is also paired with fcfs's same draw; if fcfs is the
-    reference too, those paired columns replace the plain ratio (one would repeat the other)."""
+    oracle). When fcfs ran beside another policy, each P50/P95 is also paired with fcfs's same
+    draw; if fcfs is the reference too, those paired columns replace the plain ratio (one would
+    repeat the other). One policy alone has no ratio (-: :func:`compares_policies`)."""
     peak = loads["peak_programs_per_s"]
     table = Table(
         title=f"load sweep: x the measured peak of {peak:.4f} programs/s", header_style="bold"
     )
     paired = PAIRED_REFERENCE
     draws = len(loads.get("seeds", [0]))
-    with_paired = any(policy_of(n) == paired for rows in loads["loads"].values() for n in rows)
+    # fcfs alone has no other policy to pair with its draws (compares_policies)
+    with_paired = any(
+        compares_policies(rows) and any(policy_of(n) == paired for n in rows)
+        for rows in loads["loads"].values()
+    )
     with_ratio = not (with_paired and reference == paired)
     columns = ["load", "policy", "finished/s", "share of peak", "E2E P50 (s)", "E2E P95 (s)"]
     if with_ratio:

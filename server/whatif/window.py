@@ -66,8 +66,9 @@ class WindowTrace:
 
 
 def bench_command(trace: Path, programs: int, hardware: BenchHardware) -> tuple[str, ...]:
-    """``agentconsole bench`` replaying ``trace`` (all of its ``programs``: bench keeps 500
-    unless told) under every scheduling policy and the stock baseline, on ``hardware``."""
+    """``agentconsole bench`` replaying ``trace`` (all of its ``programs``, named so the
+    command says how many) under every scheduling policy and the stock baseline, on
+    ``hardware``."""
     argv = ["agentconsole", "bench", "--trace", str(trace), "--programs", str(max(programs, 1))]
     argv += ["--policies", "all"]
     # a calibration profile names its own GPU, model and tp (bench refuses them beside it)

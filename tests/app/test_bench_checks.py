@@ -16,22 +16,12 @@ from rich.console import Console
 from agentconsole.bench import command
 from agentconsole.bench.table import loads_table, sweep_table
 from agentconsole.cli import main
+from agentconsole.sample_traces import dump_trace
+from agentconsole.server.runtime.sglang.workload_scale import tiny_seed_mix
 
 SMALL_TRACE = Path(__file__).parents[2] / "sample_traces" / "seed-mix.small.jsonl"
 BENCH = ["bench", "--programs", "3", "--policies", "fcfs", "--jobs", "1"]
 TINY_PROFILE = "cpu-2core__tiny-llama__tp1"
-
-
-class _NoPool:
-    """Stands in for the process pool where a check must refuse before any run starts."""
-
-    def __init__(self, *_: Any, **__: Any) -> None:
-        raise AssertionError("a run started before the options were checked")
-
-
-@pytest.fixture
-def no_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(command, "ProcessPoolExecutor", _NoPool)
 
 
 def _bench(*args: str) -> Result:
@@ -108,8 +98,10 @@ def test_a_trace_arriving_all_at_once_still_runs_as_recorded(tmp_path: Path) -> 
 
 
 def test_the_profile_names_the_hardware(tmp_path: Path) -> None:
-    out = tmp_path / "b.json"
-    result = _bench("--profile", TINY_PROFILE, "--json", str(out))
+    out, trace = tmp_path / "b.json", tmp_path / "tiny.jsonl"
+    # what the tiny model serves: seed-mix's calls would not fit its 2,048-token window
+    dump_trace(tiny_seed_mix(3, rate=1.0, seed=0), trace)
+    result = _bench("--profile", TINY_PROFILE, "--trace", str(trace), "--json", str(out))
     assert result.exit_code == 0, result.output
     setup = json.loads(out.read_text())["setup"]
     assert (setup["gpu"], setup["model"], setup["tp"]) == ("cpu-2core", "tiny-llama", 1)

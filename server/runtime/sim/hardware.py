@@ -50,7 +50,9 @@ class ModelSpec:
     ``params`` is the published total (embedding and LM head included) and sizes the weights in
     HBM; the per-token FLOPs come from the architecture fields (``layer_params``).
     ``context_window`` is the longest context (prompt plus output) the model serves, ``None``
-    where unstated; the simulator does not enforce it, workloads and tests check against it.
+    where unstated; the simulator does not enforce it call by call: ``bench`` refuses a run
+    with a call past it before it starts (``app/bench/context_fit.py``), as serve refuses
+    the call.
     """
 
     name: str

@@ -86,22 +86,30 @@ class ModelSetup:
 def parse_models(text: str, gpu: str = "H200-141GB") -> tuple[ModelPool, ...]:
     """Pools from ``"llama-3.1-70b:tp4,llama-3.1-8b"`` (``name[:tpN][:xR]``, R replicas);
     tiers rank the models by parameter count (the largest is the top tier), prices come from
-    :data:`PRICES_PER_MTOK` (a fine-tune's is its base's). Raises ``ValueError`` or
-    ``KeyError`` (unknown preset)."""
-    pools = []
+    :data:`PRICES_PER_MTOK` (a fine-tune's is its base's). Raises ``ValueError`` (no model, a
+    model named twice, a bad option, a zero tp or replica count) or ``KeyError`` (unknown
+    preset)."""
+    pools: list[ModelPool] = []
     for item in (t.strip() for t in text.split(",") if t.strip()):
         name, *opts = item.split(":")
         tp, replicas = 1, 1
         for opt in opts:
-            if opt.startswith("tp") and opt[2:].isdigit():
+            # isdigit() and not "0": a zero count would leave a pool with no engine to run on
+            if opt.startswith("tp") and opt[2:].isdigit() and int(opt[2:]) > 0:
                 tp = int(opt[2:])
-            elif opt.startswith("x") and opt[1:].isdigit():
+            elif opt.startswith("x") and opt[1:].isdigit() and int(opt[1:]) > 0:
                 replicas = int(opt[1:])
             else:
-                raise ValueError(f"bad model option {opt!r} in {item!r} (tpN or xR)")
+                raise ValueError(
+                    f"bad model option {opt!r} in {item!r} (tpN or xR, N and R from 1)"
+                )
+        if any(p.name == name for p in pools):
+            raise ValueError(f"{name} is named twice in {text!r}: give it once, as {name}:xR")
         spec = model_spec(name)  # an unknown preset fails here, naming the known ones
         price = PRICES_PER_MTOK.get(name, PRICES_PER_MTOK.get(spec.base or name, 0.0))
         pools.append(ModelPool(name, 0, tp, replicas, gpu, price))
+    if not pools:
+        raise ValueError(f"no model named in {text!r}")
     ranked = sorted({model_spec(p.name).params for p in pools})
     return tuple(
         ModelPool(p.name, ranked.index(model_spec(p.name).params) + 1, *_rest(p)) for p in pools

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from agentconsole.cli import main
 from agentconsole.sample_traces.codec import dump_trace
-from agentconsole.sample_traces.generator import generate
+from agentconsole.server.runtime.sglang.workload_scale import tiny_seed_mix
 from agentconsole.server.whatif.runs import BenchRunner
 from agentconsole.server.whatif.window import (
     REPORT_SUFFIX,
@@ -38,7 +38,9 @@ def test_a_profiled_servers_command_is_one_bench_accepts(tmp_path: Path) -> None
     """A simulated server on a calibration profile knows its GPU and tp too; the profile names
     its own, and bench refuses them beside it, so the command carries the profile alone."""
     trace = tmp_path / "window.jsonl"
-    dump_trace(generate("seed-mix", n_programs=2, rate=1.0, seed=0), trace)
+    # a window the tiny model served: its calls fit its 2,048-token window (bench refuses
+    # calls past the model's window, as serve does)
+    dump_trace(tiny_seed_mix(2, rate=1.0, seed=0), trace)
     profile = "cpu-2core__tiny-llama__tp1"
     hardware = BenchHardware(gpu="H200-141GB", model=None, tp=1, profile=profile)
     argv = bench_command(trace, 2, hardware)
