@@ -177,11 +177,13 @@ class ModelPlacer:
         candidates: Sequence[str],
         request: ModelRequest,
         expected_output: float,
+        max_tokens: int = 0,
     ) -> tuple[int, Match, ModelChoice]:
         """The engine (index into ``engines``) for a call with prompt ``blocks``, its match
-        there and the choice with its reasons. Candidates not served are left out; none given,
-        or none served, means every served model. Changes nothing in the engines."""
-        served = likely_models(candidates, self.index)
+        there and the choice with its reasons. Candidates not served, or whose window cannot
+        hold the prompt and ``max_tokens`` (:meth:`holding`), are left out; none given, or none
+        served, means every served model. Changes nothing in the engines."""
+        served = self.holding(candidates, sum(b.tokens for b in blocks) + max_tokens)
         placed: dict[str, tuple[int, Match]] = {}
         options = []
         output = output_tokens(expected_output)
@@ -197,7 +199,12 @@ class ModelPlacer:
         return e, found, choice
 
     def held_where_placed(
-        self, program_id: str, tenant: str, blocks: list[Block], candidates: Sequence[str]
+        self,
+        program_id: str,
+        tenant: str,
+        blocks: list[Block],
+        candidates: Sequence[str],
+        max_tokens: int = 0,
     ) -> int:
         """The tokens of a prompt ``blocks`` a program's next call would surely find cached
         (any tier): it may run on any of ``candidates`` (as :meth:`place` reads them), so the
@@ -205,9 +212,19 @@ class ModelPlacer:
         (``runtime/prefixcredit.py``). Changes nothing."""
         routers, index = self.routers, self.index
         return least_over_models(
-            likely_models(candidates, index),
+            self.holding(candidates, sum(b.tokens for b in blocks) + max_tokens),
             lambda name: routers[index[name]].held_where_placed(program_id, tenant, blocks),
         )
+
+    def holding(self, candidates: Sequence[str], tokens: int) -> list[str]:
+        """The models a call of ``tokens`` (prompt plus its ``max_tokens``) may run on: its
+        candidates (:func:`likely_models`) whose context window holds it, as serve leaves out
+        a candidate whose window cannot (``live/intake.py`` ``_prompts``); all of them where
+        none can (``bench`` refuses such a run before it starts, ``bench/context_fit.py``)."""
+        likely = likely_models(candidates, self.index)
+        windows = [self.specs[self.index[name]].context_window for name in likely]
+        fit = [n for n, w in zip(likely, windows, strict=True) if w is None or tokens <= w]
+        return fit or likely
 
     def forget(self, program_id: str) -> None:
         """The program ended: no model's router counts it any longer (``ProgramEnded``; live,

@@ -326,7 +326,8 @@ class Simulation:
         if self.placer is not None:
             node = next((n for n in run.trace.nodes if isinstance(n, LLMNode)), None)
             candidates = _candidates_of(node) if node is not None else ()
-            return self.placer.held_where_placed(run.trace.id, tenant, first, candidates)
+            output = node.output_tokens if node is not None else 0
+            return self.placer.held_where_placed(run.trace.id, tenant, first, candidates, output)
         return self.router.held_where_placed(run.trace.id, tenant, first)
 
     def _start(self, run: ProgramRun, now: float) -> None:
@@ -404,7 +405,12 @@ class Simulation:
         node = self.controller.programs[run.trace.id].nodes[tnode.id]
         request = ModelRequest(run.trace.id, tnode.role)
         e, found, choice = self.placer.place(
-            run, blocks, _candidates_of(tnode), request, node.expected_output_tokens
+            run,
+            blocks,
+            _candidates_of(tnode),
+            request,
+            node.expected_output_tokens,
+            tnode.output_tokens,  # its max_tokens: a trace's call asks for what it produced
         )
         node.model_choice = choice
         labels: dict[str, Scalar] = {

@@ -103,3 +103,35 @@ def test_a_new_program_is_credited_with_what_the_least_of_its_candidates_holds()
 def test_a_new_program_with_one_candidate_is_credited_with_that_models_cache() -> None:
     assert _credited((SMALL,)) == SYSTEM.tokens + SCHEMA.tokens
     assert _credited((LARGE,)) == SYSTEM.tokens
+
+
+LONG_WINDOW = "qwen2.5-7b-1m"
+
+
+def test_a_call_runs_only_on_a_model_whose_window_holds_it() -> None:
+    """As serve leaves out a candidate whose context cannot hold the call (``_prompts``), the
+    simulator places a 200K-token call on the 1M-window model though the 128K one is listed
+    first, and credits the door by the models that could run it."""
+    pools = parse_models(f"{SMALL},{LONG_WINDOW}")
+    config = SimConfig(models=ModelSetup(pools, rule="finish-time"))
+    big = TraceProgram(
+        id="big",
+        tenant="t",
+        workload="w",
+        shape="big",
+        arrival_s=0.0,
+        nodes=(
+            LLMNode(
+                id="c0", prompt_tokens=200_000, output_tokens=8, candidates=(SMALL, LONG_WINDOW)
+            ),
+        ),
+    )
+    sim = Simulation([big], pools[0].cost(), config)
+    assert sim.placer is not None
+    assert sim.placer.holding((SMALL, LONG_WINDOW), 200_008) == [LONG_WINDOW]
+    assert sim.placer.holding((SMALL, LONG_WINDOW), 1_000) == [SMALL, LONG_WINDOW]
+    assert sim.placer.holding((), 200_008) == [LONG_WINDOW]  # none listed: every model
+    sim.run()
+    choice = sim.controller.programs["big"].nodes["c0"].model_choice
+    assert choice is not None
+    assert choice.chosen == LONG_WINDOW
