@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.widget import Widget
 
 from agentconsole.ui.tui.app import DashboardApp
 from agentconsole.ui.tui.views.dialogs import ConfirmScreen
@@ -22,3 +23,8 @@ def program_ids_shown(view: ProgramsView) -> list[str]:
         assert isinstance(cell, Text)
         out.append(cell.plain.split()[0])
     return out
+
+
+def painted(widget: Widget) -> str:
+    """The text ``widget`` paints now, line by line."""
+    return "\n".join(widget.render_line(y).text for y in range(widget.size.height))

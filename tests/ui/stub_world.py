@@ -7,6 +7,7 @@ deterministic for a given seed: :meth:`tick` advances a virtual clock and the sa
 
 from __future__ import annotations
 
+import hashlib
 import random
 import threading
 from collections import deque
@@ -26,6 +27,12 @@ from tests.ui.stub_gen import (
 CAPACITY = {"hbm": 1_200_000, "dram": 8_000_000, "disk": 64_000_000}
 BYTES_PER_TOKEN = 131_072  # Llama-3.1-8B, bf16: 2 x 32 layers x 8 KV heads x 128 x 2 bytes
 BIG_PROGRAM = "prog-0001"
+#: what ``serve --runtime sim --demo`` serves (``DEMO_SIM_MODELS``): each model's KV capacity
+#: per tier, in tokens, as the simulator reports them (it has no disk tier)
+DEMO_MODELS: dict[str, dict[str, int]] = {
+    "llama-3.1-70b": {"hbm": 1_225_616, "dram": 2_516_582},
+    "llama-3.1-8b": {"hbm": 912_619, "dram": 1_572_864},
+}
 #: the stub's opaque cursors: the program whose row ended the page
 CURSOR_PREFIX = "after-"
 #: the boost a server applies when the body names no amount (``BoostIn``)
@@ -35,11 +42,41 @@ POLICIES = ("cp-cache", "fcfs", "sjf")
 KV_POLICIES = ("adaptive", "keep", "offload")
 
 
+def infer_tool_ids(prog: StubProgram) -> None:
+    """Rename ``prog``'s tool nodes as the server names the tool calls it infers for an agent on
+    plain OpenAI tool calls (``tool-`` and 24 hex digits, ``server/live/toolcalls.py``)."""
+    renamed = {
+        node.node_id: "tool-" + hashlib.blake2b(node.node_id.encode(), digest_size=12).hexdigest()
+        for node in prog.nodes
+        if node.kind == "tool"
+    }
+    for node in prog.nodes:
+        node.node_id = renamed.get(node.node_id, node.node_id)
+        node.parents = [renamed.get(parent, parent) for parent in node.parents]
+
+
+def demo_program_ids(world: StubWorld) -> None:
+    """Rename ``world``'s programs as ``serve --demo`` names its agents' programs
+    (``demo-4ade7d-0-seed-mix-s0-00008``: 31 characters, told apart by their tail)."""
+    renamed = {}
+    for index, prog in enumerate(world.programs.values()):
+        prog.program_id = f"demo-4ade7d-0-seed-mix-s0-{index:05d}"
+        renamed[prog.program_id] = prog
+    world.programs = renamed
+    world.pinned = set()
+
+
 class StubWorld:
     """Programs, events and audit rows behind the stub server."""
 
     def __init__(
-        self, programs: int = 40, *, seed: int = 7, big_nodes: int = 240, all_running: bool = False
+        self,
+        programs: int = 40,
+        *,
+        seed: int = 7,
+        big_nodes: int = 240,
+        all_running: bool = False,
+        models: dict[str, dict[str, int]] | None = None,
     ) -> None:
         self._lock = threading.RLock()
         self.rng = random.Random(seed)
@@ -58,6 +95,9 @@ class StubWorld:
         self.draining = False
         self.policy = "cp-cache"
         self.kv_policy = "adaptive"
+        #: several models served (:data:`DEMO_MODELS`): their capacities per tier; the tiers
+        #: are then shown as the server merges them (``server/runtime/fleet/merge.py``)
+        self.models = models
         # programs the live tick leaves alone (tests act on them; the big one stays big)
         self.pinned: set[str] = {BIG_PROGRAM}
         #: called with the ids of each program page served (tests change the world between
@@ -255,6 +295,8 @@ class StubWorld:
         for prog in self.programs.values():
             for tier, tokens in self._placement(prog).items():
                 used[tier] += tokens
+        if self.models:
+            return self._model_tiers(used)
         return {
             tier: {
                 "used_tokens": min(used[tier], CAPACITY[tier]),
@@ -263,6 +305,32 @@ class StubWorld:
             }
             for tier in CAPACITY
         }
+
+    def _model_tiers(self, used: dict[str, int]) -> dict[str, Any]:
+        """The tiers of several models as the server merges them: each model's own under
+        ``<tier>.<model>`` and each tier summed over the models. Every program runs on the last
+        model (the demo's agents all ask the small one) while the others stay empty; under load
+        its HBM is full (its prefix cache keeps what fits until evicted), as the operator saw:
+        the sum reads 43% with the one model in use at 100%."""
+        assert self.models
+        busy = list(self.models)[-1]
+        out: dict[str, Any] = {}
+        summed: dict[str, dict[str, int]] = {}
+        for model, capacities in self.models.items():
+            for tier, capacity in capacities.items():
+                tokens = 0
+                if model == busy:
+                    tokens = capacity if tier == "hbm" else min(used[tier], capacity)
+                usage = {
+                    "used_tokens": tokens,
+                    "capacity_tokens": capacity,
+                    "used_bytes": tokens * BYTES_PER_TOKEN,
+                }
+                out[f"{tier}.{model}"] = usage
+                total = summed.setdefault(tier, dict.fromkeys(usage, 0))
+                for key, value in usage.items():
+                    total[key] += value
+        return {**out, **summed}
 
     def overview_json(self) -> dict[str, Any]:
         """``GET /v1/overview``."""

@@ -9,7 +9,7 @@ from textual.pilot import Pilot
 from agentconsole.ui.tui.app import DashboardApp
 from agentconsole.ui.tui.views.programs import ProgramsView
 from tests.ui.canned import CannedClient
-from tests.ui.on_screen import confirming
+from tests.ui.on_screen import confirming, painted
 from tests.ui.recording import recorded_notes
 from tests.ui.stub_world import BOOST_DEFAULT_S, StubWorld
 from tests.ui.waiting import until
@@ -47,6 +47,30 @@ async def test_drain_on_asks_first_and_drain_off_does_not() -> None:
         await _palette(pilot, "drain off")  # resuming undoes nothing: no question
         assert not confirming(app)
         await until(pilot, lambda: not world.draining)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
+async def test_drain_says_new_calls_are_refused_not_held(size: tuple[int, int]) -> None:
+    """The server answers a drained call at once with 503 ``draining`` (Retry-After), the next
+    call of a running program too: the question and the notice say so, not that calls wait."""
+    world = StubWorld()
+    app = DashboardApp(CannedClient(world), feed=False, poll_s=3600)
+    notes = recorded_notes(app)
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: app.state.overview is not None and not app.sync.busy)
+        await _palette(pilot, "drain on")
+        assert confirming(app)
+        await pilot.pause()
+        # as painted, wrapped to the dialog: one line of text per sentence's words
+        question = " ".join(painted(app.screen.query_one("#confirm-question")).split())
+        assert "refused (503, retry later) until the drain ends" in question
+        assert "the next call of running programs included" in question
+        assert "calls already admitted continue" in question
+        assert "wait" not in question
+        await pilot.press("y")
+        await until(pilot, lambda: any(title == "drain" for title, _ in notes))
+    assert ("drain", "draining: new calls refused") in notes
+    assert world.draining
 
 
 async def test_boost_sends_no_amount_and_says_the_one_the_server_applied() -> None:

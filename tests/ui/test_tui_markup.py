@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
-from textual.widget import Widget
 from textual.widgets import DataTable, Static
 from textual.widgets._toast import Toast
 
@@ -27,7 +26,7 @@ from agentconsole.ui.tui.app import DashboardApp
 from agentconsole.ui.tui.views.detail import ProgramScreen
 from agentconsole.ui.tui.views.programs import ProgramsView
 from tests.ui.canned import COMPAT, CannedClient
-from tests.ui.on_screen import confirming
+from tests.ui.on_screen import confirming, painted
 from tests.ui.stub_world import StubWorld
 from tests.ui.waiting import until
 
@@ -124,11 +123,6 @@ class HostileClient(CannedClient):
             for pair in COMPAT["pairs"]
         ]
         return ModelCompat.parse(body)
-
-
-def painted(widget: Widget) -> str:
-    """The text ``widget`` paints now, line by line."""
-    return "\n".join(widget.render_line(y).text for y in range(widget.size.height))
 
 
 async def _settle(pilot: Pilot[None], app: DashboardApp) -> None:

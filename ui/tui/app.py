@@ -468,16 +468,19 @@ class DashboardApp(App[None]):
     def action_drain(self, enabled: bool) -> None:
         """Stop (after confirmation, as a cancel) or resume admitting new calls."""
         if not enabled:
-            self.sync.drain(False)  # resuming only lets waiting calls in: nothing to undo
+            self.sync.drain(False)  # resuming admits calls again: nothing to undo
             return
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self.sync.drain(True)
 
+        # the server refuses at once (503 ``draining``, Retry-After), it does not hold calls:
+        # running agents see errors on their next call, which the operator must know first
         question = Text(
-            "Drain: stop admitting new calls?\n\nEvery tenant's new calls wait until drain is "
-            "turned off; running calls continue. Remembered across a server restart."
+            "Drain: stop admitting new calls?\n\nNew calls from every tenant are refused (503, "
+            "retry later) until the drain ends, the next call of running programs included; "
+            "calls already admitted continue. Remembered across a server restart."
         )
         self.push_screen(ConfirmScreen(question, "Drain"), answered)
 

@@ -1,13 +1,23 @@
 """Compact number, time and bar formatting for a terminal that may be only 80 columns wide.
 
 Times of day are shown in UTC so that two operators (and the snapshot tests) see the same text.
+
+KV tier meters keep to one line each: a server of several models reports each tier summed over
+them (``hbm``) and each model's own (``hbm.llama-3.1-8b``, ``server/runtime/fleet/merge.py``);
+data-parallel ranks show the same way (``hbm.rank0``). The sum alone hides a saturated model
+(43% over two models, one of them full), so the views show the parts too, each under its tier,
+with labels as wide as the longest one shown, shortened (the models' shared prefix, then the
+middle) so that a meter never wraps.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from rich.text import Text
+
+from agentconsole.ui.client.models import TIER_ORDER, TierUse
 
 STATE_STYLES = {
     "running": "bold yellow",
@@ -118,3 +128,88 @@ def middle(value: str, width: int) -> str:
     tail = (width - 1) // 2
     head = width - 1 - tail
     return value[:head] + "…" + value[len(value) - tail :]
+
+
+#: the narrowest meter a label makes room for before it is shortened
+METER_MIN = 8
+#: where a shared prefix of model names may end (``llama-3.1-`` of ``llama-3.1-8b``)
+MODEL_SEPARATORS = "-_./:"
+
+
+def tier_base(name: str) -> str:
+    """The tier a reported name belongs to: ``hbm`` of ``hbm.llama-3.1-8b``."""
+    return name.split(".", 1)[0]
+
+
+def ordered_tiers(tiers: Sequence[TierUse]) -> list[TierUse]:
+    """Each whole tier followed by its parts (models, ranks): ``hbm``, ``hbm.llama-3.1-70b``,
+    ``hbm.llama-3.1-8b``, ``dram``, ... (the client sorts the parts apart from their tier)."""
+    position = {tier.tier: index for index, tier in enumerate(tiers)}
+
+    def key(tier: TierUse) -> tuple[int, str, bool, int]:
+        name = tier_base(tier.tier)
+        rank = TIER_ORDER.index(name) if name in TIER_ORDER else len(TIER_ORDER)
+        return rank, name, tier.tier != name, position[tier.tier]
+
+    return sorted(tiers, key=key)
+
+
+def _shared_prefix(parts: Sequence[str]) -> str:
+    """The start all ``parts`` share, up to a separator, if each keeps something after it."""
+    if len(parts) < 2:
+        return ""
+    prefix = parts[0]
+    for part in parts[1:]:  # character by character: model names are no paths
+        while not part.startswith(prefix):
+            prefix = prefix[:-1]
+    cut = max(prefix.rfind(sep) for sep in MODEL_SEPARATORS) + 1
+    prefix = prefix[:cut]
+    return prefix if all(len(part) > len(prefix) for part in parts) else ""
+
+
+def tier_labels(names: Sequence[str], room: int) -> dict[str, str]:
+    """A label per tier name, at most ``room`` cells: the names as they are when the longest
+    fits; else the parts without the models' shared prefix (``hbm.70b``, ``hbm.8b``); else
+    with the middle of each part cut out (its tier and its distinguishing tail kept)."""
+    if max((len(name) for name in names), default=0) <= room:
+        return {name: name for name in names}
+    parts = sorted({name.split(".", 1)[1] for name in names if "." in name})
+    prefix = _shared_prefix(parts)
+    out = {}
+    for name in names:
+        tier, _, part = name.partition(".")
+        if not part:
+            out[name] = middle(name, room)
+            continue
+        part = part.removeprefix(prefix)
+        out[name] = f"{tier}.{middle(part, max(1, room - len(tier) - 1))}"
+        if len(out[name]) > room:  # not even the tier fits: cut the whole
+            out[name] = middle(name, room)
+    return out
+
+
+def tier_meters(
+    tiers: Sequence[TierUse], width: int, numbers: Sequence[str], number_style: str = ""
+) -> Text:
+    """One line per tier of ``tiers`` (in the order given) fitting ``width`` cells: its label,
+    a meter, its fill and ``numbers[i]``, each column as wide as its widest value so that the
+    numbers line up and are never cut (the meter gives way, down to :data:`METER_MIN`)."""
+    number_width = max((len(n) for n in numbers), default=0)
+    fixed = 1 + 1 + 4 + (1 + number_width if number_width else 0)  # the gaps, the fill, numbers
+    names = tier_labels([t.tier for t in tiers], max(4, width - fixed - METER_MIN))
+    label_width = max((len(label) for label in names.values()), default=0)
+    meter = max(1, width - label_width - fixed)
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for index, (tier, number) in enumerate(zip(tiers, numbers, strict=True)):
+        if index:
+            text.append("\n")
+        style = TIER_STYLES.get(tier_base(tier.tier), "green")
+        text.append(names[tier.tier].ljust(label_width), style=style)
+        text.append(" ")
+        text.append_text(bar(tier.fraction, meter, style))
+        text.append(" ")
+        text.append_text(fill(tier.fraction))
+        if number_width:
+            text.append(" ")
+            text.append(number.ljust(number_width), style=number_style)
+    return text

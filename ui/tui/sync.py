@@ -183,7 +183,7 @@ class DataSync:
         def run() -> None:
             try:
                 self.api.drain(enabled)
-                text = "draining: new calls wait" if enabled else "admitting new calls"
+                text = "draining: new calls refused" if enabled else "admitting new calls"
                 self.app.post_message(m.ActionDone("drain", "", True, text))
             except ApiError as error:
                 self.app.post_message(self._refused("drain", "", error))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from rich.text import Text
@@ -15,16 +15,88 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from agentconsole.ui.client.programs import ProgramDetail
+from agentconsole.ui.client.programs import Node, ProgramDetail
 from agentconsole.ui.tui import fmt
 from agentconsole.ui.tui.graph import drawn_now, legend, render_dag, span, timeline_bar
 from agentconsole.ui.tui.literal import literal
-from agentconsole.ui.tui.views.tables import Table
+from agentconsole.ui.tui.views.tables import Table, cell_width
 
 NODE_COLUMNS = ("node", "kind", "state", "kv", "queue", "service", "tool", "timeline")
 NODE_LABELS = ("Node", "Kind", "State", "KV now", "Queue", "Service", "Tool", "Timeline")
-FIXED_WIDTH = 62  # the columns before the timeline bar, with cell padding
 ZOOM_ROWS = 20  # the zoom window before the table has been laid out
+#: the longest node id shown whole: agents on plain OpenAI tool calls get inferred ids such as
+#: ``tool-c0628c2f3fdb5a8c1a557c0d``, cut in the middle so the distinguishing tail stays
+NODE_ID_MAX = 24
+#: how far an id gives way on a narrow terminal before the bars do
+NODE_ID_MIN = 10
+#: the bar width the other columns make room for (by stages, see :data:`STAGES`)
+BAR_MIN = 20
+#: the narrowest bar drawn at all: as wide as the column's label
+BAR_FLOOR = len("Timeline")
+#: what gives way, in order, while the bars would be narrower than :data:`BAR_MIN`: first the
+#: states shrink to their glyph (the legend names them), then the queue and tool times go (the
+#: bars paint them too, ░ and ▒); last the node ids are cut further
+STAGES: tuple[tuple[bool, tuple[str, ...]], ...] = (
+    (False, NODE_COLUMNS),
+    (True, NODE_COLUMNS),
+    (True, tuple(c for c in NODE_COLUMNS if c not in ("queue", "tool"))),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineLayout:
+    """The node table's shape for a width: which columns, how much of each id, how wide the
+    bars. The bars get what the other columns leave, so the table never scrolls sideways (its
+    right end is the newest part of the run: the running tool, the last nodes)."""
+
+    columns: tuple[str, ...]
+    id_width: int
+    glyph_state: bool
+    bar_width: int
+
+
+def node_cells(
+    node: Node, on_path: bool, id_width: int, glyph_state: bool
+) -> dict[str, Text | str]:
+    """The cells of ``node``'s row, the timeline bar aside."""
+    name = Text(
+        ("◆" if on_path else " ") + fmt.middle(node.node_id, id_width),
+        style="bold" if on_path else "",
+    )
+    state = fmt.state(node.state)
+    if glyph_state:
+        state = Text(fmt.STATE_GLYPHS.get(node.state, "?"), style=state.style)
+    return {
+        "node": name,
+        "kind": fmt.short(node.tool or node.kind, 9),
+        "state": state,
+        "kv": fmt.tier(node.kv_tier),
+        "queue": fmt.secs(node.queue_s),
+        "service": fmt.secs(node.service_s),
+        "tool": fmt.secs(node.tool_s),
+    }
+
+
+def timeline_layout(nodes: Sequence[Node], room: int, padding: int) -> TimelineLayout:
+    """The layout of ``nodes`` in ``room`` cells, each column padded by ``padding`` a side:
+    every id whole up to :data:`NODE_ID_MAX`, then the :data:`STAGES` until the bars get
+    :data:`BAR_MIN` cells, then shorter ids (down to :data:`NODE_ID_MIN`)."""
+    labels = dict(zip(NODE_COLUMNS, NODE_LABELS, strict=True))
+    id_width = min(NODE_ID_MAX, max((len(n.node_id) for n in nodes), default=1))
+    for glyph_state, columns in STAGES:
+        rows = [node_cells(n, False, id_width, glyph_state) for n in nodes]
+        others = sum(
+            max([len(labels[c]), *(cell_width(row[c]) for row in rows)]) + 2 * padding
+            for c in columns
+            if c not in ("node", "timeline")
+        )
+        # the node column (its ◆ included) and the bars' column padding
+        fixed = others + 4 * padding + 1
+        if room - fixed - max(len("Node") - 1, id_width) >= BAR_MIN:
+            break
+    id_width = min(id_width, max(NODE_ID_MIN, room - fixed - BAR_MIN))
+    bar_width = max(BAR_FLOOR, room - fixed - max(len("Node") - 1, id_width))
+    return TimelineLayout(columns, id_width, glyph_state, bar_width)
 
 
 def summary(detail: ProgramDetail) -> Text:
@@ -72,6 +144,9 @@ class ProgramScreen(Screen[None]):
         self.detail: ProgramDetail | None = None
         self.zoom = False
         self._window: tuple[float, float] = (0.0, 1.0)
+        self._layout = TimelineLayout(NODE_COLUMNS, NODE_ID_MAX, False, BAR_FLOOR)
+        #: the screen width the DAG and the timeline were last laid out for
+        self._drawn_width = 0
         #: what "now" is for the spans still open (the app's clock, injectable for tests)
         self._clock = clock
 
@@ -89,9 +164,23 @@ class ProgramScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._columns(self._layout)
+
+    def on_resize(self) -> None:
+        """Lay the DAG and the timeline out again for a new width (only then: a redraw puts
+        the table back at its top, and a screen shown again is resized to the same size)."""
+        if self.detail is not None and self.size.width != self._drawn_width:
+            self._draw(self.detail)
+
+    def _columns(self, layout: TimelineLayout) -> None:
+        """Empty the node table and give it ``layout``'s columns. Columns are made anew each
+        time: a DataTable's column only ever widens to its cells, so one kept from a wider
+        layout (longer ids, whole states, a wider terminal) would push the bars off screen."""
         table = self.query_one("#nodes-table", DataTable)
+        table.clear(columns=True)
         for column, label in zip(NODE_COLUMNS, NODE_LABELS, strict=True):
-            table.add_column(label, key=column)
+            if column in layout.columns:
+                table.add_column(label, key=column)
 
     def action_toggle_tab(self) -> None:
         tabs = self.query_one(TabbedContent)
@@ -106,6 +195,11 @@ class ProgramScreen(Screen[None]):
             return
         self.detail = detail
         self.query_one("#detail-summary", Static).update(summary(detail))
+        self._draw(detail)
+
+    def _draw(self, detail: ProgramDetail) -> None:
+        """The DAG and the timeline of ``detail``, laid out for the screen's width now."""
+        self._drawn_width = self.size.width
         width = max(30, self.size.width - 4)
         self.query_one("#dag", Static).update(render_dag(detail, width))
         self._timeline(detail)
@@ -167,36 +261,28 @@ class ProgramScreen(Screen[None]):
             return
         self._window = window
         table = self.query_one("#nodes-table", DataTable)
-        width = self._bar_width()
+        width = self._layout.bar_width
         for node in detail.nodes:
             table.update_cell(node.node_id, "timeline", timeline_bar(node, *window, width, now))
 
-    def _bar_width(self) -> int:
-        return max(8, self.size.width - FIXED_WIDTH)
+    def _room(self) -> int:
+        """The cells the node table can show: the screen's width (the table spans it, and it
+        may be hidden behind the DAG tab, unsized) less a vertical scrollbar, kept free even
+        while the rows fit, so that one appearing never covers the bars' newest end."""
+        table = self.query_one("#nodes-table", DataTable)
+        return self.size.width - table.styles.scrollbar_size_vertical
 
     def _timeline(self, detail: ProgramDetail) -> None:
         table = self.query_one("#nodes-table", DataTable)
         now = drawn_now(detail, self._clock())
         t0, t1 = self._window = self._scale(detail, now)
-        bar_width = self._bar_width()
+        layout = self._layout = timeline_layout(detail.nodes, self._room(), table.cell_padding)
         path = set(detail.critical_path)
         keep = table.cursor_row
-        table.clear()
+        self._columns(layout)
         for node in detail.nodes:
-            name = Text(
-                ("◆" if node.node_id in path else " ") + node.node_id,
-                style="bold" if node.node_id in path else "",
-            )
-            table.add_row(
-                name,
-                fmt.short(node.tool or node.kind, 9),
-                fmt.state(node.state),
-                fmt.tier(node.kv_tier),
-                fmt.secs(node.queue_s),
-                fmt.secs(node.service_s),
-                fmt.secs(node.tool_s),
-                timeline_bar(node, t0, t1, bar_width, now),
-                key=node.node_id,
-            )
+            cells = node_cells(node, node.node_id in path, layout.id_width, layout.glyph_state)
+            cells["timeline"] = timeline_bar(node, t0, t1, layout.bar_width, now)
+            table.add_row(*(cells[c] for c in layout.columns), key=node.node_id)
         if detail.nodes:
             table.move_cursor(row=min(max(keep, 0), len(detail.nodes) - 1), animate=False)

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Sparkline, Static
 
-from agentconsole.ui.client.models import Overview
+from agentconsole.ui.client.models import Overview, TierUse
 from agentconsole.ui.tui import fmt
 from agentconsole.ui.tui.state import DashboardState
+
+#: the most per-model (per-rank) HBM meters the overview shows; the KV view shows every one
+HBM_PARTS = 3
 
 
 def _grid() -> Table:
@@ -44,22 +49,23 @@ def latency_panel(o: Overview) -> Table:
     return grid
 
 
+def overview_tiers(kv: Sequence[TierUse]) -> list[TierUse]:
+    """The tiers the overview shows: each whole tier, and under HBM its parts (each model's,
+    each rank's; the fullest :data:`HBM_PARTS` of them): a sum over several models hides one
+    that is full, and device memory is where a model saturates."""
+    parts = [t for t in kv if t.tier != "hbm" and fmt.tier_base(t.tier) == "hbm"]
+    fullest = {t.tier for t in sorted(parts, key=lambda t: -t.fraction)[:HBM_PARTS]}
+    return fmt.ordered_tiers([t for t in kv if "." not in t.tier or t.tier in fullest])
+
+
 def kv_panel(o: Overview, width: int) -> Text:
-    """One meter per KV tier: used share, used/capacity tokens and bytes."""
-    text = Text()
-    meter = max(4, width - 21)
-    for i, tier in enumerate(o.kv):
-        if i:
-            text.append("\n")
-        text.append(f"{tier.tier:<5}", style=fmt.TIER_STYLES.get(tier.tier, ""))
-        text.append_text(fmt.bar(tier.fraction, meter, fmt.TIER_STYLES.get(tier.tier, "green")))
-        text.append(" ")
-        text.append_text(fmt.fill(tier.fraction))
-        text.append(" ")
-        text.append(f"{fmt.count(tier.used_tokens)}/{fmt.count(tier.capacity_tokens)}", style="dim")
-    if not o.kv:
-        text.append("no KV tiers reported", style="dim")
-    return text
+    """One meter per KV tier (one line each, :func:`overview_tiers`): used share and
+    used/capacity tokens."""
+    shown = overview_tiers(o.kv)
+    if not shown:
+        return Text("no KV tiers reported", style="dim")
+    numbers = [f"{fmt.count(t.used_tokens)}/{fmt.count(t.capacity_tokens)}" for t in shown]
+    return fmt.tier_meters(shown, width, numbers, number_style="dim")
 
 
 def policy_panel(o: Overview) -> Text:
@@ -81,6 +87,9 @@ def policy_panel(o: Overview) -> Text:
 
 class OverviewView(Vertical):
     """The first view: is the server healthy and what is it doing."""
+
+    #: what was shown last, shown again when the view is resized
+    _state: DashboardState | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="ov-row"):
@@ -107,8 +116,14 @@ class OverviewView(Vertical):
         for selector, title in titles.items():
             self.query_one(selector).border_title = title
 
+    def on_resize(self) -> None:
+        """Lay the meters out again for the new width."""
+        if self._state is not None:
+            self.show(self._state)
+
     def show(self, state: DashboardState) -> None:
         """Redraw from ``state`` (a no-op until the first overview arrives)."""
+        self._state = state
         o = state.overview
         if o is None:
             return
