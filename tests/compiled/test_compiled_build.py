@@ -30,6 +30,8 @@ INSTRUMENTING = [
     "tests/server/sim/test_simulation.py::test_an_ended_program_leaves_its_replica",
     "tests/server/sim/test_simulation.py::test_a_deferring_block_ends_at_the_first_step_past_the_cap",
     "tests/server/test_driver_parity.py::test_bench_and_serve_ask_the_driver_the_same_questions_and_get_the_same_answers",
+    "tests/server/sim/test_sim_models_routers.py::test_a_new_program_is_credited_with_what_the_least_of_its_candidates_holds",
+    "tests/server/sim/test_sim_models_routers.py::test_a_new_program_with_one_candidate_is_credited_with_that_models_cache",
 ]
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
