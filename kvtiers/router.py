@@ -112,7 +112,12 @@ class ProgramRouter(Protocol):
         ...
 
     def route(self, program_id: str, prompt_tokens: int, holds: Holds, workers: WorkersOf) -> int:
-        """The rank of the program's next call (``prompt_tokens`` its prompt)."""
+        """The rank of the program's next call (``prompt_tokens`` its prompt); records it."""
+        ...
+
+    def preview(self, program_id: str, prompt_tokens: int, holds: Holds, workers: WorkersOf) -> int:
+        """The rank :meth:`route` would choose now, changing nothing (a model the selector
+        may not pick is asked where it would run the call, not told it runs it)."""
         ...
 
     def rank_of(self, program_id: str) -> int | None:
@@ -174,25 +179,35 @@ class AffinityRouter(_Ranks):
         self._rank_of: OrderedDict[str, int] = OrderedDict()  # least recently routed first
 
     def route(self, program_id: str, prompt_tokens: int, holds: Holds, workers: WorkersOf) -> int:
+        chosen = self._choose(program_id, prompt_tokens, holds, workers, forget=True)
+        self._rank_of[program_id] = chosen
+        self._rank_of.move_to_end(program_id)
+        while len(self._rank_of) > _MAX_PROGRAMS:
+            self._rank_of.popitem(last=False)
+        return chosen
+
+    def preview(self, program_id: str, prompt_tokens: int, holds: Holds, workers: WorkersOf) -> int:
+        return self._choose(program_id, prompt_tokens, holds, workers, forget=False)
+
+    def _choose(
+        self, program_id: str, prompt_tokens: int, holds: Holds, workers: WorkersOf, *, forget: bool
+    ) -> int:
+        """The rank of the call; ``forget`` drops lost mappings first where a tie counts them
+        (a preview counts them as they stand: the same choice but in such a tie)."""
         rank = self._rank_of.get(program_id)
         if rank is not None and rank not in self.drained and holds(program_id, rank):
-            self._rank_of.move_to_end(program_id)
             return rank
         candidates = self.open_ranks()
         states = workers(candidates)
         costs = [route_cost(prompt_tokens, w, self.weights) for w in states]
         best = min(costs)
         tied = [r for r, cost in zip(candidates, costs, strict=True) if cost == best]
-        chosen = tied[0]
-        if len(tied) > 1:
+        if len(tied) == 1:
+            return tied[0]
+        if forget:
             self.forget_lost(holds)
-            mapped = self.programs_per_rank()
-            chosen = min(tied, key=mapped.__getitem__)  # the first of the fewest
-        self._rank_of[program_id] = chosen
-        self._rank_of.move_to_end(program_id)
-        while len(self._rank_of) > _MAX_PROGRAMS:
-            self._rank_of.popitem(last=False)
-        return chosen
+        mapped = self.programs_per_rank()
+        return min(tied, key=mapped.__getitem__)  # the first of the fewest
 
     def forget_lost(self, holds: Holds) -> None:
         """Drop the mappings of programs whose (open) rank no longer holds their context."""
@@ -233,10 +248,13 @@ class RoundRobinRouter(_Ranks):
         self._next = 0
 
     def route(self, program_id: str, prompt_tokens: int, holds: Holds, workers: WorkersOf) -> int:
-        candidates = self.open_ranks()
-        chosen = candidates[self._next % len(candidates)]
+        chosen = self.preview(program_id, prompt_tokens, holds, workers)
         self._next += 1
         return chosen
+
+    def preview(self, program_id: str, prompt_tokens: int, holds: Holds, workers: WorkersOf) -> int:
+        candidates = self.open_ranks()
+        return candidates[self._next % len(candidates)]
 
     def rank_of(self, program_id: str) -> int | None:
         return None

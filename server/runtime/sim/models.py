@@ -182,21 +182,22 @@ class ModelPlacer:
         """The engine (index into ``engines``) for a call with prompt ``blocks``, its match
         there and the choice with its reasons. Candidates not served, or whose window cannot
         hold the prompt and ``max_tokens`` (:meth:`holding`), are left out; none given, or none
-        served, means every served model. Changes nothing in the engines."""
+        served, means every served model. Each candidate is priced on the replica its router
+        would pick (a preview), and only the chosen model's router places the call, as only
+        the chosen model's runtime gets it in serve. Changes nothing in the engines."""
         served = self.holding(candidates, sum(b.tokens for b in blocks) + max_tokens)
-        placed: dict[str, tuple[int, Match]] = {}
         options = []
         output = output_tokens(expected_output)
         for name in served:
             k = self.index[name]
-            local, found = self.routers[k].route(run, blocks)
+            local, found = self.routers[k].preview(run, blocks)
             e = self.first[k] + local
-            placed[name] = (e, found)
             call = CallSize(found.requested_tokens, found.hit_tokens, output)
             options.append(model_option(self.setup.pools[k], call, EngineCost(self.engines[e])))
         choice = self.selector.select(options, request)
-        e, found = placed[choice.chosen]
-        return e, found, choice
+        k = self.index[choice.chosen]
+        local, found = self.routers[k].route(run, blocks)
+        return self.first[k] + local, found, choice
 
     def held_where_placed(
         self,

@@ -92,6 +92,23 @@ class ReplicaRouter:
             self._prune()
         return e, found
 
+    def preview(self, run: ProgramRun, blocks: list[Block]) -> tuple[int, Match]:
+        """The replica :meth:`route` would run the call on now, and its match there; changes
+        nothing (the rule records no placement: a model the selector may not choose)."""
+        engines = self.engines
+        tenant = run.trace.tenant
+        if len(engines) == 1:
+            return 0, engines[0].index.peek(tenant, blocks)
+        peeked: dict[int, Match] = {}
+
+        def workers(ranks: Sequence[int]) -> list[WorkerState]:
+            return self._states(ranks, tenant, blocks, peeked)
+
+        prompt = sum(b.tokens for b in blocks)
+        e = self.rule.preview(run.trace.id, prompt, self._holds, workers)
+        found = peeked.get(e)
+        return e, found if found is not None else engines[e].index.peek(tenant, blocks)
+
     def held_where_placed(self, program_id: str, tenant: str, blocks: list[Block]) -> int:
         """The tokens of a prompt ``blocks`` the program's next call would find cached (any
         tier) where it may be placed now: the least over the replicas the rule could choose

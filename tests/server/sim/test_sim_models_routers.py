@@ -18,8 +18,10 @@ import pytest
 
 from agentconsole.sample_traces.format import LLMNode, PrefixSegment, TraceProgram
 from agentconsole.sample_traces.generator import generate
+from agentconsole.scheduler.models import ModelRequest
 from agentconsole.scheduler.runtime import PrefixProbe
 from agentconsole.server.runtime.sim.models import ModelSetup, parse_models
+from agentconsole.server.runtime.sim.programs import ProgramRun, build_contexts
 from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
 
 LARGE, SMALL = "llama-3.1-70b", "llama-3.1-8b"
@@ -135,3 +137,26 @@ def test_a_call_runs_only_on_a_model_whose_window_holds_it() -> None:
     choice = sim.controller.programs["big"].nodes["c0"].model_choice
     assert choice is not None
     assert choice.chosen == LONG_WINDOW
+
+
+@pytest.mark.parametrize("routing", ["affinity", "round-robin"])
+def test_only_the_chosen_models_router_places_the_call(routing: str) -> None:
+    """Each candidate is priced on the replica its router would pick, but only the model
+    the selector chose records the placement (serve's other models never see the call): the
+    others map no program and keep their turn."""
+    sim = _simulation(f"{LARGE}:tp4:x2,{SMALL}:x2", routing, programs=1)
+    placer = sim.placer
+    assert placer is not None
+    program = _program("p", 0.0, (LARGE, SMALL), SYSTEM)
+    run = ProgramRun.of(program)
+    build_contexts(run, sim.cost, sim.config.engine.chunked_prefill_size)
+    blocks = run.first_context()
+    before = [router.preview(run, blocks) for router in placer.routers]
+    engine, _, choice = placer.place(run, blocks, (LARGE, SMALL), ModelRequest("p", None), 8.0)
+    chosen = placer.index[choice.chosen]
+    assert placer.first[chosen] <= engine < placer.first[chosen] + 2
+    for k, router in enumerate(placer.routers):
+        if k == chosen:
+            continue
+        assert router.rule.rank_of("p") is None
+        assert router.preview(run, blocks)[0] == before[k][0]  # its turn did not move
