@@ -218,13 +218,12 @@ class CallIntake:
         now = time.time()
         # again after the door's wait: calls admitted meanwhile hold their share of the minute
         # (from here to the call's reservation nothing awaits, so none passes unseen)
+        # a drain that began while it awaited (the store, its quotas, the door) lets it on: it
+        # arrived before the drain, as the calls queued in the engine then, and runs when the
+        # drain ends (refusing it here would answer 503 after its wait, its program opened)
         try:
             svc.tenants.check_call(tenant, now)
-            if svc.draining:
-                # drained while it awaited (the store, its quotas, the door): the runtime is
-                # paused, and the check on arrival no longer holds
-                raise Draining()
-        except (TenantLimitError, Draining):
+        except TenantLimitError:
             svc.driver.call_refused(program.program_id)  # its door share is not held on
             await svc.settled()
             raise
