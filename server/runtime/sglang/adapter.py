@@ -58,6 +58,7 @@ from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.engine_log import EngineLog
 from agentconsole.server.runtime.sglang.factory import default_model_dir, settings_from_options
 from agentconsole.server.runtime.sglang.kvview import KVView
+from agentconsole.server.runtime.sglang.lastcalls import LastCalls
 from agentconsole.server.runtime.sglang.live_control import LiveControl
 from agentconsole.server.runtime.sglang.rank_status import RankFiles, clear_reports
 from agentconsole.server.runtime.sglang.ranks import RankRouter
@@ -117,6 +118,7 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
         self._started_at = 0.0
         self._last_output = 0.0
         self._hit_tokens = 0
+        self._last_calls = LastCalls()
         self._retention_seq = 0
         self._probe_at = 0.0
         self._probe_ok = False

@@ -51,6 +51,7 @@ from agentconsole.server.runtime.sglang import wire
 from agentconsole.server.runtime.sglang.contexts import LastContext, ResidentOf
 from agentconsole.server.runtime.sglang.dataparallel import routed_calls
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
+from agentconsole.server.runtime.sglang.lastcalls import LastCalls
 from agentconsole.server.runtime.sglang.rank_status import RankFiles
 from agentconsole.server.runtime.sglang.ranks import RankRouter
 from agentconsole.server.runtime.sglang.status import Placement, SchedulerStatus
@@ -66,6 +67,7 @@ class KVView:
     state_dir: Path
     telemetry: Telemetry
     _calls: dict[str, SGLangStream]
+    _last_calls: LastCalls
     rank_files: RankFiles
     router: RankRouter | None
 
@@ -157,6 +159,10 @@ class KVView:
         """The program's last context as resident now (None: nothing of it is cached, or the
         plugin does not track it)."""
         placement = self.read_placement(program_id)
+        # a call that ended after the placement was written is not in it yet (``lastcalls``)
+        ended = self._last_calls.since(program_id, placement.written_at if placement else 0.0)
+        if ended is not None:
+            return ended
         found = placement.programs.get(program_id) if placement is not None else None
         if not found or found[0] <= 0:
             return None

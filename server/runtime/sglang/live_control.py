@@ -30,6 +30,7 @@ from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import retention, symbols
 from agentconsole.server.runtime.sglang.control import ControlWriter, RetentionHint
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
+from agentconsole.server.runtime.sglang.lastcalls import LastCalls
 from agentconsole.server.runtime.sglang.rank_status import RankFiles
 from agentconsole.server.runtime.sglang.ranks import RankRouter
 from agentconsole.server.runtime.sglang.status import SchedulerStatus
@@ -47,6 +48,7 @@ class LiveControl:
     control: ControlWriter
     engine: Any
     _calls: dict[str, SGLangStream]
+    _last_calls: LastCalls
     _gate: asyncio.Event
     rank_files: RankFiles
     router: RankRouter | None
@@ -72,6 +74,9 @@ class LiveControl:
         """The call's stream is over (``error`` if it failed): out of the books, once."""
         if self._calls.get(call.rid) is call:
             del self._calls[call.rid]
+        if error is None:  # its context is on the engine: the driver may decide on it now
+            program_id = call.request.ticket.program_id
+            self._last_calls.ended(program_id, call.meta, call.tokens, time.time())
         self._hit_tokens += int(call.meta.get("cached_tokens") or 0)
         self.telemetry.on_end(call)
         call.finish(error)

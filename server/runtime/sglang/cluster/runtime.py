@@ -61,6 +61,7 @@ from agentconsole.server.runtime.sglang.contexts import ProgramContexts
 from agentconsole.server.runtime.sglang.control import ControlState
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.kvview import KVView
+from agentconsole.server.runtime.sglang.lastcalls import LastCalls
 from agentconsole.server.runtime.sglang.live_control import LiveControl
 from agentconsole.server.runtime.sglang.rank_status import merge_placements, merge_statuses
 from agentconsole.server.runtime.sglang.ranks import RankRouter
@@ -114,6 +115,7 @@ class RouterRuntime(LiveControl, KVView):
         self._gate.set()
         self._retention_seq = 0
         self._hit_tokens = 0
+        self._last_calls = LastCalls()
         self._tokenizer: Any = None
         self._format: ChatFormat | None = None
         self._context_len: int | None = None
