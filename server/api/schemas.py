@@ -261,7 +261,8 @@ class _Generation(_Body):
     extras (``priority``, ``rid``/``request_id``, ``ignore_eos``, ``agentconsole``)."""
 
     model: Annotated[str, Field(max_length=256)]
-    stream: bool = False
+    #: null as OpenAI's schema allows (boolean or null): the default, not streamed
+    stream: bool | None = False
     stream_options: StreamOptions | None = None
     max_tokens: TokenCount | None = None
     temperature: Temperature | None = None
@@ -315,7 +316,7 @@ class CompletionRequest(_Generation):
         | Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=1)]
     )
     best_of: One | None = None
-    echo: Annotated[bool, Unsupported(_NO_ECHO, (False,))] = False
+    echo: Annotated[bool | None, Unsupported(_NO_ECHO, (False, None))] = False
     logprobs: Annotated[None, Unsupported(_NO_LOGPROBS)] = None
     suffix: Annotated[None, Unsupported(_NO_SUFFIX)] = None
 

@@ -215,3 +215,18 @@ def test_parallel_tool_calls_must_be_a_boolean(server: LiveServer) -> None:
         refused = c.post(CHAT, json=chat_body(parallel_tool_calls="no", max_tokens=4))
     assert refused.status_code == 422, refused.text
     assert refused.json()["error"]["param"] == "parallel_tool_calls"
+
+
+@pytest.mark.parametrize("path", [CHAT, "/v1/completions"])
+def test_an_explicit_null_stream_is_the_default(server: LiveServer, path: str) -> None:
+    """OpenAI's schema types ``stream`` (and the completions' ``echo``) as boolean or null:
+    SDKs and proxies that write every key send null, meaning the default."""
+    extra: dict[str, Any] = {"stream": None, "max_tokens": 4}
+    if path == CHAT:
+        body = chat_body("null stream", **extra)
+    else:
+        body = {"model": "sim", "prompt": "null stream", "echo": None, **extra}
+    with server.client() as c:
+        answer = c.post(path, json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("application/json")

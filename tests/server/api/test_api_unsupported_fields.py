@@ -33,7 +33,7 @@ def _errors(model: type[BaseModel], body: dict[str, Any]) -> list[tuple[tuple[An
     [
         (ChatCompletionRequest, CHAT, "logprobs", [False, None], [True, 0], "log probabilities"),
         (ChatCompletionRequest, CHAT, "top_logprobs", [None], [0, 2], "log probabilities"),
-        (CompletionRequest, COMPLETION, "echo", [False], [True, None, 0], "echo the prompt"),
+        (CompletionRequest, COMPLETION, "echo", [False, None], [True, 0], "echo the prompt"),
         (CompletionRequest, COMPLETION, "logprobs", [None], [0, 2], "log probabilities"),
         (CompletionRequest, COMPLETION, "suffix", [None], ["", "end"], "suffix"),
     ],
