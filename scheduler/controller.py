@@ -497,6 +497,11 @@ class ProgramController:
         node.state = NodeState.READY
         node.ready_at = node.queued_at = now
 
+    def resume_node(self, program_id: str, node_id: str) -> None:
+        """A preempted LLM call runs again (its attempt was kept open): its node is running.
+        Its wait is in the runtime's queue measure at the call's end, not counted here."""
+        self.get(program_id).nodes[node_id].state = _RUNNING
+
     def charge(self, program_id: str, node_id: str, usage: CallUsage) -> None:
         """Count what a call that will not finish (aborted, cut off) already cost: its tokens
         and GPU time go to the program's usage and attained service, so quotas, fairness and

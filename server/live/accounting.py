@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from agentconsole.scheduler.controller import CallUsage
 from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
+from agentconsole.scheduler.program import NodeState
 from agentconsole.scheduler.runtime import GenerationResult
 from agentconsole.server.live.errors import QuotaError
 from agentconsole.server.live.insertionbook import insertion_data
@@ -80,10 +81,16 @@ class CallAccounting:
         self._emit(call, EventKind.CALL_FIRST_TOKEN, {"ttft_s": ttft})
 
     def progress(self, call: LiveCall) -> None:
-        """Stop the call when the program's finished calls plus what all its calls in flight
-        received go past its token quota."""
+        """A call preempted by an operator that delivers again runs again (its node was
+        requeued, ``OperatorDesk.preempt``); stop the call when the program's finished calls
+        plus what all its calls in flight received go past its token quota."""
         program = self.service.controller.programs.get(call.program_id)
-        if program is None or call.closed or program.quotas.tokens is None:
+        if program is None or call.closed:
+            return
+        node = program.nodes.get(call.node_id)
+        if node is not None and node.state is NodeState.READY:
+            self.service.controller.resume_node(call.program_id, call.node_id)
+        if program.quotas.tokens is None:
             return
         streaming = sum(c.received for c in self.service.calls_of(call.program_id))
         used = program.tokens_used + streaming

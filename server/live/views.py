@@ -52,10 +52,14 @@ def timeline(node: Node) -> list[JSON]:
         return [{"phase": "tool", "start": start, "end": node.finished_at}]
     spans: list[JSON] = []
     cursor = start
+    # the waits are drawn before the first token, never past it: a call preempted after it
+    # began decoding waited again later (its queue time counts both waits)
+    first = node.first_token_at
     for phase, length in (("queue", node.queue_s), ("kv", node.kv_restore_s)):
-        if length > 0:
-            spans.append({"phase": phase, "start": cursor, "end": cursor + length})
-            cursor += length
+        end = cursor + length if first is None else min(cursor + length, max(first, cursor))
+        if end > cursor:
+            spans.append({"phase": phase, "start": cursor, "end": end})
+            cursor = end
     if node.first_token_at is not None:
         spans.append({"phase": "prefill", "start": cursor, "end": node.first_token_at})
         spans.append({"phase": "decode", "start": node.first_token_at, "end": node.finished_at})

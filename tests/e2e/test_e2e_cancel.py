@@ -159,6 +159,12 @@ def test_preempted_call_is_requeued_and_completes(realtime: LiveServer) -> None:
     with realtime.client("sk-operator") as op:
         preempted = op.post("/v1/operator/programs/pre-1/preempt").json()
     assert preempted["preempted_calls"] == ["pre-1/llm-1/0001"]
+    # once it delivers again its node runs again (it read "ready" until the call ended)
+    seen = reader.tokens()
+    wait_until(lambda: reader.tokens() > seen + 5 or reader.done.is_set(), 10)
+    with realtime.client() as c:
+        node = c.get("/v1/programs/pre-1").json()["nodes"][0]
+    assert node["state"] in ("running", "done"), node
     assert reader.done.wait(15)
     finals = [f for _, f in reader.frames if isinstance(f, dict) and f.get("choices")]
     assert finals[-1]["choices"][0]["finish_reason"] == "length"
@@ -168,3 +174,5 @@ def test_preempted_call_is_requeued_and_completes(realtime: LiveServer) -> None:
         wait_until(lambda: c.get("/v1/programs/pre-1").json()["nodes"][0]["state"] == "done", 5)
         program = c.get("/v1/programs/pre-1").json()
     assert program["nodes"][0]["output_tokens"] == 150
+    spans = program["nodes"][0]["timeline"]
+    assert all(span["end"] >= span["start"] for span in spans), spans  # no span runs backwards
