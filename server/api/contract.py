@@ -42,7 +42,10 @@ ERROR_REF = {"$ref": REF.format(model="Error")}
 SECURITY = {"bearerAuth": {"type": "http", "scheme": "bearer", "description": "API key"}}
 SSE = "text/event-stream"
 _REASONS = {
-    400: "Malformed JSON body (``invalid_json``: not JSON, or nested too deep)",
+    400: (
+        "Malformed JSON body (``invalid_json``: not JSON, or nested too deep), or a prompt"
+        " over the model's context (``context_length_exceeded``, as OpenAI answers it)"
+    ),
     401: "Missing or unknown API key",
     403: "Not allowed (an operator route with a tenant key, a wall-time quota)",
     404: "Unknown, or another tenant's",

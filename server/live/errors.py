@@ -41,8 +41,11 @@ class InvalidRequest(ServiceError):
 
 
 class ContextTooLong(InvalidRequest):
-    """The prompt and ``max_tokens`` do not fit in the served model's context."""
+    """The prompt and ``max_tokens`` do not fit in the served model's context: 400, as OpenAI
+    answers it, not the 422 of other invalid requests, since agent frameworks catch the
+    client's ``BadRequestError`` with this code to trim their history and try again."""
 
+    status = 400
     type = "context_length_exceeded"
 
 

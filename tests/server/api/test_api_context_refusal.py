@@ -1,4 +1,4 @@
-"""A call refused for its own prompt (over the model's context: 422) opens no program: the
+"""A call refused for its own prompt (over the model's context: 400) opens no program: the
 request named a new program, or none (an inferred one), and nothing ran, so neither the
 controller nor the store keeps an empty program, and the id stays free."""
 
@@ -16,7 +16,7 @@ TOO_LONG = "abcd" * 131_000
 
 
 def _refused(response: httpx.Response) -> dict[str, Any]:
-    assert response.status_code == 422, response.text
+    assert response.status_code == 400, response.text
     error: dict[str, Any] = response.json()["error"]
     assert error["type"] == "context_length_exceeded"
     return error

@@ -161,14 +161,14 @@ def test_the_same_failure_has_the_same_error_on_core_and_gateway_routes(
     assert no_body["message"] == "a JSON body is required"
 
 
-def test_a_prompt_over_the_models_context_is_422_before_anything_runs(server: LiveServer) -> None:
+def test_a_prompt_over_the_models_context_is_400_before_anything_runs(server: LiveServer) -> None:
     # the simulated llama-3.1-8b serves 131,072 tokens; the sim counts 4 characters a token
     long = "abcd" * 131_000
     body = chat_body(long, max_tokens=200, agentconsole={"program_id": "ctx-1"})
     with server.client() as client:
-        chat = _error(client.post(CHAT, json=body), 422)
+        chat = _error(client.post(CHAT, json=body), 400)
         text = {"model": "m", "prompt": long * 2, "agentconsole": {"program_id": "ctx-2"}}
-        completion = _error(client.post("/v1/completions", json=text), 422)
+        completion = _error(client.post("/v1/completions", json=text), 400)
         fits = client.post(CHAT, json=chat_body(long[:40_000], max_tokens=4))
     assert chat["type"] == completion["type"] == "context_length_exceeded"
     assert chat["field"] == "max_tokens"

@@ -178,7 +178,8 @@ def test_errors_carry_openai_param_and_code(server: LiveServer) -> None:
     body = invalid.value.body
     assert isinstance(body, dict)
     assert body["field"] == "n"  # the keys the consoles read stay
-    with pytest.raises(openai.UnprocessableEntityError) as too_long:
+    # OpenAI's status: an agent's ``except openai.BadRequestError`` trims its history
+    with pytest.raises(openai.BadRequestError) as too_long:
         client.chat.completions.create(model="m", messages=_user("abcd" * 131_100), max_tokens=9)
     assert too_long.value.code == "context_length_exceeded"
     assert too_long.value.param == "messages"
@@ -318,13 +319,13 @@ def test_a_prompt_that_fills_the_context_is_refused_naming_the_prompt(
     server: LiveServer,
 ) -> None:
     client = _client(server)
-    with pytest.raises(openai.UnprocessableEntityError) as refused:
+    with pytest.raises(openai.BadRequestError) as refused:
         client.chat.completions.create(model="m", messages=_user(_long_prompt(CONTEXT)))
     assert refused.value.code == "context_length_exceeded"
     assert refused.value.param == "messages"
     assert "max_tokens" not in refused.value.message
     # a max_tokens the client did send is still its own to answer for
-    with pytest.raises(openai.UnprocessableEntityError) as asked:
+    with pytest.raises(openai.BadRequestError) as asked:
         client.chat.completions.create(
             model="m", messages=_user(_long_prompt(CONTEXT - 300)), max_tokens=1024
         )
