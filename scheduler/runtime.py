@@ -154,6 +154,13 @@ class GenerationRequest:
     #: the served model to run on (a runtime over several models dispatches by it); None:
     #: the runtime's one model
     model: str | None = None
+    #: OpenAI's repetition penalties, -2..2 (None: not asked, the engine's default: none)
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    #: OpenAI's ``logit_bias``: token id -> bias added to its logit, -100..100 (None: not
+    #: asked). Ids were checked against the model's vocabulary where the runtime knows it
+    #: (``vocab_size``); a simulated runtime, which samples no real tokens, ignores all three
+    logit_bias: Mapping[int, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +318,11 @@ class Runtime(Protocol):
     def max_context_tokens(self) -> int | None:
         """The served model's context window, prompt plus output: a call that cannot fit is
         refused before it is sent (None: unknown, e.g. before the engine is up; no check)."""
+
+    @property
+    def vocab_size(self) -> int | None:
+        """The served model's vocabulary size (its token ids are below it): a ``logit_bias``
+        naming another id is refused before it is sent (None: unknown, or no real tokens)."""
 
     def service_prior(self) -> ServicePrior | None:
         """The model's speed as the runtime knows it in advance (None: learned from calls)."""

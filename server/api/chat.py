@@ -71,6 +71,9 @@ def chat_call(data: ChatCompletionRequest, request: Client, live: Live) -> ChatC
         temperature=1.0 if data.temperature is None else data.temperature,
         top_p=1.0 if data.top_p is None else data.top_p,
         stop=stop,
+        frequency_penalty=data.frequency_penalty,
+        presence_penalty=data.presence_penalty,
+        logit_bias=data.token_bias,
         priority=data.priority,
         ignore_eos=data.ignore_eos,
         max_tool_calls=1 if data.parallel_tool_calls is False else None,
@@ -83,11 +86,19 @@ async def _stream(
     call: LiveCall, completion: Completion, include_usage: bool, held: ToolCallStream
 ) -> AsyncIterator[bytes]:
     done = False
+    # the first delta names the role; its ``content`` is "" for an answer in text and null for
+    # one that is only tool calls (OpenAI's): with tools declared it waits for the first text
+    # the filter releases, or the end, to tell which
+    opened = not call.tools
     try:
-        yield completion.chunk({"role": "assistant", "content": ""}, extra=completion.identity)
+        if opened:
+            yield _opening(completion, "")
         async for delta in call.deltas():
             text = held.feed(delta.text)
             if text:
+                if not opened:
+                    yield _opening(completion, "")
+                    opened = True
                 yield completion.chunk({"content": text})
         outcome = await call.outcome()
         refused = refusal(call, outcome)
@@ -96,11 +107,19 @@ async def _stream(
         else:
             rest, calls = held.finish()
             calls = calls[: call.max_tool_calls]  # as the accounting cut the DAG's nodes
-            if rest:
-                yield completion.chunk({"content": rest})
+            if rest or not (opened or calls):
+                if not opened:
+                    yield _opening(completion, "")
+                    opened = True
+                if rest:
+                    yield completion.chunk({"content": rest})
             reason = outcome.finish_reason
             if calls:
-                yield completion.chunk({"tool_calls": tool_calls_json(call.call_id, calls)})
+                tool_calls = tool_calls_json(call.call_id, calls)
+                if opened:
+                    yield completion.chunk({"tool_calls": tool_calls})
+                else:  # nothing but calls: they open the answer, with null content
+                    yield _opening(completion, None, tool_calls)
                 reason = "tool_calls"
             yield completion.chunk({}, reason, extra=completion.identity)
             if include_usage:
@@ -110,6 +129,17 @@ async def _stream(
     finally:
         if not done:
             call.abandon("disconnect")
+
+
+def _opening(
+    completion: Completion, content: str | None, tool_calls: list[dict[str, Any]] | None = None
+) -> bytes:
+    """The stream's first chunk: the role, the content (``""``, or null before tool calls),
+    the calls when they are the whole answer, and the call's identity."""
+    delta: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls is not None:
+        delta["tool_calls"] = tool_calls
+    return completion.chunk(delta, extra=completion.identity)
 
 
 async def chat_completion(
@@ -122,9 +152,11 @@ async def chat_completion(
     # the format of the model that runs the call (the runtime is up once a call started)
     chat_format = live.service.models.runtime_of(call.request.model).chat_format
     ident = CallIdentity.of(call, data.rid or data.request_id)
-    completion = Completion(ident.request_id, served_name(call, live), ident.body)
+    usage = bool(data.stream and data.stream_options and data.stream_options.include_usage)
+    completion = Completion(
+        ident.request_id, served_name(call, live), ident.body, include_usage=usage
+    )
     if data.stream:
-        usage = bool(data.stream_options and data.stream_options.include_usage)
         # the tools the prompt declared (intake's ``offered_tools``): what the stream parses
         body = _stream(call, completion, usage, chat_format.stream(call.tools))
         return event_stream(body, call, ident.headers)

@@ -61,6 +61,9 @@ def completion_call(data: CompletionRequest, request: Client, live: Live) -> Cha
         temperature=1.0 if data.temperature is None else data.temperature,
         top_p=1.0 if data.top_p is None else data.top_p,
         stop=stop,
+        frequency_penalty=data.frequency_penalty,
+        presence_penalty=data.presence_penalty,
+        logit_bias=data.token_bias,
         priority=data.priority,
         ignore_eos=data.ignore_eos,
         prompt_text=prompt,
@@ -103,9 +106,11 @@ async def text_completion(
     wanted = completion_call(data, client, live)
     call = await live.service.start_call(principal.tenant, wanted, gone=client_gone(client))
     ident = CallIdentity.of(call, data.rid or data.request_id)
-    completion = TextCompletion(ident.request_id, served_name(call, live), ident.body)
+    usage = bool(data.stream and data.stream_options and data.stream_options.include_usage)
+    completion = TextCompletion(
+        ident.request_id, served_name(call, live), ident.body, include_usage=usage
+    )
     if data.stream:
-        usage = bool(data.stream_options and data.stream_options.include_usage)
         return event_stream(_stream(call, completion, usage), call, ident.headers)
     outcome = await finished(client, call, ident.headers)
     if isinstance(outcome, Reply):

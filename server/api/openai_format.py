@@ -4,6 +4,12 @@ usage. ``model`` is always the served model's name (whatever the request said).
 ``usage.prompt_tokens_details.cached_tokens`` is what the runtime reports for the call; the
 runtime's cache is namespaced by the authenticated tenant, so it only ever counts hits on the
 caller's own tenant's prefixes.
+
+Every answer and chunk carries OpenAI's keys, null where the server has nothing to say:
+``system_fingerprint`` (null: no backend fingerprint, ``seed`` is not honoured) and, on a stream
+whose client asked ``stream_options.include_usage``, ``"usage": null`` on every chunk before the
+last (the usage chunk), as OpenAI sends them. Both lanes (Litestar's controllers and the
+express lane) stream through these builders.
 """
 
 from __future__ import annotations
@@ -31,6 +37,10 @@ def with_lost_reuse(headers: dict[str, str], lost_reuse_tokens: int | None) -> d
         return headers
     return {**headers, LOST_REUSE_HEADER: str(lost_reuse_tokens)}
 
+
+#: OpenAI's ``system_fingerprint`` (the backend configuration a ``seed`` reproduces with):
+#: null, as OpenAI allows, since the server honours no ``seed``; the same in every answer
+SYSTEM_FINGERPRINT: str | None = None
 
 #: JSON bytes of a value (the bodies both generation routes send)
 encode_json = msgspec.json.Encoder().encode
@@ -83,13 +93,18 @@ def usage_json(result: GenerationResult | None, received: int) -> JSON:
 
 
 class Completion:
-    """Builds the response objects of one call (its ids, model and creation time)."""
+    """Builds the response objects of one call (its ids, model and creation time);
+    ``include_usage``: the stream ends with a usage chunk, so every chunk before it says
+    ``"usage": null``."""
 
-    def __init__(self, request_id: str, model: str, identity: JSON) -> None:
+    def __init__(
+        self, request_id: str, model: str, identity: JSON, *, include_usage: bool = False
+    ) -> None:
         self.id = f"chatcmpl-{request_id}"
         self.model = model
         self.created = int(time.time())
         self.identity = identity
+        self.include_usage = include_usage
 
     def response(
         self,
@@ -112,6 +127,7 @@ class Completion:
             "object": "chat.completion",
             "created": self.created,
             "model": self.model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
             "choices": [
                 {"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}
             ],
@@ -127,17 +143,19 @@ class Completion:
         usage: JSON | None = None,
         extra: JSON | None = None,
     ) -> bytes:
-        """One SSE ``data:`` frame of a ``chat.completion.chunk``."""
+        """One SSE ``data:`` frame of a ``chat.completion.chunk`` (with ``usage``: the last,
+        with no choices)."""
         body: JSON = {
             "id": self.id,
             "object": "chat.completion.chunk",
             "created": self.created,
             "model": self.model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
             "choices": []
             if usage is not None
             else [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
         }
-        if usage is not None:
+        if usage is not None or self.include_usage:
             body["usage"] = usage
         if extra is not None:
             body["agentconsole"] = extra
@@ -151,13 +169,17 @@ class Completion:
 
 
 class TextCompletion:
-    """Builds the ``text_completion`` objects of one ``/v1/completions`` call."""
+    """Builds the ``text_completion`` objects of one ``/v1/completions`` call
+    (``include_usage`` as :class:`Completion`'s)."""
 
-    def __init__(self, request_id: str, model: str, identity: JSON) -> None:
+    def __init__(
+        self, request_id: str, model: str, identity: JSON, *, include_usage: bool = False
+    ) -> None:
         self.id = f"cmpl-{request_id}"
         self.model = model
         self.created = int(time.time())
         self.identity = identity
+        self.include_usage = include_usage
 
     def _body(self, choices: list[JSON]) -> JSON:
         return {
@@ -165,6 +187,7 @@ class TextCompletion:
             "object": "text_completion",
             "created": self.created,
             "model": self.model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
             "choices": choices,
         }
 
@@ -189,7 +212,7 @@ class TextCompletion:
     ) -> bytes:
         """One SSE ``data:`` frame (with ``usage``: the last, with no choices)."""
         body = self._body([] if usage is not None else [self._choice(text, finish_reason)])
-        if usage is not None:
+        if usage is not None or self.include_usage:
             body["usage"] = usage
         if extra is not None:
             body["agentconsole"] = extra

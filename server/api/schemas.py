@@ -4,12 +4,15 @@ The chat request follows OpenAI's (unknown OpenAI fields such as ``seed`` or ``u
 accepted and ignored, since ignoring them changes no answer); what the server reads but cannot
 honour is refused, never ignored (422 naming the field, as ``n`` above 1): a
 ``response_format`` other than ``text``, ``logprobs``/``top_logprobs``, content parts other
-than text. Every agentconsole body is strict (unknown fields are refused). Every body is
-validated in strict mode (no string or boolean where a number is expected, no float where an
-integer is) and every number is bounded. The published OpenAPI schema is these models' own
-JSON Schema (``contract.py``), so what the schema allows is what the server accepts; the one
-rule a JSON Schema cannot say (a named ``tool_choice`` must be among ``tools``) is a 422
-naming ``tool_choice``.
+than text, the legacy ``functions``/``function_call``, ``audio`` and ``modalities`` other than
+text. What the engine can do is honoured: ``frequency_penalty``, ``presence_penalty`` and
+``logit_bias`` (within OpenAI's bounds; a ``logit_bias`` token id the served model's vocabulary
+does not have is refused by the intake, which knows the model). Every agentconsole body is
+strict (unknown fields are refused). Every body is validated in strict mode (no string or
+boolean where a number is expected, no float where an integer is) and every number is bounded.
+The published OpenAPI schema is these models' own JSON Schema (``contract.py``), so what the
+schema allows is what the server accepts; the one rule a JSON Schema cannot say (a named
+``tool_choice`` must be among ``tools``) is a 422 naming ``tool_choice``.
 """
 
 from __future__ import annotations
@@ -119,6 +122,19 @@ Temperature = Annotated[float, Field(ge=0, le=2)]
 #: greedy decoding, since SGLang itself wants ``0 < top_p`` (``wire.sampling_params``)
 TopP = Annotated[float, Field(ge=0, le=1)]
 One = Annotated[int, Field(ge=1, le=1), Integral]
+#: OpenAI's ``frequency_penalty`` and ``presence_penalty`` (SGLang's bounds too)
+Penalty = Annotated[float, Field(ge=-2, le=2)]
+#: OpenAI's bounds of ``logit_bias``: at most this many token ids, each biased by -100..100
+MAX_LOGIT_BIAS_ENTRIES = 300
+#: a token id as a ``logit_bias`` key: decimal digits (JSON object keys are strings) in the
+#: canonical form (no leading zero: ``"07"`` and ``"7"`` would be one id twice); the bound on
+#: its length keeps the number small, the model's vocabulary is checked by the intake
+TokenIdKey = Annotated[str, Field(pattern=r"^(0|[1-9][0-9]{0,9})$")]
+LogitBias = Annotated[
+    dict[TokenIdKey, Annotated[float, Field(ge=-100, le=100)]],
+    # the schema's ``patternProperties`` alone would allow any other key: published closed
+    Field(max_length=MAX_LOGIT_BIAS_ENTRIES, json_schema_extra={"additionalProperties": False}),
+]
 Stop = str | Annotated[list[str], Field(max_length=4)]
 ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
 ModelName = Annotated[str, Field(min_length=1, max_length=256)]
@@ -213,6 +229,31 @@ class ResponseFormat(_Body):
 _NO_LOGPROBS = "is not supported: this server does not return log probabilities"
 _NO_ECHO = "is not supported: this server does not echo the prompt back"
 _NO_SUFFIX = "is not supported: this server does not complete text before a suffix"
+_NO_FUNCTIONS = (
+    "is not supported: the legacy function calling is not read (declare the functions in 'tools')"
+)
+_NO_FUNCTION_CALL = (
+    "is not supported: the legacy function calling is not read (choose the function with"
+    " 'tool_choice')"
+)
+_NO_AUDIO = "is not supported: this server answers text only (leave audio out)"
+
+
+def _text_modalities(value: object) -> object:
+    """``modalities`` other than text (``audio``) are refused: the served models write text
+    only, and an answer without the audio asked for would look complete. ``["text"]`` and null
+    pass."""
+    if isinstance(value, list):
+        for kind in value:
+            if kind != "text":
+                shown = kind[:64] if isinstance(kind, str) else type(kind).__name__
+                raise PydanticCustomError(
+                    "unsupported",
+                    "modality '{kind}' is not supported: this server answers text only (send"
+                    " ['text'] or leave modalities out)",
+                    {"kind": shown},  # echoed back: bounded
+                )
+    return value
 
 
 #: what ``Message``'s validator says, as JSON Schema: content (not null), or an assistant
@@ -269,17 +310,28 @@ class _Generation(_Body):
     top_p: TopP | None = None
     stop: Stop | None = None
     n: One | None = None
+    frequency_penalty: Penalty | None = None
+    presence_penalty: Penalty | None = None
+    logit_bias: LogitBias | None = None
     priority: Priority = 0
     rid: RequestId | None = None
     request_id: RequestId | None = None
     ignore_eos: bool = False
     agentconsole: AgentExtras | None = None
 
+    @property
+    def token_bias(self) -> dict[int, float] | None:
+        """``logit_bias`` with its token ids as numbers (None: not asked)."""
+        if self.logit_bias is None:
+            return None
+        return {int(token): bias for token, bias in self.logit_bias.items()}
+
 
 class ChatCompletionRequest(_Generation):
     """``POST /v1/chat/completions``: OpenAI's chat request plus agentconsole extras (what it
     cannot honour is refused, 422: ``n`` above 1, a ``response_format`` other than text,
-    ``logprobs``, content parts other than text)."""
+    ``logprobs``, content parts other than text, ``functions``/``function_call``, ``audio``,
+    ``modalities`` other than text)."""
 
     messages: Annotated[list[Message], Field(min_length=1, max_length=10_000)]
     max_completion_tokens: TokenCount | None = None
@@ -292,6 +344,15 @@ class ChatCompletionRequest(_Generation):
     #: refused when asked for (never answered with ``logprobs: null``); false or null pass
     logprobs: Annotated[bool | None, Unsupported(_NO_LOGPROBS, (False, None))] = None
     top_logprobs: Annotated[None, Unsupported(_NO_LOGPROBS)] = None
+    #: OpenAI's deprecated function calling: refused (naming ``tools``/``tool_choice``), never
+    #: answered as if no function had been declared
+    functions: Annotated[None, Unsupported(_NO_FUNCTIONS)] = None
+    function_call: Annotated[None, Unsupported(_NO_FUNCTION_CALL)] = None
+    audio: Annotated[None, Unsupported(_NO_AUDIO)] = None
+    modalities: Annotated[
+        Annotated[list[Literal["text"]], Field(max_length=1)] | None,
+        BeforeValidator(_text_modalities),
+    ] = None
 
     @field_validator("tool_choice")
     @classmethod

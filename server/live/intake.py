@@ -24,6 +24,7 @@ from agentconsole.server.live.door import ClientGone
 from agentconsole.server.live.errors import (
     ContextTooLong,
     Draining,
+    InvalidRequest,
     ShuttingDown,
     Unavailable,
 )
@@ -72,6 +73,26 @@ class ChatCall:
     min_tier: int | None = None
     #: ``parallel_tool_calls: false``: 1 (the answer's first tool call only); None: every one
     max_tool_calls: int | None = None
+    #: OpenAI's repetition penalties and ``logit_bias`` (token id -> bias); None: not asked
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    logit_bias: Mapping[int, float] | None = None
+
+
+def check_logit_bias(logit_bias: Mapping[int, float] | None, vocab_size: int | None) -> None:
+    """Refuse (422 naming the key) a ``logit_bias`` token id the model's vocabulary of
+    ``vocab_size`` ids does not have (None: unknown, no check). Before the call reaches the
+    engine: an id past the model's logits is not a request any engine should be handed (one
+    engine process serves every tenant)."""
+    if not logit_bias or vocab_size is None:
+        return
+    for token_id in logit_bias:
+        if not 0 <= token_id < vocab_size:
+            raise InvalidRequest(
+                f"logit_bias names token id {token_id}, not in the model's vocabulary (ids 0"
+                f" to {vocab_size - 1})",
+                field=f"logit_bias.{token_id}",
+            )
 
 
 def fit_context(limit: int | None, prompt_tokens: int, chat: ChatCall) -> int:
@@ -273,6 +294,9 @@ class CallIntake:
             prompt_ids=prompt.token_ids,
             sampling=prompt.sampling,
             model=model if labels else None,
+            frequency_penalty=chat.frequency_penalty,
+            presence_penalty=chat.presence_penalty,
+            logit_bias=chat.logit_bias,
         )
         data = {"prompt_tokens": prompt.tokens, "priority": priority, **labels}
         if labels:
@@ -314,7 +338,8 @@ class CallIntake:
     def _prompts(self, chat: ChatCall) -> tuple[dict[str, Prompt], dict[str, int]]:
         """Candidate model -> the call's prompt in that model's format, and its ``max_tokens``
         there (``fit_context``); the candidates whose context cannot hold it left out (all of
-        them: the first one's refusal)."""
+        them: the first one's refusal). A ``logit_bias`` id outside any candidate's vocabulary
+        is refused (``check_logit_bias``)."""
         desk = self.service.models
         names = desk.candidates(chat.model, chat.model_candidates)
         prompts: dict[str, Prompt] = {}
@@ -322,6 +347,8 @@ class CallIntake:
         refused: ContextTooLong | None = None
         for name in names:
             runtime = desk.runtime_of(name)
+            # token ids are the model's own: each candidate's vocabulary must hold them
+            check_logit_bias(chat.logit_bias, runtime.vocab_size)
             if chat.prompt_text is not None:
                 prompt = encode_prompt(runtime.chat_format, chat.prompt_text)
             else:

@@ -167,3 +167,46 @@ def test_a_completion_prompt_is_tokenized_as_is(served: Served) -> None:
     assert done.usage is not None
     assert done.usage.prompt_tokens == len(ids)
     assert 0 < done.usage.completion_tokens <= 6
+
+
+def test_penalties_and_logit_bias_reach_the_engine_and_change_the_answer(served: Served) -> None:
+    prompt = "The quick brown fox"
+    plain = served.client.completions.create(model="m", prompt=prompt, max_tokens=3, temperature=0)
+    (forced,) = served.tokenizer("Z", add_special_tokens=False)["input_ids"]
+    forced_text = served.tokenizer.decode([forced] * 3)
+    assert plain.choices[0].text != forced_text
+    bias = {str(forced): 100}
+    biased = served.client.completions.create(
+        model="m",
+        prompt=prompt,
+        max_tokens=3,
+        temperature=0,
+        frequency_penalty=0.5,
+        presence_penalty=0.5,
+        logit_bias=bias,
+    )
+    sampling = served.seen[-1].sampling_params
+    assert (sampling["frequency_penalty"], sampling["presence_penalty"]) == (0.5, 0.5)
+    assert sampling["logit_bias"] == {str(forced): 100.0}
+    # +100 outweighs a random model's logits and the penalties: every token is the biased one
+    assert biased.choices[0].text == forced_text
+    chat = served.client.chat.completions.create(
+        model="m", messages=ASK, max_tokens=3, temperature=0, logit_bias=bias
+    )
+    assert chat.choices[0].message.content == forced_text
+
+
+def test_a_logit_bias_past_the_vocabulary_never_reaches_the_engine(served: Served) -> None:
+    runtime = served.server.live.service.runtime
+    vocab = runtime.engine.tokenizer_manager.model_config.vocab_size  # type: ignore[attr-defined]
+    sent = len(served.seen)
+    with pytest.raises(openai.UnprocessableEntityError) as refused:
+        served.client.completions.create(
+            model="m", prompt="hi", max_tokens=2, logit_bias={str(vocab): -100}
+        )
+    assert refused.value.param == f"logit_bias.{vocab}"
+    assert len(served.seen) == sent  # refused before the engine saw it
+    last = served.client.completions.create(
+        model="m", prompt="hi", max_tokens=2, logit_bias={str(vocab - 1): -100}
+    )
+    assert last.choices[0].finish_reason in ("stop", "length")

@@ -81,6 +81,11 @@ class FleetRuntime:
         """The default model's context (intake checks each call against its own model's)."""
         return self.members[self.default].max_context_tokens
 
+    @property
+    def vocab_size(self) -> int | None:
+        """The default model's (intake checks each call against its own model's)."""
+        return self.members[self.default].vocab_size
+
     def service_prior(self) -> ServicePrior | None:
         """None: each model's service is learned from its own member's prior (``ModelDesk``
         asks the members); one prior for models that differ tenfold would fit none."""

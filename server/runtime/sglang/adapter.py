@@ -139,6 +139,15 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
         limit = getattr(manager, "context_len", None)
         return limit if isinstance(limit, int) else None
 
+    @property
+    def vocab_size(self) -> int | None:
+        """The model config's vocabulary size (the bound SGLang checks ``logit_bias`` against,
+        but only once the call is queued, and its refusal reads as an engine failure); None
+        until the engine is up."""
+        manager = getattr(self.engine, "tokenizer_manager", None)
+        size = getattr(getattr(manager, "model_config", None), "vocab_size", None)
+        return size if isinstance(size, int) and size > 0 else None
+
     def service_prior(self) -> ServicePrior | None:
         """None: a real engine's speed is learned from the calls it serves."""
         return None

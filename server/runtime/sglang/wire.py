@@ -120,6 +120,15 @@ def sampling_params(
     }
     if request.stop:
         sampling["stop"] = list(request.stop)
+    # OpenAI's penalties and logit_bias only when asked (SGLang's defaults mean none; a
+    # logit_bias sent at all, even empty, costs the batch a bias row over the vocabulary)
+    if request.frequency_penalty is not None:
+        sampling["frequency_penalty"] = request.frequency_penalty
+    if request.presence_penalty is not None:
+        sampling["presence_penalty"] = request.presence_penalty
+    if request.logit_bias:
+        # SGLang's keys are token ids as strings (as OpenAI's JSON)
+        sampling["logit_bias"] = {str(token): bias for token, bias in request.logit_bias.items()}
     sampling.update(request.sampling)  # what the chat format needs: tool_choice, ...
     if request.forced_output_tokens is not None:  # benchmarks: exact output lengths
         sampling["max_new_tokens"] = max(1, request.forced_output_tokens)

@@ -111,6 +111,11 @@ class SimLiveRuntime:
         """The model preset's context window (prompt plus output; None: unstated)."""
         return self.cost.model.context_window
 
+    @property
+    def vocab_size(self) -> int | None:
+        """None: the simulator samples no real tokens (a ``logit_bias`` changes nothing)."""
+        return None
+
     def service_prior(self) -> ServicePrior | None:
         """The cost model's speed in wall seconds: prefill per token at 8k, one decode step of
         a lone call (None in the zero-cost mode, where a call takes no wall time)."""

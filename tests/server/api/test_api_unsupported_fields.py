@@ -36,6 +36,16 @@ def _errors(model: type[BaseModel], body: dict[str, Any]) -> list[tuple[tuple[An
         (CompletionRequest, COMPLETION, "echo", [False, None], [True, 0], "echo the prompt"),
         (CompletionRequest, COMPLETION, "logprobs", [None], [0, 2], "log probabilities"),
         (CompletionRequest, COMPLETION, "suffix", [None], ["", "end"], "suffix"),
+        (ChatCompletionRequest, CHAT, "functions", [None], [[{"name": "f"}], []], "'tools'"),
+        (
+            ChatCompletionRequest,
+            CHAT,
+            "function_call",
+            [None],
+            ["auto", {"name": "f"}],
+            "'tool_choice'",
+        ),
+        (ChatCompletionRequest, CHAT, "audio", [None], [{"voice": "alloy"}], "text only"),
     ],
 )
 def test_an_unsupported_field_is_refused_saying_why_and_published_as_what_it_accepts(
@@ -72,3 +82,16 @@ def test_text_parts_and_plain_text_still_pass() -> None:
     for content in (parts, "one two"):
         body = {**CHAT, "messages": [{"role": "user", "content": content}]}
         assert _errors(ChatCompletionRequest, body) == []
+
+
+@pytest.mark.parametrize("modalities", [["audio"], ["text", "audio"], ["image"]])
+def test_modalities_other_than_text_are_refused_naming_the_modality(modalities: list[str]) -> None:
+    [(where, message)] = _errors(ChatCompletionRequest, {**CHAT, "modalities": modalities})
+    assert where == ("modalities",)
+    assert message.startswith(f"modality '{modalities[-1]}' is not supported: ")
+    for fine in (["text"], None):
+        assert _errors(ChatCompletionRequest, {**CHAT, "modalities": fine}) == []
+    published = ChatCompletionRequest.model_json_schema()["properties"]["modalities"]
+    assert {"items": {"const": "text", "type": "string"}, "maxItems": 1, "type": "array"} in (
+        published["anyOf"]
+    )

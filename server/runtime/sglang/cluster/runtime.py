@@ -131,6 +131,11 @@ class RouterRuntime(LiveControl, KVView):
         The intake refuses a longer request before it is sent."""
         return self._context_len
 
+    @property
+    def vocab_size(self) -> int | None:
+        """None: the workers check ``logit_bias`` ids against their own model."""
+        return None
+
     def service_prior(self) -> ServicePrior | None:
         """None: the workers' speed is learned from the calls they serve."""
         return None
