@@ -336,9 +336,16 @@ async def announce_ready(app: Litestar, since: float, log_path: Path | None) -> 
     settings = getattr(runtime, "settings", None)
     path = getattr(settings, "model_path", None)
     model = live.config.model_name + (f" ({path})" if path else "")
+    # a drain left on is replayed at start: up, but /ready stays 503 and calls are refused
+    drained = (
+        "; drained by an operator: new calls refused (and /ready 503) until "
+        "POST /v1/operator/drain ends it"
+        if live.service.draining
+        else ""
+    )
     click.echo(
         f"runtime {runtime.name} ready in {time.monotonic() - since:.1f} s: model {model}, "
-        f"chat format {runtime.chat_format.name}",
+        f"chat format {runtime.chat_format.name}{drained}",
         err=True,
     )
 

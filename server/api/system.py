@@ -1,9 +1,14 @@
-"""``/health`` (liveness), ``/ready`` (runtime answers and store writer alive), ``/metrics``.
+"""``/health`` (liveness), ``/ready`` (runtime answers, store writer alive, no drain),
+``/metrics``.
 
 None of them needs a key. ``/ready`` is 503 until the runtime has started and answers its
-health probe, and whenever the store's writer thread has died. Each answers ``HEAD`` as it
-answers ``GET``, the same status and headers without the body: load balancers probe with
-``HEAD`` (not published in the contract, which lists the ``GET`` operations).
+health probe, whenever the store's writer thread has died, and while an operator drains the
+server (``POST /v1/operator/drain``, also when the drain was replayed at start): every new
+generation call is then refused 503 ``draining``, so a load balancer must send it elsewhere.
+A drain is a reason of its own in the body, so a caller that only waits for the process to be
+up (the runtime and the store) can tell it apart. Each answers ``HEAD`` as it answers ``GET``,
+the same status and headers without the body: load balancers probe with ``HEAD`` (not
+published in the contract, which lists the ``GET`` operations).
 """
 
 from __future__ import annotations
@@ -22,8 +27,13 @@ PROBE_TIMEOUT_S = 2.0
 HEALTHY = {"status": "ok"}
 _READINESS = {
     "type": "object",
-    "required": ["runtime", "store"],
-    "properties": {"runtime": {"type": "boolean"}, "store": {"type": "boolean"}},
+    "required": ["runtime", "store", "draining"],
+    "properties": {
+        "runtime": {"type": "boolean"},
+        "store": {"type": "boolean"},
+        # the one part that is not ready when true: an operator's drain refuses new calls
+        "draining": {"type": "boolean"},
+    },
 }
 _NOT_READY = {
     "description": "Not ready: which part is not",
@@ -42,10 +52,14 @@ def head_of(answer: Response[Any]) -> Response[None]:
 
 
 async def readiness(live: LiveDep) -> Response[dict[str, Any]]:
-    """``/ready``'s answer: 200 when the runtime answers and the store writer is alive, else
-    503, with which part is not."""
-    body = {"runtime": await runtime_answers(live), "store": live.store.writer.alive}
-    ok = body["runtime"] and body["store"]
+    """``/ready``'s answer: 200 when the runtime answers, the store writer is alive and no
+    operator's drain is on, else 503, with which part is not."""
+    body = {
+        "runtime": await runtime_answers(live),
+        "store": live.store.writer.alive,
+        "draining": live.service.draining,
+    }
+    ok = body["runtime"] and body["store"] and not body["draining"]
     return Response(body, status_code=200 if ok else 503)
 
 
@@ -81,7 +95,8 @@ class SystemController(Controller):
 
     @get("/ready", summary="Readiness", opt=contract(public=True, responses={503: _NOT_READY}))
     async def ready(self, live: LiveDep) -> Response[dict[str, Any]]:
-        """200 when the runtime answers and the store writer is alive, else 503."""
+        """200 when the runtime answers, the store writer is alive and the server is not
+        draining, else 503."""
         return await readiness(live)
 
     @head("/ready", include_in_schema=False)

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.e2e import early
+from tests.readiness import up
 
 CLI = str(Path(sys.executable).with_name("agentconsole"))
 
@@ -70,7 +71,8 @@ def start_serve(
         while not found.wait(0.5):  # a process that died (or was killed) is noticed at once
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError("serve did not start:\n" + "".join(served.output[-40:]))
-        while httpx.get(served.url + "/ready", timeout=10).status_code != 200:
+        # up: 200, or 503 for a drain alone (one remembered in the store starts drained)
+        while not up(httpx.get(served.url + "/ready", timeout=10)):
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError("serve never became ready:\n" + "".join(served.output[-40:]))
             time.sleep(0.05)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.readiness import up
+
 OPERATOR_KEY = "sk-operator"
 TENANT_KEY = "sk-tenant-a"
 SERVE = Path(sys.executable).with_name("agentconsole")
@@ -114,7 +116,7 @@ def serve_real(tmp: Path, *, demo: bool = True, timeout_s: float = 90.0) -> Iter
         assert match is not None
         server = RealServer(url=match.group(1), output=output)
         deadline = time.monotonic() + timeout_s
-        while httpx.get(server.url + "/ready").status_code != 200:
+        while not up(httpx.get(server.url + "/ready")):  # 503 for a drain alone: up
             if time.monotonic() > deadline or process.poll() is not None:
                 raise RuntimeError("serve never became ready:\n" + "".join(output[-40:]))
             time.sleep(0.2)

@@ -28,6 +28,7 @@ from agentconsole.server.api.connections import HttpLimits
 from agentconsole.server.api.deps import Live
 from agentconsole.server.app import Extension
 from agentconsole.server.gateway import GatewayConfig, GatewayExtension
+from tests.readiness import up
 
 T = TypeVar("T")
 TENANT_KEYS = {"sk-a": "tenant-a", "sk-b": "tenant-b", "sk-dev": "default"}
@@ -107,9 +108,11 @@ class LiveServer:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def wait_ready(self, timeout: float = 10) -> None:
+        """Wait until the server is up: ``/ready`` 200, or 503 for an operator's drain alone
+        (a restart on a drained store starts drained: ``readiness.up``)."""
         with self.client(None) as c:
             deadline = time.monotonic() + timeout
-            while c.get("/ready").status_code != 200:
+            while not up(c.get("/ready")):
                 if time.monotonic() > deadline:
                     raise TimeoutError("server not ready")
                 time.sleep(0.05)

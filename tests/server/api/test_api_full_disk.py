@@ -38,7 +38,7 @@ def test_a_full_disk_refuses_writes_and_loses_no_acknowledged_program(tmp_path: 
             # answered once its rows have committed: it waits for the disk
             kept = pool.submit(waiting.post, "/v1/programs", json={"program_id": "fd-kept"})
             wait_until(lambda: anon.get("/ready").status_code == 503)
-            assert anon.get("/ready").json() == {"runtime": True, "store": False}
+            assert anon.get("/ready").json() == {"runtime": True, "store": False, "draining": False}
             refused = c.post("/v1/programs", json={"program_id": "fd-refused"})
             assert refused.status_code == 503, refused.text
             assert "store cannot record" in refused.json()["error"]["message"]

@@ -64,14 +64,14 @@ def test_head_of_ready_is_503_whenever_get_is(tmp_path: Path) -> None:
     with LiveServer(config) as server, server.client(None) as anon:
         starting = assert_head_answers_as_get(anon, "/ready")
         assert starting.status_code == 503
-        assert starting.json() == {"runtime": False, "store": True}
+        assert starting.json() == {"runtime": False, "store": True, "draining": False}
         assert anon.head("/health").status_code == 200  # alive while not ready
         wait_until(lambda: anon.head("/ready").status_code == 200, 5)
         assert assert_head_answers_as_get(anon, "/ready").status_code == 200
         server.live.store.writer.stop(5)  # the writer thread ends: the store is unusable
         stopped = assert_head_answers_as_get(anon, "/ready")
         assert stopped.status_code == 503
-        assert stopped.json() == {"runtime": True, "store": False}
+        assert stopped.json() == {"runtime": True, "store": False, "draining": False}
 
 
 def test_the_contract_publishes_the_probes_get_operations_only(server: LiveServer) -> None:

@@ -71,16 +71,22 @@ def test_an_undrain_and_a_switch_back_survive_a_restart_too(tmp_path: Path) -> N
             _act(op, "/v1/operator/drain", {"enabled": True})
             _act(op, "/v1/operator/policy", {"policy": "sjf", "kv_policy": "recompute"})
     with LiveServer(make_config(db)) as second:
-        second.wait_ready()
-        with second.client(OPERATOR) as op:
+        second.wait_ready()  # up, though drained: it must not wait for a 200
+        with second.client(OPERATOR) as op, second.client(None) as anon:
             assert _standing(op)["draining"] is True  # remembered...
+            # ...and so not ready: the drain is the one part that is not
+            drained = anon.get("/ready")
+            assert drained.status_code == 503
+            assert drained.json() == {"runtime": True, "store": True, "draining": True}
             # ...and undone by the operator, one field at a time: the kv switch alone
             _act(op, "/v1/operator/drain", {"enabled": False})
+            assert anon.get("/ready").status_code == 200
             _act(op, "/v1/operator/policy", {"policy": "cp-cache"})
             _act(op, "/v1/operator/policy", {"kv_policy": "keep"})
     with LiveServer(make_config(db)) as third:
         third.wait_ready()
-        with third.client(OPERATOR) as op:
+        with third.client(OPERATOR) as op, third.client(None) as anon:
+            assert anon.get("/ready").status_code == 200  # the undrain was remembered too
             assert _standing(op) == {
                 "draining": False,
                 "policy": "cp-cache",
