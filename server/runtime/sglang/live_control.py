@@ -12,9 +12,12 @@ Operator preempt: SGLang has no per-request preempt, so the plugin first demotes
 (``control.preempted``), then the runtime asks SGLang to retract its running batch
 (``pause_generation(mode="retract")`` then ``continue_generation``): every running call is
 requeued with its KV kept in the radix cache, and the plugin re-admits all but the demoted
-one at once (they keep their better keys). Drain is the plugin's admission gate: running
-calls continue, queued ones wait (SGLang's own pause would freeze running calls too); without
-the plugin, new calls are held in the runtime.
+one at once (they keep their better keys). Whether a call is running is :func:`runs_now`'s
+answer: one a preempt already requeued waits, though it streamed before, so a second preempt
+of it answers that it is not running (it retracts no batch, and the first preempt's time,
+which its starvation clock restarted at, stands). Drain is the plugin's admission gate:
+running calls continue, queued ones wait (SGLang's own pause would freeze running calls too);
+without the plugin, new calls are held in the runtime.
 """
 
 from __future__ import annotations
@@ -38,6 +41,30 @@ from agentconsole.server.runtime.sglang.stream import SGLangStream
 from agentconsole.server.runtime.sglang.telemetry import Telemetry
 
 _ACK_TIMEOUT_S = 3.0
+
+
+def runs_now(call: SGLangStream, status: SchedulerStatus | None) -> bool:
+    """Whether ``call`` is in the engine's running batch, as far as the plugin's latest
+    ``status`` and the call's own stream tell. The status lags (it is written every 100 ms or
+    so) and a streamed token only shows that the call ran once, so each covers the other:
+
+    * listed running: it runs;
+    * listed waiting: it runs only if it streamed a token the status had not counted (it was
+      admitted again after the status was written). A call that streamed and was then
+      requeued (retracted by an operator's preempt, or by SGLang under memory pressure) waits
+      with its output so far: every token it streamed was counted, it is not running;
+    * listed nowhere (a status older than the call, or none): it runs once it streamed.
+
+    A preempt asks SGLang to retract and does not wait for it (SGLang retracts at its next
+    pass), so within a status interval of a preempt the call may still be listed running."""
+    rid = call.rid
+    if status is not None:
+        if any(r.rid == rid for r in status.running):
+            return True
+        for queued in status.queued:
+            if queued.rid == rid:
+                return call.engine_tokens > queued.generated
+    return call.first_at is not None
 
 
 class LiveControl:
@@ -103,11 +130,10 @@ class LiveControl:
 
     async def preempt(self, call_id: str) -> bool:
         """Take a running call off the engine and requeue it behind the others (see the module
-        docstring for the mechanism). False when the call is not running."""
+        docstring for the mechanism). False when the call is not running: not started yet,
+        or waiting again (an earlier preempt requeued it)."""
         call = self._calls.get(call_id)
-        status = self.read_status()
-        running = status is not None and any(r.rid == call_id for r in status.running)
-        if call is None or call.ended or not (running or call.first_at is not None):
+        if call is None or call.ended or not runs_now(call, self.read_status()):
             return False
         if not self.settings.plugin:
             return False

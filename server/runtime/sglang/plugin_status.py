@@ -27,8 +27,8 @@ logger = logging.getLogger("agentconsole.sglang.plugin")
 
 def queued_entries(ranked: list[Ranked], wall: float, waiting: list[Any]) -> list[QueuedEntry]:
     """The waiting queue in run order (``ranked`` sorted by effective key; ``waiting`` the
-    requests, for their prompt sizes)."""
-    tokens = {req.rid: len(req.origin_input_ids) for req in waiting}
+    requests, for their prompt sizes and the output a retracted one holds)."""
+    sizes = {req.rid: (len(req.origin_input_ids), _output_tokens(req)) for req in waiting}
     out = []
     for r in ranked:
         c, key = r.candidate, r.policy_key
@@ -41,10 +41,16 @@ def queued_entries(ranked: list[Ranked], wall: float, waiting: list[Any]) -> lis
                 r.key[0],
                 shown,
                 wall - c.first_seen,
-                tokens.get(c.rid, 0),
+                *sizes.get(c.rid, (0, 0)),
             )
         )
     return out
+
+
+def _output_tokens(req: Any) -> int:
+    """The output tokens ``req`` holds: none before it first ran, its output so far once
+    retracted (SGLang keeps it, and the request resumes from it)."""
+    return len(getattr(req, "output_ids", None) or ())
 
 
 def running_entries(

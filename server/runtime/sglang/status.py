@@ -31,6 +31,9 @@ class QueuedEntry:
     key: float  # policy key (lower runs first)
     waited_s: float
     prompt_tokens: int = 0  # what the call needs admitted (its whole prompt, before hits)
+    #: output tokens it holds already: a call retracted (by an operator's preempt, or by SGLang
+    #: under memory pressure) waits with its output so far, and resumes from it
+    generated: int = 0
 
 
 @dataclass(slots=True)

@@ -62,7 +62,7 @@ from agentconsole.server.runtime.sglang.control import ControlState
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.kvview import KVView
 from agentconsole.server.runtime.sglang.lastcalls import LastCalls
-from agentconsole.server.runtime.sglang.live_control import LiveControl
+from agentconsole.server.runtime.sglang.live_control import LiveControl, runs_now
 from agentconsole.server.runtime.sglang.rank_status import merge_placements, merge_statuses
 from agentconsole.server.runtime.sglang.ranks import RankRouter
 from agentconsole.server.runtime.sglang.snapshot import DEVICE_TIER, build_snapshot
@@ -275,10 +275,12 @@ class RouterRuntime(LiveControl, KVView):
 
     async def preempt(self, call_id: str) -> bool:
         """As the in-process runtime (``LiveControl.preempt``), the retraction asked over HTTP
-        of the worker running the call (every worker when that is not known). False, and the
-        call's demotion withdrawn, when no worker retracted its batch: the call runs on."""
+        of the worker running the call (every worker when that is not known). False when the
+        call is not running (``runs_now``: not started, or waiting again after an earlier
+        preempt); False, and the call's demotion withdrawn, when no worker retracted its
+        batch: the call runs on."""
         call = self._calls.get(call_id)
-        if call is None or call.ended or call.first_at is None:
+        if call is None or call.ended or not runs_now(call, self.read_status()):
             return False
         self.control.state.preempted[call_id] = time.time()
         await self._ack(self.control.write(ack=True))
