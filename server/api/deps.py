@@ -25,6 +25,7 @@ from litestar.params import SkipValidation
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.server.api.auth import KeyRing, Principal
 from agentconsole.server.api.config import ServerConfig
+from agentconsole.server.api.createkeys import CreateKeys
 from agentconsole.server.api.errors import OPERATOR_PATH, ApiError, audit_refusal
 from agentconsole.server.api.refusedcreates import RefusedCreates
 from agentconsole.server.live.hub import EventHub
@@ -55,6 +56,8 @@ class Live:
     started_at: float = field(default_factory=time.time)
     #: creates refused after opening their program, whose retry is answered as they would be
     refused_creates: RefusedCreates = field(default_factory=RefusedCreates)
+    #: the ``Idempotency-Key`` of each keyed create, whose retries it answers
+    create_keys: CreateKeys = field(default_factory=CreateKeys)
 
 
 LiveDep = NamedDependency[SkipValidation[Live]]

@@ -13,7 +13,8 @@ refused, the answer is 503 ``x-should-retry: true`` though the change took effec
 so the retry must get the answer the first attempt would have had: a finish, a cancel and a
 declaration (the same node declared the same way) are idempotent, and a create's retry (same
 tenant, same body) is recognised by :mod:`refusedcreates` instead of being told 409 for the
-program its own first attempt opened.
+program its own first attempt opened. A create that carries ``Idempotency-Key`` is answered
+by its key on every retry, across restarts too (:mod:`createkeys`).
 """
 
 from __future__ import annotations
@@ -29,10 +30,17 @@ from litestar.params import JSONBody, PathParameter, QueryParameter
 from agentconsole.scheduler.program import Branch, NodeKind, Program, Quotas, ToolSpec
 from agentconsole.server.api.auth import Principal
 from agentconsole.server.api.contract import contract
+from agentconsole.server.api.createkeys import (
+    IdempotencyKey,
+    KeyedCreate,
+    key_reused,
+    request_sha256,
+)
 from agentconsole.server.api.deps import Live, LiveDep, PrincipalDep
 from agentconsole.server.api.queryguard import strict_query
 from agentconsole.server.api.refusedcreates import create_request
 from agentconsole.server.api.schemas import ID_PATTERN, NodeCreate, ProgramCreate, ProgramFinish
+from agentconsole.server.live.errors import NotFound
 from agentconsole.server.live.views import node_json
 
 JSON = dict[str, Any]
@@ -69,38 +77,74 @@ class ProgramsController(Controller):
 
     @post("/", status_code=201, summary="Open a program", opt=contract(409, 429))
     async def create(
-        self, data: JSONBody[ProgramCreate], live: LiveDep, principal: PrincipalDep
+        self,
+        data: JSONBody[ProgramCreate],
+        live: LiveDep,
+        principal: PrincipalDep,
+        idempotency_key: IdempotencyKey = None,
     ) -> JSON:
         """Create a program for the caller's tenant (409 if the id exists, unless this repeats
         a create of the same tenant and body that opened it and was refused: see
-        :mod:`refusedcreates`)."""
+        :mod:`refusedcreates`). With ``Idempotency-Key``, a create the tenant sent before with
+        that key is answered with the program it opened (:mod:`createkeys`)."""
         quotas = Quotas(**data.quotas.model_dump()) if data.quotas else None
         refused, request = live.refused_creates, create_request(data)
+        keys, tenant = live.create_keys, principal.tenant
         opened: Program | None = None
+
+        async def open_program() -> Program:
+            programs = live.service.controller.programs
+            existing = programs.get(data.program_id) if data.program_id is not None else None
+            if existing is not None and refused.is_retry(existing, tenant, request):
+                return existing
+            if data.program_id is not None:
+                await live.service.check_new_id(tenant, data.program_id, explicit=True)
+            return live.service.open_program(
+                tenant,
+                data.program_id,
+                deadline_s=data.deadline_s,
+                quotas=quotas,
+                labels=data.labels,
+            )
+
+        async def acknowledged(program_id: str) -> JSON:
+            await _committed(live)
+            return await live.queries.get_program(principal.scope, program_id)
+
+        async def replay(first: KeyedCreate, key: str, digest: str) -> JSON | None:
+            """The answer to a repeat of the keyed create that opened ``first``; None when its
+            program never committed (a crash between the key's commit and the program's)."""
+            nonlocal opened
+            if first.request_sha256 != digest:
+                raise key_reused(key)
+            opened = live.service.controller.programs.get(first.program_id)
+            await _committed(live)  # a first attempt answered 503 committed nothing yet
+            try:
+                # the key's tenant, also for an operator key (whose scope is every tenant)
+                return await live.queries.get_program(tenant, first.program_id)
+            except NotFound:
+                return None
 
         async def work() -> JSON:
             nonlocal opened
-            programs = live.service.controller.programs
-            existing = programs.get(data.program_id) if data.program_id is not None else None
-            if existing is not None and refused.is_retry(existing, principal.tenant, request):
-                program = existing
-            else:
-                if data.program_id is not None:
-                    await live.service.check_new_id(
-                        principal.tenant, data.program_id, explicit=True
-                    )
-                program = live.service.open_program(
-                    principal.tenant,
-                    data.program_id,
-                    deadline_s=data.deadline_s,
-                    quotas=quotas,
-                    labels=data.labels,
-                )
-            opened = program
-            await _committed(live)
-            return await live.queries.get_program(principal.scope, program.program_id)
+            if idempotency_key is None:
+                opened = await open_program()
+                return await acknowledged(opened.program_id)
+            digest = request_sha256(data)
+            async with keys.claim(tenant, idempotency_key):
+                first = await keys.find(live.store, tenant, idempotency_key)
+                replayed = None if first is None else await replay(first, idempotency_key, digest)
+                if replayed is not None:
+                    return replayed
+                opened = await open_program()
+                # committed with the program's creation, by the flush the answer waits for
+                row = keys.remember(tenant, idempotency_key, opened.program_id, digest)
+                live.store.writer.put(row)
+                return await acknowledged(opened.program_id)
 
         args = data.model_dump(exclude_none=True)
+        if idempotency_key is not None:
+            args["idempotency_key"] = idempotency_key
         try:
             answer = await _acting(live, principal, "create", data.program_id or "", args, work)
         except BaseException:

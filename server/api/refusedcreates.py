@@ -17,7 +17,9 @@ identical requests apart, and both name the same program for the same tenant, so
 the second as the first is what the first would have wanted.
 
 Only creates that name their program are recognised: a server-chosen id is not known to the
-client before the answer, so its retry opens another program (the first ends idle).
+client before the answer, so its retry opens another program (the first ends idle). A create
+that carries ``Idempotency-Key`` needs none of this: its key answers every retry, after a 201,
+a 503 or a restart alike (:mod:`createkeys`).
 """
 
 from __future__ import annotations

@@ -49,12 +49,43 @@ class _Bloom:
         return (1 - math.exp(-_HASHES * self.count / self._size)) ** _HASHES
 
 
-class StoredIds:
-    """Which program ids may be in the store, and their owner when they are.
+class StoredNames:
+    """Which names (program ids, tenants' idempotency keys) may be in the store: "certainly
+    not" from memory for a name never added, "maybe" for the added ones and ~1% of the rest.
+
+    The filter grows by adding a filter twice the size of the last when that one is full, so
+    it never answers "not stored" for an added name.
+    """
+
+    def __init__(self, stored: Iterable[str] = (), capacity: int = 100_000) -> None:
+        self._filters = [_Bloom(capacity)]
+        for name in stored:
+            self.add(name)
+
+    def add(self, name: str) -> None:
+        """Remember that ``name`` is (or is about to be) in the store."""
+        last = self._filters[-1]
+        if last.count >= last.capacity:
+            last = _Bloom(last.capacity * 2)
+            self._filters.append(last)
+        last.add(name)
+
+    def may_hold(self, name: str) -> bool:
+        """False only if ``name`` was never added."""
+        return any(name in bloom for bloom in self._filters)
+
+    @property
+    def false_positive_bound(self) -> float:
+        """The filter's current false-positive rate, at most (the filters' sum)."""
+        return sum(bloom.false_positive_rate for bloom in self._filters)
+
+
+class StoredIds(StoredNames):
+    """Which program ids may be in the store (:class:`StoredNames`), and their owner when
+    they are.
 
     ``lookup(program_id)`` returns the stored owner (tenant) or ``None``; it is a blocking
-    store read and runs in a thread. The filter grows by adding a filter twice the size of
-    the last when that one is full, so it never answers "not stored" for an added id.
+    store read and runs in a thread.
     """
 
     def __init__(
@@ -63,30 +94,11 @@ class StoredIds:
         stored: Iterable[str] = (),
         capacity: int = 100_000,
     ) -> None:
+        super().__init__(stored, capacity)
         self._lookup = lookup
-        self._filters = [_Bloom(capacity)]
-        for program_id in stored:
-            self.add(program_id)
-
-    def add(self, program_id: str) -> None:
-        """Remember that ``program_id`` is (or is about to be) in the store."""
-        last = self._filters[-1]
-        if last.count >= last.capacity:
-            last = _Bloom(last.capacity * 2)
-            self._filters.append(last)
-        last.add(program_id)
-
-    def may_hold(self, program_id: str) -> bool:
-        """False only if ``program_id`` was never added."""
-        return any(program_id in bloom for bloom in self._filters)
 
     async def owner(self, program_id: str) -> str | None:
         """The tenant the store holds ``program_id`` for, or ``None``."""
         if not self.may_hold(program_id):
             return None
         return await asyncio.to_thread(self._lookup, program_id)
-
-    @property
-    def false_positive_bound(self) -> float:
-        """The filter's current false-positive rate, at most (the filters' sum)."""
-        return sum(bloom.false_positive_rate for bloom in self._filters)

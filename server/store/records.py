@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agentconsole.server.store.catalog import ApiKeyRecord, TenantRecord, ToolRecord
+from agentconsole.server.store.idempotency import IdempotencyKeyRecord
 from agentconsole.server.store.journal import MetricSample, OperatorAction
 from agentconsole.server.store.jsonutil import JSONValue
 from agentconsole.server.store.prompt_blocks import PromptBlocksRecord
@@ -126,6 +127,7 @@ Record = (
     | MetricSample
     | PromptBlocksRecord
     | SyncMarkRecord
+    | IdempotencyKeyRecord
 )
 
 #: Tables whose rows the writer numbers (``TableSpec.seq_column``), besides ``events``.

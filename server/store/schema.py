@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from agentconsole.server.store.crash import CrashPoints
 from agentconsole.server.store.event_log import SPLIT_VERSION, prepare_move
+from agentconsole.server.store.idempotency import MIGRATION_DDL as IDEMPOTENCY_KEYS_DDL
 from agentconsole.server.store.migration_steps import commit_step
 from agentconsole.server.store.prompt_blocks import MIGRATION_DDL as PROMPT_BLOCKS_DDL
 from agentconsole.server.store.sqlconn import SqlConnection
@@ -103,6 +104,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "sync marks: how far the projected rows reflect the event log",
         SYNC_MARKS_DDL,
     ),
+    Migration(
+        SPLIT_VERSION + 4,
+        "idempotency keys: the program each tenant's keyed create opened",
+        IDEMPOTENCY_KEYS_DDL,
+    ),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
@@ -123,6 +129,7 @@ TABLES: tuple[str, ...] = (
     "tools",
     "prompt_blocks",
     "sync_marks",
+    "idempotency_keys",
 )
 
 

@@ -7,10 +7,11 @@ status, the documented content type and schema (the one error shape), invalid da
 valid data accepted. "Valid data accepted" is checked here rather than by schemathesis, for one
 reason: a few refusals are semantic, not expressible in a JSON Schema, and documented as such
 (a named ``tool_choice`` missing from ``tools``, an unknown parent, a what-if window whose
-``until`` is not after its ``since``, a tool registration's
-``parameters``/executor rules, a tool's own argument schema, and integers beyond 64 bits inside
-free-form objects); a valid request may be refused only with those (422 naming the field, or
-400 ``integer out of range``). Bounded: ``EXAMPLES`` per operation, about a minute on 2 cores.
+``until`` is not after its ``since``, an ``Idempotency-Key`` sent again with another body, a
+tool registration's ``parameters``/executor rules, a tool's own argument schema, and integers
+beyond 64 bits inside free-form objects); a valid request may be refused only with those (422
+naming the field, or 400 ``integer out of range``). Bounded: ``EXAMPLES`` per operation,
+about a minute on 2 cores.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ CHECKS = [
 SEMANTIC: dict[tuple[str, str], set[str | None]] = {
     ("POST", "/v1/chat/completions"): {"tool_choice", "parents"},
     ("POST", "/v1/completions"): {"parents"},
+    # a key the same tenant sent before with another body (``idempotency_mismatch``)
+    ("POST", "/v1/programs"): {"Idempotency-Key"},
     ("POST", "/v1/programs/{program_id}/nodes"): {"parents", "node_id"},
     ("POST", "/v1/tools/{name}/call"): {"arguments", None},
     ("POST", "/v1/operator/policy"): {"policy", "kv_policy"},
