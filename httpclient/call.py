@@ -32,3 +32,5 @@ class Call(Generic[T]):
     parse: Callable[[Any], T]
     json: JSON | None = None
     params: Mapping[str, str | int] = field(default_factory=dict)
+    #: request headers of this call only (the transport adds the key's)
+    headers: Mapping[str, str] = field(default_factory=dict)

@@ -51,7 +51,8 @@ class ValidationError(ApiError):
 
 
 class IdempotencyMismatchError(ValidationError):
-    """422: the ``tool_call_id`` was first used with other arguments."""
+    """422: the ``tool_call_id`` (a tool call) or the ``Idempotency-Key`` (a program's
+    create) was first used with other arguments."""
 
 
 class AuthenticationError(ApiError):

@@ -73,8 +73,9 @@ class SyncTransport(Transport):
     def send(self, call: Call[T]) -> T:
         """Send ``call`` and decode its answer (see :func:`decode`)."""
         response = self.http.request(
-            call.method, self.url(call), json=call.json, params=call.params, headers=self.headers
-        )
+            call.method, self.url(call), json=call.json, params=call.params,
+            headers={**self.headers, **call.headers},
+        )  # fmt: skip
         return decode(call, response)
 
     def session(self) -> httpx.Client:
@@ -104,8 +105,9 @@ class AsyncTransport(Transport):
     async def send(self, call: Call[T]) -> T:
         """Send ``call`` and decode its answer (see :func:`decode`)."""
         response = await self.http.request(
-            call.method, self.url(call), json=call.json, params=call.params, headers=self.headers
-        )
+            call.method, self.url(call), json=call.json, params=call.params,
+            headers={**self.headers, **call.headers},
+        )  # fmt: skip
         return decode(call, response)
 
     async def aclose(self) -> None:

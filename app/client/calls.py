@@ -41,14 +41,18 @@ def create_program(
     deadline_s: float | None = None,
     quotas: Mapping[str, float | int | None] | None = None,
     labels: Mapping[str, str] | None = None,
+    idempotency_key: str | None = None,
 ) -> Call[Program]:
     """Open a program (``POST /v1/programs``); the server picks an id when none is given.
-    ``quotas``: ``wall_time_s``, ``tokens``, ``tool_calls``, ``branches``."""
+    ``quotas``: ``wall_time_s``, ``tokens``, ``tool_calls``, ``branches``. With
+    ``idempotency_key`` (e.g. a UUID made once per intended program) the same call sent again,
+    after a timeout or a server restart, answers the program the first one opened."""
     body = drop_none(
         {"program_id": program_id, "deadline_s": deadline_s,
          "quotas": dict(quotas) if quotas else None, "labels": dict(labels) if labels else None}
     )  # fmt: skip
-    return Call("POST", "/v1/programs", Program.parse, body)
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
+    return Call("POST", "/v1/programs", Program.parse, body, headers=headers)
 
 
 def get_program(program_id: str) -> Call[Program]:

@@ -12,6 +12,7 @@ import pytest
 from agentconsole.client import (
     AgentConsole,
     AsyncAgentConsole,
+    IdempotencyMismatchError,
     NotFoundError,
     PermissionDeniedError,
     ToolFailedError,
@@ -87,6 +88,20 @@ def test_tenants_and_operators(server: ServerProcess) -> None:
         actions = operator.audit(limit=50)
         assert any(a.action == "cancel" and pid in a.target for a in actions)
         assert operator.tool_calls(state="needs_reconcile") == []
+
+
+def test_a_create_sent_again_with_its_idempotency_key_answers_the_same_program(
+    server: ServerProcess,
+) -> None:
+    """The SDK sends ``idempotency_key`` as the ``Idempotency-Key`` header: a create retried
+    with it opens nothing new, the same key with another body is refused."""
+    with AgentConsole(server.base_url, "sk-tenant-a") as console:
+        first = console.create_program(labels={"run": "k1"}, idempotency_key="sdk-key-1")
+        again = console.create_program(labels={"run": "k1"}, idempotency_key="sdk-key-1")
+        assert again.program_id == first.program_id
+        assert console.create_program(labels={"run": "k1"}).program_id != first.program_id
+        with pytest.raises(IdempotencyMismatchError):
+            console.create_program(labels={"run": "k2"}, idempotency_key="sdk-key-1")
 
 
 def test_the_async_client_does_the_same(server: ServerProcess) -> None:
