@@ -4,8 +4,14 @@ Semantics are exactly "the minimum effective key" of :class:`FairnessGuard` over
 calls (``ordered()`` computes that by sorting; a property test checks the heaps agree), but a
 decision costs O(T + log n) for T tenants: one heap per tenant ordered by policy key plus one
 heap ordered by starvation time. Removal is lazy (entries are marked dead), so aborts are O(1).
-Policy keys are computed once, on push; ``rekey`` recomputes them for a program whose standing
-changed (operator boost) and ``set_policy`` for everyone.
+
+Policy keys are computed once, on push, with how they move (``Policy.moving_key``): a key that
+falls a second per second (a slack shrinking as the call waits) sits in a second heap per
+tenant by its key plus the time, a constant, and is compared at the decision's time; a heap of
+the times keys change asks the policy again only then. So the order is the one a queue that
+re-keyed every call at every decision would have (the SGLang plugin re-keys every pass).
+``rekey`` recomputes keys for a program whose standing changed (operator boost) and
+``set_policy`` for everyone.
 """
 
 from __future__ import annotations
@@ -21,13 +27,14 @@ from agentconsole.scheduler.fairness import (
     TIER_UNDERSERVED,
     FairnessGuard,
 )
-from agentconsole.scheduler.policies.base import Policy
+from agentconsole.scheduler.policies.base import MovingKey, Policy
 from agentconsole.scheduler.ticket import CallTicket
 
 
 @dataclass(slots=True)
 class QueueEntry:
     ticket: CallTicket
+    #: the policy key; while ``falling``, the key plus the time (constant as the key falls)
     key: float
     starve_at: float
     alive: bool = True
@@ -35,20 +42,55 @@ class QueueEntry:
     tier: int = -1
     #: the tie-break its heap items carry (the ticket's ``seq`` when it was queued)
     seq: int = 0
+    #: the key falls one second per second (``MovingKey.falling``)
+    falling: bool = False
+    #: when the policy is asked again how the key moves (``math.inf``: never)
+    until: float = math.inf
 
-    @property
-    def rank(self) -> tuple[int, float, int]:
-        """The effective key ``(tier, key, seq)`` this entry had when ``peek`` last chose it
-        (a starving call's is ``(0, starve_at, seq)``; ``(0, 0.0, 0)`` if never chosen).
+    def key_at(self, now: float) -> float:
+        """The policy key at ``now`` (valid up to ``until``)."""
+        return self.key - now if self.falling else self.key
+
+    def rank_at(self, now: float) -> tuple[int, float, int]:
+        """The effective key ``(tier, key, seq)`` at ``now``, in the tier ``peek`` last chose
+        it in (a starving call's is ``(0, starve_at, seq)``; ``(0, 0.0, 0)`` if never chosen).
         Built when asked, so a decision leaves no tuple behind for the collector."""
         tier = self.tier
         if tier < 0:
             return (0, 0.0, 0)
-        return (tier, self.starve_at if tier == TIER_STARVING else self.key, self.seq)
+        return (tier, self.starve_at if tier == TIER_STARVING else self.key_at(now), self.seq)
+
+    def moves(self) -> bool:
+        """Whether the key moves with time (then a holder re-reads it with ``rank_at``)."""
+        return self.falling or self.until != math.inf
+
+    def follow(self, moving: MovingKey, now: float) -> bool:
+        """Take ``moving`` (the policy's answer at ``now``) as the key's course; returns
+        whether the heap value (``key``, ``falling``) changed."""
+        key = moving.key + now if moving.falling else moving.key
+        # asked again only once time has passed ``until`` (never twice at the same instant)
+        self.until = max(moving.until, now)
+        if key == self.key and moving.falling == self.falling:
+            return False
+        self.key, self.falling = key, moving.falling
+        return True
+
+
+def _new_entry(ticket: CallTicket, moving: MovingKey, starve_at: float, now: float) -> QueueEntry:
+    entry = QueueEntry(ticket, math.nan, starve_at)
+    entry.follow(moving, now)
+    return entry
 
 
 _HeapItem = tuple[float, int, QueueEntry]
 _heappush, _heappop = heapq.heappush, heapq.heappop
+
+
+def _stale(item: _HeapItem) -> bool:
+    """Whether a tenant heap's item no longer stands for its entry (removed, or its key moved:
+    the entry was pushed again with its new key)."""
+    entry = item[2]
+    return not entry.alive or item[0] != entry.key
 
 
 class ReadyQueue:
@@ -57,6 +99,10 @@ class ReadyQueue:
         self.guard = guard
         self._entries: dict[str, QueueEntry] = {}
         self._by_tenant: dict[str, list[_HeapItem]] = {}
+        #: per tenant, the entries whose key falls, by key plus time (made on first use)
+        self._falling_by_tenant: dict[str, list[_HeapItem]] = {}
+        #: entries by when their policy is asked again (``QueueEntry.until``)
+        self._moves: list[_HeapItem] = []
         self._alive_per_tenant: dict[str, int] = {}
         # the tenants with calls waiting, in ``_alive_per_tenant``'s order, and as the set the
         # guard's share decision is cached on: rebuilt only when a tenant's count reaches or
@@ -93,7 +139,9 @@ class ReadyQueue:
             raise ValueError(f"call {ticket.call_id!r} is already queued")
         self._seq += 1
         ticket.seq = self._seq
-        entry = QueueEntry(ticket, self.policy.key(ticket, now), self.guard.starve_at(ticket))
+        entry = _new_entry(
+            ticket, self.policy.moving_key(ticket, now), self.guard.starve_at(ticket), now
+        )
         self._insert(entry)
         return entry
 
@@ -102,10 +150,9 @@ class ReadyQueue:
         tenant = ticket.tenant
         seq = entry.seq = ticket.seq
         self._entries[ticket.call_id] = entry
-        heap = self._by_tenant.get(tenant)
-        if heap is None:
-            heap = self._by_tenant[tenant] = []
-        _heappush(heap, (entry.key, seq, entry))
+        self._push_key(entry)
+        if entry.until != math.inf:
+            _heappush(self._moves, (entry.until, seq, entry))
         alive = self._alive_per_tenant
         waiting = alive.get(tenant, 0)
         alive[tenant] = waiting + 1
@@ -113,6 +160,34 @@ class ReadyQueue:
             self._backlog_changed()
         if entry.starve_at != math.inf:
             _heappush(self._starving, (entry.starve_at, seq, entry))
+
+    def _push_key(self, entry: QueueEntry) -> None:
+        """Put ``entry`` in its tenant's heap of static or of falling keys (a copy of it with
+        an older key there is stale from now on: :func:`_stale`)."""
+        tenant = entry.ticket.tenant
+        heaps = self._falling_by_tenant if entry.falling else self._by_tenant
+        heap = heaps.get(tenant)
+        if heap is None:
+            heap = heaps[tenant] = []
+        _heappush(heap, (entry.key, entry.seq, entry))
+
+    def _follow_moves(self, now: float) -> None:
+        """Ask the policy again about every queued key whose course ended before ``now``."""
+        moves = self._moves
+        while moves and moves[0][0] < now:
+            until, seq, entry = _heappop(moves)
+            if entry.alive and entry.until == until:
+                if entry.follow(self.policy.moving_key(entry.ticket, now), now):
+                    self._push_key(entry)
+                if entry.until != math.inf:
+                    _heappush(moves, (entry.until, seq, entry))
+
+    def rank_at(self, entry: QueueEntry, now: float) -> tuple[int, float, int]:
+        """The effective key at ``now`` of an entry that left the queue (a running call keeps
+        the tier it was chosen in; its policy key moves on as a queued one's would)."""
+        if entry.until < now:
+            entry.follow(self.policy.moving_key(entry.ticket, now), now)
+        return entry.rank_at(now)
 
     def remove(self, call_id: str) -> CallTicket | None:
         """Take ``call_id`` out of the queue; returns its ticket, or None if not queued."""
@@ -136,6 +211,8 @@ class ReadyQueue:
         guard's ``starve_at`` of the ticket, stored on push; the starving heap orders by the
         same value), which is :meth:`FairnessGuard.tier` without recomputing it per tenant.
         """
+        if self._moves and self._moves[0][0] < now:
+            self._follow_moves(now)
         best: tuple[int, float, int] | None = None
         best_entry: QueueEntry | None = None
         starving = self._starving
@@ -153,14 +230,22 @@ class ReadyQueue:
             # asked even when a starving call wins: the answer it caches is what the next
             # decisions within ``refresh_s`` see
             underserved = self.guard.underserved(self._backlog_set, now)
-            by_tenant = self._by_tenant
+            by_tenant, falling_by_tenant = self._by_tenant, self._falling_by_tenant
             for tenant in backlog:
-                heap = by_tenant[tenant]
-                while heap and not heap[0][2].alive:
+                heap = by_tenant.get(tenant)
+                while heap and (_stale(heap[0]) or heap[0][2].falling):
                     _heappop(heap)
-                if not heap:
+                falling = falling_by_tenant.get(tenant) if falling_by_tenant else None
+                while falling and (_stale(falling[0]) or not falling[0][2].falling):
+                    _heappop(falling)
+                if heap:
+                    key, seq, entry = heap[0]
+                    if falling and (falling[0][0] - now, falling[0][1]) < (key, seq):
+                        key, seq, entry = falling[0][0] - now, falling[0][1], falling[0][2]
+                elif falling:
+                    key, seq, entry = falling[0][0] - now, falling[0][1], falling[0][2]
+                else:
                     continue
-                key, seq, entry = heap[0]
                 if now >= entry.starve_at:  # starving: ranked via the starving heap
                     continue
                 cand = (TIER_UNDERSERVED if tenant in underserved else TIER_NORMAL, key, seq)
@@ -180,10 +265,11 @@ class ReadyQueue:
 
     def ordered(self, now: float) -> list[QueueEntry]:
         """All waiting calls in run order (O(n log n); for snapshots and equivalence tests)."""
+        self._follow_moves(now)
         underserved = self.guard.underserved(self.tenants(), now)
         return sorted(
             self._entries.values(),
-            key=lambda e: self.guard.effective_key(e.ticket, e.key, now, underserved),
+            key=lambda e: self.guard.effective_key(e.ticket, e.key_at(now), now, underserved),
         )
 
     def rekey(self, program_id: str, update: Callable[[CallTicket], None], now: float) -> int:
@@ -198,17 +284,19 @@ class ReadyQueue:
         for entry in mine:
             update(entry.ticket)
             self._insert(
-                QueueEntry(
+                _new_entry(
                     entry.ticket,
-                    self.policy.key(entry.ticket, now),
+                    self.policy.moving_key(entry.ticket, now),
                     self.guard.starve_at(entry.ticket),
+                    now,
                 )
             )
         return len(mine)
 
     def _drop_dead(self) -> None:
         """Rebuild every heap without its removed entries (O(n))."""
-        for heap in (self._starving, *self._by_tenant.values()):
+        heaps = (self._starving, self._moves, *self._by_tenant.values())
+        for heap in (*heaps, *self._falling_by_tenant.values()):
             heap[:] = [item for item in heap if item[2].alive]
             heapq.heapify(heap)
 
@@ -218,9 +306,12 @@ class ReadyQueue:
         self.policy = policy
         self._entries.clear()
         self._by_tenant.clear()
+        self._falling_by_tenant.clear()
+        self._moves.clear()
         self._alive_per_tenant.clear()
         self._backlog_changed()
         self._starving.clear()
         for entry in entries:
             entry.alive = False
-            self._insert(QueueEntry(entry.ticket, policy.key(entry.ticket, now), entry.starve_at))
+            moving = policy.moving_key(entry.ticket, now)
+            self._insert(_new_entry(entry.ticket, moving, entry.starve_at, now))

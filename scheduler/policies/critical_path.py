@@ -14,7 +14,9 @@ remaining path is longer than the engines' drain (``ticket.drain_s``, see
 ``scheduler/backlog.py``) sets the burst's end, so it goes first as a late one does, by how far
 its path outruns the drain (measured on the real engine, docs/BENCHMARKS.md section 8). The
 SGLang plugin re-ranks its queue every pass, so a waiting call's slack shrinks as it waits; the
-simulator keys a call once, when it is queued, so there it does not (as with deadlines).
+simulator's queue keys a call once and follows it by ``moving_key``: the key is constant until the
+first slack falls below its threshold, then falls a second per second (every slack does), with
+one more look when a second source turns urgent.
 
 ``cp-cache`` adds cache affinity: a call whose context must first be reloaded from host memory
 or recomputed pays that restore cost in its key, so resident contexts are served while they are
@@ -23,7 +25,9 @@ resident and cold ones do not push them out.
 
 from __future__ import annotations
 
-from agentconsole.scheduler.policies.base import Policy, register
+import math
+
+from agentconsole.scheduler.policies.base import MovingKey, Policy, register
 from agentconsole.scheduler.ticket import CallTicket
 
 
@@ -49,23 +53,38 @@ class CriticalPath(Policy):
         self.tail_slack_s = tail_slack_s
 
     def key(self, ticket: CallTicket, now: float) -> float:
+        key, _, _ = self._key(ticket, now)
+        return key
+
+    def moving_key(self, ticket: CallTicket, now: float) -> MovingKey:
+        key, urgent, next_urgent = self._key(ticket, now)
+        return MovingKey(key, urgent, next_urgent)
+
+    def _key(self, ticket: CallTicket, now: float) -> tuple[float, bool, float]:
+        """The key at ``now``, whether it is urgent (then it falls with the slack, a second per
+        second), and when a source of urgency not on yet turns on (``math.inf``: none)."""
         remaining = ticket.remaining_cp_s
-        key = remaining - self.unlock_bonus_s * ticket.unlock_value - ticket.boost
-        key -= self.wait_weight * ticket.program_wait_s
         urgent: float | None = None  # the least slack: late calls go first, least slack first
+        next_urgent = math.inf
         if ticket.deadline is not None:
             slack = ticket.deadline - now - remaining
             if slack < self.urgent_slack_s:
                 urgent = slack
+            else:
+                next_urgent = now + (slack - self.urgent_slack_s)
         drain = ticket.drain_s
         if drain > 0.0:
             # the drain was estimated when the call was queued: what passed since is spent
             slack = drain - (now - ticket.arrival) - remaining
-            if slack < self.tail_slack_s and (urgent is None or slack < urgent):
-                urgent = slack
+            if slack < self.tail_slack_s:
+                if urgent is None or slack < urgent:
+                    urgent = slack
+            else:
+                next_urgent = min(next_urgent, now + (slack - self.tail_slack_s))
         if urgent is not None:
-            key = urgent - self.urgency_s - ticket.boost
-        return key
+            return urgent - self.urgency_s - ticket.boost, True, next_urgent
+        key = remaining - self.unlock_bonus_s * ticket.unlock_value - ticket.boost
+        return key - self.wait_weight * ticket.program_wait_s, False, next_urgent
 
 
 @register
@@ -79,4 +98,9 @@ class CriticalPathCache(CriticalPath):
 
     def key(self, ticket: CallTicket, now: float) -> float:
         # the base key by name, not ``super()`` (a proxy object per call, once per push)
-        return CriticalPath.key(self, ticket, now) + self.restore_weight * ticket.restore_cost_s
+        key, _, _ = self._key(ticket, now)
+        return key + self.restore_weight * ticket.restore_cost_s
+
+    def moving_key(self, ticket: CallTicket, now: float) -> MovingKey:
+        key, urgent, next_urgent = self._key(ticket, now)
+        return MovingKey(key + self.restore_weight * ticket.restore_cost_s, urgent, next_urgent)

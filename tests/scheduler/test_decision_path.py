@@ -179,5 +179,7 @@ def test_backlog_and_rank_follow_the_queue(
         head = queue.peek(now)
         if head is not None:
             underserved = guard.underserved(queue.tenants(), now)
-            assert head.rank == guard.effective_key(head.ticket, head.key, now, underserved)
+            assert head.rank_at(now) == guard.effective_key(
+                head.ticket, head.key_at(now), now, underserved
+            )
             assert head is queue.ordered(now)[0]

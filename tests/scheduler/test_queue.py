@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -106,3 +107,51 @@ def test_rekey_and_set_policy() -> None:
     assert head is not None
     assert head.ticket.call_id == "b"
     assert len(queue) == 2
+
+
+moving_tickets = strategies.tickets(
+    program_id=st.sampled_from(["a", "b", "c", "d"]),
+    restore_cost_s=st.floats(0, 2),
+    deadline=st.none() | st.floats(0, 150),
+    drain_s=st.sampled_from([0.0, 0.0, 5.0, 20.0, 60.0]),
+)
+moving_ops = st.lists(
+    st.tuples(st.sampled_from(["push", "push", "pop", "remove"]), moving_tickets, st.floats(0, 80)),
+    max_size=60,
+)
+
+
+@given(moving_ops, st.sampled_from(["critical-path", "cp-cache"]))
+@settings(max_examples=200, deadline=None)
+def test_keys_that_fall_rank_as_if_keyed_at_every_decision(
+    operations: list[tuple[str, CallTicket, float]], policy_name: str
+) -> None:
+    """A call keyed once, on push, is chosen as a queue re-keying every call at every decision
+    would choose (the SGLang plugin re-keys each pass): a slack shrinking as the call waits
+    moves it up, whether it turned urgent while waiting or was urgent already."""
+    policy = get_policy(policy_name)
+    guard = FairnessGuard(FairnessConfig(enabled=False))
+    queue = ReadyQueue(policy, guard)
+    now = 0.0
+    for i, (op, ticket, dt) in enumerate(operations):
+        now += dt / 10
+        if op == "push":
+            ticket.call_id = f"c{i}"
+            queue.push(ticket, now)
+        elif op == "remove" and len(queue):
+            queue.remove(next(iter(queue)).ticket.call_id)
+        head = queue.peek(now)
+        if head is None:
+            continue
+        fresh = {e.ticket.call_id: policy.key(e.ticket, now) for e in queue}
+        best = min(fresh.values())
+        # the queue's key is the fresh one (to rounding), and no waiting call's is lower
+        assert head.key_at(now) == pytest.approx(fresh[head.ticket.call_id], abs=1e-6)
+        assert fresh[head.ticket.call_id] <= best + 1e-6
+        if op == "pop":
+            assert queue.pop(now) is head.ticket
+            # a call that left the queue (it runs) goes on being ranked by its key now
+            later = now + dt
+            assert queue.rank_at(head, later)[1] == pytest.approx(
+                policy.key(head.ticket, later), abs=1e-6
+            )

@@ -4,11 +4,12 @@ Everything here runs inside SGLang's scheduler process but imports nothing of SG
 is unit-tested on its own. For tickets as queued the order is exactly the simulator's: for
 each waiting call ``FairnessGuard.effective_key(ticket, policy.key(ticket, now), now,
 underserved)`` with the same policy objects (``get_policy``) and the same guard, ties broken
-by arrival in the scheduler. Unlike the simulator's queue, which keys a call once when it is
-queued, the plugin keys every waiting call again on each pass (a deadline's or a drain's
-slack shrinks as the call waits) and refreshes its cache inputs with the tree's live match
-(:func:`refreshed`), since the real cache moves while the call waits. Two tiers are added
-behind the guard's three (0 starving, 1 underserved tenant, 2 normal):
+by arrival in the scheduler. The plugin keys every waiting call again on each pass (a
+deadline's or a drain's slack shrinks as the call waits; the simulator's queue keys a call once
+and follows how its key moves, ``Policy.moving_key``, to the same order) and refreshes its
+cache inputs with the tree's live match (:func:`refreshed`), since the real cache moves while
+the call waits. Two tiers are added behind the guard's three (0 starving, 1 underserved
+tenant, 2 normal):
 
 * tier 3, *demoted*: a call the operator preempted, until it runs again. Its starvation clock
   restarts at the preempt, so the aging bound still brings it back.

@@ -28,7 +28,7 @@ from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
 from agentconsole.scheduler.fairness import TIER_UNDERSERVED, FairnessConfig, FairnessGuard
 from agentconsole.scheduler.policies.base import Policy
 from agentconsole.scheduler.preemption import PreemptionRule
-from agentconsole.scheduler.queue import ReadyQueue
+from agentconsole.scheduler.queue import QueueEntry, ReadyQueue
 from agentconsole.scheduler.runtime import CacheAction
 from agentconsole.server.runtime.sim.blocks import BlockPlanner, StepBlock
 from agentconsole.server.runtime.sim.calls import EngineConfig, Phase, SimCall
@@ -82,6 +82,9 @@ class SimEngine:
         self.tiers = self.kv.tiers
         self.calls: dict[str, SimCall] = {}
         self.running: dict[str, SimCall] = {}  # admitted, in admission order
+        #: running calls whose policy key moves with time, with the queue entry that follows
+        #: it (their ``rank`` is re-read at each plan, as the plugin re-keys running requests)
+        self._moving_ranks: dict[str, tuple[SimCall, QueueEntry]] = {}
         self._prefilling: dict[str, SimCall] = {}
         self._decoding: dict[str, SimCall] = {}
         self._loading: dict[str, SimCall] = {}
@@ -167,6 +170,10 @@ class SimEngine:
         block may later be cut short by :meth:`interrupt` when new work arrives."""
         if self._block is not None:
             raise RuntimeError("plan() while a block is in flight")
+        if self._moving_ranks:
+            rank_at = self.queue.rank_at
+            for call, entry in self._moving_ranks.values():
+                call.rank = rank_at(entry, now)
         self._admit(now)
         wake = self._finish_loading(now) if self._loading else None
         until = wake if wake is not None else math.inf
@@ -321,11 +328,13 @@ class SimEngine:
             call = self.calls[head.ticket.call_id]
             # softly retained KV yields to a tenant below its fair share, and to any call
             # when nothing runs at all: an idle GPU never waits for a program's tool
-            reclaim = head.rank[0] == TIER_UNDERSERVED or not self.running
+            reclaim = head.tier == TIER_UNDERSERVED or not self.running
             if len(self.running) < self.config.max_running_requests and self._start(
                 call, now, reclaim_retained=reclaim
             ):
-                call.rank = head.rank
+                call.rank = head.rank_at(now)
+                if head.moves():
+                    self._moving_ranks[call.call_id] = (call, head)
                 continue
             if not self._preempt_for(head.ticket.call_id, now):
                 break
@@ -374,14 +383,14 @@ class SimEngine:
     def _preempt_for(self, call_id: str, now: float) -> bool:
         """Preempt the worst-ranked running call for queued ``call_id`` if the rule allows.
 
-        Running calls are compared by the rank they were admitted with (their effective key
-        then), which keeps this O(running) with no key recomputation."""
+        Running calls are compared by their rank as of this plan (the tier they were admitted
+        in, their policy key now), which keeps this O(running) with no key recomputation."""
         if not (self.queue.policy.preemptive and self.preemption.enabled) or not self.running:
             return False
         head = self.queue.entry(call_id)
         if head is None:
             return False
-        want = head.rank
+        want = head.rank_at(now)
         victim = max(self.running.values(), key=lambda c: c.rank)
         per_token = self.cost.decode_step_seconds(1, victim.prompt_tokens)
         expected_left = max(victim.ticket.expected_output_tokens - victim.generated, 1.0)
@@ -436,6 +445,7 @@ class SimEngine:
 
     def _leave_running(self, call: SimCall) -> None:
         self.running.pop(call.call_id, None)
+        self._moving_ranks.pop(call.call_id, None)
         if self._prefilling.pop(call.call_id, None) or self._loading.get(call.call_id):
             self._prefill_pending -= call.prefill_left
         self._loading.pop(call.call_id, None)

@@ -308,7 +308,7 @@ class SimLiveRuntime:
                 e.ticket.call_id,
                 e.ticket.program_id,
                 e.ticket.tenant,
-                e.key,
+                e.key_at(now),
                 now - e.ticket.arrival,
             )
             for e in engine.queue.ordered(now)
