@@ -33,7 +33,7 @@ from litestar.types import Receive
 from agentconsole.server.api.contract import SSE, contract
 from agentconsole.server.api.deps import Live
 from agentconsole.server.api.errors import ApiError
-from agentconsole.server.api.schemas import ID_PATTERN, AgentExtras
+from agentconsole.server.api.schemas import ID_PATTERN, MAX_PARENT_IDS, AgentExtras
 from agentconsole.server.live.calls import CallOutcome, LiveCall
 from agentconsole.server.live.door import ClientGone, first_done
 from agentconsole.server.live.errors import Conflict, ServiceError, Unavailable
@@ -87,6 +87,24 @@ def _header_id(request: Client, name: str) -> str | None:
     return value
 
 
+def _header_parents(raw: str) -> tuple[str, ...]:
+    """The ids of an ``X-Parent-Ids`` header, bounded as the body's ``parent_ids``: a node's
+    parents are kept with it and answered with its program, so an unbounded list lets one call
+    grow the server's memory and every later answer about the program. The count is checked
+    before any id is (a refused header costs no more than its split)."""
+    parents = tuple(p.strip() for p in raw.split(",") if p.strip())
+    if len(parents) > MAX_PARENT_IDS:
+        raise ApiError(
+            422,
+            f"X-Parent-Ids lists {len(parents)} ids, at most {MAX_PARENT_IDS} are accepted",
+            field="X-Parent-Ids",
+        )
+    if any(not _ID.fullmatch(p) for p in parents):
+        # the header's name, not its value: the value is the client's (up to the header limit)
+        raise ApiError(422, f"X-Parent-Ids must be ids matching {ID_PATTERN}", field="X-Parent-Ids")
+    return parents
+
+
 def program_identity(extras: AgentExtras | None, request: Client) -> dict[str, Any]:
     """A call's place in its program (``ChatCall`` fields) from the body's ``agentconsole``
     object, else the ``X-Program-Id`` / ``X-Node-Id`` / ``X-Parent-Ids`` headers."""
@@ -97,9 +115,7 @@ def program_identity(extras: AgentExtras | None, request: Client) -> dict[str, A
     if extras is not None and extras.parent_ids is not None:
         parents = tuple(extras.parent_ids)
     elif (raw := request.headers.get("x-parent-ids")) is not None:
-        parents = tuple(p.strip() for p in raw.split(",") if p.strip())
-        if any(not _ID.fullmatch(p) for p in parents):
-            raise ApiError(422, f"X-Parent-Ids must be ids matching {ID_PATTERN}", field=raw)
+        parents = _header_parents(raw)
     return {
         "program_id": program_id,
         "node_id": node_id,

@@ -108,6 +108,8 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 #: a value the server echoes in a response header (``X-Request-Id``): visible ASCII only
 HEADER_VALUE_PATTERN = r"^[!-~]{1,128}$"
 Id = Annotated[str, Field(pattern=ID_PATTERN)]
+#: the most parents one call names (``agentconsole.parent_ids``, the ``X-Parent-Ids`` header)
+MAX_PARENT_IDS = 256
 Label = Annotated[str, Field(min_length=1, max_length=128)]
 Labels = Annotated[dict[Label, Annotated[str, Field(max_length=256)]], Field(max_length=32)]
 RequestId = Annotated[str, Field(pattern=HEADER_VALUE_PATTERN)]
@@ -135,7 +137,13 @@ LogitBias = Annotated[
     # the schema's ``patternProperties`` alone would allow any other key: published closed
     Field(max_length=MAX_LOGIT_BIAS_ENTRIES, json_schema_extra={"additionalProperties": False}),
 ]
-Stop = str | Annotated[list[str], Field(max_length=4)]
+#: the longest ``stop`` string: OpenAI publishes no bound, and a stop string is matched
+#: against the output's tail on every decode step of its call in the engine's scheduler,
+#: which every tenant's calls share; stop sequences are a few words, so 1,024 characters
+#: refuses no real one
+MAX_STOP_CHARS = 1024
+StopString = Annotated[str, Field(max_length=MAX_STOP_CHARS)]
+Stop = StopString | Annotated[list[StopString], Field(max_length=4)]
 ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
 ModelName = Annotated[str, Field(min_length=1, max_length=256)]
 
@@ -157,7 +165,7 @@ class AgentExtras(_Strict):
 
     program_id: Id | None = None
     node_id: Id | None = None
-    parent_ids: Annotated[list[Id], Field(max_length=256)] | None = None
+    parent_ids: Annotated[list[Id], Field(max_length=MAX_PARENT_IDS)] | None = None
     deadline_s: Seconds | None = None
     labels: Labels | None = None
     model_candidates: Annotated[list[ModelName], Field(min_length=1, max_length=16)] | None = None

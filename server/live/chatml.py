@@ -38,6 +38,23 @@ TOOLS_HELP = (
 )
 
 
+#: how deep a tool call's ``arguments`` JSON may nest: a request body's own bound
+#: (``server/api/jsonguard.py`` ``MAX_JSON_DEPTH``, which this layer cannot import: the API
+#: imports it), since the decoded arguments go on to recursive code as a body does (the
+#: prompt's ``json.dumps``, a chat template's filters)
+MAX_ARGUMENTS_DEPTH = 64
+
+
+class ArgumentsTooDeep(InvalidRequest):
+    """A tool call's ``arguments`` text nests deeper than :data:`MAX_ARGUMENTS_DEPTH`: 400
+    ``invalid_json``, as a request body nested that deep is answered, naming the field. Not
+    passed on as text: below Python's recursion limit it decodes, and a template would then
+    get an object or a string depending on depth alone; the client's text is what is wrong."""
+
+    status = 400
+    type = "invalid_json"
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """One parsed tool call; ``arguments`` is the JSON text OpenAI clients expect."""
@@ -92,7 +109,7 @@ def render_chat(
     declared, required = offered_tools(tools, tool_choice)
     out: list[str] = []
     system_done = not declared
-    for message in messages:
+    for index, message in enumerate(messages):
         role = str(message.get("role", "user"))
         role = "system" if role == "developer" else role
         text = message_text(message.get("content"))
@@ -100,9 +117,11 @@ def render_chat(
         if role == "system" and not system_done:
             text += _tools_section(declared, required)
             system_done = True
-        for call in message.get("tool_calls") or ():
+        for number, call in enumerate(message.get("tool_calls") or ()):
             function = call.get("function", {})
-            body = {"name": function.get("name"), "arguments": _arguments(function)}
+            field = f"messages.{index}.tool_calls.{number}.function.arguments"
+            arguments = tool_call_arguments(function.get("arguments", "{}"), field)
+            body = {"name": function.get("name"), "arguments": arguments}
             text += f"\n{CALL_OPEN}\n{json.dumps(body)}\n{CALL_CLOSE}"
         out.append(f"{START}{header}\n{text}{END}\n")
     if not system_done:
@@ -128,14 +147,46 @@ def _speaker(role: str, name: object) -> str:
     return f" name={quoted}"
 
 
-def _arguments(function: Mapping[str, Any]) -> object:
-    raw = function.get("arguments", "{}")
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw
-    return raw
+def tool_call_arguments(raw: object, field: str) -> object:
+    """A tool call's ``arguments`` as a prompt shows them: the decoded value of a JSON text,
+    the text as sent when it is not JSON, anything else as it is. Raises
+    :class:`ArgumentsTooDeep` (naming ``field``) for JSON nested deeper than
+    :data:`MAX_ARGUMENTS_DEPTH`, whether or not Python's decoder reaches its own recursion
+    limit on it first."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise _too_deep(field) from None
+    except ValueError:
+        return raw
+    if _nested_deeper(value, MAX_ARGUMENTS_DEPTH):
+        raise _too_deep(field)
+    return value
+
+
+def _too_deep(field: str) -> ArgumentsTooDeep:
+    return ArgumentsTooDeep(
+        f"{field}: JSON nested deeper than {MAX_ARGUMENTS_DEPTH} levels", field=field
+    )
+
+
+def _nested_deeper(value: object, limit: int) -> bool:
+    """Whether decoded JSON ``value`` nests arrays and objects more than ``limit`` levels (the
+    top one is level 1, as ``jsonguard.json_problem`` counts; iterative, since the value may
+    be as deep as the decoder allowed)."""
+    if not isinstance(value, dict | list):
+        return False
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
+    while stack:
+        container, depth = stack.pop()
+        for child in container.values() if isinstance(container, dict) else container:
+            if isinstance(child, dict | list):
+                if depth >= limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
 
 
 def _tools_section(tools: Sequence[Mapping[str, Any]], required: bool) -> str:
@@ -154,9 +205,11 @@ def parse_tool_calls(text: str) -> list[ToolCall] | None:
     for body in _CALL_RE.findall(text):
         try:
             data = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # the model's text, however deep: plain text
             return None
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            return None
+        if _nested_deeper(data, MAX_ARGUMENTS_DEPTH + 1):  # ``json.dumps`` below recurses
             return None
         args = data.get("arguments", {})
         calls.append(ToolCall(data["name"], args if isinstance(args, str) else json.dumps(args)))

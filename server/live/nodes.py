@@ -14,7 +14,7 @@ existing id otherwise is a conflict.
 from __future__ import annotations
 
 from agentconsole.scheduler.controller import ProgramController, QuotaExceeded
-from agentconsole.scheduler.dag import DagError
+from agentconsole.scheduler.dag import DagError, edge_count
 from agentconsole.scheduler.program import (
     Branch,
     Node,
@@ -46,8 +46,8 @@ def default_parents(program: Program, kind: NodeKind) -> tuple[str, ...]:
 
 class NodeBook:
     """Adds nodes through the controller, translating its refusals into service errors; every
-    new node, whatever route declares it, passes the tenant's limits on stored bytes and
-    nodes per program first."""
+    new node, whatever route declares it, passes the tenant's limits on stored bytes, nodes
+    per program and parent links per program first."""
 
     def __init__(self, controller: ProgramController, tenants: TenantBudgets) -> None:
         self.controller = controller
@@ -67,7 +67,7 @@ class NodeBook:
         """Add a new node (id and parents defaulted when None). Raises InvalidRequest for an
         unknown parent, Conflict for a duplicate id, QuotaError for the tool-call and branch quotas,
         Conflict for a program that has ended, TenantLimitError for the tenant's stored bytes
-        (429) or nodes per program (403)."""
+        (429), nodes per program or parent links per program (403)."""
         if program.state.terminal:
             raise Conflict(f"program {program.program_id!r} is {program.state.value}")
         self.tenants.check_new_node(program.tenant, program.program_id, len(program.nodes))
@@ -77,6 +77,9 @@ class NodeBook:
             raise Conflict(f"node {node_id!r} already exists", field="node_id")
         if parents is None:
             parents = default_parents(program, kind)
+        if parents:  # a root adds no link (and skips the count)
+            edges = edge_count(program)
+            self.tenants.check_new_edges(program.tenant, program.program_id, edges, len(parents))
         node = Node(node_id, program.program_id, kind, parents, tool=tool, branch=branch)
         try:
             return self.controller.add_node(program.program_id, node, now)

@@ -14,15 +14,21 @@ for unlimited, set for every tenant (``limits.tenant_*``) or per tenant (``limit
 * **concurrent calls**: LLM calls in flight (one program may run many at once, and the
   server's connection limit is everyone's); a call past it is refused (429,
   ``Retry-After: 1``);
-* **stored bytes**: what the store keeps for the tenant (events as encoded, tool results),
-  read from the store at start and counted as it grows; new programs, calls and nodes (a
-  declared node, a tool call through the gateway or reported by the agent) are refused (429)
-  once it is reached (the operator raises the limit or exports and prunes);
+* **stored bytes**: what the store keeps for the tenant (events as encoded, tool results,
+  and the definitions of the tools it registered, which the tool gateway counts at its start
+  and as they change), read from the store at start and counted as it grows; new programs,
+  calls and nodes (a declared node, a tool call through the gateway or reported by the agent)
+  and tool registrations that store more are refused (429) once it is reached (the operator
+  raises the limit or exports and prunes);
 * **priority ceiling**: a chat call's ``priority`` is at most the tenant's ``max_priority``
   (0 unless set), so a tenant cannot put its calls ahead of other tenants' by asking;
 * **nodes per program**: a program's DAG size (10,000 unless set; program quotas are the
   client's to choose, so this is the server's bound on one program's memory and events): a
-  node past it is refused (403: it will never pass for that program).
+  node past it is refused (403: it will never pass for that program);
+* **edges per program**: the parent links of a program's DAG (50,000 unless set): a node
+  names at most 256 parents, but 10,000 nodes of 256 parents each would still be 2.56 million
+  links to keep and to answer with the program; a node whose parents would take the program
+  past it is refused as a node past the node limit (403).
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ from agentconsole.server.live.errors import ServiceError
 WINDOW_S = 60.0
 #: nodes one program may hold unless the tenant's limits say otherwise
 DEFAULT_PROGRAM_NODES = 10_000
+#: parent links one program's DAG may hold unless the tenant's limits say otherwise: five
+#: parents a node on average at the node limit (an agent's fan-in is a few tool results)
+DEFAULT_PROGRAM_EDGES = 50_000
 _json = msgspec.json.Encoder().encode
 
 
@@ -62,6 +71,7 @@ class TenantLimits:
     concurrent_calls: int | None = None
     stored_bytes: int | None = None
     program_nodes: int | None = DEFAULT_PROGRAM_NODES
+    program_edges: int | None = DEFAULT_PROGRAM_EDGES
     #: the highest chat ``priority`` its calls take (a higher one is taken as this): below it
     #: a tenant orders its own calls; above 0 it goes ahead of other tenants' calls, which is
     #: the operator's to grant
@@ -156,6 +166,24 @@ class TenantBudgets:
             raise error
         self._check_storage(tenant, limits)
 
+    def check_new_edges(self, tenant: str, program_id: str, edges: int, adding: int) -> None:
+        """Before a node with ``adding`` parents is added to ``program_id`` of ``tenant``,
+        whose DAG holds ``edges`` parent links."""
+        limit = self.limits(tenant).program_edges
+        if limit is not None and edges + adding > limit:
+            error = TenantLimitError(
+                f"program {program_id!r} holds {edges} parent links, a node with {adding} "
+                f"parents would take it past the limit of tenant {tenant!r}'s programs, {limit}",
+                field="limits.program_edges",
+            )
+            error.status = 403  # this node will never pass for this program: no Retry-After
+            error.retryable = False
+            raise error
+
+    def check_stored(self, tenant: str) -> None:
+        """Before more is stored for ``tenant`` outside a program (a tool registration)."""
+        self._check_storage(tenant, self.limits(tenant))
+
     def _check_storage(self, tenant: str, limits: TenantLimits) -> None:
         stored = self._of(tenant).stored_bytes
         if limits.stored_bytes is not None and stored >= limits.stored_bytes:
@@ -199,6 +227,13 @@ class TenantBudgets:
         """The store took ``nbytes`` more for ``tenant``."""
         if tenant and nbytes > 0:
             self._of(tenant).stored_bytes += nbytes
+
+    def refund_bytes(self, tenant: str, nbytes: int) -> None:
+        """The store keeps ``nbytes`` less for ``tenant`` (a tool's definition replaced by a
+        smaller one: unlike events, a tool's row is rewritten in place)."""
+        if tenant and nbytes > 0:
+            usage = self._of(tenant)
+            usage.stored_bytes = max(0, usage.stored_bytes - nbytes)
 
     def observe(self, event: Event) -> None:
         """An ``EventHub`` subscriber: every stored event counts to its tenant's bytes, and a

@@ -22,15 +22,13 @@ tokenizer (so a prompt's ids are exactly what SGLang would have made of its text
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentconsole.scheduler.runtime import Prompt, ToolCallTuple
 from agentconsole.server.live.chatformat import ChatMLFormat, Tokenize
-from agentconsole.server.live.chatml import message_text, offered_tools
+from agentconsole.server.live.chatml import message_text, offered_tools, tool_call_arguments
 from agentconsole.server.runtime.sglang import tool_choice
 from agentconsole.server.runtime.sglang.tool_choice import ServedFormat
 
@@ -73,19 +71,20 @@ def pick_parser(template: str, tokenizer: Any, configured: str | None = None) ->
     return DEFAULT_PARSER, "default"
 
 
-def _chat_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    """An OpenAI message as chat templates read it (SGLang's shaping): text content, a tool
-    call's arguments as an object, ``developer`` as ``system``."""
+def _chat_message(message: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """An OpenAI message (``messages[index]``) as chat templates read it (SGLang's shaping):
+    text content, a tool call's arguments as an object, ``developer`` as ``system``. Arguments
+    that are not JSON reach the template as the text sent; JSON nested too deep for the
+    template's recursive filters is refused (400 ``invalid_json``), as the built-in ChatML
+    refuses it (``chatml.tool_call_arguments``: one rule whatever the served model)."""
     out = {k: v for k, v in message.items() if v is not None}
     out["role"] = "system" if message.get("role") == "developer" else message.get("role")
     out["content"] = message_text(message.get("content"))
     calls = []
-    for call in message.get("tool_calls") or ():
+    for number, call in enumerate(message.get("tool_calls") or ()):
         function = dict(call.get("function", {}))
-        raw = function.get("arguments", "{}")
-        if isinstance(raw, str):  # unparsable: the template gets the text as it was sent
-            with contextlib.suppress(ValueError):
-                function["arguments"] = json.loads(raw)
+        field = f"messages.{index}.tool_calls.{number}.function.arguments"
+        function["arguments"] = tool_call_arguments(function.get("arguments", "{}"), field)
         calls.append({**call, "function": function})
     if calls:
         out["tool_calls"] = calls
@@ -111,7 +110,7 @@ class TemplateFormat:
         tool_choice: object,
     ) -> Prompt:
         declared, _ = offered_tools(tools, tool_choice)
-        chat = [_chat_message(m) for m in messages]
+        chat = [_chat_message(m, index) for index, m in enumerate(messages)]
         return self._tokenize(self._apply(chat, [dict(t) for t in declared] or None), False)
 
     def _apply(self, chat: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
