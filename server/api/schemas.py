@@ -432,7 +432,7 @@ class NodeCreate(_Strict):
     )
     node_id: Id
     kind: Literal["llm", "tool"]
-    parents: Annotated[list[Id], Field(max_length=256)] = []
+    parents: Annotated[list[Id], Field(max_length=MAX_PARENT_IDS)] = []
     #: checked when absent too, so a tool node without one is refused naming ``tool``
     tool: Annotated[ToolName | None, Field(validate_default=True)] = None
     branch: Literal["main", "repair", "discarded"] = "main"
