@@ -44,6 +44,7 @@ from uvicorn.logging import TRACE_LOG_LEVEL
 
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.runtime import Runtime
+from agentconsole.server.api.auth import KeyRing
 from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.api.connections import HttpLimits, uvicorn_options
 from agentconsole.server.api.deps import Live
@@ -369,6 +370,9 @@ def http_limits(settings: Settings) -> HttpLimits:
         timeout_headers_s=server.timeout_headers_s,
         timeout_body_s=server.timeout_body_s,
         limit_concurrency=server.limit_concurrency,
+        per_tenant_concurrency=server.per_tenant_concurrency,
+        unauthenticated_concurrency=server.unauthenticated_concurrency,
+        public_concurrency=server.public_concurrency,
         max_header_bytes=server.max_header_bytes,
     )
 
@@ -483,7 +487,9 @@ def make_server(
         access_log=listener.log_level.lower() in ("trace", "debug", "info"),
         timeout_graceful_shutdown=listener.graceful_shutdown_s,
         lifespan="on",
-        **uvicorn_options(listener.limits),
+        # the app's key ring, rebuilt from the same keys: the request slots attribute each
+        # request to its tenant from its head, before the app reads its body
+        **uvicorn_options(listener.limits, KeyRing(config.tenant_keys, config.operator_keys)),
     )
     return Server(uconfig, app, on_started, extensions=mounted)
 

@@ -117,8 +117,40 @@ class ServerSection(_Section):
     max_header_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
     """Largest request head (target and headers); larger ones answer 431."""
     limit_concurrency: int | None = Field(default=1000, ge=1)
-    """Connections and requests in flight at once (SSE feeds included); past it new requests
-    answer 503 with ``Retry-After``. None: no limit."""
+    """Requests with a valid key in flight at once, every tenant's and operator's together
+    (SSE feeds included; from a request's complete head to the end of its answer: an idle or
+    still-arriving connection holds none); past it a request answers 503 with ``Retry-After``
+    at once. None: no limit."""
+    per_tenant_concurrency: int | None = Field(default=None, ge=1)
+    """Of those, what one tenant may hold (all operator keys together are one more); past it
+    its request answers 429 ``tenant_limit`` with ``Retry-After`` at once, taking no slot from
+    the others. None (the default): half of ``limit_concurrency``, rounded up (unlimited when
+    that is None). Half, not a fixed number: it follows ``limit_concurrency`` when that is
+    tuned, a lone tenant (a single-tenant deployment, a demo) still has 500 of the default
+    1,000 (set this higher, up to the limit, for a deployment of one tenant), and whatever one
+    tenant does, half the slots stay for everyone else; set a smaller share for many tenants."""
+    unauthenticated_concurrency: int = Field(default=32, ge=1)
+    """Requests without a valid key in flight at once on routes that need one, a pool apart
+    from the tenants' slots, where the app answers 401; past it the 401 is sent at once,
+    before the body is read, and the connection closed. A valid client never needs these, so
+    a few are enough."""
+    public_concurrency: int = Field(default=64, ge=1)
+    """Requests in flight at once on the routes needing no key, in two pools of this size
+    apart from the tenants' slots: the probes (``/health``, ``/ready``, ``/metrics``), and the
+    console's page and assets with the OpenAPI schema; past a pool 503 with ``Retry-After``.
+    Each is answered at once, so a pool fills only under a flood, which then leaves the
+    tenants' slots alone."""
+    feeds_per_tenant: int = Field(default=16, ge=1)
+    """``GET /v1/events`` feeds one tenant may hold open at once (a console tab or dashboard
+    holds one); past it 429 ``tenant_limit`` with ``Retry-After``."""
+    operator_feeds: int = Field(default=16, ge=1)
+    """The same for the operator keys' feeds, all operator keys together, counted apart from
+    the tenants' (so no tenant can keep the operators' consoles out)."""
+    feed_lifetime_s: float = Field(default=3600.0, gt=0)
+    """Seconds a ``GET /v1/events`` feed lasts; then the server ends it cleanly, after a last
+    (empty) ``batch`` frame whose ``id`` is the feed's cursor, and the client reconnects and
+    resumes (``since`` or ``Last-Event-ID``) without losing an event. Bounds how long a
+    forgotten feed holds a slot; both consoles reconnect by themselves."""
 
 
 class RuntimeSection(_Section):
@@ -326,7 +358,8 @@ class TenantLimitsSection(_Section):
     """Programs of the tenant running at once; a new one past it gets 429. None: unlimited."""
     concurrent_calls: int | None = Field(default=None, ge=1)
     """LLM calls of the tenant in flight at once (one program may run many, and the server's
-    connection limit is every tenant's); a call past it gets 429. None: unlimited."""
+    request slots give a tenant only a coarse share, ``server.per_tenant_concurrency``); a call
+    past it gets 429. None: unlimited."""
     stored_bytes: int | None = Field(default=None, ge=1)
     """Bytes the store keeps for the tenant (events, tool results); new programs, calls and
     nodes past it get 429. None: unlimited."""
@@ -518,6 +551,9 @@ class Settings(BaseSettings):
             operator_keys=tuple(operators),
             max_body_bytes=self.server.max_body_bytes,
             express_lane=self.server.express_lane,
+            feeds_per_tenant=self.server.feeds_per_tenant,
+            operator_feeds=self.server.operator_feeds,
+            feed_lifetime_s=self.server.feed_lifetime_s,
             default_max_tokens=limits.default_max_tokens,
             max_tokens_limit=limits.max_tokens_limit,
             ready_timeout_s=limits.ready_timeout_s,

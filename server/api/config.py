@@ -57,6 +57,9 @@ class ServerConfig:
     admission_shortest_first: bool = True
     sse_coalesce_s: float = 0.1
     sse_batch_max: int = 500
+    feeds_per_tenant: int = 16
+    operator_feeds: int = 16
+    feed_lifetime_s: float = 3600.0
     served_model_name: str | None = None
     whatif_dir: Path | None = None
     whatif_keep: int = 20

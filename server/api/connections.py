@@ -13,13 +13,19 @@ protocol) adds:
 * ``timeout_body_s``: its body must be complete this long after its head; else 408 (or a
   close if the answer began);
 * ``max_header_bytes``: a larger head answers 431 ``headers_too_large``;
-* malformed HTTP answers 400 ``invalid_http``, and over ``limit_concurrency`` (connections
-  and requests in flight) 503 ``unavailable`` with ``Retry-After``, all as JSON:
-  ``{"error": {"type", "message"}}``, then the connection is closed.
+* malformed HTTP answers 400 ``invalid_http``, all as JSON: ``{"error": {"type", "message"}}``,
+  then the connection is closed;
+* request slots shared per tenant instead of uvicorn's ``limit_concurrency`` (which counted
+  every connection, before any key was read): each request, once its head is complete, is
+  attributed to its tenant (or to a pool of its own without a valid key, or on a public route)
+  and admitted or refused at once, its body unread (``requestslots.py``: 429 past the tenant's
+  ``per_tenant_concurrency``, 503 past ``limit_concurrency``, 401 past
+  ``unauthenticated_concurrency``, 503 past ``public_concurrency``).
 
-:func:`uvicorn_options` turns :class:`HttpLimits` (the ``server`` settings) into uvicorn's
-keyword arguments (the protocol class among them, so uvicorn never falls back to h11);
-``serve`` and the test server use it. Cost per request: two timers and two callbacks.
+:func:`uvicorn_options` turns :class:`HttpLimits` (the ``server`` settings) and the key ring
+into uvicorn's keyword arguments (the protocol class among them, so uvicorn never falls back
+to h11); ``serve`` and the test server use it. Cost per request: two timers, two callbacks and
+one key hash.
 """
 
 from __future__ import annotations
@@ -29,23 +35,50 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from uvicorn._types import ASGI3Application, ASGIReceiveCallable, ASGISendCallable, Scope
-from uvicorn.protocols.http.flow_control import service_unavailable
+from uvicorn._types import ASGI3Application
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle as Cycle
 
+from agentconsole.server.api.auth import KeyRing
 from agentconsole.server.api.errors import error_body
+from agentconsole.server.api.requestslots import Refusal, RequestSlots, holding
 
 
 @dataclass(frozen=True, slots=True)
 class HttpLimits:
-    """See the module docstring; ``limit_concurrency`` None: no limit."""
+    """See the module docstring and the ``server`` settings; a limit of None: no limit."""
 
     timeout_keep_alive: int = 5
     timeout_headers_s: float = 10.0
     timeout_body_s: float = 60.0
+    #: requests with a valid key in flight, all tenants and operators together
     limit_concurrency: int | None = 1000
+    #: what one tenant (all operator keys: one) may hold of them; None: half of them
+    per_tenant_concurrency: int | None = None
+    #: requests without a valid key in flight on routes that need one
+    unauthenticated_concurrency: int = 32
+    #: requests in flight on the probes, and again on the console's files and the schema
+    public_concurrency: int = 64
     max_header_bytes: int = 64 * 1024
+
+    @property
+    def tenant_share(self) -> int | None:
+        """``per_tenant_concurrency``, else half of ``limit_concurrency`` (rounded up)."""
+        if self.per_tenant_concurrency is not None:
+            return self.per_tenant_concurrency
+        if self.limit_concurrency is None:
+            return None
+        return (self.limit_concurrency + 1) // 2
+
+    def slots(self, keys: KeyRing | None) -> RequestSlots:
+        """A fresh book of these slots for one server."""
+        return RequestSlots(
+            keys,
+            keyed=self.limit_concurrency,
+            per_tenant=self.tenant_share,
+            unauthenticated=self.unauthenticated_concurrency,
+            public=self.public_concurrency,
+        )
 
 
 def _raw_response(status: int, kind: str, message: str) -> bytes:
@@ -61,24 +94,6 @@ def _raw_response(status: int, kind: str, message: str) -> bytes:
     )
 
 
-_UNAVAILABLE = error_body("unavailable", "the server is at its connection limit; retry")
-
-
-async def json_unavailable(
-    scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
-) -> None:
-    """uvicorn's answer over ``limit_concurrency``, as JSON."""
-    body = json.dumps(_UNAVAILABLE).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"retry-after", b"1"),
-        (b"connection", b"close"),
-    ]
-    await send({"type": "http.response.start", "status": 503, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
 class _HeadTooLarge(Exception):
     """Raised in a parser callback: httptools turns it into a parser error."""
 
@@ -87,6 +102,8 @@ class GuardedProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with the limits of the module docstring."""
 
     limits: ClassVar[HttpLimits] = HttpLimits()
+    #: the server's request slots (one book per server: :func:`uvicorn_options`)
+    slots: ClassVar[RequestSlots] = HttpLimits().slots(None)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -187,17 +204,19 @@ class GuardedProtocol(HttpToolsProtocol):
         self._refuse(400, "invalid_http", msg, answer=self._idle_between_requests())
 
     def _start_asgi_task(self, cycle: Cycle, app: ASGI3Application) -> None:
-        if app is service_unavailable:
-            app = json_unavailable
+        # here, not in ``on_headers_complete``: a pipelined request takes its slot when it
+        # starts, not while it waits behind the one before it on its connection
+        if app is self.app:
+            admitted = self.slots.admit(cycle.scope)
+            app = admitted if isinstance(admitted, Refusal) else holding(app, admitted)
         super()._start_asgi_task(cycle, app)
 
 
-def uvicorn_options(limits: HttpLimits) -> dict[str, Any]:
+def uvicorn_options(limits: HttpLimits, keys: KeyRing | None = None) -> dict[str, Any]:
     """uvicorn's keyword arguments for ``limits`` (the protocol carries the ones uvicorn
-    lacks)."""
-    protocol = type("GuardedHttpProtocol", (GuardedProtocol,), {"limits": limits})
-    return {
-        "http": protocol,
-        "timeout_keep_alive": limits.timeout_keep_alive,
-        "limit_concurrency": limits.limit_concurrency,
-    }
+    lacks, and the request slots, which replace uvicorn's ``limit_concurrency``). ``keys``:
+    the server's key ring, to attribute each request to its tenant; without one every request
+    counts against ``limit_concurrency`` alone."""
+    attributes = {"limits": limits, "slots": limits.slots(keys)}
+    protocol = type("GuardedHttpProtocol", (GuardedProtocol,), attributes)
+    return {"http": protocol, "timeout_keep_alive": limits.timeout_keep_alive}

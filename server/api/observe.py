@@ -13,13 +13,23 @@ from there), or past the newest ``seq`` when no ``life`` is given, names events 
 exist: the feed then begins with ``event: reset`` ``{"seq", "life"}`` and sends this life's
 events from its start; the client resumes from that ``seq``. Tenant keys receive their own
 events only.
+
+A feed holds one of its tenant's request slots (``requestslots.py``) for as long as it lasts,
+so feeds are bounded twice: a tenant may hold ``feeds_per_tenant`` open at once (all operator
+keys together ``operator_feeds``, counted apart), past it 429 ``tenant_limit``; and each lasts
+``feed_lifetime_s``, then the server ends it cleanly after a last ``event: batch`` with no
+events whose ``seq`` (and ``id``) is the feed's cursor: a client that resumes from it (both
+consoles do, as any SSE client does with ``Last-Event-ID``) loses no event, even when the feed
+sent it none.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections import Counter
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Annotated, Any
 
 from litestar import Controller, Request, get
@@ -28,16 +38,59 @@ from litestar.params import QueryParameter
 from litestar.response import Stream
 
 from agentconsole.scheduler.events import Event
+from agentconsole.server.api.auth import Principal
+from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.api.contract import SSE, contract
 from agentconsole.server.api.deps import LiveDep, PrincipalDep
 from agentconsole.server.api.openai_format import sse_data
 from agentconsole.server.api.queryguard import strict_query
 from agentconsole.server.live.hub import EventHub
+from agentconsole.server.live.tenants import TenantLimitError
 
 JSON = dict[str, Any]
 #: the largest ``since`` (an event sequence is a 64-bit integer; ``Last-Event-ID`` has at
 #: most 18 digits)
 MAX_SEQ = 2**62
+#: where the app keeps its :class:`OpenFeeds` (``app.state``: one per app, as the feeds are)
+FEEDS_STATE = "event_feeds"
+#: seconds a client refused a feed is told to wait (a feed ends when its reader leaves)
+FEED_RETRY_AFTER_S = 5
+
+
+class OpenFeeds:
+    """The feeds open now, per owner: a tenant, or ``operator`` for every operator key (a
+    name no tenant may have: ``auth.RESERVED_TENANTS``)."""
+
+    def __init__(self) -> None:
+        self.open: Counter[str] = Counter()
+
+    def take(self, principal: Principal, config: ServerConfig) -> Callable[[], None]:
+        """Count a new feed of ``principal``'s and return what ends it (once, however often it
+        is called); :class:`TenantLimitError` (429) past the owner's cap."""
+        if principal.operator:
+            cap, field = config.operator_feeds, "server.operator_feeds"
+        else:
+            cap, field = config.feeds_per_tenant, "server.feeds_per_tenant"
+        owner = principal.tenant
+        if self.open[owner] >= cap:
+            raise TenantLimitError(
+                f"{cap} event feeds of this key's tenant are open, its limit; close one, or"
+                " retry once one has ended",
+                field=field,
+                headers={"Retry-After": str(FEED_RETRY_AFTER_S)},
+            )
+        self.open[owner] += 1
+        ended = False
+
+        def end() -> None:
+            nonlocal ended
+            if not ended:
+                ended = True
+                self.open[owner] -= 1
+                if not self.open[owner]:
+                    del self.open[owner]
+
+        return end
 
 
 def _event(seq: int, event: Event) -> JSON:
@@ -80,13 +133,28 @@ def resume_point(hub: EventHub, since: int, life: str | None) -> int | None:
     return None
 
 
+def _last_frames(hub: EventHub, cursor: int, lifetime_s: float) -> bytes:
+    """What ends a feed at its lifetime: a comment for a person reading it, and a batch of no
+    events that moves the client's cursor (``since``, ``Last-Event-ID``) to the feed's."""
+    note = f": this feed's lifetime ({lifetime_s:g} s) is over; reconnect to resume\n\n"
+    return note.encode() + _frame("batch", {"seq": cursor, "life": hub.life, "events": []}, cursor)
+
+
 async def event_feed(
-    live: LiveDep, tenant: str | None, since: int, life: str | None = None
+    live: LiveDep,
+    tenant: str | None,
+    since: int,
+    life: str | None = None,
+    *,
+    lifetime_s: float | None = None,
 ) -> AsyncGenerator[bytes, None]:
-    """The SSE body of ``GET /v1/events`` (module docstring)."""
+    """The SSE body of ``GET /v1/events`` (module docstring); it ends after ``lifetime_s``
+    (None: when the hub closes)."""
     hub = live.hub
     cursor = since
     next_overview = 0.0
+    lifetime = math.inf if lifetime_s is None else lifetime_s
+    ends_at = time.monotonic() + lifetime
     yield b": agentconsole events\n\n"
     reset = resume_point(hub, since, life)
     if reset is not None:
@@ -94,12 +162,16 @@ async def event_feed(
         yield _frame("reset", {"seq": reset, "life": hub.life}, reset)
     while not hub.is_closed():
         now = time.monotonic()
+        if now >= ends_at:
+            # the cursor, not the hub's newest seq: events after it are not sent yet
+            yield _last_frames(hub, cursor, lifetime)
+            return
         if now >= next_overview:
             next_overview = now + 1.0
             yield _frame("overview", live.observer.overview())
         if cursor >= hub.last_seq:
             try:
-                async with asyncio.timeout(next_overview - now):
+                async with asyncio.timeout(min(next_overview, ends_at) - now):
                     await asyncio.shield(hub.changed())
             except TimeoutError:
                 continue
@@ -109,6 +181,18 @@ async def event_feed(
         async for frame in _batches(live, tenant, cursor):
             yield frame
         cursor = max(cursor, hub.last_seq)
+
+
+async def _until_ended(
+    feed: AsyncGenerator[bytes, None], end: Callable[[], None]
+) -> AsyncGenerator[bytes, None]:
+    """``feed``, counted as open until it ends (the client left, its lifetime, shutdown)."""
+    try:
+        async for frame in feed:
+            yield frame
+    finally:
+        end()
+        await feed.aclose()
 
 
 class ObserveController(Controller):
@@ -146,7 +230,7 @@ class ObserveController(Controller):
     @get(
         "/events",
         summary="Live event feed (SSE)",
-        opt=contract(media=(SSE,)),
+        opt=contract(429, media=(SSE,)),
         guards=[strict_query],
     )
     async def events(
@@ -162,15 +246,27 @@ class ObserveController(Controller):
             QueryParameter(max_length=64, description="The server life `since` belongs to"),
         ] = None,
     ) -> Stream:
-        """``event: batch`` frames ``{"seq", "events": [Event]}`` and ``event: overview``."""
+        """``event: batch`` frames ``{"seq", "events": [Event]}`` and ``event: overview``;
+        429 past the tenant's open feeds; the feed ends after ``server.feed_lifetime_s``."""
         if since is None:
             last = request.headers.get("last-event-id", "")
             known = len(last) < 19 and last.isascii() and last.isdigit()
             since = int(last) if known else live.hub.last_seq
-        feed = event_feed(live, principal.scope, since, life)
+        feeds: OpenFeeds = request.app.state.setdefault(FEEDS_STATE, OpenFeeds())
+        end = feeds.take(principal, live.config)
+        lifetime_s = live.config.feed_lifetime_s
+        feed = _until_ended(
+            event_feed(live, principal.scope, since, life, lifetime_s=lifetime_s), end
+        )
+
+        async def close() -> None:
+            # ``end`` too: a feed whose body never started runs no ``finally``
+            end()
+            await feed.aclose()
+
         return Stream(
             feed,
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-            background=BackgroundTask(feed.aclose),
+            background=BackgroundTask(close),
         )

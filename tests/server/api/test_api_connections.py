@@ -1,6 +1,6 @@
 """The HTTP server's own limits over raw sockets (``server/api/connections.py``): idle, slow
-and oversized requests are closed, the server's own refusals are JSON, and past the
-connection limit a request is refused with 503 instead of waiting."""
+and oversized requests are closed, the server's own refusals are JSON, and idle connections
+hold none of the request slots (``test_api_request_slots.py`` tests the slots)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ LIMITS = HttpLimits(
     max_header_bytes=4096,
 )
 HEALTH = b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n"
+KEYED = b"GET /v1/overview HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer sk-a\r\n\r\n"
 
 
 @pytest.fixture(scope="module")
@@ -136,35 +137,45 @@ def test_malformed_http_is_a_json_400(server: LiveServer, request_line: bytes) -
     assert error["type"] == "invalid_http"
 
 
-def test_past_the_connection_limit_requests_get_503_then_pass_again(server: LiveServer) -> None:
+def test_idle_connections_past_the_limit_hold_no_slot_and_are_closed(server: LiveServer) -> None:
+    """Only requests hold the server's slots (``requestslots.py``): connections that send
+    nothing, twice as many as the slots, leave a tenant's request served, and the head timeout
+    closes them."""
     assert LIMITS.limit_concurrency is not None
     idle = [
         socket.create_connection(address(server), timeout=5)
-        for _ in range(LIMITS.limit_concurrency)
+        for _ in range(2 * LIMITS.limit_concurrency)
     ]
     try:
         time.sleep(0.1)
         with connection(server) as sock:
-            sock.sendall(HEALTH)
-            raw = read_all(sock)
-        assert b"retry-after: 1" in raw.lower()
-        assert json_error(raw, 503)["type"] == "unavailable"
-        for sock in idle:  # the idle ones are closed by the head timeout ...
+            sock.sendall(KEYED)
+            assert read_all(sock).startswith(b"HTTP/1.1 200")
+        for sock in idle:
             assert read_all(sock) == b""
     finally:
         for sock in idle:
             sock.close()
-    time.sleep(0.2)
-    with connection(server) as sock:  # ... and requests pass again
-        sock.sendall(HEALTH)
-        assert read_all(sock).startswith(b"HTTP/1.1 200")
 
 
 def test_serve_takes_the_limits_from_the_server_settings(tmp_path: Path) -> None:
-    overrides = {"server": {"timeout_headers_s": 3.5, "limit_concurrency": 50}}
+    overrides = {
+        "server": {
+            "timeout_headers_s": 3.5,
+            "limit_concurrency": 50,
+            "unauthenticated_concurrency": 4,
+            "public_concurrency": 8,
+        }
+    }
     limits = http_limits(load_settings(None, overrides))
     assert limits.timeout_headers_s == 3.5
     assert limits.limit_concurrency == 50
+    assert limits.tenant_share == 25  # half, by default
+    assert (limits.unauthenticated_concurrency, limits.public_concurrency) == (4, 8)
+    shared = {"server": {"limit_concurrency": 50, "per_tenant_concurrency": 10}}
+    assert http_limits(load_settings(None, shared)).tenant_share == 10
     options = uvicorn_options(limits)
-    assert options["limit_concurrency"] == 50
+    # uvicorn's own limit counted connections before any key: the protocol's slots replace it
+    assert "limit_concurrency" not in options
+    assert options["http"].limits is limits
     assert options["timeout_keep_alive"] == 5
