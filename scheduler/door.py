@@ -7,7 +7,9 @@ them, and the engine spends its time recomputing (thrash: finished programs per 
 while the queue grows). A stock engine cannot tell a new program from a returning one; a
 program-aware server makes newcomers wait at the door instead, in line
 (``doorline.WaitingLine``: highest response ratio first, by each kind's expected run, so a
-short program does not wait behind every long one that came before it).
+short program does not wait behind every long one that came before it; shared between tenants
+by the fairness guard's notion of a share, over the tokens the door counts per tenant, so one
+tenant's large programs cannot keep another tenant's small ones out).
 
 The working set is what the tool-wait policy protects: a started program counts while it has
 calls in the engine, and through a tool wait for as long as its KV decision keeps (or, offloaded,
@@ -57,7 +59,14 @@ from __future__ import annotations
 
 import heapq
 
-from agentconsole.scheduler.doorline import ReturningLine, RunEstimate, RunKey, WaitingLine
+from agentconsole.scheduler.doorline import (
+    Fits,
+    ReturningLine,
+    RunEstimate,
+    RunKey,
+    WaitingLine,
+)
+from agentconsole.scheduler.fairness import FairnessConfig
 
 #: how long a program that stopped waiting at the door keeps its place in line (a client
 #: told to retry in seconds comes back well within it)
@@ -81,6 +90,8 @@ class ProgramDoor:
 
     A program larger than the whole budget still starts when nothing else counts (it could
     never start otherwise). A disabled gate admits everything at once and counts nothing.
+    ``fairness``: the tenants' weights and share slack the line shares admissions by (default:
+    the guard's defaults, every tenant weighing 1).
     """
 
     def __init__(
@@ -92,6 +103,7 @@ class ProgramDoor:
         batch_slots: int = 0,
         fill_cooldown_s: float = FILL_COOLDOWN_S,
         expected_run_s: RunEstimate | None = None,
+        fairness: FairnessConfig | None = None,
     ) -> None:
         if budget_tokens < 0:
             raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
@@ -106,8 +118,13 @@ class ProgramDoor:
         self._counted: set[str] = set()  # started programs in the working set
         self._version: dict[str, int] = {}  # bumped on every step out / rejoin
         self._expiry: list[tuple[float, int, str]] = []  # (until, version, program)
+        #: per tenant, the predicted working set of its counted programs (``used_tokens``
+        #: split by tenant; none at 0): its standing in the line (``doorline``)
+        self._tenant_tokens: dict[str, int] = {}
         #: newcomers waiting, and the places of those that stopped waiting
-        self._line = WaitingLine(expected_run_s, place_kept_s)
+        self._line = WaitingLine(
+            expected_run_s, place_kept_s, tenant_tokens=self._tenant_tokens, fairness=fairness
+        )
         self._started_at: dict[str, float] = {}  # started program -> when it first started
         #: per (tenant, kind), its started programs -> when they started, in the order they
         #: started: the first is the longest running (a floor on the line; serve's clock is
@@ -139,8 +156,12 @@ class ProgramDoor:
         self._expire(now)
         floor = self._running_s(kind, now) if self._line.expected_run_s else 0.0
         entry, returned = self._line.entry(program_id, private_tokens, kind, now, floor)
-        first = None if self._returning.waiting(now) else self._line.first(now, entry)
-        if first is entry and self._admits(private_tokens, now):
+        # (where its arrival lets someone in line start, e.g. its tenant now waits too and
+        # the shares change, that one starts at the door's next event: this answers for it)
+        if (
+            not self._returning.waiting(now)
+            and self._line.next_start(now, self._fits(now), entry) is entry
+        ):
             self._start(program_id, private_tokens, kind, now)
             return True
         self._line.add(entry)
@@ -193,6 +214,7 @@ class ProgramDoor:
             return
         if program_id in self._counted:
             self.used_tokens += predicted_tokens - self._share[program_id]
+            self._add_tenant_tokens(program_id, predicted_tokens - self._share[program_id])
             self.held_tokens += current_tokens - self._held.get(program_id, 0)
             self._forget_loss_if_fits()
         self._share[program_id] = predicted_tokens
@@ -351,11 +373,16 @@ class ProgramDoor:
             self._returning.remove(pid)
             self._go_on(pid)
             started.append(pid)
-        while (first := self._line.first(now)) is not None and self._admits(first.tokens, now):
+        fits = self._fits(now)
+        while (first := self._line.next_start(now, fits)) is not None:
             self._line.take(first.program_id)
             self._start(first.program_id, first.tokens, first.kind, now)
             started.append(first.program_id)
         return started
+
+    def _fits(self, now: float) -> Fits:
+        """Whether a newcomer of so many predicted tokens may start now (as it stands)."""
+        return lambda tokens: self._admits(tokens, now)
 
     def _running_s(self, kind: RunKey, now: float) -> float:
         """How long the longest running started program of ``kind`` (its tenant's) has run."""
@@ -393,14 +420,25 @@ class ProgramDoor:
         if program_id not in self._counted:
             self._counted.add(program_id)
             self.used_tokens += self._share[program_id]
+            self._add_tenant_tokens(program_id, self._share[program_id])
             self.held_tokens += self._held.setdefault(program_id, self._share[program_id])
 
     def _uncount(self, program_id: str) -> None:
         if program_id in self._counted:
             self._counted.discard(program_id)
             self.used_tokens -= self._share[program_id]
+            self._add_tenant_tokens(program_id, -self._share[program_id])
             self.held_tokens -= self._held.get(program_id, 0)
             self._forget_loss_if_fits()
+
+    def _add_tenant_tokens(self, program_id: str, tokens: int) -> None:
+        """``program_id``'s tenant's counted programs are predicted to hold ``tokens`` more."""
+        tenant = self._kind.get(program_id, ("", ""))[0]
+        held = self._tenant_tokens.get(tenant, 0) + tokens
+        if held:
+            self._tenant_tokens[tenant] = held
+        else:
+            self._tenant_tokens.pop(tenant, None)
 
     def _forget_loss_if_fits(self) -> None:
         """Evidence of thrash holds for one episode of over-commitment: once what is held

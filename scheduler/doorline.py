@@ -17,11 +17,29 @@ longest running program of it had when the waiting one queued (a kind that has n
 is not a short one; the floor is fixed at the queueing, so the ratio still grows with the
 wait).
 
-Nobody is skipped for fitting: when the first in line does not fit, the programs behind it
-wait too (a large program is never starved by smaller ones that fit around it).
+The line is shared between tenants as the engines' fairness guard shares service
+(``fairness.below_share``, one notion of a share): a tenant whose started programs the door
+counts hold less than ``(1 - share_slack)`` of its weighted share of what the door counts (its
+currency: the predicted private tokens it budgets, not a count of programs: twenty 110K-token
+programs are not the same claim on memory as twenty 8-token ones) is *below its share*, and its
+programs go ahead of every other tenant's; within that and among the rest, the order above.
+One tenant alone is never below its share: its line is exactly the order above.
+
+Nobody is skipped for fitting within a tenant: when a tenant's first in line does not fit, its
+programs behind it wait too (a large program is never starved by smaller ones of its own
+tenant that fit around it). Across tenants a program that fits in what is free may pass the
+waiting programs ahead of it only where its tenant, with it started, holds no more (weighted)
+than each of theirs does: a tenant holding much cannot keep a tenant holding little out with
+one program too big for the room left, and the big program's bound stands (those passing it
+never hold more than its tenant does; that falls as its tenant's started programs end, and
+once its tenant holds nothing nobody passes it and it is below its share, ahead of every
+tenant that is not: it then waits only for the memory it needs to free up).
 
 A program that stops waiting (serve answers 503 with Retry-After) keeps its place and its wait
-for ``place_kept_s``: its retry resumes where it was.
+for ``place_kept_s``: its retry resumes where it was, among its own tenant's programs and
+against tenants of its tenant's standing. A tenant below its share still goes ahead of it, and
+one holding less passes it into room it cannot use, so one tenant's retries cannot hold the
+line against another.
 
 Started programs the door parked at a call boundary wait in a line of their own
 (:class:`ReturningLine`), first come first served and ahead of every newcomer (their contexts
@@ -33,8 +51,10 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+
+from agentconsole.scheduler.fairness import FairnessConfig, below_share
 
 #: what a program's expected run is learned under: (tenant, kind)
 RunKey = tuple[str, str]
@@ -43,6 +63,11 @@ RunKey = tuple[str, str]
 RunEstimate = Callable[[RunKey, float], float | None]
 #: an expected run shorter than this counts as this (a ratio needs a positive size)
 MIN_RUN_S = 1e-3
+#: whether a program predicted to reach so many private tokens fits in what is free now
+Fits = Callable[[int], bool]
+#: the order of a program in line: its tenant's standing (0 below its share, else 1), then
+#: minus its response ratio, then its place
+LineKey = tuple[int, float, int]
 
 
 @dataclass(slots=True)
@@ -64,12 +89,26 @@ class WaitingLine:
     """Newcomers waiting at the door, in the order they go (see the module docstring).
 
     Within one kind the oldest wait has the highest ratio, so each kind keeps a heap by wait
-    and :meth:`first` compares the kinds' heads: O(kinds) a decision, however long the line.
+    and :meth:`first` compares the kinds' heads: O(kinds) a decision, however long the line
+    (O(kinds²) for :meth:`next_start` where heads wait that do not fit).
+
+    ``tenant_tokens`` is the door's own count of what each tenant's started programs hold
+    (read, never written here); ``fairness`` the shares' weights and slack (disabled: the line
+    ignores tenants, as the guard then does).
     """
 
-    def __init__(self, expected_run_s: RunEstimate | None, place_kept_s: float) -> None:
+    def __init__(
+        self,
+        expected_run_s: RunEstimate | None,
+        place_kept_s: float,
+        *,
+        tenant_tokens: Mapping[str, int] | None = None,
+        fairness: FairnessConfig | None = None,
+    ) -> None:
         self.expected_run_s = expected_run_s
         self.place_kept_s = place_kept_s
+        self.tenant_tokens: Mapping[str, int] = {} if tenant_tokens is None else tenant_tokens
+        self.fairness = fairness or FairnessConfig()
         self._waiting: dict[str, Waiting] = {}
         #: per kind, (since, place, program) of its entries; a program no longer in line (or
         #: in line again at another place) is dropped when it surfaces
@@ -97,22 +136,58 @@ class WaitingLine:
             heads.append(candidate)
         if len(heads) <= 1:
             return heads[0] if heads else None
+        return min(self._keyed(heads, now), key=_line_key)[1]
+
+    def next_start(
+        self, now: float, fits: Fits, candidate: Waiting | None = None
+    ) -> Waiting | None:
+        """Who starts now among those in line and ``candidate``: the first in line whose
+        predicted tokens ``fits``, unless it must wait for programs ahead of it that do not
+        (those of its own tenant, and those of tenants holding less than its own would with
+        it started: see the module docstring). None: nobody starts now."""
+        heads = self._heads()
+        if candidate is not None:
+            heads.append(candidate)
+        if len(heads) <= 1:
+            return heads[0] if heads and fits(heads[0].tokens) else None
+        shared = self.fairness.enabled
+        #: tenants with a program ahead that waits -> (what they hold, their weight)
+        ahead: dict[str, tuple[int, float]] = {}
+        for _, entry in sorted(self._keyed(heads, now), key=_line_key):
+            tenant = entry.kind[0]
+            if tenant in ahead or (not shared and len(ahead) > 0):
+                continue  # nobody passes its own tenant's programs for fitting (unshared: any)
+            weight = self.fairness.weight(tenant)
+            with_it = self.tenant_tokens.get(tenant, 0) + entry.tokens
+            passes = all(
+                with_it * their_weight <= theirs * weight for theirs, their_weight in ahead.values()
+            )
+            if passes and fits(entry.tokens):
+                return entry
+            ahead[tenant] = (self.tenant_tokens.get(tenant, 0), weight)
+        return None
+
+    def _keyed(self, heads: list[Waiting], now: float) -> list[tuple[LineKey, Waiting]]:
+        """``heads`` with their order in line (the lowest key goes first)."""
+        below: frozenset[str] = frozenset()
+        if self.fairness.enabled:  # off (the guard's switch): one line for every tenant
+            tenants = frozenset(e.kind[0] for e in heads)
+            below = below_share(self.tenant_tokens, tenants, self.fairness)
         estimate = self.expected_run_s
         runs = [estimate(e.kind, e.floor_s) for e in heads] if estimate else []
         known = sorted(run for run in runs if run is not None)
         if not known:  # nothing learned: first come first served
-            return min(heads, key=lambda e: e.place)
+            return [((_standing(e, below), 0.0, e.place), e) for e in heads]
         # a head whose tenant finished no program of its kind yet counts as a middling one:
         # one such program must not turn the whole line first come first served (a tenant
         # whose programs never finish would hold every other tenant's short ones behind long)
         middling = known[len(known) // 2]
-
-        def order(pair: tuple[Waiting, float | None]) -> tuple[float, int]:
-            e, run = pair
+        keyed: list[tuple[LineKey, Waiting]] = []
+        for e, run in zip(heads, runs, strict=True):
             size = max(middling if run is None else run, MIN_RUN_S)
-            return -(now - e.since + size) / size, e.place  # highest ratio, then earliest
-
-        return min(zip(heads, runs, strict=True), key=order)[0]
+            ratio = (now - e.since + size) / size  # highest ratio, then earliest
+            keyed.append(((_standing(e, below), -ratio, e.place), e))
+        return keyed
 
     def add(self, entry: Waiting) -> None:
         """``entry`` waits in line (in place of an entry the program had)."""
@@ -169,6 +244,15 @@ class WaitingLine:
 
     def __len__(self) -> int:
         return len(self._waiting)
+
+
+def _standing(entry: Waiting, below: frozenset[str]) -> int:
+    """0 where ``entry``'s tenant is below its share at the door (it goes ahead), else 1."""
+    return 0 if entry.kind[0] in below else 1
+
+
+def _line_key(keyed: tuple[LineKey, Waiting]) -> LineKey:
+    return keyed[0]
 
 
 class ReturningLine:

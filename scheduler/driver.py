@@ -48,6 +48,7 @@ from agentconsole.scheduler.controller import CallUsage, ProgramController, Quot
 from agentconsole.scheduler.door import ProgramDoor
 from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, Scalar
+from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.growth import KindKey, PeakEstimator, RunTimes, kind_key
 from agentconsole.scheduler.latency import LatencyDistribution, remaining
 from agentconsole.scheduler.program import Node
@@ -125,6 +126,7 @@ class ProgramDriver:
         budget_tokens: int | None = None,
         idle_grace_s: float = IDLE_GRACE_S,
         shortest_first: bool = True,
+        fairness: FairnessConfig | None = None,
     ) -> None:
         self.controller = controller
         self.advisor = advisor
@@ -142,6 +144,8 @@ class ProgramDriver:
             budget_tokens or 0,
             enabled=admission,
             expected_run_s=self.run_times.expected if shortest_first else None,
+            # the tenants' weights, as the engines' guard shares service by them
+            fairness=fairness,
         )
         self.retained: dict[str, Retained] = {}
         self._flights: dict[str, _Flight] = {}

@@ -11,7 +11,9 @@ Two rules, both mechanism rather than policy, so they apply to whichever policy 
   or above their share. A light tenant is never starved by a flooding one.
 
 The result is an effective key ``(tier, policy_key)``: tier 0 starving, 1 underserved tenant,
-2 the rest. Both the simulator's queue and the SGLang plugin order by it.
+2 the rest. Both the simulator's queue and the SGLang plugin order by it. The program door
+shares its admissions by the same notion of a share (:func:`below_share`), over the memory
+each tenant's started programs hold rather than service.
 """
 
 from __future__ import annotations
@@ -113,15 +115,7 @@ class FairnessGuard:
 
     def _underserved(self, waiting: frozenset[str], now: float) -> frozenset[str]:
         service = {t: self.recent_service(t, now) for t in self._service.keys() | waiting}
-        total = sum(service.values())
-        if total <= 0:
-            return frozenset()
-        competing = [t for t, v in service.items() if t in waiting or v > 1e-3 * total]
-        if len(competing) < 2:
-            return frozenset()
-        weight_sum = sum(self.config.weight(t) for t in competing)
-        limit = (1.0 - self.config.share_slack) * total / weight_sum
-        return frozenset(t for t in waiting if service[t] < limit * self.config.weight(t))
+        return below_share(service, waiting, self.config)
 
     def tier(self, ticket: CallTicket, now: float, underserved: frozenset[str]) -> int:
         if now >= self.starve_at(ticket):
@@ -138,3 +132,28 @@ class FairnessGuard:
         if tier == TIER_STARVING:
             return (tier, self.starve_at(ticket), ticket.seq)
         return (tier, policy_key, ticket.seq)
+
+
+def below_share(
+    received: Mapping[str, float], waiting: frozenset[str], config: FairnessConfig
+) -> frozenset[str]:
+    """Tenants among ``waiting`` that received less than ``(1 - share_slack)`` of their
+    weighted share of everything ``received`` (per tenant; a waiting tenant missing from it
+    received nothing): the guard's *underserved* over recent service, and the program door's
+    over the memory its started programs hold (``scheduler.doorline``), one notion of a share.
+
+    Shares are among the tenants competing: the waiting ones plus those that received more
+    than a trifle (a tenant whose work all runs still competes). Nobody is below its share
+    while fewer than two tenants compete, or before anything was received."""
+    amounts = dict(received)
+    for tenant in waiting:
+        amounts.setdefault(tenant, 0.0)
+    total = sum(amounts.values())
+    if total <= 0:
+        return frozenset()
+    competing = [t for t, v in amounts.items() if t in waiting or v > 1e-3 * total]
+    if len(competing) < 2:
+        return frozenset()
+    weight_sum = sum(config.weight(t) for t in competing)
+    limit = (1.0 - config.share_slack) * total / weight_sum
+    return frozenset(t for t in waiting if amounts[t] < limit * config.weight(t))

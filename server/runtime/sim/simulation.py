@@ -141,6 +141,7 @@ class Simulation:
             admission=config.program_admission,
             memory_share=config.admission_memory_share,
             shortest_first=config.admission_shortest_first,
+            fairness=config.fairness,
         )
         self._memory_tokens = sum(
             e.index.capacity(Tier.HBM) + e.index.capacity(Tier.DRAM) for e in self.engines

@@ -420,3 +420,48 @@ def test_a_program_that_declared_its_llm_node_first_comes_to_the_door(tmp_path: 
             body = chat_body("hello, this is the task of declared-b", max_tokens=4)
             body["agentconsole"] = {"program_id": "declared-b", "node_id": "plan"}
             assert c.post("/v1/chat/completions", json=body).status_code == 503
+
+
+def _sized_call(client: httpx.Client, program_id: str, words: int) -> httpx.Response:
+    """``program_id``'s first call with a prompt of its own of ``words`` words (about 1.5
+    tokens each; its id first: no other program's prompt shares more than the chat template
+    with it)."""
+    task = f"{program_id}: " + "lorem " * words
+    body = {**chat_body(task, max_tokens=4), "agentconsole": {"program_id": program_id}}
+    return client.post("/v1/chat/completions", json=body)
+
+
+def test_one_tenants_large_programs_do_not_keep_another_tenants_small_ones_out(
+    tmp_path: Path,
+) -> None:
+    """The security review's case, small: tenant a's large program fills most of the door and
+    another of a's waits for room; tenant b's tiny programs fit in what is left. They start at
+    once (they waited behind a's, first come first served, until a's wait ran out or theirs
+    did: 503), and a's gets in when room frees."""
+    config = make_config(
+        tmp_path / "door.duckdb",
+        program_admission=True,
+        admission_budget_tokens=5_000,
+        admission_wait_s=3.0,
+    )
+    with LiveServer(config) as server, server.client("sk-a") as a, server.client("sk-b") as b:
+        server.wait_ready()
+        assert _sized_call(a, "alpha-1", 2_000).status_code == 200  # ~3,000 tokens counted
+        waited: dict[str, httpx.Response] = {}
+
+        def second_of_a() -> None:  # no room for it
+            with server.client("sk-a") as own:
+                waited["response"] = _sized_call(own, "alpha-2", 2_000)
+
+        waiter = threading.Thread(target=second_of_a)
+        waiter.start()
+        _wait_until_waiting(server, 1)
+        for k in range(3):
+            started_at = time.monotonic()
+            answer = _sized_call(b, f"bravo-{k}", 2)
+            assert answer.status_code == 200, answer.text
+            assert time.monotonic() - started_at < 1.5  # let in, not waited out
+        assert server.live.service.door.waiting == 1  # a's second still waits for room
+        assert a.post("/v1/programs/alpha-1/finish", json={}).status_code == 200
+        waiter.join(10)
+        assert waited["response"].status_code == 200, waited["response"].text  # room now
