@@ -34,6 +34,7 @@ from agentconsole.client.types import (
     ToolCallRecord,
     ToolCallResult,
     ToolOptions,
+    ToolPage,
 )
 from agentconsole.httpclient.errors import (
     ApiError,
@@ -77,6 +78,7 @@ __all__ = [
     "ToolCallResult",
     "ToolFailedError",
     "ToolOptions",
+    "ToolPage",
     "ValidationError",
     "program_headers",
 ]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentconsole.client import calls
-from agentconsole.client.endpoint import endpoint
+from agentconsole.client.endpoint import endpoint, every_page
 from agentconsole.httpclient import Transport, auth_headers
 
 
@@ -73,7 +73,8 @@ class ClientBase:
     get_node = endpoint(calls.get_node)
     # -- tools ---------------------------------------------------------------------------------
     register_tool = endpoint(calls.register_tool)
-    list_tools = endpoint(calls.list_tools)
+    tool_page = endpoint(calls.tool_page)
+    list_tools = every_page(calls.list_tools, lambda page: page.tools)
     call_tool = endpoint(calls.call_tool)
     tool_started = endpoint(calls.tool_started)
     tool_finished = endpoint(calls.tool_finished)

@@ -19,11 +19,14 @@ from agentconsole.client.types import (
     ToolCallRecord,
     ToolCallResult,
     ToolOptions,
+    ToolPage,
 )
 from agentconsole.httpclient import JSON, Call, drop_none, segment
 from agentconsole.httpclient.jsonread import obj, objects
 
 Outcome = Literal["ok", "fail", "timeout"]
+#: tools a page when the client reads every page: the most the server gives in one
+LIST_PAGE = 1000
 
 
 def _json(data: Any) -> JSON:
@@ -134,9 +137,19 @@ def register_tool(
     return Call("POST", "/v1/tools", Tool.parse, drop_none(body))
 
 
-def list_tools() -> Call[list[Tool]]:
-    """The tools this key may call."""
-    return Call("GET", "/v1/tools", lambda d: [Tool.parse(t) for t in objects(obj(d).get("tools"))])
+def tool_page(*, limit: int = 100, cursor: str | None = None) -> Call[ToolPage]:
+    """One page of the tools this key may call, by name (an operator key: every tool, by
+    name then owner). For the next page pass ``cursor=page.next_cursor`` (None on the last
+    page); a page may hold fewer than ``limit`` tools (the server bounds its bytes too)."""
+    params: dict[str, str | int] = {"limit": limit}
+    if cursor is not None:
+        params["cursor"] = cursor
+    return Call("GET", "/v1/tools", ToolPage.parse, params=params)
+
+
+def list_tools(cursor: str | None = None) -> Call[ToolPage]:
+    """The tools this key may call, every page read in turn (:func:`tool_page` for one)."""
+    return tool_page(limit=LIST_PAGE, cursor=cursor)
 
 
 def call_tool(

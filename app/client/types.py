@@ -168,6 +168,21 @@ class Tool:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolPage:
+    """One page of ``GET /v1/tools``: ``next_cursor`` is the ``cursor`` of the next page
+    (None on the last one)."""
+
+    tools: tuple[Tool, ...]
+    next_cursor: str | None = None
+
+    @classmethod
+    def parse(cls, value: Any) -> ToolPage:
+        data = j.obj(value)
+        tools = tuple(map(Tool.parse, j.objects(data.get("tools"))))
+        return cls(tools, j.opt_text(data, "next_cursor"))
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallResult:
     """The answer to a tool call: the first execution (``committed``) or a replay."""
 

@@ -37,7 +37,7 @@ from agentconsole.server.api.createkeys import (
     request_sha256,
 )
 from agentconsole.server.api.deps import Live, LiveDep, PrincipalDep
-from agentconsole.server.api.queryguard import strict_query
+from agentconsole.server.api.queryguard import PageCursor, strict_query
 from agentconsole.server.api.refusedcreates import create_request
 from agentconsole.server.api.schemas import ID_PATTERN, NodeCreate, ProgramCreate, ProgramFinish
 from agentconsole.server.live.errors import NotFound
@@ -176,15 +176,7 @@ class ProgramsController(Controller):
                 " reads; page with cursor",
             ),
         ] = 0,
-        cursor: Annotated[
-            str | None,
-            QueryParameter(
-                min_length=1,
-                max_length=512,
-                pattern=r"^[A-Za-z0-9_-]+$",
-                description="next_cursor of the previous page: continue strictly after it",
-            ),
-        ] = None,
+        cursor: PageCursor = None,
     ) -> JSON:
         """Newest first; ``label`` is ``key:value``; ``tenant`` is for operators (a tenant key
         always sees its own tenant only). Page with ``cursor`` (the previous answer's

@@ -10,14 +10,26 @@ each guard call).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
-from litestar.params import ParameterKwarg
+from litestar.params import ParameterKwarg, QueryParameter
 from litestar.typing import FieldDefinition
 
 from agentconsole.server.api.errors import ApiError
+
+#: a paged listing's ``cursor`` (``GET /v1/programs``, ``GET /v1/tools``): the opaque text of
+#: the previous answer's ``next_cursor`` (base64url, ``live/pagecursor.py``)
+PageCursor = Annotated[
+    str | None,
+    QueryParameter(
+        min_length=1,
+        max_length=512,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="next_cursor of the previous page: continue strictly after it",
+    ),
+]
 
 #: by handler function: a guard receives a fresh copy of its handler on every call
 _FIELDS: dict[Any, dict[str, FieldDefinition]] = {}

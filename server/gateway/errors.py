@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from agentconsole.server.api.errors import error_body
+from agentconsole.server.api.errors import SHOULD_RETRY, error_body
 from agentconsole.server.store.jsonutil import JSONValue
 
 
@@ -98,6 +98,20 @@ class RateLimited(GatewayError):
 
 class QuotaExceededError(GatewayError):
     status, type = 429, "quota_exceeded"
+
+
+class TenantLimitReached(GatewayError):
+    """A bound the gateway keeps on one tenant (its registered tools, their bytes) is
+    reached: 429 ``tenant_limit`` naming the limit's ``field``, as the core's tenant limits
+    answer. It does not pass by waiting (a tenant cannot delete a tool; replacing one of its
+    tools still passes), so ``x-should-retry: false`` stops clients that retry every 429."""
+
+    status, type = 429, "tenant_limit"
+
+    def __init__(self, message: str, *, field: str, limit: int) -> None:
+        super().__init__(
+            message, field=field, extra={"limit": limit}, headers={SHOULD_RETRY: "false"}
+        )
 
 
 class InvalidArguments(GatewayError):

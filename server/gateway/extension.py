@@ -2,10 +2,11 @@
 
 Mount it with ``create_app(config, extensions=[GatewayExtension(GatewayConfig(...))])``: it
 adds the gateway's controllers and the ``gateway``/``program_port`` providers (the app
-provides ``principal``), builds the :class:`ToolGateway` on the live store once
-the app has started (its refusals audited within the operator desk's budget), answers cancels
-of the program service (read-only tools interrupted, side effects left to commit) and closes
-the gateway before the store closes.
+provides ``principal``), builds the :class:`ToolGateway` on the live store once the app has
+started (its refusals audited within the operator desk's budget, its tenants' tool
+definitions counted in their stored bytes), answers cancels of the program service
+(read-only tools interrupted, side effects left to commit) and closes the gateway before the
+store closes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from litestar.types import ControllerRouterHandler
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.errors import GatewayError
 from agentconsole.server.gateway.gateway import ToolGateway
-from agentconsole.server.gateway.ports import ReportPort
+from agentconsole.server.gateway.ports import ReportPort, StoredBytes
 from agentconsole.server.gateway.routes import GATEWAY_CONTROLLERS
 from agentconsole.server.refusals import RefusalBudget
 from agentconsole.server.store import Store
@@ -36,6 +37,10 @@ class ProgramServiceLike(Protocol):
 
     def add_cancel_listener(self, listener: CancelListener) -> None:
         """Call ``listener(program_id, interrupted, flagged)`` on every program cancel."""
+
+    @property
+    def tenants(self) -> StoredBytes:
+        """The tenants' budgets, whose stored bytes count their tool definitions."""
 
 
 class OperatorDeskLike(Protocol):
@@ -94,8 +99,11 @@ class GatewayExtension:
 
     async def start(self, live: LiveLike) -> None:
         """Build the gateway on the live store and load the registered tools; its refusals
-        are audited within the core's budget (one flood cannot get twice the rows)."""
-        gateway = ToolGateway(live.store, self.config, refusals=live.desk.refusals)
+        are audited within the core's budget (one flood cannot get twice the rows), and the
+        tenants' stored bytes count their tools."""
+        gateway = ToolGateway(
+            live.store, self.config, refusals=live.desk.refusals, stored=live.service.tenants
+        )
         await gateway.start()
         live.service.add_cancel_listener(self._cancelled)
         self._port = live.service.tools

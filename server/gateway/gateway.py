@@ -50,15 +50,16 @@ from agentconsole.server.gateway.executors import (
 from agentconsole.server.gateway.limits import ToolLimits
 from agentconsole.server.gateway.operations import ToolOperations
 from agentconsole.server.gateway.outcome import CallResult
-from agentconsole.server.gateway.ports import ProgramPort, port_errors
+from agentconsole.server.gateway.ports import ProgramPort, StoredBytes, port_errors
 from agentconsole.server.gateway.registration import Registrant, parse_registration
-from agentconsole.server.gateway.registry import CompiledTool, ToolRegistry
+from agentconsole.server.gateway.registry import CompiledTool, ToolPage, ToolRegistry
 from agentconsole.server.gateway.reports import AgentReports
 from agentconsole.server.gateway.request import CallRequest, parse_body, parse_call
 from agentconsole.server.gateway.runner import CancelReport, Job, Runner, RunningTool, call_hash
 from agentconsole.server.gateway.sandbox import Sandbox, SandboxUnavailable
 from agentconsole.server.gateway.schema_rules import check_parameters_schema
 from agentconsole.server.gateway.semantic import check_arguments
+from agentconsole.server.gateway.toolcursor import ToolCursor
 from agentconsole.server.refusals import RefusalBudget
 from agentconsole.server.store import IntentState, Store, make_tool_call_id
 from agentconsole.server.store.jsonutil import JSONValue
@@ -80,7 +81,8 @@ class ToolGateway:
     ``http_client`` carries the calls of ``http`` tools that may reach private addresses
     (platform tools); the others always go through the gateway's own client under the
     egress policy. ``refusals`` is the server's budget of audited refusals (see
-    :mod:`.audit`); without one the gateway keeps its own.
+    :mod:`.audit`); without one the gateway keeps its own. ``stored``: the tenants'
+    stored-bytes budgets, which count their tool definitions (none: not counted).
     """
 
     def __init__(
@@ -92,11 +94,12 @@ class ToolGateway:
         http_client: httpx.AsyncClient | None = None,
         sandbox: Sandbox | None = None,
         refusals: RefusalBudget | None = None,
+        stored: StoredBytes | None = None,
     ) -> None:
         self.config = config or GatewayConfig()
         self.sandbox = sandbox or Sandbox(self.config.sandbox)
         self.store = store
-        self.registry = ToolRegistry(store)
+        self.registry = ToolRegistry(store, stored)
         self.limits = ToolLimits(clock)
         self.audit = Auditor(store.writer, refusals)
         self.runner = Runner(store.intents, self.config)
@@ -115,7 +118,9 @@ class ToolGateway:
             self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout), follow_redirects=False)
         if self._guarded is None:
             self._guarded = guarded_client(timeout)
-        return await asyncio.to_thread(self.registry.load)
+        loaded = await asyncio.to_thread(self.registry.load)
+        self.registry.charge_loaded()  # on the loop, where the tenants' budgets live
+        return loaded
 
     def shut_down(self) -> None:
         """The server begins to stop: answer the calls in flight now (503, retryable) and
@@ -140,7 +145,8 @@ class ToolGateway:
         self, tenant: str, operator: bool, raw: bytes, *, actor: AuditActor | None = None
     ) -> ToolDefinition:
         """Register (or replace) a tool from a ``POST /v1/tools`` body; an operator's is
-        platform-wide. Raises (and audits) :class:`InvalidTool` or :class:`InvalidRequest`.
+        platform-wide. Raises (and audits) :class:`InvalidTool` or :class:`InvalidRequest`,
+        and :class:`TenantLimitReached` past the tenant's bounds on its tools (``registry``).
         ``actor``: whom the audit names (the routes pass the key's, :meth:`AuditActor.of`);
         by default the tenant."""
         actor = actor or AuditActor.of_tenant(tenant, operator)
@@ -162,12 +168,12 @@ class ToolGateway:
                         f"sandbox tools cannot run on this server: {reason}",
                         field="executor/type",
                     )
+            definition = await self.registry.register(
+                _with_schema(definition, validator.schema), validator
+            )
         except GatewayError as error:
             self.audit.rejected(actor, "tool.register", "tool", error, {})
             raise
-        definition = await self.registry.register(
-            _with_schema(definition, validator.schema), validator
-        )
         self.audit.record(
             actor,
             "tool.register",
@@ -185,6 +191,12 @@ class ToolGateway:
     def tools(self, tenant: str, *, operator: bool) -> list[ToolDefinition]:
         """The tools ``tenant`` may see and call (operators: all)."""
         return self.registry.visible(tenant, operator=operator)
+
+    def tool_page(self, tenant: str, *, operator: bool, limit: int, cursor: str | None) -> ToolPage:
+        """One page of :meth:`tools`: at most ``limit`` after ``cursor`` (a page's
+        ``next_cursor``; :class:`InvalidRequest` when it is not one)."""
+        after = None if cursor is None else ToolCursor.decode(cursor)
+        return self.registry.page(tenant, operator=operator, after=after, limit=limit)
 
     # ------------------------------------------------------------------ call
     async def call(

@@ -97,7 +97,8 @@ RECONCILE: JSON = {
 }
 
 PROGRAM_PARAM = {"program_id": ID}
-REGISTER_CONTRACT = contract(403, 409, body=REGISTER)
+# 429: the tenant's bounds on its tools (``registry``) or its stored bytes
+REGISTER_CONTRACT = contract(403, 409, 429, body=REGISTER)
 LIST_CONTRACT = contract()
 CALL_CONTRACT = contract(403, 404, 409, 424, 429, body=CALL)
 REPORT_STARTED_CONTRACT = contract(403, 404, 409, 429, body=STARTED, params=PROGRAM_PARAM)

@@ -111,6 +111,21 @@ class ProgramPort(Protocol):
         """
 
 
+class StoredBytes(Protocol):
+    """The tenants' stored-bytes budgets (``live.tenants.TenantBudgets``), which count a
+    tenant's tool definitions with its events and results: the store's scan at start-up reads
+    events and results only, so the gateway charges the tools it loaded, then each change."""
+
+    def check_stored(self, tenant: str) -> None:
+        """Raise the core's 429 (``limits.stored_bytes``) when ``tenant`` may store no more."""
+
+    def charge_bytes(self, tenant: str, nbytes: int) -> None:
+        """The store keeps ``nbytes`` more for ``tenant``."""
+
+    def refund_bytes(self, tenant: str, nbytes: int) -> None:
+        """The store keeps ``nbytes`` less for ``tenant``."""
+
+
 class ReportPort(ProgramPort, Protocol):
     """The port of the gateway's routes (``ProgramService``'s): a :class:`ProgramPort` that can
     also check a program an agent's tool report names in its path."""

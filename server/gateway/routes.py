@@ -19,7 +19,8 @@ instead of silently becoming a query parameter):
   (its tenant, whether it holds an operator key, and the key id the audit names every caller
   by, tenant keys and operator keys alike, as the core's audit does: :meth:`AuditActor.of`).
 
-Routes: ``POST/GET /v1/tools``, ``POST /v1/tools/{name}/call``,
+Routes: ``POST/GET /v1/tools`` (the listing paged by ``limit`` and ``cursor``),
+``POST /v1/tools/{name}/call``,
 ``POST /v1/programs/{program_id}/tool-calls/start|finish``,
 ``GET /v1/operator/tool-calls`` and ``POST /v1/operator/tool-calls/{tool_call_id}/reconcile``.
 In the app, a write (any route but a read) is refused with 503 while the store's writer is
@@ -42,7 +43,7 @@ from litestar.types import ExceptionHandlersMap
 
 from agentconsole.server.api.auth import Principal
 from agentconsole.server.api.errors import handle_error
-from agentconsole.server.api.queryguard import strict_query
+from agentconsole.server.api.queryguard import PageCursor, strict_query
 from agentconsole.server.gateway import openapi
 from agentconsole.server.gateway.audit import AuditActor
 from agentconsole.server.gateway.errors import Forbidden, GatewayError
@@ -118,11 +119,27 @@ class ToolsController(Controller):
         definition = await gateway.register(principal.tenant, principal.operator, raw, actor=actor)
         return definition.to_json()
 
-    @get("/", summary="Tools the caller may call", opt=openapi.LIST_CONTRACT)
-    async def list_tools(self, gateway: Gateway, principal: Caller) -> Body:
+    @get(
+        "/",
+        summary="Tools the caller may call",
+        opt=openapi.LIST_CONTRACT,
+        guards=[strict_query],
+    )
+    async def list_tools(
+        self,
+        gateway: Gateway,
+        principal: Caller,
+        limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
+        cursor: PageCursor = None,
+    ) -> Body:
+        """By name (operators: by name, then owner). Paged as ``GET /v1/programs``: pass
+        ``cursor`` (the previous answer's ``next_cursor``, null on the last page); a page
+        holds at most ``limit`` tools and about 4 MiB of them."""
         tenant, operator = principal.tenant, principal.operator
-        tools = gateway.tools(tenant, operator=operator)
-        return {"tools": [t.view_for(tenant, operator=operator) for t in tools]}
+        page = gateway.tool_page(tenant, operator=operator, limit=limit, cursor=cursor)
+        tools = [t.view_for(tenant, operator=operator) for t in page.tools]
+        next_cursor = None if page.next_cursor is None else page.next_cursor.encode()
+        return {"tools": tools, "next_cursor": next_cursor}
 
     @post(
         "/{name:str}/call",

@@ -35,8 +35,7 @@ class ProgramCursor:
 
     def encode(self) -> str:
         """The opaque text a response carries as ``next_cursor``."""
-        raw = json.dumps([VERSION, self.created_at, self.program_id], separators=(",", ":"))
-        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+        return encode_position(self.created_at, self.program_id)
 
     @property
     def key(self) -> tuple[float, str]:
@@ -47,18 +46,10 @@ class ProgramCursor:
     def decode(text: str) -> ProgramCursor:
         """The cursor ``text`` names; :class:`InvalidRequest` (422, ``field`` ``cursor``)
         when it is not one this server wrote (truncated, edited, another format)."""
-        try:
-            padded = text + "=" * (-len(text) % 4)
-            # validate=True: the lenient decoder would silently drop stray characters
-            raw = base64.b64decode(padded, altchars=b"-_", validate=True)
-            value = json.loads(raw.decode())
-        except (binascii.Error, ValueError) as error:  # UnicodeDecodeError, JSONDecodeError
-            raise _invalid() from error
-        if not (isinstance(value, list) and len(value) == 3):
+        fields = decode_position(text, 2)
+        if fields is None:
             raise _invalid()
-        if type(value[0]) is not int or value[0] != VERSION:  # not ``true``, not ``1.0``
-            raise _invalid()
-        _, created_at, program_id = value
+        created_at, program_id = fields
         if isinstance(created_at, bool) or not isinstance(created_at, int | float):
             raise _invalid()
         try:  # a JSON integer has no bound: too large for a float is no cursor of ours
@@ -70,6 +61,29 @@ class ProgramCursor:
         if not isinstance(program_id, str) or not 0 < len(program_id) <= MAX_ID:
             raise _invalid()
         return ProgramCursor(created_at, program_id)
+
+
+def encode_position(*fields: object) -> str:
+    """A listing's opaque cursor of ``fields`` (JSON values), versioned (module docstring)."""
+    raw = json.dumps([VERSION, *fields], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_position(text: str, arity: int) -> list[object] | None:
+    """The ``arity`` fields :func:`encode_position` wrote into ``text``, unchecked beyond the
+    envelope; None when ``text`` is no cursor of this format (truncated, edited, another)."""
+    try:
+        padded = text + "=" * (-len(text) % 4)
+        # validate=True: the lenient decoder would silently drop stray characters
+        raw = base64.b64decode(padded, altchars=b"-_", validate=True)
+        value = json.loads(raw.decode())
+    except (binascii.Error, ValueError):  # UnicodeDecodeError, JSONDecodeError
+        return None
+    if not (isinstance(value, list) and len(value) == arity + 1):
+        return None
+    if type(value[0]) is not int or value[0] != VERSION:  # not ``true``, not ``1.0``
+        return None
+    return value[1:]
 
 
 def _invalid() -> InvalidRequest:

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from agentconsole.client import AgentConsole, AsyncAgentConsole, calls
-from agentconsole.client.endpoint import endpoint
+from agentconsole.client.endpoint import endpoint, every_page
 
 BUILDERS = sorted(
     name
@@ -24,15 +24,21 @@ BUILDERS = sorted(
 
 def test_every_builder_is_a_method_of_both_clients() -> None:
     attributes = [item for cls in AgentConsole.__mro__ for item in vars(cls).items()]
-    methods = {name for name, value in attributes if isinstance(value, endpoint)}
+    methods = {name for name, value in attributes if isinstance(value, endpoint | every_page)}
+    # a listing read to its end takes no arguments: its builder's ``cursor`` is the client's
+    pages = {name for name, value in attributes if isinstance(value, every_page)}
     assert sorted(methods) == BUILDERS
     blocking = AgentConsole("http://h", "k")
     awaited = AsyncAgentConsole("http://h", "k")
     for name in BUILDERS:
         builder: Callable[..., Any] = getattr(calls, name)
         sync_method, async_method = getattr(blocking, name), getattr(awaited, name)
-        assert inspect.signature(sync_method) == inspect.signature(builder)
-        assert inspect.signature(async_method) == inspect.signature(builder)
+        if name in pages:
+            assert inspect.signature(sync_method).parameters == {}
+            assert inspect.signature(async_method).parameters == {}
+        else:
+            assert inspect.signature(sync_method) == inspect.signature(builder)
+            assert inspect.signature(async_method) == inspect.signature(builder)
         assert sync_method.__doc__ == async_method.__doc__ == builder.__doc__
         assert not inspect.iscoroutinefunction(sync_method)
         assert inspect.iscoroutinefunction(async_method)
@@ -78,3 +84,34 @@ def test_both_clients_send_the_same_request(
     asyncio.run(run())
     assert sync_seen == async_seen
     assert len(sync_seen) == 1
+
+
+def _tool(name: str) -> dict[str, Any]:
+    return {"name": name, "owner": "t", "description": "", "parameters": {}, "executor": {}}
+
+
+def test_list_tools_reads_every_page() -> None:
+    """The server pages ``GET /v1/tools``; ``list_tools`` follows ``next_cursor`` to the end
+    (both clients), so a caller that wants every tool still gets every tool."""
+    pages = {
+        None: {"tools": [_tool("a"), _tool("b")], "next_cursor": "c1"},
+        "c1": {"tools": [_tool("c")], "next_cursor": "c2"},
+        "c2": {"tools": [_tool("d")], "next_cursor": None},
+    }
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/v1/tools"
+        return httpx.Response(200, json=pages[request.url.params.get("cursor")])
+
+    transport = httpx.MockTransport(handler)
+    with AgentConsole("http://h", "k", http=httpx.Client(transport=transport)) as console:
+        assert [t.name for t in console.list_tools()] == ["a", "b", "c", "d"]
+        first = console.tool_page(limit=2)
+        assert ([t.name for t in first.tools], first.next_cursor) == (["a", "b"], "c1")
+
+    async def run() -> list[str]:
+        http = httpx.AsyncClient(transport=transport)
+        async with AsyncAgentConsole("http://h", "k", http=http) as console:
+            return [t.name for t in await console.list_tools()]
+
+    assert asyncio.run(run()) == ["a", "b", "c", "d"]

@@ -60,6 +60,7 @@ SEMANTIC: dict[tuple[str, str], set[str | None]] = {
     ("POST", "/v1/operator/whatif"): {"until"},  # not after ``since``
     # a cursor the server did not write, or one with a non-zero offset
     ("GET", "/v1/programs"): {"cursor", "offset"},
+    ("GET", "/v1/tools"): {"cursor"},  # a cursor the server did not write
 }
 #: how invalid data may be refused: schemathesis's own list (its 5xx included; the
 #: ``not_a_server_error`` check fails those anyway), and 413 for a body too large

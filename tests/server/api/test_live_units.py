@@ -131,7 +131,7 @@ def test_render_and_the_sim_tool_convention_agree() -> None:
 
 
 def test_prefix_chains_find_the_longest_recorded_prefix() -> None:
-    chains = PrefixChains(capacity=3)
+    chains = PrefixChains(per_tenant=3)
     msgs = [{"role": "user", "content": str(i)} for i in range(5)]
     chains.record("t", chain_hashes(msgs[:2]), "p1", "n1")
     chains.record("t", chain_hashes(msgs[:4]), "p1", "n2")
@@ -141,6 +141,47 @@ def test_prefix_chains_find_the_longest_recorded_prefix() -> None:
     for i in range(3):
         chains.record("t", chain_hashes([{"role": "user", "content": f"x{i}"}]), "q", "n")
     assert len(chains) == 3  # bounded
+
+
+def _one_call(text: str) -> list[bytes]:
+    return chain_hashes([{"role": "user", "content": text}])
+
+
+def test_a_tenant_flooding_inferred_calls_evicts_only_its_own_links() -> None:
+    """Each tenant has its own bound: a flood of distinct calls of one tenant drops its own
+    oldest links, and another tenant's agents still find their programs."""
+    chains = PrefixChains(per_tenant=4, total=100)
+    victim = [_one_call(f"victim {i}") for i in range(4)]
+    for i, hashes in enumerate(victim):
+        chains.record("victim", hashes, f"p{i}", "n")
+    for i in range(1_000):
+        chains.record("flooder", _one_call(f"flood {i}"), "f", f"n{i}")
+    assert [chains.find("victim", h) for h in victim] == [(f"p{i}", "n") for i in range(4)]
+    assert (chains.held("victim"), chains.held("flooder"), len(chains)) == (4, 4, 8)
+    assert chains.find("flooder", _one_call("flood 995")) is None  # its own oldest went
+    assert chains.find("flooder", _one_call("flood 999")) == ("f", "n999")
+
+
+def test_past_the_total_bound_the_largest_book_gives_way() -> None:
+    """All books together stay within ``total``; past it the tenant holding the most loses
+    its oldest link (its own when it records), so no tenant shrinks a smaller one."""
+    chains = PrefixChains(per_tenant=10, total=12)
+    for i in range(3):
+        chains.record("small", _one_call(f"small {i}"), "s", f"n{i}")
+    for i in range(50):
+        chains.record("big", _one_call(f"big {i}"), "b", f"n{i}")
+    assert (chains.held("small"), chains.held("big"), len(chains)) == (3, 9, 12)
+    for i in range(3, 6):  # the small tenant grows to the big one's size: the big one gives way
+        chains.record("small", _one_call(f"small {i}"), "s", f"n{i}")
+    assert (chains.held("small"), chains.held("big"), len(chains)) == (6, 6, 12)
+    for i in range(6, 10):  # now as large as the other: it drops its own oldest
+        chains.record("small", _one_call(f"small {i}"), "s", f"n{i}")
+    assert (chains.held("small"), chains.held("big")) == (6, 6)
+    assert chains.find("small", _one_call("small 9")) == ("s", "n9")
+    assert chains.find("small", _one_call("small 3")) is None
+    for i in range(12):  # many tenants of one link each: bounded in all, the books too
+        chains.record(f"t{i}", _one_call("hi"), "p", "n")
+    assert len(chains) == 12
 
 
 class _StubbornRuntime:
