@@ -54,7 +54,11 @@ from agentconsole.server.gateway.sandbox_spec import (
     python_interpreter,
 )
 from agentconsole.server.live.modeldesk import SelectionConfig
-from agentconsole.server.live.tenants import DEFAULT_PROGRAM_NODES, TenantLimits
+from agentconsole.server.live.tenants import (
+    DEFAULT_PROGRAM_EDGES,
+    DEFAULT_PROGRAM_NODES,
+    TenantLimits,
+)
 from agentconsole.server.runtime.registry import available_runtimes, runtime_spec
 
 #: what the ``sim`` runtime simulates without ``runtime.model`` (``server/runtime/sim/live.py``)
@@ -367,6 +371,10 @@ class TenantLimitsSection(_Section):
     """Nodes one program of the tenant may hold (program quotas are the client's to choose:
     this bounds one program's memory and events whatever it asks); a node past it gets 403.
     None: unlimited."""
+    program_edges: int | None = Field(default=DEFAULT_PROGRAM_EDGES, ge=1)
+    """Parent links one program's DAG may hold (each node takes at most 256 parents: this
+    bounds what a program's view and events cost, whatever its nodes name); a node whose
+    parents would pass it gets 403. None: unlimited."""
     max_priority: int = Field(default=0, ge=-1000, le=1000)
     """The highest chat ``priority`` the tenant's calls take (a higher one is taken as this).
     Below it the tenant orders its own calls; above 0 its calls go ahead of other tenants',

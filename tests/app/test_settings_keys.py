@@ -81,3 +81,14 @@ def test_the_key_ring_refuses_a_blank_or_reserved_tenant_name(name: str) -> None
     # defence in depth: a KeyRing built from anything but the settings refuses them too
     with pytest.raises(ValueError, match=f"tenant name {name!r} is"):
         KeyRing({"sk-x": name}, [])
+
+
+def test_every_tenant_limit_the_server_enforces_is_a_setting() -> None:
+    """``[limits]`` (and a tenant's own table) names every field of the server's
+    ``TenantLimits``: a limit added to the server and not here could not be set."""
+    from dataclasses import fields
+
+    from agentconsole.server.live.tenants import TenantLimits
+    from agentconsole.settings import TenantLimitsSection
+
+    assert {f.name for f in fields(TenantLimits)} <= set(TenantLimitsSection.model_fields)
