@@ -191,6 +191,18 @@ class GenerationResult:
     #: token the engine generated for it, read or not (None: the runtime generates nothing
     #: after an abort, so ``output_tokens`` is all of it)
     produced_tokens: int | None = None
+    #: an aborted call whose prompt the engine did not prefill in full: the prompt tokens it
+    #: did prefill (0: aborted before it was ever scheduled, in the engine's queue). None: the
+    #: whole uncached prompt, ``prompt_tokens - cached_tokens`` (a call that ran its prefill)
+    prefilled_tokens: int | None = None
+
+    @property
+    def computed_tokens(self) -> int:
+        """The prompt tokens the engine computed for the call: what usage, quotas and the
+        tenant's rate charge it for its prompt."""
+        if self.prefilled_tokens is None:
+            return max(self.prompt_tokens - self.cached_tokens, 0)
+        return self.prefilled_tokens
 
     @property
     def generated_tokens(self) -> int:

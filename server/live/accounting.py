@@ -8,7 +8,9 @@ to the program driver, which completes or closes its node. A prompt that repeats
 previous one with tokens inserted mid-prompt adds the insertion to the end event
 (``insertions.py``, ``insertionbook.py``). Every token a call caused is
 charged to its program, aborted or not: tokens streamed before an abort and ghost tokens
-(produced after it) count towards usage, quotas and attained service. While a call streams,
+(produced after it) count towards usage, quotas and attained service. Its prompt is charged
+for what the engine computed of it (``GenerationResult.computed_tokens``): nothing for a call
+aborted while it waited in the engine's queue, never scheduled. While a call streams,
 the tokens all of the program's calls in flight have received count against its token quota,
 so parallel streams cannot together go past it (overshoot: at most one streamed delta per
 stream).
@@ -39,14 +41,26 @@ def streamed_tokens(call: LiveCall) -> int:
     return call.received + call.ghost
 
 
+def taken_prompt_tokens(result: GenerationResult) -> int:
+    """The prompt tokens the engine took in: the whole prompt, except for a call aborted
+    before its prefill ended: its cached tokens and those it computed (none at all for a call
+    that never left the engine's queue; its ``call.queued`` event says how long its prompt
+    was). What the end event records and the controller is told, which charge it ``prompt -
+    cached``: so the restart's replay of the event (``eventtail.py``) charges what was
+    charged live."""
+    if result.prefilled_tokens is None:
+        return result.prompt_tokens
+    return result.cached_tokens + result.prefilled_tokens
+
+
 def usage_data(result: GenerationResult) -> dict[str, Scalar]:
     """The ``call.finished`` / ``call.aborted`` data keys of :mod:`scheduler.metrics`."""
     decode = max(result.output_tokens - 1, 0)
     tbt = (result.e2e_s - result.ttft_s) / decode if decode else 0.0
     return {
-        "prompt_tokens": result.prompt_tokens,
+        "prompt_tokens": taken_prompt_tokens(result),
         "cached_tokens": result.cached_tokens,
-        "computed_tokens": max(result.prompt_tokens - result.cached_tokens, 0),
+        "computed_tokens": result.computed_tokens,
         "output_tokens": result.output_tokens,
         "service_s": result.service_s,
         "queue_s": result.queue_s,
@@ -116,10 +130,13 @@ class CallAccounting:
             self._report(call, paid, "failed", now)
             return
         charged = max(result.output_tokens, call.received + call.ghost)
+        # what of its prompt the engine computed: all of what was not cached, except for a
+        # call aborted before its prefill ended (none of it, if it never left the queue)
+        computed = result.computed_tokens
         # The controller counts queue time from readiness to submission; the runtime knows
         # the time the call then waited inside the engine, which belongs there too.
         usage = CallUsage(
-            result.prompt_tokens,
+            taken_prompt_tokens(result),  # less the cached ones: what was computed
             result.cached_tokens,
             # an aborted call pays for what it streamed and for its ghost tokens
             charged if call.closed else result.output_tokens,
@@ -144,8 +161,13 @@ class CallAccounting:
             data["model"] = call.request.model
         self._record_prompt(call, result, now)
         data.update(self._insertion(call, result))
-        lost_elsewhere = call.cached_elsewhere - result.cached_tokens
-        if lost_elsewhere > 0:  # another model held what this one prefilled again
+        # of what another model held, what this one prefilled again (a call aborted before
+        # its prefill ended took in only the start of its prompt, if any of it)
+        held = call.cached_elsewhere
+        if result.prefilled_tokens is not None:
+            held = min(held, taken_prompt_tokens(result))
+        lost_elsewhere = held - result.cached_tokens
+        if lost_elsewhere > 0:
             data["cross_model_lost_tokens"] = lost_elsewhere
         if call.closed:
             data["reason"] = call.abort_reason
@@ -156,9 +178,8 @@ class CallAccounting:
             self._emit(call, EventKind.CALL_FAILED, {**data, "reason": "engine abort"})
         else:
             self._emit(call, EventKind.CALL_FINISHED, data)
-        uncached = max(result.prompt_tokens - result.cached_tokens, 0)
-        self.model.observe(uncached, result.output_tokens, result.service_s)
-        svc.tenants.charge_tokens(call.tenant, uncached + charged, now)
+        self.model.observe(computed, result.output_tokens, result.service_s)
+        svc.tenants.charge_tokens(call.tenant, computed + charged, now)
         try:
             if outcome == "ok" and not call.closed and call.tools:
                 runtime = svc.models.runtime_of(call.request.model)  # the format that ran it
@@ -200,7 +221,8 @@ class CallAccounting:
         found = self.service.prompt_memory.observe(
             call.program_id,
             (request.prompt_ids, request.prompt),
-            prompt_tokens=result.prompt_tokens,
+            # what the engine took in: a call that never ran its prefill lost no reuse
+            prompt_tokens=taken_prompt_tokens(result),
             cached_tokens=result.cached_tokens,
         )
         if found is None:

@@ -16,7 +16,7 @@ import pytest
 
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
-from agentconsole.server.runtime.sglang import adapter
+from agentconsole.server.runtime.sglang import adapter, wire
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 from agentconsole.server.runtime.sglang.stream import SGLangStream
@@ -148,3 +148,79 @@ def test_a_configured_state_folder_starts_without_an_earlier_engine_s_reports(
     runtime = SGLangRuntime(EngineSettings(model_path=tmp_path), state_dir=tmp_path)
     assert runtime.read_status() is None
     assert not (tmp_path / "plugin-123.json").exists()
+
+
+def _waiting_abort_chunk(rid: str, e2e_s: float) -> dict[str, Any]:
+    """The one chunk SGLang 0.5.23 sends for a call it aborted in its waiting queue
+    (``Scheduler.abort_request`` pops it and ``send_abort_output``s; the tokenizer manager's
+    ``_handle_abort_req`` builds this): no ``prompt_tokens``, ``cached_tokens``,
+    ``queue_time`` or ``num_retractions``, as no forward pass ran for it (as seen from the
+    engine on CPU: ``tests/sglang/test_sglang_abort.py``)."""
+    return {
+        "text": "",
+        "output_ids": [],
+        "meta_info": {
+            "id": rid,
+            "finish_reason": {"type": "abort", "message": "Abort in waiting queue"},
+            "weight_version": "default",
+            "e2e_latency": e2e_s,
+            "weight_versions": [{"version": "default", "start": 0, "end": 0}],
+            "completion_tokens": 0,
+            "response_sent_to_client_ts": 1.0e9 + e2e_s,
+        },
+        "prompt_token_ids": list(range(413)),
+    }
+
+
+def _stream(rid: str = "p/n/1") -> SGLangStream:
+    pid, node, _ = rid.split("/")
+    return SGLangStream(GenerationRequest(CallTicket(rid, pid, node, "t", 0.0), "x", 50))
+
+
+def test_a_call_aborted_in_sglangs_waiting_queue_computed_nothing_and_only_waited() -> None:
+    """Its queue time is all of its time in the engine (it was 0: none reported), its service
+    none (it was all of it: attained service of a call that never ran), its prompt computed
+    nothing."""
+    stream = _stream()
+    stream.submitted -= 2.0  # it waited 2 s
+    stream.prompt_ids = list(range(413))  # what telemetry keeps of the chunk's prompt ids
+    stream.begin_abort()  # as ``SGLangRuntime.abort`` does before asking SGLang
+    stream.feed(_waiting_abort_chunk(stream.rid, 2.0))
+    stream.finish()
+    result = asyncio.run(stream.result())
+    assert result.finish_reason == "abort"
+    assert result.queue_s == result.e2e_s >= 2.0
+    assert result.service_s == 0.0
+    assert result.prefilled_tokens == 0
+    assert result.computed_tokens == 0
+    assert result.prompt_tokens == 413
+    assert result.output_tokens == 0
+
+
+def test_a_call_retracted_then_aborted_in_the_queue_keeps_its_last_forwards_figures() -> None:
+    """A call that ran (prefilled, decoded) before a retraction put it back in the waiting
+    queue computed its prompt: the abort's chunk, without figures, does not erase them."""
+    stream = _stream()
+    stream.submitted -= 3.0
+    forward = {
+        "prompt_tokens": 500,
+        "cached_tokens": 100,
+        "completion_tokens": 3,
+        "num_retractions": 0,
+        "finish_reason": None,
+        wire.QUEUE_TIME_KEY: [0.5, None, None],
+    }
+    stream.feed({"text": "abc", "meta_info": forward})
+    stream.feed({"text": "abc", "meta_info": {**forward, "num_retractions": 1}})
+    stream.begin_abort()
+    ended = _waiting_abort_chunk(stream.rid, 3.0)
+    ended["meta_info"]["completion_tokens"] = 3
+    stream.feed(ended)
+    stream.finish()
+    result = asyncio.run(stream.result())
+    assert (result.prompt_tokens, result.cached_tokens) == (500, 100)
+    assert result.prefilled_tokens is None
+    assert result.computed_tokens == 400  # it was 0
+    assert result.retractions == 1
+    assert result.queue_s == 0.5
+    assert result.service_s == pytest.approx(result.e2e_s - 0.5)

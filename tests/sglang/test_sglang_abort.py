@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.sglang.helpers import consume, request, started, ticket
+from tests.sglang.helpers import consume, queued, request, started, ticket
 
 pytestmark = pytest.mark.sglang
 
@@ -60,13 +60,18 @@ def test_abort_of_a_running_call_is_confirmed_and_nothing_arrives_after_it(
     assert not out["in_tm"]  # the tokenizer manager forgot the request: it is gone
 
 
+#: the blocker's tokens: it runs (the engine runs one call at a time) until the waiting call
+#: is seen queued and aborted (60 were too few: it could end first, and the other one run)
+BLOCKER_TOKENS = 1000
+
+
 async def _abort_queued(rt: Any) -> tuple[bool, Any, Any, bool]:
-    blocker = ticket("blocker", expected_output_tokens=60)
-    b = asyncio.ensure_future(consume(rt, request(blocker, "busy busy", 60)))
+    blocker = ticket("blocker", expected_output_tokens=BLOCKER_TOKENS)
+    b = asyncio.ensure_future(consume(rt, request(blocker, "busy busy", BLOCKER_TOKENS)))
     await started(rt, blocker.call_id)
     waiting = ticket("waiting", expected_output_tokens=50)
     stream = rt.submit(request(waiting, "never mind", 50))
-    await asyncio.sleep(0.1)
+    await queued(rt, {waiting.call_id})
     ok = await rt.abort(waiting.call_id)
     result = await stream.result()
     again = await rt.abort(waiting.call_id)
@@ -78,8 +83,12 @@ def test_abort_of_a_queued_call(rt: Any, run: Callable[[Awaitable[Any]], Any]) -
     assert ok
     assert result.finish_reason == "abort"
     assert result.output_tokens == 0
+    # it never ran: it computed nothing, and all its time was queue time, none service
+    assert result.computed_tokens == 0
+    assert result.queue_s == result.e2e_s > 0.0
+    assert result.service_s == 0.0
     assert blocker.result.finish_reason == "length"
-    assert blocker.result.output_tokens == 60
+    assert blocker.result.output_tokens == BLOCKER_TOKENS
     assert not again  # already gone
 
 

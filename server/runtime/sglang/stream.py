@@ -49,6 +49,9 @@ class SGLangStream(TokenStream):
         #: seconds in SGLang's queue so far (every spell), as the plugin last reported them
         #: (``wire.QUEUE_TIME_KEY``; None: not reported, as without the plugin)
         self.plugin_queue_s: float | None = None
+        #: the last ``meta_info`` of an output of the engine's forward passes (None: it ran
+        #: none); see :meth:`result_now`
+        self.forward_meta: dict[str, Any] | None = None
 
     @property
     def rid(self) -> str:
@@ -58,6 +61,8 @@ class SGLangStream(TokenStream):
         """Take one streamed chunk: deliver its new text unless an abort began."""
         meta = chunk.get("meta_info") or {}
         self.meta = meta
+        if "prompt_tokens" in meta:  # SGLang's batch outputs carry it, and only they
+            self.forward_meta = meta
         reported = _last_number(meta.get(wire.QUEUE_TIME_KEY))
         if reported is not None:
             self.plugin_queue_s = reported
@@ -86,23 +91,44 @@ class SGLangStream(TokenStream):
             self.end(self.result_now())
 
     def result_now(self) -> GenerationResult:
-        """The call's accounting from what the engine reported so far."""
+        """The call's accounting from what the engine reported so far.
+
+        SGLang 0.5.23 ends a call it takes out of its waiting queue (aborted there, or
+        refused) outside its batch outputs (``Scheduler.abort_request`` ->
+        ``send_abort_output``; ``TokenizerManager._handle_abort_req``): that last chunk's
+        ``meta_info`` holds its id, finish reason ("Abort in waiting queue"),
+        ``e2e_latency`` and ``completion_tokens``, but no ``prompt_tokens``,
+        ``cached_tokens``, ``queue_time`` or ``num_retractions``. A call that ran before
+        (retracted back to the queue) keeps the figures of its last forward pass; a call
+        that never ran computed nothing and waited all along: its queue time is its whole
+        time, its service none."""
         meta, now = self.meta, time.time()
         reason = meta.get("finish_reason")
         kind = str(reason.get("type")) if isinstance(reason, dict) else "abort"
         if self.aborting:
             kind = "abort"
-        queue_s = reported_queue_s(meta) or self.plugin_queue_s or 0.0
+        forward = meta if "prompt_tokens" in meta else self.forward_meta
+        ran = forward is not None or self.engine_tokens > 0
+        counted = meta if forward is None else forward  # the figures of its last forward
         e2e = now - self.submitted
+        if ran:
+            queue_s = (
+                reported_queue_s(meta) or reported_queue_s(counted) or self.plugin_queue_s or 0.0
+            )
+        else:
+            queue_s = e2e
         aborted = kind == "abort"
         # an abort the engine made itself names its cause (SGLang's FINISH_ABORT)
         engine_abort = reason if aborted and not self.aborting and isinstance(reason, dict) else {}
         status = engine_abort.get("status_code")
+        prompt_tokens = int(counted.get("prompt_tokens") or 0)
+        if not ran:  # the prompt's length, as far as it is known here
+            prompt_tokens = len(self.prompt_ids or self.request.prompt_ids or ())
         return GenerationResult(
             finish_reason=kind if kind in ("stop", "length", "abort") else "stop",
             text=self.read_text() if aborted else self.text,
-            prompt_tokens=int(meta.get("prompt_tokens") or 0),
-            cached_tokens=int(meta.get("cached_tokens") or 0),
+            prompt_tokens=prompt_tokens,
+            cached_tokens=int(counted.get("cached_tokens") or 0),
             output_tokens=self.read_tokens if aborted else self.tokens,
             queue_s=queue_s,
             ttft_s=(self.first_at - self.submitted) if self.first_at else 0.0,
@@ -111,10 +137,11 @@ class SGLangStream(TokenStream):
             # batch, not a share of it (SGLang reports no per-request compute share)
             service_s=max(e2e - queue_s, 0.0),
             restore_s=self.restore_s,
-            retractions=int(meta.get("num_retractions") or 0),
+            retractions=int(counted.get("num_retractions") or 0),
             engine_abort_status=int(status) if isinstance(status, int) else None,
             engine_abort_message=str(engine_abort.get("message") or ""),
             produced_tokens=self.engine_tokens if aborted else None,
+            prefilled_tokens=None if ran else 0,
         )
 
 

@@ -48,7 +48,7 @@ from agentconsole.scheduler.runtime import (
 )
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.registry import RuntimeOptions
-from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
+from agentconsole.server.runtime.sim.calls import EngineConfig, Phase, SimCall
 from agentconsole.server.runtime.sim.carrier import memory_view
 from agentconsole.server.runtime.sim.costmodel import CostModel, preset
 from agentconsole.server.runtime.sim.engine import Note, SimEngine
@@ -150,8 +150,9 @@ class SimLiveRuntime:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        now = self._now()
         for call_id in list(self._calls):
-            self._end_aborted(call_id)
+            self._end_aborted(call_id, self._waiting_s(call_id, now))
 
     async def healthy(self) -> bool:
         return self._task is not None and not self._task.done()
@@ -185,8 +186,10 @@ class SimLiveRuntime:
         dropped). False if the call is unknown or already over."""
         if call_id not in self._calls:
             return False
-        self.engine.abort(call_id, self._now())
-        self._end_aborted(call_id)
+        now = self._now()
+        waiting_s = self._waiting_s(call_id, now)  # before the engine forgets it was queued
+        self.engine.abort(call_id, now)
+        self._end_aborted(call_id, waiting_s)
         self._kick.set()
         return True
 
@@ -296,8 +299,14 @@ class SimLiveRuntime:
             if stream is not None and call.generated > stream.delivered:
                 stream.deliver()
 
-    def _end_aborted(self, call_id: str) -> None:
-        self._calls.pop(call_id).end_aborted(self.time_scale)
+    def _waiting_s(self, call_id: str, now: float) -> float:
+        """Engine seconds the call has been waiting in the engine's queue, by ``now``; 0 when
+        it is not queued (the engine counts a spell in its ``queue_s`` only at admission)."""
+        call = self._calls[call_id].call
+        return now - call.queued_at if call.phase is Phase.QUEUED else 0.0
+
+    def _end_aborted(self, call_id: str, waiting_s: float) -> None:
+        self._calls.pop(call_id).end_aborted(self.time_scale, waiting_s)
 
     # -- observation ----------------------------------------------------------------------------
     def snapshot(self) -> RuntimeSnapshot:

@@ -67,13 +67,31 @@ class SimStream(TokenStream):
         reason = "length" if self.capped else "stop"
         self.end(self._result_of(reason, "".join(self.pieces), self.call.generated, scale))
 
-    def end_aborted(self, scale: float) -> None:
+    def end_aborted(self, scale: float, waiting_s: float = 0.0) -> None:
         """The call was aborted: drop what was produced but not read, end the stream with what
-        was read."""
+        was read. ``waiting_s``: the engine seconds it had been waiting in the queue when it
+        was aborted there (the engine adds a spell to ``queue_s`` only at its admission)."""
         self.drop_unread()
-        self.end(self._result_of("abort", self.read_text(), self.read_tokens, scale))
+        call = self.call
+        prefilled: int | None = None  # it ran its prefill: charged its uncached prompt
+        if call.first_token_at is None:
+            # its prompt's prefill never ended: it computed the chunks it had prefilled (none
+            # if it was never scheduled), at most what a finished call is charged; a chunk in
+            # the step it was aborted in counts no more (``SimEngine._complete_prefill``)
+            uncached = max(call.prompt_tokens - call.hit_tokens, 0)
+            prefilled = min(call.computed_tokens, uncached)
+        text, read = self.read_text(), self.read_tokens
+        self.end(self._result_of("abort", text, read, scale, waiting_s, prefilled))
 
-    def _result_of(self, reason: str, text: str, output: int, scale: float) -> GenerationResult:
+    def _result_of(
+        self,
+        reason: str,
+        text: str,
+        output: int,
+        scale: float,
+        waiting_s: float = 0.0,
+        prefilled: int | None = None,
+    ) -> GenerationResult:
         call, now = self.call, time.time()
         first = self.first_at if self.first_at is not None else now
         return GenerationResult(
@@ -82,10 +100,11 @@ class SimStream(TokenStream):
             prompt_tokens=call.prompt_tokens,
             cached_tokens=call.hit_tokens,
             output_tokens=output,
-            queue_s=call.queue_s * scale,
+            queue_s=(call.queue_s + waiting_s) * scale,
             ttft_s=first - self.submitted if output else 0.0,
             e2e_s=now - self.submitted,
             service_s=call.service_s * scale,
             restore_s=call.restore_s * scale,
             retractions=call.retractions,
+            prefilled_tokens=prefilled,
         )
