@@ -42,7 +42,8 @@ class OperatorController(Controller):
     async def preempt(
         self, program_id: ProgramId, live: LiveDep, operator_principal: PrincipalDep
     ) -> JSON:
-        """Take the program's running calls off the GPU; they are requeued."""
+        """Take the program's running calls off the GPU; they are requeued. 404 for a
+        program not live, 409 for one that ended."""
         return await live.desk.preempt(operator_principal.key_id, program_id)
 
     @post(
@@ -70,7 +71,8 @@ class OperatorController(Controller):
         operator_principal: PrincipalDep,
         data: JSONBody[BoostIn | None] = None,
     ) -> JSON:
-        """Re-rank the program's queued calls first (its policy keys lowered by ``amount``)."""
+        """Re-rank the program's queued calls first (its policy keys lowered by ``amount``).
+        404 for a program not live, 409 for one that ended."""
         amount = data.amount if data is not None else BoostIn().amount
         return await live.desk.boost(operator_principal.key_id, program_id, amount)
 

@@ -10,9 +10,12 @@ is audited (within the server's refusal budget, :mod:`.audit`) and answered with
 the executor is reached; :mod:`.runner` documents what is and is not exactly-once.
 
 Two exceptions to the order: a retry on a program that no longer runs is answered from the
-store when its key committed (replayed whatever the program's state, seed §12), and a tenant's
+store when its key committed (replayed whatever the program's state, seed §12) or is in doubt
+(its ``needs_reconcile`` refusal, as on a running program), and a tenant's
 ``http`` tool whose host resolves to a non-public address is refused at connect time by the
 egress policy (:mod:`.egress`), answered 424 ``egress_refused`` and audited as a refusal.
+A cancel that lands while a call goes down the pipeline is answered as one before it: 409
+``program_not_running`` (:func:`.ports.ended_refusal`), never the port's generic ``conflict``.
 """
 
 from __future__ import annotations
@@ -36,8 +39,6 @@ from agentconsole.server.gateway.errors import (
     InProgress,
     InvalidArguments,
     InvalidRequest,
-    ProgramNotFoundError,
-    ProgramNotRunning,
     ToolFailed,
     ToolNotFound,
 )
@@ -50,12 +51,26 @@ from agentconsole.server.gateway.executors import (
 from agentconsole.server.gateway.limits import ToolLimits
 from agentconsole.server.gateway.operations import ToolOperations
 from agentconsole.server.gateway.outcome import CallResult
-from agentconsole.server.gateway.ports import ProgramPort, StoredBytes, port_errors
+from agentconsole.server.gateway.ports import (
+    ProgramPort,
+    StoredBytes,
+    ended_refusal,
+    not_running,
+    port_errors,
+    program_ended,
+)
 from agentconsole.server.gateway.registration import Registrant, parse_registration
 from agentconsole.server.gateway.registry import CompiledTool, ToolPage, ToolRegistry
 from agentconsole.server.gateway.reports import AgentReports
 from agentconsole.server.gateway.request import CallRequest, parse_body, parse_call
-from agentconsole.server.gateway.runner import CancelReport, Job, Runner, RunningTool, call_hash
+from agentconsole.server.gateway.runner import (
+    CancelReport,
+    Job,
+    Runner,
+    RunningTool,
+    call_hash,
+    in_doubt,
+)
 from agentconsole.server.gateway.sandbox import Sandbox, SandboxUnavailable
 from agentconsole.server.gateway.schema_rules import check_parameters_schema
 from agentconsole.server.gateway.semantic import check_arguments
@@ -224,11 +239,11 @@ class ToolGateway:
                 async with port_errors():
                     await port.check_program(tenant, request.program_id)
             except GatewayError as refusal:
-                if not _program_ended(refusal):
+                if not program_ended(refusal):
                     raise
                 replayed = await self._replay_ended(compiled.definition, request, port)
                 if replayed is None:  # the port's own error stays the cause
-                    raise _not_running(refusal) from refusal.__cause__
+                    raise not_running(refusal) from refusal.__cause__
                 return replayed
             tool = compiled.definition
             self.limits.admit(
@@ -274,10 +289,12 @@ class ToolGateway:
         self, tool: ToolDefinition, request: CallRequest, port: ProgramPort
     ) -> CallResult | None:
         """The answer to a retry on a program that no longer runs: its committed result
-        (replayed, seed §12), or 409 ``in_progress`` while the call it retries still runs (a
-        side effect finishes after a cancel). ``None`` (the caller refuses the call) for a key
-        never called, called with other arguments, or in any other state. Changes nothing in
-        the store; the program's ownership was checked by ``check_program``."""
+        (replayed, seed §12), 409 ``in_progress`` while the call it retries still runs (a
+        side effect finishes after a cancel), or the 409 ``needs_reconcile`` of a call in doubt,
+        as on a running program (its agent must learn that the effect may have happened: the
+        program's end settles nothing). ``None`` (the caller refuses the call) for a key never
+        called, called with other arguments, or in any other state. Changes nothing in the
+        store; the program's ownership was checked by ``check_program``."""
         key = make_tool_call_id(request.program_id, request.node_id, request.attempt)
         record = await asyncio.to_thread(self.store.repo.get_intent, key)
         if record is None or record.params_hash != call_hash(tool, request.arguments):
@@ -287,6 +304,8 @@ class ToolGateway:
                 "the program has ended but this call is still running; retry later for its result",
                 extra={"tool_call_id": key},
             )
+        if record.state is IntentState.NEEDS_RECONCILE:
+            raise in_doubt(key, record.error)
         if record.state is not IntentState.COMMITTED:
             return None
         claim = await asyncio.wrap_future(self.store.intents.attach(key))  # final: at once
@@ -324,8 +343,14 @@ class ToolGateway:
             )
         check_arguments(request.arguments)
         tool = compiled.definition
-        async with port_errors():
-            await port.ensure_tool_node(tenant, request.program_id, request.node_id, tool.spec())
+        try:
+            async with port_errors():
+                await port.ensure_tool_node(
+                    tenant, request.program_id, request.node_id, tool.spec()
+                )
+        except GatewayError as refusal:  # a cancel since ``check_program``: as if before it
+            answer = await ended_refusal(port, tenant, request.program_id, refusal)
+            raise answer from refusal.__cause__  # the port's own error stays the cause
         return Job(tool, self._executor(tool), tenant, request, port, release)
 
     def _executor(self, tool: ToolDefinition) -> Executor:
@@ -355,23 +380,6 @@ class ToolGateway:
     def running(self) -> list[RunningTool]:
         """Tool executions in flight."""
         return self.runner.running()
-
-
-def _program_ended(refusal: GatewayError) -> bool:
-    """Whether ``check_program``'s refusal says the program no longer runs. The port refuses
-    only an id the tenant may not see (404: nothing may be replayed to it) or a program that
-    ended: the gateway's :class:`ProgramClosed`, or the core's own error (the program service
-    raises its 409 ``conflict``, or the quota that stopped the program)."""
-    return refusal.status != ProgramNotFoundError.status
-
-
-def _not_running(refusal: GatewayError) -> GatewayError:
-    """The answer to a new call (nothing to replay) on a program that ended: 409
-    ``program_not_running`` whatever the port's 409 says; another refusal (the quota that
-    stopped the program) as it is, since it tells why."""
-    if isinstance(refusal, ProgramNotRunning) or refusal.status != ProgramNotRunning.status:
-        return refusal
-    return ProgramNotRunning(refusal.message, field=refusal.field, extra=refusal.extra)
 
 
 def _with_schema(definition: ToolDefinition, schema: object) -> ToolDefinition:

@@ -27,6 +27,7 @@ from typing import Literal, Protocol
 from agentconsole.scheduler.controller import QuotaExceeded
 from agentconsole.scheduler.program import ToolSpec
 from agentconsole.server.gateway.errors import (
+    Conflict,
     GatewayError,
     ProgramNotFoundError,
     ProgramNotRunning,
@@ -171,3 +172,39 @@ async def port_errors() -> AsyncIterator[None]:
         if refusal is None:
             raise
         raise refusal from error
+
+
+def program_ended(refusal: GatewayError) -> bool:
+    """Whether ``check_program``'s refusal (through :func:`port_errors`) says the program no
+    longer runs. The port refuses only an id the tenant may not see (404: nothing may be
+    replayed to it) or a program that ended: :class:`ProgramClosed`, or the core's own error
+    (the program service raises its 409 ``conflict``, or the quota that stopped the program)."""
+    return refusal.status != ProgramNotFoundError.status
+
+
+def not_running(refusal: GatewayError) -> GatewayError:
+    """The answer to a call on a program that ended (``refusal``: the port's, translated):
+    409 ``program_not_running`` whatever the port's 409 says; another refusal (the quota that
+    stopped the program) as it is, since it tells why."""
+    if isinstance(refusal, ProgramNotRunning) or refusal.status != ProgramNotRunning.status:
+        return refusal
+    return ProgramNotRunning(refusal.message, field=refusal.field, extra=refusal.extra)
+
+
+async def ended_refusal(
+    port: ProgramPort, tenant: str, program_id: str, refusal: GatewayError
+) -> GatewayError:
+    """The answer to ``refusal``, a port's generic 409 ``conflict`` from a method that raises it
+    both for a program that ended and for a node in the wrong state (the program service's
+    ``tool_started``: "already running"): the ended program's :func:`not_running` refusal,
+    told apart by asking :meth:`ProgramPort.check_program` now (a program that ended never
+    runs again), else ``refusal`` as it is. A call that races a cancel is then answered as a
+    call on the cancelled program, whichever step of the call the cancel lands in."""
+    if (refusal.status, refusal.type) != (Conflict.status, Conflict.type):
+        return refusal  # it says what happened (``program_not_running``, a quota, a 404)
+    try:
+        async with port_errors():
+            await port.check_program(tenant, program_id)
+    except GatewayError as ended:
+        return not_running(ended) if program_ended(ended) else refusal
+    return refusal

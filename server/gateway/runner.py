@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.definition import ToolDefinition
 from agentconsole.server.gateway.errors import (
+    GatewayError,
     IdempotencyMismatch,
     InProgress,
     NeedsReconcile,
@@ -60,7 +61,12 @@ from agentconsole.server.gateway.outcome import (
     encode_result,
     failure_error,
 )
-from agentconsole.server.gateway.ports import ProgramPort, ToolOutcome
+from agentconsole.server.gateway.ports import (
+    ProgramPort,
+    ToolOutcome,
+    ended_refusal,
+    port_errors,
+)
 from agentconsole.server.gateway.redaction import stored_arguments, stored_result
 from agentconsole.server.gateway.request import CallRequest
 from agentconsole.server.store import (
@@ -261,12 +267,7 @@ class Runner:
                 extra=ids,
             )
         if claim.status is ClaimStatus.NEEDS_RECONCILE:
-            raise NeedsReconcile(
-                "a crash interrupted this side-effecting call: its effect may or may not have"
-                " happened, so it is never re-run automatically; an operator must reconcile"
-                " it (POST /v1/operator/tool-calls/{tool_call_id}/reconcile)",
-                extra=ids,
-            )
+            raise in_doubt(key, claim.error)
         raise InProgress("the call is still in progress; retry later", extra=ids)
 
     async def _attach(self, job: Job, key: str) -> Claim:
@@ -285,10 +286,15 @@ class Runner:
     async def _execute(self, job: Job, claim: Claim) -> CallResult:
         req, tool, key = job.request, job.tool, claim.tool_call_id
         try:
-            await job.port.tool_started(req.program_id, req.node_id)
+            async with port_errors():
+                await job.port.tool_started(req.program_id, req.node_id)
         except Exception as error:  # nothing ran: the same key may run later
             await self._fail(key, claim.epoch, _Failure("not_started", str(error), "fail", False))
-            raise
+            if not isinstance(error, GatewayError):
+                raise
+            # a cancel that landed since the gateway's checks (while the intent was claimed)
+            answer = await ended_refusal(job.port, job.tenant, req.program_id, error)
+            raise answer from error.__cause__
         info = RunningTool(key, req.program_id, req.node_id, tool.name, tool.side_effect)
         invocation = Invocation(
             tool.name, key, job.tenant, req.program_id, req.node_id, req.arguments
@@ -361,13 +367,8 @@ class Runner:
             text = failure.text(with_detail=keep_detail)
             await asyncio.wrap_future(self.intents.flag(claim.tool_call_id, text, claim.epoch))
             await self._finished(job, failure.outcome, latency)
-            raise NeedsReconcile(
-                f"the side-effecting call ended in doubt ({failure.said(with_detail=True)}):"
-                " its effect may or may not have happened, so it is never re-run automatically;"
-                " an operator must reconcile it"
-                " (POST /v1/operator/tool-calls/{tool_call_id}/reconcile)",
-                extra={"tool_call_id": claim.tool_call_id, "retryable": False},
-            )
+            # said as a retry will say it, from what the intent now records (with the detail)
+            raise in_doubt(claim.tool_call_id, failure.text(with_detail=True))
         retryable = not failure.permanent and (not failure.ambiguous or job.tool.auto_retry_safe)
         await self._fail(claim.tool_call_id, claim.epoch, failure, retryable, keep_detail)
         await self._finished(job, failure.outcome, latency)
@@ -447,6 +448,28 @@ class Runner:
             _, pending = await asyncio.wait(set(self._calls), timeout=timeout)
             for task in pending:
                 task.cancel()
+
+
+def in_doubt(tool_call_id: str, stored_error: str | None) -> NeedsReconcile:
+    """The 409 ``needs_reconcile`` refusal of the side-effecting call ``tool_call_id``, whose
+    effect is in doubt, saying what left it so from what its intent records (``error``, as
+    :func:`encode_failure` wrote it): the executor timed out, the executor failed mid-call, or
+    nothing (start-up recovery found the intent still in progress: a crash interrupted the
+    call). The first answer and every retry's (on any program state) say the same."""
+    if stored_error is None:
+        cause = "a crash interrupted this side-effecting call (the server stopped while it ran)"
+    else:
+        failure = failure_error(tool_call_id, stored_error, retryable=False, replayed=True)
+        if isinstance(failure, ToolTimeout):
+            cause = f"the executor timed out on this side-effecting call ({failure.message})"
+        else:
+            cause = f"the executor failed mid-call on this side-effecting call ({failure.message})"
+    return NeedsReconcile(
+        f"{cause}: its effect may or may not have happened, so it is never re-run"
+        " automatically; an operator must reconcile it"
+        " (POST /v1/operator/tool-calls/{tool_call_id}/reconcile)",
+        extra={"tool_call_id": tool_call_id, "retryable": False},
+    )
 
 
 def _stopped(tool_call_id: str, message: str) -> ShuttingDown:

@@ -40,6 +40,7 @@ from agentconsole.kvtiers.toolwait import available_tool_wait_policies
 from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.scheduler.models import Pins
 from agentconsole.scheduler.policies import available, get_policy
+from agentconsole.scheduler.program import Program
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.server.live.errors import Conflict, InvalidRequest, ServiceError
 from agentconsole.server.live.service import ProgramService
@@ -175,11 +176,21 @@ class OperatorDesk:
             await self._record(actor, action, target, args, "ok")
             return outcome
 
+    def _running(self, program_id: str) -> Program:
+        """The live program an action on what it runs or will run names (preempt, boost, a
+        pin): ``NotFound`` when it is not in memory, ``Conflict`` (409, audited as refused)
+        once it has ended, as the action would change nothing or outlive it."""
+        program = self.service.owned(None, program_id)
+        if program.state.terminal:
+            raise Conflict(f"program {program_id!r} has ended", field="program_id")
+        return program
+
     async def preempt(self, actor: str, program_id: str) -> dict[str, Any]:
-        """Take the program's running calls off the GPU; they are requeued."""
+        """Take the program's running calls off the GPU; they are requeued (409 for a program
+        that ended: nothing of it runs)."""
 
         async def work() -> dict[str, Any]:
-            self.service.owned(None, program_id)
+            self._running(program_id)
             done = []
             for call in self.service.calls_of(program_id):
                 if await self.service.runtime.preempt(call.call_id):
@@ -209,10 +220,10 @@ class OperatorDesk:
 
     async def boost(self, actor: str, program_id: str, amount: float) -> dict[str, Any]:
         """Lower every later policy key of the program by ``amount`` and re-rank its queued
-        calls."""
+        calls (409 for a program that ended: it has no later calls)."""
 
         async def work() -> dict[str, Any]:
-            self.service.owned(None, program_id)
+            self._running(program_id)
             self.service.controller.boost(program_id, amount)
             reranked = []
             for call in self.service.calls_of(program_id):
@@ -291,9 +302,8 @@ class OperatorDesk:
         target = program_id or (f"role:{role}" if role else "")
 
         async def work() -> dict[str, Any]:
-            pinned = self.service.owned(None, program_id) if program_id and model else None
-            if pinned is not None and pinned.state.terminal:
-                raise Conflict(f"program {program_id!r} has ended", field="program_id")
+            if program_id and model:
+                self._running(program_id)
             pins = self.service.models.pin(program_id=program_id, role=role, model=model)
             return pins_json(pins)
 
