@@ -587,24 +587,53 @@ class ProgramController:
             node.state, node.ready_at = NodeState.READY, now
         else:
             node.state, node.finished_at = NodeState.FAILED, now
-        self._emit(
-            now,
-            EventKind.TOOL_FINISHED,
-            program,
-            node,
-            data={
-                "outcome": outcome,
-                "latency_s": latency_s,
-                learned.TOOL: spec.name if spec else "",
-                learned.TOOL_KIND: spec.kind.value if spec else "",
-                "final": final,
-                "result_bytes": result_bytes,
-                "node_state": node.state.value,  # what a restart replays (no retry rule)
-            },
-        )
+        data = _tool_end_data(node, outcome, latency_s, final, result_bytes)
+        self._emit(now, EventKind.TOOL_FINISHED, program, node, data=data)
         if node.state is NodeState.DONE:
             return self._unlock(program, node, now), False
         return [], node.state is NodeState.READY
+
+    def finish_tool_after_cancel(
+        self,
+        program_id: str,
+        node_id: str,
+        now: float,
+        *,
+        outcome: str,
+        latency_s: float,
+        result_bytes: int = 0,
+    ) -> bool:
+        """A tool its program's cancel left running ended with ``outcome`` (a side effect
+        committed or failed; an agent's own tool reported its end). The program stays
+        cancelled and so does the node (nothing runs after it), but the node keeps what
+        happened, so its DAG does not say the effect was cancelled: its open attempt closes
+        with ``outcome``, its tool time counts ``latency_s``, it ends ``now``, and
+        ``tool.finished`` records it with ``after_cancel`` (a restart replays it as any tool
+        end). Returns False, changing nothing, unless the program was cancelled and the
+        node's attempt is still open (it ran at the cancel and its end is not recorded yet:
+        a second report of the same end is no second end)."""
+        program = self.get(program_id)
+        node = program.nodes[node_id]
+        attempts = node.attempts
+        if (
+            program.state is not ProgramState.CANCELLED
+            or node.state is not NodeState.CANCELLED
+            or not attempts
+            or attempts[-1].finished_at is not None
+        ):
+            return False
+        attempt = attempts[-1]
+        attempt.finished_at, attempt.outcome = now, outcome
+        node.tool_s += latency_s
+        node.finished_at = now  # the tool ran until now: the node's timeline ends here
+        spec = node.tool
+        if spec is not None:  # a real run of the tool: its latency teaches as any other
+            self.tool_latency.observe(program.tenant, spec.name, spec.kind.value, latency_s)
+        self._learn_tool_mean(program.tenant, latency_s)
+        data = _tool_end_data(node, outcome, latency_s, True, result_bytes)
+        data[AFTER_CANCEL] = True
+        self._emit(now, EventKind.TOOL_FINISHED, program, node, data=data)
+        return True
 
     def _learn_tool_mean(self, tenant: str, latency_s: float) -> None:
         mean = self._mean_tool_s.get(tenant, self._mean_tool_prior_s)
@@ -640,6 +669,27 @@ class ProgramController:
                 data or {},
             )
         )
+
+
+#: The ``tool.finished`` data key of a tool that ended after its program was cancelled
+#: (:meth:`ProgramController.finish_tool_after_cancel`): its node stays ``cancelled``.
+AFTER_CANCEL = "after_cancel"
+
+
+def _tool_end_data(
+    node: Node, outcome: str, latency_s: float, final: bool, result_bytes: int
+) -> dict[str, Scalar]:
+    """The data of a tool attempt's ``tool.finished`` event, its node's state already set."""
+    spec = node.tool
+    return {
+        "outcome": outcome,
+        "latency_s": latency_s,
+        learned.TOOL: spec.name if spec else "",
+        learned.TOOL_KIND: spec.kind.value if spec else "",
+        "final": final,
+        "result_bytes": result_bytes,
+        "node_state": node.state.value,  # what a restart replays (no retry rule)
+    }
 
 
 # Members as module globals: an enum class attribute (``NodeState.READY``) is a slow lookup,

@@ -112,13 +112,15 @@ class ProgramPage:
 
 @dataclass(frozen=True, slots=True)
 class CancelResult:
-    """What a cancel did (calls aborted, tools interrupted or flagged)."""
+    """What a cancel did (calls aborted, gateway tools interrupted or flagged, the agent's own
+    tools left running: their ``tool-calls/finish`` is still recorded)."""
 
     program_id: str
     state: str
     aborted_calls: tuple[str, ...]
     interrupted_tools: tuple[str, ...]
     flagged_tools: tuple[str, ...]
+    running_tools: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, value: Any) -> CancelResult:
@@ -129,6 +131,7 @@ class CancelResult:
             aborted_calls=j.strings(data.get("aborted_calls")),
             interrupted_tools=j.strings(data.get("interrupted_tools")),
             flagged_tools=j.strings(data.get("flagged_tools")),
+            running_tools=j.strings(data.get("running_tools")),
         )
 
 

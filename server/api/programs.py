@@ -214,6 +214,7 @@ class ProgramsController(Controller):
             "aborted_calls": report.aborted_calls,
             "interrupted_tools": report.interrupted_tools,
             "flagged_tools": report.flagged_tools,
+            "running_tools": report.running_tools,
         }
 
     @post(

@@ -13,7 +13,10 @@ probe and ticket -> ``runtime.submit`` -> :class:`LiveCall` listens to the strea
 :class:`CallAccounting` reports its end to the driver. Tools (:class:`ToolPort`, what the
 gateway calls) report their start and end to the driver, which decides what happens to the
 program's KV while it waits on them. Cancel: pending nodes cancelled, calls in flight aborted
-and confirmed, tools interrupted (read-only) or flagged (side effects), KV dropped.
+and confirmed (answered with the quota's error when a quota stopped the program), the
+gateway's tools interrupted (read-only) or flagged (side effects, let commit), the agent's own
+tools listed as running, KV dropped; a tool the cancel left running still ends on its node
+(``toolport.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentconsole.kvtiers.advisor import ToolWaitAdvisor
@@ -54,6 +57,7 @@ from agentconsole.server.live.errors import (
     ShuttingDown,
     Unavailable,
 )
+from agentconsole.server.live.eventtail import INTERRUPTED
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.identity import PrefixChains
 from agentconsole.server.live.insertionbook import InsertionBook
@@ -92,10 +96,16 @@ class DoorSettings:
 
 @dataclass(frozen=True, slots=True)
 class CancelReport:
+    """What a cancel stopped: the calls aborted; of the tools the gateway's executors ran,
+    the read-only ones interrupted and the side effects flagged (let run to their commit);
+    and the tools running that the agent runs itself (reported, or asked for by the model;
+    or runs a restart left open), which nothing here stops: their ends are still recorded."""
+
     program_id: str
     aborted_calls: list[str]
     interrupted_tools: list[str]
     flagged_tools: list[str]
+    running_tools: list[str] = field(default_factory=list)
 
 
 class ProgramService:
@@ -229,6 +239,13 @@ class ProgramService:
             await self.runtime.cache_hint(action.program_id, action.action, action.retain_s)
         elif isinstance(action, AbortCalls):
             live = [self.calls[c] for c in action.call_ids if c in self.calls]
+            for call in live:
+                # a quota that stopped the program (the wall time's cancel, the token quota
+                # another call crossed) is each call's answer too, streamed or not, as later
+                # calls get it: a 409 "aborted (cancel)" would say a user cancelled it
+                stopped_by = self.ended_by.get(call.program_id)
+                if stopped_by is not None:
+                    call.stop(stopped_by)
             ended = await asyncio.gather(
                 *(call.abort("cancel") for call in live), return_exceptions=True
             )
@@ -436,7 +453,7 @@ class ProgramService:
         # tool calls the model asked for whose answer never came close as abandoned, and so
         # do tools the agent reported started and never ended: a finished program has nothing
         # running (a gateway run still in flight commits in the gateway; its late end is a
-        # no-op here, as after a cancel)
+        # no-op here, unlike one after a cancel, which its node records)
         self.tool_calls.abandon(program_id)
         now = time.time()
         for node in list(program.nodes.values()):
@@ -462,15 +479,25 @@ class ProgramService:
             raise Conflict(f"program {program_id!r} is {program.state.value}")
         running = [n for n in program.nodes.values() if n.state is NodeState.RUNNING]
         calls = self.calls_of(program_id)
-        await self.settled(self.driver.cancel(program_id, time.time(), reason=reason))
+        now = time.time()
+        actions = self.driver.cancel(program_id, now, reason=reason)
         tools = [n for n in running if n.kind is NodeKind.TOOL]
-        flagged = [n.node_id for n in tools if n.tool is not None and n.tool.side_effect]
-        interrupted = [n.node_id for n in tools if n.node_id not in flagged]
+        executed = [n for n in tools if self.tools.executes(program_id, n.node_id)]
+        flagged = [n.node_id for n in executed if n.tool is not None and n.tool.side_effect]
+        interrupted = [n.node_id for n in executed if n.node_id not in flagged]
+        agents = [n.node_id for n in tools if not self.tools.executes(program_id, n.node_id)]
+        for node_id in interrupted:
+            # the gateway stops these now: their attempts end with the cancel, so the
+            # interruption's own end is no late end (a flagged effect's and an agent's tool's
+            # attempts stay open for theirs: ``ToolPort.tool_finished``)
+            self.controller.close_attempt(program_id, node_id, now, INTERRUPTED)
+        await self.settled(actions)
         for listener in self._cancel_listeners:
             pending = listener(program_id, interrupted, flagged)
             if pending is not None:
                 await pending
-        return CancelReport(program_id, [c.call_id for c in calls], interrupted, flagged)
+        aborted = [c.call_id for c in calls]
+        return CancelReport(program_id, aborted, interrupted, flagged, agents)
 
     async def stop_for_quota(self, program_id: str, error: ServiceError) -> None:
         """Cancel a program that went over a quota; later calls get ``error`` again."""
@@ -480,8 +507,9 @@ class ProgramService:
             await self.cancel_program(None, program_id, reason=f"quota:{error.field}")
 
     def add_cancel_listener(self, listener: CancelListener) -> None:
-        """Call ``listener(program_id, interrupted_tools, flagged_tools)`` on every cancel
-        (the tool gateway interrupts read-only tools and lets side effects commit)."""
+        """Call ``listener(program_id, interrupted_tools, flagged_tools)`` on every cancel,
+        with the tools the gateway's executors run (the gateway interrupts read-only tools and
+        lets side effects commit)."""
         self._cancel_listeners.append(listener)
 
     # -- LLM calls -------------------------------------------------------------------------------

@@ -5,6 +5,13 @@ makes sure a tool node exists (a gateway tool call creates its program on first 
 agent's report of its own tool needs a program the tenant has), asks whether a tenant may act
 on a program, and reports a tool's start and end to the program driver, which knows then that
 the program waits on a tool and decides what happens to its KV meanwhile.
+
+The port also knows which running tools the gateway's executors run on this server (a start
+without ``repeat``: the agent's report always says whether it repeats a start), so a cancel
+tells those (interrupted, or left to commit) from the agent's own, which nothing here stops.
+A tool the cancel left running still ends on its node: a side effect's commit or failure, an
+agent's own tool's finish report (:meth:`ToolPort.tool_finished`; the program stays
+cancelled).
 """
 
 from __future__ import annotations
@@ -12,7 +19,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from agentconsole.scheduler.program import Node, NodeKind, NodeState, Program, ToolSpec
+from agentconsole.scheduler.program import (
+    Node,
+    NodeKind,
+    NodeState,
+    Program,
+    ProgramState,
+    ToolSpec,
+)
 from agentconsole.server.live.errors import Conflict, NotFound
 from agentconsole.server.live.eventtail import INTERRUPTED
 
@@ -27,6 +41,9 @@ class ToolPort:
         self.service = service
         #: (program, node the agent names) -> the inferred tool node it reports
         self._alias: dict[tuple[str, str], str] = {}
+        #: (program, node) of the tool runs the gateway's executors carry out here (their
+        #: latest start was the gateway's, not an agent's report)
+        self._executed: set[tuple[str, str]] = set()
 
     async def ensure_tool_node(
         self, tenant: str, program_id: str, node_id: str, tool: str | ToolSpec
@@ -58,6 +75,21 @@ class ToolPort:
         """Drop what the port knows of an ended program."""
         for key in [k for k in self._alias if k[0] == program_id]:
             del self._alias[key]
+        self._executed -= {k for k in self._executed if k[0] == program_id}
+
+    def _note_runner(self, program_id: str, node_id: str, repeat: bool | None) -> None:
+        """Who runs the node's tool from this start on: the gateway's executor (no ``repeat``)
+        or the agent (its report)."""
+        if repeat is None:
+            self._executed.add((program_id, node_id))
+        else:
+            self._executed.discard((program_id, node_id))
+
+    def executes(self, program_id: str, node_id: str) -> bool:
+        """Whether the running tool of ``node_id`` is one the gateway's executor runs here
+        (else the agent runs it: reported, or asked for by the model; or a run a restart
+        left open)."""
+        return (program_id, node_id) in self._executed
 
     async def check_program(
         self, tenant: str, program_id: str, *, must_exist: bool = False
@@ -65,7 +97,10 @@ class ToolPort:
         """May ``tenant`` act on ``program_id``? Unknown ids pass (created on first sight)
         unless ``must_exist``; another tenant's (in memory or in the store) is NotFound, and
         so is an unknown id that must exist, with the same answer (no existence oracle); a
-        stopped one its stop reason or 409. The tenant's own stored program is reopened."""
+        stopped one its stop reason or 409. The tenant's own stored program is reopened.
+        ``must_exist`` is an agent's tool report's: a cancelled program passes, since the
+        finish of a tool the cancel left running is still recorded (:meth:`tool_finished`
+        refuses any other node); a start is refused by :meth:`ensure_tool_node`."""
         svc = self.service
         await svc.check_new_id(tenant, program_id, explicit=False)
         program = svc.controller.programs.get(program_id)
@@ -73,6 +108,8 @@ class ToolPort:
             return
         if program is None or program.tenant != tenant:
             raise NotFound(f"program {program_id!r} not found", field="program_id")
+        if must_exist and program.state is ProgramState.CANCELLED:
+            return
         svc.require_running(program)
 
     def _tool(self, program_id: str, node_id: str) -> tuple[Program, Node]:
@@ -83,16 +120,23 @@ class ToolPort:
             raise NotFound(f"tool node {node_id!r} of {program_id!r} not found", field="node_id")
         return program, node
 
-    async def tool_started(self, program_id: str, node_id: str, *, repeat: bool = False) -> None:
+    async def tool_started(
+        self, program_id: str, node_id: str, *, repeat: bool | None = None
+    ) -> None:
         """The tool of ``node_id`` began running (NotFound for an unknown tool node, Conflict
         when the program has stopped, or when the node runs already, unless ``repeat``: the
         retry of a start that took effect and was answered 503). When the program then waits
-        on tools only, the tool-wait policy decides what happens to its KV."""
+        on tools only, the tool-wait policy decides what happens to its KV. ``repeat`` is
+        given by the agent's report of its own tool only (``gateway/reports.py``, True or
+        False); without it the gateway's executor runs the tool here (:meth:`executes`)."""
         svc = self.service
         program, node = self._tool(program_id, node_id)
         svc.require_running(program)
         if (program_id, node_id) in self._alias and node.state is NodeState.RUNNING:
-            return  # inferred: it has been running since the model asked for it
+            # inferred: it has been running since the model asked for it, and whoever
+            # reports its start now runs it
+            self._note_runner(program_id, node.node_id, repeat)
+            return
         now = time.time()
         if node.state is NodeState.RUNNING and repeat:
             return  # its own refused start put it there: the retry is answered, not refused
@@ -102,6 +146,7 @@ class ToolPort:
             # its run died with the process before a restart: this start is its retry
             svc.orphaned_tools.discard((program_id, node.node_id))
             svc.controller.close_attempt(program_id, node.node_id, now, INTERRUPTED)
+        self._note_runner(program_id, node.node_id, repeat)
         svc.driver.tool_started(program_id, node.node_id, now)
         await svc.settled()
         # a cancel while the start's actions ran (a cache hint to another engine awaits)
@@ -119,18 +164,30 @@ class ToolPort:
         """The tool ended (``ok``, ``fail`` or ``timeout``); the agent takes the result either
         way. A node of a running program that never started (its start was lost in a crash:
         the gateway's retry recreated it, or the restart rebuilt it, as declared) is started
-        and ended now, one attempt of ``latency_s``: the tool did run. A no-op for a node that
-        ended (cancelled meanwhile, or a committed result replayed again) or whose program has
-        ended or left memory; NotFound for a node the program does not have."""
+        and ended now, one attempt of ``latency_s``: the tool did run. A tool its program's
+        cancel left running (a side effect let commit, an agent's own tool) ends on its
+        cancelled node (:meth:`_ended_after_cancel`), its program rebuilt from the store if it
+        left memory meanwhile. A no-op for a node that ended otherwise (a committed result
+        replayed again) or whose program finished; NotFound for a node the program does not
+        have."""
         svc = self.service
         node_id = self._alias.pop((program_id, node_id), node_id)
+        self._executed.discard((program_id, node_id))
         program = svc.controller.programs.get(program_id)
-        node = program.nodes.get(node_id) if program is not None else None
-        if program is not None and (node is None or node.kind is not NodeKind.TOOL):
+        if program is None:  # ended and left memory while the tool ran (else: unknown)
+            try:
+                program = await svc.program_of(None, program_id)
+            except NotFound:
+                return
+        node = program.nodes.get(node_id)
+        if node is None or node.kind is not NodeKind.TOOL:
             raise NotFound(f"tool node {node_id!r} of {program_id!r} not found", field="node_id")
-        if program is None or node is None or node.state.terminal:
-            return
         now = time.time()
+        if program.state is ProgramState.CANCELLED and node.state is NodeState.CANCELLED:
+            self._ended_after_cancel(program, node, now, outcome, latency_s, result_bytes)
+            return
+        if node.state.terminal:
+            return
         if node.state is not NodeState.RUNNING:
             if program.state.terminal:
                 return  # an ended program starts nothing, not even to close it
@@ -152,3 +209,48 @@ class ToolPort:
             final=True,
             result_bytes=result_bytes,
         )
+
+    def _ended_after_cancel(
+        self,
+        program: Program,
+        node: Node,
+        now: float,
+        outcome: str,
+        latency_s: float | None,
+        result_bytes: int,
+    ) -> None:
+        """A cancelled program's tool ended: recorded on its node if the cancel left it running
+        (``ProgramController.finish_tool_after_cancel``); a no-op if its end is recorded
+        already (a replay, a repeated report) or the cancel interrupted it (its attempt closed
+        then); the program's stop reason (409, or its quota's error) for a node that did not
+        run at the cancel: nothing of it ran to end."""
+        svc = self.service
+        attempts = node.attempts
+        if not attempts or not _ran_until_cancelled(node):
+            svc.require_running(program)  # raises: the program is cancelled
+            return
+        if attempts[-1].finished_at is not None:
+            return
+        if latency_s is None:
+            latency_s = now - attempts[-1].started_at
+        key = (program.program_id, node.node_id)
+        svc.orphaned_tools.discard(key)
+        svc.controller.finish_tool_after_cancel(
+            program.program_id,
+            node.node_id,
+            now,
+            outcome=outcome,
+            latency_s=latency_s,
+            result_bytes=result_bytes,
+        )
+
+
+def _ran_until_cancelled(node: Node) -> bool:
+    """Whether the node's last attempt ran until its node was cancelled, or on after it: open,
+    or closed no sooner than the node ended (an interruption closes it at the cancel, an end
+    after the cancel moves the node's end to its own); not an attempt closed before (a
+    failed try waiting for its retry)."""
+    last = node.attempts[-1]
+    if last.finished_at is None:
+        return True
+    return node.finished_at is not None and last.finished_at >= node.finished_at

@@ -17,7 +17,7 @@ from typing import Any
 from agentconsole.scheduler import dag
 from agentconsole.scheduler.models import ModelChoice
 from agentconsole.scheduler.policies.base import Policy
-from agentconsole.scheduler.program import Node, NodeKind, Program, ToolSpec
+from agentconsole.scheduler.program import Node, NodeKind, NodeState, Program, ToolSpec
 from agentconsole.server.live.eventtail import STREAMED_ATTEMPT, STREAMED_TOKENS
 from agentconsole.server.live.insertionbook import NODE_KEY, PROGRAM_KEY, InsertionBook, empty
 from agentconsole.server.store.records import NodeRecord, ProgramRecord
@@ -68,6 +68,25 @@ def timeline(node: Node) -> list[JSON]:
 
 #: a node without a tool: its tool fields, all null
 _NO_TOOL = dict.fromkeys(ToolSpec("").fields())
+#: how a tool's run can end by itself (not cut short: ``interrupted``, ``abandoned``)
+_TOOL_ENDS = frozenset(("ok", "fail", "timeout"))
+
+
+def outcome_after_cancel(node: Node) -> str | None:
+    """How the tool of a cancelled node ended when it ran on past its program's cancel (a side
+    effect let commit, an agent's own tool reported): ``ok``, ``fail`` or ``timeout``; else
+    None. Such an end closes the node's open attempt and moves the node's end to its own
+    (``ProgramController.finish_tool_after_cancel``); a try that failed before the cancel
+    (the node waited for its retry) closed before the node ended. Read from the attempts and
+    the node's end, which the store's rows and a restart's replay keep."""
+    if node.kind is not NodeKind.TOOL or node.state is not NodeState.CANCELLED:
+        return None
+    last = node.attempts[-1] if node.attempts else None
+    if last is None or last.finished_at is None or last.outcome not in _TOOL_ENDS:
+        return None
+    if node.finished_at is None or last.finished_at < node.finished_at:
+        return None
+    return last.outcome
 
 
 def node_json(node: Node, kv_tier: str | None = None) -> JSON:
@@ -94,6 +113,7 @@ def node_json(node: Node, kv_tier: str | None = None) -> JSON:
         "kv_restore_s": node.kv_restore_s,
         "kv_tier": kv_tier,
         "timeline": timeline(node),
+        "outcome_after_cancel": outcome_after_cancel(node),
         "model": node.model_choice.chosen if node.model_choice is not None else None,
         "model_choice": choice_json(node.model_choice),
     }
@@ -303,4 +323,5 @@ def stored_node(record: NodeRecord) -> JSON:
     for key in (SYNCED_SEQ, STREAMED_ATTEMPT, STREAMED_TOKENS):
         out.pop(key, None)
     out.setdefault(NODE_KEY, None)
+    out.setdefault("outcome_after_cancel", None)  # rows written before it was shown
     return out

@@ -142,6 +142,38 @@ def test_cancel_returns_running_nodes_and_is_idempotent() -> None:
         c.add_node("p", _llm("c"), 3.0)
 
 
+def test_a_tool_ending_after_the_cancel_is_recorded_on_its_cancelled_node() -> None:
+    """A side effect let run past the cancel: its end closes its attempt, counts its tool time
+    and moves the node's end to its own; node and program stay cancelled; once only."""
+    c, log = _controller()
+    c.open_program("p", "t", 0.0)
+    c.add_node("p", _tool("write", side_effect=True, idempotent=False), 0.0)
+    c.add_node("p", _tool("never"), 0.0)
+    c.start_node("p", "write", 1.0)
+    assert not c.finish_tool_after_cancel("p", "write", 1.5, outcome="ok", latency_s=0.5)
+    c.cancel_program("p", 2.0)
+    assert not c.finish_tool_after_cancel("p", "never", 3.0, outcome="ok", latency_s=1.0)
+    assert c.finish_tool_after_cancel("p", "write", 5.0, outcome="ok", latency_s=4.0)
+    assert not c.finish_tool_after_cancel("p", "write", 6.0, outcome="ok", latency_s=5.0)
+    program = c.get("p")
+    node = program.nodes["write"]
+    assert program.state is ProgramState.CANCELLED
+    assert node.state is NodeState.CANCELLED
+    assert (node.tool_s, node.finished_at) == (4.0, 5.0)
+    assert [(a.finished_at, a.outcome) for a in node.attempts] == [(5.0, "ok")]
+    assert program.nodes["never"].attempts == []
+    end = log.events[-1]
+    assert (end.kind, end.node_id, end.t) == (EventKind.TOOL_FINISHED, "write", 5.0)
+    assert end.data["after_cancel"] is True
+    assert end.data["node_state"] == "cancelled"
+    assert (end.data["outcome"], end.data["latency_s"], end.data["tool"]) == (
+        "ok",
+        4.0,
+        "run_tests",
+    )
+    assert sum(e.kind is EventKind.TOOL_FINISHED for e in log) == 1
+
+
 def test_remaining_work_is_learned_and_errors_recorded() -> None:
     c, _ = _controller()
     for i in range(10):

@@ -1,0 +1,326 @@
+"""What a cancel leaves running, over real HTTP with the simulated runtime and the gateway.
+
+A side effect the gateway lets run to its commit after a cancel is recorded on its node when
+it ends (committed or failed): a ``tool.finished`` event with ``after_cancel``, the node's
+tool time, its end and ``outcome_after_cancel``, kept by the store across a restart; the node
+and the program stay cancelled. A read-only tool the cancel interrupted records no such end. A
+tool the agent runs itself is not reported as interrupted, and its finish report after the
+cancel is recorded the same way (a start stays refused). Calls in flight when the wall-time
+quota ends the program get the quota's 403, streamed or not.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agentconsole.scheduler.eventdata import number
+from agentconsole.scheduler.events import Event, EventKind
+from agentconsole.server.gateway import GatewayConfig, GatewayExtension
+from tests.server.api.harness import LiveServer, chat_body, gateway_server, make_config, wait_until
+from tests.server.gateway.helpers import tool_body
+
+#: how long the loopback executor takes to answer: the write still runs well after the cancel
+WRITE_S = 1.5
+
+
+class _Downstream(ThreadingHTTPServer):
+    """A loopback ``http`` tool executor that answers every POST after ``delay_s`` with
+    ``status`` and a JSON body: a slow write that commits (2xx) or fails."""
+
+    daemon_threads = True
+
+    def __init__(self, delay_s: float, status: int) -> None:
+        super().__init__(("127.0.0.1", 0), _SlowHandler)
+        self.delay_s = delay_s
+        self.status = status
+        self.requests = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/write"
+
+
+class _SlowHandler(BaseHTTPRequestHandler):
+    server: _Downstream
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.requests += 1
+        time.sleep(self.server.delay_s)
+        body = json.dumps({"written": self.server.status < 300}).encode()
+        try:
+            self.send_response(self.server.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the gateway hung up: it interrupted a read-only call
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # quiet: the test reads what it needs from the server's side
+
+
+@contextmanager
+def _downstream(delay_s: float = WRITE_S, status: int = 200) -> Iterator[_Downstream]:
+    served = _Downstream(delay_s, status)
+    thread = threading.Thread(target=served.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield served
+    finally:
+        served.shutdown()
+        served.server_close()
+
+
+def _gateway_server(db: Path) -> LiveServer:
+    """A server with the gateway, where a tenant may register a loopback ``http`` tool."""
+    config = GatewayConfig(tenant_builtins=None, allow_private_executor_urls=True)
+    return LiveServer(make_config(db), extensions=[GatewayExtension(config)])
+
+
+def _register(c: httpx.Client, url: str, *, side_effect: bool) -> str:
+    name = "slow_write" if side_effect else "slow_read"
+    body = tool_body(
+        name,
+        {"type": "http", "url": url},
+        side_effect=side_effect,
+        idempotent=not side_effect,
+        timeout_s=10.0,
+    )
+    registered = c.post("/v1/tools", json=body)
+    assert registered.status_code == 201, registered.text
+    return name
+
+
+def _call_in_background(
+    server: LiveServer, tool: str, pid: str
+) -> tuple[threading.Thread, list[httpx.Response]]:
+    """Call ``tool`` for node ``t1`` of ``pid`` through the gateway in a thread; the list gets
+    its answer."""
+    answers: list[httpx.Response] = []
+    call = {"program_id": pid, "node_id": "t1", "arguments": {"text": "row 7"}}
+
+    def run() -> None:
+        with server.client() as c:
+            answers.append(c.post(f"/v1/tools/{tool}/call", json=call))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, answers
+
+
+def _cancel_while_running(server: LiveServer, c: httpx.Client, tool: str, pid: str) -> Any:
+    """Create ``pid``, call ``tool`` for its node ``t1`` and cancel it while the tool runs;
+    returns (the cancel's answer, the node right after it, the call's thread and answers)."""
+    assert c.post("/v1/programs", json={"program_id": pid}).status_code == 201
+    thread, answers = _call_in_background(server, tool, pid)
+    wait_until(lambda: c.get(f"/v1/programs/{pid}/nodes/t1").json().get("state") == "running")
+    cancelled = c.post(f"/v1/programs/{pid}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    at_cancel = c.get(f"/v1/programs/{pid}/nodes/t1").json()
+    return cancelled.json(), at_cancel, thread, answers
+
+
+def _tool_events(events: list[Event], pid: str) -> list[Event]:
+    return [e for e in events if e.program_id == pid and e.node_id == "t1"]
+
+
+def _hub_events(server: LiveServer) -> list[Event]:
+    hub = server.live.hub
+    items, _ = hub.since(hub.oldest_seq() - 1, limit=10**6)
+    return [e for _, e in items]
+
+
+@pytest.mark.parametrize(("status", "outcome"), [(200, "ok"), (500, "fail")])
+def test_a_side_effect_that_ends_after_the_cancel_is_recorded_on_its_node(
+    tmp_path: Path, status: int, outcome: str
+) -> None:
+    with _downstream(status=status) as writes, _gateway_server(tmp_path / "late.duckdb") as server:
+        server.wait_ready()
+        with server.client() as c:
+            tool = _register(c, writes.url, side_effect=True)
+            cancelled, at_cancel, thread, answers = _cancel_while_running(server, c, tool, "p")
+            thread.join(30)
+            program = c.get("/v1/programs/p").json()
+            node = c.get("/v1/programs/p/nodes/t1").json()
+        events = _tool_events(_hub_events(server), "p")
+    assert cancelled["flagged_tools"] == ["t1"]
+    assert cancelled["interrupted_tools"] == []
+    assert at_cancel["state"] == "cancelled"
+    assert at_cancel["outcome_after_cancel"] is None  # still running
+    assert writes.requests == 1
+    (answer,) = answers
+    if status == 200:
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["status"] == "committed"
+    # the program stays cancelled, and so does the node, which now says what happened
+    assert program["state"] == "cancelled"
+    assert node["state"] == "cancelled"
+    assert node["outcome_after_cancel"] == outcome
+    assert node["attempts"] == 1
+    assert node["tool_s"] >= WRITE_S * 0.9
+    assert node["finished_at"] > program["finished_at"]  # it ended after the cancel
+    assert node["timeline"] == [
+        {"phase": "tool", "start": node["started_at"], "end": node["finished_at"]}
+    ]
+    assert [n for n in program["nodes"] if n["node_id"] == "t1"] == [node]
+    kinds = [e.kind for e in events]
+    assert kinds[-3:] == [EventKind.TOOL_STARTED, EventKind.NODE_CANCELLED, EventKind.TOOL_FINISHED]
+    end = events[-1].data
+    assert end["after_cancel"] is True
+    assert end["outcome"] == outcome
+    assert end["node_state"] == "cancelled"
+    assert end["latency_s"] == pytest.approx(node["tool_s"])
+
+
+def test_the_late_effect_is_still_on_its_node_after_a_restart(tmp_path: Path) -> None:
+    db = tmp_path / "restart.duckdb"
+    with _downstream() as writes:
+        with _gateway_server(db) as first:
+            first.wait_ready()
+            with first.client() as c:
+                tool = _register(c, writes.url, side_effect=True)
+                cancelled, _, thread, _ = _cancel_while_running(first, c, tool, "p")
+                thread.join(30)
+                before = c.get("/v1/programs/p/nodes/t1").json()
+        with _gateway_server(db) as second:
+            second.wait_ready()
+            with second.client() as c:
+                stored = c.get("/v1/programs/p").json()  # served from the store's rows
+                # a cancel naming it again rebuilds it in memory from the rows (changes nothing)
+                again = c.post("/v1/programs/p/cancel")
+                rebuilt = c.get("/v1/programs/p").json()
+            events = second.live.store.repo.events_since(0, program_id="p", limit=10_000)
+    assert cancelled["flagged_tools"] == ["t1"]
+    assert before["outcome_after_cancel"] == "ok"
+    assert again.status_code == 200, again.text
+    for program in (stored, rebuilt):
+        assert program["state"] == "cancelled"
+        (node,) = program["nodes"]
+        assert node["state"] == "cancelled"
+        assert node["outcome_after_cancel"] == "ok"
+        assert node["tool_s"] == pytest.approx(before["tool_s"])
+        assert node["finished_at"] == pytest.approx(before["finished_at"])
+    # the event log is the record: the late end is there, after the cancel
+    ends = [s.event for s in events if s.event.kind is EventKind.TOOL_FINISHED]
+    assert [(e.node_id, e.data["after_cancel"], e.data["outcome"]) for e in ends] == [
+        ("t1", True, "ok")
+    ]
+    kinds = [s.event.kind for s in events]
+    assert kinds.index(EventKind.PROGRAM_CANCELLED) < kinds.index(EventKind.TOOL_FINISHED)
+
+
+def test_a_read_only_tool_the_cancel_interrupted_records_no_late_end(tmp_path: Path) -> None:
+    with _downstream() as reads, _gateway_server(tmp_path / "read.duckdb") as server:
+        server.wait_ready()
+        with server.client() as c:
+            tool = _register(c, reads.url, side_effect=False)
+            cancelled, _, thread, answers = _cancel_while_running(server, c, tool, "r")
+            thread.join(30)
+            node = c.get("/v1/programs/r/nodes/t1").json()
+        events = _tool_events(_hub_events(server), "r")
+    assert cancelled["interrupted_tools"] == ["t1"]
+    assert cancelled["flagged_tools"] == []
+    assert answers[0].status_code == 409, answers[0].text  # interrupted: the gateway says so
+    assert node["state"] == "cancelled"
+    assert node["outcome_after_cancel"] is None
+    assert node["tool_s"] == 0.0
+    assert EventKind.TOOL_FINISHED not in [e.kind for e in events]
+
+
+def test_an_agents_own_tool_is_not_interrupted_and_its_end_after_the_cancel_is_recorded(
+    tmp_path: Path,
+) -> None:
+    with gateway_server(tmp_path / "agent.duckdb") as server, server.client() as c:
+        for pid in ("a", "b"):
+            assert c.post("/v1/programs", json={"program_id": pid}).status_code == 201
+            start = {"node_id": "t1", "tool": "my_own_tool"}
+            assert c.post(f"/v1/programs/{pid}/tool-calls/start", json=start).status_code == 200
+            declared = {"node_id": "t2", "kind": "tool", "tool": "my_own_tool"}
+            assert c.post(f"/v1/programs/{pid}/nodes", json=declared).status_code == 201
+        cancelled = c.post("/v1/programs/a/cancel").json()
+        report = server.run(server.live.service.cancel_program("tenant-a", "b"))
+        finish = {"node_id": "t1", "outcome": "ok", "latency_s": 0.5}
+        finished = c.post("/v1/programs/a/tool-calls/finish", json=finish)
+        node = c.get("/v1/programs/a/nodes/t1").json()
+        repeated = c.post("/v1/programs/a/tool-calls/finish", json={**finish, "latency_s": 9.0})
+        after_repeat = c.get("/v1/programs/a/nodes/t1").json()
+        never_ran = c.post("/v1/programs/a/tool-calls/finish", json={**finish, "node_id": "t2"})
+        new_start = c.post(
+            "/v1/programs/a/tool-calls/start", json={"node_id": "t3", "tool": "my_own_tool"}
+        )
+        program = c.get("/v1/programs/a").json()
+    # nothing interrupted it: the server does not run it
+    assert cancelled["interrupted_tools"] == []
+    assert cancelled["flagged_tools"] == []
+    assert cancelled["running_tools"] == ["t1"]  # the agent's own, its end still taken
+    assert report.interrupted_tools == []
+    assert report.running_tools == ["t1"]
+    # its end is taken and recorded on its node; the program stays cancelled
+    assert finished.status_code == 200, finished.text
+    assert node["state"] == "cancelled"
+    assert node["outcome_after_cancel"] == "ok"
+    assert node["tool_s"] == pytest.approx(0.5)
+    assert repeated.status_code == 200, repeated.text  # a retry of the report changes nothing
+    assert after_repeat == node
+    # a node that was not running at the cancel has no end to record, and nothing starts
+    assert never_ran.status_code == 409, never_ran.text
+    assert new_start.status_code == 409, new_start.text
+    assert program["state"] == "cancelled"
+    assert [n["node_id"] for n in program["nodes"]] == ["t1", "t2"]
+
+
+def _wall_time_server(db: Path) -> LiveServer:
+    """A slower simulated runtime: a call of 2,000 tokens runs for seconds."""
+    return LiveServer(make_config(db, runtime_extra={"time_scale": 0.5}))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_call_in_flight_when_the_wall_time_quota_ends_gets_the_quota_error(
+    tmp_path: Path, stream: bool
+) -> None:
+    with _wall_time_server(tmp_path / "wall.duckdb") as server:
+        server.wait_ready()
+        with server.client() as c:
+            body = {"program_id": "w", "quotas": {"wall_time_s": 0.5}}
+            assert c.post("/v1/programs", json=body).status_code == 201
+            call = chat_body("go", max_tokens=2000, ignore_eos=True, stream=stream)
+            call["agentconsole"] = {"program_id": "w"}
+            started = time.monotonic()
+            answer = c.post("/v1/chat/completions", json=call)
+            took = time.monotonic() - started
+            program = c.get("/v1/programs/w").json()
+        events = [e for e in _hub_events(server) if e.program_id == "w"]
+    assert program["state"] == "cancelled"
+    assert took < 10  # stopped by the quota, not run to its end
+    # it was in flight (in the engine) when the quota's cancel aborted it
+    (aborted,) = [e for e in events if e.kind is EventKind.CALL_ABORTED]
+    assert aborted.data["reason"] == "quota"
+    assert number(aborted.data, "output_tokens") > 0
+    if stream:
+        assert answer.status_code == 200
+        frames = [
+            json.loads(line.removeprefix("data: "))
+            for line in answer.text.splitlines()
+            if line.startswith("data: {")
+        ]
+        errors = [f["error"] for f in frames if "error" in f]
+        assert [e["type"] for e in errors] == ["quota_exceeded"], answer.text
+        assert errors[0]["param"] == "quotas.wall_time_s"
+        assert answer.text.rstrip().endswith("data: [DONE]")
+    else:
+        assert answer.status_code == 403, answer.text
+        error = answer.json()["error"]
+        assert error["type"] == "quota_exceeded"
+        assert error["field"] == "quotas.wall_time_s"
