@@ -28,6 +28,7 @@ from agentconsole.ui.client.models import (
     TenantRow,
 )
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
+from agentconsole.ui.client.toolcalls import ToolCall
 from agentconsole.ui.client.whatif import WindowReplay
 from tests.ui.stub_world import StubWorld
 
@@ -154,6 +155,21 @@ class CannedClient:
     def model_compatibility(self) -> ModelCompat:
         self.calls.append("model compatibility")
         return ModelCompat.parse(COMPAT)
+
+    def tool_calls(self, state: str, limit: int = 500) -> list[ToolCall]:
+        self._read("tool_calls")
+        rows = self.world.tool_calls_json(state, limit)["tool_calls"]
+        return [ToolCall.parse(c) for c in rows]
+
+    def reconcile(self, tool_call_id: str, action: str, result: Any = None) -> ToolCall:
+        self.calls.append(f"reconcile {tool_call_id} {action}")
+        row = next((c for c in self.world.tool_calls if c["tool_call_id"] == tool_call_id), None)
+        if row is None:
+            raise NotFoundError(404, "tool_not_found", f"no tool call {tool_call_id!r}")
+        if row["state"] != "needs_reconcile":
+            raise ApiError(409, "conflict", "only a needs_reconcile tool call can be reconciled")
+        row["state"] = "committed" if action == "commit" else "retryable"
+        return ToolCall.parse(row)
 
     def feed(self, stop: threading.Event) -> Iterator[FeedItem]:
         yield FeedStatus(True, "live")

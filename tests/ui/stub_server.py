@@ -97,6 +97,14 @@ def build_app(world: StubWorld, *, live: bool = False, tick_steps: int = 5) -> L
     def audit(limit: FromQuery[int] = 100) -> dict[str, Any]:
         return world.audit_json(limit)
 
+    @get("/v1/operator/tool-calls", sync_to_thread=False)
+    def tool_calls(
+        intent_state: Annotated[str | None, QueryParameter(name="state")] = None,
+        limit: FromQuery[int] = 100,
+    ) -> Any:
+        # ``state`` is Litestar's reserved name: the query parameter is renamed, as the server's
+        return world.tool_calls_json(intent_state, limit)
+
     @post("/v1/operator/programs/{program_id:str}/{action:str}", sync_to_thread=False)
     def act(
         program_id: FromPath[str],
@@ -177,6 +185,7 @@ def build_app(world: StubWorld, *, live: bool = False, tick_steps: int = 5) -> L
             kv,
             door,
             audit,
+            tool_calls,
             act,
             cancel,
             policy,

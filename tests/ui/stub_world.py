@@ -110,6 +110,9 @@ class StubWorld:
         #: that continue it (whether paging served a row twice is read here, not from a
         #: console's rows, which are keyed by id)
         self.listings: list[list[str]] = []
+        #: the gateway's tool intents (``GET /v1/operator/tool-calls`` rows): none in doubt
+        #: unless a test puts some here
+        self.tool_calls: list[dict[str, Any]] = []
         past: list[tuple[float, str, StubProgram, str, dict[str, Any]]] = []
         for index in range(programs):
             size = big_nodes if index == 1 else None
@@ -462,6 +465,14 @@ class StubWorld:
         """``GET /v1/operator/audit``, newest first."""
         with self._lock:
             return {"actions": list(reversed(self.audit))[:limit]}
+
+    def tool_calls_json(self, state: str | None, limit: int = 100) -> dict[str, Any]:
+        """``GET /v1/operator/tool-calls``: the intents in ``state``, most recently changed
+        first."""
+        with self._lock:
+            rows = [c for c in self.tool_calls if state is None or c["state"] == state]
+            rows.sort(key=lambda c: -float(c["updated_at"]))
+            return {"tool_calls": rows[:limit]}
 
     # -- actions -----------------------------------------------------------------------
     def act(self, action: str, program_id: str, args: dict[str, Any]) -> tuple[int, Any]:

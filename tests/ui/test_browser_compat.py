@@ -13,6 +13,8 @@ from playwright.sync_api import Browser
 
 from agentconsole.serve import ConsoleExtension
 from agentconsole.server.app import Extension
+from agentconsole.server.gateway.config import GatewayConfig
+from agentconsole.server.gateway.extension import GatewayExtension
 from tests.server.api.harness import LiveServer, make_config
 from tests.server.compat_models import KEPT, ServedDirs, compat_models
 from tests.ui.browser_session import Session, open_session
@@ -25,7 +27,9 @@ def page_on_models(browser: Browser, tmp_path: Path) -> Iterator[Session]:
     """A page on a server serving the three tiny models (not the demo server of ``session``)."""
     models = compat_models()
     sources = [(name, str(models[name])) for name in ("large", "small", "variant")]
-    extensions: list[Extension] = [ConsoleExtension(), ServedDirs(sources)]
+    # the tool gateway as ``serve`` mounts it: the console reads its tool calls on any page
+    gateway = GatewayExtension(GatewayConfig())
+    extensions: list[Extension] = [gateway, ConsoleExtension(), ServedDirs(sources)]
     with LiveServer(make_config(tmp_path / "db.duckdb"), extensions=extensions) as server:
         yield from open_session(browser, server.url)
 

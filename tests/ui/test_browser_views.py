@@ -284,9 +284,12 @@ def test_boost_sends_no_amount_and_says_the_server_s(
     session.check_clean()
 
 
-def test_a_cancel_that_left_tools_in_doubt_says_so(
+def test_a_cancel_names_the_side_effects_still_running_and_where_doubt_goes(
     page_on_stub: Session, stub: RunningStub
 ) -> None:
+    """A cancel lets side-effecting tools run on (``flagged_tools``): they finish and commit,
+    and only one whose end leaves its effect in doubt waits for an operator, in the Tools
+    view. The toast says that, not that every one is in doubt."""
     session, page = page_on_stub, page_on_stub.page
     program_id = next(p for p, prog in stub.world.programs.items() if prog.state == "running")
     answer = {
@@ -303,8 +306,10 @@ def test_a_cancel_that_left_tools_in_doubt_says_so(
     toast = page.locator(".toast", has_text=f"cancelled {program_id}")
     toast.wait_for()
     text = toast.text_content() or ""
-    assert "2 side-effecting tool calls flagged" in text, text
-    assert "in doubt" in text, text
+    assert "side-effecting tools still running: n4, n5" in text, text
+    assert "they finish and commit" in text, text
+    assert "listed under Tools to reconcile" in text, text
+    assert "reconcile them" not in text, text  # nothing is in doubt yet
     assert "warn" in (toast.get_attribute("class") or "")
     session.check_clean()
 

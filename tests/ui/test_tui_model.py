@@ -209,6 +209,22 @@ def test_the_boost_notification_says_the_amount_the_server_applied() -> None:
     assert silent == "boosted p1 (the server did not say by how much)"
 
 
+def test_a_cancel_notice_says_side_effects_run_on_and_where_doubt_goes() -> None:
+    """A cancel lets side-effecting tools run on (``flagged_tools``): each commits, and only
+    one whose end leaves its effect in doubt waits for an operator; a tenant's key is not
+    offered the tools view, so its notice does not send it there."""
+    answer = {"aborted_calls": ["c1"], "interrupted_tools": [], "flagged_tools": list("abcde")}
+    text = describe(ActionResult("cancel", "p1", answer))
+    assert text == (
+        "cancelled p1: 1 calls aborted; side-effecting tools still running: a, b, c and 2 more "
+        "(they finish and commit; one whose effect ends in doubt is listed in 7 tools to "
+        "reconcile)"
+    )
+    tenant = describe(ActionResult("cancel", "p1", answer), operator=False)
+    assert tenant.endswith("one whose effect ends in doubt waits for an operator)")
+    assert "flagged" not in text
+
+
 def test_tenant_cells_unit_unknown_starvation_and_stored_bytes() -> None:
     assert dict(TENANT_COLUMNS)["starve"] == "Starve (wait/service)"
     row = TenantRow.parse(

@@ -46,7 +46,16 @@ def test_page_needs_no_key_and_is_locked_to_its_origin(client: TestClient[Litest
     assert "default-src 'self'" in CSP
     assert "connect-src 'self'" in CSP
     names = {a.split("?")[0].removeprefix("/static/") for a in _assets(response.text)}
-    assert names == {"app.css", "app.js", "views.js", "models.js", "charts.js", "dag.js", PLOTLY_JS}
+    assert names == {
+        "app.css",
+        "app.js",
+        "views.js",
+        "models.js",
+        "tools.js",
+        "charts.js",
+        "dag.js",
+        PLOTLY_JS,
+    }
     assert "{{asset:" not in response.text
 
 

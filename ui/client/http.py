@@ -31,9 +31,12 @@ from agentconsole.ui.client.models import (
     TenantRow,
 )
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
+from agentconsole.ui.client.toolcalls import RECONCILE_ACTIONS, ToolCall
 from agentconsole.ui.client.whatif import WindowReplay
 
 PAGE_SIZE = 500
+#: the most tool calls of one state a console lists (the listing's own bound is 1000)
+TOOL_CALLS_LIMIT = 500
 T = TypeVar("T")
 
 
@@ -99,6 +102,16 @@ class ConsoleApi(Protocol):
 
     def model_compatibility(self) -> ModelCompat:
         """``GET /v1/models/compatibility``: which served models could share KV, and why."""
+
+    def tool_calls(self, state: str, limit: int = TOOL_CALLS_LIMIT) -> list[ToolCall]:
+        """``GET /v1/operator/tool-calls?state=``: the gateway's tool calls in ``state``, most
+        recently changed first (operator key only: a tenant key's :class:`ApiError` has status
+        403)."""
+
+    def reconcile(self, tool_call_id: str, action: str, result: Any = None) -> ToolCall:
+        """``POST /v1/operator/tool-calls/{id}/reconcile``: settle a ``needs_reconcile`` call,
+        ``commit`` with ``result`` (the effect happened) or ``retry`` (one more execution);
+        the call as it is now. A call in another state is refused (409), an unknown id 404."""
 
     def feed(self, stop: threading.Event) -> Iterator[FeedItem]:
         """The live feed until ``stop`` is set (see :func:`read_feed`)."""
@@ -205,6 +218,18 @@ class HttpConsoleClient:
 
     def model_compatibility(self) -> ModelCompat:
         return ModelCompat.parse(self._get("/v1/models/compatibility"))
+
+    def tool_calls(self, state: str, limit: int = TOOL_CALLS_LIMIT) -> list[ToolCall]:
+        body = self._get("/v1/operator/tool-calls", {"state": state, "limit": limit})
+        return [ToolCall.parse(c) for c in j.objects(body.get("tool_calls"))]
+
+    def reconcile(self, tool_call_id: str, action: str, result: Any = None) -> ToolCall:
+        if action not in RECONCILE_ACTIONS:
+            raise ValueError(f"unknown reconcile action {action!r}")
+        # a retry takes no result (the server refuses one: 422)
+        payload = {"action": action, "result": result} if action == "commit" else {"action": action}
+        path = f"/v1/operator/tool-calls/{segment(tool_call_id)}/reconcile"
+        return self._send(Call("POST", path, ToolCall.parse, payload))
 
     def feed(self, stop: threading.Event) -> Iterator[FeedItem]:
         # A client of its own: the feed holds one connection open for as long as it runs.

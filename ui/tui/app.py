@@ -26,9 +26,10 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from agentconsole.ui.client.http import ConsoleApi, HttpConsoleClient
+from agentconsole.ui.client.toolcalls import TOOL_EVENT_KINDS
 from agentconsole.ui.tui import messages as m
 from agentconsole.ui.tui.commands import ProgramsProvider, system_commands
-from agentconsole.ui.tui.loader import DOOR, VIEW_READS, VIEWS, program_read
+from agentconsole.ui.tui.loader import DOOR, TOOLS, VIEW_READS, VIEWS, program_read
 from agentconsole.ui.tui.stale import stale_line
 from agentconsole.ui.tui.state import HISTORY, DashboardState
 from agentconsole.ui.tui.sync import DataSync
@@ -42,18 +43,23 @@ from agentconsole.ui.tui.views.kv import KVView
 from agentconsole.ui.tui.views.overview import OverviewView
 from agentconsole.ui.tui.views.policy import PolicyChoice, PolicyScreen
 from agentconsole.ui.tui.views.programs import ProgramsView
+from agentconsole.ui.tui.views.reconcile import ask_reconcile
 from agentconsole.ui.tui.views.replay import ReplayScreen
 from agentconsole.ui.tui.views.tenants import TenantsView
+from agentconsole.ui.tui.views.toolcalls import ToolCallsView
 
-View = OverviewView | ProgramsView | TenantsView | KVView | AuditView | EventsView
+View = OverviewView | ProgramsView | TenantsView | KVView | AuditView | EventsView | ToolCallsView
 #: the actions only an operator key may take (the server refuses them to a tenant's, 403): with
 #: a key known to be a tenant's they leave the footer, the keys and the palette; its cancel
 #: of its own program is allowed (the program's own route)
-OPERATOR_ACTIONS = frozenset({"drain", "replay_window", "policy"})
+OPERATOR_ACTIONS = frozenset({"drain", "replay_window", "policy", "reconcile"})
 OPERATOR_PROGRAM_ACTIONS = frozenset({"preempt", "boost"})
 #: how long feed batches touching the open program gather before its detail is read again:
 #: a busy program's events come every ~100 ms, a read of its detail is the whole DAG
 DETAIL_RELOAD_S = 0.3
+#: how often the tool calls that need an operator are read whatever the view (the top bar
+#: counts them): the feed's tool events ask at once, this catches another operator's reconcile
+TOOL_CALLS_POLL_S = 5.0
 
 
 _Handler = TypeVar("_Handler", bound=Callable[..., None])
@@ -92,6 +98,7 @@ class DashboardApp(App[None]):
         Binding("b", "act('boost')", "Boost"),
         Binding("w", "replay_window", "Replay window", show=False),
         Binding("m", "model_compat", "Model compatibility", show=False),
+        Binding("x", "reconcile", "Reconcile", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("r", "refresh", "Refresh", show=False),
         Binding("q", "quit", "Quit"),
@@ -119,6 +126,8 @@ class DashboardApp(App[None]):
         self._poll_s = poll_s
         #: the pending re-read of the open program that feed batches asked for, if any
         self._detail_reload: Timer | None = None
+        #: the pending re-read of the tool calls that the feed's tool events asked for, if any
+        self._tools_reload: Timer | None = None
 
     # -- layout ---------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -138,6 +147,7 @@ class DashboardApp(App[None]):
         yield KVView(id="view-kv")
         yield AuditView(id="view-audit")
         yield EventsView(id="view-events")
+        yield ToolCallsView(id="view-tools")
 
     def on_mount(self) -> None:
         self._draw_topbar()
@@ -146,6 +156,7 @@ class DashboardApp(App[None]):
             self.sync.start_feed()
         self.refresh_data()
         self.set_interval(self._poll_s, self.refresh_data)
+        self.set_interval(max(self._poll_s, TOOL_CALLS_POLL_S), self.sync.read_tool_calls)
 
     def on_unmount(self) -> None:
         self.sync.stop.set()
@@ -172,7 +183,7 @@ class DashboardApp(App[None]):
         from the footer, their keys do nothing): each would be refused and audited."""
         if not self.sync.tenant_key:
             return True
-        if action in OPERATOR_ACTIONS:
+        if action in OPERATOR_ACTIONS or (action == "view" and parameters == (TOOLS,)):
             return False
         return not (action == "act" and set(parameters) & OPERATOR_PROGRAM_ACTIONS)
 
@@ -221,6 +232,8 @@ class DashboardApp(App[None]):
         if visible is not self.screen_stack[0]:
             return  # a screen of its own (none today) reads what it shows itself
         wanted: tuple[str, ...] = (self.active_view,)
+        if self.active_view == TOOLS:
+            self.sync.read_tool_calls()  # its own worker: the top bar needs it on every view
         if not self.state.feed_live or self.state.overview is None:
             wanted = ("overview", *wanted)
         self.sync.poll(wanted, None, self.all_states)
@@ -276,7 +289,14 @@ class DashboardApp(App[None]):
         screen = self.visible_screen()
         if isinstance(screen, ProgramScreen) and screen.program_id in touched:
             self._reload_detail_soon()
+        if self._tools_reload is None and any(e.kind in TOOL_EVENT_KINDS for e in events):
+            # a tool ended (in doubt, perhaps) or a side effect started: one read for a burst
+            self._tools_reload = self.set_timer(DETAIL_RELOAD_S, self._reload_tool_calls)
         self._timed("feed", start)
+
+    def _reload_tool_calls(self) -> None:
+        self._tools_reload = None
+        self.sync.read_tool_calls()
 
     @on(m.FeedChanged)
     @while_running
@@ -336,16 +356,28 @@ class DashboardApp(App[None]):
         if self.active_view == "tenants":
             self.view("tenants").show(self.state)
 
+    @on(m.ToolCallsLoaded)
+    @while_running
+    def _tool_calls_loaded(self, message: m.ToolCallsLoaded) -> None:
+        self._read(TOOLS)
+        self.state.tool_calls = message.board
+        self._draw_topbar()
+        if self.active_view == TOOLS:
+            self.view(TOOLS).show(self.state)
+
     @on(m.ReadRefused)
     @while_running
     def _read_refused(self, message: m.ReadRefused) -> None:
-        # a tenant key simply has no door to see (its section hides); the audit view says
-        # once why it stays empty
+        # a tenant key simply has no door to see (its section hides) nor tool calls (their
+        # tab hides); the audit view says once why it stays empty
         self._read(message.what)  # an answer all the same: what it shows is not stale
         if message.what == DOOR:
             self.state.door = None
             if self.active_view == "tenants":
                 self.view("tenants").show(self.state)
+        elif message.what == TOOLS:
+            self.state.tool_calls = None
+            self._hide_tool_calls()
         elif message.status == 401:
             self.notify(
                 f"the server refused this key ({message.reason}): the {message.what} log is "
@@ -361,7 +393,15 @@ class DashboardApp(App[None]):
         # the footer drops the operator's keys and the top bar says why; no toast: a
         # tenant's key is no error (a refused action has said so already)
         self.refresh_bindings()
+        self._hide_tool_calls()
         self._draw_topbar()
+
+    def _hide_tool_calls(self) -> None:
+        """No tools tab for a key that may not read them: nothing of them, no action."""
+        views = self.query_one("#views", TabbedContent)
+        if views.active == TOOLS:
+            views.active = "overview"
+        views.hide_tab(TOOLS)
 
     @on(m.KVLoaded)
     @while_running
@@ -395,6 +435,8 @@ class DashboardApp(App[None]):
             message.text, title=message.action, severity="information" if message.ok else "error"
         )
         self.refresh_data()
+        if message.action == "reconcile":  # the top bar's count, whatever the view
+            self.sync.read_tool_calls()
 
     @on(m.ReplayWritten)
     @while_running
@@ -411,7 +453,7 @@ class DashboardApp(App[None]):
         view = self.view(self.active_view)
         view.show(self.state)
         self._draw_stale()
-        if isinstance(view, ProgramsView | TenantsView | AuditView):
+        if isinstance(view, ProgramsView | TenantsView | AuditView | ToolCallsView):
             view.query_one(DataTable).focus()
         self.refresh_data()
 
@@ -424,6 +466,11 @@ class DashboardApp(App[None]):
     def _row_selected(self, message: DataTable.RowSelected) -> None:
         if message.row_key.value is not None:
             self.open_program(message.row_key.value)
+
+    @on(DataTable.RowSelected, "#reconcile-table")
+    def _tool_call_selected(self, message: DataTable.RowSelected) -> None:
+        if message.row_key.value is not None:
+            self.reconcile_tool_call(message.row_key.value)
 
     def _draw_topbar(self) -> None:
         bar: Text = topbar(self.state, self.url, tenant_key=self.sync.tenant_key)
@@ -504,6 +551,23 @@ class DashboardApp(App[None]):
                 self.sync.set_policy(picked.policy, picked.kv_policy)
 
         self.push_screen(PolicyScreen(policy, kv_policy, choices), answered)
+
+    def action_reconcile(self) -> None:
+        """Reconcile the tool call in doubt under the tools view's cursor."""
+        view = self.view(TOOLS)
+        assert isinstance(view, ToolCallsView)
+        selected = view.selected() if self.active_view == TOOLS else None
+        self.reconcile_tool_call(selected or "")
+
+    def reconcile_tool_call(self, tool_call_id: str) -> None:
+        """Ask what to record for a call in doubt (commit with its result, or retry), confirm
+        it, and send it; the notice says what the server did, or why it refused."""
+        board = self.state.tool_calls
+        call = board.find(tool_call_id) if board is not None else None
+        if call is None or self.sync.tenant_key:
+            self.notify("select a tool call in doubt first (7: tools)", severity="warning")
+            return
+        ask_reconcile(self, call, self.sync.reconcile)
 
     def action_replay_window(self) -> None:
         """Write the traffic of the sparklines' window (their ``HISTORY`` one-second samples,

@@ -23,6 +23,7 @@ VIEW_HELP = {
     "kv": "tier occupancy, retained prefixes, migrations",
     "audit": "operator actions",
     "events": "live event tail",
+    "tools": "tool calls in doubt to reconcile; side effects still running",
 }
 
 
@@ -34,6 +35,7 @@ class DashboardActions(Protocol):
     def action_act(self, action: str) -> None: ...
     def action_drain(self, enabled: bool) -> None: ...
     def action_policy(self) -> None: ...
+    def action_reconcile(self) -> None: ...
     def action_replay_window(self) -> None: ...
     def action_model_compat(self) -> None: ...
     def action_refresh(self) -> None: ...
@@ -44,7 +46,8 @@ def system_commands(app: DashboardActions, *, operator: bool = True) -> Iterator
     """The dashboard's own palette entries; without ``operator`` (the key is known to be a
     tenant's) none of those the server keeps for an operator key."""
     for view, text in VIEW_HELP.items():
-        yield SystemCommand(f"view {view}", text, partial(app.action_view, view))
+        if operator or view != "tools":  # the tool calls are the operator's to see
+            yield SystemCommand(f"view {view}", text, partial(app.action_view, view))
     for action in ("preempt", "cancel", "boost") if operator else ("cancel",):
         yield SystemCommand(
             f"{action} selected program",
@@ -52,6 +55,11 @@ def system_commands(app: DashboardActions, *, operator: bool = True) -> Iterator
             partial(app.action_act, action),
         )
     if operator:
+        yield SystemCommand(
+            "reconcile selected tool call",
+            "commit (the effect happened) or retry a tool call in doubt; asks first (x)",
+            app.action_reconcile,
+        )
         yield SystemCommand(
             "replay this window",
             "write the sparklines' window of traffic as a trace; show the bench command (w)",

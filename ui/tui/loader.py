@@ -30,15 +30,18 @@ from agentconsole.ui.tui.messages import (
     TenantsLoaded,
 )
 
-VIEWS = ("overview", "programs", "tenants", "kv", "audit", "events")
+VIEWS = ("overview", "programs", "tenants", "kv", "audit", "events", "tools")
 #: the door's read: no view of its own, the tenants view asks for it too (see ``DataSync``)
 DOOR = "door"
 
 
 AUDIT = "audit"
+#: the tool calls that need an operator: read by their own worker (``DataSync``), on the
+#: tools view, on a tool's feed event and on a slow timer (the top bar counts them)
+TOOLS = "tools"
 #: the reads only an operator key may make: refused to a tenant key (or an unknown one) once,
 #: then not asked again
-OPERATOR_READS = (DOOR, AUDIT)
+OPERATOR_READS = (DOOR, AUDIT, TOOLS)
 #: the reads each view shows, whose failure marks it stale (the events view shows the feed,
 #: whose state the top bar already says)
 VIEW_READS: dict[str, tuple[str, ...]] = {
@@ -48,6 +51,7 @@ VIEW_READS: dict[str, tuple[str, ...]] = {
     "kv": ("kv",),
     "audit": (AUDIT,),
     "events": (),
+    "tools": (TOOLS,),
 }
 
 
@@ -56,7 +60,7 @@ def program_read(program_id: str) -> str:
     return f"program {program_id}"
 
 
-def _operator_read(what: str, read: Callable[[], Message]) -> Message:
+def operator_read(what: str, read: Callable[[], Message]) -> Message:
     """``read()``, or :class:`ReadRefused` for a key that may not make it (403), a key the
     server does not know (401: the dashboard's key is fixed for its life, so asking again
     cannot succeed) or a server without it (404, an older version): an answer to remember,
@@ -74,8 +78,8 @@ def _reader(api: ConsoleApi, what: str, all_states: bool) -> Callable[[], Messag
         "programs": lambda: ProgramsLoaded(api.programs(None if all_states else "running")),
         "tenants": lambda: TenantsLoaded(api.tenants()),
         "kv": lambda: KVLoaded(api.kv()),
-        AUDIT: lambda: _operator_read(AUDIT, lambda: AuditLoaded(api.audit())),
-        DOOR: lambda: _operator_read(DOOR, lambda: DoorLoaded(api.door())),
+        AUDIT: lambda: operator_read(AUDIT, lambda: AuditLoaded(api.audit())),
+        DOOR: lambda: operator_read(DOOR, lambda: DoorLoaded(api.door())),
     }
     return readers.get(what)
 
@@ -89,7 +93,8 @@ def load(
 ) -> list[Message]:
     """Fetch ``wanted`` reads (view names) and the detail of ``program_id``.
 
-    Unknown names are ignored (``events`` needs no read: the feed brings them). ``door`` is
+    Unknown names are ignored (``events`` needs no read: the feed brings them; ``tools`` is
+    read by its own worker, ``DataSync.read_tool_calls``). ``door`` is
     the admission door's read; ``door`` and ``audit`` answer :class:`ReadRefused` when the key
     may not make them.
     """

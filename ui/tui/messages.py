@@ -15,6 +15,7 @@ from textual.message import Message
 from agentconsole.ui.client.door import Door
 from agentconsole.ui.client.models import AuditEntry, KVState, Overview, PolicyChoices, TenantRow
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage
+from agentconsole.ui.client.toolcalls import ToolCallBoard
 from agentconsole.ui.client.whatif import WindowReplay
 
 
@@ -93,8 +94,19 @@ class DoorLoaded(Message):
 
 
 @dataclass
+class ToolCallsLoaded(Message):
+    """A fresh read of the tool calls that need an operator and the side effects running."""
+
+    board: ToolCallBoard
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ToolCallsLoaded)
+
+
+@dataclass
 class ReadRefused(Message):
-    """The server refused an operator read (``what``: the door, the audit log) to this key
+    """The server refused an operator read (``what``: the door, the audit log, the tool calls)
+    to this key
     (``status`` 403: it shows every tenant's figures and actions, so it is the operator's;
     401: the server knows no such key) or has none (404: an older server); the dashboard
     hides it and does not ask again."""

@@ -14,8 +14,29 @@ def _n(body: Any, key: str) -> int:
     return len(value) if isinstance(value, Sized) and not isinstance(value, str) else 0
 
 
-def describe(result: ActionResult) -> str:
-    """``cancelled prog-1: 2 calls aborted, 1 tool interrupted`` and the like."""
+#: how many of a cancel's side-effecting tools the notice names
+NAMED_TOOLS = 3
+
+
+def still_running(body: Any, *, operator: bool = True) -> str:
+    """What a cancel did to its side-effecting tools (``flagged_tools``, their nodes): it let
+    them run on, since an effect must not be cut half way; each commits when it ends, or, when
+    its end leaves the effect in doubt, waits for an operator (the tools view, which a
+    tenant's key is not offered)."""
+    nodes = list(j.strings(body.get("flagged_tools")))
+    named = ", ".join(nodes[:NAMED_TOOLS]) + (
+        f" and {len(nodes) - NAMED_TOOLS} more" if len(nodes) > NAMED_TOOLS else ""
+    )
+    doubt = "is listed in 7 tools to reconcile" if operator else "waits for an operator"
+    return (
+        f"side-effecting tools still running: {named} (they finish and commit; one whose "
+        f"effect ends in doubt {doubt})"
+    )
+
+
+def describe(result: ActionResult, *, operator: bool = True) -> str:
+    """``cancelled prog-1: 2 calls aborted, 1 tool interrupted`` and the like; ``operator``:
+    whether the key may see the tool calls in doubt (a tenant's may not)."""
     body, pid = result.body, result.program_id
     if result.action == "cancel":
         text = f"cancelled {pid}: {_n(body, 'aborted_calls')} calls aborted"
@@ -24,7 +45,7 @@ def describe(result: ActionResult) -> str:
         if tools:
             text += f", {tools} tools interrupted"
         if flagged:
-            text += f", {flagged} side-effecting tools flagged"
+            text += "; " + still_running(body, operator=operator)
         return text
     if result.action == "preempt":
         calls = _n(body, "preempted_calls") or _n(body, "requeued_calls")

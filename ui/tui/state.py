@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from agentconsole.ui.client.door import Door
 from agentconsole.ui.client.models import AuditEntry, FeedEvent, KVState, Overview, TenantRow
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
+from agentconsole.ui.client.toolcalls import ToolCallBoard
 
 TERMINAL_KINDS = {
     "program.finished": "finished",
@@ -59,6 +60,9 @@ class DashboardState:
         self.door: Door | None = None
         self.kv: KVState | None = None
         self.audit: list[AuditEntry] = []
+        #: the tool calls that need an operator and the side effects running; None until
+        #: read, and for a key the server refuses them
+        self.tool_calls: ToolCallBoard | None = None
         self.events: deque[FeedEvent] = deque(maxlen=TAIL)
         self.events_seen = 0
         self.feed_live = False

@@ -11,16 +11,23 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from textual.app import App
 
 from agentconsole.httpclient import ApiError, PermissionDeniedError
 from agentconsole.ui.client.feed import EventBatch, FeedStatus, OverviewTick
 from agentconsole.ui.client.http import ConsoleApi
+from agentconsole.ui.client.toolcalls import (
+    ProgramTenants,
+    ToolCall,
+    describe_reconciled,
+    read_board,
+)
 from agentconsole.ui.client.whatif import chart_window
 from agentconsole.ui.tui import messages as m
 from agentconsole.ui.tui.feedbuffer import FeedBuffer
-from agentconsole.ui.tui.loader import DOOR, load
+from agentconsole.ui.tui.loader import DOOR, TOOLS, load, operator_read
 from agentconsole.ui.tui.outcome import describe
 
 #: the status of an operator route refused to a tenant's key
@@ -48,6 +55,15 @@ class DataSync:
         #: Fixed for the app's life as the key is; the operator controls then hide, so a
         #: tenant is not offered buttons that each fail and write an audit row.
         self.tenant_key = False
+        #: whether ``learn_role`` has had its answer (or none): the tool calls are not read
+        #: before, so a key the server names a tenant's never asks for them
+        self.role_known = False
+        #: each in-doubt call's tenant, by its program (read once a program)
+        self.tool_tenants = ProgramTenants(
+            lambda program_id: api.program(program_id).summary.tenant
+        )
+        self._reading_tools = False
+        self._tools_again = False
 
     @property
     def busy(self) -> bool:
@@ -110,13 +126,70 @@ class DataSync:
 
         def run() -> None:
             try:
-                identity = self.api.whoami()
+                if not self.api.whoami().operator:
+                    self._found_tenant_key()
             except ApiError:
-                return
-            if not identity.operator:
-                self._found_tenant_key()
+                pass  # the 403 of the first operator read tells instead
+            self.app.call_from_thread(self._role_learned)
 
         self.app.run_worker(run, thread=True, group="role", exit_on_error=False)
+
+    def _role_learned(self) -> None:
+        self.role_known = True
+        self.read_tool_calls()
+
+    def read_tool_calls(self) -> None:
+        """Read the tool calls that need an operator and the side effects running, on a worker
+        of their own (the top bar counts them whatever the view shows, and a tool's feed
+        event asks for them): one read in flight, at most one more asked for meanwhile.
+        Never for a key known to be a tenant's (each refusal is an audit row), nor before
+        :meth:`learn_role` has told whose key it is."""
+        if not self.role_known or self.tenant_key or TOOLS in self.refused:
+            return
+        if self._reading_tools:
+            self._tools_again = True
+            return
+        self._reading_tools = True
+        self.app.run_worker(self._read_tools, thread=True, group="tools", exit_on_error=False)
+
+    def _read_tools(self) -> None:
+        try:
+            try:
+                board = partial(read_board, self.api.tool_calls, self.tool_tenants)
+                message = operator_read(TOOLS, lambda: m.ToolCallsLoaded(board()))
+            except ApiError as error:
+                message = m.LoadFailed(TOOLS, str(error))
+            if isinstance(message, m.ReadRefused):
+                self.refused.add(TOOLS)  # before the next read can ask again, as ``_poll``
+                if message.status == FORBIDDEN:
+                    self._found_tenant_key()
+            self.app.post_message(message)
+        finally:
+            self.app.call_from_thread(self._tools_read)
+
+    def _tools_read(self) -> None:
+        self._reading_tools = False
+        if self._tools_again:
+            self._tools_again = False
+            self.read_tool_calls()
+
+    def reconcile(self, call: ToolCall, action: str, result: Any = None) -> None:
+        """Settle ``call`` on a worker: ``commit`` with ``result`` (the effect happened) or
+        ``retry`` (one more execution); what the server did, or its refusal (a call another
+        operator settled meanwhile: 409), comes as :class:`~m.ActionDone`."""
+
+        def run() -> None:
+            try:
+                self.api.reconcile(call.tool_call_id, action, result)
+                text = describe_reconciled(action, call)
+                self.app.post_message(m.ActionDone("reconcile", call.program_id, True, text))
+            except ApiError as error:
+                if isinstance(error, PermissionDeniedError):
+                    self._found_tenant_key()
+                text = f"{action} {call.program_id}/{call.node_id} {call.tool}: {error.message}"
+                self.app.post_message(m.ActionDone("reconcile", call.program_id, False, text))
+
+        self.app.run_worker(run, thread=True, group="actions", exit_on_error=False)
 
     def load_policy_choices(self) -> None:
         """Read the server's policy names on a worker, for the switch dialog; they come as
@@ -153,7 +226,8 @@ class DataSync:
         def run() -> None:
             try:
                 result = self.api.act(action, program_id)
-                self.app.post_message(m.ActionDone(action, program_id, True, describe(result)))
+                text = describe(result, operator=not self.tenant_key)
+                self.app.post_message(m.ActionDone(action, program_id, True, text))
             except ApiError as error:
                 if action == "cancel":  # the program's own route: a 403 there is no key's
                     self.app.post_message(m.ActionDone(action, program_id, False, error.message))

@@ -13,12 +13,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 HELP = """\
-[b]Views[/b]      1 overview  2 programs  3 tenants  4 kv  5 audit  6 events
+[b]Views[/b]      1 overview 2 programs 3 tenants 4 kv 5 audit 6 events 7 tools
 [b]Commands[/b]   :  command palette (views, actions, drain, policy, program)
 [b]Programs[/b]   enter open  / filter (! inverts)  s sort  S reverse  a running/all
 [b]Actions[/b]    p preempt    c cancel (asks first)  b boost
            w replay this window (trace + bench command)
            m model compatibility (which served models could share KV)
+[b]Tools[/b]      enter (or x) reconcile the call in doubt: commit or retry (asks)
 [b]Detail[/b]     t DAG/timeline   z zoom bars to the rows on screen   escape back
 [b]Other[/b]      r refresh now    ? this help        q quit
 

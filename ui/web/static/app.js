@@ -16,6 +16,9 @@
     programs: new Map(), programsTotal: 0, programsVersion: 0, scope: "running",
     filter: "", sort: { col: "program_id", dir: 1 },
     detailId: null, detail: null, tenants: [], door: null, refused: {}, kv: null, audit: [],
+    // the tool calls that need an operator and the side effects running (tools.js): null
+    // until read, and for a key that may not read them
+    toolCalls: null,
     events: [], eventsSeen: 0, lastSeq: null, feedLife: null, view: "overview", tailPaused: false,
     stats: { updates: [], batches: 0, polls: 0, pausedPolls: 0 },
     // the server refused this key (401): no read is sent again until the key changes (every
@@ -26,6 +29,9 @@
     tenantKey: false,
     // settles once ``/v1/whoami`` answered (or failed): operator reads wait for it
     role: Promise.resolve(),
+    // ``/v1/whoami`` said the key is an operator's: the reads no view asked for (the Tools
+    // tab's count) are made only then, never as a probe a tenant's key would be refused
+    operatorKey: false,
     // ``GET /v1/operator/policy``: the names the policy switch offers (null: none published)
     policyChoices: null,
     // which key every read and the feed were sent under: bumped when the key changes, so an
@@ -76,17 +82,19 @@
     return { status: e.status || 0, message: e.message || String(e), at: Date.now() / 1000 };
   }
 
-  // An operator read (the door, the audit log): null once refused to this key (403), and then
+  // An operator read (the door, the audit log, the tool calls): null once refused to this key
+  // (403), and then
   // not asked again until the key changes; each refused call is a row in the server's audit.
   // A key the server does not know (401) stops every poll instead (see ``poll``). Any other
   // failure is a failed read (the view keeps its last answer, marked stale).
   const REFUSED = {};  // what an operator read answers a key the server refused it (403)
+  // ``path`` may be a function that makes the read's requests itself (the tool calls: two).
   function operatorRead(what, path, apply) {
     if (state.refused[what]) { apply(null); return Promise.resolve(); }
     // the key's role first (``learnRole``): a tenant's key never asks, so never meets a 403
     const ask = () => state.role.then(() => {
       if (state.tenantKey) return REFUSED;
-      return AC.api(path);
+      return typeof path === "function" ? path() : AC.api(path);
     }).catch((e) => {
       if (e.status === 403) return REFUSED;
       throw e;
@@ -96,6 +104,8 @@
       apply(body === REFUSED ? null : body);
     });
   }
+
+  AC.operatorRead = operatorRead;
 
   AC.setKey = function (key) {
     if (key) sessionStorage.setItem("agentconsole-key", key);
@@ -125,6 +135,8 @@
     state.door = null;
     state.kv = null;
     state.audit = [];
+    state.toolCalls = null;
+    AC.tools.forget();
     state.failed = {};
     // the tail and the feed's cursor start afresh too
     state.events = [];
@@ -133,6 +145,7 @@
     state.feedLife = null;
     // another key may be an operator's: its controls are offered until a 403 says otherwise
     state.tenantKey = false;
+    state.operatorKey = false;
     AC.views.tenantKey(false);
     AC.views.forget();
   }
@@ -148,6 +161,8 @@
     state.role = AC.api("/v1/whoami").then((me) => {
       if (gen !== state.keyGen) return;
       if (!me.operator) { foundTenantKey(); return; }
+      state.operatorKey = true;
+      AC.tools.read(true);  // the Tools tab's count, whatever the view
       return AC.api("/v1/operator/policy").then((choices) => {
         if (gen !== state.keyGen) return;
         state.policyChoices = choices;
@@ -195,6 +210,13 @@
     return body;
   };
 
+  // An operator action's outcome: kept (the last OUTCOMES), and told in a toast.
+  AC.outcome = function (outcome) {
+    state.outcomes.push(outcome);
+    if (state.outcomes.length > OUTCOMES) state.outcomes.shift();
+    AC.views.toast(outcome.text, !outcome.ok, outcome.warn);
+  };
+
   // A boost sends no body: the server's default amount, as the dashboard does; the toast
   // says the amount the server applied. A cancel goes to the program's own route: with an
   // operator key the server makes it the operator cancel (audited alike), and a tenant's key
@@ -206,7 +228,7 @@
       const body = await AC.api(base + encodeURIComponent(programId) + "/" + action,
         { method: "POST", body: action === "boost" ? undefined : {} });
       const text = AC.views.describe(action, programId, body);
-      outcome = { action, programId, ok: true, text, warn: AC.views.inDoubt(action, body) };
+      outcome = { action, programId, ok: true, text, warn: AC.views.sideEffectsRunning(action, body) };
     } catch (e) {
       outcome = { action, programId, ok: false, text: action + " " + programId + ": " + e.message };
     }
@@ -385,6 +407,8 @@
     // only the open program's screen re-reads on its news: the detail id outlives the screen,
     // and a poll from the list would read every page of the list for one program's event
     if (touched && state.view === "program") reloadDetailSoon();
+    // a tool ended (in doubt, perhaps) or a side effect started: the tool calls are read again
+    AC.tools.onEvents(events);
     schedule("batch");
   }
 
@@ -446,6 +470,7 @@
         jobs.push(operatorRead("door", "/v1/operator/door", (d) => { state.door = d; }));
       }
       if (view === "kv") jobs.push(read("kv", () => AC.api("/v1/kv"), (b) => { state.kv = b; }));
+      if (view === "tools") jobs.push(AC.tools.read());
       if (view === "audit") {
         jobs.push(operatorRead("audit", "/v1/operator/audit?limit=200", (b) => { state.audit = b ? b.actions || [] : []; }));
       }
@@ -513,7 +538,7 @@
       }
     } else {
       const view = hash.replace(/^#\/?/, "") || "overview";
-      state.view = ["overview", "programs", "tenants", "kv", "audit", "events"].includes(view) ? view : "overview";
+      state.view = ["overview", "programs", "tenants", "kv", "audit", "events", "tools"].includes(view) ? view : "overview";
     }
     AC.views.show(state.view);
     poll(true);
@@ -528,5 +553,6 @@
     route();
     runFeed();
     setInterval(poll, 1000);
+    AC.tools.start();
   });
 })();

@@ -74,16 +74,24 @@
     setTimeout(() => t.remove(), 6000);
   };
   const listed = (body, k) => (Array.isArray(body && body[k]) ? body[k].length : 0);
-  // A cancel interrupts read-only tools but lets side-effecting ones finish and commit, or
-  // flags them ``needs_reconcile``: whether their effect happened is then in doubt, and the
-  // operator must hear it (as the dashboard says it).
-  views.inDoubt = (action, body) => action === "cancel" && listed(body, "flagged_tools") > 0;
+  // A cancel interrupts read-only tools but lets side-effecting ones run on (``flagged_tools``,
+  // their nodes): an effect is not cut half way. Each commits when it ends; only one whose end
+  // leaves its effect in doubt waits for an operator, in the Tools view (as the dashboard says).
+  views.sideEffectsRunning = (action, body) => action === "cancel" && listed(body, "flagged_tools") > 0;
+  const NAMED_TOOLS = 3;
+  function stillRunning(nodes) {
+    const named = nodes.slice(0, NAMED_TOOLS).join(", ") +
+      (nodes.length > NAMED_TOOLS ? " and " + (nodes.length - NAMED_TOOLS) + " more" : "");
+    // a tenant's key is not offered the Tools view: its in-doubt calls wait for an operator
+    const doubt = AC.state.tenantKey ? "waits for an operator" : "is listed under Tools to reconcile";
+    return "side-effecting tools still running: " + named + " (they finish and commit; one whose " +
+      "effect ends in doubt " + doubt + ")";
+  }
   views.describe = function (action, id, body) {
     const n = (k) => listed(body, k);
     if (action === "cancel") {
       let text = "cancelled " + id + ": " + n("aborted_calls") + " calls aborted, " + n("interrupted_tools") + " tools interrupted";
-      const flagged = n("flagged_tools");
-      if (flagged) text += ", " + flagged + " side-effecting tool calls flagged: their effect is in doubt, reconcile them";
+      if (n("flagged_tools")) text += "; " + stillRunning(body.flagged_tools.map(String));
       return text;
     }
     if (action === "preempt") return "preempted " + id + ": " + (n("preempted_calls") || n("requeued_calls")) + " running calls requeued";
@@ -164,7 +172,7 @@
   // Views fed by polled objects redraw only when a new object arrives (the tenants view has
   // two reads, either of which may fail while the other succeeds).
   const SOURCES = { overview: (st) => [st.overview], tenants: (st) => [st.tenants, st.door], kv: (st) => [st.kv],
-    audit: (st) => [st.audit] };
+    audit: (st) => [st.audit], tools: (st) => [st.toolCalls, st.refused.tools] };
   const drawn = {};
   views.render = function (view) {
     const st = AC.state;
@@ -183,18 +191,21 @@
     else if (view === "kv") renderKV(st);
     else if (view === "audit") renderAudit(st);
     else if (view === "events") renderTail(st);
+    else if (view === "tools") AC.tools.render(st);
   };
 
   // -- stale marker: a view whose last read failed says so, with the server's message, and
   // that what it shows is the last good read (or nothing); cleared by the next success ------
   const READS = { overview: ["overview"], programs: ["programs"], program: ["detail"], tenants: ["tenants", "door"],
-    kv: ["kv"], audit: ["audit"], events: [] };
+    kv: ["kv"], audit: ["audit"], events: [], tools: ["tools"] };
   // whether a read's last good answer is still on screen (none after a key change, or before
   // any answer: the marker must not claim one is shown)
   const SHOWN = { overview: (st) => !!st.overview, programs: (st) => st.programs.size > 0, detail: (st) => !!st.detail,
-    tenants: (st) => st.tenants.length > 0, door: (st) => !!st.door, kv: (st) => !!st.kv, audit: (st) => st.audit.length > 0 };
+    tenants: (st) => st.tenants.length > 0, door: (st) => !!st.door, kv: (st) => !!st.kv, audit: (st) => st.audit.length > 0,
+    tools: (st) => !!st.toolCalls };
   const READ_NAMES = { overview: "the overview", programs: "the program list", detail: "the program",
-    tenants: "the tenants", door: "the admission door", kv: "the KV tiers", audit: "the audit log" };
+    tenants: "the tenants", door: "the admission door", kv: "the KV tiers", audit: "the audit log",
+    tools: "the tool calls" };
   function stale(st, view) {
     const lines = (READS[view] || []).filter((name) => st.failed[name]).map((name) => {
       const f = st.failed[name];
@@ -570,6 +581,8 @@
     dialog.onclose = () => { if (dialog.returnValue === "yes") onYes(); };
     dialog.showModal();
   }
+
+  views.confirm = confirm;
 
   views.confirmCancel = function (programId) {
     confirm("Cancel program " + programId + "? Its running calls are aborted, " +
