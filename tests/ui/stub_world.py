@@ -498,6 +498,7 @@ class StubWorld:
                     "aborted_calls": [n.node_id for n in active if n.kind == "llm"],
                     "interrupted_tools": [n.node_id for n in active if n.kind == "tool"],
                     "flagged_tools": [],
+                    "running_tools": [],
                 }
             elif action == "preempt":
                 calls = [n for n in active if n.kind == "llm" and n.state == "running"]

@@ -54,6 +54,7 @@ def _assert_answered_as_in_memory(c: httpx.Client) -> None:
         "aborted_calls": [],
         "interrupted_tools": [],
         "flagged_tools": [],
+        "running_tools": [],
     }
     _conflict(c.post("/v1/programs/k4/cancel"))
     for program_id in ENDED:
