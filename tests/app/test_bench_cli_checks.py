@@ -6,7 +6,9 @@ carries the tables the terminal printed."""
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -224,6 +226,36 @@ def test_stock_sglang_takes_no_placement_or_cross_model_kv_from_the_flags(
     stock, ours = configs.seen
     assert (stock.routing, stock.engine.cross_model.name) == ("round-robin", "none")
     assert (ours.routing, ours.engine.cross_model.name) == ("affinity", "shared-prefill")
+
+
+def test_no_collection_runs_while_a_run_is_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One pause of the collector over the run, its metrics and the report
+    (app/bench/runner.py): a collection between them scanned every object of the run, all
+    still in use (0.3 s of a 3-s simulated hour)."""
+    runs: list[weakref.ref[Any]] = []
+    real = simulation.Simulation
+
+    def tracked(programs: Any, cost: Any, config: SimConfig) -> Any:
+        run = real(programs, cost, config)
+        runs.append(weakref.ref(run))
+        return run
+
+    monkeypatch.setattr(runner, "Simulation", tracked)
+    during_run: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and any(run() is not None for run in runs):
+            during_run.append(info["generation"])
+
+    gc.callbacks.append(record)
+    try:
+        report = run_one(BenchSetup(programs=40), "cp-cache", "keep")
+    finally:
+        gc.callbacks.remove(record)
+    assert report["finished"] > 0
+    assert runs
+    assert during_run == []
+    assert gc.isenabled()
 
 
 # -- 3. bad --models texts ----------------------------------------------------------------------
