@@ -1,15 +1,17 @@
 """Request bodies of the API (pydantic, validated at the edge; 422 names the bad field).
 
-The chat request follows OpenAI's (unknown OpenAI fields such as ``seed`` or ``user`` are
-accepted and ignored, since ignoring them changes no answer); what the server reads but cannot
-honour is refused, never ignored (422 naming the field, as ``n`` above 1): a
-``response_format`` other than ``text``, ``logprobs``/``top_logprobs``, content parts other
-than text, the legacy ``functions``/``function_call``, ``audio`` and ``modalities`` other than
-text. What the engine can do is honoured: ``frequency_penalty``, ``presence_penalty`` and
-``logit_bias`` (within OpenAI's bounds; a ``logit_bias`` token id the served model's vocabulary
-does not have is refused by the intake, which knows the model). Every agentconsole body is
-strict (unknown fields are refused). Every body is validated in strict mode (no string or
-boolean where a number is expected, no float where an integer is) and every number is bounded.
+The chat request follows OpenAI's (unknown OpenAI fields such as ``seed``, ``user``,
+``prediction`` or ``reasoning_effort`` are accepted and ignored: docs/API.md says what each
+loses); what the server reads but cannot honour is refused, never ignored (422 naming the
+field, as ``n`` above 1): a ``response_format`` other than ``text``,
+``logprobs``/``top_logprobs``, content parts other than text, the legacy
+``functions``/``function_call``, ``audio``, ``modalities`` other than text and
+``web_search_options``. What the engine can do is honoured: ``frequency_penalty``,
+``presence_penalty`` and ``logit_bias`` (within OpenAI's bounds; a ``logit_bias`` token id the
+served model's vocabulary does not have is refused by the intake, which knows the model).
+Every agentconsole body is strict (unknown fields are refused). Every body is validated in
+strict mode (no string or boolean where a number is expected, no float where an integer is)
+and every number is bounded.
 The published OpenAPI schema is these models' own JSON Schema (``contract.py``), so what the
 schema allows is what the server accepts; the one rule a JSON Schema cannot say (a named
 ``tool_choice`` must be among ``tools``) is a 422 naming ``tool_choice``.
@@ -245,6 +247,10 @@ _NO_FUNCTION_CALL = (
     " 'tool_choice')"
 )
 _NO_AUDIO = "is not supported: this server answers text only (leave audio out)"
+_NO_WEB_SEARCH = (
+    "is not supported: this server does not search the web (leave web_search_options out; give"
+    " the model a search tool in 'tools' instead)"
+)
 
 
 def _text_modalities(value: object) -> object:
@@ -339,7 +345,7 @@ class ChatCompletionRequest(_Generation):
     """``POST /v1/chat/completions``: OpenAI's chat request plus agentconsole extras (what it
     cannot honour is refused, 422: ``n`` above 1, a ``response_format`` other than text,
     ``logprobs``, content parts other than text, ``functions``/``function_call``, ``audio``,
-    ``modalities`` other than text)."""
+    ``modalities`` other than text, ``web_search_options``)."""
 
     messages: Annotated[list[Message], Field(min_length=1, max_length=10_000)]
     max_completion_tokens: TokenCount | None = None
@@ -357,6 +363,10 @@ class ChatCompletionRequest(_Generation):
     functions: Annotated[None, Unsupported(_NO_FUNCTIONS)] = None
     function_call: Annotated[None, Unsupported(_NO_FUNCTION_CALL)] = None
     audio: Annotated[None, Unsupported(_NO_AUDIO)] = None
+    #: OpenAI's built-in web search: an answer without the search (and its citations) asked
+    #: for would read as one made with it. ``prediction`` (predicted outputs: a speed-up that
+    #: changes no answer) and ``reasoning_effort`` are accepted and ignored, as unknown fields
+    web_search_options: Annotated[None, Unsupported(_NO_WEB_SEARCH)] = None
     modalities: Annotated[
         Annotated[list[Literal["text"]], Field(max_length=1)] | None,
         BeforeValidator(_text_modalities),

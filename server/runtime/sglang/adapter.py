@@ -12,7 +12,9 @@ Abort goes by exact rid through the tokenizer manager (SGLang ignores unknown or
 and does not abort when a task is cancelled, so every rid is tracked here) and returns once
 the engine sent the request's final chunk. The engine is started in a worker thread (the
 server's loop keeps answering) with its processes and signal handling kept in bounds by
-``processes``; ``stop`` ends only the engine's own processes.
+``processes``; ``stop`` ends only the engine's own processes. A request SGLang refuses as
+malformed before queueing it (``ValueError`` from ``generate_request``) ends as its own 400
+abort of a call does (:func:`refuse`), not as a failure of the engine.
 
 Data parallelism (``EngineSettings.dp > 1``, ``dataparallel``): SGLang runs ``dp_size`` ranks;
 each program call is placed on a rank by the KV-aware router score and sent with
@@ -298,13 +300,21 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
             if call.aborting:
                 return
             obj = self._request(call.request, kind, call.rank)
-            async for chunk in self.engine.tokenizer_manager.generate_request(obj, None):
-                # telemetry first: its call.scheduled precedes the reader's call.first_token,
-                # which feeding the chunk emits (the reader listens in this task)
-                self.telemetry.on_chunk(call, chunk)
-                call.feed(chunk)
-                self._served_on(call, call.meta)
-                self._last_output = time.time()
+            streamed = False
+            try:
+                async for chunk in self.engine.tokenizer_manager.generate_request(obj, None):
+                    streamed = True
+                    # telemetry first: its call.scheduled precedes the reader's
+                    # call.first_token, which feeding the chunk emits (the reader listens in
+                    # this task)
+                    self.telemetry.on_chunk(call, chunk)
+                    call.feed(chunk)
+                    self._served_on(call, call.meta)
+                    self._last_output = time.time()
+            except ValueError as refused:
+                if streamed:
+                    raise
+                refuse(call, refused)
         except asyncio.CancelledError:
             raise
         except Exception as err:
@@ -436,6 +446,18 @@ def create_runtime(options: RuntimeOptions) -> SGLangRuntime:
 
 
 __all__ = ["SGLangRuntime", "create_runtime", "default_model_dir"]
+
+
+def refuse(call: SGLangStream, refused: ValueError) -> None:
+    """End ``call`` as SGLang's own 400 abort of it: SGLang 0.5.23's tokenizer manager raises
+    ``ValueError`` from ``generate_request`` for a request it finds malformed before it is
+    queued (``SamplingParams.verify``/``normalize``, its length and field checks), the very
+    refusal it streams as an abort with status 400 once queued, and its own HTTP server answers
+    400 with that message. So the call ends refused with SGLang's message (the client's 400,
+    never retried; its node's attempt fails, the program goes on), not failed (a 503 to retry,
+    which would be refused alike)."""
+    message = str(refused) or type(refused).__name__
+    call.meta = {"finish_reason": {"type": "abort", "status_code": 400, "message": message}}
 
 
 def _close_zmq(*owners: object) -> None:

@@ -19,9 +19,11 @@ a local copy of the model's tokenizer and chat template, for rendering prompts).
   the rid ignores it. It is repeated until the call's stream ends, since a worker drops an
   abort for a rid it has not registered yet. An operator preempt retracts the batch of the
   worker running the call only (when known), and reports whether any worker retracted.
-* The context length is the workers' (``max_context_tokens``), so the intake refuses a prompt
-  over it before sending; a request the router or a worker refuses as faulty (400) ends as
-  the in-process engine's own abort of a call does (``engine_abort_status``), not as a failure.
+* The context length is the workers' (``max_context_tokens``) and the vocabulary the local
+  model folder's config (``vocab_size``), so the intake refuses a prompt over the one and a
+  ``logit_bias`` id past the other before sending; a request the router or a worker refuses
+  as faulty (400) ends as the in-process engine's own abort of a call does
+  (``engine_abort_status``), not as a failure.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -70,6 +73,7 @@ from agentconsole.server.runtime.sglang.status import Placement, SchedulerStatus
 from agentconsole.server.runtime.sglang.stream import SGLangStream
 from agentconsole.server.runtime.sglang.telemetry import Telemetry
 
+logger = logging.getLogger("agentconsole.sglang.cluster")
 _GET_TOKENIZER = "sglang.srt.utils.hf_transformers.tokenizer:get_tokenizer"
 _ABORT_RETRY_S = 0.2
 _ABORT_DEADLINE_S = 30.0
@@ -119,6 +123,7 @@ class RouterRuntime(LiveControl, KVView):
         self._tokenizer: Any = None
         self._format: ChatFormat | None = None
         self._context_len: int | None = None
+        self._vocab_size: int | None = None
 
     @property
     def chat_format(self) -> ChatFormat:
@@ -133,8 +138,12 @@ class RouterRuntime(LiveControl, KVView):
 
     @property
     def vocab_size(self) -> int | None:
-        """None: the workers check ``logit_bias`` ids against their own model."""
-        return None
+        """The served model config's vocabulary size (``model_vocab_size`` of the local model
+        folder, read at start): the bound the workers check ``logit_bias`` ids against, so the
+        intake refuses an id past it with 422 before anything runs, as on the in-process
+        engine (a worker's own refusal comes only once the call is sent). None before start,
+        or when the folder holds no model config (then the workers' refusal stands)."""
+        return self._vocab_size
 
     def service_prior(self) -> ServicePrior | None:
         """None: the workers' speed is learned from the calls they serve."""
@@ -150,6 +159,7 @@ class RouterRuntime(LiveControl, KVView):
         self._format = await asyncio.to_thread(
             build_format, self._tokenizer, self.settings.tool_call_parser
         )
+        self._vocab_size = await asyncio.to_thread(model_vocab_size, self.settings.model_path)
         client = httpx.AsyncClient(
             base_url=self.cluster.router_url, timeout=httpx.Timeout(None, connect=5.0)
         )
@@ -349,6 +359,22 @@ class RouterRuntime(LiveControl, KVView):
             if present:
                 snap.tiers[f"{DEVICE_TIER}.rank{i}"] = merge_statuses(present).device_tier()
         return snap
+
+
+def model_vocab_size(model_path: Path) -> int | None:
+    """The vocabulary size of the model config in ``model_path``, read as SGLang's
+    ``ModelConfig.vocab_size`` is (the text model's config: a multimodal model's language
+    model); None when the folder has no readable config (a tokenizer-only copy)."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(str(model_path))
+    except (OSError, ValueError, KeyError) as error:
+        logger.warning("no model config in %s (logit_bias ids unchecked): %s", model_path, error)
+        return None
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    size = getattr(text, "vocab_size", None)
+    return size if isinstance(size, int) and size > 0 else None
 
 
 def _error_message(body: str) -> str:

@@ -1,0 +1,87 @@
+"""A request SGLang finds malformed before it queues it: its tokenizer manager raises
+``ValueError`` from ``generate_request`` (``SamplingParams.verify``, its field checks). The
+adapter ends the call as SGLang's own 400 abort of it, with SGLang's message (the client's
+400, not a 503 to retry), not as a failure. A fake engine here; the real one in
+``test_sglang_refusal``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentconsole.scheduler.runtime import GenerationRequest
+from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.api.callflow import engine_ended
+from agentconsole.server.live.calls import CallOutcome
+from agentconsole.server.live.errors import Unavailable
+from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
+from agentconsole.server.runtime.sglang.engine_config import EngineSettings
+
+
+class _Manager:
+    """A tokenizer manager whose ``generate_request`` raises ``error`` (after ``chunks``)."""
+
+    def __init__(self, error: Exception, chunks: int = 0) -> None:
+        self.error, self.chunks = error, chunks
+        self.rid_to_state: dict[str, Any] = {}
+
+    async def generate_request(self, obj: Any, request: Any) -> AsyncIterator[dict[str, Any]]:
+        for i in range(self.chunks):
+            yield {"text": "x" * (i + 1), "meta_info": {"completion_tokens": i + 1}}
+        raise self.error
+
+
+class _Engine:
+    def __init__(self, manager: _Manager) -> None:
+        self.tokenizer_manager = manager
+
+
+def _runtime(tmp_path: Path, manager: _Manager) -> SGLangRuntime:
+    rt = SGLangRuntime(EngineSettings(model_path=tmp_path, plugin=False), state_dir=tmp_path)
+    rt.engine = _Engine(manager)
+    return rt
+
+
+def _request(call_id: str = "p1/n1/0001") -> GenerationRequest:
+    ticket = CallTicket(call_id, "p1", "n1", "t1", arrival=0.0)
+    return GenerationRequest(ticket, "hello", max_tokens=8, cache_namespace="t1", prompt_ids=(1, 2))
+
+
+def test_a_value_error_before_any_chunk_ends_the_call_refused_with_sglangs_message(
+    tmp_path: Path,
+) -> None:
+    said = "min_p must be in [0, 1], got 1.5."
+    rt = _runtime(tmp_path, _Manager(ValueError(said)))
+
+    async def go() -> Any:
+        return await rt.submit(_request()).result()
+
+    result = asyncio.run(go())
+    assert result.finish_reason == "abort"
+    assert result.engine_abort_status == 400
+    assert result.engine_abort_message == said
+    assert (result.output_tokens, result.prefilled_tokens) == (0, 0)  # nothing ran
+    assert rt._calls == {}  # out of the books
+    refused = engine_ended(CallOutcome("abort", "", result))
+    assert not isinstance(refused, Unavailable)
+    assert (refused.status, refused.type, refused.retryable) == (400, "invalid_request", None)
+    assert said in str(refused)
+
+
+@pytest.mark.parametrize(
+    ("error", "chunks"),
+    [(RuntimeError("the scheduler died"), 0), (ValueError("mid-stream"), 2)],
+)
+def test_other_failures_still_fail_the_call(tmp_path: Path, error: Exception, chunks: int) -> None:
+    """Anything but SGLang's up-front refusal stays a failure (a 503 to retry)."""
+    rt = _runtime(tmp_path, _Manager(error, chunks))
+
+    async def go() -> None:
+        await rt.submit(_request()).result()
+
+    with pytest.raises(type(error)):
+        asyncio.run(go())
