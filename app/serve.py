@@ -318,6 +318,7 @@ def extensions(settings: Settings) -> list[Extension]:
         redaction=privacy.tool_data,
         tenant_redaction=dict(privacy.tenants),
         sandbox=settings.sandbox.config(),
+        tool_bounds=settings.limits.tool_bounds(),
     )
     return [GatewayExtension(gateway), ConsoleExtension()]
 

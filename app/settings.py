@@ -53,6 +53,7 @@ from agentconsole.server.gateway.sandbox_spec import (
     SandboxConfig,
     python_interpreter,
 )
+from agentconsole.server.gateway.toolbounds import DEFAULT_TOOL_BYTES, DEFAULT_TOOLS, ToolBounds
 from agentconsole.server.live.modeldesk import SelectionConfig
 from agentconsole.server.live.tenants import (
     DEFAULT_PROGRAM_EDGES,
@@ -404,6 +405,24 @@ class LimitsSection(_Section):
     """Tenant-level limits for every tenant (a tenant's programs together)."""
     tenants: dict[str, TenantLimitsSection] = Field(default_factory=dict)
     """Tenant-level limits of named tenants, replacing ``tenant`` for them."""
+    tenant_weights: dict[str, Annotated[float, Field(gt=0, le=1_000_000)]] = Field(
+        default_factory=dict
+    )
+    """Tenant -> its weight in the shares between tenants (default 1 for a tenant not named):
+    the engines' fairness guard shares service by them (a tenant below its weighted share of
+    recent service goes first), and the admission door shares program starts by them (of the
+    KV memory started programs hold). A tenant of weight 2 is due twice the share of one of
+    weight 1. Given to the runtime as ``runtime.extra.fairness.tenant_weights``, over any
+    weight named there for the same tenant."""
+    tools: int = Field(default=DEFAULT_TOOLS, ge=1)
+    """Tools one tenant may have registered at once (``POST /v1/tools``); a new one past it
+    gets 429 ``tenant_limit`` (replacing or deleting one of its tools still passes). Each is
+    held in memory, compiled, while it is registered. Platform tools are not counted."""
+    tool_bytes: int = Field(default=DEFAULT_TOOL_BYTES, ge=1024)
+    """Bytes one tenant's tool definitions may take together, each counted as its stored row
+    (name, owner, schema and other fields as JSON text); a registration that would pass it
+    gets 429 ``tenant_limit`` (one that does not grow its tool always passes). Lowering it
+    below what a tenant holds deletes nothing."""
     metrics_snapshot_s: float = Field(default=10.0, gt=0)
     """How often the live metrics are sampled into the store's ``metric_snapshots`` table."""
     store_sync_s: float = Field(default=1.0, gt=0)
@@ -427,6 +446,10 @@ class LimitsSection(_Section):
     ``workload`` (else ``agent``) label, else of the label, else of all
     (``scheduler/doorline.py``); a short kind of agent does not wait behind every long one
     that came before it. False: first come first served."""
+
+    def tool_bounds(self) -> ToolBounds:
+        """The tool gateway's view of ``tools`` and ``tool_bytes``."""
+        return ToolBounds(tools=self.tools, tool_bytes=self.tool_bytes)
 
 
 class PrivacySection(_Section):
@@ -542,6 +565,11 @@ class Settings(BaseSettings):
             extra.setdefault("workers", list(runtime.workers))
         if runtime.router:
             extra.setdefault("router", runtime.router)
+        if limits.tenant_weights:
+            # the guard's weights, which serve's door also reads (``server.app.door_settings``)
+            fairness = dict(extra.get("fairness") or {})
+            weights = {**dict(fairness.get("tenant_weights") or {}), **limits.tenant_weights}
+            extra["fairness"] = {**fairness, "tenant_weights": weights}
         return ServerConfig(
             db_path=self.store.db,
             store_memory_limit=self.store.memory_limit.strip(),

@@ -31,6 +31,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.plugins.pydantic import PydanticPlugin
 from litestar.types import ControllerRouterHandler
 
+from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.runtime import Runtime
 from agentconsole.server.api.auth import KeyRing
@@ -123,12 +124,15 @@ def _audit_note(store: Store) -> Note:
 
 def door_settings(config: ServerConfig) -> DoorSettings:
     """The program door the service runs under ``config`` (its memory share is the door's
-    own default): what ``serve``'s banner describes."""
+    own default): what ``serve``'s banner describes. Its line shares starts between tenants
+    by the weights the runtime's fairness guard shares service by (``runtime_extra``'s
+    ``fairness``), as ``bench`` gives its door and its engines one config."""
     return DoorSettings(
         enabled=config.program_admission,
         wait_s=config.admission_wait_s,
         budget_tokens=config.admission_budget_tokens,
         shortest_first=config.admission_shortest_first,
+        fairness=FairnessConfig.of(config.runtime_extra.get("fairness")),
     )
 
 

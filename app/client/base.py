@@ -75,6 +75,7 @@ class ClientBase:
     register_tool = endpoint(calls.register_tool)
     tool_page = endpoint(calls.tool_page)
     list_tools = every_page(calls.list_tools, lambda page: page.tools)
+    delete_tool = endpoint(calls.delete_tool)
     call_tool = endpoint(calls.call_tool)
     tool_started = endpoint(calls.tool_started)
     tool_finished = endpoint(calls.tool_finished)

@@ -152,6 +152,15 @@ def list_tools(cursor: str | None = None) -> Call[ToolPage]:
     return tool_page(limit=LIST_PAGE, cursor=cursor)
 
 
+def delete_tool(name: str) -> Call[Tool]:
+    """Delete one of this key's tools (an operator key: a platform tool); answers the deleted
+    tool. Calls of it already running finish; later calls of the name raise
+    :class:`NotFoundError` (404), as for a name nobody registered. Deleting a name this key
+    has no tool of (gone already, another tenant's) raises :class:`NotFoundError` too; a
+    platform tool with a tenant key, :class:`PermissionDeniedError` (403)."""
+    return Call("DELETE", f"/v1/tools/{segment(name)}", Tool.parse)
+
+
 def call_tool(
     name: str, program_id: str, node_id: str, arguments: Mapping[str, Any], *, attempt: int = 1
 ) -> Call[ToolCallResult]:

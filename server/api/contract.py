@@ -12,10 +12,13 @@ Litestar generates the paths; this module makes the result say what the server d
 * streaming answers are documented as ``text/event-stream``; keyed operations carry the
   bearer security scheme (public ones: ``contract(public=True)``).
 
-Statuses of every operation: 503 (the connection limit, ``server.limit_concurrency``), and
-unless public 401; with a body 400 (malformed JSON), 413 and 422; with parameters 422; on
-``/v1/operator/*`` 403; plus the handler's own (:func:`contract`). Query and path parameters
-are published as declared (Litestar's ``oneOf [T, null]`` and lost zero bounds repaired).
+Statuses of every operation: 503 (the request slots of all tenants together,
+``server.limit_concurrency``, or a public route's pool), and unless public 401 and 429 (a
+tenant's share of the request slots, ``server.per_tenant_concurrency``: every keyed route
+counts against it, ``requestslots.py``); with a body 400 (malformed JSON), 413 and 422; with
+parameters 422; on ``/v1/operator/*`` 403; plus the handler's own (:func:`contract`). Query
+and path parameters are published as declared (Litestar's ``oneOf [T, null]`` and lost zero
+bounds repaired).
 ``tests/server/api/test_api_contract.py`` runs schemathesis against it.
 :func:`fix_options_allow` repairs Litestar's ``OPTIONS`` answers (a route extended by a
 second handler kept the first one's ``Allow``).
@@ -53,9 +56,13 @@ _REASONS = {
     413: "Body over the size limit",
     422: "Validation: ``field`` names the culprit",
     424: "The tool ran and failed",
-    429: "Quota or rate limit (``Retry-After`` when it will pass)",
+    429: (
+        "Quota or rate limit (``Retry-After`` when it will pass), or the tenant's share of the"
+        " server's request slots in use (``tenant_limit``, ``field``"
+        " ``server.per_tenant_concurrency``, ``Retry-After: 1``)"
+    ),
     503: (
-        "Unavailable: runtime starting, an operator's drain or connection limit"
+        "Unavailable: runtime starting, an operator's drain, every request slot in use"
         " (``Retry-After``), a write the dead store cannot record"
     ),
 }
@@ -137,7 +144,8 @@ def _operations(app: Litestar) -> Iterable[tuple[str, str, HTTPRouteHandler]]:
 def _statuses(path: str, operation: JSON, spec: Mapping[str, Any]) -> set[int]:
     statuses = {503, *spec.get("errors", ())}
     if not spec.get("public"):
-        statuses.add(401)
+        # every keyed request takes one of its tenant's request slots (``requestslots.py``)
+        statuses |= {401, 429}
     if operation.get("requestBody"):
         statuses |= {400, 413, 422}
     if operation.get("parameters"):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from agentconsole.server.gateway.redaction import Redaction
 from agentconsole.server.gateway.sandbox_spec import SandboxConfig
+from agentconsole.server.gateway.toolbounds import ToolBounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,8 @@ class GatewayConfig:
     tenant_redaction: Mapping[str, Redaction] = field(default_factory=dict)
     #: The ``sandbox`` executor's server-wide settings (interpreter, identity, parallelism).
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    #: What one tenant's tools may take (``limits.tools``, ``limits.tool_bytes``).
+    tool_bounds: ToolBounds = field(default_factory=ToolBounds)
 
     def private_urls_allowed(self, *, platform: bool) -> bool:
         """Whether an ``http`` tool may reach non-public addresses: a platform tool (an

@@ -35,6 +35,7 @@ from agentconsole.server.gateway.definition import ToolDefinition
 from agentconsole.server.gateway.egress import guarded_client
 from agentconsole.server.gateway.errors import (
     EgressRefused,
+    Forbidden,
     GatewayError,
     InProgress,
     InvalidArguments,
@@ -59,7 +60,11 @@ from agentconsole.server.gateway.ports import (
     port_errors,
     program_ended,
 )
-from agentconsole.server.gateway.registration import Registrant, parse_registration
+from agentconsole.server.gateway.registration import (
+    Registrant,
+    is_tool_name,
+    parse_registration,
+)
 from agentconsole.server.gateway.registry import CompiledTool, ToolPage, ToolRegistry
 from agentconsole.server.gateway.reports import AgentReports
 from agentconsole.server.gateway.request import CallRequest, parse_body, parse_call
@@ -114,7 +119,7 @@ class ToolGateway:
         self.config = config or GatewayConfig()
         self.sandbox = sandbox or Sandbox(self.config.sandbox)
         self.store = store
-        self.registry = ToolRegistry(store, stored)
+        self.registry = ToolRegistry(store, stored, self.config.tool_bounds)
         self.limits = ToolLimits(clock)
         self.audit = Auditor(store.writer, refusals)
         self.runner = Runner(store.intents, self.config)
@@ -202,6 +207,34 @@ class ToolGateway:
             },
         )
         return definition
+
+    async def delete(
+        self, tenant: str, operator: bool, name: str, *, actor: AuditActor | None = None
+    ) -> ToolDefinition:
+        """Delete a tool for ``DELETE /v1/tools/{name}``: a tenant key deletes its own tool,
+        an operator key the platform's. Returns the deleted definition once its delete is
+        durable. Raises (and audits) :class:`ToolNotFound` for a name the caller owns no
+        tool of (another tenant's tool answers as an unknown name, as a call does), and
+        :class:`Forbidden` for a platform tool a tenant sees. Calls already running finish;
+        every later call of the name is answered as for a name nobody registered."""
+        actor = actor or AuditActor.of_tenant(tenant, operator)
+        owner = "" if operator else tenant
+        try:
+            deleted = await self.registry.delete(owner, name) if is_tool_name(name) else None
+            if deleted is None:
+                if not operator and self.registry.resolve(tenant, name) is not None:
+                    raise Forbidden(
+                        f"tool {name!r} is a platform tool: only an operator key deletes it",
+                        field="name",
+                    )
+                raise ToolNotFound(f"no tool named {name[:64]!r} to delete", field="name")
+        except GatewayError as error:
+            self.audit.rejected(actor, "tool.delete", f"tool:{name}", error, {})
+            raise
+        self.audit.record(
+            actor, "tool.delete", f"tool:{deleted.name}", "ok", {"owner": deleted.tenant}
+        )
+        return deleted
 
     def tools(self, tenant: str, *, operator: bool) -> list[ToolDefinition]:
         """The tools ``tenant`` may see and call (operators: all)."""

@@ -100,6 +100,8 @@ PROGRAM_PARAM = {"program_id": ID}
 # 429: the tenant's bounds on its tools (``registry``) or its stored bytes
 REGISTER_CONTRACT = contract(403, 409, 429, body=REGISTER)
 LIST_CONTRACT = contract()
+# 403: a platform tool, with a tenant key; 404: no tool of the caller's of that name
+DELETE_CONTRACT = contract(403, 404)
 CALL_CONTRACT = contract(403, 404, 409, 424, 429, body=CALL)
 REPORT_STARTED_CONTRACT = contract(403, 404, 409, 429, body=STARTED, params=PROGRAM_PARAM)
 REPORT_FINISHED_CONTRACT = contract(403, 404, 409, 429, body=FINISHED, params=PROGRAM_PARAM)

@@ -1,11 +1,13 @@
 """The tool registry: definitions persisted in the store's ``tools`` table, served from a
 cache of compiled validators (a schema is compiled once, at registration or load).
 
-A tenant's tools are bounded in number and in bytes (:data:`MAX_TOOLS_PER_TENANT`,
-:data:`MAX_TOOL_BYTES_PER_TENANT`): every one is held in memory with its compiled validator
-for as long as the server runs, and there is no route to delete one, so without a bound one
-tenant's registrations would grow the server's memory and every listing without end. Platform
-tools (the operator's) are not bounded: they are the server's own configuration.
+A tenant's tools are bounded in number and in bytes (:class:`.toolbounds.ToolBounds`, the
+``limits.tools`` and ``limits.tool_bytes`` settings); deleting one of its tools gives its share
+back. Platform tools (the operator's) are not bounded: they are the server's own configuration.
+
+A deleted tool leaves the cache once its row's delete has committed: calls that already
+resolved it (running, or on their way to the executor) keep their definition and finish as
+they would have; every later call, report or listing sees the name as one nobody registered.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TypeVar
 
 from jsonschema.protocols import Validator
@@ -25,23 +28,15 @@ from agentconsole.server.gateway.definition import ToolDefinition
 from agentconsole.server.gateway.errors import InvalidTool, TenantLimitReached
 from agentconsole.server.gateway.ports import StoredBytes, port_errors
 from agentconsole.server.gateway.schema_rules import check_parameters_schema
+from agentconsole.server.gateway.toolbounds import ToolBounds
 from agentconsole.server.gateway.toolcursor import ToolCursor
 from agentconsole.server.store import Store, ToolRecord
+from agentconsole.server.store.sqlconn import SqlConnection
 
 log = logging.getLogger(__name__)
 #: a sort key of a listing: a name, or a ``(name, owner)``
 K = TypeVar("K", str, tuple[str, str])
 
-# Module constants, not settings, for now: they bound the server's memory rather than a
-# tenant's service, and app/settings.py was being reworked when they were added (moving them
-# under ``limits`` is a follow-up). Tests lower them by patching this module.
-#: tools one tenant may register: twice what a chat call may declare (OpenAI's API takes 128
-#: tools a request), far past any agent's toolset
-MAX_TOOLS_PER_TENANT = 256
-#: bytes of one tenant's tool definitions together (as :func:`stored_bytes` counts them): a
-#: 16 KiB schema for each of :data:`MAX_TOOLS_PER_TENANT` tools, or 64 tools at the largest
-#: body a registration may have (64 KiB); about twice this in memory once parsed
-MAX_TOOL_BYTES_PER_TENANT = 4 * 1024 * 1024
 #: what one page of ``GET /v1/tools`` holds at most, whatever its ``limit`` (at least one
 #: tool): 1,000 tools of 64 KiB would be a 64 MB answer
 MAX_PAGE_BYTES = 4 * 1024 * 1024
@@ -78,14 +73,18 @@ class ToolRegistry:
     """Every registered tool, keyed by ``(owner tenant, name)``; ``""`` owns platform tools.
 
     Only the ``serve`` process writes the table, so the cache is the truth once
-    :meth:`load` ran; a registration is in the cache only after it is durable. ``stored``:
-    the tenants' stored-bytes budgets, charged with each tenant's tool definitions (none: not
-    counted).
+    :meth:`load` ran; a registration is in the cache only after it is durable, and a deleted
+    tool leaves it only after its delete is. ``stored``: the tenants' stored-bytes budgets,
+    charged with each tenant's tool definitions (none: not counted). ``bounds``: what one
+    tenant's tools may take.
     """
 
-    def __init__(self, store: Store, stored: StoredBytes | None = None) -> None:
+    def __init__(
+        self, store: Store, stored: StoredBytes | None = None, bounds: ToolBounds | None = None
+    ) -> None:
         self._store = store
         self._stored = stored
+        self.bounds = bounds or ToolBounds()
         self._tools: dict[tuple[str, str], CompiledTool] = {}
         #: owner -> its tools' names, sorted (a page starts by bisection)
         self._names: dict[str, list[str]] = {}
@@ -94,7 +93,9 @@ class ToolRegistry:
         #: owner -> the stored bytes of its tools together
         self._bytes: dict[str, int] = {}
         # a registration checks the owner's bounds, then waits for its durable write: two at
-        # once could both pass the check, so they take turns (registrations are rare)
+        # once could both pass the check, so they take turns (registrations and deletes are
+        # rare; a delete takes its turn too, so a registration and a delete of one name
+        # commit, and reach the cache, in the order they were taken)
         self._writing = asyncio.Lock()
 
     def load(self) -> int:
@@ -153,27 +154,43 @@ class ToolRegistry:
                     self._stored.refund_bytes(definition.tenant, -growth)
         return definition
 
+    async def delete(self, owner: str, name: str) -> ToolDefinition | None:
+        """Delete ``owner``'s tool ``name`` (``""``: the platform's) durably, then stop serving
+        it, and give its share of the owner's bounds and stored bytes back. Returns the
+        deleted definition; ``None`` when ``owner`` has no tool of that name (nothing is
+        written). Calls that resolved the tool before keep it (see the module docstring)."""
+        async with self._writing:
+            compiled = self._tools.get((owner, name))
+            if compiled is None:
+                return None
+            await asyncio.wrap_future(self._store.writer.call(partial(_delete_row, owner, name)))
+            self._drop(owner, name)
+            if owner and self._stored is not None:
+                self._stored.refund_bytes(owner, compiled.stored_bytes)
+        return compiled.definition
+
     def _check_bounds(self, owner: str, compiled: CompiledTool, *, new: bool) -> None:
         count = len(self._names.get(owner, ()))
-        if new and count >= MAX_TOOLS_PER_TENANT:
+        max_tools, max_bytes = self.bounds.tools, self.bounds.tool_bytes
+        if new and count >= max_tools:
             raise TenantLimitReached(
                 f"tenant {owner!r} has {count} tools registered, its limit is "
-                f"{MAX_TOOLS_PER_TENANT}; replacing one of them still passes",
+                f"{max_tools} (limits.tools); replacing or deleting one of them still passes",
                 field="limits.tools",
-                limit=MAX_TOOLS_PER_TENANT,
+                limit=max_tools,
             )
         old = self._tools.get((owner, compiled.definition.name))
         held = self._bytes.get(owner, 0) - (old.stored_bytes if old is not None else 0)
         # a replacement that does not grow passes: tools stored before the bound was lowered
         # may hold more than it, and their owner must still be able to shrink them
         grows = old is None or compiled.stored_bytes > old.stored_bytes
-        if grows and held + compiled.stored_bytes > MAX_TOOL_BYTES_PER_TENANT:
+        if grows and held + compiled.stored_bytes > max_bytes:
             raise TenantLimitReached(
                 f"tenant {owner!r}'s tools take {held} bytes without this one, which takes "
                 f"{compiled.stored_bytes}; the limit of its tools together is "
-                f"{MAX_TOOL_BYTES_PER_TENANT} bytes",
+                f"{max_bytes} bytes (limits.tool_bytes)",
                 field="limits.tool_bytes",
-                limit=MAX_TOOL_BYTES_PER_TENANT,
+                limit=max_bytes,
             )
 
     def _put(self, compiled: CompiledTool) -> None:
@@ -186,6 +203,19 @@ class ToolRegistry:
         if old is None:
             bisect.insort(self._names.setdefault(owner, []), name)
             bisect.insort(self._keys, (name, owner))
+
+    def _drop(self, owner: str, name: str) -> None:
+        """Stop serving ``owner``'s tool ``name`` (which is served)."""
+        compiled = self._tools.pop((owner, name))
+        left = self._bytes.get(owner, 0) - compiled.stored_bytes
+        names = self._names[owner]
+        del names[bisect.bisect_left(names, name)]
+        del self._keys[bisect.bisect_left(self._keys, (name, owner))]
+        if names:
+            self._bytes[owner] = left
+        else:  # no empty entries: a tenant that registers and deletes leaves nothing behind
+            del self._names[owner]
+            self._bytes.pop(owner, None)
 
     def resolve(self, tenant: str, name: str) -> CompiledTool | None:
         """The tool ``name`` as ``tenant`` sees it: its own, else the platform's if open to
@@ -241,6 +271,11 @@ class ToolRegistry:
             compiled = self.resolve(tenant, name)
             if compiled is not None:
                 yield compiled
+
+
+def _delete_row(owner: str, name: str, con: SqlConnection) -> None:
+    """Delete the stored row of ``owner``'s tool ``name`` (in the writer's transaction)."""
+    con.execute("DELETE FROM tools WHERE tenant = ? AND name = ?", [owner, name])
 
 
 def _after(items: Sequence[K], position: K | None) -> Iterator[K]:

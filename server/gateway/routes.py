@@ -20,7 +20,7 @@ instead of silently becoming a query parameter):
   by, tenant keys and operator keys alike, as the core's audit does: :meth:`AuditActor.of`).
 
 Routes: ``POST/GET /v1/tools`` (the listing paged by ``limit`` and ``cursor``),
-``POST /v1/tools/{name}/call``,
+``DELETE /v1/tools/{name}``, ``POST /v1/tools/{name}/call``,
 ``POST /v1/programs/{program_id}/tool-calls/start|finish``,
 ``GET /v1/operator/tool-calls`` and ``POST /v1/operator/tool-calls/{tool_call_id}/reconcile``.
 In the app, a write (any route but a read) is refused with 503 while the store's writer is
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from litestar import Controller, Request, Response, get, post
+from litestar import Controller, Request, Response, delete, get, post
 from litestar.di import NamedDependency, Provide
 from litestar.exceptions import ValidationException
 from litestar.params import FromPath, QueryParameter, SkipValidation
@@ -99,7 +99,7 @@ def gateway_dependencies(gateway: ToolGateway, port: ReportPort) -> dict[str, Pr
 
 
 class ToolsController(Controller):
-    """``/v1/tools``: register, list, call."""
+    """``/v1/tools``: register, list, delete, call."""
 
     path = "/v1/tools"
     tags = ("tools",)
@@ -140,6 +140,19 @@ class ToolsController(Controller):
         tools = [t.view_for(tenant, operator=operator) for t in page.tools]
         next_cursor = None if page.next_cursor is None else page.next_cursor.encode()
         return {"tools": tools, "next_cursor": next_cursor}
+
+    @delete(
+        "/{name:str}",
+        status_code=200,
+        summary="Delete one of the caller's tools (an operator key: a platform tool)",
+        opt=openapi.DELETE_CONTRACT,
+    )
+    async def delete_tool(self, name: FromPath[str], gateway: Gateway, principal: Caller) -> Body:
+        """Answers the deleted ``Tool`` once its delete is durable; calls of it already
+        running finish, later ones get 404 ``tool_not_found``."""
+        actor = AuditActor.of(principal)
+        deleted = await gateway.delete(principal.tenant, principal.operator, name, actor=actor)
+        return deleted.view_for(principal.tenant, operator=principal.operator)
 
     @post(
         "/{name:str}/call",

@@ -42,6 +42,7 @@ from agentconsole.scheduler.actions import (
 from agentconsole.scheduler.controller import ProgramController
 from agentconsole.scheduler.door import DOOR_ON_BY_DEFAULT
 from agentconsole.scheduler.driver import DOOR_MEMORY_SHARE, ProgramDriver
+from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.policies import DEFAULT_POLICY, Policy, get_policy
 from agentconsole.scheduler.program import NodeKind, NodeState, Program, Quotas
 from agentconsole.scheduler.runtime import Runtime
@@ -92,6 +93,9 @@ class DoorSettings:
     memory_share: float = DOOR_MEMORY_SHARE
     #: waiting programs start by response ratio of their kind's expected run (else in order)
     shortest_first: bool = True
+    #: the tenants' weights and share slack its line shares starts by: the engines' guard's
+    #: (``runtime.extra.fairness``, with ``limits.tenant_weights``), as ``bench`` shares one
+    fairness: FairnessConfig | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +161,7 @@ class ProgramService:
             memory_share=door.memory_share,
             budget_tokens=door.budget_tokens,
             shortest_first=door.shortest_first,
+            fairness=door.fairness,
         )
         self.view = RuntimeView(runtime)
         #: first calls of programs the driver keeps at the door

@@ -31,6 +31,7 @@ from typing import Any
 from agentconsole.kvtiers.node import Node
 from agentconsole.kvtiers.tiers import Tier
 from agentconsole.scheduler.events import EventSink
+from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.policies import DEFAULT_POLICY, get_policy
 from agentconsole.scheduler.runtime import (
     MAX_REMEMBERED_PROGRAMS,
@@ -83,13 +84,19 @@ class SimLiveRuntime:
         config: EngineConfig | None = None,
         start_delay_s: float = 0.0,
         output_tokens: int | None = None,
+        fairness: FairnessConfig | None = None,
     ) -> None:
         if time_scale < 0:
             raise ValueError(f"time_scale must be >= 0, got {time_scale}")
         self.cost = cost
         self.policy_name = policy
         self.engine = SimEngine(
-            cost, get_policy(policy), Forward(event_sink), config=config, call_events=False
+            cost,
+            get_policy(policy),
+            Forward(event_sink),
+            config=config,
+            fairness=fairness,
+            call_events=False,
         )
         self.time_scale = time_scale
         self.chat_format = chat_format()  # ChatML, simulated token counts
@@ -416,7 +423,8 @@ def create_runtime(options: RuntimeOptions) -> SimLiveRuntime:
     ``options.gpu``; ``options.profile`` overrides both. ``options.max_total_tokens`` sizes the
     GPU KV pool as SGLang's flag does. ``options.extra`` may hold ``time_scale`` (0 = zero
     cost), ``event_sink``, ``start_delay_s``, ``output_tokens``, ``host_kv_tokens`` (the host
-    tier; 0 turns it off)."""
+    tier; 0 turns it off), ``fairness`` (the guard's fields, as the SGLang plugin takes them:
+    ``tenant_weights``, ...)."""
     if options.profile:
         cost = CostModel.from_profile(load_profile(options.profile))
     else:
@@ -437,4 +445,5 @@ def create_runtime(options: RuntimeOptions) -> SimLiveRuntime:
         config=config,
         start_delay_s=float(extra.get("start_delay_s", 0.0)),
         output_tokens=extra.get("output_tokens"),
+        fairness=FairnessConfig.of(extra.get("fairness")),
     )

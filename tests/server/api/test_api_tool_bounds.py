@@ -3,8 +3,9 @@ so many tools and so many bytes of them (a replacement counts once), its tool de
 count in its stored bytes (after a restart too), and ``GET /v1/tools`` is paged as
 ``GET /v1/programs`` is, so no listing answers the whole registry at once.
 
-The bounds are lowered here by patching :mod:`agentconsole.server.gateway.registry`'s
-constants (the server runs in this process)."""
+The bounds are lowered here through the gateway's config (``limits.tools`` and
+``limits.tool_bytes`` in ``serve``: ``tests/app/test_serve_tenant_settings.py``), or on the
+running registry (the server runs in this process)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.gateway import GatewayConfig, GatewayExtension
 from agentconsole.server.gateway import registry as registry_module
+from agentconsole.server.gateway.toolbounds import ToolBounds
 from agentconsole.server.live.tenants import TenantLimits
 from tests.server.api.harness import OPERATOR, LiveServer, gateway_server, make_config
 from tests.server.gateway.helpers import tool_body
@@ -58,9 +60,12 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
         yield live
 
 
-def _served(config: ServerConfig) -> tuple[LiveServer, GatewayExtension]:
+def _served(
+    config: ServerConfig, bounds: ToolBounds | None = None
+) -> tuple[LiveServer, GatewayExtension]:
     """A server with the gateway mounted, and the extension (its gateway once started)."""
-    extension = GatewayExtension(GatewayConfig(tenant_builtins=None))
+    gateway = GatewayConfig(tenant_builtins=None, tool_bounds=bounds or ToolBounds())
+    extension = GatewayExtension(gateway)
     return LiveServer(config, extensions=[extension]), extension
 
 
@@ -72,11 +77,15 @@ def _bytes_of(extension: GatewayExtension, tenant: str, name: str) -> int:
     return compiled.stored_bytes
 
 
-def test_a_tenant_registers_at_most_its_bound_of_tools(
-    server: LiveServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(registry_module, "MAX_TOOLS_PER_TENANT", 3)
-    with server.client("sk-a") as a, server.client("sk-b") as b, server.client(OPERATOR) as op:
+def test_a_tenant_registers_at_most_its_bound_of_tools(tmp_path: Path) -> None:
+    server, _ = _served(make_config(tmp_path / "count.duckdb"), ToolBounds(tools=3))
+    with (
+        server,
+        server.client("sk-a") as a,
+        server.client("sk-b") as b,
+        server.client(OPERATOR) as op,
+    ):
+        server.wait_ready()
         for i in range(3):
             assert a.post("/v1/tools", json=_tool(f"t{i}")).status_code == 201
         refused = a.post("/v1/tools", json=_tool("t3"))
@@ -96,15 +105,15 @@ def test_a_tenant_registers_at_most_its_bound_of_tools(
     assert len(refusals) == 2  # refused registrations are audited as the others are
 
 
-def test_a_tenant_s_tools_take_at_most_their_bound_of_bytes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_tenant_s_tools_take_at_most_their_bound_of_bytes(tmp_path: Path) -> None:
     live, extension = _served(make_config(tmp_path / "bytes.duckdb"))
     with live, live.client("sk-a") as a:
         live.wait_ready()
         assert a.post("/v1/tools", json=_tool("big0", "x" * 2_000)).status_code == 201
         one_tool = _bytes_of(extension, "tenant-a", "big0")
-        monkeypatch.setattr(registry_module, "MAX_TOOL_BYTES_PER_TENANT", 3 * one_tool + 100)
+        assert extension.gateway is not None  # the bound set once one tool's size is known
+        registry = extension.gateway.registry
+        registry.bounds = ToolBounds(tool_bytes=3 * one_tool + 100)
         for i in (1, 2):
             assert a.post("/v1/tools", json=_tool(f"big{i}", "x" * 2_000)).status_code == 201
         _refusal(a.post("/v1/tools", json=_tool("big3", "x" * 2_000)), "limits.tool_bytes")
