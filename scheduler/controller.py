@@ -274,6 +274,27 @@ class ProgramController:
             self._emit(now, EventKind.NODE_CANCELLED, program, n, data={"reason": outcome})
         return changed
 
+    def cancel_node(self, program_id: str, node_id: str, now: float, *, by: str) -> list[Node]:
+        """Cancel ``node_id`` and its descendants not yet ended on request (``by``: ``user``
+        or ``operator``): each is ``withdrawn`` (never run again, no new child) and gets a
+        ``node.cancelled`` saying so. A running LLM call's attempt closes ``cancelled`` (its
+        abort is the caller's); a running tool's stays open, for the caller to close as
+        interrupted or for its end to come (:meth:`finish_tool_after_cancel`). The program
+        keeps running. Returns the nodes that changed (none for a node withdrawn already);
+        the caller refuses a node that ended otherwise."""
+        program = self.get(program_id)
+        if program.nodes[node_id].withdrawn:
+            return []
+        changed = dag.cancel_subtree(program, node_id, now)
+        data: dict[str, Scalar] = {"reason": NODE_CANCEL, WITHDRAWN: True, "by": by}
+        for node in changed:
+            node.withdrawn = True
+            attempts = node.attempts
+            if node.kind is _LLM and attempts and attempts[-1].finished_at is None:
+                attempts[-1].finished_at, attempts[-1].outcome = now, NODE_CANCEL
+            self._emit(now, EventKind.NODE_CANCELLED, program, node, data=data)
+        return changed
+
     def forget(self, program_id: str) -> Program | None:
         """Drop an ended program from memory (a long-running server keeps the store's copy).
         Returns it, or None if unknown; raises ``ValueError`` if it is still running."""
@@ -603,26 +624,27 @@ class ProgramController:
         latency_s: float,
         result_bytes: int = 0,
     ) -> bool:
-        """A tool its program's cancel left running ended with ``outcome`` (a side effect
-        committed or failed; an agent's own tool reported its end). The program stays
-        cancelled and so does the node (nothing runs after it), but the node keeps what
-        happened, so its DAG does not say the effect was cancelled: its open attempt closes
-        with ``outcome``, its tool time counts ``latency_s``, it ends ``now``, and
-        ``tool.finished`` records it with ``after_cancel`` (a restart replays it as any tool
-        end). Returns False, changing nothing, unless the program was cancelled and the
-        node's attempt is still open (it ran at the cancel and its end is not recorded yet:
-        a second report of the same end is no second end)."""
+        """A tool its node's cancel left running ended with ``outcome`` (a side effect
+        committed or failed; an agent's own tool reported its end). The node was cancelled by
+        its program's cancel, by its own node cancel (``withdrawn``: the program runs on) or
+        by the agent's finish of its program (its attempt closed ``abandoned``: the finish
+        did not know how the tool would end). The node stays cancelled (nothing runs after
+        it), but keeps what happened, so its DAG does not say the effect never ended: its
+        attempt closes with ``outcome``, its tool time counts ``latency_s``, it ends ``now``,
+        and ``tool.finished`` records it with ``after_cancel`` (``after_finish`` after a
+        finish; a restart replays it as any tool end). Returns False, changing nothing,
+        unless the node's attempt ran until that end and its end is not recorded yet (a
+        second report of the same end is no second end)."""
         program = self.get(program_id)
         node = program.nodes[node_id]
         attempts = node.attempts
-        if (
-            program.state is not ProgramState.CANCELLED
-            or node.state is not NodeState.CANCELLED
-            or not attempts
-            or attempts[-1].finished_at is not None
-        ):
+        finished = program.state is ProgramState.FINISHED or program.state is ProgramState.FAILED
+        cancelled = program.state is ProgramState.CANCELLED or node.withdrawn
+        if node.state is not NodeState.CANCELLED or not attempts or not (cancelled or finished):
             return False
         attempt = attempts[-1]
+        if attempt.finished_at is not None and not (finished and attempt.outcome == ABANDONED):
+            return False
         attempt.finished_at, attempt.outcome = now, outcome
         node.tool_s += latency_s
         node.finished_at = now  # the tool ran until now: the node's timeline ends here
@@ -631,7 +653,7 @@ class ProgramController:
             self.tool_latency.observe(program.tenant, spec.name, spec.kind.value, latency_s)
         self._learn_tool_mean(program.tenant, latency_s)
         data = _tool_end_data(node, outcome, latency_s, True, result_bytes)
-        data[AFTER_CANCEL] = True
+        data[AFTER_CANCEL if cancelled else AFTER_FINISH] = True
         self._emit(now, EventKind.TOOL_FINISHED, program, node, data=data)
         return True
 
@@ -671,9 +693,17 @@ class ProgramController:
         )
 
 
-#: The ``tool.finished`` data key of a tool that ended after its program was cancelled
-#: (:meth:`ProgramController.finish_tool_after_cancel`): its node stays ``cancelled``.
+#: The ``tool.finished`` data key of a tool that ended after its node was cancelled (its
+#: program's cancel or its own node cancel: :meth:`ProgramController.finish_tool_after_cancel`)
+#: and of one that ended after the agent finished its program: its node stays ``cancelled``.
 AFTER_CANCEL = "after_cancel"
+AFTER_FINISH = "after_finish"
+#: the outcome of a tool attempt the program's finish closed, not knowing how it would end
+ABANDONED = "abandoned"
+#: the ``node.cancelled`` reason (and an LLM attempt's outcome) of a node cancel
+NODE_CANCEL = "cancelled"
+#: the ``node.cancelled`` data key saying the node was cancelled on request (``Node.withdrawn``)
+WITHDRAWN = "withdrawn"
 
 
 def _tool_end_data(

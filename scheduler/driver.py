@@ -383,6 +383,17 @@ class ProgramDriver:
                 self._release(program_id)
         return retry
 
+    def nodes_cancelled(self, program_id: str, node_ids: Iterable[str]) -> None:
+        """Nodes of a running program were cancelled (a node cancel): their tools hold the
+        program in no tool wait any more (its calls leave with their aborts' ``call_ended``)."""
+        flight = self._flights.get(program_id)
+        if flight is None:
+            return
+        flight.tools.difference_update(node_ids)
+        if not flight.tools:
+            self._release(program_id)
+        self._dirty[program_id] = None
+
     # -- ends
     def finish(
         self,

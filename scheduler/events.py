@@ -45,6 +45,9 @@ class EventKind(StrEnum):
 
     TOOL_STARTED = "tool.started"
     TOOL_FINISHED = "tool.finished"
+    #: an operator settled a tool call left in doubt (``commit`` or ``retry``): its intent's
+    #: state changed, nothing of its node did
+    TOOL_RECONCILED = "tool.reconciled"
 
     KV_OFFLOADED = "kv.offloaded"
     KV_RELOADED = "kv.reloaded"

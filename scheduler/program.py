@@ -187,6 +187,9 @@ class Node:
     cp_before_s: float = 0.0  # ATLAS: GPU service along the heaviest path into this node
     queue_s: float = 0.0  # time its calls spent queued but not running (all attempts)
     kv_restore_s: float = 0.0  # reload/recompute time on this node's critical path
+    #: cancelled on request (its own node cancel, or an ancestor's): unlike a node closed by a
+    #: disconnect, it never runs again and no new node may hang from it
+    withdrawn: bool = False
 
     @property
     def is_llm(self) -> bool:

@@ -68,6 +68,7 @@ class ClientBase:
     get_program = endpoint(calls.get_program)
     list_programs = endpoint(calls.list_programs)
     cancel_program = endpoint(calls.cancel_program)
+    cancel_node = endpoint(calls.cancel_node)
     finish_program = endpoint(calls.finish_program)
     add_node = endpoint(calls.add_node)
     get_node = endpoint(calls.get_node)

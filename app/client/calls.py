@@ -13,6 +13,7 @@ from agentconsole.client.types import (
     AuditAction,
     CancelResult,
     Node,
+    NodeCancelResult,
     Program,
     ProgramPage,
     Tool,
@@ -95,6 +96,14 @@ def cancel_program(program_id: str) -> Call[CancelResult]:
     """Cancel the program: calls aborted, read-only tools interrupted, side effects
     flagged. Idempotent."""
     return Call("POST", _program_path(program_id, "cancel"), CancelResult.parse, {})
+
+
+def cancel_node(program_id: str, node_id: str) -> Call[NodeCancelResult]:
+    """Cancel a node and its descendants not yet ended (a speculative branch dropped): their
+    calls aborted, read-only tools interrupted, side effects flagged; the program runs on, and
+    a node with a cancelled parent is refused (409). Idempotent."""
+    path = _program_path(program_id, "nodes", segment(node_id), "cancel")
+    return Call("POST", path, NodeCancelResult.parse, {})
 
 
 def finish_program(program_id: str, *, success: bool = True) -> Call[Program]:

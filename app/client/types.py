@@ -136,6 +136,35 @@ class CancelResult:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeCancelResult:
+    """What a node cancel did: the node and its descendants it cancelled (the program runs
+    on), the calls aborted and the tools as :class:`CancelResult` says."""
+
+    program_id: str
+    node_id: str
+    state: str
+    cancelled_nodes: tuple[str, ...]
+    aborted_calls: tuple[str, ...]
+    interrupted_tools: tuple[str, ...]
+    flagged_tools: tuple[str, ...]
+    running_tools: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, value: Any) -> NodeCancelResult:
+        data = j.obj(value)
+        return cls(
+            program_id=j.text(data, "program_id"),
+            node_id=j.text(data, "node_id"),
+            state=j.text(data, "state"),
+            cancelled_nodes=j.strings(data.get("cancelled_nodes")),
+            aborted_calls=j.strings(data.get("aborted_calls")),
+            interrupted_tools=j.strings(data.get("interrupted_tools")),
+            flagged_tools=j.strings(data.get("flagged_tools")),
+            running_tools=j.strings(data.get("running_tools")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Tool:
     """A registered tool; ``owner`` is ``None`` for a platform-wide tool."""
 

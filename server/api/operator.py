@@ -27,6 +27,7 @@ from agentconsole.server.store.errors import StoreClosedError
 
 JSON = dict[str, Any]
 ProgramId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Program id")]
+NodeId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Node id")]
 
 
 class OperatorController(Controller):
@@ -57,6 +58,22 @@ class OperatorController(Controller):
     ) -> JSON:
         """As the tenant cancel, for any tenant's program."""
         return await live.desk.cancel(operator_principal.key_id, program_id)
+
+    @post(
+        "/programs/{program_id:str}/nodes/{node_id:str}/cancel",
+        status_code=200,
+        summary="Cancel a node and its descendants",
+        opt=contract(404, 409),
+    )
+    async def cancel_node(
+        self,
+        program_id: ProgramId,
+        node_id: NodeId,
+        live: LiveDep,
+        operator_principal: PrincipalDep,
+    ) -> JSON:
+        """As the tenant node cancel, for any tenant's program."""
+        return await live.desk.cancel_node(operator_principal.key_id, program_id, node_id)
 
     @post(
         "/programs/{program_id:str}/boost",

@@ -1,10 +1,11 @@
-"""``/v1/programs``: create, list, get (with the DAG), cancel, finish; nodes: add, get.
+"""``/v1/programs``: create, list, get (with the DAG), cancel, finish; nodes: add, get, cancel.
 
 A tenant key sees only its tenant's programs: another tenant's program answers 404, exactly
 like an unknown one. Operators see every tenant (and may filter by ``tenant``); what an
-operator key changes here (create, cancel, finish, a node) is audited like an operator action
-(``OperatorDesk.run``: ``ok`` or ``refused: <why>``). On a runtime with data-parallel ranks
-(SGLang ``--dp N``) a program's nodes carry ``dp_rank`` (``ProgramQueries``).
+operator key changes here (create, cancel, finish, a node, a node's cancel) is audited like an
+operator action (``OperatorDesk.run``: ``ok`` or ``refused: <why>``). On a runtime with
+data-parallel ranks (SGLang ``--dp N``) a program's nodes carry ``dp_rank``
+(``ProgramQueries``).
 
 A create, a cancel, a finish and a node's declaration are answered once their events have
 committed (:func:`_committed`): a client told that a program exists or has ended must find it
@@ -41,6 +42,7 @@ from agentconsole.server.api.queryguard import PageCursor, strict_query
 from agentconsole.server.api.refusedcreates import create_request
 from agentconsole.server.api.schemas import ID_PATTERN, NodeCreate, ProgramCreate, ProgramFinish
 from agentconsole.server.live.errors import NotFound
+from agentconsole.server.live.operator import node_cancel_json
 from agentconsole.server.live.views import node_json
 
 JSON = dict[str, Any]
@@ -216,6 +218,25 @@ class ProgramsController(Controller):
             "flagged_tools": report.flagged_tools,
             "running_tools": report.running_tools,
         }
+
+    @post(
+        "/{program_id:str}/nodes/{node_id:str}/cancel",
+        status_code=200,
+        summary="Cancel a node and its descendants",
+        opt=contract(404, 409),
+    )
+    async def cancel_node(
+        self, program_id: ProgramId, node_id: NodeId, live: LiveDep, principal: PrincipalDep
+    ) -> JSON:
+        """Cancel the node and its descendants not yet ended (a speculative branch dropped):
+        their calls aborted (confirmed before this returns), read-only tools interrupted,
+        side effects flagged; the program runs on, and a node naming a cancelled one as
+        parent is 409. With an operator key it is the operator's (audited)."""
+        if principal.operator:
+            return await live.desk.cancel_node(principal.key_id, program_id, node_id)
+        report = await live.service.cancel_node(principal.scope, program_id, node_id)
+        await _committed(live)
+        return node_cancel_json(report)
 
     @post(
         "/{program_id:str}/finish",

@@ -23,7 +23,7 @@ from agentconsole.server.gateway.gateway import ToolGateway
 from agentconsole.server.gateway.ports import ReportPort, StoredBytes
 from agentconsole.server.gateway.routes import GATEWAY_CONTROLLERS
 from agentconsole.server.refusals import RefusalBudget
-from agentconsole.server.store import Store
+from agentconsole.server.store import IntentRecord, Store
 
 CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
 
@@ -37,6 +37,15 @@ class ProgramServiceLike(Protocol):
 
     def add_cancel_listener(self, listener: CancelListener) -> None:
         """Call ``listener(program_id, interrupted, flagged)`` on every program cancel."""
+
+    def tool_reconciled(
+        self, program_id: str, node_id: str, data: Mapping[str, str | bool | None]
+    ) -> None:
+        """An operator settled a tool call in doubt: the event feed says so."""
+
+    def add_node_cancel_listener(self, listener: Callable[[str, list[str]], None]) -> None:
+        """Call ``listener(program_id, node_ids)`` on every node cancel: the read-only tools
+        of those nodes are to stop."""
 
     @property
     def tenants(self) -> StoredBytes:
@@ -106,12 +115,30 @@ class GatewayExtension:
         )
         await gateway.start()
         live.service.add_cancel_listener(self._cancelled)
+        live.service.add_node_cancel_listener(self._nodes_cancelled)
+        service = live.service
+
+        def reconciled(record: IntentRecord, action: str) -> None:
+            data = {
+                "tool_call_id": record.tool_call_id,
+                "tool": record.tool,
+                "action": action,
+                "state": record.state.value,
+                "side_effect": record.side_effect,
+            }
+            service.tool_reconciled(record.program_id, record.node_id, data)
+
+        gateway.operations.reconciled = reconciled
         self._port = live.service.tools
         self.gateway = gateway
 
     def _cancelled(self, program_id: str, interrupted: list[str], flagged: list[str]) -> None:
         if self.gateway is not None:
             self.gateway.cancel_program(program_id)
+
+    def _nodes_cancelled(self, program_id: str, node_ids: list[str]) -> None:
+        if self.gateway is not None and node_ids:
+            self.gateway.runner.cancel_nodes(program_id, node_ids)
 
     def shut_down(self) -> None:
         """The server begins to stop: answer the tool calls in flight (503, retryable) before

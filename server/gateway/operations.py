@@ -1,9 +1,12 @@
 """Operator views and decisions on tool calls: list intents (``needs_reconcile`` first of
-all) and settle one by hand. Every decision is audited."""
+all) and settle one by hand. Every decision is audited, and one that took effect is told to
+:attr:`ToolOperations.reconciled` (a ``tool.reconciled`` event on the feed, so every
+console's Tools view refreshes at once, not at its next poll)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from agentconsole.server.gateway.audit import AuditActor, Auditor
 from agentconsole.server.gateway.config import GatewayConfig
@@ -38,6 +41,9 @@ class ToolOperations:
         self._store = store
         self._audit = audit
         self._config = config
+        #: told of every reconcile that took effect (the intent as it is now, the action), so
+        #: the event feed says it at once (the extension wires the program service's)
+        self.reconciled: Callable[[IntentRecord, str], None] | None = None
 
     async def list(
         self, state: str | None, program_id: str | None, limit: int
@@ -86,4 +92,6 @@ class ToolOperations:
             actor, "tool.reconcile", f"tool_call:{tool_call_id}", "ok", {"action": str(action)}
         )
         record = await asyncio.to_thread(self._store.repo.get_intent, tool_call_id)
+        if record is not None and self.reconciled is not None:
+            self.reconciled(record, str(action))
         return intent_json(record) if record is not None else {"tool_call_id": tool_call_id}

@@ -9,8 +9,9 @@ one.
 
 Error contract of every method: raise :class:`ProgramNotFound` for a program that belongs to
 another tenant (the API answers 404, never 403, so existence does not leak), or for a node the
-core does not know (``tool_started``/``tool_finished`` only); :class:`ProgramClosed` for a
-program that no longer runs (finished, failed or cancelled: 409); and
+core does not know (``tool_started``/``tool_finished`` only); :class:`ProgramClosed` (the
+core's own, a subclass of its 409 ``Conflict``) for a program that no longer runs (finished,
+failed or cancelled: 409 ``program_not_running``); and
 ``agentconsole.scheduler.controller.QuotaExceeded`` when the program's ``tool_calls`` quota
 would be exceeded (429). An error with an integer 4xx ``status`` and a string ``type``
 attribute (the core's own ``ServiceError`` family) is answered with that status and type, so
@@ -27,12 +28,14 @@ from typing import Literal, Protocol
 from agentconsole.scheduler.controller import QuotaExceeded
 from agentconsole.scheduler.program import ToolSpec
 from agentconsole.server.gateway.errors import (
-    Conflict,
     GatewayError,
     ProgramNotFoundError,
     ProgramNotRunning,
     QuotaExceededError,
 )
+
+# re-exported: the port's contract names the core's own error
+from agentconsole.server.live.errors import ProgramClosed as ProgramClosed
 
 ToolOutcome = Literal["ok", "fail", "timeout"]
 
@@ -45,15 +48,6 @@ class ProgramNotFound(LookupError):
         super().__init__(f"{what} not found")
         self.program_id = program_id
         self.node_id = node_id
-
-
-class ProgramClosed(Exception):
-    """The program is no longer running (finished, failed or cancelled)."""
-
-    def __init__(self, program_id: str, state: str) -> None:
-        super().__init__(f"program {program_id!r} is {state}, not running")
-        self.program_id = program_id
-        self.state = state
 
 
 class ProgramPort(Protocol):
@@ -161,7 +155,7 @@ async def port_errors() -> AsyncIterator[None]:
         raise
     except ProgramNotFound as error:
         raise ProgramNotFoundError(str(error), field="program_id") from error
-    except ProgramClosed as error:
+    except ProgramClosed as error:  # the core's 409, told apart from its other conflicts
         raise ProgramNotRunning(str(error), extra={"state": error.state}) from error
     except QuotaExceeded as error:
         raise QuotaExceededError(
@@ -177,8 +171,8 @@ async def port_errors() -> AsyncIterator[None]:
 def program_ended(refusal: GatewayError) -> bool:
     """Whether ``check_program``'s refusal (through :func:`port_errors`) says the program no
     longer runs. The port refuses only an id the tenant may not see (404: nothing may be
-    replayed to it) or a program that ended: :class:`ProgramClosed`, or the core's own error
-    (the program service raises its 409 ``conflict``, or the quota that stopped the program)."""
+    replayed to it) or a program that ended: :class:`ProgramClosed` (409
+    ``program_not_running``), or the quota that stopped the program."""
     return refusal.status != ProgramNotFoundError.status
 
 
@@ -194,17 +188,12 @@ def not_running(refusal: GatewayError) -> GatewayError:
 async def ended_refusal(
     port: ProgramPort, tenant: str, program_id: str, refusal: GatewayError
 ) -> GatewayError:
-    """The answer to ``refusal``, a port's generic 409 ``conflict`` from a method that raises it
-    both for a program that ended and for a node in the wrong state (the program service's
-    ``tool_started``: "already running"): the ended program's :func:`not_running` refusal,
-    told apart by asking :meth:`ProgramPort.check_program` now (a program that ended never
-    runs again), else ``refusal`` as it is. A call that races a cancel is then answered as a
-    call on the cancelled program, whichever step of the call the cancel lands in."""
-    if (refusal.status, refusal.type) != (Conflict.status, Conflict.type):
-        return refusal  # it says what happened (``program_not_running``, a quota, a 404)
-    try:
-        async with port_errors():
-            await port.check_program(tenant, program_id)
-    except GatewayError as ended:
-        return not_running(ended) if program_ended(ended) else refusal
-    return refusal
+    """The answer to ``refusal``, raised by a port method (through :func:`port_errors`) after
+    ``check_program`` passed: a cancel that landed since is the port's :class:`ProgramClosed`,
+    answered 409 ``program_not_running`` as a call on the cancelled program, whichever step
+    of the call the cancel lands in; any other refusal (the port's 409 ``conflict`` for a node
+    "already running" or cancelled, a quota, a 404) as it is. Told by the error's class, not
+    by asking the port again (``port``, ``tenant`` and ``program_id`` are the call's, kept for
+    the callers' one signature)."""
+    del port, tenant, program_id
+    return not_running(refusal) if isinstance(refusal.__cause__, ProgramClosed) else refusal

@@ -33,12 +33,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.definition import ToolDefinition
 from agentconsole.server.gateway.errors import (
+    Conflict,
     GatewayError,
     IdempotencyMismatch,
     InProgress,
@@ -125,6 +126,8 @@ class _Execution:
     info: RunningTool
     task: asyncio.Task[JSONValue]
     interrupted: bool = False
+    #: interrupted by its node's own cancel (the program runs on), not its program's
+    node_cancelled: bool = False
 
 
 @dataclass(slots=True)
@@ -136,6 +139,8 @@ class _Failure:
     permanent: bool = False
     #: the downstream's own words: answered to the caller, stored under redaction full only
     detail: str = ""
+    #: an interruption by the node's own cancel (the program runs on), not its program's
+    node_cancelled: bool = False
 
     def said(self, *, with_detail: bool) -> str:
         """The message, followed by :attr:`detail` when asked for and there is one."""
@@ -322,6 +327,7 @@ class Runner:
             )
         except asyncio.CancelledError:
             failure = _Failure(INTERRUPTED, "the tool was interrupted", "fail", tool.side_effect)
+            failure.node_cancelled = execution.node_cancelled
             if not execution.interrupted:
                 # The gateway is closing. A re-executable call is released for a retry; an
                 # effect in doubt stays in progress, so the next start flags it for operators.
@@ -379,6 +385,12 @@ class Runner:
                 claim.tool_call_id,
                 "the server is shutting down; the tool was interrupted: retry the call",
             )
+        if failure.kind == INTERRUPTED and failure.node_cancelled:
+            raise Conflict(
+                "the node was cancelled while its tool ran; the tool was interrupted",
+                field="node_id",
+                extra={"tool_call_id": claim.tool_call_id, "retryable": retryable},
+            )
         if failure.kind == INTERRUPTED:
             raise ProgramNotRunning(
                 "the program was cancelled while its tool ran; the tool was interrupted",
@@ -423,6 +435,21 @@ class Runner:
                 execution.task.cancel()
                 interrupted.append(execution.info)
         return CancelReport(tuple(interrupted), tuple(flagged))
+
+    def cancel_nodes(self, program_id: str, node_ids: Collection[str]) -> list[RunningTool]:
+        """Interrupt the running read-only tools of ``node_ids`` of ``program_id`` (a node
+        cancel: the program runs on; its side effects run on to their commit). Their callers
+        get 409 ``conflict`` naming the node's cancel. Returns those interrupted."""
+        interrupted: list[RunningTool] = []
+        for execution in list(self._running.values()):
+            info = execution.info
+            if info.program_id != program_id or info.node_id not in node_ids:
+                continue
+            if not info.side_effect:
+                execution.interrupted = execution.node_cancelled = True
+                execution.task.cancel()
+                interrupted.append(info)
+        return interrupted
 
     def shut_down(self) -> None:
         """The server begins to stop: refuse new calls (503), interrupt read-only executions

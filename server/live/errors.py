@@ -66,6 +66,30 @@ class Conflict(ServiceError):
     retryable = False
 
 
+class ProgramClosed(Conflict):
+    """The program no longer runs (finished, failed or cancelled): a 409 like any
+    :class:`Conflict` (callers catching that still do), told apart from a node in the wrong
+    state ("already running") by its class, so the tool gateway answers it
+    ``program_not_running`` without asking the program's state again."""
+
+    def __init__(self, program_id: str, state: str) -> None:
+        super().__init__(f"program {program_id!r} is {state}")
+        self.program_id = program_id
+        self.state = state
+
+
+class NodeWithdrawn(Conflict):
+    """The node was cancelled on request (``POST .../nodes/{node_id}/cancel``, its own or an
+    ancestor's): it never runs again and no new node may hang from it."""
+
+    def __init__(self, program_id: str, node_id: str, *, field: str = "node_id") -> None:
+        super().__init__(
+            f"node {node_id!r} of program {program_id!r} was cancelled: it does not run again"
+            " and takes no new child",
+            field=field,
+        )
+
+
 class QuotaError(ServiceError):
     """A program quota is exhausted: 429 for tokens, tool calls and branches; 403 for wall
     time (it will never pass)."""

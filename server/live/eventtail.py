@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from agentconsole.scheduler import dag
+from agentconsole.scheduler.controller import AFTER_CANCEL, AFTER_FINISH, WITHDRAWN
 from agentconsole.scheduler.creation import labels_of, quotas_of
 from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, Scalar
@@ -173,9 +174,15 @@ def _call_end(node: Node, event: Event) -> None:
 
 
 def _tool_end(node: Node, event: Event) -> None:
-    """``tool.finished``: its attempt closes and the node takes the state the event names."""
+    """``tool.finished``: its attempt closes and the node takes the state the event names. A
+    late end (``after_cancel``, ``after_finish``) closes the attempt its node's cancel (or
+    the program's finish) left open in memory and the replay closed with the cancel's own
+    ``node.cancelled``: its outcome is the tool's, as ``finish_tool_after_cancel`` set it."""
     data = event.data
-    _close_attempt(node, event.t, str(data.get("outcome", "ok")))
+    outcome = str(data.get("outcome", "ok"))
+    if node.attempts and (data.get(AFTER_CANCEL) is True or data.get(AFTER_FINISH) is True):
+        node.attempts[-1].finished_at, node.attempts[-1].outcome = event.t, outcome
+    _close_attempt(node, event.t, outcome)
     node.tool_s += number(data, "latency_s")
     state = NodeState(str(data.get("node_state", NodeState.DONE.value)))
     node.state = state
@@ -188,6 +195,8 @@ def _tool_end(node: Node, event: Event) -> None:
 def _cancelled(node: Node, event: Event) -> None:
     _close_attempt(node, event.t, str(event.data.get("reason", "cancelled")))
     node.state, node.finished_at = NodeState.CANCELLED, event.t
+    if event.data.get(WITHDRAWN) is True:  # a node cancel: it never runs again
+        node.withdrawn = True
 
 
 def _close_attempt(node: Node, t: float, outcome: str) -> None:

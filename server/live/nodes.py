@@ -1,5 +1,8 @@
 """Creating a program's nodes from API requests: ids, default parents, refusals.
 
+A node cancelled on request (``Node.withdrawn``) takes no new child and never runs again
+(409); defaulted parents pass it by, as a branch the agent dropped.
+
 Agents often name neither node nor parents. Then an LLM node's parents are the tool nodes
 added since the program's last LLM node (the results it reads), or that LLM node itself; a
 tool node's parent is the last LLM node (the call that asked for it). Node ids default to
@@ -23,7 +26,13 @@ from agentconsole.scheduler.program import (
     Program,
     ToolSpec,
 )
-from agentconsole.server.live.errors import Conflict, InvalidRequest, QuotaError
+from agentconsole.server.live.errors import (
+    Conflict,
+    InvalidRequest,
+    NodeWithdrawn,
+    ProgramClosed,
+    QuotaError,
+)
 from agentconsole.server.live.tenants import TenantBudgets
 
 
@@ -35,6 +44,8 @@ def default_parents(program: Program, kind: NodeKind) -> tuple[str, ...]:
     """The parents an agent that names none most likely means (module docstring)."""
     since_llm: list[str] = []
     for node in reversed(program.nodes.values()):
+        if node.withdrawn:
+            continue  # a cancelled branch: what comes next does not build on it
         if node.kind is NodeKind.LLM:
             if kind is NodeKind.TOOL or not since_llm:
                 return (node.node_id,)
@@ -69,7 +80,10 @@ class NodeBook:
         Conflict for a program that has ended, TenantLimitError for the tenant's stored bytes
         (429), nodes per program or parent links per program (403)."""
         if program.state.terminal:
-            raise Conflict(f"program {program.program_id!r} is {program.state.value}")
+            raise ProgramClosed(program.program_id, program.state.value)
+        for parent in parents or ():
+            if parent in program.nodes and program.nodes[parent].withdrawn:
+                raise NodeWithdrawn(program.program_id, parent, field="parents")
         self.tenants.check_new_node(program.tenant, program.program_id, len(program.nodes))
         if node_id is None:
             node_id = self._fresh_id(program, kind)
@@ -119,6 +133,8 @@ class NodeBook:
         if existing is None:
             return self.add(program, node_id, NodeKind.LLM, parents, now)
         self._check_rerun(existing, NodeKind.LLM)
+        if existing.withdrawn:
+            raise NodeWithdrawn(program.program_id, existing.node_id)
         return existing
 
     def tool_node(
@@ -136,6 +152,8 @@ class NodeBook:
             return self.add(program, node_id, NodeKind.TOOL, parents, now, tool=spec)
         if existing.kind is not NodeKind.TOOL:
             raise InvalidRequest(f"node {node_id!r} is not a tool node", field="node_id")
+        if existing.withdrawn:
+            raise NodeWithdrawn(program.program_id, node_id)
         return existing
 
     @staticmethod

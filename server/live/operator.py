@@ -1,4 +1,4 @@
-"""Operator actions (preempt, cancel, boost, drain, policy switch), each one audited.
+"""Operator actions (preempt, cancel, node cancel, boost, drain, policy switch), each audited.
 
 Every action, whether it succeeds or is refused, is written to the audit table (durably,
 before the HTTP answer) and emitted as an ``operator.action`` event for the consoles; so is
@@ -43,7 +43,7 @@ from agentconsole.scheduler.policies import available, get_policy
 from agentconsole.scheduler.program import Program
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.server.live.errors import Conflict, InvalidRequest, ServiceError
-from agentconsole.server.live.service import ProgramService
+from agentconsole.server.live.service import NodeCancelReport, ProgramService
 from agentconsole.server.refusals import RefusalBudget, is_keyless, refused_target
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,22 @@ class OperatorMemory:
                 memory.policy = _name(args.get("policy")) or memory.policy
                 memory.kv_policy = _name(args.get("kv_policy")) or memory.kv_policy
         return memory
+
+
+def node_cancel_json(report: NodeCancelReport) -> dict[str, Any]:
+    """The answer to a node cancel, in the program cancel's shape: the node and the nodes it
+    took with it, the calls aborted, the tools interrupted, flagged and left running."""
+    return {
+        "program_id": report.program_id,
+        "node_id": report.node_id,
+        "state": "cancelled",
+        "program_state": "running",
+        "cancelled_nodes": report.cancelled_nodes,
+        "aborted_calls": report.aborted_calls,
+        "interrupted_tools": report.interrupted_tools,
+        "flagged_tools": report.flagged_tools,
+        "running_tools": report.running_tools,
+    }
 
 
 def _name(value: object) -> str | None:
@@ -218,6 +234,17 @@ class OperatorDesk:
             }
 
         return await self.run(actor, "cancel", program_id, {}, work)
+
+    async def cancel_node(self, actor: str, program_id: str, node_id: str) -> dict[str, Any]:
+        """As the tenant node cancel, for any tenant's program; audited as ``cancel_node`` of
+        the program, the node in its arguments."""
+
+        async def work() -> dict[str, Any]:
+            report = await self.service.cancel_node(None, program_id, node_id, by="operator")
+            await self._committed()  # the cancel's events durable before the answer
+            return node_cancel_json(report)
+
+        return await self.run(actor, "cancel_node", program_id, {"node_id": node_id}, work)
 
     async def boost(self, actor: str, program_id: str, amount: float) -> dict[str, Any]:
         """Lower every later policy key of the program by ``amount`` and re-rank its queued

@@ -93,6 +93,7 @@ def _node(view: ProgramView, index: int) -> Node:
         tool_s=number(data, "tool_s"),
         queue_s=number(data, "queue_s"),
         kv_restore_s=number(data, "kv_restore_s"),
+        withdrawn=data.get("withdrawn") is True,
     )
     node.model_choice = choice_from_json(data.get("model"), data.get("model_choice"))
     if node.model_choice is not None:

@@ -16,7 +16,10 @@ program's KV while it waits on them. Cancel: pending nodes cancelled, calls in f
 and confirmed (answered with the quota's error when a quota stopped the program), the
 gateway's tools interrupted (read-only) or flagged (side effects, let commit), the agent's own
 tools listed as running, KV dropped; a tool the cancel left running still ends on its node
-(``toolport.py``).
+(``toolport.py``). A node cancel (:meth:`ProgramService.cancel_node`) does the same to one node
+and its descendants (a speculative branch dropped) while the program runs on: its calls are
+aborted through the same path, the gateway stops its read-only tools, and the cancelled nodes
+are ``withdrawn``: nothing runs on them or hangs from them again (``nodes.py``).
 """
 
 from __future__ import annotations
@@ -39,9 +42,11 @@ from agentconsole.scheduler.actions import (
     StartPrograms,
     StopProgram,
 )
-from agentconsole.scheduler.controller import ProgramController
+from agentconsole.scheduler.controller import ABANDONED, ProgramController
+from agentconsole.scheduler.dag import descendants
 from agentconsole.scheduler.door import DOOR_ON_BY_DEFAULT
 from agentconsole.scheduler.driver import DOOR_MEMORY_SHARE, ProgramDriver
+from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.policies import DEFAULT_POLICY, Policy, get_policy
 from agentconsole.scheduler.program import NodeKind, NodeState, Program, Quotas
@@ -53,6 +58,7 @@ from agentconsole.server.live.engineview import LiveCost, RuntimeView
 from agentconsole.server.live.errors import (
     Conflict,
     NotFound,
+    ProgramClosed,
     QuotaError,
     ServiceError,
     ShuttingDown,
@@ -81,6 +87,8 @@ StoredProgram = Callable[[str], tuple[ProgramView | None, list[StoredEvent]]]
 log = logging.getLogger(__name__)
 
 CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
+#: ``(program_id, node_ids)``: the gateway's read-only tools of these nodes are to stop now
+NodeCancelListener = Callable[[str, list[str]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +118,20 @@ class CancelReport:
     interrupted_tools: list[str]
     flagged_tools: list[str]
     running_tools: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCancelReport:
+    """What a node cancel stopped: the nodes it cancelled (the node and its descendants not
+    yet ended), the calls aborted and the tools as :class:`CancelReport` says."""
+
+    program_id: str
+    node_id: str
+    cancelled_nodes: list[str]
+    aborted_calls: list[str]
+    interrupted_tools: list[str]
+    flagged_tools: list[str]
+    running_tools: list[str]
 
 
 class ProgramService:
@@ -186,6 +208,7 @@ class ProgramService:
         #: tool calls models asked for, as tool nodes (agents that report no tools)
         self.tool_calls = ToolCallBook(self)
         self._cancel_listeners: list[CancelListener] = []
+        self._node_cancel_listeners: list[NodeCancelListener] = []
         self._background: set[asyncio.Task[Any]] = set()
         #: set by :meth:`shut_down`: the server is closing, new calls are refused
         self.closing = False
@@ -424,7 +447,7 @@ class ProgramService:
         reason = self.ended_by.get(program.program_id)
         if reason is not None:
             raise reason
-        raise Conflict(f"program {program.program_id!r} is {program.state.value}")
+        raise ProgramClosed(program.program_id, program.state.value)
 
     async def check_quotas(self, program: Program, now: float) -> None:
         """Wall time (cancels the program: 403) and tokens (429) before new work starts."""
@@ -452,18 +475,18 @@ class ProgramService:
         left it (the finish route) gets it back first with :meth:`program_of`."""
         program = self.owned(tenant, program_id)
         if program.state.terminal and program.state.value == "cancelled":
-            raise Conflict(f"program {program_id!r} is cancelled")
+            raise ProgramClosed(program_id, "cancelled")
         if program.state.terminal:
             return program
         # tool calls the model asked for whose answer never came close as abandoned, and so
         # do tools the agent reported started and never ended: a finished program has nothing
-        # running (a gateway run still in flight commits in the gateway; its late end is a
-        # no-op here, unlike one after a cancel, which its node records)
+        # running (a gateway run still in flight commits in the gateway; its late end is
+        # recorded on its node, as one after a cancel: ``ToolPort.tool_finished``)
         self.tool_calls.abandon(program_id)
         now = time.time()
         for node in list(program.nodes.values()):
             if node.kind is NodeKind.TOOL and node.state is NodeState.RUNNING:
-                self.controller.close_node(program_id, node.node_id, now, "abandoned")
+                self.controller.close_node(program_id, node.node_id, now, ABANDONED)
         self.settle(self.driver.finish(program_id, now, success=success, last_active=last_active))
         return program
 
@@ -481,7 +504,7 @@ class ProgramService:
         runtime (and its events are emitted)."""
         program = await self.program_of(tenant, program_id)
         if program.state.terminal and program.state.value != "cancelled":
-            raise Conflict(f"program {program_id!r} is {program.state.value}")
+            raise ProgramClosed(program_id, program.state.value)
         running = [n for n in program.nodes.values() if n.state is NodeState.RUNNING]
         calls = self.calls_of(program_id)
         now = time.time()
@@ -503,6 +526,72 @@ class ProgramService:
                 await pending
         aborted = [c.call_id for c in calls]
         return CancelReport(program_id, aborted, interrupted, flagged, agents)
+
+    async def cancel_node(
+        self, tenant: str | None, program_id: str, node_id: str, *, by: str = "user"
+    ) -> NodeCancelReport:
+        """Cancel ``node_id`` and its descendants not yet ended; the program runs on and may
+        add nodes (none under these). Its calls queued or running are aborted (confirmed when
+        this returns, as a program cancel's), the gateway's read-only tools interrupted, its
+        side effects let run to their commit (flagged) and the agent's own tools listed as
+        running: both still end on their nodes (``ToolPort.tool_finished``). A node cancelled
+        so already answers again with nothing listed (a retry); Conflict for an ended program
+        or a node that ended otherwise, NotFound for a node the program does not have."""
+        program = await self.program_of(tenant, program_id)
+        if program.state.terminal:
+            raise ProgramClosed(program_id, program.state.value)
+        node = program.nodes.get(node_id)
+        if node is None:
+            raise NotFound(f"node {node_id!r} of {program_id!r} not found", field="node_id")
+        if node.state.terminal and not node.withdrawn:
+            raise Conflict(f"node {node_id!r} is {node.state.value}", field="node_id")
+        now = time.time()
+        running = {
+            n.node_id: n
+            for n in (node, *descendants(program, node_id))
+            if not n.state.terminal and n.in_flight
+        }
+        changed = self.controller.cancel_node(program_id, node_id, now, by=by)
+        calls = [c for c in self.calls_of(program_id) if c.node_id in running]
+        tools = [n for n in running.values() if n.kind is NodeKind.TOOL]
+        executed = [n for n in tools if self.tools.executes(program_id, n.node_id)]
+        flagged = [n.node_id for n in executed if n.tool is not None and n.tool.side_effect]
+        interrupted = [n.node_id for n in executed if n.node_id not in flagged]
+        agents = [n.node_id for n in tools if not self.tools.executes(program_id, n.node_id)]
+        for tool_node in interrupted:  # as a program cancel's: this end is no late end
+            self.controller.close_attempt(program_id, tool_node, now, INTERRUPTED)
+        self.driver.nodes_cancelled(program_id, [n.node_id for n in tools])
+        self.tool_calls.withdraw(program_id, {n.node_id for n in changed})
+        actions: list[Action] = [AbortCalls(tuple(c.call_id for c in calls))] if calls else []
+        await self.settled(actions)
+        for listener in self._node_cancel_listeners:
+            listener(program_id, interrupted)
+        cancelled = [n.node_id for n in changed]
+        aborted = [c.call_id for c in calls]
+        return NodeCancelReport(
+            program_id, node_id, cancelled, aborted, interrupted, flagged, agents
+        )
+
+    def add_node_cancel_listener(self, listener: NodeCancelListener) -> None:
+        """Call ``listener(program_id, node_ids)`` on every node cancel, with the nodes whose
+        read-only tools the gateway's executors run (the gateway stops them; side effects
+        commit)."""
+        self._node_cancel_listeners.append(listener)
+
+    def tool_reconciled(
+        self, program_id: str, node_id: str, data: Mapping[str, str | bool | None]
+    ) -> None:
+        """An operator settled the tool call of ``node_id`` left in doubt (``data``: the
+        call's key, tool, the action and its intent's new state): a ``tool.reconciled`` event
+        for the feed, the program's tenant's when it is in memory (else the operators'
+        only, as the Tools view is)."""
+        program = self.controller.programs.get(program_id)
+        tenant = program.tenant if program is not None else ""
+        attempt = 0
+        if program is not None and node_id in program.nodes:
+            attempt = program.nodes[node_id].attempt
+        kind = EventKind.TOOL_RECONCILED
+        self.hub.emit(Event(time.time(), kind, program_id, node_id, attempt, tenant, dict(data)))
 
     async def stop_for_quota(self, program_id: str, error: ServiceError) -> None:
         """Cancel a program that went over a quota; later calls get ``error`` again."""

@@ -25,6 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentconsole.scheduler.controller import ABANDONED
 from agentconsole.scheduler.program import Node, NodeKind, NodeState, ToolSpec
 from agentconsole.server.live.errors import ServiceError
 
@@ -118,7 +119,18 @@ class ToolCallBook:
         for node_id in book.values():
             node = program.nodes.get(node_id)
             if node is not None and node.state is NodeState.RUNNING:
-                self.service.controller.close_node(program_id, node_id, now, "abandoned")
+                self.service.controller.close_node(program_id, node_id, now, ABANDONED)
+
+    def withdraw(self, program_id: str, node_ids: set[str]) -> None:
+        """A node cancel took ``node_ids``: their tool calls are no longer awaited (an answer
+        to one finishes nothing; the agent's report of it is refused)."""
+        book = self._pending.get(program_id)
+        if not book:
+            return
+        for ask in [a for a, node_id in book.items() if node_id in node_ids]:
+            del book[ask]
+        if not book:
+            self._pending.pop(program_id, None)
 
     def forget(self, program_id: str) -> None:
         self._pending.pop(program_id, None)

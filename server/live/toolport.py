@@ -11,7 +11,9 @@ without ``repeat``: the agent's report always says whether it repeats a start), 
 tells those (interrupted, or left to commit) from the agent's own, which nothing here stops.
 A tool the cancel left running still ends on its node: a side effect's commit or failure, an
 agent's own tool's finish report (:meth:`ToolPort.tool_finished`; the program stays
-cancelled).
+cancelled). So does one whose own node was cancelled (a node cancel: the program runs on) and
+a gateway run that ends after the agent finished its program. A node cancelled on request
+(``withdrawn``) starts no tool again.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from agentconsole.scheduler.program import (
     ProgramState,
     ToolSpec,
 )
-from agentconsole.server.live.errors import Conflict, NotFound
+from agentconsole.server.live.errors import Conflict, NodeWithdrawn, NotFound
 from agentconsole.server.live.eventtail import INTERRUPTED
 
 if TYPE_CHECKING:
@@ -132,6 +134,8 @@ class ToolPort:
         svc = self.service
         program, node = self._tool(program_id, node_id)
         svc.require_running(program)
+        if node.withdrawn:  # its node cancel: the tool must not run
+            raise NodeWithdrawn(program_id, node.node_id)
         if (program_id, node_id) in self._alias and node.state is NodeState.RUNNING:
             # inferred: it has been running since the model asked for it, and whoever
             # reports its start now runs it
@@ -183,8 +187,14 @@ class ToolPort:
         if node is None or node.kind is not NodeKind.TOOL:
             raise NotFound(f"tool node {node_id!r} of {program_id!r} not found", field="node_id")
         now = time.time()
-        if program.state is ProgramState.CANCELLED and node.state is NodeState.CANCELLED:
+        if node.state is NodeState.CANCELLED and (
+            program.state is ProgramState.CANCELLED or node.withdrawn
+        ):
             self._ended_after_cancel(program, node, now, outcome, latency_s, result_bytes)
+            return
+        if node.state is NodeState.CANCELLED and program.state.terminal:
+            # the agent finished its program while this ran: its end is still recorded
+            self._ended_late(program, node, now, outcome, latency_s, result_bytes)
             return
         if node.state.terminal:
             return
@@ -224,12 +234,27 @@ class ToolPort:
         already (a replay, a repeated report) or the cancel interrupted it (its attempt closed
         then); the program's stop reason (409, or its quota's error) for a node that did not
         run at the cancel: nothing of it ran to end."""
-        svc = self.service
         attempts = node.attempts
         if not attempts or not _ran_until_cancelled(node):
-            svc.require_running(program)  # raises: the program is cancelled
-            return
-        if attempts[-1].finished_at is not None:
+            self.service.require_running(program)  # raises: the program is cancelled
+            raise NodeWithdrawn(program.program_id, node.node_id)  # its node cancel
+        self._ended_late(program, node, now, outcome, latency_s, result_bytes)
+
+    def _ended_late(
+        self,
+        program: Program,
+        node: Node,
+        now: float,
+        outcome: str,
+        latency_s: float | None,
+        result_bytes: int,
+    ) -> None:
+        """The end of a tool that ran on past its node's cancel (its program's, its own, or
+        its program's finish): recorded on the node if that run's end is not recorded yet
+        (``ProgramController.finish_tool_after_cancel`` decides; a no-op otherwise)."""
+        svc = self.service
+        attempts = node.attempts
+        if not attempts:
             return
         if latency_s is None:
             latency_s = now - attempts[-1].started_at

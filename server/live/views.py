@@ -73,9 +73,10 @@ _TOOL_ENDS = frozenset(("ok", "fail", "timeout"))
 
 
 def outcome_after_cancel(node: Node) -> str | None:
-    """How the tool of a cancelled node ended when it ran on past its program's cancel (a side
-    effect let commit, an agent's own tool reported): ``ok``, ``fail`` or ``timeout``; else
-    None. Such an end closes the node's open attempt and moves the node's end to its own
+    """How the tool of a cancelled node ended when it ran on past its program's cancel, its
+    own node cancel or its program's finish (a side effect let commit, an agent's own tool
+    reported): ``ok``, ``fail`` or ``timeout``; else None. Such an end closes the node's
+    attempt and moves the node's end to its own
     (``ProgramController.finish_tool_after_cancel``); a try that failed before the cancel
     (the node waited for its retry) closed before the node ended. Read from the attempts and
     the node's end, which the store's rows and a restart's replay keep."""
@@ -114,6 +115,7 @@ def node_json(node: Node, kv_tier: str | None = None) -> JSON:
         "kv_tier": kv_tier,
         "timeline": timeline(node),
         "outcome_after_cancel": outcome_after_cancel(node),
+        "withdrawn": node.withdrawn,
         "model": node.model_choice.chosen if node.model_choice is not None else None,
         "model_choice": choice_json(node.model_choice),
     }
@@ -324,4 +326,5 @@ def stored_node(record: NodeRecord) -> JSON:
         out.pop(key, None)
     out.setdefault(NODE_KEY, None)
     out.setdefault("outcome_after_cancel", None)  # rows written before it was shown
+    out.setdefault("withdrawn", False)
     return out

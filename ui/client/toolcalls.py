@@ -27,9 +27,10 @@ from agentconsole.httpclient import jsonread as j
 
 NEEDS_RECONCILE = "needs_reconcile"
 IN_PROGRESS = "in_progress"
-#: the feed's kinds that tell a tool call started or ended (``scheduler/events.py``): an end
-#: in doubt adds a call to the operator's list, a side effect's start or end changes the other
-TOOL_EVENT_KINDS = frozenset({"tool.started", "tool.finished"})
+#: the feed's kinds that tell a tool call started, ended or was settled (``scheduler/events.py``):
+#: an end in doubt adds a call to the operator's list, a side effect's start or end changes the
+#: other, another operator's reconcile takes one off
+TOOL_EVENT_KINDS = frozenset({"tool.started", "tool.finished", "tool.reconciled"})
 #: the decisions the reconcile route takes
 RECONCILE_ACTIONS = ("commit", "retry")
 #: what a call flagged by the start-up recovery says (it stores no error): the server stopped

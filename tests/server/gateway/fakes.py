@@ -1,6 +1,6 @@
 """An in-memory :class:`ReportPort` standing in for the server core's ProgramService
 (``live/toolport.py``), refusing and reporting as it does: a program that no longer runs is
-the core's own 409 ``conflict`` (not the gateway's ``ProgramClosed``), and a replayed end of a
+the core's own ``ProgramClosed`` (a 409 ``Conflict``), and a replayed end of a
 node that never started starts and ends it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from agentconsole.scheduler.controller import QuotaExceeded
 from agentconsole.scheduler.program import ToolSpec
 from agentconsole.server.gateway import ProgramNotFound, ToolOutcome
-from agentconsole.server.live.errors import Conflict
+from agentconsole.server.live.errors import Conflict, ProgramClosed
 
 
 @dataclass(slots=True)
@@ -30,8 +30,9 @@ class FakeProgram:
 
 
 def _ended(program_id: str, program: FakeProgram) -> Conflict:
-    """What the core's ``require_running`` raises for a program that no longer runs."""
-    return Conflict(f"program {program_id!r} is {program.state}")
+    """What the core's ``require_running`` raises for a program that no longer runs: its
+    ``ProgramClosed``, a 409 ``Conflict``."""
+    return ProgramClosed(program_id, program.state)
 
 
 @dataclass(slots=True)

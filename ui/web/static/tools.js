@@ -12,9 +12,10 @@
   const AC = (window.AC = window.AC || {});
   const $ = (sel) => document.querySelector(sel);
   const tools = (AC.tools = {});
-  // the feed's kinds that tell a tool call started or ended (scheduler/events.py)
-  const TOOL_EVENTS = new Set(["tool.started", "tool.finished"]);
-  // the tab's count on any view: another operator's reconcile sends no event
+  // the feed's kinds that tell a tool call started, ended or was reconciled by an operator
+  // (scheduler/events.py)
+  const TOOL_EVENTS = new Set(["tool.started", "tool.finished", "tool.reconciled"]);
+  // the tab's count on any view, also for a feed that missed an event
   const EVERY_MS = 5000;
   // a burst of tool events is read once, as the open program's detail is
   const SOON_MS = 300;
