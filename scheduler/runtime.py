@@ -303,9 +303,17 @@ class ChatFormat(Protocol):
         """What the format is, for people (e.g. ``chatml``, ``template+llama3``)."""
 
     def render(
-        self, messages: Sequence[Json], tools: Sequence[Json] | None, tool_choice: object
+        self,
+        messages: Sequence[Json],
+        tools: Sequence[Json] | None,
+        tool_choice: object,
+        *,
+        reasoning_effort: str | None = None,
     ) -> Prompt:
-        """The chat's prompt, up to the assistant's answer (``ValueError``: refused)."""
+        """The chat's prompt, up to the assistant's answer (``ValueError``: refused).
+        ``reasoning_effort`` (OpenAI's, None: not asked) reaches a model's own template as the
+        keyword of that name, as SGLang's OpenAI server passes it (only reasoning models'
+        templates read it); a format with no such template ignores it."""
 
     def encode(self, text: str) -> Prompt:
         """A raw prompt (``/v1/completions``), tokenized as the engine would."""

@@ -68,6 +68,7 @@ def chat_call(data: ChatCompletionRequest, request: Client, live: Live) -> ChatC
         max_tokens_field=named,
         tools=[t.model_dump(exclude_none=True) for t in data.tools] if data.tools else None,
         tool_choice=tool_choice,
+        reasoning_effort=data.reasoning_effort,
         temperature=1.0 if data.temperature is None else data.temperature,
         top_p=1.0 if data.top_p is None else data.top_p,
         stop=stop,

@@ -1,8 +1,9 @@
 """Request bodies of the API (pydantic, validated at the edge; 422 names the bad field).
 
-The chat request follows OpenAI's (unknown OpenAI fields such as ``seed``, ``user``,
-``prediction`` or ``reasoning_effort`` are accepted and ignored: docs/API.md says what each
-loses); what the server reads but cannot honour is refused, never ignored (422 naming the
+The chat request follows OpenAI's (unknown OpenAI fields such as ``seed``, ``user`` or
+``prediction`` are accepted and ignored: docs/API.md says what each loses;
+``reasoning_effort``, one of OpenAI's levels, reaches the model's chat template); what the
+server reads but cannot honour is refused, never ignored (422 naming the
 field, as ``n`` above 1): a ``response_format`` other than ``text``,
 ``logprobs``/``top_logprobs``, content parts other than text, the legacy
 ``functions``/``function_call``, ``audio``, ``modalities`` other than text and
@@ -351,6 +352,10 @@ class ChatCompletionRequest(_Generation):
     max_completion_tokens: TokenCount | None = None
     tools: Annotated[list[ToolDef], Field(max_length=128)] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    #: OpenAI's levels (its client's ``ReasoningEffort`` and ``xhigh``; anything else: 422
+    #: naming it), handed to the model's chat template as the keyword SGLang's own server
+    #: passes (``chat_template``); null: not asked
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     parallel_tool_calls: bool | None = None
     """False: an answer that calls several tools returns (and adds the tool node of) the
     first only; true or unset: every call the model made."""
@@ -365,7 +370,7 @@ class ChatCompletionRequest(_Generation):
     audio: Annotated[None, Unsupported(_NO_AUDIO)] = None
     #: OpenAI's built-in web search: an answer without the search (and its citations) asked
     #: for would read as one made with it. ``prediction`` (predicted outputs: a speed-up that
-    #: changes no answer) and ``reasoning_effort`` are accepted and ignored, as unknown fields
+    #: changes no answer) is accepted and ignored, as unknown fields are
     web_search_options: Annotated[None, Unsupported(_NO_WEB_SEARCH)] = None
     modalities: Annotated[
         Annotated[list[Literal["text"]], Field(max_length=1)] | None,

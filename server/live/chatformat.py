@@ -41,8 +41,12 @@ class ChatMLFormat:
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None,
         tool_choice: object,
+        *,
+        reasoning_effort: str | None = None,
     ) -> Prompt:
-        """The ChatML prompt (no special tokens added: the markers are in the text)."""
+        """The ChatML prompt (no special tokens added: the markers are in the text). ChatML
+        has no reasoning switch: ``reasoning_effort`` changes nothing."""
+        del reasoning_effort
         return self._tokenize(render_chat(messages, tools, tool_choice), False)
 
     def encode(self, text: str) -> Prompt:

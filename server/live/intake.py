@@ -52,6 +52,8 @@ class ChatCall:
     max_tokens_field: str = "max_tokens"
     tools: Sequence[Mapping[str, Any]] | None = None
     tool_choice: object = "auto"
+    #: OpenAI's ``reasoning_effort`` for the model's chat template (None: not asked)
+    reasoning_effort: str | None = None
     temperature: float = 1.0
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
@@ -353,7 +355,11 @@ class CallIntake:
                 prompt = encode_prompt(runtime.chat_format, chat.prompt_text)
             else:
                 prompt = render_prompt(
-                    runtime.chat_format, chat.messages, chat.tools, chat.tool_choice
+                    runtime.chat_format,
+                    chat.messages,
+                    chat.tools,
+                    chat.tool_choice,
+                    chat.reasoning_effort,
                 )
             try:
                 budgets[name] = fit_context(runtime.max_context_tokens, prompt.tokens, chat)

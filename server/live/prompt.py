@@ -48,11 +48,12 @@ def render_prompt(
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | None = None,
     tool_choice: object = "auto",
+    reasoning_effort: str | None = None,
 ) -> Prompt:
     """The prompt of a chat call in ``chat_format`` (``InvalidRequest`` if the model's
     template refuses the messages, e.g. roles that do not alternate)."""
     try:
-        return chat_format.render(messages, tools, tool_choice)
+        return chat_format.render(messages, tools, tool_choice, reasoning_effort=reasoning_effort)
     except ValueError as error:
         raise InvalidRequest(
             f"the model's chat template refused the messages: {error}", field="messages"

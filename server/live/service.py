@@ -563,6 +563,14 @@ class ProgramService:
         self.driver.nodes_cancelled(program_id, [n.node_id for n in tools])
         self.tool_calls.withdraw(program_id, {n.node_id for n in changed})
         actions: list[Action] = [AbortCalls(tuple(c.call_id for c in calls))] if calls else []
+        # No CacheHint, unlike a program cancel's ``recompute``: tool-wait retention is per
+        # program, not per branch (the SGLang plugin marks the radix path of the program's last
+        # call, ``retention.RetentionBook``), so no mark is the cancelled branch's alone. A
+        # keep exists only while the program waits on tools alone (its calls release it), and
+        # the path it marks ends in the LLM answer that asked for the tools: the program's
+        # next call goes on from there (the cancelled tool's result included), so dropping it
+        # would cost that call a recompute. It ends as after a tool's normal end: at the
+        # program's next call or end, else its deadline; evicted last meanwhile, not never.
         await self.settled(actions)
         for listener in self._node_cancel_listeners:
             listener(program_id, interrupted)

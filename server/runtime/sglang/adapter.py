@@ -337,7 +337,9 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
                 call.task.cancel()  # held by the adapter's drain gate: never reached SGLang
                 with contextlib.suppress(asyncio.CancelledError):
                     await call.task
-                call.finish()
+                # settled here too: a task cancelled before its first step never ran its own
+                # ``finally`` (the call stayed in the books); settling twice does nothing
+                self._settle(call, None)
                 return True
             if time.monotonic() > deadline:
                 # the caller stops waiting; the abort still goes once SGLang has the rid

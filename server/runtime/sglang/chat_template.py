@@ -6,7 +6,9 @@ tokenizer (so a prompt's ids are exactly what SGLang would have made of its text
 
 * **Template.** A tokenizer with a ``chat_template`` renders chats with it
   (``apply_chat_template(messages, tools=..., add_generation_prompt=True)``), messages shaped as
-  SGLang's OpenAI server shapes them (content as text, a tool call's arguments as an object);
+  SGLang's OpenAI server shapes them (content as text, a tool call's arguments as an object),
+  and a request's ``reasoning_effort``, when it names one, passed as the template keyword of
+  that name (as SGLang's server passes it: reasoning models' templates read it);
   a template that refuses them is a ``ValueError`` (422 at the API). Without a template the
   built-in ChatML is used (:class:`~agentconsole.server.live.chatformat.ChatMLFormat`).
 * **Tool calls.** Parsed by SGLang's ``FunctionCallParser`` with a parser chosen as
@@ -108,27 +110,37 @@ class TemplateFormat:
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None,
         tool_choice: object,
+        *,
+        reasoning_effort: str | None = None,
     ) -> Prompt:
         declared, _ = offered_tools(tools, tool_choice)
         chat = [_chat_message(m, index) for index, m in enumerate(messages)]
-        return self._tokenize(self._apply(chat, [dict(t) for t in declared] or None), False)
+        # as SGLang's OpenAI server: the keyword only when asked, so a template that tests
+        # ``reasoning_effort is defined`` keeps its default otherwise
+        extra = {} if reasoning_effort is None else {"reasoning_effort": reasoning_effort}
+        tools_in = [dict(t) for t in declared] or None
+        return self._tokenize(self._apply(chat, tools_in, extra), False)
 
-    def _apply(self, chat: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+    def _apply(
+        self, chat: list[dict[str, Any]], tools: list[dict[str, Any]] | None, extra: dict[str, Any]
+    ) -> str:
         try:
-            return str(self._template(chat, tools))
+            return str(self._template(chat, tools, extra))
         except Exception as error:  # jinja2's TemplateError, raise_exception, TypeError, ...
             if tools:
                 # some templates (Mistral's) want bare functions, without OpenAI's wrapper
                 flat = [t.get("function", t) for t in tools]
                 try:
-                    return str(self._template(chat, flat))
+                    return str(self._template(chat, flat, extra))
                 except Exception:
                     pass
             raise ValueError(str(error) or type(error).__name__) from error
 
-    def _template(self, chat: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Any:
+    def _template(
+        self, chat: list[dict[str, Any]], tools: list[dict[str, Any]] | None, extra: dict[str, Any]
+    ) -> Any:
         return self._tokenizer.apply_chat_template(
-            chat, tools=tools, tokenize=False, add_generation_prompt=True
+            chat, tools=tools, tokenize=False, add_generation_prompt=True, **extra
         )
 
     def encode(self, text: str) -> Prompt:

@@ -98,12 +98,22 @@ class LiveControl:
         call.task = asyncio.create_task(pump, name=f"{name}:{call.rid}")
 
     def _settle(self, call: SGLangStream, error: BaseException | None) -> None:
-        """The call's stream is over (``error`` if it failed): out of the books, once."""
+        """The call's stream is over (``error`` if it failed): out of the books, once (a
+        second settle, an abort's for a task that may never have run, does nothing)."""
         if self._calls.get(call.rid) is call:
             del self._calls[call.rid]
-        if error is None:  # its context is on the engine: the driver may decide on it now
+        if call.ended:
+            return
+        if error is None and call.ran:
+            # its context is on the engine: the driver may decide on it now. A call the engine
+            # ended without running it (refused before queueing, a worker's 400, aborted while
+            # it waited, held at the drain gate) left nothing there: the program's context is
+            # still what its last call that ran left (else that context read as none, and the
+            # driver's tool-wait and door decisions found nothing cached)
             program_id = call.request.ticket.program_id
-            self._last_calls.ended(program_id, call.meta, call.tokens, time.time())
+            # every token it generated has its KV there, read or not (an abort stops delivery)
+            output = max(call.tokens, call.engine_tokens)
+            self._last_calls.ended(program_id, call.counted_meta, output, time.time())
         self._hit_tokens += int(call.meta.get("cached_tokens") or 0)
         self.telemetry.on_end(call)
         call.finish(error)

@@ -57,6 +57,24 @@ class SGLangStream(TokenStream):
     def rid(self) -> str:
         return self.request.ticket.call_id
 
+    @property
+    def ran(self) -> bool:
+        """Whether the engine ran the call at all (a forward pass reported it, or it generated
+        a token). One SGLang ended without running it (refused before queueing, a worker's
+        400, aborted in the waiting queue or held at the drain gate) computed nothing and left
+        nothing on the engine."""
+        forward = "prompt_tokens" in self.meta or self.forward_meta is not None
+        return forward or self.engine_tokens > 0
+
+    @property
+    def counted_meta(self) -> dict[str, Any]:
+        """The ``meta_info`` whose figures count (``prompt_tokens``, ``cached_tokens``): the
+        last chunk's, or, when that came from outside the batch outputs (an abort in the
+        waiting queue after a retraction), the last forward pass's."""
+        if "prompt_tokens" in self.meta or self.forward_meta is None:
+            return self.meta
+        return self.forward_meta
+
     def feed(self, chunk: dict[str, Any]) -> None:
         """Take one streamed chunk: deliver its new text unless an abort began."""
         meta = chunk.get("meta_info") or {}
@@ -107,9 +125,8 @@ class SGLangStream(TokenStream):
         kind = str(reason.get("type")) if isinstance(reason, dict) else "abort"
         if self.aborting:
             kind = "abort"
-        forward = meta if "prompt_tokens" in meta else self.forward_meta
-        ran = forward is not None or self.engine_tokens > 0
-        counted = meta if forward is None else forward  # the figures of its last forward
+        ran = self.ran
+        counted = self.counted_meta  # the figures of its last forward
         e2e = now - self.submitted
         if ran:
             queue_s = (

@@ -111,8 +111,10 @@ class ServedFormat:
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None,
         tool_choice: object,
+        *,
+        reasoning_effort: str | None = None,
     ) -> Prompt:
-        prompt = self.inner.render(messages, tools, tool_choice)
+        prompt = self.inner.render(messages, tools, tool_choice, reasoning_effort=reasoning_effort)
         declared, _ = offered_tools(tools, tool_choice)
         if not declared:
             return prompt

@@ -1,8 +1,9 @@
 """OpenAI chat fields this server cannot honour, over real HTTP with the official client:
 ``web_search_options`` is refused (422 naming it: an answer without the search asked for would
-read as one made with it); ``prediction`` (a speed-up that changes no answer),
-``reasoning_effort`` and ``seed`` are accepted and ignored, as docs/API.md says, and never
-reach the runtime's request."""
+read as one made with it); ``prediction`` (a speed-up that changes no answer) and ``seed``
+are accepted and ignored, as docs/API.md says, and never reach the runtime's request; nor
+does ``reasoning_effort`` reach its sampling (it goes to the chat template:
+test_api_reasoning_effort.py)."""
 
 from __future__ import annotations
 
@@ -13,30 +14,16 @@ from typing import Any
 import openai
 import pytest
 
-from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.server.runtime.sglang import wire
-from agentconsole.server.runtime.sim.costmodel import preset
-from agentconsole.server.runtime.sim.live import SimLiveRuntime
-from agentconsole.server.runtime.sim.live_stream import SimStream
 from tests.server.api.harness import LiveServer, make_config
-
-
-class Recording(SimLiveRuntime):
-    """The simulated runtime, recording every request it is sent."""
-
-    def __init__(self) -> None:
-        super().__init__(preset("H200-141GB", "llama-3.1-8b", 1), time_scale=0.05)
-        self.sent: list[GenerationRequest] = []
-
-    def submit(self, request: GenerationRequest) -> SimStream:
-        self.sent.append(request)
-        return super().submit(request)
+from tests.server.api.recording import RecordingRuntime
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["lane", "plain"])
 def server(tmp_path_factory: pytest.TempPathFactory, request: Any) -> Iterator[LiveServer]:
     db = Path(tmp_path_factory.mktemp("ignored")) / "api.duckdb"
-    with LiveServer(make_config(db, express_lane=request.param), runtime=Recording()) as live:
+    config = make_config(db, express_lane=request.param)
+    with LiveServer(config, runtime=RecordingRuntime()) as live:
         live.wait_ready()
         yield live
 
@@ -47,7 +34,7 @@ def _client(server: LiveServer) -> openai.OpenAI:
 
 def test_web_search_options_are_refused_naming_the_field(server: LiveServer) -> None:
     runtime = server.live.service.runtime
-    assert isinstance(runtime, Recording)
+    assert isinstance(runtime, RecordingRuntime)
     before = len(runtime.sent)
     with pytest.raises(openai.UnprocessableEntityError) as refused:
         _client(server).chat.completions.create(
@@ -82,7 +69,7 @@ def test_fields_harmless_to_ignore_are_accepted_and_ignored(
     server: LiveServer, extra: dict[str, Any]
 ) -> None:
     runtime = server.live.service.runtime
-    assert isinstance(runtime, Recording)
+    assert isinstance(runtime, RecordingRuntime)
     done = _client(server).chat.completions.create(
         model="m",
         messages=[{"role": "user", "content": f"ignored {sorted(extra)}"}],

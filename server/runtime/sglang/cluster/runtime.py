@@ -281,6 +281,10 @@ class RouterRuntime(LiveControl, KVView):
         if call.task is not None:
             with contextlib.suppress(BaseException):
                 await call.task
+        # settled here too: a task cancelled before its first step never ran its own
+        # ``finally`` (the call stayed in the books, its stream never ended); settling twice
+        # does nothing
+        self._settle(call, None)
         return True
 
     async def preempt(self, call_id: str) -> bool:
