@@ -27,6 +27,7 @@ from agentconsole.ui.client.models import (
     PolicyChoices,
     TenantRow,
 )
+from agentconsole.ui.client.nodecancel import NodeCancel
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
 from agentconsole.ui.client.toolcalls import ToolCall
 from agentconsole.ui.client.whatif import WindowReplay
@@ -122,6 +123,13 @@ class CannedClient:
         if status >= 400:
             raise ApiError(status, body["error"]["type"], body["error"]["message"])
         return ActionResult(action, program_id, body)
+
+    def cancel_node(self, program_id: str, node_id: str) -> NodeCancel:
+        self.calls.append(f"cancel node {program_id} {node_id}")
+        status, body = self.world.cancel_node(program_id, node_id)
+        if status >= 400:
+            raise ApiError(status, body["error"]["type"], body["error"]["message"])
+        return NodeCancel.parse(body)
 
     def drain(self, enabled: bool) -> Mapping[str, Any]:
         self.world.draining = enabled

@@ -35,6 +35,8 @@ class StubNode:
     output_tokens: int = 0
     kv_tier: str | None = None
     timeline: list[tuple[str, float, float]] = field(default_factory=list)
+    #: cancelled by a node cancel (its own or an ancestor's), not with its program
+    withdrawn: bool = False
 
     def seconds(self, *phases: str) -> float:
         """Total time spent in ``phases``."""
@@ -69,6 +71,7 @@ class StubNode:
             "kv_restore_s": round(self.seconds("kv"), 4),
             "kv_tier": self.kv_tier,
             "timeline": self.spans_json(),
+            "withdrawn": self.withdrawn,
         }
 
     def spans_json(self) -> list[dict[str, Any]]:

@@ -123,6 +123,24 @@ def build_app(world: StubWorld, *, live: bool = False, tick_steps: int = 5) -> L
         status, body = world.act("cancel", program_id, {})
         return Response(body, status_code=status)
 
+    @post("/v1/programs/{program_id:str}/nodes/{node_id:str}/cancel", sync_to_thread=False)
+    def cancel_node(
+        request: Request[Any, Any, Any], program_id: FromPath[str], node_id: FromPath[str]
+    ) -> Response[Any]:
+        # as the server: an operator key's cancel is the operator's (audited), a tenant's is
+        # its own (the stub's world is not scoped: the tenant key sees every program)
+        operator = request.headers.get("authorization") == f"Bearer {OPERATOR_KEY}"
+        status, body = world.cancel_node(program_id, node_id, operator=operator)
+        return Response(body, status_code=status)
+
+    @post(
+        "/v1/operator/programs/{program_id:str}/nodes/{node_id:str}/cancel",
+        sync_to_thread=False,
+    )
+    def operator_cancel_node(program_id: FromPath[str], node_id: FromPath[str]) -> Response[Any]:
+        status, body = world.cancel_node(program_id, node_id)
+        return Response(body, status_code=status)
+
     @get("/v1/operator/policy", sync_to_thread=False)
     def policy_choices() -> dict[str, Any]:
         return world.policy_choices_json()
@@ -188,6 +206,8 @@ def build_app(world: StubWorld, *, live: bool = False, tick_steps: int = 5) -> L
             tool_calls,
             act,
             cancel,
+            cancel_node,
+            operator_cancel_node,
             policy,
             policy_choices,
             whoami,

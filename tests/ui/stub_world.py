@@ -515,6 +515,68 @@ class StubWorld:
             self._record("operator", action, program_id, args, "ok")
             return 200, result
 
+    def cancel_node(
+        self, program_id: str, node_id: str, *, operator: bool = True
+    ) -> tuple[int, Any]:
+        """``POST /v1/programs/{id}/nodes/{node_id}/cancel`` as the server answers it: the node
+        and its descendants not yet ended are cancelled and ``withdrawn`` (a ``node.cancelled``
+        each), the program runs on; an operator's is audited as ``cancel_node``. 404 for an
+        unknown program or node, 409 for an ended program or a node that ended otherwise; a
+        node cancelled so already answers 200 listing nothing."""
+        with self._lock:
+            prog = self.programs.get(program_id)
+            node = (
+                None
+                if prog is None
+                else next((n for n in prog.nodes if n.node_id == node_id), None)
+            )
+            if prog is None or node is None:
+                what = f"program {program_id!r}" if prog is None else f"node {node_id!r}"
+                return 404, {"error": {"type": "not_found", "message": f"{what} not found"}}
+            if prog.state != "running":
+                message = f"program {program_id!r} is {prog.state}"
+                return 409, {"error": {"type": "conflict", "message": message}}
+            if node.state in ("done", "failed", "cancelled") and not node.withdrawn:
+                message = f"node {node_id!r} is {node.state}"
+                return 409, {"error": {"type": "conflict", "message": message}}
+            below = {node_id}
+            for other in prog.nodes:  # creation order is topological: parents come first
+                if set(other.parents) & below:
+                    below.add(other.node_id)
+            ended = ("done", "failed", "cancelled")
+            changed = (
+                []
+                if node.withdrawn
+                else [n for n in prog.nodes if n.node_id in below and n.state not in ended]
+            )
+            active = [n for n in changed if n.state in ("running", "ready")]
+            for each in changed:
+                each.state = "cancelled"
+                each.withdrawn = True
+                each.kv_tier = None
+                data = {
+                    "reason": "cancelled",
+                    "withdrawn": True,
+                    "by": "operator" if operator else "user",
+                }
+                self._emit("node.cancelled", prog, each.node_id, data)
+            result: dict[str, Any] = {
+                "program_id": program_id,
+                "node_id": node_id,
+                "state": "cancelled",
+                "program_state": prog.state,
+                "cancelled_nodes": [n.node_id for n in changed],
+                "aborted_calls": [
+                    f"{program_id}/{n.node_id}/{n.attempts:04d}" for n in active if n.kind == "llm"
+                ],
+                "interrupted_tools": [n.node_id for n in active if n.kind == "tool"],
+                "flagged_tools": [],
+                "running_tools": [],
+            }
+            if operator:
+                self._record("operator", "cancel_node", program_id, {"node_id": node_id}, "ok")
+            return 200, result
+
     def policy_choices_json(self) -> dict[str, Any]:
         """``GET /v1/operator/policy``: the names in force and those the switch accepts."""
         with self._lock:

@@ -50,6 +50,7 @@ def test_page_needs_no_key_and_is_locked_to_its_origin(client: TestClient[Litest
         "app.css",
         "app.js",
         "views.js",
+        "nodecancel.js",
         "models.js",
         "tools.js",
         "charts.js",

@@ -30,6 +30,7 @@ from agentconsole.ui.client.models import (
     PolicyChoices,
     TenantRow,
 )
+from agentconsole.ui.client.nodecancel import NodeCancel
 from agentconsole.ui.client.programs import ProgramDetail, ProgramPage, ProgramSummary
 from agentconsole.ui.client.toolcalls import RECONCILE_ACTIONS, ToolCall
 from agentconsole.ui.client.whatif import WindowReplay
@@ -79,6 +80,11 @@ class ConsoleApi(Protocol):
         """Preempt or boost (``POST /v1/operator/programs/{id}/{action}``, operator key
         only), or cancel (``POST /v1/programs/{id}/cancel``: the operator cancel with an
         operator key, a tenant's own program with its key)."""
+
+    def cancel_node(self, program_id: str, node_id: str) -> NodeCancel:
+        """``POST /v1/programs/{id}/nodes/{node_id}/cancel``: cancel the node and its
+        descendants not yet ended (the operator's, audited, with an operator key; a tenant's
+        own program with its key)."""
 
     def drain(self, enabled: bool) -> Mapping[str, Any]:
         """``POST /v1/operator/drain``: stop (or resume) admitting new calls."""
@@ -197,6 +203,13 @@ class HttpConsoleClient:
         base = "/v1/programs" if action == "cancel" else "/v1/operator/programs"
         path = f"{base}/{segment(program_id)}/{action}"
         return ActionResult(action, program_id, self._send(Call("POST", path, j.obj, payload)))
+
+    def cancel_node(self, program_id: str, node_id: str) -> NodeCancel:
+        # the program's own route, as the program cancel: with an operator key the server makes
+        # it the operator's (audited as ``cancel_node``), and a tenant's key may cancel a node
+        # of its own program there, where the operator route refuses it (403, an audit row)
+        path = f"/v1/programs/{segment(program_id)}/nodes/{segment(node_id)}/cancel"
+        return self._send(Call("POST", path, NodeCancel.parse, {}))
 
     def drain(self, enabled: bool) -> Mapping[str, Any]:
         """``POST /v1/operator/drain``: stop (or resume) admitting new calls."""

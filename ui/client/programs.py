@@ -128,6 +128,8 @@ class Node:
     #: the model that ran it and why (several models served; None otherwise)
     model: str | None = None
     model_reason: str | None = None
+    #: cancelled by a node cancel (its own or an ancestor's), not with its program
+    withdrawn: bool = False
 
     @staticmethod
     def parse(data: Any) -> Node:
@@ -156,6 +158,7 @@ class Node:
             timeline=spans,
             model=j.opt_text(d, "model"),
             model_reason=j.opt_text(j.obj(d.get("model_choice")), "reason"),
+            withdrawn=j.flag(d, "withdrawn"),
         )
 
 

@@ -481,7 +481,7 @@ class DashboardApp(App[None]):
         """Push the detail screen of ``program_id`` and load it."""
         if self.detail_screen() is not None:
             self.pop_screen()
-        self.push_screen(ProgramScreen(program_id, clock=self.clock))
+        self.push_screen(ProgramScreen(program_id, self.clock, self.sync.cancel_node))
         self.call_after_refresh(self.refresh_data)
 
     def action_view(self, name: str) -> None:

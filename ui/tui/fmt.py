@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from rich.text import Text
 
 from agentconsole.ui.client.models import TIER_ORDER, TierUse
+from agentconsole.ui.client.programs import Node
 
 STATE_STYLES = {
     "running": "bold yellow",
@@ -37,6 +38,10 @@ STATE_GLYPHS = {
     "failed": "✕",
     "cancelled": "⊘",
 }
+#: a node cancelled by a node cancel (``withdrawn``), told apart from one its program's end
+#: cancelled: the DAG's glyph, and the state the timeline shows (as wide as "cancelled")
+WITHDRAWN_GLYPH = "⊖"
+WITHDRAWN = "withdrawn"
 TIER_STYLES = {"hbm": "bold green", "dram": "yellow", "disk": "blue"}
 
 
@@ -104,6 +109,20 @@ def fill(fraction: float) -> Text:
 def state(value: str) -> Text:
     """A program or node state with its glyph and colour."""
     return Text(f"{STATE_GLYPHS.get(value, '?')} {value}", style=STATE_STYLES.get(value, ""))
+
+
+def node_glyph(node: Node) -> str:
+    """A node's state glyph; a withdrawn node's is its own."""
+    if node.withdrawn and node.state == "cancelled":
+        return WITHDRAWN_GLYPH
+    return STATE_GLYPHS.get(node.state, "?")
+
+
+def node_state(node: Node) -> Text:
+    """A node's state with its glyph and colour; a withdrawn node reads ``withdrawn``."""
+    if node.withdrawn and node.state == "cancelled":
+        return Text(f"{WITHDRAWN_GLYPH} {WITHDRAWN}", style=STATE_STYLES["cancelled"])
+    return state(node.state)
 
 
 def tier(value: str | None) -> Text:

@@ -54,7 +54,7 @@ def _chip(node: Node, on_path: bool) -> Text:
     style = fmt.STATE_STYLES.get(node.state, "")
     chip = Text()
     chip.append("◆" if on_path else " ", style="bold red")
-    chip.append(fmt.STATE_GLYPHS.get(node.state, "?"), style=style)
+    chip.append(fmt.node_glyph(node), style=style)
     chip.append(f" {node.node_id}", style="bold" if on_path else "")
     chip.append(f" {node.tool or node.kind}", style="dim")
     if node.model is not None:  # several models served: the one that ran it
@@ -93,12 +93,16 @@ def render_dag(detail: ProgramDetail, width: int) -> Text:
     return text
 
 
-def legend() -> Text:
-    """The key to the glyphs of the DAG and the timeline."""
+def legend(*, withdrawn: bool = False) -> Text:
+    """The key to the glyphs of the DAG and the timeline; ``withdrawn``: the program has
+    nodes cancelled by a node cancel, which carry a glyph of their own."""
     text = Text()
     for state in ("done", "running", "ready", "pending", "failed", "cancelled"):
         text.append(fmt.STATE_GLYPHS[state], style=fmt.STATE_STYLES[state])
         text.append(f" {state}  ")
+    if withdrawn:
+        text.append(fmt.WITHDRAWN_GLYPH, style=fmt.STATE_STYLES["cancelled"])
+        text.append(" withdrawn (node cancel)  ")
     text.append("◆ critical path   ", style="bold red")
     for phase, (char, style) in PHASES.items():
         text.append(char * 2, style=style)

@@ -7,6 +7,7 @@ from typing import Any
 
 from agentconsole.httpclient import jsonread as j
 from agentconsole.ui.client.http import ActionResult
+from agentconsole.ui.client.nodecancel import NodeCancel
 
 
 def _n(body: Any, key: str) -> int:
@@ -63,3 +64,25 @@ def _boosted(body: Any, pid: str) -> str:
         return f"boosted {pid} (the server did not say by how much)"
     reranked = _n(body, "reranked_calls")
     return f"boosted {pid} by {amount:g}s of policy key: {reranked} queued calls re-ranked"
+
+
+def describe_node_cancel(answer: NodeCancel, *, operator: bool = True) -> str:
+    """``cancelled n3 of prog-1 and 2 descendants: 1 calls aborted, 0 tools interrupted``,
+    then the side effects still running (as a program cancel's notice says them) and the
+    agent's own tools left to it; a node cancelled already says nothing more was stopped."""
+    where = f"{answer.node_id} of {answer.program_id}"
+    if not answer.cancelled_nodes:
+        return f"{where} was cancelled already: nothing more to stop"
+    others = len([n for n in answer.cancelled_nodes if n != answer.node_id])
+    text = f"cancelled {where}" + (f" and {others} descendants" if others else "")
+    text += (
+        f": {len(answer.aborted_calls)} calls aborted, "
+        f"{len(answer.interrupted_tools)} tools interrupted"
+    )
+    if answer.flagged_tools:
+        text += "; " + still_running(
+            {"flagged_tools": list(answer.flagged_tools)}, operator=operator
+        )
+    if answer.running_tools:
+        text += f"; the agent's own tools left to it: {', '.join(answer.running_tools)}"
+    return text

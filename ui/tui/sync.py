@@ -28,7 +28,7 @@ from agentconsole.ui.client.whatif import chart_window
 from agentconsole.ui.tui import messages as m
 from agentconsole.ui.tui.feedbuffer import FeedBuffer
 from agentconsole.ui.tui.loader import DOOR, TOOLS, load, operator_read
-from agentconsole.ui.tui.outcome import describe
+from agentconsole.ui.tui.outcome import describe, describe_node_cancel
 
 #: the status of an operator route refused to a tenant's key
 FORBIDDEN = 403
@@ -233,6 +233,23 @@ class DataSync:
                     self.app.post_message(m.ActionDone(action, program_id, False, error.message))
                 else:
                     self.app.post_message(self._refused(action, program_id, error))
+
+        self.app.run_worker(run, thread=True, group="actions", exit_on_error=False)
+
+    def cancel_node(self, program_id: str, node_id: str) -> None:
+        """Cancel ``node_id`` of ``program_id`` (and its descendants not yet ended) on a
+        worker; the answer comes as :class:`~m.ActionDone` (``cancel node``). The program's
+        own route, as :meth:`act`'s cancel: a refusal there (404, 409) is no key's."""
+
+        def run() -> None:
+            title = "cancel node"
+            try:
+                answer = self.api.cancel_node(program_id, node_id)
+                text = describe_node_cancel(answer, operator=not self.tenant_key)
+                self.app.post_message(m.ActionDone(title, program_id, True, text))
+            except ApiError as error:
+                text = f"{node_id} of {program_id}: {error.message}"
+                self.app.post_message(m.ActionDone(title, program_id, False, text))
 
         self.app.run_worker(run, thread=True, group="actions", exit_on_error=False)
 

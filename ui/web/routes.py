@@ -101,7 +101,16 @@ def render_page() -> bytes:
     if page is None:
         raise NotFoundException("console page missing from the installed package")
     html = page.decode()
-    names = ("app.css", "app.js", "dag.js", "views.js", "models.js", "tools.js", "charts.js")
+    names = (
+        "app.css",
+        "app.js",
+        "dag.js",
+        "views.js",
+        "nodecancel.js",
+        "models.js",
+        "tools.js",
+        "charts.js",
+    )
     for name in (*names, PLOTLY_JS):
         html = html.replace("{{asset:" + name + "}}", f"/static/{name}?v={asset_version(name)}")
     return html.encode()

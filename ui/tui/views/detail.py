@@ -15,10 +15,12 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
+from agentconsole.ui.client.nodecancel import cancellable
 from agentconsole.ui.client.programs import Node, ProgramDetail
 from agentconsole.ui.tui import fmt
 from agentconsole.ui.tui.graph import drawn_now, legend, render_dag, span, timeline_bar
 from agentconsole.ui.tui.literal import literal
+from agentconsole.ui.tui.views.nodecancel import ask_node_cancel
 from agentconsole.ui.tui.views.tables import Table, cell_width
 
 NODE_COLUMNS = ("node", "kind", "state", "kv", "queue", "service", "tool", "timeline")
@@ -63,9 +65,9 @@ def node_cells(
         ("◆" if on_path else " ") + fmt.middle(node.node_id, id_width),
         style="bold" if on_path else "",
     )
-    state = fmt.state(node.state)
+    state = fmt.node_state(node)
     if glyph_state:
-        state = Text(fmt.STATE_GLYPHS.get(node.state, "?"), style=state.style)
+        state = Text(fmt.node_glyph(node), style=state.style)
     return {
         "node": name,
         "kind": fmt.short(node.tool or node.kind, 9),
@@ -130,17 +132,26 @@ def summary(detail: ProgramDetail) -> Text:
 
 
 class ProgramScreen(Screen[None]):
-    """One program; ``p``/``c``/``b`` act on it (bound by the app), Escape goes back."""
+    """One program; ``p``/``c``/``b`` act on it (bound by the app), ``n`` cancels the node
+    under the timeline's cursor (asks first), Escape goes back."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("t", "toggle_tab", "DAG/Timeline"),
         Binding("z", "zoom", "Zoom bars"),
+        Binding("n", "cancel_node", "Cancel node"),
     ]
 
-    def __init__(self, program_id: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        program_id: str,
+        clock: Callable[[], float] = time.time,
+        cancel_node: Callable[[str, str], None] | None = None,
+    ) -> None:
         super().__init__()
         self.program_id = program_id
+        #: sends a node cancel (program id, node id); None: no node cancel offered
+        self._cancel_node = cancel_node
         self.detail: ProgramDetail | None = None
         self.zoom = False
         self._window: tuple[float, float] = (0.0, 1.0)
@@ -185,6 +196,42 @@ class ProgramScreen(Screen[None]):
     def action_toggle_tab(self) -> None:
         tabs = self.query_one(TabbedContent)
         tabs.active = "tab-timeline" if tabs.active == "tab-dag" else "tab-dag"
+        self.refresh_bindings()
+
+    def cursor_node(self) -> Node | None:
+        """The node under the timeline's cursor (its rows are the detail's nodes, in order)."""
+        detail = self.detail
+        row = self.query_one("#nodes-table", DataTable).cursor_row
+        return detail.nodes[row] if detail is not None and 0 <= row < len(detail.nodes) else None
+
+    def _on_timeline(self) -> bool:
+        return self.query_one(TabbedContent).active == "tab-timeline"
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Offer the node cancel only for a node that has not ended (dimmed otherwise, its
+        key does nothing); on the DAG tab, where no node is under a cursor, it opens the
+        timeline to pick one."""
+        if action != "cancel_node":
+            return True
+        if self._cancel_node is None or self.detail is None:
+            return None
+        if not self._on_timeline():
+            return True
+        node = self.cursor_node()
+        return True if node is not None and cancellable(node, self.detail.summary.state) else None
+
+    def action_cancel_node(self) -> None:
+        """Ask before cancelling the node under the cursor and its descendants not yet ended."""
+        detail, node = self.detail, self.cursor_node()
+        if not self._on_timeline():
+            self.action_toggle_tab()
+            self.notify("pick the node to cancel (up/down), then n", severity="warning")
+            return
+        if self._cancel_node is None or detail is None or node is None:
+            return
+        if not cancellable(node, detail.summary.state):  # the footer dims it: a key raced it
+            return
+        ask_node_cancel(self.app, detail, node, self._cancel_node)
 
     def show(self, detail: ProgramDetail) -> None:
         """Redraw everything from ``detail``; an unchanged one with spans still open redraws
@@ -204,6 +251,10 @@ class ProgramScreen(Screen[None]):
         self.query_one("#dag", Static).update(render_dag(detail, width))
         self._timeline(detail)
         self._node_model()
+        self.query_one("#detail-legend", Static).update(
+            legend(withdrawn=any(n.withdrawn for n in detail.nodes))
+        )
+        self.refresh_bindings()
         if self.zoom:
             self.call_after_refresh(self._rescale)
 
@@ -223,14 +274,13 @@ class ProgramScreen(Screen[None]):
     @on(DataTable.RowHighlighted, "#nodes-table")
     def _moved(self) -> None:
         self._node_model()
+        self.refresh_bindings()  # the node cancel is offered for the node under the cursor
         if self.zoom:
             self._rescale()
 
     def _node_model(self) -> None:
         """Which model ran the node under the cursor and why (several models served)."""
-        detail = self.detail
-        row = self.query_one("#nodes-table", DataTable).cursor_row
-        node = detail.nodes[row] if detail is not None and 0 <= row < len(detail.nodes) else None
+        node = self.cursor_node()
         line = Text()
         if node is not None and node.model is not None:
             line.append(f"{node.node_id} ran on ", style="dim")

@@ -21,11 +21,12 @@ HELP = """\
            m model compatibility (which served models could share KV)
 [b]Tools[/b]      enter (or x) reconcile the call in doubt: commit or retry (asks)
 [b]Detail[/b]     t DAG/timeline   z zoom bars to the rows on screen   escape back
+           n cancel the node under the cursor and its descendants (asks)
 [b]Other[/b]      r refresh now    ? this help        q quit
 
 DAG: one line per layer; ◆ marks the critical path; ⇠ names parents
-that are not the whole previous layer. Timeline bars: ░ queue ▚ kv
-reload ▓ prefill █ decode ▒ tool."""
+that are not the whole previous layer; ⊖ a node cancelled by n.
+Timeline bars: ░ queue ▚ kv reload ▓ prefill █ decode ▒ tool."""
 
 
 class ConfirmScreen(ModalScreen[bool]):

@@ -84,10 +84,13 @@
     const group = make("g", {});
     for (const n of nodes) {
       const [x, y] = xy.get(n.node_id);
-      const g = make("g", { class: "node" + (onPath.has(n.node_id) ? " cp" : ""), "data-node": n.node_id,
-        transform: `translate(${x},${y})` });
+      // a node cancel's (withdrawn) drawn apart from one its program's end cancelled
+      const gone = AC.nodeCancel.withdrawn(n);
+      const picked = AC.nodeCancel.pickedId(detail.program_id) === n.node_id;
+      const g = make("g", { class: "node" + (onPath.has(n.node_id) ? " cp" : "") + (gone ? " withdrawn" : "") +
+        (picked ? " picked" : ""), "data-node": n.node_id, transform: `translate(${x},${y})` });
       const why = n.model_choice ? ` (${n.model_choice.reason})` : "";
-      g.append(make("title", {}, `${n.node_id} ${n.tool || n.kind} · ${n.state}` +
+      g.append(make("title", {}, `${n.node_id} ${n.tool || n.kind} · ${n.state}` + (gone ? " (withdrawn: node cancel)" : "") +
         (n.model ? ` · model ${n.model}${why}` : "") +
         (n.kv_tier ? ` · KV in ${n.kv_tier}` : "") + (onPath.has(n.node_id) ? " · critical path" : "")));
       g.append(make("rect", { width: W, height: H, fill: FILL[n.state] || "#39414d" }));

@@ -87,6 +87,7 @@
     return "side-effecting tools still running: " + named + " (they finish and commit; one whose " +
       "effect ends in doubt " + doubt + ")";
   }
+  views.stillRunning = stillRunning;  // a node cancel's notice says them alike (nodecancel.js)
   views.describe = function (action, id, body) {
     const n = (k) => listed(body, k);
     if (action === "cancel") {
@@ -382,6 +383,7 @@
     purge("chart-timeline");
     $("#nodes tbody").replaceChildren();
     for (const b of document.querySelectorAll("#view-program button.act")) b.disabled = true;
+    AC.nodeCancel.render(null);
   }
 
   // an open span (end null: a tool still running, a call still decoding) grows with the
@@ -405,6 +407,7 @@
       ["lost reuse", fmt.count((d.prompt_insertions || {}).lost_reuse_tokens || 0)],
     ]);
     for (const b of document.querySelectorAll("#view-program button.act")) b.disabled = d.state !== "running";
+    AC.nodeCancel.render(d);  // the picked node's state may have changed: offered or not
     const stamp = JSON.stringify([d.nodes, d.critical_path]);
     const now = performance.now();
     if (stamp === renderDetail.stamp) {
@@ -420,21 +423,29 @@
     timelineDrawn = now;
     AC.charts.timeline(d);
     const path = new Set(d.critical_path || []);
-    $("#nodes tbody").replaceChildren(...d.nodes.map((n) => el("tr", { "data-node": n.node_id },
+    const pickedId = AC.nodeCancel.pickedId(d.program_id);
+    $("#nodes tbody").replaceChildren(...d.nodes.map((n) => el("tr", { "data-node": n.node_id,
+      class: n.node_id === pickedId ? "picked" : "", onclick: () => views.pickNode(n.node_id) },
       el("td", { class: path.has(n.node_id) ? "late" : "" }, (path.has(n.node_id) ? "◆ " : "") + n.node_id),
       el("td", n.model ? { class: "model", title: (n.model_choice || {}).reason || "" } : {},
         (n.tool || n.kind) + (n.model ? " @ " + n.model : "")),
-      el("td", { class: "st-" + n.state }, n.state),
+      // a node cancel's (withdrawn) told apart from one its program's end cancelled
+      AC.nodeCancel.withdrawn(n) ? el("td", { class: "st-cancelled withdrawn", title: "cancelled by a node cancel" }, "withdrawn")
+        : el("td", { class: "st-" + n.state }, n.state),
       el("td", { class: "tier-" + (n.kv_tier || "none") }, n.kv_tier || "-"),
       el("td", { class: "num" }, fmt.secs(n.queue_s)), el("td", { class: "num" }, fmt.secs(n.service_s)),
       el("td", { class: "num" }, fmt.secs(n.tool_s)), el("td", { class: "num" }, fmt.secs(n.kv_restore_s)),
       el("td", { class: "num" }, fmt.count(n.prompt_tokens)), el("td", { class: "num" }, fmt.count(n.cached_tokens)),
       el("td", { class: "num" }, fmt.count(n.output_tokens)))));
   }
+  // A node picked in the DAG or the table: its row and box marked, and the node cancel's
+  // button names it (offered only if it has not ended).
   views.pickNode = function (nodeId) {
     for (const tr of document.querySelectorAll("#nodes tr.picked")) tr.classList.remove("picked");
     const tr = document.querySelector('#nodes tr[data-node="' + CSS.escape(nodeId) + '"]');
     if (tr) { tr.classList.add("picked"); tr.scrollIntoView({ block: "nearest" }); }
+    for (const g of document.querySelectorAll("#dag .node")) g.classList.toggle("picked", g.dataset.node === nodeId);
+    AC.nodeCancel.pick(AC.state.detailId, nodeId);
   };
 
   // -- tenants, KV, audit, events ----------------------------------------------------------
