@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Self, TypedDict
 
 from agentconsole.httpclient import JSON
 from agentconsole.httpclient import jsonread as j
@@ -111,9 +111,9 @@ class ProgramPage:
 
 
 @dataclass(frozen=True, slots=True)
-class CancelResult:
-    """What a cancel did (calls aborted, gateway tools interrupted or flagged, the agent's own
-    tools left running: their ``tool-calls/finish`` is still recorded)."""
+class _Cancelled:
+    """The fields a program cancel and a node cancel answer alike (docs/API.md), read in one
+    place so that the two answers cannot drift apart."""
 
     program_id: str
     state: str
@@ -123,8 +123,8 @@ class CancelResult:
     running_tools: tuple[str, ...] = ()
 
     @classmethod
-    def parse(cls, value: Any) -> CancelResult:
-        data = j.obj(value)
+    def _parse(cls, data: Mapping[str, Any], **own: Any) -> Self:
+        """The shared fields read from ``data``; ``own``, a subclass's fields, as read."""
         return cls(
             program_id=j.text(data, "program_id"),
             state=j.text(data, "state"),
@@ -132,35 +132,35 @@ class CancelResult:
             interrupted_tools=j.strings(data.get("interrupted_tools")),
             flagged_tools=j.strings(data.get("flagged_tools")),
             running_tools=j.strings(data.get("running_tools")),
+            **own,
         )
 
 
 @dataclass(frozen=True, slots=True)
-class NodeCancelResult:
-    """What a node cancel did: the node and its descendants it cancelled (the program runs
-    on), the calls aborted and the tools as :class:`CancelResult` says."""
-
-    program_id: str
-    node_id: str
-    state: str
-    cancelled_nodes: tuple[str, ...]
-    aborted_calls: tuple[str, ...]
-    interrupted_tools: tuple[str, ...]
-    flagged_tools: tuple[str, ...]
-    running_tools: tuple[str, ...]
+class CancelResult(_Cancelled):
+    """What a program cancel did (calls aborted, gateway tools interrupted or flagged, the
+    agent's own tools left running: their ``tool-calls/finish`` is still recorded)."""
 
     @classmethod
-    def parse(cls, value: Any) -> NodeCancelResult:
+    def parse(cls, value: Any) -> Self:
+        return cls._parse(j.obj(value))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeCancelResult(_Cancelled):
+    """What a node cancel did (the program runs on): the node and its descendants it
+    cancelled (``state`` is the node's), the calls and tools as :class:`CancelResult` says."""
+
+    node_id: str
+    cancelled_nodes: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, value: Any) -> Self:
         data = j.obj(value)
-        return cls(
-            program_id=j.text(data, "program_id"),
+        return cls._parse(
+            data,
             node_id=j.text(data, "node_id"),
-            state=j.text(data, "state"),
             cancelled_nodes=j.strings(data.get("cancelled_nodes")),
-            aborted_calls=j.strings(data.get("aborted_calls")),
-            interrupted_tools=j.strings(data.get("interrupted_tools")),
-            flagged_tools=j.strings(data.get("flagged_tools")),
-            running_tools=j.strings(data.get("running_tools")),
         )
 
 

@@ -42,7 +42,7 @@ from agentconsole.server.api.queryguard import PageCursor, strict_query
 from agentconsole.server.api.refusedcreates import create_request
 from agentconsole.server.api.schemas import ID_PATTERN, NodeCreate, ProgramCreate, ProgramFinish
 from agentconsole.server.live.errors import NotFound
-from agentconsole.server.live.operator import node_cancel_json
+from agentconsole.server.live.operator import cancel_json, node_cancel_json
 from agentconsole.server.live.views import node_json
 
 JSON = dict[str, Any]
@@ -210,14 +210,7 @@ class ProgramsController(Controller):
             return await live.desk.cancel(principal.key_id, program_id)
         report = await live.service.cancel_program(principal.scope, program_id)
         await _committed(live)
-        return {
-            "program_id": program_id,
-            "state": "cancelled",
-            "aborted_calls": report.aborted_calls,
-            "interrupted_tools": report.interrupted_tools,
-            "flagged_tools": report.flagged_tools,
-            "running_tools": report.running_tools,
-        }
+        return cancel_json(report)
 
     @post(
         "/{program_id:str}/nodes/{node_id:str}/cancel",

@@ -43,7 +43,7 @@ from agentconsole.scheduler.policies import available, get_policy
 from agentconsole.scheduler.program import Program
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.server.live.errors import Conflict, InvalidRequest, ServiceError
-from agentconsole.server.live.service import NodeCancelReport, ProgramService
+from agentconsole.server.live.service import CancelReport, NodeCancelReport, ProgramService
 from agentconsole.server.refusals import RefusalBudget, is_keyless, refused_target
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,11 @@ class OperatorMemory:
         return memory
 
 
+def cancel_json(report: CancelReport) -> dict[str, Any]:
+    """The answer to a program cancel, the tenant's and the operator's alike."""
+    return {"program_id": report.program_id, "state": "cancelled", **_stopped_json(report)}
+
+
 def node_cancel_json(report: NodeCancelReport) -> dict[str, Any]:
     """The answer to a node cancel, in the program cancel's shape: the node and the nodes it
     took with it, the calls aborted, the tools interrupted, flagged and left running."""
@@ -105,6 +110,13 @@ def node_cancel_json(report: NodeCancelReport) -> dict[str, Any]:
         "state": "cancelled",
         "program_state": "running",
         "cancelled_nodes": report.cancelled_nodes,
+        **_stopped_json(report),
+    }
+
+
+def _stopped_json(report: CancelReport | NodeCancelReport) -> dict[str, Any]:
+    """What both cancels answer of the calls and tools they stopped or left running."""
+    return {
         "aborted_calls": report.aborted_calls,
         "interrupted_tools": report.interrupted_tools,
         "flagged_tools": report.flagged_tools,
@@ -224,14 +236,7 @@ class OperatorDesk:
             report = await self.service.cancel_program(None, program_id, reason="operator")
             # the cancel's events (not only its audit row) durable before the answer
             await self._committed()
-            return {
-                "program_id": program_id,
-                "state": "cancelled",
-                "aborted_calls": report.aborted_calls,
-                "interrupted_tools": report.interrupted_tools,
-                "flagged_tools": report.flagged_tools,
-                "running_tools": report.running_tools,
-            }
+            return cancel_json(report)
 
         return await self.run(actor, "cancel", program_id, {}, work)
 

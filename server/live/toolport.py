@@ -126,15 +126,16 @@ class ToolPort:
         self, program_id: str, node_id: str, *, repeat: bool | None = None
     ) -> None:
         """The tool of ``node_id`` began running (NotFound for an unknown tool node, Conflict
-        when the program has stopped, or when the node runs already, unless ``repeat``: the
-        retry of a start that took effect and was answered 503). When the program then waits
+        when the program has stopped, when the node was cancelled on request
+        (:class:`NodeWithdrawn`), or when it runs already, unless ``repeat``: the retry of a
+        start that took effect and was answered 503). When the program then waits
         on tools only, the tool-wait policy decides what happens to its KV. ``repeat`` is
         given by the agent's report of its own tool only (``gateway/reports.py``, True or
         False); without it the gateway's executor runs the tool here (:meth:`executes`)."""
         svc = self.service
         program, node = self._tool(program_id, node_id)
         svc.require_running(program)
-        if node.withdrawn:  # its node cancel: the tool must not run
+        if node.withdrawn:  # a dropped branch runs nothing again, whoever reports it
             raise NodeWithdrawn(program_id, node.node_id)
         if (program_id, node_id) in self._alias and node.state is NodeState.RUNNING:
             # inferred: it has been running since the model asked for it, and whoever
@@ -168,12 +169,13 @@ class ToolPort:
         """The tool ended (``ok``, ``fail`` or ``timeout``); the agent takes the result either
         way. A node of a running program that never started (its start was lost in a crash:
         the gateway's retry recreated it, or the restart rebuilt it, as declared) is started
-        and ended now, one attempt of ``latency_s``: the tool did run. A tool its program's
-        cancel left running (a side effect let commit, an agent's own tool) ends on its
-        cancelled node (:meth:`_ended_after_cancel`), its program rebuilt from the store if it
-        left memory meanwhile. A no-op for a node that ended otherwise (a committed result
-        replayed again) or whose program finished; NotFound for a node the program does not
-        have."""
+        and ended now, one attempt of ``latency_s``: the tool did run. A tool its node's
+        cancel left running (its program's or its own; a side effect let commit, an agent's
+        own tool), or one still running when the agent finished the program, ends on its
+        cancelled node (:meth:`_ended_late`), its program rebuilt from the store if it left
+        memory meanwhile. A no-op for a node that ended otherwise (a committed result
+        replayed again) or that never started in a program that ended; NotFound for a node
+        the program does not have."""
         svc = self.service
         node_id = self._alias.pop((program_id, node_id), node_id)
         self._executed.discard((program_id, node_id))
@@ -187,13 +189,10 @@ class ToolPort:
         if node is None or node.kind is not NodeKind.TOOL:
             raise NotFound(f"tool node {node_id!r} of {program_id!r} not found", field="node_id")
         now = time.time()
-        if node.state is NodeState.CANCELLED and (
-            program.state is ProgramState.CANCELLED or node.withdrawn
-        ):
-            self._ended_after_cancel(program, node, now, outcome, latency_s, result_bytes)
-            return
-        if node.state is NodeState.CANCELLED and program.state.terminal:
-            # the agent finished its program while this ran: its end is still recorded
+        if node.state is NodeState.CANCELLED and (program.state.terminal or node.withdrawn):
+            if program.state is ProgramState.CANCELLED or node.withdrawn:
+                self._require_ran_until_cancelled(program, node)
+            # else the agent finished its program while this ran: its end is still recorded
             self._ended_late(program, node, now, outcome, latency_s, result_bytes)
             return
         if node.state.terminal:
@@ -220,25 +219,13 @@ class ToolPort:
             result_bytes=result_bytes,
         )
 
-    def _ended_after_cancel(
-        self,
-        program: Program,
-        node: Node,
-        now: float,
-        outcome: str,
-        latency_s: float | None,
-        result_bytes: int,
-    ) -> None:
-        """A cancelled program's tool ended: recorded on its node if the cancel left it running
-        (``ProgramController.finish_tool_after_cancel``); a no-op if its end is recorded
-        already (a replay, a repeated report) or the cancel interrupted it (its attempt closed
-        then); the program's stop reason (409, or its quota's error) for a node that did not
-        run at the cancel: nothing of it ran to end."""
-        attempts = node.attempts
-        if not attempts or not _ran_until_cancelled(node):
+    def _require_ran_until_cancelled(self, program: Program, node: Node) -> None:
+        """Refuse the end of a tool whose node did not run at its cancel (the program's or its
+        own): nothing of it ran to end. The program's stop reason (409, or its quota's error)
+        for a cancelled program; :class:`NodeWithdrawn` for a node cancel."""
+        if not node.attempts or not _ran_until_cancelled(node):
             self.service.require_running(program)  # raises: the program is cancelled
-            raise NodeWithdrawn(program.program_id, node.node_id)  # its node cancel
-        self._ended_late(program, node, now, outcome, latency_s, result_bytes)
+            raise NodeWithdrawn(program.program_id, node.node_id)
 
     def _ended_late(
         self,
@@ -251,7 +238,8 @@ class ToolPort:
     ) -> None:
         """The end of a tool that ran on past its node's cancel (its program's, its own, or
         its program's finish): recorded on the node if that run's end is not recorded yet
-        (``ProgramController.finish_tool_after_cancel`` decides; a no-op otherwise)."""
+        (``ProgramController.finish_tool_after_cancel`` decides; a no-op if it is, after a
+        replay or a repeated report, or if the cancel interrupted it, closing its attempt)."""
         svc = self.service
         attempts = node.attempts
         if not attempts:

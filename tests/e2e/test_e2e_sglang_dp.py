@@ -12,9 +12,7 @@ on the CPU engine (tiny model), one server for the whole module.
 
 from __future__ import annotations
 
-import json
 import random
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -25,6 +23,7 @@ import pytest
 
 from tests.e2e import early
 from tests.e2e.conftest import ServeProcess, start_serve
+from tests.e2e.streams import StreamedChat
 
 pytestmark = [pytest.mark.e2e, pytest.mark.sglang]
 TENANT = {"Authorization": "Bearer sk-dev"}
@@ -70,43 +69,13 @@ def _chat(http: httpx.Client, program: str, messages: list[dict[str, str]]) -> d
     return out
 
 
-class Stream:
-    """A streamed chat call read in a thread: ``started`` once the first token came."""
-
-    def __init__(self, url: str, program: str, messages: list[dict[str, str]], tokens: int):
-        self.started = threading.Event()
-        self.done = threading.Event()
-        self.text = ""
-        self.finish: str | None = None
-        self.error: str | None = None
-        body = _body(messages, tokens, stream=True, ignore_eos=True)
-        args = (url, program, body)
-        threading.Thread(target=self._run, args=args, daemon=True).start()
-
-    def _run(self, url: str, program: str, body: dict[str, Any]) -> None:
-        headers = {**TENANT, "X-Program-Id": program}
-        try:
-            with (
-                httpx.Client(base_url=url, timeout=120) as client,
-                client.stream("POST", "/v1/chat/completions", json=body, headers=headers) as r,
-            ):
-                for line in r.iter_lines():
-                    if not line.startswith("data: ") or line == "data: [DONE]":
-                        continue
-                    frame = json.loads(line[6:])
-                    if "error" in frame:
-                        self.error = str(frame["error"].get("message"))
-                        continue
-                    choice = frame["choices"][0]
-                    self.text += choice["delta"].get("content") or ""
-                    self.finish = choice.get("finish_reason") or self.finish
-                    if self.text:
-                        self.started.set()
-        except Exception as err:  # a frame that does not parse fails the test, named
-            self.error = repr(err)
-        finally:
-            self.started.set()
-            self.done.set()
+def stream_chat(
+    url: str, program: str, messages: list[dict[str, str]], tokens: int
+) -> StreamedChat:
+    """``program``'s chat call of ``tokens`` tokens (no early end), streamed in a thread
+    (the router's e2e test streams alike)."""
+    body = _body(messages, tokens, stream=True, ignore_eos=True)
+    return StreamedChat(url, body, {**TENANT, "X-Program-Id": program})
 
 
 def _node_ranks(http: httpx.Client, program: str) -> dict[str, int | None]:
@@ -123,11 +92,11 @@ def test_programs_spread_over_ranks_and_stay_on_theirs(
 ) -> None:
     first = {p: [{"role": "user", "content": _text(60, seed)}] for seed, p in enumerate("ab")}
     # a's first call is in flight (load on its rank) when b's first call is placed
-    a1 = Stream(dp_serve.url, "dp-a", first["a"], tokens=256)
+    a1 = stream_chat(dp_serve.url, "dp-a", first["a"], tokens=256)
     assert a1.started.wait(60)
     b1 = _chat(http, "dp-b", first["b"])
     assert a1.done.wait(120)
-    assert a1.error is None
+    assert (a1.error, a1.failure) == (None, None)
     answers = {"a": a1.text, "b": b1["choices"][0]["message"]["content"]}
     for p in "ab":
         history = [
@@ -164,8 +133,8 @@ def test_cancel_aborts_the_call_on_its_programs_rank(
     assert rank_c is not None
     assert rank_d is not None
     assert rank_c != rank_d  # the tie goes to the rank with fewer programs
-    other = Stream(dp_serve.url, "dp-d", [*prompt["d"], *prompt["d"]], tokens=300)
-    doomed = Stream(dp_serve.url, "dp-c", [*prompt["c"], *prompt["c"]], tokens=1400)
+    other = stream_chat(dp_serve.url, "dp-d", [*prompt["d"], *prompt["d"]], tokens=300)
+    doomed = stream_chat(dp_serve.url, "dp-c", [*prompt["c"], *prompt["c"]], tokens=1400)
     assert doomed.started.wait(60)
     assert other.started.wait(60)
     started = time.monotonic()
@@ -180,6 +149,6 @@ def test_cancel_aborts_the_call_on_its_programs_rank(
     assert not [c for c in running if c["program_id"] == "dp-c"]
     # the call on the other rank was not touched: it runs to its end
     assert other.done.wait(120)
-    assert other.error is None
+    assert (other.error, other.failure) == (None, None)
     assert other.finish == "length"
     assert _node_ranks(http, "dp-d")["llm-2"] == rank_d

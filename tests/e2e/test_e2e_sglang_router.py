@@ -33,7 +33,7 @@ import pytest
 from agentconsole.server.runtime.sglang.status import SchedulerStatus
 from tests.e2e import early
 from tests.e2e.conftest import ServeProcess, start_serve
-from tests.e2e.test_e2e_sglang_dp import TENANT, Stream, _cached, _chat, _node_ranks, _text
+from tests.e2e.test_e2e_sglang_dp import TENANT, _cached, _chat, _node_ranks, _text, stream_chat
 
 pytestmark = [pytest.mark.e2e, pytest.mark.sglang, pytest.mark.slow]
 HOST = "127.0.0.1"
@@ -189,11 +189,11 @@ def _first_calls(
 ) -> dict[str, str]:
     """The two programs' first calls, the second placed while the first is in flight (the
     router's ``min_load`` assignment then sends it to the other worker); their answers."""
-    streamed = Stream(url, one, one_messages, tokens=256)
+    streamed = stream_chat(url, one, one_messages, tokens=256)
     assert streamed.started.wait(60)
     answer = _chat(http, two, two_messages)["choices"][0]["message"]["content"]
     assert streamed.done.wait(120)
-    assert streamed.error is None
+    assert (streamed.error, streamed.failure) == (None, None)
     return {one[-1]: streamed.text, two[-1]: answer}
 
 
@@ -234,8 +234,8 @@ def test_cancel_aborts_the_call_on_its_programs_worker(
     assert worker_c is not None
     assert worker_d is not None
     assert worker_c != worker_d
-    other = Stream(router_serve.url, "rt-d", [*prompt["d"], *prompt["d"]], tokens=300)
-    doomed = Stream(router_serve.url, "rt-c", [*prompt["c"], *prompt["c"]], tokens=1400)
+    other = stream_chat(router_serve.url, "rt-d", [*prompt["d"], *prompt["d"]], tokens=300)
+    doomed = stream_chat(router_serve.url, "rt-c", [*prompt["c"], *prompt["c"]], tokens=1400)
     assert doomed.started.wait(60)
     assert other.started.wait(60)
     workers, _ = cluster
@@ -252,7 +252,7 @@ def test_cancel_aborts_the_call_on_its_programs_worker(
     assert "rt-c/llm-2/0001" not in _running_on(workers[worker_c], settle_s=1.0)
     # the call on the other worker was not touched: it runs to its end
     assert other.done.wait(120)
-    assert other.error is None
+    assert (other.error, other.failure) == (None, None)
     assert other.finish == "length"
     assert _node_ranks(http, "rt-d")["llm-2"] == worker_d
 

@@ -103,6 +103,18 @@ def _register(c: httpx.Client, url: str, *, side_effect: bool) -> str:
     return name
 
 
+@contextmanager
+def _served_tool(
+    db: Path, downstream: _Downstream, *, side_effect: bool
+) -> Iterator[tuple[LiveServer, httpx.Client, str]]:
+    """A ready server with the gateway, a tenant's client of it, and the tool that tenant
+    registered on ``downstream`` (see :func:`_register`)."""
+    with _gateway_server(db) as server:
+        server.wait_ready()
+        with server.client() as c:
+            yield server, c, _register(c, downstream.url, side_effect=side_effect)
+
+
 def _call_in_background(
     server: LiveServer, tool: str, pid: str
 ) -> tuple[threading.Thread, list[httpx.Response]]:
@@ -146,14 +158,15 @@ def _hub_events(server: LiveServer) -> list[Event]:
 def test_a_side_effect_that_ends_after_the_cancel_is_recorded_on_its_node(
     tmp_path: Path, status: int, outcome: str
 ) -> None:
-    with _downstream(status=status) as writes, _gateway_server(tmp_path / "late.duckdb") as server:
-        server.wait_ready()
-        with server.client() as c:
-            tool = _register(c, writes.url, side_effect=True)
-            cancelled, at_cancel, thread, answers = _cancel_while_running(server, c, tool, "p")
-            thread.join(30)
-            program = c.get("/v1/programs/p").json()
-            node = c.get("/v1/programs/p/nodes/t1").json()
+    db = tmp_path / "late.duckdb"
+    with (
+        _downstream(status=status) as writes,
+        _served_tool(db, writes, side_effect=True) as (server, c, tool),
+    ):
+        cancelled, at_cancel, thread, answers = _cancel_while_running(server, c, tool, "p")
+        thread.join(30)
+        program = c.get("/v1/programs/p").json()
+        node = c.get("/v1/programs/p/nodes/t1").json()
         events = _tool_events(_hub_events(server), "p")
     assert cancelled["flagged_tools"] == ["t1"]
     assert cancelled["interrupted_tools"] == []
@@ -187,13 +200,10 @@ def test_a_side_effect_that_ends_after_the_cancel_is_recorded_on_its_node(
 def test_the_late_effect_is_still_on_its_node_after_a_restart(tmp_path: Path) -> None:
     db = tmp_path / "restart.duckdb"
     with _downstream() as writes:
-        with _gateway_server(db) as first:
-            first.wait_ready()
-            with first.client() as c:
-                tool = _register(c, writes.url, side_effect=True)
-                cancelled, _, thread, _ = _cancel_while_running(first, c, tool, "p")
-                thread.join(30)
-                before = c.get("/v1/programs/p/nodes/t1").json()
+        with _served_tool(db, writes, side_effect=True) as (first, c, tool):
+            cancelled, _, thread, _ = _cancel_while_running(first, c, tool, "p")
+            thread.join(30)
+            before = c.get("/v1/programs/p/nodes/t1").json()
         with _gateway_server(db) as second:
             second.wait_ready()
             with second.client() as c:
@@ -222,13 +232,14 @@ def test_the_late_effect_is_still_on_its_node_after_a_restart(tmp_path: Path) ->
 
 
 def test_a_read_only_tool_the_cancel_interrupted_records_no_late_end(tmp_path: Path) -> None:
-    with _downstream() as reads, _gateway_server(tmp_path / "read.duckdb") as server:
-        server.wait_ready()
-        with server.client() as c:
-            tool = _register(c, reads.url, side_effect=False)
-            cancelled, _, thread, answers = _cancel_while_running(server, c, tool, "r")
-            thread.join(30)
-            node = c.get("/v1/programs/r/nodes/t1").json()
+    db = tmp_path / "read.duckdb"
+    with (
+        _downstream() as reads,
+        _served_tool(db, reads, side_effect=False) as (server, c, tool),
+    ):
+        cancelled, _, thread, answers = _cancel_while_running(server, c, tool, "r")
+        thread.join(30)
+        node = c.get("/v1/programs/r/nodes/t1").json()
         events = _tool_events(_hub_events(server), "r")
     assert cancelled["interrupted_tools"] == ["t1"]
     assert cancelled["flagged_tools"] == []

@@ -24,6 +24,7 @@ from tests.server.api.test_api_cancel_effects import (
     _gateway_server,
     _hub_events,
     _register,
+    _served_tool,
 )
 
 
@@ -245,18 +246,15 @@ def test_a_side_effect_that_ends_after_the_agent_finished_is_recorded_on_its_nod
 ) -> None:
     db = tmp_path / "finished.duckdb"
     with _downstream() as writes:
-        with _gateway_server(db) as server:
-            server.wait_ready()
-            with server.client() as c:
-                tool = _register(c, writes.url, side_effect=True)
-                assert c.post("/v1/programs", json={"program_id": "f"}).status_code == 201
-                thread, answers = _call_in_background(server, tool, "f")
-                wait_until(lambda: _node(c, "f", "t1").get("state") == "running")
-                finish = c.post("/v1/programs/f/finish", json={"success": success})
-                at_finish = _node(c, "f", "t1")
-                thread.join(30)
-                node = _node(c, "f", "t1")
-                program = c.get("/v1/programs/f").json()
+        with _served_tool(db, writes, side_effect=True) as (server, c, tool):
+            assert c.post("/v1/programs", json={"program_id": "f"}).status_code == 201
+            thread, answers = _call_in_background(server, tool, "f")
+            wait_until(lambda: _node(c, "f", "t1").get("state") == "running")
+            finish = c.post("/v1/programs/f/finish", json={"success": success})
+            at_finish = _node(c, "f", "t1")
+            thread.join(30)
+            node = _node(c, "f", "t1")
+            program = c.get("/v1/programs/f").json()
             events = [e for e in _hub_events(server) if e.program_id == "f"]
         with _gateway_server(db) as again:
             again.wait_ready()
@@ -274,3 +272,31 @@ def test_a_side_effect_that_ends_after_the_agent_finished_is_recorded_on_its_nod
     assert [(e.data.get("after_finish"), e.data["outcome"]) for e in late] == [(True, "ok")]
     assert stored["outcome_after_cancel"] == "ok"
     assert stored["tool_s"] == pytest.approx(node["tool_s"])
+
+
+def test_a_tool_node_cancelled_before_it_ran_takes_no_report(tmp_path: Path) -> None:
+    """The agent's reports of a tool its node cancel took before it started: its start and
+    its finish are refused as the node's cancel (409), and nothing is recorded on the node:
+    nothing of it ran at the cancel, so no end of it can be late."""
+    with _gateway_server(tmp_path / "reports.duckdb") as server:
+        server.wait_ready()
+        with server.client() as c:
+            assert c.post("/v1/programs", json={"program_id": "p"}).status_code == 201
+            declared = {"node_id": "t", "kind": "tool", "tool": "own_tool"}
+            assert c.post("/v1/programs/p/nodes", json=declared).status_code == 201
+            assert c.post("/v1/programs/p/nodes/t/cancel").status_code == 200
+            finish = {"node_id": "t", "outcome": "ok", "latency_s": 0.5}
+            finished = c.post("/v1/programs/p/tool-calls/finish", json=finish)
+            started = c.post(
+                "/v1/programs/p/tool-calls/start", json={"node_id": "t", "tool": "own_tool"}
+            )
+            node = _node(c, "p", "t")
+            program = c.get("/v1/programs/p").json()
+    for refused in (finished, started):
+        assert refused.status_code == 409, refused.text
+        assert "was cancelled" in refused.json()["error"]["message"]
+    assert node["state"] == "cancelled"
+    assert node["withdrawn"] is True
+    assert node["outcome_after_cancel"] is None
+    assert node["attempts"] == 0
+    assert program["state"] == "running"

@@ -31,8 +31,8 @@ from agentconsole.server.live.intake import check_logit_bias
 from agentconsole.server.runtime.sglang import wire
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.live import SimLiveRuntime
-from agentconsole.server.runtime.sim.live_stream import SimStream
 from tests.server.api.harness import LiveServer, chat_body, make_config
+from tests.server.api.recording import RecordingRuntime
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
@@ -43,19 +43,10 @@ TOOLS: list[ChatCompletionToolParam] = [
 ]
 
 
-class VocabRuntime(SimLiveRuntime):
-    """The simulated runtime with a vocabulary of :data:`VOCAB` ids, recording every request
-    it is sent."""
+class VocabRuntime(RecordingRuntime):
+    """The recording runtime with a vocabulary of :data:`VOCAB` ids."""
 
     vocab_size = VOCAB
-
-    def __init__(self) -> None:
-        super().__init__(preset("H200-141GB", "llama-3.1-8b", 1), time_scale=0.05)
-        self.sent: list[GenerationRequest] = []
-
-    def submit(self, request: GenerationRequest) -> SimStream:
-        self.sent.append(request)
-        return super().submit(request)
 
 
 @pytest.fixture(scope="module")

@@ -9,27 +9,18 @@ running registry (the server runs in this process)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from agentconsole.server.api.config import ServerConfig
-from agentconsole.server.gateway import GatewayConfig, GatewayExtension
+from agentconsole.server.gateway import GatewayExtension
 from agentconsole.server.gateway import registry as registry_module
 from agentconsole.server.gateway.toolbounds import ToolBounds
 from agentconsole.server.live.tenants import TenantLimits
 from tests.server.api.harness import OPERATOR, LiveServer, gateway_server, make_config
-from tests.server.gateway.helpers import tool_body
-
-ECHO = {"type": "builtin", "name": "echo"}
-
-
-def _tool(name: str, description: str = "", **fields: Any) -> dict[str, Any]:
-    return tool_body(name, ECHO, description=description or f"tool {name}", **fields)
+from tests.server.api.toolregistry import bounded_server, echo_tool, stored_bytes
 
 
 def _refusal(answer: httpx.Response, field: str) -> None:
@@ -44,29 +35,10 @@ def _names(answer: httpx.Response) -> list[str]:
     return [t["name"] for t in answer.json()["tools"]]
 
 
-def _stored(live: LiveServer, tenant: str = "tenant-a") -> int:
-    """``tenant``'s stored bytes as its limit counts them (read on the server's loop: a
-    tenant with no program yet has no row in ``GET /v1/tenants``)."""
-
-    async def read() -> int:
-        return live.live.service.tenants.usage(tenant, time.time())["stored_bytes"]
-
-    return live.run(read())
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[LiveServer]:
     with gateway_server(tmp_path / "tools.duckdb") as live:
         yield live
-
-
-def _served(
-    config: ServerConfig, bounds: ToolBounds | None = None
-) -> tuple[LiveServer, GatewayExtension]:
-    """A server with the gateway mounted, and the extension (its gateway once started)."""
-    gateway = GatewayConfig(tenant_builtins=None, tool_bounds=bounds or ToolBounds())
-    extension = GatewayExtension(gateway)
-    return LiveServer(config, extensions=[extension]), extension
 
 
 def _bytes_of(extension: GatewayExtension, tenant: str, name: str) -> int:
@@ -78,7 +50,7 @@ def _bytes_of(extension: GatewayExtension, tenant: str, name: str) -> int:
 
 
 def test_a_tenant_registers_at_most_its_bound_of_tools(tmp_path: Path) -> None:
-    server, _ = _served(make_config(tmp_path / "count.duckdb"), ToolBounds(tools=3))
+    server, _ = bounded_server(make_config(tmp_path / "count.duckdb"), ToolBounds(tools=3))
     with (
         server,
         server.client("sk-a") as a,
@@ -87,54 +59,54 @@ def test_a_tenant_registers_at_most_its_bound_of_tools(tmp_path: Path) -> None:
     ):
         server.wait_ready()
         for i in range(3):
-            assert a.post("/v1/tools", json=_tool(f"t{i}")).status_code == 201
-        refused = a.post("/v1/tools", json=_tool("t3"))
+            assert a.post("/v1/tools", json=echo_tool(f"t{i}")).status_code == 201
+        refused = a.post("/v1/tools", json=echo_tool("t3"))
         _refusal(refused, "limits.tools")
         assert refused.json()["error"]["limit"] == 3
         # replacing a tool it has is no new tool: it passes, and still counts once
         for _ in range(3):
-            again = a.post("/v1/tools", json=_tool("t1", description="v2"))
+            again = a.post("/v1/tools", json=echo_tool("t1", description="v2"))
             assert again.status_code == 201, again.text
-        _refusal(a.post("/v1/tools", json=_tool("t4")), "limits.tools")
+        _refusal(a.post("/v1/tools", json=echo_tool("t4")), "limits.tools")
         assert _names(a.get("/v1/tools")) == ["t0", "t1", "t2"]
         # the bound is the tenant's own: another tenant and the platform still register
-        assert b.post("/v1/tools", json=_tool("t3")).status_code == 201
-        assert op.post("/v1/tools", json=_tool("platform")).status_code == 201
+        assert b.post("/v1/tools", json=echo_tool("t3")).status_code == 201
+        assert op.post("/v1/tools", json=echo_tool("platform")).status_code == 201
         audit = op.get("/v1/operator/audit", params={"limit": 1000}).json()["actions"]
     refusals = [r for r in audit if r["action"] == "tool.register" and r["result"] != "ok"]
     assert len(refusals) == 2  # refused registrations are audited as the others are
 
 
 def test_a_tenant_s_tools_take_at_most_their_bound_of_bytes(tmp_path: Path) -> None:
-    live, extension = _served(make_config(tmp_path / "bytes.duckdb"))
+    live, extension = bounded_server(make_config(tmp_path / "bytes.duckdb"))
     with live, live.client("sk-a") as a:
         live.wait_ready()
-        assert a.post("/v1/tools", json=_tool("big0", "x" * 2_000)).status_code == 201
+        assert a.post("/v1/tools", json=echo_tool("big0", "x" * 2_000)).status_code == 201
         one_tool = _bytes_of(extension, "tenant-a", "big0")
         assert extension.gateway is not None  # the bound set once one tool's size is known
         registry = extension.gateway.registry
         registry.bounds = ToolBounds(tool_bytes=3 * one_tool + 100)
         for i in (1, 2):
-            assert a.post("/v1/tools", json=_tool(f"big{i}", "x" * 2_000)).status_code == 201
-        _refusal(a.post("/v1/tools", json=_tool("big3", "x" * 2_000)), "limits.tool_bytes")
+            assert a.post("/v1/tools", json=echo_tool(f"big{i}", "x" * 2_000)).status_code == 201
+        _refusal(a.post("/v1/tools", json=echo_tool("big3", "x" * 2_000)), "limits.tool_bytes")
         # a replacement counts its new size in place of the old one's
-        assert a.post("/v1/tools", json=_tool("big1", "y" * 2_000)).status_code == 201
-        assert a.post("/v1/tools", json=_tool("big1", "y" * 2_050)).status_code == 201
-        _refusal(a.post("/v1/tools", json=_tool("big1", "y" * 2_200)), "limits.tool_bytes")
-        _refusal(a.post("/v1/tools", json=_tool("big3", "x" * 1_500)), "limits.tool_bytes")
+        assert a.post("/v1/tools", json=echo_tool("big1", "y" * 2_000)).status_code == 201
+        assert a.post("/v1/tools", json=echo_tool("big1", "y" * 2_050)).status_code == 201
+        _refusal(a.post("/v1/tools", json=echo_tool("big1", "y" * 2_200)), "limits.tool_bytes")
+        _refusal(a.post("/v1/tools", json=echo_tool("big3", "x" * 1_500)), "limits.tool_bytes")
         # a tool made smaller makes room for another
-        assert a.post("/v1/tools", json=_tool("big1", "small")).status_code == 201
-        assert a.post("/v1/tools", json=_tool("big3", "x" * 1_500)).status_code == 201
+        assert a.post("/v1/tools", json=echo_tool("big1", "small")).status_code == 201
+        assert a.post("/v1/tools", json=echo_tool("big3", "x" * 1_500)).status_code == 201
 
 
 def test_tools_are_listed_by_pages(server: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
     names = [f"tool{i:02d}" for i in range(7)]
     with server.client("sk-a") as a, server.client("sk-b") as b, server.client(OPERATOR) as op:
         for name in names:
-            assert a.post("/v1/tools", json=_tool(name)).status_code == 201
-        assert b.post("/v1/tools", json=_tool("tool03")).status_code == 201
-        assert op.post("/v1/tools", json=_tool("tool03")).status_code == 201  # a's shadows it
-        assert op.post("/v1/tools", json=_tool("zplatform")).status_code == 201
+            assert a.post("/v1/tools", json=echo_tool(name)).status_code == 201
+        assert b.post("/v1/tools", json=echo_tool("tool03")).status_code == 201
+        assert op.post("/v1/tools", json=echo_tool("tool03")).status_code == 201  # a's shadows it
+        assert op.post("/v1/tools", json=echo_tool("zplatform")).status_code == 201
         everything = a.get("/v1/tools")
         # a small registry answers as before, on one page: its cursor says it is the last
         assert _names(everything) == [*names, "zplatform"]
@@ -176,25 +148,25 @@ def _walk(c: httpx.Client, *, limit: int, owners: bool = False) -> list[list[str
 def test_tool_definitions_count_in_the_tenant_s_stored_bytes(tmp_path: Path) -> None:
     db = tmp_path / "stored.duckdb"
     config = make_config(db, tenant_overrides={"tenant-a": TenantLimits(stored_bytes=1)})
-    live, extension = _served(config)
+    live, extension = bounded_server(config)
     with live, live.client("sk-a") as a:
         live.wait_ready()
-        assert _stored(live) == 0
-        assert a.post("/v1/tools", json=_tool("big", "x" * 3_000)).status_code == 201
-        stored = _stored(live)
+        assert stored_bytes(live) == 0
+        assert a.post("/v1/tools", json=echo_tool("big", "x" * 3_000)).status_code == 201
+        stored = stored_bytes(live)
         assert stored > 3_000  # the tool's row: its description, schema, executor...
         assert stored == _bytes_of(extension, "tenant-a", "big")
         # the storage is full: a tool that would store more is refused as a node would be
-        refused = a.post("/v1/tools", json=_tool("more"))
+        refused = a.post("/v1/tools", json=echo_tool("more"))
         assert refused.status_code == 429, refused.text
         assert refused.json()["error"]["field"] == "limits.stored_bytes"
         # one that stores no more passes: the same again (counted once), then a smaller one
-        assert a.post("/v1/tools", json=_tool("big", "x" * 3_000)).status_code == 201
-        assert _stored(live) == stored
-        assert a.post("/v1/tools", json=_tool("big", "short")).status_code == 201
-        smaller = _stored(live)
+        assert a.post("/v1/tools", json=echo_tool("big", "x" * 3_000)).status_code == 201
+        assert stored_bytes(live) == stored
+        assert a.post("/v1/tools", json=echo_tool("big", "short")).status_code == 201
+        smaller = stored_bytes(live)
         assert smaller < 1_000
-    live, _ = _served(config)
+    live, _ = bounded_server(config)
     with live:  # counted from the store after a restart
         live.wait_ready()
-        assert _stored(live) == smaller
+        assert stored_bytes(live) == smaller

@@ -8,7 +8,6 @@ unknown tool's."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,23 +15,13 @@ import httpx
 import pytest
 
 from agentconsole.client import AgentConsole, NotFoundError, PermissionDeniedError
-from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.gateway import GatewayConfig, GatewayExtension
 from agentconsole.server.gateway.toolbounds import ToolBounds
 from tests.server.api.harness import OPERATOR, LiveServer, make_config, wait_until
+from tests.server.api.toolregistry import ECHO, bounded_server, echo_tool, stored_bytes
 from tests.server.gateway.helpers import obj, tool_body
 
-ECHO = {"type": "builtin", "name": "echo"}
 SLEEP = {"type": "builtin", "name": "sleep"}
-
-
-def _tool(name: str, description: str = "") -> dict[str, Any]:
-    return tool_body(name, ECHO, description=description or f"tool {name}")
-
-
-def _served(config: ServerConfig, bounds: ToolBounds | None = None) -> LiveServer:
-    gateway = GatewayConfig(tenant_builtins=None, tool_bounds=bounds or ToolBounds())
-    return LiveServer(config, extensions=[GatewayExtension(gateway)])
 
 
 def _names(c: httpx.Client) -> list[str]:
@@ -46,20 +35,13 @@ def _call(c: httpx.Client, name: str, program: str, node: str, **args: Any) -> h
     return c.post(f"/v1/tools/{name}/call", json=body)
 
 
-def _stored(live: LiveServer, tenant: str = "tenant-a") -> int:
-    async def read() -> int:
-        return live.live.service.tenants.usage(tenant, time.time())["stored_bytes"]
-
-    return live.run(read())
-
-
 def _unknown(answer: httpx.Response) -> None:
     assert answer.status_code == 404, answer.text
     assert answer.json()["error"]["type"] == "tool_not_found"
 
 
 def test_a_tenant_deletes_its_own_tools_only(tmp_path: Path) -> None:
-    live = _served(make_config(tmp_path / "own.duckdb"))
+    live, _ = bounded_server(make_config(tmp_path / "own.duckdb"))
     with (
         live,
         live.client("sk-a") as a,
@@ -67,10 +49,10 @@ def test_a_tenant_deletes_its_own_tools_only(tmp_path: Path) -> None:
         live.client(OPERATOR) as op,
     ):
         live.wait_ready()
-        assert a.post("/v1/tools", json=_tool("shared")).status_code == 201
-        assert b.post("/v1/tools", json=_tool("shared")).status_code == 201
-        assert b.post("/v1/tools", json=_tool("b-only")).status_code == 201
-        assert op.post("/v1/tools", json=_tool("platform")).status_code == 201
+        assert a.post("/v1/tools", json=echo_tool("shared")).status_code == 201
+        assert b.post("/v1/tools", json=echo_tool("shared")).status_code == 201
+        assert b.post("/v1/tools", json=echo_tool("b-only")).status_code == 201
+        assert op.post("/v1/tools", json=echo_tool("platform")).status_code == 201
         # another tenant's tool answers as a name nobody registered: it is not told it exists
         nobody, theirs = a.delete("/v1/tools/nobody"), a.delete("/v1/tools/b-only")
         _unknown(nobody)
@@ -101,41 +83,41 @@ def test_a_tenant_deletes_its_own_tools_only(tmp_path: Path) -> None:
 
 
 def test_a_delete_gives_the_tool_s_share_back(tmp_path: Path) -> None:
-    live = _served(make_config(tmp_path / "share.duckdb"), ToolBounds(tools=2))
+    live, _ = bounded_server(make_config(tmp_path / "share.duckdb"), ToolBounds(tools=2))
     with live, live.client("sk-a") as a:
         live.wait_ready()
-        assert a.post("/v1/tools", json=_tool("t1", "x" * 3_000)).status_code == 201
-        assert a.post("/v1/tools", json=_tool("t2")).status_code == 201
-        both = _stored(live)
-        full = a.post("/v1/tools", json=_tool("t3"))
+        assert a.post("/v1/tools", json=echo_tool("t1", "x" * 3_000)).status_code == 201
+        assert a.post("/v1/tools", json=echo_tool("t2")).status_code == 201
+        both = stored_bytes(live)
+        full = a.post("/v1/tools", json=echo_tool("t3"))
         assert full.status_code == 429, full.text
         assert full.json()["error"]["field"] == "limits.tools"
         assert a.delete("/v1/tools/t1").status_code == 200
-        assert _stored(live) < both - 3_000  # its stored bytes are refunded
-        assert a.post("/v1/tools", json=_tool("t3")).status_code == 201
+        assert stored_bytes(live) < both - 3_000  # its stored bytes are refunded
+        assert a.post("/v1/tools", json=echo_tool("t3")).status_code == 201
 
 
 def test_a_deleted_tool_stays_deleted_after_a_restart(tmp_path: Path) -> None:
     config = make_config(tmp_path / "restart.duckdb")
-    live = _served(config)
+    live, _ = bounded_server(config)
     with live, live.client("sk-a") as a:
         live.wait_ready()
         for name in ("gone", "kept"):
-            assert a.post("/v1/tools", json=_tool(name, "x" * 2_000)).status_code == 201
+            assert a.post("/v1/tools", json=echo_tool(name, "x" * 2_000)).status_code == 201
         done = _call(a, "gone", "p1", "n1", text="once")
         assert done.status_code == 200, done.text
         assert a.delete("/v1/tools/gone").status_code == 200
-        kept_bytes = _stored(live)
-    live = _served(config)
+        kept_bytes = stored_bytes(live)
+    live, _ = bounded_server(config)
     with live, live.client("sk-a") as a:
         live.wait_ready()
         assert _names(a) == ["kept"]
-        assert _stored(live) == kept_bytes  # the deleted tool's row is not counted again
+        assert stored_bytes(live) == kept_bytes  # the deleted tool's row is not counted again
         # a program that asks for it later, even to retry a committed call, finds no tool
         _unknown(_call(a, "gone", "p1", "n1", text="once"))
         _unknown(_call(a, "gone", "p1", "n2", text="new"))
         # registered again, the name is a tool again: the committed call replays
-        assert a.post("/v1/tools", json=_tool("gone")).status_code == 201
+        assert a.post("/v1/tools", json=echo_tool("gone")).status_code == 201
         again = _call(a, "gone", "p1", "n1", text="once")
         assert again.status_code == 200, again.text
         assert again.json()["status"] == "replayed"
@@ -173,7 +155,7 @@ def _running(extension: GatewayExtension) -> int:
 
 
 def test_the_sdk_deletes_a_tool(tmp_path: Path) -> None:
-    live = _served(make_config(tmp_path / "sdk.duckdb"))
+    live, _ = bounded_server(make_config(tmp_path / "sdk.duckdb"))
     with live, AgentConsole(live.url, "sk-a") as console, AgentConsole(live.url, OPERATOR) as op:
         live.wait_ready()
         console.register_tool("mine", obj(), ECHO)
