@@ -167,9 +167,13 @@ def observed_critical_path(program: Program) -> tuple[str, ...]:
     The sink is the running node that started last, else the node that finished last; from
     there, repeatedly step to the parent that finished last: the classic "last arriving input"
     critical path used for critical-path idle.
+
+    Nodes cancelled on request (``withdrawn``) are skipped: a dropped branch ended nothing,
+    though its cancel (or a side effect's late end) may be the last ``finished_at`` there is.
     """
-    running = [n for n in program.nodes.values() if n.state is NodeState.RUNNING]
-    finished = [n for n in program.nodes.values() if n.finished_at is not None]
+    kept = [n for n in program.nodes.values() if not n.withdrawn]
+    running = [n for n in kept if n.state is NodeState.RUNNING]
+    finished = [n for n in kept if n.finished_at is not None]
     if running:
         node = max(running, key=lambda n: n.started_at or 0.0)
     elif finished:
@@ -179,6 +183,8 @@ def observed_critical_path(program: Program) -> tuple[str, ...]:
     path = [node.node_id]
     while node.parents:
         parents = [program.nodes[p] for p in node.parents]
+        # a parent withdrawn after its child ended did not hold the child back
+        parents = [n for n in parents if not n.withdrawn] or parents
         node = max(parents, key=lambda n: n.finished_at or 0.0)
         path.append(node.node_id)
     return tuple(reversed(path))

@@ -229,7 +229,7 @@ class ProgramsController(Controller):
             return await live.desk.cancel_node(principal.key_id, program_id, node_id)
         report = await live.service.cancel_node(principal.scope, program_id, node_id)
         await _committed(live)
-        return node_cancel_json(report)
+        return node_cancel_json(report, await live.service.program_of(None, program_id))
 
     @post(
         "/{program_id:str}/finish",

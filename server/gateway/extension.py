@@ -43,9 +43,9 @@ class ProgramServiceLike(Protocol):
     ) -> None:
         """An operator settled a tool call in doubt: the event feed says so."""
 
-    def add_node_cancel_listener(self, listener: Callable[[str, list[str]], None]) -> None:
+    def add_node_cancel_listener(self, listener: Callable[[str, list[str]], list[str]]) -> None:
         """Call ``listener(program_id, node_ids)`` on every node cancel: the read-only tools
-        of those nodes are to stop."""
+        of those nodes are to stop; it returns the nodes whose tools it stopped."""
 
     @property
     def tenants(self) -> StoredBytes:
@@ -136,9 +136,13 @@ class GatewayExtension:
         if self.gateway is not None:
             self.gateway.cancel_program(program_id)
 
-    def _nodes_cancelled(self, program_id: str, node_ids: list[str]) -> None:
-        if self.gateway is not None and node_ids:
-            self.gateway.runner.cancel_nodes(program_id, node_ids)
+    def _nodes_cancelled(self, program_id: str, node_ids: list[str]) -> list[str]:
+        """Stop the read-only runs of ``node_ids``; the nodes (the core's ids) really stopped:
+        a run that already ended, or has not begun, is not."""
+        if self.gateway is None or not node_ids:
+            return []
+        stopped = self.gateway.runner.cancel_nodes(program_id, node_ids)
+        return [info.core_node_id for info in stopped]
 
     def shut_down(self) -> None:
         """The server begins to stop: answer the tool calls in flight (503, retryable) before

@@ -9,9 +9,10 @@ program port). Authentication happened before (the app hands in the tenant). Eve
 is audited (within the server's refusal budget, :mod:`.audit`) and answered with a 4xx before
 the executor is reached; :mod:`.runner` documents what is and is not exactly-once.
 
-Two exceptions to the order: a retry on a program that no longer runs is answered from the
-store when its key committed (replayed whatever the program's state, seed §12) or is in doubt
-(its ``needs_reconcile`` refusal, as on a running program), and a tenant's
+Two exceptions to the order: a retry on a program that no longer runs (or on a node that was
+cancelled) is answered from the store when its key committed (replayed whatever the program's
+state, seed §12) or is in doubt (its ``needs_reconcile`` refusal, as on a running program), and
+a tenant's
 ``http`` tool whose host resolves to a non-public address is refused at connect time by the
 egress policy (:mod:`.egress`), answered 424 ``egress_refused`` and audited as a refusal.
 A cancel that lands while a call goes down the pipeline is answered as one before it: 409
@@ -53,6 +54,7 @@ from agentconsole.server.gateway.limits import ToolLimits
 from agentconsole.server.gateway.operations import ToolOperations
 from agentconsole.server.gateway.outcome import CallResult
 from agentconsole.server.gateway.ports import (
+    NodeWithdrawn,
     ProgramPort,
     StoredBytes,
     ended_refusal,
@@ -234,6 +236,7 @@ class ToolGateway:
         self.audit.record(
             actor, "tool.delete", f"tool:{deleted.name}", "ok", {"owner": deleted.tenant}
         )
+        self.limits.tool_deleted(deleted.tenant, deleted.name)  # its full buckets: no memory left
         return deleted
 
     def tools(self, tenant: str, *, operator: bool) -> list[ToolDefinition]:
@@ -301,8 +304,18 @@ class ToolGateway:
             job = await self._prepare(tenant, compiled, request, port, release)
         except GatewayError as error:
             release()
-            self.audit.rejected(actor, "tool.call", f"tool:{name}", error, context)
-            raise
+            try:
+                if isinstance(error.__cause__, NodeWithdrawn):
+                    # a retry of a call on its cancelled node is answered from the store, as
+                    # on a cancelled program: its agent must learn what the effect did
+                    ended = "its node was cancelled"
+                    replayed = await self._replay_ended(tool, request, port, ended=ended)
+                    if replayed is not None:
+                        return replayed
+                raise
+            except GatewayError as answer:
+                self.audit.rejected(actor, "tool.call", f"tool:{name}", answer, context)
+                raise
         except BaseException:
             release()
             raise
@@ -319,9 +332,15 @@ class ToolGateway:
             raise
 
     async def _replay_ended(
-        self, tool: ToolDefinition, request: CallRequest, port: ProgramPort
+        self,
+        tool: ToolDefinition,
+        request: CallRequest,
+        port: ProgramPort,
+        *,
+        ended: str = "the program has ended",
     ) -> CallResult | None:
-        """The answer to a retry on a program that no longer runs: its committed result
+        """The answer to a retry on a program that no longer runs (or on a node cancelled,
+        ``ended`` saying which in the in-progress answer): its committed result
         (replayed, seed §12), 409 ``in_progress`` while the call it retries still runs (a
         side effect finishes after a cancel), or the 409 ``needs_reconcile`` of a call in doubt,
         as on a running program (its agent must learn that the effect may have happened: the
@@ -334,7 +353,7 @@ class ToolGateway:
             return None
         if record.state is IntentState.IN_PROGRESS:
             raise InProgress(
-                "the program has ended but this call is still running; retry later for its result",
+                f"{ended} but this call is still running; retry later for its result",
                 extra={"tool_call_id": key},
             )
         if record.state is IntentState.NEEDS_RECONCILE:

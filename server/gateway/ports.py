@@ -34,7 +34,8 @@ from agentconsole.server.gateway.errors import (
     QuotaExceededError,
 )
 
-# re-exported: the port's contract names the core's own error
+# re-exported: the port's contract names the core's own errors
+from agentconsole.server.live.errors import NodeWithdrawn as NodeWithdrawn
 from agentconsole.server.live.errors import ProgramClosed as ProgramClosed
 
 ToolOutcome = Literal["ok", "fail", "timeout"]
@@ -76,13 +77,18 @@ class ProgramPort(Protocol):
         quota; nothing is created then.
         """
 
-    async def tool_started(self, program_id: str, node_id: str, *, repeat: bool = False) -> None:
+    async def tool_started(
+        self, program_id: str, node_id: str, *, repeat: bool = False
+    ) -> str | None:
         """The tool of ``node_id`` starts executing now: the program waits on a tool.
 
         ``repeat``: this repeats a start report that took effect but whose answer was refused
         (503: its commit met a full disk), so a node already running is that start, not a
-        second one. Raises :class:`ProgramClosed` if the program was cancelled meanwhile; the
-        gateway then does not execute the tool.
+        second one. Raises :class:`ProgramClosed` if the program was cancelled meanwhile, and
+        a 409 (the core's ``NodeWithdrawn``) if the node was; the gateway then does not
+        execute the tool. Returns the id the core knows the node by (the model's tool call's
+        node when ``node_id`` is the agent's id of that call; None: ``node_id`` itself), which
+        a node cancel names (``Runner.cancel_nodes``).
         """
 
     async def tool_finished(

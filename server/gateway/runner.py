@@ -107,9 +107,13 @@ class RunningTool:
 
     tool_call_id: str
     program_id: str
+    #: the node the caller named
     node_id: str
     tool: str
     side_effect: bool
+    #: the node the program core runs the tool as (``ProgramPort.tool_started``'s answer):
+    #: the model's tool call's node when the caller named that call by its own id
+    core_node_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +296,7 @@ class Runner:
         req, tool, key = job.request, job.tool, claim.tool_call_id
         try:
             async with port_errors():
-                await job.port.tool_started(req.program_id, req.node_id)
+                core_node = await job.port.tool_started(req.program_id, req.node_id)
         except Exception as error:  # nothing ran: the same key may run later
             await self._fail(key, claim.epoch, _Failure("not_started", str(error), "fail", False))
             if not isinstance(error, GatewayError):
@@ -300,7 +304,9 @@ class Runner:
             # a cancel that landed since the gateway's checks (while the intent was claimed)
             answer = await ended_refusal(job.port, job.tenant, req.program_id, error)
             raise answer from error.__cause__
-        info = RunningTool(key, req.program_id, req.node_id, tool.name, tool.side_effect)
+        info = RunningTool(
+            key, req.program_id, req.node_id, tool.name, tool.side_effect, core_node or req.node_id
+        )
         invocation = Invocation(
             tool.name, key, job.tenant, req.program_id, req.node_id, req.arguments
         )
@@ -438,12 +444,14 @@ class Runner:
 
     def cancel_nodes(self, program_id: str, node_ids: Collection[str]) -> list[RunningTool]:
         """Interrupt the running read-only tools of ``node_ids`` of ``program_id`` (a node
-        cancel: the program runs on; its side effects run on to their commit). Their callers
-        get 409 ``conflict`` naming the node's cancel. Returns those interrupted."""
+        cancel: the program runs on; its side effects run on to their commit). ``node_ids``
+        are the core's (``RunningTool.core_node_id``). Their callers get 409 ``conflict``
+        naming the node's cancel. Returns those interrupted: only executions still running
+        (one whose executor ended and awaits its commit is not, and ends as it ran)."""
         interrupted: list[RunningTool] = []
         for execution in list(self._running.values()):
             info = execution.info
-            if info.program_id != program_id or info.node_id not in node_ids:
+            if info.program_id != program_id or info.core_node_id not in node_ids:
                 continue
             if not info.side_effect:
                 execution.interrupted = execution.node_cancelled = True

@@ -456,7 +456,12 @@ class CallIntake:
         if link is not None:
             program = svc.controller.programs.get(link[0])
             if program is not None and not program.state.terminal and program.tenant == tenant:
-                return program, (link[1],) if link[1] in program.nodes else None
+                linked = program.nodes.get(link[1])
+                # a node cancelled on request (withdrawn) takes no child: the conversation goes
+                # on past it, its parents defaulted as for an agent that names none
+                if linked is None or linked.withdrawn:
+                    return program, None
+                return program, (linked.node_id,)
         labels = {**chat.labels, "inferred": "true"}
         pid = f"inferred-{uuid.uuid4().hex[:12]}"
         return svc.open_program(tenant, pid, deadline_s=chat.deadline_s, labels=labels), ()

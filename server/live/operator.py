@@ -101,14 +101,16 @@ def cancel_json(report: CancelReport) -> dict[str, Any]:
     return {"program_id": report.program_id, "state": "cancelled", **_stopped_json(report)}
 
 
-def node_cancel_json(report: NodeCancelReport) -> dict[str, Any]:
+def node_cancel_json(report: NodeCancelReport, program: Program) -> dict[str, Any]:
     """The answer to a node cancel, in the program cancel's shape: the node and the nodes it
-    took with it, the calls aborted, the tools interrupted, flagged and left running."""
+    took with it, the calls aborted, the tools interrupted, flagged and left running, and the
+    ``program``'s state after it: the program runs on, unless what the aborted calls were
+    charged took it over its token quota (then it is cancelled)."""
     return {
         "program_id": report.program_id,
         "node_id": report.node_id,
         "state": "cancelled",
-        "program_state": "running",
+        "program_state": program.state.value,
         "cancelled_nodes": report.cancelled_nodes,
         **_stopped_json(report),
     }
@@ -247,7 +249,9 @@ class OperatorDesk:
         async def work() -> dict[str, Any]:
             report = await self.service.cancel_node(None, program_id, node_id, by="operator")
             await self._committed()  # the cancel's events durable before the answer
-            return node_cancel_json(report)
+            # read after the commit's wait: a quota stop the aborted calls' charge caused
+            # runs in the background and has ended the program by then
+            return node_cancel_json(report, await self.service.program_of(None, program_id))
 
         return await self.run(actor, "cancel_node", program_id, {"node_id": node_id}, work)
 

@@ -87,8 +87,9 @@ StoredProgram = Callable[[str], tuple[ProgramView | None, list[StoredEvent]]]
 log = logging.getLogger(__name__)
 
 CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
-#: ``(program_id, node_ids)``: the gateway's read-only tools of these nodes are to stop now
-NodeCancelListener = Callable[[str, list[str]], None]
+#: ``(program_id, node_ids)``: the gateway's read-only tools of these nodes are to stop now;
+#: returns the nodes whose tools it did stop (one no longer running is not stopped)
+NodeCancelListener = Callable[[str, list[str]], list[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +124,10 @@ class CancelReport:
 @dataclass(frozen=True, slots=True)
 class NodeCancelReport:
     """What a node cancel stopped: the nodes it cancelled (the node and its descendants not
-    yet ended), the calls aborted and the tools as :class:`CancelReport` says."""
+    yet ended), the calls aborted and the tools as :class:`CancelReport` says, but told by
+    what the gateway did: ``interrupted_tools`` are those it stopped, and a read-only run it
+    could not stop any more (its result committing) is among ``running_tools``, its end still
+    to come."""
 
     program_id: str
     node_id: str
@@ -532,11 +536,13 @@ class ProgramService:
     ) -> NodeCancelReport:
         """Cancel ``node_id`` and its descendants not yet ended; the program runs on and may
         add nodes (none under these). Its calls queued or running are aborted (confirmed when
-        this returns, as a program cancel's), the gateway's read-only tools interrupted, its
-        side effects let run to their commit (flagged) and the agent's own tools listed as
-        running: both still end on their nodes (``ToolPort.tool_finished``). A node cancelled
-        so already answers again with nothing listed (a retry); Conflict for an ended program
-        or a node that ended otherwise, NotFound for a node the program does not have."""
+        this returns, as a program cancel's), the gateway's read-only tools interrupted (those
+        the gateway stopped), its side effects let run to their commit (flagged), and the
+        agent's own tools and the gateway's runs it could not stop any more listed as running:
+        all but the interrupted still end on their nodes (``ToolPort.tool_finished``). A node
+        cancelled so already answers again with nothing listed (a retry); Conflict for an
+        ended program or a node that ended otherwise, NotFound for a node the program does
+        not have."""
         program = await self.program_of(tenant, program_id)
         if program.state.terminal:
             raise ProgramClosed(program_id, program.state.value)
@@ -556,10 +562,20 @@ class ProgramService:
         tools = [n for n in running.values() if n.kind is NodeKind.TOOL]
         executed = [n for n in tools if self.tools.executes(program_id, n.node_id)]
         flagged = [n.node_id for n in executed if n.tool is not None and n.tool.side_effect]
-        interrupted = [n.node_id for n in executed if n.node_id not in flagged]
-        agents = [n.node_id for n in tools if not self.tools.executes(program_id, n.node_id)]
+        read_only = [n.node_id for n in executed if n.node_id not in flagged]
+        # the gateway stops what still runs of these and says which: a run whose executor
+        # ended (its result committing) or that has not begun is not stopped, so only those
+        # it stopped are interrupted; the others end on their nodes as flagged ones do (a
+        # start the cancel overtook is refused: ``ToolPort.tool_started``). No await between
+        # the stop and the close: the interruption's own end must find its attempt closed
+        stopped: set[str] = set()
+        for listener in self._node_cancel_listeners:
+            stopped.update(listener(program_id, read_only))
+        interrupted = [n for n in read_only if n in stopped]
         for tool_node in interrupted:  # as a program cancel's: this end is no late end
             self.controller.close_attempt(program_id, tool_node, now, INTERRUPTED)
+        left = set(flagged) | stopped
+        running_tools = [n.node_id for n in tools if n.node_id not in left]
         self.driver.nodes_cancelled(program_id, [n.node_id for n in tools])
         self.tool_calls.withdraw(program_id, {n.node_id for n in changed})
         actions: list[Action] = [AbortCalls(tuple(c.call_id for c in calls))] if calls else []
@@ -572,18 +588,16 @@ class ProgramService:
         # would cost that call a recompute. It ends as after a tool's normal end: at the
         # program's next call or end, else its deadline; evicted last meanwhile, not never.
         await self.settled(actions)
-        for listener in self._node_cancel_listeners:
-            listener(program_id, interrupted)
         cancelled = [n.node_id for n in changed]
         aborted = [c.call_id for c in calls]
         return NodeCancelReport(
-            program_id, node_id, cancelled, aborted, interrupted, flagged, agents
+            program_id, node_id, cancelled, aborted, interrupted, flagged, running_tools
         )
 
     def add_node_cancel_listener(self, listener: NodeCancelListener) -> None:
         """Call ``listener(program_id, node_ids)`` on every node cancel, with the nodes whose
-        read-only tools the gateway's executors run (the gateway stops them; side effects
-        commit)."""
+        read-only tools the gateway's executors run; it stops those still running and returns
+        their nodes (side effects commit)."""
         self._node_cancel_listeners.append(listener)
 
     def tool_reconciled(

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentconsole.scheduler.controller import ABANDONED
-from agentconsole.scheduler.program import Node, NodeKind, NodeState, ToolSpec
+from agentconsole.scheduler.program import Node, NodeKind, NodeState, Program, ToolSpec
 from agentconsole.server.live.errors import ServiceError
 
 if TYPE_CHECKING:
@@ -95,17 +95,32 @@ class ToolCallBook:
         if not book:
             self._pending.pop(program_id, None)
 
-    def adopt(self, program_id: str, tool: str) -> str | None:
+    def asked_node(self, program: Program, node_id: str) -> Node | None:
+        """The tool node of the model's tool call ``node_id`` (an agent names the call it
+        runs by its id, ``call_...``), whether still pending or not; None for any other id."""
+        if not node_id.startswith("call_"):
+            return None
+        node = program.nodes.get(_node_id(node_id))
+        return node if node is not None and node.kind is NodeKind.TOOL else None
+
+    def adopt(self, program_id: str, tool: str, ask: str | None = None) -> str | None:
         """The agent reports a tool named ``tool`` itself: the pending inferred node of that
-        name it is (None: none pending), taken out of the book."""
+        name it is (None: none pending), taken out of the book; the model's call ``ask``
+        (the id the agent names it by) first, when that is a pending call of ``tool``."""
         book = self._pending.get(program_id, {})
         program = self.service.controller.programs.get(program_id)
         if program is None:
             return None
-        for ask, node_id in list(book.items()):
-            node = program.nodes.get(node_id)
+        asked = book.get(ask) if ask is not None else None
+        if ask is not None and asked is not None:
+            node = program.nodes.get(asked)
             if node is not None and node.tool is not None and node.tool.name == tool:
                 del book[ask]
+                return asked
+        for other, node_id in list(book.items()):
+            node = program.nodes.get(node_id)
+            if node is not None and node.tool is not None and node.tool.name == tool:
+                del book[other]
                 return node_id
         return None
 

@@ -63,8 +63,21 @@ class ToolPort:
         svc.require_running(program)
         await svc.check_quotas(program, time.time())
         spec = tool if isinstance(tool, ToolSpec) else ToolSpec(tool)
-        if node_id not in program.nodes and (program_id, node_id) not in self._alias:
-            inferred = svc.tool_calls.adopt(program_id, spec.name)
+        aliased = self._alias.get((program_id, node_id))
+        if aliased is not None:
+            # a retry of the model's call it adopted: that node (refused once cancelled),
+            # never a second node under the agent's id
+            node_id = aliased
+        elif node_id not in program.nodes:
+            asked = svc.tool_calls.asked_node(program, node_id)
+            if asked is not None and asked.withdrawn:
+                # the model's call of that id, whose node a node cancel took (its pending
+                # entry withdrawn): it runs on no node of its own either
+                raise NodeWithdrawn(program_id, asked.node_id)
+            if asked is not None and asked.node_id not in svc.tool_calls.pending(program_id):
+                inferred: str | None = asked.node_id  # adopted before: a retry after its end
+            else:
+                inferred = svc.tool_calls.adopt(program_id, spec.name, node_id)
             if inferred is not None:  # the model asked for it: that node is this tool
                 self._alias[(program_id, node_id)] = inferred
                 # the registered spec, not the bare name the model's ask gave it: a side
@@ -124,14 +137,16 @@ class ToolPort:
 
     async def tool_started(
         self, program_id: str, node_id: str, *, repeat: bool | None = None
-    ) -> None:
+    ) -> str:
         """The tool of ``node_id`` began running (NotFound for an unknown tool node, Conflict
         when the program has stopped, when the node was cancelled on request
         (:class:`NodeWithdrawn`), or when it runs already, unless ``repeat``: the retry of a
         start that took effect and was answered 503). When the program then waits
         on tools only, the tool-wait policy decides what happens to its KV. ``repeat`` is
         given by the agent's report of its own tool only (``gateway/reports.py``, True or
-        False); without it the gateway's executor runs the tool here (:meth:`executes`)."""
+        False); without it the gateway's executor runs the tool here (:meth:`executes`).
+        Returns the node's id here: the model's tool call's node when ``node_id`` is the
+        agent's id of that call, which a node cancel names (``runner.cancel_nodes``)."""
         svc = self.service
         program, node = self._tool(program_id, node_id)
         svc.require_running(program)
@@ -141,10 +156,10 @@ class ToolPort:
             # inferred: it has been running since the model asked for it, and whoever
             # reports its start now runs it
             self._note_runner(program_id, node.node_id, repeat)
-            return
+            return node.node_id
         now = time.time()
         if node.state is NodeState.RUNNING and repeat:
-            return  # its own refused start put it there: the retry is answered, not refused
+            return node.node_id  # its own refused start put it there: answered, not refused
         if node.state is NodeState.RUNNING:
             if (program_id, node.node_id) not in svc.orphaned_tools:
                 raise Conflict(f"tool node {node_id!r} is already running", field="node_id")
@@ -155,8 +170,15 @@ class ToolPort:
         svc.driver.tool_started(program_id, node.node_id, now)
         await svc.settled()
         # a cancel while the start's actions ran (a cache hint to another engine awaits)
-        # found no running tool to interrupt: the tool must not run now
+        # found no running tool to interrupt: the tool must not run now, on a cancelled
+        # program nor on a node cancelled meanwhile (its attempt, open for an end that will
+        # not come, closes: nothing of it ran)
         svc.require_running(program)
+        if program.nodes[node.node_id].withdrawn:  # (read again: the await may have set it)
+            self._executed.discard((program_id, node.node_id))
+            svc.controller.close_attempt(program_id, node.node_id, time.time(), INTERRUPTED)
+            raise NodeWithdrawn(program_id, node.node_id)
+        return node.node_id
 
     async def tool_finished(
         self,
@@ -186,8 +208,11 @@ class ToolPort:
             except NotFound:
                 return
         node = program.nodes.get(node_id)
+        if node is None:  # the model's call by the agent's id, no longer aliased (a replay)
+            node = svc.tool_calls.asked_node(program, node_id)
         if node is None or node.kind is not NodeKind.TOOL:
             raise NotFound(f"tool node {node_id!r} of {program_id!r} not found", field="node_id")
+        node_id = node.node_id
         now = time.time()
         if node.state is NodeState.CANCELLED and (program.state.terminal or node.withdrawn):
             if program.state is ProgramState.CANCELLED or node.withdrawn:
