@@ -11,7 +11,7 @@ store closes.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from litestar.di import Provide
@@ -25,7 +25,8 @@ from agentconsole.server.gateway.routes import GATEWAY_CONTROLLERS
 from agentconsole.server.refusals import RefusalBudget
 from agentconsole.server.store import IntentRecord, Store
 
-CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
+#: ``(program_id, read_only, flagged)`` -> the nodes whose tools the gateway stopped
+CancelListener = Callable[[str, list[str], list[str]], list[str]]
 
 
 class ProgramServiceLike(Protocol):
@@ -36,7 +37,8 @@ class ProgramServiceLike(Protocol):
         """The port the gateway calls (tool nodes, permission checks, tool start and end)."""
 
     def add_cancel_listener(self, listener: CancelListener) -> None:
-        """Call ``listener(program_id, interrupted, flagged)`` on every program cancel."""
+        """Call ``listener(program_id, read_only, flagged)`` on every program cancel: the
+        program's read-only tools are to stop; it returns the nodes whose tools it stopped."""
 
     def tool_reconciled(
         self, program_id: str, node_id: str, data: Mapping[str, str | bool | None]
@@ -132,9 +134,14 @@ class GatewayExtension:
         self._port = live.service.tools
         self.gateway = gateway
 
-    def _cancelled(self, program_id: str, interrupted: list[str], flagged: list[str]) -> None:
-        if self.gateway is not None:
-            self.gateway.cancel_program(program_id)
+    def _cancelled(self, program_id: str, read_only: list[str], flagged: list[str]) -> list[str]:
+        """Stop the program's read-only runs (its side effects run on to their commit); the
+        nodes (the core's ids) really stopped: a run that already ended, its result
+        committing, or has not begun, is not."""
+        if self.gateway is None:
+            return []
+        stopped = self.gateway.cancel_program(program_id).interrupted
+        return [info.core_node_id for info in stopped]
 
     def _nodes_cancelled(self, program_id: str, node_ids: list[str]) -> list[str]:
         """Stop the read-only runs of ``node_ids``; the nodes (the core's ids) really stopped:

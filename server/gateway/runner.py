@@ -428,7 +428,9 @@ class Runner:
 
     def cancel_program(self, program_id: str) -> CancelReport:
         """Interrupt ``program_id``'s running read-only tools; flag its side-effecting ones,
-        which finish and commit (seed §12: an effect is not cut off half way)."""
+        which finish and commit (seed §12: an effect is not cut off half way). Only executions
+        still running are interrupted: one whose executor answered (its task done, its
+        result about to commit) is not, and ends as it ran."""
         interrupted: list[RunningTool] = []
         flagged: list[RunningTool] = []
         for execution in list(self._running.values()):
@@ -436,9 +438,8 @@ class Runner:
                 continue
             if execution.info.side_effect:
                 flagged.append(execution.info)
-            else:
+            elif execution.task.cancel():  # (not an executor that answered already)
                 execution.interrupted = True
-                execution.task.cancel()
                 interrupted.append(execution.info)
         return CancelReport(tuple(interrupted), tuple(flagged))
 
@@ -453,9 +454,8 @@ class Runner:
             info = execution.info
             if info.program_id != program_id or info.core_node_id not in node_ids:
                 continue
-            if not info.side_effect:
+            if not info.side_effect and execution.task.cancel():
                 execution.interrupted = execution.node_cancelled = True
-                execution.task.cancel()
                 interrupted.append(info)
         return interrupted
 

@@ -28,7 +28,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +49,7 @@ from agentconsole.scheduler.driver import DOOR_MEMORY_SHARE, ProgramDriver
 from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.policies import DEFAULT_POLICY, Policy, get_policy
-from agentconsole.scheduler.program import NodeKind, NodeState, Program, Quotas
+from agentconsole.scheduler.program import Node, NodeKind, NodeState, Program, Quotas
 from agentconsole.scheduler.runtime import Runtime
 from agentconsole.server.live.accounting import CallAccounting
 from agentconsole.server.live.calls import LiveCall
@@ -86,10 +86,15 @@ StoredProgram = Callable[[str], tuple[ProgramView | None, list[StoredEvent]]]
 
 log = logging.getLogger(__name__)
 
-CancelListener = Callable[[str, list[str], list[str]], Awaitable[None] | None]
+#: ``(program_id, read_only, flagged)``: the program was cancelled, the gateway's runs of it
+#: are to stop now (read-only ones; side effects commit); returns the nodes whose tools it did
+#: stop (one no longer running, or not begun, is not stopped)
+CancelListener = Callable[[str, list[str], list[str]], list[str]]
 #: ``(program_id, node_ids)``: the gateway's read-only tools of these nodes are to stop now;
 #: returns the nodes whose tools it did stop (one no longer running is not stopped)
 NodeCancelListener = Callable[[str, list[str]], list[str]]
+#: ``(read_only, flagged)`` -> the nodes the gateway stopped (the listeners of one cancel)
+_StopTools = Callable[[list[str], list[str]], Iterable[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +115,10 @@ class DoorSettings:
 @dataclass(frozen=True, slots=True)
 class CancelReport:
     """What a cancel stopped: the calls aborted; of the tools the gateway's executors ran,
-    the read-only ones interrupted and the side effects flagged (let run to their commit);
-    and the tools running that the agent runs itself (reported, or asked for by the model;
-    or runs a restart left open), which nothing here stops: their ends are still recorded."""
+    the read-only ones it stopped (interrupted) and the side effects flagged (let run to their
+    commit); and the tools still running, whose ends are still recorded: those the agent runs
+    itself (reported, or asked for by the model; or runs a restart left open) and a read-only
+    run the gateway could not stop any more (its result committing)."""
 
     program_id: str
     aborted_calls: list[str]
@@ -124,10 +130,7 @@ class CancelReport:
 @dataclass(frozen=True, slots=True)
 class NodeCancelReport:
     """What a node cancel stopped: the nodes it cancelled (the node and its descendants not
-    yet ended), the calls aborted and the tools as :class:`CancelReport` says, but told by
-    what the gateway did: ``interrupted_tools`` are those it stopped, and a read-only run it
-    could not stop any more (its result committing) is among ``running_tools``, its end still
-    to come."""
+    yet ended), the calls aborted and the tools as :class:`CancelReport` says."""
 
     program_id: str
     node_id: str
@@ -505,7 +508,10 @@ class ProgramService:
         """Cancel the program and everything in flight; idempotent, Conflict for one that
         finished or failed. One that left memory is rebuilt from the store first
         (:meth:`program_of`). When this returns, every aborted call is confirmed out of the
-        runtime (and its events are emitted)."""
+        runtime (and its events are emitted). Of its running tools the gateway's read-only
+        runs are interrupted (those the gateway stopped), its side effects flagged, and the rest
+        listed as running: a read-only run past its executor (its result committing), a start
+        the cancel overtook (``ToolPort.tool_started`` refuses it), the agent's own tools."""
         program = await self.program_of(tenant, program_id)
         if program.state.terminal and program.state.value != "cancelled":
             raise ProgramClosed(program_id, program.state.value)
@@ -514,22 +520,38 @@ class ProgramService:
         now = time.time()
         actions = self.driver.cancel(program_id, now, reason=reason)
         tools = [n for n in running if n.kind is NodeKind.TOOL]
+
+        def stop(read_only: list[str], flagged: list[str]) -> Iterable[str]:
+            for listener in self._cancel_listeners:
+                yield from listener(program_id, read_only, flagged)
+
+        interrupted, flagged, running_tools = self._stop_tools(program_id, tools, now, stop)
+        await self.settled(actions)
+        aborted = [c.call_id for c in calls]
+        return CancelReport(program_id, aborted, interrupted, flagged, running_tools)
+
+    def _stop_tools(
+        self, program_id: str, tools: list[Node], now: float, stop: _StopTools
+    ) -> tuple[list[str], list[str], list[str]]:
+        """A cancel's running tool nodes ``tools``: (interrupted, flagged, running). Of those
+        the gateway's executors run, side effects are flagged (let run to their commit) and
+        the read-only ones go to ``stop``, the gateway, which stops what still runs of them and
+        says which: only those are interrupted, their attempts closed now. The others (a run
+        whose executor ended, its result committing; a start the cancel overtook, which
+        ``ToolPort.tool_started`` refuses) and the agent's own tools are running: their
+        attempts stay open and their ends are recorded on their cancelled nodes
+        (``ToolPort.tool_finished``), as flagged ones' are. No await between the stop and the
+        close: an interruption's own end must find its attempt closed (no late end)."""
         executed = [n for n in tools if self.tools.executes(program_id, n.node_id)]
         flagged = [n.node_id for n in executed if n.tool is not None and n.tool.side_effect]
-        interrupted = [n.node_id for n in executed if n.node_id not in flagged]
-        agents = [n.node_id for n in tools if not self.tools.executes(program_id, n.node_id)]
+        read_only = [n.node_id for n in executed if n.node_id not in flagged]
+        stopped = set(stop(read_only, flagged))
+        # the gateway's word over the port's: a run it stopped is interrupted, whoever began it
+        interrupted = [n.node_id for n in tools if n.node_id in stopped - set(flagged)]
         for node_id in interrupted:
-            # the gateway stops these now: their attempts end with the cancel, so the
-            # interruption's own end is no late end (a flagged effect's and an agent's tool's
-            # attempts stay open for theirs: ``ToolPort.tool_finished``)
             self.controller.close_attempt(program_id, node_id, now, INTERRUPTED)
-        await self.settled(actions)
-        for listener in self._cancel_listeners:
-            pending = listener(program_id, interrupted, flagged)
-            if pending is not None:
-                await pending
-        aborted = [c.call_id for c in calls]
-        return CancelReport(program_id, aborted, interrupted, flagged, agents)
+        left = {*flagged, *interrupted}
+        return interrupted, flagged, [n.node_id for n in tools if n.node_id not in left]
 
     async def cancel_node(
         self, tenant: str | None, program_id: str, node_id: str, *, by: str = "user"
@@ -560,22 +582,12 @@ class ProgramService:
         changed = self.controller.cancel_node(program_id, node_id, now, by=by)
         calls = [c for c in self.calls_of(program_id) if c.node_id in running]
         tools = [n for n in running.values() if n.kind is NodeKind.TOOL]
-        executed = [n for n in tools if self.tools.executes(program_id, n.node_id)]
-        flagged = [n.node_id for n in executed if n.tool is not None and n.tool.side_effect]
-        read_only = [n.node_id for n in executed if n.node_id not in flagged]
-        # the gateway stops what still runs of these and says which: a run whose executor
-        # ended (its result committing) or that has not begun is not stopped, so only those
-        # it stopped are interrupted; the others end on their nodes as flagged ones do (a
-        # start the cancel overtook is refused: ``ToolPort.tool_started``). No await between
-        # the stop and the close: the interruption's own end must find its attempt closed
-        stopped: set[str] = set()
-        for listener in self._node_cancel_listeners:
-            stopped.update(listener(program_id, read_only))
-        interrupted = [n for n in read_only if n in stopped]
-        for tool_node in interrupted:  # as a program cancel's: this end is no late end
-            self.controller.close_attempt(program_id, tool_node, now, INTERRUPTED)
-        left = set(flagged) | stopped
-        running_tools = [n.node_id for n in tools if n.node_id not in left]
+
+        def stop(read_only: list[str], flagged: list[str]) -> Iterable[str]:
+            for listener in self._node_cancel_listeners:
+                yield from listener(program_id, read_only)
+
+        interrupted, flagged, running_tools = self._stop_tools(program_id, tools, now, stop)
         self.driver.nodes_cancelled(program_id, [n.node_id for n in tools])
         self.tool_calls.withdraw(program_id, {n.node_id for n in changed})
         actions: list[Action] = [AbortCalls(tuple(c.call_id for c in calls))] if calls else []
@@ -623,9 +635,9 @@ class ProgramService:
             await self.cancel_program(None, program_id, reason=f"quota:{error.field}")
 
     def add_cancel_listener(self, listener: CancelListener) -> None:
-        """Call ``listener(program_id, interrupted_tools, flagged_tools)`` on every cancel,
-        with the tools the gateway's executors run (the gateway interrupts read-only tools and
-        lets side effects commit)."""
+        """Call ``listener(program_id, read_only, flagged)`` on every program cancel, with the
+        nodes whose tools the gateway's executors run; it stops the read-only ones still
+        running (side effects commit) and returns their nodes."""
         self._cancel_listeners.append(listener)
 
     # -- LLM calls -------------------------------------------------------------------------------

@@ -170,13 +170,14 @@ class ToolPort:
         svc.driver.tool_started(program_id, node.node_id, now)
         await svc.settled()
         # a cancel while the start's actions ran (a cache hint to another engine awaits)
-        # found no running tool to interrupt: the tool must not run now, on a cancelled
-        # program nor on a node cancelled meanwhile (its attempt, open for an end that will
-        # not come, closes: nothing of it ran)
-        svc.require_running(program)
-        if program.nodes[node.node_id].withdrawn:  # (read again: the await may have set it)
+        # found no running tool to interrupt (the gateway had none to stop: it listed the
+        # node as running): the tool must not run now, on a program stopped meanwhile nor on
+        # a node cancelled meanwhile, and its attempt, open for an end that will not come,
+        # closes: nothing of it ran (read again: the await may have changed both)
+        if program.state.terminal or program.nodes[node.node_id].withdrawn:
             self._executed.discard((program_id, node.node_id))
             svc.controller.close_attempt(program_id, node.node_id, time.time(), INTERRUPTED)
+            svc.require_running(program)
             raise NodeWithdrawn(program_id, node.node_id)
         return node.node_id
 

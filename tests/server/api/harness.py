@@ -133,6 +133,12 @@ def chat_body(text: str = "hello", **extra: Any) -> dict[str, Any]:
     return {"model": "sim", "messages": [{"role": "user", "content": text}], **extra}
 
 
+def node_view(c: httpx.Client, pid: str, node: str) -> dict[str, Any]:
+    """``GET /v1/programs/{pid}/nodes/{node}``'s body (a ``Node``)."""
+    answer: dict[str, Any] = c.get(f"/v1/programs/{pid}/nodes/{node}").json()
+    return answer
+
+
 def wait_until(predicate: Any, timeout: float = 10, interval: float = 0.02) -> None:
     """Poll ``predicate()`` until it is true (TimeoutError after ``timeout``)."""
     deadline = time.monotonic() + timeout

@@ -26,6 +26,7 @@ import pytest
 from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.server.gateway import GatewayConfig, GatewayExtension
+from tests.server.api.background import call_tool_in_background
 from tests.server.api.harness import LiveServer, chat_body, gateway_server, make_config, wait_until
 from tests.server.gateway.helpers import tool_body
 
@@ -115,28 +116,11 @@ def _served_tool(
             yield server, c, _register(c, downstream.url, side_effect=side_effect)
 
 
-def _call_in_background(
-    server: LiveServer, tool: str, pid: str
-) -> tuple[threading.Thread, list[httpx.Response]]:
-    """Call ``tool`` for node ``t1`` of ``pid`` through the gateway in a thread; the list gets
-    its answer."""
-    answers: list[httpx.Response] = []
-    call = {"program_id": pid, "node_id": "t1", "arguments": {"text": "row 7"}}
-
-    def run() -> None:
-        with server.client() as c:
-            answers.append(c.post(f"/v1/tools/{tool}/call", json=call))
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, answers
-
-
 def _cancel_while_running(server: LiveServer, c: httpx.Client, tool: str, pid: str) -> Any:
     """Create ``pid``, call ``tool`` for its node ``t1`` and cancel it while the tool runs;
     returns (the cancel's answer, the node right after it, the call's thread and answers)."""
     assert c.post("/v1/programs", json={"program_id": pid}).status_code == 201
-    thread, answers = _call_in_background(server, tool, pid)
+    thread, answers = call_tool_in_background(server, tool, pid)
     wait_until(lambda: c.get(f"/v1/programs/{pid}/nodes/t1").json().get("state") == "running")
     cancelled = c.post(f"/v1/programs/{pid}/cancel")
     assert cancelled.status_code == 200, cancelled.text

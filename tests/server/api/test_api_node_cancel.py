@@ -16,10 +16,17 @@ import httpx
 import pytest
 
 from agentconsole.scheduler.events import EventKind
-from tests.server.api.harness import OPERATOR, LiveServer, chat_body, make_config, wait_until
+from tests.server.api.background import call_tool_in_background
+from tests.server.api.harness import (
+    OPERATOR,
+    LiveServer,
+    chat_body,
+    make_config,
+    node_view,
+    wait_until,
+)
 from tests.server.api.test_api_cancel_effects import (
     WRITE_S,
-    _call_in_background,
     _downstream,
     _gateway_server,
     _hub_events,
@@ -57,11 +64,6 @@ def _long_call_in_background(
     return thread, answers
 
 
-def _node(c: httpx.Client, pid: str, node: str) -> dict[str, Any]:
-    answer: dict[str, Any] = c.get(f"/v1/programs/{pid}/nodes/{node}").json()
-    return answer
-
-
 def test_a_node_cancel_aborts_its_call_and_its_branch_while_the_program_runs_on(
     tmp_path: Path,
 ) -> None:
@@ -71,14 +73,14 @@ def test_a_node_cancel_aborts_its_call_and_its_branch_while_the_program_runs_on(
             assert c.post("/v1/programs", json={"program_id": "p"}).status_code == 201
             assert _call(c, "p", "root").status_code == 200
             thread, answers = _long_call_in_background(server, "p", "spec")
-            wait_until(lambda: _node(c, "p", "spec").get("state") == "running")
+            wait_until(lambda: node_view(c, "p", "spec").get("state") == "running")
             # a node the agent declared under the speculative one, not started yet
             child = {"node_id": "spec-next", "kind": "llm", "parents": ["spec"]}
             assert c.post("/v1/programs/p/nodes", json=child).status_code == 201
             cancelled = c.post("/v1/programs/p/nodes/spec/cancel")
             in_flight = server.run(_in_flight(server, "p"))
             thread.join(30)
-            spec, spec_next = _node(c, "p", "spec"), _node(c, "p", "spec-next")
+            spec, spec_next = node_view(c, "p", "spec"), node_view(c, "p", "spec-next")
             under_it = _call(c, "p", "later", ["spec"])
             rerun = _call(c, "p", "spec", ["root"])
             declared_under = c.post(
@@ -153,7 +155,7 @@ def test_a_node_cancel_is_refused_where_it_cannot_act_and_audited_for_an_operato
             assert c.post("/v1/programs/p/finish", json={"success": True}).status_code == 200
             ended = c.post("/v1/programs/p/nodes/later/cancel")
             audit = op.get("/v1/operator/audit").json()
-            node = _node(c, "p", "later")
+            node = node_view(c, "p", "later")
         events = _hub_events(server)
     assert foreign.status_code == 404, foreign.text  # another tenant's program: unknown
     assert unknown_node.status_code == 404, unknown_node.text
@@ -188,7 +190,7 @@ def test_a_node_cancel_survives_a_restart(tmp_path: Path) -> None:
     with LiveServer(make_config(db)) as second:
         second.wait_ready()
         with second.client() as c:
-            node = _node(c, "p", "spec")
+            node = node_view(c, "p", "spec")
             under_it = _call(c, "p", "later", ["spec"])
             goes_on = _call(c, "p", "next", ["root"])
     assert node["state"] == "cancelled"
@@ -209,15 +211,15 @@ def test_a_node_cancel_stops_a_read_only_tool_and_lets_a_side_effect_end_on_its_
             threads = []
             for pid, tool in (("r", read), ("w", write)):
                 assert c.post("/v1/programs", json={"program_id": pid}).status_code == 201
-                thread, answers[pid] = _call_in_background(server, tool, pid)
+                thread, answers[pid] = call_tool_in_background(server, tool, pid)
                 threads.append(thread)
             for pid in ("r", "w"):
-                wait_until(lambda pid=pid: _node(c, pid, "t1").get("state") == "running")
+                wait_until(lambda pid=pid: node_view(c, pid, "t1").get("state") == "running")
             stopped = c.post("/v1/programs/r/nodes/t1/cancel").json()
             flagged = c.post("/v1/programs/w/nodes/t1/cancel").json()
             for thread in threads:
                 thread.join(30)
-            read_node, write_node = _node(c, "r", "t1"), _node(c, "w", "t1")
+            read_node, write_node = node_view(c, "r", "t1"), node_view(c, "w", "t1")
             program = c.get("/v1/programs/w").json()
         events = [e for e in _hub_events(server) if e.node_id == "t1"]
     assert stopped["interrupted_tools"] == ["t1"]
@@ -248,18 +250,18 @@ def test_a_side_effect_that_ends_after_the_agent_finished_is_recorded_on_its_nod
     with _downstream() as writes:
         with _served_tool(db, writes, side_effect=True) as (server, c, tool):
             assert c.post("/v1/programs", json={"program_id": "f"}).status_code == 201
-            thread, answers = _call_in_background(server, tool, "f")
-            wait_until(lambda: _node(c, "f", "t1").get("state") == "running")
+            thread, answers = call_tool_in_background(server, tool, "f")
+            wait_until(lambda: node_view(c, "f", "t1").get("state") == "running")
             finish = c.post("/v1/programs/f/finish", json={"success": success})
-            at_finish = _node(c, "f", "t1")
+            at_finish = node_view(c, "f", "t1")
             thread.join(30)
-            node = _node(c, "f", "t1")
+            node = node_view(c, "f", "t1")
             program = c.get("/v1/programs/f").json()
             events = [e for e in _hub_events(server) if e.program_id == "f"]
         with _gateway_server(db) as again:
             again.wait_ready()
             with again.client() as c:
-                stored = _node(c, "f", "t1")
+                stored = node_view(c, "f", "t1")
     assert finish.status_code == 200, finish.text
     assert at_finish["outcome_after_cancel"] is None  # still running
     assert answers[0].status_code == 200, answers[0].text
@@ -290,7 +292,7 @@ def test_a_tool_node_cancelled_before_it_ran_takes_no_report(tmp_path: Path) -> 
             started = c.post(
                 "/v1/programs/p/tool-calls/start", json={"node_id": "t", "tool": "own_tool"}
             )
-            node = _node(c, "p", "t")
+            node = node_view(c, "p", "t")
             program = c.get("/v1/programs/p").json()
     for refused in (finished, started):
         assert refused.status_code == 409, refused.text

@@ -11,16 +11,11 @@ from typing import Any
 
 import httpx
 
-from tests.server.api.harness import LiveServer, make_config, wait_until
+from tests.server.api.harness import LiveServer, make_config, node_view, wait_until
 
 
 def _chat(c: httpx.Client, messages: list[dict[str, str]], **extra: Any) -> httpx.Response:
     return c.post("/v1/chat/completions", json={"model": "sim", "messages": messages, **extra})
-
-
-def _node(c: httpx.Client, pid: str, node: str) -> dict[str, Any]:
-    answer: dict[str, Any] = c.get(f"/v1/programs/{pid}/nodes/{node}").json()
-    return answer
 
 
 def test_an_inferred_conversation_goes_on_past_a_cancelled_node(tmp_path: Path) -> None:
@@ -67,10 +62,10 @@ def test_an_inferred_conversation_goes_on_past_a_cancelled_node(tmp_path: Path) 
             ]
             goes_on = _chat(c, third, max_tokens=8)
             assert goes_on.status_code == 200, goes_on.text  # was 409: under the cancelled node
-            next_turn = _node(c, pid, goes_on.json()["agentconsole"]["node_id"])
+            next_turn = node_view(c, pid, goes_on.json()["agentconsole"]["node_id"])
             retry = _chat(c, second, max_tokens=8)
             assert retry.status_code == 200, retry.text
-            retried = _node(c, pid, retry.json()["agentconsole"]["node_id"])
+            retried = node_view(c, pid, retry.json()["agentconsole"]["node_id"])
     assert cancelled.status_code == 200, cancelled.text
     (aborted,) = answers
     assert aborted.status_code == 409, aborted.text
