@@ -117,14 +117,16 @@ def test_retry_asks_first_and_a_call_settled_meanwhile_is_refused(
     assert str(outcome["text"]).startswith(f"retry allowed for {call.program_id}/t-mail")
     assert call.state() == "retryable"
 
-    # another operator settles the second call while this page still lists it
+    # another operator settles the second call while this page asks to commit it: the
+    # feed's tool.reconciled takes its row away, and the commit asked before is refused
+    taken = session.eval("AC.state.outcomes.length")
+    page.locator(_row(other)).locator("button[data-action=commit]").click()
     httpx.post(
         f"{target.url}/v1/operator/tool-calls/{other.tool_call_id}/reconcile",
         json={"action": "retry"},
         headers={"Authorization": f"Bearer {target.key}"},
     ).raise_for_status()
-    taken = session.eval("AC.state.outcomes.length")
-    page.locator(_row(other)).locator("button[data-action=commit]").click()
+    page.locator(_row(other)).wait_for(state="detached")
     page.click("#commit-yes")
     outcome = _last_outcome(session, taken)
     assert outcome["ok"] is False, outcome
