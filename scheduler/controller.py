@@ -286,12 +286,12 @@ class ProgramController:
         if program.nodes[node_id].withdrawn:
             return []
         changed = dag.cancel_subtree(program, node_id, now)
-        data: dict[str, Scalar] = {"reason": NODE_CANCEL, WITHDRAWN: True, "by": by}
+        data: dict[str, Scalar] = {"reason": CANCELLED_ON_REQUEST, WITHDRAWN: True, "by": by}
         for node in changed:
             node.withdrawn = True
             attempts = node.attempts
             if node.kind is _LLM and attempts and attempts[-1].finished_at is None:
-                attempts[-1].finished_at, attempts[-1].outcome = now, NODE_CANCEL
+                attempts[-1].finished_at, attempts[-1].outcome = now, CANCELLED_ON_REQUEST
             self._emit(now, EventKind.NODE_CANCELLED, program, node, data=data)
         return changed
 
@@ -700,8 +700,10 @@ AFTER_CANCEL = "after_cancel"
 AFTER_FINISH = "after_finish"
 #: the outcome of a tool attempt the program's finish closed, not knowing how it would end
 ABANDONED = "abandoned"
-#: the ``node.cancelled`` reason (and an LLM attempt's outcome) of a node cancel
-NODE_CANCEL = "cancelled"
+#: what a node cancelled on request (:meth:`ProgramController.cancel_node`) says: its
+#: ``node.cancelled`` reason and its open LLM attempt's outcome, one value as for every
+#: ``node.cancelled`` (the event tail rebuilds the attempt's outcome from the reason)
+CANCELLED_ON_REQUEST = "cancelled"
 #: the ``node.cancelled`` data key saying the node was cancelled on request (``Node.withdrawn``)
 WITHDRAWN = "withdrawn"
 

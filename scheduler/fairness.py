@@ -43,13 +43,13 @@ class FairnessConfig:
     def weight(self, tenant: str) -> float:
         return self.tenant_weights.get(tenant, 1.0)
 
-    @staticmethod
-    def of(settings: Mapping[str, Any] | None) -> FairnessConfig:
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any] | None) -> FairnessConfig:
         """The config a runtime's ``fairness`` settings (``runtime.extra.fairness``, a dict
         of fields) describe, read as the SGLang plugin reads them (unknown keys ignored), so
         ``serve``'s door and its engines' guard share by the same weights."""
-        known = {f.name for f in fields(FairnessConfig)}
-        return FairnessConfig(**{k: v for k, v in (settings or {}).items() if k in known})
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (settings or {}).items() if k in known})
 
 
 class FairnessGuard:

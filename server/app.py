@@ -132,7 +132,7 @@ def door_settings(config: ServerConfig) -> DoorSettings:
         wait_s=config.admission_wait_s,
         budget_tokens=config.admission_budget_tokens,
         shortest_first=config.admission_shortest_first,
-        fairness=FairnessConfig.of(config.runtime_extra.get("fairness")),
+        fairness=FairnessConfig.from_settings(config.runtime_extra.get("fairness")),
     )
 
 

@@ -148,11 +148,14 @@ class CancelResult(_Cancelled):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeCancelResult(_Cancelled):
-    """What a node cancel did (the program runs on): the node and its descendants it
-    cancelled (``state`` is the node's), the calls and tools as :class:`CancelResult` says."""
+    """What a node cancel did: the node and its descendants it cancelled (``state`` is the
+    node's), the calls and tools as :class:`CancelResult` says, and ``program_state``, the
+    program's state after it: ``running``, or ``cancelled`` when what the aborted calls were
+    charged took it over its token quota (``None`` from a server that does not say)."""
 
     node_id: str
     cancelled_nodes: tuple[str, ...]
+    program_state: str | None = None
 
     @classmethod
     def parse(cls, value: Any) -> Self:
@@ -161,6 +164,7 @@ class NodeCancelResult(_Cancelled):
             data,
             node_id=j.text(data, "node_id"),
             cancelled_nodes=j.strings(data.get("cancelled_nodes")),
+            program_state=j.opt_text(data, "program_state"),
         )
 
 

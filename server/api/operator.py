@@ -14,20 +14,25 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from litestar import Controller, get, post
-from litestar.params import JSONBody, PathParameter, QueryParameter
+from litestar.params import JSONBody, QueryParameter
 
 from agentconsole.server.api.contract import contract
 from agentconsole.server.api.deps import LiveDep, PrincipalDep
 from agentconsole.server.api.queryguard import strict_query
-from agentconsole.server.api.schemas import ID_PATTERN, BoostIn, DrainIn, ModelPinIn, PolicyIn
+from agentconsole.server.api.schemas import (
+    BoostIn,
+    DrainIn,
+    ModelPinIn,
+    NodeId,
+    PolicyIn,
+    ProgramId,
+)
 from agentconsole.server.live.errors import Unavailable
 from agentconsole.server.live.operator import door_json, pins_json
 from agentconsole.server.store import Store, StoredAction
 from agentconsole.server.store.errors import StoreClosedError
 
 JSON = dict[str, Any]
-ProgramId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Program id")]
-NodeId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Node id")]
 
 
 class OperatorController(Controller):

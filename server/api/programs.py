@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Literal
 
 from litestar import Controller, get, post
-from litestar.params import JSONBody, PathParameter, QueryParameter
+from litestar.params import JSONBody, QueryParameter
 
 from agentconsole.scheduler.program import Branch, NodeKind, Program, Quotas, ToolSpec
 from agentconsole.server.api.auth import Principal
@@ -40,14 +40,18 @@ from agentconsole.server.api.createkeys import (
 from agentconsole.server.api.deps import Live, LiveDep, PrincipalDep
 from agentconsole.server.api.queryguard import PageCursor, strict_query
 from agentconsole.server.api.refusedcreates import create_request
-from agentconsole.server.api.schemas import ID_PATTERN, NodeCreate, ProgramCreate, ProgramFinish
+from agentconsole.server.api.schemas import (
+    NodeCreate,
+    NodeId,
+    ProgramCreate,
+    ProgramFinish,
+    ProgramId,
+)
 from agentconsole.server.live.errors import NotFound
 from agentconsole.server.live.operator import cancel_json, node_cancel_json
 from agentconsole.server.live.views import node_json
 
 JSON = dict[str, Any]
-ProgramId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Program id")]
-NodeId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Node id")]
 State = Literal["running", "finished", "failed", "cancelled"]
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+from litestar.params import PathParameter
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -111,6 +112,10 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 #: a value the server echoes in a response header (``X-Request-Id``): visible ASCII only
 HEADER_VALUE_PATTERN = r"^[!-~]{1,128}$"
 Id = Annotated[str, Field(pattern=ID_PATTERN)]
+#: the path parameters naming a program and a node (``/v1/programs/...`` and the operator's
+#: routes), one definition so both routers refuse the same ids
+ProgramId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Program id")]
+NodeId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="Node id")]
 #: the most parents one call names (``agentconsole.parent_ids``, the ``X-Parent-Ids`` header)
 MAX_PARENT_IDS = 256
 Label = Annotated[str, Field(min_length=1, max_length=128)]

@@ -401,7 +401,7 @@ class ToolGateway:
                     tenant, request.program_id, request.node_id, tool.spec()
                 )
         except GatewayError as refusal:  # a cancel since ``check_program``: as if before it
-            answer = await ended_refusal(port, tenant, request.program_id, refusal)
+            answer = ended_refusal(refusal)
             raise answer from refusal.__cause__  # the port's own error stays the cause
         return Job(tool, self._executor(tool), tenant, request, port, release)
 

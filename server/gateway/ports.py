@@ -191,15 +191,11 @@ def not_running(refusal: GatewayError) -> GatewayError:
     return ProgramNotRunning(refusal.message, field=refusal.field, extra=refusal.extra)
 
 
-async def ended_refusal(
-    port: ProgramPort, tenant: str, program_id: str, refusal: GatewayError
-) -> GatewayError:
+def ended_refusal(refusal: GatewayError) -> GatewayError:
     """The answer to ``refusal``, raised by a port method (through :func:`port_errors`) after
     ``check_program`` passed: a cancel that landed since is the port's :class:`ProgramClosed`,
     answered 409 ``program_not_running`` as a call on the cancelled program, whichever step
     of the call the cancel lands in; any other refusal (the port's 409 ``conflict`` for a node
     "already running" or cancelled, a quota, a 404) as it is. Told by the error's class, not
-    by asking the port again (``port``, ``tenant`` and ``program_id`` are the call's, kept for
-    the callers' one signature)."""
-    del port, tenant, program_id
+    by asking the port again."""
     return not_running(refusal) if isinstance(refusal.__cause__, ProgramClosed) else refusal

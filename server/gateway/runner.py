@@ -302,7 +302,7 @@ class Runner:
             if not isinstance(error, GatewayError):
                 raise
             # a cancel that landed since the gateway's checks (while the intent was claimed)
-            answer = await ended_refusal(job.port, job.tenant, req.program_id, error)
+            answer = ended_refusal(error)
             raise answer from error.__cause__
         info = RunningTool(
             key, req.program_id, req.node_id, tool.name, tool.side_effect, core_node or req.node_id

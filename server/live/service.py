@@ -510,8 +510,9 @@ class ProgramService:
         (:meth:`program_of`). When this returns, every aborted call is confirmed out of the
         runtime (and its events are emitted). Of its running tools the gateway's read-only
         runs are interrupted (those the gateway stopped), its side effects flagged, and the rest
-        listed as running: a read-only run past its executor (its result committing), a start
-        the cancel overtook (``ToolPort.tool_started`` refuses it), the agent's own tools."""
+        listed as running: a read-only run past its executor (its result committing), the
+        agent's own tools; a start the cancel overtook (``ToolPort.tool_started`` refuses it:
+        nothing of it ran) is listed nowhere (:meth:`_stop_tools`)."""
         program = await self.program_of(tenant, program_id)
         if program.state.terminal and program.state.value != "cancelled":
             raise ProgramClosed(program_id, program.state.value)
@@ -533,15 +534,20 @@ class ProgramService:
     def _stop_tools(
         self, program_id: str, tools: list[Node], now: float, stop: _StopTools
     ) -> tuple[list[str], list[str], list[str]]:
-        """A cancel's running tool nodes ``tools``: (interrupted, flagged, running). Of those
-        the gateway's executors run, side effects are flagged (let run to their commit) and
-        the read-only ones go to ``stop``, the gateway, which stops what still runs of them and
-        says which: only those are interrupted, their attempts closed now. The others (a run
-        whose executor ended, its result committing; a start the cancel overtook, which
-        ``ToolPort.tool_started`` refuses) and the agent's own tools are running: their
-        attempts stay open and their ends are recorded on their cancelled nodes
-        (``ToolPort.tool_finished``), as flagged ones' are. No await between the stop and the
-        close: an interruption's own end must find its attempt closed (no late end)."""
+        """A cancel's running tool nodes ``tools``: (interrupted, flagged, running). A start
+        the cancel overtook (``ToolPort.starting``: nothing of it runs yet) is none of them:
+        ``ToolPort.tool_started`` refuses it once its actions are done and closes its attempt
+        ``interrupted``, so nothing of it is to stop, to let commit or to wait for. Of the
+        rest, those the gateway's executors run, side effects are flagged (let run to their
+        commit) and the read-only ones go to ``stop``, the gateway, which stops what still
+        runs of them and says which: only those are interrupted, their attempts closed now.
+        The others (a run whose executor ended, its result committing) and the agent's own
+        tools are running: their attempts stay open and their ends are recorded on their
+        cancelled nodes (``ToolPort.tool_finished``), as flagged ones' are. No await between
+        the stop and the close: an interruption's own end must find its attempt closed (no
+        late end); none from the cancel's change of its program or node to here either, so
+        a start still starting here is sure to be refused."""
+        tools = [n for n in tools if not self.tools.starting(program_id, n.node_id)]
         executed = [n for n in tools if self.tools.executes(program_id, n.node_id)]
         flagged = [n.node_id for n in executed if n.tool is not None and n.tool.side_effect]
         read_only = [n.node_id for n in executed if n.node_id not in flagged]
@@ -561,7 +567,8 @@ class ProgramService:
         this returns, as a program cancel's), the gateway's read-only tools interrupted (those
         the gateway stopped), its side effects let run to their commit (flagged), and the
         agent's own tools and the gateway's runs it could not stop any more listed as running:
-        all but the interrupted still end on their nodes (``ToolPort.tool_finished``). A node
+        all but the interrupted still end on their nodes (``ToolPort.tool_finished``); a start
+        the cancel overtook is only among the cancelled nodes (:meth:`_stop_tools`). A node
         cancelled so already answers again with nothing listed (a retry); Conflict for an
         ended program or a node that ended otherwise, NotFound for a node the program does
         not have."""

@@ -46,6 +46,9 @@ class ToolPort:
         #: (program, node) of the tool runs the gateway's executors carry out here (their
         #: latest start was the gateway's, not an agent's report)
         self._executed: set[tuple[str, str]] = set()
+        #: (program, node) of the starts awaiting their own actions (:meth:`tool_started`):
+        #: nothing of their tools runs yet, and a cancel meanwhile has them refused
+        self._starting: set[tuple[str, str]] = set()
 
     async def ensure_tool_node(
         self, tenant: str, program_id: str, node_id: str, tool: str | ToolSpec
@@ -105,6 +108,13 @@ class ToolPort:
         (else the agent runs it: reported, or asked for by the model; or a run a restart
         left open)."""
         return (program_id, node_id) in self._executed
+
+    def starting(self, program_id: str, node_id: str) -> bool:
+        """Whether the tool of ``node_id`` is still starting (:meth:`tool_started` awaits its
+        actions): nothing of it runs yet (the gateway's executor has not begun, an agent's
+        report is not answered), and a cancel now (its program's or its node's) has the start
+        refused and its attempt closed ``interrupted`` (no end of it is to come)."""
+        return (program_id, node_id) in self._starting
 
     async def check_program(
         self, tenant: str, program_id: str, *, must_exist: bool = False
@@ -168,12 +178,18 @@ class ToolPort:
             svc.controller.close_attempt(program_id, node.node_id, now, INTERRUPTED)
         self._note_runner(program_id, node.node_id, repeat)
         svc.driver.tool_started(program_id, node.node_id, now)
-        await svc.settled()
+        starting = (program_id, node.node_id)
+        self._starting.add(starting)
+        try:
+            await svc.settled()
+        finally:
+            self._starting.discard(starting)
         # a cancel while the start's actions ran (a cache hint to another engine awaits)
         # found no running tool to interrupt (the gateway had none to stop: it listed the
-        # node as running): the tool must not run now, on a program stopped meanwhile nor on
-        # a node cancelled meanwhile, and its attempt, open for an end that will not come,
-        # closes: nothing of it ran (read again: the await may have changed both)
+        # tool nowhere, :meth:`starting`): the tool must not run now, on a program stopped
+        # meanwhile nor on a node cancelled meanwhile, and its attempt, open for an end that
+        # will not come, closes: nothing of it ran (read again: the await may have changed
+        # both)
         if program.state.terminal or program.nodes[node.node_id].withdrawn:
             self._executed.discard((program_id, node.node_id))
             svc.controller.close_attempt(program_id, node.node_id, time.time(), INTERRUPTED)

@@ -445,5 +445,5 @@ def create_runtime(options: RuntimeOptions) -> SimLiveRuntime:
         config=config,
         start_delay_s=float(extra.get("start_delay_s", 0.0)),
         output_tokens=extra.get("output_tokens"),
-        fairness=FairnessConfig.of(extra.get("fairness")),
+        fairness=FairnessConfig.from_settings(extra.get("fairness")),
     )

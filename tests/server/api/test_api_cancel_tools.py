@@ -41,12 +41,13 @@ CANCELS = {"program": "/v1/programs/p/cancel", "node": "/v1/programs/p/nodes/t1/
 
 @contextmanager
 def _read_tool(
-    db: Path, delay_s: float = 0.1
+    db: Path, delay_s: float = 0.1, *, side_effect: bool = False
 ) -> Iterator[tuple[LiveServer, httpx.Client, Runner, _Downstream, str]]:
-    """A ready server, a tenant's client, the gateway's runner, a loopback read answering after
-    ``delay_s``, the read-only tool registered on it; program ``p`` is created."""
+    """A ready server, a tenant's client, the gateway's runner, a loopback tool answering after
+    ``delay_s``, the tool registered on it (read-only unless ``side_effect``); program ``p``
+    is created."""
     with _downstream(delay_s) as reads, served_with_runner(db) as (server, c, runner):
-        tool = _register(c, reads.url, side_effect=False)
+        tool = _register(c, reads.url, side_effect=side_effect)
         assert c.post("/v1/programs", json={"program_id": "p"}).status_code == 201
         yield server, c, runner, reads, tool
 
@@ -79,15 +80,17 @@ def test_a_read_only_tool_committing_at_the_cancel_ends_on_its_node(
     assert [(e.data["after_cancel"], e.data["outcome"]) for e in late] == [(True, "ok")]
 
 
+@pytest.mark.parametrize("side_effect", [False, True], ids=["read", "side_effect"])
 @pytest.mark.parametrize(
     ("cancel", "refusal"),
     [("program", "program 'p' is cancelled"), ("node", "node 't1' of program 'p' was cancelled")],
 )
 def test_a_cancel_during_the_tools_start_stops_it_before_it_runs(
-    tmp_path: Path, cancel: str, refusal: str
+    tmp_path: Path, cancel: str, refusal: str, side_effect: bool
 ) -> None:
+    db = tmp_path / "start.duckdb"
     with (
-        _read_tool(tmp_path / "start.duckdb") as (server, c, _, reads, tool),
+        _read_tool(db, side_effect=side_effect) as (server, c, _, reads, tool),
         held_tool_start(server) as (reached, release),
     ):
         thread, answers = call_tool_in_background(server, tool, "p")
@@ -100,8 +103,12 @@ def test_a_cancel_during_the_tools_start_stops_it_before_it_runs(
         executes = server.live.service.tools.executes("p", "t1")
     assert cancelled.status_code == 200, cancelled.text
     report = cancelled.json()
-    assert report["interrupted_tools"] == []  # nothing ran to stop
-    assert report["running_tools"] == ["t1"]  # its start, refused after the cancel
+    # nothing of it ran: nothing to stop, to let commit or to wait for (its start is refused
+    # after the cancel); a node cancel lists it among the nodes it cancelled
+    tools = ("interrupted_tools", "flagged_tools", "running_tools")
+    assert [report[k] for k in tools] == [[], [], []]
+    if cancel == "node":
+        assert report["cancelled_nodes"] == ["t1"]
     (answer,) = answers
     assert answer.status_code == 409, answer.text
     assert refusal in answer.json()["error"]["message"]
