@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from rich.text import Text
 from textual.pilot import Pilot
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Footer
+from textual.widgets._footer import FooterKey
 
 from agentconsole.ui.tui import fmt
 from agentconsole.ui.tui.app import DashboardApp
@@ -14,7 +15,13 @@ from agentconsole.ui.tui.views.detail import ProgramScreen
 from agentconsole.ui.tui.views.tables import Cell
 from tests.ui.canned import CannedClient
 from tests.ui.on_screen import painted
-from tests.ui.stub_world import DEMO_MODELS, StubWorld, demo_program_ids, infer_tool_ids
+from tests.ui.stub_world import (
+    BIG_PROGRAM,
+    DEMO_MODELS,
+    StubWorld,
+    demo_program_ids,
+    infer_tool_ids,
+)
 from tests.ui.waiting import until
 
 pytestmark = [pytest.mark.tui, pytest.mark.anyio]
@@ -108,6 +115,48 @@ async def test_timeline_is_laid_out_again_when_the_terminal_narrows() -> None:
         table.move_cursor(row=table.row_count - 1)
         await _tables_measured(pilot, app)
         _assert_bars_fit(app, table)
+
+
+def _footer_keys(app: DashboardApp) -> list[str]:
+    """The footer's keys as painted ("? Help"), each checked to be wholly on screen."""
+    footer = app.screen.query_one(Footer)
+    keys = list(footer.query(FooterKey))
+    for key in keys:
+        assert key.virtual_region.right <= footer.size.width, f"{painted(key)!r} is cut"
+    return [" ".join(painted(key).split()) for key in keys]
+
+
+async def _footer_shows(pilot: Pilot[None], app: DashboardApp, expected: list[str]) -> None:
+    """Wait for the footer to show ``expected`` (it is composed again after a change)."""
+    try:
+        await until(pilot, lambda: _footer_keys(app) == expected, timeout=5)
+    except AssertionError:
+        assert _footer_keys(app) == expected
+
+
+#: the app's keys, after the screen's own (the palette's ``:`` is in the help)
+APP_KEYS = ["p Preempt", "c Cancel", "b Boost", "? Help", "q Quit"]
+
+
+async def test_the_program_screen_s_footer_shows_help_and_every_action_at_80x24() -> None:
+    """A new operator on an 80x24 terminal sees ``?`` Help (and each key) on both tabs."""
+    world = StubWorld()
+    app = DashboardApp(CannedClient(world), feed=False, poll_s=3600, clock=world.timeline_now)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.state.overview is not None and not app.sync.busy)
+        await _footer_shows(pilot, app, [": Cmd", *APP_KEYS])
+        app.open_program(BIG_PROGRAM)
+        await until(pilot, lambda: isinstance(app.screen, ProgramScreen) and app.screen.detail)
+        dag = ["esc Back", "t Timeline", "n Cancel node", *APP_KEYS]
+        await _footer_shows(pilot, app, dag)
+        await pilot.press("t")
+        timeline = ["esc Back", "t DAG", "z Zoom", "n Cancel node", *APP_KEYS]
+        await _footer_shows(pilot, app, timeline)
+        await pilot.press("t")
+        await _footer_shows(pilot, app, dag)
+        await pilot.press("escape", "2")
+        await until(pilot, lambda: app.state.programs is not None and "? Help" in _footer_keys(app))
+        assert _footer_keys(app)[-2:] == ["? Help", "q Quit"]
 
 
 def _two_model_app(*, demo_ids: bool = False) -> tuple[DashboardApp, StubWorld]:

@@ -137,7 +137,8 @@ class DashboardApp(App[None]):
             for view, widget in zip(VIEWS, self._views(), strict=True):
                 with TabPane(view.title() if view != "kv" else "KV", id=view):
                     yield widget
-        yield Footer()
+        # compact (one space less a key): the programs view's keys and the app's fit 80 columns
+        yield Footer(compact=True)
 
     @staticmethod
     def _views() -> Iterable[View]:

@@ -135,11 +135,16 @@ class ProgramScreen(Screen[None]):
     """One program; ``p``/``c``/``b`` act on it (bound by the app), ``n`` cancels the node
     under the timeline's cursor (asks first), Escape goes back."""
 
+    #: the footer must show every key but the palette's at 80 columns (``?`` Help above all),
+    #: with the app's ``p c b ? q`` after these: so ``t`` names the tab it opens, not both,
+    #: ``z`` shows only where the bars are, and ``:`` (in the help) leaves the footer here
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
-        Binding("t", "toggle_tab", "DAG/Timeline"),
-        Binding("z", "zoom", "Zoom bars"),
+        Binding("t", "show_tab('tab-timeline')", "Timeline"),
+        Binding("t", "show_tab('tab-dag')", "DAG"),
+        Binding("z", "zoom", "Zoom"),
         Binding("n", "cancel_node", "Cancel node"),
+        Binding("colon", "app.command_palette", "Cmd", show=False),
     ]
 
     def __init__(
@@ -172,7 +177,7 @@ class ProgramScreen(Screen[None]):
                 yield table
         yield Static(id="node-model")
         yield Static(legend(), id="detail-legend")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self._columns(self._layout)
@@ -195,7 +200,15 @@ class ProgramScreen(Screen[None]):
 
     def action_toggle_tab(self) -> None:
         tabs = self.query_one(TabbedContent)
-        tabs.active = "tab-timeline" if tabs.active == "tab-dag" else "tab-dag"
+        self.action_show_tab("tab-timeline" if tabs.active == "tab-dag" else "tab-dag")
+
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+        self.refresh_bindings()
+
+    @on(TabbedContent.TabActivated, "#detail-tabs")
+    def _tab_shown(self) -> None:
+        """A tab opened by a click too: the footer's keys follow the tab shown."""
         self.refresh_bindings()
 
     def cursor_node(self) -> Node | None:
@@ -207,10 +220,20 @@ class ProgramScreen(Screen[None]):
     def _on_timeline(self) -> bool:
         return self.query_one(TabbedContent).active == "tab-timeline"
 
+    def _tab(self) -> str:
+        """The tab shown; the DAG (the first) while the tabs are not mounted yet, when the
+        footer may already ask which keys to show."""
+        tabs = next(iter(self.query(TabbedContent)), None)
+        return (tabs.active if tabs is not None else "") or "tab-dag"
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Offer the node cancel only for a node that has not ended (dimmed otherwise, its
         key does nothing); on the DAG tab, where no node is under a cursor, it opens the
-        timeline to pick one."""
+        timeline to pick one. ``t`` offers the other tab; ``z`` only where the bars are."""
+        if action == "show_tab":
+            return parameters != (self._tab(),)
+        if action == "zoom":
+            return self._tab() == "tab-timeline"
         if action != "cancel_node":
             return True
         if self._cancel_node is None or self.detail is None:
