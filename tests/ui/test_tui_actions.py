@@ -87,3 +87,18 @@ async def test_boost_sends_no_amount_and_says_the_one_the_server_applied() -> No
     text = next(text for title, text in notes if title == "boost")
     assert text.startswith(f"boosted {target} by {BOOST_DEFAULT_S:g}s of policy key")
     assert world.audit[-1]["args"] == {}  # the server's default, not one of the console's
+
+
+async def test_timers_that_fire_after_the_app_closed_do_nothing() -> None:
+    """A reload timer set just before the app closes fires with its screens gone: it must not
+    raise (an IndexError ended a pilot test once) nor read anything."""
+    client = CannedClient(StubWorld())
+    app = DashboardApp(client, feed=False, poll_s=3600)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.state.overview is not None and not app.sync.busy)
+    assert not app.screen_stack
+    reads = sum(client.reads.values())
+    app._reload_detail()
+    app.refresh_data()
+    app._reload_tool_calls()
+    assert sum(client.reads.values()) == reads

@@ -225,7 +225,10 @@ class DashboardApp(App[None]):
     def refresh_data(self) -> None:
         """Poll what is on screen: the open program alone while its screen covers the views
         (the list under it, up to 2000 rows, would be read for nobody), else the visible
-        view, and the overview while the feed that brings it is down."""
+        view, and the overview while the feed that brings it is down. Nothing while the app
+        shuts down (the poll's timer may still fire, its screens gone)."""
+        if not self.is_running:
+            return
         visible = self.visible_screen()
         if isinstance(visible, ProgramScreen):
             self.sync.poll((), visible.program_id, self.all_states)
@@ -247,7 +250,8 @@ class DashboardApp(App[None]):
 
     def _reload_detail(self) -> None:
         self._detail_reload = None
-        if isinstance(self.visible_screen(), ProgramScreen):
+        # a timer may fire while the app shuts down, its screens already gone
+        if self.is_running and isinstance(self.visible_screen(), ProgramScreen):
             self.refresh_data()
 
     # -- freshness --------------------------------------------------------------------
@@ -297,7 +301,8 @@ class DashboardApp(App[None]):
 
     def _reload_tool_calls(self) -> None:
         self._tools_reload = None
-        self.sync.read_tool_calls()
+        if self.is_running:
+            self.sync.read_tool_calls()
 
     @on(m.FeedChanged)
     @while_running
