@@ -78,11 +78,18 @@ def test_a_clean_stop_answers_the_calls_in_flight(tmp_path: Path, own_process: b
         with httpx.Client(base_url=served.url, headers=HEADERS, timeout=60) as c:
             got["plain"] = c.post("/v1/chat/completions", json=_long_call("p", stream=False))
 
+    first_token = threading.Event()
+
     def streamed() -> None:
         with httpx.Client(base_url=served.url, headers=HEADERS, timeout=60) as c:
             body = _long_call("s", stream=True)
             with c.stream("POST", "/v1/chat/completions", json=body) as answer:
-                got["stream"] = (answer.status_code, list(answer.iter_lines()))
+                lines = []
+                for line in answer.iter_lines():
+                    lines.append(line)
+                    if '"content"' in line:
+                        first_token.set()
+                got["stream"] = (answer.status_code, lines)
 
     threads = [threading.Thread(target=plain), threading.Thread(target=streamed)]
     try:
@@ -90,7 +97,9 @@ def test_a_clean_stop_answers_the_calls_in_flight(tmp_path: Path, own_process: b
             thread.start()
         with httpx.Client(base_url=served.url, headers=HEADERS, timeout=10) as c:
             deadline = time.monotonic() + 30
-            while not (_running(c, "p") and _running(c, "s")):
+            # stop once the stream has had tokens: a call admitted but not yet prefilled
+            # has cost nothing, and the restart is to show what it did cost
+            while not (_running(c, "p") and first_token.is_set()):
                 assert time.monotonic() < deadline, "the calls never started"
                 time.sleep(0.05)
         served.stop()
@@ -116,7 +125,15 @@ def test_a_clean_stop_answers_the_calls_in_flight(tmp_path: Path, own_process: b
                 # the call is cancelled (it can run again); the program is not
                 assert [n["state"] for n in program["nodes"]] == ["cancelled"]
                 assert program["state"] == "running"
-            assert c.get("/v1/programs/s").json()["tokens_used"] > 0
+            # every token the stream delivered is counted (with the prompt's)
+            delivered = sum(
+                1
+                for frame in frames[:-2]
+                if json.loads(frame)["choices"]
+                and json.loads(frame)["choices"][0]["delta"].get("content")
+            )
+            assert delivered > 0
+            assert c.get("/v1/programs/s").json()["tokens_used"] > delivered
     finally:
         again.stop()
 
