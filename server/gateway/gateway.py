@@ -236,7 +236,7 @@ class ToolGateway:
         self.audit.record(
             actor, "tool.delete", f"tool:{deleted.name}", "ok", {"owner": deleted.tenant}
         )
-        self.limits.tool_deleted(deleted.tenant, deleted.name)  # its full buckets: no memory left
+        self.limits.tool_deleted(deleted.tenant, deleted.name)  # its buckets: no memory left
         return deleted
 
     def tools(self, tenant: str, *, operator: bool) -> list[ToolDefinition]:
@@ -285,6 +285,7 @@ class ToolGateway:
             self.limits.admit(
                 tenant,
                 tool.name,
+                owner=tool.tenant,
                 rate_per_s=tool.rate_limit_per_s,
                 burst=tool.burst,
                 max_concurrency=tool.max_concurrency,
@@ -298,7 +299,7 @@ class ToolGateway:
             nonlocal released
             if not released:
                 released = True
-                self.limits.release(tenant, tool.name)
+                self.limits.release(tenant, tool.name, owner=tool.tenant)
 
         try:
             job = await self._prepare(tenant, compiled, request, port, release)

@@ -1,16 +1,19 @@
 """Per-tenant, per-tool limits (tool concurrency): a token-bucket rate limit and a concurrency
 cap.
 
-State is in memory (one process serves the API), keyed by ``(tenant, tool)``, and measured
-on the monotonic clock so a wall-clock step never opens or closes the gate. A refused call
-consumes nothing. Both limits are checked before the arguments are validated (research §3.4
-pipeline order), so floods of malformed calls are throttled too.
+State is in memory (one process serves the API), keyed by ``(tenant, owner, tool)``: the
+tenant calling, and the tool as it resolved (its owner, ``""`` for a platform tool, and its
+name). A tenant's own tool and the platform tool of the same name it shadows are two tools with
+two buckets, so nothing a tenant does to its own tools (calling, replacing, deleting one)
+touches the limits an operator's tool puts on it. Measured on the monotonic clock so a
+wall-clock step never opens or closes the gate. A refused call consumes nothing. Both limits
+are checked before the arguments are validated (research §3.4 pipeline order), so floods of
+malformed calls are throttled too.
 
-A bucket refilled to full is the same as none (a new one starts full), so dropping it resets
-no limit: a deleted tool's full bucket is dropped at its delete, and full buckets are swept
-when the map outgrows a bound. Without that, registering, calling and deleting fresh names
-(``DELETE /v1/tools/{name}`` lifts the per-tenant tool cap) would grow the map without end. A
-bucket not yet full is kept, deleted tool or not, so a delete and re-register resets nothing.
+A deleted tool's buckets are dropped at its delete, full or not, so registering, calling and
+deleting fresh names (``DELETE /v1/tools/{name}`` lifts the per-tenant tool cap) grows nothing.
+A bucket refilled to full is the same as none (a new one starts full), so full buckets are also
+swept when the map outgrows a bound (many tenants calling many platform tools).
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from dataclasses import dataclass, field
 from agentconsole.server.gateway.errors import RateLimited
 
 Clock = Callable[[], float]
+
+#: (calling tenant, the tool's owner, the tool's name)
+_Key = tuple[str, str, str]
 
 #: buckets held before a sweep drops the full ones (the next sweep waits for twice what a
 #: sweep left, so sweeps cost amortized O(1) per new bucket)
@@ -44,12 +50,13 @@ class _Bucket:
 
 @dataclass(slots=True)
 class ToolLimits:
-    """Rate limits and concurrency caps for every ``(tenant, tool)`` pair."""
+    """Rate limits and concurrency caps for every ``(tenant, owner, tool)``: ``tenant`` calls
+    the tool ``tool`` of ``owner`` (``""``: a platform tool)."""
 
     clock: Clock = time.monotonic
     sweep_at: int = SWEEP_AT
-    _buckets: dict[tuple[str, str], _Bucket] = field(default_factory=dict)
-    _running: dict[tuple[str, str], int] = field(default_factory=dict)
+    _buckets: dict[_Key, _Bucket] = field(default_factory=dict)
+    _running: dict[_Key, int] = field(default_factory=dict)
     _next_sweep: int = 0
 
     def admit(
@@ -57,18 +64,20 @@ class ToolLimits:
         tenant: str,
         tool: str,
         *,
+        owner: str,
         rate_per_s: float | None,
         burst: int | None,
         max_concurrency: int | None,
     ) -> None:
-        """Take one rate token and one concurrency slot for ``tenant`` calling ``tool``.
+        """Take one rate token and one concurrency slot for ``tenant`` calling ``owner``'s
+        ``tool``.
 
         ``burst`` is the bucket size (default ``max(1, ceil(rate_per_s))``); ``None`` limits
         mean unlimited. Raises :class:`RateLimited` (429, with ``Retry-After`` in whole
         seconds when the rate will allow the call) and takes nothing then. The caller must
         call :meth:`release` exactly once after an admitted call.
         """
-        key = (tenant, tool)
+        key = (tenant, owner, tool)
         running = self._running.get(key, 0)
         if max_concurrency is not None and running >= max_concurrency:
             raise RateLimited(
@@ -81,7 +90,7 @@ class ToolLimits:
             self._take_token(key, tool, rate_per_s, burst)
         self._running[key] = running + 1
 
-    def _take_token(self, key: tuple[str, str], tool: str, rate: float, burst: int | None) -> None:
+    def _take_token(self, key: _Key, tool: str, rate: float, burst: int | None) -> None:
         size = float(burst if burst is not None else max(1, math.ceil(rate)))
         now = self.clock()
         bucket = self._buckets.get(key)
@@ -107,30 +116,38 @@ class ToolLimits:
         self._next_sweep = 2 * len(self._buckets)
 
     def tool_deleted(self, owner: str, tool: str) -> None:
-        """Forget the rate buckets of a deleted tool that have refilled to full: ``owner``'s
-        (the tenant that owned it), every tenant's for a platform tool (``owner`` ``""``). A
-        bucket not yet full stays, so deleting and registering the name again resets no
-        limit."""
-        now = self.clock()
-        keys = [(owner, tool)] if owner else [k for k in self._buckets if k[1] == tool]
-        for key in keys:
-            bucket = self._buckets.get(key)
-            if bucket is not None and bucket.full(now):
-                del self._buckets[key]
+        """Drop the rate buckets of ``owner``'s deleted ``tool`` at once, full or not: the
+        owner's own (only its owner calls a tenant's tool), every tenant's for a platform
+        tool (``owner`` ``""``). Concurrency slots stay until their calls release them.
+
+        Registered again, the tool's buckets start full, as any new tool's. Keeping a bucket
+        that is not full across the delete would bind nobody: a tenant's tool's rate and
+        burst are its owner's own settings, which a replacement (``POST /v1/tools`` of the
+        name, no delete needed) changes at once, refilling the bucket at the new rate; and a
+        platform tool is deleted and registered by the operator, who sets its limit. What
+        binds a tenant against its will is out of a delete's reach: a platform tool's bucket
+        (keyed apart from the tenant's own tool of that name, so deleting a shadowing tool
+        resets nothing), and its tenant-level limits and its program's ``tool_calls`` quota,
+        held by the program service and checked on every call (``ensure_tool_node``)."""
+        if owner:
+            self._buckets.pop((owner, owner, tool), None)
+            return
+        for key in [k for k in self._buckets if k[1] == "" and k[2] == tool]:
+            del self._buckets[key]
 
     def buckets(self) -> int:
         """Rate buckets held (memory the limits keep)."""
         return len(self._buckets)
 
-    def release(self, tenant: str, tool: str) -> None:
-        """Give back the concurrency slot an admitted call held."""
-        key = (tenant, tool)
+    def release(self, tenant: str, tool: str, *, owner: str) -> None:
+        """Give back the concurrency slot an admitted call of ``owner``'s ``tool`` held."""
+        key = (tenant, owner, tool)
         left = self._running.get(key, 0) - 1
         if left > 0:
             self._running[key] = left
         else:
             self._running.pop(key, None)
 
-    def running(self, tenant: str, tool: str) -> int:
-        """Calls of ``tool`` by ``tenant`` admitted and not yet released."""
-        return self._running.get((tenant, tool), 0)
+    def running(self, tenant: str, tool: str, *, owner: str) -> int:
+        """Calls of ``owner``'s ``tool`` by ``tenant`` admitted and not yet released."""
+        return self._running.get((tenant, owner, tool), 0)

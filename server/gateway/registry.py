@@ -8,6 +8,10 @@ back. Platform tools (the operator's) are not bounded: they are the server's own
 A deleted tool leaves the cache once its row's delete has committed: calls that already
 resolved it (running, or on their way to the executor) keep their definition and finish as
 they would have; every later call, report or listing sees the name as one nobody registered.
+
+A stored tool whose schema the current rules refuse is not served (nor listed, nor counted in
+its owner's bounds), but its owner can still delete it (``DELETE /v1/tools/{name}``), or
+replace it by registering the name again: its row would otherwise stay in the store for good.
 """
 
 from __future__ import annotations
@@ -92,6 +96,9 @@ class ToolRegistry:
         self._keys: list[tuple[str, str]] = []
         #: owner -> the stored bytes of its tools together
         self._bytes: dict[str, int] = {}
+        #: stored tools :meth:`load` skipped (their schema refused), until deleted or replaced:
+        #: found by their owner's delete only (no more than the store held at start-up)
+        self._unservable: dict[tuple[str, str], ToolDefinition] = {}
         # a registration checks the owner's bounds, then waits for its durable write: two at
         # once could both pass the check, so they take turns (registrations and deletes are
         # rare; a delete takes its turn too, so a registration and a delete of one name
@@ -102,8 +109,9 @@ class ToolRegistry:
         """Read every stored tool into the cache (blocking; call once at start-up).
 
         A stored schema the current rules refuse is skipped with a warning rather than
-        served unchecked. Tools stored before the per-tenant bounds existed are all loaded;
-        the bounds then refuse new ones only. Returns how many tools were loaded.
+        served unchecked (its owner may still delete it, :meth:`delete`). Tools stored
+        before the per-tenant bounds existed are all loaded; the bounds then refuse new ones
+        only. Returns how many tools were loaded (the skipped ones not counted).
         """
         names = ", ".join(ToolRecord.SPEC.names)
         with self._store.cursor() as cur:
@@ -113,7 +121,13 @@ class ToolRegistry:
             try:
                 validator = check_parameters_schema(definition.parameters)
             except InvalidTool as error:
-                log.warning("stored tool %r skipped: %s", definition.name, error.message)
+                log.warning(
+                    "stored tool %r of %r skipped (its owner may delete or replace it): %s",
+                    definition.name,
+                    definition.tenant,
+                    error.message,
+                )
+                self._unservable[(definition.tenant, definition.name)] = definition
                 continue
             self._put(CompiledTool(definition, validator, stored_bytes(definition)))
         return len(self._tools)
@@ -146,6 +160,7 @@ class ToolRegistry:
                     async with port_errors():  # the core's 429 as the gateway answers it
                         self._stored.check_stored(definition.tenant)
             await asyncio.wrap_future(self._store.writer.put_durable(definition.to_record()))
+            self._unservable.pop(key, None)  # its row, if load skipped one, is this one now
             self._put(compiled)
             if self._stored is not None:
                 if growth > 0:
@@ -156,18 +171,29 @@ class ToolRegistry:
 
     async def delete(self, owner: str, name: str) -> ToolDefinition | None:
         """Delete ``owner``'s tool ``name`` (``""``: the platform's) durably, then stop serving
-        it, and give its share of the owner's bounds and stored bytes back. Returns the
-        deleted definition; ``None`` when ``owner`` has no tool of that name (nothing is
-        written). Calls that resolved the tool before keep it (see the module docstring)."""
+        it, and give its share of the owner's bounds and stored bytes back. A stored tool
+        :meth:`load` skipped is deleted too (its row only: it was neither served nor
+        counted). Returns the deleted definition; ``None`` when ``owner`` has no tool of that
+        name (nothing is written). Calls that resolved the tool before keep it (see the
+        module docstring)."""
         async with self._writing:
-            compiled = self._tools.get((owner, name))
+            key = (owner, name)
+            compiled = self._tools.get(key)
             if compiled is None:
-                return None
-            await asyncio.wrap_future(self._store.writer.call(partial(_delete_row, owner, name)))
+                unservable = self._unservable.get(key)
+                if unservable is not None:
+                    await self._delete_row(owner, name)
+                    del self._unservable[key]
+                return unservable
+            await self._delete_row(owner, name)
             self._drop(owner, name)
             if owner and self._stored is not None:
                 self._stored.refund_bytes(owner, compiled.stored_bytes)
         return compiled.definition
+
+    async def _delete_row(self, owner: str, name: str) -> None:
+        """Delete the stored row of ``owner``'s tool ``name``, returning once it is durable."""
+        await asyncio.wrap_future(self._store.writer.call(partial(_delete_row, owner, name)))
 
     def _check_bounds(self, owner: str, compiled: CompiledTool, *, new: bool) -> None:
         count = len(self._names.get(owner, ()))

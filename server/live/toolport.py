@@ -156,7 +156,10 @@ class ToolPort:
         given by the agent's report of its own tool only (``gateway/reports.py``, True or
         False); without it the gateway's executor runs the tool here (:meth:`executes`).
         Returns the node's id here: the model's tool call's node when ``node_id`` is the
-        agent's id of that call, which a node cancel names (``runner.cancel_nodes``)."""
+        agent's id of that call, which a node cancel names (``runner.cancel_nodes``). When
+        the start's own actions fail, their error is raised and nothing of the tool runs: its
+        attempt is closed ``interrupted`` and a retry of the start may run it
+        (:meth:`_start_failed`)."""
         svc = self.service
         program, node = self._tool(program_id, node_id)
         svc.require_running(program)
@@ -182,6 +185,11 @@ class ToolPort:
         self._starting.add(starting)
         try:
             await svc.settled()
+        except Exception:
+            # the start's actions failed (not a cancel, which is no Exception): the caller
+            # gets the error and runs nothing, so the attempt closes as an overtaken one does
+            self._start_failed(program, node.node_id)
+            raise
         finally:
             self._starting.discard(starting)
         # a cancel while the start's actions ran (a cache hint to another engine awaits)
@@ -191,11 +199,30 @@ class ToolPort:
         # will not come, closes: nothing of it ran (read again: the await may have changed
         # both)
         if program.state.terminal or program.nodes[node.node_id].withdrawn:
-            self._executed.discard((program_id, node.node_id))
-            svc.controller.close_attempt(program_id, node.node_id, time.time(), INTERRUPTED)
+            self._close_unrun(program_id, node.node_id)
             svc.require_running(program)
             raise NodeWithdrawn(program_id, node.node_id)
         return node.node_id
+
+    def _close_unrun(self, program_id: str, node_id: str) -> None:
+        """Close the attempt of a start that ran nothing (``interrupted``: no end of it is to
+        come) and forget who was to run it."""
+        self._executed.discard((program_id, node_id))
+        self.service.controller.close_attempt(program_id, node_id, time.time(), INTERRUPTED)
+
+    def _start_failed(self, program: Program, node_id: str) -> None:
+        """The actions of the start of ``node_id``'s tool failed: nothing of it runs. Its
+        attempt closes (:meth:`_close_unrun`). On a program and node still running, the node
+        is left as a restart leaves a tool whose run died (running, an orphan): the retry of
+        this start (the gateway releases the call's key for it) is its next attempt, not a
+        409 for a tool already running; and the program waits on it no more."""
+        svc, program_id = self.service, program.program_id
+        self._close_unrun(program_id, node_id)
+        if program.state.terminal or program.nodes[node_id].withdrawn:
+            return  # a cancel came too: the node is cancelled, and starts nothing again
+        svc.orphaned_tools.add((program_id, node_id))
+        # the driver's release of a tool that holds the program in no tool wait any more
+        svc.driver.nodes_cancelled(program_id, (node_id,))
 
     async def tool_finished(
         self,

@@ -3,10 +3,11 @@ tenant's tool answers as a name nobody registered, 404), the delete is durable i
 file (a restart on the same file does not bring the tool back), it gives the tool's share of
 the tenant's bounds and stored bytes back, a call of the tool already running finishes, and
 every later call of the name, a retry of a committed one included, is answered 404 as an
-unknown tool's."""
+unknown tool's; a stored tool the schema rules now refuse is still its owner's to delete."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from agentconsole.client import AgentConsole, NotFoundError, PermissionDeniedError
 from agentconsole.server.gateway import GatewayConfig, GatewayExtension
 from agentconsole.server.gateway.toolbounds import ToolBounds
+from agentconsole.server.store.sqlconn import SqlConnection
 from tests.server.api.harness import OPERATOR, LiveServer, make_config, wait_until
 from tests.server.api.toolregistry import ECHO, bounded_server, echo_tool, stored_bytes
 from tests.server.gateway.helpers import obj, tool_body
@@ -121,6 +123,43 @@ def test_a_deleted_tool_stays_deleted_after_a_restart(tmp_path: Path) -> None:
         again = _call(a, "gone", "p1", "n1", text="once")
         assert again.status_code == 200, again.text
         assert again.json()["status"] == "replayed"
+
+
+def _refuse_stored_schema(con: SqlConnection) -> None:
+    """What an older server may have stored: a schema today's rules refuse (an open object)."""
+    schema = json.dumps({"type": "object"})
+    con.execute("UPDATE tools SET json_schema = ? WHERE name = 'legacy'", [schema])
+
+
+def _stored_names(live: LiveServer) -> list[str]:
+    with live.live.store.cursor() as cur:
+        return [row[0] for row in cur.execute("SELECT name FROM tools ORDER BY name").fetchall()]
+
+
+def test_a_stored_tool_the_rules_now_refuse_is_deleted_by_its_owner(tmp_path: Path) -> None:
+    """Skipped at start-up (not served nor listed), the tool is still its owner's to delete
+    (another tenant gets the unknown tool's 404), and the delete is durable."""
+    config = make_config(tmp_path / "legacy.duckdb")
+    live, _ = bounded_server(config)
+    with live, live.client("sk-a") as a:
+        live.wait_ready()
+        for name in ("legacy", "kept"):
+            assert a.post("/v1/tools", json=echo_tool(name)).status_code == 201
+        live.live.store.writer.call(_refuse_stored_schema).result(10)
+    live, _ = bounded_server(config)
+    with live, live.client("sk-a") as a, live.client("sk-b") as b:
+        live.wait_ready()
+        assert _names(a) == ["kept"]
+        _unknown(_call(a, "legacy", "p1", "n1", text="hi"))
+        _unknown(b.delete("/v1/tools/legacy"))
+        deleted = a.delete("/v1/tools/legacy")
+        assert deleted.status_code == 200, deleted.text
+        assert (deleted.json()["name"], deleted.json()["owner"]) == ("legacy", "tenant-a")
+        _unknown(a.delete("/v1/tools/legacy"))
+    live, _ = bounded_server(config)
+    with live:
+        live.wait_ready()
+        assert _stored_names(live) == ["kept"]  # a restart does not bring it back
 
 
 def test_a_call_running_when_its_tool_is_deleted_finishes(tmp_path: Path) -> None:

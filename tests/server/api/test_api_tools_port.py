@@ -1,7 +1,9 @@
 """The service's tool port (what the gateway calls): tool nodes, tool waits and their KV
-decision, and what a cancel reports for running tools."""
+decision, what a cancel reports for running tools, and a start whose actions fail."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -79,3 +81,38 @@ def test_port_refusals(server: LiveServer) -> None:
         b.post("/v1/programs/tp-b/finish", json={"success": True})
     with pytest.raises(Conflict):
         server.run(_port(server, ("check_program", ("tenant-b", "tp-b"))))
+
+
+def test_a_start_whose_actions_fail_runs_nothing_and_its_retry_runs(server: LiveServer) -> None:
+    """The start's settle raises (not a cancel): the caller gets that error, the attempt it
+    opened is closed ``interrupted`` (no end of it will come), nothing is left starting, and
+    the retry of the start runs the tool as the node's next attempt."""
+    service = server.live.service
+    port = service.tools
+
+    async def start_with_failing_settle() -> None:
+        real = service.settled
+
+        async def failing(actions: Any = None) -> None:
+            raise RuntimeError("the cache hint failed")
+
+        service.settled = failing  # type: ignore[method-assign]
+        try:
+            await port.tool_started("tf-1", "t-fetch")
+        finally:
+            service.settled = real  # type: ignore[method-assign]
+
+    server.run(port.ensure_tool_node("tenant-a", "tf-1", "t-fetch", ToolSpec("fetch")))
+    with pytest.raises(RuntimeError, match="cache hint failed"):
+        server.run(start_with_failing_settle())
+    node = service.controller.programs["tf-1"].nodes["t-fetch"]
+    assert [(a.outcome, a.finished_at is not None) for a in node.attempts] == [
+        ("interrupted", True)
+    ]
+    assert not port.starting("tf-1", "t-fetch")
+    assert not port.executes("tf-1", "t-fetch")
+    server.run(_port(server, ("tool_started", ("tf-1", "t-fetch"))))  # the retry: no 409
+    assert [a.outcome for a in node.attempts] == ["interrupted", ""]
+    server.run(_port(server, ("tool_finished", ("tf-1", "t-fetch", "ok", 0.1))))
+    with server.client() as c:
+        assert c.get("/v1/programs/tf-1/nodes/t-fetch").json()["state"] == "done"

@@ -1,14 +1,17 @@
-"""Registering tools: what is refused, who sees what, and persistence across a restart."""
+"""Registering tools: what is refused, who sees what, persistence across a restart, and a
+stored tool the current rules refuse (not served, still deletable by its owner)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from agentconsole.server.gateway import GatewayConfig, ToolGateway
-from agentconsole.server.gateway.errors import InvalidJson, InvalidTool
+from agentconsole.server.gateway.errors import InvalidJson, InvalidTool, ToolNotFound
 from agentconsole.server.store import Store
+from agentconsole.server.store.sqlconn import SqlConnection
 from tests.server.gateway.helpers import obj, raw, register, tool_body
 
 pytestmark = pytest.mark.anyio
@@ -97,3 +100,69 @@ async def test_a_body_that_is_not_json_is_refused(gateway: ToolGateway) -> None:
         await gateway.register("t1", False, b"{nope")
     with pytest.raises(InvalidJson):
         await gateway.register("t1", False, raw({"a": 1}) + b'{"b": 2}')
+
+
+#: a schema today's rules refuse (an object open to any property), as an older server stored it
+OPEN_SCHEMA = json.dumps({"type": "object"})
+
+
+def _store_refused_schema(con: SqlConnection) -> None:
+    con.execute("UPDATE tools SET json_schema = ? WHERE name = 'old'", [OPEN_SCHEMA])
+
+
+def _stored(store: Store) -> list[tuple[str, str]]:
+    with store.cursor() as cur:
+        return [(r[0], r[1]) for r in cur.execute("SELECT tenant, name FROM tools").fetchall()]
+
+
+async def test_a_stored_tool_the_rules_refuse_is_not_served_but_its_owner_deletes_it(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.duckdb"
+    with Store.open(db) as store:
+        gateway = ToolGateway(store)
+        await gateway.start()
+        await register(gateway, tool_body("old", ECHO))
+        await register(gateway, tool_body("kept", ECHO))
+        store.writer.call(_store_refused_schema).result(10)
+        await gateway.close()
+    with Store.open(db) as store:
+        gateway = ToolGateway(store)
+        assert await gateway.start() == 1  # skipped at load: not served
+        assert [t.name for t in gateway.tools("t1", operator=False)] == ["kept"]
+        assert gateway.registry.resolve("t1", "old") is None
+        with pytest.raises(ToolNotFound):  # another tenant: as for a name nobody registered
+            await gateway.delete("t2", False, "old")
+        with pytest.raises(ToolNotFound):  # nor is it the platform's
+            await gateway.delete("t2", True, "old")
+        deleted = await gateway.delete("t1", False, "old")
+        assert (deleted.tenant, deleted.name) == ("t1", "old")
+        assert _stored(store) == [("t1", "kept")]  # durable before the answer
+        with pytest.raises(ToolNotFound):  # deleted already
+            await gateway.delete("t1", False, "old")
+        await gateway.close()
+    with Store.open(db) as store:
+        gateway = ToolGateway(store)
+        assert await gateway.start() == 1
+        assert _stored(store) == [("t1", "kept")]  # a restart does not bring it back
+        await gateway.close()
+
+
+async def test_registering_the_name_again_replaces_a_refused_stored_tool(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    with Store.open(db) as store:
+        gateway = ToolGateway(store)
+        await gateway.start()
+        await register(gateway, tool_body("old", ECHO))
+        store.writer.call(_store_refused_schema).result(10)
+        await gateway.close()
+    with Store.open(db) as store:
+        gateway = ToolGateway(store)
+        assert await gateway.start() == 0
+        again = await register(gateway, tool_body("old", ECHO, description="v2"))
+        assert gateway.registry.resolve("t1", "old") is not None
+        assert (await gateway.delete("t1", False, "old")) == again
+        assert _stored(store) == []
+        with pytest.raises(ToolNotFound):  # the row it replaced is not deleted a second time
+            await gateway.delete("t1", False, "old")
+        await gateway.close()
