@@ -32,15 +32,31 @@ class Block:
             raise ValueError(f"block tokens must be > 0, got {self.tokens}")
 
 
-@dataclass(frozen=True, slots=True)
 class PrivateKey:
     """How a tenant's first private block is keyed under a public parent.
 
     A distinct class (not a tuple) so that no public key can ever compare equal to it.
+    Written out rather than a frozen dataclass: the dataclass's generated ``__eq__`` and
+    ``__hash__`` stay interpreted Python even in the compiled build, and the index hashes
+    these keys on every match below a public prefix.
     """
 
-    tenant: str
-    key: Hashable
+    __slots__ = ("key", "tenant")
+
+    def __init__(self, tenant: str, key: Hashable) -> None:
+        self.tenant = tenant
+        self.key = key
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, PrivateKey) and self.tenant == other.tenant and self.key == other.key
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.tenant, self.key))
+
+    def __repr__(self) -> str:
+        return f"PrivateKey(tenant={self.tenant!r}, key={self.key!r})"
 
 
 class Node:

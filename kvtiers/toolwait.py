@@ -205,7 +205,7 @@ class Decision:
     @property
     def expected_cost(self) -> float:
         """Expected cost of the chosen action."""
-        return self.expected_costs[self.action.value]
+        return self.expected_costs[str(self.action)]
 
     @property
     def context_kept_s(self) -> float:
@@ -232,13 +232,18 @@ get_tool_wait_policy = TOOL_WAIT_POLICIES.create
 available_tool_wait_policies = TOOL_WAIT_POLICIES.names
 
 
+# the actions' values, read once: a decision's costs are keyed by them, and on the simulator's
+# hot path (`.value` is enum's Python-level property; str() of a StrEnum is C)
+_KEEP, _OFFLOAD, _RECOMPUTE = (
+    str(CacheAction.KEEP),
+    str(CacheAction.OFFLOAD),
+    str(CacheAction.RECOMPUTE),
+)
+
+
 def _costs(wait: ToolWait, keep: float) -> dict[str, float]:
     """Every option's expected cost, keep's (at the policy's retention) given as ``keep``."""
-    return {
-        CacheAction.KEEP.value: keep,
-        CacheAction.OFFLOAD.value: offload_cost(wait),
-        CacheAction.RECOMPUTE.value: recompute_cost(wait),
-    }
+    return {_KEEP: keep, _OFFLOAD: offload_cost(wait), _RECOMPUTE: recompute_cost(wait)}
 
 
 class Keep(ToolWaitPolicy):
@@ -312,9 +317,9 @@ class Adaptive(ToolWaitPolicy):
         # offload only uses the host link (measured: the one drop in 2,272 decisions of
         # seed-mix at 0.9x capacity cost cp-cache 2-4% of its P50/P95 against fcfs)
         options: list[CacheAction] = [CacheAction.KEEP, CacheAction.OFFLOAD]
-        if math.isinf(costs[CacheAction.OFFLOAD.value]):
+        if math.isinf(costs[_OFFLOAD]):
             options.append(CacheAction.RECOMPUTE)
-        action = min(options, key=lambda a: costs[a.value])  # enum order breaks ties
+        action = min(options, key=lambda a: costs[str(a)])  # enum order breaks ties
         if action is CacheAction.KEEP:
             retain = best_tau
         elif action is CacheAction.OFFLOAD:

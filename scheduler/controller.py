@@ -599,7 +599,8 @@ class ProgramController:
         node.tool_s += latency_s
         spec = node.tool
         if spec is not None:
-            self.tool_latency.observe(program.tenant, spec.name, spec.kind.value, latency_s)
+            # str(): a StrEnum's value at C speed (`.value` is enum's Python property)
+            self.tool_latency.observe(program.tenant, spec.name, str(spec.kind), latency_s)
         self._learn_tool_mean(program.tenant, latency_s)
         retry_safe = spec is None or spec.auto_retry_safe
         if outcome == "ok" or final:
@@ -650,7 +651,7 @@ class ProgramController:
         node.finished_at = now  # the tool ran until now: the node's timeline ends here
         spec = node.tool
         if spec is not None:  # a real run of the tool: its latency teaches as any other
-            self.tool_latency.observe(program.tenant, spec.name, spec.kind.value, latency_s)
+            self.tool_latency.observe(program.tenant, spec.name, str(spec.kind), latency_s)
         self._learn_tool_mean(program.tenant, latency_s)
         data = _tool_end_data(node, outcome, latency_s, True, result_bytes)
         data[AFTER_CANCEL if cancelled else AFTER_FINISH] = True
@@ -717,10 +718,10 @@ def _tool_end_data(
         "outcome": outcome,
         "latency_s": latency_s,
         learned.TOOL: spec.name if spec else "",
-        learned.TOOL_KIND: spec.kind.value if spec else "",
+        learned.TOOL_KIND: str(spec.kind) if spec else "",
         "final": final,
         "result_bytes": result_bytes,
-        "node_state": node.state.value,  # what a restart replays (no retry rule)
+        "node_state": str(node.state),  # what a restart replays (no retry rule)
     }
 
 

@@ -539,7 +539,7 @@ class ProgramDriver:
             if node.tool is None or not node.attempts:
                 continue
             tool = node.tool
-            dist = self.controller.tool_distribution(program.tenant, tool.name, tool.kind.value)
+            dist = self.controller.tool_distribution(program.tenant, tool.name, str(tool.kind))
             started = node.attempts[-1].started_at
             back = started + dist.mean()
             if best is None or back > best[2]:

@@ -113,7 +113,7 @@ class ToolSpec:
         restart rebuilds it whole (:meth:`from_fields`): a side effect must stay one."""
         return {
             "tool": self.name,
-            "tool_kind": self.kind.value,
+            "tool_kind": str(self.kind),  # the value; str() runs at C speed, .value does not
             "side_effect": self.side_effect,
             "idempotent": self.idempotent,
             "timeout_s": self.timeout_s,

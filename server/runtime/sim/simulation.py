@@ -443,7 +443,7 @@ class Simulation:
             pid,
             tnode.id,
             now,
-            outcome=record.outcome.value,
+            outcome=str(record.outcome),  # the value (str() at C speed, .value is not)
             latency_s=record.latency_s,
             final=last,
         )
