@@ -98,7 +98,7 @@ async def test_timers_that_fire_after_the_app_closed_do_nothing() -> None:
         await until(pilot, lambda: app.state.overview is not None and not app.sync.busy)
     assert not app.screen_stack
     reads = sum(client.reads.values())
-    app._reload_detail()
+    app.polling.reload_detail()
     app.refresh_data()
-    app._reload_tool_calls()
+    app.polling.reload_tool_calls()
     assert sum(client.reads.values()) == reads

@@ -13,7 +13,8 @@ from textual.widgets import Static
 
 from agentconsole.ui.client.models import FeedEvent
 from agentconsole.ui.tui import messages as m
-from agentconsole.ui.tui.app import DETAIL_RELOAD_S, DashboardApp
+from agentconsole.ui.tui.app import DashboardApp
+from agentconsole.ui.tui.polling import DETAIL_RELOAD_S
 from agentconsole.ui.tui.views.detail import ProgramScreen
 from tests.ui.canned import CannedClient
 from tests.ui.recording import recorded_notes

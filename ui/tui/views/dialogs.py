@@ -20,7 +20,7 @@ HELP = """\
            w replay this window (trace + bench command)
            m model compatibility (which served models could share KV)
 [b]Tools[/b]      enter (or x) reconcile the call in doubt: commit or retry (asks)
-[b]Detail[/b]     t DAG/timeline   z zoom bars to the rows on screen   escape back
+[b]Detail[/b]     t DAG/timeline  z (timeline) zoom bars to rows shown  escape back
            n cancel the node under the cursor and its descendants (asks)
 [b]Other[/b]      r refresh now    ? this help        q quit
 
