@@ -386,7 +386,7 @@ class LimitsSection(_Section):
     default_max_tokens: int = Field(default=1024, ge=1)
     """``max_tokens`` of a chat call that gives none."""
     max_tokens_limit: int = Field(default=32_768, ge=1)
-    """Largest ``max_tokens`` accepted (422 above)."""
+    """Largest ``max_tokens`` accepted (a larger one: 400, as OpenAI refuses it)."""
     ready_timeout_s: float = Field(default=30.0, gt=0)
     """How long a call waits for a runtime that is still starting before 503."""
     program_idle_s: float = Field(

@@ -187,6 +187,9 @@ class GenerationResult:
     #: out of memory; None when it names none) and its message
     engine_abort_status: int | None = None
     engine_abort_message: str = ""
+    #: that abort's cause as the API names it, where the runtime tells one
+    #: (``context_length_exceeded``: the engine found the prompt over its context); None else
+    engine_abort_code: str | None = None
     #: an aborted call on a runtime whose abort takes effect a step later (SGLang's): every
     #: token the engine generated for it, read or not (None: the runtime generates nothing
     #: after an abort, so ``output_tokens`` is all of it)

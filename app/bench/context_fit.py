@@ -1,5 +1,5 @@
 """``bench``'s context check: every LLM call must fit the context window of a model it may run
-on, because ``serve`` refuses one that does not (``server/live/intake.py`` ``fit_context``: 422
+on, because ``serve`` refuses one that does not (``server/live/intake.py`` ``fit_context``: 400
 ``context_length_exceeded``) while the simulator, which never reads a window, would run it.
 
 Checked in the main process before any run, so a workload or trace ``serve`` could not take is
@@ -163,7 +163,7 @@ def refuse_overflow(
     holding = holding_model(found.longest)
     raise click.UsageError(
         f"{calls} {fit} (the longest: {found.longest:,} tokens, prompt plus output, past"
-        f" {window}), and serve refuses such a call (422 context_length_exceeded); "
+        f" {window}), and serve refuses such a call (400 context_length_exceeded); "
         + (
             f"run them on a model that holds them, e.g. {way_out.format(holding)}"
             if holding is not None

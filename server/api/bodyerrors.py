@@ -1,4 +1,4 @@
-"""The one culprit a refused body (422) names, as the client wrote it.
+"""The one culprit a refused body (422; 400 on OpenAI's routes) names, as the client wrote it.
 
 ``field`` is the path of field names and list indexes to it (``messages.0.content``), never
 pydantic's tags for the members of a field that takes several shapes (``stop.str``,

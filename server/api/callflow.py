@@ -36,7 +36,7 @@ from agentconsole.server.api.errors import ApiError
 from agentconsole.server.api.schemas import ID_PATTERN, MAX_PARENT_IDS, AgentExtras
 from agentconsole.server.live.calls import CallOutcome, LiveCall
 from agentconsole.server.live.door import ClientGone, first_done
-from agentconsole.server.live.errors import Conflict, ServiceError, Unavailable
+from agentconsole.server.live.errors import Conflict, ContextTooLong, ServiceError, Unavailable
 
 _ID = re.compile(ID_PATTERN)
 QUICK_S = 0.05
@@ -156,8 +156,8 @@ def model_request(model: str, extras: AgentExtras | None, request: Client) -> di
 def checked_max_tokens(
     value: int | None, default: int, live: Live, field: str = "max_tokens"
 ) -> int:
-    """``value`` unless it is over the server's limit (422 naming ``field``, the request's
-    name of it); without one ``default``, capped at the limit."""
+    """``value`` unless it is over the server's limit (refused as invalid, naming ``field``,
+    the request's name of it); without one ``default``, capped at the limit."""
     limit = live.config.max_tokens_limit
     if value is None:
         return min(default, limit)
@@ -228,12 +228,15 @@ def refusal(call: LiveCall, outcome: CallOutcome) -> Exception | None:
 
 def engine_ended(outcome: CallOutcome) -> ServiceError:
     """The refusal of a call the engine ended itself: 400 with the engine's message when it
-    says the request is at fault (a retry would end alike), else 503 to retry (memory
-    pressure, a failure of the engine)."""
+    says the request is at fault (a retry would end alike; ``context_length_exceeded`` where
+    the prompt is over its context), else 503 to retry (memory pressure, a failure of the
+    engine)."""
     result = outcome.result
     if result is not None and 400 <= (result.engine_abort_status or 0) < 500:
-        message = result.engine_abort_message or "bad request"
-        return ServiceError(f"the engine refused the call: {message}")
+        message = f"the engine refused the call: {result.engine_abort_message or 'bad request'}"
+        if result.engine_abort_code == ContextTooLong.type:
+            return ContextTooLong(message)
+        return ServiceError(message)
     return Unavailable("the engine ended the call before it finished; retry it")
 
 

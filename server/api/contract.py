@@ -16,7 +16,8 @@ Statuses of every operation: 503 (the request slots of all tenants together,
 ``server.limit_concurrency``, or a public route's pool), and unless public 401 and 429 (a
 tenant's share of the request slots, ``server.per_tenant_concurrency``: every keyed route
 counts against it, ``requestslots.py``); with a body 400 (malformed JSON), 413 and 422; with
-parameters 422; on ``/v1/operator/*`` 403; plus the handler's own (:func:`contract`). Query
+parameters 422; on ``/v1/operator/*`` 403; plus the handler's own (:func:`contract`). OpenAI's
+routes answer 400 where the others answer 422 (``errors.route_answer``). Query
 and path parameters are published as declared (Litestar's ``oneOf [T, null]`` and lost zero
 bounds repaired).
 ``tests/server/api/test_api_contract.py`` runs schemathesis against it.
@@ -36,7 +37,7 @@ from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin
 from litestar.params import ParameterKwarg
 from litestar.routes import HTTPRoute
 
-from agentconsole.server.api.errors import ERROR_SCHEMA
+from agentconsole.server.api.errors import ERROR_SCHEMA, OPENAI_INVALID, openai_route
 from agentconsole.server.api.schemas import BODY_MODELS
 
 JSON = dict[str, Any]
@@ -45,10 +46,7 @@ ERROR_REF = {"$ref": REF.format(model="Error")}
 SECURITY = {"bearerAuth": {"type": "http", "scheme": "bearer", "description": "API key"}}
 SSE = "text/event-stream"
 _REASONS = {
-    400: (
-        "Malformed JSON body (``invalid_json``: not JSON, or nested too deep), or a prompt"
-        " over the model's context (``context_length_exceeded``, as OpenAI answers it)"
-    ),
+    400: "Malformed JSON body (``invalid_json``: not JSON, or nested too deep)",
     401: "Missing or unknown API key",
     403: "Not allowed (an operator route with a tenant key, a wall-time quota)",
     404: "Unknown, or another tenant's",
@@ -66,6 +64,12 @@ _REASONS = {
         " (``Retry-After``), a write the dead store cannot record"
     ),
 }
+#: the 400 of OpenAI's routes: every refusal of an invalid request, as OpenAI answers it
+_OPENAI_400 = (
+    f"Invalid request, as OpenAI answers it (``type`` ``{OPENAI_INVALID}``, ``code`` which:"
+    " ``invalid_request`` with ``param`` the culprit, ``invalid_json``, a prompt over the"
+    " model's context ``context_length_exceeded``, a request the engine refused)"
+)
 _BOUNDS = {
     "ge": "minimum",
     "le": "maximum",
@@ -102,9 +106,10 @@ def contract(
     }
 
 
-def _error_response(status: int) -> JSON:
+def _error_response(status: int, openai: bool) -> JSON:
+    description = _OPENAI_400 if openai and status == 400 else _REASONS.get(status, "Error")
     response: JSON = {
-        "description": _REASONS.get(status, "Error"),
+        "description": description,
         "content": {"application/json": {"schema": ERROR_REF}},
     }
     if status in (429, 503):
@@ -152,6 +157,8 @@ def _statuses(path: str, operation: JSON, spec: Mapping[str, Any]) -> set[int]:
         statuses.add(422)
     if path.startswith("/v1/operator/"):
         statuses.add(403)
+    if openai_route(path):  # an invalid request is 400 there (``errors.route_answer``)
+        statuses = {400 if status == 422 else status for status in statuses}
     return statuses
 
 
@@ -180,7 +187,7 @@ def _fix_operation(path: str, operation: JSON, handler: HTTPRouteHandler) -> Non
         for response in success.values():
             response["content"] = {kind: {"schema": _media_schema(kind)} for kind in spec["media"]}
     for status in sorted(_statuses(path, operation, spec)):
-        responses[str(status)] = _error_response(status)
+        responses[str(status)] = _error_response(status, openai_route(path))
     for status, response in spec.get("responses", {}).items():
         responses[str(status)] = copy.deepcopy(dict(response))
     if not spec.get("public"):

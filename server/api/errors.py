@@ -5,6 +5,12 @@
 whether a retry can pass (``ServiceError.retryable``) carries ``x-should-retry: true|false``,
 the header OpenAI's clients obey over their own rule (retry every 408, 409, 429 and 5xx).
 
+OpenAI's own routes (:func:`openai_route`: chat and text completions, the model list) answer
+a request refused as invalid as OpenAI's API does (:func:`route_answer`, the one place that
+decides): 400, never 422 (the client's ``BadRequestError``, which agent frameworks catch, e.g.
+``code`` ``context_length_exceeded`` to trim their history), ``type`` OpenAI's
+``invalid_request_error``, our type kept in ``code``. agentconsole's own routes keep 422.
+
 One handler, registered for ``Exception`` on the app, maps the service's refusals, Litestar's
 own client errors (validation 422, malformed JSON 400, oversized body 413, unknown route 404,
 wrong method 405), the store's errors (503 ``unavailable``, retryable: its writer died) and
@@ -13,8 +19,8 @@ gateway's errors and the HTTP server's own refusals (``connections.py``: malform
 slow headers 408, oversized headers 431, connection limit 503) use the same shape and types;
 :data:`ERROR_SCHEMA` is that shape as JSON Schema (the OpenAPI contract's ``Error``).
 
-A body that fails validation (422) names one culprit, as the client wrote it
-(:mod:`bodyerrors`).
+A body that fails validation (422, or 400 on OpenAI's routes) names one culprit, as the
+client wrote it (:mod:`bodyerrors`).
 """
 
 from __future__ import annotations
@@ -88,6 +94,41 @@ ERROR_SCHEMA: dict[str, Any] = {
 }
 
 
+#: the paths of OpenAI's API that the server serves (``/v1/models/{id}`` by its prefix, but
+#: for agentconsole's own route under it)
+OPENAI_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/models"})
+_OPENAI_MODEL = "/v1/models/"
+_NATIVE_UNDER_MODELS = "/v1/models/compatibility"
+#: OpenAI's ``type`` of a refused request (its 400s: a bad parameter, a prompt too long)
+OPENAI_INVALID = "invalid_request_error"
+#: the statuses of a request refused as invalid: malformed (400) or not acceptable (422)
+_INVALID = frozenset({400, 422})
+
+
+def openai_route(path: str) -> bool:
+    """Whether ``path`` (a request's, or a route's path format) is one of OpenAI's."""
+    path = path.rstrip("/")
+    if path in OPENAI_PATHS:
+        return True
+    return path.startswith(_OPENAI_MODEL) and path != _NATIVE_UNDER_MODELS
+
+
+def as_openai(status: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """An error answer as OpenAI's API gives it: a request refused as invalid (400, 422) is
+    400 with ``type`` ``invalid_request_error`` and our type in ``code`` (``field``, ``param``
+    as they are); any other as it is (its ``type`` is ours: OpenAI's clients pick the
+    exception by status alone)."""
+    if status not in _INVALID:
+        return status, body
+    return 400, {"error": {**body["error"], "type": OPENAI_INVALID}}
+
+
+def route_answer(path: str, status: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """The status and body an error of ``status`` answers on ``path``: on OpenAI's routes as
+    OpenAI answers it (:func:`as_openai`), on agentconsole's as built."""
+    return as_openai(status, body) if openai_route(path) else (status, body)
+
+
 def error_type(status: int) -> str:
     """The ``type`` of a generic error of ``status``."""
     return _TYPES.get(status, "error")
@@ -114,6 +155,13 @@ def refusal_body(error: Exception) -> dict[str, Any]:
     if isinstance(error, ServiceError):
         return error_body(error.type, str(error), error.field)
     return error_body(str(getattr(error, "type", "error")), str(error))
+
+
+def openai_refusal_body(error: Exception) -> dict[str, Any]:
+    """The body of a refusal on OpenAI's routes (a stream's error frame, sent after its 200):
+    :func:`refusal_body` as :func:`as_openai` shapes it."""
+    status = error.status if isinstance(error, ServiceError) else 500
+    return as_openai(status, refusal_body(error))[1]
 
 
 def refusal_headers(error: ServiceError) -> dict[str, str]:
@@ -202,42 +250,47 @@ def _audit_invalid_operator_call(request: Request[Any, Any, Any], error: ApiErro
 
 
 def handle_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
-    """The app's one exception handler (see the module docstring)."""
+    """The app's one exception handler (see the module docstring): the refusal of ``exc``,
+    as the route's family answers it (:func:`route_answer`)."""
+    status, body, headers = _refusal(request, exc)
+    status, body = route_answer(request.scope["path"], status, body)
+    return Response(body, status_code=status, headers=headers)
+
+
+def _refusal(
+    request: Request[Any, Any, Any], exc: Exception
+) -> tuple[int, dict[str, Any], dict[str, str] | None]:
+    """The status, body and headers of ``exc``'s refusal, in agentconsole's own shape."""
     if isinstance(exc, ServiceError):
-        return Response(refusal_body(exc), status_code=exc.status, headers=refusal_headers(exc))
+        return exc.status, refusal_body(exc), refusal_headers(exc)
     if isinstance(exc, ValidationException):
         if "JSON" in str(exc.detail) or "decode" in str(exc.detail).lower():
             _audit_invalid_operator_call(request, ApiError(400, str(exc.detail)))
-            return Response(error_body("invalid_json", str(exc.detail)), status_code=400)
+            return 400, error_body("invalid_json", str(exc.detail)), None
         message, field = _validation(request, exc)
         _audit_invalid_operator_call(request, ApiError(422, message))
-        return Response(error_body("invalid_request", message, field), status_code=422)
+        return 422, error_body("invalid_request", message, field), None
     if isinstance(exc, HTTPException) and exc.status_code < 500:
         status = exc.status_code
         _audit_invalid_operator_call(request, ApiError(status, str(exc.detail)))
-        body = error_body(_TYPES.get(status, "error"), str(exc.detail))
-        return Response(body, status_code=status, headers=exc.headers or None)
+        return status, error_body(_TYPES.get(status, "error"), str(exc.detail)), exc.headers or None
     if isinstance(exc, StoreDamagedError):
         # a damaged block of the files: a retry meets the same block, so it is said not to
         # pass (the operator restores); one line, the message names the file
         log.error("store damaged under %s %s: %s", request.method, request.url.path, exc)
         refusal = Unavailable(str(exc), retryable=False)
-        return Response(
-            refusal_body(refusal), status_code=refusal.status, headers=refusal_headers(refusal)
-        )
+        return refusal.status, refusal_body(refusal), refusal_headers(refusal)
     if isinstance(exc, StoreError):
         # the store closed (shutting down) under a read that needs a flush, or its writer
         # died under a write the write gate let pass (racing the death). Not a bug of ours:
         # the dead store's refusal (``deps.refuse_unrecordable_write``), 503 and retryable
         log.error("store unavailable during %s %s: %r", request.method, request.url.path, exc)
         refusal = Unavailable("the store is not available (see /ready); retry later")
-        return Response(
-            refusal_body(refusal), status_code=refusal.status, headers=refusal_headers(refusal)
-        )
+        return refusal.status, refusal_body(refusal), refusal_headers(refusal)
     if isinstance(exc, InternalServerException) and exc.detail == _GONE:
         # the client left mid-body (or its body timed out): nobody reads this answer
         log.debug("client left during %s %s", request.method, request.url.path)
-        return Response(error_body("client_disconnected", _GONE), status_code=400)
+        return 400, error_body("client_disconnected", _GONE), None
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     status = exc.status_code if isinstance(exc, HTTPException) else 500
-    return Response(error_body("internal_error", "internal server error"), status_code=status)
+    return status, error_body("internal_error", "internal server error"), None

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from agentconsole.scheduler.runtime import GenerationResult, ToolCallTuple
-from agentconsole.server.api.errors import refusal_body
+from agentconsole.server.api.errors import openai_refusal_body
 from agentconsole.server.live.toolcalls import tool_call_id
 
 JSON = dict[str, Any]
@@ -164,8 +164,9 @@ class Completion:
     @staticmethod
     def error(refused: Exception) -> bytes:
         """An SSE frame carrying the refusal (OpenAI clients raise it as an APIError, its
-        ``code`` and ``param`` read from it), in the error shape of every other answer."""
-        return sse_data(refusal_body(refused))
+        ``code`` and ``param`` read from it), in the error shape of this route's other
+        answers."""
+        return sse_data(openai_refusal_body(refused))
 
 
 class TextCompletion:

@@ -97,12 +97,17 @@ def check_logit_bias(logit_bias: Mapping[int, float] | None, vocab_size: int | N
             )
 
 
+#: how OpenAI's own refusal of a prompt too long opens
+_CONTEXT_IS = "This model's maximum context length is "
+
+
 def fit_context(limit: int | None, prompt_tokens: int, chat: ChatCall) -> int:
     """The call's ``max_tokens`` in a served model's context of ``limit`` tokens (its
     runtime's ``max_context_tokens``; None: unknown, no check): the request's, or (no
-    ``max_tokens`` given) the default shrunk to the room the prompt leaves. 422
+    ``max_tokens`` given) the default shrunk to the room the prompt leaves. 400
     ``context_length_exceeded`` when they do not fit: naming ``max_tokens`` when the client's
-    own value is what overflows, the prompt when it leaves no room for a single token."""
+    own value is what overflows, the prompt when it leaves no room for a single token. The
+    message opens as OpenAI's does, which frameworks match to tell an overflow (LiteLLM)."""
     if limit is None or prompt_tokens + chat.max_tokens <= limit:
         return chat.max_tokens
     room = limit - prompt_tokens
@@ -113,13 +118,13 @@ def fit_context(limit: int | None, prompt_tokens: int, chat: ChatCall) -> int:
         if room >= 1:
             return room
         raise ContextTooLong(
-            f"{prompt_tokens} prompt tokens leave no room for an answer in the model's"
-            f" context of {limit} tokens",
+            f"{_CONTEXT_IS}{limit} tokens; the prompt's {prompt_tokens} tokens leave no room"
+            " for an answer",
             field=prompt_field,
         )
     raise ContextTooLong(
-        f"{prompt_tokens} prompt tokens + {chat.max_tokens_field} {chat.max_tokens} exceed"
-        f" the model's context of {limit} tokens",
+        f"{_CONTEXT_IS}{limit} tokens; the request asks {prompt_tokens + chat.max_tokens}:"
+        f" {prompt_tokens} prompt tokens + {chat.max_tokens_field} {chat.max_tokens}",
         field=chat.max_tokens_field if room > 0 else prompt_field,
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import openai
 import pytest
@@ -122,5 +123,36 @@ def test_tool_call_round_trip(sim_serve: ServeProcess) -> None:
 def test_errors_surface_as_openai_exceptions(sim_serve: ServeProcess) -> None:
     with pytest.raises(openai.AuthenticationError):
         _client(sim_serve, "sk-wrong").models.list()
-    with pytest.raises(openai.UnprocessableEntityError):
+    # an invalid request is OpenAI's 400, naming the field as ``param``
+    with pytest.raises(openai.BadRequestError) as invalid:
         _client(sim_serve).chat.completions.create(model="sim", messages=[], n=1)
+    assert (invalid.value.param, invalid.value.type) == ("messages", "invalid_request_error")
+
+
+def test_a_prompt_over_the_context_is_a_bad_request_agents_can_trim_on(
+    sim_serve: ServeProcess,
+) -> None:
+    """What agent frameworks catch to trim their history: ``BadRequestError`` with ``code``
+    ``context_length_exceeded``, its message naming both lengths (the simulated llama-3.1-8b
+    serves 131,072 tokens; the sim counts 4 characters a token), from chat and text
+    completions alike."""
+    client = _client(sim_serve)
+    long = "abcd" * 131_100
+    with pytest.raises(openai.BadRequestError) as chat:
+        client.chat.completions.create(
+            model="sim", messages=[{"role": "user", "content": long}], max_tokens=8
+        )
+    with pytest.raises(openai.BadRequestError) as text:
+        client.completions.create(model="sim", prompt=long, max_tokens=8)
+    for refused, param in ((chat.value, "messages"), (text.value, "prompt")):
+        assert (refused.status_code, refused.code, refused.param) == (
+            400,
+            "context_length_exceeded",
+            param,
+        )
+        assert isinstance(refused.body, dict)
+        message = str(refused.body["message"])  # the client's ``message`` is the whole body
+        assert message.startswith("This model's maximum context length is 131072 tokens")
+        prompt = re.search(r"(\d+) prompt tokens \+ max_tokens 8", message)
+        assert prompt is not None, message
+        assert int(prompt[1]) >= 131_100

@@ -200,7 +200,7 @@ def test_a_logit_bias_past_the_vocabulary_never_reaches_the_engine(served: Serve
     runtime = served.server.live.service.runtime
     vocab = runtime.engine.tokenizer_manager.model_config.vocab_size  # type: ignore[attr-defined]
     sent = len(served.seen)
-    with pytest.raises(openai.UnprocessableEntityError) as refused:
+    with pytest.raises(openai.BadRequestError) as refused:
         served.client.completions.create(
             model="m", prompt="hi", max_tokens=2, logit_bias={str(vocab): -100}
         )

@@ -6,7 +6,13 @@ refused call's node does not complete and is not left running, streamed or not.
 
 What reaches SGLang is the API's validated request; the refusal is provoked by adding a
 sampling entry SGLang's ``verify`` refuses (``min_p`` over 1) to the calls of the nodes named
-``malformed`` on their way into the real tokenizer manager."""
+``malformed`` on their way into the real tokenizer manager, and ``max_new_tokens`` past the
+context to those of the nodes named ``overlong``.
+
+A prompt over the context is 400 ``context_length_exceeded`` (the client's ``BadRequestError``
+that agent frameworks trim their history on), whether the intake finds it (the engine's
+``context_len``) or SGLang does: its tokenizer manager's check, and its scheduler's, which
+takes a few tokens less than the context (a prompt the intake lets through)."""
 
 from __future__ import annotations
 
@@ -42,6 +48,8 @@ class Served:
             self.sent += 1
             if "/malformed/" in str(obj.rid):  # rid: program/node/attempt
                 obj.sampling_params = {**obj.sampling_params, "min_p": 1.5}
+            if "/overlong/" in str(obj.rid):
+                obj.sampling_params = {**obj.sampling_params, "max_new_tokens": tm.context_len}
             return original(obj, request)
 
         tm.generate_request = malformed
@@ -114,3 +122,77 @@ def test_a_request_sglang_refuses_is_a_400_with_its_message_and_the_program_goes
     program = _program(served, pid)
     assert program["state"] == "running"
     assert program["nodes_done"] == 1
+
+
+def _context_refusal(error: openai.APIError) -> str:
+    """The message of ``error``, a ``context_length_exceeded`` refusal as OpenAI shapes it."""
+    assert (error.code, error.type) == ("context_length_exceeded", "invalid_request_error")
+    assert isinstance(error.body, dict)
+    return str(error.body["message"])
+
+
+def test_a_prompt_over_the_context_is_refused_before_sglang_sees_it(served: Served) -> None:
+    runtime = served.server.live.service.runtime
+    context = runtime.max_context_tokens
+    assert context is not None
+    before = served.sent
+    long: Any = [{"role": "user", "content": "hello " * context}]
+    with pytest.raises(openai.BadRequestError) as refused:
+        served.client.chat.completions.create(model="m", messages=long, max_tokens=4)
+    message = _context_refusal(refused.value)
+    assert refused.value.param == "messages"
+    assert message.startswith(f"This model's maximum context length is {context} tokens")
+    assert served.sent == before  # the intake refused it: not sent, so not retried
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_sglangs_own_context_refusal_is_context_length_exceeded(
+    served: Served, stream: bool
+) -> None:
+    """SGLang's tokenizer manager refuses prompt + ``max_new_tokens`` over its context (the
+    hook raises ``max_new_tokens``): 400 ``context_length_exceeded`` with SGLang's message,
+    never retried; streamed, the error frame carries the same code."""
+    before = served.sent
+    headers = {"X-Program-Id": f"overlong-{stream}", "X-Node-Id": "overlong"}
+    ask: Any = [{"role": "user", "content": "hello"}]
+
+    def ask_it() -> None:
+        answer = served.client.chat.completions.create(
+            model="m", messages=ask, max_tokens=4, stream=stream, extra_headers=headers
+        )
+        for _ in answer if stream else ():
+            pass
+
+    with pytest.raises(openai.APIError) as refused:
+        ask_it()
+    message = _context_refusal(refused.value)
+    assert isinstance(refused.value, openai.BadRequestError) != stream
+    assert "maximum context length" in message
+    assert served.sent == before + 1
+
+
+def test_a_prompt_sglangs_scheduler_cannot_take_is_context_length_exceeded(
+    served: Served,
+) -> None:
+    """A prompt a few tokens short of the context, with no ``max_tokens``: the intake lets it
+    through with the room left as the answer's budget, and SGLang's scheduler, whose longest
+    input is a few tokens less than its context, refuses it. That is a prompt too long too."""
+    runtime = served.server.live.service.runtime
+    context = runtime.max_context_tokens
+    assert context is not None
+
+    def tokens(words: int) -> int:
+        return runtime.chat_format.encode("hello " * words).tokens
+
+    low, high = 1, context  # the fewest words whose prompt reaches ``context - 3`` tokens
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if tokens(middle) < context - 3 else (low, middle)
+    assert context - 6 <= tokens(low) < context  # past the scheduler's, within the intake's
+    before = served.sent
+    with pytest.raises(openai.BadRequestError) as refused:
+        served.client.completions.create(
+            model="m", prompt="hello " * low, extra_headers={"X-Program-Id": "near-full"}
+        )
+    assert "exceeds the maximum allowed length" in _context_refusal(refused.value)
+    assert served.sent == before + 1

@@ -16,8 +16,9 @@ import pytest
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.api.callflow import engine_ended
+from agentconsole.server.api.errors import openai_refusal_body
 from agentconsole.server.live.calls import CallOutcome
-from agentconsole.server.live.errors import Unavailable
+from agentconsole.server.live.errors import ContextTooLong, Unavailable
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 
@@ -70,6 +71,44 @@ def test_a_value_error_before_any_chunk_ends_the_call_refused_with_sglangs_messa
     assert not isinstance(refused, Unavailable)
     assert (refused.status, refused.type, refused.retryable) == (400, "invalid_request", None)
     assert said in str(refused)
+    assert result.engine_abort_code is None  # a bad parameter: no narrower code
+
+
+#: SGLang 0.5.23's words for a prompt its context cannot hold (``test_e2e_sglang_refusal``
+#: meets them from the real engine)
+CONTEXT_REFUSALS = [
+    "The input (2100 tokens) is longer than the model's context length (2048 tokens).",
+    "Requested token count exceeds the model's maximum context length of 2048 tokens. You"
+    " requested a total of 2100 tokens: 2000 tokens from the input messages and 100 tokens for"
+    " the completion. Please reduce the number of tokens in the input messages or the"
+    " completion to fit within the limit.",
+    "Input length (2045 tokens) exceeds the maximum allowed length (2042 tokens). Use a shorter"
+    " input or enable --allow-auto-truncate.",
+]
+
+
+@pytest.mark.parametrize("said", CONTEXT_REFUSALS, ids=["input", "input+output", "scheduler"])
+def test_sglangs_refusal_of_a_prompt_too_long_is_context_length_exceeded(
+    tmp_path: Path, said: str
+) -> None:
+    """What agents trim their history on: the client's 400 with ``code``
+    ``context_length_exceeded`` and SGLang's message (both lengths), answered or streamed."""
+    rt = _runtime(tmp_path, _Manager(ValueError(said)))
+
+    async def go() -> Any:
+        return await rt.submit(_request()).result()
+
+    result = asyncio.run(go())
+    assert (result.engine_abort_status, result.engine_abort_code) == (
+        400,
+        "context_length_exceeded",
+    )
+    refused = engine_ended(CallOutcome("abort", "", result))
+    assert isinstance(refused, ContextTooLong)
+    assert (refused.status, refused.type) == (400, "context_length_exceeded")
+    assert said in str(refused)
+    frame = openai_refusal_body(refused)["error"]  # a stream's error frame
+    assert (frame["type"], frame["code"]) == ("invalid_request_error", "context_length_exceeded")
 
 
 @pytest.mark.parametrize(

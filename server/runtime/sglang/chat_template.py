@@ -9,7 +9,7 @@ tokenizer (so a prompt's ids are exactly what SGLang would have made of its text
   SGLang's OpenAI server shapes them (content as text, a tool call's arguments as an object),
   and a request's ``reasoning_effort``, when it names one, passed as the template keyword of
   that name (as SGLang's server passes it: reasoning models' templates read it);
-  a template that refuses them is a ``ValueError`` (422 at the API). Without a template the
+  a template that refuses them is a ``ValueError`` (400 at the API). Without a template the
   built-in ChatML is used (:class:`~agentconsole.server.live.chatformat.ChatMLFormat`).
 * **Tool calls.** Parsed by SGLang's ``FunctionCallParser`` with a parser chosen as
   :func:`pick_parser` says: the configured ``tool_call_parser``, else SGLang's own detection from

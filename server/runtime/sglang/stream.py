@@ -138,6 +138,7 @@ class SGLangStream(TokenStream):
         # an abort the engine made itself names its cause (SGLang's FINISH_ABORT)
         engine_abort = reason if aborted and not self.aborting and isinstance(reason, dict) else {}
         status = engine_abort.get("status_code")
+        message = str(engine_abort.get("message") or "")
         prompt_tokens = int(counted.get("prompt_tokens") or 0)
         if not ran:  # the prompt's length, as far as it is known here
             prompt_tokens = len(self.prompt_ids or self.request.prompt_ids or ())
@@ -156,10 +157,31 @@ class SGLangStream(TokenStream):
             restore_s=self.restore_s,
             retractions=int(counted.get("num_retractions") or 0),
             engine_abort_status=int(status) if isinstance(status, int) else None,
-            engine_abort_message=str(engine_abort.get("message") or ""),
+            engine_abort_message=message,
+            engine_abort_code=abort_code(status, message),
             produced_tokens=self.engine_tokens if aborted else None,
             prefilled_tokens=None if ran else 0,
         )
+
+
+#: SGLang 0.5.23's refusals of a prompt its context cannot hold (400, with both lengths): its
+#: tokenizer manager's (``_validate_one_request``: the input alone, the input and
+#: ``max_new_tokens`` together) and its scheduler's (``validate_input_length``: an input over
+#: the longest it takes, a few tokens short of the context, less where the KV pool is smaller)
+_CONTEXT_REFUSALS = (
+    "longer than the model's context length",
+    "exceeds the model's maximum context length",
+    "exceeds the maximum allowed length",
+)
+
+
+def abort_code(status: object, message: str) -> str | None:
+    """The API's code of an abort SGLang made with ``status`` and ``message``:
+    ``context_length_exceeded`` for its refusal of a prompt too long (an agent trims its
+    history on it, as on the intake's own refusal), else None."""
+    if status == 400 and any(refusal in message for refusal in _CONTEXT_REFUSALS):
+        return "context_length_exceeded"
+    return None
 
 
 def reported_queue_s(meta: Mapping[str, Any]) -> float | None:

@@ -1,5 +1,5 @@
 """``/v1/completions`` and ``tool_choice`` on the simulated runtime, with the official ``openai``
-client: a completion is a program call (identity, quotas, usage), bad requests are 422, a
+client: a completion is a program call (identity, quotas, usage), bad requests are 400, a
 response names the served model, and ``tool_choice`` required / named / none is honoured."""
 
 from __future__ import annotations
@@ -117,13 +117,13 @@ def test_completion_quota_is_429(server: LiveServer) -> None:
         ({"max_tokens": 10**6}, "max_tokens"),
     ],
 )
-def test_unsupported_completion_requests_are_422(
+def test_unsupported_completion_requests_are_400(
     server: LiveServer, extra: dict[str, Any], field: str
 ) -> None:
     body = {"model": "m", "prompt": "hi", **extra}
     with server.client() as c:
         response = c.post("/v1/completions", json=body)
-    assert response.status_code == 422, response.text
+    assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert field in (error.get("field") or "") + error["message"]
 
@@ -168,5 +168,5 @@ def test_tool_choice_required_without_tools_is_refused(server: LiveServer) -> No
     body = chat_body("Weather in Paris?", tool_choice="required")
     with server.client() as c:
         refused = c.post("/v1/chat/completions", json=body)
-    assert refused.status_code == 422
+    assert refused.status_code == 400
     assert refused.json()["error"]["field"].startswith("tool_choice")

@@ -16,9 +16,10 @@ TOO_LONG = "abcd" * 131_000
 
 
 def _refused(response: httpx.Response) -> dict[str, Any]:
+    """The error of an OpenAI 400 ``context_length_exceeded`` (its ``type`` OpenAI's)."""
     assert response.status_code == 400, response.text
     error: dict[str, Any] = response.json()["error"]
-    assert error["type"] == "context_length_exceeded"
+    assert (error["type"], error["code"]) == ("invalid_request_error", "context_length_exceeded")
     return error
 
 

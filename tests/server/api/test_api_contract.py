@@ -10,8 +10,8 @@ reason: a few refusals are semantic, not expressible in a JSON Schema, and docum
 ``until`` is not after its ``since``, an ``Idempotency-Key`` sent again with another body, a
 tool registration's ``parameters``/executor rules, a tool's own argument schema, and integers
 beyond 64 bits inside free-form objects); a valid request may be refused only with those (422
-naming the field, or 400 ``integer out of range``). Bounded: ``EXAMPLES`` per operation,
-about a minute on 2 cores.
+naming the field, 400 on OpenAI's routes, or 400 ``integer out of range``). Bounded:
+``EXAMPLES`` per operation, about a minute on 2 cores.
 """
 
 from __future__ import annotations
@@ -62,6 +62,8 @@ SEMANTIC: dict[tuple[str, str], set[str | None]] = {
     ("GET", "/v1/programs"): {"cursor", "offset"},
     ("GET", "/v1/tools"): {"cursor"},  # a cursor the server did not write
 }
+#: the operations of OpenAI's API that a schema-valid request can be refused on
+OPENAI_ROUTES = {"/v1/chat/completions", "/v1/completions"}
 #: how invalid data may be refused: schemathesis's own list (its 5xx included; the
 #: ``not_a_server_error`` check fails those anyway), and 413 for a body too large
 REJECTED = [
@@ -112,9 +114,10 @@ def _semantic(case: Any, status: int, body: Any) -> bool:
     error = body.get("error", {}) if isinstance(body, dict) else {}
     if status == 400 and error.get("message") == OUT_OF_RANGE:
         return True
-    if status != 422:
-        return False
     key = (case.operation.method.upper(), case.operation.path)
+    # OpenAI's routes refuse an invalid request 400, as OpenAI does; the others 422
+    if status != (400 if key[1] in OPENAI_ROUTES else 422):
+        return False
     if key == ("POST", "/v1/tools"):
         return error.get("type") in SEMANTIC_TYPES
     fields = SEMANTIC.get(key, set())

@@ -217,7 +217,16 @@ def test_a_refusal_once_the_call_is_in_the_service_is_the_apps_answer(
     assert ours.status_code == 404
     assert (ours.status_code, ours.json()) == (theirs.status_code, theirs.json())
     ours, theirs = (send(s, CHAT, chat_body(), "sk-a", **{"X-Program-Id": "a b"}) for s in servers)
-    assert ours.status_code == 422
+    # an invalid request on OpenAI's route: OpenAI's 400, on either path
+    assert ours.status_code == 400
+    assert (ours.json()["error"]["type"], ours.json()["error"]["param"]) == (
+        "invalid_request_error",
+        "x-program-id",
+    )
+    assert (ours.status_code, ours.json()) == (theirs.status_code, theirs.json())
+    # a body the lane leaves to Litestar (it validates it) is answered alike
+    ours, theirs = (send(s, CHAT, chat_body(temperature=3)) for s in servers)
+    assert (ours.status_code, ours.json()["error"]["param"]) == (400, "temperature")
     assert (ours.status_code, ours.json()) == (theirs.status_code, theirs.json())
 
 

@@ -5,6 +5,7 @@ Each refusal happens before anything runs or is billed."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,10 @@ CALL = "/v1/tools/echo/call"
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with gateway_server(Path(tmp_path_factory.mktemp("hostile")) / "hostile.duckdb") as live:
         yield live
+
+
+#: the status of a request refused as invalid on OpenAI's routes (the others: 422)
+_INVALID = {CHAT: 400, "/v1/completions": 400}
 
 
 def _error(response: httpx.Response, status: int) -> dict[str, Any]:
@@ -51,13 +56,13 @@ def _program(server: LiveServer, program_id: str) -> httpx.Response:
     "rid", ["a\r\nX-Evil: 1", "nul\x00", "caf\u00e9", "tab\there", "", "x" * 129]
 )
 @pytest.mark.parametrize("field", ["rid", "request_id"])
-def test_a_request_id_that_is_no_header_value_is_422_before_the_call(
+def test_a_request_id_that_is_no_header_value_is_refused_before_the_call(
     server: LiveServer, rid: str, field: str
 ) -> None:
     program_id = f"rid-{field}-{abs(hash(rid)) % 10**8}"
     body = chat_body(**{field: rid}, agentconsole={"program_id": program_id})
     with server.client() as client:
-        error = _error(client.post(CHAT, json=body), 422)
+        error = _error(client.post(CHAT, json=body), 400)
     assert error["field"] == field
     assert _program(server, program_id).status_code == 404  # nothing was opened or billed
 
@@ -83,7 +88,8 @@ def test_json_nested_too_deep_is_400_invalid_json_on_every_route(
         deep = _error(client.post(path, content=DEEP), 400)
         inner = json.dumps({"program_id": "p", "node_id": "n", "arguments": _nested(70)})
         inner_error = _error(client.post(path, content=inner.encode()), 400)
-    assert deep["type"] == inner_error["type"] == "invalid_json"
+    # OpenAI's routes say it in ``code`` (their ``type`` is OpenAI's), the others in both
+    assert deep["code"] == inner_error["code"] == "invalid_json"
     assert "nested deeper than 64" in inner_error["message"]
 
 
@@ -117,7 +123,7 @@ def test_numbers_are_strict_and_bounded(
     server: LiveServer, path: str, body: dict[str, Any], field: str
 ) -> None:
     with server.client() as client:
-        error = _error(client.post(path, json=body), 422)
+        error = _error(client.post(path, json=body), _INVALID.get(path, 422))
     assert error["field"] == field
 
 
@@ -155,7 +161,8 @@ def test_the_same_failure_has_the_same_error_on_core_and_gateway_routes(
         core_bad = _error(client.post("/v1/programs", json={"nope": 1}), 422)
         tool_bad = _error(client.post(CALL, json={"program_id": "p", "nope": 1}), 422)
         no_body = _error(client.post("/v1/programs"), 422)
-    assert core_json["type"] == tool_json["type"] == "invalid_json"
+    # the chat route is OpenAI's: its ``type`` is OpenAI's, ours its ``code``
+    assert core_json["code"] == tool_json["type"] == tool_json["code"] == "invalid_json"
     assert core_big["type"] == tool_big["type"] == "too_large"
     assert core_bad["type"] == tool_bad["type"] == "invalid_request"
     assert no_body["message"] == "a JSON body is required"
@@ -170,10 +177,17 @@ def test_a_prompt_over_the_models_context_is_400_before_anything_runs(server: Li
         text = {"model": "m", "prompt": long * 2, "agentconsole": {"program_id": "ctx-2"}}
         completion = _error(client.post("/v1/completions", json=text), 400)
         fits = client.post(CHAT, json=chat_body(long[:40_000], max_tokens=4))
-    assert chat["type"] == completion["type"] == "context_length_exceeded"
+    assert chat["code"] == completion["code"] == "context_length_exceeded"
+    assert chat["type"] == completion["type"] == "invalid_request_error"
     assert chat["field"] == "max_tokens"
     assert completion["field"] == "prompt"
-    assert "131072" in chat["message"]
+    # both lengths, in the words frameworks match (LiteLLM: OpenAI's opening)
+    assert chat["message"].startswith("This model's maximum context length is 131072 tokens")
+    asked = re.search(
+        r"the request asks (\d+): (\d+) prompt tokens \+ max_tokens 200", chat["message"]
+    )
+    assert asked is not None, chat["message"]
+    assert int(asked[1]) == int(asked[2]) + 200 > 131_072
     assert fits.status_code == 200, fits.text
     # refused before a program was opened: nothing is left behind, the id stays free
     assert _program(server, "ctx-1").status_code == 404

@@ -53,7 +53,7 @@ def test_the_body_s_parent_ids_bound_is_the_shared_constant() -> None:
 
 
 @pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
-def test_too_many_parent_ids_in_the_header_are_422_as_in_the_body(
+def test_too_many_parent_ids_in_the_header_are_refused_as_in_the_body(
     server: LiveServer, path: str
 ) -> None:
     program_id = f"hdr-parents-{path.rsplit('/', 1)[-1]}"
@@ -61,9 +61,9 @@ def test_too_many_parent_ids_in_the_header_are_422_as_in_the_body(
     body = chat_body(max_tokens=2) if path == CHAT else _completion()
     headers = {"X-Program-Id": program_id, "X-Parent-Ids": ",".join(too_many)}
     with server.client() as client:
-        from_header = _error(client.post(path, json=body, headers=headers), 422)
+        from_header = _error(client.post(path, json=body, headers=headers), 400)
         extras = {"program_id": program_id, "parent_ids": too_many}
-        from_body = _error(client.post(path, json={**body, "agentconsole": extras}), 422)
+        from_body = _error(client.post(path, json={**body, "agentconsole": extras}), 400)
         # at the bound the count passes: the ids are then looked up (none exists: 404)
         at_bound = {**headers, "X-Parent-Ids": ",".join(too_many[:MAX_PARENT_IDS])}
         _error(client.post(path, json=body, headers=at_bound), 404)
@@ -71,7 +71,7 @@ def test_too_many_parent_ids_in_the_header_are_422_as_in_the_body(
     assert from_header["field"] == from_header["param"] == "X-Parent-Ids"
     assert from_body["field"] == "agentconsole.parent_ids"
     assert set(from_header) == set(from_body)
-    assert from_header["type"] == from_body["type"] == "invalid_request"
+    assert from_header["code"] == from_body["code"] == "invalid_request"
     assert str(MAX_PARENT_IDS) in from_header["message"]
 
 
@@ -79,7 +79,7 @@ def test_a_bad_parent_id_in_the_header_is_named_by_the_header_not_echoed(
     server: LiveServer,
 ) -> None:
     with server.client() as client:
-        error = _error(client.post(CHAT, json=chat_body(), headers={"X-Parent-Ids": "ok,b/d"}), 422)
+        error = _error(client.post(CHAT, json=chat_body(), headers={"X-Parent-Ids": "ok,b/d"}), 400)
     assert error["field"] == "X-Parent-Ids"
 
 
@@ -148,14 +148,14 @@ def test_the_stop_bound_is_generous() -> None:
     ids=["a-string", "in-a-list", "3-MiB"],
 )
 @pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
-def test_a_stop_string_over_the_bound_is_422_naming_it(
+def test_a_stop_string_over_the_bound_is_refused_naming_it(
     server: LiveServer, path: str, stop: Any, field: str
 ) -> None:
     body = chat_body(max_tokens=2, stop=stop) if path == CHAT else _completion(stop=stop)
     with server.client() as client:
-        error = _error(client.post(path, json=body), 422)
+        error = _error(client.post(path, json=body), 400)
     assert error["field"] == field
-    assert error["type"] == "invalid_request"
+    assert error["code"] == "invalid_request"
 
 
 @pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
@@ -189,7 +189,7 @@ def test_arguments_nested_too_deep_are_400_invalid_json(server: LiveServer, dept
     with server.client() as client:
         error = _error(client.post(CHAT, json=body), 400)
         assert client.get(f"/v1/programs/{program_id}").status_code == 404  # none opened
-    assert error["type"] == "invalid_json"
+    assert error["code"] == "invalid_json"
     assert error["field"] == "messages.1.tool_calls.0.function.arguments"
     assert f"nested deeper than {MAX_ARGUMENTS_DEPTH}" in error["message"]
 

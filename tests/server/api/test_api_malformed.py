@@ -11,22 +11,23 @@ from tests.server.api.harness import OPERATOR, LiveServer, chat_body
 CHAT = "/v1/chat/completions"
 BIG = "x" * (5 * 1024 * 1024)  # over the 4 MiB body limit
 
-# (name, method, path, key, json body or raw bytes, extra headers, expected status)
+# (name, method, path, key, json body or raw bytes, extra headers, expected status): an invalid
+# request is 422 but on OpenAI's routes (chat), which answer it 400 as OpenAI does
 CASES: list[tuple[str, str, str, str | None, Any, dict[str, str], int]] = [
     ("no key", "POST", CHAT, None, chat_body(), {}, 401),
     ("unknown key", "POST", CHAT, "sk-nope", chat_body(), {}, 401),
     ("malformed json", "POST", CHAT, "sk-a", b"{not json", {}, 400),
-    ("json array", "POST", CHAT, "sk-a", [1, 2], {}, 422),
-    ("no messages", "POST", CHAT, "sk-a", {"model": "m", "messages": []}, {}, 422),
-    ("no model", "POST", CHAT, "sk-a", {"messages": [{"role": "user", "content": "x"}]}, {}, 422),
-    ("bad role", "POST", CHAT, "sk-a", chat_body() | {"messages": [{"role": "x"}]}, {}, 422),
-    ("no content", "POST", CHAT, "sk-a", chat_body() | {"messages": [{"role": "user"}]}, {}, 422),
-    ("n=2", "POST", CHAT, "sk-a", chat_body(n=2), {}, 422),
-    ("max_tokens 0", "POST", CHAT, "sk-a", chat_body(max_tokens=0), {}, 422),
-    ("max_tokens huge", "POST", CHAT, "sk-a", chat_body(max_tokens=10**7), {}, 422),
-    ("temperature 9", "POST", CHAT, "sk-a", chat_body(temperature=9), {}, 422),
-    ("stop x5", "POST", CHAT, "sk-a", chat_body(stop=["a", "b", "c", "d", "e"]), {}, 422),
-    ("bad tool type", "POST", CHAT, "sk-a", chat_body(tools=[{"type": "x"}]), {}, 422),
+    ("json array", "POST", CHAT, "sk-a", [1, 2], {}, 400),
+    ("no messages", "POST", CHAT, "sk-a", {"model": "m", "messages": []}, {}, 400),
+    ("no model", "POST", CHAT, "sk-a", {"messages": [{"role": "user", "content": "x"}]}, {}, 400),
+    ("bad role", "POST", CHAT, "sk-a", chat_body() | {"messages": [{"role": "x"}]}, {}, 400),
+    ("no content", "POST", CHAT, "sk-a", chat_body() | {"messages": [{"role": "user"}]}, {}, 400),
+    ("n=2", "POST", CHAT, "sk-a", chat_body(n=2), {}, 400),
+    ("max_tokens 0", "POST", CHAT, "sk-a", chat_body(max_tokens=0), {}, 400),
+    ("max_tokens huge", "POST", CHAT, "sk-a", chat_body(max_tokens=10**7), {}, 400),
+    ("temperature 9", "POST", CHAT, "sk-a", chat_body(temperature=9), {}, 400),
+    ("stop x5", "POST", CHAT, "sk-a", chat_body(stop=["a", "b", "c", "d", "e"]), {}, 400),
+    ("bad tool type", "POST", CHAT, "sk-a", chat_body(tools=[{"type": "x"}]), {}, 400),
     (
         "tool_choice unknown tool",
         "POST",
@@ -37,7 +38,7 @@ CASES: list[tuple[str, str, str, str | None, Any, dict[str, str], int]] = [
             tool_choice={"type": "function", "function": {"name": "g"}},
         ),
         {},
-        422,
+        400,
     ),
     (
         "bad program id",
@@ -46,11 +47,11 @@ CASES: list[tuple[str, str, str, str | None, Any, dict[str, str], int]] = [
         "sk-a",
         chat_body(agentconsole={"program_id": "a/b"}),
         {},
-        422,
+        400,
     ),
-    ("unknown extra", "POST", CHAT, "sk-a", chat_body(agentconsole={"nope": 1}), {}, 422),
-    ("bad header id", "POST", CHAT, "sk-a", chat_body(), {"X-Program-Id": "a b"}, 422),
-    ("bad parent ids", "POST", CHAT, "sk-a", chat_body(), {"X-Parent-Ids": "ok,b/d"}, 422),
+    ("unknown extra", "POST", CHAT, "sk-a", chat_body(agentconsole={"nope": 1}), {}, 400),
+    ("bad header id", "POST", CHAT, "sk-a", chat_body(), {"X-Program-Id": "a b"}, 400),
+    ("bad parent ids", "POST", CHAT, "sk-a", chat_body(), {"X-Parent-Ids": "ok,b/d"}, 400),
     (
         "unknown parent",
         "POST",
@@ -61,7 +62,7 @@ CASES: list[tuple[str, str, str, str | None, Any, dict[str, str], int]] = [
         404,
     ),
     ("oversized body", "POST", CHAT, "sk-a", chat_body(BIG), {}, 413),
-    ("priority range", "POST", CHAT, "sk-a", chat_body(priority=10**6), {}, 422),
+    ("priority range", "POST", CHAT, "sk-a", chat_body(priority=10**6), {}, 400),
     ("program extra field", "POST", "/v1/programs", "sk-a", {"nope": True}, {}, 422),
     ("negative quota", "POST", "/v1/programs", "sk-a", {"quotas": {"tokens": -1}}, {}, 422),
     ("bad deadline", "POST", "/v1/programs", "sk-a", {"deadline_s": "soon"}, {}, 422),

@@ -72,14 +72,14 @@ def _opened(server: LiveServer, program_id: str) -> bool:
 # -- 1. response_format ---------------------------------------------------------------------------
 def test_parse_with_a_schema_is_refused_naming_response_format(server: LiveServer) -> None:
     client = _client(server)
-    with pytest.raises(openai.UnprocessableEntityError) as refused:
+    with pytest.raises(openai.BadRequestError) as refused:
         client.chat.completions.parse(
             model="m",
             messages=_user("Where?"),
             response_format=Answer,
             extra_headers={"X-Program-Id": "rf-parse"},
         )
-    assert refused.value.status_code == 422
+    assert refused.value.status_code == 400
     assert refused.value.param == "response_format"
     assert "json_schema" in refused.value.message
     assert not _opened(server, "rf-parse")  # refused before anything ran
@@ -87,7 +87,7 @@ def test_parse_with_a_schema_is_refused_naming_response_format(server: LiveServe
 
 def test_json_object_is_refused_and_text_is_accepted(server: LiveServer) -> None:
     client = _client(server)
-    with pytest.raises(openai.UnprocessableEntityError) as refused:
+    with pytest.raises(openai.BadRequestError) as refused:
         client.chat.completions.create(
             model="m", messages=_user("hi"), response_format={"type": "json_object"}
         )
@@ -105,7 +105,7 @@ def test_json_object_is_refused_and_text_is_accepted(server: LiveServer) -> None
     [({"logprobs": True}, "logprobs"), ({"logprobs": True, "top_logprobs": 3}, "logprobs")],
 )
 def test_chat_logprobs_are_refused(server: LiveServer, extra: dict[str, Any], param: str) -> None:
-    with pytest.raises(openai.UnprocessableEntityError) as refused:
+    with pytest.raises(openai.BadRequestError) as refused:
         _client(server).chat.completions.create(model="m", messages=_user("hi"), **extra)
     assert refused.value.param == param
     assert "log probabilities" in refused.value.message
@@ -114,7 +114,7 @@ def test_chat_logprobs_are_refused(server: LiveServer, extra: dict[str, Any], pa
 def test_top_logprobs_alone_is_refused_and_false_logprobs_accepted(server: LiveServer) -> None:
     with server.client() as c:
         refused = c.post(CHAT, json=chat_body(top_logprobs=2))
-        assert refused.status_code == 422, refused.text
+        assert refused.status_code == 400, refused.text
         assert refused.json()["error"]["param"] == "top_logprobs"
         for accepted in ({"logprobs": False}, {"logprobs": None, "top_logprobs": None}):
             answered = c.post(CHAT, json=chat_body(max_tokens=4, **accepted))
@@ -136,7 +136,7 @@ def test_non_text_content_parts_are_refused_naming_their_type(
 ) -> None:
     program_id = f"parts-{part['type']}"
     for content in ([part], [{"type": "text", "text": "What is this?"}, part]):
-        with pytest.raises(openai.UnprocessableEntityError) as refused:
+        with pytest.raises(openai.BadRequestError) as refused:
             _client(server).chat.completions.create(
                 model="m", messages=_user(content), extra_headers={"X-Program-Id": program_id}
             )
@@ -167,13 +167,15 @@ def test_the_prompt_formats_refuse_non_text_parts_too() -> None:
 
 # -- 4. param and code ----------------------------------------------------------------------------
 def test_errors_carry_openai_param_and_code(server: LiveServer) -> None:
+    """On OpenAI's routes an invalid request is OpenAI's 400 (``BadRequestError``), its
+    ``type`` OpenAI's and ours in ``code``; ``field`` stays beside ``param``."""
     client = _client(server)
-    with pytest.raises(openai.UnprocessableEntityError) as invalid:
+    with pytest.raises(openai.BadRequestError) as invalid:
         client.chat.completions.create(model="m", messages=_user("hi"), n=2)
     assert (invalid.value.param, invalid.value.code, invalid.value.type) == (
         "n",
         "invalid_request",
-        "invalid_request",
+        "invalid_request_error",
     )
     body = invalid.value.body
     assert isinstance(body, dict)
@@ -189,12 +191,58 @@ def test_errors_carry_openai_param_and_code(server: LiveServer) -> None:
     assert unauthorized.value.param is None
     with server.client() as c:
         error = c.post(CHAT, content=b"{not json").json()["error"]
+        native = c.post("/v1/programs", content=b"{not json").json()["error"]
     assert error == {
-        "type": "invalid_json",
+        "type": "invalid_request_error",
         "message": error["message"],
         "param": None,
         "code": "invalid_json",
     }
+    assert (native["type"], native["code"]) == ("invalid_json", "invalid_json")
+
+
+@pytest.mark.parametrize("path", [CHAT, "/v1/completions"])
+def test_an_invalid_field_is_a_bad_request_naming_it(server: LiveServer, path: str) -> None:
+    """Both generation routes, through the official client: 400 ``BadRequestError`` with
+    ``param`` the field as sent, whether the body model (``temperature`` out of range), the
+    route (``max_tokens`` over the server's limit) or the service (a parent the program does
+    not have) refuses it."""
+    client = _client(server)
+    program_id = "bad-field" + path.replace("/", "-")
+    with server.client() as c:
+        assert c.post("/v1/programs", json={"program_id": program_id}).status_code == 201
+    create: Any = client.chat.completions.create if path == CHAT else client.completions.create
+    given: dict[str, Any] = {"messages": _user("hi")} if path == CHAT else {"prompt": "hi"}
+    unknown_parent = {"program_id": program_id, "parent_ids": ["nowhere"]}
+    for extra, param in (
+        ({"temperature": 3}, "temperature"),
+        ({"max_tokens": 10**6}, "max_tokens"),
+        ({"extra_body": {"agentconsole": unknown_parent}}, "parents"),
+    ):
+        with pytest.raises(openai.BadRequestError) as refused:
+            create(model="m", **given, **extra)
+        error = refused.value
+        assert (error.status_code, error.param, error.type, error.code) == (
+            400,
+            param,
+            "invalid_request_error",
+            "invalid_request",
+        ), error.body
+
+
+def test_agentconsoles_own_routes_keep_422(server: LiveServer) -> None:
+    """A refused body on an agentconsole route is still 422 with our ``type``."""
+    with server.client() as c:
+        refused = c.post("/v1/programs", json={"program_id": "bad id!"})
+        nodes = c.post("/v1/programs", json={"quotas": {"tokens": -1}})
+    assert refused.status_code == nodes.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert (error["type"], error["code"], error["param"]) == (
+        "invalid_request",
+        "invalid_request",
+        "program_id",
+    )
+    assert nodes.json()["error"]["param"] == "quotas.tokens"
 
 
 # -- 5. retries -----------------------------------------------------------------------------------
@@ -360,3 +408,16 @@ def test_fit_context(prompt_tokens: int, max_tokens: int, given: bool, fitted: i
     with pytest.raises(ContextTooLong) as refused:
         fit_context(SMALL_CONTEXT, prompt_tokens, text)
     assert refused.value.field == ("prompt" if fitted == "messages" else fitted)
+
+
+def test_the_contract_publishes_400_not_422_on_openais_routes(server: LiveServer) -> None:
+    with server.client(None) as c:
+        paths = c.get("/schema/openapi.json").json()["paths"]
+    for path in ("/v1/chat/completions", "/v1/completions"):
+        responses = paths[path]["post"]["responses"]
+        assert "422" not in responses, path
+        assert "invalid_request_error" in responses["400"]["description"], path
+        assert "context_length_exceeded" in responses["400"]["description"], path
+    programs = paths["/v1/programs"]["post"]["responses"]
+    assert "422" in programs
+    assert "invalid_request_error" not in programs["400"]["description"]

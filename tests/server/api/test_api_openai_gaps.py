@@ -1,9 +1,9 @@
 """OpenAI request fields and answer keys the official ``openai`` client meets, over real HTTP:
 
 1. ``frequency_penalty``, ``presence_penalty`` and ``logit_bias`` are honoured: bounded as
-   OpenAI bounds them (422 naming the field), carried to the runtime's request and sent to
+   OpenAI bounds them (400 naming the field), carried to the runtime's request and sent to
    SGLang only when asked; a ``logit_bias`` token id past the model's vocabulary is refused
-   (422) before anything is opened or sent to the engine.
+   (400) before anything is opened or sent to the engine.
 2. The legacy ``functions``/``function_call`` and audio (``audio``, ``modalities`` other than
    text) are refused naming what to send instead, never dropped.
 3. Answers carry ``system_fingerprint`` (null); a stream that asked
@@ -143,7 +143,7 @@ def test_out_of_bounds_penalties_and_biases_are_refused_naming_them(
 ) -> None:
     body = chat_body("bounds", **extra) if path == CHAT else {"model": "m", "prompt": "b", **extra}
     refused = _post(server, path, body)
-    assert refused.status_code == 422, refused.text
+    assert refused.status_code == 400, refused.text
     assert refused.json()["error"]["param"] == param
 
 
@@ -157,7 +157,7 @@ def test_a_token_id_past_the_vocabulary_is_refused_before_anything_runs(
     extra = {"logit_bias": {"5": 1, str(VOCAB): -100}, "agentconsole": {"program_id": pid}}
     body = chat_body("bias", **extra) if path == CHAT else {"model": "m", "prompt": "b", **extra}
     refused = _post(server, path, body)
-    assert refused.status_code == 422, refused.text
+    assert refused.status_code == 400, refused.text
     error = refused.json()["error"]
     assert error["param"] == f"logit_bias.{VOCAB}"
     assert "vocabulary" in error["message"]
@@ -237,7 +237,7 @@ def test_sglang_is_sent_penalties_and_bias_only_when_asked() -> None:
 def test_legacy_functions_and_audio_are_refused_naming_what_to_send(
     server: LiveServer, extra: dict[str, Any], param: str, instead: str
 ) -> None:
-    with pytest.raises(openai.UnprocessableEntityError) as refused:
+    with pytest.raises(openai.BadRequestError) as refused:
         _client(server).chat.completions.create(
             model="m",
             messages=[{"role": "user", "content": "legacy"}],

@@ -1,5 +1,5 @@
 """OpenAI chat fields this server cannot honour, over real HTTP with the official client:
-``web_search_options`` is refused (422 naming it: an answer without the search asked for would
+``web_search_options`` is refused (400 naming it: an answer without the search asked for would
 read as one made with it); ``prediction`` (a speed-up that changes no answer) and ``seed``
 are accepted and ignored, as docs/API.md says, and never reach the runtime's request; nor
 does ``reasoning_effort`` reach its sampling (it goes to the chat template:
@@ -36,7 +36,7 @@ def test_web_search_options_are_refused_naming_the_field(server: LiveServer) -> 
     runtime = server.live.service.runtime
     assert isinstance(runtime, RecordingRuntime)
     before = len(runtime.sent)
-    with pytest.raises(openai.UnprocessableEntityError) as refused:
+    with pytest.raises(openai.BadRequestError) as refused:
         _client(server).chat.completions.create(
             model="m",
             messages=[{"role": "user", "content": "news today?"}],
