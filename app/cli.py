@@ -131,6 +131,14 @@ def main() -> None:
     " expected run (learned from finished programs), or first come first served.",
 )
 @click.option(
+    "--tenant-weight",
+    "tenant_weights",
+    multiple=True,
+    metavar="TENANT=WEIGHT",
+    help="A tenant's weight in the shares of service and of program starts (serve's"
+    " limits.tenant_weights; unnamed tenants 1). Our policies only: stock-sglang has no shares.",
+)
+@click.option(
     "--rank-aware-steps/--no-rank-aware-steps",
     default=False,
     show_default=True,

@@ -28,6 +28,7 @@ from agentconsole.bench.options import (
     names_of,
     parse_loads,
     settle_hardware,
+    tenant_weights,
     workload_params,
 )
 from agentconsole.bench.runner import (
@@ -49,6 +50,7 @@ from agentconsole.bench.table import (
     policy_of,
     prefix_cache_table,
     sweep_table,
+    tenant_slowdown_table,
 )
 from agentconsole.export import make_parent
 from agentconsole.kvtiers.router import get_router
@@ -136,12 +138,14 @@ def run_bench(**opts: Any) -> None:
         shortest_first=opts["door_order"] == "shortest-first",
         params=workload_params(opts["workload_params"], workload),
         models=opts["models"],
+        tenant_weights=tenant_weights(opts["tenant_weights"]),
     )
     try:  # fail fast on a bad workload, trace, parameter or hardware, before forking workers
         if setup.trace is not None:
             setup = _trace_length(setup)
             check_trace(trace_programs(setup), opts)
         programs = load_programs(setup)
+        _check_weighted_tenants(setup, programs)
         cost = cost_model(setup)
         for served in model_pools(setup):  # the top tier's is costed above, the others here
             served.cost()
@@ -238,6 +242,9 @@ def run_bench(**opts: Any) -> None:
     if "load_sweep" in result:
         reference = _ratio_reference(result["load_sweep"]["loads"])
         show(loads_table(result["load_sweep"], reference), 175)
+        by_tenant = tenant_slowdown_table(result["load_sweep"])
+        if by_tenant is not None:
+            show(by_tenant, 60)
     if opts["json_path"]:
         make_parent(opts["json_path"])
         Path(opts["json_path"]).write_text(json.dumps(_clean(result), indent=2) + "\n")
@@ -399,6 +406,18 @@ def _bound_json(bound: ThroughputBound) -> dict[str, float]:
         "compute_s_per_program": bound.compute_s / per,
         "memory_s_per_program": bound.memory_s / per,
     }
+
+
+def _check_weighted_tenants(setup: BenchSetup, programs: list[TraceProgram]) -> None:
+    """A ``--tenant-weight`` naming no tenant of the workload would change nothing: refused,
+    naming the tenants there are (a misspelt name is otherwise a silent equal-weight run)."""
+    tenants = {p.tenant for p in programs}
+    unknown = [t for t, _ in setup.tenant_weights if t not in tenants]
+    if unknown:
+        raise click.UsageError(
+            f"--tenant-weight: no program of tenant {', '.join(map(repr, unknown))} in"
+            f" {setup.label}; its tenants: {', '.join(sorted(tenants))}"
+        )
 
 
 def _setup_json(setup: BenchSetup) -> dict[str, Any]:

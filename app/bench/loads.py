@@ -91,6 +91,17 @@ def run_loads(
     return out
 
 
+def _tenant_slowdowns(reports: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Each tenant's mean slowdown over the draws where it finished programs (what
+    ``--tenant-weight`` moves: a heavier tenant's falls, the others' rise)."""
+    seen: dict[str, list[float]] = {}
+    for report in reports:
+        for tenant, figures in report.get("tenants", {}).items():
+            if figures.get("slowdown") is not None:
+                seen.setdefault(tenant, []).append(figures["slowdown"])
+    return {tenant: sum(values) / len(values) for tenant, values in sorted(seen.items())}
+
+
 def _row(reports: Sequence[dict[str, Any]], oracles: Sequence[int], peak: float) -> dict[str, Any]:
     """One cell: the mean of its draws' kept figures (and each draw, when several), with
     ``oracle_share``, the mean of each draw's hits over that draw's own oracle."""
@@ -102,6 +113,9 @@ def _row(reports: Sequence[dict[str, Any]], oracles: Sequence[int], peak: float)
     row["share_of_peak"] = row["throughput_programs_per_s"] / peak if peak else 0.0
     shares = [d["prefix_hit_tokens"] / o for d, o in zip(kept, oracles, strict=True) if o]
     row["oracle_share"] = sum(shares) / len(shares) if shares else math.nan
+    slowdowns = _tenant_slowdowns(reports)
+    if len(slowdowns) > 1:
+        row["tenant_slowdown"] = slowdowns
     if len(kept) > 1:
         row["draws"] = kept
     return row

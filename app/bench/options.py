@@ -175,6 +175,25 @@ def _type_name(annotation: Any) -> str:
     return str(annotation).replace("collections.abc.", "").replace("NoneType", "None")
 
 
+def tenant_weights(texts: Sequence[str]) -> tuple[tuple[str, float], ...]:
+    """``TENANT=WEIGHT`` texts as (tenant, weight) pairs, each weight a finite number > 0
+    (as serve's ``limits.tenant_weights`` takes it); the last one given for a tenant counts."""
+    weights: dict[str, float] = {}
+    for text in texts:
+        tenant, sep, raw = text.partition("=")
+        try:
+            weight = float(raw)
+        except ValueError:
+            weight = math.nan
+        if not sep or not tenant or not (math.isfinite(weight) and weight > 0):
+            raise click.BadParameter(
+                f"expected TENANT=WEIGHT with a weight > 0, got {text!r}",
+                param_hint="--tenant-weight",
+            )
+        weights[tenant] = weight
+    return tuple(weights.items())
+
+
 def _param(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key:

@@ -17,6 +17,7 @@ from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.sample_traces.generator import generate
 from agentconsole.scheduler.composition import DEFAULT_MAX_DECODE_PASSES
 from agentconsole.scheduler.events import paused_gc
+from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.server.runtime.sim.calls import EngineConfig
 from agentconsole.server.runtime.sim.costmodel import CostModel, preset
@@ -73,6 +74,9 @@ class Baseline:
     #: engines as shipped keep each model's KV to itself (``none``): none prefills a call from
     #: what another model cached (``shared-prefill`` is DroidSpeak's, not a shipped engine's)
     cross_model_kv: str = "none"
+    #: engines as shipped order by their policy alone: no aging bound and no tenant shares
+    #: (``scheduler/fairness.py``'s guard is agentconsole's, on under every policy of ours)
+    fairness: bool = False
 
 
 #: ``stock-sglang``: SGLang as shipped: first come first served, plain LRU radix eviction, no
@@ -129,6 +133,9 @@ class BenchSetup:
     model_rule: str = "finish-time"
     #: cross-model KV (``sim/crossmodel.py``): ``none`` or ``shared-prefill``
     cross_model_kv: str = "none"
+    #: (tenant, weight) pairs: the tenants' weights in the fairness guard's service shares and
+    #: the door's start shares, as ``serve``'s ``limits.tenant_weights``; unnamed tenants 1
+    tenant_weights: tuple[tuple[str, float], ...] = ()
 
     @property
     def label(self) -> str:
@@ -174,6 +181,14 @@ def engine_config(setup: BenchSetup, baseline: Baseline | None = None) -> Engine
     if setup.max_running is None:
         return base
     return replace(base, max_running_requests=setup.max_running)
+
+
+def fairness_config(setup: BenchSetup, baseline: Baseline | None = None) -> FairnessConfig:
+    """The guard a run's engines and door share by: the setup's tenant weights on our
+    policies, none at all for a baseline whose engine has no such guard."""
+    if baseline is not None and not baseline.fairness:
+        return FairnessConfig(enabled=False)
+    return FairnessConfig(tenant_weights=dict(setup.tenant_weights))
 
 
 def load_programs(setup: BenchSetup, rate: float | None = None) -> list[TraceProgram]:
@@ -251,6 +266,7 @@ def _simulate(setup: BenchSetup, policy: str, kv_policy: str, rate: float | None
         program_admission=baseline.admission if baseline else setup.admission,
         admission_shortest_first=setup.shortest_first,
         models=model_setup(setup, programs),
+        fairness=fairness_config(setup, baseline),
     )
     result = Simulation(programs, cost_model(setup), config).run()
     metrics = MetricsAggregator().observe_all(result.events.events)

@@ -213,6 +213,23 @@ def loads_table(loads: Mapping[str, Any], reference: str) -> Table:
     return table
 
 
+def tenant_slowdown_table(loads: Mapping[str, Any]) -> Table | None:
+    """``bench --loads`` on a workload of several tenants: each tenant's slowdown (its
+    programs' E2E over their run alone) per load and policy, what ``--tenant-weight`` moves;
+    None when the rows carry none (one tenant)."""
+    rows = [(load, name, row) for load, by in loads["loads"].items() for name, row in by.items()]
+    tenants = sorted({t for _, _, row in rows for t in row.get("tenant_slowdown", {})})
+    if not tenants:
+        return None
+    table = Table(title="slowdown by tenant", header_style="bold")
+    for col in ("load", "policy", *tenants):
+        table.add_column(col, justify="left" if col in ("load", "policy") else "right")
+    for load, name, row in rows:
+        slowdowns = row.get("tenant_slowdown", {})
+        table.add_row(f"{load}x", name, *(fmt(slowdowns.get(t), "{:.1f}") for t in tenants))
+    return table
+
+
 #: the below-saturation goal's reference (issue 12: within 1% of fcfs): each draw of a cell is
 #: compared with fcfs's same draw, so the seed's own variation cancels
 PAIRED_REFERENCE = "fcfs"
