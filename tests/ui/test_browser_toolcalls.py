@@ -17,6 +17,7 @@ import pytest
 from tests.ui import tool_doubt
 from tests.ui.browser_session import Session
 from tests.ui.browser_target import ConsoleTarget
+from tests.ui.waiting import wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -143,29 +144,32 @@ def test_retry_asks_first_and_a_call_settled_meanwhile_is_refused(
 def test_a_side_effect_still_running_is_listed_and_the_cancel_toast_says_it_runs_on(
     session: Session, target: ConsoleTarget
 ) -> None:
-    effect, thread = tool_doubt.running(target.url, seconds=4.0)
-    page = session.page
-    page.goto(target.url + "/#/tools")
-    row = page.locator(_row(effect, "running-effects"))
-    row.wait_for()
-    cells = row.locator("td").all_text_contents()
-    assert cells[1:] == [effect.program_id, "t-mail", effect.tool, "tenant-a"]
+    with tool_doubt.running(target.url) as held:
+        effect = held.call
+        page = session.page
+        page.goto(target.url + "/#/tools")
+        row = page.locator(_row(effect, "running-effects"))
+        row.wait_for()
+        cells = row.locator("td").all_text_contents()
+        assert cells[1:] == [effect.program_id, "t-mail", effect.tool, "tenant-a"]
 
-    page.goto(f"{target.url}/#/program/{effect.program_id}")
-    page.click("#view-program button[data-action=cancel]")  # enabled once its detail shows
-    page.click("#confirm-yes")
-    toast = page.locator(".toast", has_text=f"cancelled {effect.program_id}")
-    toast.wait_for()
-    text = toast.text_content() or ""
-    assert "side-effecting tools still running: t-mail" in text, text
-    assert "they finish and commit" in text, text
-    assert "listed under Tools to reconcile" in text, text
+        page.goto(f"{target.url}/#/program/{effect.program_id}")
+        page.click("#view-program button[data-action=cancel]")  # enabled once its detail shows
+        page.click("#confirm-yes")
+        toast = page.locator(".toast", has_text=f"cancelled {effect.program_id}")
+        toast.wait_for()
+        text = toast.text_content() or ""
+        assert "side-effecting tools still running: t-mail" in text, text
+        assert "they finish and commit" in text, text
+        assert "listed under Tools to reconcile" in text, text
 
-    thread.join(timeout=10)
-    assert effect.state() == "committed"  # the effect ran to its end: nothing in doubt
-    page.click("#tabs a[data-view=tools]")
-    row.wait_for(state="detached")
-    session.check_clean()
+        assert effect.state() == "in_progress"  # held by its downstream until now
+        held.release()
+        wait_until(lambda: effect.state() == "committed")  # ran on to its end: not in doubt
+        assert held.deliveries == 1
+        page.click("#tabs a[data-view=tools]")
+        row.wait_for(state="detached")
+        session.check_clean()
 
 
 def test_a_tenant_key_is_offered_no_tool_calls_and_never_asks(

@@ -12,6 +12,7 @@ from textual.widgets._footer import FooterKey
 from agentconsole.ui.tui import fmt
 from agentconsole.ui.tui.app import DashboardApp
 from agentconsole.ui.tui.views.detail import ProgramScreen
+from agentconsole.ui.tui.views.dialogs import HELP, HelpScreen
 from agentconsole.ui.tui.views.tables import Cell
 from tests.ui.canned import CannedClient
 from tests.ui.on_screen import painted
@@ -235,6 +236,19 @@ async def test_kv_view_fits_per_model_tiers_and_whole_numbers(size: tuple[int, i
             assert kv.retained[0].program_id in painted(app.query_one("#kv-retained"))
         else:
             assert retained == ["Program", "Tokens", "Tier"]
+
+
+async def test_help_shows_each_line_whole_at_80_columns() -> None:
+    app = DashboardApp(CannedClient(StubWorld()), feed=False, poll_s=3600)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        help_text = app.screen.query_one("#help-text")
+        await until(pilot, lambda: help_text.size.height > 0)  # laid out
+        shown = painted(help_text).splitlines()
+        # one painted row per line of the help: none wraps onto a second row
+        assert len(shown) == len(HELP.splitlines()), "\n".join(shown)
+        assert any(line.rstrip().endswith("a running/all") for line in shown), shown
 
 
 def test_tier_labels_give_way_to_the_meter() -> None:

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from rich.text import Text
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input, Static, TabbedContent
+from textual.widgets import Button, DataTable, Input, Static, TabbedContent
 
 from agentconsole.ui.client.http import HttpConsoleClient
 from agentconsole.ui.client.toolcalls import ToolCall
@@ -90,7 +90,9 @@ async def test_an_operator_sees_a_call_in_doubt_and_commits_it_with_its_result(
         assert error.display
         assert "not JSON" in str(error.content)
         result.value = '{"sent": true, "id": "m-1"}'
-        await pilot.pause(0.3)  # a button takes no click while its press shows (0.2 s)
+        commit = app.screen.query_one("#commit", Button)
+        # a button takes no click while its press shows (its -active class, 0.2 s)
+        await until(pilot, lambda: not commit.has_class("-active"))
         await pilot.click("#commit")
         await until(pilot, lambda: confirming(app))
         assert call.state() == "needs_reconcile"  # nothing sent before the confirmation
@@ -157,40 +159,43 @@ async def test_retry_asks_first_and_a_call_settled_meanwhile_is_refused(real: Re
 async def test_a_side_effect_still_running_is_listed_and_a_cancel_says_it_runs_on(
     real: RealServer,
 ) -> None:
-    effect, thread = tool_doubt.running(real.url, seconds=4.0)
-    client = HttpConsoleClient(real.url, real.key)
-    app = DashboardApp(client, url=real.url, poll_s=0.5)
-    notes = recorded_notes(app)
-    async with app.run_test(size=(120, 32)) as pilot:
-        await pilot.press("7")
-        await until(pilot, lambda: effect.tool_call_id in _rows(app, "effects-table"))
-        _, program, node, tool, tenant = _rows(app, "effects-table")[effect.tool_call_id]
-        assert (program, node, tool, tenant) == (
-            effect.program_id,
-            "t-mail",
-            effect.tool,
-            "tenant-a",
-        )
+    with tool_doubt.running(real.url) as held:
+        effect = held.call
+        client = HttpConsoleClient(real.url, real.key)
+        app = DashboardApp(client, url=real.url, poll_s=0.5)
+        notes = recorded_notes(app)
+        async with app.run_test(size=(120, 32)) as pilot:
+            await pilot.press("7")
+            await until(pilot, lambda: effect.tool_call_id in _rows(app, "effects-table"))
+            _, program, node, tool, tenant = _rows(app, "effects-table")[effect.tool_call_id]
+            assert (program, node, tool, tenant) == (
+                effect.program_id,
+                "t-mail",
+                effect.tool,
+                "tenant-a",
+            )
 
-        await pilot.press("2")
-        view = app.query_one(ProgramsView)
-        await until(pilot, lambda: effect.program_id in app.state.programs)
-        await pilot.press("slash", *effect.program_id, "enter")
-        await until(pilot, lambda: view.selected() == effect.program_id)
-        await pilot.press("c")
-        assert confirming(app)
-        await pilot.press("y")
-        await until(pilot, lambda: any(title == "cancel" for title, _ in notes))
-        text = next(text for title, text in notes if title == "cancel")
-        assert "side-effecting tools still running: t-mail" in text, text
-        assert "they finish and commit" in text, text
-        assert "listed in 7 tools to reconcile" in text, text
+            await pilot.press("2")
+            view = app.query_one(ProgramsView)
+            await until(pilot, lambda: effect.program_id in app.state.programs)
+            await pilot.press("slash", *effect.program_id, "enter")
+            await until(pilot, lambda: view.selected() == effect.program_id)
+            await pilot.press("c")
+            assert confirming(app)
+            await pilot.press("y")
+            await until(pilot, lambda: any(title == "cancel" for title, _ in notes))
+            text = next(text for title, text in notes if title == "cancel")
+            assert "side-effecting tools still running: t-mail" in text, text
+            assert "they finish and commit" in text, text
+            assert "listed in 7 tools to reconcile" in text, text
 
-        thread.join(timeout=10)  # the effect ran to its end, and committed
-        assert effect.state() == "committed"
-        await pilot.press("7")
-        await until(pilot, lambda: effect.tool_call_id not in _rows(app, "effects-table"))
-    client.close()
+            assert effect.state() == "in_progress"  # held by its downstream until now
+            held.release()
+            await until(pilot, lambda: effect.state() == "committed")  # ran on to its end
+            assert held.deliveries == 1
+            await pilot.press("7")
+            await until(pilot, lambda: effect.tool_call_id not in _rows(app, "effects-table"))
+        client.close()
 
 
 async def test_a_tenant_key_sees_no_tool_calls_and_is_offered_no_reconcile(

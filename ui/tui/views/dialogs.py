@@ -15,7 +15,7 @@ from textual.widgets import Button, Static
 HELP = """\
 [b]Views[/b]      1 overview 2 programs 3 tenants 4 kv 5 audit 6 events 7 tools
 [b]Commands[/b]   :  command palette (views, actions, drain, policy, program)
-[b]Programs[/b]   enter open  / filter (! inverts)  s sort  S reverse  a running/all
+[b]Programs[/b]   enter open  / filter (! inverts)  s/S sort/reverse  a running/all
 [b]Actions[/b]    p preempt    c cancel (asks first)  b boost
            w replay this window (trace + bench command)
            m model compatibility (which served models could share KV)
