@@ -222,14 +222,11 @@ class SimEngine:
         return wake
 
     def _decode_block(self, now: float, until: float, max_steps: int | None = None) -> StepBlock:
-        """A decode run of the decode lane, at most ``max_steps`` steps."""
-        lane = self._decode_lane(now)
-        context = (
-            self._decode_context
-            if len(lane) == len(self._decoding)
-            else sum(c.prompt_tokens + c.generated for c in lane)
-        )
-        return self.planner.decode_run(now, until, lane, context, max_steps=max_steps)
+        """A decode run of every decoding call, at most ``max_steps`` steps: SGLang steps its
+        whole running batch, whoever's tenant (the guard's share orders the queue, what is
+        admitted, never which admitted calls step)."""
+        calls = list(self._decoding.values())
+        return self.planner.decode_run(now, until, calls, self._decode_context, max_steps=max_steps)
 
     def _finish_loading(self, now: float) -> float | None:
         """Calls whose reload ended by ``now`` start prefilling; when the next one ends."""
@@ -453,22 +450,6 @@ class SimEngine:
             self._decode_context -= call.prompt_tokens + call.generated
 
     # -- blocks -------------------------------------------------------------------------------
-    def _decode_lane(self, now: float) -> list[SimCall]:
-        """The decoders that step next. Normally all of them; but while a tenant below its
-        fair share has calls decoding, only that tenant's calls step (the others pause, KV
-        kept): decode is bound by reading KV, so sharing a step with a flood of other calls
-        would slow it down however the queue was ordered."""
-        calls = list(self._decoding.values())
-        if len(calls) < 2 or not self.guard.config.enabled:
-            return calls
-        tenants = {c.ticket.tenant for c in calls}
-        tenants.update(self.queue.tenants())
-        underserved = self.guard.underserved(tenants, now)
-        if not underserved:
-            return calls
-        lane = [c for c in calls if c.ticket.tenant in underserved]
-        return lane or calls
-
     def _run(self, block: StepBlock) -> float:
         self._block = block
         return block.end
