@@ -35,9 +35,9 @@ def test_errors_and_events_with_unicode_line_ends_arrive_whole() -> None:
     error = Completion.error(ServiceError(LINE_ENDS_IN_TEXT, field="f"))
     event = Event(1.0, EventKind.OPERATOR_ACTION, "p", data={"reason": LINE_ENDS_IN_TEXT})
     frames = _frames(error + observe._frame("event", {"seq": 1, **event.to_json()}, seq=1))
-    assert frames[0] == {
+    assert frames[0] == {  # a chat stream's error frame: OpenAI's shape (errors.as_openai)
         "error": {
-            "type": "invalid_request",
+            "type": "invalid_request_error",
             "message": LINE_ENDS_IN_TEXT,
             "field": "f",
             "param": "f",
