@@ -387,8 +387,25 @@ class ProgramDriver:
         """Nodes of a running program were cancelled (a node cancel): their tools hold the
         program in no tool wait any more (its calls leave with their aborts' ``call_ended``)."""
         flight = self._flights.get(program_id)
-        if flight is None:
-            return
+        if flight is not None:
+            self._leave_tool_wait(program_id, flight, node_ids)
+
+    def no_longer_waits_on(self, program_id: str, node_id: str) -> None:
+        """The program waits on the tool of ``node_id`` no more, though it did not end: its
+        start failed before anything of it ran (the node's next attempt is a retry's). Its
+        tool wait is decided again at the next :meth:`settle`, from the tools still running
+        (the wait decided may have been this tool's, or its decision may have failed
+        half-way); with none running, the program counts at the door only for the idle
+        grace."""
+        flight = self._flights.get(program_id)
+        if flight is not None:
+            flight.decided_until = None
+            self._leave_tool_wait(program_id, flight, (node_id,))
+
+    def _leave_tool_wait(self, program_id: str, flight: _Flight, node_ids: Iterable[str]) -> None:
+        """The tools of ``node_ids`` hold ``program_id`` in no tool wait any more: its KV hold
+        ends with the last of them, and what it waits on is decided at the next
+        :meth:`settle`."""
         flight.tools.difference_update(node_ids)
         if not flight.tools:
             self._release(program_id)

@@ -168,8 +168,9 @@ class ProgramService:
         door = door or DoorSettings()
         #: ids the store may hold (programs no longer in memory); none without a store
         self.stored_ids = stored_ids or StoredIds(lambda _: None)
-        #: tool nodes a restart found running: their run died with the old process, so a
-        #: start of one (the gateway's or the agent's retry) is its next attempt
+        #: tool nodes a restart found running (their run died with the old process) or whose
+        #: start failed (``ToolPort.tool_started``): a start of one (the gateway's or the
+        #: agent's retry) is its next attempt; dropped with their program (``ToolPort.forget``)
         self.orphaned_tools: set[tuple[str, str]] = set()
         #: a stored program's rows and its events past them (to rebuild it after a restart
         #: or once it left memory); none without a store

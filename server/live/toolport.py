@@ -90,10 +90,14 @@ class ToolPort:
         svc.nodes.tool_node(program, node_id, spec, None, time.time())
 
     def forget(self, program_id: str) -> None:
-        """Drop what the port knows of an ended program."""
+        """Drop what the port knows of an ended program, its orphaned tools too (a start that
+        failed, a run a restart found open: an ended program starts no tool again, and one
+        rebuilt later finds its orphans again, ``ProgramService.reopen``)."""
         for key in [k for k in self._alias if k[0] == program_id]:
             del self._alias[key]
         self._executed -= {k for k in self._executed if k[0] == program_id}
+        orphaned = self.service.orphaned_tools
+        orphaned.difference_update([k for k in orphaned if k[0] == program_id])
 
     def _note_runner(self, program_id: str, node_id: str, repeat: bool | None) -> None:
         """Who runs the node's tool from this start on: the gateway's executor (no ``repeat``)
@@ -159,7 +163,8 @@ class ToolPort:
         agent's id of that call, which a node cancel names (``runner.cancel_nodes``). When
         the start's own actions fail, their error is raised and nothing of the tool runs: its
         attempt is closed ``interrupted`` and a retry of the start may run it
-        (:meth:`_start_failed`)."""
+        (:meth:`_start_failed`); so too when the start is cancelled while it waits on them
+        (its caller gone, the server shutting down)."""
         svc = self.service
         program, node = self._tool(program_id, node_id)
         svc.require_running(program)
@@ -185,9 +190,11 @@ class ToolPort:
         self._starting.add(starting)
         try:
             await svc.settled()
-        except Exception:
-            # the start's actions failed (not a cancel, which is no Exception): the caller
-            # gets the error and runs nothing, so the attempt closes as an overtaken one does
+        except BaseException:
+            # the start's own wait ended in an error (the driver's decision raised; the
+            # actions swallow their own failures) or was cancelled (its client gone, the
+            # server shutting down): the caller runs nothing, so the attempt closes as an
+            # overtaken one does, and the node does not stay in flight for a retry's 409
             self._start_failed(program, node.node_id)
             raise
         finally:
@@ -211,18 +218,19 @@ class ToolPort:
         self.service.controller.close_attempt(program_id, node_id, time.time(), INTERRUPTED)
 
     def _start_failed(self, program: Program, node_id: str) -> None:
-        """The actions of the start of ``node_id``'s tool failed: nothing of it runs. Its
-        attempt closes (:meth:`_close_unrun`). On a program and node still running, the node
-        is left as a restart leaves a tool whose run died (running, an orphan): the retry of
-        this start (the gateway releases the call's key for it) is its next attempt, not a
-        409 for a tool already running; and the program waits on it no more."""
+        """The wait of the start of ``node_id``'s tool on its actions failed or was
+        cancelled: nothing of it runs. Its attempt closes (:meth:`_close_unrun`). On a
+        program and node still running, the node is left as a restart leaves a tool whose run
+        died (running, an orphan, until its retry or its program's :meth:`forget`): the retry
+        of this start (the gateway releases the call's key for it) is its next attempt, not a
+        409 for a tool already running; and the program waits on it no more, its tool wait
+        decided again at the driver's next settle (the next event's, or the sweeper's)."""
         svc, program_id = self.service, program.program_id
         self._close_unrun(program_id, node_id)
         if program.state.terminal or program.nodes[node_id].withdrawn:
             return  # a cancel came too: the node is cancelled, and starts nothing again
         svc.orphaned_tools.add((program_id, node_id))
-        # the driver's release of a tool that holds the program in no tool wait any more
-        svc.driver.nodes_cancelled(program_id, (node_id,))
+        svc.driver.no_longer_waits_on(program_id, node_id)
 
     async def tool_finished(
         self,

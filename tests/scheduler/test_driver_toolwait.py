@@ -63,3 +63,47 @@ def test_a_tool_that_has_run_30_of_its_40_s_is_waited_for_what_is_left() -> None
 
 def test_a_tool_that_just_started_is_waited_for_its_whole_latency() -> None:
     assert _decide(tool_started_at=5.0, now=5.0).retain_s == pytest.approx(LATENCY.quantile(0.9))
+
+
+def _waiting_on_two_tools() -> tuple[ProgramDriver, CacheHint, CacheHint]:
+    """A program whose call ended at 1 s waits on tool ``a`` (started then) and on ``b``,
+    started at 10 s: the driver's hints for each (``b`` is due back last, so its wait is
+    decided again)."""
+    controller = ProgramController(EventLog(), LinearCost())
+    controller.tool_latency = ToolLatencyEstimator(prior=LATENCY)
+    advisor = ToolWaitAdvisor(get_tool_wait_policy("keep"))
+    driver = ProgramDriver(controller, advisor, LinearCost(), budget_tokens=1_000_000)
+    controller.open_program("p", "t", 0.0)
+    assert driver.arrive("p", 2_000, 0, 0.0)
+    controller.add_node("p", Node("n0", "p", NodeKind.LLM), 0.0)
+    ticket = driver.queue_call("p", "n0", PrefixProbe(2_000), 0.0)
+    controller.start_node("p", "n0", 0.0)
+    driver.call_ended("p", "n0", ticket.call_id, 1.0, CallUsage(2_000, 0, 50, 0.1))
+    hints = []
+    for node_id, started in (("a", 1.0), ("b", 10.0)):
+        controller.add_node("p", Node(node_id, "p", NodeKind.TOOL, tool=ToolSpec("search")), 1.0)
+        driver.tool_started("p", node_id, started)
+        (hint,) = [a for a in driver.settle(_View(), started) if isinstance(a, CacheHint)]
+        hints.append(hint)
+    return driver, hints[0], hints[1]
+
+
+def test_a_tool_whose_start_failed_leaves_the_wait_to_be_decided_again() -> None:
+    """``b``'s start failed (nothing of it runs): the program waits on ``a`` alone, and its
+    wait, decided for ``b`` (due back last), is decided again for what is left of ``a``'s."""
+    driver, _, for_b = _waiting_on_two_tools()
+    assert for_b.retain_s == pytest.approx(LATENCY.quantile(0.9))
+    driver.no_longer_waits_on("p", "b")
+    (hint,) = [a for a in driver.settle(_View(), 10.0) if isinstance(a, CacheHint)]
+    assert hint.action is CacheAction.KEEP
+    # ``a`` has run 9 of its 40 s: held until it is due back, not until ``b`` would have been
+    assert hint.retain_s == pytest.approx(LATENCY.quantile(0.9) - 9.0, rel=1e-3)
+    assert driver.retained["p"].until == pytest.approx(10.0 + hint.retain_s)
+
+
+def test_the_last_tool_whose_start_failed_ends_the_programs_kv_hold() -> None:
+    driver, _, _ = _waiting_on_two_tools()
+    driver.no_longer_waits_on("p", "b")
+    driver.no_longer_waits_on("p", "a")
+    assert "p" not in driver.retained
+    assert not [a for a in driver.settle(_View(), 10.0) if isinstance(a, CacheHint)]

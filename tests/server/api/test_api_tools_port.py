@@ -1,14 +1,17 @@
 """The service's tool port (what the gateway calls): tool nodes, tool waits and their KV
-decision, what a cancel reports for running tools, and a start whose actions fail."""
+decision, what a cancel reports for running tools, and a start whose own wait fails or is
+cancelled."""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
 
 import pytest
 
-from agentconsole.scheduler.events import EventKind
+from agentconsole.scheduler.actions import KvAdvice, ToolWaitFacts
+from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.scheduler.program import ToolSpec
+from agentconsole.scheduler.runtime import CacheAction, MemoryView
 from agentconsole.server.live.errors import Conflict, NotFound, QuotaError
 from tests.server.api.harness import LiveServer, chat_body
 
@@ -83,36 +86,117 @@ def test_port_refusals(server: LiveServer) -> None:
         server.run(_port(server, ("check_program", ("tenant-b", "tp-b"))))
 
 
-def test_a_start_whose_actions_fail_runs_nothing_and_its_retry_runs(server: LiveServer) -> None:
-    """The start's settle raises (not a cancel): the caller gets that error, the attempt it
-    opened is closed ``interrupted`` (no end of it will come), nothing is left starting, and
-    the retry of the start runs the tool as the node's next attempt."""
+class _BrokenAdvisor:
+    """A tool-wait advisor with a bug: its decision raises, inside the driver's settle that a
+    tool's start awaits (the actions after it log and swallow their own failures)."""
+
+    def advise(self, facts: ToolWaitFacts, memory: MemoryView, now: float) -> KvAdvice:
+        raise RuntimeError("the advisor's bug")
+
+
+def _ran_a_call(server: LiveServer, program_id: str) -> None:
+    """``program_id`` ran a call (of tenant a): its tools' waits are decided."""
+    with server.client() as c:
+        body = chat_body("plan the work " * 80, agentconsole={"program_id": program_id})
+        assert c.post("/v1/chat/completions", json=body).status_code == 200
+
+
+def _decisions(server: LiveServer, program_id: str) -> list[Event]:
+    items, _ = server.live.hub.since(server.live.hub.oldest_seq() - 1, limit=10**6)
+    return [e for _, e in items if e.kind is EventKind.KV_DECISION and e.program_id == program_id]
+
+
+def _attempts(server: LiveServer, program_id: str, node_id: str) -> list[tuple[str, bool]]:
+    node = server.live.service.controller.programs[program_id].nodes[node_id]
+    return [(a.outcome, a.finished_at is not None) for a in node.attempts]
+
+
+def test_a_start_whose_decision_raises_runs_nothing_and_its_retry_runs(server: LiveServer) -> None:
+    """The driver's decision the start awaits raises: the caller gets that error, the attempt
+    it opened is closed ``interrupted`` (no end of it will come), nothing is left starting,
+    and the retry of the start runs the tool as the node's next attempt (not a 409)."""
     service = server.live.service
     port = service.tools
+    _ran_a_call(server, "tf-1")
 
-    async def start_with_failing_settle() -> None:
-        real = service.settled
-
-        async def failing(actions: Any = None) -> None:
-            raise RuntimeError("the cache hint failed")
-
-        service.settled = failing  # type: ignore[method-assign]
+    async def start_with_broken_advisor() -> None:
+        # set and restored on the loop: no other settle meets the broken advisor
+        advisor = service.driver.advisor
+        service.driver.advisor = _BrokenAdvisor()
         try:
             await port.tool_started("tf-1", "t-fetch")
         finally:
-            service.settled = real  # type: ignore[method-assign]
+            service.driver.advisor = advisor
 
     server.run(port.ensure_tool_node("tenant-a", "tf-1", "t-fetch", ToolSpec("fetch")))
-    with pytest.raises(RuntimeError, match="cache hint failed"):
-        server.run(start_with_failing_settle())
-    node = service.controller.programs["tf-1"].nodes["t-fetch"]
-    assert [(a.outcome, a.finished_at is not None) for a in node.attempts] == [
-        ("interrupted", True)
-    ]
+    with pytest.raises(RuntimeError, match="the advisor's bug"):
+        server.run(start_with_broken_advisor())
+    assert _attempts(server, "tf-1", "t-fetch") == [("interrupted", True)]
     assert not port.starting("tf-1", "t-fetch")
     assert not port.executes("tf-1", "t-fetch")
     server.run(_port(server, ("tool_started", ("tf-1", "t-fetch"))))  # the retry: no 409
-    assert [a.outcome for a in node.attempts] == ["interrupted", ""]
+    assert [o for o, _ in _attempts(server, "tf-1", "t-fetch")] == ["interrupted", ""]
+    assert ("tf-1", "t-fetch") not in service.orphaned_tools
     server.run(_port(server, ("tool_finished", ("tf-1", "t-fetch", "ok", 0.1))))
     with server.client() as c:
         assert c.get("/v1/programs/tf-1/nodes/t-fetch").json()["state"] == "done"
+
+
+def test_a_start_cancelled_while_its_decision_applies_runs_nothing(server: LiveServer) -> None:
+    """A start cancelled while its tool wait's cache hint is applied (its caller gone, the
+    server shutting down; a ``CancelledError``, no ``Exception``): its attempt is closed
+    ``interrupted``, the node is left for a retry (an orphan, not a tool running), the wait
+    decided for it is decided again for the tool still running, and the orphan goes with its
+    program once that is forgotten."""
+    service = server.live.service
+    port = service.tools
+    _ran_a_call(server, "tc-1")
+    fetch = ToolSpec("fetch")
+    server.run(
+        _port(
+            server,
+            ("ensure_tool_node", ("tenant-a", "tc-1", "t-first", fetch)),
+            ("ensure_tool_node", ("tenant-a", "tc-1", "t-second", fetch)),
+            ("tool_started", ("tc-1", "t-first")),
+        )
+    )
+    first_decided = len(_decisions(server, "tc-1"))
+    assert first_decided >= 1
+
+    async def start_cancelled_in_its_hint() -> bool:
+        runtime = service.runtime
+        real = runtime.cache_hint
+        applying = asyncio.Event()
+
+        async def held(program_id: str, action: CacheAction, retain_s: float) -> None:
+            applying.set()
+            await asyncio.Event().wait()  # until the start is cancelled
+
+        runtime.cache_hint = held  # type: ignore[method-assign]
+        try:
+            # ``t-second`` is due back after ``t-first``: its wait is decided, its hint sent
+            start = asyncio.ensure_future(port.tool_started("tc-1", "t-second"))
+            await applying.wait()
+        finally:
+            runtime.cache_hint = real  # type: ignore[method-assign]
+        start.cancel()
+        await asyncio.gather(start, return_exceptions=True)
+        return start.cancelled()
+
+    assert server.run(start_cancelled_in_its_hint())
+    assert len(_decisions(server, "tc-1")) == first_decided + 1  # the one for ``t-second``
+    assert _attempts(server, "tc-1", "t-second") == [("interrupted", True)]
+    assert not port.starting("tc-1", "t-second")
+    assert ("tc-1", "t-second") in service.orphaned_tools
+    # the program waits on ``t-first`` alone: its wait is decided again at the next settle
+    server.run(service.settled())
+    assert len(_decisions(server, "tc-1")) == first_decided + 2
+    with server.client() as c:
+        finished = c.post("/v1/programs/tc-1/finish", json={"success": True})
+        assert finished.status_code == 200, finished.text
+
+    async def forget() -> None:  # what the sweeper does once the program's retention ends
+        service.forget("tc-1")
+
+    server.run(forget())
+    assert not [key for key in service.orphaned_tools if key[0] == "tc-1"]
