@@ -169,6 +169,12 @@ class TokenDelta:
     tokens: int
 
 
+#: the code of a prompt over the model's context, OpenAI's: a runtime's
+#: ``GenerationResult.engine_abort_code`` when its engine refused one, and the API's code of
+#: the refusal (the intake's and the engine's alike), which agent frameworks trim history on
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+
+
 @dataclass(frozen=True, slots=True)
 class GenerationResult:
     finish_reason: str  # stop | length | abort
@@ -188,7 +194,8 @@ class GenerationResult:
     engine_abort_status: int | None = None
     engine_abort_message: str = ""
     #: that abort's cause as the API names it, where the runtime tells one
-    #: (``context_length_exceeded``: the engine found the prompt over its context); None else
+    #: (:data:`CONTEXT_LENGTH_EXCEEDED`: the engine found the prompt over its context); None
+    #: else
     engine_abort_code: str | None = None
     #: an aborted call on a runtime whose abort takes effect a step later (SGLang's): every
     #: token the engine generated for it, read or not (None: the runtime generates nothing

@@ -30,6 +30,7 @@ from litestar.enums import MediaType
 from litestar.response import Stream
 from litestar.types import Receive
 
+from agentconsole.scheduler.runtime import CONTEXT_LENGTH_EXCEEDED
 from agentconsole.server.api.contract import SSE, contract
 from agentconsole.server.api.deps import Live
 from agentconsole.server.api.errors import ApiError
@@ -221,21 +222,25 @@ def refusal(call: LiveCall, outcome: CallOutcome) -> Exception | None:
         return outcome.error
     if outcome.finish_reason in ("abort", "error"):
         if not call.abort_reason:  # not aborted here: the engine failed or ended it
-            return engine_ended(outcome)
+            return engine_ended(outcome, call.context_tokens, call.prompt_field)
         return Conflict(f"the call was aborted ({call.abort_reason})")
     return None
 
 
-def engine_ended(outcome: CallOutcome) -> ServiceError:
+def engine_ended(
+    outcome: CallOutcome, context_tokens: int | None, prompt_field: str
+) -> ServiceError:
     """The refusal of a call the engine ended itself: 400 with the engine's message when it
-    says the request is at fault (a retry would end alike; ``context_length_exceeded`` where
-    the prompt is over its context), else 503 to retry (memory pressure, a failure of the
-    engine)."""
+    says the request is at fault (a retry would end alike), else 503 to retry (memory
+    pressure, a failure of the engine). A prompt over the engine's context is
+    ``context_length_exceeded`` naming ``prompt_field`` (the request's ``messages`` or
+    ``prompt``), its message opened as the intake's own refusal is, with the model's context
+    of ``context_tokens`` (None: unknown), which frameworks match (LiteLLM)."""
     result = outcome.result
     if result is not None and 400 <= (result.engine_abort_status or 0) < 500:
         message = f"the engine refused the call: {result.engine_abort_message or 'bad request'}"
-        if result.engine_abort_code == ContextTooLong.type:
-            return ContextTooLong(message)
+        if result.engine_abort_code == CONTEXT_LENGTH_EXCEEDED:
+            return ContextTooLong.of_context(context_tokens, message, field=prompt_field)
         return ServiceError(message)
     return Unavailable("the engine ended the call before it finished; retry it")
 

@@ -78,6 +78,8 @@ class LiveCall:
         *,
         tools: Sequence[Mapping[str, Any]] = (),
         max_tool_calls: int | None = None,
+        context_tokens: int | None = None,
+        prompt_field: str = "messages",
     ) -> None:
         ticket = request.ticket
         self.request = request
@@ -92,6 +94,11 @@ class LiveCall:
         #: the most tool calls the answer may make (``parallel_tool_calls: false``: 1), the
         #: rest dropped from the answer and never made tool nodes; None: every call
         self.max_tool_calls = max_tool_calls
+        #: the context of the model that runs the call (None: unknown) and the request's
+        #: field that holds its prompt: what the engine's refusal of the prompt as too long
+        #: says and names (``callflow.engine_ended``)
+        self.context_tokens = context_tokens
+        self.prompt_field = prompt_field
         self.submitted_at = time.time()
         self.first_token_at: float | None = None
         self.received = 0  # tokens forwarded to the client

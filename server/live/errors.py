@@ -9,6 +9,12 @@ their own, which a refusal that can never pass must stop).
 
 from __future__ import annotations
 
+from agentconsole.scheduler.runtime import CONTEXT_LENGTH_EXCEEDED
+
+#: how OpenAI's own refusal of a prompt too long opens, which frameworks match to tell an
+#: overflow (LiteLLM)
+_CONTEXT_IS = "This model's maximum context length is "
+
 
 class ServiceError(Exception):
     """A refusal with an HTTP meaning; ``str(error)`` is the message for the client."""
@@ -46,7 +52,15 @@ class ContextTooLong(InvalidRequest):
     client's ``BadRequestError`` with this code to trim their history and try again."""
 
     status = 400
-    type = "context_length_exceeded"
+    type = CONTEXT_LENGTH_EXCEEDED
+
+    @classmethod
+    def of_context(cls, limit: int | None, detail: str, *, field: str) -> ContextTooLong:
+        """The refusal naming ``field``, its message ``detail`` opened as OpenAI's own is
+        ("This model's maximum context length is N tokens; "), where the model's context of
+        ``limit`` tokens is known (None: ``detail`` alone)."""
+        opening = f"{_CONTEXT_IS}{limit} tokens; " if limit is not None else ""
+        return cls(f"{opening}{detail}", field=field)
 
 
 class NotFound(ServiceError):

@@ -80,6 +80,12 @@ class ChatCall:
     presence_penalty: float | None = None
     logit_bias: Mapping[int, float] | None = None
 
+    @property
+    def prompt_field(self) -> str:
+        """The request's field that holds the prompt, which a refusal of it names:
+        ``prompt`` for ``/v1/completions``, else ``messages``."""
+        return "prompt" if self.prompt_text is not None else "messages"
+
 
 def check_logit_bias(logit_bias: Mapping[int, float] | None, vocab_size: int | None) -> None:
     """Refuse (422 naming the key) a ``logit_bias`` token id the model's vocabulary of
@@ -97,10 +103,6 @@ def check_logit_bias(logit_bias: Mapping[int, float] | None, vocab_size: int | N
             )
 
 
-#: how OpenAI's own refusal of a prompt too long opens
-_CONTEXT_IS = "This model's maximum context length is "
-
-
 def fit_context(limit: int | None, prompt_tokens: int, chat: ChatCall) -> int:
     """The call's ``max_tokens`` in a served model's context of ``limit`` tokens (its
     runtime's ``max_context_tokens``; None: unknown, no check): the request's, or (no
@@ -111,21 +113,21 @@ def fit_context(limit: int | None, prompt_tokens: int, chat: ChatCall) -> int:
     if limit is None or prompt_tokens + chat.max_tokens <= limit:
         return chat.max_tokens
     room = limit - prompt_tokens
-    prompt_field = "prompt" if chat.prompt_text is not None else "messages"
     if not chat.max_tokens_given:
         # the default is the server's guess at a useful answer, not the client's ask: blaming
         # it would name a field the client never sent
         if room >= 1:
             return room
-        raise ContextTooLong(
-            f"{_CONTEXT_IS}{limit} tokens; the prompt's {prompt_tokens} tokens leave no room"
-            " for an answer",
-            field=prompt_field,
+        raise ContextTooLong.of_context(
+            limit,
+            f"the prompt's {prompt_tokens} tokens leave no room for an answer",
+            field=chat.prompt_field,
         )
-    raise ContextTooLong(
-        f"{_CONTEXT_IS}{limit} tokens; the request asks {prompt_tokens + chat.max_tokens}:"
-        f" {prompt_tokens} prompt tokens + {chat.max_tokens_field} {chat.max_tokens}",
-        field=chat.max_tokens_field if room > 0 else prompt_field,
+    raise ContextTooLong.of_context(
+        limit,
+        f"the request asks {prompt_tokens + chat.max_tokens}: {prompt_tokens} prompt tokens"
+        f" + {chat.max_tokens_field} {chat.max_tokens}",
+        field=chat.max_tokens_field if room > 0 else chat.prompt_field,
     )
 
 
@@ -328,6 +330,8 @@ class CallIntake:
                 svc.accounting,
                 tools=tuple(declared),
                 max_tool_calls=chat.max_tool_calls,
+                context_tokens=svc.models.runtime_of(queued.request.model).max_context_tokens,
+                prompt_field=chat.prompt_field,
             )
         except Exception as error:
             svc.tenants.release(hold)

@@ -124,11 +124,26 @@ def test_a_request_sglang_refuses_is_a_400_with_its_message_and_the_program_goes
     assert program["nodes_done"] == 1
 
 
-def _context_refusal(error: openai.APIError) -> str:
-    """The message of ``error``, a ``context_length_exceeded`` refusal as OpenAI shapes it."""
+def _context_refusal(error: openai.APIError, param: str) -> str:
+    """The message of ``error``, a ``context_length_exceeded`` refusal as OpenAI shapes it,
+    naming ``param``."""
     assert (error.code, error.type) == ("context_length_exceeded", "invalid_request_error")
+    assert error.param == param
     assert isinstance(error.body, dict)
     return str(error.body["message"])
+
+
+def _engine_context_refusal(served: Served, error: openai.APIError, param: str) -> str:
+    """SGLang's words in ``error``, its refusal of a prompt over its context: opened as the
+    intake's own refusal is (OpenAI's words, with the engine's context: LiteLLM matches
+    them)."""
+    context = served.server.live.service.runtime.max_context_tokens
+    opening = (
+        f"This model's maximum context length is {context} tokens; the engine refused the call: "
+    )
+    message = _context_refusal(error, param)
+    assert message.startswith(opening), message
+    return message.removeprefix(opening)
 
 
 def test_a_prompt_over_the_context_is_refused_before_sglang_sees_it(served: Served) -> None:
@@ -139,8 +154,7 @@ def test_a_prompt_over_the_context_is_refused_before_sglang_sees_it(served: Serv
     long: Any = [{"role": "user", "content": "hello " * context}]
     with pytest.raises(openai.BadRequestError) as refused:
         served.client.chat.completions.create(model="m", messages=long, max_tokens=4)
-    message = _context_refusal(refused.value)
-    assert refused.value.param == "messages"
+    message = _context_refusal(refused.value, "messages")
     assert message.startswith(f"This model's maximum context length is {context} tokens")
     assert served.sent == before  # the intake refused it: not sent, so not retried
 
@@ -150,8 +164,9 @@ def test_sglangs_own_context_refusal_is_context_length_exceeded(
     served: Served, stream: bool
 ) -> None:
     """SGLang's tokenizer manager refuses prompt + ``max_new_tokens`` over its context (the
-    hook raises ``max_new_tokens``): 400 ``context_length_exceeded`` with SGLang's message,
-    never retried; streamed, the error frame carries the same code."""
+    hook raises ``max_new_tokens``): 400 ``context_length_exceeded`` naming ``messages``,
+    OpenAI's opening then SGLang's message, never retried; streamed, the error frame carries
+    the same."""
     before = served.sent
     headers = {"X-Program-Id": f"overlong-{stream}", "X-Node-Id": "overlong"}
     ask: Any = [{"role": "user", "content": "hello"}]
@@ -165,9 +180,9 @@ def test_sglangs_own_context_refusal_is_context_length_exceeded(
 
     with pytest.raises(openai.APIError) as refused:
         ask_it()
-    message = _context_refusal(refused.value)
+    said = _engine_context_refusal(served, refused.value, "messages")
     assert isinstance(refused.value, openai.BadRequestError) != stream
-    assert "maximum context length" in message
+    assert "exceeds the model's maximum context length" in said  # SGLang's own words
     assert served.sent == before + 1
 
 
@@ -194,5 +209,6 @@ def test_a_prompt_sglangs_scheduler_cannot_take_is_context_length_exceeded(
         served.client.completions.create(
             model="m", prompt="hello " * low, extra_headers={"X-Program-Id": "near-full"}
         )
-    assert "exceeds the maximum allowed length" in _context_refusal(refused.value)
+    said = _engine_context_refusal(served, refused.value, "prompt")
+    assert "exceeds the maximum allowed length" in said
     assert served.sent == before + 1

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agentconsole.scheduler.runtime import GenerationRequest
+from agentconsole.scheduler.runtime import CONTEXT_LENGTH_EXCEEDED, GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.api.callflow import engine_ended
 from agentconsole.server.api.errors import openai_refusal_body
@@ -22,6 +22,9 @@ from agentconsole.server.live.errors import ContextTooLong, Unavailable
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
 
+#: the fake engine's context (its tokenizer manager's ``context_len``, as SGLang's)
+CONTEXT = 2048
+
 
 class _Manager:
     """A tokenizer manager whose ``generate_request`` raises ``error`` (after ``chunks``)."""
@@ -29,6 +32,7 @@ class _Manager:
     def __init__(self, error: Exception, chunks: int = 0) -> None:
         self.error, self.chunks = error, chunks
         self.rid_to_state: dict[str, Any] = {}
+        self.context_len = CONTEXT
 
     async def generate_request(self, obj: Any, request: Any) -> AsyncIterator[dict[str, Any]]:
         for i in range(self.chunks):
@@ -67,7 +71,7 @@ def test_a_value_error_before_any_chunk_ends_the_call_refused_with_sglangs_messa
     assert result.engine_abort_message == said
     assert (result.output_tokens, result.prefilled_tokens) == (0, 0)  # nothing ran
     assert rt._calls == {}  # out of the books
-    refused = engine_ended(CallOutcome("abort", "", result))
+    refused = engine_ended(CallOutcome("abort", "", result), rt.max_context_tokens, "messages")
     assert not isinstance(refused, Unavailable)
     assert (refused.status, refused.type, refused.retryable) == (400, "invalid_request", None)
     assert said in str(refused)
@@ -88,27 +92,50 @@ CONTEXT_REFUSALS = [
 
 
 @pytest.mark.parametrize("said", CONTEXT_REFUSALS, ids=["input", "input+output", "scheduler"])
+@pytest.mark.parametrize("prompt_field", ["messages", "prompt"])
 def test_sglangs_refusal_of_a_prompt_too_long_is_context_length_exceeded(
-    tmp_path: Path, said: str
+    tmp_path: Path, said: str, prompt_field: str
 ) -> None:
     """What agents trim their history on: the client's 400 with ``code``
-    ``context_length_exceeded`` and SGLang's message (both lengths), answered or streamed."""
+    ``context_length_exceeded`` naming the prompt's field (chat's ``messages``, a
+    completion's ``prompt``), its message opened as the intake's own refusal (OpenAI's words,
+    with the engine's context: what LiteLLM matches) and then SGLang's (both lengths),
+    answered or streamed."""
     rt = _runtime(tmp_path, _Manager(ValueError(said)))
 
     async def go() -> Any:
         return await rt.submit(_request()).result()
 
     result = asyncio.run(go())
-    assert (result.engine_abort_status, result.engine_abort_code) == (
-        400,
-        "context_length_exceeded",
-    )
-    refused = engine_ended(CallOutcome("abort", "", result))
+    assert (result.engine_abort_status, result.engine_abort_code) == (400, CONTEXT_LENGTH_EXCEEDED)
+    assert rt.max_context_tokens == CONTEXT
+    refused = engine_ended(CallOutcome("abort", "", result), rt.max_context_tokens, prompt_field)
     assert isinstance(refused, ContextTooLong)
     assert (refused.status, refused.type) == (400, "context_length_exceeded")
-    assert said in str(refused)
+    assert str(refused) == (
+        f"This model's maximum context length is {CONTEXT} tokens; the engine refused the"
+        f" call: {said}"
+    )
     frame = openai_refusal_body(refused)["error"]  # a stream's error frame
     assert (frame["type"], frame["code"]) == ("invalid_request_error", "context_length_exceeded")
+    assert frame["param"] == prompt_field
+    assert frame["message"] == str(refused)
+
+
+def test_an_engine_context_refusal_of_a_model_whose_context_is_unknown_is_sglangs_words(
+    tmp_path: Path,
+) -> None:
+    """No context length known (None): no length is made up; SGLang's own message, still
+    ``context_length_exceeded`` naming the prompt's field."""
+    rt = _runtime(tmp_path, _Manager(ValueError(CONTEXT_REFUSALS[0])))
+
+    async def go() -> Any:
+        return await rt.submit(_request()).result()
+
+    refused = engine_ended(CallOutcome("abort", "", asyncio.run(go())), None, "messages")
+    assert isinstance(refused, ContextTooLong)
+    assert str(refused) == f"the engine refused the call: {CONTEXT_REFUSALS[0]}"
+    assert refused.field == "messages"
 
 
 @pytest.mark.parametrize(

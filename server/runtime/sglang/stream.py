@@ -19,7 +19,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from agentconsole.scheduler.runtime import GenerationRequest, GenerationResult, TokenDelta
+from agentconsole.scheduler.runtime import (
+    CONTEXT_LENGTH_EXCEEDED,
+    GenerationRequest,
+    GenerationResult,
+    TokenDelta,
+)
 from agentconsole.scheduler.tokenstream import TokenStream
 from agentconsole.server.runtime.sglang import wire
 
@@ -177,10 +182,10 @@ _CONTEXT_REFUSALS = (
 
 def abort_code(status: object, message: str) -> str | None:
     """The API's code of an abort SGLang made with ``status`` and ``message``:
-    ``context_length_exceeded`` for its refusal of a prompt too long (an agent trims its
+    :data:`CONTEXT_LENGTH_EXCEEDED` for its refusal of a prompt too long (an agent trims its
     history on it, as on the intake's own refusal), else None."""
     if status == 400 and any(refusal in message for refusal in _CONTEXT_REFUSALS):
-        return "context_length_exceeded"
+        return CONTEXT_LENGTH_EXCEEDED
     return None
 
 

@@ -14,7 +14,12 @@ from typing import Any
 
 import pytest
 
-from agentconsole.scheduler.runtime import GenerationRequest, GenerationResult, TokenDelta
+from agentconsole.scheduler.runtime import (
+    CONTEXT_LENGTH_EXCEEDED,
+    GenerationRequest,
+    GenerationResult,
+    TokenDelta,
+)
 from agentconsole.scheduler.tokenstream import TokenStream
 from agentconsole.server.live.reopen import programs_to_restore, rebuild_created
 from agentconsole.server.runtime.sim.costmodel import preset
@@ -27,13 +32,18 @@ STREAMED = 3
 _RUNNING: set[asyncio.Future[None]] = set()
 
 
+#: SGLang's refusal of a prompt over its context (its tokenizer manager's words)
+OVERLONG = "The input (131100 tokens) is longer than the model's context length (131072 tokens)."
+
+
 class FaultyEngine(SimLiveRuntime):
     """The simulated runtime, except for prompts naming a fault: ``ENGINE-ABORT`` ends the
     call with the engine's own abort, ``ENGINE-FAIL`` breaks the stream, each after
-    :data:`STREAMED` tokens."""
+    :data:`STREAMED` tokens; ``ENGINE-REFUSE`` and ``ENGINE-OVERLONG`` are SGLang's refusals
+    of a request (the second of a prompt over its context, before any token)."""
 
     def submit(self, request: GenerationRequest) -> Any:
-        for fault in ("ENGINE-ABORT", "ENGINE-FAIL", "ENGINE-REFUSE"):
+        for fault in ("ENGINE-ABORT", "ENGINE-FAIL", "ENGINE-REFUSE", "ENGINE-OVERLONG"):
             if fault in request.prompt:
                 stream = TokenStream()
                 task = asyncio.ensure_future(self._fault(stream, fault))
@@ -44,6 +54,18 @@ class FaultyEngine(SimLiveRuntime):
 
     @staticmethod
     async def _fault(stream: TokenStream, fault: str) -> None:
+        if fault == "ENGINE-OVERLONG":
+            await asyncio.sleep(0.01)
+            refused = GenerationResult("abort", "", 131_100, 0, 0, prefilled_tokens=0)
+            stream.end(
+                replace(
+                    refused,
+                    engine_abort_status=400,
+                    engine_abort_message=OVERLONG,
+                    engine_abort_code=CONTEXT_LENGTH_EXCEEDED,
+                )
+            )
+            return
         for _ in range(STREAMED):
             await asyncio.sleep(0.01)
             stream.push(TokenDelta(" tok", 1))
@@ -138,6 +160,48 @@ def test_an_engine_refusal_of_the_request_is_a_400_with_its_message(faulty: Live
                               headers={"X-Program-Id": "fault-refuse"})  # fmt: skip
     assert refused.status_code == 400, refused.text
     assert "lower top_k" in refused.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        (CHAT, chat_body("ENGINE-OVERLONG", max_tokens=20), "messages"),
+        (
+            "/v1/completions",
+            {"model": "m", "prompt": "ENGINE-OVERLONG", "max_tokens": 20},
+            "prompt",
+        ),
+    ],
+    ids=["chat", "completions"],
+)
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_the_engines_refusal_of_a_prompt_over_its_context_reads_as_the_intakes(
+    faulty: LiveServer, path: str, body: dict[str, Any], field: str, stream: bool
+) -> None:
+    """SGLang's own refusal of a prompt too long (one the intake let through): 400
+    ``context_length_exceeded`` (a stream's error frame alike) naming the prompt's field, its
+    message opened as the intake's own refusal and OpenAI's (the served model's context:
+    what LiteLLM matches to tell an overflow), then SGLang's words."""
+    headers = {"X-Program-Id": f"fault-overlong-{field}-{stream}"}
+    with faulty.client() as client:
+        if stream:
+            with client.stream(
+                "POST", path, json={**body, "stream": True}, headers=headers
+            ) as answer:
+                frames = [line[6:] for line in answer.iter_lines() if line.startswith("data: ")]
+            assert frames[-1] == "[DONE]"
+            error = json.loads(frames[-2])["error"]
+        else:
+            refused = client.post(path, json=body, headers=headers)
+            assert refused.status_code == 400, refused.text
+            error = refused.json()["error"]
+    assert (error["type"], error["code"]) == ("invalid_request_error", "context_length_exceeded")
+    assert error["param"] == field
+    context = faulty.live.service.runtime.max_context_tokens
+    assert error["message"] == (
+        f"This model's maximum context length is {context} tokens; the engine refused the"
+        f" call: {OVERLONG}"
+    )
 
 
 def test_failed_calls_are_counted_apart_from_aborted_ones(faulty: LiveServer) -> None:
