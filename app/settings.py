@@ -37,6 +37,7 @@ from pydantic_settings import SettingsError as SourceError
 
 from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY, available_tool_wait_policies
 from agentconsole.scheduler.door import DOOR_ON_BY_DEFAULT
+from agentconsole.scheduler.fairness import MAX_TENANT_WEIGHT
 from agentconsole.scheduler.models import ServedModel, available_rules, get_rule
 from agentconsole.scheduler.policies import DEFAULT_POLICY
 from agentconsole.scheduler.policies import available as available_policies
@@ -405,7 +406,7 @@ class LimitsSection(_Section):
     """Tenant-level limits for every tenant (a tenant's programs together)."""
     tenants: dict[str, TenantLimitsSection] = Field(default_factory=dict)
     """Tenant-level limits of named tenants, replacing ``tenant`` for them."""
-    tenant_weights: dict[str, Annotated[float, Field(gt=0, le=1_000_000)]] = Field(
+    tenant_weights: dict[str, Annotated[float, Field(gt=0, le=MAX_TENANT_WEIGHT)]] = Field(
         default_factory=dict
     )
     """Tenant -> its weight in the shares between tenants (default 1 for a tenant not named):

@@ -26,6 +26,8 @@ from typing import Any
 from agentconsole.scheduler.ticket import CallTicket
 
 TIER_STARVING, TIER_UNDERSERVED, TIER_NORMAL = 0, 1, 2
+#: the largest tenant weight a configuration takes (serve's settings and bench alike)
+MAX_TENANT_WEIGHT = 1_000_000.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from agentconsole.bench.runner import ALL_AT_ONCE, arrival_rate
 from agentconsole.export import check_output
 from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.sample_traces.generator import WORKLOADS
+from agentconsole.scheduler.fairness import MAX_TENANT_WEIGHT
 from agentconsole.server.runtime.sim.profile import Profile, load_profile
 
 
@@ -176,8 +177,9 @@ def _type_name(annotation: Any) -> str:
 
 
 def tenant_weights(texts: Sequence[str]) -> tuple[tuple[str, float], ...]:
-    """``TENANT=WEIGHT`` texts as (tenant, weight) pairs, each weight a finite number > 0
-    (as serve's ``limits.tenant_weights`` takes it); the last one given for a tenant counts."""
+    """``TENANT=WEIGHT`` texts as (tenant, weight) pairs, each weight above 0 and at most
+    :data:`MAX_TENANT_WEIGHT` (as serve's ``limits.tenant_weights`` takes it); the last one
+    given for a tenant counts."""
     weights: dict[str, float] = {}
     for text in texts:
         tenant, sep, raw = text.partition("=")
@@ -185,9 +187,9 @@ def tenant_weights(texts: Sequence[str]) -> tuple[tuple[str, float], ...]:
             weight = float(raw)
         except ValueError:
             weight = math.nan
-        if not sep or not tenant or not (math.isfinite(weight) and weight > 0):
+        if not sep or not tenant or not 0 < weight <= MAX_TENANT_WEIGHT:  # NaN fails too
             raise click.BadParameter(
-                f"expected TENANT=WEIGHT with a weight > 0, got {text!r}",
+                f"expected TENANT=WEIGHT with 0 < weight <= {MAX_TENANT_WEIGHT:g}, got {text!r}",
                 param_hint="--tenant-weight",
             )
         weights[tenant] = weight

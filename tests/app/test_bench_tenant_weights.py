@@ -19,7 +19,8 @@ from agentconsole.cli import main
 
 def test_weights_parse_as_serve_takes_them() -> None:
     assert tenant_weights(["a=2", "b=0.5", "a=3"]) == (("a", 3.0), ("b", 0.5))
-    for bad in ("a", "=2", "a=0", "a=-1", "a=nan", "a=inf", "a=x"):
+    assert tenant_weights(["a=1000000"]) == (("a", 1_000_000.0),)
+    for bad in ("a", "=2", "a=0", "a=-1", "a=nan", "a=inf", "a=x", "a=1000001"):
         with pytest.raises(click.BadParameter, match="TENANT=WEIGHT"):
             tenant_weights([bad])
 

@@ -6,6 +6,8 @@ what the visible view needs once a second (and at once after a view switch or an
 ``polling``); actions run on workers too. The app is built of parts, each a module:
 
 - ``frame``: the state and the workers, the views in tabs, where the operator is;
+- ``polling``: when each read runs: the poll of the visible view, the slower beat of the tool
+  calls the top bar counts, the re-reads a feed batch asks for;
 - ``updates``: the workers' messages written into the state, the visible view redrawn;
 - ``operator``: the actions on the server, what each asks first, their answers;
 - here: the keys, the palette, and moving between the views.
