@@ -81,6 +81,16 @@ def _program(served: Served, pid: str) -> dict[str, Any]:
     return found
 
 
+def _ask(served: Served, messages: Any, stream: bool, headers: dict[str, str]) -> None:
+    """A chat call of at most 4 tokens, read to its end when streamed (where a refusal
+    arrives as the error frame the client raises)."""
+    answer = served.client.chat.completions.create(
+        model="m", messages=messages, max_tokens=4, stream=stream, extra_headers=headers
+    )
+    for _ in answer if stream else ():
+        pass
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
 def test_a_request_sglang_refuses_is_a_400_with_its_message_and_the_program_goes_on(
     served: Served, stream: bool
@@ -92,15 +102,8 @@ def test_a_request_sglang_refuses_is_a_400_with_its_message_and_the_program_goes
     # ``BadRequestError``
     headers = {"X-Program-Id": pid, "X-Node-Id": "malformed"}
 
-    def ask_it() -> None:
-        answer = served.client.chat.completions.create(
-            model="m", messages=ask, max_tokens=4, stream=stream, extra_headers=headers
-        )
-        for _ in answer if stream else ():
-            pass
-
     with pytest.raises(openai.APIError) as refused:
-        ask_it()
+        _ask(served, ask, stream, headers)
     error = refused.value
     assert "min_p must be in [0, 1]" in error.message
     if not stream:
@@ -171,15 +174,8 @@ def test_sglangs_own_context_refusal_is_context_length_exceeded(
     headers = {"X-Program-Id": f"overlong-{stream}", "X-Node-Id": "overlong"}
     ask: Any = [{"role": "user", "content": "hello"}]
 
-    def ask_it() -> None:
-        answer = served.client.chat.completions.create(
-            model="m", messages=ask, max_tokens=4, stream=stream, extra_headers=headers
-        )
-        for _ in answer if stream else ():
-            pass
-
     with pytest.raises(openai.APIError) as refused:
-        ask_it()
+        _ask(served, ask, stream, headers)
     said = _engine_context_refusal(served, refused.value, "messages")
     assert isinstance(refused.value, openai.BadRequestError) != stream
     assert "exceeds the model's maximum context length" in said  # SGLang's own words

@@ -15,6 +15,7 @@ from agentconsole.scheduler.events import EventLog
 from agentconsole.scheduler.latency import LogNormal
 from agentconsole.scheduler.program import Node, NodeKind, ToolSpec
 from agentconsole.scheduler.runtime import CacheAction, MemoryView, PrefixProbe, ProgramContext
+from agentconsole.scheduler.ticket import CallTicket
 from tests.scheduler.driver_fakes import LinearCost
 
 
@@ -30,9 +31,8 @@ class _View:
 LATENCY = LogNormal.from_median(40.0, 0.05)
 
 
-def _decide(tool_started_at: float, now: float) -> CacheHint:
-    """The keep policy's hint for a tool of :data:`LATENCY` started at ``tool_started_at``
-    beside a call that ends at ``now``."""
+def _calling() -> tuple[ProgramController, ProgramDriver, CallTicket]:
+    """Program ``p`` under the keep policy, its call ``n0`` running since 0 s (its ticket)."""
     controller = ProgramController(EventLog(), LinearCost())
     # an estimator that knows the tool already (set, not patched: the class may be compiled)
     controller.tool_latency = ToolLatencyEstimator(prior=LATENCY)
@@ -43,6 +43,13 @@ def _decide(tool_started_at: float, now: float) -> CacheHint:
     controller.add_node("p", Node("n0", "p", NodeKind.LLM), 0.0)
     ticket = driver.queue_call("p", "n0", PrefixProbe(2_000), 0.0)
     controller.start_node("p", "n0", 0.0)
+    return controller, driver, ticket
+
+
+def _decide(tool_started_at: float, now: float) -> CacheHint:
+    """The keep policy's hint for a tool of :data:`LATENCY` started at ``tool_started_at``
+    beside a call that ends at ``now``."""
+    controller, driver, ticket = _calling()
     # a tool on a parallel branch starts while the call runs
     controller.add_node("p", Node("t0", "p", NodeKind.TOOL, tool=ToolSpec("search")), 0.0)
     driver.tool_started("p", "t0", tool_started_at)
@@ -69,15 +76,7 @@ def _waiting_on_two_tools() -> tuple[ProgramDriver, CacheHint, CacheHint]:
     """A program whose call ended at 1 s waits on tool ``a`` (started then) and on ``b``,
     started at 10 s: the driver's hints for each (``b`` is due back last, so its wait is
     decided again)."""
-    controller = ProgramController(EventLog(), LinearCost())
-    controller.tool_latency = ToolLatencyEstimator(prior=LATENCY)
-    advisor = ToolWaitAdvisor(get_tool_wait_policy("keep"))
-    driver = ProgramDriver(controller, advisor, LinearCost(), budget_tokens=1_000_000)
-    controller.open_program("p", "t", 0.0)
-    assert driver.arrive("p", 2_000, 0, 0.0)
-    controller.add_node("p", Node("n0", "p", NodeKind.LLM), 0.0)
-    ticket = driver.queue_call("p", "n0", PrefixProbe(2_000), 0.0)
-    controller.start_node("p", "n0", 0.0)
+    controller, driver, ticket = _calling()
     driver.call_ended("p", "n0", ticket.call_id, 1.0, CallUsage(2_000, 0, 50, 0.1))
     hints = []
     for node_id, started in (("a", 1.0), ("b", 10.0)):

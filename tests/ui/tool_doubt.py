@@ -18,11 +18,11 @@ import uuid
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 
+from tests.loopback_executor import LoopbackExecutor, serving
 from tests.ui.waiting import wait_until
 
 OPERATOR_KEY = "sk-operator"
@@ -134,58 +134,22 @@ def in_doubt(url: str) -> SideEffect:
     return SideEffect(url, tool, program_id, "t-mail", str(error["tool_call_id"]))
 
 
-class _HeldDownstream(ThreadingHTTPServer):
-    """A loopback ``http`` tool executor that answers each POST (200, a JSON body) only once
-    ``gate`` is set: the side effect lasts exactly as long as the test wants."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _HeldHandler)
-        self.gate = threading.Event()
-        self.deliveries = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/send"
-
-
-class _HeldHandler(BaseHTTPRequestHandler):
-    server: _HeldDownstream
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.server.deliveries += 1
-        self.server.gate.wait()
-        body = b'{"sent": true}'
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the gateway hung up (a failed test stopping the server): nothing to answer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # quiet: the tests read the call's state from the server
-
-
 @dataclass(frozen=True, slots=True)
 class HeldEffect:
     """A side-effecting call whose downstream holds it running until :meth:`release`."""
 
     call: SideEffect
-    _downstream: _HeldDownstream
+    _downstream: LoopbackExecutor
+    _gate: threading.Event
 
     def release(self) -> None:
         """Let the downstream answer: the effect ends and the gateway commits it."""
-        self._downstream.gate.set()
+        self._gate.set()
 
     @property
     def deliveries(self) -> int:
         """How many times the gateway sent the call to the downstream."""
-        return self._downstream.deliveries
+        return self._downstream.requests
 
 
 @contextlib.contextmanager
@@ -193,11 +157,9 @@ def running(url: str) -> Iterator[HeldEffect]:
     """A side-effecting call, started on a thread, listed ``in_progress`` when the ``with``
     block begins and running until the block calls :meth:`HeldEffect.release` (or ends: it is
     released then, the agent's call answered and the downstream stopped)."""
-    downstream = _HeldDownstream()
-    serving = threading.Thread(target=downstream.serve_forever, daemon=True)
-    serving.start()
-    http = {"type": "http", "url": downstream.url}
-    try:
+    gate = threading.Event()
+    with serving(LoopbackExecutor(gate.wait)) as downstream:
+        http = {"type": "http", "url": downstream.url}
         tool, program_id = _tool_and_program(
             url, timeout_s=HELD_TIMEOUT_S, executor=http, parameters=MAIL_PARAMETERS
         )
@@ -209,12 +171,9 @@ def running(url: str) -> Iterator[HeldEffect]:
             )
             try:
                 call = _listed_in_progress(url, tool, program_id, answer)
-                yield HeldEffect(call, downstream)
+                yield HeldEffect(call, downstream, gate)
             finally:
-                downstream.gate.set()  # the agent's call ends before the pool is shut down
-    finally:
-        downstream.shutdown()
-        downstream.server_close()
+                gate.set()  # the agent's call ends before the pool is shut down
 
 
 def _listed_in_progress(

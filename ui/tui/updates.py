@@ -26,6 +26,12 @@ class DashboardUpdates(DashboardFrame):
     def _timed(self, kind: str, start: float) -> None:
         self.update_costs.append((kind, time.perf_counter() - start))
 
+    def _redraw_if_shown(self, name: str) -> None:
+        """Redraw view ``name`` from the state if it is the one on screen (the others draw
+        when shown)."""
+        if self.active_view == name:
+            self.view(name).show(self.state)
+
     @on(m.FeedPending)
     @while_running
     def _feed_pending(self, _: m.FeedPending) -> None:
@@ -55,8 +61,7 @@ class DashboardUpdates(DashboardFrame):
         self.mark_read("overview")
         self.state.set_overview(message.overview, sample=message.tick)
         self.draw_topbar()
-        if self.active_view == "overview":
-            self.view("overview").show(self.state)
+        self._redraw_if_shown("overview")
         self._timed("overview", start)
 
     @on(m.ProgramsLoaded)
@@ -65,8 +70,7 @@ class DashboardUpdates(DashboardFrame):
         start = time.perf_counter()
         self.mark_read("programs")
         self.state.set_programs(message.page)
-        if self.active_view == "programs":
-            self.view("programs").show(self.state)
+        self._redraw_if_shown("programs")
         self._timed("programs", start)
 
     @on(m.ProgramLoaded)
@@ -89,16 +93,14 @@ class DashboardUpdates(DashboardFrame):
     def _tenants_loaded(self, message: m.TenantsLoaded) -> None:
         self.mark_read("tenants")
         self.state.tenants = message.tenants
-        if self.active_view == "tenants":
-            self.view("tenants").show(self.state)
+        self._redraw_if_shown("tenants")
 
     @on(m.DoorLoaded)
     @while_running
     def _door_loaded(self, message: m.DoorLoaded) -> None:
         self.mark_read(DOOR)
         self.state.door = message.door
-        if self.active_view == "tenants":
-            self.view("tenants").show(self.state)
+        self._redraw_if_shown("tenants")
 
     @on(m.ToolCallsLoaded)
     @while_running
@@ -106,24 +108,21 @@ class DashboardUpdates(DashboardFrame):
         self.mark_read(TOOLS)
         self.state.tool_calls = message.board
         self.draw_topbar()
-        if self.active_view == TOOLS:
-            self.view(TOOLS).show(self.state)
+        self._redraw_if_shown(TOOLS)
 
     @on(m.KVLoaded)
     @while_running
     def _kv_loaded(self, message: m.KVLoaded) -> None:
         self.mark_read("kv")
         self.state.kv = message.kv
-        if self.active_view == "kv":
-            self.view("kv").show(self.state)
+        self._redraw_if_shown("kv")
 
     @on(m.AuditLoaded)
     @while_running
     def _audit_loaded(self, message: m.AuditLoaded) -> None:
         self.mark_read("audit")
         self.state.audit = message.actions
-        if self.active_view == "audit":
-            self.view("audit").show(self.state)
+        self._redraw_if_shown("audit")
 
     @on(m.ReadRefused)
     @while_running
@@ -133,8 +132,7 @@ class DashboardUpdates(DashboardFrame):
         self.mark_read(message.what)  # an answer all the same: what it shows is not stale
         if message.what == DOOR:
             self.state.door = None
-            if self.active_view == "tenants":
-                self.view("tenants").show(self.state)
+            self._redraw_if_shown("tenants")
         elif message.what == TOOLS:
             self.state.tool_calls = None
             self.hide_tool_calls()

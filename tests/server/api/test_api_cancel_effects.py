@@ -12,11 +12,9 @@ quota ends the program get the quota's 403, streamed or not.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ import pytest
 from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.server.gateway import GatewayConfig, GatewayExtension
+from tests.loopback_executor import LoopbackExecutor, serving
 from tests.server.api.background import call_tool_in_background
 from tests.server.api.harness import LiveServer, chat_body, gateway_server, make_config, wait_until
 from tests.server.gateway.helpers import tool_body
@@ -34,54 +33,12 @@ from tests.server.gateway.helpers import tool_body
 WRITE_S = 1.5
 
 
-class _Downstream(ThreadingHTTPServer):
-    """A loopback ``http`` tool executor that answers every POST after ``delay_s`` with
-    ``status`` and a JSON body: a slow write that commits (2xx) or fails."""
-
-    daemon_threads = True
-
-    def __init__(self, delay_s: float, status: int) -> None:
-        super().__init__(("127.0.0.1", 0), _SlowHandler)
-        self.delay_s = delay_s
-        self.status = status
-        self.requests = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/write"
-
-
-class _SlowHandler(BaseHTTPRequestHandler):
-    server: _Downstream
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.server.requests += 1
-        time.sleep(self.server.delay_s)
-        body = json.dumps({"written": self.server.status < 300}).encode()
-        try:
-            self.send_response(self.server.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the gateway hung up: it interrupted a read-only call
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # quiet: the test reads what it needs from the server's side
-
-
 @contextmanager
-def _downstream(delay_s: float = WRITE_S, status: int = 200) -> Iterator[_Downstream]:
-    served = _Downstream(delay_s, status)
-    thread = threading.Thread(target=served.serve_forever, daemon=True)
-    thread.start()
-    try:
+def _downstream(delay_s: float = WRITE_S, status: int = 200) -> Iterator[LoopbackExecutor]:
+    """A slow write downstream: answers every POST after ``delay_s`` with ``status``, one
+    that commits (2xx) or fails."""
+    with serving(LoopbackExecutor(lambda: time.sleep(delay_s), status=status)) as served:
         yield served
-    finally:
-        served.shutdown()
-        served.server_close()
 
 
 def _gateway_server(db: Path) -> LiveServer:
@@ -106,7 +63,7 @@ def _register(c: httpx.Client, url: str, *, side_effect: bool) -> str:
 
 @contextmanager
 def _served_tool(
-    db: Path, downstream: _Downstream, *, side_effect: bool
+    db: Path, downstream: LoopbackExecutor, *, side_effect: bool
 ) -> Iterator[tuple[LiveServer, httpx.Client, str]]:
     """A ready server with the gateway, a tenant's client of it, and the tool that tenant
     registered on ``downstream`` (see :func:`_register`)."""

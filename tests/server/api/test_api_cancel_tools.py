@@ -21,6 +21,7 @@ import pytest
 
 from agentconsole.scheduler.events import EventKind
 from agentconsole.server.gateway.runner import Runner, RunningTool
+from tests.loopback_executor import LoopbackExecutor
 from tests.server.api.background import (
     HeldCommits,
     call_tool_in_background,
@@ -29,7 +30,6 @@ from tests.server.api.background import (
 )
 from tests.server.api.harness import LiveServer, node_view
 from tests.server.api.test_api_cancel_effects import (
-    _Downstream,
     _downstream,
     _hub_events,
     _register,
@@ -42,7 +42,7 @@ CANCELS = {"program": "/v1/programs/p/cancel", "node": "/v1/programs/p/nodes/t1/
 @contextmanager
 def _read_tool(
     db: Path, delay_s: float = 0.1, *, side_effect: bool = False
-) -> Iterator[tuple[LiveServer, httpx.Client, Runner, _Downstream, str]]:
+) -> Iterator[tuple[LiveServer, httpx.Client, Runner, LoopbackExecutor, str]]:
     """A ready server, a tenant's client, the gateway's runner, a loopback tool answering after
     ``delay_s``, the tool registered on it (read-only unless ``side_effect``); program ``p``
     is created."""

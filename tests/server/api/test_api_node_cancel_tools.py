@@ -17,11 +17,11 @@ from pathlib import Path
 import httpx
 
 from agentconsole.scheduler.events import EventKind
+from tests.loopback_executor import LoopbackExecutor
 from tests.server.api.background import ARGUMENTS, call_tool_in_background, served_with_runner
 from tests.server.api.harness import LiveServer, chat_body, node_view, wait_until
 from tests.server.api.test_api_cancel_effects import (
     WRITE_S,
-    _Downstream,
     _downstream,
     _hub_events,
     _register,
@@ -50,7 +50,7 @@ def _model_asks(c: httpx.Client, pid: str, tool: str) -> tuple[str, str]:
 @contextmanager
 def _model_asked(
     db: Path, delay_s: float = WRITE_S
-) -> Iterator[tuple[LiveServer, httpx.Client, _Downstream, str, str, str]]:
+) -> Iterator[tuple[LiveServer, httpx.Client, LoopbackExecutor, str, str, str]]:
     """A ready server, a tenant's client, a loopback read answering after ``delay_s``, the
     read-only tool registered on it, and program ``m`` whose model asked for that tool: its
     call's id and the server's node for it (:func:`_model_asks`)."""
