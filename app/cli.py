@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from agentconsole import __version__
+from agentconsole.kvtiers.tiers import HOST_WRITE_POLICIES, WRITE_THROUGH
 from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY, available_tool_wait_policies
 from agentconsole.scheduler.composition import DEFAULT_MAX_DECODE_PASSES
 from agentconsole.scheduler.policies import DEFAULT_POLICY
@@ -109,6 +110,15 @@ def main() -> None:
     default=True,
     show_default=True,
     help="Host-DRAM KV tier (HiCache); without it evicted KV is recomputed.",
+)
+@click.option(
+    "--host-write-policy",
+    type=click.Choice(HOST_WRITE_POLICIES),
+    default=WRITE_THROUGH,
+    show_default=True,
+    help="When the host tier gets its copy (SGLang's --hicache-write-policy): write_through"
+    " copies each node as it is computed, write_back when it is evicted (the evicting call"
+    " waits for the copy).",
 )
 @click.option(
     "--holds/--no-holds",

@@ -28,6 +28,14 @@ class Tier(IntEnum):
 #: Every tier, fastest first (index ``i`` holds ``Tier(i)``).
 ALL_TIERS: tuple[Tier, ...] = (Tier.HBM, Tier.DRAM, Tier.DISK)
 
+#: When HBM's KV is copied to the host tier, by SGLang's names (``--hicache-write-policy``):
+#: ``write_through``, SGLang's default, copies every node as it is inserted (HBM's KV then has
+#: a copy on DRAM, which takes DRAM's room); ``write_back`` copies a node when it is evicted,
+#: and the engine runs no pass until the copy is done
+WRITE_THROUGH = "write_through"
+WRITE_BACK = "write_back"
+HOST_WRITE_POLICIES: tuple[str, ...] = (WRITE_THROUGH, WRITE_BACK)
+
 
 @dataclass(frozen=True, slots=True)
 class TierSpec:

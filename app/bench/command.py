@@ -130,6 +130,7 @@ def run_bench(**opts: Any) -> None:
         replicas=opts["replicas"],
         routing=opts["routing"],
         host_tier=opts["host_tier"],
+        host_write_policy=opts["host_write_policy"],
         holds=opts["holds"],
         rank_aware_steps=opts["rank_aware_steps"],
         defer_prefill_steps=opts["defer_prefill_steps"],

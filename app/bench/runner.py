@@ -12,6 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from agentconsole.kvtiers.tiers import WRITE_THROUGH
 from agentconsole.sample_traces.codec import load_trace
 from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.sample_traces.generator import generate
@@ -104,6 +105,9 @@ class BenchSetup:
     #: what ``serve --dp N`` does, or ``round-robin``, SGLang's own data-parallel default
     routing: str = "affinity"
     host_tier: bool = True
+    #: when the host tier gets its copy (``EngineConfig.host_write_policy``, SGLang's
+    #: ``--hicache-write-policy``; its default, ``write_through``, is what serve configures)
+    host_write_policy: str = WRITE_THROUGH
     #: program-aware mechanisms (section 2b of docs/BENCHMARKS.md): queued-call holds (off by
     #: default) and the program admission gate (on)
     holds: bool = False
@@ -169,6 +173,7 @@ def engine_config(setup: BenchSetup, baseline: Baseline | None = None) -> Engine
             setup.defer_prefill_steps if baseline is None or baseline.defer_prefill else 0
         ),
         hold_queued_context=holds,
+        host_write_policy=setup.host_write_policy,
         prefix_cache=get_prefix_cache(mode),
         cross_model=get_cross_model(
             setup.cross_model_kv if baseline is None else baseline.cross_model_kv

@@ -43,5 +43,7 @@ def test_engine_arguments_are_server_args_fields(tmp_path: Path) -> None:
     gpu = engine_kwargs(EngineSettings(model_path=tmp_path, device="cuda", hicache_size_gb=64))
     assert set(gpu) <= fields, set(gpu) - fields
     assert (gpu["enable_hierarchical_cache"], gpu["hicache_size"]) == (True, 64)
+    # the host tier bench models by default (kvtiers.tiers.WRITE_THROUGH), named explicitly
+    assert gpu["hicache_write_policy"] == "write_through"
     with pytest.raises(ValueError, match="HiCache needs a CUDA GPU"):
         engine_kwargs(EngineSettings(model_path=tmp_path, hicache_size_gb=8))

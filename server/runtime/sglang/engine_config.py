@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentconsole.kvtiers.tiers import WRITE_THROUGH
 from agentconsole.server.runtime.sglang import retention, symbols
 from agentconsole.server.runtime.sglang.control import STATE_DIR_ENV
 from agentconsole.server.runtime.sglang.processes import on_sigquit
@@ -118,9 +119,15 @@ def engine_kwargs(settings: EngineSettings) -> dict[str, Any]:
     elif settings.max_total_tokens is not None:
         kw["max_total_tokens"] = settings.max_total_tokens
     if settings.hicache_size_gb is not None:
-        # SGLang's default write-through policy: a node is on host before it can be evicted,
-        # so evicting a marked node demotes it
-        kw.update(enable_hierarchical_cache=True, hicache_size=settings.hicache_size_gb)
+        # write-through (SGLang's default, named so that bench's host tier stays the one
+        # serve runs): a node is on host before it can be evicted, so evicting a marked node
+        # demotes it, and no eviction stops the engine for a copy as write-back's does
+        # (docs/BENCHMARKS.md 2l)
+        kw.update(
+            enable_hierarchical_cache=True,
+            hicache_size=settings.hicache_size_gb,
+            hicache_write_policy=WRITE_THROUGH,
+        )
     kw.update(settings.overrides)
     return kw
 

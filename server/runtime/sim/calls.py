@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum, auto
 
 from agentconsole.kvtiers.node import Block, Node
+from agentconsole.kvtiers.tiers import HOST_WRITE_POLICIES, WRITE_THROUGH
 from agentconsole.scheduler.composition import DEFAULT_MAX_DECODE_PASSES
 from agentconsole.scheduler.events import Scalar
 from agentconsole.scheduler.ticket import CallTicket
@@ -55,6 +56,8 @@ class EngineConfig:
     hbm_kv_tokens: int | None = None
     #: host DRAM tier for demoted/offloaded KV (HiCache); 0 disables the tier
     host_kv_tokens: int | None = None
+    #: when HBM's KV is copied to the host tier (``kvtiers.tiers.HOST_WRITE_POLICIES``)
+    host_write_policy: str = WRITE_THROUGH
     eviction: str = "retention"
     #: under a program-aware policy, hold a queued call's cached context until it is admitted
     #: (``EngineKv.hold_queued``; request-level policies never do). Off by default: with the
@@ -73,6 +76,13 @@ class EngineConfig:
     #: longest run of fused decode steps (bounds the error of the closed form's averaging)
     max_fused_decode_steps: int = 64
     stats_interval_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.host_write_policy not in HOST_WRITE_POLICIES:
+            raise ValueError(
+                f"host_write_policy must be one of {', '.join(HOST_WRITE_POLICIES)}, "
+                f"not {self.host_write_policy!r}"
+            )
 
 
 @dataclass(slots=True, eq=False)

@@ -175,6 +175,8 @@ class SimEngine:
             for call, entry in self._moving_ranks.values():
                 call.rank = rank_at(entry, now)
         self._admit(now)
+        if self.kv.blocked_until > now:
+            return self.kv.blocked_until  # no pass runs until a write-back's copies are done
         wake = self._finish_loading(now) if self._loading else None
         until = wake if wake is not None else math.inf
         prefilling, decoding = self._prefilling.values(), self._decoding.values()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from agentconsole.kvtiers.node import Block, Node
 from agentconsole.kvtiers.prefix_index import PrefixIndex
 from agentconsole.kvtiers.results import InsertResult, KVMove
-from agentconsole.kvtiers.tiers import Tier, TierModel
+from agentconsole.kvtiers.tiers import WRITE_THROUGH, Tier, TierModel
 from agentconsole.scheduler.events import Event, EventKind, EventSink
 from agentconsole.scheduler.runtime import CacheAction
 from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
@@ -25,11 +25,11 @@ from agentconsole.server.runtime.sim.recentkeys import RecentKeys
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """What admitting a call found: ``ready_at`` (after the write-back of what its admission
+    """What admitting a call found: ``ready_at`` (after any write-back of what its admission
     evicted to DRAM and any reload from DRAM), the prefix ``hit_tokens``, the ``reload_tokens``
     moved back to HBM, the ``recompute_tokens`` that were computed once and are gone, the
-    ``miss_tokens`` with no KV on the matched prefix, and the ``write_back_tokens`` it evicted
-    to DRAM.
+    ``miss_tokens`` with no KV on the matched prefix, and the ``write_back_tokens`` it copied
+    to DRAM on evicting them (write-back only).
 
     After a mid-prompt insertion (:class:`SuffixReuse`) the prefix cache mode reuses
     ``suffix.reused`` of those misses at a cost of ``suffix.correction`` prefilled tokens."""
@@ -101,13 +101,20 @@ class EngineKv:
         dram = config.host_kv_tokens
         if dram is None:
             dram = cost.dram_kv_capacity_tokens()
+        hbm = (
+            config.hbm_kv_tokens
+            if config.hbm_kv_tokens is not None
+            else cost.hbm_kv_capacity_tokens(config.mem_fraction_static)
+        )
+        self.write_through = config.host_write_policy == WRITE_THROUGH
+        if self.write_through:
+            # every node is copied to DRAM when inserted and keeps its copy while on HBM
+            # (SGLang backs a node up at its first hit, write_through_threshold 1), so the
+            # DRAM tier's room for KV only DRAM holds is what HBM's copies leave
+            dram = max(dram - hbm, 0)
         self.tiers = TierModel.build(
             kv_bytes_per_token=cost.kv_bytes_per_token,
-            hbm_tokens=(
-                config.hbm_kv_tokens
-                if config.hbm_kv_tokens is not None
-                else cost.hbm_kv_capacity_tokens(config.mem_fraction_static)
-            ),
+            hbm_tokens=hbm,
             dram_tokens=dram,
             dram_bandwidth=cost.gpu.host_link_bw * cost.tp,
         )
@@ -123,6 +130,10 @@ class EngineKv:
         self._offloaded: dict[str, list[Node]] = {}
         self._computed = RecentKeys(config.computed_keys_kept)
         self._link_free_at = 0.0
+        #: until when the engine runs no pass: a write-back eviction's copies must reach the
+        #: host first (SGLang's ``_evict`` ends in a blocking ``writing_check(write_back=True)``
+        #: on its scheduler thread, so every call waits, not only the one that evicted)
+        self.blocked_until = 0.0
 
     # -- admission and release ----------------------------------------------------------------
     def admit(self, call: SimCall, now: float, *, reclaim_retained: bool) -> Admission | None:
@@ -133,7 +144,8 @@ class EngineKv:
         Eviction spares KV softly retained for a program in tool wait (its priority is in the
         future) unless ``reclaim_retained``: new work waits instead of destroying the context
         of work in flight; retention deadlines bound the wait. What it evicts to DRAM is
-        written back over the host link before it starts (HiCache write-back)."""
+        written back over the host link before it starts under write-back; written through,
+        it was copied when inserted (:meth:`_copied_on_eviction`)."""
         index = self.index
         found = index.match(call.ticket.tenant, call.blocks, now)
         index.lock(found.path)
@@ -156,11 +168,8 @@ class EngineKv:
             return None
         evicted = [m for m in moved.moves if m.evicted]
         self._emit_evictions(evicted, now)
-        # SGLang's write_back backs a victim up synchronously when evicting it
-        # (UnifiedRadixCache.backup_node_for_write_back, writing_check(write_back=True)):
-        # the evicting call waits for the copy, and a reload queues behind it
-        written = self._write_back_tokens(evicted)
-        ready_at = self._transfer(now, written) if written else now
+        written = self._copied_on_eviction(evicted)
+        ready_at = self._write_back(now, written) if written else now
         if slow:
             ready_at = self._transfer(now, moved.moved_tokens)
             self._emit(now, EventKind.KV_RELOADED, call.ticket.program_id, moved.moved_tokens)
@@ -252,15 +261,15 @@ class EngineKv:
     def insert(self, tenant: str, blocks: list[Block], owner: str, now: float) -> InsertResult:
         """Cache a computed context (evictable) and remember its blocks as computed; evicts only
         if the call's released reservation was not enough, e.g. after sharing blocks changed
-        (what it evicts to DRAM is written back over the host link)."""
+        (what it evicts to DRAM under write-back is copied over the host link)."""
         inserted = self.index.insert(tenant, blocks, now, owner=owner)
         if not inserted.complete:
             need = sum(b.tokens for b in blocks[len(inserted.path) :])
             evicted = self.index.make_room(Tier.HBM, need, now).moves
             self._emit_evictions(evicted, now)
-            written = self._write_back_tokens(evicted)
-            if written:  # no call waits for it, but later copies queue behind it
-                self._transfer(now, written)
+            written = self._copied_on_eviction(evicted)
+            if written:
+                self._write_back(now, written)
             inserted = self.index.insert(tenant, blocks, now, owner=owner)
         self._computed.update(b.key for b in blocks)
         return inserted
@@ -281,7 +290,8 @@ class EngineKv:
         if action is CacheAction.OFFLOAD:
             moved = self.index.move(nodes, Tier.DRAM, now)
             if moved.moved_tokens:
-                self._transfer(now, moved.moved_tokens)
+                if not self.write_through:  # written through, the copy is on DRAM already
+                    self._transfer(now, moved.moved_tokens)
                 self._emit(now, EventKind.KV_OFFLOADED, program_id, moved.moved_tokens)
             # soft-retained on DRAM for ``retain_s``, as the tool-wait policies price an
             # offload and the door counts it as kept: demotions from HBM do not push it out
@@ -339,11 +349,26 @@ class EngineKv:
                 self._retained_tokens -= standing.tokens
         return self._retained_tokens
 
-    @staticmethod
-    def _write_back_tokens(evicted: list[KVMove]) -> int:
-        """Tokens an eviction demoted from HBM: what it copies to DRAM over the host link
-        (drops, and demotions between slower tiers, cross no host link)."""
+    def _copied_on_eviction(self, evicted: list[KVMove]) -> int:
+        """Tokens an eviction must copy to DRAM over the host link before its room is free.
+
+        Write-back: what it demoted from HBM (SGLang backs a victim up synchronously when
+        evicting it, ``backup_node_for_write_back`` then ``writing_check(write_back=True)``;
+        drops, and demotions between slower tiers, cross no host link). Write-through: none;
+        each node was copied when inserted, on SGLang's write stream, device to host, while
+        reloads go host to device on their own stream. Those copies are not timed: the
+        link's device-to-host direction carries them at a small share of its bandwidth
+        (an 8B model on an H200 computes at most ~30K tokens/s of 128 KiB each: ~4 GB/s of 55)."""
+        if self.write_through:
+            return 0
         return sum(m.tokens for m in evicted if m.src is Tier.HBM and m.dst is not None)
+
+    def _write_back(self, now: float, tokens: int) -> float:
+        """Copy ``tokens`` an eviction demoted to DRAM, blocking the engine until they are
+        there (:attr:`blocked_until`); when the copy ends."""
+        done = self._transfer(now, tokens)
+        self.blocked_until = max(self.blocked_until, done)
+        return done
 
     def _transfer(self, now: float, tokens: int) -> float:
         """Queue a copy of ``tokens`` on the host link (one copy at a time); when it ends."""

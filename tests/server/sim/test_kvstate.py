@@ -9,7 +9,7 @@ import math
 import time
 
 from agentconsole.kvtiers.node import Block, Node
-from agentconsole.kvtiers.tiers import Tier
+from agentconsole.kvtiers.tiers import WRITE_BACK, Tier
 from agentconsole.scheduler.events import EventKind, EventLog
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.runtime import CacheAction
@@ -151,7 +151,8 @@ def test_serve_s_simulated_runtime_releases_a_keep_when_the_program_ends() -> No
 
 
 def test_offloads_and_reloads_share_one_host_link() -> None:
-    kv, log = _kv()
+    log = EventLog()
+    kv = EngineKv(COST, EngineConfig(host_write_policy=WRITE_BACK), log)
     a, b = [Block("a", 40_000)], [Block("b", 40_000)]
     for name, blocks in (("pa", a), ("pb", b)):
         kv.insert("t", blocks, name, 0.0)

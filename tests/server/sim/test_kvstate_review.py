@@ -1,13 +1,14 @@
-"""The simulated engine's KV after the review (items 1, 3, 5, 6): what an admission evicts to
-DRAM is written back over the host link first, offloaded KV is soft-retained on DRAM, a call
-turned away evicts nothing, and a reload swaps with its victim instead of dropping it."""
+"""The simulated engine's KV after the review (items 1, 3, 5, 6): under write-back, what an
+admission evicts to DRAM is written back over the host link first; offloaded KV is
+soft-retained on DRAM, a call turned away evicts nothing, and a reload swaps with its victim
+instead of dropping it."""
 
 from __future__ import annotations
 
 import math
 
 from agentconsole.kvtiers.node import Block, Node
-from agentconsole.kvtiers.tiers import Tier
+from agentconsole.kvtiers.tiers import WRITE_BACK, Tier
 from agentconsole.scheduler.events import EventLog
 from agentconsole.scheduler.runtime import CacheAction
 from agentconsole.scheduler.ticket import CallTicket
@@ -19,7 +20,8 @@ COST = preset("H200-141GB", "llama-3.1-8b", 1)
 
 
 def _kv(hbm: int = 100, dram: int = 100) -> EngineKv:
-    return EngineKv(COST, EngineConfig(hbm_kv_tokens=hbm, host_kv_tokens=dram), EventLog())
+    config = EngineConfig(hbm_kv_tokens=hbm, host_kv_tokens=dram, host_write_policy=WRITE_BACK)
+    return EngineKv(COST, config, EventLog())
 
 
 def _call(program: str, blocks: list[Block], output: int = 10) -> SimCall:
