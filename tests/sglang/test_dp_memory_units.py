@@ -96,14 +96,15 @@ def test_a_programs_memory_is_its_ranks_and_the_whole_runtimes_is_every_ranks(
         hbm_capacity_tokens=CAPACITY,
         free_tokens=CAPACITY - 2_000,
         batch_slots=8,
-        dram_capacity_tokens=HOST,
+        # written through, as serve runs HiCache: the host pool's room beyond its copies
+        dram_capacity_tokens=HOST - CAPACITY,
         kv_bytes_per_token=2.0,
     )
     assert (busy.queued_calls, busy.running_calls, busy.queued_tokens) == (12, 8, 72_000.0)
     assert (busy.free_tokens, busy.evictable_tokens, busy.protected_tokens) == (1_000, 500, 400)
     # the whole runtime: every rank summed (the program door sizes new programs by it)
     assert whole.hbm_capacity_tokens == 2 * CAPACITY
-    assert whole.dram_capacity_tokens == 2 * HOST
+    assert whole.dram_capacity_tokens == 2 * (HOST - CAPACITY)
     assert whole.free_tokens == idle.free_tokens + busy.free_tokens
     assert whole.queued_calls == 12
     assert whole.running_calls == 8
@@ -144,6 +145,17 @@ def test_one_rank_answers_the_same_for_every_program(tmp_path: Path) -> None:
     assert runtime.router is None
     assert runtime.memory("p") == runtime.memory() == runtime.memory(None)
     assert runtime.memory().queued_calls == 12
+
+
+def test_a_host_tier_written_back_is_all_room_of_its_own(tmp_path: Path) -> None:
+    """``engine_args`` choosing SGLang's ``write_back``: the host pool holds no copies of the
+    device pool, so all of it is room; written through (serve's default) it is the rest."""
+    assert _sglang(tmp_path, dp=1).memory().dram_capacity_tokens == HOST - CAPACITY
+    overrides = {"hicache_write_policy": "write_back"}
+    settings = EngineSettings(model_path=tmp_path, overrides=overrides)
+    runtime = SGLangRuntime(settings, state_dir=tmp_path)  # a new runtime clears the state
+    write_json_atomic(tmp_path / rank_file(STATUS_FILE, None), _busy().to_json())
+    assert runtime.memory().dram_capacity_tokens == HOST
 
 
 def test_runtime_view_passes_the_program_through(tmp_path: Path) -> None:
@@ -208,7 +220,7 @@ def test_the_tool_wait_decision_on_an_idle_rank_is_benchs(tmp_path: Path) -> Non
         hbm_capacity_tokens=CAPACITY,
         free_tokens=CAPACITY - 2_000,
         batch_slots=8,
-        dram_capacity_tokens=HOST,
+        dram_capacity_tokens=HOST - CAPACITY,
         kv_bytes_per_token=2.0,
     )
     bench = _tool_wait_decision(_Contexts(replica))

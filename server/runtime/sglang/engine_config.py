@@ -132,6 +132,12 @@ def engine_kwargs(settings: EngineSettings) -> dict[str, Any]:
     return kw
 
 
+def host_written_through(settings: EngineSettings) -> bool:
+    """Whether the engine's host tier, if it has one, is written through (serve names SGLang's
+    ``write_through`` unless ``engine_args`` chose another policy)."""
+    return bool(settings.overrides.get("hicache_write_policy", WRITE_THROUGH) == WRITE_THROUGH)
+
+
 def engine_env(settings: EngineSettings, state_dir: Path) -> dict[str, str | None]:
     """Environment for the engine's processes (None = unset). The adapter applies it only
     while the engine is being constructed: spawned children inherit it, the server keeps its

@@ -9,9 +9,10 @@ second old), and the adapter's own memory of each program's last context (``cont
   what the ``agentconsole`` eviction strategy keeps for programs in tool wait; the queued
   demand is the prompt tokens of calls waiting in SGLang plus those the adapter holds that
   SGLang has not registered yet; with HiCache (GPU only, untested here) the host tier's
-  capacity. With data-parallel ranks, every rank's summed; ``memory(program_id)``: the rank
-  the program last ran on alone (the driver's tool-wait and parking decisions, as
-  ``bench --replicas`` decides them on the program's replica).
+  room beyond its copies of the device pool when it is written through, as serve runs it
+  (``engine_config.host_written_through``). With data-parallel ranks, every rank's summed;
+  ``memory(program_id)``: the rank the program last ran on alone (the driver's tool-wait and
+  parking decisions, as ``bench --replicas`` decides them on the program's replica).
 * ``context_of()``: the program's last context as resident now, split into its exclusive
   suffix (private) and a prefix other sequences share, as the plugin measured it.
 * ``probe()``: the common prefix of the prompt with the program's last context (the prompt's
@@ -50,7 +51,7 @@ from agentconsole.server.runtime.prefixcredit import credited_prefix
 from agentconsole.server.runtime.sglang import wire
 from agentconsole.server.runtime.sglang.contexts import LastContext, ResidentOf
 from agentconsole.server.runtime.sglang.dataparallel import routed_calls
-from agentconsole.server.runtime.sglang.engine_config import EngineSettings
+from agentconsole.server.runtime.sglang.engine_config import EngineSettings, host_written_through
 from agentconsole.server.runtime.sglang.lastcalls import LastCalls
 from agentconsole.server.runtime.sglang.rank_status import RankFiles
 from agentconsole.server.runtime.sglang.ranks import RankRouter
@@ -140,6 +141,11 @@ class KVView:
         waiting_here = [c for c in pending if c.rid not in known]  # being tokenized or held
         queued = sum(q.prompt_tokens for q in status.queued)
         queued += sum(_prompt_tokens(c) for c in waiting_here)
+        host = status.host_capacity_tokens
+        if host > 0 and host_written_through(self.settings):
+            # the host pool holds a copy of the device pool's KV: its room is the rest, as
+            # the simulated host tier counts it
+            host = max(host - status.kv_capacity_tokens, 0)
         return MemoryView(
             hbm_capacity_tokens=status.kv_capacity_tokens,
             free_tokens=max(status.kv_capacity_tokens - status.kv_used_tokens, 0),
@@ -150,7 +156,7 @@ class KVView:
             queued_calls=len(status.queued) + len(waiting_here),
             running_calls=len(status.running),
             batch_slots=status.batch_slots,
-            dram_capacity_tokens=status.host_capacity_tokens,
+            dram_capacity_tokens=host,
             kv_bytes_per_token=float(status.kv_bytes_per_token or 1),
             engines=engines,
         )
