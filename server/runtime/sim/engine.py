@@ -325,9 +325,11 @@ class SimEngine:
             if head is None:
                 break
             call = self.calls[head.ticket.call_id]
-            # softly retained KV yields to a tenant below its fair share, and to any call
-            # when nothing runs at all: an idle GPU never waits for a program's tool
-            reclaim = head.tier == TIER_UNDERSERVED or not self.running
+            # retained KV is evicted last but for any call, as the plugin's eviction strategy
+            # does in SGLang (it orders victims and holds no call back). Only bench's queued-
+            # call holds, which serve does not have, make new work wait for held and retained
+            # KV, but for a tenant below its fair share or an idle GPU
+            reclaim = not self._holds or head.tier == TIER_UNDERSERVED or not self.running
             if len(self.running) < self.config.max_running_requests and self._start(
                 call, now, reclaim_retained=reclaim
             ):

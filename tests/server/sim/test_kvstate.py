@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 import time
 
+import pytest
+
 from agentconsole.kvtiers.node import Block, Node
 from agentconsole.kvtiers.tiers import WRITE_BACK, Tier
 from agentconsole.scheduler.events import EventKind, EventLog
@@ -139,6 +141,30 @@ def test_the_engine_releases_a_keep_when_the_program_s_next_call_arrives() -> No
     assert engine.kv.retained_tokens(1.0) == 20_000
     engine.submit(_call("p", [Block("ctx", 20_000), Block("turn", 100)]), 5.0)
     assert engine.kv.retained_tokens(5.0) == 0
+
+
+@pytest.mark.parametrize("holds", [False, True])
+def test_new_work_evicts_retained_kv_last_but_waits_for_it_only_under_holds(holds: bool) -> None:
+    """As the plugin's eviction strategy in SGLang: a kept context goes after every other
+    node, and a call that needs its room takes it (a busy engine holds no call back for a
+    program's tool). Only bench's queued-call holds (``hold_queued_context``, not a serve
+    mechanism) make the call wait for the retention instead."""
+    config = EngineConfig(hbm_kv_tokens=40_000, host_kv_tokens=0, hold_queued_context=holds)
+    engine = SimEngine(COST, get_policy("cp-cache"), EventLog(), config=config)
+    engine.submit(_call("busy", [Block("busy", 5_000)], output=10_000), 0.0)
+    kept = _kept(engine.kv, 60.0, now=0.0, tokens=20_000)
+    end = engine.plan(0.0)
+    while end is not None and end < 0.5:  # its prefill, then a long decode keeps it busy
+        engine.complete(end)
+        end = engine.plan(end)
+    engine.submit(_call("q", [Block("new", 8_000)]), 0.5)  # 5,000 free: needs the kept room
+    end = engine.interrupt(0.5) or end
+    assert end is not None
+    engine.complete(end)
+    engine.plan(end)
+    admitted = "q/n/1" in engine.running
+    assert admitted is not holds
+    assert kept[0].dead is not holds
 
 
 def test_serve_s_simulated_runtime_releases_a_keep_when_the_program_ends() -> None:
