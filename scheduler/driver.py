@@ -64,6 +64,17 @@ IDLE_GRACE_S = 5.0
 DOOR_MEMORY_SHARE = 0.9
 
 
+class SettleFailed(Exception):
+    """A decision of :meth:`ProgramDriver.settle` raised (the cause is chained): ``actions``
+    are those decided before it, still to be carried out; ``program_id`` is the program
+    whose decision failed. The programs after it are decided at the next settle."""
+
+    def __init__(self, program_id: str, actions: list[Action]) -> None:
+        super().__init__(f"the decision for program {program_id!r} failed")
+        self.program_id = program_id
+        self.actions = actions
+
+
 @dataclass(slots=True)
 class _Flight:
     """What of a program is in the engine or out at a tool right now."""
@@ -385,9 +396,12 @@ class ProgramDriver:
 
     def nodes_cancelled(self, program_id: str, node_ids: Iterable[str]) -> None:
         """Nodes of a running program were cancelled (a node cancel): their tools hold the
-        program in no tool wait any more (its calls leave with their aborts' ``call_ended``)."""
+        program in no tool wait any more (its calls leave with their aborts' ``call_ended``),
+        and its wait is decided again at the next :meth:`settle` from the tools still running
+        (the wait decided may have been a cancelled tool's, due back after theirs)."""
         flight = self._flights.get(program_id)
         if flight is not None:
+            flight.decided_until = None
             self._leave_tool_wait(program_id, flight, node_ids)
 
     def no_longer_waits_on(self, program_id: str, node_id: str) -> None:
@@ -484,25 +498,35 @@ class ProgramDriver:
     def settle(self, view: EngineView, now: float) -> list[Action]:
         """Decide for the programs whose events came in since the last call: a program that
         now waits on tools only gets a tool-wait decision (see :meth:`_tool_wait`), one with
-        nothing in flight counts at the door only for the idle grace."""
+        nothing in flight counts at the door only for the idle grace. A decision that raises
+        ends it in :class:`SettleFailed`, which carries the actions decided before it."""
         if not self._dirty:
             return []
         actions: list[Action] = []
-        dirty, self._dirty = self._dirty, {}
-        for program_id in dirty:
-            program = self.controller.programs.get(program_id)
-            flight = self._flights.get(program_id)
-            if program is None or program.state.terminal or flight is None or flight.calls:
-                continue
-            if not (program.completed_calls or flight.ended_calls):
-                continue  # its first call is still to come: it counts as admitted, for it
-            if flight.tools:
-                if self.program_aware:
-                    actions += self._tool_wait(program_id, flight, view, now)
-                continue
-            grace = now + self.idle_grace_s
-            actions += self._started(self.door.step_out(program_id, grace, now), now)
+        dirty, self._dirty = list(self._dirty), {}
+        for i, program_id in enumerate(dirty):
+            try:
+                actions += self._settle_one(program_id, view, now)
+            except Exception as failure:
+                # what was decided still has to be carried out (a start skipped would leave
+                # programs at the door), and the programs after this one are decided next
+                # time; the failed one is not retried, or it would fail first every time
+                self._dirty = {**dict.fromkeys(dirty[i + 1 :]), **self._dirty}
+                raise SettleFailed(program_id, actions) from failure
         return actions
+
+    def _settle_one(self, program_id: str, view: EngineView, now: float) -> list[Action]:
+        """:meth:`settle`'s decision for one program whose events came in."""
+        program = self.controller.programs.get(program_id)
+        flight = self._flights.get(program_id)
+        if program is None or program.state.terminal or flight is None or flight.calls:
+            return []
+        if not (program.completed_calls or flight.ended_calls):
+            return []  # its first call is still to come: it counts as admitted, for it
+        if flight.tools:
+            return self._tool_wait(program_id, flight, view, now) if self.program_aware else []
+        grace = now + self.idle_grace_s
+        return self._started(self.door.step_out(program_id, grace, now), now)
 
     def _tool_wait(
         self, program_id: str, flight: _Flight, view: EngineView, now: float

@@ -45,7 +45,7 @@ from agentconsole.scheduler.actions import (
 from agentconsole.scheduler.controller import ABANDONED, ProgramController
 from agentconsole.scheduler.dag import descendants
 from agentconsole.scheduler.door import DOOR_ON_BY_DEFAULT
-from agentconsole.scheduler.driver import DOOR_MEMORY_SHARE, ProgramDriver
+from agentconsole.scheduler.driver import DOOR_MEMORY_SHARE, ProgramDriver, SettleFailed
 from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.policies import DEFAULT_POLICY, Policy, get_policy
@@ -248,14 +248,24 @@ class ProgramService:
     def settle(self, actions: list[Action] | None = None) -> None:
         """Let the driver decide what the events just reported changed, and carry out those
         actions and ``actions`` (asynchronous ones in the background)."""
-        now = time.time()
-        todo = [*(actions or ()), *self.driver.settle(self.view, now)]
+        todo = [*(actions or ()), *self._decided(time.time())]
         if todo:
             self.spawn(self.apply(todo))
 
     async def settled(self, actions: list[Action] | None = None) -> None:
         """:meth:`settle`, returning once the actions are carried out."""
-        await self.apply([*(actions or ()), *self.driver.settle(self.view, time.time())])
+        await self.apply([*(actions or ()), *self._decided(time.time())])
+
+    def _decided(self, now: float) -> list[Action]:
+        """The driver's decisions for what the events just reported changed. One that fails
+        (a runtime's view raising, say) is logged, and the actions decided before it are
+        still carried out, as are those the caller brings: a start or an end dropped would
+        leave programs waiting at the door."""
+        try:
+            return self.driver.settle(self.view, now)
+        except SettleFailed as failed:
+            log.exception("deciding for program %s failed; the rest go on", failed.program_id)
+            return failed.actions
 
     async def apply(self, actions: list[Action]) -> None:
         """Carry out the driver's actions, in order: let programs through the door, apply

@@ -9,7 +9,7 @@ from agentconsole.kvtiers.advisor import ToolWaitAdvisor
 from agentconsole.kvtiers.toolwait import get_tool_wait_policy
 from agentconsole.scheduler.actions import CacheHint
 from agentconsole.scheduler.controller import CallUsage, ProgramController
-from agentconsole.scheduler.driver import ProgramDriver
+from agentconsole.scheduler.driver import ProgramDriver, SettleFailed
 from agentconsole.scheduler.estimators import ToolLatencyEstimator
 from agentconsole.scheduler.events import EventLog
 from agentconsole.scheduler.latency import LogNormal
@@ -100,9 +100,56 @@ def test_a_tool_whose_start_failed_leaves_the_wait_to_be_decided_again() -> None
     assert driver.retained["p"].until == pytest.approx(10.0 + hint.retain_s)
 
 
+def test_a_cancelled_tool_leaves_the_wait_to_be_decided_again() -> None:
+    """``b`` is cancelled (a node cancel): as with a failed start, the wait decided for it is
+    decided again for what is left of ``a``'s."""
+    driver, _, for_b = _waiting_on_two_tools()
+    driver.nodes_cancelled("p", ["b"])
+    (hint,) = [a for a in driver.settle(_View(), 10.0) if isinstance(a, CacheHint)]
+    assert hint.retain_s == pytest.approx(LATENCY.quantile(0.9) - 9.0, rel=1e-3)
+    assert hint.retain_s < for_b.retain_s
+
+
 def test_the_last_tool_whose_start_failed_ends_the_programs_kv_hold() -> None:
     driver, _, _ = _waiting_on_two_tools()
     driver.no_longer_waits_on("p", "b")
     driver.no_longer_waits_on("p", "a")
     assert "p" not in driver.retained
     assert not [a for a in driver.settle(_View(), 10.0) if isinstance(a, CacheHint)]
+
+
+class _FailingView(_View):
+    """A runtime view whose context of program ``broken`` cannot be read."""
+
+    def context(self, program_id: str, now: float) -> ProgramContext | None:
+        if program_id == "broken":
+            raise OSError("placement unreadable")
+        return super().context(program_id, now)
+
+
+def _waiting_on_a_tool(driver: ProgramDriver, controller: ProgramController, pid: str) -> None:
+    """Program ``pid``'s call ran and ended at 1 s beside a started tool: it waits on tools."""
+    controller.open_program(pid, "t", 0.0)
+    assert driver.arrive(pid, 2_000, 0, 0.0)
+    controller.add_node(pid, Node("n0", pid, NodeKind.LLM), 0.0)
+    ticket = driver.queue_call(pid, "n0", PrefixProbe(2_000), 0.0)
+    controller.start_node(pid, "n0", 0.0)
+    controller.add_node(pid, Node("t0", pid, NodeKind.TOOL, tool=ToolSpec("search")), 0.0)
+    driver.tool_started(pid, "t0", 0.5)
+    driver.call_ended(pid, "n0", ticket.call_id, 1.0, CallUsage(2_000, 0, 50, 0.1))
+
+
+def test_a_decision_that_fails_keeps_what_was_decided_and_the_rest_for_next_time() -> None:
+    controller, driver, _ = _calling()  # program p, its call still running
+    for pid in ("a", "broken", "c"):
+        _waiting_on_a_tool(driver, controller, pid)
+    with pytest.raises(SettleFailed) as failed:
+        driver.settle(_FailingView(), 1.0)
+    assert failed.value.program_id == "broken"
+    assert isinstance(failed.value.__cause__, OSError)
+    # a's hint was decided before the failure: it is handed over, not lost
+    assert [a.program_id for a in failed.value.actions if isinstance(a, CacheHint)] == ["a"]
+    # c was not reached: the next settle decides it; the failed one is not retried
+    hints = [a for a in driver.settle(_FailingView(), 1.0) if isinstance(a, CacheHint)]
+    assert [h.program_id for h in hints] == ["c"]
+    assert driver.settle(_FailingView(), 1.0) == []
