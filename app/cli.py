@@ -117,8 +117,8 @@ def main() -> None:
     default=WRITE_THROUGH,
     show_default=True,
     help="When the host tier gets its copy (SGLang's --hicache-write-policy): write_through"
-    " copies each node as it is computed, write_back when it is evicted (the evicting call"
-    " waits for the copy).",
+    " copies each node as it is computed, write_back when it is evicted (the engine runs no"
+    " pass until the copy is done).",
 )
 @click.option(
     "--holds/--no-holds",
