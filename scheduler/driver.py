@@ -65,14 +65,16 @@ DOOR_MEMORY_SHARE = 0.9
 
 
 class SettleFailed(Exception):
-    """A decision of :meth:`ProgramDriver.settle` raised (the cause is chained): ``actions``
-    are those decided before it, still to be carried out; ``program_id`` is the program
-    whose decision failed. The programs after it are decided at the next settle."""
+    """A decision of :meth:`ProgramDriver.settle` raised ``cause``: ``actions`` are those
+    decided before it, still to be carried out; ``program_id`` is the program whose decision
+    failed. The programs after it are decided at the next settle."""
 
-    def __init__(self, program_id: str, actions: list[Action]) -> None:
-        super().__init__(f"the decision for program {program_id!r} failed")
+    def __init__(self, program_id: str, actions: list[Action], cause: Exception) -> None:
+        super().__init__(f"the decision for program {program_id!r} failed: {cause!r}")
         self.program_id = program_id
         self.actions = actions
+        # set here: the compiled build does not keep a ``raise ... from``'s cause
+        self.__cause__ = cause
 
 
 @dataclass(slots=True)
@@ -512,7 +514,7 @@ class ProgramDriver:
                 # programs at the door), and the programs after this one are decided next
                 # time; the failed one is not retried, or it would fail first every time
                 self._dirty = {**dict.fromkeys(dirty[i + 1 :]), **self._dirty}
-                raise SettleFailed(program_id, actions) from failure
+                raise SettleFailed(program_id, actions, failure) from failure
         return actions
 
     def _settle_one(self, program_id: str, view: EngineView, now: float) -> list[Action]:

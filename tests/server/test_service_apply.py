@@ -49,7 +49,7 @@ class _DriverFails:
     """A driver whose decision for program ``broken`` failed after it decided ``ended``'s end."""
 
     def settle(self, view: object, now: float) -> list[Action]:
-        raise SettleFailed("broken", [ProgramEnded("ended")])
+        raise SettleFailed("broken", [ProgramEnded("ended")], OSError("placement unreadable"))
 
 
 def test_a_failed_decision_loses_neither_what_was_decided_nor_the_callers_actions(
