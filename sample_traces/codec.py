@@ -62,6 +62,7 @@ def _node(o: JsonObject) -> TraceNode:
             branch=branch,
             prompt_tokens=o.integer("prompt_tokens"),
             output_tokens=o.integer("output_tokens"),
+            max_tokens=o.opt_integer("max_tokens"),
             model=o.opt_string("model"),
             role=o.opt_string("role"),
             candidates=tuple(o.items("candidates", string_item, default=True)),
@@ -132,6 +133,7 @@ def _node_dict(node: TraceNode) -> dict[str, Any]:
         tail: dict[str, Any] = {
             "prompt_tokens": node.prompt_tokens,
             "output_tokens": node.output_tokens,
+            "max_tokens": node.max_tokens,
             "model": node.model,
             "role": node.role,
             "candidates": list(node.candidates) or None,  # written only when set

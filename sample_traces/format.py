@@ -149,6 +149,10 @@ class LLMNode:
     branch: Branch = Branch.MAIN
     prompt_tokens: int
     output_tokens: int
+    #: the most the agent let the call generate (its ``max_tokens``), when it said: a
+    #: scheduler may use it as a bound on the call's length; None: not declared (the length
+    #: is learned from the program's kind, never read from ``output_tokens``)
+    max_tokens: int | None = None
     model: str | None = None
     #: what the call does for its program (``planner``, ``verify``, ...), which a model
     #: selection rule or an operator pin may map to a model
@@ -162,6 +166,12 @@ class LLMNode:
         _check_id(self.id, "id")
         _check_count(self.prompt_tokens, "prompt_tokens")
         _check_count(self.output_tokens, "output_tokens", minimum=1)
+        if self.max_tokens is not None:
+            _check(
+                self.max_tokens >= self.output_tokens,
+                f"must be at least output_tokens ({self.output_tokens}), got {self.max_tokens}",
+                "max_tokens",
+            )
         if self.model is not None:
             _check(bool(self.model), "must not be empty", "model")
         if self.role is not None:

@@ -380,18 +380,25 @@ class ProgramController:
         cached_tokens: int = 0,
         restore_cost_s: float = 0.0,
         queued_behind: int = 0,
+        max_output_tokens: int | None = None,
     ) -> CallTicket:
         """Issue the ticket for queueing LLM node ``node_id`` now (changes no program's
         standing; the backlog takes the program's remaining calls in, and the node notes that
         its call is queued from ``now``: :meth:`start_node` counts its queue time from here).
         ``queued_behind``: calls wait in the engines' queue while they run this many, so the
-        ticket carries the drain (0: no call waits; ``backlog.py`` says why)."""
+        ticket carries the drain (0: no call waits; ``backlog.py`` says why).
+        ``max_output_tokens``: the most the call may generate (its ``max_tokens``; None: not
+        known); the ticket never expects more, whatever its kind's calls produced."""
         program = self.programs.get(program_id)
         if program is None:
             raise UnknownProgram(program_id)
         node = program.nodes[node_id]
         node.queued_at = now
         expected = node.expected_output_tokens or self.output_lengths.predict(program.tenant)
+        if max_output_tokens is not None and expected > max_output_tokens:
+            # a verifier asking for 40 tokens is not a 250-token call of its kind: the cap
+            # is the one thing known for sure about this call's length
+            expected = float(max_output_tokens)
         uncached = prompt_tokens - cached_tokens
         if uncached < 0:
             uncached = 0

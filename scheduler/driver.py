@@ -264,12 +264,15 @@ class ProgramDriver:
         *,
         private_tokens: int | None = None,
         queued_behind: int = 0,
+        max_output_tokens: int | None = None,
     ) -> CallTicket:
         """The ticket of a call about to be queued, its cache inputs from ``probe``; the
         program counts at the door again, sized by its context's ``private_tokens`` (default:
         the whole prompt) less the prefix it shares with other programs, and its kind's
         growth. ``queued_behind``: the calls the engines run while others wait in their queue
-        (0: none waits; the policies' tail term needs it: ``ProgramController.ticket``)."""
+        (0: none waits; the policies' tail term needs it: ``ProgramController.ticket``);
+        ``max_output_tokens``: the call's ``max_tokens``, which caps its expected output
+        (None: not known)."""
         restore = self.cost.reload_seconds(probe.slow_tokens)
         if probe.lost_tokens:
             restore += self.cost.prefill_seconds(probe.lost_tokens, probe.hit_tokens)
@@ -281,6 +284,7 @@ class ProgramDriver:
             cached_tokens=probe.hit_tokens,
             restore_cost_s=restore,
             queued_behind=queued_behind,
+            max_output_tokens=max_output_tokens,
         )
         flight = self._flight(program_id)
         self.door.note_lost(program_id, probe.lost_tokens, now)  # before it counts again: rejoin

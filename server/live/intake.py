@@ -284,7 +284,13 @@ class CallIntake:
         probe = svc.models.runtime_of(model).probe(pid, prompt, tenant)
         behind = svc.models.queued_behind(model, pid)
         ticket = svc.driver.queue_call(
-            pid, nid, probe, now, private_tokens=prompt.private_tokens, queued_behind=behind
+            pid,
+            nid,
+            probe,
+            now,
+            private_tokens=prompt.private_tokens,
+            queued_behind=behind,
+            max_output_tokens=max_tokens,
         )
         # a tenant orders its own calls with it, but never past its ceiling: above it, one
         # tenant's calls would go ahead of every other tenant's

@@ -28,6 +28,7 @@ COMPILED = ROOT / "build" / "compiled"
 INSTRUMENTING = [
     "tests/server/sim/test_long_coding_sim.py::test_ideal_prefill_of_a_compaction_rereads_the_summary",
     "tests/server/sim/test_simulation.py::test_an_ended_program_leaves_its_replica",
+    "tests/server/sim/test_sim_max_tokens.py::test_a_declared_max_tokens_caps_the_tickets_expectation_and_none_reads_the_output",
     "tests/server/sim/test_simulation.py::test_a_deferring_block_ends_at_the_first_step_past_the_cap",
     "tests/server/test_driver_parity.py::test_bench_and_serve_ask_the_driver_the_same_questions_and_get_the_same_answers",
     "tests/server/sim/test_sim_models_routers.py::test_a_new_program_is_credited_with_what_the_least_of_its_candidates_holds",

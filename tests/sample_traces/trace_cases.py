@@ -89,6 +89,7 @@ def handmade() -> dict[str, Any]:
                 "kind": "llm",
                 "prompt_tokens": 500,
                 "output_tokens": 200,
+                "max_tokens": 1024,
                 "model": "big",
             },
             {
@@ -222,6 +223,13 @@ BAD: dict[str, tuple[Mutator, str, str, bool]] = {
         ">= 1",
         True,
     ),
+    "max tokens below the output": (
+        _set("nodes.0.max_tokens", 199),
+        "nodes[0].max_tokens",
+        "at least output_tokens (200)",
+        False,
+    ),
+    "zero max tokens": (_set("nodes.0.max_tokens", 0), "nodes[0].max_tokens", "at least", True),
     "negative result tokens": (
         _set("nodes.1.result_tokens", -1),
         "nodes[1].result_tokens",

@@ -323,6 +323,24 @@ def _alphas_estimates(c: ProgramController) -> tuple[float, ...]:
 _BRAVOS_AIM: tuple[dict[str, str], ...] = ({"workload": "w", "model": "m"}, {})
 
 
+def test_a_calls_max_tokens_caps_what_its_ticket_expects() -> None:
+    """A tenant whose calls produced 300 tokens sends one with ``max_tokens`` 40 (a verifier's
+    verdict): its ticket expects 40 and is priced at 40; a cap above what is learned changes
+    nothing, and the next attempt without one expects the learned length again."""
+    c, _ = _controller()
+    _run_programs(c, "acme", {}, calls=2, output=300, tool_s=1.0)
+    c.open_program("p", "acme", 10.0)
+    c.add_node("p", _llm("verify"), 10.0)
+    learned = c.output_lengths.predict("acme")
+    assert learned > 40
+    capped = c.ticket("p", "verify", 10.0, prompt_tokens=100, max_output_tokens=40)
+    assert capped.expected_output_tokens == 40
+    assert capped.service_estimate_s == pytest.approx(100 * 1e-4 + 40 * 1e-2)
+    loose = c.ticket("p", "verify", 10.0, prompt_tokens=100, max_output_tokens=4096)
+    assert loose.expected_output_tokens == learned
+    assert c.ticket("p", "verify", 10.0, prompt_tokens=100).expected_output_tokens == learned
+
+
 def test_no_tenants_programs_change_another_tenants_estimates() -> None:
     """Tenant bravo runs programs labelled like alpha's (its workload, its model, its tool's
     name), and unlabelled ones, ten times the size: alpha's remaining work, its calls' output

@@ -175,6 +175,7 @@ class LiveReplay:
             prompt_tokens=total,
             cached_tokens=cached,
             queued_behind=self._queues.behind("", trace.id),
+            max_output_tokens=node.max_tokens,
         )
         request = GenerationRequest(
             ticket,

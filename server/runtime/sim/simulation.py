@@ -388,7 +388,13 @@ class Simulation:
         running = (len(en.running) for en in self.engines)
         behind = drain_batch(len(here.queue), len(here.running), running)
         ticket = self.driver.queue_call(
-            program.id, tnode.id, probe, now, private_tokens=private, queued_behind=behind
+            program.id,
+            tnode.id,
+            probe,
+            now,
+            private_tokens=private,
+            queued_behind=behind,
+            max_output_tokens=tnode.max_tokens,
         )
         out = f"{program.id}/{tnode.id}/out"
         insert_at = run.inserts.get(tnode.id, -1)
@@ -411,7 +417,8 @@ class Simulation:
             _candidates_of(tnode),
             request,
             node.expected_output_tokens,
-            tnode.output_tokens,  # its max_tokens: a trace's call asks for what it produced
+            # its max_tokens: what the trace says the agent sent, else what it produced
+            tnode.output_tokens if tnode.max_tokens is None else tnode.max_tokens,
         )
         node.model_choice = choice
         labels: dict[str, Scalar] = {

@@ -1,0 +1,53 @@
+"""A trace's declared ``max_tokens`` reaches the driver as the call's cap on its output, as
+serve's intake passes the agent's: the simulator never reads the length from what the call
+will produce (``output_tokens``), only from what the agent said."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentconsole.sample_traces.format import LLMNode, TraceProgram
+from agentconsole.scheduler.driver import ProgramDriver
+from agentconsole.scheduler.estimators import OutputLengthEstimator
+from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.runtime.sim.costmodel import preset
+from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
+
+
+class _Recording:
+    """The simulation's driver, noting each queued call's ticket."""
+
+    def __init__(self, driver: ProgramDriver) -> None:
+        self._driver = driver
+        self.tickets: dict[str, CallTicket] = {}
+
+    def queue_call(self, *args: Any, **kwargs: Any) -> CallTicket:
+        ticket = self._driver.queue_call(*args, **kwargs)
+        self.tickets[ticket.node_id] = ticket
+        return ticket
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._driver, name)
+
+
+def test_a_declared_max_tokens_caps_the_tickets_expectation_and_none_reads_the_output() -> None:
+    program = TraceProgram(
+        id="p",
+        tenant="t",
+        workload="verify",
+        shape="serial",
+        arrival_s=0.0,
+        nodes=(
+            LLMNode(id="write", prompt_tokens=400, output_tokens=600),
+            LLMNode(id="verify", parents=("write",), prompt_tokens=50, output_tokens=3,
+                    max_tokens=8),
+        ),
+    )  # fmt: skip
+    sim = Simulation([program], preset("H200-141GB", "llama-3.1-8b", 1), SimConfig())
+    recording = _Recording(sim.driver)
+    sim.driver = recording  # type: ignore[assignment]
+    sim.run()
+    write, verify = recording.tickets["write"], recording.tickets["verify"]
+    assert verify.expected_output_tokens == 8  # the cap, not the 3 it produces
+    # undeclared: predicted from the tenant's calls so far (none: the prior), never its own 600
+    assert write.expected_output_tokens == OutputLengthEstimator().predict("t") != 600
