@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -126,6 +126,26 @@ def gateway_server(db: Path, **changes: Any) -> Iterator[LiveServer]:
     with LiveServer(make_config(db, **changes), extensions=[gateway]) as live:
         live.wait_ready()
         yield live
+
+
+@contextlib.contextmanager
+def both_lanes(
+    root: Path, runtime: Callable[[], Runtime] | None = None
+) -> Iterator[tuple[LiveServer, LiveServer]]:
+    """Two ready servers, one with the express lane and one without (Litestar's controllers
+    answer every route), each on a store of its own under ``root`` and, with ``runtime``, a
+    runtime of its own from it: a test asks both and expects the same answer."""
+
+    def server(name: str, **changes: Any) -> LiveServer:
+        return LiveServer(
+            make_config(root / f"{name}.duckdb", **changes),
+            runtime=runtime() if runtime is not None else None,
+        )
+
+    with server("lane") as lane, server("plain", express_lane=False) as plain:
+        lane.wait_ready()
+        plain.wait_ready()
+        yield lane, plain
 
 
 def chat_body(text: str = "hello", **extra: Any) -> dict[str, Any]:

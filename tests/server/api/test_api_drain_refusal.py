@@ -20,7 +20,13 @@ import openai
 import pytest
 
 from agentconsole.server.api.express import ExpressLane
-from tests.server.api.harness import OPERATOR, LiveServer, chat_body, gateway_server, make_config
+from tests.server.api.harness import (
+    OPERATOR,
+    LiveServer,
+    both_lanes,
+    chat_body,
+    gateway_server,
+)
 
 #: a refused call must be answered well within this; one let in waits for the drain's end
 PROMPT_ANSWER_S = 5.0
@@ -30,13 +36,7 @@ COMPLETIONS = "/v1/completions"
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LiveServer]]:
-    root = Path(tmp_path_factory.mktemp("drain"))
-    with (
-        LiveServer(make_config(root / "lane.duckdb")) as lane,
-        LiveServer(make_config(root / "routes.duckdb", express_lane=False)) as routes,
-    ):
-        lane.wait_ready()
-        routes.wait_ready()
+    with both_lanes(Path(tmp_path_factory.mktemp("drain"))) as (lane, routes):
         yield {"lane": lane, "routes": routes}
 
 

@@ -17,7 +17,7 @@ from litestar.config.cors import CORSConfig
 
 from agentconsole.server.api.express import ExpressLane, _read_body, _replay, lane_fits
 from agentconsole.settings import load_settings
-from tests.server.api.harness import LiveServer, chat_body, make_config
+from tests.server.api.harness import LiveServer, both_lanes, chat_body
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
@@ -27,14 +27,8 @@ VARYING_HEADERS = {"date", "x-request-id", "x-program-id", "x-node-id", "content
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, LiveServer]]:
-    root = Path(tmp_path_factory.mktemp("express"))
-    with (
-        LiveServer(make_config(root / "lane.duckdb")) as lane,
-        LiveServer(make_config(root / "plain.duckdb", express_lane=False)) as plain,
-    ):
-        lane.wait_ready()
-        plain.wait_ready()
-        yield lane, plain
+    with both_lanes(Path(tmp_path_factory.mktemp("express"))) as servers:
+        yield servers
 
 
 def lane_of(server: LiveServer) -> ExpressLane:

@@ -31,7 +31,7 @@ from agentconsole.server.live.intake import check_logit_bias
 from agentconsole.server.runtime.sglang import wire
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.live import SimLiveRuntime
-from tests.server.api.harness import LiveServer, chat_body, make_config
+from tests.server.api.harness import LiveServer, both_lanes, chat_body, make_config
 from tests.server.api.recording import RecordingRuntime
 
 CHAT = "/v1/chat/completions"
@@ -52,15 +52,7 @@ class VocabRuntime(RecordingRuntime):
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LiveServer]]:
     """A server with the express lane and one without (Litestar's controllers answer)."""
-    root = Path(tmp_path_factory.mktemp("gaps"))
-    with (
-        LiveServer(make_config(root / "lane.duckdb"), runtime=VocabRuntime()) as lane,
-        LiveServer(
-            make_config(root / "plain.duckdb", express_lane=False), runtime=VocabRuntime()
-        ) as plain,
-    ):
-        lane.wait_ready()
-        plain.wait_ready()
+    with both_lanes(Path(tmp_path_factory.mktemp("gaps")), VocabRuntime) as (lane, plain):
         yield {"lane": lane, "plain": plain}
 
 
