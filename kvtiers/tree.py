@@ -31,9 +31,11 @@ _NEG_INF = -float("inf")
 class TierTree:
     """The tree, its accounting and its eviction mechanism (see the module docstring).
 
-    ``strategy`` orders eviction (a registered name or an instance); with ``demote`` (HiCache
-    write-back), a node evicted from a tier moves to the next slower existing tier when room can
-    be made there for it, else it is dropped with its subtree.
+    ``strategy`` orders eviction (a registered name or an instance); with ``demote`` (a HiCache
+    host tier), a node evicted from a tier moves to the next slower existing tier when room can
+    be made there for it, else it is dropped with its subtree. The tree only places; what the
+    move costs is the write policy's (``tiers.py``: copied at eviction under write-back, copied
+    at insertion under write-through), charged by its caller.
     """
 
     def __init__(
