@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
 
 class LoopbackExecutor(ThreadingHTTPServer):
@@ -49,8 +49,11 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # quiet: the tests read the call's state from the server
 
 
+Executor = TypeVar("Executor", bound="LoopbackExecutor")
+
+
 @contextmanager
-def serving(executor: LoopbackExecutor) -> Iterator[LoopbackExecutor]:
+def serving(executor: Executor) -> Iterator[Executor]:
     """``executor`` serving on a daemon thread for the ``with`` block, stopped after it."""
     thread = threading.Thread(target=executor.serve_forever, daemon=True)
     thread.start()

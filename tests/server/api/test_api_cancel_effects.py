@@ -12,6 +12,7 @@ quota ends the program get the quota's 403, streamed or not.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,8 +30,10 @@ from tests.server.api.background import call_tool_in_background
 from tests.server.api.harness import LiveServer, chat_body, gateway_server, make_config, wait_until
 from tests.server.gateway.helpers import tool_body
 
-#: how long the loopback executor takes to answer: the write still runs well after the cancel
+#: how long the timed loopback executor takes to answer (the other cancel tests' tools)
 WRITE_S = 1.5
+#: how long the gated one takes once released: the write ends well after the cancel
+AFTER_RELEASE_S = 0.3
 
 
 @contextmanager
@@ -38,6 +41,26 @@ def _downstream(delay_s: float = WRITE_S, status: int = 200) -> Iterator[Loopbac
     """A slow write downstream: answers every POST after ``delay_s`` with ``status``, one
     that commits (2xx) or fails."""
     with serving(LoopbackExecutor(lambda: time.sleep(delay_s), status=status)) as served:
+        yield served
+
+
+class _Gated(LoopbackExecutor):
+    """A write downstream that answers every POST with ``status`` (one that commits, 2xx,
+    or fails) only once :attr:`release` is set, and ``AFTER_RELEASE_S`` later: the write is
+    still running when the test cancels, however slow the machine (no fixed window)."""
+
+    def __init__(self, status: int) -> None:
+        self.release = threading.Event()
+        super().__init__(self._answer_when_released, status=status)
+
+    def _answer_when_released(self) -> None:
+        self.release.wait(30)
+        time.sleep(AFTER_RELEASE_S)
+
+
+@contextmanager
+def _gated(status: int = 200) -> Iterator[_Gated]:
+    with serving(_Gated(status)) as served:
         yield served
 
 
@@ -73,15 +96,21 @@ def _served_tool(
             yield server, c, _register(c, downstream.url, side_effect=side_effect)
 
 
-def _cancel_while_running(server: LiveServer, c: httpx.Client, tool: str, pid: str) -> Any:
-    """Create ``pid``, call ``tool`` for its node ``t1`` and cancel it while the tool runs;
-    returns (the cancel's answer, the node right after it, the call's thread and answers)."""
+def _cancel_while_running(
+    server: LiveServer, c: httpx.Client, tool: str, pid: str, downstream: _Gated
+) -> Any:
+    """Create ``pid``, call ``tool`` for its node ``t1`` and cancel it while the tool runs
+    (``downstream`` holds it until then); returns (the cancel's answer, the node right after
+    it, the call's thread and answers)."""
     assert c.post("/v1/programs", json={"program_id": pid}).status_code == 201
     thread, answers = call_tool_in_background(server, tool, pid)
-    wait_until(lambda: c.get(f"/v1/programs/{pid}/nodes/t1").json().get("state") == "running")
+    node = f"/v1/programs/{pid}/nodes/t1"
+    # the node runs and the gateway's call reached the tool, which holds it
+    wait_until(lambda: downstream.requests == 1 and c.get(node).json()["state"] == "running")
     cancelled = c.post(f"/v1/programs/{pid}/cancel")
     assert cancelled.status_code == 200, cancelled.text
-    at_cancel = c.get(f"/v1/programs/{pid}/nodes/t1").json()
+    at_cancel = c.get(node).json()
+    downstream.release.set()
     return cancelled.json(), at_cancel, thread, answers
 
 
@@ -101,10 +130,10 @@ def test_a_side_effect_that_ends_after_the_cancel_is_recorded_on_its_node(
 ) -> None:
     db = tmp_path / "late.duckdb"
     with (
-        _downstream(status=status) as writes,
+        _gated(status=status) as writes,
         _served_tool(db, writes, side_effect=True) as (server, c, tool),
     ):
-        cancelled, at_cancel, thread, answers = _cancel_while_running(server, c, tool, "p")
+        cancelled, at_cancel, thread, answers = _cancel_while_running(server, c, tool, "p", writes)
         thread.join(30)
         program = c.get("/v1/programs/p").json()
         node = c.get("/v1/programs/p/nodes/t1").json()
@@ -123,7 +152,7 @@ def test_a_side_effect_that_ends_after_the_cancel_is_recorded_on_its_node(
     assert node["state"] == "cancelled"
     assert node["outcome_after_cancel"] == outcome
     assert node["attempts"] == 1
-    assert node["tool_s"] >= WRITE_S * 0.9
+    assert node["tool_s"] >= AFTER_RELEASE_S * 0.9
     assert node["finished_at"] > program["finished_at"]  # it ended after the cancel
     assert node["timeline"] == [
         {"phase": "tool", "start": node["started_at"], "end": node["finished_at"]}
@@ -140,9 +169,9 @@ def test_a_side_effect_that_ends_after_the_cancel_is_recorded_on_its_node(
 
 def test_the_late_effect_is_still_on_its_node_after_a_restart(tmp_path: Path) -> None:
     db = tmp_path / "restart.duckdb"
-    with _downstream() as writes:
+    with _gated() as writes:
         with _served_tool(db, writes, side_effect=True) as (first, c, tool):
-            cancelled, _, thread, _ = _cancel_while_running(first, c, tool, "p")
+            cancelled, _, thread, _ = _cancel_while_running(first, c, tool, "p", writes)
             thread.join(30)
             before = c.get("/v1/programs/p/nodes/t1").json()
         with _gateway_server(db) as second:
@@ -175,10 +204,10 @@ def test_the_late_effect_is_still_on_its_node_after_a_restart(tmp_path: Path) ->
 def test_a_read_only_tool_the_cancel_interrupted_records_no_late_end(tmp_path: Path) -> None:
     db = tmp_path / "read.duckdb"
     with (
-        _downstream() as reads,
+        _gated() as reads,
         _served_tool(db, reads, side_effect=False) as (server, c, tool),
     ):
-        cancelled, _, thread, answers = _cancel_while_running(server, c, tool, "r")
+        cancelled, _, thread, answers = _cancel_while_running(server, c, tool, "r", reads)
         thread.join(30)
         node = c.get("/v1/programs/r/nodes/t1").json()
         events = _tool_events(_hub_events(server), "r")
