@@ -238,9 +238,14 @@ class ProgramDriver:
     def leave_door(self, program_id: str, now: float) -> list[Action]:
         """``program_id``'s caller stopped waiting at the door (``ProgramDoor.leave``: its
         place in line is kept for its retry; its wait so far is recorded, a retry that
-        waits again starts another)."""
+        waits again starts another). One the door had just let in (started, not parked at a
+        boundary) goes on with no call: its share is held only for the idle grace, as a
+        refused call's (:meth:`call_refused`)."""
         self._door_wait_ended(program_id, now, "left")
-        return self._started(self.door.leave(program_id, now), now)
+        door = self.door
+        if door.is_started(program_id) and not door.is_returning(program_id):
+            self.call_refused(program_id)
+        return self._started(door.leave(program_id, now), now)
 
     def let_all_in(self, now: float) -> list[Action]:
         """The door turned off (``program_aware`` false): start everyone waiting at it."""

@@ -41,7 +41,10 @@ class DoorRoom:
         """Wait until ``program_id`` is let in; :class:`Unavailable` after ``wait_s``,
         :class:`ClientLeft` as soon as ``gone`` resolves (its client disconnected). When its
         last waiting call gives up (timed out, cancelled, its client gone), the program leaves
-        the queue; a call of it still waiting keeps it there."""
+        the queue; a call of it still waiting keeps it there. One that gives up as its
+        program is let in (the driver started it, the gate not yet open, or open and the call
+        cancelled before it went on) tells ``on_leave`` too: no call of it goes on, so its
+        program must not keep a share of the door for a call that never comes."""
         gate = self._waiting.setdefault(program_id, _Gate())
         gate.waiters += 1
         try:
@@ -54,9 +57,11 @@ class DoorRoom:
             if gate.opened.is_set() and not isinstance(error, asyncio.CancelledError):
                 return  # let in as it gave up (the same turn of the loop): it goes on
             gate.waiters -= 1
-            # still at the door and no other call of it waits: the program leaves the queue
-            if not gate.opened.is_set() and not gate.waiters:
-                del self._waiting[program_id]  # an opened gate is the only one removed
+            # no other call of it waits: the program leaves the queue (or, let in, goes on
+            # with no call; the driver tells which)
+            if not gate.waiters:
+                if not gate.opened.is_set():
+                    del self._waiting[program_id]  # an opened gate is the only one removed
                 self.on_leave(program_id)
             if isinstance(error, TimeoutError):
                 raise Unavailable(

@@ -164,8 +164,8 @@ class CallIntake:
     :meth:`start` runs four steps in order, each refusing with the service's errors: identify
     the program, admit the call (quotas, the door, the tenant's limits again), queue it with the
     driver (node, model, probe, ticket) and submit it to the runtime. The refusals that come
-    after something was taken give it back: the tenant's limits after the door the program's
-    door share, the runtime's refusal the call's hold, its ticket and its node's attempt."""
+    after something was taken give it back: every refusal after the door the program's door
+    share, the runtime's refusal also the call's hold, its ticket and its node's attempt."""
 
     def __init__(self, service: ProgramService) -> None:
         self.service = service
@@ -180,8 +180,15 @@ class CallIntake:
         prompts, budgets = self._prompts(chat)
         identity = await self._identify(tenant, chat)
         now = await self._admit(tenant, identity.program, prompts, gone)
-        queued = self._queue(tenant, chat, identity, prompts, budgets, now)
-        call = self._submit(tenant, chat, identity.program, queued)
+        try:
+            queued = self._queue(tenant, chat, identity, prompts, budgets, now)
+            call = self._submit(tenant, chat, identity.program, queued)
+        except Exception:
+            # past the door, refused on the way to the engine (its node withdrawn or rerun
+            # meanwhile, its quota, the runtime): the program's door share is not held on for
+            # a call that never ran, as after a tenant limit's refusal in ``_admit``
+            await self._refused_past_the_door(identity.program.program_id)
+            raise
         if identity.chain is not None:
             # the conversation's next call (this prompt plus the answer) joins it at this node
             pid = identity.program.program_id
@@ -254,10 +261,16 @@ class CallIntake:
         try:
             svc.tenants.check_call(tenant, now)
         except TenantLimitError:
-            svc.driver.call_refused(program.program_id)  # its door share is not held on
-            await svc.settled()
+            await self._refused_past_the_door(program.program_id)
             raise
         return now
+
+    async def _refused_past_the_door(self, program_id: str) -> None:
+        """A call of ``program_id`` the door let in was refused before it reached the
+        engine: the program keeps its door share only for the idle grace, not until it idles
+        out (``ProgramDriver.call_refused``), and the driver settles it now."""
+        self.service.driver.call_refused(program_id)
+        await self.service.settled()
 
     def _queue(
         self,
