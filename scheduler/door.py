@@ -183,6 +183,7 @@ class ProgramDoor:
         its place among the returning programs (or that place lapsed: it is a started
         program like any other); True: it is first in line and fits, so it goes on now
         (counted); False: it waits at its place again."""
+        self._expire(now)  # its turn and its room are judged on what counts now
         if not self._returning.back(program_id, now):
             return None
         waiting = self._returning.waiting(now)
@@ -209,7 +210,7 @@ class ProgramDoor:
         """``program_id`` holds ``current_tokens`` now and is predicted to reach
         ``predicted_tokens`` (newcomers are admitted against the predictions; started
         programs are parked only when what they hold outgrows the budget, on evidence of
-        thrash: :attr:`over_budget`)."""
+        thrash: :meth:`outgrown`)."""
         if program_id not in self._share:
             return
         if program_id in self._counted:
@@ -231,7 +232,7 @@ class ProgramDoor:
         """The engine no longer held ``lost_tokens`` of ``program_id``'s context (found as
         its next call was queued, or as that call ran). Where the door counted that context
         (kept through a tool wait whose retention has not lapsed, or in the engine) and the
-        loss is a real part of it, that is thrash: the evidence :attr:`over_budget` needs,
+        loss is a real part of it, that is thrash: the evidence :meth:`outgrown` needs,
         until what the started programs hold fits again. A context the door itself had
         dropped (:meth:`park_started`) is no evidence."""
         self._expire(now)
@@ -249,10 +250,13 @@ class ProgramDoor:
         ):
             self._loss_seen = True
 
-    @property
-    def over_budget(self) -> bool:
-        """What the started programs hold no longer fits and the engine has lost a counted
-        context over it: they outgrew memory (see the module docstring)."""
+    def outgrown(self, now: float) -> bool:
+        """What the started programs hold at ``now`` no longer fits and the engine has lost
+        a counted context over it: they outgrew memory (see the module docstring). Retentions
+        lapsed by ``now`` stop counting first: a count that lapsed while no event woke the
+        door must not park a program (its context moved, the slots unfilled for
+        ``fill_cooldown_s``) for memory nobody holds."""
+        self._expire(now)
         return (
             self.enabled
             and self._loss_seen

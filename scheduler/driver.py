@@ -222,7 +222,7 @@ class ProgramDriver:
             if not back:
                 self._door_wait_starts(program_id, now, boundary=True)
             return None if back else []
-        if not (self.door_open and door.over_budget and door.is_started(program_id)):
+        if not (self.door_open and door.is_started(program_id) and door.outgrown(now)):
             return None
         if self.in_flight(program_id) or door.is_returning(program_id):
             return None  # a fan-out's sibling runs: it parks at a boundary of its own

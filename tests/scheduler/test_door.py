@@ -88,15 +88,15 @@ def test_a_started_program_that_grows_is_resized_and_parked_at_its_boundary() ->
     assert door.try_start("a", 300, 0.0)
     assert door.try_start("b", 300, 0.0)
     door.resize("a", 2_000, 300)  # its kind is known to reach 2,000: admission counts that
-    assert (door.used_tokens, door.over_budget) == (2_300, False)  # what it holds still fits
+    assert (door.used_tokens, door.outgrown(0.0)) == (2_300, False)  # what it holds still fits
     assert not door.try_start("c", 10, 0.0)  # no newcomer while the predictions do not fit
     door.resize("a", 2_000, 800)  # it grew: 1,100 held
-    assert (door.held_tokens, door.over_budget) == (1_100, False)  # counted, not yet thrash
+    assert (door.held_tokens, door.outgrown(0.0)) == (1_100, False)  # counted, not yet thrash
     door.note_lost("b", 200, 3.0)  # b's next call found 200 of its 300 tokens evicted: thrash
-    assert door.over_budget
+    assert door.outgrown(3.0)
     door.park_started("a", 0.0)  # at its next call boundary
     assert door.is_returning("a")
-    assert (door.held_tokens, door.over_budget) == (300, False)
+    assert (door.held_tokens, door.outgrown(3.0)) == (300, False)
     assert not door.try_start("d", 10, 0.0)  # a newcomer waits behind the returning one
     # room frees up: the parked started program goes on first, then the newcomers that fit
     assert door.finish("b", 1.0) == ["a"]
@@ -123,12 +123,12 @@ def test_a_work_conserving_door_starts_the_next_program_rather_than_idle_a_slot(
     assert door.step_out("b", until=60.0, now=2.0) == []
     door.resize("c", 300, 300)
     door.resize("a", 600, 600)  # a grew while out: the started programs hold 1,000
-    assert (door.held_tokens, door.over_budget) == (1_000, False)
+    assert (door.held_tokens, door.outgrown(2.0)) == (1_000, False)
     door.rejoin("a")
     door.resize("b", 300, 150)
     door.note_lost("c", 300, 3.0)  # the engine dropped c's whole context: thrash
     # a started program parks at its boundary
-    assert (door.held_tokens, door.over_budget) == (1_050, True)
+    assert (door.held_tokens, door.outgrown(3.0)) == (1_050, True)
     door.park_started("b", 2.5)
     assert door.finish("c", 3.0) == ["b"]  # the returning program first, then d waits
     assert door.parked == 1
@@ -232,16 +232,16 @@ def test_only_a_real_loss_of_a_counted_context_is_evidence_of_thrash() -> None:
     assert door.try_start("b", 400, 0.0)
     door.resize("a", 600, 700)  # 1,100 held: over the budget by 100
     door.note_lost("a", 10, 0.5)  # a sliver of a's 700 tokens: no evidence
-    assert (door.held_tokens, door.over_budget) == (1_100, False)
+    assert (door.held_tokens, door.outgrown(0.5)) == (1_100, False)
     assert door.step_out("b", until=1.0, now=1.0) == []  # its context dropped for a tool wait
     door.note_lost("b", 400, 1.5)  # uncounted: losing it was the plan, not thrash
     door.rejoin("b")
-    assert (door.held_tokens, door.over_budget) == (1_100, False)
+    assert (door.held_tokens, door.outgrown(1.5)) == (1_100, False)
     door.note_lost("a", 175, 2.0)  # a quarter of a's context: the engine is evicting what counts
-    assert (door.held_tokens, door.over_budget) == (1_100, True)
+    assert (door.held_tokens, door.outgrown(2.0)) == (1_100, True)
     door.resize("a", 600, 500)  # what is held fits again (900): the episode is over
     door.resize("a", 600, 700)  # over again: no evidence yet for this one
-    assert (door.held_tokens, door.over_budget) == (1_100, False)
+    assert (door.held_tokens, door.outgrown(2.0)) == (1_100, False)
 
 
 def test_a_lapsed_retention_or_a_planned_park_is_no_evidence_of_thrash() -> None:
@@ -255,14 +255,14 @@ def test_a_lapsed_retention_or_a_planned_park_is_no_evidence_of_thrash() -> None
     assert door.step_out("b", until=5.0, now=1.0) == []  # kept for its tool wait until 5 s
     door.note_lost("b", 400, 6.0)  # its next call at 6 s: the retention had lapsed
     door.rejoin("b")
-    assert (door.held_tokens, door.over_budget) == (1_200, False)
+    assert (door.held_tokens, door.outgrown(6.0)) == (1_200, False)
     door.note_lost("c", 400, 6.0)  # c's context evicted while counted: thrash
-    assert door.over_budget
+    assert door.outgrown(6.0)
     door.park_started("a", 6.5)  # its context dropped at its boundary
     assert door.finish("c", 7.0) == ["a"]  # room: a goes on, counted again
     door.resize("b", 300, 700)  # 1,100 held: over, no evidence yet
     door.note_lost("a", 400, 7.5)  # its next call finds the context the door dropped
-    assert (door.held_tokens, door.over_budget) == (1_100, False)
+    assert (door.held_tokens, door.outgrown(7.5)) == (1_100, False)
 
 
 def test_a_sibling_queued_while_its_program_is_parked_does_not_use_up_the_planned_drop() -> None:
@@ -279,9 +279,9 @@ def test_a_sibling_queued_while_its_program_is_parked_does_not_use_up_the_planne
     assert door.finish("c", 3.0) == ["a"]  # room: a's parked call goes on
     door.resize("b", 300, 700)  # over again (1,100 held): no evidence yet
     door.note_lost("a", 400, 3.5)  # the parked call itself finds its context gone: by plan
-    assert (door.held_tokens, door.over_budget) == (1_100, False)
+    assert (door.held_tokens, door.outgrown(3.5)) == (1_100, False)
     door.note_lost("a", 400, 4.0)  # later losses of a's context are evidence again
-    assert door.over_budget
+    assert door.outgrown(4.0)
 
 
 def test_a_parked_program_whose_sibling_counts_again_goes_on_without_more_room() -> None:
@@ -320,10 +320,10 @@ def test_an_unfinished_kinds_floor_follows_its_longest_running_program() -> None
     assert set(door._started_by_kind) == {("t", "short")}  # an ended kind leaves nothing
 
 
-def test_one_program_alone_is_never_over_budget() -> None:
+def test_one_program_alone_never_outgrows_memory() -> None:
     door = ProgramDoor(100)
     assert door.try_start("huge", 5_000, 0.0)  # it could never start otherwise
-    assert not door.over_budget
+    assert not door.outgrown(0.0)
 
 
 def test_the_peak_estimator_learns_per_kind_and_follows_growth() -> None:

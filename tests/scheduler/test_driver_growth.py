@@ -91,6 +91,20 @@ def test_started_programs_that_outgrow_memory_park_at_a_call_boundary() -> None:
     assert driver.finish("b", 5.0) == [ProgramEnded("b"), StartPrograms(("a",))]
 
 
+def test_counts_that_lapsed_since_the_door_last_woke_park_nobody() -> None:
+    """The started programs outgrew memory with evidence, then stopped counting (the idle
+    grace of a program with no call lapsed, 5 s) while no event woke the door (nobody waited,
+    so no wake was due): a boundary a minute later is judged on what counts then, and the
+    program goes on: no context moved, no cooldown on filling slots."""
+    driver, view = _driver(), _View()
+    _grow_past_the_budget(driver)
+    _call(driver, "b", "n2", 500, 3.0, lost=400)  # evidence: the engine lost b's context
+    driver.settle(view, 4.0)  # neither has a call now: each counts for the idle grace only
+    assert driver.door.outgrown(4.0)
+    assert driver.at_boundary("a", view, 60.0) is None
+    assert driver.door.boundary_parks == 0
+
+
 def test_a_prefix_other_programs_computed_is_not_counted_as_the_programs_own() -> None:
     """A platform or tenant prefix the engine held when the program's first call came (every
     hit then is another program's KV) is stored once for all: the door counts the rest."""
