@@ -252,6 +252,12 @@ class ProgramController:
             if not node.state.terminal:
                 node.state = NodeState.CANCELLED
                 node.finished_at = now
+                attempts = node.attempts
+                # an LLM call's attempt closes with it (its abort is the caller's, and nothing
+                # closes a cancelled node's attempt later); a tool's stays open for its end
+                # after the cancel (:meth:`finish_tool_after_cancel`), as in :meth:`cancel_node`
+                if node.kind is _LLM and attempts and attempts[-1].finished_at is None:
+                    attempts[-1].finished_at, attempts[-1].outcome = now, CANCELLED_ON_REQUEST
                 self._emit(now, EventKind.NODE_CANCELLED, program, node)
         program.state = ProgramState.CANCELLED
         program.finished_at = now
@@ -477,15 +483,8 @@ class ProgramController:
         attempts.append(Attempt(len(attempts) + 1, now))
         node.cp_before_s = self._cp_before(program, node)
         kind = node.kind
-        # not from ``ready_at``: a node declared ahead of its call (``serve``) is ready while
-        # its agent still works, and a retry would count again from its first readiness
-        queued_at = node.queued_at if node.queued_at is not None else node.ready_at
-        if queued_at is not None and kind is _LLM:
-            waited = now - queued_at
-            if waited < 0.0:  # max(waited, 0.0), without the builtin's call
-                waited = 0.0
-            node.queue_s += waited
-            program.wait_s += waited
+        if kind is _LLM:
+            _count_queue_wait(program, node, now)
         if kind is _TOOL and node.tool is not None:
             self._emit(
                 now,
@@ -525,10 +524,16 @@ class ProgramController:
         node.state = NodeState.READY
         node.ready_at = node.queued_at = now
 
-    def resume_node(self, program_id: str, node_id: str) -> None:
-        """A preempted LLM call runs again (its attempt was kept open): its node is running.
-        Its wait is in the runtime's queue measure at the call's end, not counted here."""
-        self.get(program_id).nodes[node_id].state = _RUNNING
+    def resume_node(self, program_id: str, node_id: str, now: float | None = None) -> None:
+        """A preempted LLM call runs again (its attempt was kept open, no new one opens): its
+        node is running. Its wait since the preemption is the runtime's queue measure at the
+        call's end (serve), or, given ``now``, counted here as :meth:`start_node` counts a
+        call's wait (the simulator, whose calls report none)."""
+        program = self.get(program_id)
+        node = program.nodes[node_id]
+        node.state = _RUNNING
+        if now is not None:
+            _count_queue_wait(program, node, now)
 
     def charge(self, program_id: str, node_id: str, usage: CallUsage) -> None:
         """Count what a call that will not finish (aborted, cut off) already cost: its tokens
@@ -712,6 +717,23 @@ ABANDONED = "abandoned"
 #: ``node.cancelled`` reason and its open LLM attempt's outcome, one value as for every
 #: ``node.cancelled`` (the event tail rebuilds the attempt's outcome from the reason)
 CANCELLED_ON_REQUEST = "cancelled"
+
+
+def _count_queue_wait(program: Program, node: Node, now: float) -> None:
+    """An LLM call of ``node`` starts (or resumes) at ``now``: its wait since it was queued
+    (its ticket, or its preemption) is its node's and program's queue time. Not from
+    ``ready_at`` when it was queued: a node declared ahead of its call (``serve``) is ready
+    while its agent still works, and a retry would count again from its first readiness."""
+    queued_at = node.queued_at if node.queued_at is not None else node.ready_at
+    if queued_at is None:
+        return
+    waited = now - queued_at
+    if waited < 0.0:  # max(waited, 0.0), without the builtin's call
+        waited = 0.0
+    node.queue_s += waited
+    program.wait_s += waited
+
+
 #: the ``node.cancelled`` data key saying the node was cancelled on request (``Node.withdrawn``)
 WITHDRAWN = "withdrawn"
 

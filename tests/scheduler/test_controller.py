@@ -142,6 +142,41 @@ def test_cancel_returns_running_nodes_and_is_idempotent() -> None:
         c.add_node("p", _llm("c"), 3.0)
 
 
+def test_a_program_cancel_closes_its_running_calls_attempt_and_leaves_its_tools_open() -> None:
+    """As a node cancel does: nothing closes a cancelled LLM node's attempt later (the
+    abort's end closes only nodes still in flight), while a running tool's stays open for
+    its end after the cancel; a store rebuild closes the LLM attempt the same way."""
+    c, _ = _controller()
+    c.open_program("p", "t", 0.0)
+    c.add_node("p", _llm("a"), 0.0)
+    c.ticket("p", "a", 0.0, prompt_tokens=100)
+    c.start_node("p", "a", 0.0)
+    c.add_node("p", _tool("t1"), 0.0)
+    c.start_node("p", "t1", 0.5)
+    c.cancel_program("p", 1.0)
+    nodes = c.get("p").nodes
+    (call,), (tool,) = nodes["a"].attempts, nodes["t1"].attempts
+    assert (call.finished_at, call.outcome) == (1.0, "cancelled")
+    assert tool.finished_at is None
+
+
+def test_a_preempted_call_that_runs_again_keeps_its_attempt_and_counts_its_wait() -> None:
+    """The simulator admits a preempted call again: ``resume_node`` with the time counts
+    its wait since the preemption as ``start_node`` counts a call's, and opens no attempt."""
+    c, _ = _controller()
+    c.open_program("p", "t", 0.0)
+    c.add_node("p", _llm("a"), 0.0)
+    c.ticket("p", "a", 0.0, prompt_tokens=100)
+    c.start_node("p", "a", 1.0)
+    c.requeue_node("p", "a", 2.0)
+    c.resume_node("p", "a", 5.0)
+    node = c.get("p").nodes["a"]
+    assert node.state is NodeState.RUNNING
+    assert [(a.number, a.finished_at) for a in node.attempts] == [(1, None)]
+    assert node.queue_s == pytest.approx(1.0 + 3.0)
+    assert c.get("p").wait_s == pytest.approx(4.0)
+
+
 def test_a_tool_ending_after_the_cancel_is_recorded_on_its_cancelled_node() -> None:
     """A side effect let run past the cancel: its end closes its attempt, counts its tool time
     and moves the node's end to its own; node and program stay cancelled; once only."""

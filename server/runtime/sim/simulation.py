@@ -469,7 +469,11 @@ class Simulation:
             if run is None or run.ended:
                 continue
             if note.what == "started":
-                controller.start_node(ticket.program_id, ticket.node_id, now)
+                node = controller.programs[ticket.program_id].nodes[ticket.node_id]
+                if node.in_flight:  # a preempted call admitted again: its attempt goes on
+                    controller.resume_node(ticket.program_id, ticket.node_id, now)
+                else:
+                    controller.start_node(ticket.program_id, ticket.node_id, now)
             elif note.what == "first_token":
                 controller.first_token(ticket.program_id, ticket.node_id, now)
             elif note.what == "preempted":

@@ -9,13 +9,16 @@ from collections.abc import Callable
 import pytest
 
 from agentconsole.kvtiers.node import Block
+from agentconsole.sample_traces.generator import generate
 from agentconsole.scheduler.events import Event, EventKind, EventLog
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.policies import get_policy
+from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sim.calls import Phase, SimCall
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.engine import SimEngine
+from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
 
 COST = preset("H200-141GB", "llama-3.1-8b", 1)
 SHARED = Block("system", 1_000, public=True)
@@ -71,3 +74,18 @@ def test_a_preempted_decoding_call_counts_hits_once_and_keeps_its_first_token() 
     metrics = MetricsAggregator().observe_all(log.events)
     assert metrics.report()["prefix_hit_tokens"] == SHARED.tokens  # the warm-up had none
     assert max(metrics.ttft) == pytest.approx(first_token - submitted)
+
+
+def test_a_preempted_call_admitted_again_keeps_one_attempt_in_a_whole_run() -> None:
+    """Under a preemptive policy the simulator admits preempted calls again: each node keeps
+    the attempt its call opened (its ticket and call id say attempt 1), closed when it ends,
+    instead of a second attempt beside an open first one."""
+    programs = generate("seed-mix", n_programs=200, rate=1.0, seed=1)
+    config = SimConfig(policy="plas", program_admission=False, preemption=PreemptionRule())
+    result = Simulation(programs, COST, config).run()
+    preempted = [e for e in result.events.events if e.kind is EventKind.CALL_PREEMPTED]
+    assert preempted, "the case preempts calls"
+    for event in preempted:
+        node = result.controller.programs[event.program_id].nodes[event.node_id]
+        assert [a.number for a in node.attempts] == [1]
+        assert node.attempts[0].finished_at is not None
