@@ -29,6 +29,10 @@ class ErrorStats:
     count: int = 0
     abs_error_sum: float = 0.0
     rel_error_sum: float = 0.0
+    #: the predictions with a relative error: those whose actual was not 0 (a call that
+    #: generated nothing, a program with no call left has none: a zero's relative error is
+    #: unbounded, and one such made the mean billions)
+    rel_count: int = 0
     bias_sum: float = 0.0  # predicted - actual
 
     def add(self, predicted: float, actual: float) -> None:
@@ -36,7 +40,9 @@ class ErrorStats:
         self.count += 1
         self.abs_error_sum += abs(err)
         self.bias_sum += err
-        self.rel_error_sum += abs(err) / max(abs(actual), 1e-9)
+        if actual != 0.0:
+            self.rel_count += 1
+            self.rel_error_sum += abs(err) / abs(actual)
 
     @property
     def mean_abs_error(self) -> float:
@@ -44,7 +50,8 @@ class ErrorStats:
 
     @property
     def mean_rel_error(self) -> float:
-        return self.rel_error_sum / self.count if self.count else 0.0
+        """Over the predictions whose actual was not 0 (0.0: none)."""
+        return self.rel_error_sum / self.rel_count if self.rel_count else 0.0
 
     @property
     def bias(self) -> float:
