@@ -37,7 +37,7 @@ from pydantic_settings import SettingsError as SourceError
 
 from agentconsole.kvtiers.toolwait import DEFAULT_TOOL_WAIT_POLICY, available_tool_wait_policies
 from agentconsole.scheduler.door import DOOR_ON_BY_DEFAULT
-from agentconsole.scheduler.fairness import MAX_TENANT_WEIGHT
+from agentconsole.scheduler.fairness import MAX_TENANT_WEIGHT, FairnessConfig
 from agentconsole.scheduler.models import ServedModel, available_rules, get_rule
 from agentconsole.scheduler.policies import DEFAULT_POLICY
 from agentconsole.scheduler.policies import available as available_policies
@@ -209,6 +209,19 @@ class RuntimeSection(_Section):
     @classmethod
     def _known_kv_policy(cls, name: str) -> str:
         return _one_of(name, available_tool_wait_policies(), "tool-wait policy")
+
+    @field_validator("extra")
+    @classmethod
+    def _usable_fairness(cls, extra: dict[str, Any]) -> dict[str, Any]:
+        """``extra.fairness`` is read by serve's door and the engines' guard
+        (``FairnessConfig.from_settings``): a weight they cannot share by is refused here, at
+        start, not mid-serving."""
+        fairness = extra.get("fairness")
+        if fairness is not None:
+            if not isinstance(fairness, dict):
+                raise ValueError("extra.fairness must be a table of the guard's settings")
+            FairnessConfig.from_settings(fairness)
+        return extra
 
 
 class ModelSection(_Section):

@@ -42,6 +42,19 @@ class FairnessConfig:
     refresh_s: float = 0.05  # how long a tenant-share decision stands
     tenant_weights: Mapping[str, float] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # a weight of 0 divides every share by zero, mid-serving; refused where it is given
+        for tenant, weight in self.tenant_weights.items():
+            if (
+                isinstance(weight, bool)
+                or not isinstance(weight, int | float)
+                or not 0.0 < weight <= MAX_TENANT_WEIGHT
+            ):
+                raise ValueError(
+                    f"tenant_weights[{tenant!r}] must be a number > 0 and <= "
+                    f"{MAX_TENANT_WEIGHT:g}, got {weight!r}"
+                )
+
     def weight(self, tenant: str) -> float:
         return self.tenant_weights.get(tenant, 1.0)
 

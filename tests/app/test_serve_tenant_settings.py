@@ -120,3 +120,15 @@ def test_a_tenant_weight_must_be_positive() -> None:
     assert weights == {"a": 0.5}
     with pytest.raises(ValueError, match="greater than 0"):
         Settings(limits={"tenant_weights": {"a": 0}})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("weight", [0, -1, "heavy", float("inf")])
+def test_a_weight_named_for_the_runtime_must_be_usable_too(weight: object) -> None:
+    """``runtime.extra.fairness`` reaches the door and the engines' guard as it is written:
+    a weight they cannot share by (0 divided every share by zero mid-serving) is refused at
+    load, naming the tenant, as ``limits.tenant_weights`` is."""
+    extra = {"fairness": {"tenant_weights": {"tenant-b": weight}}}
+    with pytest.raises(ValueError, match=r"tenant_weights\['tenant-b'\] must be a number > 0"):
+        Settings(runtime={"name": "sim", "extra": extra})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="a table"):
+        Settings(runtime={"name": "sim", "extra": {"fairness": 3}})  # type: ignore[arg-type]
