@@ -437,7 +437,14 @@ class CallIntake:
             parked = svc.driver.at_boundary(pid, svc.view, time.time())
             if parked is None:
                 return
-            await svc.apply(parked)  # its context offloaded or dropped while it waits
+            try:
+                await svc.apply(parked)  # its context offloaded or dropped while it waits
+            except asyncio.CancelledError:
+                # its caller left while the context moved, before it waited: it keeps its
+                # place for the retry and holds no newcomer up meanwhile, as a call that
+                # gives up waiting does (``DoorRoom.wait``)
+                svc.door.on_leave(pid)
+                raise
             if not svc.driver.door.is_returning(pid):
                 # let in (or ended) while the actions ran: no start is coming to wait for
                 svc.require_running(program)

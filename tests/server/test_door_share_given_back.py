@@ -1,4 +1,5 @@
-"""A program the door let in gives its share back when its call never reaches the engine.
+"""A program the door let in gives its share back when its call never reaches the engine,
+and one parked at its boundary leaves the line when its caller leaves.
 
 The door counts a started program's predicted working set while it has calls in the engine
 and newcomers wait behind it; a call that was let in and then refused on its way to the
@@ -11,9 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 
 import pytest
 
+from agentconsole.scheduler.actions import Action, CacheHint
+from agentconsole.scheduler.runtime import CacheAction
 from agentconsole.server.live import intake
 from agentconsole.server.live.errors import Unavailable
 from agentconsole.server.live.hub import EventHub
@@ -108,3 +112,57 @@ def test_a_caller_that_gives_up_as_its_program_is_let_in_gives_its_share_back() 
     started, counted, used, next_waits = asyncio.run(scenario())
     assert started  # it was let in: a retry of it goes on without waiting again
     assert (counted, used, next_waits) == ([], 0, False)
+
+
+class _ParksEveryBoundary:
+    """A driver whose door parks every started program at its call boundary; it records
+    the programs whose callers left the door."""
+
+    door_open = True
+
+    def __init__(self) -> None:
+        self.left: list[str] = []
+        self.door = SimpleNamespace(is_returning=lambda program_id: True)
+
+    def at_boundary(self, program_id: str, view: object, now: float) -> list[Action]:
+        return [CacheHint(program_id, CacheAction.OFFLOAD, 0.0)]
+
+    def leave_door(self, program_id: str, now: float) -> list[Action]:
+        self.left.append(program_id)
+        return []
+
+    def settle(self, view: object, now: float) -> list[Action]:
+        return []
+
+
+def test_a_caller_that_leaves_while_its_parked_context_moves_leaves_the_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A started program parked at its boundary waits in a line ahead of every newcomer. Its
+    caller cancelled while the park's actions run (its context offloading), before it waits
+    at the door: it must step away from that line (its place kept for the retry) as a caller
+    that gives up waiting does, not stay in it holding every newcomer back."""
+
+    async def moving(service: ProgramService, actions: list[Action]) -> None:
+        await asyncio.Event().wait()  # the offload takes longer than the caller waits
+
+    async def scenario() -> list[str]:
+        service, runtime = await _service()
+        driver = _ParksEveryBoundary()
+        service.driver = driver  # type: ignore[assignment]
+        monkeypatch.setattr(ProgramService, "apply", moving)
+        program = service.controller.open_program("p", "t", 0.0)
+        program.completed_calls = 1  # a started program at its next call
+        try:
+            call = asyncio.create_task(service.intake._door(program, {}, None))
+            await asyncio.sleep(0.05)
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            return driver.left
+        finally:
+            monkeypatch.undo()
+            await service.stop()
+            await runtime.stop()
+
+    assert asyncio.run(scenario()) == ["p"]
