@@ -118,6 +118,9 @@ class ProgramDoor:
         self._counted: set[str] = set()  # started programs in the working set
         self._version: dict[str, int] = {}  # bumped on every step out / rejoin
         self._expiry: list[tuple[float, int, str]] = []  # (until, version, program)
+        #: a retention lapsed (stopped counting) outside a pass that starts the parked
+        #: programs it may make room for: :attr:`wake_due` until the next such pass
+        self._lapsed_unstarted = False
         #: per tenant, the predicted working set of its counted programs (``used_tokens``
         #: split by tenant; none at 0): its standing in the line (``doorline``)
         self._tenant_tokens: dict[str, int] = {}
@@ -344,6 +347,13 @@ class ProgramDoor:
         """When started program ``program_id`` passed the door (None: it has not)."""
         return self._started_at.get(program_id)
 
+    @property
+    def wake_due(self) -> bool:
+        """A retention lapsed where nothing started the programs waiting (a newcomer's own
+        check, a loss's, a boundary's): :meth:`wake` may start some now, and no lapse left
+        in :meth:`next_expiry` says so."""
+        return self._lapsed_unstarted and (len(self._line) > 0 or len(self._returning) > 0)
+
     def next_expiry(self) -> float | None:
         """When the earliest retention still counted lapses (a wake-up worth scheduling while
         programs are parked), or None."""
@@ -368,6 +378,7 @@ class ProgramDoor:
     # -- counting --------------------------------------------------------------------------------
     def _start_parked(self, now: float) -> list[str]:
         self._expire(now)
+        self._lapsed_unstarted = False
         started: list[str] = []
         # programs parked at a call boundary go on first: their context is half-built (one
         # a fan-out sibling's call counted again meanwhile takes no more room than it has)
@@ -406,6 +417,7 @@ class ProgramDoor:
             _, version, pid = heapq.heappop(expiry)
             if self._version.get(pid) == version:  # not rejoined or stepped out again since
                 self._uncount(pid)
+                self._lapsed_unstarted = True
 
     def _admits(self, tokens: int, now: float) -> bool:
         """A program predicted to reach ``tokens`` may start (or go on) now."""

@@ -510,10 +510,13 @@ class ProgramDriver:
         """Decide for the programs whose events came in since the last call: a program that
         now waits on tools only gets a tool-wait decision (see :meth:`_tool_wait`), one with
         nothing in flight counts at the door only for the idle grace. A decision that raises
-        ends it in :class:`SettleFailed`, which carries the actions decided before it."""
+        ends it in :class:`SettleFailed`, which carries the actions decided before it.
+        Programs a retention's lapse let start, found where nothing started them (a
+        newcomer's check at the door, say), start first."""
+        door = self.door
+        actions: list[Action] = self._started(door.wake(now), now) if door.wake_due else []
         if not self._dirty:
-            return []
-        actions: list[Action] = []
+            return actions
         dirty, self._dirty = list(self._dirty), {}
         for i, program_id in enumerate(dirty):
             try:

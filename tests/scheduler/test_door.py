@@ -341,3 +341,19 @@ def test_the_peak_estimator_learns_per_kind_and_follows_growth() -> None:
     assert peaks.predict(("u", "coding"), 5_000) == 5_000  # another tenant's kind of that name
     assert kind_key({"workload": "repair"}, "t") == ("t", "repair")
     assert kind_key({}, "t") == ("t", "tenant:t")
+
+
+def test_a_lapse_found_by_a_newcomers_check_is_a_wake_due() -> None:
+    """A counts through a tool wait until t=10 and B waits behind it. C arrives at t=11: its
+    check uncounts A's lapsed retention, but B is first in line, so C queues and nobody
+    starts, and no lapse is left for :meth:`next_expiry` to announce: the door says a wake is
+    due, and the wake starts B and C."""
+    door = ProgramDoor(100)
+    assert door.try_start("A", 80, 0.0)
+    assert door.step_out("A", until=10.0, now=0.0) == []
+    assert not door.try_start("B", 50, 1.0)
+    assert (door.wake_due, door.next_expiry()) == (False, 10.0)
+    assert not door.try_start("C", 10, 11.0)
+    assert (door.used_tokens, door.next_expiry(), door.wake_due) == (0, None, True)
+    assert door.wake(11.0) == ["B", "C"]
+    assert (door.wake_due, door.parked) == (False, 0)

@@ -394,3 +394,26 @@ def test_a_restart_relearns_each_tenants_kinds_apart() -> None:
     assert _alphas_runs(second) == _alphas_runs(first) == (2.0, 9.0)
     for key, peak in first.growth.items():
         assert second.growth.known(key) == peak
+
+
+def test_the_next_settle_starts_who_a_lapse_found_at_the_door_made_room_for() -> None:
+    """The driver's side of :meth:`ProgramDoor.wake_due`: a settle (after any event, in
+    bench and serve alike) starts the programs a lapse found by a newcomer's check made room
+    for, though no program's events came in."""
+
+    class Holding(_View):
+        def context(self, program_id: str, now: float) -> ProgramContext | None:
+            return ProgramContext(800, 0)  # a's context is cached: the advisor keeps it
+
+    driver, view = _driver(), Holding()
+    for pid in "abc":
+        driver.controller.open_program(pid, "t", 0.0)
+    assert driver.arrive("a", 800, 0, 0.0)
+    _call(driver, "a", "n1", 800, 0.0)
+    tool = ToolSpec("run_tests", ToolKind.TEST_RUN)
+    driver.controller.add_node("a", Node("t1", "a", NodeKind.TOOL, parents=("n1",), tool=tool), 1.0)
+    driver.tool_started("a", "t1", 1.0)
+    assert driver.settle(view, 1.0) == [CacheHint("a", CacheAction.KEEP, 1.0)]  # to t=2
+    assert not driver.arrive("b", 500, 0, 1.5)  # behind a's kept context
+    assert not driver.arrive("c", 100, 0, 30.0)  # its check uncounts a; b is first in line
+    assert driver.settle(view, 30.0) == [StartPrograms(("b", "c"))]
