@@ -252,12 +252,7 @@ class ProgramController:
             if not node.state.terminal:
                 node.state = NodeState.CANCELLED
                 node.finished_at = now
-                attempts = node.attempts
-                # an LLM call's attempt closes with it (its abort is the caller's, and nothing
-                # closes a cancelled node's attempt later); a tool's stays open for its end
-                # after the cancel (:meth:`finish_tool_after_cancel`), as in :meth:`cancel_node`
-                if node.kind is _LLM and attempts and attempts[-1].finished_at is None:
-                    attempts[-1].finished_at, attempts[-1].outcome = now, CANCELLED_ON_REQUEST
+                _close_llm_attempt(node, now, CANCELLED_ON_REQUEST)  # as a node cancel does
                 self._emit(now, EventKind.NODE_CANCELLED, program, node)
         program.state = ProgramState.CANCELLED
         program.finished_at = now
@@ -295,9 +290,7 @@ class ProgramController:
         data: dict[str, Scalar] = {"reason": CANCELLED_ON_REQUEST, WITHDRAWN: True, "by": by}
         for node in changed:
             node.withdrawn = True
-            attempts = node.attempts
-            if node.kind is _LLM and attempts and attempts[-1].finished_at is None:
-                attempts[-1].finished_at, attempts[-1].outcome = now, CANCELLED_ON_REQUEST
+            _close_llm_attempt(node, now, CANCELLED_ON_REQUEST)
             self._emit(now, EventKind.NODE_CANCELLED, program, node, data=data)
         return changed
 
@@ -717,6 +710,8 @@ ABANDONED = "abandoned"
 #: ``node.cancelled`` reason and its open LLM attempt's outcome, one value as for every
 #: ``node.cancelled`` (the event tail rebuilds the attempt's outcome from the reason)
 CANCELLED_ON_REQUEST = "cancelled"
+#: the ``node.cancelled`` data key saying the node was cancelled on request (``Node.withdrawn``)
+WITHDRAWN = "withdrawn"
 
 
 def _count_queue_wait(program: Program, node: Node, now: float) -> None:
@@ -734,8 +729,13 @@ def _count_queue_wait(program: Program, node: Node, now: float) -> None:
     program.wait_s += waited
 
 
-#: the ``node.cancelled`` data key saying the node was cancelled on request (``Node.withdrawn``)
-WITHDRAWN = "withdrawn"
+def _close_llm_attempt(node: Node, now: float, outcome: str) -> None:
+    """A cancelled LLM node's open attempt closes with ``outcome`` (its abort is the caller's,
+    and nothing closes a cancelled node's attempt later); a tool's stays open for its end
+    after the cancel (:meth:`ProgramController.finish_tool_after_cancel`)."""
+    attempts = node.attempts
+    if node.kind is _LLM and attempts and attempts[-1].finished_at is None:
+        attempts[-1].finished_at, attempts[-1].outcome = now, outcome
 
 
 def _tool_end_data(
