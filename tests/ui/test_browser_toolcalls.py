@@ -61,10 +61,11 @@ def test_an_operator_commits_a_call_in_doubt_with_its_result(
     # keeping sends nothing
     dialog = page.locator("#commit-dialog")
     row.locator("button[data-action=commit]").click()
-    assert dialog.is_visible()
+    # the page's handler opens it (a loaded machine takes a moment): waited for, or it fails
+    dialog.wait_for(state="visible")
     assert "the tool does not run again" in (page.text_content("#commit-text") or "")
     dialog.get_by_role("button", name="Keep", exact=True).click()
-    assert dialog.is_hidden()
+    dialog.wait_for(state="hidden")
     assert not [u for u in session.requests if u.endswith(RECONCILE_ROUTE)]
     assert call.state() == "needs_reconcile"
 
@@ -104,7 +105,7 @@ def test_retry_asks_first_and_a_call_settled_meanwhile_is_refused(
     page.locator(_row(other)).wait_for()
 
     page.locator(_row(call)).locator("button[data-action=retry]").click()
-    assert page.locator("#confirm").is_visible()
+    page.locator("#confirm").wait_for(state="visible")
     assert "runs the tool once more" in (page.text_content("#confirm-text") or "")
     assert page.text_content("#confirm-yes") == "Retry tool call"
     page.get_by_role("button", name="Keep", exact=True).click()
