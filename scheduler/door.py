@@ -380,14 +380,20 @@ class ProgramDoor:
         self._expire(now)
         self._lapsed_unstarted = False
         started: list[str] = []
-        # programs parked at a call boundary go on first: their context is half-built (one
-        # a fan-out sibling's call counted again meanwhile takes no more room than it has)
+        # programs parked at a call boundary go on first: their context is half-built. In
+        # line order among those that need room (the first that does not fit holds up the
+        # rest and every newcomer); one a fan-out sibling's call counted again meanwhile
+        # takes no more room than it has, so it goes on whoever waits ahead of it
+        blocked = False
         for pid in self._returning.waiting(now):
-            if pid not in self._counted and not self._admits(self._share[pid], now):
-                return started
+            if pid not in self._counted and (blocked or not self._admits(self._share[pid], now)):
+                blocked = True
+                continue
             self._returning.remove(pid)
             self._go_on(pid)
             started.append(pid)
+        if blocked:
+            return started
         fits = self._fits(now)
         while (first := self._line.next_start(now, fits)) is not None:
             self._line.take(first.program_id)

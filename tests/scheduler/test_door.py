@@ -288,12 +288,7 @@ def test_a_parked_program_whose_sibling_counts_again_goes_on_without_more_room()
     """A fan-out sibling's call counts the program again while its parked call waits: that
     call takes no more room than is counted already, so it goes on at once (before, it
     waited for room for its share a second time, and held up every returning program)."""
-    door = ProgramDoor(1_000)
-    for pid in ("a", "b", "c"):
-        assert door.try_start(pid, 300, 0.0)
-        door.resize(pid, 300, 400)
-    door.note_lost("c", 400, 1.0)
-    door.park_started("a", 1.5)
+    door = _three_outgrown_with_a_parked()
     door.rejoin("a")  # its sibling's call is queued: a counts again
     assert door.used_tokens == 900
     assert door.wake(2.0) == ["a"]
@@ -357,3 +352,29 @@ def test_a_lapse_found_by_a_newcomers_check_is_a_wake_due() -> None:
     assert (door.used_tokens, door.next_expiry(), door.wake_due) == (0, None, True)
     assert door.wake(11.0) == ["B", "C"]
     assert (door.wake_due, door.parked) == (False, 0)
+
+
+def test_a_counted_returning_program_goes_on_behind_one_that_does_not_fit() -> None:
+    """The returning line keeps its order among programs that need room, but one counted
+    again by a sibling's call needs none: it goes on though the first in line does not fit
+    (before, the first's lack of room held it, its call queued, behind it)."""
+    door = _three_outgrown_with_a_parked()
+    door.park_started("b", 1.6)
+    door.resize("c", 900, 900)  # c grew: a's 300 no longer fits beside it
+    assert not door.try_start("new", 10, 1.7)
+    door.rejoin("b")  # b's sibling call is queued: b counts again
+    assert door.wake(2.0) == ["b"]  # a still waits at the head; the newcomer behind it
+    assert (door.is_returning("a"), door.is_parked("new")) == (True, True)
+    assert door.finish("c", 3.0) == ["a", "new"]
+
+
+def _three_outgrown_with_a_parked() -> ProgramDoor:
+    """Three started programs that outgrew a 1,000-token budget (400 held each, the loss of
+    c's context seen at 1.0), the first parked at its call boundary at 1.5."""
+    door = ProgramDoor(1_000)
+    for pid in ("a", "b", "c"):
+        assert door.try_start(pid, 300, 0.0)
+        door.resize(pid, 300, 400)
+    door.note_lost("c", 400, 1.0)
+    door.park_started("a", 1.5)
+    return door
