@@ -10,6 +10,7 @@ abort, nodes now ready) and the caller acts on it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -238,7 +239,7 @@ class ProgramController:
             mean = data.get(field_name)
             if isinstance(mean, bool) or not isinstance(mean, int | float):
                 continue  # a bool is an int, but no mean of tokens
-            if isinstance(key, str) and mean >= 0:  # (NaN compares false)
+            if isinstance(key, str) and 0 <= mean < math.inf:  # (NaN compares false)
                 self.output_lengths.restore(tenant, key, mean)
 
     def cancel_program(self, program_id: str, now: float, *, reason: str = "user") -> list[Node]:

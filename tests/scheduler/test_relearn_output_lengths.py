@@ -59,6 +59,8 @@ def _finished(data: dict[str, Scalar]) -> Event:
         {learned.MODEL: "small", learned.MODEL_OUTPUT_TOKENS: True},
         {learned.MODEL: "small", learned.MODEL_OUTPUT_TOKENS: "40"},
         {learned.MODEL: "small", learned.MODEL_OUTPUT_TOKENS: float("nan")},
+        {learned.MODEL: "small", learned.MODEL_OUTPUT_TOKENS: float("inf")},
+        {learned.MODEL: "small", learned.MODEL_OUTPUT_TOKENS: -1.0},
         {learned.MODEL: 3, learned.MODEL_OUTPUT_TOKENS: 40.0},
     ],
 )
