@@ -395,10 +395,12 @@ class ProgramController:
         node = program.nodes[node_id]
         node.queued_at = now
         expected = node.expected_output_tokens or self.output_lengths.predict(program.tenant)
-        if max_output_tokens is not None and expected > max_output_tokens:
-            # a verifier asking for 40 tokens is not a 250-token call of its kind: the cap
-            # is the one thing known for sure about this call's length
-            expected = float(max_output_tokens)
+        if max_output_tokens is not None:
+            node.max_output_tokens = max_output_tokens
+            if expected > max_output_tokens:
+                # a verifier asking for 40 tokens is not a 250-token call of its kind: the
+                # cap is the one thing known for sure about this call's length
+                expected = float(max_output_tokens)
         uncached = prompt_tokens - cached_tokens
         if uncached < 0:
             uncached = 0

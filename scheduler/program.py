@@ -182,6 +182,9 @@ class Node:
     cached_tokens: int = 0
     output_tokens: int = 0
     expected_output_tokens: float = 0.0
+    #: the most its last call may generate (the request's ``max_tokens``; None: not said):
+    #: a cap on what the scheduler expects it to generate, and kept for a what-if replay
+    max_output_tokens: int | None = None
     service_s: float = 0.0  # GPU time attained by this node (all attempts)
     tool_s: float = 0.0  # tool execution time (all attempts)
     cp_before_s: float = 0.0  # ATLAS: GPU service along the heaviest path into this node

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentconsole.scheduler import dag
-from agentconsole.scheduler.eventdata import number
+from agentconsole.scheduler.eventdata import number, token_count
 from agentconsole.scheduler.events import EventKind
 from agentconsole.scheduler.program import (
     Attempt,
@@ -89,6 +89,7 @@ def _node(view: ProgramView, index: int) -> Node:
         prompt_tokens=int(number(data, "prompt_tokens")),
         cached_tokens=int(number(data, "cached_tokens")),
         output_tokens=int(number(data, "output_tokens")),
+        max_output_tokens=token_count(data, "max_tokens"),
         service_s=number(data, "service_s"),
         tool_s=number(data, "tool_s"),
         queue_s=number(data, "queue_s"),

@@ -108,6 +108,7 @@ def node_json(node: Node, kv_tier: str | None = None) -> JSON:
         "prompt_tokens": node.prompt_tokens,
         "cached_tokens": node.cached_tokens,
         "output_tokens": node.output_tokens,
+        "max_tokens": node.max_output_tokens,
         "queue_s": node.queue_s,
         "service_s": node.service_s,
         "tool_s": node.tool_s,

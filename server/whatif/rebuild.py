@@ -114,6 +114,7 @@ def _llm(
     base = LLMNode(
         id=node.node_id, parents=node.parents, branch=Branch(node.branch), prompt_tokens=0,
         output_tokens=max(node.output_tokens, 1),
+        max_tokens=max(node.max_tokens, node.output_tokens, 1) if node.max_tokens else None,
     )  # fmt: skip
     for compact in (False, True):
         trial = replace(base, compact=compact)

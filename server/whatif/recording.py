@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentconsole.scheduler.eventdata import token_count
 from agentconsole.server.store.jsonutil import loads_object
 from agentconsole.server.store.prompt_blocks import HASH_LIST
 from agentconsole.server.store.sqlconn import SqlConnection
@@ -37,6 +38,8 @@ class RecordedNode:
     tool: str | None = None
     prompt_tokens: int = 0
     output_tokens: int = 0
+    #: the last call's ``max_tokens`` (None: not said, or a store written before it was kept)
+    max_tokens: int | None = None
     attempts: list[RecordedAttempt] = field(default_factory=list)
     #: the last attempt's prompt block hashes (empty: redacted, unrecorded or too short)
     blocks: tuple[int, ...] = ()
@@ -147,6 +150,7 @@ def _nodes(
             tool=info.get("tool"),  # type: ignore[arg-type]
             prompt_tokens=int(info.get("prompt_tokens") or 0),  # type: ignore[arg-type]
             output_tokens=int(info.get("output_tokens") or 0),  # type: ignore[arg-type]
+            max_tokens=token_count(info, "max_tokens"),
         )
         programs[str(pid)].nodes.append(node)
         found[(str(pid), node.node_id)] = node

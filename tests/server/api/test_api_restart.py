@@ -34,6 +34,9 @@ def test_a_restarted_server_shows_a_running_programs_nodes_and_continues_it(
             after = c.get("/v1/programs/trip").json()
             assert after["state"] == "running"
             assert [n["node_id"] for n in after["nodes"]] == ["llm-1", "search"]
+            # the call's max_tokens is shown and survives (a what-if replay reads it)
+            assert [n["max_tokens"] for n in before["nodes"]] == [8, None]
+            assert [n["max_tokens"] for n in after["nodes"]] == [8, None]
             assert after["tokens_used"] == before["tokens_used"] > 0
             assert after["attained_service_s"] == before["attained_service_s"]
             assert after["quotas"]["tokens"] == 10_000

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentconsole.sample_traces import load_trace
+from agentconsole.sample_traces import LLMNode, load_trace
 from tests.server.api.harness import OPERATOR, LiveServer, chat_body, make_config, wait_until
 
 CLI = str(Path(sys.executable).with_name("agentconsole"))
@@ -89,6 +89,8 @@ def test_the_window_is_written_as_a_trace_with_its_bench_command(server: LiveSer
     chains = {p.id: [n.id for n in p.nodes] for p in trace}
     assert chains == {pid: [f"n{i}" for i in range(calls)] for pid, (_, calls) in RECORDED.items()}
     assert {p.tenant for p in trace} == {"tenant-a", "tenant-b"}
+    # each call's max_tokens, stored with its node, is the trace's declared cap
+    assert {n.max_tokens for p in trace for n in p.nodes if isinstance(n, LLMNode)} == {8}
     assert min(p.arrival_s for p in trace) == 0.0  # arrivals from the window's first program
     argv = shlex.split(body["command"])
     assert argv[:4] == ["agentconsole", "bench", "--trace", str(path)]
