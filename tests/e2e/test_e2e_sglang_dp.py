@@ -126,13 +126,19 @@ def test_cancel_aborts_the_call_on_its_programs_rank(
     dp_serve: ServeProcess, http: httpx.Client
 ) -> None:
     prompt = {p: [{"role": "user", "content": _text(30, 10 + i)}] for i, p in enumerate("cd")}
-    _chat(http, "dp-c", prompt["c"])
+    # c's first call is in flight (load on its rank) when d's is placed, as in the test
+    # above: whatever the ranks cached before (alone, only one holds the chat template, and
+    # a bare template match would place both on it)
+    first_c = stream_chat(dp_serve.url, "dp-c", prompt["c"], tokens=256)
+    assert first_c.started.wait(60)
     _chat(http, "dp-d", prompt["d"])
+    assert first_c.done.wait(120)
+    assert (first_c.error, first_c.failure) == (None, None)
     (rank_c,) = set(_node_ranks(http, "dp-c").values())
     (rank_d,) = set(_node_ranks(http, "dp-d").values())
     assert rank_c is not None
     assert rank_d is not None
-    assert rank_c != rank_d  # the tie goes to the rank with fewer programs
+    assert rank_c != rank_d
     other = stream_chat(dp_serve.url, "dp-d", [*prompt["d"], *prompt["d"]], tokens=300)
     doomed = stream_chat(dp_serve.url, "dp-c", [*prompt["c"], *prompt["c"]], tokens=1400)
     assert doomed.started.wait(60)
