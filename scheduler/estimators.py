@@ -113,8 +113,9 @@ class ToolLatencyEstimator:
     tenant's tools of the kind, then to a prior, until ``min_samples`` observations exist.
 
     A tenant's learner holds at most :data:`~agentconsole.scheduler.bounded.KEYS_PER_TENANT`
-    tools and kinds (tool names are the client's): past it, the least recently used is
-    forgotten and predicted again as a tool never seen (its kind's fit, else the prior)."""
+    tools (tool names are the client's), and as many kinds: past it, the least recently used
+    tool is forgotten and predicted again as a tool never seen (its kind's fit, else the
+    prior)."""
 
     def __init__(
         self,
@@ -124,17 +125,17 @@ class ToolLatencyEstimator:
     ) -> None:
         self._prior = prior
         self._min = min_samples
-        self._fits: TenantLru[_ToolFit] = TenantLru()
+        # tools and kinds apart: a tool's name is the client's, and may be any string
+        self._tool_fits: TenantLru[_ToolFit] = TenantLru()
+        self._kind_fits: TenantLru[_ToolFit] = TenantLru()
         self.log = log or PredictionLog()
 
     def distribution(self, tenant: str, tool: str, kind: str = "") -> LogNormal:
         """The current latency distribution of ``tenant``'s ``tool`` (changes no estimate)."""
-        fits = self._fits
-        for key in (tool, f"kind:{kind}"):  # the tool, then its kind
-            fit = fits.get(tenant, key)
-            if fit is not None and fit.fitted is not None:
-                return fit.fitted
-        return self._prior
+        fit = self._tool_fits.get(tenant, tool)
+        if fit is None or fit.fitted is None:
+            fit = self._kind_fits.get(tenant, kind)  # the tool, then its kind
+        return fit.fitted if fit is not None and fit.fitted is not None else self._prior
 
     def observe(self, tenant: str, tool: str, kind: str, latency_s: float) -> None:
         """Record an observed latency; logs the error of the mean prediction first."""
@@ -146,8 +147,10 @@ class ToolLatencyEstimator:
         """Fit an observed latency into ``tenant``'s ``tool``'s and its kind's distributions
         (no log)."""
         x = math.log(max(latency_s, 1e-4))
-        for key in (f"kind:{kind}", tool):  # the tool last: the more recently used
-            fit = self._fits.setdefault(tenant, key, _ToolFit)
+        for fit in (
+            self._kind_fits.setdefault(tenant, kind, _ToolFit),
+            self._tool_fits.setdefault(tenant, tool, _ToolFit),
+        ):
             fit.samples.add(x)
             if fit.samples.n >= self._min:
                 fit.fitted = LogNormal(fit.samples.mean, max(fit.samples.std, 0.05))

@@ -148,6 +148,17 @@ def test_a_forgotten_tool_is_predicted_by_its_kinds_fit() -> None:
     assert latency.distribution("other", "old", "test_run").mu == pytest.approx(math.log(100.0))
 
 
+def test_a_tool_named_like_a_kind_learns_apart_from_that_kind() -> None:
+    """A tool's name is the client's: one named ``kind:test_run`` is a tool like any other
+    (before, it shared the fit of every test run of its tenant)."""
+    latency = ToolLatencyEstimator(min_samples=1)
+    for _ in range(3):
+        latency.learn("t", "kind:test_run", "search", 0.01)
+        latency.learn("t", "pytest", "test_run", 100.0)
+    assert latency.distribution("t", "never-seen", "test_run").mu == pytest.approx(math.log(100))
+    assert latency.distribution("t", "kind:test_run", "x").mu == pytest.approx(math.log(0.01))
+
+
 # -- growth and runs -----------------------------------------------------------------------------
 def test_a_forgotten_kind_is_taken_for_an_average_one_of_its_tenants() -> None:
     peaks, runs = PeakEstimator(), RunTimes()
