@@ -161,12 +161,19 @@ class StoreProjector:
                     else:
                         rows.append(self._program_row(program, time.time()))
                         done += 1
-        finally:
-            self._writing = {}
-            if self._written_last:
-                rows = [r for r in rows if getattr(r, "program_id", "") not in self._written_last]
-                self._written_last = set()
-            self._put(rows, mark)
+        except BaseException:
+            # stopped midway (a shutdown cancels the tick): nothing of it is queued and what
+            # it took stays dirty, for the next write to mark. Its rows with this mark would
+            # claim the programs it never reached, which a restart would then not rebuild
+            self._writing, self._written_last = {}, set()
+            for pid, node_ids in dirty.items():
+                self._dirty.setdefault(pid, set()).update(node_ids)
+            raise
+        self._writing = {}
+        if self._written_last:
+            rows = [r for r in rows if getattr(r, "program_id", "") not in self._written_last]
+            self._written_last = set()
+        self._put(rows, mark)
 
     def write_program(self, program_id: str) -> None:
         """Queue the current rows of ``program_id`` and whatever is dirty of it, now, without
