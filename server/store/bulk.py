@@ -8,7 +8,8 @@ from batch size.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from operator import attrgetter
 from typing import Any
 
@@ -54,13 +55,26 @@ def _data_json(data: Mapping[str, Scalar]) -> str:
     return dumps(data) if data else _EMPTY_JSON
 
 
+@contextmanager
+def _registered(con: SqlConnection, name: str, table: pa.Table) -> Iterator[None]:
+    """``table`` readable as ``name`` for the block. After a failed statement the transaction
+    is aborted and the unregister fails too ("transaction is aborted"): that error must not
+    replace the statement's own, which the lane reads (a conflict is retried, a storage
+    failure holds the batch, anything else is the batch's data)."""
+    con.register(name, table)
+    try:
+        yield
+    except BaseException:
+        with suppress(Exception):
+            con.unregister(name)
+        raise
+    con.unregister(name)
+
+
 def insert_events(con: SqlConnection, events: Sequence[Event], first_seq: int) -> None:
     """Append ``events`` with consecutive ``seq`` from ``first_seq`` (inside the caller's txn)."""
-    con.register("_ev", events_table(events, first_seq))
-    try:
+    with _registered(con, "_ev", events_table(events, first_seq)):
         con.execute(_EVENT_INSERT)
-    finally:
-        con.unregister("_ev")
 
 
 def _records_table(spec: TableSpec, records: Sequence[Record]) -> pa.Table:
@@ -94,11 +108,8 @@ def write_records(
         seqs = pa.array(range(first_seq, first_seq + len(records)), SEQ.arrow)
         table = table.add_column(0, spec.seq_column, seqs)
     names = ", ".join(spec.names)
-    con.register("_rec", table)
-    try:
+    with _registered(con, "_rec", table):
         if spec.key:
             match = " AND ".join(f"t.{k} = u.{k}" for k in spec.key)
             con.execute(f"DELETE FROM {spec.table} t USING _rec u WHERE {match}")
         con.execute(f"INSERT INTO {spec.table} ({names}) SELECT {names} FROM _rec")
-    finally:
-        con.unregister("_rec")

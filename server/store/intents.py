@@ -27,7 +27,7 @@ from agentconsole.server.store.intent_ops import (
     ReconcileOp,
 )
 from agentconsole.server.store.intent_types import Claim, CommitOutcome, RecoveryReport
-from agentconsole.server.store.jsonutil import JSONValue
+from agentconsole.server.store.jsonutil import JSONValue, storable
 from agentconsole.server.store.sqlconn import SqlConnection
 from agentconsole.server.store.writer import StoreWriter
 
@@ -101,8 +101,9 @@ class ToolIntents:
         safe. A holder whose ``lease_s`` ran out is taken over (``NEW`` with epoch + 1) only
         for re-executable tools (read-only or idempotent); others stay ``IN_PROGRESS``.
         ``arguments`` is what the intent keeps of the call's arguments (JSON text, already
-        redacted by the caller; None: nothing).
+        redacted by the caller; None: nothing; stored as :meth:`commit` stores a result).
         """
+        kept = None if arguments is None else storable(arguments)
         return self._writer.submit(
             ClaimOp(
                 self._book,
@@ -114,7 +115,7 @@ class ToolIntents:
                 side_effect,
                 idempotent,
                 lease_s,
-                arguments,
+                kept,
             )
         )
 
@@ -122,10 +123,11 @@ class ToolIntents:
         """Store the result of the execution that claimed at ``epoch``.
 
         ``STALE_EPOCH`` if the intent was re-claimed since (the result is dropped). Raises
-        ``ValueError`` at once if ``result_json`` is not JSON.
+        ``ValueError`` at once if ``result_json`` is not JSON (an unpaired surrogate in it is
+        stored as U+FFFD: a tool's answer cut mid-character still commits).
         """
-        json.loads(result_json)
-        return self._writer.submit(FinishOp(self._book, tool_call_id, epoch, result_json))
+        stored = storable(result_json)
+        return self._writer.submit(FinishOp(self._book, tool_call_id, epoch, stored))
 
     def fail(
         self, tool_call_id: str, error: str, epoch: int, *, retryable: bool

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -21,6 +22,7 @@ from agentconsole.server.store import (
     make_tool_call_id,
     params_hash,
 )
+from agentconsole.server.store.jsonutil import storable
 
 
 def _claim(
@@ -101,6 +103,21 @@ def test_committed_result_is_replayed_and_attach_waits_for_it(store: Store) -> N
         CommitOutcome.WRONG_STATE
     )
     assert store.intents.attach("missing").result(timeout=10) is None
+
+
+def test_a_result_cut_mid_character_commits_with_a_replacement_character(store: Store) -> None:
+    """A tool's answer cut inside a surrogate pair (a cut emoji) is JSON to Python's ``json``
+    but not to DuckDB's JSON column: it commits with U+FFFD in its place (before, the commit
+    failed and the intent stayed in progress though the tool had run)."""
+    claim = _claim(store, "cut")
+    cut = json.dumps({"result": json.loads('{"text": "ok \\ud83d"}')})  # as executors do
+    committed = store.intents.commit("cut", cut, claim.epoch).result(timeout=10)
+    assert committed is CommitOutcome.ACCEPTED
+    replay = _claim(store, "cut")
+    assert replay.status is ClaimStatus.COMMITTED
+    assert json.loads(replay.result_json or "") == {"result": {"text": "ok \ufffd"}}
+    whole = json.dumps({"text": "ok \U0001f600"})  # a whole pair, escaped: kept as it is
+    assert json.loads(storable(whole)) == {"text": "ok \U0001f600"}
 
 
 def test_epoch_fencing_rejects_a_stale_executor(store: Store) -> None:

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentconsole.scheduler.events import Event, EventKind, EventSink
+from agentconsole.server.live.hub import EventHub
 from agentconsole.server.store import OperatorAction, Store, StoreClosedError, StoreConfig, bulk
 from agentconsole.server.store import batch as batch_module
 from agentconsole.server.store.event_log import EVENTS
@@ -136,7 +137,39 @@ def test_full_queue_drops_fire_and_forget_events_and_counts_them(db_path: Path) 
         for i in range(10):
             store.writer.emit(make_event(i))
         assert store.writer.stats.dropped == 10
-        assert store.writer.append(make_event(99)).result(timeout=10) == 1
+        # the dropped events' numbers stay theirs: a gap, as for an event that failed alone
+        assert store.writer.append(make_event(99)).result(timeout=10) == 11
+
+
+def test_events_dropped_at_a_full_queue_keep_every_later_event_on_its_hub_seq(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hub numbers events as it emits them; the writer must number the ones it stores
+    alike, dropped ones between them or not (before, every event after a drop was stored
+    under a lower seq than the hub's, and a restart skipped events past the sync marks)."""
+    real = bulk.insert_events
+    writing, gate = threading.Event(), threading.Event()
+
+    def held(con: SqlConnection, events: Any, first_seq: int) -> None:
+        writing.set()
+        gate.wait(10)  # the lane is busy with its first batch while the queue fills
+        real(con, events, first_seq)
+
+    monkeypatch.setattr(batch_module, "insert_events", held)
+    with Store.open(db_path, StoreConfig(max_queue=3, event_linger_s=0)) as store:
+        hub = EventHub(first_seq=store.repo.last_seq() + 1)
+        hub.subscribe(store.writer.emit)
+        hub.emit(make_event(0))
+        assert writing.wait(10)
+        for i in range(1, 10):
+            hub.emit(make_event(i))  # three queued, six dropped
+        gate.set()
+        store.writer.flush().result(timeout=10)
+        hub.emit(make_event(10))
+        store.writer.flush().result(timeout=10)
+        assert store.writer.stats.dropped == 6
+        stored = {e.event.node_id: e.seq for e in store.repo.events_since(0)}
+    assert stored == {f"n{i}": i + 1 for i in (0, 1, 2, 3, 10)}
 
 
 def test_an_event_that_slips_past_the_closed_check_is_counted_not_lost(db_path: Path) -> None:
@@ -324,3 +357,47 @@ def test_an_event_that_fails_alone_keeps_its_number(
     assert [f.result(timeout=10) for f in futures[2:]] == [3, 4]
     assert _seqs(store) == [1, 3, 4]
     assert store.writer.alive
+
+
+def test_an_event_with_an_unpaired_surrogate_is_stored(store: Store) -> None:
+    cut = Event(1.0, EventKind.PROGRAM_CREATED, "p", data={"error": "cut \ud83d"})
+    assert store.writer.append(cut).result(timeout=10) == 1
+    (stored,) = store.repo.events_since(0)
+    assert stored.event.data == {"error": "cut \ufffd"}
+
+
+def test_one_bad_item_among_many_is_found_by_halves(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = bulk.insert_events
+
+    def failing(con: SqlConnection, events: Any, first_seq: int) -> None:
+        if any(e.data.get("i") == 37 for e in events):
+            raise ValueError("bad event")
+        real(con, events, first_seq)
+
+    monkeypatch.setattr(batch_module, "insert_events", failing)
+    gate = threading.Event()
+    store.writer.call(lambda _: gate.wait(10))
+    store.writer.flush(events=False)
+    futures = [store.writer.append(make_event(i)) for i in range(64)]
+    batches = store.writer.stats.batches
+    gate.set()
+    with pytest.raises(ValueError, match="bad event"):
+        futures[37].result(timeout=10)
+    assert [f.result(timeout=10) for f in futures if f is not futures[37]] == [
+        i + 1 for i in range(64) if i != 37
+    ]
+    assert store.writer.stats.batches - batches <= 2 * 6  # not one commit per event
+
+
+def test_a_failed_statement_raises_its_own_error_not_the_aborted_transactions() -> None:
+    con = duckdb.connect()
+    con.execute("ATTACH ':memory:' AS event_log")
+    con.execute(
+        f"CREATE TABLE {EVENTS} (seq BIGINT, ts DOUBLE CHECK (ts >= 0), kind VARCHAR,"
+        " program_id VARCHAR, node_id VARCHAR, attempt INTEGER, tenant VARCHAR, data JSON)"
+    )
+    con.execute("BEGIN TRANSACTION")
+    with pytest.raises(duckdb.ConstraintException):
+        bulk.insert_events(con, [Event(-1.0, EventKind.PROGRAM_CREATED, "p")], 1)
