@@ -96,7 +96,9 @@ class WhatIfDesk:
         answer = _answer(window)
         if window.path is not None:
             latest = self.runner.latest
-            spare = [latest.trace] if latest is not None and self.runner.busy else []
+            spare = [window.path]  # the answer names it, and a run may be asked of it
+            if latest is not None and self.runner.busy:
+                spare.append(latest.trace)
             await asyncio.to_thread(prune, directory, self.settings.keep, spare)
             if run:
                 started = self.runner.start(window.argv, window.path, answer["command"])

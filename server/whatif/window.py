@@ -124,10 +124,19 @@ def export_window(
     return WindowTrace(since, until, tenant, len(programs), path, argv)
 
 
+def _written(trace: Path) -> tuple[int, str]:
+    try:
+        return trace.stat().st_mtime_ns, trace.name
+    except FileNotFoundError:  # deleted meanwhile: the oldest, and its unlink skips it
+        return 0, trace.name
+
+
 def prune(directory: Path, keep: int, spare: Sequence[Path] = ()) -> list[Path]:
     """Delete all but the newest ``keep`` traces of ``directory`` (and their bench reports),
-    never one in ``spare`` (a trace a bench run is reading); returns what was deleted."""
-    traces = sorted(directory.glob(f"{PREFIX}*{TRACE_SUFFIX}"), reverse=True)
+    never one in ``spare`` (a trace a bench run is reading); returns what was deleted.
+    Newest by the time written, then by name: two traces of one second sort by their random
+    tails, so the name alone could delete the one just written."""
+    traces = sorted(directory.glob(f"{PREFIX}*{TRACE_SUFFIX}"), key=_written, reverse=True)
     deleted = []
     for trace in traces[keep:]:
         if trace in spare:

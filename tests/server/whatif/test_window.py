@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -73,6 +74,17 @@ def test_prune_keeps_the_newest_and_the_one_being_benched(tmp_path: Path) -> Non
     expected = [t.name for t in (traces[0], traces[3], traces[4])]
     expected += [n + REPORT_SUFFIX for n in expected] + ["notes.txt"]
     assert left == sorted(expected)
+
+
+def test_prune_keeps_the_trace_written_last_of_one_second(tmp_path: Path) -> None:
+    """Two exports in one second: their names sort by random tails, not by age."""
+    first = tmp_path / "window-20231114T221320Z-ffffffff.jsonl"
+    last = tmp_path / "window-20231114T221320Z-00000000.jsonl"
+    for age, trace in ((10, first), (0, last)):
+        trace.write_text("{}\n")
+        os.utime(trace, (time.time() - age, time.time() - age))
+    assert prune(tmp_path, keep=1) == [first]
+    assert last.exists()
 
 
 def test_stop_kills_a_run_in_progress(tmp_path: Path) -> None:
