@@ -223,6 +223,9 @@ class ToolCallFilter:
         self.enabled = enabled
         self._held = ""
         self._holding = False
+        #: text other than whitespace was sent: the answer is text whatever follows, as
+        #: :func:`parse_tool_calls` reads the whole of an answer that is not streamed
+        self._spoke = False
 
     def feed(self, text: str) -> str:
         """Text that can be sent now; the rest is held until :meth:`finish`."""
@@ -235,18 +238,23 @@ class ToolCallFilter:
         at = buffer.find(CALL_OPEN)
         if at >= 0:
             self._holding, self._held = True, buffer[at:]
-            return buffer[:at]
+            return self._sent(buffer[:at])
         for keep in range(min(len(CALL_OPEN) - 1, len(buffer)), 0, -1):
             if CALL_OPEN.startswith(buffer[-keep:]):
                 self._held = buffer[-keep:]
-                return buffer[:-keep]
+                return self._sent(buffer[:-keep])
         self._held = ""
-        return buffer
+        return self._sent(buffer)
+
+    def _sent(self, text: str) -> str:
+        if not self._spoke and not text.isspace() and text:
+            self._spoke = True
+        return text
 
     def finish(self) -> tuple[str, list[ToolCall] | None]:
         """(text still to send, the tool calls) once the answer is complete."""
         held, self._held = self._held, ""
-        if not self._holding:
+        if not self._holding or self._spoke:
             return held, None
         calls = parse_tool_calls(held)
         return ("", calls) if calls is not None else (held, None)

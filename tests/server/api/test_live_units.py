@@ -19,7 +19,7 @@ from agentconsole.scheduler.tokenstream import TokenStream
 from agentconsole.server.live.calls import LiveCall
 from agentconsole.server.live.hub import EventHub
 from agentconsole.server.live.identity import PrefixChains, chain_hashes
-from agentconsole.server.live.prompt import ToolCallFilter, parse_tool_calls, render_chat
+from agentconsole.server.live.prompt import ToolCall, ToolCallFilter, parse_tool_calls, render_chat
 from agentconsole.server.runtime.sim.live_text import tool_call_text
 
 
@@ -76,15 +76,43 @@ def test_filter_passes_plain_text_through_unchanged(text: str, cuts: list[int]) 
         assert "<tool_call>" not in out
 
 
-@given(st.lists(st.integers(1, 9), min_size=1, max_size=40))
-def test_filter_turns_a_streamed_tool_call_into_calls(cuts: list[int]) -> None:
-    text = '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>'
+CALL = '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>'
+
+
+def _streamed(text: str, cuts: list[int]) -> tuple[str, str, list[ToolCall] | None]:
+    """``text`` fed to a filter in pieces of ``cuts`` (then the rest): (what it sent, what
+    its finish sent, the calls)."""
     held, out, at = ToolCallFilter(enabled=True), "", 0
     for n in cuts:
         out += held.feed(text[at : at + n])
         at += n
     out += held.feed(text[at:])
     tail, calls = held.finish()
+    return out, tail, calls
+
+
+@given(
+    st.sampled_from(["", "  \n", "Sure, let me look. ", "ok\n"]),
+    st.sampled_from(["", "\n", " done", "\n<tool_call>{}</tool_call>"]),
+    st.lists(st.integers(1, 9), max_size=40),
+)
+def test_a_streamed_answer_is_a_call_exactly_when_the_whole_answer_is(
+    before: str, after: str, cuts: list[int]
+) -> None:
+    """The stream and the answer not streamed (and the DAG, which parses the whole text)
+    agree: text before or after the block makes the answer text (before, text streamed ahead
+    of a call's block was sent, then the block still became a call)."""
+    text = before + CALL + after
+    out, tail, calls = _streamed(text, cuts)
+    assert (calls is None) == (parse_tool_calls(text) is None)
+    if calls is None:
+        assert out + tail == text
+
+
+@given(st.lists(st.integers(1, 9), min_size=1, max_size=40))
+def test_filter_turns_a_streamed_tool_call_into_calls(cuts: list[int]) -> None:
+    text = CALL
+    out, tail, calls = _streamed(text, cuts)
     assert out == ""
     assert tail == ""
     assert calls is not None
