@@ -25,6 +25,7 @@ from agentconsole.server.gateway.patterns import (
     UnsupportedPattern,
     compiled,
 )
+from agentconsole.server.gateway.schema_refs import check_references
 
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_SCHEMA_DEPTH = 32
@@ -170,7 +171,8 @@ def check_parameters_schema(schema: object) -> Validator:
     Requires a 2020-12 schema (``$schema`` absent or the 2020-12 URI) whose root is ``type:
     object``, at most :data:`MAX_SCHEMA_BYTES` of JSON and :data:`MAX_SCHEMA_DEPTH` levels.
     Raises :class:`InvalidTool` naming the offending JSON pointer in ``field``. ``$ref`` may
-    only point inside the schema (``#...``): a remote reference would be fetched.
+    only point inside the schema (``#...``): a remote reference would be fetched; and it must
+    land on a schema these rules accept (:mod:`schema_refs`).
     """
     if not isinstance(schema, Mapping):
         raise InvalidTool("parameters must be a JSON Schema object", field="parameters")
@@ -189,21 +191,13 @@ def check_parameters_schema(schema: object) -> Validator:
             f"not a valid JSON Schema 2020-12: {error.message}",
             field=f"parameters/{pointer}".rstrip("/"),
         ) from error
-    _check_refs(schema, "parameters")
     _check_node(schema, "parameters", 0, VALUE)
+    check_references(schema, "parameters", _check_target)
     _check_patterns(schema)
     validator: Validator = ToolArgumentsValidator(schema)
     return validator
 
 
-def _check_refs(node: Any, path: str) -> None:
-    if isinstance(node, Mapping):
-        for key in ("$ref", "$dynamicRef"):
-            ref = node.get(key)
-            if isinstance(ref, str) and not ref.startswith("#"):
-                raise InvalidTool("only local references (#...) are allowed", field=path)
-        for key, value in node.items():
-            _check_refs(value, f"{path}/{key}")
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            _check_refs(value, f"{path}/{i}")
+def _check_target(node: Any, place: str) -> None:
+    """A schema a reference lands on is checked as where a value is admitted."""
+    _check_node(node, place, 0, VALUE)

@@ -78,6 +78,37 @@ def test_other_bad_schemas_are_refused(schema: Any) -> None:
         check_parameters_schema(schema)
 
 
+@pytest.mark.parametrize(
+    ("ref", "extra", "field", "message"),
+    [
+        ("#/$defs/nope", {}, "parameters/properties/a/$ref", "points to nothing"),
+        ("#/$comment", {"$comment": "c"}, "parameters/properties/a/$ref", "not a schema"),
+        ("#/properties", {}, "parameters/properties", "accepts any value"),
+        ("#nowhere", {}, "parameters/properties/a/$ref", "names no .anchor"),
+        ("#/properties/a", {}, "parameters/properties/a/$ref", "loops back"),
+        ("#/$defs/b", {"$defs": {"b": {"anyOf": [{"$ref": "#/$defs/b"}]}}}, "", "loops back"),
+    ],
+)
+def test_a_reference_that_lands_on_no_closed_schema_or_loops_is_refused(
+    ref: str, extra: dict[str, Any], field: str, message: str
+) -> None:
+    """Registered, each of these failed every call with a 500 (or, ``#/properties``,
+    accepted an object with any properties)."""
+    with pytest.raises(InvalidTool, match=message) as info:
+        check_parameters_schema({**obj(a={"$ref": ref}), **extra})
+    assert not field or info.value.field == field
+
+
+def test_references_to_anchors_and_recursive_trees_are_accepted() -> None:
+    tree = obj(value={"type": "integer"}, children={"type": "array", "items": {"$ref": "#"}})
+    assert check_parameters_schema(tree).is_valid({"value": 1, "children": [{"value": 2}]})
+    named = {**obj(a={"$ref": "#leaf"}), "$defs": {"leaf": {"$anchor": "leaf", **STRING}}}
+    assert not check_parameters_schema(named).is_valid({"a": 3})
+    nested_id = {**obj(a={"$ref": "#/$defs/x"}), "$defs": {"x": {"$id": "x", **STRING}}}
+    with pytest.raises(InvalidTool, match=r"\$id"):
+        check_parameters_schema(nested_id)
+
+
 def test_conditions_and_negations_may_stay_open() -> None:
     schema = obj(a=STRING)
     schema["not"] = {"required": ["b"]}
