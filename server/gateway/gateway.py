@@ -123,6 +123,9 @@ class ToolGateway:
         self.store = store
         self.registry = ToolRegistry(store, stored, self.config.tool_bounds)
         self.limits = ToolLimits(clock)
+        #: tool-call keys admitted and not yet released: a duplicate of one (a transport
+        #: retry) attaches to it, so it takes no rate token or concurrency slot of its own
+        self._admitted_keys: set[str] = set()
         self.audit = Auditor(store.writer, refusals)
         self.runner = Runner(store.intents, self.config)
         self._builtins = builtin_functions(self.config.ledger_path)
@@ -282,23 +285,28 @@ class ToolGateway:
                     raise not_running(refusal) from refusal.__cause__
                 return replayed
             tool = compiled.definition
-            self.limits.admit(
-                tenant,
-                tool.name,
-                owner=tool.tenant,
-                rate_per_s=tool.rate_limit_per_s,
-                burst=tool.burst,
-                max_concurrency=tool.max_concurrency,
-            )
+            key = make_tool_call_id(request.program_id, request.node_id, request.attempt)
+            duplicate = key in self._admitted_keys
+            if not duplicate:
+                self.limits.admit(
+                    tenant,
+                    tool.name,
+                    owner=tool.tenant,
+                    rate_per_s=tool.rate_limit_per_s,
+                    burst=tool.burst,
+                    max_concurrency=tool.max_concurrency,
+                )
+                self._admitted_keys.add(key)
         except GatewayError as error:
             self.audit.rejected(actor, "tool.call", f"tool:{name}", error, context)
             raise
-        released = False
+        released = duplicate  # (a duplicate holds nothing to give back)
 
         def release() -> None:
             nonlocal released
             if not released:
                 released = True
+                self._admitted_keys.discard(key)
                 self.limits.release(tenant, tool.name, owner=tool.tenant)
 
         try:

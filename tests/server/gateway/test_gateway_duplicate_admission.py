@@ -1,0 +1,58 @@
+"""A transport retry of a tool call in flight (the same program, node and attempt) waits for
+the first and replays its result, as docs/API.md says, under the tool's concurrency cap too:
+it takes no slot or rate token of its own (before, with ``max_concurrency: 1`` it was
+refused 429 while the call it retried ran). Real HTTP, the sim runtime, a DuckDB file."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.server.api.harness import gateway_server, wait_until
+
+SLEEP = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"seconds": {"type": "number"}},
+}
+
+
+def test_a_duplicate_of_a_call_in_flight_replays_it_under_a_concurrency_cap(
+    tmp_path: Path,
+) -> None:
+    body = {"program_id": "dup", "node_id": "n1", "arguments": {"seconds": 1.5}}
+    with gateway_server(tmp_path / "dup.duckdb") as live:
+        with live.client("sk-a") as client:
+            tool = {
+                "name": "slow",
+                "description": "sleeps",
+                "parameters": SLEEP,
+                "max_concurrency": 1,
+                "rate_limit_per_s": 0.01,  # one token: a second admission would be refused
+                "executor": {"type": "builtin", "name": "sleep"},
+            }
+            assert client.post("/v1/tools", json=tool).status_code == 201
+        answers: dict[str, httpx.Response] = {}
+
+        def first() -> None:
+            with live.client("sk-a") as own:
+                answers["first"] = own.post("/v1/tools/slow/call", json=body)
+
+        def running(client: httpx.Client) -> bool:
+            found = client.get("/v1/programs/dup")
+            nodes: list[dict[str, Any]] = found.json().get("nodes", []) if found.is_success else []
+            return any(n["node_id"] == "n1" and n["state"] == "running" for n in nodes)
+
+        thread = threading.Thread(target=first)
+        thread.start()
+        with live.client("sk-a") as client:
+            wait_until(lambda: running(client), timeout=30)
+            duplicate = client.post("/v1/tools/slow/call", json=body)
+        thread.join(30)
+    assert answers["first"].status_code == 200, answers["first"].text
+    assert duplicate.status_code == 200, duplicate.text
+    assert duplicate.json()["status"] == "replayed"
+    assert duplicate.json()["tool_call_id"] == answers["first"].json()["tool_call_id"]
