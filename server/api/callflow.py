@@ -114,9 +114,19 @@ def program_identity(extras: AgentExtras | None, request: Client) -> dict[str, A
     node_id = extras.node_id if extras and extras.node_id else _header_id(request, "x-node-id")
     parents: tuple[str, ...] | None = None
     if extras is not None and extras.parent_ids is not None:
-        parents = tuple(extras.parent_ids)
+        parents, named_by = tuple(extras.parent_ids), "agentconsole.parent_ids"
     elif (raw := request.headers.get("x-parent-ids")) is not None:
-        parents = _header_parents(raw)
+        parents, named_by = _header_parents(raw), "X-Parent-Ids"
+    if parents and program_id is None:
+        # a call without a program id continues the program its prompt chain infers, parents
+        # and all: parents it names could be checked against no program, so they would be
+        # dropped unread (with an explicit program, an unknown parent is a 404)
+        raise ApiError(
+            422,
+            f"{named_by} names nodes of a program: give its id too (agentconsole.program_id"
+            " or X-Program-Id)",
+            field=named_by,
+        )
     return {
         "program_id": program_id,
         "node_id": node_id,

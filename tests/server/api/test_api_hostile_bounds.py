@@ -75,6 +75,25 @@ def test_too_many_parent_ids_in_the_header_are_refused_as_in_the_body(
     assert str(MAX_PARENT_IDS) in from_header["message"]
 
 
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
+def test_parents_without_a_program_id_are_refused_not_dropped(
+    server: LiveServer, path: str
+) -> None:
+    """Without a program id the call continues the program its prompt chain infers: parents
+    it names could be checked against none, and were dropped unread (the node made with no
+    parents), where with a program id an unknown parent is a 404."""
+    body = chat_body("orphan", max_tokens=2) if path == CHAT else _completion()
+    with server.client() as client:
+        named = {"parent_ids": ["ghost"], "node_id": "mine"}
+        from_body = _error(client.post(path, json={**body, "agentconsole": named}), 400)
+        from_header = _error(client.post(path, json=body, headers={"X-Parent-Ids": "a,b"}), 400)
+        # no parents named, or an empty header: the inferred program as before
+        assert client.post(path, json=body, headers={"X-Parent-Ids": ","}).status_code == 200
+    assert from_body["field"] == "agentconsole.parent_ids"
+    assert from_header["field"] == "X-Parent-Ids"
+    assert "program" in from_body["message"]
+
+
 def test_a_bad_parent_id_in_the_header_is_named_by_the_header_not_echoed(
     server: LiveServer,
 ) -> None:
