@@ -106,6 +106,13 @@ def _header_parents(raw: str) -> tuple[str, ...]:
     return parents
 
 
+def stop_strings(stop: str | list[str] | None) -> tuple[str, ...]:
+    """The request's ``stop`` as strings to stop at. An empty one is left out: it would match
+    at once (SGLang looks for each stop string in the output's tail, and "" is in every
+    tail), ending the answer after its first token."""
+    return tuple(s for s in ((stop,) if isinstance(stop, str) else stop or ()) if s)
+
+
 def program_identity(extras: AgentExtras | None, request: Client) -> dict[str, Any]:
     """A call's place in its program (``ChatCall`` fields) from the body's ``agentconsole``
     object, else the ``X-Program-Id`` / ``X-Node-Id`` / ``X-Parent-Ids`` headers."""

@@ -36,6 +36,7 @@ from agentconsole.server.api.callflow import (
     program_identity,
     refusal,
     served_name,
+    stop_strings,
 )
 from agentconsole.server.api.contract import contract
 from agentconsole.server.api.deps import Live, LiveDep, PrincipalDep
@@ -58,7 +59,7 @@ def chat_call(data: ChatCompletionRequest, request: Client, live: Live) -> ChatC
     max_tokens = data.max_completion_tokens or data.max_tokens
     # OpenAI's newer name wins when both are sent; a refusal names the one that counted
     named = "max_completion_tokens" if data.max_completion_tokens else "max_tokens"
-    stop = (data.stop,) if isinstance(data.stop, str) else tuple(data.stop or ())
+    stop = stop_strings(data.stop)
     choice = data.tool_choice
     tool_choice = choice.model_dump() if isinstance(choice, NamedToolChoice) else choice or "auto"
     return ChatCall(

@@ -31,6 +31,7 @@ from agentconsole.server.api.callflow import (
     program_identity,
     refusal,
     served_name,
+    stop_strings,
 )
 from agentconsole.server.api.deps import Live, LiveDep, PrincipalDep
 from agentconsole.server.api.openai_format import (
@@ -52,7 +53,7 @@ DEFAULT_MAX_TOKENS = 16
 def completion_call(data: CompletionRequest, request: Client, live: Live) -> ChatCall:
     """The service's view of a validated completion request; its one message (the prompt)
     only serves to find an inferred program by prefix."""
-    stop = (data.stop,) if isinstance(data.stop, str) else tuple(data.stop or ())
+    stop = stop_strings(data.stop)
     prompt = data.text
     return ChatCall(
         messages=({"role": "prompt", "content": prompt},),
