@@ -117,8 +117,8 @@ def test_penalties_and_logit_bias_reach_the_runtime(server: LiveServer) -> None:
 
 @pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
 def test_an_empty_stop_string_is_left_out(server: LiveServer, path: str) -> None:
-    """"" is in every output's tail: sent on, SGLang would end the answer at its first
-    token."""
+    """An empty stop string is in every output's tail: sent on, SGLang would end the answer
+    at its first token."""
     body = chat_body("stops", max_tokens=4) if path == CHAT else {"model": "m", "prompt": "x"}
     for stop, sent in (("", ()), (["", "END"], ("END",)), ("END", ("END",))):
         assert _post(server, path, {**body, "stop": stop}).status_code == 200
