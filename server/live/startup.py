@@ -181,13 +181,19 @@ def calls_streaming(service: ProgramService) -> list[Streamed]:
 async def shut_down(live: ServingParts, background: Background) -> None:
     """Stop what :func:`start_background` started, then the calls in flight, the runtime, the
     what-if runs, the projector (the last rows) and the store (commit, checkpoint)."""
-    await background.sweeper.stop()
-    await background.recorder.stop()
-    background.runtime_start.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await background.runtime_start
-    await live.service.stop()
-    await live.service.runtime.stop()
-    await asyncio.to_thread(live.whatif.stop)
-    await live.queries.projector.stop()
-    await asyncio.to_thread(live.store.close)
+    try:
+        await background.sweeper.stop()
+        await background.recorder.stop()
+        background.runtime_start.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await background.runtime_start
+        await live.service.stop()
+        await live.service.runtime.stop()
+        await asyncio.to_thread(live.whatif.stop)
+    finally:
+        # whatever failed above, the last rows and the store's close (its commit and
+        # checkpoint) still happen: the writer's threads are daemons, gone with the process
+        try:
+            await live.queries.projector.stop()
+        finally:
+            await asyncio.to_thread(live.store.close)

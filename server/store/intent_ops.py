@@ -9,7 +9,8 @@ waiters) are applied after commit only, so a rolled-back batch leaves none behin
 from __future__ import annotations
 
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +57,9 @@ class IntentBook:
         """Drop the lease and hand ``claim`` to everyone attached to ``tool_call_id``."""
         self.leases.pop(tool_call_id, None)
         for future in self.waiters.pop(tool_call_id, []):
-            if not future.done():
+            # (a waiter cancelled on its loop's thread between a check and the set would
+            # raise here, on the writer's thread, and end it)
+            with suppress(InvalidStateError):
                 future.set_result(claim)
 
     def expired(self, tool_call_id: str) -> bool:

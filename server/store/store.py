@@ -178,6 +178,11 @@ class Store:
         Writes the files accept still commit until :meth:`close`."""
         self.writer.give_up_holds()
 
+    @property
+    def closed(self) -> bool:
+        """:meth:`close` ran (writes and new readers are refused)."""
+        return self._closed
+
     def close(self, timeout: float = 30.0) -> bool:
         """Commit everything queued, wait for readers, ``CHECKPOINT``, close. Idempotent.
 
