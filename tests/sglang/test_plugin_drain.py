@@ -4,14 +4,17 @@ memory pressure, or an operator preempt did) is admitted again, or the drain nev
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from agentconsole.server.runtime.sglang import plugin, symbols
+from agentconsole.scheduler.ticket import CallTicket
+from agentconsole.server.runtime.sglang import plugin, symbols, wire
 from agentconsole.server.runtime.sglang.control import CONTROL_FILE, ControlState, write_json_atomic
+from agentconsole.server.runtime.sglang.lockstep import Layout
 from agentconsole.server.runtime.sglang.plugin_state import PluginState
 
 pytestmark = pytest.mark.sglang
@@ -34,3 +37,58 @@ def test_a_drain_admits_only_calls_that_already_ran(
     assert adder.add_one_req(SimpleNamespace(rid="retracted")) == "admitted"
     state._apply(ControlState(version=2, paused=False))
     assert adder.add_one_req(SimpleNamespace(rid="new")) == "admitted"
+
+
+def _waiting(name: str, remaining_s: float, arrival: float) -> SimpleNamespace:
+    """A queued SGLang request carrying a ticket that ranks by ``remaining_s``."""
+    ticket = CallTicket(
+        f"{name}/n/0001",
+        name,
+        "n",
+        "t",
+        arrival=arrival,
+        prompt_tokens=100,
+        expected_output_tokens=500,
+        remaining_cp_s=remaining_s,
+        service_estimate_s=remaining_s,
+    )
+    params = SimpleNamespace(custom_params=wire.encode(ticket, clock_offset=0.0))
+    return SimpleNamespace(
+        rid=ticket.call_id,
+        sampling_params=params,
+        origin_input_ids=list(range(100)),
+        output_ids=[1] * 5,
+        priority=0,
+        finished=lambda: False,
+    )
+
+
+def test_a_drain_sorts_calls_that_ran_ahead_of_the_ones_it_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SGLang's admission loop stops at the first call the adder refuses: a retracted call
+    ranked behind a newcomer would wait out the drain, which waits for it."""
+    now = time.time()
+    retracted, new = _waiting("old", 100.0, now - 20), _waiting("new", 0.1, now - 1)
+    control = ControlState(version=1, paused=True, preempted={retracted.rid: now - 1.0})
+    write_json_atomic(tmp_path / CONTROL_FILE, control.to_json())
+    state = PluginState(tmp_path, Layout(tp_size=1, tp_rank=0))
+    state.requests.seen_running(retracted.rid, now - 10)  # it ran before the drain
+    waiting = [new, retracted]
+    state.sort_waiting(waiting, now)
+    assert state.paused
+    assert [r.rid for r in waiting] == [retracted.rid, new.rid]
+    admit = symbols.load(symbols.ADD_REQ_RESULT).CONTINUE
+    monkeypatch.setattr(
+        symbols.load(symbols.PREFILL_ADDER), "add_one_req", lambda self, req, *a, **k: admit
+    )
+    adder: Any = object.__new__(plugin._adder_class(state))
+    admitted = []
+    for req in waiting:  # SGLang 0.5.23's admission loop: it stops at the first refusal
+        if adder.add_one_req(req) != admit:
+            break
+        admitted.append(req.rid)
+    assert admitted == [retracted.rid]
+    state._apply(ControlState(version=2, paused=False))
+    state.sort_waiting(waiting, now)
+    assert [r.rid for r in waiting] == [new.rid, retracted.rid]  # by rank again

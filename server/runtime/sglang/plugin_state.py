@@ -259,7 +259,16 @@ class PluginState:
         ranked = self.rank(waiting, wall)
         for r in ranked:
             self.requests.seen_waiting(r.candidate, wall)
-        order = sorted(range(len(waiting)), key=lambda i: ranked[i].key)
+        if self.paused:
+            # a drain refuses every call that never ran, and SGLang's admission loop stops at
+            # its first refusal: calls that ran (retracted, preempted) go first, or one ranked
+            # behind a refused newcomer would wait out the drain, which waits for it
+            ran = self.requests.ran
+            order = sorted(
+                range(len(waiting)), key=lambda i: (not ran(waiting[i].rid), ranked[i].key)
+            )
+        else:
+            order = sorted(range(len(waiting)), key=lambda i: ranked[i].key)
         waiting[:] = [waiting[i] for i in order]
         self._touch_waiting(waiting, tree)
 
