@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from agentconsole.scheduler.ticket import CallTicket
-from agentconsole.server.runtime.sglang import plugin, symbols, wire
+from agentconsole.server.runtime.sglang import plugin, symbols
 from agentconsole.server.runtime.sglang.control import CONTROL_FILE, ControlState, write_json_atomic
 from agentconsole.server.runtime.sglang.lockstep import Layout
 from agentconsole.server.runtime.sglang.plugin_state import PluginState
+from tests.sglang.queued import queued as _waiting
 
 pytestmark = pytest.mark.sglang
 
@@ -37,30 +37,6 @@ def test_a_drain_admits_only_calls_that_already_ran(
     assert adder.add_one_req(SimpleNamespace(rid="retracted")) == "admitted"
     state._apply(ControlState(version=2, paused=False))
     assert adder.add_one_req(SimpleNamespace(rid="new")) == "admitted"
-
-
-def _waiting(name: str, remaining_s: float, arrival: float) -> SimpleNamespace:
-    """A queued SGLang request carrying a ticket that ranks by ``remaining_s``."""
-    ticket = CallTicket(
-        f"{name}/n/0001",
-        name,
-        "n",
-        "t",
-        arrival=arrival,
-        prompt_tokens=100,
-        expected_output_tokens=500,
-        remaining_cp_s=remaining_s,
-        service_estimate_s=remaining_s,
-    )
-    params = SimpleNamespace(custom_params=wire.encode(ticket, clock_offset=0.0))
-    return SimpleNamespace(
-        rid=ticket.call_id,
-        sampling_params=params,
-        origin_input_ids=list(range(100)),
-        output_ids=[1] * 5,
-        priority=0,
-        finished=lambda: False,
-    )
 
 
 def test_a_drain_sorts_calls_that_ran_ahead_of_the_ones_it_refuses(

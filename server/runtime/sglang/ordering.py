@@ -190,6 +190,8 @@ class RunningView:
     remaining_s: float
     restore_s: float
     protected: bool = False  # e.g. the health probe, or a request without a ticket
+    #: times it came back from the waiting queue after running (each doubles its residency)
+    preemptions: int = 0
 
 
 def preemption_victims(
@@ -211,7 +213,8 @@ def preemption_victims(
     allowed = [
         r
         for r in running
-        if not r.protected and rule.allows(want, r.key, r.resident_s, r.remaining_s, r.restore_s)
+        if not r.protected
+        and rule.allows(want, r.key, r.resident_s, r.remaining_s, r.restore_s, r.preemptions)
     ]
     allowed.sort(key=lambda r: r.key, reverse=True)
     return [r.rid for r in allowed]

@@ -24,7 +24,11 @@ class RequestBook:
         #: and its place in that order (the keys' tie-break)
         self._candidates: dict[str, Candidate] = {}
         self._next_seq = 0
-        self.admitted: dict[str, float] = {}
+        self.admitted: dict[str, float] = {}  # request -> its first step
+        #: request -> its first step since it last came out of the waiting queue
+        self._running_since: dict[str, float] = {}
+        #: request -> times it came back from the waiting queue after running
+        self.reentries: dict[str, int] = {}
         self._requeued: set[str] = set()  # preempted by the operator, then seen waiting
         self._resumed: set[str] = set()  # ... and then seen running again
         #: admitted, then seen waiting again (retracted or preempted): its next step is its
@@ -86,8 +90,11 @@ class RequestBook:
         entered = rid not in self.admitted
         if entered:
             self.admitted[rid] = now
+            self._running_since[rid] = now
         if rid in self._back_in_queue:
             self._back_in_queue.discard(rid)
+            self._running_since[rid] = now
+            self.reentries[rid] = self.reentries.get(rid, 0) + 1
             entered = True
         if rid in self._requeued:
             self._requeued.discard(rid)
@@ -95,13 +102,21 @@ class RequestBook:
         return entered
 
     def resident_s(self, rid: str, now: float) -> float:
-        """How long ``rid`` has been running at ``now`` (0 if it has not run)."""
-        return now - self.admitted.get(rid, now)
+        """How long ``rid`` has been running at ``now`` since it last came out of the
+        waiting queue (0 if it has not run): a resumed call's protection counts from its
+        resume, as the simulator's does."""
+        return now - self._running_since.get(rid, now)
 
     def prune(self, live: set[str], preempted: Iterable[str]) -> None:
         """Forget requests not in ``live``; the preempt mark stays while ``preempted`` names
         the request (the operator's preempt is still in control)."""
-        for table in (self._wires, self._candidates, self.admitted):
+        for table in (
+            self._wires,
+            self._candidates,
+            self.admitted,
+            self._running_since,
+            self.reentries,
+        ):
             for rid in [rid for rid in table if rid not in live]:
                 del table[rid]
         self._requeued &= live

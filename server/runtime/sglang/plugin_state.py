@@ -310,6 +310,7 @@ class PluginState:
                     self.meter.remaining_s(w.ticket if w else None, generated),
                     self.meter.restore_s(len(r.origin_input_ids) + generated),
                     protected=w is None or w.kind is wire.CallKind.PROBE,
+                    preemptions=self.requests.reentries.get(r.rid, 0),
                 )
             )
         preemptive = self.orderer.policy.preemptive
