@@ -124,6 +124,26 @@ def test_a_keep_counts_only_the_tokens_its_program_holds_alone() -> None:
     # a keep still marks the whole path: the shared prompt is kept while either waits
     assert getattr(tree.shared, UNTIL_ATTR) == 1000.0
 
+    # A decided again: its context dropped; B's keep of the shared prompt still holds it
+    book.apply(tree, {"A": RetentionHint(CacheAction.RECOMPUTE, 0.0, seq=2), "B": keep})
+    assert getattr(tree.a, UNTIL_ATTR) == DROPPED
+    assert getattr(tree.shared, UNTIL_ATTR) == 1000.0
+    assert book.kept_tokens(0.0) == {"B": 3}
+
+
+def test_a_keep_decided_again_as_a_drop_leaves_no_keep_on_the_shared_prompt() -> None:
+    """A keep marks its whole path, the shared prompt too; a drop marks its own turns only:
+    the keep's mark on the prompt must go with it (before, the prompt stayed kept,
+    reported as nothing kept, until the keep's deadline)."""
+    tree, book = _ForkTree(), RetentionBook()
+    book.note("A", _ctx([1, 2, 3, 4, 5, 6]))
+    book.apply(tree, {"A": RetentionHint(CacheAction.KEEP, 1000.0, seq=1)})
+    assert getattr(tree.shared, UNTIL_ATTR) == 1000.0
+    book.apply(tree, {"A": RetentionHint(CacheAction.OFFLOAD, 0.0, seq=2)})
+    assert getattr(tree.a, UNTIL_ATTR) == DROPPED
+    assert getattr(tree.shared, UNTIL_ATTR) is None
+    assert book.kept_tokens(0.0) == {}
+
 
 #: every hint action -> (its node mark for a deadline of 1000.0, whether it marks the whole path)
 _EXPECTED_MARKS: dict[str, tuple[float | None, bool]] = {

@@ -254,6 +254,11 @@ class RetentionBook:
             ctx = self.contexts.get(program)
             if ctx is None or tree is None:
                 continue
+            if not whole and program in self._kept:
+                # a keep marked its whole path, the shared prefix too; a drop or offload
+                # marks only its own suffix, so the keep's marks above it go first (else the
+                # shared prefix stayed kept, unreported, until the keep's deadline)
+                mark_context(tree, ctx, None, whole_path=True, owner=program)
             tokens = mark_context(tree, ctx, until, whole_path=whole, owner=program)
             if hint.action == CacheAction.KEEP:
                 self._kept[program] = (tokens, hint.until)
