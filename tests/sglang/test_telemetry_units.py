@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from array import array
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from agentconsole.server.runtime.sglang import plugin_telemetry, retention, wire
 from agentconsole.server.runtime.sglang.contexts import ProgramContexts, common_prefix
 from agentconsole.server.runtime.sglang.plugin_requests import RequestBook
 from agentconsole.server.runtime.sglang.ranked import Candidate
+from agentconsole.server.runtime.sglang.ranks import RankRouter
 from agentconsole.server.runtime.sglang.status import Placement, SchedulerStatus
 from agentconsole.server.runtime.sglang.stream import SGLangStream
 from agentconsole.server.runtime.sglang.telemetry import Telemetry
@@ -211,12 +213,43 @@ def test_placement_sweep_residency_slices_and_rate(
     assert not sweep.step(tree, contexts, 10.0)  # the first sweep: a slice covers two programs
     assert sweep.step(tree, contexts, 10.1)
     written = Placement.from_json(json.loads((tmp_path / "placement.json").read_text()))
-    assert written == Placement(10.1, {"a": (320, 20), "b": (250, 0)})
+    # stamped as of when the sweep took its programs (10.0), not when it ended
+    assert written == Placement(10.0, {"a": (320, 20), "b": (250, 0)})
     assert not sweep.step(tree, contexts, 20.0)  # the tree did not change: no sweep
     sweep.changes += 1
     assert not sweep.step(tree, contexts, 10.5)  # at most one sweep a second
     assert not sweep.step(tree, contexts, 11.2)
     assert sweep.step(tree, contexts, 11.3)
+
+
+def test_a_call_that_runs_while_a_sweep_is_under_way_stays_newer_than_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep looks at the programs it took when it began; a program whose call ran on the
+    rank meanwhile is not in it, so the sweep must read as older than that call (stamped at
+    its end, it told the dp router the rank held nothing of the program: the mapping was
+    dropped, and the next call placed again, its context recomputed)."""
+    monkeypatch.setattr(retention, "radix_key", lambda ctx: ctx.token_ids())
+    tree = _Tree()
+    tree.matches = {321: (320, 1, 320)}
+    ctx = retention.Context([1] * 300, [2] * 21, None, None)
+    contexts = {name: ctx for name in "abcd"}  # more than one slice looks at
+    clock = iter(range(1000))
+    sweep = plugin_telemetry.PlacementSweep(
+        tmp_path / "placement.json", slice_s=1.5, clock=lambda: float(next(clock))
+    )
+    sweep.changes = 1
+    assert not sweep.step(tree, contexts, 100.0)  # begins: takes a to d
+    adapter = ProgramContexts()
+    adapter.remember("p", "t:a", [1] * 10, [2])  # p's call ran and ended meanwhile
+    contexts["p"] = ctx
+    assert sweep.step(tree, contexts, time.time() + 1.0)  # ends, without p
+    placement = Placement.from_json(json.loads((tmp_path / "placement.json").read_text()))
+    assert "p" not in placement.programs
+    last = adapter.get("p")
+    assert last is not None
+    assert placement.written_at < last.at  # p's call is the newer news
+    assert RankRouter(2)._keeps("p", 0, adapter, [placement, None])
 
 
 class _Req:

@@ -148,6 +148,7 @@ class PlacementSweep:
         self._next_at = 0.0
         self._todo: list[str] = []
         self._found: dict[str, tuple[int, int]] = {}
+        self._began = 0.0  # when the sweep in progress took its programs
 
     def step(self, tree: Any, contexts: Mapping[str, retention.Context], wall: float) -> bool:
         """Advance the sweep by one slice (starting one when due); True when a sweep
@@ -160,6 +161,10 @@ class PlacementSweep:
             self._swept_changes = self.changes
             self._todo = list(contexts)[-self.max_programs :]  # oldest first: pop() newest
             self._found = {}
+            # what it says is as of when it took the programs: a call that ran while it swept
+            # is newer than it (stamped at its end, the sweep would read as newer than the
+            # call, and say the rank held nothing of a program it never looked at)
+            self._began = wall
         deadline = self.clock() + self.slice_s
         while self._todo:
             program = self._todo.pop()
@@ -172,7 +177,7 @@ class PlacementSweep:
                 break
         if self._todo:
             return False
-        write_json_atomic(self.path, Placement(wall, self._found).to_json())
+        write_json_atomic(self.path, Placement(self._began, self._found).to_json())
         self._next_at = wall + self.interval_s
         return True
 
