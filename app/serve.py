@@ -48,7 +48,13 @@ from agentconsole.server.api.auth import KeyRing
 from agentconsole.server.api.config import ServerConfig
 from agentconsole.server.api.connections import HttpLimits, uvicorn_options
 from agentconsole.server.api.deps import Live
-from agentconsole.server.app import Extension, create_app, door_settings, store_refusal
+from agentconsole.server.app import (
+    Extension,
+    configured_runtime,
+    create_app,
+    door_settings,
+    store_refusal,
+)
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.extension import GatewayExtension
 from agentconsole.server.runtime.registry import runtime_spec
@@ -449,7 +455,24 @@ def refuse_to_start(settings: Settings) -> None:
         )
     if (missing := missing_model(settings)) is not None:
         raise click.UsageError(missing)
+    if (unbuildable := simulated_runtime_refusal(settings)) is not None:
+        raise click.UsageError(unbuildable)
     check_store(settings)
+
+
+def simulated_runtime_refusal(settings: Settings) -> str | None:
+    """Why the simulated runtime could not be built for these settings (an unknown model
+    preset, GPU or profile, a tp no preset has), else None: building it costs nothing, and
+    it would otherwise fail in the lifespan, after the banner promised it. (A real engine's
+    model is found, or not, as it loads.)"""
+    if not runtime_spec(settings.runtime.name).simulated:
+        return None
+    try:
+        configured_runtime(settings.server_config())
+    except (KeyError, ValueError, OSError) as error:
+        reason = error.args[0] if isinstance(error, KeyError) and error.args else error
+        return f"the simulated runtime cannot serve these settings: {reason}"
+    return None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

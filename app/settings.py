@@ -26,6 +26,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import (
     BaseSettings,
@@ -260,6 +261,13 @@ class ModelSection(_Section):
     extra: dict[str, Any] = Field(default_factory=dict)
     """Runtime options for this model's engine, over ``runtime.extra``."""
 
+    @field_validator("name")
+    @classmethod
+    def _not_auto(cls, name: str) -> str:
+        if name == "auto":  # what a request asks to have a model chosen for it
+            raise ValueError("'auto' asks the selector to choose; name the model otherwise")
+        return name
+
     def served(self) -> ServedModel:
         """The server's view of this entry."""
         extra = dict(self.extra)
@@ -367,6 +375,19 @@ class AuthSection(_Section):
         for tenant in keys.values():
             check_tenant_name(tenant)
         return keys
+
+    @model_validator(mode="after")
+    def _a_key_is_a_tenants_or_an_operators(self) -> AuthSection:
+        # listed as both, the key ring takes it for an operator's: a copy-paste slip would
+        # give a tenant every operator power. The keys themselves are never echoed
+        both = set(self.tenant_keys) & set(self.operator_keys)
+        if both:
+            tenants = sorted(self.tenant_keys[key] for key in both)
+            raise ValueError(
+                f"{len(both)} key(s) of tenant(s) {tenants} also listed in operator_keys:"
+                " a key is a tenant's or an operator's"
+            )
+        return self
 
 
 class TenantLimitsSection(_Section):
@@ -550,6 +571,26 @@ class Settings(BaseSettings):
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=cls.config_file))
         return tuple(sources)
 
+    @model_validator(mode="after")
+    def _models_named_once_and_pinned_to(self) -> Settings:
+        names = [entry.name for entry in self.models]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"models: each served model needs a name of its own: {twice}")
+        served = {entry.name for entry in self.served_models()}
+        for role, model in self.selection.role_pins.items():
+            if not served:
+                raise ValueError(
+                    f"selection.role_pins: {role!r} is pinned, but pins choose among several"
+                    " served models and one is served (add [[models]])"
+                )
+            if model not in served:
+                raise ValueError(
+                    f"selection.role_pins: {role!r} is pinned to {model!r}, which is not"
+                    f" served (served: {sorted(served)})"
+                )
+        return self
+
     def keys(self) -> tuple[dict[str, str], list[str]]:
         """(tenant keys, operator keys): the configured ones, or the development defaults when
         none is configured (a configured tenant key never leaves the public ``sk-operator``
@@ -700,6 +741,9 @@ def _explain_values(
         location = problem["loc"]
         dotted = ".".join(str(part) for part in location)
         message = str(problem["msg"]).removeprefix("Value error, ")
+        if not location:  # a rule across settings: its message names them (input: them all)
+            lines.append(f"  {message}")
+            continue
         given = repr(problem["input"])
         # the keys are secrets: an error names what is wrong with them, never echoes them
         if location[:1] != ("auth",) and given not in message:

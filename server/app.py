@@ -136,20 +136,26 @@ def door_settings(config: ServerConfig) -> DoorSettings:
     )
 
 
+def configured_runtime(config: ServerConfig, **extra: Any) -> Runtime:
+    """The runtime ``config`` names, built (not started), ``extra`` over its options'. Raises
+    what its factory raises for options it cannot serve (an unknown preset, say)."""
+    options = RuntimeOptions(
+        model=config.model,
+        policy=config.policy,
+        kv_policy=config.kv_policy,
+        gpu=config.gpu,
+        tp=config.tp,
+        max_total_tokens=config.max_total_tokens,
+        profile=config.profile,
+        extra={**config.runtime_extra, **extra},
+    )
+    return build_runtime(config.runtime, options, config.served_models())
+
+
 def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub: EventHub) -> Live:
     """Wire the live objects around an open store (the runtime is not started)."""
     if runtime is None:
-        options = RuntimeOptions(
-            model=config.model,
-            policy=config.policy,
-            kv_policy=config.kv_policy,
-            gpu=config.gpu,
-            tp=config.tp,
-            max_total_tokens=config.max_total_tokens,
-            profile=config.profile,
-            extra={**config.runtime_extra, "event_sink": hub},
-        )
-        runtime = build_runtime(config.runtime, options, config.served_models())
+        runtime = configured_runtime(config, event_sink=hub)
     service = ProgramService(
         runtime,
         hub,

@@ -71,6 +71,57 @@ def test_a_bad_setting_is_a_usage_error_naming_it_before_the_banner(
     assert not (tmp_path / "startup.duckdb").exists()  # nothing started
 
 
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [
+        (
+            '[[models]]\nname = "a"\npath = "llama-3.1-8b"\n'
+            '[[models]]\nname = "a"\npath = "llama-3.1-70b"\ntp = 4\n',
+            "each served model needs a name of its own: ['a']",
+        ),
+        ('[[models]]\nname = "auto"\npath = "llama-3.1-8b"\n', "'auto' asks the selector"),
+        ('[selection.role_pins]\ncoder = "nope"\n', "pins choose among several served models"),
+        (
+            '[[models]]\nname = "a"\n[[models]]\nname = "b"\n'
+            '[selection.role_pins]\ncoder = "nope"\n',
+            "'coder' is pinned to 'nope', which is not served",
+        ),
+    ],
+    ids=["twice", "auto", "pin-one-model", "pin-unknown"],
+)
+def test_models_and_pins_that_cannot_be_served_are_refused_before_the_banner(
+    tmp_path: Path, config: str, said: str
+) -> None:
+    """Each of these failed with a traceback from the lifespan, after the banner."""
+    path = tmp_path / "serve.toml"
+    path.write_text(config)
+    result = _serve(["--runtime", "sim", "--config", str(path)], tmp_path)
+    assert result.exit_code == 2, result.output
+    assert said in result.output
+    assert BANNER_START not in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"AGENTCONSOLE_RUNTIME__MODEL": "bogus"}, "no bundled profile 'H200-141GB__bogus__tp1'"),
+        ({"AGENTCONSOLE_RUNTIME__GPU": "nope"}, "no bundled profile 'nope__llama-3.1-8b__tp1'"),
+        ({"AGENTCONSOLE_RUNTIME__PROFILE": "nope"}, "no bundled profile 'nope'"),
+    ],
+    ids=["model", "gpu", "profile"],
+)
+def test_a_simulated_model_no_preset_has_is_refused_before_the_banner(
+    tmp_path: Path, env: dict[str, str], said: str
+) -> None:
+    result = _serve(["--runtime", "sim"], tmp_path, env)
+    assert result.exit_code == 2, result.output
+    assert "the simulated runtime cannot serve these settings" in result.output
+    assert said in result.output
+    assert BANNER_START not in result.output
+    assert not (tmp_path / "startup.duckdb").exists()
+
+
 def test_a_config_file_that_is_not_toml_is_a_usage_error(tmp_path: Path) -> None:
     config = tmp_path / "bad.toml"
     config.write_text("[runtime\npolicy = 1\n")

@@ -76,6 +76,19 @@ def test_a_blank_or_reserved_tenant_name_is_refused(name: str) -> None:
     assert "sk-secret" not in str(refused.value)  # the error never echoes the keys
 
 
+def test_a_key_listed_for_a_tenant_and_an_operator_is_refused_unechoed() -> None:
+    """The key ring would take it for an operator's: a tenant given every operator power."""
+    with pytest.raises(InvalidSettings) as refused:
+        load_settings_or_explain(
+            overrides={
+                "auth": {"tenant_keys": {"sk-secret-1": "alpha"}, "operator_keys": ["sk-secret-1"]}
+            }
+        )
+    assert "also listed in operator_keys" in str(refused.value)
+    assert "alpha" in str(refused.value)
+    assert "sk-secret" not in str(refused.value)
+
+
 @pytest.mark.parametrize("name", ["", "  ", "__probe__"])
 def test_the_key_ring_refuses_a_blank_or_reserved_tenant_name(name: str) -> None:
     # defence in depth: a KeyRing built from anything but the settings refuses them too
