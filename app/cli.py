@@ -287,6 +287,10 @@ def make_model(
             path = derive_variant(like, out_dir, keep_layers=keep_layers, seed=seed)
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint="--keep-layers") from None
+        except OSError as error:  # no model there (its config.json or weights missing)
+            raise click.BadParameter(
+                f"{like} is not a model folder: {error}", param_hint="--like"
+            ) from None
         click.echo(f"tiny model ready: {path} ({like} with its first {keep_layers} layers)")
         return
     from agentconsole.server.runtime.sglang.tiny_model import make_tiny_model

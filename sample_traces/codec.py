@@ -237,8 +237,15 @@ def loads_trace(text: str) -> list[TraceProgram]:
 
 
 def load_trace(path: str | Path) -> list[TraceProgram]:
-    """Read a JSONL trace file; raises :class:`TraceError` naming the line and field."""
-    return loads_trace(Path(path).read_text(encoding="utf-8"))
+    """Read a JSONL trace file; raises :class:`TraceError` naming the line and field (or
+    the line of the first byte that is not UTF-8), ``OSError`` when it cannot be read."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise TraceError(f"not UTF-8 text (byte {err.start} of the file)", line=line) from None
+    return loads_trace(text)
 
 
 def dump_trace(programs: Iterable[TraceProgram], path: str | Path) -> None:

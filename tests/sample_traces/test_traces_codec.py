@@ -120,6 +120,15 @@ def test_bad_line_is_named_in_files(
     assert str(info.value).startswith(f"line 3: {BAD[case][1]}: ")
 
 
+def test_a_file_that_is_not_utf8_names_the_line(
+    program_dict: dict[str, Any], tmp_path: Path
+) -> None:
+    path = tmp_path / "latin.jsonl"
+    path.write_bytes(json.dumps(program_dict).encode() + b'\n{"id": "caf\xe9"}\n')
+    with pytest.raises(TraceError, match=r"^line 2: not UTF-8 text"):
+        load_trace(path)
+
+
 def test_not_an_object_and_bad_json() -> None:
     with pytest.raises(TraceError, match="expected an object, got list"):
         parse_program([1, 2])

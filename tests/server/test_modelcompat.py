@@ -200,3 +200,9 @@ def test_make_model_like_a_base_writes_the_positive_case(
     alone = CliRunner().invoke(main, ["make-model", str(tmp_path / "x"), "--keep-layers", "1"])
     assert alone.exit_code != 0
     assert "--like and --keep-layers go together" in alone.output
+    empty = tmp_path / "not-a-model"
+    empty.mkdir()
+    argv = ["make-model", str(tmp_path / "y"), "--like", str(empty), "--keep-layers", "1"]
+    unlike = CliRunner().invoke(main, argv)
+    assert unlike.exit_code == 2, unlike.output  # a usage error, no traceback
+    assert "is not a model folder" in unlike.output

@@ -363,6 +363,19 @@ def test_the_door_lists_kinds_with_a_peak_but_no_run(
 # -- 7. the charset -----------------------------------------------------------------------
 
 
+def test_counts_and_rates_never_show_in_e_notation(
+    page_on_stub: Session, stub: RunningStub
+) -> None:
+    """Three significant digits, as the dashboard's ``fmt``: a count that rounds up to a
+    thousand of its unit is the next unit's 1 (``toPrecision`` wrote ``1.00e+3K``)."""
+    page_on_stub.page.goto(f"{stub.url}/#/programs")
+    page_on_stub.wait("window.AC && window.AC.views && window.AC.views.fmt")
+    counts = "[950, 999.6, 12345, 999500, 999999999].map(window.AC.views.fmt.count)"
+    assert page_on_stub.eval(counts) == ["950", "1000", "12.3K", "1.00M", "1.00G"]
+    rates = "[0.5, 99.96, 12345].map(window.AC.views.fmt.rate)"
+    assert page_on_stub.eval(rates) == ["0.500/s", "100/s", "12345/s"]
+
+
 def test_page_and_assets_name_one_charset(stub: RunningStub) -> None:
     page = httpx.get(stub.url + "/")
     assert page.headers["content-type"] == "text/html; charset=utf-8"

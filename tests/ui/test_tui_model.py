@@ -145,6 +145,9 @@ def test_formatting() -> None:
         "-2h00m",
     ]
     assert [fmt.count(x) for x in (950, 12_345, 4_560_000)] == ["950", "12.3K", "4.56M"]
+    # never in e-notation: what rounds up to a thousand of its unit is the next unit's 1
+    assert [fmt.count(x) for x in (999_500, 999_999_999, -999_500)] == ["1M", "1G", "-1M"]
+    assert [fmt.rate(x) for x in (12.34, 99.96, 12_345)] == ["12.3/s", "100/s", "12345/s"]
     assert fmt.nbytes(1536) == "1.5KiB"
     assert fmt.clock(1_767_225_600.25) == "00:00:00.250"
     assert fmt.bar(0.5, 10).plain == "█████░░░░░"

@@ -60,12 +60,20 @@ def secs(value: float | None) -> str:
     return f"{sign}{int(v // 3600)}h{int(v % 3600 // 60):02d}m"
 
 
+_UNITS = ((1e9, "G"), (1e6, "M"), (1e3, "K"))
+
+
 def count(value: float) -> str:
-    """``950``, ``12.3K``, ``4.56M``, ``7.8G``."""
+    """``950``, ``12.3K``, ``4.56M``, ``7.8G``: three significant digits, never in
+    e-notation (999,600 is ``1M``, not ``1e+03K``)."""
     v = abs(value)
-    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "K")):
+    for i, (limit, suffix) in enumerate(_UNITS):
         if v >= limit:
-            return f"{value / limit:.3g}{suffix}"
+            text = f"{value / limit:.3g}"
+            if "e" in text:  # it rounds up to a thousand of its unit: the next unit's 1
+                text = f"{value / _UNITS[i - 1][0]:.3g}" if i else f"{value / limit:.0f}"
+                suffix = _UNITS[i - 1][1] if i else suffix
+            return text + suffix
     return f"{value:.0f}"
 
 
@@ -80,8 +88,8 @@ def nbytes(value: float) -> str:
 
 
 def rate(value: float) -> str:
-    """A per-second rate with three significant digits."""
-    return f"{value:.3g}/s"
+    """A per-second rate with three significant digits (whole numbers from 100 up)."""
+    return f"{value:.3g}/s" if abs(value) < 99.95 else f"{value:.0f}/s"
 
 
 def clock(t: float) -> str:

@@ -28,12 +28,19 @@
       if (a < 3600) return s + Math.floor(a / 60) + "m" + String(Math.floor(a % 60)).padStart(2, "0") + "s";
       return s + Math.floor(a / 3600) + "h" + String(Math.floor((a % 3600) / 60)).padStart(2, "0") + "m";
     },
+    // three significant digits, never in e-notation: 999,600 is 1.00M, not 1.00e+3K
     count(v) {
-      const a = Math.abs(v || 0);
-      for (const [lim, suf] of [[1e9, "G"], [1e6, "M"], [1e3, "K"]]) if (a >= lim) return (v / lim).toPrecision(3) + suf;
+      const a = Math.abs(v || 0), units = [[1e9, "G"], [1e6, "M"], [1e3, "K"]];
+      for (let i = 0; i < units.length; i++) {
+        const [lim, suf] = units[i];
+        if (a < lim) continue;
+        const text = (v / lim).toPrecision(3);
+        if (!text.includes("e")) return text + suf;
+        return i ? (v / units[i - 1][0]).toPrecision(3) + units[i - 1][1] : Math.round(v / lim) + suf;
+      }
       return String(Math.round(v || 0));
     },
-    rate: (v) => (v || 0).toPrecision(3) + "/s",
+    rate: (v) => (Math.abs(v || 0) < 99.95 ? (v || 0).toPrecision(3) : String(Math.round(v))) + "/s",
     pct: (v) => Math.round((v || 0) * 100) + "%",
     // binary units, as the dashboard shows bytes: 512B, 1.5KiB, 37.2GiB
     bytes(v) {
