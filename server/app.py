@@ -70,6 +70,7 @@ from agentconsole.server.live.tenants import TenantBudgets
 from agentconsole.server.prometheus import PrometheusMetrics
 from agentconsole.server.runtime.fleet.build import build_runtime
 from agentconsole.server.runtime.registry import RuntimeOptions, runtime_spec
+from agentconsole.server.runtime.sim.costmodel import DEFAULT_PRESET_MODEL
 from agentconsole.server.store.config import StoreConfig
 from agentconsole.server.store.errors import StoreDamagedError, StoreError, StoreOpenError
 from agentconsole.server.store.journal import OperatorAction
@@ -236,6 +237,12 @@ def bench_hardware(config: ServerConfig) -> BenchHardware:
     (the served engine's hardware is not a preset bench knows)."""
     if not runtime_spec(config.runtime).simulated:
         return BenchHardware()
+    if len(config.models) > 1:  # bench's --models: each preset on GPUs of its own
+        models = tuple(
+            (m.source or DEFAULT_PRESET_MODEL) + (f":tp{m.tp}" if m.tp else "")
+            for m in config.models
+        )
+        return BenchHardware(gpu=config.gpu, models=models, model_rule=config.selection.rule)
     return BenchHardware(gpu=config.gpu, model=config.model, tp=config.tp, profile=config.profile)
 
 

@@ -46,6 +46,10 @@ class BenchHardware:
     tp: int | None = None
     profile: str | None = None
     kv_policy: str | None = None
+    #: several served models: each preset as ``--models`` takes it (``name[:tpN]``), and
+    #: the rule the server chooses between them by
+    models: tuple[str, ...] = ()
+    model_rule: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +76,13 @@ def bench_command(trace: Path, programs: int, hardware: BenchHardware) -> tuple[
     argv = ["agentconsole", "bench", "--trace", str(trace), "--programs", str(max(programs, 1))]
     argv += ["--policies", "all"]
     # a calibration profile names its own GPU, model and tp (bench refuses them beside it)
-    named = (
-        (("--profile", hardware.profile),)
-        if hardware.profile is not None
-        else (("--gpu", hardware.gpu), ("--model", hardware.model), ("--tp", hardware.tp))
-    )
+    if hardware.profile is not None:
+        named: tuple[tuple[str, object], ...] = (("--profile", hardware.profile),)
+    elif hardware.models:  # each model on GPUs of its own, chosen by the server's rule
+        models, rule = ",".join(hardware.models), hardware.model_rule
+        named = (("--gpu", hardware.gpu), ("--models", models), ("--model-rules", rule))
+    else:
+        named = (("--gpu", hardware.gpu), ("--model", hardware.model), ("--tp", hardware.tp))
     for flag, value in (("--kv-policy", hardware.kv_policy), *named):
         if value is not None:
             argv += [flag, str(value)]

@@ -11,7 +11,11 @@ from typing import Any
 
 import click
 import pytest
+from click.testing import CliRunner
 
+from agentconsole.cli import main
+from agentconsole.sample_traces.codec import dump_trace
+from agentconsole.sample_traces.generator import generate
 from agentconsole.scheduler.models.served import ServedModel
 from agentconsole.serve import banner, engine_log_path, missing_model, refuse_to_start
 from agentconsole.server.api.config import ServerConfig
@@ -19,7 +23,7 @@ from agentconsole.server.app import bench_hardware
 from agentconsole.server.runtime import registry
 from agentconsole.server.runtime.fleet.build import member_options
 from agentconsole.server.runtime.registry import RuntimeOptions, RuntimeSpec, runtime_spec
-from agentconsole.server.whatif.window import BenchHardware
+from agentconsole.server.whatif.window import BenchHardware, bench_command
 from agentconsole.settings import Settings, load_settings
 
 NO_MODEL = "this engine needs a model: give one with serve --model"
@@ -46,6 +50,27 @@ def test_a_simulated_runtime_under_another_name_is_banner_and_benched_as_one(
     assert "model:   llama-3.1-70b simulated on H100-80GB x2" in text
     config = ServerConfig(runtime="sim-copy", model="m", gpu="H100-80GB", tp=2, profile="p")
     assert bench_hardware(config) == BenchHardware(gpu="H100-80GB", model="m", tp=2, profile="p")
+
+
+def test_several_simulated_models_are_benched_as_that_fleet(tmp_path: Path) -> None:
+    """``serve --runtime sim --demo`` serves a 70B (tp 4) and an 8B: its what-if benches
+    both, chosen by its rule (before: one 8B on one GPU, another deployment)."""
+    config = ServerConfig(
+        runtime="sim",
+        models=(
+            ServedModel("big", source="llama-3.1-70b", tier=2, tp=4),
+            ServedModel("small", source=None),
+        ),
+    )
+    hardware = bench_hardware(config)
+    assert hardware.models == ("llama-3.1-70b:tp4", "llama-3.1-8b")
+    assert hardware.model_rule == config.selection.rule
+    trace = tmp_path / "window.jsonl"
+    dump_trace(generate("seed-mix", n_programs=3, rate=1.0, seed=0), trace)
+    argv = bench_command(trace, 3, hardware)
+    assert argv[argv.index("--models") + 1] == "llama-3.1-70b:tp4,llama-3.1-8b"
+    result = CliRunner().invoke(main, [*argv[1:6], "--policies", "fcfs", *argv[8:]])
+    assert result.exit_code == 0, result.output
 
 
 def test_a_real_engine_is_benched_on_bench_defaults() -> None:

@@ -319,7 +319,11 @@ def _linear_sum(a: float, b: float, start: int, stop: int) -> float:
     return 0.0 if n <= 0 else n * a + b * (start + stop - 1) * n / 2
 
 
+#: the model preset simulated when none is named
+DEFAULT_PRESET_MODEL = "llama-3.1-8b"
+
+
 @lru_cache(maxsize=64)
-def preset(gpu: str = "H200-141GB", model: str = "llama-3.1-8b", tp: int = 1) -> CostModel:
+def preset(gpu: str = "H200-141GB", model: str = DEFAULT_PRESET_MODEL, tp: int = 1) -> CostModel:
     """The ``CostModel`` of a bundled profile; raises ``KeyError`` listing the known presets."""
     return CostModel.from_profile(profile_name(gpu, model, tp))

@@ -51,7 +51,7 @@ from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.registry import RuntimeOptions
 from agentconsole.server.runtime.sim.calls import EngineConfig, Phase, SimCall
 from agentconsole.server.runtime.sim.carrier import memory_view
-from agentconsole.server.runtime.sim.costmodel import CostModel, preset
+from agentconsole.server.runtime.sim.costmodel import DEFAULT_PRESET_MODEL, CostModel, preset
 from agentconsole.server.runtime.sim.engine import Note, SimEngine
 from agentconsole.server.runtime.sim.live_stream import Forward, SimStream
 from agentconsole.server.runtime.sim.live_text import (
@@ -428,7 +428,7 @@ def create_runtime(options: RuntimeOptions) -> SimLiveRuntime:
     if options.profile:
         cost = CostModel.from_profile(load_profile(options.profile))
     else:
-        cost = preset(options.gpu, options.model or "llama-3.1-8b", options.tp)
+        cost = preset(options.gpu, options.model or DEFAULT_PRESET_MODEL, options.tp)
     extra: dict[str, Any] = dict(options.extra)
     config = EngineConfig(
         hbm_kv_tokens=options.max_total_tokens, computed_keys_kept=COMPUTED_KEYS_KEPT
