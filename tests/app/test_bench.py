@@ -244,6 +244,18 @@ def test_stock_sglang_and_the_load_sweep(tmp_path: Path) -> None:
     assert "load sweep" in output
 
 
+def test_the_peak_is_the_engines_whichever_policies_are_listed(tmp_path: Path) -> None:
+    """Measured by thrashing ``fcfs`` alone, the peak was ``fcfs``'s saturated rate: a
+    "1.5x" row ran below the engine's capacity, at a share of the peak above 100%."""
+    args = ("--workload", "long-coding", "--programs", "30", "--loads", "1.5")
+    _, alone, _ = _bench(tmp_path / "alone", *args, "--policies", "fcfs")
+    _, both, _ = _bench(tmp_path / "both", *args, "--policies", "fcfs,cp-cache")
+    sweep = alone["load_sweep"]
+    assert sweep["peak_programs_per_s"] == both["load_sweep"]["peak_programs_per_s"]
+    assert set(sweep["peak_by_policy"]) == {"fcfs", "cp-cache (peak only)"}
+    assert set(sweep["loads"]["1.5"]) == {"fcfs"}  # measured, not run at the loads
+
+
 def test_the_load_sweep_over_several_draws_pairs_each_with_fcfs(tmp_path: Path) -> None:
     """``--seeds N``: each cell runs N draws of the workload at the same rates, a row is their
     mean (each draw kept), and the table pairs every policy's P50/P95 with fcfs's same draw."""
