@@ -77,6 +77,8 @@ def run_trace_export(
 
     check_output(out, "--out")
     window = parse_when(since), parse_when(until)
+    if window[0] is not None and window[1] is not None and window[0] >= window[1]:
+        raise click.UsageError(f"--since ({since}) must come before --until ({until})")
     make_parent(out)
     try:
         programs = export_trace(db, out, since=window[0], until=window[1], tenant=tenant)

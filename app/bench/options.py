@@ -9,6 +9,7 @@ import math
 import types
 import typing
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import click
@@ -23,10 +24,15 @@ from agentconsole.server.runtime.sim.profile import Profile, load_profile
 
 
 def check_outputs(opts: dict[str, Any]) -> None:
-    """Refuse an output file that could not be written before any run, not after them all."""
+    """Refuse an output file that could not be written before any run, not after them all,
+    and one file named for both (the page would overwrite the JSON)."""
     for option, path in (("--json", opts["json_path"]), ("--html", opts["html_path"])):
         if path is not None:
             check_output(path, option)
+    json_path, html_path = opts["json_path"], opts["html_path"]
+    same = json_path is not None and html_path is not None
+    if same and Path(json_path).resolve() == Path(html_path).resolve():
+        raise click.UsageError("--json and --html name one file: the page would overwrite it")
 
 
 def settle_hardware(opts: dict[str, Any]) -> None:

@@ -58,6 +58,11 @@ def _usage_error(result: Result, *messages: str) -> None:
         assert message in result.output
 
 
+def test_one_file_for_the_json_and_the_page_is_refused_before_any_run(tmp_path: Path) -> None:
+    out = str(tmp_path / "report")
+    _usage_error(_bench("--programs", "2", "--json", out, "--html", out), "name one file")
+
+
 def _passed_the_checks(result: Result) -> None:
     """The run got as far as starting its workers (``no_runs`` stops it there)."""
     assert isinstance(result.exception, AssertionError), result.output

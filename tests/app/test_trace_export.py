@@ -112,6 +112,16 @@ def test_an_out_that_cannot_be_written_is_refused_before_reading_the_store(
     assert f"--out: {blocker} is not a folder" in result.output
 
 
+def test_a_window_that_ends_before_it_starts_is_refused(tmp_path: Path) -> None:
+    """It wrote an empty trace, which bench then refused."""
+    argv = ["trace", "export", "--db", str(tmp_path / "none.duckdb")]
+    window = ["--since", "2026-01-02T00:00:00", "--until", "2026-01-01T00:00:00"]
+    result = CliRunner().invoke(main, [*argv, "--out", str(tmp_path / "t.jsonl"), *window])
+    assert result.exit_code == 2, result.output
+    assert "must come before --until" in result.output
+    assert not (tmp_path / "t.jsonl").exists()
+
+
 def test_window_and_tenant_filters(
     session: tuple[Path, list[TraceProgram]], tmp_path: Path
 ) -> None:
