@@ -26,6 +26,9 @@ SAME_VALUE_ONE = ("not", "if", "then", "else")
 SAME_VALUE_LIST = ("allOf", "anyOf", "oneOf")
 SAME_VALUE_MAP = ("dependentSchemas",)
 
+#: keywords whose values are data, not schemas: a "$ref" key in them is a value's
+DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+
 #: check one schema a reference lands on, given its place (``parameters/...``)
 CheckTarget = Callable[[Any, str], None]
 
@@ -57,14 +60,16 @@ def check_references(schema: Mapping[str, Any], root: str, check_target: CheckTa
 
 
 def _mappings(document: Any, place: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Every object of ``document``, with its JSON pointer (``""``: the root). A stack, not
-    recursion: an ``enum`` or ``const`` value may nest deeper than Python recurses."""
+    """Every object of ``document`` that may be a schema, with its JSON pointer (``""``: the
+    root); values of :data:`DATA_KEYWORDS` are left out. A stack, not recursion."""
     todo: list[tuple[str, Any]] = [(place, document)]
     while todo:
         place, node = todo.pop()
         if isinstance(node, Mapping):
             yield place, node
-            todo.extend((f"{place}/{_escape(str(k))}", v) for k, v in node.items())
+            todo.extend(
+                (f"{place}/{_escape(str(k))}", v) for k, v in node.items() if k not in DATA_KEYWORDS
+            )
         elif isinstance(node, list):
             todo.extend((f"{place}/{i}", v) for i, v in enumerate(node))
 

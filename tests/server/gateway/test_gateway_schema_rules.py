@@ -104,6 +104,9 @@ def test_references_to_anchors_and_recursive_trees_are_accepted() -> None:
     assert check_parameters_schema(tree).is_valid({"value": 1, "children": [{"value": 2}]})
     named = {**obj(a={"$ref": "#leaf"}), "$defs": {"leaf": {"$anchor": "leaf", **STRING}}}
     assert not check_parameters_schema(named).is_valid({"a": 3})
+    data = obj(a={"const": {"$ref": "#/not/a/reference"}, "type": "object"})
+    data["properties"]["a"]["additionalProperties"] = False
+    check_parameters_schema(data)  # a const's "$ref" is a value's key, not a reference
     nested_id = {**obj(a={"$ref": "#/$defs/x"}), "$defs": {"x": {"$id": "x", **STRING}}}
     with pytest.raises(InvalidTool, match=r"\$id"):
         check_parameters_schema(nested_id)
