@@ -233,7 +233,7 @@ def test_a_call_that_runs_while_a_sweep_is_under_way_stays_newer_than_it(
     tree = _Tree()
     tree.matches = {321: (320, 1, 320)}
     ctx = retention.Context([1] * 300, [2] * 21, None, None)
-    contexts = {name: ctx for name in "abcd"}  # more than one slice looks at
+    contexts = dict.fromkeys("abcd", ctx)  # more than one slice looks at
     clock = iter(range(1000))
     sweep = plugin_telemetry.PlacementSweep(
         tmp_path / "placement.json", slice_s=1.5, clock=lambda: float(next(clock))
