@@ -196,6 +196,21 @@ class RuntimeSection(_Section):
     extra: dict[str, Any] = Field(default_factory=dict)
     """Runtime-specific options passed through to the runtime factory."""
 
+    @model_validator(mode="after")
+    def _options_the_runtime_reads(self) -> RuntimeSection:
+        # an option the runtime never reads would run without a word (``--dp 2`` on the
+        # simulator serves one engine)
+        spec = runtime_spec(self.name)
+        if self.dp > 1 and not spec.data_parallel:
+            hint = " (bench --replicas simulates several)" if spec.simulated else ""
+            raise ValueError(f"dp: runtime {self.name} runs no data-parallel ranks{hint}")
+        if (self.workers or self.router) and not spec.routed_workers:
+            raise ValueError(
+                f"workers, router: runtime {self.name} serves no workers behind a router"
+                " (runtime sglang-router does)"
+            )
+        return self
+
     @field_validator("name")
     @classmethod
     def _known_runtime(cls, name: str) -> str:

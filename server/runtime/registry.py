@@ -53,6 +53,10 @@ class RuntimeSpec:
     #: "module:function" taking the runtime's ``extra`` options and returning why, with no
     #: model given, it would have none to serve (None: it has a default); None: never missing
     model_check: str | None = None
+    #: it runs several data-parallel ranks when asked (``runtime.dp``)
+    data_parallel: bool = False
+    #: it serves through workers behind a router (``runtime.workers``, ``runtime.router``)
+    routed_workers: bool = False
 
     def missing_model(self, extra: Mapping[str, Any]) -> str | None:
         """Why this runtime, with ``extra`` options and no model given, would have no model to
@@ -72,11 +76,13 @@ _RUNTIMES: dict[str, RuntimeSpec] = {
         engine_in_process=True,
         default_model="the tiny CPU model",
         model_check="agentconsole.server.runtime.sglang.factory:missing_model",
+        data_parallel=True,
     ),
     # several SGLang servers behind sglang-router (docs/DEPLOY.md)
     "sglang-router": RuntimeSpec(
         "agentconsole.server.runtime.sglang.cluster.runtime:create_runtime",
         default_model="the workers' own",
+        routed_workers=True,
     ),
 }
 

@@ -56,8 +56,23 @@ def _serve(
             "finish-time",
         ),
         (["--runtime", "sim"], {"AGENTCONSOLE_MODELS": "notjson"}, "AGENTCONSOLE_MODELS", "JSON"),
+        (["--runtime", "sim", "--dp", "2"], {}, "dp: runtime sim runs no", "--replicas"),
+        (
+            ["--runtime", "sim", "--router", "http://127.0.0.1:1"],
+            {},
+            "serves no workers behind a router",
+            "sglang-router does",
+        ),
     ],
-    ids=["policy", "kv-policy", "runtime-env", "selection-rule-env", "models-not-json"],
+    ids=[
+        "policy",
+        "kv-policy",
+        "runtime-env",
+        "selection-rule-env",
+        "models-not-json",
+        "dp-on-sim",
+        "router-on-sim",
+    ],
 )
 def test_a_bad_setting_is_a_usage_error_naming_it_before_the_banner(
     tmp_path: Path, args: list[str], env: dict[str, str], setting: str, choices: str
