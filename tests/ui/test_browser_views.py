@@ -298,6 +298,7 @@ def test_a_cancel_names_the_side_effects_still_running_and_where_doubt_goes(
         "aborted_calls": ["c1"],
         "interrupted_tools": [],
         "flagged_tools": ["n4", "n5"],
+        "running_tools": ["n6"],
     }
     page.route(f"**/v1/programs/{program_id}/cancel", _answer(200, answer))
     page.goto(f"{stub.url}/#/program/{program_id}")
@@ -310,6 +311,7 @@ def test_a_cancel_names_the_side_effects_still_running_and_where_doubt_goes(
     assert "they finish and commit" in text, text
     assert "listed under Tools to reconcile" in text, text
     assert "reconcile them" not in text, text  # nothing is in doubt yet
+    assert "the agent's own tools left to it: n6" in text, text  # as a node cancel says
     assert "warn" in (toast.get_attribute("class") or "")
     session.check_clean()
 

@@ -226,6 +226,9 @@ def test_a_cancel_notice_says_side_effects_run_on_and_where_doubt_goes() -> None
     tenant = describe(ActionResult("cancel", "p1", answer), operator=False)
     assert tenant.endswith("one whose effect ends in doubt waits for an operator)")
     assert "flagged" not in text
+    agents = {"aborted_calls": [], "interrupted_tools": [], "running_tools": ["t1", "t2"]}
+    own = describe(ActionResult("cancel", "p1", agents))
+    assert own == "cancelled p1: 0 calls aborted; the agent's own tools left to it: t1, t2"
 
 
 def test_tenant_cells_unit_unknown_starvation_and_stored_bytes() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sized
+from collections.abc import Sequence, Sized
 from typing import Any
 
 from agentconsole.httpclient import jsonread as j
@@ -47,7 +47,7 @@ def describe(result: ActionResult, *, operator: bool = True) -> str:
             text += f", {tools} tools interrupted"
         if flagged:
             text += "; " + still_running(body, operator=operator)
-        return text
+        return text + left_to_the_agent(j.strings(body.get("running_tools")))
     if result.action == "preempt":
         calls = _n(body, "preempted_calls") or _n(body, "requeued_calls")
         return f"preempted {pid}: {calls} running calls requeued"
@@ -83,6 +83,10 @@ def describe_node_cancel(answer: NodeCancel, *, operator: bool = True) -> str:
         text += "; " + still_running(
             {"flagged_tools": list(answer.flagged_tools)}, operator=operator
         )
-    if answer.running_tools:
-        text += f"; the agent's own tools left to it: {', '.join(answer.running_tools)}"
-    return text
+    return text + left_to_the_agent(answer.running_tools)
+
+
+def left_to_the_agent(nodes: Sequence[str]) -> str:
+    """What a cancel said of the agent's own tools (``running_tools``): the agent runs them,
+    so the server stopped none; "" when there are none."""
+    return f"; the agent's own tools left to it: {', '.join(nodes)}" if nodes else ""

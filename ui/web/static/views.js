@@ -100,6 +100,7 @@
     if (action === "cancel") {
       let text = "cancelled " + id + ": " + n("aborted_calls") + " calls aborted, " + n("interrupted_tools") + " tools interrupted";
       if (n("flagged_tools")) text += "; " + stillRunning(body.flagged_tools.map(String));
+      if (n("running_tools")) text += "; the agent's own tools left to it: " + body.running_tools.map(String).join(", ");
       return text;
     }
     if (action === "preempt") return "preempted " + id + ": " + (n("preempted_calls") || n("requeued_calls")) + " running calls requeued";
