@@ -50,8 +50,9 @@ CHECKS = [
 ]
 #: (method, path) -> fields a schema-valid request may be refused for (semantic rules)
 SEMANTIC: dict[tuple[str, str], set[str | None]] = {
-    ("POST", "/v1/chat/completions"): {"tool_choice", "parents"},
-    ("POST", "/v1/completions"): {"parents"},
+    # parent ids with no program id: the header may name it, so the schema cannot say it
+    ("POST", "/v1/chat/completions"): {"tool_choice", "parents", "agentconsole.parent_ids"},
+    ("POST", "/v1/completions"): {"parents", "agentconsole.parent_ids"},
     # a key the same tenant sent before with another body (``idempotency_mismatch``)
     ("POST", "/v1/programs"): {"Idempotency-Key"},
     ("POST", "/v1/programs/{program_id}/nodes"): {"parents", "node_id"},
