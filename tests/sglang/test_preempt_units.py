@@ -16,9 +16,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
-from agentconsole.server.runtime.sglang import wire
+from agentconsole.server.runtime.sglang import plugin_state, wire
 from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
 from agentconsole.server.runtime.sglang.cluster.options import ClusterSettings
 from agentconsole.server.runtime.sglang.cluster.runtime import RouterRuntime
@@ -85,6 +87,30 @@ def _publish(state_dir: Path, *, waiting: list[Any], running: list[Any]) -> Sche
     )
     plugin.publish(scheduler, time.time())
     return SchedulerStatus.from_json(read_json(state_dir / STATUS_FILE) or {})
+
+
+def test_a_status_write_that_fails_still_forgets_requests_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plugin = PluginState(tmp_path, Layout(tp_size=1, tp_rank=0))
+    gone = _sglang_request(STREAMED)
+    plugin.requests.seen_running(gone.rid, time.time())  # the plugin saw it run once
+    assert gone.rid in plugin.requests.admitted
+
+    def full_disk(path: Path, data: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(plugin_state, "write_json_atomic", full_disk)
+    empty = SimpleNamespace(
+        tree_cache=None,
+        waiting_queue=[],
+        running_batch=SimpleNamespace(reqs=[]),
+        last_batch=None,
+        chunked_req=None,
+    )
+    with pytest.raises(OSError, match="No space left"):
+        plugin.publish(empty, time.time())
+    assert gone.rid not in plugin.requests.admitted  # forgotten all the same
 
 
 def test_the_plugin_reports_the_output_a_requeued_call_holds(tmp_path: Path) -> None:

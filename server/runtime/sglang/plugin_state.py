@@ -567,9 +567,13 @@ class PluginState:
         )
         plugin_status.fill_kv(status, scheduler)
         self.telemetry.fill(status, scheduler)
-        write_json_atomic(self._status_path, status.to_json())
-        if not self.lockstep:
-            self._forget_all_but(plugin_status.live_rids(scheduler, waiting, running, plan))
+        try:
+            write_json_atomic(self._status_path, status.to_json())
+        finally:
+            # pruned even when the write fails (a full disk, every pass): the per-request
+            # tables would otherwise grow with every request the engine ever saw
+            if not self.lockstep:
+                self._forget_all_but(plugin_status.live_rids(scheduler, waiting, running, plan))
 
     def _forget_all_but(self, live: set[str]) -> None:
         """Drop what is kept per request for requests the scheduler no longer holds."""
