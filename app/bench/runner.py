@@ -78,6 +78,9 @@ class Baseline:
     #: engines as shipped order by their policy alone: no aging bound and no tenant shares
     #: (``scheduler/fairness.py``'s guard is agentconsole's, on under every policy of ours)
     fairness: bool = False
+    #: engines as shipped compose a step by admission order (``--rank-aware-steps``, the
+    #: stall-free rank-ordered steps, is the simulator's older engine of ours, not SGLang's)
+    rank_aware_steps: bool = False
 
 
 #: ``stock-sglang``: SGLang as shipped: first come first served, plain LRU radix eviction, no
@@ -167,7 +170,7 @@ def engine_config(setup: BenchSetup, baseline: Baseline | None = None) -> Engine
     holds = setup.holds if baseline is None else baseline.holds
     mode = setup.prefix_cache if baseline is None else baseline.prefix_cache
     base = EngineConfig(
-        rank_aware_steps=setup.rank_aware_steps,
+        rank_aware_steps=setup.rank_aware_steps if baseline is None else baseline.rank_aware_steps,
         mixed_chunk=setup.mixed_chunk,
         defer_prefill_steps=(
             setup.defer_prefill_steps if baseline is None or baseline.defer_prefill else 0
