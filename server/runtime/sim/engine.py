@@ -101,6 +101,7 @@ class SimEngine:
         self.queued_demand = 0.0  # tokens the queued calls will need (tool-wait pressure)
         self.paused = False
         self._next_stats = 0.0
+        self._stats_busy_s = -1.0  # the busy time the last stats sample reported
 
     # -- requests -------------------------------------------------------------------------
     def submit(self, call: SimCall, now: float) -> None:
@@ -254,6 +255,13 @@ class SimEngine:
                 self._complete_prefill(block, now)
         if now >= self._next_stats:
             self._next_stats = now + self.config.stats_interval_s
+            self._emit_stats(now)
+
+    def final_stats(self, now: float) -> None:
+        """The run ended at ``now``: report what the last blocks ran since the previous
+        sample (``complete`` samples at most every ``stats_interval_s``, so up to that much
+        busy time went unreported)."""
+        if self.busy_s != self._stats_busy_s:
             self._emit_stats(now)
 
     def interrupt(self, now: float) -> float | None:
@@ -578,6 +586,7 @@ class SimEngine:
         self.sink.emit(Event(now, kind, t.program_id, t.node_id, t.attempt, t.tenant, data))
 
     def _emit_stats(self, now: float) -> None:
+        self._stats_busy_s = self.busy_s
         per_token = self.cost.kv_bytes_per_token
         self.sink.emit(
             Event(

@@ -199,7 +199,8 @@ class Simulation:
         if progress is not None:
             progress(self._ended, len(self._programs), now)
         for engine in self.engines:
-            engine.complete(now)  # final stats sample
+            engine.complete(now)
+            engine.final_stats(now)
         if driver.door.parked:
             raise AssertionError(f"{driver.door.parked} programs never passed the admission gate")
         return SimResult(
