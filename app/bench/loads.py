@@ -8,7 +8,10 @@ fewer). The default policy is measured there too when it is not listed: the peak
 engine's, whichever policies a run compares (measured by thrashing ``fcfs`` alone, a "2x" row
 ran below what the engine sustains, at a share of the peak above 100%).
 Each load is then that many times the peak as an arrival rate, and each policy's report says
-what share of the peak it finished, its P50/P95 E2E and the tokens it recomputed.
+what share of the peak it finished, its P50/P95 E2E and the tokens it recomputed. A generated
+workload's arrivals are a Poisson draw at that rate, so a draw offers a little more or less
+than its label (``offered_share``: its realized arrival rate over the peak); a trace is
+rescaled to the rate exactly.
 
 With ``seeds`` > 1 every cell runs that many draws of the workload (seeds ``setup.seed`` on,
 at the same rates: the peak is measured on the first) and a row is their mean, each draw kept
@@ -32,6 +35,7 @@ from agentconsole.server.runtime.sim.bound import oracle_hits, throughput_bound
 SATURATION_X = 3.0
 #: what a load row keeps of a run's report
 KEPT = (
+    "rate_programs_per_s",
     "finished",
     "throughput_programs_per_s",
     "e2e_p50_s",
@@ -117,6 +121,9 @@ def _row(reports: Sequence[dict[str, Any]], oracles: Sequence[int], peak: float)
         mean = sum(draw[key] for draw in kept) / len(kept)
         row[key] = round(mean) if isinstance(kept[0][key], int) else mean  # counts stay whole
     row["share_of_peak"] = row["throughput_programs_per_s"] / peak if peak else 0.0
+    # the load a draw offers: a generated workload's arrivals are a Poisson draw at the
+    # label's rate, so its realized rate differs by chance (200 programs: often by 5-15%)
+    row["offered_share"] = row["rate_programs_per_s"] / peak if peak else 0.0
     shares = [d["prefix_hit_tokens"] / o for d, o in zip(kept, oracles, strict=True) if o]
     row["oracle_share"] = sum(shares) / len(shares) if shares else math.nan
     slowdowns = _tenant_slowdowns(reports)

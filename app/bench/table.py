@@ -178,7 +178,15 @@ def loads_table(loads: Mapping[str, Any], reference: str) -> Table:
         for rows in loads["loads"].values()
     )
     with_ratio = not (with_paired and reference == paired)
-    columns = ["load", "policy", "finished/s", "share of peak", "E2E P50 (s)", "E2E P95 (s)"]
+    columns = [
+        "load",
+        "offered",
+        "policy",
+        "finished/s",
+        "share of peak",
+        "E2E P50 (s)",
+        "E2E P95 (s)",
+    ]
     if with_ratio:
         columns.append(f"P95 / {reference}")
     if with_paired:
@@ -191,6 +199,7 @@ def loads_table(loads: Mapping[str, Any], reference: str) -> Table:
         for name, row in rows.items():
             cells = [
                 f"{load}x",
+                fmt(row.get("offered_share"), "{:.2f}x"),  # (none before it was kept: -)
                 name,
                 fmt(row["throughput_programs_per_s"], "{:.4f}"),
                 fmt(row["share_of_peak"], "{:.0%}"),

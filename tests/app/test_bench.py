@@ -237,6 +237,14 @@ def test_stock_sglang_and_the_load_sweep(tmp_path: Path) -> None:
     overloaded = sweep["loads"]["3"]
     for row in overloaded.values():
         assert row["prefix_hit_tokens"] <= sweep["oracle"]["hit_tokens"]
+    for row in (*sweep["loads"]["0.5"].values(), *overloaded.values()):
+        # the load the draw offered, beside its label (a Poisson draw of 40 arrivals)
+        offered = row["rate_programs_per_s"] / sweep["peak_programs_per_s"]
+        assert row["offered_share"] == pytest.approx(offered)
+    assert (
+        sweep["loads"]["0.5"]["cp-cache"]["offered_share"] < overloaded["cp-cache"]["offered_share"]
+    )
+    assert "offered" in output
     stock, aware = overloaded["stock-sglang"], overloaded["cp-cache"]
     # above capacity the stock engine thrashes; the program door keeps the peak rate
     assert aware["share_of_peak"] > stock["share_of_peak"]
