@@ -127,6 +127,12 @@ class SimCall:
     last_token_at: float = 0.0
     hit_tokens: int = 0
     recompute_tokens: int = 0
+    #: tokens of KV present when it was last admitted (what its prefill started from)
+    admitted_context: int = 0
+    #: prefill chunks thrown away by a preemption before its prefill ended, counted as
+    #: recomputed at its next admission (the simulator frees them; SGLang 0.5.23 keeps each
+    #: finished chunk in its tree, ``checkpoint_kv_cache``: a known gap, BENCHMARKS 2p)
+    discarded_tokens: int = 0
     service_s: float = 0.0
     queue_s: float = 0.0
     restore_s: float = 0.0

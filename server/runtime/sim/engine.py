@@ -357,15 +357,25 @@ class SimEngine:
         self._dequeue(call)
         call.ready_at = got.ready_at
         call.restore_s += got.ready_at - now
-        call.recompute_tokens += got.recompute_tokens
-        # prefix hits are the first admission's: a call re-admitted after a preemption finds
-        # its own prompt, which it computed (what of it is gone is recompute, counted above)
+        # what a preemption threw away of an unfinished prefill is prefilled again: recompute
+        recompute = got.recompute_tokens + call.discarded_tokens
+        call.recompute_tokens += recompute
+        # prefix hits are those of the admission that prefills the prompt: a call re-admitted
+        # after a preemption in decode finds its own prompt, which it computed (what of it is
+        # gone is recompute, counted above); one whose prefill was cut short counts what it
+        # finds cached now beyond what its first admission found
         first = not call.retractions
+        hits = 0
         if first:
+            hits = call.hit_tokens = got.hit_tokens
+        elif call.discarded_tokens and got.hit_tokens > call.hit_tokens:
+            hits = got.hit_tokens - call.hit_tokens
             call.hit_tokens = got.hit_tokens
+        call.discarded_tokens = 0
         call.prefill_left = max(got.prefill_tokens, 1)  # the last token is recomputed for logits
         self._prefill_pending += call.prefill_left
         call.context_done = call.prompt_tokens + call.generated - call.prefill_left
+        call.admitted_context = call.context_done
         call.queue_s += now - call.queued_at
         call.admitted_at = now
         self.running[call.call_id] = call
@@ -381,9 +391,9 @@ class SimEngine:
             call,
             {
                 "queue_s": now - call.queued_at,
-                "hit_tokens": got.hit_tokens if first else 0,
+                "hit_tokens": hits,
                 "reload_tokens": got.reload_tokens,
-                "recompute_tokens": got.recompute_tokens,
+                "recompute_tokens": recompute,
             },
         )
         self._notes.append(Note("started", call))
@@ -423,6 +433,11 @@ class SimEngine:
             # preemption (release_req -> release_kv_cache(checkpoint=False)) frees only what
             # came after it, the output, which the re-admission recomputes (SimCall.generated)
             self.kv.insert(call.ticket.tenant, call.blocks, call.ticket.program_id, now)
+        elif call.context_done > call.admitted_context:
+            # its prefill was cut short: the chunks it ran are freed, not cached, so its next
+            # admission prefills them again (SGLang keeps finished chunks in its tree: the
+            # simulator's gap, counted honestly as the recompute it does)
+            call.discarded_tokens += call.context_done - call.admitted_context
         call.retractions += 1
         call.phase = Phase.QUEUED
         call.queued_at = now

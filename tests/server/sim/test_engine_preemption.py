@@ -15,7 +15,7 @@ from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.ticket import CallTicket
-from agentconsole.server.runtime.sim.calls import Phase, SimCall
+from agentconsole.server.runtime.sim.calls import EngineConfig, Phase, SimCall
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.engine import SimEngine
 from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
@@ -89,3 +89,33 @@ def test_a_preempted_call_admitted_again_keeps_one_attempt_in_a_whole_run() -> N
         node = result.controller.programs[event.program_id].nodes[event.node_id]
         assert [a.number for a in node.attempts] == [1]
         assert node.attempts[0].finished_at is not None
+
+
+def test_a_prefill_cut_short_counts_its_chunks_as_recomputed_and_its_later_hits() -> None:
+    """A call preempted mid-prefill loses the chunks it ran (the simulator frees them) and
+    prefills them again: recomputed tokens; re-admitted after another call cached its
+    prefix, it finds that prefix: hits. Before, both went uncounted (0 and 0 here)."""
+    log = EventLog()
+    engine = SimEngine(
+        COST,
+        get_policy("fcfs"),
+        log,
+        config=EngineConfig(max_running_requests=1, host_kv_tokens=0),
+    )
+    doc = Block("doc", 20_000, public=True)
+    cut = _call("cut", [doc, Block("cut/prompt", 10_000)], 4)
+    other = _call("other", [doc], 4)
+    engine.submit(cut, 0.0)
+    now = engine.plan(0.0)
+    assert now is not None
+    engine.submit(other, 0.0)  # waits for the one slot
+    engine.complete(now)
+    ran = cut.computed_tokens
+    assert cut.phase is Phase.PREFILL
+    assert 0 < ran < 20_000
+    assert engine.preempt(cut.call_id, now)  # mid-prefill
+    _run_until(engine, now, lambda: cut.phase is Phase.DONE)
+    report = MetricsAggregator().observe_all(log.events).report()
+    assert (report["recompute_tokens"], report["prefix_hit_tokens"]) == (ran, 20_000)
+    assert (cut.recompute_tokens, cut.hit_tokens) == (ran, 20_000)
+    assert cut.computed_tokens == ran + 10_000  # the rest of its prompt, after the hit
