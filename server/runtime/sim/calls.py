@@ -129,6 +129,11 @@ class SimCall:
     recompute_tokens: int = 0
     #: tokens of KV present when it was last admitted (what its prefill started from)
     admitted_context: int = 0
+    #: at its last admission: the tokens it must recompute then, and its service and computed
+    #: tokens so far (its prefill's share of restore time is of that admission's work alone)
+    admitted_recompute: int = 0
+    admitted_service_s: float = 0.0
+    admitted_computed: int = 0
     #: prefill chunks thrown away by a preemption before its prefill ended, counted as
     #: recomputed at its next admission (the simulator frees them; SGLang 0.5.23 keeps each
     #: finished chunk in its tree, ``checkpoint_kv_cache``: a known gap, BENCHMARKS 2p)

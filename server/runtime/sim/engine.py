@@ -360,6 +360,9 @@ class SimEngine:
         # what a preemption threw away of an unfinished prefill is prefilled again: recompute
         recompute = got.recompute_tokens + call.discarded_tokens
         call.recompute_tokens += recompute
+        call.admitted_recompute = recompute
+        call.admitted_service_s = call.service_s
+        call.admitted_computed = call.computed_tokens
         # prefix hits are those of the admission that prefills the prompt: a call re-admitted
         # after a preemption in decode finds its own prompt, which it computed (what of it is
         # gone is recompute, counted above); one whose prefill was cut short counts what it
@@ -491,9 +494,13 @@ class SimEngine:
             call.computed_tokens += chunk
             if call.prefill_left:
                 continue
-            if call.recompute_tokens:
-                miss = max(call.computed_tokens, 1)
-                call.restore_s += call.service_s * min(call.recompute_tokens / miss, 1.0)
+            if call.admitted_recompute:
+                # this admission's prefill: its service since admission, in the share of
+                # its computed tokens that were recomputed (a call re-admitted after a decode
+                # preemption re-added its whole service at every admission before)
+                miss = max(call.computed_tokens - call.admitted_computed, 1)
+                share = min(call.admitted_recompute / miss, 1.0)
+                call.restore_s += (call.service_s - call.admitted_service_s) * share
             del self._prefilling[call.call_id]
             call.generated += 1
             call.last_token_at = now

@@ -119,3 +119,27 @@ def test_a_prefill_cut_short_counts_its_chunks_as_recomputed_and_its_later_hits(
     assert (report["recompute_tokens"], report["prefix_hit_tokens"]) == (ran, 20_000)
     assert (cut.recompute_tokens, cut.hit_tokens) == (ran, 20_000)
     assert cut.computed_tokens == ran + 10_000  # the rest of its prompt, after the hit
+
+
+def test_a_calls_restore_time_is_its_re_prefills_alone() -> None:
+    """Preempted twice while decoding, a call re-prefills what it had generated at each
+    re-admission: its restore time is those prefills' service. Before, each re-admission
+    re-added the call's whole service so far (its decode too): 6.97 s for 0.09 s of work."""
+    engine = SimEngine(COST, get_policy("fcfs"), EventLog(), config=EngineConfig(host_kv_tokens=0))
+    call = _call("p", [Block("p/prompt", 3_000)], 2_000)
+    engine.submit(call, 0.0)
+    now = _run_until(engine, 0.0, lambda: call.generated >= 1_500)
+    re_prefills = 0.0
+
+    def decoded(tokens: int) -> Callable[[], bool]:
+        return lambda: call.generated >= tokens or call.phase is Phase.DONE
+
+    for until in (1_800, 2_000):
+        before = call.service_s
+        assert engine.preempt(call.call_id, now)  # in decode: its prompt stays cached
+        now = _run_until(engine, now, lambda: call.phase is Phase.DECODE)
+        re_prefills += call.service_s - before  # the re-admission's prefill alone
+        now = _run_until(engine, now, decoded(until))
+    assert call.recompute_tokens > 0
+    assert call.restore_s == pytest.approx(re_prefills)
+    assert call.restore_s < 0.05 * call.service_s
