@@ -378,6 +378,21 @@ def test_counts_and_rates_never_show_in_e_notation(
     assert page_on_stub.eval(rates) == ["0.500/s", "100/s", "12345/s"]
 
 
+def test_the_program_list_sorts_keys_element_by_element_and_missing_first(
+    page_on_stub: Session, stub: RunningStub
+) -> None:
+    """As the dashboard sorts them (``priority_sort``): a policy key's numbers in order, a
+    program without one first; before, only the key's first number counted and a null
+    compared inconsistently (the sort's order then depended on the rows' order)."""
+    page_on_stub.page.goto(f"{stub.url}/#/programs")
+    page_on_stub.wait("window.AC && window.AC.views && window.AC.views.compareValues")
+    keys = "[[1, 5], [1, 2], [], [0, 9], [1, 2, 0]]"
+    order = f"{keys}.sort(window.AC.views.compareValues)"
+    assert page_on_stub.eval(order) == [[], [0, 9], [1, 2], [1, 2, 0], [1, 5]]
+    mixed = "[3, null, 1, 2].sort(window.AC.views.compareValues)"
+    assert page_on_stub.eval(mixed) == [None, 1, 2, 3]
+
+
 def test_page_and_assets_name_one_charset(stub: RunningStub) -> None:
     page = httpx.get(stub.url + "/")
     assert page.headers["content-type"] == "text/html; charset=utf-8"

@@ -294,9 +294,30 @@
   }
   views.matches = matches;
 
+  // the policy's key as the dashboard sorts it: its numbers in order (none: first)
+  const keyNumbers = (k) => (Array.isArray(k) ? k : [k]).filter((v) => typeof v === "number");
+
+  // one order for every column: numbers and strings as such, a missing value first, keys
+  // (arrays) element by element; a comparator that is consistent, so the sort is too
+  function compareValues(x, y) {
+    if (Array.isArray(x) || Array.isArray(y)) {
+      const a = Array.isArray(x) ? x : [], b = Array.isArray(y) ? y : [];
+      for (let i = 0; i < Math.min(a.length, b.length); i++) {
+        const c = compareValues(a[i], b[i]);
+        if (c) return c;
+      }
+      return a.length - b.length;
+    }
+    if (x === y) return 0;
+    if (x === null || x === undefined) return -1;
+    if (y === null || y === undefined) return 1;
+    return x < y ? -1 : 1;
+  }
+  views.compareValues = compareValues;
+
   function sortValue(p, col) {
     if (col === "progress") return p.nodes_known ? p.nodes_done / p.nodes_known : 0;
-    if (col === "priority") return Array.isArray(p.priority_key) ? p.priority_key[0] : p.priority_key;
+    if (col === "priority") return keyNumbers(p.priority_key);
     if (col === "deadline_slack_s") return p.deadline_slack_s === null ? Infinity : p.deadline_slack_s;
     return p[col];
   }
@@ -354,9 +375,9 @@
     const rows = [];
     for (const p of st.programs.values()) if (matches(p, st.filter)) rows.push(p);
     rows.sort((a, b) => {
-      const x = sortValue(a, col), y = sortValue(b, col);
-      if (x === y) return a.program_id < b.program_id ? -1 : 1;
-      return (x < y ? -1 : 1) * dir;
+      const c = compareValues(sortValue(a, col), sortValue(b, col));
+      if (c === 0) return a.program_id < b.program_id ? -1 : 1;
+      return c * dir;
     });
     const body = $("#programs tbody");
     const shown = rows.slice(0, MAX_ROWS);
