@@ -50,8 +50,7 @@ def check_references(schema: Mapping[str, Any], root: str, check_target: CheckTa
     checked: set[str] = set()
     targets: dict[str, str] = {}  # place of a schema holding a reference -> its target's
     for place, ref in refs:
-        target = _resolve(schema, ref, anchors, f"{root}{place}")
-        found = _at(schema, target)
+        target, found = _resolve(schema, ref, anchors, f"{root}{place}")
         if target not in checked:
             checked.add(target)
             check_target(found, f"{root}{target}")
@@ -78,23 +77,25 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def _resolve(schema: Mapping[str, Any], ref: object, anchors: dict[str, str], place: str) -> str:
-    """The JSON pointer (``""``: the root) reference ``ref`` lands on."""
+def _resolve(
+    schema: Mapping[str, Any], ref: object, anchors: dict[str, str], place: str
+) -> tuple[str, Any]:
+    """The JSON pointer (``""``: the root) reference ``ref`` lands on, and what is there."""
     if not isinstance(ref, str) or not ref.startswith("#"):
         raise InvalidTool("only local references (#...) are allowed", field=place)
     fragment = unquote(ref[1:])
     if fragment and not fragment.startswith("/"):
         if fragment not in anchors:
             raise InvalidTool(f"reference {ref!r} names no $anchor of the schema", field=place)
-        return anchors[fragment]
-    if _at(schema, fragment, missing=True) is _MISSING:
+        fragment = anchors[fragment]
+    found = _at(schema, fragment, missing=True)
+    if found is _MISSING:
         raise InvalidTool(f"reference {ref!r} points to nothing in the schema", field=place)
-    found = _at(schema, fragment)
     if not isinstance(found, Mapping | bool):
         raise InvalidTool(
             f"reference {ref!r} points to a {type(found).__name__}, not a schema", field=place
         )
-    return fragment
+    return fragment, found
 
 
 _MISSING = object()

@@ -127,8 +127,6 @@ class SimCall:
     last_token_at: float = 0.0
     hit_tokens: int = 0
     recompute_tokens: int = 0
-    #: tokens of KV present when it was last admitted (what its prefill started from)
-    admitted_context: int = 0
     #: at its last admission: the tokens it must recompute then, and its service and computed
     #: tokens so far (its prefill's share of restore time is of that admission's work alone)
     admitted_recompute: int = 0

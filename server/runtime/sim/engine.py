@@ -378,7 +378,6 @@ class SimEngine:
         call.prefill_left = max(got.prefill_tokens, 1)  # the last token is recomputed for logits
         self._prefill_pending += call.prefill_left
         call.context_done = call.prompt_tokens + call.generated - call.prefill_left
-        call.admitted_context = call.context_done
         call.queue_s += now - call.queued_at
         call.admitted_at = now
         self.running[call.call_id] = call
@@ -436,11 +435,11 @@ class SimEngine:
             # preemption (release_req -> release_kv_cache(checkpoint=False)) frees only what
             # came after it, the output, which the re-admission recomputes (SimCall.generated)
             self.kv.insert(call.ticket.tenant, call.blocks, call.ticket.program_id, now)
-        elif call.context_done > call.admitted_context:
-            # its prefill was cut short: the chunks it ran are freed, not cached, so its next
-            # admission prefills them again (SGLang keeps finished chunks in its tree: the
-            # simulator's gap, counted honestly as the recompute it does)
-            call.discarded_tokens += call.context_done - call.admitted_context
+        elif call.computed_tokens > call.admitted_computed:
+            # its prefill was cut short: the chunks it ran this admission are freed, not
+            # cached, so its next admission prefills them again (SGLang keeps finished chunks
+            # in its tree: the simulator's gap, counted honestly as the recompute it does)
+            call.discarded_tokens += call.computed_tokens - call.admitted_computed
         call.retractions += 1
         call.phase = Phase.QUEUED
         call.queued_at = now

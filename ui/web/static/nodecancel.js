@@ -59,8 +59,7 @@
     let text = "cancelled " + where + (others ? " and " + others + " descendants" : "") + ": " +
       list("aborted_calls").length + " calls aborted, " + list("interrupted_tools").length + " tools interrupted";
     if (list("flagged_tools").length) text += "; " + AC.views.stillRunning(list("flagged_tools"));
-    if (list("running_tools").length) text += "; the agent's own tools left to it: " + list("running_tools").join(", ");
-    return text;
+    return text + AC.views.leftToTheAgent(list("running_tools"));
   }
 
   async function send(programId, nodeId) {

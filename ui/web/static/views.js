@@ -95,13 +95,15 @@
       "effect ends in doubt " + doubt + ")";
   }
   views.stillRunning = stillRunning;  // a node cancel's notice says them alike (nodecancel.js)
+  // what a cancel says of the agent's own tools (``running_tools``): the server stopped none
+  const leftToTheAgent = (nodes) => (nodes.length ? "; the agent's own tools left to it: " + nodes.join(", ") : "");
+  views.leftToTheAgent = leftToTheAgent;
   views.describe = function (action, id, body) {
     const n = (k) => listed(body, k);
     if (action === "cancel") {
       let text = "cancelled " + id + ": " + n("aborted_calls") + " calls aborted, " + n("interrupted_tools") + " tools interrupted";
       if (n("flagged_tools")) text += "; " + stillRunning(body.flagged_tools.map(String));
-      if (n("running_tools")) text += "; the agent's own tools left to it: " + body.running_tools.map(String).join(", ");
-      return text;
+      return text + leftToTheAgent(n("running_tools") ? body.running_tools.map(String) : []);
     }
     if (action === "preempt") return "preempted " + id + ": " + (n("preempted_calls") || n("requeued_calls")) + " running calls requeued";
     if (action === "boost") {
