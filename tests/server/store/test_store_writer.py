@@ -320,12 +320,26 @@ def test_the_event_linger_gathers_fire_and_forget_events_and_never_holds_an_ack(
         assert reopened.repo.last_seq() == 203
 
 
-def test_a_backlog_of_full_batches_is_written_without_lingering(db_path: Path) -> None:
+def test_a_backlog_of_full_batches_is_written_without_lingering(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = bulk.insert_events
+    writing, gate = threading.Event(), threading.Event()
+
+    def held(con: SqlConnection, events: Any, first_seq: int) -> None:
+        writing.set()
+        gate.wait(10)  # the lane is busy with the first batch while the backlog is queued
+        real(con, events, first_seq)
+
+    monkeypatch.setattr(batch_module, "insert_events", held)
     config = StoreConfig(event_linger_s=30.0, max_batch_rows=100)
     with Store.open(db_path, config) as store:
-        assert store.writer.append(make_event(0)).result(timeout=10) == 1
-        for i in range(1, 1001):  # ten full batches queued at once
-            store.writer.emit(make_event(i))
+        first = store.writer.append(make_event(0))
+        assert writing.wait(10)
+        for i in range(1, 1001):  # ten full batches queued at once (before, the lane could
+            store.writer.emit(make_event(i))  # wake on the first few on a loaded host)
+        gate.set()
+        assert first.result(timeout=10) == 1
         deadline = time.monotonic() + 10
         while store.writer.stats.events_written < 901 and time.monotonic() < deadline:
             time.sleep(0.01)
