@@ -7,6 +7,7 @@ and the placement rules built on them, chosen by name (:func:`get_router`): ``af
 The score follows NVIDIA Dynamo's KV-aware router (lowest wins)::
 
     credit    = hbm_hits + sum over slower tiers t of max(0, hits_t - load_seconds_t / c)
+                (0 when all tiers' hits together are under min_hit_share x prompt)
     prefill   = max(active_prefill + prompt - overlap_weight * credit, 0)
     decode    = active_decode + prompt
     cost      = prefill_load_scale * prefill + decode
@@ -14,7 +15,11 @@ The score follows NVIDIA Dynamo's KV-aware router (lowest wins)::
 where ``load_seconds_t = tiers.transfer_seconds(hits_t, t, HBM)`` and ``c`` is the prefill cost
 per token: a hit on DRAM or disk is worth its tokens minus the prefill-equivalent of loading it,
 so a slow link makes a lower-tier hit worth less (full credit when no tier model or ``c`` is
-given). ``overlap_weight = 0`` is pure load balancing.
+given). ``overlap_weight = 0`` is pure load balancing. A hit under ``min_hit_share`` of the
+prompt counts nothing, as in SGLang's own cache-aware router (``--cache-threshold``, 0.3): every
+prompt opens with a chat template's few tokens, and crediting that head sent each new program
+to the one rank that held it while ranks of equal load (a tie, broken by programs mapped) stood
+idle.
 """
 
 from __future__ import annotations
@@ -41,12 +46,14 @@ class WorkerState:
 
 @dataclass(frozen=True, slots=True)
 class RouteWeights:
-    """Knobs of the score (Dynamo's ``prefill_load_scale`` and KV-overlap score weight)."""
+    """Knobs of the score (Dynamo's ``prefill_load_scale`` and KV-overlap score weight, SGLang
+    router's ``cache_threshold`` as ``min_hit_share``)."""
 
     prefill_load_scale: float = 1.0
     overlap_weight: float = 1.0
     recompute_seconds_per_token: float = 0.0
     tiers: TierModel | None = None
+    min_hit_share: float = 0.3
 
 
 def overlap_credit(hit_tokens_by_tier: Sequence[int], weights: RouteWeights) -> float:
@@ -68,7 +75,10 @@ def overlap_credit(hit_tokens_by_tier: Sequence[int], weights: RouteWeights) -> 
 def route_cost(prompt_tokens: int, worker: WorkerState, weights: RouteWeights) -> float:
     """Cost of running a ``prompt_tokens`` call on ``worker`` (lower is better)."""
     raw_prefill = worker.active_prefill_tokens + prompt_tokens
-    credit = weights.overlap_weight * overlap_credit(worker.hit_tokens_by_tier, weights)
+    hits = worker.hit_tokens_by_tier
+    credit = 0.0
+    if sum(hits) >= weights.min_hit_share * prompt_tokens:
+        credit = weights.overlap_weight * overlap_credit(hits, weights)
     prefill = max(raw_prefill - credit, 0.0)
     decode = worker.active_decode_tokens + prompt_tokens
     return weights.prefill_load_scale * prefill + decode

@@ -24,6 +24,14 @@ def test_load_outweighs_a_small_hit() -> None:
     assert choose_worker(10_000, workers, W) == 1
 
 
+def test_a_hit_under_the_minimum_share_of_the_prompt_counts_nothing() -> None:
+    """A chat template's head shared by every prompt (SGLang's router: ``--cache-threshold``)."""
+    head = WorkerState("template", [2999, 0, 0])
+    assert route_cost(10_000, head, W) == route_cost(10_000, WorkerState("cold", [0, 0, 0]), W)
+    assert route_cost(10_000, WorkerState("warm", [2000, 1000, 0]), W) == 7000 + 10_000
+    assert route_cost(10_000, head, RouteWeights(min_hit_share=0.0)) == 7001 + 10_000
+
+
 def test_pure_load_balancing_ignores_hits() -> None:
     workers = [
         WorkerState("warm", [9000, 0, 0], active_decode_tokens=100),

@@ -80,6 +80,22 @@ def test_first_calls_spread_by_load_and_later_calls_stay() -> None:
     assert router.programs_per_rank() == [2, 2]
 
 
+def test_a_short_common_head_does_not_pile_new_programs_on_one_rank() -> None:
+    """Every prompt begins with the chat template's few tokens: a rank that holds them is no
+    place to prefer (SGLang's own router credits a match under 30% of the prompt nothing), so
+    programs arriving one after another, each then waiting on its tools, spread by programs
+    mapped instead of all following the first one's template."""
+    router, contexts = RankRouter(2), ProgramContexts()
+    template = list(range(1000, 1008))
+    for i in range(6):
+        program = f"P{i}"
+        prompt = [*template, *range(i * 100, i * 100 + 92)]
+        rank = router.route(program, SALT, prompt, 100, [], contexts, NO_PLACEMENT)
+        router.note(program, "n1", rank)
+        contexts.remember(program, SALT, prompt, [7])  # answered; now on a tool, no call
+    assert router.programs_per_rank() == [3, 3]
+
+
 def test_a_shared_prefix_pulls_a_new_program_to_its_rank() -> None:
     router, contexts = RankRouter(2), ProgramContexts()
     system = list(range(400))
