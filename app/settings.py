@@ -735,6 +735,13 @@ def load_settings_or_explain(
     registry knows, a TOML file that does not parse, an environment variable that is not
     JSON) raised as :class:`InvalidSettings`. ``flags`` maps a dotted setting to the
     command-line flag that sets it, named in the explanation."""
+    unknown = unknown_environment_sections(os.environ)
+    if unknown:
+        raise InvalidSettings(
+            "unknown settings section in the environment: "
+            + ", ".join(unknown)
+            + f" (sections: {', '.join(Settings.model_fields)}; e.g. AGENTCONSOLE_RUNTIME__POLICY)"
+        )
     try:
         return load_settings(config_file, overrides)
     except ValidationError as error:
@@ -745,6 +752,24 @@ def load_settings_or_explain(
         ) from error
     except SourceError as error:
         raise InvalidSettings(_explain_environment(error)) from error
+
+
+def unknown_environment_sections(environ: Mapping[str, str]) -> list[str]:
+    """The environment variables that name a nested setting (``AGENTCONSOLE_<SECTION>__...``)
+    of a section ``Settings`` does not have, sorted. pydantic-settings reads only the names
+    it knows, so a misspelt section (``AGENTCONSOLE_RUNTIMES__POLICY``) was silently ignored
+    and ``serve`` ran with the default it was meant to change (a misspelt key inside a known
+    section is refused by the section itself). Variables without the ``__`` are the other
+    tools' (``AGENTCONSOLE_URL``, ``AGENTCONSOLE_COMPILE``, ...) and are left alone."""
+    prefix = Settings.model_config.get("env_prefix", "")
+    sections = set(Settings.model_fields)
+    return sorted(
+        name
+        for name in environ
+        if name.upper().startswith(prefix)
+        and "__" in name[len(prefix) :]
+        and name[len(prefix) :].split("__", 1)[0].lower() not in sections
+    )
 
 
 def _explain_values(

@@ -105,3 +105,19 @@ def test_every_tenant_limit_the_server_enforces_is_a_setting() -> None:
     from agentconsole.settings import TenantLimitsSection
 
     assert {f.name for f in fields(TenantLimits)} <= set(TenantLimitsSection.model_fields)
+
+
+def test_a_misspelt_settings_section_in_the_environment_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pydantic-settings reads only the names it knows: ``serve`` ran with the default a
+    misspelt section meant to change. Other tools' variables (no ``__``) are left alone."""
+    monkeypatch.setenv("AGENTCONSOLE_RUNTIMES__POLICY", "fcfs")
+    monkeypatch.setenv("AGENTCONSOLE_URL", "http://127.0.0.1:8000")
+    with pytest.raises(InvalidSettings, match="AGENTCONSOLE_RUNTIMES__POLICY") as refused:
+        load_settings_or_explain()
+    assert "AGENTCONSOLE_URL" not in str(refused.value)
+    assert "runtime" in str(refused.value)
+    monkeypatch.delenv("AGENTCONSOLE_RUNTIMES__POLICY")
+    monkeypatch.setenv("AGENTCONSOLE_RUNTIME__POLICY", "fcfs")
+    assert load_settings_or_explain().runtime.policy == "fcfs"
