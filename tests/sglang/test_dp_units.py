@@ -284,6 +284,36 @@ def test_an_ended_program_gives_up_its_kept_context(tmp_path: Path) -> None:
     assert "never-kept" not in retention
 
 
+def test_a_program_back_from_its_tool_ends_every_mark_an_ended_one_only_its_keep(
+    tmp_path: Path,
+) -> None:
+    """Back, a program runs on its context again: an ``offload`` or ``recompute`` decision's
+    evict-first mark on what survived of it would push out first the context its new call
+    extends (the plugin kept it until the hint expired, a minute past its deadline). Ended, a
+    drop's mark still says what should go first."""
+    from agentconsole.scheduler.runtime import CallTicket, GenerationRequest
+    from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
+    from agentconsole.server.runtime.sglang.retention import RELEASE
+
+    runtime = SGLangRuntime(EngineSettings(model_path=tmp_path), state_dir=tmp_path)
+    decisions = {"A": CacheAction.RECOMPUTE, "B": CacheAction.OFFLOAD, "C": CacheAction.KEEP}
+    for program, action in {**decisions, "D": CacheAction.RECOMPUTE}.items():
+        asyncio.run(runtime.cache_hint(program, action, 600.0))
+
+    async def back(program: str) -> None:
+        ticket = CallTicket(f"{program}/n2/1", program, "n2", "t", 0.0)
+        call = runtime._new_call(GenerationRequest(ticket, "x", max_tokens=5))
+        runtime._launch(call, asyncio.sleep(0), "test")
+        assert call.task is not None
+        await call.task
+
+    for program in decisions:
+        asyncio.run(back(program))
+    runtime.program_ended("D")
+    retention = runtime.control.state.retention
+    assert [retention[p].action for p in "ABCD"] == [RELEASE, RELEASE, RELEASE, "recompute"]
+
+
 def test_an_ended_programs_cached_prefix_still_pulls_new_programs() -> None:
     """Forgetting an ended program's rank leaves what the rank caches of it: its context
     still tells where a shared prefix is (until the rank's sweep says it is gone)."""

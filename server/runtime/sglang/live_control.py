@@ -94,7 +94,7 @@ class LiveControl:
     def _launch(self, call: SGLangStream, pump: Coroutine[Any, Any, None], name: str) -> None:
         """Count ``call`` in flight, end its program's tool-wait retention, run ``pump``."""
         self._calls[call.rid] = call
-        self._release(call.request.ticket.program_id)
+        self._end_retention(call.request.ticket.program_id, back=True)
         call.task = asyncio.create_task(pump, name=f"{name}:{call.rid}")
 
     def _settle(self, call: SGLangStream, error: BaseException | None) -> None:
@@ -166,7 +166,7 @@ class LiveControl:
         back for its kept context: the retention ends now rather than at its deadline. With
         data-parallel ranks, the program's rank stops counting it (``RankRouter``). What the
         radix tree holds of it is left to eviction (a shared prefix stays useful)."""
-        self._release(program_id)
+        self._end_retention(program_id, back=False)
         if self.router is not None:
             self.router.release(program_id)
 
@@ -219,11 +219,16 @@ class LiveControl:
             await self._ack(self.control.write(ack=True))
         self._gate.set()
 
-    def _release(self, program_id: str) -> None:
-        """The program is back from its tool wait, or ended: end the retention of its
-        context."""
+    def _end_retention(self, program_id: str, *, back: bool) -> None:
+        """The program is ``back`` from its tool wait, or ended: end the marks of its context.
+        Back, every mark ends: it runs on that context again, and an ``offload`` or
+        ``recompute`` decision's evict-first mark on what survived would push out first the
+        context its new call extends (until the hint expired a minute after its deadline).
+        Ended, only a ``keep`` ends: an evict-first mark still says what should go first."""
         hint = self.control.state.retention.get(program_id)
-        if hint is not None and hint.action == CacheAction.KEEP:
+        if hint is None or hint.action == retention.RELEASE:
+            return
+        if back or hint.action == CacheAction.KEEP:
             self._retention_seq += 1
             self.control.state.retention[program_id] = RetentionHint(
                 retention.RELEASE, time.time(), self._retention_seq

@@ -17,9 +17,10 @@ Mechanism (runs in the scheduler process, Python tree core only):
   the whole path (shared prefix included: the program needs it back); ``recompute``/``offload``
   mark only the program's exclusive suffix (below the deepest node other sequences branch
   from), so a shared system prompt is never pushed out by one program's decision. When the
-  program's next call arrives the adapter sends ``release``: the kept path becomes ordinary
-  LRU cache again (otherwise contexts of programs that moved on or ended would stay
-  protected until their deadline and crowd out active ones).
+  program's next call arrives the adapter sends ``release``: its marks end, a kept path or
+  an evict-first suffix alike (else contexts of programs that moved on would stay protected
+  until their deadline and crowd out active ones, or what survived of a dropped context would
+  go first while the new call extends it); a program that ends releases only a ``keep``.
 
 Why not ``--radix-eviction-policy priority`` with request priorities: a node's priority is the
 maximum over the requests that inserted it, fixed when the request finishes, while the
