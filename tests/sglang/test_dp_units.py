@@ -291,7 +291,8 @@ def test_a_program_back_from_its_tool_ends_every_mark_an_ended_one_only_its_keep
     evict-first mark on what survived of it would push out first the context its new call
     extends (the plugin kept it until the hint expired, a minute past its deadline). Ended, a
     drop's mark still says what should go first."""
-    from agentconsole.scheduler.runtime import CallTicket, GenerationRequest
+    from agentconsole.scheduler.runtime import GenerationRequest
+    from agentconsole.scheduler.ticket import CallTicket
     from agentconsole.server.runtime.sglang.adapter import SGLangRuntime
     from agentconsole.server.runtime.sglang.retention import RELEASE
 
