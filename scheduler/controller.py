@@ -169,23 +169,27 @@ class ProgramController:
         *,
         success: bool = True,
         taught: Mapping[str, Scalar] | None = None,
+        ended_at: float | None = None,
     ) -> Program:
-        """Mark the program finished (or failed); learns its total size for estimates. Its
-        event records what it taught (its calls, under its ``workload`` label, and the
-        caller's ``taught`` figures), so a restarted server learns it again (:meth:`relearn`)."""
+        """Mark the program finished (or failed) at ``ended_at`` (when its last work ended:
+        an idle finish comes ``program_idle_s`` after it; default ``now``, never later), which
+        ends its E2E; learns its total size for estimates. Its event, at ``now``, records
+        what it taught (its calls, under its ``workload`` label, and the caller's ``taught``
+        figures), so a restarted server learns it again (:meth:`relearn`)."""
         program = self.get(program_id)
         if program.state.terminal:
             return program
+        ended = now if ended_at is None else min(ended_at, now)
         program.state = ProgramState.FINISHED if success else ProgramState.FAILED
-        program.finished_at = now
+        program.finished_at = ended
         self.backlog.forget(program_id)
         label = program.labels.get("workload", "")
         self.remaining_work.observe_finished(
             program.tenant, label, program.completed_calls, self._estimates[program_id].predictions
         )
         kind = EventKind.PROGRAM_FINISHED if success else EventKind.PROGRAM_FAILED
-        met = program.deadline is None or now <= program.deadline
-        data: dict[str, Scalar] = {"e2e_s": now - program.created_at, "deadline_met": met}
+        met = program.deadline is None or ended <= program.deadline
+        data: dict[str, Scalar] = {"e2e_s": ended - program.created_at, "deadline_met": met}
         data |= {learned.LABEL: label, learned.CALLS: program.completed_calls}
         data |= self._output_lengths_taught(program)
         data |= taught or {}

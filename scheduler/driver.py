@@ -448,7 +448,7 @@ class ProgramDriver:
         """The program is done (the agent said so, or the carrier knows it); its peak working
         set teaches its kind's growth, and its run from the door to ``last_active`` (when its
         last work ended; default ``now``: an idle finish comes long after it) its kind's
-        expected run."""
+        expected run; its E2E ends at ``last_active`` too."""
         flight = self._flights.get(program_id)
         program = self.controller.get(program_id)
         if not program.state.terminal:  # it ends at the door: its wait there ends before it
@@ -461,11 +461,13 @@ class ProgramDriver:
             self.growth.observe(key, flight.peak_tokens)
             taught[learned.PEAK_TOKENS] = flight.peak_tokens
         started = self.door.started_at(program_id)
+        ended = now if last_active is None else min(last_active, now)
         if success and started is not None:
-            ended = now if last_active is None else min(last_active, now)
             self.run_times.observe(key, ended - started)
             taught[learned.RUN_S] = ended - started
-        self.controller.finish_program(program_id, now, success=success, taught=taught)
+        self.controller.finish_program(
+            program_id, now, success=success, taught=taught, ended_at=ended
+        )
         return self._end(program_id, now)
 
     def relearn(self, events: Iterable[Event]) -> int:

@@ -14,7 +14,8 @@ from agentconsole.scheduler.actions import (
 )
 from agentconsole.scheduler.controller import CallUsage, ProgramController
 from agentconsole.scheduler.driver import ProgramDriver, door_size
-from agentconsole.scheduler.events import EventLog
+from agentconsole.scheduler.events import EventKind, EventLog
+from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.program import Node, NodeKind, ToolKind, ToolSpec
 from agentconsole.scheduler.runtime import CacheAction, MemoryView, PrefixProbe, ProgramContext
 from tests.scheduler.driver_fakes import LinearCost
@@ -208,6 +209,26 @@ def test_a_finished_programs_run_from_the_door_teaches_its_kinds_expected_run() 
     learned = (driver.run_times.expected(("t", "fanout")), driver.run_times.expected(("t", "x")))
     assert learned == (3.0, 3.0)  # a kind never seen is taken for an average one of its own
     assert driver.run_times.expected(("other", "fanout")) is None  # never another tenant's
+
+
+def test_an_idle_finish_ends_the_programs_e2e_at_its_last_work() -> None:
+    """``serve`` ends a program nobody finished once it stood idle ``program_idle_s`` (300 s):
+    every inferred program and every plain OpenAI client's ends so. Its E2E, finish time and
+    deadline are its last work's, not the sweep's (they read 300 s too long)."""
+    driver = _driver()
+    events = driver.controller.sink
+    assert isinstance(events, EventLog)
+    driver.controller.open_program("p", "t", 0.0, deadline=10.0)
+    assert driver.arrive("p", 100, 0, 0.0)
+    _call(driver, "p", "n0", 100, 1.0)
+    driver.finish("p", 305.0, last_active=5.0)
+    finished = [e for e in events.events if e.kind is EventKind.PROGRAM_FINISHED]
+    assert [(e.t, e.data["e2e_s"], e.data["deadline_met"]) for e in finished] == [
+        (305.0, 5.0, True)
+    ]
+    assert driver.controller.get("p").finished_at == 5.0
+    report = MetricsAggregator().observe_all(events.events).report()
+    assert report["e2e_p50_s"] == 5.0
 
 
 def test_a_new_driver_relearns_what_the_finish_events_recorded() -> None:
