@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from itertools import takewhile
 
 from agentconsole.kvtiers.node import Block, Node
 from agentconsole.sample_traces.format import (
@@ -69,13 +70,18 @@ class ProgramRun:
 
 def build_contexts(run: ProgramRun, cost: CostModel, chunked_prefill_size: int) -> float:
     """Fill ``run.contexts`` with every LLM node's prompt blocks, and return the program's E2E
-    alone on a warm engine (shared prefix cached): the denominator of its slowdown. One pass
-    over the DAG in listing (topological) order. The program ends when its needed nodes end
-    (``ProgramRun.needed``), so a discarded branch that would run longer does not count."""
+    alone on a warm engine: the denominator of its slowdown. Warm: the engine holds the prefix
+    segments the program shares with others (the platform's, its tenant's: the leading ones
+    not keyed by its id), not its own (its task context: no engine holds it when it arrives).
+    One pass over the DAG in listing (topological) order. The program ends when its needed
+    nodes end (``ProgramRun.needed``), so a discarded branch that would run longer does not
+    count."""
     program = run.trace
+    mine = f"{program.id}/"
+    shared = takewhile(lambda p: not p.id.startswith(mine), program.prefix)
     # a block is cached when it was seen right after the same block (a prefix-tree edge), so a
     # summary or report re-read at a new place in a compacted context is prefilled again
-    seen = set(_edges([Block(p.id, p.tokens, p.public) for p in program.prefix if p.tokens]))
+    seen = set(_edges([Block(p.id, p.tokens, p.public) for p in shared if p.tokens]))
     finish: dict[str, float] = {}
     through: dict[str, list[Block]] = {}  # context a node's children inherit
     for node in program.nodes:

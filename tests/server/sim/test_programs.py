@@ -98,3 +98,28 @@ def test_call_overhead_delays_each_llm_call_on_the_path_once() -> None:
         assert program.finished_at is not None
         e2e[name] = program.finished_at - program.created_at
     assert e2e["slow"] == pytest.approx(e2e["base"] + 2 * 0.25, abs=1e-6)
+
+
+def test_ideal_e2e_is_the_programs_run_alone_its_own_context_prefilled() -> None:
+    """The slowdown's denominator: a program alone on an engine that holds what it shares
+    with other programs (the platform's and its tenant's prefix, left by a warm-up program of
+    the tenant) but not its own task context, which no engine holds when it arrives (it read
+    1.4x for a seed-mix program alone when that was counted cached)."""
+    shared = (
+        PrefixSegment(id="platform/agent-system", tokens=6_000, public=True),
+        PrefixSegment(id="t/profile", tokens=2_000),
+    )
+    warm = replace(_program(), id="w", prefix=(*shared, PrefixSegment(id="w/task", tokens=10_000)))
+    alone = replace(
+        _program(), arrival_s=600.0, prefix=(*shared, PrefixSegment(id="p/task", tokens=10_000))
+    )
+    ideal = build_contexts(ProgramRun.of(alone), COST, 8192)
+    for programs in ([alone], [warm, alone]):
+        result = Simulation(programs, COST, SimConfig(policy="fcfs")).run()
+        program = result.controller.programs["p"]
+        assert program.finished_at is not None
+        e2e = program.finished_at - program.created_at
+        if len(programs) == 2:  # warm: the shared prefix cached, as the ideal takes it
+            assert e2e == pytest.approx(ideal, rel=1e-3)
+        else:  # cold: the shared prefix is prefilled too
+            assert e2e > ideal
