@@ -27,6 +27,7 @@ for :meth:`ProgramDriver.settle`, which a carrier calls once the events of one i
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -314,10 +315,14 @@ class ProgramDriver:
             self._dirty[program_id] = None
 
     def withdraw(self, program_id: str, call_id: str) -> None:
-        """A queued call never reached the engine (the runtime refused it): forget it."""
+        """A queued call never reached the engine (the runtime refused it): forget it, and
+        the program keeps its door share only for the idle grace (as :meth:`call_refused`),
+        not until it idles out: with nothing of it in flight it held the door's room while
+        newcomers waited."""
         flight = self._flights.get(program_id)
         if flight is not None:
             flight.calls.pop(call_id, None)
+            self.call_refused(program_id)
 
     def call_ended(
         self,
@@ -526,8 +531,14 @@ class ProgramDriver:
             except Exception as failure:
                 # what was decided still has to be carried out (a start skipped would leave
                 # programs at the door), and the programs after this one are decided next
-                # time; the failed one is not retried, or it would fail first every time
+                # time; the failed one is not retried, or it would fail first every time, and
+                # it holds its door share only for the idle grace, as a program with nothing
+                # decided (else it stayed counted for its whole tool wait, nothing to wake
+                # the door for the programs waiting there)
                 self._dirty = {**dict.fromkeys(dirty[i + 1 :]), **self._dirty}
+                with contextlib.suppress(Exception):  # the decision's failure is the one told
+                    grace = now + self.idle_grace_s
+                    actions += self._started(self.door.step_out(program_id, grace, now), now)
                 raise SettleFailed(program_id, actions, failure) from failure
         return actions
 

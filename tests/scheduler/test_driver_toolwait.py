@@ -153,3 +153,43 @@ def test_a_decision_that_fails_keeps_what_was_decided_and_the_rest_for_next_time
     hints = [a for a in driver.settle(_FailingView(), 1.0) if isinstance(a, CacheHint)]
     assert [h.program_id for h in hints] == ["c"]
     assert driver.settle(_FailingView(), 1.0) == []
+
+
+def _keep() -> ToolWaitAdvisor:
+    return ToolWaitAdvisor(get_tool_wait_policy("keep"))
+
+
+def test_a_program_whose_decision_failed_leaves_the_door_after_the_idle_grace() -> None:
+    """Its wait was never decided, so nothing would end its share at the door: it stayed
+    counted for its whole tool wait (hours) while newcomers waited; it now holds its share
+    for the idle grace, as a program with nothing decided."""
+    controller = ProgramController(EventLog(), LinearCost())
+    driver = ProgramDriver(controller, _keep(), LinearCost(), budget_tokens=3_000)
+    _waiting_on_a_tool(driver, controller, "broken")
+    controller.open_program("next", "t", 1.0)
+    assert not driver.arrive("next", 2_000, 0, 1.0)  # 4,000 of 3,000: it waits
+    with pytest.raises(SettleFailed):
+        driver.settle(_FailingView(), 1.0)
+    later = 1.0 + driver.idle_grace_s + 1.0
+    driver.settle(_View(), later)
+    driver.tick(later)
+    assert driver.door.started_at("next") is not None
+
+
+def test_a_call_the_runtime_refused_leaves_the_door_after_the_idle_grace() -> None:
+    """``withdraw`` (the runtime refused the call at submit): the program has nothing in
+    flight, so it holds its share only for the idle grace (it held it until it idled out)."""
+    controller = ProgramController(EventLog(), LinearCost())
+    driver = ProgramDriver(controller, _keep(), LinearCost(), budget_tokens=3_000)
+    controller.open_program("a", "t", 0.0)
+    assert driver.arrive("a", 2_000, 0, 0.0)
+    controller.add_node("a", Node("n0", "a", NodeKind.LLM), 0.0)
+    ticket = driver.queue_call("a", "n0", PrefixProbe(2_000), 0.0, private_tokens=2_000)
+    driver.withdraw("a", ticket.call_id)
+    controller.open_program("b", "t", 0.1)
+    assert not driver.arrive("b", 2_000, 0, 0.1)
+    later = 0.1 + driver.idle_grace_s + 1.0
+    driver.settle(_View(), 0.2)
+    driver.settle(_View(), later)
+    driver.tick(later)
+    assert driver.door.started_at("b") is not None
