@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from agentconsole.server.live.service import ProgramService
 
 PRIORITY_UNIT_S = 1.0
+#: a request whose text is longer is rendered and tokenized on a worker thread (a few MB take
+#: seconds); a shorter one inline, where a thread hop would cost every call the API's overhead
+INLINE_PROMPT_CHARS = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +180,11 @@ class CallIntake:
         # The request's own faults first (an unknown model, a prompt the template refuses, one
         # over the context): refused before a program is opened, a call that never ran leaves
         # none. Each candidate model reads the prompt in its own format and tokens.
-        prompts, budgets = self._prompts(chat)
+        if text_chars(chat.messages, chat.prompt_text, INLINE_PROMPT_CHARS) > INLINE_PROMPT_CHARS:
+            # off the event loop: every tenant's streams and requests stood still meanwhile
+            prompts, budgets = await asyncio.to_thread(self._prompts, chat)
+        else:
+            prompts, budgets = self._prompts(chat)
         identity = await self._identify(tenant, chat)
         now = await self._admit(tenant, identity.program, prompts, gone)
         try:
@@ -512,3 +519,20 @@ class CallIntake:
             raise Unavailable(
                 "the runtime is still starting", headers={"Retry-After": "5"}
             ) from None
+
+
+def text_chars(messages: object, prompt_text: str | None, enough: int) -> int:
+    """The characters of the strings in ``messages`` (any nesting of mappings and lists: the
+    contents, their parts, tool calls' arguments) plus ``prompt_text``'s, counted until past
+    ``enough`` (a bound for :data:`INLINE_PROMPT_CHARS`: the walk stops there)."""
+    total = len(prompt_text or "")
+    pending: list[object] = [messages]
+    while pending and total <= enough:
+        item = pending.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, Mapping):
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+    return total

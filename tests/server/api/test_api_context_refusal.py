@@ -4,6 +4,7 @@ controller nor the store keeps an empty program, and the id stays free."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import httpx
@@ -93,3 +94,41 @@ def test_a_refusal_names_max_completion_tokens_when_the_client_sent_that(
         long_prompt = chat_body("abcd" * 120_000, max_completion_tokens=30_000)
         overflow = _refused(c.post(CHAT, json=long_prompt))
         assert overflow["field"] == "max_completion_tokens"
+
+
+def test_a_large_prompt_is_read_off_the_event_loop(server: LiveServer) -> None:
+    """Rendering and tokenizing a prompt of megabytes takes seconds with a real tokenizer:
+    on the event loop every tenant's requests and streams stood still meanwhile (another
+    tenant's ``/v1/whoami`` waited 3.3 s in the review's run). A large request is read on a
+    worker thread; a small one inline (a thread hop would cost every call)."""
+    from agentconsole.server.live.intake import INLINE_PROMPT_CHARS
+
+    runtime: Any = server.live.service.models.runtime_of(None)  # its format swapped
+    chat_format = runtime.chat_format
+    threads: list[int] = []
+
+    class Recording:  # the sim's format, noting the thread each render runs on
+        name = chat_format.name
+
+        def __getattr__(self, attribute: str) -> Any:
+            return getattr(chat_format, attribute)
+
+        def render(self, *args: Any, **kwargs: Any) -> Any:
+            threads.append(threading.get_ident())
+            return chat_format.render(*args, **kwargs)
+
+    runtime.chat_format = Recording()
+    loop_thread = server.run(_thread_of_the_loop())
+    try:
+        with server.client() as client:
+            assert client.post(CHAT, json=chat_body("hi", max_tokens=5)).status_code == 200
+            large = "abcd" * (INLINE_PROMPT_CHARS // 4 + 1)
+            assert client.post(CHAT, json=chat_body(large, max_tokens=5)).status_code == 200
+    finally:
+        runtime.chat_format = chat_format
+    assert threads[0] == loop_thread
+    assert threads[1] != loop_thread
+
+
+async def _thread_of_the_loop() -> int:
+    return threading.get_ident()
