@@ -184,7 +184,9 @@ class WaitingLine:
         middling = known[len(known) // 2]
         keyed: list[tuple[LineKey, Waiting]] = []
         for e, run in zip(heads, runs, strict=True):
-            size = max(middling if run is None else run, MIN_RUN_S)
+            # a middling one runs at least as long as its tenant's longest running program of
+            # its kind has run so far (``floor_s``: it has not finished, it is no short one)
+            size = max(max(middling, e.floor_s) if run is None else run, MIN_RUN_S)
             ratio = (now - e.since + size) / size  # highest ratio, then earliest
             keyed.append(((_standing(e, below), -ratio, e.place), e))
         return keyed

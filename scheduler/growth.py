@@ -129,6 +129,12 @@ class PeakEstimator(KindMeans):
 
     def predict(self, key: KindKey, current_tokens: int) -> int:
         """The predicted peak of a program of ``key`` that holds ``current_tokens`` now: its
-        tenant's kind's learned peak, else (nothing of it learned) what it holds."""
+        tenant's kind's learned peak; a kind the tenant has not finished yet is taken for its
+        largest kind learned (sized by what it holds, a tenant naming each program a new
+        kind passed the door with every program at its first prompt); nothing learned of the
+        tenant: what it holds."""
         learned = self.known(key)
+        if learned is None:
+            kinds = self._means.values_of(key[0])
+            learned = max(kinds) if kinds else None
         return max(current_tokens, int(learned)) if learned is not None else current_tokens

@@ -11,7 +11,7 @@ from __future__ import annotations
 from agentconsole.scheduler.door import ProgramDoor
 from agentconsole.scheduler.doorline import RunKey
 from agentconsole.scheduler.fairness import FairnessConfig, below_share
-from agentconsole.scheduler.growth import RunTimes
+from agentconsole.scheduler.growth import PeakEstimator, RunTimes
 
 ALICE: RunKey = ("alice", "agent")
 BOB: RunKey = ("bob", "agent")
@@ -112,3 +112,15 @@ def test_with_the_fairness_guard_off_the_line_ignores_tenants() -> None:
     assert [door.try_start(f"alice-{k}", BIG, 0.0, kind=ALICE) for k in range(21)][-1] is False
     assert not door.try_start("bob-0", 8, 15.0, kind=BOB)
     assert door.finish("alice-0", 60.0) == ["alice-20", "bob-0"]
+
+
+def test_a_tenant_naming_each_program_a_new_kind_is_sized_by_its_largest_kind() -> None:
+    """A kind the tenant never finished is taken for its largest kind learned: sized by its
+    first prompt, a tenant that gave every program a fresh label started 8 of 8 where the
+    same programs under one label started 1."""
+    peaks = PeakEstimator()
+    peaks.observe(("liar", "run-0"), 750.0)
+    peaks.observe(("liar", "chat"), 300.0)
+    assert peaks.predict(("liar", "run-1"), 100) == 750
+    assert peaks.predict(("liar", "run-0"), 900) == 900  # it holds more: what it holds
+    assert peaks.predict(("honest", "coding"), 100) == 100  # never another tenant's

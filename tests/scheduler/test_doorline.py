@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from agentconsole.scheduler.door import ProgramDoor
 from agentconsole.scheduler.doorline import WaitingLine
+from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.growth import RunTimes
 
 
@@ -177,3 +178,16 @@ def test_the_returning_line_keeps_an_away_programs_place_until_it_lapses() -> No
     line.remove("a")
     line.remove("a")  # twice: nothing
     assert len(line) == 0
+
+
+def test_a_kind_whose_tenant_finished_nothing_yet_is_no_short_one_either() -> None:
+    """The floor holds where the tenant has nothing learned at all (its run is then taken
+    for the middle of the others'): a tenant whose programs never finish (it cancels them)
+    ranked as average-length, whatever its running one had run."""
+    runs = RunTimes()
+    runs.observe(("S", "short"), 10.0)
+    door = ProgramDoor(1_000, expected_run_s=runs.expected, fairness=FairnessConfig(enabled=False))
+    assert door.try_start("h-long", 1_000, 0.0, kind=("H", "agent"))  # runs 5,000 s, unfinished
+    assert not door.try_start("h2", 10, 5_000.0, kind=("H", "agent"))
+    assert not door.try_start("s1", 10, 5_000.0, kind=("S", "short"))
+    assert door.finish("h-long", 5_010.0)[:1] == ["s1"]
