@@ -53,7 +53,7 @@ waits the store recorded for it before the restart; it is not counted as created
 from __future__ import annotations
 
 import math
-from collections import defaultdict, deque
+from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -117,7 +117,8 @@ class _Program:
     first_token_at: float | None = None
     service_s: float = 0.0
     wait_s: float = 0.0
-    tool_s: float = 0.0
+    #: (start, end) of each tool run: parallel tools overlap, so their union is its tool wait
+    tool_spans: list[tuple[float, float]] = field(default_factory=list)
     #: node -> when its call was queued, while it waits for the engine (live starvation)
     queued_since: dict[str, float] = field(default_factory=dict)
     #: its waits at the program door, (from, to); None: it never waited there
@@ -148,6 +149,9 @@ class MetricsAggregator:
             return deque(maxlen=window)
 
         self._live: dict[str, _Program] = {}
+        #: (program, node) of discarded branches unfinished when their program ended: their
+        #: calls' aborts come after it and still count as discarded work (oldest dropped)
+        self._discarded_after_end: OrderedDict[tuple[str, str], None] = OrderedDict()
         self.e2e: deque[float] = samples()
         self.ideal: deque[float] = samples()
         self.ttfp: deque[float] = samples()
@@ -228,7 +232,8 @@ class MetricsAggregator:
             self._door_span(followed, start, end)
         for node in program.nodes.values():
             done = node.state is NodeState.DONE
-            followed.tool_s += node.tool_s
+            if node.tool_s and node.finished_at is not None:  # its runs, taken as one span
+                followed.tool_spans.append((node.finished_at - node.tool_s, node.finished_at))
             followed.nodes[node.node_id] = _Node(
                 kind=node.kind.value,
                 parents=node.parents,
@@ -324,6 +329,10 @@ class MetricsAggregator:
             for key in _INSERTION_KEYS:
                 self.counts[key] += number(e.data, key)
         node = program.nodes.get(e.node_id) if program else None
+        ended_branch = (e.program_id, e.node_id)
+        if program is None and ended_branch in self._discarded_after_end:
+            del self._discarded_after_end[ended_branch]
+            self.counts["discarded_branch_tokens"] += computed + output
         if program is not None:
             program.queued_since.pop(e.node_id, None)
         if node is not None and program is not None:
@@ -357,7 +366,7 @@ class MetricsAggregator:
         latency = number(e.data, "latency_s")
         if program is None:
             return
-        program.tool_s += latency
+        program.tool_spans.append((e.t - latency, e.t))
         node = program.nodes.get(e.node_id)
         if node is not None:
             node.tool_s += latency
@@ -368,6 +377,12 @@ class MetricsAggregator:
         program = self._live.pop(e.program_id, None)
         if program is None:
             return
+        left = self._discarded_after_end
+        for node_id, node in program.nodes.items():
+            if node.branch == "discarded" and node.finished_at is None:
+                left[(e.program_id, node_id)] = None
+        while len(left) > _DISCARDED_KEPT:
+            left.popitem(last=False)
         outcome = {
             EventKind.PROGRAM_FINISHED: "finished",
             EventKind.PROGRAM_FAILED: "failed",
@@ -383,7 +398,7 @@ class MetricsAggregator:
         e2e = number(e.data, "e2e_s") if "e2e_s" in e.data else e.t - program.created_at
         self.e2e.append(e2e)
         self._tenant_e2e[tenant].append(e2e)
-        self.tool_wait.append(program.tool_s)
+        self.tool_wait.append(_union_s(program.tool_spans))
         queue, kv, tool = _critical_path_idle(program)
         self.cp_idle["queue"].append(queue)
         self.cp_idle["kv"].append(kv)
@@ -492,7 +507,8 @@ class MetricsAggregator:
         c = self.counts
         finished = int(c["finished"])
         span = max(self.last_t - self.first_t, 1e-9) if finished else math.nan
-        per_success = max(finished, 1)
+        # nothing succeeded: no figure per success (NaN), not the totals as if one had
+        per_success = finished if finished else math.nan
         tenants = self.tenants(now)
         slowdowns = [t.slowdown for t in tenants.values() if not math.isnan(t.slowdown)]
         return {
@@ -592,6 +608,16 @@ def _critical_path_idle(program: _Program) -> tuple[float, float, float]:
         nid = parent
 
 
+def _union_s(spans: list[tuple[float, float]]) -> float:
+    """Seconds covered by at least one of ``spans`` (a program's parallel tools wait once)."""
+    covered, reach = 0.0, -math.inf
+    for start, end in sorted(spans):
+        if end > reach:
+            covered += end - max(start, reach)
+            reach = end
+    return covered
+
+
 def _overlap(spans: list[tuple[float, float]], start: float, end: float) -> float:
     """Seconds of ``spans`` (disjoint) within ``start``..``end``."""
     return sum(max(min(end, hi) - max(start, lo), 0.0) for lo, hi in spans)
@@ -639,6 +665,10 @@ def outcome_summary(outcomes: Sequence[ClientOutcome]) -> dict[str, float]:
 
 
 #: the counter of each way a call ends (a failed call: the engine ended it, or the runtime failed)
+#: discarded nodes whose calls may end after their program, remembered (a bound: an abort
+#: that never comes leaves no entry behind for good)
+_DISCARDED_KEPT = 65_536
+
 _CALL_ENDS = {
     EventKind.CALL_FINISHED: "calls_finished",
     EventKind.CALL_ABORTED: "calls_aborted",

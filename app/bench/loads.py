@@ -107,8 +107,10 @@ def _tenant_slowdowns(reports: Sequence[dict[str, Any]]) -> dict[str, float]:
     seen: dict[str, list[float]] = {}
     for report in reports:
         for tenant, figures in report.get("tenants", {}).items():
-            if figures.get("slowdown") is not None:
-                seen.setdefault(tenant, []).append(figures["slowdown"])
+            slowdown = figures.get("slowdown")
+            # NaN: the tenant finished nothing in that draw (a NaN would blank its mean)
+            if isinstance(slowdown, int | float) and math.isfinite(slowdown):
+                seen.setdefault(tenant, []).append(slowdown)
     return {tenant: sum(values) / len(values) for tenant, values in sorted(seen.items())}
 
 

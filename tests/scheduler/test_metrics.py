@@ -79,6 +79,49 @@ def test_late_programs_are_not_goodput() -> None:
     assert r["goodput_programs_per_s"] == pytest.approx(1 / 10)
 
 
+def test_with_no_success_there_is_no_figure_per_success() -> None:
+    """A run whose programs all failed reported its totals as one success's."""
+    events = _program("p", "t", 0.0)
+    failed = [*events[:-1], Event(10.0, K.PROGRAM_FAILED, "p", "", 1, "t", {})]
+    r = MetricsAggregator().observe_all(failed).report()
+    assert (r["finished"], r["failed"]) == (0, 1)
+    assert math.isnan(r["tokens_per_success"])
+    assert math.isnan(r["gpu_s_per_success"])
+
+
+def test_parallel_tools_wait_once() -> None:
+    """A program's tool wait is the time a tool of it ran: two tools side by side (2 s and
+    4 s from 4 s on) wait 4 s, not 6 (the sum read more tool wait than E2E on wide-fanout)."""
+
+    def e(t: float, what: EventKind, node: str = "", **data: float | str | bool) -> Event:
+        return Event(t, what, "p", node, 1, "t", data)
+
+    events = [
+        e(0, K.PROGRAM_CREATED),
+        e(4, K.TOOL_FINISHED, "fast", latency_s=1.0, outcome="ok"),  # 3..4: alone
+        e(6, K.TOOL_FINISHED, "t", latency_s=2.0, outcome="ok"),  # 4..6
+        e(8, K.TOOL_FINISHED, "u", latency_s=4.0, outcome="ok"),  # 4..8
+        e(9, K.PROGRAM_FINISHED),
+    ]
+    assert MetricsAggregator().observe_all(events).report()["tool_wait_mean_s"] == 5.0
+
+
+def test_a_discarded_branchs_call_aborted_after_its_program_ended_is_discarded_work() -> None:
+    def e(t: float, what: EventKind, node: str = "", **data: float | str | bool) -> Event:
+        return Event(t, what, "p", node, 1, "t", data)
+
+    events = [
+        e(0, K.PROGRAM_CREATED),
+        e(0, K.NODE_ADDED, "keep", kind="llm", parents=""),
+        e(0, K.NODE_ADDED, "lost", kind="llm", parents="", branch="discarded"),
+        e(2, K.CALL_FINISHED, "keep", computed_tokens=10, output_tokens=5),
+        e(2, K.PROGRAM_FINISHED),
+        e(3, K.CALL_ABORTED, "lost", computed_tokens=100, output_tokens=7),
+    ]
+    report = MetricsAggregator().observe_all(events).report()
+    assert report["discarded_branch_tokens"] == 107
+
+
 def test_percentile_interpolates_and_handles_empty() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == pytest.approx(2.5)
     assert percentile([5.0], 99) == 5.0

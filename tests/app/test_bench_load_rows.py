@@ -1,0 +1,20 @@
+"""A ``--loads`` cell averages its draws: a tenant's slowdown over the draws where it finished
+programs (a draw where it finished none reports NaN, which blanked its mean)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from agentconsole.bench.loads import KEPT, _row
+
+
+def _draw(slowdowns: dict[str, float]) -> dict[str, Any]:
+    report: dict[str, Any] = dict.fromkeys(KEPT, 1)
+    report["tenants"] = {t: {"slowdown": s} for t, s in slowdowns.items()}
+    return report
+
+
+def test_a_tenant_slowdown_is_the_mean_over_the_draws_where_it_finished_programs() -> None:
+    row = _row([_draw({"a": 2.0, "b": 3.0}), _draw({"a": math.nan, "b": 5.0})], [0, 0], 1.0)
+    assert row["tenant_slowdown"] == {"a": 2.0, "b": 4.0}
