@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Any
 
@@ -29,6 +30,8 @@ from agentconsole.server.api.deps import LiveDep, PrincipalDep
 from agentconsole.server.modelcompat import CompatMatrix, compatibility_matrix
 
 ModelSources = Sequence[tuple[str, str | None]]
+#: the one thread that reads model directories for the matrix (requests queue behind it)
+_DIGESTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-digest")
 SourcesDep = NamedDependency[SkipValidation[ModelSources | None]]
 
 
@@ -70,12 +73,15 @@ def configured_sources(config: ServerConfig) -> list[tuple[str, str | None]]:
     return [(model.name, model.source) for model in config.served_models()]
 
 
-def matrix_json(matrix: CompatMatrix) -> CompatibilityOut:
-    """The matrix at the HTTP edge."""
+def matrix_json(matrix: CompatMatrix, *, directories: bool = True) -> CompatibilityOut:
+    """The matrix at the HTTP edge; ``directories`` False: each model's ``directory`` null."""
+    models = [CompatModelOut(**asdict(model)) for model in matrix.models]
+    if not directories:
+        models = [model.model_copy(update={"directory": None}) for model in models]
     return CompatibilityOut(
         enabled=matrix.enabled,
         note=matrix.note,
-        models=[CompatModelOut(**asdict(model)) for model in matrix.models],
+        models=models,
         pairs=[
             CompatPairOut(**{**asdict(pair), "reasons": list(pair.reasons)})
             for pair in matrix.pairs
@@ -93,8 +99,11 @@ class ModelCompatController(Controller):
     ) -> CompatibilityOut:
         """Every served model and every pair: ``compatible``, ``shared_kv_layers`` of
         ``layers``, ``reasons``; ``enabled: false`` (no engine shares KV across models)."""
-        del principal  # any valid key may read it
         sources = configured_sources(live.config) if model_sources is None else model_sources
-        # reading weights is file I/O (seconds per GB the first time): off the event loop
-        matrix = await asyncio.to_thread(compatibility_matrix, list(sources))
-        return matrix_json(matrix)
+        # reading weights is file I/O (seconds per GB the first time): off the event loop, on
+        # a thread of its own (the default executor's threads serve the store's reads)
+        matrix = await asyncio.get_running_loop().run_in_executor(
+            _DIGESTS, compatibility_matrix, list(sources)
+        )
+        # any valid key may read it; where the weights lie on disk is the operator's to know
+        return matrix_json(matrix, directories=principal.operator)

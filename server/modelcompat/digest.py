@@ -100,6 +100,9 @@ def fingerprint(directory: Path) -> tuple[tuple[str, int, int], ...]:
 
 _cache: OrderedDict[tuple[str, tuple[tuple[str, int, int], ...]], ModelDigest] = OrderedDict()
 _lock = threading.Lock()
+#: directory -> the lock its one read at a time holds (concurrent misses wait for it and
+#: take its result: each read every weight byte, twelve requests twelve times over)
+_reading: dict[str, threading.Lock] = {}
 
 
 def model_digest(directory: Path) -> ModelDigest:
@@ -111,17 +114,23 @@ def model_digest(directory: Path) -> ModelDigest:
         raise ValueError(f"not a directory: {directory}")
     key = (str(directory), fingerprint(directory))
     with _lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
-    found = ModelDigest(
-        directory, architecture(directory), tokenizer_digest(directory), weight_digest(directory)
-    )
-    with _lock:
-        _cache[key] = found
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-    return found
+        reading = _reading.setdefault(str(directory), threading.Lock())
+    with reading:
+        with _lock:
+            if key in _cache:
+                _cache.move_to_end(key)
+                return _cache[key]
+        found = ModelDigest(
+            directory,
+            architecture(directory),
+            tokenizer_digest(directory),
+            weight_digest(directory),
+        )
+        with _lock:
+            _cache[key] = found
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+        return found
 
 
 def clear_cache() -> None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -164,16 +166,7 @@ def test_a_sharded_model_has_the_digest_of_the_whole(
 def test_digests_are_cached_until_a_file_changes(
     models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    copy = tmp_path / "copy"
-    shutil.copytree(models["small"], copy)
-    calls: list[Path] = []
-    real = weights.weight_digest
-
-    def counting(directory: Path, chunk_bytes: int = weights.CHUNK_BYTES) -> Any:
-        calls.append(directory)
-        return real(directory, chunk_bytes)
-
-    monkeypatch.setattr(digest_module, "weight_digest", counting)
+    copy, calls = _counted_copy(models, tmp_path, monkeypatch)
     first = model_digest(copy)
     assert model_digest(copy) is first
     assert len(calls) == 1
@@ -206,3 +199,38 @@ def test_make_model_like_a_base_writes_the_positive_case(
     unlike = CliRunner().invoke(main, argv)
     assert unlike.exit_code == 2, unlike.output  # a usage error, no traceback
     assert "is not a model folder" in unlike.output
+
+
+def test_concurrent_misses_read_a_directory_once(
+    models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests arriving together for a model not read yet wait for one read: each read every
+    weight byte before, twelve requests twelve times over (a tenant's way to keep the server's
+    disk and threads busy)."""
+    copy, calls = _counted_copy(models, tmp_path, monkeypatch, read_s=0.2)  # a large shard
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        found = list(pool.map(lambda _: model_digest(copy), range(6)))
+    assert len(calls) == 1
+    assert all(digest is found[0] for digest in found)
+
+
+def _counted_copy(
+    models: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    read_s: float = 0.0,
+) -> tuple[Path, list[Path]]:
+    """A copy of the small model, and the list of weight reads made from here on (each taking
+    ``read_s`` more)."""
+    copy = tmp_path / "copy"
+    shutil.copytree(models["small"], copy)
+    calls: list[Path] = []
+    real = weights.weight_digest
+
+    def counting(directory: Path, chunk_bytes: int = weights.CHUNK_BYTES) -> Any:
+        calls.append(directory)
+        time.sleep(read_s)
+        return real(directory, chunk_bytes)
+
+    monkeypatch.setattr(digest_module, "weight_digest", counting)
+    return copy, calls

@@ -26,6 +26,9 @@ def test_the_matrix_of_served_models(tmp_path: Path) -> None:
             assert "no sharing in the real engine" in body["note"]
             assert [m["name"] for m in body["models"]] == ["large", "small", "variant"]
             assert [m["layers"] for m in body["models"]] == [4, 2, 4]
+            # where the weights lie on disk is the operator's to know
+            directories = [m["directory"] for m in body["models"]]
+            assert directories == ([None] * 3 if key == "sk-a" else [s for _, s in sources])
             pairs = {(p["a"], p["b"]): p for p in body["pairs"]}
             assert set(pairs) == {("large", "small"), ("large", "variant"), ("small", "variant")}
             shared = pairs["large", "variant"]
