@@ -33,7 +33,10 @@ import httpx
 from agentconsole.server.gateway.addresses import IPAddress, is_public
 
 #: httpx's own pool defaults, which the guarded pool keeps.
-_MAX_CONNECTIONS, _MAX_KEEPALIVE, _KEEPALIVE_EXPIRY_S = 100, 20, 5.0
+HTTP_CONNECTIONS, _MAX_KEEPALIVE, _KEEPALIVE_EXPIRY_S = 100, 20, 5.0
+#: the most of a pool's connections one tenant's http tools hold at once (the gateway's
+#: ``FairSlots``): a quarter, so one tenant's downstream that never answers leaves the rest
+HTTP_CONNECTIONS_PER_TENANT = HTTP_CONNECTIONS // 4
 
 
 class DestinationRefused(Exception):
@@ -135,7 +138,7 @@ class EgressTransport(httpx.AsyncHTTPTransport):
         # replaced by the same one (httpx's defaults) on the guarded backend.
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=httpx.create_ssl_context(),
-            max_connections=_MAX_CONNECTIONS,
+            max_connections=HTTP_CONNECTIONS,
             max_keepalive_connections=_MAX_KEEPALIVE,
             keepalive_expiry=_KEEPALIVE_EXPIRY_S,
             network_backend=PublicOnlyBackend(inner),

@@ -15,6 +15,7 @@ it may connect (:mod:`.egress` for a tenant's tools).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from agentconsole.server.gateway.egress import DestinationRefused
 from agentconsole.server.gateway.errors import EgressRefused, ToolFailed
 from agentconsole.server.gateway.sandbox import Sandbox, SandboxRun, SandboxUnavailable
 from agentconsole.server.gateway.sandbox_spec import CODE_ARGUMENT, SandboxSpec
+from agentconsole.server.gateway.slots import FairSlots
 from agentconsole.server.gateway.streams import read_at_most
 from agentconsole.server.store.jsonutil import JSONValue
 
@@ -89,10 +91,18 @@ class HttpExecutor:
     ``Idempotency-Key: <tool_call_id>``; a 2xx JSON body of at most ``max_bytes`` is the
     result."""
 
-    def __init__(self, url: str, client: httpx.AsyncClient, max_bytes: int) -> None:
+    def __init__(
+        self,
+        url: str,
+        client: httpx.AsyncClient,
+        max_bytes: int,
+        slots: FairSlots | None = None,
+    ) -> None:
         self._url = url
         self._client = client
         self._max_bytes = max_bytes
+        #: the client's connections as the tenants share them (None: unshared)
+        self._slots = slots
 
     async def run(self, invocation: Invocation) -> JSONValue:
         """One POST; no retry here (retries are the gateway's decision, by tool class)."""
@@ -107,10 +117,14 @@ class HttpExecutor:
             "Idempotency-Key": invocation.tool_call_id,
             "X-Agentconsole-Tenant": invocation.tenant,
         }
+        hold: contextlib.AbstractAsyncContextManager[None] = (
+            self._slots.hold(invocation.tenant) if self._slots else contextlib.nullcontext()
+        )
         try:
-            async with self._client.stream(
-                "POST", self._url, json=payload, headers=headers
-            ) as response:
+            async with (
+                hold,
+                self._client.stream("POST", self._url, json=payload, headers=headers) as response,
+            ):
                 status = response.status_code
                 if status >= 300:
                     body = await read_at_most(response.aiter_bytes(), ERROR_DETAIL_BYTES)

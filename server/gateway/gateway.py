@@ -33,7 +33,11 @@ from agentconsole.server.gateway.audit import AuditActor, Auditor
 from agentconsole.server.gateway.builtin_tools import builtin_functions
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.definition import ToolDefinition
-from agentconsole.server.gateway.egress import guarded_client
+from agentconsole.server.gateway.egress import (
+    HTTP_CONNECTIONS,
+    HTTP_CONNECTIONS_PER_TENANT,
+    guarded_client,
+)
 from agentconsole.server.gateway.errors import (
     EgressRefused,
     Forbidden,
@@ -81,6 +85,7 @@ from agentconsole.server.gateway.runner import (
 from agentconsole.server.gateway.sandbox import Sandbox, SandboxUnavailable
 from agentconsole.server.gateway.schema_rules import check_parameters_schema
 from agentconsole.server.gateway.semantic import check_arguments
+from agentconsole.server.gateway.slots import FairSlots
 from agentconsole.server.gateway.toolcursor import ToolCursor
 from agentconsole.server.refusals import RefusalBudget
 from agentconsole.server.store import IntentState, Store, make_tool_call_id
@@ -132,6 +137,10 @@ class ToolGateway:
         self._http = http_client
         self._own_http = http_client is None
         self._guarded: httpx.AsyncClient | None = None
+        # each client's pool shared between tenants: one tenant's calls to a downstream that
+        # never answers held all 100 connections, and every other tenant's http tool timed out
+        self._http_slots = FairSlots(HTTP_CONNECTIONS, HTTP_CONNECTIONS_PER_TENANT)
+        self._guarded_slots = FairSlots(HTTP_CONNECTIONS, HTTP_CONNECTIONS_PER_TENANT)
         self.reports = AgentReports(self.registry, self.audit, self.config, self._committed)
         self.operations = ToolOperations(store, self.audit, self.config)
 
@@ -418,7 +427,8 @@ class ToolGateway:
         spec = tool.executor
         client = self._http_client(tool)
         if spec.type == "http" and spec.url is not None and client is not None:
-            return HttpExecutor(spec.url, client, self.config.max_result_bytes)
+            slots = self._guarded_slots if client is self._guarded else self._http_slots
+            return HttpExecutor(spec.url, client, self.config.max_result_bytes, slots)
         if spec.type == "builtin" and spec.name in self._builtins:
             return _Builtin(self._builtins[spec.name])
         if spec.type == "sandbox" and spec.sandbox is not None:

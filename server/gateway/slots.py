@@ -5,7 +5,9 @@ goes to the waiting tenant that holds the fewest slots, ties to the tenant serve
 recently, and within a tenant to its oldest call. So a tenant that waits while holding no slot
 gets the next slot that frees, unless another tenant holding none waited for one too (then
 they take turns): one tenant's backlog never keeps another out for longer than one run per
-tenant served before it, however many calls it queues.
+tenant served before it, however many calls it queues. With ``per_tenant``, a tenant holding
+that many waits even while slots are free: slots held for a long time (a downstream that never
+answers) then leave the others room.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from itertools import count
 class FairSlots:
     """``size`` slots; :meth:`hold` one for a tenant. Single event loop, no thread safety."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, per_tenant: int | None = None) -> None:
         self._free = size
+        self._cap = size if per_tenant is None else max(1, min(per_tenant, size))
         self._held: Counter[str] = Counter()
         self._waiting: dict[str, deque[asyncio.Future[None]]] = {}
         self._served_at: dict[str, int] = {}
@@ -42,11 +45,12 @@ class FairSlots:
 
     async def _acquire(self, tenant: str) -> None:
         """Take a slot for ``tenant``, waiting in its queue when none is free or others wait."""
-        if self._free and not self._waiting:
+        if self._free and not self._waiting and self._held[tenant] < self._cap:
             self._grant(tenant)
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(tenant, deque()).append(waiter)
+        self._hand_out()  # a free slot the waiters ahead may not take (each at its cap)
         try:
             await waiter
         except asyncio.CancelledError:
@@ -67,8 +71,15 @@ class FairSlots:
         if not self._held[tenant]:
             del self._held[tenant]
         self._free += 1
-        while self._free and self._waiting:
-            chosen = min(self._waiting, key=self._priority)
+        self._hand_out()
+
+    def _hand_out(self) -> None:
+        """Give the free slots to the waiters, fairest first, each tenant up to its cap."""
+        while self._free:
+            eligible = [t for t in self._waiting if self._held[t] < self._cap]
+            if not eligible:
+                return
+            chosen = min(eligible, key=self._priority)
             waiter = self._waiting[chosen].popleft()
             if not self._waiting[chosen]:
                 del self._waiting[chosen]

@@ -44,6 +44,22 @@ async def test_a_freed_slot_goes_to_the_tenant_holding_none_not_to_the_backlog()
     assert slots.held("a") == slots.held("b") == 0
 
 
+async def test_a_tenant_at_its_cap_waits_while_slots_are_free_for_others() -> None:
+    """Slots held for a long time (a downstream that never answers): one tenant takes at most
+    its cap, and another's call starts at once, even behind the first one's queued calls."""
+    slots, order, go = FairSlots(4, per_tenant=2), list[str](), asyncio.Event()
+    tasks = [asyncio.create_task(_holder(slots, "a", order, go)) for _ in range(5)]
+    await _settle()
+    assert (slots.held("a"), order) == (2, ["a", "a"])
+    tasks.append(asyncio.create_task(_holder(slots, "b", order, go)))
+    await _settle()
+    assert order == ["a", "a", "b"]
+    go.set()
+    await asyncio.gather(*tasks)
+    assert order.count("a") == 5
+    assert slots.held("a") == slots.held("b") == 0
+
+
 async def test_a_cancelled_waiter_gives_up_its_place_and_no_slot_is_lost() -> None:
     slots, order, go = FairSlots(1), list[str](), asyncio.Event()
     first = asyncio.create_task(_holder(slots, "a", order, go))
