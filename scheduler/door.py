@@ -169,6 +169,8 @@ class ProgramDoor:
             return True
         self._line.add(entry)
         self.parked_total += not returned
+        if len(self._line) > 1:  # its arrival may let another in line start (shares moved)
+            self._lapsed_unstarted = True
         return False
 
     def leave(self, program_id: str, now: float) -> list[str]:
@@ -221,12 +223,16 @@ class ProgramDoor:
             self._add_tenant_tokens(program_id, predicted_tokens - self._share[program_id])
             self.held_tokens += current_tokens - self._held.get(program_id, 0)
             self._forget_loss_if_fits()
+            if predicted_tokens < self._share[program_id]:
+                self._lapsed_unstarted = True  # room freed: a waiting program may fit now
         self._share[program_id] = predicted_tokens
         self._held[program_id] = current_tokens
 
     def size_to(self, budget_tokens: int, batch_slots: int) -> None:
         """The engines' memory now takes ``budget_tokens`` of private contexts and their batch
         ``batch_slots`` requests (a change of memory can end an episode of thrash)."""
+        if budget_tokens > self.budget_tokens or batch_slots > self.batch_slots:
+            self._lapsed_unstarted = True  # more room: a waiting program may fit now
         self.budget_tokens = budget_tokens
         self.batch_slots = batch_slots
         self._forget_loss_if_fits()
@@ -349,9 +355,10 @@ class ProgramDoor:
 
     @property
     def wake_due(self) -> bool:
-        """A retention lapsed where nothing started the programs waiting (a newcomer's own
-        check, a loss's, a boundary's): :meth:`wake` may start some now, and no lapse left
-        in :meth:`next_expiry` says so."""
+        """Room may have freed where nothing started the programs waiting (a retention
+        lapsed in a newcomer's own check, a loss's, a boundary's; a newcomer queued and
+        changed the tenants' shares; a prediction shrank; the budget grew): :meth:`wake`
+        may start some now, and no lapse left in :meth:`next_expiry` says so."""
         return self._lapsed_unstarted and (len(self._line) > 0 or len(self._returning) > 0)
 
     def next_expiry(self) -> float | None:

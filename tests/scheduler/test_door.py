@@ -380,3 +380,31 @@ def _three_outgrown_with_a_parked() -> ProgramDoor:
     door.note_lost("c", 400, 1.0)
     door.park_started("a", 1.5)
     return door
+
+
+def test_a_newcomer_that_moves_the_shares_makes_a_wake_due() -> None:
+    """c1's arrival (too big) takes tenant X out of "below its share", so y1, which fits,
+    may now go ahead of X's x2: the door says a wake is due (before, y1 waited for the door's
+    next event though it could start)."""
+    door = ProgramDoor(160)
+    assert door.try_start("a1", 100, 0.0, kind=("A", "k"))
+    assert door.try_start("x1", 25, 0.0, kind=("X", "k"))
+    assert not door.try_start("x2", 50, 1.0, kind=("X", "k"))
+    assert not door.try_start("y1", 30, 2.0, kind=("Y", "k"))
+    assert not door.try_start("c1", 100, 3.0, kind=("C", "k"))
+    assert door.wake_due
+    assert door.wake(3.0) == ["y1"]
+
+
+def test_a_prediction_that_shrinks_or_a_budget_that_grows_makes_a_wake_due() -> None:
+    door = ProgramDoor(1_000)
+    assert door.try_start("a", 600, 0.0)
+    assert not door.try_start("b", 500, 1.0)
+    assert not door.wake_due
+    door.resize("a", 400, 400)  # a's prediction fell (its shared prefix learned): b fits
+    assert door.wake_due
+    assert door.wake(2.0) == ["b"]
+    assert not door.try_start("c", 500, 3.0)
+    door.size_to(1_500, 0)  # the engines' memory grew
+    assert door.wake_due
+    assert door.wake(4.0) == ["c"]
