@@ -323,6 +323,12 @@ class ProgramDoor:
             self._line.forget(program_id)
         return self._start_parked(now)
 
+    def let_in(self, program_id: str, tokens: int, now: float, *, kind: RunKey) -> None:
+        """``program_id`` starts without the door's check (the door is off: a request-level
+        policy), counted as started, so a door that comes back knows what runs."""
+        if program_id not in self._share:
+            self._start(program_id, tokens, kind, now)
+
     def let_all_in(self, now: float) -> list[str]:
         """The door is off (a request-level policy): every program waiting at it goes on now,
         counted as started whatever it holds, so none is started a second time if the door

@@ -191,7 +191,14 @@ class ProgramDriver:
         (:func:`door_size`); ``memory_tokens``: the engines' HBM + DRAM now; ``batch_slots``:
         the requests they run at once (0: unknown; the door then admits by predicted working
         sets alone)."""
-        if not self.door_open or self.door.is_started(program_id):
+        if self.door.is_started(program_id):
+            return True
+        if not self.door_open:
+            if self.door.enabled:  # off under this policy: a door back later knows it runs
+                size = door_size(private_tokens, held)
+                flight = self._flight(program_id)
+                flight.private_tokens = flight.peak_tokens = size
+                self.door.let_in(program_id, size, now, kind=self._kind(program_id))
             return True
         if self.budget_tokens is None and memory_tokens <= 0:
             return True  # a runtime that reports no KV memory has no door
@@ -550,9 +557,11 @@ class ProgramDriver:
             return []
         if not (program.completed_calls or flight.ended_calls):
             return []  # its first call is still to come: it counts as admitted, for it
-        if flight.tools:
-            return self._tool_wait(program_id, flight, view, now) if self.program_aware else []
         grace = now + self.idle_grace_s
+        if flight.tools and self.program_aware:
+            return self._tool_wait(program_id, flight, view, now)
+        # nothing decided of its wait (none under a request-level policy, the door off: a
+        # door back later must not count it through its tools as running), or no tools
         return self._started(self.door.step_out(program_id, grace, now), now)
 
     def _tool_wait(

@@ -438,3 +438,27 @@ def test_the_next_settle_starts_who_a_lapse_found_at_the_door_made_room_for() ->
     assert not driver.arrive("b", 500, 0, 1.5)  # behind a's kept context
     assert not driver.arrive("c", 100, 0, 30.0)  # its check uncounts a; b is first in line
     assert driver.settle(view, 30.0) == [StartPrograms(("b", "c"))]
+
+
+def test_a_door_switched_back_on_knows_what_ran_while_it_was_off() -> None:
+    """An operator's switch to a request-level policy turns the door off, and back: the
+    programs that started meanwhile count (a newcomer passed beside them into a full engine),
+    and one that went to its tools meanwhile counts only for the idle grace (it counted as
+    running through its whole tool wait)."""
+    driver = _driver()  # a 1,000-token door
+    driver.program_aware = False
+    driver.controller.open_program("a", "t", 0.0)
+    assert driver.arrive("a", 900, 0, 0.0)
+    _call(driver, "a", "n0", 900, 0.0)  # a's call ran; a is in flight no more
+    driver.program_aware = True
+    driver.controller.open_program("b", "t", 1.5)
+    assert not driver.arrive("b", 900, 0, 1.5)  # a's 900 count: b waits
+    driver.program_aware = False
+    driver.controller.add_node("a", Node("t0", "a", NodeKind.TOOL, tool=ToolSpec("s")), 2.0)
+    driver.tool_started("a", "t0", 2.0)
+    driver.settle(_View(), 2.0)  # a waits on a tool: nothing decided under this policy
+    driver.program_aware = True
+    later = 2.0 + driver.idle_grace_s + 1.0
+    driver.settle(_View(), later)
+    driver.tick(later)
+    assert driver.door.started_at("b") is not None
