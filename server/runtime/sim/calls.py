@@ -136,6 +136,9 @@ class SimCall:
     #: recomputed at its next admission (the simulator frees them; SGLang 0.5.23 keeps each
     #: finished chunk in its tree, ``checkpoint_kv_cache``: a known gap, BENCHMARKS 2p)
     discarded_tokens: int = 0
+    #: the recompute its last admission was cut short before reaching: still to do at the
+    #: next (its time is restore time there; its tokens were counted at that admission)
+    carried_recompute: int = 0
     service_s: float = 0.0
     queue_s: float = 0.0
     restore_s: float = 0.0

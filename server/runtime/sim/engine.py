@@ -360,7 +360,8 @@ class SimEngine:
         # what a preemption threw away of an unfinished prefill is prefilled again: recompute
         recompute = got.recompute_tokens + call.discarded_tokens
         call.recompute_tokens += recompute
-        call.admitted_recompute = recompute
+        call.admitted_recompute = recompute + call.carried_recompute
+        call.carried_recompute = 0
         call.admitted_service_s = call.service_s
         call.admitted_computed = call.computed_tokens
         # prefix hits are those of the admission that prefills the prompt: a call re-admitted
@@ -435,11 +436,14 @@ class SimEngine:
             # preemption (release_req -> release_kv_cache(checkpoint=False)) frees only what
             # came after it, the output, which the re-admission recomputes (SimCall.generated)
             self.kv.insert(call.ticket.tenant, call.blocks, call.ticket.program_id, now)
-        elif call.computed_tokens > call.admitted_computed:
+        else:
             # its prefill was cut short: the chunks it ran this admission are freed, not
             # cached, so its next admission prefills them again (SGLang keeps finished chunks
-            # in its tree: the simulator's gap, counted honestly as the recompute it does)
-            call.discarded_tokens += call.computed_tokens - call.admitted_computed
+            # in its tree: the simulator's gap, counted honestly as the recompute it does);
+            # the recompute this admission had still to reach is carried to the next
+            ran = call.computed_tokens - call.admitted_computed
+            call.discarded_tokens += ran
+            call.carried_recompute = max(call.admitted_recompute - ran, 0)
         call.retractions += 1
         call.phase = Phase.QUEUED
         call.queued_at = now

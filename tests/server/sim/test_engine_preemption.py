@@ -143,3 +143,33 @@ def test_a_calls_restore_time_is_its_re_prefills_alone() -> None:
     assert call.recompute_tokens > 0
     assert call.restore_s == pytest.approx(re_prefills)
     assert call.restore_s < 0.05 * call.service_s
+
+
+def test_a_recompute_cut_short_before_it_ran_is_restore_time_where_it_runs() -> None:
+    """Cut mid-prefill, a call is admitted again to recompute its chunks, and cut again
+    before it ran any: the admission after recomputes them. Its restore time counted them
+    nowhere before (0.0 s: the recompute was its second admission's, which ran nothing);
+    its recomputed tokens count them once."""
+    log = EventLog()
+    engine = SimEngine(
+        COST, get_policy("fcfs"), log, config=EngineConfig(max_running_requests=1, host_kv_tokens=0)
+    )
+    cut = _call("cut", [Block("cut/prompt", 30_000)], 4)
+    engine.submit(cut, 0.0)
+    now = engine.plan(0.0)
+    assert now is not None
+    engine.complete(now)
+    ran = cut.computed_tokens
+    assert 0 < ran < 30_000
+    assert engine.preempt(cut.call_id, now)  # mid-prefill: its chunks are thrown away
+    step_end = engine.plan(now)  # admitted again, its step planned, not run
+    assert step_end is not None
+    assert (cut.phase, cut.computed_tokens) == (Phase.PREFILL, ran)
+    assert engine.preempt(cut.call_id, now)  # cut before any chunk of it ran
+    engine.complete(step_end)
+    assert cut.computed_tokens == ran
+    _run_until(engine, step_end, lambda: cut.phase is Phase.DONE)
+    assert cut.recompute_tokens == ran
+    # the share of its last prefill that recomputed: ``ran`` of the 30,000 it computed then
+    assert cut.restore_s > 0
+    assert cut.restore_s == pytest.approx(COST.prefill_seconds(ran), rel=0.5)
