@@ -152,6 +152,9 @@ class MetricsAggregator:
         #: (program, node) of discarded branches unfinished when their program ended: their
         #: calls' aborts come after it and still count as discarded work (oldest dropped)
         self._discarded_after_end: OrderedDict[tuple[str, str], None] = OrderedDict()
+        #: program -> its critical path's idle seconds at its end, the newest ended ones'
+        #: (the consoles show them beside the live ones': :meth:`critical_path_idle_s`)
+        self._ended_idle: OrderedDict[str, float] = OrderedDict()
         self.e2e: deque[float] = samples()
         self.ideal: deque[float] = samples()
         self.ttfp: deque[float] = samples()
@@ -381,8 +384,12 @@ class MetricsAggregator:
         for node_id, node in program.nodes.items():
             if node.branch == "discarded" and node.finished_at is None:
                 left[(e.program_id, node_id)] = None
-        while len(left) > _DISCARDED_KEPT:
+        while len(left) > _ENDED_KEPT:
             left.popitem(last=False)
+        queue, kv, tool = _critical_path_idle(program)
+        self._ended_idle[e.program_id] = queue + kv + tool
+        while len(self._ended_idle) > _ENDED_KEPT:
+            self._ended_idle.popitem(last=False)
         outcome = {
             EventKind.PROGRAM_FINISHED: "finished",
             EventKind.PROGRAM_FAILED: "failed",
@@ -399,7 +406,6 @@ class MetricsAggregator:
         self.e2e.append(e2e)
         self._tenant_e2e[tenant].append(e2e)
         self.tool_wait.append(_union_s(program.tool_spans))
-        queue, kv, tool = _critical_path_idle(program)
         self.cp_idle["queue"].append(queue)
         self.cp_idle["kv"].append(kv)
         self.cp_idle["tool"].append(tool)
@@ -407,6 +413,15 @@ class MetricsAggregator:
             self.counts["late"] += 1
         alone = program.ideal_e2e_s or max(e2e - queue - kv, 1e-9)
         self._tenant_slowdowns[tenant].append(e2e / alone)
+
+    def critical_path_idle_s(self, program_id: str) -> float | None:
+        """Seconds the program's critical path stood idle (queued, its waits at the door
+        included; restoring KV; on tools), as the overview's figures count them: so far for
+        a program followed now, at its end for one of the newest ended; None when unknown."""
+        program = self._live.get(program_id)
+        if program is not None:
+            return sum(_critical_path_idle(program))
+        return self._ended_idle.get(program_id)
 
     def _kv(self, e: Event) -> None:
         self.counts[f"{e.kind.value}_tokens"] += number(e.data, "tokens")
@@ -665,9 +680,9 @@ def outcome_summary(outcomes: Sequence[ClientOutcome]) -> dict[str, float]:
 
 
 #: the counter of each way a call ends (a failed call: the engine ended it, or the runtime failed)
-#: discarded nodes whose calls may end after their program, remembered (a bound: an abort
-#: that never comes leaves no entry behind for good)
-_DISCARDED_KEPT = 65_536
+#: ended programs remembered (their discarded nodes whose calls may end after them, their
+#: critical path's idle): a bound, an abort that never comes leaves no entry for good
+_ENDED_KEPT = 65_536
 
 _CALL_ENDS = {
     EventKind.CALL_FINISHED: "calls_finished",

@@ -180,6 +180,7 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         config.store_sync_s,
         last_seq=lambda: hub.last_seq,
         insertions=service.insertions,
+        idle_of=metrics.critical_path_idle_s,
     )
 
     def gauges() -> dict[str, float]:

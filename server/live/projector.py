@@ -68,9 +68,13 @@ class StoreProjector:
         *,
         last_seq: Callable[[], int] = lambda: 0,
         insertions: InsertionBook | None = None,
+        idle_of: Callable[[str], float | None] = lambda program_id: None,
     ) -> None:
         self.controller = controller
         self.writer = writer
+        #: a program's critical path's idle seconds as the live metrics count them (None:
+        #: not followed), written into its row (``views.summary_json``)
+        self.idle_of = idle_of
         #: the hub's newest ``seq`` (the marks the rows carry)
         self.last_seq = last_seq
         #: each program's mid-prompt insertions, written into its rows (``insertionbook.py``)
@@ -196,7 +200,8 @@ class StoreProjector:
             self.writer.put(row)
 
     def _program_row(self, program: Program, now: float) -> ProgramRecord:
-        return program_record(program, now, self.insertions, self.last_seq())
+        idle = self.idle_of(program.program_id)
+        return program_record(program, now, self.insertions, self.last_seq(), idle)
 
     def _node_rows(self, program: Program, nid: str, now: float, rows: list[Record]) -> int:
         """Add the rows of one node and its attempts to ``rows``; 1 if it exists (else 0)."""

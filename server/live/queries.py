@@ -46,6 +46,9 @@ class ProgramQueries:
         self.service = service
         self.store = store
         self.projector = projector
+        #: a program's critical path's idle seconds as the live metrics count them (the
+        #: projector's source, so a listing and a stored row agree)
+        self.idle_of = projector.idle_of
 
     def _key(self, program_id: str) -> float | None:
         program = self.service.controller.programs[program_id]
@@ -76,7 +79,8 @@ class ProgramQueries:
 
     def live_summary(self, program_id: str) -> JSON:
         program = self.service.controller.programs[program_id]
-        return self._with_calls_in_flight(program_id, summary_json(program, self._key(program_id)))
+        summary = summary_json(program, self._key(program_id), self.idle_of(program_id))
+        return self._with_calls_in_flight(program_id, summary)
 
     async def list_programs(
         self,
@@ -152,7 +156,8 @@ class ProgramQueries:
         if program is not None:
             self.service.owned(tenant, program_id)
             placement = self.service.runtime.snapshot().placement.get(program_id, {})
-            out = program_json(program, self._key(program_id), placement)
+            idle = self.idle_of(program_id)
+            out = program_json(program, self._key(program_id), placement, idle)
             out = self._with_calls_in_flight(program_id, out)
             return self.service.insertions.annotate_program(program_id, out)
         view = await asyncio.to_thread(self.store.repo.get_program, program_id)

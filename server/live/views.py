@@ -167,13 +167,20 @@ def choice_from_json(model: object, data: object) -> ModelChoice | None:
     )
 
 
-def summary_json(program: Program, priority_key: float | None = None) -> JSON:
-    """``ProgramSummary`` of API.md."""
-    path = dag.observed_critical_path(program)
-    idle = sum(
-        program.nodes[n].queue_s + program.nodes[n].kv_restore_s + program.nodes[n].tool_s
-        for n in path
-    )
+def summary_json(
+    program: Program, priority_key: float | None = None, idle_s: float | None = None
+) -> JSON:
+    """``ProgramSummary`` of API.md. ``idle_s``: its critical path's idle seconds as the live
+    metrics count them (``MetricsAggregator.critical_path_idle_s``: its waits at the door
+    included, the figure the overview averages); None (a program they no longer follow):
+    its nodes' own waits along its observed critical path."""
+    idle = idle_s
+    if idle is None:
+        path = dag.observed_critical_path(program)
+        idle = sum(
+            program.nodes[n].queue_s + program.nodes[n].kv_restore_s + program.nodes[n].tool_s
+            for n in path
+        )
     end = program.finished_at if program.finished_at is not None else time.time()
     slack = program.deadline - end if program.deadline is not None else None
     return {
@@ -208,11 +215,14 @@ def quotas_json(program: Program) -> JSON:
 
 
 def program_json(
-    program: Program, priority_key: float | None, placement: Mapping[str, int]
+    program: Program,
+    priority_key: float | None,
+    placement: Mapping[str, int],
+    idle_s: float | None = None,
 ) -> JSON:
     """``Program`` of API.md: the summary plus quotas, the DAG and KV placement."""
     tier = max(placement, key=lambda t: placement[t]) if placement else None
-    out = summary_json(program, priority_key)
+    out = summary_json(program, priority_key, idle_s)
     nodes = program.nodes.values()
     out.update(
         quotas=quotas_json(program),
@@ -236,10 +246,11 @@ def program_record(
     now: float,
     insertions: InsertionBook | None = None,
     synced_seq: int | None = None,
+    idle_s: float | None = None,
 ) -> ProgramRecord:
     """The store row of ``program``: its summary (and its ``prompt_insertions``) in ``data``,
     with ``synced_seq`` under :data:`SYNCED_SEQ` when given (the projector's mark)."""
-    data: JSON = {**summary_json(program), "quotas": quotas_json(program)}
+    data: JSON = {**summary_json(program, idle_s=idle_s), "quotas": quotas_json(program)}
     if insertions is not None:
         data[PROGRAM_KEY] = insertions.program(program.program_id)
     if synced_seq is not None:

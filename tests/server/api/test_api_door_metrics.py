@@ -190,3 +190,10 @@ def test_a_door_wait_of_a_node_declared_ahead_counts_once_after_a_restart(
         # (a span rebuilt from epoch seconds loses ~1e-7 s to rounding)
         expected = door_s + engine_queue_s
         assert report["cp_idle_queue_mean_s"] == pytest.approx(expected, abs=1e-6)
+        # the console's program shows the figure the overview averages: the door's wait in
+        # (it showed the engine's queue alone; 9 s against 243 s in a review's overload run)
+        with second.client("sk-b") as b:
+            shown = b.get("/v1/programs/declared").json()["critical_path_idle_s"]
+            (listed,) = b.get("/v1/programs").json()["programs"]
+        assert shown == pytest.approx(expected, abs=1e-6)
+        assert listed["critical_path_idle_s"] == pytest.approx(expected, abs=1e-6)
