@@ -474,7 +474,9 @@ class ProgramDriver:
             taught[learned.PEAK_TOKENS] = flight.peak_tokens
         started = self.door.started_at(program_id)
         ended = now if last_active is None else min(last_active, now)
-        if success and started is not None:
+        # a program that ran no call teaches no run: finishing empty programs under a label
+        # would train the tenant's expected run short and put its long ones first in line
+        if success and started is not None and program.completed_calls:
             self.run_times.observe(key, ended - started)
             taught[learned.RUN_S] = ended - started
         self.controller.finish_program(

@@ -202,10 +202,14 @@ def test_a_finished_programs_run_from_the_door_teaches_its_kinds_expected_run() 
     driver = _driver()
     driver.controller.open_program("p", "t", 0.0, labels={"workload": "fanout"})
     driver.controller.open_program("q", "t", 0.0, labels={"workload": "serial"})
+    driver.controller.open_program("empty", "t", 0.0, labels={"workload": "fanout"})
     assert driver.arrive("p", 100, 0, 2.0)
     assert driver.arrive("q", 100, 0, 2.0)
+    assert driver.arrive("empty", 100, 0, 2.0)
+    _call(driver, "p", "n0", 100, 2.0)
     driver.finish("p", 305.0, last_active=5.0)  # idle since 5 s: 3 s from the door to its end
     driver.cancel("q", 309.0)  # a cancelled program teaches nothing
+    driver.finish("empty", 2.5)  # nor one that ran no call (it would train the kind short)
     learned = (driver.run_times.expected(("t", "fanout")), driver.run_times.expected(("t", "x")))
     assert learned == (3.0, 3.0)  # a kind never seen is taken for an average one of its own
     assert driver.run_times.expected(("other", "fanout")) is None  # never another tenant's
