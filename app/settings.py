@@ -58,6 +58,7 @@ from agentconsole.server.gateway.sandbox_spec import (
 from agentconsole.server.gateway.toolbounds import DEFAULT_TOOL_BYTES, DEFAULT_TOOLS, ToolBounds
 from agentconsole.server.live.modeldesk import SelectionConfig
 from agentconsole.server.live.tenants import (
+    DEFAULT_CONCURRENT_PROGRAMS,
     DEFAULT_PROGRAM_EDGES,
     DEFAULT_PROGRAM_NODES,
     TenantLimits,
@@ -409,8 +410,9 @@ class TenantLimitsSection(_Section):
     tokens_per_minute: int | None = Field(default=None, ge=1)
     """Prompt tokens computed plus output tokens of all the tenant's calls in any 60 s; a call
     past it gets 429 with ``Retry-After``. None: unlimited."""
-    concurrent_programs: int | None = Field(default=None, ge=1)
-    """Programs of the tenant running at once; a new one past it gets 429. None: unlimited."""
+    concurrent_programs: int | None = Field(default=DEFAULT_CONCURRENT_PROGRAMS, ge=1)
+    """Programs of the tenant running at once (waiting at the door or between calls too: each
+    holds memory until it ends or idles out); a new one past it gets 429. None: unlimited."""
     concurrent_calls: int | None = Field(default=None, ge=1)
     """LLM calls of the tenant in flight at once (one program may run many, and the server's
     request slots give a tenant only a coarse share, ``server.per_tenant_concurrency``); a call

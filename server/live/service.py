@@ -368,7 +368,7 @@ class ProgramService:
         pid = program_id or f"prog-{uuid.uuid4().hex[:12]}"
         if pid in self.controller.programs:
             raise Conflict(f"program {pid!r} already exists", field="program_id")
-        self.tenants.check_new_program(tenant, self._running_programs(tenant))
+        self.tenants.check_new_program(tenant, self.tenants.running_programs(tenant))
         now = time.time()
         deadline = now + deadline_s if deadline_s is not None else None
         program = self.controller.open_program(
@@ -376,13 +376,6 @@ class ProgramService:
         )
         self.stored_ids.add(pid)
         return program
-
-    def _running_programs(self, tenant: str) -> int:
-        """Running programs of ``tenant`` (counted only when a limit needs it)."""
-        if self.tenants.limits(tenant).concurrent_programs is None:
-            return 0
-        programs = self.controller.programs.values()
-        return sum(1 for p in programs if p.tenant == tenant and not p.state.terminal)
 
     async def check_new_id(self, tenant: str, program_id: str, *, explicit: bool) -> None:
         """Before opening ``program_id`` for ``tenant`` when it is not in memory: an id the
@@ -428,6 +421,8 @@ class ProgramService:
         if program is None:
             return None
         self.controller.adopt(program)
+        if not program.state.terminal:
+            self.tenants.reopened(program.tenant)
         self.orphaned_tools.update(
             (program.program_id, n.node_id)
             for n in program.nodes.values()

@@ -40,12 +40,16 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from agentconsole.scheduler.events import Event
+from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.server.live.errors import ServiceError
 
 WINDOW_S = 60.0
 #: nodes one program may hold unless the tenant's limits say otherwise
 DEFAULT_PROGRAM_NODES = 10_000
+#: programs one tenant may run at once unless its limits say otherwise: each holds memory
+#: until it ends or idles out (~75 KB, ``program_idle_s`` 300 s), so one tenant opening
+#: programs in a loop held gigabytes; this bounds it near 1 GB
+DEFAULT_CONCURRENT_PROGRAMS = 10_000
 #: parent links one program's DAG may hold unless the tenant's limits say otherwise: five
 #: parents a node on average at the node limit (an agent's fan-in is a few tool results)
 DEFAULT_PROGRAM_EDGES = 50_000
@@ -67,7 +71,7 @@ class TenantLimits:
     """One tenant's limits (``None``: unlimited)."""
 
     tokens_per_minute: int | None = None
-    concurrent_programs: int | None = None
+    concurrent_programs: int | None = DEFAULT_CONCURRENT_PROGRAMS
     concurrent_calls: int | None = None
     stored_bytes: int | None = None
     program_nodes: int | None = DEFAULT_PROGRAM_NODES
@@ -95,6 +99,12 @@ class _Usage:
     in_flight_tokens: int = 0  # what the calls in flight may cost (``reserve``)
     in_flight_calls: int = 0
     stored_bytes: int = 0
+    running_programs: int = 0  # opened (or reopened) and not ended, counted from events
+
+
+_PROGRAM_ENDS = frozenset(
+    (EventKind.PROGRAM_FINISHED, EventKind.PROGRAM_FAILED, EventKind.PROGRAM_CANCELLED)
+)
 
 
 def event_bytes(event: Event) -> int:
@@ -241,6 +251,21 @@ class TenantBudgets:
         result = event.data.get("result_bytes")
         stored = result if isinstance(result, int) else 0
         self.charge_bytes(event.tenant, event_bytes(event) + stored)
+        if event.kind is EventKind.PROGRAM_CREATED:
+            self._of(event.tenant).running_programs += 1
+        elif event.kind in _PROGRAM_ENDS:
+            usage = self._of(event.tenant)
+            usage.running_programs = max(usage.running_programs - 1, 0)
+
+    def reopened(self, tenant: str) -> None:
+        """A running program of ``tenant`` rebuilt from the store (no event says so)."""
+        self._of(tenant).running_programs += 1
+
+    def running_programs(self, tenant: str) -> int:
+        """``tenant``'s programs opened and not ended: what ``concurrent_programs`` bounds,
+        counted as the events go by (a scan of every program in memory per new program was
+        too slow to run by default)."""
+        return self._of(tenant).running_programs
 
     def usage(self, tenant: str, now: float) -> dict[str, int]:
         """``tokens_last_minute``, ``in_flight`` (what its calls in flight may cost) and

@@ -56,6 +56,20 @@ def test_concurrent_programs(tmp_path: Path) -> None:
             assert _call(c, "cp-4").status_code == 429  # a first call opens a program too
             assert c.post("/v1/programs/cp-1/finish", json={}).status_code == 200
             assert c.post("/v1/programs", json={"program_id": "cp-3"}).status_code == 201
+            assert c.post("/v1/programs/cp-3/cancel", json={}).status_code == 200
+    # counted as the events go by, and the running ones rebuilt after a restart count
+    with _server(tmp_path, concurrent_programs=2) as server:
+        server.wait_ready()
+        with server.client() as c:
+            assert c.post("/v1/programs", json={"program_id": "cp-5"}).status_code == 201
+            refused = c.post("/v1/programs", json={"program_id": "cp-6"})
+            assert refused.status_code == 429, refused.text  # cp-2 runs still, and cp-5
+
+
+def test_a_tenant_runs_at_most_ten_thousand_programs_unless_told() -> None:
+    """Each running program holds memory until it ends or idles out (~75 KB): one tenant
+    opening programs in a loop held gigabytes; the default bounds it near 1 GB."""
+    assert TenantLimits().concurrent_programs == 10_000
 
 
 def test_stored_bytes(tmp_path: Path) -> None:
