@@ -18,6 +18,7 @@ from dataclasses import replace
 from agentconsole.kvtiers.node import Block
 from agentconsole.kvtiers.tiers import Tier
 from agentconsole.sample_traces.format import LLMNode, PrefixSegment, TraceProgram
+from agentconsole.scheduler.growth import PeakEstimator
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.simulation import SimConfig, Simulation
 
@@ -34,7 +35,7 @@ def _program(
         id=program_id,
         tenant=tenant,
         workload="w",
-        shape=program_id,  # each its own kind: nothing learned of one sizes another at the door
+        shape=program_id,  # each its own kind
         arrival_s=arrival_s,
         prefix=prefix,
         nodes=(LLMNode(id="c0", prompt_tokens=prompt, output_tokens=8),),
@@ -53,6 +54,9 @@ def _b_starts_at_once(routing: str, c_prompt: int, c_replica: int) -> bool:
     config = replace(config, admission_memory_share=(c_prompt + ROOM) / memory)
     sim = Simulation([_program("a", "t", 0.0, 200, SYSTEM)], COST, config)
     after = sim.run().sim_s + 1.0
+    # A taught its tenant's largest kind a 4,200-token peak, which a kind of the tenant never
+    # seen (B's) is sized by: forgotten, so B is sized by its first prompt (the rule here)
+    sim.driver.growth = PeakEstimator()
     system = [Block(SYSTEM.id, SYSTEM.tokens)]
     assert sim.engines[0].index.peek("t", system).hit_tokens == SYSTEM.tokens
     assert sim.engines[1].index.peek("t", system).hit_tokens == 0
