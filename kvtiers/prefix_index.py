@@ -447,7 +447,9 @@ class PrefixIndex(TierTree):
         if self.free(tier) < need:
             for moved in spare:  # pinned while room is made: never evict what was just asked
                 self._pin(moved)
-            out.moves.extend(self.make_room(tier, need, now).moves)
+            # nor what is retained there until a deadline still to come (another program's
+            # offloaded context, kept for its return): this one stays where it is instead
+            out.moves.extend(self.make_room(tier, need, now, max_priority=now).moves)
             for moved in spare:
                 self._unpin(moved)
         if self.free(tier) < need:

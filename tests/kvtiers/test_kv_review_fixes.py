@@ -117,3 +117,19 @@ def test_a_promotion_never_makes_its_room_of_a_node_it_was_given_that_is_there_a
     assert done.ok
     assert (there[0].tier, slow[0].tier) == (DRAM, HBM)
     ix.check_integrity()
+
+
+def test_an_offload_never_pushes_out_another_programs_retained_offload() -> None:
+    """B's tool-wait offload found DRAM full of A's offloaded context, retained until A is
+    back: it evicted A's (1.6 M retained tokens dropped in a seed-mix run with a small host
+    tier). B's context now stays on HBM, and A's is kept."""
+    index = PrefixIndex(
+        TierModel.build(kv_bytes_per_token=1.0, hbm_tokens=100, dram_tokens=50), "retention"
+    )
+    a = index.insert("A", [Block("pA/ctx", 40)], 1.0, owner="pA").path
+    index.move(a, Tier.DRAM, 1.0)
+    index.retain(a, 100.0, 1.0)
+    b = index.insert("B", [Block("pB/ctx", 30)], 2.0, owner="pB").path
+    moved = index.move(b, Tier.DRAM, 2.0)
+    assert (a[0].dead, a[0].tier) == (False, Tier.DRAM)
+    assert (moved.moved_tokens, b[0].tier) == (0, Tier.HBM)

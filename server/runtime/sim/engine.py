@@ -90,6 +90,9 @@ class SimEngine:
         self._loading: dict[str, SimCall] = {}
         self._decode_context = 0
         self._prefill_pending = 0  # prompt tokens admitted calls still have to prefill
+        #: prefix tokens the admitted calls found cached, as their ``call.scheduled`` events
+        #: say (the index counts every match, the many a queue's head makes before it fits)
+        self.hit_tokens = 0
         self.planner = BlockPlanner(cost, self.config)
         self.deferral = PrefillDeferral(self.config.defer_prefill_steps)
         self._deferred_steps = 0  # decode steps in a row a pending prefill was deferred for
@@ -376,6 +379,7 @@ class SimEngine:
             hits = got.hit_tokens - call.hit_tokens
             call.hit_tokens = got.hit_tokens
         call.discarded_tokens = 0
+        self.hit_tokens += hits
         call.prefill_left = max(got.prefill_tokens, 1)  # the last token is recomputed for logits
         self._prefill_pending += call.prefill_left
         call.context_done = call.prompt_tokens + call.generated - call.prefill_left

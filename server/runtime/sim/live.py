@@ -348,7 +348,7 @@ class SimLiveRuntime:
             for tier in (Tier.HBM, Tier.DRAM)
             if engine.tiers.has(tier)
         }
-        hits = sum(index.counters.hit_tokens)
+        hits = engine.hit_tokens
         return RuntimeSnapshot(
             runtime=self.name,
             policy=self.policy_name,

@@ -10,6 +10,7 @@ import pytest
 
 from agentconsole.kvtiers.node import Block
 from agentconsole.sample_traces.generator import generate
+from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, EventLog
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.policies import get_policy
@@ -173,3 +174,17 @@ def test_a_recompute_cut_short_before_it_ran_is_restore_time_where_it_runs() -> 
     # the share of its last prefill that recomputed: ``ran`` of the 30,000 it computed then
     assert cut.restore_s > 0
     assert cut.restore_s == pytest.approx(COST.prefill_seconds(ran), rel=0.5)
+
+
+def test_an_engines_hits_are_its_admitted_calls_not_every_match() -> None:
+    """The prefix index counts every match, the many a queue's head makes before it fits:
+    serve's simulated runtime reported those (~19x the hits on a busy engine) as its
+    ``prefix_hit_tokens``. The engine counts the admitted calls' hits."""
+    programs = generate("seed-mix", n_programs=40, rate=0.5, seed=0)
+    config = EngineConfig(hbm_kv_tokens=200_000, host_kv_tokens=0)
+    result = Simulation(programs, COST, SimConfig(policy="fcfs", engine=config)).run()
+    scheduled = [e for e in result.events.events if e.kind is EventKind.CALL_SCHEDULED]
+    admitted = sum(number(e.data, "hit_tokens") for e in scheduled)
+    engine = result.engine
+    assert engine.hit_tokens == admitted
+    assert sum(engine.index.counters.hit_tokens) > 2 * admitted  # many matches per admission
