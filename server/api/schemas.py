@@ -347,13 +347,34 @@ class _Generation(_Body):
         return {int(token): bias for token, bias in self.logit_bias.items()}
 
 
+#: messages one chat request may carry
+MAX_MESSAGES = 10_000
+
+
+def _not_too_many_messages(messages: object) -> object:
+    """Refuse a list over :data:`MAX_MESSAGES` before its items are validated: pydantic checks
+    a list's length after validating every item (0.15 s of the event loop for 120,000 tiny
+    messages in a 4 MB body, each such request holding every tenant's requests meanwhile)."""
+    if isinstance(messages, list) and len(messages) > MAX_MESSAGES:
+        raise PydanticCustomError(
+            "too_long",
+            "List should have at most {max_length} items, not {actual_length}",
+            {"max_length": MAX_MESSAGES, "actual_length": len(messages)},
+        )
+    return messages
+
+
 class ChatCompletionRequest(_Generation):
     """``POST /v1/chat/completions``: OpenAI's chat request plus agentconsole extras (what it
     cannot honour is refused, 422: ``n`` above 1, a ``response_format`` other than text,
     ``logprobs``, content parts other than text, ``functions``/``function_call``, ``audio``,
     ``modalities`` other than text, ``web_search_options``)."""
 
-    messages: Annotated[list[Message], Field(min_length=1, max_length=10_000)]
+    messages: Annotated[
+        list[Message],
+        Field(min_length=1, max_length=MAX_MESSAGES),
+        BeforeValidator(_not_too_many_messages),
+    ]
     max_completion_tokens: TokenCount | None = None
     tools: Annotated[list[ToolDef], Field(max_length=128)] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None

@@ -95,3 +95,15 @@ def test_modalities_other_than_text_are_refused_naming_the_modality(modalities: 
     assert {"items": {"const": "text", "type": "string"}, "maxItems": 1, "type": "array"} in (
         published["anyOf"]
     )
+
+
+def test_too_many_messages_are_refused_before_any_is_validated() -> None:
+    """pydantic checks a list's length after validating every item: 120,000 tiny messages (a
+    4 MB body) held the event loop 0.15 s per request. The count is checked first: the one
+    error is the length's, none of the (invalid) items'."""
+    body = {"model": "m", "messages": [{"bogus": 1}] * 10_001}
+    with pytest.raises(ValidationError) as refused:
+        ChatCompletionRequest.model_validate(body, strict=True)
+    (error,) = refused.value.errors()
+    assert (error["type"], error["loc"]) == ("too_long", ("messages",))
+    assert "at most 10000 items" in error["msg"]
