@@ -170,7 +170,7 @@ class Server(uvicorn.Server):
         if self.should_exit or not self.servers:
             return
         host, port = self.servers[0].sockets[0].getsockname()[:2]
-        self.url = f"http://{host}:{port}"
+        self.url = http_url(host, port)
         click.echo(f"agentconsole serving on {self.url}", err=True)
         if self.config.port == 0:  # the banner could not say where: any free port was taken
             click.echo(address_lines(self.url), err=True)
@@ -240,6 +240,12 @@ def models_line(settings: Settings) -> str | None:
     return f"models:  {', '.join(parts)}  (default: {served[0].name})"
 
 
+def http_url(host: str, port: int) -> str:
+    """``http://host:port``, an IPv6 address in brackets (``http://::1:8000`` is no URL: the
+    banner's addresses, ``--demo``'s agents and ``--tui`` failed on ``--host ::1``)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def door_line(settings: Settings) -> str:
     """Whether new programs may wait at the admission door (on by default), and how long: the
     door the service will run (``door_settings``), under the policy's own flag."""
@@ -277,7 +283,7 @@ def banner(settings: Settings) -> str:
     if (log_path := engine_log_path(settings)) is not None:
         lines.append(f"engine log: {log_path}")
     if server.port:
-        lines.append(address_lines(f"http://{server.host}:{server.port}"))
+        lines.append(address_lines(http_url(server.host, server.port)))
     else:
         lines.append("console (/) and OpenAI base_url (/v1): on the port printed once it listens")
     configured = settings.auth
@@ -329,18 +335,27 @@ def extensions(settings: Settings) -> list[Extension]:
     return [GatewayExtension(gateway), ConsoleExtension()]
 
 
-async def announce_ready(app: Litestar, since: float, log_path: Path | None) -> None:
+async def announce_ready(app: Litestar, since: float, log_path: Path | None) -> bool:
     """Print one line when the runtime is ready: how long it took, the model and its chat
-    format; meanwhile, every minute, that it is still starting."""
+    format; meanwhile, every minute, that it is still starting. False (its error said) when
+    the runtime failed to start instead."""
     live: Live = app.state.live
     runtime = live.service.runtime
-    while True:
+    where = f" (engine log: {log_path})" if log_path else ""
+    settled = (live.service.runtime_ready, live.service.runtime_failed)
+    while not any(event.is_set() for event in settled):
+        waits = [asyncio.ensure_future(event.wait()) for event in settled]
         try:
-            await asyncio.wait_for(live.service.runtime_ready.wait(), timeout=60)
-            break
-        except TimeoutError:
-            where = f" (engine log: {log_path})" if log_path else ""
+            done, _ = await asyncio.wait(waits, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        if not done:
             click.echo(f"runtime {runtime.name} still starting{where}", err=True)
+    if not live.service.runtime_ready.is_set():
+        failure = live.service.runtime_failure
+        click.echo(f"runtime {runtime.name} failed to start: {failure}{where}", err=True)
+        return False
     settings = getattr(runtime, "settings", None)
     path = getattr(settings, "model_path", None)
     model = live.config.model_name + (f" ({path})" if path else "")
@@ -356,6 +371,15 @@ async def announce_ready(app: Litestar, since: float, log_path: Path | None) -> 
         f"chat format {runtime.chat_format.name}{drained}",
         err=True,
     )
+    return True
+
+
+def _stop_if_failed(ready: asyncio.Task[bool], server: Server, failed: list[bool]) -> None:
+    """``announce_ready`` found the runtime failed to start: stop serving (every call would
+    get 503 for good; serve kept running, saying every minute it was still starting)."""
+    if not ready.cancelled() and ready.exception() is None and not ready.result():
+        failed.append(True)
+        server.should_exit = True
 
 
 def server_config(settings: Settings) -> ServerConfig:
@@ -529,6 +553,8 @@ def run_serve(settings: Settings) -> None:
     log_path = engine_log_path(settings)
     run_demo = demo_runner() if settings.demo else None
 
+    failed: list[bool] = []  # the runtime failed to start: serve stops, exit 1
+
     async def on_started(url: str) -> None:
         # ``server`` (below) exists by now: this runs once it listens
         # with the dashboard in the foreground the terminal is its own: no lines printed
@@ -537,6 +563,8 @@ def run_serve(settings: Settings) -> None:
             if settings.tui
             else asyncio.create_task(announce_ready(server.app, since, log_path))
         )
+        if ready is not None:
+            ready.add_done_callback(lambda task: _stop_if_failed(task, server, failed))
         try:
             if run_demo is not None:
                 await run_demo(url, tenants)
@@ -563,6 +591,8 @@ def run_serve(settings: Settings) -> None:
             except SystemExit:  # uvicorn's exit 3: the lifespan's start-up failed
                 refuse_as_the_store_did(server.app)
                 raise
+        if failed:
+            raise click.ClickException("the runtime failed to start (its error is above)")
         return
     thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
     thread.start()

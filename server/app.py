@@ -263,8 +263,11 @@ def _whatif(config: ServerConfig, store: Store, flush: Callable[[], Awaitable[No
 async def _start_runtime(live: Live) -> None:
     try:
         await live.service.runtime.start()
-    except Exception:
+    except Exception as error:
         log.exception("the %s runtime failed to start", live.config.runtime)
+        # told to every call (503) and to serve, which stops: waiting helps nobody
+        live.service.runtime_failure = f"{type(error).__name__}: {error}"
+        live.service.runtime_failed.set()
         return
     live.service.runtime_ready.set()
     # debug: serve prints its own ready line (``announce_ready``), with the model and timing

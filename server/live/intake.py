@@ -512,6 +512,9 @@ class CallIntake:
         ready = self.service.runtime_ready
         if ready.is_set():
             return
+        failure = self.service.runtime_failure
+        if failure is not None:
+            raise Unavailable(f"the runtime failed to start: {failure}")
         try:
             async with asyncio.timeout(self.service.ready_timeout_s):
                 await ready.wait()

@@ -200,6 +200,9 @@ class ProgramService:
         self.chains = PrefixChains()
         self.draining = False
         self.runtime_ready = asyncio.Event()
+        #: why the runtime failed to start (None: it did not fail); set with the event
+        self.runtime_failure: str | None = None
+        self.runtime_failed = asyncio.Event()
         self.ready_timeout_s = ready_timeout_s
         self.calls: dict[str, LiveCall] = {}
         self.ended_by: dict[str, ServiceError] = {}  # why a program was stopped early
