@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentconsole.export import check_output, make_parent
 from agentconsole.replay.served import replay_as_served
 from agentconsole.sample_traces.format import TraceProgram
 from agentconsole.scheduler.metrics import percentile
@@ -91,7 +92,13 @@ def run_calibrate(**options: Any) -> CalibrationReport:
     """Run the whole calibration (see the module docstring); prints and returns the report.
     ``options`` are :class:`CalibrateOptions` fields."""
     os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
-    return asyncio.run(_calibrate(CalibrateOptions(**options)))
+    opts = CalibrateOptions(**options)
+    # refused before minutes of measuring, as ``bench`` checks its outputs (a --json in a
+    # missing folder ended the run in a traceback, its report lost)
+    check_output(opts.out, "--out")
+    if opts.json_path is not None:
+        check_output(opts.json_path, "--json")
+    return asyncio.run(_calibrate(opts))
 
 
 async def _calibrate(opts: CalibrateOptions) -> CalibrationReport:
@@ -111,7 +118,7 @@ async def _calibrate(opts: CalibrateOptions) -> CalibrationReport:
         points = await measure_grid(runtime, book, QUICK_GRID if opts.quick else GRID)
         overhead = await measure_call_overhead(runtime, book)
         profile = with_call_overhead(fit_profile(points), overhead)
-        opts.out.parent.mkdir(parents=True, exist_ok=True)
+        make_parent(opts.out)
         save_profile(profile, opts.out)
         errors = step_errors(profile, points)
         trace = tiny_seed_mix(opts.programs, opts.rate, opts.seed)
@@ -124,6 +131,7 @@ async def _calibrate(opts: CalibrateOptions) -> CalibrationReport:
     report = _report(opts.out, profile, errors, real, sim)
     _print(report)
     if opts.json_path is not None:
+        make_parent(opts.json_path)
         opts.json_path.write_text(json.dumps(asdict(report), indent=2) + "\n", encoding="utf-8")
     return report
 

@@ -7,6 +7,7 @@ Each subcommand imports its implementation only when it runs, so ``agentconsole 
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -281,10 +282,13 @@ def make_model(
     if (like is None) != (keep_layers is None):
         raise click.UsageError("--like and --keep-layers go together")
     if like is not None and keep_layers is not None:
+        from agentconsole.server.runtime.sglang.tiny_model import ForeignFolder
         from agentconsole.server.runtime.sglang.tiny_variants import derive_variant
 
         try:
             path = derive_variant(like, out_dir, keep_layers=keep_layers, seed=seed)
+        except ForeignFolder as error:
+            raise click.BadParameter(str(error), param_hint="OUT_DIR") from None
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint="--keep-layers") from None
         except OSError as error:  # no model there (its config.json or weights missing)
@@ -293,10 +297,12 @@ def make_model(
             ) from None
         click.echo(f"tiny model ready: {path} ({like} with its first {keep_layers} layers)")
         return
-    from agentconsole.server.runtime.sglang.tiny_model import make_tiny_model
+    from agentconsole.server.runtime.sglang.tiny_model import ForeignFolder, make_tiny_model
 
     try:
         path = make_tiny_model(out_dir, seed=seed, layers=layers, hidden=hidden)
+    except ForeignFolder as error:
+        raise click.BadParameter(str(error), param_hint="OUT_DIR") from None
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--hidden") from None
     click.echo(f"tiny model ready: {path} ({layers} layers, hidden {hidden})")
@@ -450,7 +456,19 @@ def calibrate(**options: object) -> None:
 )
 @click.option("--max-output-tokens", type=click.IntRange(min=1), default=None)
 @click.option("--programs", "limit", type=click.IntRange(min=1), default=None, help="First N.")
-@click.option("--model", default="default", show_default=True)
+@click.option(
+    "--model",
+    default="auto",
+    show_default=True,
+    help="The calls' model: a served model's name, or auto (the server's choice; any name"
+    " on a server of one model).",
+)
+@click.option(
+    "--id-prefix",
+    default=None,
+    help="Prefix of the programs' ids on the server (default: replay-<time>-, fresh each run,"
+    " so a trace replays again on the same server; '' for the trace's own ids).",
+)
 def replay(
     url: str,
     trace_path: Path | None,
@@ -462,6 +480,7 @@ def replay(
     max_output_tokens: int | None,
     limit: int | None,
     model: str,
+    id_prefix: str | None,
 ) -> None:
     """Drive a live server with a trace's programs in real time; print E2E p50/p95.
 
@@ -478,6 +497,7 @@ def replay(
         max_output_tokens=max_output_tokens,
         limit=limit,
         model=model,
+        id_prefix=f"replay-{int(time.time())}-" if id_prefix is None else id_prefix,
     )
 
 

@@ -21,10 +21,13 @@ def run_export(db: Path, out_dir: Path) -> list[Path]:
     """Write ``out_dir/<table>.parquet`` for each table of ``db``; returns the files."""
     from agentconsole.server.store import StoreOpenError, export_parquet
 
+    check_output(out_dir / "programs.parquet", "OUT_DIR")
     try:
         return export_parquet(db, out_dir)
     except StoreOpenError as error:
         raise click.ClickException(str(error)) from error
+    except OSError as error:  # what the checks cannot see (a pseudo-filesystem, for root)
+        raise click.ClickException(f"cannot write to {out_dir}: {error}") from error
 
 
 def parse_when(text: str | None) -> float | None:
@@ -58,9 +61,20 @@ def check_output(path: Path, option: str) -> None:
         raise click.BadParameter(message, param_hint=option) from None
     if existing and path.is_dir():
         raise click.BadParameter(f"{path} is a folder", param_hint=option)
+    if existing and _is_duckdb(path):  # a store (``--out`` given the ``--db``): never written over
+        raise click.BadParameter(f"{path} is a DuckDB database", param_hint=option)
     target, access = (path, os.W_OK) if existing else (folder, os.W_OK | os.X_OK)
     if not os.access(target, access):
         raise click.BadParameter(f"{target} is not writable", param_hint=option)
+
+
+def _is_duckdb(path: Path) -> bool:
+    """Whether ``path`` holds a DuckDB database (its header's magic bytes)."""
+    try:
+        with path.open("rb") as file:
+            return file.read(12)[8:12] == b"DUCK"
+    except OSError:
+        return False
 
 
 def make_parent(path: Path) -> None:

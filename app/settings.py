@@ -210,6 +210,13 @@ class RuntimeSection(_Section):
                 f"workers, router: runtime {self.name} serves no workers behind a router"
                 " (runtime sglang-router does)"
             )
+        given = (self.workers or self.extra.get("workers"), self.router or self.extra.get("router"))
+        if spec.routed_workers and not all(given):
+            # it failed at start-up in a 60-line traceback that named no flag
+            raise ValueError(
+                f"workers, router: runtime {self.name} needs the router's URL (--router) and"
+                " its workers' (--workers)"
+            )
         return self
 
     @field_validator("name")

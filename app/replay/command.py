@@ -43,6 +43,7 @@ def run_replay_command(
     max_output_tokens: int | None,
     limit: int | None,
     model: str,
+    id_prefix: str = "",
 ) -> ReplaySummary:
     """Load the trace, replay it with a rich progress bar, print the summary; then fail
     (exit 1) when any program failed, so a script sees that the replay did not go through."""
@@ -53,7 +54,11 @@ def run_replay_command(
     if limit is not None:
         programs = programs[:limit]
     options = ReplayOptions(
-        tools=tools, token_scale=token_scale, max_output_tokens=max_output_tokens, model=model
+        tools=tools,
+        token_scale=token_scale,
+        max_output_tokens=max_output_tokens,
+        model=model,
+        id_prefix=id_prefix,
     )
     console = Console(stderr=True)
     columns = (

@@ -30,7 +30,7 @@ class ReplayOptions:
     tools: ToolMode = "gateway"
     token_scale: float = 1.0
     max_output_tokens: int | None = None
-    model: str = "default"
+    model: str = "auto"  # the server's choice (any name on a server of one model)
     request_timeout_s: float = 600.0
     id_prefix: str = ""
     labels: tuple[tuple[str, str], ...] = (("source", "replay"),)

@@ -81,11 +81,12 @@ def export_parquet(
     it instead), missing or damaged; the database file is never modified.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     if isinstance(source, Store):
+        out.mkdir(parents=True, exist_ok=True)
         with source.cursor() as cur:
             return _copy_all(cur, out)
-    with read_only(source) as con:
+    with read_only(source) as con:  # opened first: a missing or held store makes no folder
+        out.mkdir(parents=True, exist_ok=True)
         return _copy_all(con, out)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 from agentconsole.calibrate import replay_as_serve_runs_it, sim_config_of
@@ -73,3 +74,22 @@ def test_simulated_engine_has_the_real_engines_kv_pool() -> None:
     # the door's budget and eviction are sized by this pool, not by the hardware preset
     assert engine.hbm_kv_tokens == 32768
     assert engine.host_kv_tokens == 0  # the CPU engine has no host tier either
+
+
+def test_outputs_that_cannot_be_written_are_refused_before_the_engine_starts(
+    tmp_path: Path,
+) -> None:
+    """A ``--json`` in a folder that could not be made ended a run of minutes in a traceback,
+    its report lost; both outputs are checked first, as ``bench`` checks its own."""
+    from click.testing import CliRunner
+
+    from agentconsole.cli import main
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for option in ("--out", "--json"):
+        argv = ["calibrate", "--quick", option, str(blocker / "x.json")]
+        refused = CliRunner().invoke(main, argv)
+        assert refused.exit_code == 2, refused.output
+        assert f"{option}: {blocker} is not a folder" in refused.output
+        assert "starting the engine" not in refused.output

@@ -147,6 +147,8 @@ def test_the_cli_replays_the_bundled_trace_against_the_real_server(
                 "32",
                 "--programs",
                 "6",
+                "--id-prefix",
+                "run1-",
                 *keys,
             ],
             cwd=ROOT,
@@ -159,7 +161,7 @@ def test_the_cli_replays_the_bundled_trace_against_the_real_server(
         assert "E2E (finished): p50" in done.stdout
         trace = load_trace(ROOT / "sample_traces" / "seed-mix.small.jsonl")[:6]
         with httpx.Client(base_url=server.base_url, headers=OPERATOR) as client:
-            states = {client.get(f"/v1/programs/{p.id}").json()["state"] for p in trace}
+            states = {client.get(f"/v1/programs/run1-{p.id}").json()["state"] for p in trace}
         assert states == {"finished"}
 
 

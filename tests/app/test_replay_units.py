@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from click.testing import CliRunner
 from hypothesis import given
@@ -101,3 +103,21 @@ def test_a_replay_whose_programs_failed_exits_1_after_its_summary() -> None:
     assert result.exit_code == 1, result.output
     assert "failed: 2" in result.output  # the summary comes first
     assert "2 of 2 programs failed" in result.output
+
+
+def test_each_replay_names_its_programs_afresh_unless_told(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A second replay of a trace on the same server failed every program (409: the ids of
+    the first run); and a server of several models refused the calls' model ``default``."""
+    from agentconsole.replay import command
+
+    runs: list[dict[str, Any]] = []
+    monkeypatch.setattr(command, "run_replay_command", lambda *a, **kw: runs.append(kw))
+    times = iter((1_000.0, 1_001.0))
+    monkeypatch.setattr("agentconsole.cli.time.time", lambda: next(times))
+    args = ["replay", "--url", "http://127.0.0.1:9", "--api-key", "k"]
+    for extra in ([], [], ["--id-prefix", ""]):
+        assert CliRunner().invoke(main, [*args, *extra]).exit_code == 0
+    assert [run["id_prefix"] for run in runs] == ["replay-1000-", "replay-1001-", ""]
+    assert {run["model"] for run in runs} == {"auto"}

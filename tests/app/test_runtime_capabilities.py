@@ -12,6 +12,7 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner
+from pydantic import ValidationError
 
 from agentconsole.cli import main
 from agentconsole.sample_traces.codec import dump_trace
@@ -36,6 +37,10 @@ def needs_a_model(extra: Mapping[str, Any]) -> str | None:
 
 def _register(monkeypatch: pytest.MonkeyPatch, name: str, spec: RuntimeSpec) -> None:
     monkeypatch.setitem(registry._RUNTIMES, name, spec)
+
+
+#: the router runtime's two settings it cannot start without
+ROUTED: dict[str, Any] = {"router": "http://127.0.0.1:30000", "workers": ["http://127.0.0.1:30001"]}
 
 
 def _settings(name: str, **runtime: object) -> Settings:
@@ -96,7 +101,7 @@ def test_an_in_process_engine_under_another_name_gets_its_log_and_engine_options
 def test_a_runtime_without_an_in_process_engine_has_neither(tmp_path: Path) -> None:
     settings = load_settings(
         overrides={
-            "runtime": {"name": "sglang-router"},
+            "runtime": {"name": "sglang-router", **ROUTED},
             "store": {"db": str(tmp_path / "s.duckdb")},
         }
     )
@@ -131,4 +136,24 @@ def test_a_runtime_under_another_name_is_refused_by_its_own_model_check(
 
 def test_a_runtime_without_a_model_check_never_misses_a_model() -> None:
     assert missing_model(_settings("sim")) is None
-    assert missing_model(_settings("sglang-router", extra={"device": "cuda"})) is None
+    assert missing_model(_settings("sglang-router", extra={"device": "cuda"}, **ROUTED)) is None
+
+
+def test_the_router_runtime_without_its_router_or_workers_is_refused_naming_the_flags() -> None:
+    """It failed at start-up in a 60-line traceback that named no flag."""
+    for given in ({}, {"router": "http://127.0.0.1:30000"}, {"workers": ["http://w:1"]}):
+        with pytest.raises(ValidationError, match="needs the router's URL \\(--router\\)"):
+            _settings("sglang-router", **given)
+    assert _settings("sglang-router", **ROUTED).runtime.router == ROUTED["router"]
+
+
+def test_an_ipv6_host_is_bracketed_in_every_url() -> None:
+    """``serve --host ::1`` printed ``http://::1:8000/v1`` (no URL: ``--demo``'s agents and
+    ``--tui`` failed on it)."""
+    import httpx
+
+    from agentconsole.serve import http_url
+
+    assert http_url("::1", 8000) == "http://[::1]:8000"
+    assert httpx.URL(http_url("::1", 8000)).port == 8000
+    assert http_url("127.0.0.1", 80) == "http://127.0.0.1:80"

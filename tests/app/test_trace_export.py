@@ -112,6 +112,19 @@ def test_an_out_that_cannot_be_written_is_refused_before_reading_the_store(
     assert f"--out: {blocker} is not a folder" in result.output
 
 
+def test_an_out_that_is_a_store_is_never_written_over(
+    session: tuple[Path, list[TraceProgram]], tmp_path: Path
+) -> None:
+    """``--out`` given the ``--db`` itself replaced the store with a 2 KB trace."""
+    db, _ = session
+    copy = tmp_path / "copy.duckdb"
+    copy.write_bytes(db.read_bytes())
+    result = CliRunner().invoke(main, ["trace", "export", "--db", str(copy), "--out", str(copy)])
+    assert result.exit_code == 2, result.output
+    assert "is a DuckDB database" in result.output
+    assert copy.read_bytes() == db.read_bytes()
+
+
 def test_a_window_that_ends_before_it_starts_is_refused(tmp_path: Path) -> None:
     """It wrote an empty trace, which bench then refused."""
     argv = ["trace", "export", "--db", str(tmp_path / "none.duckdb")]

@@ -199,6 +199,18 @@ def test_make_model_like_a_base_writes_the_positive_case(
     unlike = CliRunner().invoke(main, argv)
     assert unlike.exit_code == 2, unlike.output  # a usage error, no traceback
     assert "is not a model folder" in unlike.output
+    # a folder of someone else's files is never written over (a variant removed it whole)
+    mine = tmp_path / "my-model"
+    mine.mkdir()
+    (mine / "config.json").write_text("{}")
+    for argv in (
+        ["make-model", str(mine), "--like", str(models["large"]), "--keep-layers", "1"],
+        ["make-model", str(mine)],
+    ):
+        refused = CliRunner().invoke(main, argv)
+        assert refused.exit_code == 2, refused.output
+        assert "holds files make-model did not write" in refused.output
+        assert (mine / "config.json").read_text() == "{}"
 
 
 def test_concurrent_misses_read_a_directory_once(

@@ -202,6 +202,22 @@ def _is_complete(out_dir: Path, want: dict[str, object]) -> bool:
         return False
 
 
+class ForeignFolder(FileExistsError):
+    """The output folder holds files ``make-model`` did not write."""
+
+
+def check_own_folder(out_dir: Path) -> None:
+    """Refuse an ``out_dir`` that exists and holds files without ``make-model``'s marker (a
+    model of the user's, anything else): writing the model there replaced them."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ForeignFolder(f"{out_dir} is a file, not a folder")
+    if out_dir.is_dir() and not (out_dir / MARKER).is_file() and any(out_dir.iterdir()):
+        raise ForeignFolder(
+            f"{out_dir} holds files make-model did not write (no {MARKER}): name a new or"
+            " empty folder"
+        )
+
+
 def make_tiny_model(
     out_dir: Path,
     *,
@@ -229,6 +245,7 @@ def make_tiny_model(
     want = _marker_content(seed, chat_style, layers, hidden)
     if _is_complete(out_dir, want):
         return out_dir
+    check_own_folder(out_dir)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     out_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agentconsole.server.runtime.sglang.tiny_model import MARKER
+from agentconsole.server.runtime.sglang.tiny_model import MARKER, check_own_folder
 
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 _EMBEDDINGS = re.compile(r"embed_tokens\.")
@@ -83,6 +83,7 @@ def derive_variant(base: Path, out_dir: Path, *, keep_layers: int, seed: int = 1
     marker = json.dumps(want, sort_keys=True)
     if (out_dir / MARKER).is_file() and (out_dir / MARKER).read_text(encoding="utf-8") == marker:
         return out_dir
+    check_own_folder(out_dir)  # its files go below (rmtree): never a folder of the user's
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:

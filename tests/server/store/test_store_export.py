@@ -48,6 +48,21 @@ def test_export_of_a_closed_file_does_not_modify_it(db_path: Path, tmp_path: Pat
 def test_export_refuses_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(StoreOpenError, match="does not exist"):
         export_parquet(tmp_path / "missing.duckdb", tmp_path / "out")
+    assert not (tmp_path / "out").exists()  # no folder made for nothing
+
+
+def test_the_export_command_refuses_an_out_dir_it_cannot_make(tmp_path: Path) -> None:
+    """A traceback before (a FileNotFoundError from the folder's mkdir)."""
+    from click.testing import CliRunner
+
+    from agentconsole.cli import main
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    argv = ["export", "--db", str(tmp_path / "missing.duckdb"), str(blocker / "out")]
+    refused = CliRunner().invoke(main, argv)
+    assert refused.exit_code == 2, refused.output
+    assert f"OUT_DIR: {blocker} is not a folder" in refused.output
 
 
 def test_export_after_a_crash_reads_the_wal_without_replaying_it_into_the_file(
