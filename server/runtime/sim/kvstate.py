@@ -158,13 +158,17 @@ class EngineKv:
         own = miss + call.remaining_tokens
         # one all-or-nothing step: a call turned away evicts nothing, and a victim can take
         # the DRAM room its reload frees
-        moved = index.promote(
-            slow, Tier.HBM, now, room=own, max_priority=None if reclaim_retained else now
-        )
+        max_priority = None if reclaim_retained else now
+        moved = index.promote(slow, Tier.HBM, now, room=own, max_priority=max_priority)
+        if not moved.ok and suffix.reused:
+            # the locked suffix holds HBM the call also reserves for its misses (they are
+            # not its until corrected): where both do not fit, the call goes without the
+            # reuse rather than never (it waited for good, its program unfinished)
+            index.unlock(suffix.path)
+            suffix = NO_SUFFIX
+            moved = index.promote(slow, Tier.HBM, now, room=own, max_priority=max_priority)
         if not moved.ok:
             index.unlock(found.path)
-            if suffix.reused:
-                index.unlock(suffix.path)
             return None
         evicted = [m for m in moved.moves if m.evicted]
         self._emit_evictions(evicted, now)

@@ -161,3 +161,41 @@ def test_relative_reuses_the_suffix_and_prefills_only_its_correction() -> None:
     assert b["service_s"] < ordinary_ends["b"]["service_s"]
     # c appends in either mode: it prefills only the tool result and its prompt
     assert ends["c"]["computed_tokens"] == 1_000 + 10
+
+
+def test_a_call_whose_reused_suffix_does_not_fit_beside_it_goes_without_the_reuse() -> None:
+    """Under ``relative`` the resident suffix is locked for its correction while the call
+    reserves its misses too: where both do not fit, the call was never admitted (the run
+    ended with its program unfinished, no error). It now goes without the reuse."""
+    import json
+
+    from agentconsole.sample_traces.codec import loads_trace
+
+    program = {
+        "id": "p0",
+        "tenant": "t",
+        "workload": "x",
+        "shape": "chain",
+        "arrival_s": 0.0,
+        "prefix": [{"id": "platform/sys", "tokens": 1000, "public": True}],
+        "nodes": [
+            {"id": "a", "kind": "llm", "parents": [], "prompt_tokens": 3000, "output_tokens": 100},
+            {
+                "id": "b",
+                "kind": "llm",
+                "parents": ["a"],
+                "prompt_tokens": 100,
+                "output_tokens": 100,
+                "insert": {"after": "platform/sys", "tokens": 500},
+            },
+        ],
+    }
+    config = EngineConfig(
+        hbm_kv_tokens=6_000, host_kv_tokens=0, prefix_cache=get_prefix_cache("relative")
+    )
+    run = Simulation(
+        loads_trace(json.dumps(program)), COST, SimConfig(policy="fcfs", engine=config)
+    )
+    result = run.run()
+    finished = [e for e in result.events.events if e.kind is EventKind.PROGRAM_FINISHED]
+    assert [e.program_id for e in finished] == ["p0"]
