@@ -112,6 +112,8 @@ def run_bench(**opts: Any) -> None:
         )
     if opts["seeds"] > 1 and (not opts["loads"] or opts["trace_path"]):
         raise click.UsageError("--seeds draws a named workload again per --loads cell")
+    if opts["slo_p95"] is not None and not opts["sweep"]:  # it ran without a word
+        raise click.UsageError("--slo-p95 is the SLO of --sweep's search: give --sweep too")
     if opts["sweep"] and not opts["trace_path"] and opts["programs"] < 2:
         # one program arrives alone: no arrival rate to start the search from
         raise click.UsageError("--sweep scales the arrival rate: give --programs 2 or more")

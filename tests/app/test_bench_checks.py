@@ -75,6 +75,11 @@ def test_a_slo_must_be_positive(slo: str, no_runs: None) -> None:
     _usage_error(_bench("--sweep", "--slo-p95", slo), "--slo-p95")
 
 
+def test_a_slo_without_the_sweep_is_refused(no_runs: None) -> None:
+    """It ran without a word: only ``--sweep`` searches for a rate meeting a SLO."""
+    _usage_error(_bench("--slo-p95", "5"), "--slo-p95 is the SLO of --sweep's search")
+
+
 def test_an_empty_trace_is_a_usage_error(tmp_path: Path, no_runs: None) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
