@@ -10,6 +10,7 @@ import math
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 
@@ -33,6 +34,15 @@ class Finite(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+def server_url(value: str) -> str:
+    """``--url``: an ``http(s)://host[:port]`` URL (a bare ``127.0.0.1:8000`` left the
+    dashboard "reconnecting" for good, its scheme unsupported)."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise click.BadParameter(f"expected http://HOST:PORT, got {value!r}")
+    return value
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -427,7 +437,13 @@ def calibrate(**options: object) -> None:
 
 
 @main.command()
-@click.option("--url", default="http://127.0.0.1:8000", show_default=True, help="Server URL.")
+@click.option(
+    "--url",
+    default="http://127.0.0.1:8000",
+    show_default=True,
+    callback=lambda ctx, param, value: server_url(value),
+    help="Server URL.",
+)
 @click.option(
     "--trace",
     "trace_path",
@@ -507,6 +523,7 @@ def replay(
     envvar="AGENTCONSOLE_URL",
     default="http://127.0.0.1:8000",
     show_default=True,
+    callback=lambda ctx, param, value: server_url(value),
     help="Server URL [env AGENTCONSOLE_URL].",
 )
 @click.option(

@@ -121,3 +121,11 @@ def test_each_replay_names_its_programs_afresh_unless_told(
         assert CliRunner().invoke(main, [*args, *extra]).exit_code == 0
     assert [run["id_prefix"] for run in runs] == ["replay-1000-", "replay-1001-", ""]
     assert {run["model"] for run in runs} == {"auto"}
+
+
+@pytest.mark.parametrize("command", ["replay", "dashboard"])
+def test_a_url_without_its_scheme_is_refused(command: str) -> None:
+    """``dashboard --url 127.0.0.1:8000`` showed "reconnecting" for good."""
+    result = CliRunner().invoke(main, [command, "--url", "127.0.0.1:8000"])
+    assert result.exit_code == 2, result.output
+    assert "expected http://HOST:PORT" in result.output
