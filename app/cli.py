@@ -291,6 +291,13 @@ def make_model(
     random, so ``/v1/models/compatibility`` finds their KV shared for K layers."""
     if (like is None) != (keep_layers is None):
         raise click.UsageError("--like and --keep-layers go together")
+    given = click.get_current_context().get_parameter_source
+    if like is not None and any(
+        given(name) is click.core.ParameterSource.COMMANDLINE for name in ("layers", "hidden")
+    ):  # they were ignored without a word: a variant has its base's shape
+        raise click.UsageError(
+            "--layers and --hidden make a new model: a --like variant has its base's"
+        )
     if like is not None and keep_layers is not None:
         from agentconsole.server.runtime.sglang.tiny_model import ForeignFolder
         from agentconsole.server.runtime.sglang.tiny_variants import derive_variant

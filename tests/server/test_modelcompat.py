@@ -199,6 +199,11 @@ def test_make_model_like_a_base_writes_the_positive_case(
     unlike = CliRunner().invoke(main, argv)
     assert unlike.exit_code == 2, unlike.output  # a usage error, no traceback
     assert "is not a model folder" in unlike.output
+    # a variant has its base's shape: --layers/--hidden beside --like were ignored silently
+    argv = ["make-model", str(tmp_path / "z"), "--like", str(models["large"]), "--keep-layers"]
+    shaped = CliRunner().invoke(main, [*argv, "1", "--layers", "4", "--hidden", "128"])
+    assert shaped.exit_code == 2, shaped.output
+    assert "a --like variant has its base's" in shaped.output
     # a folder of someone else's files is never written over (a variant removed it whole)
     mine = tmp_path / "my-model"
     mine.mkdir()
