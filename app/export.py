@@ -98,4 +98,6 @@ def run_trace_export(
         programs = export_trace(db, out, since=window[0], until=window[1], tenant=tenant)
     except StoreOpenError as error:
         raise click.ClickException(str(error)) from error
+    if not programs:  # it wrote an empty file and said "0 programs" (bench refuses it)
+        raise click.ClickException(f"no program arrived in the window: {out} not written")
     return len(programs)

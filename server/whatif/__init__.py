@@ -28,11 +28,13 @@ def export_trace(
     """Write the trace of ``db``'s programs that arrived in ``[since, until)`` (unix seconds;
     of ``tenant`` only when given) to ``out``; return its programs. Arrivals count from
     ``since`` when given, else from the first program's. Raises ``StoreOpenError`` for a file
-    a running server holds, or a missing or damaged one."""
+    a running server holds, or a missing or damaged one; writes nothing for a window with no
+    program (an empty trace, which ``bench --trace`` refuses) and returns none."""
     with read_only(db) as con:
         recorded = load_recording(con, since=since, until=until, tenant=tenant)
     programs = rebuild_trace(recorded, since)
-    dump_trace(programs, Path(out))
+    if programs:
+        dump_trace(programs, Path(out))
     return programs
 
 

@@ -141,7 +141,12 @@ def test_window_and_tenant_filters(
     db, _ = session
     only_b = _export(db, tmp_path / "b.jsonl", "--tenant", "tenant-b")
     assert [p.id for p in only_b] == ["cancelled-1"]
-    assert _export(db, tmp_path / "none.jsonl", "--since", "2999-01-01T00:00:00") == []
+    # an empty window writes nothing and says so (an empty trace, which bench refuses)
+    argv = ["trace", "export", "--db", str(db), "--out", str(tmp_path / "none.jsonl")]
+    empty = CliRunner().invoke(main, [*argv, "--since", "2999-01-01T00:00:00"])
+    assert empty.exit_code == 1, empty.output
+    assert "no program arrived in the window" in empty.output
+    assert not (tmp_path / "none.jsonl").exists()
     everything = _export(db, tmp_path / "all.jsonl", "--since", "0", "--until", "4102444800")
     assert min(p.arrival_s for p in everything) > 1e9  # arrivals count from --since
 
