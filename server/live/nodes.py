@@ -55,6 +55,10 @@ def default_parents(program: Program, kind: NodeKind) -> tuple[str, ...]:
     return tuple(reversed(since_llm)) if kind is NodeKind.LLM else ()
 
 
+#: where a chat call names its node's parents (its ``agentconsole`` object's field)
+CHAT_PARENTS_FIELD = "agentconsole.parent_ids"
+
+
 class NodeBook:
     """Adds nodes through the controller, translating its refusals into service errors; every
     new node, whatever route declares it, passes the tenant's limits on stored bytes, nodes
@@ -74,16 +78,18 @@ class NodeBook:
         *,
         tool: ToolSpec | None = None,
         branch: Branch = Branch.MAIN,
+        parents_field: str = "parents",
     ) -> Node:
-        """Add a new node (id and parents defaulted when None). Raises InvalidRequest for an
-        unknown parent, Conflict for a duplicate id, QuotaError for the tool-call and branch quotas,
+        """Add a new node (id and parents defaulted when None; ``parents_field``: the request's
+        name of them, which a refusal names). Raises InvalidRequest for an unknown parent,
+        Conflict for a duplicate id, QuotaError for the tool-call and branch quotas,
         Conflict for a program that has ended, TenantLimitError for the tenant's stored bytes
         (429), nodes per program or parent links per program (403)."""
         if program.state.terminal:
             raise ProgramClosed(program.program_id, program.state.value)
         for parent in parents or ():
             if parent in program.nodes and program.nodes[parent].withdrawn:
-                raise NodeWithdrawn(program.program_id, parent, field="parents")
+                raise NodeWithdrawn(program.program_id, parent, field=parents_field)
         self.tenants.check_new_node(program.tenant, program.program_id, len(program.nodes))
         if node_id is None:
             node_id = self._fresh_id(program, kind)
@@ -98,7 +104,7 @@ class NodeBook:
         try:
             return self.controller.add_node(program.program_id, node, now)
         except DagError as error:
-            raise InvalidRequest(str(error), field="parents") from None
+            raise InvalidRequest(str(error), field=parents_field) from None
         except QuotaExceeded as error:
             raise QuotaError(program.program_id, error.quota, error.limit, error.value) from None
 
@@ -131,7 +137,9 @@ class NodeBook:
         """The node a chat call runs as: new, or a new attempt of an existing LLM node."""
         existing = program.nodes.get(node_id) if node_id is not None else None
         if existing is None:
-            return self.add(program, node_id, NodeKind.LLM, parents, now)
+            return self.add(
+                program, node_id, NodeKind.LLM, parents, now, parents_field=CHAT_PARENTS_FIELD
+            )
         self._check_rerun(existing, NodeKind.LLM)
         if existing.withdrawn:
             raise NodeWithdrawn(program.program_id, existing.node_id)

@@ -175,6 +175,11 @@ def test_a_first_call_naming_unknown_parents_opens_no_program(server: LiveServer
         # the same id with a valid first call is a fresh program
         _call(c, "orphan", "plan")
         assert c.get("/v1/programs/orphan").json()["state"] == "running"
+        # in a program of its own, an unknown parent is refused naming the chat's field
+        refused = c.post("/v1/chat/completions", json=body)
+        assert refused.status_code == 400, refused.text
+        error = refused.json()["error"]
+        assert error.get("param", error.get("field")) == "agentconsole.parent_ids"
 
 
 def test_tokens_of_a_call_in_flight_show_while_it_generates(server: LiveServer) -> None:
