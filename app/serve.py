@@ -495,8 +495,25 @@ def simulated_runtime_refusal(settings: Settings) -> str | None:
         configured_runtime(settings.server_config())
     except (KeyError, ValueError, OSError) as error:
         reason = error.args[0] if isinstance(error, KeyError) and error.args else error
-        return f"the simulated runtime cannot serve these settings: {reason}"
+        return f"the simulated runtime cannot serve these settings: {reason}{_tp_hint(settings)}"
     return None
+
+
+def _tp_hint(settings: Settings) -> str:
+    """Where the model is bundled at other tensor-parallel sizes than the one asked, how to
+    ask for one (``serve`` has no ``--tp`` flag; a 70B model has no tp-1 profile)."""
+    from agentconsole.server.runtime.sim.profile import profile_names
+
+    model, tp = settings.runtime.model, settings.runtime.tp
+    sizes = sorted(
+        {int(name.rsplit("__tp", 1)[1]) for name in profile_names() if f"__{model}__tp" in name}
+    )
+    if not sizes or tp in sizes:
+        return ""
+    listed = ", ".join(str(size) for size in sizes)
+    return (
+        f" ({model} is bundled at tp {listed}: runtime.tp in --config, or AGENTCONSOLE_RUNTIME__TP)"
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -202,6 +202,8 @@ class RuntimeSection(_Section):
         # an option the runtime never reads would run without a word (``--dp 2`` on the
         # simulator serves one engine)
         spec = runtime_spec(self.name)
+        if "time_scale" in self.model_fields_set and not spec.simulated:
+            raise ValueError(f"time_scale: runtime {self.name} runs in real time (sim only)")
         if self.dp > 1 and not spec.data_parallel:
             hint = " (bench --replicas simulates several)" if spec.simulated else ""
             raise ValueError(f"dp: runtime {self.name} runs no data-parallel ranks{hint}")

@@ -157,3 +157,10 @@ def test_an_ipv6_host_is_bracketed_in_every_url() -> None:
     assert http_url("::1", 8000) == "http://[::1]:8000"
     assert httpx.URL(http_url("::1", 8000)).port == 8000
     assert http_url("127.0.0.1", 80) == "http://127.0.0.1:80"
+
+
+def test_a_time_scale_on_a_real_engine_is_refused() -> None:
+    """``serve --runtime sglang --time-scale 2`` ran without a word (sim only)."""
+    with pytest.raises(ValidationError, match="time_scale: runtime sglang runs in real time"):
+        _settings("sglang", time_scale=2.0)
+    assert _settings("sim", time_scale=2.0).runtime.time_scale == 2.0

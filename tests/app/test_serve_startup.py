@@ -137,6 +137,15 @@ def test_a_simulated_model_no_preset_has_is_refused_before_the_banner(
     assert not (tmp_path / "startup.duckdb").exists()
 
 
+def test_a_model_bundled_over_several_gpus_is_refused_saying_how_to_ask_for_them(
+    tmp_path: Path,
+) -> None:
+    """``serve`` has no ``--tp``: the refusal named only the missing tp-1 profile."""
+    result = _serve(["--runtime", "sim", "--model", "llama-3.1-70b"], tmp_path, {})
+    assert result.exit_code == 2, result.output
+    assert "llama-3.1-70b is bundled at tp 4, 8: runtime.tp in --config" in result.output
+
+
 def test_a_config_file_that_is_not_toml_is_a_usage_error(tmp_path: Path) -> None:
     config = tmp_path / "bad.toml"
     config.write_text("[runtime\npolicy = 1\n")

@@ -155,10 +155,12 @@ def profile_names() -> list[str]:
 def load_profile(path_or_name: str | Path) -> Profile:
     """Load a profile from a JSON file path, or else by bundled name (see ``profile_names``).
 
-    A ``Path``, or a string ending in ``.json``, is read as a file; raises ``FileNotFoundError``
-    when it is missing and ``KeyError`` for an unknown bundled name.
+    A ``Path``, a string ending in ``.json``, naming a folder or an existing file is read as a
+    file (a calibration written as ``my.profile`` was taken for a bundled name); raises
+    ``FileNotFoundError`` when it is missing and ``KeyError`` for an unknown bundled name.
     """
-    if isinstance(path_or_name, Path) or path_or_name.endswith(".json"):
+    as_file = isinstance(path_or_name, Path) or path_or_name.endswith(".json")
+    if as_file or "/" in str(path_or_name) or Path(path_or_name).is_file():
         text = Path(path_or_name).read_text(encoding="utf-8")
     else:
         resource = resources.files(_PROFILES_PACKAGE) / f"{path_or_name}.json"

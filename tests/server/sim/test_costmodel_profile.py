@@ -53,6 +53,10 @@ def test_profile_json_round_trip(tmp_path: Path) -> None:
     assert loaded == profile
     assert load_profile(str(path)) == profile
     assert CostModel.from_profile(path).efficiency.mfu == 0.55
+    # a file named otherwise is a file too (it was taken for a bundled name)
+    other = tmp_path / "my.profile"
+    save_profile(profile, other)
+    assert load_profile(str(other)) == profile
 
 
 def test_profile_loading_rejects_bad_input(tmp_path: Path) -> None:
