@@ -359,7 +359,7 @@ class MetricsAggregator:
             self.model_calls[model] += 1
             for key in _CROSS_MODEL_KEYS:
                 self.counts[key] += number(e.data, key)
-        if "ttft_s" in e.data:
+        if "ttft_s" in e.data and output > 0:  # a call that produced no token has no TTFT
             self.ttft.append(number(e.data, "ttft_s"))
         if output > 1 and "tbt_s" in e.data:
             self.tbt.append(number(e.data, "tbt_s"))

@@ -12,6 +12,9 @@ from rich.table import Table
 ROWS: tuple[tuple[str, str, str], ...] = (
     ("rate_programs_per_s", "arrival rate (programs/s)", "{:.3f}"),
     ("finished", "programs finished", "{:d}"),
+    # the E2E, TTFP and tails below are the finished programs': what they leave out, beside
+    ("failed", "programs failed", "{:d}"),
+    ("cancelled", "programs cancelled", "{:d}"),
     ("goodput_programs_per_s", "program success goodput (programs/s)", "{:.3f}"),
     ("throughput_programs_per_s", "programs finished per second", "{:.3f}"),
     ("e2e_mean_s", "E2E mean (s)", "{:.1f}"),

@@ -122,6 +122,22 @@ def test_a_discarded_branchs_call_aborted_after_its_program_ended_is_discarded_w
     assert report["discarded_branch_tokens"] == 107
 
 
+def test_a_call_that_produced_no_token_has_no_ttft() -> None:
+    """Its TTFT of 0.0 pulled the percentiles toward 0 (a call stopped before its first
+    token, or answered empty)."""
+
+    def e(t: float, what: EventKind, node: str = "", **data: float | str | bool) -> Event:
+        return Event(t, what, "p", node, 1, "t", data)
+
+    events = [
+        e(0, K.PROGRAM_CREATED),
+        e(2, K.CALL_FINISHED, "a", output_tokens=5, ttft_s=1.0, computed_tokens=10),
+        e(3, K.CALL_FINISHED, "b", output_tokens=0, ttft_s=0.0, computed_tokens=10),
+        e(3, K.PROGRAM_FINISHED),
+    ]
+    assert MetricsAggregator().observe_all(events).report()["ttft_p50_s"] == 1.0
+
+
 def test_percentile_interpolates_and_handles_empty() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == pytest.approx(2.5)
     assert percentile([5.0], 99) == 5.0
