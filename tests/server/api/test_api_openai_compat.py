@@ -217,7 +217,7 @@ def test_an_invalid_field_is_a_bad_request_naming_it(server: LiveServer, path: s
     for extra, param in (
         ({"temperature": 3}, "temperature"),
         ({"max_tokens": 10**6}, "max_tokens"),
-        ({"extra_body": {"agentconsole": unknown_parent}}, "parents"),
+        ({"extra_body": {"agentconsole": unknown_parent}}, "agentconsole.parent_ids"),
     ):
         with pytest.raises(openai.BadRequestError) as refused:
             create(model="m", **given, **extra)
