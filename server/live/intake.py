@@ -180,7 +180,8 @@ class CallIntake:
         # The request's own faults first (an unknown model, a prompt the template refuses, one
         # over the context): refused before a program is opened, a call that never ran leaves
         # none. Each candidate model reads the prompt in its own format and tokens.
-        if text_chars(chat.messages, chat.prompt_text, INLINE_PROMPT_CHARS) > INLINE_PROMPT_CHARS:
+        request = (chat.messages, chat.tools)  # the tool schemas are rendered too
+        if text_chars(request, chat.prompt_text, INLINE_PROMPT_CHARS) > INLINE_PROMPT_CHARS:
             # off the event loop: every tenant's streams and requests stood still meanwhile
             prompts, budgets = await asyncio.to_thread(self._prompts, chat)
         else:
@@ -526,8 +527,9 @@ class CallIntake:
 
 def text_chars(messages: object, prompt_text: str | None, enough: int) -> int:
     """The characters of the strings in ``messages`` (any nesting of mappings and lists: the
-    contents, their parts, tool calls' arguments) plus ``prompt_text``'s, counted until past
-    ``enough`` (a bound for :data:`INLINE_PROMPT_CHARS`: the walk stops there)."""
+    contents, their parts, tool calls' arguments, tool schemas) plus ``prompt_text``'s,
+    counted until past ``enough`` (a bound for :data:`INLINE_PROMPT_CHARS`: the walk stops
+    there)."""
     total = len(prompt_text or "")
     pending: list[object] = [messages]
     while pending and total <= enough:

@@ -124,10 +124,19 @@ def test_a_large_prompt_is_read_off_the_event_loop(server: LiveServer) -> None:
             assert client.post(CHAT, json=chat_body("hi", max_tokens=5)).status_code == 200
             large = "abcd" * (INLINE_PROMPT_CHARS // 4 + 1)
             assert client.post(CHAT, json=chat_body(large, max_tokens=5)).status_code == 200
+            # the tool schemas are rendered into the prompt too (4,096 characters each at most)
+            described = "abcd" * 1000
+            tools = [
+                {"type": "function", "function": {"name": f"f{k}", "description": described}}
+                for k in range(INLINE_PROMPT_CHARS // len(described) + 1)
+            ]
+            body = chat_body("hi", max_tokens=5, tools=tools)
+            assert client.post(CHAT, json=body).status_code == 200
     finally:
         runtime.chat_format = chat_format
     assert threads[0] == loop_thread
     assert threads[1] != loop_thread
+    assert threads[2] != loop_thread
 
 
 async def _thread_of_the_loop() -> int:
