@@ -139,11 +139,22 @@ class TenantMetrics:
 class MetricsAggregator:
     """Folds events into program and tenant statistics; ``report()`` is cheap to call often."""
 
-    def __init__(self, window: int | None = None, *, at_door: DoorWaits | None = None) -> None:
+    def __init__(
+        self,
+        window: int | None = None,
+        *,
+        at_door: DoorWaits | None = None,
+        rate_window_s: float | None = None,
+    ) -> None:
         """``window``: keep only the latest this many samples per distribution (a live server
         runs for weeks); None keeps everything (a bench run). ``at_door``: the programs
         waiting at the door now, whose waits so far the live figures count (see the module
-        docstring); None: only ended waits count."""
+        docstring); None: only ended waits count. ``rate_window_s``: throughput and goodput
+        over the programs that finished in the last this many seconds (a live server: a
+        rate over its whole life would barely move after an hour); None: over the whole
+        span of the events (a bench run)."""
+        if rate_window_s is not None and not rate_window_s > 0:
+            raise ValueError(f"rate_window_s must be > 0, got {rate_window_s}")
 
         def samples() -> deque[float]:
             return deque(maxlen=window)
@@ -179,6 +190,9 @@ class MetricsAggregator:
         self.first_t = math.inf
         self.last_t = -math.inf
         self.at_door = at_door
+        self.rate_window_s = rate_window_s
+        #: (when, on time) of the programs finished within ``rate_window_s`` (oldest first)
+        self._recent_finishes: deque[tuple[float, bool]] = deque()
 
     # -- ingest -----------------------------------------------------------------------------
     def observe(self, e: Event) -> None:
@@ -409,8 +423,12 @@ class MetricsAggregator:
         self.cp_idle["queue"].append(queue)
         self.cp_idle["kv"].append(kv)
         self.cp_idle["tool"].append(tool)
-        if e.data.get("deadline_met") is False:
+        late = e.data.get("deadline_met") is False
+        if late:
             self.counts["late"] += 1
+        if self.rate_window_s is not None:
+            self._recent_finishes.append((e.t, not late))
+            self._forget_finishes_before(e.t - self.rate_window_s)
         alone = program.ideal_e2e_s or max(e2e - queue - kv, 1e-9)
         self._tenant_slowdowns[tenant].append(e2e / alone)
 
@@ -512,6 +530,30 @@ class MetricsAggregator:
             )
         return out
 
+    def _rates(self, now: float) -> tuple[float, float]:
+        """Programs finished, and finished on time, per second: over the whole span of the
+        events, or over the last ``rate_window_s`` as of ``now`` (the time served when the
+        server is younger than that)."""
+        c = self.counts
+        if self.rate_window_s is None:
+            finished = c["finished"]
+            if not finished:
+                return 0.0, 0.0
+            span = max(self.last_t - self.first_t, 1e-9)
+            return finished / span, (finished - c["late"]) / span
+        self._forget_finishes_before(now - self.rate_window_s)
+        recent = self._recent_finishes
+        if not recent:
+            return 0.0, 0.0
+        span = max(min(self.rate_window_s, now - self.first_t), 1e-9)
+        on_time = sum(1 for _, in_time in recent if in_time)
+        return len(recent) / span, on_time / span
+
+    def _forget_finishes_before(self, horizon: float) -> None:
+        recent = self._recent_finishes
+        while recent and recent[0][0] <= horizon:
+            recent.popleft()
+
     def ideal_p95(self) -> float:
         """P95 of the programs' E2E alone on an idle engine (NaN when unknown)."""
         return percentile(self.ideal, 95)
@@ -521,7 +563,7 @@ class MetricsAggregator:
         as of ``now`` (default the latest event: a finished run's end)."""
         c = self.counts
         finished = int(c["finished"])
-        span = max(self.last_t - self.first_t, 1e-9) if finished else math.nan
+        throughput, goodput = self._rates(self.last_t if now is None else now)
         # nothing succeeded: no figure per success (NaN), not the totals as if one had
         per_success = finished if finished else math.nan
         tenants = self.tenants(now)
@@ -531,8 +573,8 @@ class MetricsAggregator:
             "finished": finished,
             "failed": int(c["failed"]),
             "cancelled": int(c["cancelled"]),
-            "goodput_programs_per_s": (finished - c["late"]) / span if finished else 0.0,
-            "throughput_programs_per_s": finished / span if finished else 0.0,
+            "goodput_programs_per_s": goodput,
+            "throughput_programs_per_s": throughput,
             "e2e_p50_s": percentile(self.e2e, 50),
             "e2e_p95_s": percentile(self.e2e, 95),
             "e2e_p99_s": percentile(self.e2e, 99),

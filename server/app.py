@@ -78,6 +78,9 @@ from agentconsole.server.store.store import Store
 from agentconsole.server.whatif.desk import WhatIfDesk, WhatIfSettings
 from agentconsole.server.whatif.window import BenchHardware
 
+#: seconds of finished programs a live throughput or goodput is taken over
+LIVE_RATE_WINDOW_S = 60.0
+
 #: The cyclic collector's generation thresholds while serving (see the lifespan).
 GC_THRESHOLDS = (50_000, 20, 10)
 #: The GIL switch interval while serving (see the lifespan).
@@ -172,8 +175,11 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
         model_name=config.model_name,
         selection=config.selection,
     )
-    # bounded: serve runs for weeks; waits still running at the door count in the live figures
-    metrics = MetricsAggregator(window=10_000, at_door=service.driver.door_waits)
+    # bounded: serve runs for weeks; waits still running at the door count in the live figures;
+    # rates over the last minute, what a console's "throughput" and a history chart mean
+    metrics = MetricsAggregator(
+        window=10_000, at_door=service.driver.door_waits, rate_window_s=LIVE_RATE_WINDOW_S
+    )
     projector = StoreProjector(
         service.controller,
         store.writer,

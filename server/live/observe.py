@@ -67,16 +67,14 @@ class Observer:
         running = sum(
             1 for p in service.controller.programs.values() if p.state is ProgramState.RUNNING
         )
-        span = self.metrics.last_t - self.metrics.first_t
-        finished = ended["finished"]  # throughput over the span of events seen
-        throughput = finished / span if finished and span > 0 else 0.0
         return {
             "policy": service.policy.name,
             "kv_policy": service.kv_policy,
             "runtime": snap.runtime,
             "draining": service.draining,
             "programs": {"running": running, **ended},
-            "throughput_programs_per_s": throughput,
+            # over the aggregator's rate window (serve: the last minute)
+            "throughput_programs_per_s": _clean(report.get("throughput_programs_per_s", 0.0)),
             "goodput_programs_per_s": _clean(report.get("goodput_programs_per_s", 0.0)),
             "e2e_p50_s": _clean(report.get("e2e_p50_s")),
             "e2e_p95_s": _clean(report.get("e2e_p95_s")),

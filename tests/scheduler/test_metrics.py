@@ -79,6 +79,34 @@ def test_late_programs_are_not_goodput() -> None:
     assert r["goodput_programs_per_s"] == pytest.approx(1 / 10)
 
 
+def test_a_live_rate_is_over_its_window_not_the_servers_life() -> None:
+    """A live server's throughput was finished programs over every second it had served: an
+    hour of one program each 10 s, then 2 a second for a minute, read 0.13/s (the console's
+    "throughput" and its history chart barely moved). With a rate window it is the window's."""
+    agg = MetricsAggregator(rate_window_s=60.0)
+    for i in range(360):  # programs ending at 10, 20, ..., 3600 s
+        for event in _program(f"slow{i}", "t", 10.0 * i):
+            agg.observe(event)
+    for i in range(120):  # ending at 3600.5 ... 3660 s, one in two late
+        for event in _program(f"fast{i}", "t", 3590.5 + 0.5 * i, late=i % 2 == 1):
+            agg.observe(event)
+    r = agg.report(3660.0)
+    assert r["throughput_programs_per_s"] == pytest.approx(120 / 60)  # the last minute's
+    assert r["goodput_programs_per_s"] == pytest.approx(60 / 60)
+    assert agg.report(3720.0)["throughput_programs_per_s"] == pytest.approx(0.0)  # gone quiet
+    whole = MetricsAggregator()  # bench's: the whole run's span
+    for pid, start in [("p", 0.0), ("q", 50.0)]:
+        whole.observe_all(_program(pid, "t", start))
+    assert whole.report()["throughput_programs_per_s"] == pytest.approx(2 / 60)
+
+
+def test_a_young_servers_rate_is_over_the_time_it_served() -> None:
+    agg = MetricsAggregator(rate_window_s=60.0).observe_all(_program("p", "t", 0.0))
+    assert agg.report(20.0)["throughput_programs_per_s"] == pytest.approx(1 / 20)
+    with pytest.raises(ValueError, match="rate_window_s"):
+        MetricsAggregator(rate_window_s=0.0)
+
+
 def test_with_no_success_there_is_no_figure_per_success() -> None:
     """A run whose programs all failed reported its totals as one success's."""
     events = _program("p", "t", 0.0)
