@@ -74,6 +74,8 @@ class Node:
     * ``queued_holds``: queued calls waiting to use it (a soft hold, see
       :meth:`~agentconsole.kvtiers.prefix_index.PrefixIndex.hold`).
     * ``dead``: True once the node was dropped from the index.
+    * ``lands_at``: when a copy moving it to its tier (a reload) ends: its KV can be read
+      from then on (``-inf``: it is there).
     """
 
     __slots__ = (
@@ -82,6 +84,7 @@ class Node:
         "dead",
         "heap_key",
         "key",
+        "lands_at",
         "last_access",
         "lock_count",
         "owner",
@@ -122,6 +125,7 @@ class Node:
         self.retain_until = -float("inf")
         self.queued_holds = 0
         self.dead = False
+        self.lands_at = -float("inf")
         #: eviction-heap bookkeeping: the stamp of this node's live heap entry (-1 = none)
         self.stamp = -1
         self.heap_key = 0.0

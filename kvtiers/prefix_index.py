@@ -328,6 +328,19 @@ class PrefixIndex(TierTree):
             self._unpin(node)
         return result
 
+    @staticmethod
+    def landing(nodes: Sequence[Node], at: float) -> None:
+        """Record that the copy which moved ``nodes`` to their tier ends at ``at`` (their
+        ``lands_at``): a call matching them reads their KV no earlier. Changes nothing else."""
+        for node in nodes:
+            node.lands_at = at
+
+    @staticmethod
+    def landed_at(path: Sequence[Node]) -> float:
+        """When every node of ``path`` can be read: the latest ``lands_at`` (``-inf`` when no
+        copy to them is recorded)."""
+        return max((node.lands_at for node in path), default=-float("inf"))
+
     def drop(self, nodes: Sequence[Node], now: float) -> MoveResult:
         """Drop ``nodes`` and their subtrees from the index (the recompute policy).
 

@@ -43,6 +43,8 @@ class Admission:
     #: what it made of other models' KV of its prompt (``crossmodel.py``)
     cross: CrossModelUse = NO_USE
     write_back_tokens: int = 0
+    #: part of its prefix is still being reloaded to HBM for another call: it waits for it
+    landing: bool = False
 
     @property
     def prefill_tokens(self) -> int:
@@ -53,9 +55,9 @@ class Admission:
 
     @property
     def loads(self) -> bool:
-        """Whether it waits on the host link before it prefills: KV must arrive, or what it
-        evicted must be written back first."""
-        return bool(self.reload_tokens or self.cross.copy or self.write_back_tokens)
+        """Whether it waits on the host link before it prefills: KV must arrive (its own
+        reload or another call's), or what it evicted must be written back first."""
+        return bool(self.reload_tokens or self.cross.copy or self.write_back_tokens or self.landing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,8 +176,16 @@ class EngineKv:
         self._emit_evictions(evicted, now)
         written = self._copied_on_eviction(evicted)
         ready_at = self._write_back(now, written) if written else now
+        landing = False
+        if now < self._link_free_at:
+            # another call's reload may still be copying part of this prefix to HBM: its
+            # nodes are on HBM in the index already, their KV not before the copy ends
+            lands = index.landed_at(found.path)
+            landing = lands > now
+            ready_at = max(ready_at, lands)
         if slow:
-            ready_at = self._transfer(now, moved.moved_tokens)
+            ready_at = max(ready_at, self._transfer(now, moved.moved_tokens))
+            index.landing(slow, ready_at)
             self._emit(now, EventKind.KV_RELOADED, call.ticket.program_id, moved.moved_tokens)
         if not index.reserve(Tier.HBM, own):
             raise AssertionError("make_room succeeded but the reservation does not fit")
@@ -199,7 +209,15 @@ class EngineKv:
         if recompute:
             self._emit(now, EventKind.KV_RECOMPUTED, call.ticket.program_id, recompute)
         return Admission(
-            ready_at, found.hit_tokens, slow_tokens, recompute, miss, suffix, cross, written
+            ready_at,
+            found.hit_tokens,
+            slow_tokens,
+            recompute,
+            miss,
+            suffix,
+            cross,
+            written,
+            landing,
         )
 
     def _cross_model(

@@ -93,3 +93,25 @@ def test_a_call_turned_away_evicts_nothing() -> None:
     assert not a[0].dead
     assert kv.index.used(Tier.HBM) == 90
     assert (call.path, call.reserved) == ([], 0)
+
+
+def test_a_call_reading_a_prefix_still_reloading_waits_for_its_copy() -> None:
+    """A reload marks its nodes HBM at once; a second call matching them while the copy was
+    on the link started at once, reading KV that was not there yet (stop 53's KV review)."""
+    kv = _kv(hbm=200, dram=200)
+    shared = _cached(kv, "s", 60, 0.0)
+    kv.apply_cache_action("s", shared, CacheAction.OFFLOAD, 0.0, 0.0)
+    first = kv.admit(_call("s", [Block("s", 60), Block("a", 10)]), 10.0, reclaim_retained=False)
+    assert first is not None
+    assert first.reload_tokens == 60
+    assert first.ready_at > 10.0
+    second = kv.admit(_call("s2", [Block("s", 60), Block("b", 10)]), 10.0, reclaim_retained=False)
+    assert second is not None
+    assert second.reload_tokens == 0  # nothing of its own to reload: the nodes are HBM's
+    assert second.loads
+    assert second.ready_at == first.ready_at
+    # once the copy has landed a reader starts at once
+    later = kv.admit(_call("s3", [Block("s", 60)]), first.ready_at + 1.0, reclaim_retained=False)
+    assert later is not None
+    assert not later.loads
+    assert later.ready_at == first.ready_at + 1.0
