@@ -411,7 +411,9 @@ class EngineKv:
         )
 
     def _emit_evictions(self, evicted: list[KVMove], now: float) -> None:
-        """Record what ``evicted`` (an eviction's moves) demoted or dropped, if anything."""
+        """Record what ``evicted`` (an eviction's moves) demoted or dropped, if anything: each
+        node once (one demoted to DRAM can be dropped from there by the same eviction, to
+        make DRAM room for the next one)."""
         if evicted:
-            tokens = sum(move.tokens for move in evicted)
+            tokens = sum({id(move.node): move.tokens for move in evicted}.values())
             self._emit(now, EventKind.KV_EVICTED, "", tokens)

@@ -9,7 +9,7 @@ import math
 
 from agentconsole.kvtiers.node import Block, Node
 from agentconsole.kvtiers.tiers import WRITE_BACK, Tier
-from agentconsole.scheduler.events import EventLog
+from agentconsole.scheduler.events import EventKind, EventLog
 from agentconsole.scheduler.runtime import CacheAction
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
@@ -115,3 +115,17 @@ def test_a_call_reading_a_prefix_still_reloading_waits_for_its_copy() -> None:
     assert later is not None
     assert not later.loads
     assert later.ready_at == first.ready_at + 1.0
+
+
+def test_an_eviction_counts_each_node_once() -> None:
+    """A node demoted to DRAM and then dropped from it to make DRAM room for the next one, in
+    one eviction, counted twice in ``kv.evicted`` (stop 53's KV review)."""
+    kv = _kv(hbm=100, dram=60)
+    first = _cached(kv, "a", 50, 0.0)
+    second = _cached(kv, "b", 50, 1.0)
+    assert kv.admit(_call("c", [Block("c", 90)]), 2.0, reclaim_retained=False) is not None
+    assert first[0].dead  # demoted, then dropped to make DRAM room for the second
+    assert second[0].tier is Tier.DRAM
+    assert isinstance(kv.sink, EventLog)
+    evicted = [e for e in kv.sink.events if e.kind is EventKind.KV_EVICTED]
+    assert [e.data["tokens"] for e in evicted] == [100]
