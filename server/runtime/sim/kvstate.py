@@ -202,9 +202,11 @@ class EngineKv:
         # the resident suffix is reused or lost reuse, not a recompute of what was evicted
         skip = range(call.insert_at + 1, call.insert_at + 1 + suffix.blocks)
         recompute = call.generated
-        for i in range(len(found.path), len(call.blocks)):
-            block = call.blocks[i]
-            if block.key in self._computed and i not in skip:
+        computed, blocks = self._computed, call.blocks
+        for i in range(len(found.path), len(blocks)):
+            block = blocks[i]
+            before = blocks[i - 1].key if i else None
+            if i not in skip and computed.computed_after(block.key, before):
                 recompute += block.tokens
         if recompute:
             self._emit(now, EventKind.KV_RECOMPUTED, call.ticket.program_id, recompute)
@@ -293,7 +295,7 @@ class EngineKv:
             if written:
                 self._write_back(now, written)
             inserted = self.index.insert(tenant, blocks, now, owner=owner)
-        self._computed.update(b.key for b in blocks)
+        self._computed.remember([b.key for b in blocks])
         return inserted
 
     # -- tool waits ----------------------------------------------------------------------------

@@ -129,3 +129,27 @@ def test_an_eviction_counts_each_node_once() -> None:
     assert isinstance(kv.sink, EventLog)
     evicted = [e for e in kv.sink.events if e.kind is EventKind.KV_EVICTED]
     assert [e.data["tokens"] for e in evicted] == [100]
+
+
+def test_a_block_computed_again_at_a_new_place_is_no_recompute() -> None:
+    """A compaction starts a fresh context from the last tool result: that block, computed
+    before after the old history, counted as recomputed (21K of a 20-session long-coding run's
+    21K recomputed tokens at low load, its old context still cached)."""
+    kv = _kv(hbm=1_000, dram=1_000)
+    kv.insert("t", [Block("sys", 100), Block("history", 300), Block("tool", 50)], "p", 0.0)
+    compacted = _call("p", [Block("sys", 100), Block("summary", 40), Block("tool", 50)])
+    got = kv.admit(compacted, 1.0, reclaim_retained=False)
+    assert got is not None
+    assert (got.hit_tokens, got.recompute_tokens) == (100, 0)
+    kv.release(compacted)
+    # the old context dropped and read again in place: that is a recompute
+    kv.index.drop(
+        kv.index.match("t", [Block("sys", 100), Block("history", 300)], 2.0).path[1:], 2.0
+    )
+    again = kv.admit(
+        _call("q", [Block("sys", 100), Block("history", 300), Block("tool", 50)]),
+        3.0,
+        reclaim_retained=False,
+    )
+    assert again is not None
+    assert again.recompute_tokens == 350
