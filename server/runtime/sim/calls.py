@@ -133,9 +133,13 @@ class SimCall:
     admitted_service_s: float = 0.0
     admitted_computed: int = 0
     #: prefill chunks thrown away by a preemption before its prefill ended, counted as
-    #: recomputed at its next admission (the simulator frees them; SGLang 0.5.23 keeps each
-    #: finished chunk in its tree, ``checkpoint_kv_cache``: a known gap, BENCHMARKS 2p)
+    #: recomputed at its next admission: those of a block it had not finished (SGLang 0.5.23
+    #: keeps each finished chunk in its tree, ``cache_unfinished_req``; the simulator's
+    #: blocks are whole segments, so it keeps the blocks finished, BENCHMARKS 2q)
     discarded_tokens: int = 0
+    #: prompt tokens its own cut-short prefills left in the tree (whole blocks): found at its
+    #: next admission, they are its own work again, not prefix hits
+    checkpointed_tokens: int = 0
     #: the recompute its last admission was cut short before reaching: still to do at the
     #: next (its time is restore time there; its tokens were counted at that admission)
     carried_recompute: int = 0

@@ -375,9 +375,12 @@ class SimEngine:
         hits = 0
         if first:
             hits = call.hit_tokens = got.hit_tokens
-        elif call.discarded_tokens and got.hit_tokens > call.hit_tokens:
-            hits = got.hit_tokens - call.hit_tokens
-            call.hit_tokens = got.hit_tokens
+        elif (call.discarded_tokens or call.checkpointed_tokens) and (
+            got.hit_tokens > call.hit_tokens + call.checkpointed_tokens
+        ):
+            # what others cached meanwhile; its own checkpointed blocks are its own work
+            hits = got.hit_tokens - call.hit_tokens - call.checkpointed_tokens
+            call.hit_tokens += hits
         call.discarded_tokens = 0
         self.hit_tokens += hits
         call.prefill_left = max(got.prefill_tokens, 1)  # the last token is recomputed for logits
@@ -441,12 +444,15 @@ class SimEngine:
             # came after it, the output, which the re-admission recomputes (SimCall.generated)
             self.kv.insert(call.ticket.tenant, call.blocks, call.ticket.program_id, now)
         else:
-            # its prefill was cut short: the chunks it ran this admission are freed, not
-            # cached, so its next admission prefills them again (SGLang keeps finished chunks
-            # in its tree: the simulator's gap, counted honestly as the recompute it does);
-            # the recompute this admission had still to reach is carried to the next
+            # its prefill was cut short: SGLang keeps the chunks it finished in its tree
+            # (``cache_unfinished_req`` after each chunk); the simulator keeps the blocks they
+            # finished, and frees the part of a block it had not (prefilled again, counted as
+            # recompute, at its next admission); the recompute this admission had still to
+            # reach is carried to the next
             ran = call.computed_tokens - call.admitted_computed
-            call.discarded_tokens += ran
+            kept = self._checkpoint(call, call.context_done - ran, now)
+            call.checkpointed_tokens += kept
+            call.discarded_tokens += ran - kept
             call.carried_recompute = max(call.admitted_recompute - ran, 0)
         call.retractions += 1
         call.phase = Phase.QUEUED
@@ -454,6 +460,22 @@ class SimEngine:
         self._enqueue(call, now)
         self._emit(now, EventKind.CALL_PREEMPTED, call, {"generated": call.generated})
         self._notes.append(Note("preempted", call))
+
+    def _checkpoint(self, call: SimCall, present_at_admission: int, now: float) -> int:
+        """Cache the whole blocks of ``call``'s prompt its cut-short prefill finished; returns
+        how many of their tokens it computed this admission (beyond the ``present`` ones)."""
+        done = min(call.context_done, call.prompt_tokens)
+        covered = blocks = 0
+        for block in call.blocks:
+            if covered + block.tokens > done:
+                break
+            covered += block.tokens
+            blocks += 1
+        kept = covered - present_at_admission
+        if kept <= 0:
+            return 0
+        self.kv.insert(call.ticket.tenant, call.blocks[:blocks], call.ticket.program_id, now)
+        return kept
 
     @staticmethod
     def _demand(call: SimCall) -> float:

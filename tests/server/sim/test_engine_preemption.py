@@ -122,6 +122,33 @@ def test_a_prefill_cut_short_counts_its_chunks_as_recomputed_and_its_later_hits(
     assert cut.computed_tokens == ran + 10_000  # the rest of its prompt, after the hit
 
 
+def test_a_prefill_cut_short_keeps_the_blocks_it_finished_as_sglang_keeps_its_chunks() -> None:
+    """SGLang keeps each chunk a cut-short prefill finished in its tree; the simulator freed
+    them all and prefilled them again. It now keeps the whole blocks they finished: the
+    re-admission finds them (its own work: no prefix hit) and prefills the rest; only the
+    unfinished block's chunks are recomputed."""
+    log = EventLog()
+    engine = SimEngine(COST, get_policy("fcfs"), log, config=EngineConfig(max_running_requests=1))
+    blocks = [Block("cut/a", 1_000), Block("cut/b", 1_000), Block("cut/c", 40_000)]
+    cut = _call("cut", blocks, 4)
+    engine.submit(cut, 0.0)
+    now = engine.plan(0.0)
+    assert now is not None
+    engine.complete(now)
+    ran = cut.computed_tokens
+    assert cut.phase is Phase.PREFILL
+    assert 2_000 < ran < 42_000  # past the two small blocks, inside the large one
+    assert engine.preempt(cut.call_id, now)
+    assert [n.key for n in engine.index.peek("t", blocks).path] == ["cut/a", "cut/b"]
+    _run_until(engine, now, lambda: cut.phase is Phase.DONE)
+    scheduled = _of(log, EventKind.CALL_SCHEDULED, "cut")
+    assert [e.data["hit_tokens"] for e in scheduled] == [0, 0]
+    assert scheduled[1].data["recompute_tokens"] == ran - 2_000  # the large block's chunks
+    assert cut.computed_tokens == ran + (42_000 - 2_000)  # all but the kept blocks again
+    (finished,) = _of(log, EventKind.CALL_FINISHED, "cut")
+    assert finished.data["cached_tokens"] == 0
+
+
 def test_a_calls_restore_time_is_its_re_prefills_alone() -> None:
     """Preempted twice while decoding, a call re-prefills what it had generated at each
     re-admission: its restore time is those prefills' service. Before, each re-admission
