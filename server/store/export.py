@@ -25,6 +25,7 @@ from agentconsole.server.store.opening import (
 from agentconsole.server.store.schema import TABLES, current_version
 from agentconsole.server.store.sqlconn import SqlConnection
 from agentconsole.server.store.store import Store
+from agentconsole.server.store.syncmarks import PROJECTOR
 
 
 def _quote(path: Path) -> str:
@@ -70,6 +71,31 @@ def _copy_all(cur: SqlConnection, out_dir: Path) -> list[Path]:
     return written
 
 
+def refuse_rows_behind(cur: SqlConnection, path: Path) -> None:
+    """Refuse a closed store whose rows are behind its event log: a server killed (``kill
+    -9``, a crash) commits its events within milliseconds and its ``programs``, ``nodes`` and
+    ``attempts`` rows about once a second, and only its next start replays the events past
+    the rows (``server/live/eventtail.py``). Read as they are, those tables would leave out
+    programs, finishes and cancels the server had acknowledged. Raises
+    :class:`StoreOpenError` naming the remedy; a store with no mark (before marks existed)
+    passes."""
+    present = _present(cur)
+    if "sync_marks" not in present or "events" not in present:
+        return
+    (behind,) = cur.execute(
+        f"SELECT count(*) FROM {present['events']} WHERE program_id <> '' AND seq >"
+        f" (SELECT coalesce(max(seq), 0) FROM sync_marks WHERE name = '{PROJECTOR}')"
+    ).fetchone() or (0,)
+    if behind:
+        raise StoreOpenError(
+            path,
+            f"its server stopped without writing its last rows ({behind} committed events of"
+            " its programs are past them: a crash or kill)",
+            f"Start `agentconsole serve --runtime sim --db {path}` once and stop it (Ctrl-C):"
+            " the start replays those events into the rows; then run this again",
+        )
+
+
 def export_parquet(
     source: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str]
 ) -> list[Path]:
@@ -86,6 +112,7 @@ def export_parquet(
         with source.cursor() as cur:
             return _copy_all(cur, out)
     with read_only(source) as con:  # opened first: a missing or held store makes no folder
+        refuse_rows_behind(con, Path(source).absolute())
         out.mkdir(parents=True, exist_ok=True)
         return _copy_all(con, out)
 

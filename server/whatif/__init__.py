@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from agentconsole.sample_traces import TraceProgram, dump_trace
-from agentconsole.server.store.export import read_only
+from agentconsole.server.store.export import read_only, refuse_rows_behind
 from agentconsole.server.whatif.rebuild import rebuild_trace
 from agentconsole.server.whatif.recording import load_recording
 
@@ -31,6 +31,7 @@ def export_trace(
     a running server holds, or a missing or damaged one; writes nothing for a window with no
     program (an empty trace, which ``bench --trace`` refuses) and returns none."""
     with read_only(db) as con:
+        refuse_rows_behind(con, Path(db).absolute())
         recorded = load_recording(con, since=since, until=until, tenant=tenant)
     programs = rebuild_trace(recorded, since)
     if programs:

@@ -11,12 +11,15 @@ import pytest
 from agentconsole.server.store import TABLES, OperatorAction, Store, StoreOpenError, export_parquet
 from agentconsole.server.store.event_log import event_log_path
 from agentconsole.server.store.preflight import wal_path
+from agentconsole.server.store.syncmarks import PROJECTOR, SyncMarkRecord
 from tests.server.store.store_helpers import digest, make_event, spawn, store_files
 
 
 def _fill(store: Store) -> None:
+    """A store as a server leaves it: its rows' mark (the projector's) at its last event."""
     for i in range(1000):
         store.writer.emit(make_event(i))
+    store.writer.put(SyncMarkRecord(PROJECTOR, 1000))
     store.writer.put(OperatorAction(1.0, "alice", "drain", "worker-1", "ok"))
     store.intents.claim("k", "h", "p", "n", "t", side_effect=False, idempotent=True).result(10)
     store.writer.flush().result(10)
@@ -80,10 +83,15 @@ def test_export_after_a_crash_reads_the_wal_without_replaying_it_into_the_file(
     child.wait(10)
     assert wal_path(event_log_path(db_path)).stat().st_size > 0
     before = digest(*store_files(db_path))
-    export_parquet(db_path, tmp_path / "out")
+    # the crashed writer's events name programs no row reflects (no projector wrote any):
+    # the export refuses, naming how many it read, the WAL's among them, and how to replay them
+    with pytest.raises(StoreOpenError, match="committed events of its programs") as refused:
+        export_parquet(db_path, tmp_path / "out")
     assert digest(*store_files(db_path)) == before
-    seqs = pq.read_table(tmp_path / "out" / "events.parquet").column("seq").to_pylist()
-    assert max(seqs) >= acked
+    behind = int(str(refused.value).split("(")[1].split()[0])
+    assert behind * 2 >= acked - 100  # one event in two names a program (crash_child.py)
+    assert "agentconsole serve --runtime sim" in str(refused.value)
+    assert not (tmp_path / "out").exists()
 
 
 def test_export_refuses_an_event_log_wal_duckdb_would_ignore(db_path: Path, tmp_path: Path) -> None:
