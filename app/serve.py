@@ -205,6 +205,11 @@ def engine_log_path(settings: Settings) -> Path | None:
     return Path(str(configured)) if configured else settings.store.db.with_suffix(".sglang.log")
 
 
+def tui_log_path(settings: Settings) -> Path:
+    """Where ``serve --tui`` logs while its dashboard holds the terminal: next to the store."""
+    return settings.store.db.with_suffix(".serve.log")
+
+
 def address_lines(url: str) -> str:
     """Where a browser and an OpenAI client go."""
     return f"console: {url}/  (browser)\nOpenAI base_url: {url}/v1"
@@ -417,13 +422,17 @@ CLIENT_LOGGERS = ("httpx", "httpcore")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def configure_logging(level_name: str) -> None:
-    """Log to stderr at ``level_name``; the in-process HTTP clients' per-request lines only at
-    DEBUG (at INFO a demo or a router runtime would print every call twice)."""
+def configure_logging(level_name: str, log_file: Path | None = None) -> None:
+    """Log to stderr (or to ``log_file``, appended: the dashboard holds the terminal) at
+    ``level_name``; the in-process HTTP clients' per-request lines only at DEBUG (at INFO a
+    demo or a router runtime would print every call twice)."""
     # uvicorn's "trace" sits below DEBUG (logging knows the name only once uvicorn added it)
     name = level_name.upper()
     level = TRACE_LOG_LEVEL if name == "TRACE" else logging.getLevelName(name)
-    logging.basicConfig(level=level, stream=sys.stderr, format=LOG_FORMAT)
+    if log_file is None:
+        logging.basicConfig(level=level, stream=sys.stderr, format=LOG_FORMAT)
+    else:
+        logging.basicConfig(level=level, filename=log_file, format=LOG_FORMAT)
     for logger_name in CLIENT_LOGGERS:
         client_level = level if level <= logging.DEBUG else max(level, logging.WARNING)
         logging.getLogger(logger_name).setLevel(client_level)
@@ -526,6 +535,9 @@ class Listener:
     limits: HttpLimits
     #: seconds uvicorn waits for open connections to end on stop before cancelling them
     graceful_shutdown_s: int = 5
+    #: uvicorn's lines (its access log too) go where ``configure_logging`` sent the log, not
+    #: to its own stderr and stdout handlers: ``serve --tui``, whose dashboard holds the terminal
+    log_through_root: bool = False
 
 
 def make_server(
@@ -547,6 +559,8 @@ def make_server(
         host=listener.host,
         port=listener.port,
         log_level=listener.log_level,
+        # None: uvicorn installs no handlers of its own; its loggers reach the root's
+        **({"log_config": None} if listener.log_through_root else {}),
         # uvicorn builds every request's access line before its logger drops it (~2 us a
         # request): off unless the level shows it
         access_log=listener.log_level.lower() in ("trace", "debug", "info"),
@@ -563,9 +577,13 @@ def run_serve(settings: Settings) -> None:
     """Serve until interrupted (or until the dashboard quits with ``tui``); refuses first
     what could not run (:func:`refuse_to_start`)."""
     since = time.monotonic()
-    configure_logging(settings.server.log_level)
+    # the dashboard holds the terminal: a log line printed there lands on top of it
+    log_file = tui_log_path(settings) if settings.tui else None
+    configure_logging(settings.server.log_level, log_file)
     refuse_to_start(settings)
     click.echo(banner(settings), err=True)
+    if log_file is not None:
+        click.echo(f"log: {log_file} (the dashboard holds this terminal)", err=True)
     tenants, operators = settings.keys()
     log_path = engine_log_path(settings)
     run_demo = demo_runner() if settings.demo else None
@@ -596,6 +614,7 @@ def run_serve(settings: Settings) -> None:
         settings.server.port,
         settings.server.log_level,
         http_limits(settings),
+        log_through_root=log_file is not None,
     )
     server = make_server(
         server_config(settings), listener, extensions(settings), on_started=on_started

@@ -7,14 +7,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from pydantic import ValidationError
 
-from agentconsole.serve import CLIENT_LOGGERS, LOG_FORMAT, configure_logging
+from agentconsole.serve import (
+    CLIENT_LOGGERS,
+    LOG_FORMAT,
+    Listener,
+    configure_logging,
+    make_server,
+    tui_log_path,
+)
 from agentconsole.server.api.config import ServerConfig
+from agentconsole.server.api.connections import HttpLimits
 from agentconsole.server.app import create_app
 from agentconsole.settings import load_settings
 
@@ -108,3 +119,36 @@ def test_app_start_up_keeps_the_warning_level_and_one_format(tmp_path: Path) -> 
     assert level >= logging.WARNING
     assert formats == {LOG_FORMAT}
     assert "%(asctime)s" in LOG_FORMAT  # an error line says when
+
+
+@pytest.mark.usefixtures("client_levels")
+def test_with_the_dashboard_every_log_line_goes_to_the_file_not_the_terminal(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``serve --tui``: uvicorn's access log (with ``--demo``, a line a second) was printed on
+    top of the dashboard, which holds the terminal."""
+    log = tmp_path / "x.serve.log"
+    config = ServerConfig(
+        db_path=tmp_path / "tui.duckdb", runtime="sim", runtime_extra={"time_scale": 0.05}
+    )
+    listener = Listener("127.0.0.1", 0, "info", HttpLimits(), log_through_root=True)
+    with bare_root_logger():
+        configure_logging("info", log)
+        server = make_server(config, listener, ())
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.started
+        assert httpx.get(f"{server.url}/health", timeout=10).status_code == 200
+        server.should_exit = True
+        thread.join(30)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+    printed = capfd.readouterr()
+    assert "GET /health" not in printed.out + printed.err
+    assert "GET /health" in log.read_text()
+    assert tui_log_path(load_settings(None, {"store": {"db": str(tmp_path / "s.duckdb")}})) == (
+        tmp_path / "s.serve.log"
+    )
