@@ -39,6 +39,7 @@ import uvicorn
 from litestar import Litestar
 from litestar.di import Provide
 from litestar.types import ControllerRouterHandler
+from uvicorn.config import LOGGING_CONFIG
 from uvicorn.lifespan.on import LifespanOn, LifespanSendMessage
 from uvicorn.logging import TRACE_LOG_LEVEL
 
@@ -560,7 +561,7 @@ def make_server(
         port=listener.port,
         log_level=listener.log_level,
         # None: uvicorn installs no handlers of its own; its loggers reach the root's
-        **({"log_config": None} if listener.log_through_root else {}),
+        log_config=None if listener.log_through_root else LOGGING_CONFIG,
         # uvicorn builds every request's access line before its logger drops it (~2 us a
         # request): off unless the level shows it
         access_log=listener.log_level.lower() in ("trace", "debug", "info"),
