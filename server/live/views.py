@@ -226,7 +226,11 @@ def program_json(
     nodes = program.nodes.values()
     out.update(
         quotas=quotas_json(program),
-        nodes=[node_json(n, tier if n.kind is NodeKind.LLM else None) for n in nodes],
+        # the program's context is where its calls' KV is: an LLM node that never ran a call
+        # (pending, or withdrawn before it ran) holds none
+        nodes=[
+            node_json(n, tier if n.kind is NodeKind.LLM and n.attempts else None) for n in nodes
+        ],
         edges=[[p, n.node_id] for n in program.nodes.values() for p in n.parents],
         critical_path=list(dag.observed_critical_path(program)),
         kv={f"{t}_tokens": placement.get(t, 0) for t in ("hbm", "dram", "disk")},
