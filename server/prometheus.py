@@ -247,7 +247,10 @@ class PrometheusMetrics:
             "agentconsole_kv_decisions", "Tool-wait KV decisions.", ["action"], registry=r
         )
         self.operator = Counter(
-            "agentconsole_operator_actions", "Operator actions.", ["action"], registry=r
+            "agentconsole_operator_actions",
+            "Operator actions, by whether they acted (ok) or were refused (any caller's).",
+            ["action", "result"],
+            registry=r,
         )
 
     def observe(self, event: Event) -> None:
@@ -274,7 +277,8 @@ class PrometheusMetrics:
         self.decisions.labels(str(data.get("action", ""))).inc()
 
     def _operator_action(self, data: EventData) -> None:
-        self.operator.labels(str(data.get("action", ""))).inc()
+        acted = str(data.get("result", "")) == "ok"
+        self.operator.labels(str(data.get("action", "")), "ok" if acted else "refused").inc()
 
     def render(self) -> bytes:
         """The exposition text: our series, then the engine's own (if it writes any)."""

@@ -200,8 +200,8 @@ class OperatorDesk:
         async with self._standing if one_at_a_time else contextlib.nullcontext():
             try:
                 outcome = await work()
-            except ServiceError as error:
-                await self._record(actor, action, target, args, f"refused: {error}")
+            except ServiceError as error:  # as every refused row reads: its status, its why
+                await self._record(actor, action, target, args, f"refused: {error.status} {error}")
                 raise
             await self._record(actor, action, target, args, "ok")
             return outcome

@@ -31,8 +31,10 @@ def test_operator_actions_are_audited(server: LiveServer) -> None:
     assert ("boost", "op-1", "ok") in seen
     assert ("drain", "", "ok") in seen
     assert ("cancel", "op-1", "ok") in seen
-    assert any(a == "policy" and r.startswith("refused") for a, _, r in seen)
-    assert any(a == "cancel" and t == "missing-9" and r.startswith("refused") for a, t, r in seen)
+    # every refused row as documented, ``refused: <status> <reason>`` (the service's refusals
+    # read ``refused: program 'missing-9' not found``, with no status to search for)
+    assert any(a == "policy" and r.startswith("refused: 422 unknown policy") for a, _, r in seen)
+    assert ("cancel", "missing-9", "refused: 404 program 'missing-9' not found") in seen
     # (refused keys are audited too: test_api_hostile_audit.py)
     acted = [a for a in actions if not a["result"].startswith(("refused: 401", "refused: 403"))]
     assert all(a["actor"].startswith("operator-") for a in acted)
@@ -45,3 +47,31 @@ def test_tenant_keys_cannot_act_as_operator(server: LiveServer) -> None:
         for path in ("/v1/operator/programs/op-1/preempt", "/v1/operator/programs/op-1/cancel"):
             assert a.post(path).status_code == 403
         assert a.get("/v1/operator/audit").status_code == 403
+
+
+def test_prometheus_tells_refused_operator_actions_from_those_that_acted(
+    server: LiveServer,
+) -> None:
+    """Keyless callers raised ``agentconsole_operator_actions_total`` at will: every refusal
+    (401, 403, 404) counted as an operator action."""
+    refused = '{action="preempt",result="refused"}'
+    acted = '{action="drain",result="ok"}'
+    with server.client("sk-operator") as op:
+        before = _counts(op.get("/metrics").text)
+        with server.client(None) as anonymous:
+            for _ in range(3):
+                assert anonymous.post("/v1/operator/programs/x/preempt").status_code == 401
+        assert op.post("/v1/operator/drain", json={"enabled": True}).status_code == 200
+        assert op.post("/v1/operator/drain", json={"enabled": False}).status_code == 200
+        after = _counts(op.get("/metrics").text)
+    assert after[refused] - before.get(refused, 0.0) == 3
+    assert after[acted] - before.get(acted, 0.0) == 2
+    ok = '{action="preempt",result="ok"}'
+    assert after.get(ok, 0.0) == before.get(ok, 0.0)  # the refused preempts acted on nothing
+
+
+def _counts(text: str) -> dict[str, float]:
+    """``agentconsole_operator_actions_total``'s value by its labels."""
+    name = "agentconsole_operator_actions_total"
+    rows = [line[len(name) :].rsplit(" ", 1) for line in text.splitlines()]
+    return {row[0]: float(row[1]) for row in rows if row[0].startswith("{") and len(row) == 2}
