@@ -62,6 +62,14 @@
   function draw(target, detail, fit) {
     const nodes = detail.nodes || [];
     const t0 = performance.now();
+    if (!nodes.length) {  // opened before its first node: nothing to lay out (no SVG of height < 0)
+      const note = document.createElement("p");
+      note.className = "muted";
+      note.textContent = "no nodes yet";
+      target.replaceChildren(note);
+      AC.dag.lastMs = performance.now() - t0;
+      return;
+    }
     const { xy, parents, width, height } = layout(nodes);
     const cp = detail.critical_path || [];
     const onPath = new Set(cp);
