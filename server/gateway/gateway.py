@@ -45,6 +45,7 @@ from agentconsole.server.gateway.errors import (
     InProgress,
     InvalidArguments,
     InvalidRequest,
+    RateLimited,
     ToolFailed,
     ToolNotFound,
 )
@@ -297,14 +298,24 @@ class ToolGateway:
             key = make_tool_call_id(request.program_id, request.node_id, request.attempt)
             duplicate = key in self._admitted_keys
             if not duplicate:
-                self.limits.admit(
-                    tenant,
-                    tool.name,
-                    owner=tool.tenant,
-                    rate_per_s=tool.rate_limit_per_s,
-                    burst=tool.burst,
-                    max_concurrency=tool.max_concurrency,
-                )
+                try:
+                    self.limits.admit(
+                        tenant,
+                        tool.name,
+                        owner=tool.tenant,
+                        rate_per_s=tool.rate_limit_per_s,
+                        burst=tool.burst,
+                        max_concurrency=tool.max_concurrency,
+                    )
+                except RateLimited:
+                    # a retry of a call that ran runs nothing: its stored answer, not a 429
+                    # (an agent that lost the answer must learn what the effect did)
+                    replayed = await self._replay_ended(
+                        tool, request, port, ended="the tool is at its limits"
+                    )
+                    if replayed is None:
+                        raise
+                    return replayed
                 self._admitted_keys.add(key)
         except GatewayError as error:
             self.audit.rejected(actor, "tool.call", f"tool:{name}", error, context)
@@ -357,8 +368,9 @@ class ToolGateway:
         *,
         ended: str = "the program has ended",
     ) -> CallResult | None:
-        """The answer to a retry on a program that no longer runs (or on a node cancelled,
-        ``ended`` saying which in the in-progress answer): its committed result
+        """The answer to a retry on a program that no longer runs (or on a node cancelled, or
+        past the tool's rate or concurrency limit, ``ended`` saying which in the in-progress
+        answer): its committed result
         (replayed, seed §12), 409 ``in_progress`` while the call it retries still runs (a
         side effect finishes after a cancel), or the 409 ``needs_reconcile`` of a call in doubt,
         as on a running program (its agent must learn that the effect may have happened: the

@@ -56,3 +56,35 @@ def test_a_duplicate_of_a_call_in_flight_replays_it_under_a_concurrency_cap(
     assert duplicate.status_code == 200, duplicate.text
     assert duplicate.json()["status"] == "replayed"
     assert duplicate.json()["tool_call_id"] == answers["first"].json()["tool_call_id"]
+
+
+def test_a_retry_of_a_finished_call_replays_it_past_the_tools_limits(tmp_path: Path) -> None:
+    """A retry after the call ended (its agent lost the answer) runs nothing either: it was
+    refused 429 once the rate's one token was spent (``Retry-After: 100``) or while another
+    call held the one concurrency slot, so the agent could not learn what the effect did."""
+    echo = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"a": {"type": "string"}},
+    }
+    with gateway_server(tmp_path / "retry.duckdb") as live, live.client("sk-a") as client:
+        tool = {
+            "name": "once",
+            "description": "echoes",
+            "parameters": echo,
+            "rate_limit_per_s": 0.01,
+            "burst": 1,
+            "executor": {"type": "builtin", "name": "echo"},
+        }
+        assert client.post("/v1/tools", json=tool).status_code == 201
+        body = {"program_id": "rl", "node_id": "n1", "arguments": {"a": "x"}}
+        first = client.post("/v1/tools/once/call", json=body)
+        assert first.status_code == 200, first.text
+        retry = client.post("/v1/tools/once/call", json=body)
+        assert retry.status_code == 200, retry.text
+        assert retry.json()["status"] == "replayed"
+        assert retry.json()["tool_call_id"] == first.json()["tool_call_id"]
+        other = {"program_id": "rl", "node_id": "n2", "arguments": {"a": "y"}}
+        refused = client.post("/v1/tools/once/call", json=other)  # a new call: still limited
+        assert refused.status_code == 429
+        assert refused.json()["error"]["type"] == "rate_limited"
