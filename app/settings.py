@@ -191,7 +191,12 @@ class RuntimeSection(_Section):
     profile: str | None = None
     """Sim: a calibration profile (file or bundled name) instead of gpu/model."""
     time_scale: float = Field(default=1.0, ge=0)
-    """Sim: wall seconds per simulated second; 0 makes every step free (API benchmarks)."""
+    """Sim: wall seconds per simulated second; 0 makes every step free (API benchmarks).
+    The engine and its host link follow it; what is wall time stays wall time (tool
+    latencies, each HTTP round trip of an agent, the pressure average, the door's cooldown),
+    and the store's timestamps are wall clock. So a session below 0.5 reads slower than
+    bench on the same trace (a round trip of ~0.1 s is ~1 simulated s at 0.1), and its
+    ``trace export`` is in wall time, not the engine's."""
     served_model_name: str | None = None
     """The model name ``/v1/models`` reports (default: derived from ``model``)."""
     extra: dict[str, Any] = Field(default_factory=dict)

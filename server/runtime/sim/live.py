@@ -381,9 +381,16 @@ class SimLiveRuntime:
 
     def memory(self, program_id: str | None = None) -> MemoryView:
         """The engine's KV memory and queue now (engine clock); one engine: the same for
-        every program."""
+        every program. Its host link in wall seconds, as :meth:`service_prior`'s speeds: the
+        tool-wait decision weighs a reload against tool latencies and a learned prefill
+        cost, both wall time (under ``time_scale`` 0.1 a copy takes a tenth of its engine
+        time; priced in engine seconds, it looked 10x dearer and flipped the decisions)."""
         del program_id
-        return memory_view(self.engine, self._now())
+        view = memory_view(self.engine, self._now())
+        scale = self.time_scale  # wall s per engine s
+        if scale > 0 and scale != 1.0:
+            view = replace(view, host_link_bytes_per_s=view.host_link_bytes_per_s / scale)
+        return view
 
     def context_of(self, program_id: str) -> ProgramContext | None:
         """The program's last context still cached: its own suffix private, the rest shared."""
