@@ -206,7 +206,7 @@ def test_metrics_are_prometheus_without_program_labels(server: LiveServer) -> No
     assert 'agentconsole_kv_tier_used_tokens{tier="hbm"}' in text
     assert "met-xyz" not in text
     labels = set(re.findall(r"[{,]([a-z_]+)=", text))
-    assert labels <= {"tier", "state", "kind", "action", "outcome", "le"}
+    assert labels <= {"tier", "state", "kind", "action", "result", "outcome", "le"}
     assert all(
         line.startswith(("#", "agentconsole_")) for line in text.splitlines() if line.strip()
     )
