@@ -154,6 +154,11 @@ class SimCall:
     suffix_path: list[Node] = field(default_factory=list)  # locked old path a reused suffix is on
     rank: tuple[int, float, int] = (0, 0.0, 0)  # effective queue key when admitted
     queued_demand: float = 0.0  # what its enqueue added to the engine's ``queued_demand``
+    #: what the engine caches when the call finishes: by default its prompt's blocks and one
+    #: block of its output (``output_key``); serve's runtime gives the blocks of its prompt and
+    #: output text (cached besides the prompt as sent), so a next prompt that repeats the
+    #: answer reads it from cache, as on SGLang
+    finished_blocks: list[Block] | None = None
 
     def __post_init__(self) -> None:
         self.prompt_tokens = sum(b.tokens for b in self.blocks)

@@ -570,8 +570,11 @@ class SimEngine:
         self.kv.release(call)
         call.phase = Phase.DONE
         self.calls.pop(call.call_id, None)
-        blocks = [*call.blocks, Block(call.output_key, call.output_tokens)]
         tenant, program = call.ticket.tenant, call.ticket.program_id
+        blocks = [*call.blocks, Block(call.output_key, call.output_tokens)]
+        if call.finished_blocks is not None:  # serve's runtime: the answer's text after the prompt
+            self.kv.insert(tenant, call.blocks, program, now)  # and the prompt as sent (a retry)
+            blocks = call.finished_blocks
         inserted = self.kv.insert(tenant, blocks, program, now)
         if self._call_events:
             self._emit(now, EventKind.CALL_FINISHED, call, self._usage(call, now) | call.labels)

@@ -55,6 +55,7 @@ from agentconsole.server.runtime.sim.costmodel import DEFAULT_PRESET_MODEL, Cost
 from agentconsole.server.runtime.sim.engine import Note, SimEngine
 from agentconsole.server.runtime.sim.live_stream import Forward, SimStream
 from agentconsole.server.runtime.sim.live_text import (
+    answered_blocks,
     chat_format,
     natural_length,
     output_pieces,
@@ -180,6 +181,15 @@ class SimLiveRuntime:
         forced = request.forced_output_tokens is not None
         pieces = output_pieces(request.prompt, tokens, allow_tool_call=not forced)
         call = SimCall(engine_ticket, blocks, len(pieces), f"{ticket.call_id}/out")
+        # cached as the prompt's text followed by the answer's: an agent's next prompt repeats
+        # the answer after this prompt (the assistant turn), and reads it from cache
+        call.finished_blocks = answered_blocks(
+            blocks,
+            request.prompt,
+            "".join(pieces),
+            request.cache_namespace,
+            request.public_prefix_chars,
+        )
         # ignore_eos-style forced lengths end at max_tokens like SGLang's: "length"
         capped = want > request.max_tokens or (forced and tokens >= request.max_tokens)
         stream = SimStream(call, pieces, capped=capped, submitted=time.time())

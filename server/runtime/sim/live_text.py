@@ -98,11 +98,30 @@ def chat_format() -> ChatMLFormat:
 
 def prompt_blocks(prompt: str, namespace: str, public_chars: int = 0) -> list[Block]:
     """The prompt as prefix-index blocks; see the module docstring for the keying."""
-    blocks: list[Block] = []
-    key: Hashable = ("public",)
-    for start in range(0, len(prompt), BLOCK_CHARS):
-        chunk = prompt[start : start + BLOCK_CHARS]
-        public = start + len(chunk) <= public_chars
+    return _chain([], ("public",), prompt, 0, namespace, public_chars)
+
+
+def answered_blocks(
+    blocks: list[Block], prompt: str, answer: str, namespace: str, public_chars: int = 0
+) -> list[Block]:
+    """The blocks of ``prompt`` followed by ``answer``, ``blocks`` being ``prompt``'s: its
+    whole blocks as they are, the chain hashed on from there (the text an agent's next prompt
+    repeats, the answer as its assistant turn)."""
+    whole = len(prompt) // BLOCK_CHARS
+    head = blocks[:whole]
+    key: Hashable = head[-1].key if head else ("public",)
+    start = whole * BLOCK_CHARS
+    return _chain(head, key, prompt[start:] + answer, start, namespace, public_chars)
+
+
+def _chain(
+    blocks: list[Block], key: Hashable, text: str, offset: int, namespace: str, public_chars: int
+) -> list[Block]:
+    """``blocks`` extended by ``text`` (starting ``offset`` characters into the prompt) cut
+    into blocks whose keys continue the hash chain from ``key``."""
+    for start in range(0, len(text), BLOCK_CHARS):
+        chunk = text[start : start + BLOCK_CHARS]
+        public = offset + start + len(chunk) <= public_chars
         key = hash((key, chunk)) if public else hash((key, namespace, chunk))
         blocks.append(Block(key, count_tokens(chunk), public))
     return blocks

@@ -97,8 +97,9 @@ class _BrokenAdvisor:
 
 def _ran_a_call(server: LiveServer, program_id: str) -> None:
     """``program_id`` ran a call (of tenant a): its tools' waits are decided."""
-    with server.client() as c:
-        body = chat_body("plan the work " * 80, agentconsole={"program_id": program_id})
+    with server.client() as c:  # its own context (another program's would own the same KV)
+        prompt = f"{program_id}: plan the work " + "plan the work " * 80
+        body = chat_body(prompt, agentconsole={"program_id": program_id})
         assert c.post("/v1/chat/completions", json=body).status_code == 200
 
 
