@@ -29,7 +29,7 @@ from agentconsole.server.live.errors import InvalidRequest
 
 START, END = "<|im_start|>", "<|im_end|>"
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
-_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+_JSON = json.JSONDecoder()
 #: a message name written bare in a turn header (OpenAI's own pattern for names, less ``"``)
 _PLAIN_NAME = re.compile(r'[^\s<|\\/>"]+')
 TOOLS_HELP = (
@@ -199,14 +199,10 @@ def parse_tool_calls(text: str) -> list[ToolCall] | None:
     """The tool calls of an answer made only of ``<tool_call>`` blocks (and whitespace), or
     None when it is anything else (then it is plain text)."""
     calls: list[ToolCall] = []
-    rest = _CALL_RE.sub("", text).strip()
-    if rest:
+    blocks = _call_blocks(text)
+    if blocks is None:
         return None
-    for body in _CALL_RE.findall(text):
-        try:
-            data = json.loads(body)
-        except (ValueError, RecursionError):  # the model's text, however deep: plain text
-            return None
+    for data in blocks:
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):
             return None
         if _nested_deeper(data, MAX_ARGUMENTS_DEPTH + 1):  # ``json.dumps`` below recurses
@@ -214,6 +210,34 @@ def parse_tool_calls(text: str) -> list[ToolCall] | None:
         args = data.get("arguments", {})
         calls.append(ToolCall(data["name"], args if isinstance(args, str) else json.dumps(args)))
     return calls or None
+
+
+def _call_blocks(text: str) -> list[object] | None:
+    """The JSON value in each ``<tool_call>`` block of ``text``, in order, when ``text`` is
+    made only of such blocks and whitespace; None for anything else. Each block's JSON is read
+    as JSON (not up to the first ``</tool_call>``: an argument may hold that text)."""
+    values: list[object] = []
+    at, end = _after_space(text, 0), len(text)
+    while at < end:
+        if not text.startswith(CALL_OPEN, at):
+            return None
+        try:
+            value, at = _JSON.raw_decode(text, _after_space(text, at + len(CALL_OPEN)))
+        except (ValueError, RecursionError):  # the model's text, however deep: plain text
+            return None
+        at = _after_space(text, at)
+        if not text.startswith(CALL_CLOSE, at):
+            return None
+        values.append(value)
+        at = _after_space(text, at + len(CALL_CLOSE))
+    return values
+
+
+def _after_space(text: str, at: int) -> int:
+    """The first position from ``at`` that is not whitespace (or the end)."""
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at
 
 
 class ToolCallFilter:

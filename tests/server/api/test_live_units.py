@@ -120,6 +120,20 @@ def test_filter_turns_a_streamed_tool_call_into_calls(cuts: list[int]) -> None:
     assert json.loads(calls[0].arguments) == {"x": 1}
 
 
+@given(st.lists(st.integers(1, 9), max_size=40))
+def test_a_call_whose_argument_holds_the_closing_tag_is_one_call(cuts: list[int]) -> None:
+    """A block is read as JSON, not up to the first ``</tool_call>``: an editing tool's
+    argument may hold that text (the answer was plain text, the block left as content)."""
+    args = {"path": "chatml.py", "new": 'CLOSE = "</tool_call>" <tool_call>'}
+    text = "<tool_call>\n" + json.dumps({"name": "edit", "arguments": args}) + "\n</tool_call>"
+    expected = [ToolCall("edit", json.dumps(args))]
+    assert parse_tool_calls(text) == expected
+    out, tail, calls = _streamed(text, cuts)
+    assert (out, tail, calls) == ("", "", expected)
+    assert parse_tool_calls(text + " and text") is None  # text after a block: plain text
+    assert parse_tool_calls(text.replace("\n</tool_call>", "")) is None  # unclosed
+
+
 def test_render_and_the_sim_tool_convention_agree() -> None:
     tools = [
         {
