@@ -206,6 +206,19 @@ def engine_log_path(settings: Settings) -> Path | None:
     return Path(str(configured)) if configured else settings.store.db.with_suffix(".sglang.log")
 
 
+#: uvicorn's loggers without handlers of their own, reaching the root's (``serve --tui``: the
+#: file ``configure_logging`` opened); named, not left unset, so handlers an earlier uvicorn
+#: of this process installed (its default config: stderr, stdout) are removed
+TO_ROOT_LOGGING: dict[str, Any] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "loggers": {
+        name: {"handlers": [], "propagate": True}
+        for name in ("uvicorn", "uvicorn.error", "uvicorn.access")
+    },
+}
+
+
 def tui_log_path(settings: Settings) -> Path:
     """Where ``serve --tui`` logs while its dashboard holds the terminal: next to the store."""
     return settings.store.db.with_suffix(".serve.log")
@@ -560,8 +573,7 @@ def make_server(
         host=listener.host,
         port=listener.port,
         log_level=listener.log_level,
-        # None: uvicorn installs no handlers of its own; its loggers reach the root's
-        log_config=None if listener.log_through_root else LOGGING_CONFIG,
+        log_config=TO_ROOT_LOGGING if listener.log_through_root else LOGGING_CONFIG,
         # uvicorn builds every request's access line before its logger drops it (~2 us a
         # request): off unless the level shows it
         access_log=listener.log_level.lower() in ("trace", "debug", "info"),
