@@ -298,7 +298,7 @@ class CallIntake:
         svc.tool_calls.answered(program.program_id, chat.messages)
         node = svc.nodes.llm_node(program, chat.node_id, identity.parents, now)
         pid, nid = program.program_id, node.node_id
-        model, labels = self._choose(program, node, tenant, prompts, chat)
+        model, labels = self._choose(program, node, tenant, prompts, chat, budgets)
         prompt = prompts[model]
         max_tokens = budgets[model]  # the default may have shrunk to this model's room
         elsewhere = svc.models.cached_elsewhere(pid, tenant, model, prompt) if labels else 0
@@ -408,10 +408,17 @@ class CallIntake:
         return prompts, budgets
 
     def _choose(
-        self, program: Program, node: Node, tenant: str, prompts: dict[str, Prompt], chat: ChatCall
+        self,
+        program: Program,
+        node: Node,
+        tenant: str,
+        prompts: dict[str, Prompt],
+        chat: ChatCall,
+        budgets: dict[str, int],
     ) -> tuple[str, dict[str, Scalar]]:
         """The model that runs the call and its event fields; several models served: chosen
-        by the desk and recorded on the node (one model: that one, nothing recorded)."""
+        by the desk (each candidate planned for at most the call's ``budgets`` there) and
+        recorded on the node (one model: that one, nothing recorded)."""
         desk = self.service.models
         if not desk.multi:
             return next(iter(prompts)), {}
@@ -422,6 +429,7 @@ class CallIntake:
             role=chat.role or program.labels.get("role"),
             min_tier=chat.min_tier,
             expected_output=node.expected_output_tokens,
+            max_output=budgets,
         )
         node.model_candidates = tuple(prompts)
         node.model_choice = choice

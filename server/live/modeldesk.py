@@ -183,8 +183,8 @@ class ModelDesk:
     ) -> Pins:
         """Replay the operator's pins (each ``{program_id, role, model}``, oldest first) after
         a restart: role pins, and program pins of ``live_programs`` (an ended program's pin
-        went with it). A pin to a model no longer served is skipped (its unpin was implicit).
-        Returns the pins now."""
+        went with it). A pin to a model no longer served unpins (it replaced what came before
+        it: skipped, the pin it replaced would come back). Returns the pins now."""
         for args in pinned:
             program_id, role, model = (_text(args.get(k)) for k in ("program_id", "role", "model"))
             if program_id is not None and program_id not in live_programs:
@@ -192,7 +192,7 @@ class ModelDesk:
             if program_id is None and role is None:
                 continue
             if model is not None and model not in self.by_name:
-                continue
+                model = None
             self.pin(program_id=program_id, role=role, model=model)
         return self.selector.pins
 
@@ -211,13 +211,21 @@ class ModelDesk:
         role: str | None,
         min_tier: int | None,
         expected_output: float,
+        max_output: Mapping[str, int] | None = None,
     ) -> ModelChoice:
         """The model for a call among ``prompts`` (the candidates, each with the prompt in
-        its own format), with every candidate's figures; changes nothing."""
+        its own format), with every candidate's figures; changes nothing. Each candidate is
+        planned for ``expected_output`` tokens, at most what the call may generate there
+        (``max_output``: its ``max_tokens``, shrunk to the room that model's window leaves):
+        a verifier asking for one token is not a call of the estimate's length."""
         tier = min_tier if min_tier is not None else self.role_tiers.get(role or "", 0)
         request = ModelRequest(program_id, role, tier)
         output = output_tokens(expected_output)
-        options = [self._option(n, p, program_id, tenant, output) for n, p in prompts.items()]
+        caps = max_output or {}
+        options = [
+            self._option(n, p, program_id, tenant, min(output, caps.get(n, output)))
+            for n, p in prompts.items()
+        ]
         if len(options) > 1:
             return self.selector.select(options, request)
         # one candidate (the request named it): the client's choice, a pin elsewhere noted

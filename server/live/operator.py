@@ -354,9 +354,19 @@ class OperatorDesk:
         Through the same service calls as the live actions, so a restored switch reaches the
         driver and the runtime as a live one does; not audited again (nobody acted now)."""
         service = self.service
-        service.models.restore_pins(memory.pins, service.controller.programs)
+        configured_pins = service.models.selector.pins
+        pins = service.models.restore_pins(memory.pins, service.controller.programs)
         configured = (service.policy.name, service.kv_policy)
-        restored: list[str] = []
+        restored: list[str] = [  # the pins that differ from the configured ones
+            *(
+                f"role {role} pinned to {model or 'no model'}"
+                for role, model in _changed(configured_pins.roles, pins.roles)
+            ),
+            *(
+                f"program {pid} pinned to {model or 'no model'}"
+                for pid, model in _changed(configured_pins.programs, pins.programs)
+            ),
+        ]
         # tool-wait policy first, then the scheduling policy: the order of a live switch
         for name, use, current in (
             (memory.kv_policy, service.use_kv_policy, service.kv_policy),
@@ -382,6 +392,12 @@ class OperatorDesk:
                 ", ".join(restored),
                 *configured,
             )
+
+
+def _changed(before: Mapping[str, str], after: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """Each key whose model differs between two pin maps, with its model after (None: gone)."""
+    keys = sorted(set(before) | set(after))
+    return [(k, after.get(k)) for k in keys if before.get(k) != after.get(k)]
 
 
 def door_json(service: ProgramService) -> dict[str, Any]:

@@ -308,6 +308,9 @@ class ProgramService:
             # calls still waiting at the door wake to find it ended (409), not time out
             self.door.open((action.program_id,))
             self.runtime.program_ended(action.program_id)
+            # its pin goes with it now, not when the program leaves memory (minutes later: the
+            # listing showed it, a restart did not)
+            self.models.forget(action.program_id)
 
     def _left_door(self, program_id: str) -> None:
         self.settle(self.driver.leave_door(program_id, time.time()))

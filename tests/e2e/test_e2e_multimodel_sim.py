@@ -176,6 +176,14 @@ def test_candidates_from_the_header_and_unknown_models(http: httpx.Client) -> No
     pins = http.get("/v1/operator/models/pins", headers=OPERATOR).json()
     assert "mm-never-started" not in pins["programs"]
     assert "mm-ended" not in pins["programs"]
+    # a pinned program that ends takes its pin with it at once (it was listed until the
+    # program left memory, ten minutes later; a restart listed none)
+    assert _chat(http, "auto", "mm-pinned").status_code == 200
+    pinned = {"program_id": "mm-pinned", "model": "big"}
+    assert http.post("/v1/operator/models/pins", json=pinned, headers=OPERATOR).status_code == 200
+    assert http.post("/v1/programs/mm-pinned/finish", json={}).status_code == 200
+    pins = http.get("/v1/operator/models/pins", headers=OPERATOR).json()
+    assert "mm-pinned" not in pins["programs"]
 
 
 def _lost_total(http: httpx.Client) -> float:
