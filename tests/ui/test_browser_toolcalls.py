@@ -35,6 +35,14 @@ def _row(call: tool_doubt.SideEffect, table: str = "reconcile") -> str:
     return f'#{table} tbody tr[data-id="{call.tool_call_id}"]'
 
 
+def _retried_by_another_operator(target: ConsoleTarget, call: tool_doubt.SideEffect) -> None:
+    httpx.post(
+        f"{target.url}/v1/operator/tool-calls/{call.tool_call_id}/reconcile",
+        json={"action": "retry"},
+        headers={"Authorization": f"Bearer {target.key}"},
+    ).raise_for_status()
+
+
 def test_an_operator_commits_a_call_in_doubt_with_its_result(
     session: Session, target: ConsoleTarget
 ) -> None:
@@ -123,11 +131,8 @@ def test_retry_asks_first_and_a_call_settled_meanwhile_is_refused(
     # feed's tool.reconciled takes its row away, and the commit asked before is refused
     taken = session.eval("AC.state.outcomes.length")
     page.locator(_row(other)).locator("button[data-action=commit]").click()
-    httpx.post(
-        f"{target.url}/v1/operator/tool-calls/{other.tool_call_id}/reconcile",
-        json={"action": "retry"},
-        headers={"Authorization": f"Bearer {target.key}"},
-    ).raise_for_status()
+    page.locator("#commit-dialog").wait_for(state="visible")
+    _retried_by_another_operator(target, other)
     page.locator(_row(other)).wait_for(state="detached")
     page.click("#commit-yes")
     outcome = _last_outcome(session, taken)
@@ -139,6 +144,31 @@ def test_retry_asks_first_and_a_call_settled_meanwhile_is_refused(
     page.locator(".toast.error", has_text="only a needs_reconcile").wait_for()
     assert other.state() == "retryable"  # the refused commit changed nothing
     session.errors.clear()  # the refused request (409) is logged as a resource error
+    session.check_clean()
+
+
+def test_a_row_keeps_its_element_while_reads_come_and_other_rows_go(
+    session: Session, target: ConsoleTarget
+) -> None:
+    # a read that replaced an unchanged row between a press and its release dropped the click:
+    # the operator's "Commit…" opened nothing (seen as a flaky browser test)
+    first = tool_doubt.in_doubt(target.url)
+    page = session.page
+    page.goto(target.url + "/#/tools")
+    page.locator(_row(first)).wait_for()
+    page.eval_on_selector(_row(first), "tr => { tr.marked = true; }")
+
+    second = tool_doubt.in_doubt(target.url)
+    page.locator(_row(second)).wait_for()
+    session.eval("AC.tools.read().then(() => AC.tools.read())")
+    assert page.eval_on_selector(_row(first), "tr => tr.marked === true")
+
+    # the other row leaves (another operator settles it): this one stays, the same element
+    page.eval_on_selector(_row(second), "tr => { tr.marked = true; }")
+    _retried_by_another_operator(target, first)
+    page.locator(_row(first)).wait_for(state="detached")
+    assert page.eval_on_selector(_row(second), "tr => tr.marked === true")
+    assert page.locator("#reconcile tbody tr").count() >= 1
     session.check_clean()
 
 

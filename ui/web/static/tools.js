@@ -173,9 +173,32 @@
     const line = $("#tools-note");
     line.textContent = text;
     line.className = cls;
-    $("#reconcile tbody").replaceChildren(...(b ? b.needs_reconcile : []).map(inDoubtRow));
-    $("#running-effects tbody").replaceChildren(...(b ? b.running : []).map(runningRow));
+    patchRows($("#reconcile tbody"), b ? b.needs_reconcile : [], inDoubtRow);
+    patchRows($("#running-effects tbody"), b ? b.running : [], runningRow);
   };
+
+  // Every read renders the board, mostly unchanged: a row whose call (and tenant) did not change
+  // keeps its element, never detached and put back, as a press and its release on one of its
+  // buttons must land on the same element (replacing it in between drops the click: the dialog
+  // never opens). Rows that changed are built anew; the order follows the board.
+  const shownRows = new WeakMap();  // tbody -> Map(tool_call_id -> {sig, tr})
+  function patchRows(tbody, calls, render) {
+    const before = shownRows.get(tbody) || new Map();
+    const after = new Map();
+    const wanted = calls.map((c) => {
+      const sig = JSON.stringify([c, tenantOf(c)]);
+      const kept = before.get(c.tool_call_id);
+      const tr = kept && kept.sig === sig ? kept.tr : render(c);
+      after.set(c.tool_call_id, { sig, tr });
+      return tr;
+    });
+    shownRows.set(tbody, after);
+    const keep = new Set(wanted);
+    for (const tr of [...tbody.children]) if (!keep.has(tr)) tr.remove();
+    wanted.forEach((tr, i) => {
+      if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
+    });
+  }
 
   // -- reconciling ---------------------------------------------------------------------
   // The commit dialog asks for the result (JSON, optional: null); "Commit tool call" sends
