@@ -20,6 +20,9 @@ class GatewayError(Exception):
 
     status: int = 400
     type: str = "bad_request"
+    #: whether the same call sent again can pass, sent as ``x-should-retry`` (OpenAI's clients
+    #: otherwise retry every 409 and 429 on their own); None: the header is left out
+    retryable: bool | None = None
 
     def __init__(
         self,
@@ -34,6 +37,8 @@ class GatewayError(Exception):
         self.field = field
         self.extra: dict[str, JSONValue] = dict(extra or {})
         self.headers: dict[str, str] = dict(headers or {})
+        if self.retryable is not None:
+            self.headers.setdefault(SHOULD_RETRY, "true" if self.retryable else "false")
 
     def audit_message(self) -> str:
         """What an audit row may keep of the message: all of it, unless the message quotes
@@ -79,10 +84,12 @@ class Forbidden(GatewayError):
 
 class Conflict(GatewayError):
     status, type = 409, "conflict"
+    retryable = False
 
 
 class ProgramNotRunning(GatewayError):
     status, type = 409, "program_not_running"
+    retryable = False
 
 
 class ShuttingDown(GatewayError):
@@ -94,10 +101,12 @@ class ShuttingDown(GatewayError):
 
 class RateLimited(GatewayError):
     status, type = 429, "rate_limited"
+    retryable = True
 
 
 class QuotaExceededError(GatewayError):
     status, type = 429, "quota_exceeded"
+    retryable = False
 
 
 class TenantLimitReached(GatewayError):
@@ -107,11 +116,10 @@ class TenantLimitReached(GatewayError):
     tools still passes), so ``x-should-retry: false`` stops clients that retry every 429."""
 
     status, type = 429, "tenant_limit"
+    retryable = False
 
     def __init__(self, message: str, *, field: str, limit: int) -> None:
-        super().__init__(
-            message, field=field, extra={"limit": limit}, headers={SHOULD_RETRY: "false"}
-        )
+        super().__init__(message, field=field, extra={"limit": limit})
 
 
 class InvalidArguments(GatewayError):
@@ -152,10 +160,12 @@ class IdempotencyMismatch(GatewayError):
 
 class NeedsReconcile(GatewayError):
     status, type = 409, "needs_reconcile"
+    retryable = False
 
 
 class InProgress(GatewayError):
     status, type = 409, "in_progress"
+    retryable = False  # as every 409 (API.md, Retries): the agent reads it, not its client
 
 
 class ToolFailed(GatewayError):

@@ -84,10 +84,13 @@ class ProgramClosed(Conflict):
     """The program no longer runs (finished, failed or cancelled): a 409 like any
     :class:`Conflict` (callers catching that still do), told apart from a node in the wrong
     state ("already running") by its class, so the tool gateway answers it
-    ``program_not_running`` without asking the program's state again."""
+    ``program_not_running`` without asking the program's state again. Its wire type is the
+    gateway's too: a call on an ended program reads the same on every route."""
 
-    def __init__(self, program_id: str, state: str) -> None:
-        super().__init__(f"program {program_id!r} is {state}")
+    type = "program_not_running"
+
+    def __init__(self, program_id: str, state: str, *, field: str | None = None) -> None:
+        super().__init__(f"program {program_id!r} is {state}", field=field)
         self.program_id = program_id
         self.state = state
 

@@ -42,7 +42,11 @@ from agentconsole.scheduler.models import Pins
 from agentconsole.scheduler.policies import available, get_policy
 from agentconsole.scheduler.program import Program
 from agentconsole.scheduler.runtime import GenerationRequest
-from agentconsole.server.live.errors import Conflict, InvalidRequest, ServiceError
+from agentconsole.server.live.errors import (
+    InvalidRequest,
+    ProgramClosed,
+    ServiceError,
+)
 from agentconsole.server.live.service import CancelReport, NodeCancelReport, ProgramService
 from agentconsole.server.refusals import RefusalBudget, is_keyless, refused_target
 
@@ -208,11 +212,12 @@ class OperatorDesk:
 
     def _running(self, program_id: str) -> Program:
         """The live program an action on what it runs or will run names (preempt, boost, a
-        pin): ``NotFound`` when it is not in memory, ``Conflict`` (409, audited as refused)
-        once it has ended, as the action would change nothing or outlive it."""
+        pin): ``NotFound`` when it is not in memory, ``ProgramClosed`` (409
+        ``program_not_running``, audited as refused) once it has ended, as the action would
+        change nothing or outlive it."""
         program = self.service.owned(None, program_id)
         if program.state.terminal:
-            raise Conflict(f"program {program_id!r} has ended", field="program_id")
+            raise ProgramClosed(program_id, program.state.value, field="program_id")
         return program
 
     async def preempt(self, actor: str, program_id: str) -> dict[str, Any]:
@@ -333,7 +338,7 @@ class OperatorDesk:
     ) -> dict[str, Any]:
         """Pin a program or a role to a served model (``model`` None: unpin); later calls
         choosing among candidates that include it run there (``ModelNotFound`` if it is not
-        served; ``NotFound`` for a program not live, ``Conflict`` for one that ended: a pin
+        served; ``NotFound`` for a program not live, ``ProgramClosed`` for one that ended: a pin
         of it would outlive it, as a restart would not keep it). An unpin always answers."""
         args = {"program_id": program_id, "role": role, "model": model}
         target = program_id or (f"role:{role}" if role else "")

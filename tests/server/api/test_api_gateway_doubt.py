@@ -245,7 +245,7 @@ def test_boost_and_preempt_of_an_ended_program_are_refused_as_a_pin(
             preempt = op.post("/v1/operator/programs/p/preempt")
             audit = op.get("/v1/operator/audit", params={"target": "p", "limit": 50})
     expected = _refusal(pin)
-    assert expected["type"] == "conflict"
+    assert expected["type"] == "program_not_running"
     for answer in (boost, preempt):
         assert _refusal(answer) == expected, answer.text
     results = {row["action"]: row["result"] for row in audit.json()["actions"]}

@@ -271,6 +271,8 @@ def test_a_call_of_an_ended_program_is_not_retried(server: LiveServer) -> None:
         counted.chat("rt-ended", max_tokens=4)
     assert counted.requests == 1
     assert refused.value.response.headers["x-should-retry"] == "false"
+    # the tool gateway's type for a call on an ended program: one type on every route
+    assert refused.value.code == "program_not_running"
 
 
 def test_a_call_aborted_by_a_cancel_is_not_retried(server: LiveServer) -> None:

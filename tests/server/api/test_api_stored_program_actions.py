@@ -34,16 +34,16 @@ def _answer(response: httpx.Response, status: int) -> dict[str, Any]:
     return body
 
 
-def _conflict(response: httpx.Response) -> None:
-    assert _answer(response, 409)["error"]["code"] == "conflict"
+def _not_running(response: httpx.Response) -> None:
+    assert _answer(response, 409)["error"]["code"] == "program_not_running"
 
 
 def _assert_answered_as_in_memory(c: httpx.Client) -> None:
     """What tenant a's ended programs answer, in memory or not. Each route is the first to
     name one of them, so each must find it out of memory itself."""
-    _conflict(c.post("/v1/programs/k2/cancel"))  # finished: a cancel is 409
-    _conflict(c.post("/v1/programs/k3/finish"))  # cancelled: a finish is 409
-    _conflict(c.post("/v1/programs/k4/nodes", json=NODE))  # ended: no new node
+    _not_running(c.post("/v1/programs/k2/cancel"))  # finished: a cancel is 409
+    _not_running(c.post("/v1/programs/k3/finish"))  # cancelled: a finish is 409
+    _not_running(c.post("/v1/programs/k4/nodes", json=NODE))  # ended: no new node
     # idempotent: 200 with the state the first finish or cancel set
     assert _answer(c.post("/v1/programs/k2/finish"), 200)["state"] == "finished"
     assert _answer(c.post("/v1/programs/k4/finish"), 200)["state"] == "failed"
@@ -56,9 +56,9 @@ def _assert_answered_as_in_memory(c: httpx.Client) -> None:
         "flagged_tools": [],
         "running_tools": [],
     }
-    _conflict(c.post("/v1/programs/k4/cancel"))
+    _not_running(c.post("/v1/programs/k4/cancel"))
     for program_id in ENDED:
-        _conflict(c.post(f"/v1/programs/{program_id}/nodes", json=NODE))
+        _not_running(c.post(f"/v1/programs/{program_id}/nodes", json=NODE))
     # nothing of them changed: the states the first finish and cancel set, no node added
     for program_id, state in ENDED.items():
         shown = _answer(c.get(f"/v1/programs/{program_id}"), 200)
@@ -115,7 +115,7 @@ def test_the_operator_cancel_reaches_a_stored_program_of_any_tenant(tmp_path: Pa
             cancelled = _answer(op.post("/v1/operator/programs/k3/cancel"), 200)
             assert (cancelled["program_id"], cancelled["state"]) == ("k3", "cancelled")
             refused = _answer(op.post("/v1/operator/programs/k2/cancel"), 409)
-            assert refused["error"]["code"] == "conflict"
+            assert refused["error"]["code"] == "program_not_running"
             # an operator key on the tenant routes: the operator cancel, and the finish
             assert _answer(op.post("/v1/programs/k3/cancel"), 200)["state"] == "cancelled"
             assert _answer(op.post("/v1/programs/k2/finish"), 200)["state"] == "finished"

@@ -46,6 +46,7 @@ def test_a_committed_call_is_replayed_after_its_program_ended(
     # a new call is refused as API.md says: 409 program_not_running, nothing run
     assert new.status_code == 409, new.text
     assert new.json()["error"]["type"] == "program_not_running"
+    assert new.headers["x-should-retry"] == "false"  # as every 409: OpenAI's clients would retry
 
 
 def test_a_replay_completes_the_node_a_crash_lost(tmp_path: Path) -> None:

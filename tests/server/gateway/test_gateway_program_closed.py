@@ -42,7 +42,7 @@ class ClosedAtStart(FakePort):
 def test_program_closed_is_the_cores_conflict_and_the_ports_contract() -> None:
     error = ProgramClosed("p", "finished")
     assert isinstance(error, Conflict)
-    assert (error.status, error.type, error.state) == (409, "conflict", "finished")
+    assert (error.status, error.type, error.state) == (409, "program_not_running", "finished")
     assert PortProgramClosed is ProgramClosed
 
 
