@@ -78,6 +78,7 @@ from agentconsole.server.gateway.request import CallRequest, parse_body, parse_c
 from agentconsole.server.gateway.runner import (
     CancelReport,
     Job,
+    Release,
     Runner,
     RunningTool,
     call_hash,
@@ -322,12 +323,12 @@ class ToolGateway:
             raise
         released = duplicate  # (a duplicate holds nothing to give back)
 
-        def release() -> None:
+        def release(*, ran: bool = True) -> None:
             nonlocal released
             if not released:
                 released = True
                 self._admitted_keys.discard(key)
-                self.limits.release(tenant, tool.name, owner=tool.tenant)
+                self.limits.release(tenant, tool.name, owner=tool.tenant, ran=ran)
 
         try:
             job = await self._prepare(tenant, compiled, request, port, release)
@@ -413,7 +414,7 @@ class ToolGateway:
         compiled: CompiledTool,
         request: CallRequest,
         port: ProgramPort,
-        release: Callable[[], None],
+        release: Release,
     ) -> Job:
         error = best_match(compiled.validator.iter_errors(request.arguments))
         if error is not None:

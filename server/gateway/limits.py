@@ -139,9 +139,14 @@ class ToolLimits:
         """Rate buckets held (memory the limits keep)."""
         return len(self._buckets)
 
-    def release(self, tenant: str, tool: str, *, owner: str) -> None:
-        """Give back the concurrency slot an admitted call of ``owner``'s ``tool`` held."""
+    def release(self, tenant: str, tool: str, *, owner: str, ran: bool = True) -> None:
+        """Give back the concurrency slot an admitted call of ``owner``'s ``tool`` held;
+        ``ran=False`` (the call was answered from the store: nothing ran) gives back its rate
+        token too, up to the bucket's size."""
         key = (tenant, owner, tool)
+        bucket = self._buckets.get(key)
+        if not ran and bucket is not None:
+            bucket.tokens = min(bucket.size, bucket.tokens + 1.0)
         left = self._running.get(key, 0) - 1
         if left > 0:
             self._running[key] = left

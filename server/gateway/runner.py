@@ -33,8 +33,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from agentconsole.server.gateway.config import GatewayConfig
 from agentconsole.server.gateway.definition import ToolDefinition
@@ -89,16 +90,24 @@ INTERRUPTED = "interrupted"
 SHUTDOWN_ANSWER_S = 1.0
 
 
+class Release(Protocol):
+    """Frees an admitted call's concurrency slot (once); ``ran=False`` for a call answered
+    from the store (a retry of a call that ended: nothing ran), which gives its rate token
+    back too, so a retry never costs the agent's next new call."""
+
+    def __call__(self, *, ran: bool = True) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One admitted, validated call; ``release`` frees its concurrency slot (called once)."""
+    """One admitted, validated call; ``release`` frees its slot (called once)."""
 
     tool: ToolDefinition
     executor: Executor
     tenant: str
     request: CallRequest
     port: ProgramPort
-    release: Callable[[], None]
+    release: Release
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +250,7 @@ class Runner:
             )
             if claim.execute:
                 return await self._execute(job, claim)
+            job.release(ran=False)
             return await self._answer(job, claim)
         finally:
             job.release()
