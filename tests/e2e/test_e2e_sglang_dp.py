@@ -8,10 +8,13 @@ on the CPU engine (tiny model), one server for the whole module.
 * Cancel aborts the program's call on its rank (SGLang sends the abort to every rank; only the
   one holding the rid acts): the answer stops, while a call of a program on the other rank
   runs to its end.
+* A rank killed (last: the module's server is done with then) fails its calls at once and
+  takes the runtime down (``/ready``), and serve still stops.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Iterator, Mapping
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 
 from tests.e2e import early
@@ -158,3 +162,45 @@ def test_cancel_aborts_the_call_on_its_programs_rank(
     assert (other.error, other.failure) == (None, None)
     assert other.finish == "length"
     assert _node_ranks(http, "dp-d")["llm-2"] == rank_d
+
+
+def _kill_rank(serve: ServeProcess, rank: int) -> int:
+    """SIGKILL rank ``rank``'s scheduler process (SGLang titles it ``sglang::scheduler_DP<r>``)
+    among ``serve``'s descendants; its pid."""
+    title = f"sglang::scheduler_DP{rank}"
+    for proc in psutil.Process(serve.proc.pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if " ".join(proc.cmdline()).split(" ")[0] == title:
+                proc.kill()
+                return int(proc.pid)
+    raise AssertionError(f"no {title} under serve")
+
+
+def test_a_rank_killed_fails_its_calls_at_once_and_serve_still_stops(
+    dp_serve: ServeProcess, http: httpx.Client
+) -> None:
+    """Last in the module: it kills one of the shared server's ranks. SGLang notices nothing in
+    a process that hosts it, so the killed rank's call streamed on forever without a token, its
+    program's cancel never answered, new calls then hung, and serve ignored SIGINT: now the
+    call's stream ends with an error frame, the cancel answers, a new call is 503 at once,
+    ``/ready`` says the runtime is down and serve stops."""
+    prompt = [{"role": "user", "content": _text(30, 40)}]
+    doomed = stream_chat(dp_serve.url, "dp-e", prompt, tokens=1400)
+    assert doomed.started.wait(60)
+    (rank,) = set(_node_ranks(http, "dp-e").values())
+    assert rank is not None
+    _kill_rank(dp_serve, rank)
+    assert doomed.done.wait(20)
+    assert doomed.failure is None
+    assert doomed.error is not None  # the 503 frame, not a silent end
+    assert doomed.finish != "length"
+    cancel = http.post("/v1/programs/dp-e/cancel", timeout=20)
+    assert cancel.status_code == 200, cancel.text
+    late = http.post("/v1/chat/completions", json=_body(prompt, 4), timeout=20)
+    assert late.status_code == 503, late.text
+    ready = http.get("/ready", timeout=20)
+    assert ready.status_code == 503
+    assert ready.json()["runtime"] is False
+    assert http.get("/v1/runtime").json()["running"] == []
+    assert dp_serve.stop(timeout=60) is not None
+    assert any("the engine is down" in line for line in dp_serve.output)

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import atexit
+import contextlib
 import multiprocessing
+import multiprocessing.synchronize
 import os
 import time
+from functools import partial
 from pathlib import Path
 
+import psutil
 import pytest
 
 from agentconsole.server.runtime.sglang import engine_config, processes
 from agentconsole.server.runtime.sglang.engine_config import EngineSettings
+from tests.ui.waiting import wait_until
 
 
 def _sleep() -> None:  # a stand-in for an engine process (module level: spawn pickles it)
@@ -46,6 +52,88 @@ def test_launching_captures_exit_hooks_and_new_children() -> None:
     finally:
         bystander.kill()
         bystander.join()
+
+
+def _titled(title: str) -> None:  # a process SGLang titled (setproctitle), then waiting
+    import setproctitle
+
+    setproctitle.setproctitle(title)
+    time.sleep(60)
+
+
+def _controller(started: multiprocessing.synchronize.Event) -> None:
+    """A stand-in for SGLang's data-parallel controller: a rank's scheduler, titled as SGLang
+    titles it, and a helper process that is not SGLang's."""
+    ctx = multiprocessing.get_context("spawn")
+    ctx.Process(target=_titled, args=("sglang::scheduler_DP1",)).start()
+    ctx.Process(target=_sleep).start()
+    started.set()
+    time.sleep(60)
+
+
+def _is_zombie(proc: psutil.Process) -> bool:
+    return bool(proc.status() == psutil.STATUS_ZOMBIE)
+
+
+def _titles(pid: int) -> list[str]:
+    titles = []
+    for proc in psutil.Process(pid).children():
+        with contextlib.suppress(psutil.Error):
+            titles.append((proc.cmdline() or [""])[0])
+    return titles
+
+
+def _child_titled(engine: processes.EngineProcesses, title: str) -> psutil.Process:
+    (root,) = engine.children
+    for proc in psutil.Process(root.pid).children():
+        if proc.cmdline()[:1] == [title]:
+            return proc
+    raise AssertionError(f"no {title}")
+
+
+def test_a_rank_killed_is_lost_and_the_watch_says_so() -> None:
+    """A data-parallel rank's scheduler is the controller's child, not ours: killed, the
+    engine is down (its calls would wait forever); a helper that is not SGLang's may end."""
+    ctx = multiprocessing.get_context("spawn")
+    started = ctx.Event()
+    controller = ctx.Process(target=_controller, args=(started,))  # (a daemon has no children)
+    controller.start()
+    engine = None
+    try:
+        assert started.wait(60)
+        pid = controller.pid
+        assert pid is not None
+        wait_until(lambda: _titles(pid).count("sglang::scheduler_DP1") == 1)
+        engine = watched_engine = processes.EngineProcesses([controller])
+        assert (engine.lost(), engine.alive()) == (None, True)
+        for helper in psutil.Process(pid).children():
+            if helper.cmdline()[:1] != ["sglang::scheduler_DP1"]:
+                helper.kill()
+                wait_until(partial(_is_zombie, helper))  # (its parent never reaps it)
+        assert engine.lost() is None  # not SGLang's: no loss
+        rank = _child_titled(engine, "sglang::scheduler_DP1")
+        downs: list[str] = []
+
+        async def watched() -> None:
+            watching = asyncio.create_task(
+                processes.watch(watched_engine, time.time(), downs.append, every_s=0.05)
+            )
+            await asyncio.sleep(0.2)
+            assert not downs  # every process runs
+            rank.kill()
+            await asyncio.wait_for(watching, 10)
+
+        asyncio.run(watched())
+        assert downs == [
+            f"SGLang's sglang::scheduler_DP1 (pid {rank.pid}) is gone: the engine is"
+            " down (restart serve)"
+        ]
+        assert not engine.alive()
+    finally:
+        if engine is not None:
+            engine.stop(grace_s=5.0)
+        controller.kill()
+        controller.join()
 
 
 def test_sigquit_is_recorded_not_fatal() -> None:

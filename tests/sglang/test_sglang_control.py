@@ -35,6 +35,8 @@ async def _rerank(rt: Any) -> dict[str, float]:
     b_ticket = calls["b"]
     b_ticket.remaining_cp_s = 1.0
     assert await rt.reprioritise(b_ticket.call_id, b_ticket)  # b: 1
+    # the running blocker keeps its place: re-ranked it is not (a boost's reranked_calls)
+    assert not await rt.reprioritise(blocker.call_id, blocker)
     await b
     done = {name: (await task).finished_at for name, task in tasks.items()}
     return done

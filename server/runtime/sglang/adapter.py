@@ -125,6 +125,9 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
         self._probe_at = 0.0
         self._probe_ok = False
         self._log = EngineLog(settings.log_file)  # SGLang's own output (None: the terminal)
+        #: why the engine is down (an engine process gone: ``processes.watch``); None while up
+        self._down: str | None = None
+        self._watch: asyncio.Task[None] | None = None
         self._format: ServedFormat | None = None  # the model's chat format, once it is up
 
     @property
@@ -208,6 +211,20 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
                     f"status in {self.state_dir}); see the engine log for 'Failed to load plugin'"
                 )
         self.telemetry.start()
+        if self._procs is not None:
+            watching = processes.watch(self._procs, self._started_at, self._engine_down)
+            self._watch = asyncio.create_task(watching, name="sglang:watch")
+
+    def _engine_down(self, reason: str) -> None:
+        """An engine process is gone: fail every call in flight now (each caller gets its 503
+        and its program's cancel returns) and every later one at once (``_pump``)."""
+        self._down = reason
+        logger.error(reason)
+        for call in list(self._calls.values()):
+            task = call.task
+            self._settle(call, processes.EngineDown(reason))
+            if task is not None:
+                task.cancel()
 
     def _construct(self, kwargs: dict[str, Any], env: dict[str, str | None]) -> Any:
         engine_cls = symbols.load(symbols.ENGINE)
@@ -225,6 +242,9 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
 
     async def stop(self) -> None:
         """End every call with ``abort``, then stop the engine's processes (only those)."""
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         await self.telemetry.stop()
         for late in list(self._late_aborts):  # the engine goes: nothing left to abort
             late.cancel()
@@ -296,6 +316,8 @@ class SGLangRuntime(LiveControl, KVView, RankRouting):
     async def _pump(self, call: SGLangStream, kind: wire.CallKind = wire.CallKind.CALL) -> None:
         error: BaseException | None = None
         try:
+            if self._down is not None:
+                raise processes.EngineDown(self._down)
             await self._gate.wait()
             if call.aborting:
                 return

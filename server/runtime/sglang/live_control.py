@@ -121,12 +121,15 @@ class LiveControl:
 
     async def reprioritise(self, call_id: str, ticket: CallTicket) -> bool:
         """Re-rank a call in the engine under ``ticket`` (applied at the scheduler's next
-        ordering pass); False for an unknown or ended call."""
-        if call_id not in self._calls:
+        ordering pass); False for an unknown or ended call, and for one running now
+        (:func:`runs_now`): its new rank holds should it be requeued (a preempt, memory
+        pressure), but nothing moves now, as the simulator answers it."""
+        call = self._calls.get(call_id)
+        if call is None:
             return False
         self.control.state.tickets[call_id] = ticket.to_params()
         self.control.write()
-        return True
+        return not runs_now(call, self.read_status())
 
     async def boost(self, program_id: str, amount: float) -> None:
         """Operator boost: the program's calls already in the engine are re-ranked with

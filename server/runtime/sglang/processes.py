@@ -35,6 +35,8 @@ from typing import Any
 
 logger = logging.getLogger("agentconsole.sglang")
 _SIGQUIT_AT: list[float] = []
+#: how SGLang titles its processes (``setproctitle``): ``sglang::scheduler_DP1`` and the like
+SGLANG_TITLE = "sglang::"
 
 
 def on_sigquit(signum: int | None = None, frame: object = None) -> None:
@@ -86,11 +88,29 @@ class EngineProcesses:
         self.children = children
         self.pids = [int(p.pid) for p in children if p.pid is not None]
         self._stopped = False
+        # the processes SGLang's own children started (with data parallelism, the controller
+        # starts one scheduler per rank): named at the start, since a process that is gone
+        # can no longer say what it was
+        self._named = _sglang_descendants(self.pids)
         atexit.register(self.stop)
 
     def alive(self) -> bool:
         """True while every engine process runs."""
-        return bool(self.children) and all(p.is_alive() for p in self.children)
+        children = bool(self.children) and all(p.is_alive() for p in self.children)
+        return children and self.lost() is None
+
+    def lost(self) -> str | None:
+        """The first engine process that is gone, as ``"name (pid N)"`` (a data-parallel
+        rank's scheduler killed: its calls would wait forever, as SGLang notices nothing);
+        None while all run. Only SGLang's own children and the processes they started that
+        carry SGLang's title (``sglang::...``): a helper that ends by design is not a loss."""
+        for child in self.children:
+            if not child.is_alive():
+                return f"{getattr(child, 'name', 'process')} (pid {child.pid})"
+        for proc, name in self._named:
+            if not _runs(proc):
+                return f"{name} (pid {proc.pid})"
+        return None
 
     def stop(self, grace_s: float = 5.0) -> None:
         """SIGTERM the engine processes and their descendants, SIGKILL what is left after
@@ -121,6 +141,27 @@ class EngineProcesses:
                 proc.kill()
 
 
+def _sglang_descendants(pids: list[int]) -> list[tuple[Any, str]]:
+    """The descendants of ``pids`` titled by SGLang (``sglang::scheduler_DP1``), with it."""
+    psutil = importlib.import_module("psutil")
+    named: list[tuple[Any, str]] = []
+    for proc in _descendants(pids):
+        with contextlib.suppress(psutil.Error):
+            title = " ".join(proc.cmdline()) or proc.name()
+            if title.startswith(SGLANG_TITLE):
+                named.append((proc, title.split()[0]))
+    return named
+
+
+def _runs(proc: Any) -> bool:
+    """Whether ``proc`` (a ``psutil.Process``) still runs (a zombie does not)."""
+    psutil = importlib.import_module("psutil")
+    try:
+        return bool(proc.is_running()) and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _descendants(pids: list[int]) -> list[Any]:
     psutil = importlib.import_module("psutil")
     out: dict[int, Any] = {}
@@ -129,6 +170,31 @@ def _descendants(pids: list[int]) -> list[Any]:
             for child in psutil.Process(pid).children(recursive=True):
                 out[child.pid] = child
     return list(out.values())
+
+
+class EngineDown(RuntimeError):
+    """An engine process is gone: the engine answers no call any more (a 503 to its caller)."""
+
+
+#: how often :func:`watch` looks at the engine's processes
+WATCH_S = 0.5
+
+
+async def watch(
+    procs: EngineProcesses, since: float, on_down: Callable[[str], None], every_s: float = WATCH_S
+) -> None:
+    """Call ``on_down`` once, with why, when one of ``procs`` is gone or an engine child
+    signalled a failure (SIGQUIT) after wall time ``since``; until then look every
+    ``every_s``. SGLang itself notices neither in a process that hosts it: a killed rank's
+    calls, its aborts and the server's stop would wait on it forever."""
+    while True:
+        lost = procs.lost()
+        if lost is None and sigquit_seen(since):
+            lost = "process that signalled a failure (SIGQUIT)"
+        if lost is not None:
+            on_down(f"SGLang's {lost} is gone: the engine is down (restart serve)")
+            return
+        await asyncio.sleep(every_s)
 
 
 def reclaim_signals(previous_sigterm: Any) -> None:
