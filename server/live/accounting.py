@@ -11,9 +11,10 @@ charged to its program, aborted or not: tokens streamed before an abort and ghos
 (produced after it) count towards usage, quotas and attained service. Its prompt is charged
 for what the engine computed of it (``GenerationResult.computed_tokens``): nothing for a call
 aborted while it waited in the engine's queue, never scheduled. While a call streams,
-the tokens all of the program's calls in flight have received count against its token quota,
-so parallel streams cannot together go past it (overshoot: at most one streamed delta per
-stream).
+the tokens all of the program's calls in flight have received, and their uncached prompts,
+count against its token quota, so parallel streams cannot together go past it (overshoot: at
+most one streamed delta per stream); a call whose prompt alone would pass it is refused at
+its start (``ProgramService.check_call_tokens``).
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ class CallAccounting:
     def progress(self, call: LiveCall) -> None:
         """A call preempted by an operator that delivers again runs again (its node was
         requeued, ``OperatorDesk.preempt``); stop the call when the program's finished calls
-        plus what all its calls in flight received go past its token quota."""
+        plus what all its calls in flight received and their uncached prompts (charged at
+        their end) go past its token quota."""
         program = self.service.controller.programs.get(call.program_id)
         if program is None or call.closed:
             return
@@ -106,7 +108,8 @@ class CallAccounting:
             self.service.controller.resume_node(call.program_id, call.node_id)
         if program.quotas.tokens is None:
             return
-        streaming = sum(c.received for c in self.service.calls_of(call.program_id))
+        calls = self.service.calls_of(call.program_id)
+        streaming = sum(c.received + c.pending_prompt for c in calls)
         used = program.tokens_used + streaming
         if used > program.quotas.tokens:
             call.stop(QuotaError(call.program_id, "tokens", program.quotas.tokens, used))

@@ -114,6 +114,9 @@ class LiveCall:
         self.cached_elsewhere = 0
         #: what the call holds of its tenant's budgets while it runs (``TenantBudgets``)
         self.hold: CallHold | None = None
+        #: its prompt's uncached tokens: charged to the program at its end, counted against
+        #: the program's token quota from its start (a large prompt went past it unseen)
+        self.pending_prompt = 0
         self._runtime = runtime
         self._hooks = hooks
         self._forwarded: list[TokenDelta] = []  # what the client is given, in order

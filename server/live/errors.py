@@ -115,11 +115,11 @@ class QuotaError(ServiceError):
     type = "quota_exceeded"
     retryable = False  # a program's quota never grows back
 
-    def __init__(self, program_id: str, quota: str, limit: float, used: float) -> None:
-        super().__init__(
-            f"program {program_id!r} exceeded its {quota} quota ({used:g} of {limit:g})",
-            field=f"quotas.{quota}",
-        )
+    def __init__(
+        self, program_id: str, quota: str, limit: float, used: float, *, why: str = ""
+    ) -> None:
+        message = f"program {program_id!r} exceeded its {quota} quota ({used:g} of {limit:g})"
+        super().__init__(f"{message}{': ' if why else ''}{why}", field=f"quotas.{quota}")
         self.quota = quota
         if quota == "wall_time_s":
             self.status = 403

@@ -25,6 +25,7 @@ from agentconsole.server.live.errors import (
     ContextTooLong,
     Draining,
     InvalidRequest,
+    ServiceError,
     ShuttingDown,
     Unavailable,
 )
@@ -153,6 +154,8 @@ class _QueuedCall:
 
     request: GenerationRequest
     node_id: str
+    #: its prompt's tokens the engine does not hold (the probe's estimate): charged at its end
+    uncached_prompt: int
     #: what the tenant's budgets hold while it is in flight: its uncached prompt + max_tokens
     held_tokens: int
     #: the most of its prompt another served model holds: reuse lost by the choice (else 0)
@@ -338,17 +341,26 @@ class CallIntake:
         if labels:
             svc.models.costs.sent(pid, nid, ticket.attempt, model)
         svc.hub.emit(Event(now, EventKind.CALL_QUEUED, pid, nid, ticket.attempt, tenant, data))
-        held = prompt.tokens - probe.hit_tokens + max_tokens
-        return _QueuedCall(request, nid, held, elsewhere, now)
+        uncached = max(prompt.tokens - probe.hit_tokens, 0)
+        return _QueuedCall(request, nid, uncached, uncached + max_tokens, elsewhere, now)
 
     def _submit(
         self, tenant: str, chat: ChatCall, program: Program, queued: _QueuedCall
     ) -> LiveCall:
         """Hand the queued call to the runtime: the tenant's budgets hold its tokens while it is
-        in flight and the service registers it. A runtime that refuses it gets 503, its hold
-        released, its ticket withdrawn and its node's attempt failed."""
+        in flight and the service registers it, once the tenant's minute has room for what it
+        may cost and the program's token quota for its prompt (429 otherwise). Refused, and
+        when the runtime refuses it (503), its hold is released, its ticket withdrawn and its
+        node's attempt failed."""
         svc = self.service
         declared, _ = offered_tools(chat.tools, chat.tool_choice)
+        try:
+            svc.check_call_tokens(program, queued.uncached_prompt)
+            svc.tenants.check_hold(tenant, queued.held_tokens, time.time())
+        except ServiceError:
+            svc.driver.withdraw(program.program_id, queued.request.ticket.call_id)
+            svc.nodes.fail_attempt(program, queued.node_id, queued.queued_at)
+            raise
         hold = svc.tenants.reserve(tenant, queued.held_tokens)
         try:
             call = LiveCall(
@@ -367,6 +379,7 @@ class CallIntake:
             raise Unavailable(f"the runtime refused the call: {error}") from error
         call.cached_elsewhere = queued.cached_elsewhere
         call.hold = hold
+        call.pending_prompt = queued.uncached_prompt
         if call.finished:  # it ended within its submit: its end was accounted without
             svc.tenants.release(hold)  # its hold, and it is in flight no more
         else:

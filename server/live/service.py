@@ -480,6 +480,21 @@ class ProgramService:
         if quotas.tokens is not None and program.tokens_used >= quotas.tokens:
             raise QuotaError(program.program_id, "tokens", quotas.tokens, program.tokens_used)
 
+    def check_call_tokens(self, program: Program, uncached_prompt: int) -> None:
+        """429 ``quota_exceeded`` for a call whose uncached prompt would take the program past
+        its token quota beside what it used and what its calls in flight hold (their prompts
+        and what they received): a prompt is charged at the call's end, so a large one (or a
+        burst of calls) passed a quota only spent calls were checked against. The program
+        runs on: a shorter prompt may still fit."""
+        limit = program.quotas.tokens
+        if limit is None:
+            return
+        held = sum(c.received + c.pending_prompt for c in self.calls_of(program.program_id))
+        used = program.tokens_used + held + uncached_prompt
+        if used > limit:
+            why = f"this call's prompt needs {uncached_prompt} uncached tokens"
+            raise QuotaError(program.program_id, "tokens", limit, used, why=why)
+
     def finish_program(
         self,
         tenant: str | None,

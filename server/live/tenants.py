@@ -158,6 +158,35 @@ class TenantBudgets:
                 )
         self._check_storage(tenant, limits)
 
+    def check_hold(self, tenant: str, tokens: int, now: float) -> None:
+        """Before a call of ``tenant`` that may cost ``tokens`` (its uncached prompt plus
+        ``max_tokens``) is held: the minute must have room for it beside what was charged and
+        what the calls in flight hold. Checking only that the minute was not spent let any
+        call in, however large (a 20,000-token call under a 2,000 limit, every minute). A
+        call larger than the whole minute never passes: refused not to be retried."""
+        limit = self.limits(tenant).tokens_per_minute
+        if limit is None:
+            return
+        field = "limits.tokens_per_minute"
+        if tokens > limit:
+            raise TenantLimitError(
+                f"this call may use {tokens} tokens (its uncached prompt plus max_tokens), "
+                f"more than tenant {tenant!r}'s limit of {limit} a minute: lower max_tokens",
+                field=field,
+                retryable=False,
+            )
+        usage = self._of(tenant)
+        self._expire(usage, now)
+        if usage.window_tokens + usage.in_flight_tokens + tokens > limit:
+            wait = self._retry_after(usage, limit - tokens, now)
+            raise TenantLimitError(
+                f"tenant {tenant!r} used {usage.window_tokens} tokens in the last minute "
+                f"and its calls in flight may use {usage.in_flight_tokens}; this call may use "
+                f"{tokens} more, its limit is {limit}",
+                field=field,
+                headers={"Retry-After": str(wait)},
+            )
+
     def priority(self, tenant: str, asked: int) -> int:
         """The priority a call of ``tenant`` that asked for ``asked`` takes."""
         return min(asked, self.limits(tenant).max_priority)

@@ -75,43 +75,33 @@ def test_an_inferred_conversation_goes_on_past_a_cancelled_node(tmp_path: Path) 
     assert spec not in retried["parents"]
 
 
-async def _received(server: LiveServer, pid: str) -> int:
-    return sum(call.received for call in server.live.service.calls_of(pid))
-
-
-def test_a_node_cancel_that_takes_its_program_over_the_token_quota_says_it_ended(
+def test_a_prompt_past_the_token_quota_never_runs_for_a_node_cancel_to_charge(
     tmp_path: Path,
 ) -> None:
-    """The aborted call is charged its prompt (computed once its prefill ended) and what it
-    streamed: past the program's token quota, the program is cancelled, and the answer says
-    so rather than ``running``."""
+    """A call whose prompt alone passes the program's token quota used to run (its prompt was
+    charged at its end): a node cancel after its prefill then took the program past the quota
+    and reported it cancelled. Its uncached prompt now counts from its start: it is refused
+    429 before it runs (its node's attempt failed, nothing charged) and the program runs on:
+    the node's next attempt, with a prompt that fits, runs."""
     config = make_config(tmp_path / "quota.duckdb", runtime_extra={"time_scale": 0.5})
     with LiveServer(config) as server:
         server.wait_ready()
         with server.client() as c:
             created = c.post("/v1/programs", json={"program_id": "q", "quotas": {"tokens": 500}})
             assert created.status_code == 201, created.text
-            answers: list[httpx.Response] = []
-            # a prompt of about 1,100 tokens: within the quota until the call is charged
             body = {
                 "model": "sim",
-                "messages": [{"role": "user", "content": "go " * 1500}],
+                "messages": [{"role": "user", "content": "go " * 1500}],  # ~1,100 tokens
                 "max_tokens": 2000,
                 "ignore_eos": True,
                 "agentconsole": {"program_id": "q", "node_id": "spec"},
             }
-
-            def long_call() -> None:
-                with server.client() as own:
-                    answers.append(own.post("/v1/chat/completions", json=body))
-
-            thread = threading.Thread(target=long_call)
-            thread.start()
-            wait_until(lambda: server.run(_received(server, "q")) > 0)  # its prefill ended
-            cancelled = c.post("/v1/programs/q/nodes/spec/cancel")
-            thread.join(30)
+            refused = c.post("/v1/chat/completions", json=body)
             program = c.get("/v1/programs/q").json()
-    assert cancelled.status_code == 200, cancelled.text
-    assert program["state"] == "cancelled"
-    assert program["tokens_used"] > 500
-    assert cancelled.json()["program_state"] == "cancelled"
+            shorter = {**body, "messages": [{"role": "user", "content": "go"}], "max_tokens": 8}
+            retried = c.post("/v1/chat/completions", json=shorter)
+    assert refused.status_code == 429, refused.text
+    assert refused.json()["error"]["param"] == "quotas.tokens"
+    assert (program["state"], program["tokens_used"]) == ("running", 0)
+    assert [(n["node_id"], n["state"]) for n in program["nodes"]] == [("spec", "failed")]
+    assert retried.status_code == 200, retried.text

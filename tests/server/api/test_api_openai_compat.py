@@ -322,7 +322,7 @@ def test_a_full_tenant_store_is_not_retried(limited: LiveServer) -> None:
     assert refused.value.response.headers["x-should-retry"] == "false"
 
 
-@pytest.mark.parametrize("limited", [{"tokens_per_minute": 50}], indirect=True)
+@pytest.mark.parametrize("limited", [{"tokens_per_minute": 200}], indirect=True)
 def test_a_spent_minute_says_retry(limited: LiveServer) -> None:
     with limited.client() as c:
         assert c.post(CHAT, json=chat_body("x" * 400, max_tokens=16)).status_code == 200

@@ -148,3 +148,58 @@ def test_a_cancelled_programs_usage_counts_the_tokens_it_was_sent(server: LiveSe
     assert node["output_tokens"] >= received[0]  # streamed before the cancel: charged
     assert program["tokens_used"] >= received[0]
     assert program["attained_service_s"] > 0
+
+
+def test_a_prompt_that_would_pass_the_token_quota_is_refused_before_it_runs(
+    server: LiveServer,
+) -> None:
+    """A prompt is charged at its call's end, and only spent calls were checked: one call of
+    78,897 prompt tokens went through a 100-token quota. Its uncached prompt is counted from
+    its start: the call is refused (nothing ran, nothing charged) and the program runs on."""
+    with server.client() as c:
+        _open(c, "q-prompt", tokens=100)
+        body = chat_body("x" * 400, max_tokens=4)  # ~113 prompt tokens
+        refused = c.post(
+            "/v1/chat/completions", json={**body, "agentconsole": {"program_id": "q-prompt"}}
+        )
+        assert refused.status_code == 429, refused.text
+        error = refused.json()["error"]
+        assert (error["type"], error["param"]) == ("quota_exceeded", "quotas.tokens")
+        assert "uncached tokens" in error["message"]
+        assert refused.headers["x-should-retry"] == "false"
+        program = c.get("/v1/programs/q-prompt").json()
+        assert (program["state"], program["tokens_used"]) == ("running", 0)
+        short = chat_body("short", max_tokens=4)
+        fits = c.post(
+            "/v1/chat/completions", json={**short, "agentconsole": {"program_id": "q-prompt"}}
+        )
+        assert fits.status_code == 200, fits.text
+
+
+def test_parallel_calls_count_their_prompts_against_the_token_quota(server: LiveServer) -> None:
+    """Four calls sent at once on a 100-token quota ended with 312 tokens used: what they
+    received counted together, their prompts only at their ends, so every one was let in."""
+    with server.client() as c:
+        _open(c, "q-burst", tokens=100)
+    body = {
+        **chat_body("y" * 120, max_tokens=90, ignore_eos=True),
+        "agentconsole": {"program_id": "q-burst"},
+    }
+
+    def send() -> None:
+        with server.client() as own:
+            own.post("/v1/chat/completions", json=body)
+
+    threads = [threading.Thread(target=send) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    with server.client() as c:
+        wait_until(lambda: c.get("/v1/programs/q-burst").json()["state"] == "cancelled")
+        program = c.get("/v1/programs/q-burst").json()
+    # the prompts the engine computed fit in the quota (each counted from its call's start);
+    # what they received past it is a delta per call at most, as for streams
+    computed = sum(n["prompt_tokens"] - n["cached_tokens"] for n in program["nodes"])
+    assert computed <= 100, program["nodes"]
+    assert program["tokens_used"] <= 100 + sum(n["output_tokens"] for n in program["nodes"])

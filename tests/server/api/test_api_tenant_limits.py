@@ -14,8 +14,8 @@ from agentconsole.server.live.tenants import TenantLimits
 from tests.server.api.harness import LiveServer, chat_body, make_config
 
 
-def _call(c: httpx.Client, pid: str, max_tokens: int = 16) -> httpx.Response:
-    body = {**chat_body("x" * 400, max_tokens=max_tokens, ignore_eos=True)}
+def _call(c: httpx.Client, pid: str, max_tokens: int = 16, text: str = "x" * 400) -> httpx.Response:
+    body = {**chat_body(text, max_tokens=max_tokens, ignore_eos=True)}
     return c.post("/v1/chat/completions", json={**body, "agentconsole": {"program_id": pid}})
 
 
@@ -27,20 +27,41 @@ def _server(tmp: Path, **limits: int) -> LiveServer:
 
 
 def test_tokens_per_minute(tmp_path: Path) -> None:
-    with _server(tmp_path, tokens_per_minute=120) as server:
+    with _server(tmp_path, tokens_per_minute=200) as server:
         server.wait_ready()
         with server.client() as c:
             assert _call(c, "tpm-1").status_code == 200  # ~113 prompt + 16 output tokens
-            refused = _call(c, "tpm-2")
+            # the minute has 200 - 129 left: a call that may cost ~129 more does not fit (a
+            # prompt of its own: the first one's is cached now, and would cost nothing)
+            refused = _call(c, "tpm-2", text="y" * 400)
             assert refused.status_code == 429, refused.text
             assert refused.json()["error"]["type"] == "tenant_limit"
             assert refused.json()["error"]["field"] == "limits.tokens_per_minute"
+            assert "this call may use" in refused.json()["error"]["message"]
             assert 1 <= int(refused.headers["Retry-After"]) <= 60
+            assert refused.headers["x-should-retry"] == "true"
             (row,) = c.get("/v1/tenants").json()["tenants"]
-            assert row["limits"]["tokens_per_minute"] == 120
-            assert row["tokens_last_minute"] >= 120
+            assert row["limits"]["tokens_per_minute"] == 200
+            assert 120 <= row["tokens_last_minute"] <= 200
         with server.client("sk-b") as other:  # another tenant is not limited by it
             assert _call(other, "tpm-b").status_code == 200
+
+
+def test_a_call_larger_than_the_minute_is_refused_not_to_be_retried(tmp_path: Path) -> None:
+    """Only a spent minute was refused: a call of 20,000 tokens passed a 2,000 limit, every
+    minute (a hostile tenant's 10x). A call that may cost more than the whole minute never
+    fits: 429 saying so, and not to be retried; nothing of it ran."""
+    with _server(tmp_path, tokens_per_minute=2000) as server:
+        server.wait_ready()
+        with server.client() as c:
+            huge = _call(c, "tpm-huge", max_tokens=20_000)
+            assert huge.status_code == 429, huge.text
+            assert huge.json()["error"]["field"] == "limits.tokens_per_minute"
+            assert "more than tenant 'tenant-a'" in huge.json()["error"]["message"]
+            assert huge.headers["x-should-retry"] == "false"
+            (row,) = c.get("/v1/tenants").json()["tenants"]
+            assert (row["tokens_last_minute"], row["in_flight"]) == (0, 0)
+            assert _call(c, "tpm-small").status_code == 200  # the minute is untouched
 
 
 def test_concurrent_programs(tmp_path: Path) -> None:
