@@ -232,10 +232,16 @@ def run_bench(**opts: Any) -> None:
         reference = _ratio_reference(result["sweep"])
         bound_rate = result.get("throughput_bound", {}).get("programs_per_s", math.nan)
         show(sweep_table(result["sweep"], reference, bound_rate), 110)
-        if "throughput_bound" in result:
+        floors = [name for name, row in result["sweep"].items() if not row["found"]]
+        if floors:
+            console.print(
+                f"The SLO held at every rate tried for {', '.join(floors)}: the "
+                f"{len(programs)} programs arrive as one burst the engine finishes in time, "
+                "so no max rate was found (>=: the highest rate tried); more --programs."
+            )
+        ran = counterpart(result["sweep"], next(iter(result["sweep"])), reference)
+        if "throughput_bound" in result and ran is not None and result["sweep"][ran]["found"]:
             # the reference's first run (several with a --kv-policy list: fcfs+keep, ...)
-            ran = counterpart(result["sweep"], next(iter(result["sweep"])), reference)
-            assert ran is not None  # _ratio_reference names a policy that ran
             console.print(
                 f"No schedule can finish more than {bound_rate:.3f} programs/s on this "
                 "hardware (perfect prefix reuse, free weights, prefill fully hidden under "

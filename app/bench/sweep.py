@@ -38,7 +38,10 @@ def max_rate(
     bisections: int = 6,
     max_steps: int = 10,
 ) -> dict[str, Any]:
-    """Search the highest rate meeting ``slo_p95_s``; returns it with the report there."""
+    """Search the highest rate meeting ``slo_p95_s``; returns it with the report there.
+    ``found`` is False when no rate tried missed the SLO (a trace of a few programs: at any
+    rate they arrive as one burst the engine finishes in time): ``max_rate`` is then only the
+    highest rate tried, a floor, not the engine's."""
     probes: list[tuple[float, bool]] = []
 
     def probe(rate: float) -> tuple[bool, dict[str, Any]]:
@@ -72,6 +75,7 @@ def max_rate(
                 hi = rate
     return {
         "max_rate": lo,
+        "found": hi < math.inf,
         "e2e_p95_s": best["e2e_p95_s"] if best else math.nan,
         "max_tenant_slowdown": best["max_tenant_slowdown"] if best else math.nan,
         "goodput_programs_per_s": best["goodput_programs_per_s"] if best else math.nan,

@@ -122,6 +122,13 @@ def _base(rows: Mapping[str, Mapping[str, Any]], label: str, reference: str, key
     return math.nan if other is None else float(rows[other].get(key, math.nan))
 
 
+def _found(rows: Mapping[str, Mapping[str, Any]], label: str, reference: str) -> bool:
+    """Whether ``label``'s reference run found its max rate (``sweep.max_rate``'s
+    ``found``); True when none ran."""
+    other = counterpart(rows, label, reference) if compares_policies(rows) else None
+    return other is None or bool(rows[other].get("found", True))
+
+
 def compares_policies(rows: Mapping[str, Any]) -> bool:
     """Whether ``rows`` (by run label) hold runs of more than one policy. A ratio to a policy
     needs another one to compare with: with one policy every row is its own counterpart, and
@@ -150,12 +157,17 @@ def sweep_table(
         table.add_column(col, justify="right" if col != "policy" else "left")
     for name, row in sweep.items():
         base = _base(sweep, name, reference, "max_rate")
-        ratio = row["max_rate"] / base if base > 0 else math.nan
+        # a rate no probe missed the SLO at is a floor: no ratio or share to draw from it
+        found = bool(row.get("found", True))
+        both = found and _found(sweep, name, reference)
+        ratio = row["max_rate"] / base if base > 0 and both else math.nan
+        share = row["max_rate"] / bound_rate if bound_rate > 0 and found else math.nan
+        rate = fmt(row["max_rate"], "{:.3f}")
         table.add_row(
             name,
-            fmt(row["max_rate"], "{:.3f}"),
+            rate if found else f">= {rate}",
             fmt(ratio, "{:.2f}x"),
-            fmt(row["max_rate"] / bound_rate if bound_rate > 0 else math.nan, "{:.0%}"),
+            fmt(share, "{:.0%}"),
             fmt(row.get("e2e_p95_s"), "{:.1f}"),
             fmt(row.get("max_tenant_slowdown"), "{:.2f}"),
         )

@@ -111,6 +111,23 @@ def test_sweep_reports_max_rate_and_ratio(tmp_path: Path) -> None:
     assert "No schedule can finish more than" in output
 
 
+def test_a_sweep_whose_slo_never_breaks_says_it_found_no_max_rate(tmp_path: Path) -> None:
+    """Five programs arrive as one burst the engine finishes within the SLO at any rate: the
+    search doubled the rate ten times and printed 60 programs/s as the max, 35,639% of what any
+    schedule can finish, and "4x fcfs would be 243". It is a floor, said so, with no ratio."""
+    out_json = tmp_path / "floor.json"
+    args = ["bench", "--programs", "5", "--policies", "fcfs,cp-cache", "--jobs", "1"]
+    result = CliRunner().invoke(main, [*args, "--sweep", "--json", str(out_json)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out_json.read_text())
+    for row in data["sweep"].values():
+        assert row["found"] is False
+        assert all(ok for _, ok in row["probes"])  # no rate tried missed the SLO
+    assert "no max rate was found" in result.output
+    assert ">= " in result.output
+    assert "would be" not in result.output
+
+
 def test_sweep_on_a_trace_shorter_than_programs_finds_a_rate(tmp_path: Path) -> None:
     """The trace holds 20 programs, fewer than ``--programs`` (500 by default): each probe
     runs those 20, and is judged on finishing them (not 90% of 500, which none could)."""
