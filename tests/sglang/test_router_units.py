@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from agentconsole.scheduler.runtime import GenerationRequest
 from agentconsole.scheduler.ticket import CallTicket
@@ -229,3 +230,14 @@ def test_upstream_lines_end_at_the_streams_end_too() -> None:
     # its line, and a last line needs no line end at all
     assert lines(b"data: 1\r", b"\ndata: 2\r", b"data: 3\r") == ["data: 1", "data: 2", "data: 3"]
     assert lines(b"data: 1\n", b"data: 2") == ["data: 1", "data: 2"]
+
+
+def test_print_goes_before_or_after_the_subcommand(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DEPLOY.md adds ``--print`` after the worker's arguments: it was refused there."""
+    worker = ["worker", "--model", str(tmp_path), "--state-dir", str(tmp_path / "s")]
+    router = ["router", "--worker-urls", "http://w:1", "--tokenizer", str(tmp_path)]
+    for argv in (["--print", *worker], [*worker, "--print"], [*router, "--print"]):
+        launch.main(argv)  # printed, nothing started
+        assert "-m sglang" in capsys.readouterr().out

@@ -75,10 +75,19 @@ def router_command(
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="agentconsole-cluster")
-    parser.add_argument("--print", action="store_true", help="print the command, do not run it")
+    # ``--print`` before or after the subcommand (the docs give it after)
+    printing = argparse.ArgumentParser(add_help=False)
+    printing.add_argument(
+        "--print",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print the command, do not run it",
+    )
+    parser = argparse.ArgumentParser(prog="agentconsole-cluster", parents=[printing])
     sub = parser.add_subparsers(dest="what", required=True)
-    worker = sub.add_parser("worker", help="one SGLang server with the agentconsole plugin")
+    worker = sub.add_parser(
+        "worker", parents=[printing], help="one SGLang server with the agentconsole plugin"
+    )
     worker.add_argument("--model", type=Path, required=True)
     worker.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     worker.add_argument("--dp", type=int, default=1, help="data-parallel ranks (GPUs)")
@@ -86,13 +95,17 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     worker.add_argument("--state-dir", type=Path, required=True, help="local to this node")
     worker.add_argument("--host", default="0.0.0.0")
     worker.add_argument("--port", type=int, default=30000)
-    router = sub.add_parser("router", help="sglang-router in front of the workers")
+    router = sub.add_parser(
+        "router", parents=[printing], help="sglang-router in front of the workers"
+    )
     router.add_argument("--worker-urls", nargs="+", required=True)
     router.add_argument("--tokenizer", type=Path, required=True, help="local model folder")
     router.add_argument("--host", default="0.0.0.0")
     router.add_argument("--port", type=int, default=30000)
     router.add_argument("--no-dp-aware", action="store_true")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.print = getattr(args, "print", False)
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> None:
