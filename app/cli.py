@@ -466,7 +466,14 @@ def calibrate(**options: object) -> None:
     help="Key for every trace tenant not given by --key.",
 )
 @click.option("--key", "keys", multiple=True, metavar="TENANT=KEY", help="One tenant's key.")
-@click.option("--speed", type=Finite(min=0, min_open=True), default=1.0, show_default=True)
+@click.option(
+    "--speed",
+    type=Finite(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Divides the trace's arrival offsets, tool latencies and cancel times; LLM calls run"
+    " at the server's pace and deadlines stay as recorded.",
+)
 @click.option(
     "--tools", type=click.Choice(["gateway", "agent"]), default="gateway", show_default=True
 )

@@ -51,10 +51,12 @@ class ProgramAgent:
         started = time.monotonic()
         console = self._console()
         try:
-            deadline = self.program.deadline_s
+            # the deadline as recorded, not divided by the speed: the program's LLM calls run
+            # at the server's own pace, so a divided one made every program late (and a trace
+            # recorded from the replay kept the shrunken deadline)
             await console.create_program(
                 self.program_id,
-                deadline_s=None if deadline is None else deadline / self.options.speed,
+                deadline_s=self.program.deadline_s,
                 labels={"workload": self.program.workload, "shape": self.program.shape,
                         **dict(self.options.labels)},
             )  # fmt: skip

@@ -18,11 +18,12 @@ class ReplayOptions:
     """How programs are played.
 
     ``speed`` divides the trace's arrival offsets, tool latencies and cancel times (LLM calls
-    run at the server's own pace). ``tools``: ``gateway`` calls the builtin ``sleep`` tools
-    the replayer registers (one call per recorded attempt, so retries and failures go through
-    the gateway's idempotency keys); ``agent`` runs the tools in the replayer and reports them
-    with ``tool-calls/start`` and ``finish``. ``token_scale`` scales prompt sizes (small models
-    need about 0.02 for the seed workloads' 80K-token contexts); ``max_output_tokens`` caps
+    run at the server's own pace, so deadlines stay as recorded). ``tools``: ``gateway``
+    calls the builtin ``sleep`` tools the replayer registers (one call per recorded attempt,
+    so retries and failures go through the gateway's idempotency keys); ``agent`` runs the
+    tools in the replayer and reports them with ``tool-calls/start`` and ``finish``.
+    ``token_scale`` scales prompt sizes (small models need about 0.02 for the seed workloads'
+    80K-token contexts); ``max_output_tokens`` caps
     ``max_tokens``.
     """
 
