@@ -19,6 +19,7 @@ from agentconsole.server.store.event_log import EVENT_LOG, EVENTS, SPLIT_VERSION
 from agentconsole.server.store.opening import (
     attach_event_log,
     explain_open_error,
+    refuse_foreign,
     refuse_if_open_here,
     refuse_unsafe_paths,
 )
@@ -130,6 +131,7 @@ def read_only(source: str | os.PathLike[str]) -> Iterator[SqlConnection]:
         raise StoreOpenError(path, "the file does not exist", "Check the path.")
     refuse_unsafe_paths(path)
     refuse_unsafe_paths(event_log_path(path))
+    refuse_foreign((path, event_log_path(path)))
     try:
         con = duckdb.connect(str(path), read_only=True)
     except (duckdb.Error, OSError) as error:

@@ -248,6 +248,7 @@ def open_connection(path: Path, config: StoreConfig) -> tuple[SqlConnection, Ope
             raise StoreOpenError(path, "it is already open in this process", _IN_PROCESS)
         for file in files:
             refuse_unsafe_paths(file)
+        refuse_foreign(files)
         created = _refuse_orphan_log(files)
         refuse_unwritable(path)
         wal_bytes = 0
@@ -268,9 +269,33 @@ def check_openable(path: Path, config: StoreConfig) -> None:
     files = (path, event_log_path(path))
     for file in files:
         refuse_unsafe_paths(file)
+    refuse_foreign(files)
     _refuse_orphan_log(files)
     refuse_unwritable(path)
     _while_holder_exits(lambda: _probe_existing(files, config))
+
+
+#: where DuckDB's file header says what the file is (after an 8-byte checksum)
+_MAGIC_AT, _MAGIC = 8, b"DUCK"
+
+
+def refuse_foreign(files: tuple[Path, Path]) -> None:
+    """Refuse a file of the store that exists with content but is no DuckDB database, read
+    from its header before DuckDB sees it: DuckDB reads some names otherwise (a ``.json``
+    path opened as a JSON scan, "cannot launch in-memory database in read-only mode"),
+    which read as a damaged store to restore from a backup."""
+    for file in files:
+        try:
+            with file.open("rb") as handle:
+                head = handle.read(_MAGIC_AT + len(_MAGIC))
+        except OSError:
+            continue  # missing (a new store), or unreadable: DuckDB's own error says which
+        if head and head[_MAGIC_AT:] != _MAGIC:
+            raise StoreOpenError(
+                file,
+                "the file exists but is not a DuckDB database",
+                "Check the path. agentconsole never overwrites a file it did not create.",
+            )
 
 
 def _refuse_orphan_log(files: tuple[Path, Path]) -> bool:

@@ -11,6 +11,7 @@ import pytest
 
 from agentconsole.server.store import OperatorAction, Store, StoreOpenError
 from agentconsole.server.store.event_log import event_log_path
+from agentconsole.server.store.export import read_only
 from agentconsole.server.store.preflight import wal_path
 from tests.server.store.store_helpers import digest, kill_after_acks, make_event, spawn, store_files
 
@@ -79,6 +80,22 @@ def test_damaged_database_file_is_refused_and_byte_identical(
     assert str(db_path) in str(info.value)
     assert info.value.remedy
     assert digest(*store_files(db_path)) == before
+
+
+@pytest.mark.parametrize("name", ["store.json", "store.csv", "store.duckdb"])
+def test_a_file_that_is_no_duckdb_database_is_called_so_whatever_its_name(
+    tmp_path: Path, name: str
+) -> None:
+    """DuckDB reads a ``.json`` path as a JSON scan: "cannot launch in-memory database in
+    read-only mode", explained as a damaged store to restore from a backup. The header says
+    what the file is, for the server, ``export`` and ``trace export`` alike."""
+    path = tmp_path / name
+    path.write_text("hello\n")
+    with pytest.raises(StoreOpenError, match="not a DuckDB database"):
+        Store.open(path)
+    with pytest.raises(StoreOpenError, match="not a DuckDB database"), read_only(path):
+        pass
+    assert path.read_text() == "hello\n"
 
 
 def test_corrupt_wal_entry_is_refused_and_both_files_kept(db_path: Path, tmp_path: Path) -> None:
