@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from rich.table import Table
 
@@ -79,11 +79,18 @@ def _bytes(n: float) -> str:
     return f"{n:.1f} TB"
 
 
+def stacked(label: str) -> str:
+    """A run's label as a column header, one part a line (``cp-cache`` over ``+fixed-roles``
+    over ``+shared-prefill``): on one line a terminal cut long labels to the same prefix,
+    and the columns of a variant could not be told apart."""
+    return label.replace("+", "\n+")
+
+
 def metrics_table(title: str, runs: Mapping[str, Mapping[str, Any]]) -> Table:
     table = Table(title=title, header_style="bold", show_lines=False)
     table.add_column("metric")
     for name in runs:
-        table.add_column(name, justify="right")
+        table.add_column(stacked(name), justify="right")
     inserted = any(r.get("insertions") for r in runs.values())
     for key, label, spec in (*ROWS, *(INSERTION_ROWS if inserted else ())):
         table.add_row(label, *(fmt(r.get(key), spec) for r in runs.values()))
@@ -299,7 +306,8 @@ def ratio_table(
     first = columns[0]
     table = Table(title=title, header_style="bold")
     for col in (first_column, "metric", *columns, *(f"{c} / {first}" for c in columns[1:])):
-        table.add_column(col, justify="left" if col in (first_column, "metric") else "right")
+        justify: Literal["left", "right"] = "left" if col in (first_column, "metric") else "right"
+        table.add_column(stacked(col), justify=justify)
     for name, by_column in groups.items():
         for label, spec, read in rows(by_column):
             values = [read(by_column[c]) if c in by_column else None for c in columns]

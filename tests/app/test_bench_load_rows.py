@@ -34,3 +34,22 @@ def test_the_table_says_what_its_e2e_figures_leave_out() -> None:
     text = console.export_text()
     assert "programs failed" in text
     assert "programs cancelled" in text
+
+
+def test_variant_columns_keep_every_part_of_their_label_on_a_narrow_terminal() -> None:
+    """Labels of one policy's variants (``cp-cache+fixed-roles+none`` beside
+    ``...+shared-prefill``) were cut to the same prefix on a 120-column terminal: the columns
+    could not be told apart. Each part of a label is a line of its header."""
+    from rich.console import Console
+
+    from agentconsole.bench.table import metrics_table
+
+    rules, kvs = ("all-large", "fixed-roles"), ("none", "shared-prefill")
+    labels = [f"cp-cache+{rule}+{kv}" for rule in rules for kv in kvs]
+    runs = {label: {"finished": 1} for label in labels}
+    console = Console(width=120, record=True)
+    console.print(metrics_table("t", runs))
+    text = console.export_text()
+    for part in ("+all-large", "+fixed-roles", "+none", "+shared-prefill"):
+        assert part in text
+    assert "…" not in text
