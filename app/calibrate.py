@@ -88,10 +88,19 @@ class CalibrateOptions:
     json_path: Path | None
 
 
+def profile_path(model: Path | None) -> Path:
+    """Where a profile of ``model`` goes by default: named after its folder (the tiny CPU
+    model's without one), so calibrating two models does not write one file twice."""
+    name = model.resolve().name if model is not None else "tiny-llama"
+    return Path(f"cpu-2core__{name}__tp1.calibrated.json")
+
+
 def run_calibrate(**options: Any) -> CalibrationReport:
     """Run the whole calibration (see the module docstring); prints and returns the report.
     ``options`` are :class:`CalibrateOptions` fields."""
     os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
+    if options.get("out") is None:  # the command's default: named after the model
+        options["out"] = profile_path(options.get("model"))
     opts = CalibrateOptions(**options)
     # refused before minutes of measuring, as ``bench`` checks its outputs (a --json in a
     # missing folder ended the run in a traceback, its report lost)

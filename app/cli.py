@@ -426,9 +426,9 @@ def trace_export(
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("cpu-2core__tiny-llama__tp1.calibrated.json"),
-    show_default=True,
-    help="Where to write the fitted profile (load it with --profile).",
+    default=None,
+    help="Where to write the fitted profile (load it with --profile) [default:"
+    " cpu-2core__<model folder's name>__tp1.calibrated.json; tiny-llama without --model].",
 )
 @click.option("--programs", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--rate", type=Finite(min=0, min_open=True), default=1.0, show_default=True)
@@ -463,6 +463,7 @@ def calibrate(**options: object) -> None:
     default="sk-dev",
     show_default=True,
     envvar="AGENTCONSOLE_API_KEY",
+    show_envvar=True,
     help="Key for every trace tenant not given by --key.",
 )
 @click.option("--key", "keys", multiple=True, metavar="TENANT=KEY", help="One tenant's key.")

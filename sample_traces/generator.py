@@ -35,13 +35,24 @@ def _override(text: str) -> tuple[str, Any]:
         return key, raw
 
 
+def _at_least_one(text: str) -> int:
+    """A count of programs: an empty trace is one ``bench --trace`` refuses."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"at least 1, got {value}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m agentconsole.sample_traces.generator",
         description="Generate a synthetic agent trace (JSONL, one program per line).",
     )
     p.add_argument("--workload", choices=available_workloads(), default="seed-mix")
-    p.add_argument("--programs", type=int, default=20, help="number of programs")
+    p.add_argument("--programs", type=_at_least_one, default=20, help="number of programs")
     p.add_argument("--rate", type=float, default=1.0, help="mean arrivals per second")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="-", help="output path, '-' for stdout")

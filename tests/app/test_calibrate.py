@@ -93,3 +93,14 @@ def test_outputs_that_cannot_be_written_are_refused_before_the_engine_starts(
         assert refused.exit_code == 2, refused.output
         assert f"{option}: {blocker} is not a folder" in refused.output
         assert "starting the engine" not in refused.output
+
+
+def test_the_default_profile_file_is_named_after_the_model(tmp_path: Path) -> None:
+    """``--out`` was always ``cpu-2core__tiny-llama__tp1.calibrated.json``: calibrating a
+    second model overwrote the first's profile under the tiny model's name."""
+    from agentconsole.calibrate import profile_path
+
+    model = tmp_path / "qwen-0.5b"
+    model.mkdir()
+    assert profile_path(model) == Path("cpu-2core__qwen-0.5b__tp1.calibrated.json")
+    assert profile_path(None) == Path("cpu-2core__tiny-llama__tp1.calibrated.json")

@@ -188,6 +188,11 @@ def test_cli_list_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert all(f"{name}:" in listing for name in available_workloads())
     assert main(["--set", "nope=1"]) == 2
     assert "has no parameter nope" in capsys.readouterr().err
+    # an empty trace (exit 0) was refused by the bench it was made for
+    with pytest.raises(SystemExit) as refused:
+        main(["--programs", "0"])
+    assert refused.value.code == 2
+    assert "at least 1, got 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", ["seed-mix", "two-tenants"])
