@@ -106,7 +106,11 @@ class NodeBook:
         except DagError as error:
             raise InvalidRequest(str(error), field=parents_field) from None
         except QuotaExceeded as error:
-            raise QuotaError(program.program_id, error.quota, error.limit, error.value) from None
+            # ``value`` is what the node would make it: the program still shows what it has
+            why = f"this node would make it {error.value:g}; nothing was added"
+            raise QuotaError(
+                program.program_id, error.quota, error.limit, error.limit, why=why
+            ) from None
 
     def declare(
         self,

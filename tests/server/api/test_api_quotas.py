@@ -56,6 +56,12 @@ def test_tool_call_quota_is_429(server: LiveServer) -> None:
         refused = c.post("/v1/programs/q-tools/nodes", json=node)
         assert refused.status_code == 429
         assert refused.json()["error"]["field"] == "quotas.tool_calls"
+        # what the program shows (1 of 1), not what the refused node would have made it
+        assert refused.json()["error"]["message"] == (
+            "program 'q-tools' exceeded its tool_calls quota (1 of 1): this node would make it"
+            " 2; nothing was added"
+        )
+        assert c.get("/v1/programs/q-tools").json()["tool_calls"] == 1
 
 
 def test_branch_quota_is_429(server: LiveServer) -> None:
