@@ -152,7 +152,9 @@ class ModelDesk:
             return (self.served[0].name,)
         if listed is not None:
             if not listed or len(set(listed)) != len(listed):
-                raise InvalidRequest("model_candidates must be distinct names", field="model")
+                raise InvalidRequest(
+                    "model_candidates must be distinct names", field="model_candidates"
+                )
             return tuple(self._known(n, "model_candidates") for n in listed)
         if model is None or model == AUTO:
             return tuple(self.by_name)

@@ -154,6 +154,9 @@ def test_candidates_from_the_header_and_unknown_models(http: httpx.Client) -> No
     listed = _chat(http, "auto", "mm-unknown", model_candidates=["small", "nope"])
     assert listed.status_code == 404
     assert listed.json()["error"]["field"] == "model_candidates"
+    repeated = _chat(http, "auto", "mm-unknown", model_candidates=["small", "small"])
+    assert repeated.status_code == 400, repeated.text  # (OpenAI's routes: 400)
+    assert repeated.json()["error"]["field"] == "model_candidates"  # not the body's model
     # a refused call opened no program
     assert http.get("/v1/programs/mm-unknown").status_code == 404
     bad_pin = http.post(
