@@ -405,6 +405,7 @@ class ProgramController:
                 # a verifier asking for 40 tokens is not a 250-token call of its kind: the
                 # cap is the one thing known for sure about this call's length
                 expected = float(max_output_tokens)
+        node.ticket_output_tokens = expected
         uncached = prompt_tokens - cached_tokens
         if uncached < 0:
             uncached = 0
@@ -572,7 +573,9 @@ class ProgramController:
         program.completed_calls += 1
         program.tokens_used += usage.prompt_tokens - usage.cached_tokens + usage.output_tokens
         model = program.labels.get("model", "")
-        self.output_lengths.observe(program.tenant, model, usage.output_tokens)
+        self.output_lengths.observe(
+            program.tenant, model, usage.output_tokens, expected=node.ticket_output_tokens
+        )
         mean_call_s = self._mean_call_s.get(program.tenant, self._mean_call_prior_s)
         self._mean_call_s[program.tenant] = mean_call_s + _MEAN_RATE * (
             usage.service_s - mean_call_s

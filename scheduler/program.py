@@ -182,6 +182,9 @@ class Node:
     cached_tokens: int = 0
     output_tokens: int = 0
     expected_output_tokens: float = 0.0
+    #: the output its latest call's ticket expected (the estimate capped at ``max_tokens``):
+    #: what the estimator's error is measured against, as the policies ranked by it
+    ticket_output_tokens: float | None = None
     #: the most its last call may generate (the request's ``max_tokens``; None: not said):
     #: a cap on what the scheduler expects it to generate, and kept for a what-if replay
     max_output_tokens: int | None = None

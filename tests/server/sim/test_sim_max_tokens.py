@@ -51,3 +51,25 @@ def test_a_declared_max_tokens_caps_the_tickets_expectation_and_none_reads_the_o
     assert verify.expected_output_tokens == 8  # the cap, not the 3 it produces
     # undeclared: predicted from the tenant's calls so far (none: the prior), never its own 600
     assert write.expected_output_tokens == OutputLengthEstimator().predict("t") != 600
+
+
+def test_the_output_estimators_error_is_of_the_estimate_the_ticket_used() -> None:
+    """Two calls capped at 50 tokens that made 50 logged an error of ~100 tokens each: the log
+    compared the uncapped mean (the prior) that no policy ranked by."""
+    program = TraceProgram(
+        id="p",
+        tenant="t",
+        workload="verify",
+        shape="serial",
+        arrival_s=0.0,
+        nodes=(
+            LLMNode(id="a", prompt_tokens=100, output_tokens=50, max_tokens=50),
+            LLMNode(id="b", parents=("a",), prompt_tokens=100, output_tokens=50, max_tokens=50),
+        ),
+    )
+    sim = Simulation([program], preset("H200-141GB", "llama-3.1-8b", 1), SimConfig())
+    sim.run()
+    errors = sim.controller.prediction_log.summary()["output_tokens"]
+    assert errors["count"] == 2
+    assert errors["mean_abs_error"] == 0.0
+    assert errors["bias"] == 0.0
