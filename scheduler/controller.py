@@ -515,6 +515,9 @@ class ProgramController:
         node = program.nodes[node_id]
         if node.first_token_at is None:
             node.first_token_at = now
+        attempts = node.attempts
+        if attempts and attempts[-1].first_token_at is None:
+            attempts[-1].first_token_at = now
         if program.first_progress_at is None:
             program.first_progress_at = now
 
@@ -543,8 +546,14 @@ class ProgramController:
         counting, like :meth:`finish_llm`; the node's state is the caller's to close."""
         program = self.get(program_id)
         node = program.nodes[node_id]
-        node.output_tokens += usage.output_tokens
+        # the node shows its latest call, as a finished one does (prompt, cached, output);
+        # its times are totals over its attempts (an aborted one's wait was dropped)
+        node.prompt_tokens, node.cached_tokens = usage.prompt_tokens, usage.cached_tokens
+        node.output_tokens = usage.output_tokens
         node.service_s += usage.service_s
+        node.kv_restore_s += usage.kv_restore_s
+        node.queue_s += usage.runtime_queue_s
+        program.wait_s += usage.runtime_queue_s
         program.attained_service_s += usage.service_s
         program.tokens_used += usage.prompt_tokens - usage.cached_tokens + usage.output_tokens
         quota = program.quotas.tokens

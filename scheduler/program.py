@@ -146,6 +146,9 @@ class Attempt:
     started_at: float
     finished_at: float | None = None
     outcome: str = ""  # ok | fail | timeout | aborted | preempted
+    #: its call's first token (None: none yet, a tool, or an attempt rebuilt from the store,
+    #: whose rows keep the node's first token only)
+    first_token_at: float | None = None
 
 
 @dataclass(slots=True)

@@ -153,6 +153,8 @@ def _start(node: Node, event: Event) -> None:
 def _first_token(node: Node, event: Event) -> None:
     if node.first_token_at is None:
         node.first_token_at = event.t
+    if node.attempts and node.attempts[-1].first_token_at is None:
+        node.attempts[-1].first_token_at = event.t
 
 
 def _call_end(node: Node, event: Event) -> None:
@@ -164,13 +166,13 @@ def _call_end(node: Node, event: Event) -> None:
     if data.get("outcome", "ok") == "ok" and node.state is NodeState.RUNNING:
         node.state, node.finished_at = NodeState.DONE, event.t
         _close_attempt(node, event.t, "ok")
-        node.prompt_tokens = _int(data, "prompt_tokens")
-        node.cached_tokens = _int(data, "cached_tokens")
-        node.output_tokens = _int(data, "charged_output_tokens")
-        node.kv_restore_s += number(data, "restore_s")
-        node.queue_s += number(data, "queue_s")
-    else:
-        node.output_tokens += _int(data, "charged_output_tokens")
+    # as ``finish_llm`` and ``charge`` alike: the node shows its latest call, its times are
+    # totals over its attempts
+    node.prompt_tokens = _int(data, "prompt_tokens")
+    node.cached_tokens = _int(data, "cached_tokens")
+    node.output_tokens = _int(data, "charged_output_tokens")
+    node.kv_restore_s += number(data, "restore_s")
+    node.queue_s += number(data, "queue_s")
 
 
 def _tool_end(node: Node, event: Event) -> None:

@@ -44,10 +44,13 @@ def labels_dict(labels: tuple[str, ...]) -> dict[str, str]:
 
 
 def timeline(node: Node) -> list[JSON]:
-    """Phases of the node's last run: queue, kv, prefill, decode (LLM) or tool."""
+    """Phases of the node's last run: queue, kv, prefill, decode (LLM) or tool. A node run
+    again (a retry after an abort) is drawn from its last attempt's start and first token: the
+    node's own are its first run's, which drew a decode of seconds for a retry of 0.4 s."""
     if node.started_at is None:
         return []
-    start = node.started_at
+    last = node.attempts[-1] if node.attempts else None
+    start = last.started_at if last is not None else node.started_at
     if node.kind is NodeKind.TOOL:
         return [{"phase": "tool", "start": start, "end": node.finished_at}]
     spans: list[JSON] = []
@@ -55,14 +58,16 @@ def timeline(node: Node) -> list[JSON]:
     # the waits are drawn before the first token, never past it: a call preempted after it
     # began decoding waited again later (its queue time counts both waits)
     first = node.first_token_at
+    if last is not None and len(node.attempts) > 1:
+        first = last.first_token_at  # none yet (or not kept by the store): no decode drawn
     for phase, length in (("queue", node.queue_s), ("kv", node.kv_restore_s)):
         end = cursor + length if first is None else min(cursor + length, max(first, cursor))
         if end > cursor:
             spans.append({"phase": phase, "start": cursor, "end": end})
             cursor = end
-    if node.first_token_at is not None:
-        spans.append({"phase": "prefill", "start": cursor, "end": node.first_token_at})
-        spans.append({"phase": "decode", "start": node.first_token_at, "end": node.finished_at})
+    if first is not None:
+        spans.append({"phase": "prefill", "start": cursor, "end": first})
+        spans.append({"phase": "decode", "start": first, "end": node.finished_at})
     return spans
 
 

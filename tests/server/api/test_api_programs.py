@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ import httpx
 
 from agentconsole.server.runtime.sim.costmodel import preset
 from agentconsole.server.runtime.sim.live import SimLiveRuntime
-from tests.server.api.harness import LiveServer, chat_body, make_config
+from tests.server.api.harness import LiveServer, chat_body, make_config, wait_until
 
 
 def _call(
@@ -214,6 +215,39 @@ def test_tokens_of_a_call_in_flight_show_while_it_generates(server: LiveServer) 
         caller.join(30)
     assert answered
     assert answered[0].status_code != 200 or answered[0].json()["usage"]["completion_tokens"] > 0
+
+
+def test_a_node_run_again_shows_its_last_run_and_its_aborted_calls_prompt(
+    server: LiveServer,
+) -> None:
+    """A node whose first call was aborted and then ran again: its timeline drew a decode
+    from the first call's first token to the second's end (5 s for a 0.4 s retry), and the
+    aborted call's prompt was missing from the node (0) though its program paid for it."""
+    extras = {"program_id": "again", "node_id": "n1"}
+    body = chat_body("write at length", agentconsole=extras)
+    body.update(max_tokens=30_000, ignore_eos=True)  # tens of seconds at the harness's speed
+    with server.client() as c:
+        with server.client(timeout=1.0) as impatient, contextlib.suppress(httpx.TimeoutException):
+            impatient.post("/v1/chat/completions", json=body)  # its client leaves: aborted
+        node: dict[str, Any] = {}
+
+        def aborted() -> bool:
+            node.update(c.get("/v1/programs/again/nodes/n1").json())
+            return node["state"] != "running"
+
+        wait_until(aborted, timeout=20)
+        assert node["prompt_tokens"] > 0  # the aborted call's prompt, as its program paid
+        assert node["output_tokens"] > 0
+        sent = time.time()  # the server's clock: one machine
+        retried = c.post("/v1/chat/completions", json={**body, "max_tokens": 8})
+        assert retried.status_code == 200, retried.text
+        node = c.get("/v1/programs/again/nodes/n1").json()
+    assert node["attempts"] == 2
+    # every phase drawn is the second call's (the first one's began before ``sent``)
+    assert node["timeline"]
+    assert all(phase["start"] >= sent for phase in node["timeline"])
+    assert [p["phase"] for p in node["timeline"]][-1] == "decode"
+    assert node["output_tokens"] == 8  # its latest call's, as its prompt
 
 
 class RankedEngine(SimLiveRuntime):
