@@ -145,6 +145,7 @@ class MetricsAggregator:
         *,
         at_door: DoorWaits | None = None,
         rate_window_s: float | None = None,
+        served_since: float = math.inf,
     ) -> None:
         """``window``: keep only the latest this many samples per distribution (a live server
         runs for weeks); None keeps everything (a bench run). ``at_door``: the programs
@@ -152,7 +153,10 @@ class MetricsAggregator:
         docstring); None: only ended waits count. ``rate_window_s``: throughput and goodput
         over the programs that finished in the last this many seconds (a live server: a
         rate over its whole life would barely move after an hour); None: over the whole
-        span of the events (a bench run)."""
+        span of the events (a bench run). ``served_since``: when the server began serving,
+        the earliest start of that window while it is younger than it (a server idle before
+        its first program served that time too: dividing by the time since the first event
+        read 5 programs in 55 s where a minute had passed)."""
         if rate_window_s is not None and not rate_window_s > 0:
             raise ValueError(f"rate_window_s must be > 0, got {rate_window_s}")
 
@@ -191,6 +195,7 @@ class MetricsAggregator:
         self.last_t = -math.inf
         self.at_door = at_door
         self.rate_window_s = rate_window_s
+        self.served_since = served_since
         #: (when, on time) of the programs finished within ``rate_window_s`` (oldest first)
         self._recent_finishes: deque[tuple[float, bool]] = deque()
 
@@ -545,7 +550,8 @@ class MetricsAggregator:
         recent = self._recent_finishes
         if not recent:
             return 0.0, 0.0
-        span = max(min(self.rate_window_s, now - self.first_t), 1e-9)
+        began = self.first_t if self.first_t < self.served_since else self.served_since
+        span = max(min(self.rate_window_s, now - began), 1e-9)
         on_time = sum(1 for _, in_time in recent if in_time)
         return len(recent) / span, on_time / span
 

@@ -20,6 +20,7 @@ import asyncio
 import gc
 import logging
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
@@ -178,7 +179,10 @@ def build_live(config: ServerConfig, store: Store, runtime: Runtime | None, hub:
     # bounded: serve runs for weeks; waits still running at the door count in the live figures;
     # rates over the last minute, what a console's "throughput" and a history chart mean
     metrics = MetricsAggregator(
-        window=10_000, at_door=service.driver.door_waits, rate_window_s=LIVE_RATE_WINDOW_S
+        window=10_000,
+        at_door=service.driver.door_waits,
+        rate_window_s=LIVE_RATE_WINDOW_S,
+        served_since=time.time(),
     )
     projector = StoreProjector(
         service.controller,

@@ -105,6 +105,11 @@ def test_a_young_servers_rate_is_over_the_time_it_served() -> None:
     assert agg.report(20.0)["throughput_programs_per_s"] == pytest.approx(1 / 20)
     with pytest.raises(ValueError, match="rate_window_s"):
         MetricsAggregator(rate_window_s=0.0)
+    # a server idle for 10 s before its first program served those seconds too (the rate
+    # read 5 programs in 55 s where a minute had passed)
+    idle_first = MetricsAggregator(rate_window_s=60.0, served_since=-10.0)
+    idle_first.observe_all(_program("p", "t", 0.0))
+    assert idle_first.report(20.0)["throughput_programs_per_s"] == pytest.approx(1 / 30)
 
 
 def test_with_no_success_there_is_no_figure_per_success() -> None:
