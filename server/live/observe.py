@@ -102,11 +102,9 @@ class Observer:
         """``GET /v1/tenants`` (``tenant`` set: that tenant's row only). ``quota_use`` is the
         largest used/limit ratio among the tenant's running programs with that quota."""
         running: dict[str, int] = {}
-        tokens: dict[str, int] = {}
         use: dict[str, dict[str, float]] = {}
         for program in self.service.controller.programs.values():
             t = program.tenant
-            tokens[t] = tokens.get(t, 0) + program.tokens_used
             row = use.setdefault(t, {"tokens": 0.0, "tool_calls": 0.0})
             if program.state is not ProgramState.RUNNING:
                 continue
@@ -130,7 +128,9 @@ class Observer:
                     "slowdown": finite(m.slowdown),
                     "starvation": finite(m.starvation),
                     "max_queue_wait_s": m.max_queue_wait_s,
-                    "tokens_used": tokens.get(name, 0),
+                    # since the server started, as ``programs``: a sum over the programs in
+                    # memory fell as ended ones left it (and below the last minute's)
+                    "tokens_used": m.tokens,
                     "quota_use": use.get(name, {"tokens": 0.0, "tool_calls": 0.0}),
                     "prompt_insertions": self.service.insertions.tenant(name),
                     # tenant-level limits (None: unlimited) and what counts against them
