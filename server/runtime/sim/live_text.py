@@ -77,8 +77,16 @@ _WORDS = (
     "commodo",
     "consequat",
 )
-#: the synthetic answers' text, one token a word, each after a space
-_LOREM = [" " + word for word in random.Random(0).choices(_WORDS, k=4096)]
+#: the synthetic answers' text, in tokens of the simulated tokenizer's ``CHARS_PER_TOKEN``
+#: characters (a word a token made an answer of N tokens count 1.6 N in the next prompt and in
+#: the KV its program holds)
+_LOREM_TEXT = "".join(" " + word for word in random.Random(0).choices(_WORDS, k=4096))
+_LOREM = [
+    _LOREM_TEXT[i : i + CHARS_PER_TOKEN]
+    for i in range(0, len(_LOREM_TEXT) - CHARS_PER_TOKEN + 1, CHARS_PER_TOKEN)
+]
+#: the tokens an answer may open with: a word's start
+_LOREM_STARTS = [i for i, piece in enumerate(_LOREM) if piece.startswith(" ")]
 
 
 def count_tokens(text: str) -> int:
@@ -191,7 +199,7 @@ def output_pieces(prompt: str, tokens: int, *, allow_tool_call: bool = True) -> 
     if call is not None:
         pieces = [call[i : i + CHARS_PER_TOKEN] for i in range(0, len(call), CHARS_PER_TOKEN)]
         return pieces[:tokens]
-    start = zlib.crc32(prompt[-BLOCK_CHARS:].encode()) % len(_LOREM)
+    start = _LOREM_STARTS[zlib.crc32(prompt[-BLOCK_CHARS:].encode()) % len(_LOREM_STARTS)]
     pieces = _LOREM[start : start + tokens]
     while len(pieces) < tokens:
         pieces += _LOREM[: tokens - len(pieces)]

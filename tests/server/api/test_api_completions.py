@@ -10,6 +10,7 @@ from typing import Any
 import openai
 import pytest
 
+from agentconsole.server.runtime.sim.live_text import count_tokens
 from tests.server.api.harness import LiveServer, chat_body
 
 TOOLS: list[Any] = [
@@ -85,7 +86,7 @@ def test_streamed_completion_with_usage_and_header_identity(server: LiveServer) 
     assert not any(reasons[:-1])
     usage = chunks[-1].usage
     assert usage is not None
-    assert usage.completion_tokens == len(text.split())
+    assert usage.completion_tokens == count_tokens(text)  # the simulated tokenizer's count
     with server.client() as c:
         assert c.get("/v1/programs/cmpl-2").json()["nodes_done"] == 1
 

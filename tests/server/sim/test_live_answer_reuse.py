@@ -15,8 +15,19 @@ from agentconsole.server.runtime.sim.live import SimLiveRuntime
 from agentconsole.server.runtime.sim.live_text import (
     BLOCK_CHARS,
     answered_blocks,
+    count_tokens,
+    output_pieces,
     prompt_blocks,
 )
+
+
+def test_an_answer_of_n_tokens_counts_n_tokens_in_the_next_prompt() -> None:
+    """The answer was a lorem word a token (6.5 characters), the tokenizer 4 characters a
+    token: an answer of 5,000 tokens counted 8,100 in its program's KV and next prompt."""
+    for prompt in ("hello", "tell me more " * 40, "x"):
+        for tokens in (1, 7, 64, 5000):
+            text = "".join(output_pieces(prompt, tokens, allow_tool_call=False))
+            assert count_tokens(text) == tokens
 
 
 def test_answered_blocks_are_the_blocks_of_prompt_and_answer() -> None:
