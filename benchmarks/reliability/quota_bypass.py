@@ -23,6 +23,8 @@ from typing import Any
 
 import httpx
 
+from agentconsole.server.runtime.sim.live_text import count_tokens
+
 from .report import Report
 from .serve import TENANT, metric_values, start_serve
 
@@ -53,8 +55,8 @@ async def _stream(
     on_token: asyncio.Event | None = None,
 ) -> int:
     """Tokens received before hanging up after ``cut_after`` or the end; ``on_token`` is set
-    at the first. A chunk may carry several tokens; the simulated model's token is one
-    lorem-ipsum word, so the words of the text received are its tokens."""
+    at the first. A chunk may carry several tokens; the simulated model's tokens are its
+    tokenizer's (:func:`count_tokens`: 4 characters each), so the text received counts them."""
     text = ""
     async with client.stream("POST", "/v1/chat/completions", json=body) as response:
         async for line in response.aiter_lines():
@@ -64,9 +66,9 @@ async def _stream(
             text += choices[0].get("delta", {}).get("content") or ""
             if text and on_token is not None:
                 on_token.set()
-            if len(text.split()) >= cut_after:
+            if count_tokens(text) >= cut_after:
                 break
-    return len(text.split())
+    return count_tokens(text)
 
 
 @dataclass(frozen=True, slots=True)
