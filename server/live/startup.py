@@ -33,6 +33,7 @@ from agentconsole.server.live.reopen import programs_to_restore
 from agentconsole.server.live.service import ProgramService
 from agentconsole.server.live.snapshots import MetricRecorder
 from agentconsole.server.live.sweeper import Sweeper
+from agentconsole.server.live.tenants import WINDOW_S
 from agentconsole.server.store.catalog import TenantRecord
 from agentconsole.server.store.store import Store
 
@@ -89,9 +90,12 @@ async def restore_from_store(live: ServingParts) -> None:
     """Bring back what the store remembers. Changes the service's programs (the running ones
     reopened), the metrics (which adopt them), the driver's learners, the projector's marks
     (every program written again, so the next restart's event tail starts here) and the
-    operator's standing decisions (replayed through the desk)."""
+    operator's standing decisions (replayed through the desk) and each tenant's tokens of the
+    last minute (``tokens_per_minute``)."""
     restored = await _reopen_running_programs(live)
     await _learn_from_the_log(live, restored)
+    ends = await asyncio.to_thread(live.store.repo.call_ends_since, time.time() - WINDOW_S)
+    live.service.tenants.recharge(ends)
     live.queries.projector.mark_all()
     await live.queries.projector.sync()
     await _replay_operator_decisions(live)

@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import msgspec
 
+from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.server.live.errors import ServiceError
 
@@ -261,6 +262,16 @@ class TenantBudgets:
         usage.window.append((now, tokens))
         usage.window_tokens += tokens
         self._expire(usage, now)
+
+    def recharge(self, call_ends: Iterable[Event]) -> None:
+        """A restart's last minute: each call end event charges its tenant what it was charged
+        live (its computed prompt and charged output, at its time), so a restart does not
+        hand every tenant a fresh minute."""
+        for event in call_ends:
+            tokens = number(event.data, "computed_tokens") + number(
+                event.data, "charged_output_tokens"
+            )
+            self.charge_tokens(event.tenant, int(tokens), event.t)
 
     def charge_bytes(self, tenant: str, nbytes: int) -> None:
         """The store took ``nbytes`` more for ``tenant``."""

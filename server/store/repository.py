@@ -77,6 +77,7 @@ def _cols(names: tuple[str, ...]) -> str:
 
 _EVENT_COLS = _cols(EVENT_SPEC.names)
 _DOOR_WAITED = EventKind.PROGRAM_DOOR_WAITED
+_CALL_ENDS = (EventKind.CALL_FINISHED, EventKind.CALL_ABORTED, EventKind.CALL_FAILED)
 _INTENT_COLS = _cols(IntentRecord.SPEC.names)
 
 
@@ -273,6 +274,15 @@ class Repository:
                 params.append(value)
         sql = f"SELECT {_EVENT_COLS} FROM {EVENTS} WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?"
         return [_event(r) for r in self._all(sql, [*params, limit])]
+
+    def call_ends_since(self, since: float) -> list[Event]:
+        """The calls' end events (finished, aborted, failed) logged after wall time ``since``,
+        in order: what a restart charges its tenants' last minute with again. The log is
+        written in time order, so the scan reads the last row groups only (DuckDB's zone
+        maps on ``ts``)."""
+        kinds = [k.value for k in _CALL_ENDS]
+        sql = f"SELECT {_EVENT_COLS} FROM {EVENTS} WHERE ts > ? AND kind IN (?, ?, ?) ORDER BY seq"
+        return [_event(r).event for r in self._all(sql, [since, *kinds])]
 
     def stored_bytes_by_tenant(self) -> dict[str, int]:
         """What the store keeps per tenant, as ``live.tenants.event_bytes`` counts it: per

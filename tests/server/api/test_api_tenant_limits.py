@@ -239,3 +239,21 @@ def test_concurrent_calls(tmp_path: Path) -> None:
         with server.client() as c:  # the holds were all released: calls run again
             assert _call(c, "cc-after").status_code == 200
         assert server.live.service.tenants.usage("tenant-a", time.time())["in_flight"] == 0
+
+
+def test_the_minute_outlives_a_restart(tmp_path: Path) -> None:
+    """A restart handed every tenant a fresh minute (``tokens_last_minute`` 7,471 -> 0): the
+    last minute's call ends in the store charge it again, at their own times."""
+    with _server(tmp_path, tokens_per_minute=200) as first:
+        first.wait_ready()
+        with first.client() as c:
+            assert _call(c, "min-1").status_code == 200  # ~129 of the minute's 200
+            (before,) = c.get("/v1/tenants").json()["tenants"]
+    with _server(tmp_path, tokens_per_minute=200) as second:
+        second.wait_ready()
+        with second.client() as c:
+            (after,) = c.get("/v1/tenants").json()["tenants"]
+            refused = _call(c, "min-2", text="z" * 400)  # another ~129: past the 200
+    assert after["tokens_last_minute"] == before["tokens_last_minute"] > 0
+    assert refused.status_code == 429, refused.text
+    assert refused.json()["error"]["field"] == "limits.tokens_per_minute"
