@@ -233,7 +233,7 @@ def test_a_node_run_again_shows_its_last_run_and_its_aborted_calls_prompt(
 
         def aborted() -> bool:
             node.update(c.get("/v1/programs/again/nodes/n1").json())
-            return node["state"] != "running"
+            return bool(node["state"] != "running")
 
         wait_until(aborted, timeout=20)
         assert node["prompt_tokens"] > 0  # the aborted call's prompt, as its program paid
