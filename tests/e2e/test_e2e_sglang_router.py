@@ -234,13 +234,15 @@ def test_cancel_aborts_the_call_on_its_programs_worker(
     assert worker_c is not None
     assert worker_d is not None
     assert worker_c != worker_d
-    other = stream_chat(router_serve.url, "rt-d", [*prompt["d"], *prompt["d"]], tokens=300)
     doomed = stream_chat(router_serve.url, "rt-c", [*prompt["c"], *prompt["c"]], tokens=1400)
     assert doomed.started.wait(60)
-    assert other.started.wait(60)
     workers, _ = cluster
-    # the plugin's report (its status is written every few loop passes, not per token)
+    # the plugin's report (its status is written every few loop passes, not per token), read
+    # while the call runs: waited for after the other call's start too, on a loaded host the
+    # call had decoded its 1,400 tokens before a report was read
     assert _running_on(workers[worker_c], until=["rt-c/llm-2/0001"]) == ["rt-c/llm-2/0001"]
+    other = stream_chat(router_serve.url, "rt-d", [*prompt["d"], *prompt["d"]], tokens=300)
+    assert other.started.wait(60)
     started = time.monotonic()
     ack = http.post("/v1/programs/rt-c/cancel")
     assert ack.status_code == 200, ack.text
