@@ -4,16 +4,22 @@ Two rules, both mechanism rather than policy, so they apply to whichever policy 
 
 * **Aging bound** (Autellix's wait/service promotion): a call whose program has waited more than
   ``beta`` times the service it received (at least ``service_floor_s``) is *starving* and goes
-  before everything that is not, oldest starvation first. No program waits forever.
+  before every call of its share class that is not, oldest starvation first. No program waits
+  forever.
 * **Weighted tenant share**: each tenant's recent service (exponentially decayed) is compared
   with its weighted share among the tenants that have calls waiting; a tenant below
   ``(1 - share_slack)`` of its share is *underserved* and its calls go before those of tenants at
-  or above their share. A light tenant is never starved by a flooding one.
+  or above their share, starving or not. A light tenant is never starved by a flooding one:
+  a tenant that floods has every program starving at once, and were starvation to outrank the
+  share, all of them would go first.
 
-The result is an effective key ``(tier, policy_key)``: tier 0 starving, 1 underserved tenant,
-2 the rest. Both the simulator's queue and the SGLang plugin order by it. The program door
-shares its admissions by the same notion of a share (:func:`below_share`), over the memory
-each tenant's started programs hold rather than service.
+The result is an effective key ``(tier, key)``: tier 0 a starving call of an underserved tenant,
+1 the other calls of underserved tenants, 2 a starving call of any other tenant, 3 the rest;
+starving calls by starvation time, the others by policy key. The aging bound still holds for
+every program: a tenant leaves the underserved class as soon as it has its share, and then
+the starving calls of the others go first. Both the simulator's queue and the SGLang plugin
+order by it. The program door shares its admissions by the same notion of a share
+(:func:`below_share`), over the memory each tenant's started programs hold rather than service.
 """
 
 from __future__ import annotations
@@ -25,7 +31,10 @@ from typing import Any
 
 from agentconsole.scheduler.ticket import CallTicket
 
-TIER_STARVING, TIER_UNDERSERVED, TIER_NORMAL = 0, 1, 2
+#: the guard's tiers, best first (module docstring): a starving call ranks before the other calls
+#: of its share class, and an underserved tenant's calls before everyone else's
+TIER_STARVING_UNDERSERVED, TIER_UNDERSERVED, TIER_STARVING, TIER_NORMAL = 0, 1, 2, 3
+STARVING_TIERS = frozenset({TIER_STARVING_UNDERSERVED, TIER_STARVING})
 #: the largest tenant weight a configuration takes (serve's settings and bench alike)
 MAX_TENANT_WEIGHT = 1_000_000.0
 
@@ -142,20 +151,23 @@ class FairnessGuard:
         return below_share(service, waiting, self.config)
 
     def tier(self, ticket: CallTicket, now: float, underserved: frozenset[str]) -> int:
-        if now >= self.starve_at(ticket):
-            return TIER_STARVING
-        if ticket.tenant in underserved:
-            return TIER_UNDERSERVED
-        return TIER_NORMAL
+        return tier_of(now >= self.starve_at(ticket), ticket.tenant in underserved)
 
     def effective_key(
         self, ticket: CallTicket, policy_key: float, now: float, underserved: frozenset[str]
     ) -> tuple[int, float, int]:
         """The full sort key: starving calls by starvation time, the rest by policy key."""
         tier = self.tier(ticket, now, underserved)
-        if tier == TIER_STARVING:
+        if tier in STARVING_TIERS:
             return (tier, self.starve_at(ticket), ticket.seq)
         return (tier, policy_key, ticket.seq)
+
+
+def tier_of(starving: bool, underserved: bool) -> int:
+    """The tier of a call that is (or not) starving, of a tenant that is (or not) underserved."""
+    if underserved:
+        return TIER_STARVING_UNDERSERVED if starving else TIER_UNDERSERVED
+    return TIER_STARVING if starving else TIER_NORMAL
 
 
 def below_share(

@@ -2,8 +2,9 @@
 
 Semantics are exactly "the minimum effective key" of :class:`FairnessGuard` over all waiting
 calls (``ordered()`` computes that by sorting; a property test checks the heaps agree), but a
-decision costs O(T + log n) for T tenants: one heap per tenant ordered by policy key plus one
-heap ordered by starvation time. Removal is lazy (entries are marked dead), so aborts are O(1).
+decision costs O(T + log n) for T tenants: per tenant, one heap ordered by policy key and one
+ordered by starvation time (a tenant's starving calls rank by its share, so they are kept
+apart). Removal is lazy (entries are marked dead), so aborts are O(1).
 
 Policy keys are computed once, on push, with how they move (``Policy.moving_key``): a key that
 falls a second per second (a slack shrinking as the call waits) sits in a second heap per
@@ -21,12 +22,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from agentconsole.scheduler.fairness import (
-    TIER_NORMAL,
-    TIER_STARVING,
-    TIER_UNDERSERVED,
-    FairnessGuard,
-)
+from agentconsole.scheduler.fairness import STARVING_TIERS, FairnessGuard, tier_of
 from agentconsole.scheduler.policies.base import MovingKey, Policy
 from agentconsole.scheduler.ticket import CallTicket
 
@@ -53,12 +49,12 @@ class QueueEntry:
 
     def rank_at(self, now: float) -> tuple[int, float, int]:
         """The effective key ``(tier, key, seq)`` at ``now``, in the tier ``peek`` last chose
-        it in (a starving call's is ``(0, starve_at, seq)``; ``(0, 0.0, 0)`` if never chosen).
+        it in (a starving call's is ``(tier, starve_at, seq)``; ``(0, 0.0, 0)`` if never chosen).
         Built when asked, so a decision leaves no tuple behind for the collector."""
         tier = self.tier
         if tier < 0:
             return (0, 0.0, 0)
-        return (tier, self.starve_at if tier == TIER_STARVING else self.key_at(now), self.seq)
+        return (tier, self.starve_at if tier in STARVING_TIERS else self.key_at(now), self.seq)
 
     def moves(self) -> bool:
         """Whether the key moves with time (then a holder re-reads it with ``rank_at``)."""
@@ -109,7 +105,8 @@ class ReadyQueue:
         # leaves zero, not per decision
         self._backlog: tuple[str, ...] = ()
         self._backlog_set: frozenset[str] = frozenset()
-        self._starving: list[_HeapItem] = []
+        #: per tenant, the entries that will starve, by when (made on first use)
+        self._starving_by_tenant: dict[str, list[_HeapItem]] = {}
         self._seq = 0
 
     def __len__(self) -> int:
@@ -159,7 +156,10 @@ class ReadyQueue:
         if not waiting:
             self._backlog_changed()
         if entry.starve_at != math.inf:
-            _heappush(self._starving, (entry.starve_at, seq, entry))
+            starving = self._starving_by_tenant.get(tenant)
+            if starving is None:
+                starving = self._starving_by_tenant[tenant] = []
+            _heappush(starving, (entry.starve_at, seq, entry))
 
     def _push_key(self, entry: QueueEntry) -> None:
         """Put ``entry`` in its tenant's heap of static or of falling keys (a copy of it with
@@ -205,52 +205,54 @@ class ReadyQueue:
     def peek(self, now: float) -> QueueEntry | None:
         """The call that should run next, without removing it.
 
-        The minimum of :meth:`FairnessGuard.effective_key` over the waiting calls: the
-        oldest starvation among starving calls, else each backlogged tenant's best policy key
-        under its tier. A heap top's tier is decided here from its entry's ``starve_at`` (the
-        guard's ``starve_at`` of the ticket, stored on push; the starving heap orders by the
+        The minimum of :meth:`FairnessGuard.effective_key` over the waiting calls: each
+        backlogged tenant's oldest starvation if it has a starving call (a tenant's starving
+        call goes before its others), else its best policy key, under the tier its share
+        gives. A heap top's starvation is decided here from its entry's ``starve_at`` (the
+        guard's ``starve_at`` of the ticket, stored on push; the starving heaps order by the
         same value), which is :meth:`FairnessGuard.tier` without recomputing it per tenant.
         """
         if self._moves and self._moves[0][0] < now:
             self._follow_moves(now)
+        backlog = self._backlog
+        if not backlog:
+            return None
         best: tuple[int, float, int] | None = None
         best_entry: QueueEntry | None = None
-        starving = self._starving
-        # removed entries leave the starving heap only once they reach its top *and* are due:
-        # a top not due yet means no live call is starving either (the top is the minimum),
-        # so the common decision touches nothing of this heap (one sift of all n otherwise)
-        if starving and starving[0][0] <= now:
-            while starving and not starving[0][2].alive:
-                _heappop(starving)
+        underserved = self.guard.underserved(self._backlog_set, now)
+        by_tenant, falling_by_tenant = self._by_tenant, self._falling_by_tenant
+        starving_by_tenant = self._starving_by_tenant
+        for tenant in backlog:
+            # removed entries leave a starving heap only once they reach its top *and* are
+            # due: a top not due yet means no live call of the tenant is starving either (the
+            # top is the minimum), so the common decision pops nothing there
+            starving = starving_by_tenant.get(tenant)
             if starving and starving[0][0] <= now:
-                starve_at, seq, best_entry = starving[0]
-                best = (TIER_STARVING, starve_at, seq)
-        backlog = self._backlog
-        if backlog:
-            # asked even when a starving call wins: the answer it caches is what the next
-            # decisions within ``refresh_s`` see
-            underserved = self.guard.underserved(self._backlog_set, now)
-            by_tenant, falling_by_tenant = self._by_tenant, self._falling_by_tenant
-            for tenant in backlog:
-                heap = by_tenant.get(tenant)
-                while heap and (_stale(heap[0]) or heap[0][2].falling):
-                    _heappop(heap)
-                falling = falling_by_tenant.get(tenant) if falling_by_tenant else None
-                while falling and (_stale(falling[0]) or not falling[0][2].falling):
-                    _heappop(falling)
-                if heap:
-                    key, seq, entry = heap[0]
-                    if falling and (falling[0][0] - now, falling[0][1]) < (key, seq):
-                        key, seq, entry = falling[0][0] - now, falling[0][1], falling[0][2]
-                elif falling:
+                while starving and not starving[0][2].alive:
+                    _heappop(starving)
+                if starving and starving[0][0] <= now:
+                    starve_at, seq, entry = starving[0]
+                    cand = (tier_of(True, tenant in underserved), starve_at, seq)
+                    if best is None or cand < best:
+                        best, best_entry = cand, entry
+                    continue
+            heap = by_tenant.get(tenant)
+            while heap and (_stale(heap[0]) or heap[0][2].falling):
+                _heappop(heap)
+            falling = falling_by_tenant.get(tenant) if falling_by_tenant else None
+            while falling and (_stale(falling[0]) or not falling[0][2].falling):
+                _heappop(falling)
+            if heap:
+                key, seq, entry = heap[0]
+                if falling and (falling[0][0] - now, falling[0][1]) < (key, seq):
                     key, seq, entry = falling[0][0] - now, falling[0][1], falling[0][2]
-                else:
-                    continue
-                if now >= entry.starve_at:  # starving: ranked via the starving heap
-                    continue
-                cand = (TIER_UNDERSERVED if tenant in underserved else TIER_NORMAL, key, seq)
-                if best is None or cand < best:
-                    best, best_entry = cand, entry
+            elif falling:
+                key, seq, entry = falling[0][0] - now, falling[0][1], falling[0][2]
+            else:
+                continue
+            cand = (tier_of(False, tenant in underserved), key, seq)
+            if best is None or cand < best:
+                best, best_entry = cand, entry
         if best_entry is not None and best is not None:
             best_entry.tier = best[0]  # ``rank`` rebuilds ``best`` from it
         return best_entry
@@ -295,8 +297,8 @@ class ReadyQueue:
 
     def _drop_dead(self) -> None:
         """Rebuild every heap without its removed entries (O(n))."""
-        heaps = (self._starving, self._moves, *self._by_tenant.values())
-        for heap in (*heaps, *self._falling_by_tenant.values()):
+        heaps = (self._moves, *self._by_tenant.values(), *self._falling_by_tenant.values())
+        for heap in (*heaps, *self._starving_by_tenant.values()):
             heap[:] = [item for item in heap if item[2].alive]
             heapq.heapify(heap)
 
@@ -310,7 +312,7 @@ class ReadyQueue:
         self._moves.clear()
         self._alive_per_tenant.clear()
         self._backlog_changed()
-        self._starving.clear()
+        self._starving_by_tenant.clear()
         for entry in entries:
             entry.alive = False
             moving = policy.moving_key(entry.ticket, now)

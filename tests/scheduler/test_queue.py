@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentconsole.scheduler.fairness import FairnessConfig, FairnessGuard
+from agentconsole.scheduler.fairness import (
+    TIER_STARVING,
+    TIER_UNDERSERVED,
+    FairnessConfig,
+    FairnessGuard,
+)
 from agentconsole.scheduler.policies import available, get_policy
 from agentconsole.scheduler.queue import ReadyQueue
 from agentconsole.scheduler.ticket import CallTicket
@@ -78,6 +83,29 @@ def test_underserved_tenant_goes_first() -> None:
     head = queue.peek(5.0)
     assert head is not None
     assert head.ticket.call_id == "l"
+
+
+def test_a_flooding_tenants_starving_calls_wait_behind_an_underserved_tenant() -> None:
+    """A tenant that floods has every program starving at once: its starving calls go after an
+    underserved tenant's calls (were starvation first, the whole flood would be), and before
+    everything else once that tenant has its share (the aging bound holds for the flood)."""
+    guard = FairnessGuard(FairnessConfig(beta=2.0, service_floor_s=1.0, half_life_s=1e9))
+    queue = ReadyQueue(get_policy("fcfs"), guard)
+    guard.record_service("heavy", 100.0, 0.0)
+    guard.record_service("light", 1.0, 0.0)
+    for i in range(3):
+        queue.push(CallTicket(f"h{i}", f"p{i}", "n", "heavy", arrival=0.0), 0.0)
+    queue.push(CallTicket("l", "q", "n", "light", arrival=9.0), 9.0)
+    head = queue.peek(9.0)  # heavy's calls starve from 2 s on; light is below its share
+    assert head is not None
+    assert head.ticket.call_id == "l"
+    assert head.rank_at(9.0)[0] == TIER_UNDERSERVED
+    guard.record_service("light", 100.0, 9.0)  # light has its share now
+    head = queue.peek(9.0 + 1.0)  # past the guard's standing share decision
+    assert head is not None
+    assert head.ticket.call_id == "h0"
+    assert head.rank_at(10.0)[0] == TIER_STARVING
+    assert [e.ticket.call_id for e in queue.ordered(10.0)] == ["h0", "h1", "h2", "l"]
 
 
 def test_disabled_guard_is_pure_policy_order() -> None:

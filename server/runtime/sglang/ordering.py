@@ -8,14 +8,14 @@ by arrival in the scheduler. The plugin keys every waiting call again on each pa
 deadline's or a drain's slack shrinks as the call waits; the simulator's queue keys a call once
 and follows how its key moves, ``Policy.moving_key``, to the same order) and refreshes its
 cache inputs with the tree's live match (:func:`refreshed`), since the real cache moves while
-the call waits. Two tiers are added behind the guard's three (0 starving, 1 underserved
-tenant, 2 normal):
+the call waits. Two tiers are added behind the guard's four (0 starving of an
+underserved tenant, 1 underserved tenant, 2 starving, 3 normal):
 
-* tier 3, *demoted*: a call the operator preempted, until it runs again. Its starvation clock
+* tier 4, *demoted*: a call the operator preempted, until it runs again. Its starvation clock
   restarts at the preempt, so the aging bound still brings it back.
-* tier 4, *untracked*: requests without a ticket (SGLang's own health checks, clients that talk
+* tier 5, *untracked*: requests without a ticket (SGLang's own health checks, clients that talk
   to the engine directly). They run FCFS among themselves behind every ticketed call, and the
-  aging bound (``beta * service_floor_s`` after they arrived) promotes them to tier 0, so they
+  aging bound (``beta * service_floor_s`` after they arrived) promotes them to tier 2, so they
   never starve.
 
 Tier -1 is the adapter's health probe: one token, always first.
@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from agentconsole.scheduler.fairness import TIER_STARVING, FairnessGuard
+from agentconsole.scheduler.fairness import STARVING_TIERS, TIER_STARVING, FairnessGuard
 from agentconsole.scheduler.policies import DEFAULT_POLICY, get_policy
 from agentconsole.scheduler.policies.base import Policy
 from agentconsole.scheduler.preemption import PreemptionRule
@@ -36,7 +36,7 @@ from agentconsole.server.runtime.sglang.keymemo import KeyMemo, KeyMotion, key_i
 from agentconsole.server.runtime.sglang.ranked import Candidate, EffectiveKey, Ranked
 from agentconsole.server.runtime.sglang.wire import CallKind
 
-TIER_PROBE, TIER_DEMOTED, TIER_UNTRACKED = -1, 3, 4
+TIER_PROBE, TIER_DEMOTED, TIER_UNTRACKED = -1, 4, 5
 
 
 class Orderer:
@@ -138,7 +138,7 @@ class Orderer:
             ticket = ticket.but(arrival=max(ticket.arrival, c.wire.now(c.preempted_at)))
         policy_key = self.policy.key(ticket, now)
         key = self.guard.effective_key(ticket, policy_key, now, underserved)
-        if c.preempted_at is not None and key[0] != TIER_STARVING:
+        if c.preempted_at is not None and key[0] not in STARVING_TIERS:
             key = (TIER_DEMOTED, policy_key, seq)
         return Ranked(c, key, policy_key, ticket.tenant, ticket.program_id)
 

@@ -27,7 +27,7 @@ class QueuedEntry:
     rid: str
     program_id: str
     tenant: str
-    tier: int  # fairness tier: 0 starving, 1 underserved tenant, 2 normal, 3 untracked/demoted
+    tier: int  # fairness tier (``ordering``): 0-3 the guard's, 4 demoted, 5 untracked
     key: float  # policy key (lower runs first)
     waited_s: float
     prompt_tokens: int = 0  # what the call needs admitted (its whole prompt, before hits)

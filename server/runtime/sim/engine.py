@@ -12,8 +12,9 @@ KV lives in a :class:`PrefixIndex` over HBM and host DRAM, owned by :class:`Engi
 prompt and its output; on finish its whole context is
 inserted (unlocked, evictable by the eviction strategy, demoted to DRAM when there is room).
 A prefix found in DRAM is reloaded over PCIe before prefill; a prefix that was computed before
-and is gone is recomputed (counted as such). Eviction to admit a call spares KV that is softly
-retained for a program in tool wait, unless the call is starving.
+and is gone is recomputed (counted as such). Eviction to admit a call takes KV softly retained
+for a program in tool wait last; with bench's queued-call holds it spares it, unless the call is
+an underserved tenant's (not starving) or the engine is idle.
 """
 
 from __future__ import annotations

@@ -63,6 +63,7 @@ def test_queued_call_holds_keep_a_context_until_its_call_runs() -> None:
     # context and the newcomers' prefills
     held = _overloaded(TWICE, "cp-cache", admission=False, holds=True)
     unheld = _overloaded(TWICE, "cp-cache", admission=False)
-    # (on the admission-order engine: 6.8 M against 1.4 M tokens, 0.061 against 0.082/s)
-    assert unheld["recompute_tokens"] > 4 * max(held["recompute_tokens"], 100_000)
+    # (15.8 M against 4.7 M tokens, 0.047 against 0.058/s; 17.0 M against 3.3 M before an
+    # underserved tenant's calls went before the others' starving ones, its calls passing holds)
+    assert unheld["recompute_tokens"] > 3 * max(held["recompute_tokens"], 100_000)
     assert unheld["throughput_programs_per_s"] < 0.9 * held["throughput_programs_per_s"]
