@@ -108,9 +108,7 @@ class CallAccounting:
             self.service.controller.resume_node(call.program_id, call.node_id)
         if program.quotas.tokens is None:
             return
-        calls = self.service.calls_of(call.program_id)
-        streaming = sum(c.received + c.pending_prompt for c in calls)
-        used = program.tokens_used + streaming
+        used = self.service.tokens_held(program)
         if used > program.quotas.tokens:
             call.stop(QuotaError(call.program_id, "tokens", program.quotas.tokens, used))
 

@@ -354,12 +354,16 @@ class CallIntake:
         node's attempt failed."""
         svc = self.service
         declared, _ = offered_tools(chat.tools, chat.tool_choice)
+
+        def unwind() -> None:
+            svc.driver.withdraw(program.program_id, queued.request.ticket.call_id)
+            svc.nodes.fail_attempt(program, queued.node_id, queued.queued_at)
+
         try:
             svc.check_call_tokens(program, queued.uncached_prompt)
             svc.tenants.check_hold(tenant, queued.held_tokens, time.time())
         except ServiceError:
-            svc.driver.withdraw(program.program_id, queued.request.ticket.call_id)
-            svc.nodes.fail_attempt(program, queued.node_id, queued.queued_at)
+            unwind()
             raise
         hold = svc.tenants.reserve(tenant, queued.held_tokens)
         try:
@@ -374,8 +378,7 @@ class CallIntake:
             )
         except Exception as error:
             svc.tenants.release(hold)
-            svc.driver.withdraw(program.program_id, queued.request.ticket.call_id)
-            svc.nodes.fail_attempt(program, queued.node_id, queued.queued_at)
+            unwind()
             raise Unavailable(f"the runtime refused the call: {error}") from error
         call.cached_elsewhere = queued.cached_elsewhere
         call.hold = hold

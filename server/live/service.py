@@ -347,6 +347,12 @@ class ProgramService:
         """The program's calls in flight."""
         return list(self._by_program.get(program_id, {}).values())
 
+    def tokens_held(self, program: Program) -> int:
+        """The tokens ``program`` used, charged or not: its spent calls' and, for its calls in
+        flight, their uncached prompts and what they received so far (charged at their end)."""
+        in_flight = sum(c.received + c.pending_prompt for c in self.calls_of(program.program_id))
+        return program.tokens_used + in_flight
+
     def forget(self, program_id: str) -> None:
         """Drop an ended program from memory (the store keeps it)."""
         program = self.controller.programs.get(program_id)
@@ -489,8 +495,7 @@ class ProgramService:
         limit = program.quotas.tokens
         if limit is None:
             return
-        held = sum(c.received + c.pending_prompt for c in self.calls_of(program.program_id))
-        used = program.tokens_used + held + uncached_prompt
+        used = self.tokens_held(program) + uncached_prompt
         if used > limit:
             why = f"this call's prompt needs {uncached_prompt} uncached tokens"
             raise QuotaError(program.program_id, "tokens", limit, used, why=why)

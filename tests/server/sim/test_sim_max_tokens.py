@@ -4,6 +4,7 @@ will produce (``output_tokens``), only from what the agent said."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from agentconsole.sample_traces.format import LLMNode, TraceProgram
@@ -30,20 +31,24 @@ class _Recording:
         return getattr(self._driver, name)
 
 
-def test_a_declared_max_tokens_caps_the_tickets_expectation_and_none_reads_the_output() -> None:
+def _two_steps(first: LLMNode, second: LLMNode) -> Simulation:
+    """A simulation of one serial program of ``first`` then ``second`` (its parent set here)."""
     program = TraceProgram(
         id="p",
         tenant="t",
         workload="verify",
         shape="serial",
         arrival_s=0.0,
-        nodes=(
-            LLMNode(id="write", prompt_tokens=400, output_tokens=600),
-            LLMNode(id="verify", parents=("write",), prompt_tokens=50, output_tokens=3,
-                    max_tokens=8),
-        ),
-    )  # fmt: skip
-    sim = Simulation([program], preset("H200-141GB", "llama-3.1-8b", 1), SimConfig())
+        nodes=(first, replace(second, parents=(first.id,))),
+    )
+    return Simulation([program], preset("H200-141GB", "llama-3.1-8b", 1), SimConfig())
+
+
+def test_a_declared_max_tokens_caps_the_tickets_expectation_and_none_reads_the_output() -> None:
+    sim = _two_steps(
+        LLMNode(id="write", prompt_tokens=400, output_tokens=600),
+        LLMNode(id="verify", prompt_tokens=50, output_tokens=3, max_tokens=8),
+    )
     recording = _Recording(sim.driver)
     sim.driver = recording  # type: ignore[assignment]
     sim.run()
@@ -56,18 +61,8 @@ def test_a_declared_max_tokens_caps_the_tickets_expectation_and_none_reads_the_o
 def test_the_output_estimators_error_is_of_the_estimate_the_ticket_used() -> None:
     """Two calls capped at 50 tokens that made 50 logged an error of ~100 tokens each: the log
     compared the uncapped mean (the prior) that no policy ranked by."""
-    program = TraceProgram(
-        id="p",
-        tenant="t",
-        workload="verify",
-        shape="serial",
-        arrival_s=0.0,
-        nodes=(
-            LLMNode(id="a", prompt_tokens=100, output_tokens=50, max_tokens=50),
-            LLMNode(id="b", parents=("a",), prompt_tokens=100, output_tokens=50, max_tokens=50),
-        ),
-    )
-    sim = Simulation([program], preset("H200-141GB", "llama-3.1-8b", 1), SimConfig())
+    capped = LLMNode(id="a", prompt_tokens=100, output_tokens=50, max_tokens=50)
+    sim = _two_steps(capped, replace(capped, id="b"))
     sim.run()
     errors = sim.controller.prediction_log.summary()["output_tokens"]
     assert errors["count"] == 2
