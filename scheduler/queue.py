@@ -22,7 +22,13 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from agentconsole.scheduler.fairness import STARVING_TIERS, FairnessGuard, tier_of
+from agentconsole.scheduler.fairness import (
+    STARVING_TIERS,
+    TIER_NORMAL,
+    TIER_UNDERSERVED,
+    FairnessGuard,
+    tier_of,
+)
 from agentconsole.scheduler.policies.base import MovingKey, Policy
 from agentconsole.scheduler.ticket import CallTicket
 
@@ -105,8 +111,10 @@ class ReadyQueue:
         # leaves zero, not per decision
         self._backlog: tuple[str, ...] = ()
         self._backlog_set: frozenset[str] = frozenset()
-        #: per tenant, the entries that will starve, by when (made on first use)
+        #: per tenant, the entries that will starve, by when (made on first use); and all of
+        #: them in one heap, whose top says whether any call starves at all (mostly not)
         self._starving_by_tenant: dict[str, list[_HeapItem]] = {}
+        self._starving: list[_HeapItem] = []
         self._seq = 0
 
     def __len__(self) -> int:
@@ -156,10 +164,12 @@ class ReadyQueue:
         if not waiting:
             self._backlog_changed()
         if entry.starve_at != math.inf:
+            item = (entry.starve_at, seq, entry)
+            _heappush(self._starving, item)
             starving = self._starving_by_tenant.get(tenant)
             if starving is None:
                 starving = self._starving_by_tenant[tenant] = []
-            _heappush(starving, (entry.starve_at, seq, entry))
+            _heappush(starving, item)
 
     def _push_key(self, entry: QueueEntry) -> None:
         """Put ``entry`` in its tenant's heap of static or of falling keys (a copy of it with
@@ -221,14 +231,19 @@ class ReadyQueue:
         best_entry: QueueEntry | None = None
         underserved = self.guard.underserved(self._backlog_set, now)
         by_tenant, falling_by_tenant = self._by_tenant, self._falling_by_tenant
+        # removed entries leave a starving heap only once they reach its top *and* are due: a
+        # top not due yet means no live call is starving either (the top is the minimum), so
+        # the common decision looks at one heap top and at no tenant's
+        starving_any = self._starving
+        if starving_any and starving_any[0][0] <= now:
+            while starving_any and not starving_any[0][2].alive:
+                _heappop(starving_any)
+        due = bool(starving_any) and starving_any[0][0] <= now
         starving_by_tenant = self._starving_by_tenant
         for tenant in backlog:
-            # removed entries leave a starving heap only once they reach its top *and* are
-            # due: a top not due yet means no live call of the tenant is starving either (the
-            # top is the minimum), so the common decision pops nothing there
-            starving = starving_by_tenant.get(tenant)
-            if starving and starving[0][0] <= now:
-                while starving and not starving[0][2].alive:
+            if due:
+                starving = starving_by_tenant.get(tenant)
+                while starving and starving[0][0] <= now and not starving[0][2].alive:
                     _heappop(starving)
                 if starving and starving[0][0] <= now:
                     starve_at, seq, entry = starving[0]
@@ -250,7 +265,8 @@ class ReadyQueue:
                 key, seq, entry = falling[0][0] - now, falling[0][1], falling[0][2]
             else:
                 continue
-            cand = (tier_of(False, tenant in underserved), key, seq)
+            # ``tier_of(False, ...)``, inlined: this runs per tenant on every decision
+            cand = (TIER_UNDERSERVED if tenant in underserved else TIER_NORMAL, key, seq)
             if best is None or cand < best:
                 best, best_entry = cand, entry
         if best_entry is not None and best is not None:
@@ -297,7 +313,8 @@ class ReadyQueue:
 
     def _drop_dead(self) -> None:
         """Rebuild every heap without its removed entries (O(n))."""
-        heaps = (self._moves, *self._by_tenant.values(), *self._falling_by_tenant.values())
+        heaps = (self._starving, self._moves, *self._by_tenant.values())
+        heaps = (*heaps, *self._falling_by_tenant.values())
         for heap in (*heaps, *self._starving_by_tenant.values()):
             heap[:] = [item for item in heap if item[2].alive]
             heapq.heapify(heap)
@@ -313,6 +330,7 @@ class ReadyQueue:
         self._alive_per_tenant.clear()
         self._backlog_changed()
         self._starving_by_tenant.clear()
+        self._starving.clear()
         for entry in entries:
             entry.alive = False
             moving = policy.moving_key(entry.ticket, now)
