@@ -4,7 +4,10 @@ Semantics are exactly "the minimum effective key" of :class:`FairnessGuard` over
 calls (``ordered()`` computes that by sorting; a property test checks the heaps agree), but a
 decision costs O(T + log n) for T tenants: per tenant, one heap ordered by policy key and one
 ordered by starvation time (a tenant's starving calls rank by its share, so they are kept
-apart). Removal is lazy (entries are marked dead), so aborts are O(1).
+apart), and one heap of every entry by starvation time, whose top says whether anything starves.
+Removal is lazy (entries are marked dead), so aborts are O(1); a tenant's heaps go when its last
+call leaves, and the starving heaps are rebuilt once their dead items outnumber the live
+entries (below saturation nothing starves, so no decision pops them), amortised O(1).
 
 Policy keys are computed once, on push, with how they move (``Policy.moving_key``): a key that
 falls a second per second (a slack shrinking as the call waits) sits in a second heap per
@@ -86,6 +89,14 @@ def _new_entry(ticket: CallTicket, moving: MovingKey, starve_at: float, now: flo
 
 _HeapItem = tuple[float, int, QueueEntry]
 _heappush, _heappop = heapq.heappush, heapq.heappop
+#: dead items the starving heaps may hold beyond twice the live entries before a rebuild
+_REBUILD_SLACK = 1024
+
+
+def _keep_alive(heap: list[_HeapItem]) -> None:
+    """Drop ``heap``'s items of removed entries, in place (O(n))."""
+    heap[:] = [item for item in heap if item[2].alive]
+    heapq.heapify(heap)
 
 
 def _stale(item: _HeapItem) -> bool:
@@ -115,6 +126,8 @@ class ReadyQueue:
         #: them in one heap, whose top says whether any call starves at all (mostly not)
         self._starving_by_tenant: dict[str, list[_HeapItem]] = {}
         self._starving: list[_HeapItem] = []
+        #: items in the per-tenant starving heaps, dead ones included (their rebuild's trigger)
+        self._starving_items = 0
         self._seq = 0
 
     def __len__(self) -> int:
@@ -170,6 +183,10 @@ class ReadyQueue:
             if starving is None:
                 starving = self._starving_by_tenant[tenant] = []
             _heappush(starving, item)
+            self._starving_items += 1
+            most = 2 * len(self._entries) + _REBUILD_SLACK
+            if self._starving_items > most or len(self._starving) > most:
+                self._rebuild_starving()
 
     def _push_key(self, entry: QueueEntry) -> None:
         """Put ``entry`` in its tenant's heap of static or of falling keys (a copy of it with
@@ -210,6 +227,10 @@ class ReadyQueue:
         self._alive_per_tenant[tenant] = waiting
         if not waiting:
             self._backlog_changed()
+            # every item left in the tenant's heaps is dead: dropped now, not when it returns
+            self._by_tenant.pop(tenant, None)
+            self._falling_by_tenant.pop(tenant, None)
+            self._starving_items -= len(self._starving_by_tenant.pop(tenant, ()))
         return entry.ticket
 
     def peek(self, now: float) -> QueueEntry | None:
@@ -245,6 +266,7 @@ class ReadyQueue:
                 starving = starving_by_tenant.get(tenant)
                 while starving and starving[0][0] <= now and not starving[0][2].alive:
                     _heappop(starving)
+                    self._starving_items -= 1
                 if starving and starving[0][0] <= now:
                     starve_at, seq, entry = starving[0]
                     cand = (tier_of(True, tenant in underserved), starve_at, seq)
@@ -313,11 +335,16 @@ class ReadyQueue:
 
     def _drop_dead(self) -> None:
         """Rebuild every heap without its removed entries (O(n))."""
-        heaps = (self._starving, self._moves, *self._by_tenant.values())
-        heaps = (*heaps, *self._falling_by_tenant.values())
-        for heap in (*heaps, *self._starving_by_tenant.values()):
-            heap[:] = [item for item in heap if item[2].alive]
-            heapq.heapify(heap)
+        for heap in (self._moves, *self._by_tenant.values(), *self._falling_by_tenant.values()):
+            _keep_alive(heap)
+        self._rebuild_starving()
+
+    def _rebuild_starving(self) -> None:
+        """Rebuild the starving heaps without their removed entries (O(n))."""
+        _keep_alive(self._starving)
+        for heap in self._starving_by_tenant.values():
+            _keep_alive(heap)
+        self._starving_items = sum(len(heap) for heap in self._starving_by_tenant.values())
 
     def set_policy(self, policy: Policy, now: float) -> None:
         """Switch policy and re-rank every waiting call under it."""
@@ -331,6 +358,7 @@ class ReadyQueue:
         self._backlog_changed()
         self._starving_by_tenant.clear()
         self._starving.clear()
+        self._starving_items = 0
         for entry in entries:
             entry.alive = False
             moving = policy.moving_key(entry.ticket, now)

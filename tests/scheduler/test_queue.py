@@ -19,42 +19,86 @@ from tests.scheduler import strategies
 
 tickets = strategies.tickets(
     program_id=st.sampled_from(["a", "b", "c", "d"]),
+    tenant=st.sampled_from(["t1", "t2", "t3", "t4"]),
+    program_wait_s=st.sampled_from([0.0, 10.0]) | st.floats(0, 50),
     service_estimate_s=st.floats(0, 5),
     restore_cost_s=st.floats(0, 2),
     cp_service_s=st.floats(0, 10),
+    deadline=st.none() | st.floats(0, 150),
+    drain_s=st.sampled_from([0.0, 5.0, 60.0]),
 )
 
 ops = st.lists(
-    st.tuples(st.sampled_from(["push", "pop", "remove", "service"]), tickets, st.floats(0, 200)),
+    st.tuples(
+        st.sampled_from(["push", "push", "pop", "remove", "service", "rekey", "policy"]),
+        tickets,
+        st.floats(0, 200),
+        st.sampled_from(available()),
+    ),
     max_size=60,
 )
 
 
-@given(ops, st.sampled_from(available()))
-@settings(max_examples=150, deadline=None)
+def _waits_longer(ticket: CallTicket) -> None:
+    ticket.boost += 3.0
+    ticket.program_wait_s += 7.0
+
+
+@given(ops, st.sampled_from(available()), st.booleans(), st.sampled_from([0.0, 0.05, 1.0]))
+@settings(max_examples=300, deadline=None)
 def test_peek_equals_sorted_minimum(
-    operations: list[tuple[str, CallTicket, float]], policy: str
+    operations: list[tuple[str, CallTicket, float, str]], policy: str, fair: bool, refresh: float
 ) -> None:
-    guard = FairnessGuard(FairnessConfig(beta=2.0, half_life_s=20.0))
+    """The head's call, tier and key are the brute-force minimum effective key's, through
+    removals, re-keyed programs (their starvation moved), policy switches and shares (one
+    tenant weighted a million: underserved whenever it waits)."""
+    config = FairnessConfig(
+        enabled=fair, beta=2.0, half_life_s=20.0, refresh_s=refresh, tenant_weights={"t4": 1e6}
+    )
+    guard = FairnessGuard(config)
     queue = ReadyQueue(get_policy(policy), guard)
     now = 0.0
-    for i, (op, ticket, dt) in enumerate(operations):
+    for i, (op, ticket, dt, other_policy) in enumerate(operations):
         now += dt / 10
         if op == "push":
             ticket.call_id = f"c{i}"
             queue.push(ticket, now)
         elif op == "remove" and len(queue):
-            queue.remove(next(iter(queue)).ticket.call_id)
+            queued = [e.ticket.call_id for e in queue]
+            queue.remove(queued[i % len(queued)])
         elif op == "service":
             guard.record_service(ticket.tenant, dt, now)
+        elif op == "rekey":
+            queue.rekey(ticket.program_id, _waits_longer, now)
+        elif op == "policy":
+            queue.set_policy(get_policy(other_policy), now)
         ordered = queue.ordered(now)
         head = queue.peek(now)
         assert (head is None) == (not ordered)
         if head is not None:
             assert head.ticket.call_id == ordered[0].ticket.call_id
+            underserved = guard.underserved(queue.tenants(), now)
+            want = guard.effective_key(ordered[0].ticket, ordered[0].key_at(now), now, underserved)
+            got = head.rank_at(now)
+            assert got[0] == want[0]
+            assert got[1] == pytest.approx(want[1], abs=1e-6)
         if op == "pop" and head is not None:
             assert queue.pop(now) is head.ticket
             assert head.ticket.call_id not in queue
+
+
+def test_removed_calls_leave_no_heap_behind_while_nothing_starves() -> None:
+    """Below saturation no call starves, so no decision pops a starving heap: removed calls
+    must leave them anyway (a long-lived server queues millions of calls)."""
+    guard = FairnessGuard(FairnessConfig(beta=10.0, service_floor_s=5.0))
+    queue = ReadyQueue(get_policy("fcfs"), guard)
+    for i in range(20_000):
+        now = i * 0.01
+        queue.push(CallTicket(f"c{i}", f"p{i % 7}", "n", ("a", "b")[i % 2], arrival=now), now)
+        assert queue.pop(now) is not None
+    queue.push(CallTicket("last", "p", "n", "a", arrival=200.0), 200.0)
+    held = [queue._starving, *queue._starving_by_tenant.values(), *queue._by_tenant.values()]
+    assert sum(len(heap) for heap in held) <= 2 * 1024 + 10
 
 
 def test_starving_call_jumps_the_queue() -> None:

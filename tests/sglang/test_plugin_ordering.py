@@ -8,7 +8,14 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentconsole.scheduler.fairness import FairnessConfig, FairnessGuard
+from agentconsole.scheduler.fairness import (
+    TIER_NORMAL,
+    TIER_STARVING,
+    TIER_STARVING_UNDERSERVED,
+    TIER_UNDERSERVED,
+    FairnessConfig,
+    FairnessGuard,
+)
 from agentconsole.scheduler.policies import available, get_policy
 from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.queue import ReadyQueue
@@ -175,17 +182,35 @@ def test_set_policy_keeps_the_old_one_for_an_unknown_name() -> None:
 
 def test_victims_follow_the_simulators_rule_worst_first() -> None:
     rule = PreemptionRule(min_residency_s=0.25, cost_ratio=1.0)
-    want = (2, 1.0, 5)
+    normal = TIER_NORMAL
+    want = (normal, 1.0, 5)
     running = [
-        RunningView("young", (2, 9.0, 1), 0.1, 5.0, 0.1),  # not resident long enough
-        RunningView("cheap", (2, 8.0, 2), 1.0, 0.05, 0.1),  # finishing is cheaper
-        RunningView("bad", (2, 7.0, 3), 1.0, 5.0, 0.1),
-        RunningView("worse", (2, 9.5, 4), 1.0, 5.0, 0.1),
-        RunningView("better", (2, 0.5, 0), 1.0, 5.0, 0.1),  # ranked above the waiting call
-        RunningView("probe", (2, 99.0, 6), 1.0, 5.0, 0.1, protected=True),
+        RunningView("young", (normal, 9.0, 1), 0.1, 5.0, 0.1),  # not resident long enough
+        RunningView("cheap", (normal, 8.0, 2), 1.0, 0.05, 0.1),  # finishing is cheaper
+        RunningView("bad", (normal, 7.0, 3), 1.0, 5.0, 0.1),
+        RunningView("worse", (normal, 9.5, 4), 1.0, 5.0, 0.1),
+        RunningView("better", (normal, 0.5, 0), 1.0, 5.0, 0.1),  # ranked above the waiting call
+        RunningView("probe", (normal, 99.0, 6), 1.0, 5.0, 0.1, protected=True),
     ]
     assert preemption_victims(want, running, rule, preemptive=True) == ["worse", "bad"]
     assert preemption_victims(want, running, rule, preemptive=False) == []
+
+
+def test_a_running_starving_call_is_displaced_by_a_starving_call_only() -> None:
+    """An underserved tenant's call ranks before another tenant's starving call, but does not
+    take it back once it runs (nor the other way round when the share flips): only a call that
+    starves too, or the health probe, displaces it."""
+    rule = PreemptionRule(min_residency_s=0.25, cost_ratio=1.0)
+    running = [RunningView("starving", (TIER_STARVING, 50.0, 1), 1.0, 5.0, 0.1)]
+    for want in ((TIER_UNDERSERVED, 99.0, 3), (TIER_UNDERSERVED, 0.0, 0)):
+        assert preemption_victims(want, running, rule, preemptive=True) == []
+    for want in ((TIER_STARVING_UNDERSERVED, 60.0, 2), (TIER_STARVING, 40.0, 2)):
+        assert preemption_victims(want, running, rule, preemptive=True) == ["starving"]
+    assert preemption_victims((TIER_PROBE, 0.0, 9), running, rule, preemptive=True) == ["starving"]
+    normal = [RunningView("normal", (TIER_NORMAL, 1.0, 1), 1.0, 5.0, 0.1)]
+    assert preemption_victims((TIER_UNDERSERVED, 99.0, 3), normal, rule, preemptive=True) == [
+        "normal"
+    ]
 
 
 @given(st.lists(st.text(min_size=1, max_size=3), unique=True, max_size=8), st.integers(0, 20))
