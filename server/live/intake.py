@@ -162,9 +162,6 @@ class _QueuedCall:
     cached_elsewhere: int
     #: when it was let in: its node's start, and the failed attempt's end if refused
     queued_at: float
-    #: its cost was checked against the program's quota and the tenant's minute before its
-    #: node was opened (one model served: the probe needs no choice first)
-    checked: bool = False
 
 
 class CallIntake:
@@ -301,25 +298,14 @@ class CallIntake:
         is emitted. Nothing awaits, so no other call passes between admission and here."""
         svc = self.service
         program = identity.program
-        pid = program.program_id
-        svc.tool_calls.answered(pid, chat.messages)
-        early = None
-        if not svc.models.multi:
-            # one model: the call's cost is known before its node, so a refusal opens no
-            # attempt (a retry with the same node id is its first); several: once chosen
-            only = next(iter(prompts))
-            early = svc.models.runtime_of(only).probe(pid, prompts[only], tenant)
-            uncached = max(prompts[only].tokens - early.hit_tokens, 0)
-            self._check_cost(tenant, program, uncached, uncached + budgets[only])
+        svc.tool_calls.answered(program.program_id, chat.messages)
         node = svc.nodes.llm_node(program, chat.node_id, identity.parents, now)
-        nid = node.node_id
+        pid, nid = program.program_id, node.node_id
         model, labels = self._choose(program, node, tenant, prompts, chat, budgets)
         prompt = prompts[model]
         max_tokens = budgets[model]  # the default may have shrunk to this model's room
         elsewhere = svc.models.cached_elsewhere(pid, tenant, model, prompt) if labels else 0
-        probe = (
-            early if early is not None else svc.models.runtime_of(model).probe(pid, prompt, tenant)
-        )
+        probe = svc.models.runtime_of(model).probe(pid, prompt, tenant)
         behind = svc.models.queued_behind(model, pid)
         ticket = svc.driver.queue_call(
             pid,
@@ -356,24 +342,16 @@ class CallIntake:
             svc.models.costs.sent(pid, nid, ticket.attempt, model)
         svc.hub.emit(Event(now, EventKind.CALL_QUEUED, pid, nid, ticket.attempt, tenant, data))
         uncached = max(prompt.tokens - probe.hit_tokens, 0)
-        held = uncached + max_tokens
-        return _QueuedCall(request, nid, uncached, held, elsewhere, now, early is not None)
-
-    def _check_cost(self, tenant: str, program: Program, uncached: int, held: int) -> None:
-        """429 if the call's ``uncached`` prompt would take ``program`` past its token quota,
-        or what it may cost (``held``) does not fit the tenant's minute. Changes nothing."""
-        self.service.check_call_tokens(program, uncached)
-        self.service.tenants.check_hold(tenant, held, time.time())
+        return _QueuedCall(request, nid, uncached, uncached + max_tokens, elsewhere, now)
 
     def _submit(
         self, tenant: str, chat: ChatCall, program: Program, queued: _QueuedCall
     ) -> LiveCall:
         """Hand the queued call to the runtime: the tenant's budgets hold its tokens while it is
         in flight and the service registers it, once the tenant's minute has room for what it
-        may cost and the program's token quota for its prompt (429 otherwise; checked here
-        when several models are served, before the node otherwise). Refused, and when the
-        runtime refuses it (503), its hold is released, its ticket withdrawn and its node's
-        attempt failed."""
+        may cost and the program's token quota for its prompt (429 otherwise). Refused, and
+        when the runtime refuses it (503), its hold is released, its ticket withdrawn and its
+        node's attempt failed."""
         svc = self.service
         declared, _ = offered_tools(chat.tools, chat.tool_choice)
 
@@ -381,12 +359,12 @@ class CallIntake:
             svc.driver.withdraw(program.program_id, queued.request.ticket.call_id)
             svc.nodes.fail_attempt(program, queued.node_id, queued.queued_at)
 
-        if not queued.checked:
-            try:
-                self._check_cost(tenant, program, queued.uncached_prompt, queued.held_tokens)
-            except ServiceError:
-                unwind()
-                raise
+        try:
+            svc.check_call_tokens(program, queued.uncached_prompt)
+            svc.tenants.check_hold(tenant, queued.held_tokens, time.time())
+        except ServiceError:
+            unwind()
+            raise
         hold = svc.tenants.reserve(tenant, queued.held_tokens)
         try:
             call = LiveCall(

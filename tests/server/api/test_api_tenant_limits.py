@@ -40,7 +40,6 @@ def test_tokens_per_minute(tmp_path: Path) -> None:
             assert "this call may use" in refused.json()["error"]["message"]
             assert 1 <= int(refused.headers["Retry-After"]) <= 60
             assert refused.headers["x-should-retry"] == "true"
-            assert c.get("/v1/programs/tpm-2").json()["nodes"] == []  # no attempt opened
             (row,) = c.get("/v1/tenants").json()["tenants"]
             assert row["limits"]["tokens_per_minute"] == 200
             assert 120 <= row["tokens_last_minute"] <= 200
