@@ -20,13 +20,19 @@ an underserved tenant's (not starving) or the engine is idle.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agentconsole.kvtiers.node import Block, Node
 from agentconsole.kvtiers.tiers import Tier
 from agentconsole.scheduler.composition import PrefillDeferral, passes_for
 from agentconsole.scheduler.events import Event, EventKind, EventSink, Scalar
-from agentconsole.scheduler.fairness import TIER_UNDERSERVED, FairnessConfig, FairnessGuard
+from agentconsole.scheduler.fairness import (
+    STARVING_TIERS,
+    TIER_UNDERSERVED,
+    FairnessConfig,
+    FairnessGuard,
+)
 from agentconsole.scheduler.policies.base import Policy
 from agentconsole.scheduler.preemption import PreemptionRule
 from agentconsole.scheduler.queue import QueueEntry, ReadyQueue
@@ -421,7 +427,14 @@ class SimEngine:
         if head is None:
             return False
         want = head.rank_at(now)
-        victim = max(self.running.values(), key=lambda c: c.rank)
+        running: Iterable[SimCall] = self.running.values()
+        if want[0] not in STARVING_TIERS:
+            # the rule never lets it displace a starving call: the worst of the others, as the
+            # plugin picks among the calls the rule allows (``ordering.preemption_victims``)
+            running = [c for c in running if c.rank[0] not in STARVING_TIERS]
+        victim = max(running, key=lambda c: c.rank, default=None)
+        if victim is None:
+            return False
         per_token = self.cost.decode_step_seconds(1, victim.prompt_tokens)
         expected_left = max(victim.ticket.expected_output_tokens - victim.generated, 1.0)
         remaining_s = expected_left * per_token

@@ -12,6 +12,7 @@ from agentconsole.kvtiers.node import Block
 from agentconsole.sample_traces.generator import generate
 from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, EventLog
+from agentconsole.scheduler.fairness import TIER_STARVING, TIER_UNDERSERVED
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.policies import get_policy
 from agentconsole.scheduler.preemption import PreemptionRule
@@ -215,3 +216,28 @@ def test_an_engines_hits_are_its_admitted_calls_not_every_match() -> None:
     engine = result.engine
     assert engine.hit_tokens == admitted
     assert sum(engine.index.counters.hit_tokens) > 2 * admitted  # many matches per admission
+
+
+def test_a_waiting_call_that_does_not_starve_displaces_the_worst_call_it_may() -> None:
+    """A running starving call may be displaced only by a starving call, so the worst-ranked
+    running call is not the one to ask when the waiting call does not starve: the simulator
+    picks the worst of those the rule allows, as the SGLang plugin does
+    (``ordering.preemption_victims``)."""
+    rule = PreemptionRule(min_residency_s=0.0, cost_ratio=0.0)
+    engine = SimEngine(COST, get_policy("cp-cache"), EventLog(), preemption=rule)
+    starving, other = _call("a", [Block("a/p", 500)], 500), _call("b", [Block("b/p", 500)], 500)
+    for call in (starving, other):
+        engine.submit(call, 0.0)
+    now = _run_until(engine, 0.0, lambda: starving.generated > 0 and other.generated > 0)
+    starving.rank = (TIER_STARVING, 0.0, 1)  # the worst-ranked, in a starving tier
+    other.rank = (TIER_UNDERSERVED, 5.0, 2)
+    waiting = _call("c", [Block("c/p", 500)], 10)
+    engine.submit(waiting, now)
+    entry = engine.queue.entry(waiting.call_id)
+    assert entry is not None
+    entry.tier = TIER_UNDERSERVED
+    entry.key = -1e9  # ranks (1, -1e9, seq): before ``other``, after no starving call
+
+    assert engine._preempt_for(waiting.call_id, now)
+    assert other.phase is Phase.QUEUED  # back in the queue: the one the rule allowed
+    assert starving.call_id in engine.running
