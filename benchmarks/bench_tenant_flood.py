@@ -14,9 +14,11 @@ loopback HTTP for ``--seconds``:
 It prints the light tenant's call latency and program time in both arms and their ratio
 (flooded over alone): the fairness guard's promise is that the ratio stays small however hard
 the flood pushes. A refused call (429/503) is retried after its ``retry-after`` and counts in
-its latency; so is one whose kept-alive connection the server closed as it was reused.
-``--fairness KEY=VALUE`` sets the engine guard's fields (e.g. ``beta=1000`` turns the aging
-bound off) for both arms.
+its latency; so is one whose kept-alive connection the server closed as it was reused. The
+times are of the calls and programs answered: a program still unanswered when the run ends
+(``--seconds`` after the last start) is counted apart (``unfinished``). ``--fairness
+KEY=VALUE`` sets the engine guard's fields (e.g. ``beta=1000`` turns the aging bound off) for
+both arms.
 
     .venv/bin/python benchmarks/bench_tenant_flood.py [--seconds 150] [--flood-agents 200]
         [--light-agents 4] [--fairness beta=1000] [--json out.json]
@@ -68,6 +70,8 @@ class Seen:
     program_s: list[float] = field(default_factory=list)
     refused: int = 0
     dropped: int = 0
+    #: programs (each with its call) still unanswered at the end, left out of the times above
+    unfinished: int = 0
 
 
 def config_file(folder: Path, fairness: dict[str, float]) -> Path:
@@ -167,7 +171,8 @@ async def agent(
             answer = await chat(
                 client, url, key, program, messages, shape.output_tokens, seen, stop_at
             )
-            if answer is None:
+            if answer is None:  # still unanswered at the end: counted apart, not in the times
+                seen.unfinished += 1
                 return
             messages.append({"role": "assistant", "content": answer})
             if step < shape.calls - 1:
@@ -182,7 +187,8 @@ async def agent(
 
 async def drive(url: str, seconds: float, flood_agents: int, light_agents: int) -> dict[str, Seen]:
     """Run both tenants' agents for ``seconds``; the programs started by then run to their end
-    (for at most ``seconds`` more: a call still refused then is dropped, not counted)."""
+    for at most ``seconds`` more: one still unanswered then counts as ``unfinished``, its time
+    in no percentile."""
     seen = {"flood": Seen(), "light": Seen()}
     measure_until = time.monotonic() + seconds
     stop_at = measure_until + seconds
@@ -218,7 +224,7 @@ def summary(seen: Seen) -> dict[str, float]:
     for name, values in (("call", seen.call_s), ("program", seen.program_s)):
         for q in (50, 95):
             out[f"{name}_p{q}_s"] = percentile(values, q) if values else float("nan")
-    out["refused"], out["dropped"] = seen.refused, seen.dropped
+    out["refused"], out["dropped"], out["unfinished"] = seen.refused, seen.dropped, seen.unfinished
     return out
 
 
@@ -241,11 +247,12 @@ def main() -> None:
     for name in ("call_p50_s", "call_p95_s", "program_p50_s", "program_p95_s"):
         ratio = flooded[name] / alone[name] if alone[name] > 0 else float("nan")
         print(f"{name:<22}{alone[name]:>10.2f}{flooded[name]:>10.2f}{ratio:>7.2f}x")
-    for name in ("calls", "programs", "refused", "dropped"):
+    for name in ("calls", "programs", "unfinished", "refused", "dropped"):
         print(f"{name:<22}{alone[name]:>10.0f}{flooded[name]:>10.0f}")
     print(
         f"flood tenant: {flood['calls']:.0f} calls answered, call P50 {flood['call_p50_s']:.1f} s,"
-        f" P95 {flood['call_p95_s']:.1f} s, {flood['refused']:.0f} refusals"
+        f" P95 {flood['call_p95_s']:.1f} s (of those answered; {flood['unfinished']:.0f}"
+        f" unanswered at the end), {flood['refused']:.0f} refusals"
     )
     if args.json:
         report = {"alone": alone, "flooded": flooded, "flood": flood, "fairness": fairness}
