@@ -8,9 +8,9 @@ Two rules, both mechanism rather than policy, so they apply to whichever policy 
 * **Weighted tenant share**: each tenant's recent service (exponentially decayed) is compared
   with its weighted share among the tenants that have calls waiting; a tenant below
   ``(1 - share_slack)`` of its share is *underserved* and its calls go before those of the other
-  tenants, starving or not. A light tenant is never starved by a flooding one:
-  a tenant that floods has every program starving at once, and were starvation to outrank the
-  share, all of them would go first.
+  tenants, starving or not. A light tenant is never starved by a flooding one: a tenant that
+  floods has every program starving at once, and were starvation to outrank the share, all of
+  them would go first.
 
 The result is an effective key ``(tier, key)``: tier 0 a starving call of an underserved tenant,
 1 the other calls of underserved tenants, 2 a starving call of any other tenant, 3 the rest;
@@ -18,11 +18,11 @@ starving calls by starvation time, the others by policy key. No program waits fo
 wait is bounded by ``beta`` times its service, plus, for a tenant that is not underserved, the
 time another tenant below its share takes to reach it (its recent service, decaying with
 ``half_life_s``, up to ``(1 - share_slack)`` of its weighted share: under a flood about a
-half-life, longer the larger that tenant's weight). Once
-running, a starving call is displaced only by another starving call
-(:class:`~agentconsole.scheduler.preemption.PreemptionRule`). Both the simulator's queue and the
-SGLang plugin order by it. The program door shares its admissions by the same notion of a share
-(:func:`below_share`), over the memory each tenant's started programs hold rather than service.
+half-life, longer the larger that tenant's weight). Once running, a starving call is displaced
+only by another starving call (:class:`~agentconsole.scheduler.preemption.PreemptionRule`).
+Both the simulator's queue and the SGLang plugin order by it. The program door shares its
+admissions by the same notion of a share (:func:`below_share`), over the memory each tenant's
+started programs hold rather than service.
 """
 
 from __future__ import annotations
