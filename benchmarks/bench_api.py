@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -203,23 +204,22 @@ def store_with_history(db: Path, nodes: int) -> None:
 
 
 def start_server(
-    db: Path, *, express_lane: bool = True, env: dict[str, str] | None = None
+    db: Path,
+    *,
+    express_lane: bool = True,
+    env: dict[str, str] | None = None,
+    serve_args: Sequence[str] = ("--time-scale", "0"),
 ) -> tuple[subprocess.Popen[str], str, int]:
+    """Spawn ``agentconsole serve --runtime sim`` on a free port; return it, its host and port.
+
+    ``serve_args`` go on its command line; the default runs the simulator without waiting
+    (no real time passes in a step), which the API floor wants and a real-time load does not.
+    """
     lane = "true" if express_lane else "false"
     proc = subprocess.Popen(
         [
-            CLI,
-            "serve",
-            "--runtime",
-            "sim",
-            "--time-scale",
-            "0",
-            "--port",
-            "0",
-            "--db",
-            str(db),
-            "--log-level",
-            "warning",
+            *(CLI, "serve", "--runtime", "sim", "--port", "0", "--db", str(db)),
+            *("--log-level", "warning", *serve_args),
         ],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,

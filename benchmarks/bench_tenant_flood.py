@@ -30,10 +30,7 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import random
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -41,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from bench_api import start_server
 
 from agentconsole.scheduler.metrics import percentile
 
-CLI = str(Path(sys.executable).with_name("agentconsole"))
 KEYS = {"flood": "sk-flood", "light": "sk-light"}
 
 
@@ -83,25 +80,6 @@ def config_file(folder: Path, fairness: dict[str, float]) -> Path:
     path = folder / "serve.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def start_server(folder: Path, config: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [
-            *(CLI, "serve", "--runtime", "sim", "--port", "0"),
-            *("--db", str(folder / "flood.duckdb"), "--config", str(config)),
-            *("--log-level", "warning"),
-        ],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=os.environ.copy(),
-    )
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if "agentconsole serving on " in line:
-            return proc, line.rsplit(" ", 1)[1].strip()
-    raise RuntimeError("serve did not start")
 
 
 def filler(tokens: int, seed: str) -> str:
@@ -211,7 +189,11 @@ def arm(
 ) -> dict[str, Seen]:
     with tempfile.TemporaryDirectory(prefix="bench-flood-") as tmp:
         folder = Path(tmp)
-        proc, url = start_server(folder, config_file(folder, fairness))
+        config = config_file(folder, fairness)
+        proc, host, port = start_server(
+            folder / "flood.duckdb", serve_args=("--config", str(config))
+        )
+        url = f"http://{host}:{port}"
         try:
             return asyncio.run(drive(url, seconds, flood_agents, light_agents))
         finally:
