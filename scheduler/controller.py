@@ -318,38 +318,52 @@ class ProgramController:
         self.get(program_id).boost = amount
 
     # -- nodes ----------------------------------------------------------------------------
-    def add_node(self, program_id: str, node: Node, now: float) -> Node:
-        """Add a node (its parents must exist). Enforces the branch and tool-call quotas
-        before changing anything; marks the node READY if its parents are done."""
+    def check_node(self, program_id: str, node: Node) -> None:
+        """Raise what :meth:`add_node` would raise for ``node`` (``UnknownProgram``,
+        ``ValueError`` for an ended program, ``QuotaExceeded``, ``DagError``); changes
+        nothing. A caller with more checks of its own after the DAG's (a call's cost) runs
+        them all before the node is added."""
         program = self.programs.get(program_id)
         if program is None:
             raise UnknownProgram(program_id)
+        self._check_node(program, node)
+
+    @staticmethod
+    def _check_node(program: Program, node: Node) -> bool:
+        """:meth:`check_node` for a known program; whether the node would open a branch."""
         if program.state is not _PROGRAM_RUNNING:
-            raise ValueError(f"program {program_id!r} is {program.state.value}")
+            raise ValueError(f"program {program.program_id!r} is {program.state.value}")
         quotas = program.quotas
-        kind = node.kind
         limit = quotas.tool_calls
-        if kind is _TOOL and limit is not None and program.tool_calls + 1 > limit:
-            raise QuotaExceeded(program_id, "tool_calls", limit, program.tool_calls + 1)
-        branches_before = program.branches
+        if node.kind is _TOOL and limit is not None and program.tool_calls + 1 > limit:
+            raise QuotaExceeded(program.program_id, "tool_calls", limit, program.tool_calls + 1)
+        opens_branch = dag.check_node(program, node)
+        if quotas.branches is not None and program.branches + opens_branch > quotas.branches:
+            value = program.branches + opens_branch
+            raise QuotaExceeded(program.program_id, "branches", quotas.branches, value)
+        return opens_branch
+
+    def expected_output_tokens(self, program: Program) -> float:
+        """What a new LLM node of ``program`` is expected to generate (its tenant's recent
+        calls of its model; :meth:`add_node` gives it to a node that has no figure)."""
+        return self.output_lengths.predict(program.tenant, program.labels.get("model", ""))
+
+    def add_node(self, program_id: str, node: Node, now: float) -> Node:
+        """Add a node (its parents must exist). Enforces the branch and tool-call quotas
+        before changing anything (:meth:`check_node`); marks the node READY if its parents
+        are done."""
+        program = self.programs.get(program_id)
+        if program is None:
+            raise UnknownProgram(program_id)
+        opens_branch = self._check_node(program, node)
+        kind = node.kind
         node.program_id = program_id
         node.created_at = now
-        dag.add_node(program, node)
-        if quotas.branches is not None and program.branches > quotas.branches:
-            # undo: quotas are checked before the node becomes visible to anyone
-            del program.nodes[node.node_id]
-            del program.children[node.node_id]
-            for parent in node.parents:
-                program.children[parent].remove(node.node_id)
-            value = program.branches
-            program.branches = branches_before
-            raise QuotaExceeded(program_id, "branches", quotas.branches, value)
+        dag.insert_node(program, node, opens_branch)
         if kind is _TOOL:
             program.tool_calls += 1
         elif kind is _LLM and not node.expected_output_tokens:
-            node.expected_output_tokens = self.output_lengths.predict(
-                program.tenant, program.labels.get("model", "")
-            )
+            node.expected_output_tokens = self.expected_output_tokens(program)
         # _emit inlined (this runs for every queued call); ``_value_`` is what ``.value``
         # returns, without the enum property's Python-level call
         data: dict[str, Scalar] = {

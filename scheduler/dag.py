@@ -25,16 +25,13 @@ class CriticalPath(NamedTuple):
     nodes: tuple[str, ...]  # root to sink
 
 
-def add_node(program: Program, node: Node) -> None:
-    """Insert ``node`` into ``program``.
-
-    Changes ``program.nodes``, ``program.children`` and ``program.branches``: a node added
-    under a parent that already has a child, or on a repair branch, opens a new branch.
-    Raises :class:`DagError` if the id exists or a parent is unknown (which is also what keeps
-    the graph acyclic).
-    """
-    nodes, children = program.nodes, program.children
+def check_node(program: Program, node: Node) -> bool:
+    """Whether ``node`` may join ``program``, and whether it would open a branch there (under
+    a parent that already has a child, or on a repair branch). Raises :class:`DagError` if its
+    id exists or a parent is unknown (which is also what keeps the graph acyclic). Changes
+    nothing: a caller checks every rule before anything of the node is visible."""
     node_id, parents = node.node_id, node.parents
+    nodes = program.nodes
     if node_id in nodes:
         raise DagError(f"node {node_id!r} already exists in program {program.program_id!r}")
     opens_branch = node.branch is _REPAIR
@@ -45,14 +42,31 @@ def add_node(program: Program, node: Node) -> None:
         if len(parents) > 1 and len(set(parents)) != len(parents):
             raise DagError(f"node {node_id!r} lists a parent twice")
         if not opens_branch:
+            children = program.children
             for parent in parents:
                 if children.get(parent):
                     opens_branch = True
                     break
-    nodes[node_id] = node
+    return opens_branch
+
+
+def add_node(program: Program, node: Node) -> None:
+    """Insert ``node`` into ``program`` (:func:`check_node` first, raising as it does).
+
+    Changes ``program.nodes``, ``program.children`` and ``program.branches`` (one more for a
+    node that opens a branch).
+    """
+    insert_node(program, node, check_node(program, node))
+
+
+def insert_node(program: Program, node: Node, opens_branch: bool) -> None:
+    """Insert ``node``, which :func:`check_node` passed with ``opens_branch``."""
+    node_id = node.node_id
+    program.nodes[node_id] = node
+    children = program.children
     if node_id not in children:
         children[node_id] = []
-    for parent in parents:
+    for parent in node.parents:
         children[parent].append(node_id)
     if opens_branch:
         program.branches += 1

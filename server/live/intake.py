@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentconsole.scheduler.events import Event, EventKind, Scalar
+from agentconsole.scheduler.models.choice import ModelChoice
 from agentconsole.scheduler.program import Node, NodeKind, Program
 from agentconsole.scheduler.runtime import GenerationRequest, PrefixProbe, Prompt
 from agentconsole.server.live.calls import LiveCall
@@ -25,11 +26,11 @@ from agentconsole.server.live.errors import (
     ContextTooLong,
     Draining,
     InvalidRequest,
-    ServiceError,
     ShuttingDown,
     Unavailable,
 )
 from agentconsole.server.live.identity import chain_hashes
+from agentconsole.server.live.nodes import CHAT_PARENTS_FIELD
 from agentconsole.server.live.prompt import encode_prompt, offered_tools, render_prompt
 from agentconsole.server.live.tenants import TenantLimitError
 
@@ -164,6 +165,16 @@ class _QueuedCall:
     queued_at: float
 
 
+def _choice_labels(choice: ModelChoice | None) -> dict[str, Scalar]:
+    """``call.queued``'s fields for the desk's ``choice`` (none with one model served)."""
+    if choice is None:
+        return {}
+    labels: dict[str, Scalar] = {"model": choice.chosen, "model_reason": choice.reason}
+    if choice.chosen in choice.finish_s:
+        labels["predicted_finish_s"] = choice.finish_s[choice.chosen]
+    return labels
+
+
 class CallIntake:
     """The chat-call entry of :class:`ProgramService`.
 
@@ -292,20 +303,31 @@ class CallIntake:
         budgets: dict[str, int],
         now: float,
     ) -> _QueuedCall:
-        """Queue the call with the driver: the tool nodes its messages answer end, its LLM
-        node (or the node's next attempt) is added and started, the model is chosen, the
-        engine probed and the ticket made (raised by the tenant's priority); ``call.queued``
-        is emitted. Nothing awaits, so no other call passes between admission and here."""
+        """Queue the call with the driver: the tool nodes its messages answer end; its LLM node
+        (or the node's next attempt) is checked, the model chosen and the engine probed; the
+        call's cost is checked (:meth:`_check_cost`); only then is the node added and started
+        and the ticket made (raised by the tenant's priority) and ``call.queued`` emitted, so
+        a call refused leaves no node or attempt behind. Nothing awaits, so no other call
+        passes between admission and here."""
         svc = self.service
         program = identity.program
         svc.tool_calls.answered(program.program_id, chat.messages)
-        node = svc.nodes.llm_node(program, chat.node_id, identity.parents, now)
+        node = svc.nodes.llm_node(program, chat.node_id, identity.parents)
         pid, nid = program.program_id, node.node_id
-        model, labels = self._choose(program, node, tenant, prompts, chat, budgets)
+        choice = self._choose(program, node, tenant, prompts, chat, budgets)
+        model = choice.chosen if choice is not None else next(iter(prompts))
         prompt = prompts[model]
         max_tokens = budgets[model]  # the default may have shrunk to this model's room
-        elsewhere = svc.models.cached_elsewhere(pid, tenant, model, prompt) if labels else 0
         probe = svc.models.runtime_of(model).probe(pid, prompt, tenant)
+        uncached = max(prompt.tokens - probe.hit_tokens, 0)
+        self._check_cost(tenant, program, uncached, uncached + max_tokens)
+        if nid not in program.nodes:
+            svc.nodes.insert(program, node, now, parents_field=CHAT_PARENTS_FIELD)
+        labels = _choice_labels(choice)
+        elsewhere = 0
+        if choice is not None:
+            node.model_candidates, node.model_choice = tuple(prompts), choice
+            elsewhere = svc.models.cached_elsewhere(pid, tenant, model, prompt)
         behind = svc.models.queued_behind(model, pid)
         ticket = svc.driver.queue_call(
             pid,
@@ -341,30 +363,23 @@ class CallIntake:
         if labels:
             svc.models.costs.sent(pid, nid, ticket.attempt, model)
         svc.hub.emit(Event(now, EventKind.CALL_QUEUED, pid, nid, ticket.attempt, tenant, data))
-        uncached = max(prompt.tokens - probe.hit_tokens, 0)
         return _QueuedCall(request, nid, uncached, uncached + max_tokens, elsewhere, now)
+
+    def _check_cost(self, tenant: str, program: Program, uncached: int, held: int) -> None:
+        """429 for a call whose ``uncached`` prompt would take the program past its token
+        quota, or whose ``held`` tokens (its uncached prompt plus ``max_tokens``) the tenant's
+        minute has no room for. Changes nothing."""
+        self.service.check_call_tokens(program, uncached)
+        self.service.tenants.check_hold(tenant, held, time.time())
 
     def _submit(
         self, tenant: str, chat: ChatCall, program: Program, queued: _QueuedCall
     ) -> LiveCall:
         """Hand the queued call to the runtime: the tenant's budgets hold its tokens while it is
-        in flight and the service registers it, once the tenant's minute has room for what it
-        may cost and the program's token quota for its prompt (429 otherwise). Refused, and
-        when the runtime refuses it (503), its hold is released, its ticket withdrawn and its
-        node's attempt failed."""
+        in flight and the service registers it. When the runtime refuses it (503), its hold is
+        released, its ticket withdrawn and its node's attempt failed."""
         svc = self.service
         declared, _ = offered_tools(chat.tools, chat.tool_choice)
-
-        def unwind() -> None:
-            svc.driver.withdraw(program.program_id, queued.request.ticket.call_id)
-            svc.nodes.fail_attempt(program, queued.node_id, queued.queued_at)
-
-        try:
-            svc.check_call_tokens(program, queued.uncached_prompt)
-            svc.tenants.check_hold(tenant, queued.held_tokens, time.time())
-        except ServiceError:
-            unwind()
-            raise
         hold = svc.tenants.reserve(tenant, queued.held_tokens)
         try:
             call = LiveCall(
@@ -378,7 +393,8 @@ class CallIntake:
             )
         except Exception as error:
             svc.tenants.release(hold)
-            unwind()
+            svc.driver.withdraw(program.program_id, queued.request.ticket.call_id)
+            svc.nodes.fail_attempt(program, queued.node_id, queued.queued_at)
             raise Unavailable(f"the runtime refused the call: {error}") from error
         call.cached_elsewhere = queued.cached_elsewhere
         call.hold = hold
@@ -431,14 +447,14 @@ class CallIntake:
         prompts: dict[str, Prompt],
         chat: ChatCall,
         budgets: dict[str, int],
-    ) -> tuple[str, dict[str, Scalar]]:
-        """The model that runs the call and its event fields; several models served: chosen
-        by the desk (each candidate planned for at most the call's ``budgets`` there) and
-        recorded on the node (one model: that one, nothing recorded)."""
+    ) -> ModelChoice | None:
+        """The desk's choice of the model that runs the call, several models served (each
+        candidate planned for at most the call's ``budgets`` there); None with one model
+        served (that one runs it). Changes nothing: the caller records it on the node."""
         desk = self.service.models
         if not desk.multi:
-            return next(iter(prompts)), {}
-        choice = desk.choose(
+            return None
+        return desk.choose(
             program.program_id,
             tenant,
             prompts,
@@ -447,12 +463,6 @@ class CallIntake:
             expected_output=node.expected_output_tokens,
             max_output=budgets,
         )
-        node.model_candidates = tuple(prompts)
-        node.model_choice = choice
-        labels: dict[str, Scalar] = {"model": choice.chosen, "model_reason": choice.reason}
-        if choice.chosen in choice.finish_s:
-            labels["predicted_finish_s"] = choice.finish_s[choice.chosen]
-        return choice.chosen, labels
 
     async def _door(
         self, program: Program, prompts: dict[str, Prompt], gone: ClientGone | None

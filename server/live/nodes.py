@@ -16,6 +16,9 @@ existing id otherwise is a conflict.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from agentconsole.scheduler.controller import ProgramController, QuotaExceeded
 from agentconsole.scheduler.dag import DagError, edge_count
 from agentconsole.scheduler.program import (
@@ -55,6 +58,20 @@ def default_parents(program: Program, kind: NodeKind) -> tuple[str, ...]:
     return tuple(reversed(since_llm)) if kind is NodeKind.LLM else ()
 
 
+@contextmanager
+def _controller_refusals(parents_field: str) -> Iterator[None]:
+    """The controller's refusals of a node as the service's errors (``parents_field``: where
+    the request names the node's parents)."""
+    try:
+        yield
+    except DagError as error:
+        raise InvalidRequest(str(error), field=parents_field) from None
+    except QuotaExceeded as error:
+        # ``value`` is what the node would make it: the program still shows what it has
+        why = f"this node would make it {error.value:g}; nothing was added"
+        raise QuotaError(error.program_id, error.quota, error.limit, error.limit, why=why) from None
+
+
 #: where a chat call names its node's parents (its ``agentconsole`` object's field)
 CHAT_PARENTS_FIELD = "agentconsole.parent_ids"
 
@@ -81,10 +98,29 @@ class NodeBook:
         parents_field: str = "parents",
     ) -> Node:
         """Add a new node (id and parents defaulted when None; ``parents_field``: the request's
-        name of them, which a refusal names). Raises InvalidRequest for an unknown parent,
-        Conflict for a duplicate id, QuotaError for the tool-call and branch quotas,
-        Conflict for a program that has ended, TenantLimitError for the tenant's stored bytes
-        (429), nodes per program or parent links per program (403)."""
+        name of them, which a refusal names). Raises as :meth:`new_node` does."""
+        node = self.new_node(
+            program, node_id, kind, parents, tool=tool, branch=branch, parents_field=parents_field
+        )
+        return self.insert(program, node, now, parents_field=parents_field)
+
+    def new_node(
+        self,
+        program: Program,
+        node_id: str | None,
+        kind: NodeKind,
+        parents: tuple[str, ...] | None,
+        *,
+        tool: ToolSpec | None = None,
+        branch: Branch = Branch.MAIN,
+        parents_field: str = "parents",
+    ) -> Node:
+        """The node :meth:`add` would add, checked by every rule it passes and not added
+        (:meth:`insert` adds it while nothing changed the program meanwhile). Raises
+        InvalidRequest for an unknown parent, Conflict for a duplicate id, QuotaError for the
+        tool-call and branch quotas, Conflict for a program that has ended, TenantLimitError
+        for the tenant's stored bytes (429), nodes per program or parent links per program
+        (403). Changes nothing."""
         if program.state.terminal:
             raise ProgramClosed(program.program_id, program.state.value)
         for parent in parents or ():
@@ -101,16 +137,16 @@ class NodeBook:
             edges = edge_count(program)
             self.tenants.check_new_edges(program.tenant, program.program_id, edges, len(parents))
         node = Node(node_id, program.program_id, kind, parents, tool=tool, branch=branch)
-        try:
+        with _controller_refusals(parents_field):
+            self.controller.check_node(program.program_id, node)
+        return node
+
+    def insert(
+        self, program: Program, node: Node, now: float, *, parents_field: str = "parents"
+    ) -> Node:
+        """Add ``node``, made by :meth:`new_node` for ``program``, through the controller."""
+        with _controller_refusals(parents_field):
             return self.controller.add_node(program.program_id, node, now)
-        except DagError as error:
-            raise InvalidRequest(str(error), field=parents_field) from None
-        except QuotaExceeded as error:
-            # ``value`` is what the node would make it: the program still shows what it has
-            why = f"this node would make it {error.value:g}; nothing was added"
-            raise QuotaError(
-                program.program_id, error.quota, error.limit, error.limit, why=why
-            ) from None
 
     def declare(
         self,
@@ -136,14 +172,21 @@ class NodeBook:
         return existing
 
     def llm_node(
-        self, program: Program, node_id: str | None, parents: tuple[str, ...] | None, now: float
+        self, program: Program, node_id: str | None, parents: tuple[str, ...] | None
     ) -> Node:
-        """The node a chat call runs as: new, or a new attempt of an existing LLM node."""
+        """The node a chat call runs as: an existing LLM node (its next attempt), or a new one
+        :meth:`new_node` checked and did not add: the caller adds it (:meth:`insert`) once
+        the call passed the checks of its own (its cost), so that a call refused leaves no
+        node behind. Raises as :meth:`new_node` does, or for a node that cannot run again.
+        Changes nothing."""
         existing = program.nodes.get(node_id) if node_id is not None else None
         if existing is None:
-            return self.add(
-                program, node_id, NodeKind.LLM, parents, now, parents_field=CHAT_PARENTS_FIELD
+            node = self.new_node(
+                program, node_id, NodeKind.LLM, parents, parents_field=CHAT_PARENTS_FIELD
             )
+            # the figure the controller gives it when added; the call plans its model by it
+            node.expected_output_tokens = self.controller.expected_output_tokens(program)
+            return node
         self._check_rerun(existing, NodeKind.LLM)
         if existing.withdrawn:
             raise NodeWithdrawn(program.program_id, existing.node_id)

@@ -81,8 +81,8 @@ def test_a_prompt_past_the_token_quota_never_runs_for_a_node_cancel_to_charge(
     """A call whose prompt alone passes the program's token quota used to run (its prompt was
     charged at its end): a node cancel after its prefill then took the program past the quota
     and reported it cancelled. Its uncached prompt now counts from its start: it is refused
-    429 before it runs (its node's attempt failed, nothing charged) and the program runs on:
-    the node's next attempt, with a prompt that fits, runs."""
+    429 before it runs (its node not added, nothing charged) and the program runs on: the
+    node, with a prompt that fits, runs as its first attempt."""
     config = make_config(tmp_path / "quota.duckdb", runtime_extra={"time_scale": 0.5})
     with LiveServer(config) as server:
         server.wait_ready()
@@ -100,8 +100,10 @@ def test_a_prompt_past_the_token_quota_never_runs_for_a_node_cancel_to_charge(
             program = c.get("/v1/programs/q").json()
             shorter = {**body, "messages": [{"role": "user", "content": "go"}], "max_tokens": 8}
             retried = c.post("/v1/chat/completions", json=shorter)
+            spec = node_view(c, "q", "spec")
     assert refused.status_code == 429, refused.text
     assert refused.json()["error"]["param"] == "quotas.tokens"
     assert (program["state"], program["tokens_used"]) == ("running", 0)
-    assert [(n["node_id"], n["state"]) for n in program["nodes"]] == [("spec", "failed")]
+    assert program["nodes"] == []  # refused before its node was added
     assert retried.status_code == 200, retried.text
+    assert (spec["state"], spec["attempts"]) == ("done", 1)

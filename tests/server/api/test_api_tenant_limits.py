@@ -47,6 +47,32 @@ def test_tokens_per_minute(tmp_path: Path) -> None:
             assert _call(other, "tpm-b").status_code == 200
 
 
+def test_a_call_refused_for_the_minute_leaves_its_node_as_it_was(tmp_path: Path) -> None:
+    """A call refused for its tenant's minute (429, to be retried) never ran: it used to fail
+    its node's attempt (an existing node FAILED, its retry attempt 2) or leave a new node
+    FAILED in the DAG. Its cost is checked before its node is touched: an existing node keeps
+    its state and attempts, a new one is not added, and its retry runs as attempt 1."""
+    with _server(tmp_path, tokens_per_minute=200) as server:
+        server.wait_ready()
+        with server.client() as c:
+
+            def call(node: str, text: str) -> httpx.Response:
+                body = chat_body(text, max_tokens=16, ignore_eos=True)
+                ids = {"program_id": "tpm-node", "node_id": node}
+                return c.post("/v1/chat/completions", json={**body, "agentconsole": ids})
+
+            assert call("plan", "x" * 400).status_code == 200  # ~129 of the minute's 200
+            again = call("plan", "y" * 400)  # a rerun of a done node, ~129 more
+            fresh = call("edit", "z" * 400)  # a new node, ~129 more
+            assert (again.status_code, fresh.status_code) == (429, 429), again.text
+            program = c.get("/v1/programs/tpm-node").json()
+            missing = c.get("/v1/programs/tpm-node/nodes/edit")
+    (plan,) = program["nodes"]
+    assert (plan["node_id"], plan["state"], plan["attempts"]) == ("plan", "done", 1)
+    assert missing.status_code == 404, missing.text
+    assert program["state"] == "running"
+
+
 def test_a_call_larger_than_the_minute_is_refused_not_to_be_retried(tmp_path: Path) -> None:
     """Only a spent minute was refused: a call of 20,000 tokens passed a 2,000 limit, every
     minute (a hostile tenant's 10x). A call that may cost more than the whole minute never
