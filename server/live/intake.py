@@ -393,8 +393,7 @@ class CallIntake:
             )
         except Exception as error:
             svc.tenants.release(hold)
-            svc.driver.withdraw(program.program_id, queued.request.ticket.call_id)
-            svc.nodes.fail_attempt(program, queued.node_id, queued.queued_at)
+            self._runtime_refused(tenant, program, queued)
             raise Unavailable(f"the runtime refused the call: {error}") from error
         call.cached_elsewhere = queued.cached_elsewhere
         call.hold = hold
@@ -404,6 +403,25 @@ class CallIntake:
         else:
             svc.register(call)
         return call
+
+    def _runtime_refused(self, tenant: str, program: Program, queued: _QueuedCall) -> None:
+        """The runtime refused ``queued`` at its submit: its ticket is withdrawn, its node's
+        attempt failed and ``call.failed`` emitted (its ``call.queued`` was: the log, and a
+        restart, the metrics and the console reading it, see it end as the live server did,
+        not queued for ever)."""
+        svc = self.service
+        ticket = queued.request.ticket
+        svc.driver.withdraw(program.program_id, ticket.call_id)
+        svc.nodes.fail_attempt(program, queued.node_id, queued.queued_at)
+        data: dict[str, Scalar] = {
+            "reason": "runtime refused",
+            "outcome": "failed",
+            "charged_output_tokens": 0,
+        }
+        pid, nid = program.program_id, queued.node_id
+        svc.hub.emit(
+            Event(time.time(), EventKind.CALL_FAILED, pid, nid, ticket.attempt, tenant, data)
+        )
 
     def _prompts(self, chat: ChatCall) -> tuple[dict[str, Prompt], dict[str, int]]:
         """Candidate model -> the call's prompt in that model's format, and its ``max_tokens``

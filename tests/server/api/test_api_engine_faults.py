@@ -40,9 +40,12 @@ class FaultyEngine(SimLiveRuntime):
     """The simulated runtime, except for prompts naming a fault: ``ENGINE-ABORT`` ends the
     call with the engine's own abort, ``ENGINE-FAIL`` breaks the stream, each after
     :data:`STREAMED` tokens; ``ENGINE-REFUSE`` and ``ENGINE-OVERLONG`` are SGLang's refusals
-    of a request (the second of a prompt over its context, before any token)."""
+    of a request (the second of a prompt over its context, before any token); ``ENGINE-DOWN``
+    raises from ``submit`` itself (an engine whose process is gone)."""
 
     def submit(self, request: GenerationRequest) -> Any:
+        if "ENGINE-DOWN" in request.prompt:
+            raise RuntimeError("the engine's process is gone")
         for fault in ("ENGINE-ABORT", "ENGINE-FAIL", "ENGINE-REFUSE", "ENGINE-OVERLONG"):
             if fault in request.prompt:
                 stream = TokenStream()
@@ -150,6 +153,38 @@ def test_a_restart_rebuilds_what_the_failed_calls_charged(faulty: LiveServer) ->
         assert rebuilt.tokens_used == held.tokens_used > 0
         states = {nid: n.state for nid, n in rebuilt.nodes.items()}
         assert states == {nid: n.state for nid, n in held.nodes.items()}
+
+
+def test_a_call_the_runtime_refuses_at_submit_fails_as_the_store_rebuilds_it(
+    faulty: LiveServer,
+) -> None:
+    """A call whose ``submit`` raises is 503 (retry) and fails its node's attempt: the event
+    log says so (``call.failed``, the node failed), so a restart rebuilds the node as the live
+    server held it, not running; the program goes on."""
+    live = faulty.live
+    with faulty.client() as client:
+        down = client.post(CHAT, json=chat_body("ENGINE-DOWN", max_tokens=20),
+                           headers={"X-Program-Id": "fault-down"})  # fmt: skip
+        assert down.status_code == 503, down.text
+        assert "the runtime refused the call" in down.json()["error"]["message"]
+        after = client.post(CHAT, json=chat_body("go on", max_tokens=4),
+                            headers={"X-Program-Id": "fault-down"})  # fmt: skip
+        assert after.status_code == 200, after.text
+
+    async def restore() -> list[Any]:
+        await asyncio.wrap_future(live.store.writer.flush())
+        return await asyncio.to_thread(programs_to_restore, live.store.repo)
+
+    program = _program(faulty, "fault-down")
+    assert program["state"] == "running"
+    assert [n["state"] for n in program["nodes"]] == ["failed", "done"]
+    restored = {tail[0].event.program_id: tail for view, tail in faulty.run(restore())}
+    rebuilt = rebuild_created(restored["fault-down"], 0.0)
+    assert rebuilt is not None
+    held = live.service.controller.programs["fault-down"]
+    states = {nid: n.state for nid, n in rebuilt.nodes.items()}
+    assert states == {nid: n.state for nid, n in held.nodes.items()}
+    assert faulty.live.metrics.counts.get("calls_failed", 0) >= 1
 
 
 def test_an_engine_refusal_of_the_request_is_a_400_with_its_message(faulty: LiveServer) -> None:
