@@ -29,6 +29,7 @@ from agentconsole.sample_traces.format import (
     node_segments,
 )
 from agentconsole.server.runtime.sim.costmodel import CostModel, attention_pairs
+from agentconsole.server.runtime.sim.programs import shared_across_tenants
 
 
 @dataclass(slots=True)
@@ -68,8 +69,9 @@ def throughput_bound(
 ) -> ThroughputBound:
     """Bound the finished-program throughput of ``programs`` on ``replicas`` engines of ``cost``.
 
-    Shared context is keyed as the prefix index keys it: a public segment once for everyone, a
-    private one once per tenant (its key already names its program or prefix).
+    Shared context is keyed as the engine caches it: a public segment once for everyone in a
+    call public as a whole (:func:`~.programs.shared_across_tenants`), every other segment once
+    per tenant (its key already names its program or prefix).
     """
     seen: set[tuple[str, str]] = set()
     work = WorkTokens()
@@ -82,8 +84,11 @@ def throughput_bound(
             if not isinstance(node, LLMNode) or node.branch is Branch.DISCARDED:
                 continue
             context = 0
-            for segment in context_segments(program, node.id):
-                key = ("", segment.key) if segment.public else (program.tenant, segment.key)
+            segments = context_segments(program, node.id)
+            shared = shared_across_tenants(segments)
+            for segment in segments:
+                scope = "" if segment.public and shared else program.tenant
+                key = (scope, segment.key)
                 if key not in seen:
                     seen.add(key)
                     work.prefill_tokens += segment.tokens
@@ -103,7 +108,8 @@ def throughput_bound(
 @dataclass(frozen=True, slots=True)
 class OracleHits:
     """Prefix reuse with an infinite cache: every prompt token any earlier call of the same
-    scope (its tenant, or everyone for a public segment) computed is a hit."""
+    scope (its tenant, or everyone for a public segment of a call public as a whole) computed
+    is a hit."""
 
     hit_tokens: int
     prompt_tokens: int
@@ -118,8 +124,11 @@ def oracle_hits(programs: Iterable[TraceProgram]) -> OracleHits:
         for node in program.nodes:
             if not isinstance(node, LLMNode):
                 continue
-            for segment in context_segments(program, node.id):
-                key = ("", segment.key) if segment.public else (program.tenant, segment.key)
+            segments = context_segments(program, node.id)
+            shared = shared_across_tenants(segments)
+            for segment in segments:
+                scope = "" if segment.public and shared else program.tenant
+                key = (scope, segment.key)
                 prompt += segment.tokens
                 if key in seen:
                     hits += segment.tokens

@@ -6,13 +6,14 @@ scheduler still sees a node only when it is revealed.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from itertools import takewhile
 
 from agentconsole.kvtiers.node import Block, Node
 from agentconsole.sample_traces.format import (
     LLMNode,
+    Segment,
     ToolNode,
     TraceProgram,
     context_segments,
@@ -25,6 +26,25 @@ from agentconsole.server.runtime.sim.costmodel import CostModel
 def segment(key: str, tokens: int) -> list[Block]:
     """A private segment as a (possibly empty) block list: zero-token segments are skipped."""
     return [Block(key, tokens)] if tokens > 0 else []
+
+
+def shared_across_tenants(segments: Iterable[Segment]) -> bool:
+    """Whether a call of these prompt segments shares its public ones across tenants: only a
+    prompt public as a whole does. SGLang 0.5.23 puts the tenant's ``cache_salt`` into every
+    radix key of a request whose prompt is not all public (``sglang/wire.py``,
+    ``cache_salt``), so ``serve`` keeps a platform prefix once per tenant; ``bench`` keys it
+    the same way rather than share what serve cannot."""
+    return all(s.public for s in segments if s.tokens)
+
+
+def tenant_scoped(blocks: list[Block]) -> list[Block]:
+    """A call's prompt ``blocks`` as the engine caches them: its leading public blocks made
+    the tenant's own unless every block is public (:func:`shared_across_tenants`). Public
+    blocks lead a prompt (the index salts everything after its first private block anyway),
+    so a prompt whose first block is private is returned as it is, in O(1)."""
+    if not blocks or not blocks[0].public or all(b.public for b in blocks):
+        return blocks
+    return [Block(b.key, b.tokens) if b.public else b for b in blocks]
 
 
 @dataclass(slots=True, eq=False)
@@ -124,9 +144,9 @@ def _context(program: TraceProgram, node: LLMNode, through: dict[str, list[Block
     own = segment(f"{program.id}/{node.id}/prompt", node.prompt_tokens)
     chain = len(node.parents) == 1 and node.parents[0] in through
     if chain and not node.compact and node.insert is None:
-        return through[node.parents[0]] + own
+        return tenant_scoped(through[node.parents[0]] + own)
     segments = context_segments(program, node.id)
-    return [Block(s.key, s.tokens, s.public) for s in segments if s.tokens]
+    return tenant_scoped([Block(s.key, s.tokens, s.public) for s in segments if s.tokens])
 
 
 def program_node(program_id: str, node: LLMNode | ToolNode) -> ProgramNode:

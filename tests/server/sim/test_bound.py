@@ -43,7 +43,7 @@ def test_one_call_needs_its_prefill_and_its_decode_reads() -> None:
     assert bound.programs_per_s == pytest.approx(1 / max(expected))
 
 
-def test_shared_context_counts_once_and_only_where_the_index_shares_it() -> None:
+def test_shared_context_counts_once_and_only_where_the_engine_shares_it() -> None:
     one = throughput_bound([_program("p")], COST)
     public = throughput_bound([_program("p"), _program("q", "u")], COST)
     private_two_tenants = throughput_bound(
@@ -52,10 +52,16 @@ def test_shared_context_counts_once_and_only_where_the_index_shares_it() -> None
     private_one_tenant = throughput_bound(
         [_program("p", public=False), _program("q", public=False)], COST
     )
-    # a public prefix is computed once for both tenants; a private one once per tenant
-    assert public.compute_s < 2 * one.compute_s
+    # a public prefix under a call's own prompt is the tenant's (SGLang salts every key of a
+    # prompt not public as a whole): computed once per tenant, as a private one
+    assert public.compute_s == pytest.approx(private_two_tenants.compute_s)
     assert private_two_tenants.compute_s == pytest.approx(2 * one.compute_s)
-    assert private_one_tenant.compute_s == pytest.approx(public.compute_s)
+    assert private_one_tenant.compute_s < 2 * one.compute_s
+    # a call made of the public prefix alone shares it across tenants
+    prefix_only = (LLMNode(id="a", prompt_tokens=0, output_tokens=11),)
+    alone = throughput_bound([_program("p", nodes=prefix_only)], COST)
+    two_tenants = [_program("p", nodes=prefix_only), _program("q", "u", nodes=prefix_only)]
+    assert throughput_bound(two_tenants, COST).compute_s < 2 * alone.compute_s
 
 
 def test_cancelled_programs_and_discarded_branches_need_nothing() -> None:
