@@ -205,9 +205,9 @@ class ProgramDriver:
         if self.door.is_parked(program_id):
             return False
         budget = self.budget_tokens
-        self.door.size_to(
-            budget if budget is not None else int(memory_tokens * self.memory_share), batch_slots
-        )
+        if budget is None:
+            budget = max(int(memory_tokens * self.memory_share) - self._shared_reserve(), 0)
+        self.door.size_to(budget, batch_slots)
         size = door_size(private_tokens, held)
         flight = self._flight(program_id)
         flight.private_tokens = flight.peak_tokens = size
@@ -642,6 +642,25 @@ class ProgramDriver:
         flight.shared_tokens = max(flight.shared_tokens or 0, cached_tokens)
         flight.peak_tokens = max(flight.peak_tokens - more, 0)
         return more
+
+    def _shared_reserve(self) -> int:
+        """The memory the started programs' shared prefixes take, which no program's size
+        counts (``door_size`` leaves out what the engine held of a first prompt, where the
+        carrier marks nothing public: serve): per tenant, the largest prefix one of its started
+        programs found cached. A tenant's programs share one prefix (a system prompt, a
+        repository), and nothing is shared across tenants (SGLang salts each tenant's keys).
+        Left out of the budget, 4 tenants' 75K-token prefixes took a third of the memory the
+        door thought free, and coding-agent thrashed at 3x (docs/BENCHMARKS.md 2s)."""
+        largest: dict[str, int] = {}
+        programs = self.controller.programs
+        for program_id, flight in self._flights.items():
+            shared = flight.shared_tokens
+            if not (flight.learns_shared and shared and self.door.is_started(program_id)):
+                continue
+            program = programs.get(program_id)
+            if program is not None:
+                largest[program.tenant] = max(largest.get(program.tenant, 0), shared)
+        return sum(largest.values())
 
     def _predicted(self, program_id: str, tokens: int) -> int:
         return self.growth.predict(self._kind(program_id), tokens)

@@ -466,3 +466,31 @@ def test_a_door_switched_back_on_knows_what_ran_while_it_was_off() -> None:
     driver.settle(_View(), later)
     driver.tick(later)
     assert driver.door.started_at("b") is not None
+
+
+def test_the_door_keeps_room_for_each_tenants_shared_prefix() -> None:
+    """Where the carrier marks nothing public (serve), a program is sized without the prefix
+    the engine held of its first prompt, so nobody's size counts that prefix: the budget keeps
+    room for it, once per tenant (a tenant's programs share one; SGLang shares nothing across
+    tenants). Left out, coding-agent's 75K-token prefixes took a third of what the door thought
+    free and it thrashed at 3x."""
+    controller = ProgramController(EventLog(), LinearCost())
+    driver = ProgramDriver(controller, _Advisor(), LinearCost(), memory_share=0.5)
+
+    def start(pid: str, tenant: str, shared: int, now: float) -> None:
+        controller.open_program(pid, tenant, now, labels={"workload": "w"})
+        held = PrefixProbe(3_000, cached_tokens=shared)
+        assert driver.arrive(pid, 3_000, 100_000, now, held=held)
+        controller.add_node(pid, Node("n0", pid, NodeKind.LLM), now)
+        driver.queue_call(pid, "n0", held, now, private_tokens=3_000)
+
+    start("a1", "ta", 2_000, 0.0)  # its prefix counts for ta from now on
+    start("a2", "ta", 1_500, 1.0)  # a shorter prefix of the same tenant adds nothing
+    start("b1", "tb", 2_500, 2.0)
+    controller.open_program("c1", "tc", 3.0, labels={"workload": "w"})
+    driver.arrive("c1", 1_000, 100_000, 3.0)
+    assert driver.door.budget_tokens == 50_000 - 2_000 - 2_500
+    driver.finish("b1", 4.0)  # an ended program's prefix no longer holds room
+    controller.open_program("c2", "tc", 5.0, labels={"workload": "w"})
+    driver.arrive("c2", 1_000, 100_000, 5.0)
+    assert driver.door.budget_tokens == 50_000 - 2_000
