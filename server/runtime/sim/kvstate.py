@@ -9,6 +9,7 @@ the ``kv.*`` events. Every method changes the index only as its docstring says.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from agentconsole.kvtiers.node import Block, Node
@@ -202,11 +203,11 @@ class EngineKv:
         # the resident suffix is reused or lost reuse, not a recompute of what was evicted
         skip = range(call.insert_at + 1, call.insert_at + 1 + suffix.blocks)
         recompute = call.generated
-        computed, blocks = self._computed, call.blocks
+        computed, blocks, tenant = self._computed, call.blocks, call.ticket.tenant
         for i in range(len(found.path), len(blocks)):
             block = blocks[i]
-            before = blocks[i - 1].key if i else None
-            if i not in skip and computed.computed_after(block.key, before):
+            before = _scoped(tenant, blocks[i - 1]) if i else None
+            if i not in skip and computed.computed_after(_scoped(tenant, block), before):
                 recompute += block.tokens
         if recompute:
             self._emit(now, EventKind.KV_RECOMPUTED, call.ticket.program_id, recompute)
@@ -295,7 +296,7 @@ class EngineKv:
             if written:
                 self._write_back(now, written)
             inserted = self.index.insert(tenant, blocks, now, owner=owner)
-        self._computed.remember([b.key for b in blocks])
+        self._computed.remember([_scoped(tenant, b) for b in blocks])
         return inserted
 
     # -- tool waits ----------------------------------------------------------------------------
@@ -419,3 +420,10 @@ class EngineKv:
         if evicted:
             tokens = sum({id(move.node): move.tokens for move in evicted}.values())
             self._emit(now, EventKind.KV_EVICTED, "", tokens)
+
+
+def _scoped(tenant: str, block: Block) -> Hashable:
+    """``block``'s key where it was computed, as the prefix index scopes it: a public block
+    is everyone's, any other its tenant's (a platform prefix each tenant holds a copy of has
+    one key for all: its second tenant's first copy is no recompute of the first's)."""
+    return block.key if block.public else (tenant, block.key)

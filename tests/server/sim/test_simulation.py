@@ -359,6 +359,8 @@ def test_a_public_prefix_is_shared_within_a_tenant_only_as_serve_shares_it() -> 
         if e.kind is EventKind.CALL_SCHEDULED
     }
     assert hits == {"a1": 0, "b1": 0, "a2": 8_000}
+    # the second tenant's first copy is its own first computation, no recompute of the first's
+    assert not [e for e in result.events if e.kind is EventKind.KV_RECOMPUTED]
 
 
 def _two_calls(pid: str, tenant: str, arrival: float) -> TraceProgram:
