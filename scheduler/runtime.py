@@ -12,7 +12,9 @@ Identity: every call is submitted with its :class:`CallTicket`; ``ticket.call_id
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+import hashlib
+from array import array
+from collections.abc import AsyncIterator, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -66,6 +68,46 @@ class Prompt:
         return max(self.tokens - self.public_tokens, 0)
 
 
+#: a run of a prompt's leading tokens: (a key naming the prompt through the run's end, its
+#: tokens)
+HeldSegment = tuple[Hashable, int]
+#: tokens per segment where a runtime names a held prefix from token ids: fine enough that a
+#: prefix held in part (its tail evicted) shares all but its last segment with the whole one
+SEGMENT_TOKENS = 1024
+
+
+def token_segments(scope: str, token_ids: Sequence[int], tokens: int) -> tuple[HeldSegment, ...]:
+    """The first ``tokens`` of ``token_ids`` as chained segments of :data:`SEGMENT_TOKENS`
+    (each key a digest of ``scope`` and every token up to the segment's end): the
+    :attr:`PrefixProbe.held_segments` of a runtime that sees token ids."""
+    segments: list[HeldSegment] = []
+    digest = hashlib.blake2b(scope.encode(), digest_size=16).digest()
+    end = min(tokens, len(token_ids))
+    for start in range(0, end, SEGMENT_TOKENS):
+        chunk = token_ids[start : min(start + SEGMENT_TOKENS, end)]
+        data = digest + array("q", chunk).tobytes()
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        segments.append((digest, len(chunk)))
+    return tuple(segments)
+
+
+def chained_segments(runs: Iterable[tuple[Hashable, int]]) -> tuple[HeldSegment, ...]:
+    """A held prefix given as consecutive runs (key, tokens), each key naming the prefix
+    through its run (a prefix index's matched nodes), merged into segments of at least
+    :data:`SEGMENT_TOKENS`, each keyed by its last run's key: the
+    :attr:`PrefixProbe.held_segments` of a runtime that indexes blocks."""
+    segments: list[HeldSegment] = []
+    tokens = 0
+    for key, run_tokens in runs:
+        tokens += run_tokens
+        if tokens >= SEGMENT_TOKENS:
+            segments.append((key, tokens))
+            tokens = 0
+    if tokens:
+        segments.append((key, tokens))
+    return tuple(segments)
+
+
 @dataclass(frozen=True, slots=True)
 class PrefixProbe:
     """What an engine holds of one prompt, looked up (without changing anything) before the
@@ -79,6 +121,11 @@ class PrefixProbe:
     #: prompt tokens this program's earlier calls computed that the engine no longer holds:
     #: recomputed (the cost of having lost them)
     lost_tokens: int = 0
+    #: the held prefix (``hit_tokens``) in segments, where the runtime can name them: two
+    #: prompts share a segment's key exactly when they share the prefix through it (empty: not
+    #: named). What lets the door keep room once for each prefix programs share, however many
+    #: programs hold it (``ProgramDriver``'s reserve)
+    held_segments: tuple[HeldSegment, ...] = ()
 
     @property
     def hit_tokens(self) -> int:

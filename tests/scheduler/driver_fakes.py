@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from agentconsole.scheduler.actions import KvAdvice, ToolWaitFacts
+from agentconsole.scheduler.runtime import CacheAction, MemoryView
+
 
 class LinearCost:
     """A runtime's costs, linear in tokens (the driver's ``CallCost``)."""
@@ -14,3 +17,10 @@ class LinearCost:
 
     def reload_seconds(self, tokens: int) -> float:
         return 0.0001 * tokens
+
+
+class KeepAdvisor:
+    """A tool-wait advisor that keeps every context (the driver's ``KvAdvisor``)."""
+
+    def advise(self, facts: ToolWaitFacts, memory: MemoryView, now: float) -> KvAdvice:
+        return KvAdvice(CacheAction.KEEP, 1.0, 1.0, {})

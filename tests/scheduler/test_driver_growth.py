@@ -7,10 +7,8 @@ import pytest
 
 from agentconsole.scheduler.actions import (
     CacheHint,
-    KvAdvice,
     ProgramEnded,
     StartPrograms,
-    ToolWaitFacts,
 )
 from agentconsole.scheduler.controller import CallUsage, ProgramController
 from agentconsole.scheduler.driver import ProgramDriver, door_size
@@ -18,12 +16,7 @@ from agentconsole.scheduler.events import EventKind, EventLog
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.program import Node, NodeKind, ToolKind, ToolSpec
 from agentconsole.scheduler.runtime import CacheAction, MemoryView, PrefixProbe, ProgramContext
-from tests.scheduler.driver_fakes import LinearCost
-
-
-class _Advisor:
-    def advise(self, facts: ToolWaitFacts, memory: MemoryView, now: float) -> KvAdvice:
-        return KvAdvice(CacheAction.KEEP, 1.0, 1.0, {})
+from tests.scheduler.driver_fakes import KeepAdvisor, LinearCost
 
 
 class _View:
@@ -36,7 +29,7 @@ class _View:
 
 def _driver() -> ProgramDriver:
     controller = ProgramController(EventLog(), LinearCost())
-    return ProgramDriver(controller, _Advisor(), LinearCost(), budget_tokens=1_000)
+    return ProgramDriver(controller, KeepAdvisor(), LinearCost(), budget_tokens=1_000)
 
 
 def _call(
@@ -328,7 +321,7 @@ _AIMED_AT_ALPHA: tuple[dict[str, str], ...] = (
 
 def _big_driver() -> ProgramDriver:
     controller = ProgramController(EventLog(), LinearCost())
-    return ProgramDriver(controller, _Advisor(), LinearCost(), budget_tokens=10_000_000)
+    return ProgramDriver(controller, KeepAdvisor(), LinearCost(), budget_tokens=10_000_000)
 
 
 def _run_program(
@@ -475,7 +468,7 @@ def test_the_door_keeps_room_for_each_tenants_shared_prefix() -> None:
     tenants). Left out, coding-agent's 75K-token prefixes took a third of what the door thought
     free and it thrashed at 3x."""
     controller = ProgramController(EventLog(), LinearCost())
-    driver = ProgramDriver(controller, _Advisor(), LinearCost(), memory_share=0.5)
+    driver = ProgramDriver(controller, KeepAdvisor(), LinearCost(), memory_share=0.5)
 
     def start(pid: str, tenant: str, shared: int, now: float) -> None:
         controller.open_program(pid, tenant, now, labels={"workload": "w"})

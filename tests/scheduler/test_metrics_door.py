@@ -6,19 +6,12 @@ from __future__ import annotations
 import pytest
 
 from agentconsole.scheduler import dag
-from agentconsole.scheduler.actions import KvAdvice, ToolWaitFacts
 from agentconsole.scheduler.controller import CallUsage, ProgramController
 from agentconsole.scheduler.driver import ProgramDriver
 from agentconsole.scheduler.events import Event, EventKind, EventLog
 from agentconsole.scheduler.metrics import SERVICE_FLOOR_S, MetricsAggregator
 from agentconsole.scheduler.program import Node, NodeKind, NodeState, Program
-from agentconsole.scheduler.runtime import CacheAction, MemoryView
-from tests.scheduler.driver_fakes import LinearCost
-
-
-class _Advisor:
-    def advise(self, facts: ToolWaitFacts, memory: MemoryView, now: float) -> KvAdvice:
-        return KvAdvice(CacheAction.KEEP, 1.0, 1.0, {})
+from tests.scheduler.driver_fakes import KeepAdvisor, LinearCost
 
 
 def _door_run() -> tuple[ProgramDriver, MetricsAggregator, EventLog]:
@@ -26,7 +19,7 @@ def _door_run() -> tuple[ProgramDriver, MetricsAggregator, EventLog]:
     asks it who waits at the door."""
     log = EventLog()
     controller = ProgramController(log, LinearCost())
-    driver = ProgramDriver(controller, _Advisor(), LinearCost(), budget_tokens=100)
+    driver = ProgramDriver(controller, KeepAdvisor(), LinearCost(), budget_tokens=100)
     metrics = MetricsAggregator(at_door=driver.door_waits)
     log.subscribe(metrics.observe)
     return driver, metrics, log

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from agentconsole.scheduler.events import EventLog
-from agentconsole.scheduler.runtime import PrefixProbe, Prompt
+from agentconsole.scheduler.runtime import PrefixProbe, Prompt, token_segments
 from agentconsole.server.runtime.sglang import wire
 from agentconsole.server.runtime.sglang.contexts import (
     HEAD_TOKENS,
@@ -57,7 +57,10 @@ B_PROMPT = [*SYSTEM[:SHARED], *range(5000, 5100)]
 
 def test_a_new_program_is_credited_with_its_tenants_resident_prefix() -> None:
     view = _View(_remembered_a())  # no sweep since A's context: taken as all resident
-    assert _probe(view, "B", B_PROMPT) == PrefixProbe(len(B_PROMPT), cached_tokens=SHARED)
+    segments = token_segments(SALT, B_PROMPT, SHARED)  # the door's reserve counts them once
+    assert _probe(view, "B", B_PROMPT) == PrefixProbe(
+        len(B_PROMPT), cached_tokens=SHARED, held_segments=segments
+    )
     assert _probe(view, "B", B_PROMPT).hit_tokens == SHARED
     # another tenant's cache shares nothing with A's (SGLang salts every radix key)
     assert _probe(view, "B", B_PROMPT, tenant="u").hit_tokens == 0

@@ -46,7 +46,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentconsole.scheduler.runtime import MemoryView, PrefixProbe, ProgramContext, Prompt
+from agentconsole.scheduler.runtime import (
+    MemoryView,
+    PrefixProbe,
+    ProgramContext,
+    Prompt,
+    token_segments,
+)
 from agentconsole.server.runtime.prefixcredit import credited_prefix
 from agentconsole.server.runtime.sglang import wire
 from agentconsole.server.runtime.sglang.contexts import LastContext, ResidentOf
@@ -191,7 +197,8 @@ class KVView:
         last = contexts.get(program_id)
         if last is None:  # a new program: what the tenant's other programs computed
             held = self._shared_on_its_rank(program_id, salt, ids)
-            return PrefixProbe(prompt_tokens=len(ids), cached_tokens=held)
+            segments = token_segments(salt, ids, held)
+            return PrefixProbe(len(ids), cached_tokens=held, held_segments=segments)
         resident = _resident(self.read_placement(program_id), program_id, last)
         reuse = contexts.reuse(program_id, salt, ids, resident)
         return PrefixProbe(

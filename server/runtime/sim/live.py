@@ -46,6 +46,7 @@ from agentconsole.scheduler.runtime import (
     RuntimeSnapshot,
     ServicePrior,
     TierUsage,
+    chained_segments,
 )
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.registry import RuntimeOptions
@@ -378,15 +379,19 @@ class SimLiveRuntime:
         found = self.engine.index.peek(namespace, blocks)
         slow = found.tokens_on(Tier.DRAM) + found.tokens_on(Tier.DISK)
         common = 0
-        for block, node in zip(blocks, self._last_path.get(program_id, ()), strict=False):
+        last_path = self._last_path.get(program_id)
+        for block, node in zip(blocks, last_path or (), strict=False):
             if block.key != node.key:
                 break
             common += block.tokens
+        # a new program's: what it shares with others, named for the door's reserve
+        held = () if last_path else chained_segments((n.key, n.tokens) for n in found.path)
         return PrefixProbe(
             found.requested_tokens,
             cached_tokens=found.hit_tokens - slow,
             slow_tokens=slow,
             lost_tokens=max(common - found.hit_tokens, 0),
+            held_segments=held,
         )
 
     def memory(self, program_id: str | None = None) -> MemoryView:

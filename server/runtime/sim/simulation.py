@@ -43,7 +43,7 @@ from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.models import ModelRequest
 from agentconsole.scheduler.policies import DEFAULT_POLICY, get_policy
 from agentconsole.scheduler.preemption import PreemptionRule
-from agentconsole.scheduler.runtime import PrefixProbe
+from agentconsole.scheduler.runtime import PrefixProbe, chained_segments
 from agentconsole.server.runtime.sim import timeline
 from agentconsole.server.runtime.sim.calls import EngineConfig, SimCall
 from agentconsole.server.runtime.sim.carrier import CostServiceModel, SimEngines, private_nodes
@@ -368,6 +368,7 @@ class Simulation:
         else:
             e, found, labels = self._place(run, tnode, blocks)
             foreign = self.placer.foreign(program.tenant, blocks, e)
+        first = run.engine is None  # its first call: what it holds is other programs' KV
         if run.engine is not None and run.engine != e:  # moved: its old engine keeps nothing
             self.engines[run.engine].release_kept(program.id, now)
         run.engine = e
@@ -383,6 +384,7 @@ class Simulation:
             slow_tokens=slow,
             # the context before this call's own new prompt that is no longer resident
             lost_tokens=max(found.miss_tokens - own, 0),
+            held_segments=chained_segments((n.key, n.tokens) for n in found.path) if first else (),
         )
         private = sum(b.tokens for b in blocks if not b.public)
         here = self.engines[e]

@@ -1,0 +1,78 @@
+"""The door's room for the prefixes programs share: named in segments by the runtimes'
+probes, kept once per segment per tenant (``ProgramDriver._shared_reserve``)."""
+
+from __future__ import annotations
+
+from agentconsole.scheduler.controller import ProgramController
+from agentconsole.scheduler.driver import ProgramDriver
+from agentconsole.scheduler.events import EventLog
+from agentconsole.scheduler.program import Node, NodeKind
+from agentconsole.scheduler.runtime import (
+    SEGMENT_TOKENS,
+    HeldSegment,
+    PrefixProbe,
+    chained_segments,
+    token_segments,
+)
+from tests.scheduler.driver_fakes import KeepAdvisor, LinearCost
+
+
+def test_a_prefix_held_in_part_shares_all_but_its_last_segment_with_the_whole() -> None:
+    ids = list(range(3 * SEGMENT_TOKENS + 500))
+    whole = token_segments("salt-a", ids, len(ids))
+    assert [tokens for _, tokens in whole] == [SEGMENT_TOKENS] * 3 + [500]
+    part = token_segments("salt-a", ids, 2 * SEGMENT_TOKENS + 10)
+    assert part[:2] == whole[:2]
+    assert part[2] not in whole
+    # another repository after the same platform prompt: the platform's segments only
+    other = token_segments("salt-a", [*ids[:SEGMENT_TOKENS], *range(-1, -2000, -1)], 2_000)
+    assert other[0] == whole[0]
+    assert other[1] not in whole
+    assert not set(token_segments("salt-b", ids, len(ids))) & set(whole)  # another tenant
+    assert token_segments("salt-a", ids, 0) == ()
+
+
+def test_an_index_path_is_merged_into_segments_keyed_by_their_last_node() -> None:
+    runs = [("platform", 15_000), ("repo-0", 60_000), ("c1", 400), ("c2", 700), ("c3", 16)]
+    assert chained_segments(runs) == (
+        ("platform", 15_000),
+        ("repo-0", 60_000),
+        ("c2", 1_100),
+        ("c3", 16),
+    )
+    assert chained_segments([]) == ()
+
+
+def test_the_reserve_keeps_each_repository_of_a_tenant_and_its_platform_prompt_once() -> None:
+    """coding-agent's tenants work on two repositories each, after one platform prompt: a
+    reserve of the largest prefix per tenant kept room for one repository, and the door
+    started too many programs (8M tokens recomputed at 3x; docs/BENCHMARKS.md 2t)."""
+    controller = ProgramController(EventLog(), LinearCost())
+    driver = ProgramDriver(controller, KeepAdvisor(), LinearCost(), memory_share=0.5)
+    platform: HeldSegment = ("platform", 2_000)
+
+    def start(
+        pid: str, tenant: str, segments: tuple[HeldSegment, ...], now: float, shared: int = 0
+    ) -> None:
+        shared = shared or sum(tokens for _, tokens in segments)
+        held = PrefixProbe(shared + 500, cached_tokens=shared, held_segments=segments)
+        controller.open_program(pid, tenant, now, labels={"workload": "w"})
+        assert driver.arrive(pid, 500, 100_000, now, held=held)
+        controller.add_node(pid, Node("n0", pid, NodeKind.LLM), now)
+        driver.queue_call(pid, "n0", held, now)
+
+    def budget(now: float) -> int:
+        controller.open_program(f"probe{now}", "tz", now, labels={"workload": "w"})
+        driver.arrive(f"probe{now}", 100, 100_000, now)
+        return driver.door.budget_tokens
+
+    start("a1", "ta", (platform, ("ta/repo-0", 3_000)), 0.0)
+    start("a2", "ta", (platform, ("ta/repo-1", 3_000)), 1.0)
+    start("a3", "ta", (platform, ("ta/repo-1", 3_000)), 2.0)  # the same repository: nothing
+    assert budget(3.0) == 50_000 - 2_000 - 3_000 - 3_000
+    start("b1", "tb", (platform, ("tb/repo-0", 3_000)), 4.0)  # another tenant: its own copy
+    assert budget(5.0) == 50_000 - 8_000 - 5_000
+    start("c1", "tc", (), 6.0, shared=2_500)  # a runtime that names nothing: the prefix whole
+    assert budget(7.0) == 50_000 - 8_000 - 5_000 - 2_500
+    driver.finish("a1", 8.0)  # repo-0's programs ended: its room frees
+    assert budget(9.0) == 50_000 - 5_000 - 5_000 - 2_500
