@@ -169,6 +169,9 @@ class ProgramDriver:
         #: at their start): the wait the metrics count as queueing (``_door_wait_ended``)
         self._door_waits: dict[str, tuple[float, bool]] = {}
         self._dirty: dict[str, None] = {}  # an ordered set: decisions in event order
+        #: the engines' memory and batch as the latest arrival reported them (what the door's
+        #: budget is derived from; re-derived when a program ends too)
+        self._memory = (0, 0)
 
     # -- the door
     @property
@@ -206,10 +209,8 @@ class ProgramDriver:
             return True  # a runtime that reports no KV memory has no door
         if self.door.is_parked(program_id):
             return False
-        budget = self.budget_tokens
-        if budget is None:
-            budget = max(int(memory_tokens * self.memory_share) - self._shared_reserve(), 0)
-        self.door.size_to(budget, batch_slots)
+        self._memory = (memory_tokens, batch_slots)
+        self._size_door()
         size = door_size(private_tokens, held)
         flight = self._flight(program_id)
         flight.private_tokens = flight.peak_tokens = size
@@ -652,9 +653,11 @@ class ProgramDriver:
         counts (``door_size`` leaves out what the engine held of a first prompt, where the
         carrier marks nothing public: serve). Per tenant (nothing is shared across tenants:
         SGLang salts each tenant's keys), the union of the prefixes its started programs found
-        cached, each segment once (:attr:`PrefixProbe.held_segments`: a platform prompt and
+        cached, each segment once per engine holding it (:attr:`PrefixProbe.held_segments`;
+        SGLang's data-parallel ranks name theirs alike, so count once: a platform prompt and
         each repository a tenant's agents work on), and at least the largest such prefix (a
-        runtime that names no segments, or a prefix learned larger when its call ran). Left out
+        runtime that names no segments, or a prefix learned larger when its call ran: what was
+        learned is not named, so two repositories learned so count as the larger). Left out
         of the budget, 4 tenants' prefixes took a third of the memory the door thought free
         and coding-agent thrashed at 3x; with one prefix per tenant kept (its two repositories
         counted as one) it still recomputed 8M tokens (docs/BENCHMARKS.md 2s, 2t)."""
@@ -672,6 +675,15 @@ class ProgramDriver:
             largest[tenant] = max(largest.get(tenant, 0), shared)
             segments.setdefault(tenant, {}).update(flight.shared_segments)
         return sum(max(most, sum(segments[t].values())) for t, most in largest.items())
+
+    def _size_door(self) -> None:
+        """Size the door by the memory last reported: the operator's budget as given, else a
+        share of the engines' memory less the room the shared prefixes take."""
+        memory_tokens, batch_slots = self._memory
+        budget = self.budget_tokens
+        if budget is None:
+            budget = max(int(memory_tokens * self.memory_share) - self._shared_reserve(), 0)
+        self.door.size_to(budget, batch_slots)
 
     def _predicted(self, program_id: str, tokens: int) -> int:
         return self.growth.predict(self._kind(program_id), tokens)
@@ -700,6 +712,8 @@ class ProgramDriver:
         self._door_waits.pop(program_id, None)  # a dropped program's wait is nobody's now
         self._release(program_id)
         ended: list[Action] = [ProgramEnded(program_id)] if had_flight else []
+        if had_flight and self.door_open and self._memory[0] > 0:
+            self._size_door()  # its share of a shared prefix may free room for those in line
         return ended + self._started(self.door.finish(program_id, now), now)
 
     def _started(self, program_ids: list[str], now: float) -> list[Action]:

@@ -91,20 +91,25 @@ def token_segments(scope: str, token_ids: Sequence[int], tokens: int) -> tuple[H
     return tuple(segments)
 
 
-def chained_segments(runs: Iterable[tuple[Hashable, int]]) -> tuple[HeldSegment, ...]:
-    """A held prefix given as consecutive runs (key, tokens), each key naming the prefix
-    through its run (a prefix index's matched nodes), merged into segments of at least
-    :data:`SEGMENT_TOKENS`, each keyed by its last run's key: the
-    :attr:`PrefixProbe.held_segments` of a runtime that indexes blocks."""
+def chained_segments(
+    scope: Hashable, runs: Iterable[tuple[Hashable, int]]
+) -> tuple[HeldSegment, ...]:
+    """A held prefix given as consecutive runs (key, tokens) (a prefix index's matched
+    nodes, whose keys name a block, not what precedes it), merged into segments of at least
+    :data:`SEGMENT_TOKENS`, each keyed by a hash chained over ``scope`` (the engine that
+    holds it) and every run's key up to its end: the :attr:`PrefixProbe.held_segments` of a
+    runtime that indexes blocks."""
     segments: list[HeldSegment] = []
+    chain = hash(scope)
     tokens = 0
     for key, run_tokens in runs:
+        chain = hash((chain, key))
         tokens += run_tokens
         if tokens >= SEGMENT_TOKENS:
-            segments.append((key, tokens))
+            segments.append((chain, tokens))
             tokens = 0
     if tokens:
-        segments.append((key, tokens))
+        segments.append((chain, tokens))
     return tuple(segments)
 
 

@@ -3,6 +3,7 @@ probes, kept once per segment per tenant (``ProgramDriver._shared_reserve``)."""
 
 from __future__ import annotations
 
+from agentconsole.scheduler.actions import StartPrograms
 from agentconsole.scheduler.controller import ProgramController
 from agentconsole.scheduler.driver import ProgramDriver
 from agentconsole.scheduler.events import EventLog
@@ -32,15 +33,18 @@ def test_a_prefix_held_in_part_shares_all_but_its_last_segment_with_the_whole() 
     assert token_segments("salt-a", ids, 0) == ()
 
 
-def test_an_index_path_is_merged_into_segments_keyed_by_their_last_node() -> None:
+def test_an_index_path_is_merged_into_segments_keyed_by_all_that_precedes_them() -> None:
     runs = [("platform", 15_000), ("repo-0", 60_000), ("c1", 400), ("c2", 700), ("c3", 16)]
-    assert chained_segments(runs) == (
-        ("platform", 15_000),
-        ("repo-0", 60_000),
-        ("c2", 1_100),
-        ("c3", 16),
-    )
-    assert chained_segments([]) == ()
+    segments = chained_segments(0, runs)
+    assert [tokens for _, tokens in segments] == [15_000, 60_000, 1_100, 16]
+    # a block's key names the block: after another prefix, or on another engine, it is
+    # another segment (a summary re-read at a new place; each engine its own copy)
+    elsewhere = chained_segments(0, [("platform", 15_000), ("repo-1", 60_000), ("c1", 400)])
+    assert elsewhere[0] == segments[0]
+    assert elsewhere[1] != segments[1]
+    assert chained_segments(0, [("c1", 400)]) != chained_segments(0, runs[:3])[2:]
+    assert not set(chained_segments(1, runs)) & set(segments)
+    assert chained_segments(0, []) == ()
 
 
 def test_the_reserve_keeps_each_repository_of_a_tenant_and_its_platform_prompt_once() -> None:
@@ -74,5 +78,9 @@ def test_the_reserve_keeps_each_repository_of_a_tenant_and_its_platform_prompt_o
     assert budget(5.0) == 50_000 - 8_000 - 5_000
     start("c1", "tc", (), 6.0, shared=2_500)  # a runtime that names nothing: the prefix whole
     assert budget(7.0) == 50_000 - 8_000 - 5_000 - 2_500
-    driver.finish("a1", 8.0)  # repo-0's programs ended: its room frees
-    assert budget(9.0) == 50_000 - 5_000 - 5_000 - 2_500
+    controller.open_program("big", "tz", 7.5, labels={"workload": "w"})
+    assert not driver.arrive("big", 33_000, 100_000, 7.5)  # 34,500 less what the others hold
+    # repo-0's programs ended: its room frees, for the program in line too
+    actions = driver.finish("a1", 8.0)
+    assert driver.door.budget_tokens == 50_000 - 5_000 - 5_000 - 2_500
+    assert StartPrograms(("big",)) in actions

@@ -385,7 +385,7 @@ class SimLiveRuntime:
                 break
             common += block.tokens
         # a new program's: what it shares with others, named for the door's reserve
-        held = () if last_path else chained_segments((n.key, n.tokens) for n in found.path)
+        held = () if last_path else chained_segments(0, ((n.key, n.tokens) for n in found.path))
         return PrefixProbe(
             found.requested_tokens,
             cached_tokens=found.hit_tokens - slow,

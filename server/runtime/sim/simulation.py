@@ -378,13 +378,15 @@ class Simulation:
             else 0
         )
         slow = found.tokens_on(Tier.DRAM) + found.tokens_on(Tier.DISK)
+        # a new program's: what it shares with others, named for the door's reserve
+        held = chained_segments(e, ((n.key, n.tokens) for n in found.path)) if first else ()
         probe = PrefixProbe(
             found.requested_tokens,
             cached_tokens=found.hit_tokens - slow,
             slow_tokens=slow,
             # the context before this call's own new prompt that is no longer resident
             lost_tokens=max(found.miss_tokens - own, 0),
-            held_segments=chained_segments((n.key, n.tokens) for n in found.path) if first else (),
+            held_segments=held,
         )
         private = sum(b.tokens for b in blocks if not b.public)
         here = self.engines[e]
