@@ -648,6 +648,12 @@ class ProgramDriver:
         flight.peak_tokens = max(flight.peak_tokens - more, 0)
         return more
 
+    @property
+    def reserved_tokens(self) -> int:
+        """The room the door's budget keeps for the prefixes the started programs share (see
+        :meth:`_shared_reserve`; 0 under an operator's budget, which is taken as given)."""
+        return self._shared_reserve() if self.budget_tokens is None else 0
+
     def _shared_reserve(self) -> int:
         """The memory the started programs' shared prefixes take, which no program's size
         counts (``door_size`` leaves out what the engine held of a first prompt, where the

@@ -419,6 +419,7 @@ def door_json(service: ProgramService) -> dict[str, Any]:
         "enabled": driver.door_open,
         "order": "shortest-first" if door.shortest_first else "arrival",
         "budget_tokens": door.budget_tokens if sized else None,
+        "reserved_tokens": driver.reserved_tokens,
         "predicted_tokens": door.used_tokens,
         "held_tokens": door.held_tokens,
         "waiting": door.parked,

@@ -415,6 +415,7 @@ class StubWorld:
             "enabled": True,
             "order": "shortest-first",
             "budget_tokens": 1_200_000,
+            "reserved_tokens": 150_000,
             "predicted_tokens": 950_000,
             "held_tokens": 880_000,
             "waiting": 3,

@@ -43,7 +43,7 @@ def test_views_load_offline_render_charts_and_are_screenshotted(
             "overview": "document.querySelectorAll('#cards .card').length >= 10",
             "programs": "document.querySelectorAll('#programs tbody tr').length > 0",
             "tenants": "document.getElementById('chart-tenants').data?.length === 2"
-            " && document.querySelectorAll('#door-cards .card').length === 5",
+            " && document.querySelectorAll('#door-cards .card').length === 6",
             "kv": "document.getElementById('chart-tiers').data?.length === 1",
             "audit": "AC.state.audit !== null",
             "events": "document.querySelectorAll('#tail div').length > 0",

@@ -55,6 +55,7 @@ def test_reads_the_door_and_joins_each_kind_with_its_peak(stub: RunningStub) -> 
         880_000,
     )
     assert door.boundary_parks == 2
+    assert door.reserved_tokens == 150_000  # the room kept for shared prefixes
     assert door.fill == pytest.approx(950 / 1200)
     rows = door.learned()
     assert [(r.tenant, r.kind) for r in rows[:2]] == [("tenant-a", "chat"), ("tenant-a", "coding")]

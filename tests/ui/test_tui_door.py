@@ -87,6 +87,7 @@ async def test_the_tenants_view_shows_the_door_and_what_it_learned() -> None:
             ["door", "on,", "shortest-first", "waiting", "3"],
             ["predicted", "950K", "/", "1.2M", "79%", "waited", "total", "17"],
             ["held", "now", "880K", "boundary", "parks", "2"],
+            ["shared", "room", "150K"],
         ]
         rows = _rows(app)
         assert len(rows) == 6

@@ -48,6 +48,9 @@ class Door:
     enabled: bool
     order: str
     budget_tokens: int | None
+    #: of that budget, the room kept for the prefixes the started programs share (0 from a
+    #: server that does not say)
+    reserved_tokens: int
     predicted_tokens: int
     held_tokens: int
     waiting: int
@@ -103,6 +106,7 @@ class Door:
             enabled=j.flag(d, "enabled"),
             order=j.text(d, "order", "?"),
             budget_tokens=None if budget is None else int(budget),
+            reserved_tokens=int(j.opt_num(d, "reserved_tokens") or 0),
             predicted_tokens=j.integer(d, "predicted_tokens"),
             held_tokens=j.integer(d, "held_tokens"),
             waiting=j.integer(d, "waiting"),

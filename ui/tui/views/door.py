@@ -46,6 +46,7 @@ def counts(door: Door) -> Grid:
     grid.add_row("predicted", _budget(door), "waited total", str(door.waited_total))
     held = fmt.count(door.held_tokens)
     grid.add_row("held now", held, "boundary parks", str(door.boundary_parks))
+    grid.add_row("shared room", fmt.count(door.reserved_tokens), "", "")
     return grid
 
 

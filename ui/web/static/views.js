@@ -524,6 +524,7 @@
       ["waiting", String(door.waiting)],
       ["predicted / budget", door.budget_tokens === null ? "not sized" : fmt.count(door.predicted_tokens) + " / " + fmt.count(door.budget_tokens)],
       ["held now", fmt.count(door.held_tokens)],
+      ["shared room", fmt.count(door.reserved_tokens || 0)],
       ["boundary parks", String(door.boundary_parks)],
     ]);
     // as the dashboard: each tenant's kinds with their run (by tenant, kind), then the kinds
