@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -89,6 +90,15 @@ SGLANG_NOISE = ("server_args", "UserWarning", "Ignore import error", "loading sh
 #: The KV pool of the shared SGLang server, in tokens: small enough that a few unrelated
 #: programs overflow it (``test_e2e_sglang_telemetry`` forces evictions).
 SGLANG_POOL_TOKENS = 2048
+
+
+def random_words(count: int, seed: int) -> str:
+    """Random words no other prompt shares: about 6.4 tokens each for the tiny model's
+    tokenizer."""
+    rnd = random.Random(seed)
+    return " ".join("".join(rnd.choice("abcdefghijklmnop") for _ in range(6)) for _ in range(count))
+
+
 #: Environment of a served SGLang engine: the CPU engine, nothing fetched from a hub.
 SGLANG_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
 

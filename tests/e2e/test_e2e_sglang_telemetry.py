@@ -15,24 +15,17 @@ since other modules' calls may have moved them.
 
 from __future__ import annotations
 
-import random
 import time
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import SGLANG_POOL_TOKENS, ServeProcess
+from tests.e2e.conftest import SGLANG_POOL_TOKENS, ServeProcess, random_words
 
 pytestmark = [pytest.mark.e2e, pytest.mark.sglang]
 TENANT = {"Authorization": "Bearer sk-dev"}
 OPERATOR = {"Authorization": "Bearer sk-operator"}
-
-
-def _text(words: int, seed: int) -> str:
-    """Random words: about 6.4 tokens each for the tiny model's tokenizer."""
-    rnd = random.Random(seed)
-    return " ".join("".join(rnd.choice("abcdefghijklmnop") for _ in range(6)) for _ in range(words))
 
 
 def _chat(http: httpx.Client, program: str, content: str) -> dict[str, Any]:
@@ -66,7 +59,7 @@ def _until(what: str, probe: Any, timeout: float = 20) -> Any:
 
 def test_engine_telemetry_reaches_metrics_programs_and_kv(sglang_serve: ServeProcess) -> None:
     http = httpx.Client(base_url=sglang_serve.url, headers=TENANT, timeout=120)
-    base = _text(70, seed=1)  # about 450 tokens
+    base = random_words(70, seed=1)  # about 450 tokens
     hits_before = _metric(http, "agentconsole_prefix_cache_hit_tokens_total")
     recomputed_before = _metric(http, "agentconsole_kv_recompute_tokens_total")
     recomputes_before = int(http.get("/v1/kv", headers=OPERATOR).json()["recomputes"])
@@ -87,7 +80,7 @@ def test_engine_telemetry_reaches_metrics_programs_and_kv(sglang_serve: ServePro
 
     evicted_before = _metric(http, 'agentconsole_kv_moves_total{kind="evicted"}')
     for seed in range(5):  # about 2900 tokens through a 2048-token pool
-        _chat(http, f"http-fill-{seed}", _text(90, seed=10 + seed))
+        _chat(http, f"http-fill-{seed}", random_words(90, seed=10 + seed))
     # evictions reach the metrics when the adapter next polls the plugin's status file
     _until(
         "evictions counted",
