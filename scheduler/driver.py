@@ -660,7 +660,8 @@ class ProgramDriver:
         carrier marks nothing public: serve). Per tenant (nothing is shared across tenants:
         SGLang salts each tenant's keys), the union of the prefixes its started programs found
         cached, each segment once per engine holding it (:attr:`PrefixProbe.held_segments`;
-        SGLang's data-parallel ranks name theirs alike, so count once: a platform prompt and
+        SGLang's data-parallel ranks apart where the call's rank is known, alike when calls go
+        round robin: a platform prompt and
         each repository a tenant's agents work on), and at least the largest such prefix (a
         runtime that names no segments, or a prefix learned larger when its call ran: what was
         learned is not named, so two repositories learned so count as the larger). Left out

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentconsole.scheduler.events import EventLog
-from agentconsole.scheduler.runtime import GenerationRequest, Prompt
+from agentconsole.scheduler.runtime import GenerationRequest, Prompt, token_segments
 from agentconsole.scheduler.ticket import CallTicket
 from agentconsole.server.runtime.sglang import wire
 from agentconsole.server.runtime.sglang.contexts import ProgramContexts
@@ -165,3 +165,21 @@ def test_unpinned_calls_credit_only_what_every_rank_holds() -> None:
         Placement(later, {"A": (402, 2), "C": (0, 0)}),
     ]
     assert _View(contexts, None, both).credit() == SHARED
+
+
+def test_a_prefix_is_named_per_rank_where_the_call_goes_to_one() -> None:
+    """The door keeps room for a shared prefix once per copy: each rank's radix cache holds
+    its own, so a probe routed to one rank names its segments under that rank (two ranks'
+    copies of one prefix count twice); unpinned, the rank is unknown and the names are the
+    tenant's alone."""
+    prompt = Prompt("", len(B_PROMPT), tuple(B_PROMPT))
+    router = RankRouter(2)
+    on_rank_1 = _View(_a_ran_on_rank_1(router), router, NO_SWEEP).probe("B", prompt, TENANT)
+    assert on_rank_1.held_segments == token_segments(f"{SALT}@rank1", B_PROMPT, SHARED)
+    assert on_rank_1.held_segments != token_segments(f"{SALT}@rank0", B_PROMPT, SHARED)
+    later = time.time() + 10
+    contexts = _a_ran_on_rank_1()
+    contexts.remember("C", SALT, [*SYSTEM, 9], [1])
+    both = [Placement(later, {"C": (350, 0)}), Placement(later, {"A": (402, 2)})]
+    unpinned = _View(contexts, None, both).probe("B", prompt, TENANT)
+    assert unpinned.held_segments == token_segments(SALT, B_PROMPT, SHARED)

@@ -196,8 +196,10 @@ class KVView:
         contexts = self.telemetry.contexts
         last = contexts.get(program_id)
         if last is None:  # a new program: what the tenant's other programs computed
-            held = self._shared_on_its_rank(program_id, salt, ids)
-            segments = token_segments(salt, ids, held)
+            held, rank = self._shared_on_its_rank(program_id, salt, ids)
+            # named per rank where the call's rank is known: each rank holds a copy of its own
+            scope = salt if rank is None else f"{salt}@rank{rank}"
+            segments = token_segments(scope, ids, held)
             return PrefixProbe(len(ids), cached_tokens=held, held_segments=segments)
         resident = _resident(self.read_placement(program_id), program_id, last)
         reuse = contexts.reuse(program_id, salt, ids, resident)
@@ -205,15 +207,19 @@ class KVView:
             prompt_tokens=len(ids), cached_tokens=reuse.resident, lost_tokens=reuse.lost
         )
 
-    def _shared_on_its_rank(self, program_id: str, salt: str, ids: Sequence[int]) -> int:
+    def _shared_on_its_rank(
+        self, program_id: str, salt: str, ids: Sequence[int]
+    ) -> tuple[int, int | None]:
         """The prefix of a new program's prompt that other programs' contexts hold resident
-        where its call will run. With data-parallel ranks each rank has its own radix cache:
-        only the rank the call would be routed to now counts (the least of the ranks it may
-        go to: every rank when SGLang places calls round robin, the tied ones on a tie)."""
+        where its call will run, and that rank when it is the only one (None: one engine, or
+        any of several). With data-parallel ranks each rank has its own radix cache: only the
+        rank the call would be routed to now counts (the least of the ranks it may go to:
+        every rank when SGLang places calls round robin, the tied ones on a tie)."""
         contexts = self.telemetry.contexts
         if self.settings.dp <= 1:
             placement = self.read_placement(program_id)
-            return contexts.shared(salt, ids, lambda p, last: _resident(placement, p, last))
+            held = contexts.shared(salt, ids, lambda p, last: _resident(placement, p, last))
+            return held, None
         placements = self.rank_files.placements()
         if self.router is None:  # unpinned: SGLang's controller may send it to any rank
             ranks = list(range(self.settings.dp))
@@ -222,9 +228,10 @@ class KVView:
             ranks = self.router.likely_ranks(
                 program_id, salt, ids, len(ids), calls, contexts, placements
             )
-        return credited_prefix(
+        held = credited_prefix(
             ranks, lambda r: contexts.shared(salt, ids, self._resident_on(r, placements))
         )
+        return held, ranks[0] if len(ranks) == 1 else None
 
     def _resident_on(self, rank: int, placements: Sequence[Placement | None]) -> ResidentOf:
         """A remembered context's tokens resident on ``rank``: as that rank's sweep lists them
