@@ -169,9 +169,10 @@ class ProgramDriver:
         #: at their start): the wait the metrics count as queueing (``_door_wait_ended``)
         self._door_waits: dict[str, tuple[float, bool]] = {}
         self._dirty: dict[str, None] = {}  # an ordered set: decisions in event order
-        #: the engines' memory and batch as the latest arrival reported them (what the door's
-        #: budget is derived from; re-derived when a program ends too)
-        self._memory = (0, 0)
+        #: the engines' memory (HBM + DRAM tokens) and batch as the latest arrival reported
+        #: them: what the door's budget is derived from, at arrivals and at ends (0: none yet)
+        self._memory_tokens = 0
+        self._batch_slots = 0
 
     # -- the door
     @property
@@ -209,7 +210,7 @@ class ProgramDriver:
             return True  # a runtime that reports no KV memory has no door
         if self.door.is_parked(program_id):
             return False
-        self._memory = (memory_tokens, batch_slots)
+        self._memory_tokens, self._batch_slots = memory_tokens, batch_slots
         self._size_door()
         size = door_size(private_tokens, held)
         flight = self._flight(program_id)
@@ -649,20 +650,29 @@ class ProgramDriver:
         return more
 
     @property
+    def door_sized(self) -> bool:
+        """Whether the door has a budget: the operator's, or one derived from the memory an
+        arrival reported (a derived budget may be 0 when the shared prefixes fill it)."""
+        return self.budget_tokens is not None or self._memory_tokens > 0
+
+    @property
     def reserved_tokens(self) -> int:
-        """The room the door's budget keeps for the prefixes the started programs share (see
-        :meth:`_shared_reserve`; 0 under an operator's budget, which is taken as given)."""
-        return self._shared_reserve() if self.budget_tokens is None else 0
+        """The room the started programs' shared prefixes take now (:meth:`_shared_reserve`),
+        which the door's budget keeps from the next arrival or program end on; 0 with the door
+        off, and under an operator's budget (taken as given)."""
+        if not self.door_open or self.budget_tokens is not None:
+            return 0
+        return self._shared_reserve()
 
     def _shared_reserve(self) -> int:
         """The memory the started programs' shared prefixes take, which no program's size
         counts (``door_size`` leaves out what the engine held of a first prompt, where the
         carrier marks nothing public: serve). Per tenant (nothing is shared across tenants:
         SGLang salts each tenant's keys), the union of the prefixes its started programs found
-        cached, each segment once per engine holding it (:attr:`PrefixProbe.held_segments`;
-        SGLang's data-parallel ranks apart where the call's rank is known, alike when calls go
-        round robin: a platform prompt and
-        each repository a tenant's agents work on), and at least the largest such prefix (a
+        cached (a platform prompt, each repository its agents work on), each segment once per
+        engine holding it (:attr:`PrefixProbe.held_segments`: a model's engine, a simulated
+        replica, an SGLang data-parallel rank where the call's rank is known; ranks alike when
+        SGLang places calls round robin), and at least the largest such prefix (a
         runtime that names no segments, or a prefix learned larger when its call ran: what was
         learned is not named, so two repositories learned so count as the larger). Left out
         of the budget, 4 tenants' prefixes took a third of the memory the door thought free
@@ -686,11 +696,11 @@ class ProgramDriver:
     def _size_door(self) -> None:
         """Size the door by the memory last reported: the operator's budget as given, else a
         share of the engines' memory less the room the shared prefixes take."""
-        memory_tokens, batch_slots = self._memory
         budget = self.budget_tokens
         if budget is None:
-            budget = max(int(memory_tokens * self.memory_share) - self._shared_reserve(), 0)
-        self.door.size_to(budget, batch_slots)
+            memory = int(self._memory_tokens * self.memory_share)
+            budget = max(memory - self._shared_reserve(), 0)
+        self.door.size_to(budget, self._batch_slots)
 
     def _predicted(self, program_id: str, tokens: int) -> int:
         return self.growth.predict(self._kind(program_id), tokens)
@@ -719,7 +729,7 @@ class ProgramDriver:
         self._door_waits.pop(program_id, None)  # a dropped program's wait is nobody's now
         self._release(program_id)
         ended: list[Action] = [ProgramEnded(program_id)] if had_flight else []
-        if had_flight and self.door_open and self._memory[0] > 0:
+        if had_flight and self.door_open and self._memory_tokens > 0:
             self._size_door()  # its share of a shared prefix may free room for those in line
         return ended + self._started(self.door.finish(program_id, now), now)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections.abc import AsyncIterator, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -136,6 +136,14 @@ class PrefixProbe:
     def hit_tokens(self) -> int:
         """Prompt tokens found in any tier."""
         return self.cached_tokens + self.slow_tokens
+
+    def on_engine(self, engine: Hashable) -> PrefixProbe:
+        """This probe with its segments named under ``engine`` too: where one server runs
+        several engines (models) whose probes name a prefix alike, each holds its own copy."""
+        if not self.held_segments:
+            return self
+        named = tuple(((engine, key), tokens) for key, tokens in self.held_segments)
+        return replace(self, held_segments=named)
 
 
 @dataclass(frozen=True, slots=True)

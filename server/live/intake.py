@@ -319,6 +319,8 @@ class CallIntake:
         prompt = prompts[model]
         max_tokens = budgets[model]  # the default may have shrunk to this model's room
         probe = svc.models.runtime_of(model).probe(pid, prompt, tenant)
+        if svc.models.multi:  # each model's engine holds its own copy of a shared prefix
+            probe = probe.on_engine(model)
         uncached = max(prompt.tokens - probe.hit_tokens, 0)
         self._check_cost(tenant, program, uncached, uncached + max_tokens)
         if nid not in program.nodes:

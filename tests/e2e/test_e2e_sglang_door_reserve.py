@@ -2,8 +2,9 @@
 the door keeps room for each prefix one program computed and another read from the engine's
 cache (``GET /v1/operator/door`` ``reserved_tokens``), from the segments SGLang's probe names
 (chained digests of the token ids under the tenant's ``cache_salt``). The server is the e2e
-package's shared ``sglang_serve``: the room is read as a delta (other modules' programs may
-hold some), and this module's prefix is random text no other program shares."""
+package's shared ``sglang_serve``: the room is read as a lower bound (other modules'
+programs may hold room of their own), and this module's prefixes are random text no other
+program shares."""
 
 from __future__ import annotations
 

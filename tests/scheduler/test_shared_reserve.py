@@ -84,3 +84,31 @@ def test_the_reserve_keeps_each_repository_of_a_tenant_and_its_platform_prompt_o
     actions = driver.finish("a1", 8.0)
     assert driver.door.budget_tokens == 50_000 - 5_000 - 5_000 - 2_500
     assert StartPrograms(("big",)) in actions
+
+
+def test_a_door_off_keeps_no_room_and_a_budget_the_prefixes_fill_is_still_sized() -> None:
+    held = PrefixProbe(9_000, cached_tokens=8_000, held_segments=(("repo", 8_000),))
+    for program_aware in (False, True):
+        controller = ProgramController(EventLog(), LinearCost())
+        driver = ProgramDriver(controller, KeepAdvisor(), LinearCost(), program_aware=program_aware)
+        assert not driver.door_sized  # no memory reported yet
+        for pid in ("a", "b"):
+            controller.open_program(pid, "t", 0.0, labels={"workload": "w"})
+            assert driver.arrive(pid, 1_000, 100_000, 0.0, held=held)
+            controller.add_node(pid, Node("n0", pid, NodeKind.LLM), 0.0)
+            driver.queue_call(pid, "n0", held, 0.0)
+        # a request-level policy has no door: no room kept, none shown
+        assert driver.reserved_tokens == (8_000 if program_aware else 0)
+        controller.open_program("c", "t", 1.0, labels={"workload": "w"})
+        driver.arrive("c", 100, 8_000, 1.0)  # the engines report less memory than the room
+        if program_aware:  # a budget the shared prefix fills is 0, and still a budget
+            assert driver.door.budget_tokens == 0
+            assert driver.door_sized
+
+
+def test_each_models_engine_names_its_own_copy_of_a_prefix() -> None:
+    probe = PrefixProbe(3_000, cached_tokens=2_000, held_segments=(("p", 2_000),))
+    assert probe.on_engine("small").held_segments != probe.on_engine("large").held_segments
+    assert probe.on_engine("small").hit_tokens == 2_000
+    unnamed = PrefixProbe(3_000, cached_tokens=2_000)
+    assert unnamed.on_engine("small") is unnamed

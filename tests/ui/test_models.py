@@ -79,6 +79,7 @@ def test_door_unsized_missing_fields_and_a_peak_without_a_run() -> None:
     assert not door.sized
     assert door.fill is None
     assert (door.order, door.waiting, door.predicted_tokens) == ("?", 0, 0)
+    assert door.reserved_tokens == 0  # a server that does not say keeps no room it shows
     assert door.learned() == (
         LearnedKind("t", "chat", 4.5, 800.5),
         LearnedKind("t", "batch", None, 1200.0),

@@ -67,6 +67,9 @@ from agentconsole.server.runtime.sim.profile import load_profile
 #: block keys a served engine remembers as computed (two generations of up to this many): a
 #: prefill of a block last computed longer ago counts as a first computation, not a recompute
 COMPUTED_KEYS_KEPT = 100_000
+#: what the served engine's held segments are named under: it is the only one (several models
+#: are named apart by the intake, ``PrefixProbe.on_engine``)
+ONE_ENGINE = "live"
 
 _TIER_NAMES = {Tier.HBM: "hbm", Tier.DRAM: "dram", Tier.DISK: "disk"}
 
@@ -385,7 +388,8 @@ class SimLiveRuntime:
                 break
             common += block.tokens
         # a new program's: what it shares with others, named for the door's reserve
-        held = () if last_path else chained_segments(0, ((n.key, n.tokens) for n in found.path))
+        runs = ((n.key, n.tokens) for n in found.path)
+        held = () if last_path else chained_segments(ONE_ENGINE, runs)
         return PrefixProbe(
             found.requested_tokens,
             cached_tokens=found.hit_tokens - slow,
