@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
+from agentconsole.server.store.lane import WriterLane
 from tests.server.api.harness import LiveServer, chat_body, make_config, wait_until
 from tests.server.api.test_api_programs import WEATHER
 
@@ -109,17 +112,21 @@ def test_a_named_program_waiting_on_a_tool_the_model_asked_for_stays_open(
             assert c.post("/v1/chat/completions", json=body).status_code == 200
 
 
-def test_a_call_the_store_cannot_record_is_refused(tmp_path: Path) -> None:
+def test_a_call_the_store_cannot_record_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With the store's writer dead of a fatal error, a call's events, node and tokens would
-    be lost: it is refused with 503 (``/ready`` already said so), and served again after."""
+    be lost: it is refused with 503 (``/ready`` already said so), and served again after.
+    The writer is shown dead, not made so: a lane that meets a real failure ends its thread
+    at the next item it takes (a sample of the metrics under a loaded host, in a run where
+    the failure was set on the lane itself), and nothing then brings it back."""
     with LiveServer(make_config(tmp_path / "dead.duckdb")) as server:
         server.wait_ready()
-        lane = server.live.store.writer._lanes[0]
-        lane._failure = RuntimeError("disk gone")  # what a fatal DuckDB error leaves
+        monkeypatch.setattr(WriterLane, "alive", property(lambda lane: False))
         with server.client() as c:
             refused = c.post("/v1/chat/completions", json=chat_body())
             assert refused.status_code == 503, refused.text
             assert "store" in refused.json()["error"]["message"]
             assert c.get("/ready").status_code == 503
-        lane._failure = None
+        monkeypatch.undo()
         _call(server, "after")
