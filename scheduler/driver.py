@@ -4,9 +4,10 @@ The :class:`ProgramController` keeps the books (programs, nodes, estimates, tick
 driver decides what a program's events mean for the engine and for other programs:
 
 * **the door** (``scheduler.door.ProgramDoor``): is a new program started now or parked,
-  sized by its kind's predicted peak against the engines' HBM + DRAM, and which waiting
-  program goes first (its kind's expected run: ``scheduler.doorline``); each wait there
-  ends in a ``program.door_waited`` event, which the metrics count as queueing;
+  sized by its kind's predicted peak against the engines' HBM + DRAM less the shared
+  prefixes' room (``scheduler.doorroom``), and which waiting program goes first (its
+  kind's expected run: ``scheduler.doorline``); each wait there ends in a
+  ``program.door_waited`` event, which the metrics count as queueing;
 * **ticket inputs**: the cached tokens and restore cost of a call, from what the engine holds
   of its prompt (a :class:`~agentconsole.scheduler.runtime.PrefixProbe`);
 * **the tool-wait decision**: when a program waits on tools only, what happens to its KV
@@ -28,7 +29,7 @@ for :meth:`ProgramDriver.settle`, which a carrier calls once the events of one i
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from agentconsole.scheduler import learned
@@ -47,6 +48,14 @@ from agentconsole.scheduler.actions import (
 )
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
 from agentconsole.scheduler.door import ProgramDoor
+from agentconsole.scheduler.doorroom import (
+    DOOR_MEMORY_SHARE,
+    DoorBudget,
+    SharedPrefix,
+    door_size,
+    marks_public,
+    shared_reserve,
+)
 from agentconsole.scheduler.eventdata import number
 from agentconsole.scheduler.events import Event, EventKind, Scalar
 from agentconsole.scheduler.fairness import FairnessConfig
@@ -60,9 +69,6 @@ from agentconsole.scheduler.ticket import CallTicket
 #: agent's next call or tool usually follows at once; one that never says it is done must
 #: not hold the door shut)
 IDLE_GRACE_S = 5.0
-#: the share of HBM + DRAM the started programs' private contexts may claim at the door (the
-#: rest is headroom for the shared prefixes and the calls' outputs); serve and bench alike
-DOOR_MEMORY_SHARE = 0.9
 
 
 class SettleFailed(Exception):
@@ -107,24 +113,6 @@ class _Flight:
     ended_calls: int = 0
 
 
-def marks_public(private_tokens: int | None, prompt_tokens: int) -> bool:
-    """Whether the carrier said which of a prompt's tokens are shared by marking public blocks
-    (the simulator's traces): then a tenant's own prefix counts as the program's,
-    conservatively. One that marks nothing (``serve``) leaves it to be learned from what the
-    engine held of the program's first prompt: every hit then is another program's KV."""
-    return private_tokens is not None and private_tokens < prompt_tokens
-
-
-def door_size(private_tokens: int, held: PrefixProbe | None) -> int:
-    """What a new program claims at the door, in ``bench`` and ``serve`` alike: its first
-    prompt's own tokens (``private_tokens``), less, where the carrier marks nothing public,
-    the prefix the engine holds already (``held``; a system prompt or tool schemas other
-    programs computed, stored once). ``held`` None: nothing known, all of it counts."""
-    if held is None or marks_public(private_tokens, held.prompt_tokens):
-        return private_tokens
-    return max(min(private_tokens, held.prompt_tokens - held.hit_tokens), 0)
-
-
 # -- the driver ------------------------------------------------------------------------------------
 class ProgramDriver:
     """See the module docstring. ``program_aware`` is the active policy's flag: request-level
@@ -148,8 +136,8 @@ class ProgramDriver:
         self.advisor = advisor
         self.cost = cost
         self.program_aware = program_aware
-        self.memory_share = memory_share
-        self.budget_tokens = budget_tokens
+        #: what the door may fill: the operator's budget or a share of the reported memory
+        self.budget = DoorBudget(memory_share, budget_tokens)
         self.idle_grace_s = idle_grace_s
         #: peak working sets per (tenant, kind) of program: how the door sizes a program
         self.growth = PeakEstimator()
@@ -169,10 +157,6 @@ class ProgramDriver:
         #: at their start): the wait the metrics count as queueing (``_door_wait_ended``)
         self._door_waits: dict[str, tuple[float, bool]] = {}
         self._dirty: dict[str, None] = {}  # an ordered set: decisions in event order
-        #: the engines' memory (HBM + DRAM tokens) and batch as the latest arrival reported
-        #: them: what the door's budget is derived from, at arrivals and at ends (0: none yet)
-        self._memory_tokens = 0
-        self._batch_slots = 0
 
     # -- the door
     @property
@@ -206,11 +190,11 @@ class ProgramDriver:
                 flight.private_tokens = flight.peak_tokens = size
                 self.door.let_in(program_id, size, now, kind=self._kind(program_id))
             return True
-        if self.budget_tokens is None and memory_tokens <= 0:
+        if self.budget.operator_tokens is None and memory_tokens <= 0:
             return True  # a runtime that reports no KV memory has no door
         if self.door.is_parked(program_id):
             return False
-        self._memory_tokens, self._batch_slots = memory_tokens, batch_slots
+        self.budget.report(memory_tokens, batch_slots)
         self._size_door()
         size = door_size(private_tokens, held)
         flight = self._flight(program_id)
@@ -651,56 +635,36 @@ class ProgramDriver:
 
     @property
     def door_sized(self) -> bool:
-        """Whether the door has a budget: the operator's, or one derived from the memory an
-        arrival reported (a derived budget may be 0 when the shared prefixes fill it)."""
-        return self.budget_tokens is not None or self._memory_tokens > 0
+        """Whether the door has a budget (:attr:`DoorBudget.sized`)."""
+        return self.budget.sized
 
     @property
     def reserved_tokens(self) -> int:
-        """The room the started programs' shared prefixes take now (:meth:`_shared_reserve`),
-        which the door's budget keeps from the next arrival or program end on; 0 with the door
-        off, and under an operator's budget (taken as given)."""
-        if not self.door_open or self.budget_tokens is not None:
+        """The room the started programs' shared prefixes take now
+        (:func:`~agentconsole.scheduler.doorroom.shared_reserve`), which the door's budget
+        keeps from the next arrival or program end on; 0 with the door off, and under an
+        operator's budget (taken as given)."""
+        if not self.door_open or not self.budget.reserves:
             return 0
-        return self._shared_reserve()
+        return shared_reserve(self._shared_prefixes())
 
-    def _shared_reserve(self) -> int:
-        """The memory the started programs' shared prefixes take, which no program's size
-        counts (``door_size`` leaves out what the engine held of a first prompt, where the
-        carrier marks nothing public: serve). Per tenant (nothing is shared across tenants:
-        SGLang salts each tenant's keys), the union of the prefixes its started programs found
-        cached (a platform prompt, each repository its agents work on), each segment once per
-        engine holding it (:attr:`PrefixProbe.held_segments`: a model's engine, a simulated
-        replica, an SGLang data-parallel rank where the call's rank is known; ranks alike when
-        SGLang places calls round robin), and at least the largest such prefix (a
-        runtime that names no segments, or a prefix learned larger when its call ran: what was
-        learned is not named, so two repositories learned so count as the larger). Left out
-        of the budget, 4 tenants' prefixes took a third of the memory the door thought free
-        and coding-agent thrashed at 3x; with one prefix per tenant kept (its two repositories
-        counted as one) it still recomputed 8M tokens (docs/BENCHMARKS.md 2s, 2t)."""
-        largest: dict[str, int] = {}
-        segments: dict[str, dict[Hashable, int]] = {}
+    def _shared_prefixes(self) -> Iterator[SharedPrefix]:
+        """The prefixes the started programs found cached at their first calls, learned where
+        the carrier marks nothing public (serve): other programs' KV, in no program's size."""
         programs = self.controller.programs
         for program_id, flight in self._flights.items():
             shared = flight.shared_tokens
             if not (flight.learns_shared and shared and self.door.is_started(program_id)):
                 continue
             program = programs.get(program_id)
-            if program is None:
-                continue
-            tenant = program.tenant
-            largest[tenant] = max(largest.get(tenant, 0), shared)
-            segments.setdefault(tenant, {}).update(flight.shared_segments)
-        return sum(max(most, sum(segments[t].values())) for t, most in largest.items())
+            if program is not None:
+                yield program.tenant, shared, flight.shared_segments
 
     def _size_door(self) -> None:
-        """Size the door by the memory last reported: the operator's budget as given, else a
-        share of the engines' memory less the room the shared prefixes take."""
-        budget = self.budget_tokens
-        if budget is None:
-            memory = int(self._memory_tokens * self.memory_share)
-            budget = max(memory - self._shared_reserve(), 0)
-        self.door.size_to(budget, self._batch_slots)
+        """Size the door by the memory last reported, less the shared prefixes' room."""
+        budget = self.budget
+        reserve = shared_reserve(self._shared_prefixes()) if budget.reserves else 0
+        self.door.size_to(budget.tokens(reserve), budget.batch_slots)
 
     def _predicted(self, program_id: str, tokens: int) -> int:
         return self.growth.predict(self._kind(program_id), tokens)
@@ -729,7 +693,7 @@ class ProgramDriver:
         self._door_waits.pop(program_id, None)  # a dropped program's wait is nobody's now
         self._release(program_id)
         ended: list[Action] = [ProgramEnded(program_id)] if had_flight else []
-        if had_flight and self.door_open and self._memory_tokens > 0:
+        if had_flight and self.door_open and self.budget.memory_tokens > 0:
             self._size_door()  # its share of a shared prefix may free room for those in line
         return ended + self._started(self.door.finish(program_id, now), now)
 

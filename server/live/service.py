@@ -45,7 +45,8 @@ from agentconsole.scheduler.actions import (
 from agentconsole.scheduler.controller import ABANDONED, ProgramController
 from agentconsole.scheduler.dag import descendants
 from agentconsole.scheduler.door import DOOR_ON_BY_DEFAULT
-from agentconsole.scheduler.driver import DOOR_MEMORY_SHARE, ProgramDriver, SettleFailed
+from agentconsole.scheduler.doorroom import DOOR_MEMORY_SHARE
+from agentconsole.scheduler.driver import ProgramDriver, SettleFailed
 from agentconsole.scheduler.events import Event, EventKind
 from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.policies import DEFAULT_POLICY, Policy, get_policy

@@ -4,7 +4,7 @@ or several models: one rule for ``bench --replicas N`` (``sim/simulation.py``) a
 models (``live/intake.py``).
 
 The program door sizes a new program by what its first prompt does not find cached
-(``scheduler.driver.door_size``). Each replica (a data-parallel rank) has its own prefix cache,
+(``scheduler.doorroom.door_size``). Each replica (a data-parallel rank) has its own prefix cache,
 so only what the replica its first call runs on holds saves anything. That replica is not
 known at the door: the call is placed when it is sent, and the loads may change meanwhile. So
 the credit is the least prefix held over the replicas the placement rule could choose now

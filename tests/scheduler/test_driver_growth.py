@@ -11,7 +11,8 @@ from agentconsole.scheduler.actions import (
     StartPrograms,
 )
 from agentconsole.scheduler.controller import CallUsage, ProgramController
-from agentconsole.scheduler.driver import ProgramDriver, door_size
+from agentconsole.scheduler.doorroom import door_size
+from agentconsole.scheduler.driver import ProgramDriver
 from agentconsole.scheduler.events import EventKind, EventLog
 from agentconsole.scheduler.metrics import MetricsAggregator
 from agentconsole.scheduler.program import Node, NodeKind, ToolKind, ToolSpec

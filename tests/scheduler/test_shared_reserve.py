@@ -1,5 +1,5 @@
 """The door's room for the prefixes programs share: named in segments by the runtimes'
-probes, kept once per segment per tenant (``ProgramDriver._shared_reserve``)."""
+probes, kept once per segment per tenant (``scheduler.doorroom.shared_reserve``)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,8 @@ from agentconsole.scheduler.actions import (
     StartPrograms,
     ToolWaitFacts,
 )
-from agentconsole.scheduler.driver import ProgramDriver, door_size
+from agentconsole.scheduler.doorroom import door_size
+from agentconsole.scheduler.driver import ProgramDriver
 from agentconsole.scheduler.program import ToolKind, ToolSpec
 from agentconsole.scheduler.runtime import CacheAction, MemoryView
 from agentconsole.server.live.hub import EventHub

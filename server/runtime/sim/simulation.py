@@ -37,7 +37,8 @@ from agentconsole.scheduler.actions import (
 )
 from agentconsole.scheduler.backlog import drain_batch
 from agentconsole.scheduler.controller import CallUsage, ProgramController, QuotaExceeded
-from agentconsole.scheduler.driver import DOOR_MEMORY_SHARE, ProgramDriver, marks_public
+from agentconsole.scheduler.doorroom import DOOR_MEMORY_SHARE, marks_public
+from agentconsole.scheduler.driver import ProgramDriver
 from agentconsole.scheduler.events import EventLog, Scalar, paused_gc
 from agentconsole.scheduler.fairness import FairnessConfig
 from agentconsole.scheduler.models import ModelRequest

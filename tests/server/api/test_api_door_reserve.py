@@ -1,6 +1,6 @@
 """serve's door keeps room for the prefixes a tenant's programs share, over real HTTP on the
 live simulated engine: the platform prompt once and each repository its agents work on once
-(``ProgramDriver._shared_reserve``, from the segments the runtime's probe names). Kept for
+(``scheduler.doorroom.shared_reserve``, from the segments the runtime's probe names). Kept for
 one prefix per tenant, coding-agent's second repository went uncounted and the door let in
 programs that thrashed (docs/BENCHMARKS.md 2t)."""
 
