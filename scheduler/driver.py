@@ -296,6 +296,8 @@ class ProgramDriver:
             flight.shared_tokens = probe.hit_tokens if flight.learns_shared else 0
             if flight.learns_shared:
                 flight.shared_segments = probe.held_segments
+            if flight.shared_tokens:
+                self._resize_door()  # its prefix takes room from now, not the next arrival
         own = max(probe.prompt_tokens - flight.shared_tokens, 0)
         self._grow(program_id, flight, own if private_tokens is None else min(private_tokens, own))
         self.door.rejoin(program_id)
@@ -353,7 +355,10 @@ class ProgramDriver:
         if flight is not None and usage is not None:  # its answer joins its context
             own = flight.private_tokens
             if flight.learns_shared and not program.completed_calls:  # all cached: another's
-                own -= self._learn_shared(flight, usage.cached_tokens)
+                learned_more = self._learn_shared(flight, usage.cached_tokens)
+                own -= learned_more
+                if learned_more:
+                    self._resize_door()
             self._grow(program_id, flight, own + usage.output_tokens)
         try:
             if outcome == "ok" and node.in_flight and usage is not None:
@@ -666,6 +671,12 @@ class ProgramDriver:
         reserve = shared_reserve(self._shared_prefixes()) if budget.reserves else 0
         self.door.size_to(budget.tokens(reserve), budget.batch_slots)
 
+    def _resize_door(self) -> None:
+        """The shared prefixes changed (a first call found one, or learned it larger; a
+        program ended): size the door again where it sizes by reported memory."""
+        if self.door_open and self.budget.memory_tokens > 0:
+            self._size_door()
+
     def _predicted(self, program_id: str, tokens: int) -> int:
         return self.growth.predict(self._kind(program_id), tokens)
 
@@ -693,8 +704,8 @@ class ProgramDriver:
         self._door_waits.pop(program_id, None)  # a dropped program's wait is nobody's now
         self._release(program_id)
         ended: list[Action] = [ProgramEnded(program_id)] if had_flight else []
-        if had_flight and self.door_open and self.budget.memory_tokens > 0:
-            self._size_door()  # its share of a shared prefix may free room for those in line
+        if had_flight:
+            self._resize_door()  # its share of a shared prefix may free room for those in line
         return ended + self._started(self.door.finish(program_id, now), now)
 
     def _started(self, program_ids: list[str], now: float) -> list[Action]:

@@ -4,7 +4,7 @@ probes, kept once per segment per tenant (``scheduler.doorroom.shared_reserve``)
 from __future__ import annotations
 
 from agentconsole.scheduler.actions import StartPrograms
-from agentconsole.scheduler.controller import ProgramController
+from agentconsole.scheduler.controller import CallUsage, ProgramController
 from agentconsole.scheduler.driver import ProgramDriver
 from agentconsole.scheduler.events import EventLog
 from agentconsole.scheduler.program import Node, NodeKind
@@ -84,6 +84,27 @@ def test_the_reserve_keeps_each_repository_of_a_tenant_and_its_platform_prompt_o
     actions = driver.finish("a1", 8.0)
     assert driver.door.budget_tokens == 50_000 - 5_000 - 5_000 - 2_500
     assert StartPrograms(("big",)) in actions
+
+
+def test_a_prefix_found_at_a_first_call_takes_its_room_at_once_and_again_when_learned_larger() -> (
+    None
+):
+    """Between arrivals the line can be let in (a program steps out on a tool): the budget
+    must already keep the room of a prefix the last first call found, and of one its call
+    learned larger when it ran (SGLang reports what it served from cache)."""
+    controller = ProgramController(EventLog(), LinearCost())
+    driver = ProgramDriver(controller, KeepAdvisor(), LinearCost(), memory_share=0.5)
+    controller.open_program("a", "t", 0.0, labels={"workload": "w"})
+    assert driver.arrive("a", 1_000, 100_000, 0.0)  # nothing held yet: the whole budget
+    assert driver.door.budget_tokens == 50_000
+    probe = PrefixProbe(9_000, cached_tokens=4_000, held_segments=(("repo", 4_000),))
+    controller.add_node("a", Node("n0", "a", NodeKind.LLM), 0.0)
+    ticket = driver.queue_call("a", "n0", probe, 0.0)
+    assert driver.door.budget_tokens == 50_000 - 4_000  # before any other arrival
+    controller.start_node("a", "n0", 0.0)
+    usage = CallUsage(9_000, cached_tokens=6_000, output_tokens=10, service_s=1.0)
+    driver.call_ended("a", "n0", ticket.call_id, 1.0, usage)
+    assert driver.door.budget_tokens == 50_000 - 6_000  # learned larger: the larger counts
 
 
 def test_a_door_off_keeps_no_room_and_a_budget_the_prefixes_fill_is_still_sized() -> None:
