@@ -20,7 +20,6 @@ an underserved tenant's (not starving) or the engine is idle.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agentconsole.kvtiers.node import Block, Node
@@ -417,22 +416,33 @@ class SimEngine:
         return True
 
     def _preempt_for(self, call_id: str, now: float) -> bool:
-        """Preempt the worst-ranked running call for queued ``call_id`` if the rule allows.
+        """Preempt the worst-ranked decoding call for queued ``call_id`` if the rule allows.
 
-        Running calls are compared by their rank as of this plan (the tier they were admitted
-        in, their policy key now), which keeps this O(running) with no key recomputation."""
+        Only a decoding call is a victim, as in SGLang: its priority preemption takes victims
+        from the running batch, which a chunked prefill joins only after its last chunk (a
+        prefill cut short here lost its finished chunks to eviction under memory pressure and
+        prefilled them again: recompute ``fcfs`` never paid, seed-mix at 0.5x). Running calls
+        are compared by their rank as of this plan (the tier they were admitted in, their
+        policy key now), which keeps this O(running) with no key recomputation."""
         if not (self.queue.policy.preemptive and self.preemption.enabled) or not self.running:
             return False
         head = self.queue.entry(call_id)
         if head is None:
             return False
         want = head.rank_at(now)
-        running: Iterable[SimCall] = self.running.values()
-        if want[0] not in STARVING_TIERS:
-            # the rule never lets it displace a starving call: the worst of the others, as the
-            # plugin picks among the calls the rule allows (``ordering.preemption_victims``)
-            running = [c for c in running if c.rank[0] not in STARVING_TIERS]
-        victim = max(running, key=lambda c: c.rank, default=None)
+        # the rule never lets it displace a starving call unless it starves too: the worst of
+        # the others, as the plugin picks among the calls the rule allows
+        # (``ordering.preemption_victims``)
+        spare_starving = want[0] not in STARVING_TIERS
+        victim = max(
+            (
+                c
+                for c in self.running.values()
+                if c.phase is Phase.DECODE and not (spare_starving and c.rank[0] in STARVING_TIERS)
+            ),
+            key=lambda c: c.rank,
+            default=None,
+        )
         if victim is None:
             return False
         per_token = self.cost.decode_step_seconds(1, victim.prompt_tokens)

@@ -82,7 +82,10 @@ def test_a_preempted_call_admitted_again_keeps_one_attempt_in_a_whole_run() -> N
     """Under a preemptive policy the simulator admits preempted calls again: each node keeps
     the attempt its call opened (its ticket and call id say attempt 1), closed when it ends,
     instead of a second attempt beside an open first one."""
-    programs = generate("seed-mix", n_programs=200, rate=1.0, seed=1)
+    # wide-fanout's short contexts: decoding calls worth preempting (seed-mix's 80K-token ones
+    # cost more to restore than their answers take; only a prefill in progress was ever cut,
+    # which SGLang never does)
+    programs = generate("wide-fanout", n_programs=100, rate=2.0, seed=1)
     config = SimConfig(policy="plas", program_admission=False, preemption=PreemptionRule())
     result = Simulation(programs, COST, config).run()
     preempted = [e for e in result.events.events if e.kind is EventKind.CALL_PREEMPTED]
@@ -241,3 +244,37 @@ def test_a_waiting_call_that_does_not_starve_displaces_the_worst_call_it_may() -
     assert engine._preempt_for(waiting.call_id, now)
     assert other.phase is Phase.QUEUED  # back in the queue: the one the rule allowed
     assert starving.call_id in engine.running
+
+
+def test_a_call_still_prefilling_is_never_preempted_as_sglang_takes_victims_from_decoders() -> None:
+    """SGLang's priority preemption takes its victims from the running batch, which a chunked
+    prefill joins only after its last chunk. The simulator cut prefills in progress: on
+    seed-mix at 0.5x their finished chunks were evicted before the re-admission and
+    prefilled again (45K tokens recomputed where ``fcfs`` recomputed none)."""
+    rule = PreemptionRule(min_residency_s=0.0, cost_ratio=0.0)
+    engine = SimEngine(
+        COST,
+        get_policy("cp-cache"),
+        EventLog(),
+        preemption=rule,
+        config=EngineConfig(max_running_requests=1),
+    )
+    long = _call("a", [Block("a/p", 40_000)], 500)
+    engine.submit(long, 0.0)
+    step_end = engine.plan(0.0)
+    assert step_end is not None
+    engine.complete(step_end)
+    assert long.phase is Phase.PREFILL  # chunks still to run
+    long.rank = (TIER_UNDERSERVED, 5.0, 1)
+    waiting = _call("b", [Block("b/p", 500)], 10)
+    engine.submit(waiting, step_end)
+    entry = engine.queue.entry(waiting.call_id)
+    assert entry is not None
+    entry.tier, entry.key = TIER_UNDERSERVED, -1e9  # ranked well before it
+
+    assert not engine._preempt_for(waiting.call_id, step_end)
+    assert long.phase is Phase.PREFILL
+    now = _run_until(engine, step_end, lambda: long.phase is Phase.DECODE)
+    long.rank = (TIER_UNDERSERVED, 5.0, 1)
+    assert engine._preempt_for(waiting.call_id, now)  # decoding now: a victim as in SGLang
+    assert long.phase is Phase.QUEUED
