@@ -10,8 +10,8 @@ and ``serve``:
   engines' HBM + DRAM less the room the started programs' shared prefixes take
   (:func:`shared_reserve`), which no program's size counts.
 
-Pure functions and one small record; the driver owns when they are applied (each arrival and
-each program end).
+Pure functions and one small record; the driver owns when they are applied (each arrival,
+each program end, and a first call that finds a shared prefix or learns it larger).
 """
 
 from __future__ import annotations

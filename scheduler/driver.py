@@ -647,8 +647,8 @@ class ProgramDriver:
     def reserved_tokens(self) -> int:
         """The room the started programs' shared prefixes take now
         (:func:`~agentconsole.scheduler.doorroom.shared_reserve`), which the door's budget
-        keeps from the next arrival or program end on; 0 with the door off, and under an
-        operator's budget (taken as given)."""
+        keeps (:meth:`_resize_door` at each change of them); 0 with the door off, and under
+        an operator's budget (taken as given)."""
         if not self.door_open or not self.budget.reserves:
             return 0
         return shared_reserve(self._shared_prefixes())

@@ -23,11 +23,9 @@ def test_the_reserve_counts_each_segment_once_per_tenant_and_at_least_the_larges
 
 def test_the_budget_is_a_share_of_reported_memory_less_the_reserve_or_the_operators() -> None:
     budget = DoorBudget(memory_share=0.5)
-    assert not budget.sized
-    assert budget.reserves
+    assert (budget.sized, budget.reserves) == (False, True)  # nothing reported yet
     budget.report(100_000, 8)
-    assert budget.sized
-    assert budget.batch_slots == 8
+    assert (budget.sized, budget.batch_slots) == (True, 8)
     assert budget.tokens(10_000) == 40_000
     assert budget.tokens(60_000) == 0  # prefixes fill it: sized, at 0
     operator = DoorBudget(memory_share=0.5, operator_tokens=30_000)

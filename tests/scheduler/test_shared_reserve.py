@@ -106,6 +106,15 @@ def test_a_prefix_found_at_a_first_call_takes_its_room_at_once_and_again_when_le
     driver.call_ended("a", "n0", ticket.call_id, 1.0, usage)
     assert driver.door.budget_tokens == 50_000 - 6_000  # learned larger: the larger counts
 
+    # an operator's budget is taken as given: a first call's prefix leaves it alone
+    controller = ProgramController(EventLog(), LinearCost())
+    driver = ProgramDriver(controller, KeepAdvisor(), LinearCost(), budget_tokens=30_000)
+    controller.open_program("b", "t", 0.0, labels={"workload": "w"})
+    assert driver.arrive("b", 1_000, 100_000, 0.0)
+    controller.add_node("b", Node("n0", "b", NodeKind.LLM), 0.0)
+    driver.queue_call("b", "n0", probe, 0.0)
+    assert (driver.door.budget_tokens, driver.reserved_tokens) == (30_000, 0)
+
 
 def test_a_door_off_keeps_no_room_and_a_budget_the_prefixes_fill_is_still_sized() -> None:
     held = PrefixProbe(9_000, cached_tokens=8_000, held_segments=(("repo", 8_000),))

@@ -2,7 +2,7 @@
 
 Mental model: the engine runs *blocks* (``blocks.py``). ``plan(now)`` admits queued calls in
 policy order (fairness-guarded, O(log n) per decision) while slots and KV allow, possibly
-preempting a worse-ranked running call, then starts one block: a chunked-prefill step, a fused
+preempting a worse-ranked decoding call, then starts one block: a chunked-prefill step, a fused
 run of stall-free mixed steps, or a fused run of decode steps whose total time has a closed
 form. ``complete(now)`` applies the block's tokens; ``interrupt(now)`` cuts a fused run at a
 step boundary when outside work arrives. A single step is atomic, as on a GPU.

@@ -250,7 +250,7 @@ def test_a_call_still_prefilling_is_never_preempted_as_sglang_takes_victims_from
     """SGLang's priority preemption takes its victims from the running batch, which a chunked
     prefill joins only after its last chunk. The simulator cut prefills in progress: on
     seed-mix at 0.5x their finished chunks were evicted before the re-admission and
-    prefilled again (45K tokens recomputed where ``fcfs`` recomputed none)."""
+    prefilled again (82K tokens recomputed where ``fcfs`` recomputed 36K)."""
     rule = PreemptionRule(min_residency_s=0.0, cost_ratio=0.0)
     engine = SimEngine(
         COST,
@@ -264,7 +264,7 @@ def test_a_call_still_prefilling_is_never_preempted_as_sglang_takes_victims_from
     step_end = engine.plan(0.0)
     assert step_end is not None
     engine.complete(step_end)
-    assert long.phase is Phase.PREFILL  # chunks still to run
+    assert (long.phase, long.prompt_tokens > long.context_done) == (Phase.PREFILL, True)
     long.rank = (TIER_UNDERSERVED, 5.0, 1)
     waiting = _call("b", [Block("b/p", 500)], 10)
     engine.submit(waiting, step_end)
@@ -273,8 +273,8 @@ def test_a_call_still_prefilling_is_never_preempted_as_sglang_takes_victims_from
     entry.tier, entry.key = TIER_UNDERSERVED, -1e9  # ranked well before it
 
     assert not engine._preempt_for(waiting.call_id, step_end)
-    assert long.phase is Phase.PREFILL
+    assert long.call_id in engine.running  # still prefilling, untouched
     now = _run_until(engine, step_end, lambda: long.phase is Phase.DECODE)
     long.rank = (TIER_UNDERSERVED, 5.0, 1)
     assert engine._preempt_for(waiting.call_id, now)  # decoding now: a victim as in SGLang
-    assert long.phase is Phase.QUEUED
+    assert (long.phase, long.call_id in engine.running) == (Phase.QUEUED, False)
