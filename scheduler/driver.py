@@ -153,6 +153,9 @@ class ProgramDriver:
         )
         self.retained: dict[str, Retained] = {}
         self._flights: dict[str, _Flight] = {}
+        #: programs that learn their shared prefix at their first call (an ordered set): the
+        #: door's reserve reads these alone, not every flight at each arrival and end
+        self._learners: dict[str, None] = {}
         #: programs waiting at the door -> since when, and whether at a call boundary (else
         #: at their start): the wait the metrics count as queueing (``_door_wait_ended``)
         self._door_waits: dict[str, tuple[float, bool]] = {}
@@ -296,6 +299,7 @@ class ProgramDriver:
             flight.shared_tokens = probe.hit_tokens if flight.learns_shared else 0
             if flight.learns_shared:
                 flight.shared_segments = probe.held_segments
+                self._learners[program_id] = None
             if flight.shared_tokens:
                 self._resize_door()  # its prefix takes room from now, not the next arrival
         own = max(probe.prompt_tokens - flight.shared_tokens, 0)
@@ -639,11 +643,6 @@ class ProgramDriver:
         return more
 
     @property
-    def door_sized(self) -> bool:
-        """Whether the door has a budget (:attr:`DoorBudget.sized`)."""
-        return self.budget.sized
-
-    @property
     def reserved_tokens(self) -> int:
         """The room the started programs' shared prefixes take now
         (:func:`~agentconsole.scheduler.doorroom.shared_reserve`), which the door's budget
@@ -657,9 +656,10 @@ class ProgramDriver:
         """The prefixes the started programs found cached at their first calls, learned where
         the carrier marks nothing public (serve): other programs' KV, in no program's size."""
         programs = self.controller.programs
-        for program_id, flight in self._flights.items():
+        for program_id in self._learners:
+            flight = self._flights[program_id]
             shared = flight.shared_tokens
-            if not (flight.learns_shared and shared and self.door.is_started(program_id)):
+            if not (shared and self.door.is_started(program_id)):
                 continue
             program = programs.get(program_id)
             if program is not None:
@@ -700,6 +700,7 @@ class ProgramDriver:
 
     def _end(self, program_id: str, now: float) -> list[Action]:
         had_flight = self._flights.pop(program_id, None) is not None
+        self._learners.pop(program_id, None)
         self._dirty.pop(program_id, None)
         self._door_waits.pop(program_id, None)  # a dropped program's wait is nobody's now
         self._release(program_id)

@@ -414,7 +414,7 @@ def door_json(service: ProgramService) -> dict[str, Any]:
     door = driver.door
     # sized from the engines' memory as programs arrive: none before the first, nor on a
     # runtime that reports no KV memory (the door then admits every program)
-    sized = driver.door_sized
+    sized = driver.budget.sized
     return {
         "enabled": driver.door_open,
         "order": "shortest-first" if door.shortest_first else "arrival",

@@ -121,7 +121,7 @@ def test_a_door_off_keeps_no_room_and_a_budget_the_prefixes_fill_is_still_sized(
     for program_aware in (False, True):
         controller = ProgramController(EventLog(), LinearCost())
         driver = ProgramDriver(controller, KeepAdvisor(), LinearCost(), program_aware=program_aware)
-        assert not driver.door_sized  # no memory reported yet
+        assert not driver.budget.sized  # no memory reported yet
         for pid in ("a", "b"):
             controller.open_program(pid, "t", 0.0, labels={"workload": "w"})
             assert driver.arrive(pid, 1_000, 100_000, 0.0, held=held)
@@ -133,7 +133,7 @@ def test_a_door_off_keeps_no_room_and_a_budget_the_prefixes_fill_is_still_sized(
         driver.arrive("c", 100, 8_000, 1.0)  # the engines report less memory than the room
         if program_aware:  # a budget the shared prefix fills is 0, and still a budget
             assert driver.door.budget_tokens == 0
-            assert driver.door_sized
+            assert driver.budget.sized
 
 
 def test_each_models_engine_names_its_own_copy_of_a_prefix() -> None:

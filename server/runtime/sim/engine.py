@@ -421,9 +421,10 @@ class SimEngine:
         Only a decoding call is a victim, as in SGLang: its priority preemption takes victims
         from the running batch, which a chunked prefill joins only after its last chunk (a
         prefill cut short here lost its finished chunks to eviction under memory pressure and
-        prefilled them again: recompute ``fcfs`` never paid, seed-mix at 0.5x). Running calls
-        are compared by their rank as of this plan (the tier they were admitted in, their
-        policy key now), which keeps this O(running) with no key recomputation."""
+        prefilled them again: recompute that ``fcfs``, which never preempts, does not pay;
+        seen on seed-mix at 0.5x). Running calls are compared by their rank as of this plan
+        (the tier they were admitted in, their policy key now), which keeps this O(running)
+        with no key recomputation."""
         if not (self.queue.policy.preemptive and self.preemption.enabled) or not self.running:
             return False
         head = self.queue.entry(call_id)
